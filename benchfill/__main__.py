@@ -1,0 +1,5 @@
+import sys
+
+from benchfill.cli import main
+
+sys.exit(main())

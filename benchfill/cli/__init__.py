@@ -1,0 +1,71 @@
+"""The command line: a thin argparse layer over the library.
+
+Each command group lives in its own module with a ``register(subparsers)``
+function. Modules here import nothing heavy at module level, so that
+``benchfill <cmd> --help`` starts fast; handlers import the library lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# Order is the order shown in --help.
+COMMAND_MODULES = (
+    "benchfill.cli.measure",  # fit, diagnose, calibrate
+    "benchfill.cli.run",  # run
+    "benchfill.cli.traffic",  # probes check / probes serve
+    "benchfill.cli.sim",  # sim serve
+    "benchfill.cli.review",  # review export / serve / import, release
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="benchfill",
+        description="Measure where a benchmark's items sit on the difficulty axis, fill its gaps, ship the result.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # a command group not built yet
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("benchfill")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    # litellm must never fetch its model cost map from the network.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    from benchfill.errors import BenchfillError
+
+    try:
+        return int(args.func(args) or 0)
+    except BenchfillError as exc:
+        print(f"benchfill: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("benchfill: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,61 @@
+"""The model-by-item response matrix: the one input every measurement starts from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ResponseMatrix:
+    """Aggregated binomial responses.
+
+    ``correct[j, i]`` and ``trials[j, i]`` count the correct answers and the
+    attempts of model ``j`` on item ``i``; a pair never attempted has
+    ``trials == 0`` and contributes nothing to any likelihood.
+    ``chance[i]`` is the guessing floor of item ``i`` (0 for free-response).
+    """
+
+    models: tuple[str, ...]
+    item_ids: tuple[str, ...]
+    correct: np.ndarray  # int64, shape (n_models, n_items)
+    trials: np.ndarray  # int64, shape (n_models, n_items)
+    chance: np.ndarray = field(default=None)  # float64, shape (n_items,)
+    source: str = ""  # file the matrix was read from, for messages and reports
+
+    def __post_init__(self) -> None:
+        shape = (len(self.models), len(self.item_ids))
+        if self.correct.shape != shape or self.trials.shape != shape:
+            raise ValueError(f"correct/trials must have shape {shape}")
+        if self.chance is None:
+            object.__setattr__(self, "chance", np.zeros(len(self.item_ids)))
+
+    @property
+    def n_models(self) -> int:
+        return len(self.models)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.item_ids)
+
+    @property
+    def success_rate(self) -> np.ndarray:
+        """Empirical p_ji = correct / trials, NaN where a pair was never tried."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.trials > 0, self.correct / np.maximum(self.trials, 1), np.nan)
+
+    def with_chance(self, chance: np.ndarray | float) -> ResponseMatrix:
+        c = np.broadcast_to(np.asarray(chance, dtype=float), (self.n_items,)).copy()
+        return ResponseMatrix(self.models, self.item_ids, self.correct, self.trials, c, self.source)
+
+    def drop_models(self, keep: np.ndarray) -> ResponseMatrix:
+        """A copy with only the models where ``keep`` is true (used by leave-one-model-out)."""
+        keep = np.asarray(keep, dtype=bool)
+        models = tuple(m for m, k in zip(self.models, keep, strict=True) if k)
+        return ResponseMatrix(models, self.item_ids, self.correct[keep], self.trials[keep], self.chance, self.source)
+
+    def select_items(self, idx: np.ndarray) -> ResponseMatrix:
+        idx = np.asarray(idx)
+        ids = tuple(self.item_ids[i] for i in idx)
+        return ResponseMatrix(self.models, ids, self.correct[:, idx], self.trials[:, idx], self.chance[idx], self.source)

@@ -1,0 +1,119 @@
+"""The tables of a run's store.
+
+One SQLModel table per kind of record. Only the orchestrator (the process that
+owns the run) writes; workers hand results back. JSON payloads are kept as text
+so that SQLite and PostgreSQL behave the same.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlmodel import Field, SQLModel
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RunMeta(SQLModel, table=True):
+    """Key-value facts about the run: config, seed, benchmark, fit, status."""
+
+    key: str = Field(primary_key=True)
+    value_json: str
+
+
+class ModelCall(SQLModel, table=True):
+    """A completed model call, keyed by a hash of the request (never the credentials).
+
+    The cache that makes a resumed run repeat no paid work.
+    """
+
+    key: str = Field(primary_key=True)  # sha256 hex of the canonical request
+    kind: str = Field(index=True)  # "probe" | "rewriter" | "judge"
+    endpoint: str = ""  # base URL or litellm provider, no credentials
+    model: str = ""
+    request_json: str = ""
+    response_json: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    created_at: datetime = Field(default_factory=now)
+
+
+class Item(SQLModel, table=True):
+    """An item of the benchmark or a generated candidate, in the benchmark's own fields."""
+
+    id: str = Field(primary_key=True)
+    origin: str = "original"  # "original" | "generated"
+    data_json: str  # the item's own fields (text, answer, options, tests...)
+    parent_id: str | None = Field(default=None, index=True)
+    created_at: datetime = Field(default_factory=now)
+
+
+class Candidate(SQLModel, table=True):
+    """A child proposed by the rewriter during a gap's search, with its annotation."""
+
+    id: str = Field(primary_key=True)  # same id as its Item row
+    gap_index: int = Field(index=True)
+    round: int
+    parent_id: str
+    target_z: float
+    valid: bool | None = None  # judge verdict
+    judge_reason: str = ""
+    difficulty: float | None = None  # b on the benchmark's scale (online calibration)
+    difficulty_se: float | None = None
+    z: float | None = None
+    rollouts: int = 0
+    confirmed_difficulty: float | None = None
+    confirmed_se: float | None = None
+    confirmed_z: float | None = None
+    true_difficulty: float | None = None  # simulated world only; labelled as such
+    flags_json: str = "[]"
+    status: str = "proposed"  # "proposed" | "selected"
+    created_at: datetime = Field(default_factory=now)
+
+
+class ProbeResult(SQLModel, table=True):
+    """Graded rollouts of one probe on one item."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    item_id: str = Field(index=True)
+    probe: str
+    correct: int
+    trials: int
+    phase: str = "annotate"  # "benchmark" | "annotate" | "confirm"
+    call_key: str = ""
+    created_at: datetime = Field(default_factory=now)
+
+
+class GapState(SQLModel, table=True):
+    """Progress of one gap's search, so a rerun resumes where it stopped."""
+
+    gap_index: int = Field(primary_key=True)
+    left: float
+    right: float
+    target_z: float
+    status: str = "pending"  # "pending" | "running" | "done"
+    rounds_used: int = 0
+    chosen_id: str | None = None
+    state_json: str = "{}"
+
+
+class ReviewDecision(SQLModel, table=True):
+    """One reviewer's decision on one proposed item."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    item_id: str = Field(index=True)
+    reviewer: str
+    decision: str  # "accept" | "reject" | "edit"
+    reason: str = ""
+    edited_json: str | None = None  # the edited item fields; the original stays in Item
+    created_at: datetime = Field(default_factory=now)
+
+
+class Release(SQLModel, table=True):
+    version: str = Field(primary_key=True)
+    path: str
+    manifest_sha256: str
+    created_at: datetime = Field(default_factory=now)

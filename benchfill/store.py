@@ -1,0 +1,81 @@
+"""The run's store: SQLModel over SQLite by default, any SQLAlchemy URL when given."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlmodel import Session, SQLModel, create_engine, select
+
+from benchfill import schema  # noqa: F401  (registers the tables on SQLModel.metadata)
+from benchfill.errors import ConfigError
+
+
+def _url(target: str | Path) -> str:
+    s = str(target)
+    if "://" in s:
+        return s
+    return f"sqlite:///{Path(s).resolve()}"
+
+
+class Store:
+    """Open (and create if needed) a store at a file path or SQLAlchemy URL."""
+
+    def __init__(self, target: str | Path):
+        url = _url(target)
+        self.url = url
+        try:
+            if url.startswith("sqlite"):
+                self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+                event.listen(self.engine, "connect", _sqlite_pragmas)
+            else:
+                self.engine = create_engine(url, pool_pre_ping=True)
+            SQLModel.metadata.create_all(self.engine)
+        except Exception as exc:  # bad URL, unreachable server, unwritable file
+            raise ConfigError(f"cannot open store {_redact(url)}: {exc.__class__.__name__}: {exc}") from exc
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            yield s
+            s.commit()
+
+    # -- small helpers used everywhere ----------------------------------------------------
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        with self.session() as s:
+            row = s.get(schema.RunMeta, key)
+            return default if row is None else json.loads(row.value_json)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self.session() as s:
+            s.merge(schema.RunMeta(key=key, value_json=json.dumps(value)))
+
+    def all(self, table: type[SQLModel], *where) -> list:
+        with self.session() as s:
+            return list(s.exec(select(table).where(*where)) if where else s.exec(select(table)))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    # WAL: readers (the review page) never block the one writer; NORMAL sync is durable across a kill.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def _redact(url: str) -> str:
+    """Hide a password in a URL before it reaches a message."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}"
+    return url

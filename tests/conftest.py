@@ -1,0 +1,98 @@
+"""Test-wide guards: no test reaches the internet or a paid API.
+
+Sockets may connect to loopback only; anything else fails loudly. Tests that
+need a live endpoint carry the ``live`` marker and are deselected in CI.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Provider keys from the developer's shell must never be used by a test.
+for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "TOGETHER_API_KEY", "HF_TOKEN"):
+    os.environ.pop(_key, None)
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _is_local(address) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX path
+        return True
+    host = address[0]
+    if host in ("localhost", "", None):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+class NetworkBlocked(RuntimeError):
+    pass
+
+
+def _guarded_connect(self, address):
+    if not _is_local(address):
+        raise NetworkBlocked(f"test tried to reach the network: {address!r}")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self, address):
+    if not _is_local(address):
+        raise NetworkBlocked(f"test tried to reach the network: {address!r}")
+    return _real_connect_ex(self, address)
+
+
+def _guarded_getaddrinfo(host, *args, **kwargs):
+    if host not in (None, "localhost") and not _looks_loopback(host):
+        raise NetworkBlocked(f"test tried to resolve a remote host: {host!r}")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+def _looks_loopback(host) -> bool:
+    if isinstance(host, bytes):
+        host = host.decode()
+    try:
+        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _no_network(request, monkeypatch):
+    if request.node.get_closest_marker("live"):
+        yield
+        return
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _isolated_state(tmp_path, monkeypatch):
+    """All state a test writes goes under its own temp dir."""
+    monkeypatch.setenv("BENCHFILL_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("BENCHFILL_HOME", str(tmp_path / "home"))
+    yield
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """../shared/data beside the checkout (real public evaluation data, read-only)."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent.parent
+    for cand in (os.environ.get("BENCHFILL_SHARED_DATA"), here.parent / "shared" / "data", here / "shared" / "data"):
+        if cand and Path(cand).is_dir():
+            return Path(cand)
+    raise RuntimeError("../shared/data not found; set BENCHFILL_SHARED_DATA")
