@@ -1,0 +1,282 @@
+"""Coverage of the difficulty axis: DDM, gaps, posterior uncertainty, uniform comparison.
+
+Definitions follow the measure-over-difficulty paper (sec. 2, Appendix C.4, C.6):
+
+* DDM is the 1-Wasserstein distance from the n normalized difficulties to the
+  same-size quantile grid of the target, ``u_i = Q((i - 1/2) / n)``; for the
+  uniform target ``u_i = (i - 1/2) / n`` and DDM = mean |z_(i) - u_i|.
+* Gaps are the n + 1 spacings of the sorted difficulties with end points
+  z_(0) = 0 and z_(n+1) = 1; the max gap is eq. (1).
+
+This module imports only numpy, so the search loop and the CLI can use it cheaply;
+scipy is imported only when a Beta target is asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchfill.errors import ConfigError, DataError
+
+UNIFORM_MC_DRAWS = 2000
+
+
+@dataclass(frozen=True)
+class Gap:
+    left: float
+    right: float
+    width: float
+    left_item: str | None  # None at the 0 end point
+    right_item: str | None  # None at the 1 end point
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target distribution on [0, 1], known through its quantile function."""
+
+    name: str = "uniform"
+    params: tuple[float, ...] = ()
+    quantiles: np.ndarray | None = field(default=None, compare=False)  # sample of the target (file)
+
+    def grid(self, n: int) -> np.ndarray:
+        """The same-size reference grid Q((i - 1/2) / n), i = 1..n."""
+        tau = (np.arange(1, n + 1) - 0.5) / n
+        if self.name == "uniform":
+            return tau
+        if self.name == "beta":
+            from scipy.stats import beta
+
+            return beta.ppf(tau, *self.params)
+        return np.quantile(self.quantiles, tau)
+
+    def describe(self) -> str:
+        if self.name == "beta":
+            return f"beta({self.params[0]:g},{self.params[1]:g})"
+        return self.name
+
+
+UNIFORM = Target()
+
+
+def parse_target(spec: str | Target | None) -> Target:
+    """``uniform``, ``beta:A,B`` or a file of target quantiles (numbers in [0, 1], any whitespace/commas)."""
+    if spec is None or isinstance(spec, Target):
+        return spec or UNIFORM
+    if spec == "uniform":
+        return UNIFORM
+    if spec.startswith("beta:"):
+        try:
+            a, b = (float(x) for x in spec[5:].split(","))
+        except ValueError:
+            raise ConfigError(f"--target {spec!r}: expected beta:A,B with two positive numbers") from None
+        if not (a > 0 and b > 0):
+            raise ConfigError(f"--target {spec!r}: Beta parameters must be positive")
+        return Target("beta", (a, b))
+    path = Path(spec)
+    if not path.is_file():
+        raise ConfigError(f"--target {spec!r}: not 'uniform', 'beta:A,B' or an existing file of quantiles")
+    values: list[float] = []
+    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        for tok in line.replace(",", " ").split():
+            try:
+                values.append(float(tok))
+            except ValueError:
+                raise DataError(f"{path}:{lineno}: not a number: {tok!r}") from None
+    if not values:
+        raise DataError(f"{path}: empty target quantile file")
+    q = np.sort(np.asarray(values))
+    if q[0] < 0 or q[-1] > 1 or not np.all(np.isfinite(q)):
+        raise DataError(f"{path}: target quantiles must lie in [0, 1]")
+    return Target(f"file:{path.name}", (), q)
+
+
+# -- metrics on one vector of normalized difficulties ---------------------------------------------
+
+
+def _as_z(z: Any) -> np.ndarray:
+    z = np.asarray(z, dtype=float).ravel()
+    if z.size == 0:
+        raise DataError("no items: coverage metrics need at least one difficulty")
+    if not np.all(np.isfinite(z)):
+        raise DataError("non-finite normalized difficulty")
+    return z
+
+
+def ddm(z: Any, target: Target | str | None = None) -> float:
+    """W1 between the items' empirical measure and the target's same-size grid."""
+    z = np.sort(_as_z(z))
+    return float(np.mean(np.abs(z - parse_target(target).grid(z.size))))
+
+
+def spacings(z: Any) -> np.ndarray:
+    """The n + 1 gaps between sorted difficulties with end points 0 and 1.
+
+    A point outside [0, 1] (a new item beyond the original range) widens the axis
+    instead of producing a negative spacing.
+    """
+    pts = np.sort(np.concatenate(([0.0], _as_z(z), [1.0])))
+    return np.diff(pts)
+
+
+def max_gap(z: Any) -> float:
+    return float(spacings(z).max())
+
+
+def top_k_gap_sum(z: Any, k: int = 5) -> float:
+    if k < 1:
+        raise ConfigError(f"k must be at least 1, got {k}")
+    s = np.sort(spacings(z))[::-1]
+    return float(s[:k].sum())
+
+
+def gaps(z: Any, *, k: int = 5, item_ids: Any = None) -> list[Gap]:
+    """The k widest gaps, widest first (ties: leftmost first), with the items bounding them."""
+    z = _as_z(z)
+    ids = [None] * z.size if item_ids is None else [str(i) for i in item_ids]
+    if len(ids) != z.size:
+        raise DataError(f"{len(ids)} item ids for {z.size} difficulties")
+    order = np.argsort(z, kind="stable")
+    pts = np.concatenate(([0.0], z[order], [1.0]))
+    names: list[str | None] = [None] + [ids[i] for i in order] + [None]
+    # Out-of-range items sort outside the end points; keep the axis monotone.
+    axis = np.argsort(pts, kind="stable")
+    pts, names = pts[axis], [names[i] for i in axis]
+    widths = np.diff(pts)
+    rank = sorted(range(widths.size), key=lambda j: (-widths[j], pts[j]))
+    return [
+        Gap(float(pts[j]), float(pts[j + 1]), float(widths[j]), names[j], names[j + 1]) for j in rank[:k]
+    ]
+
+
+# -- comparison with n uniform points -------------------------------------------------------------
+
+
+def expected_uniform_max_gap(n: int) -> float:
+    """E[max spacing] of n iid U(0,1) points with end points 0 and 1: H_{n+1} / (n + 1) (exact)."""
+    return float(np.sum(1.0 / np.arange(1, n + 2)) / (n + 1))
+
+
+def uniform_max_gaps(n: int, *, draws: int = UNIFORM_MC_DRAWS, seed: int = 0) -> np.ndarray:
+    """Seeded Monte-Carlo of the max spacing of n uniform points.
+
+    The n + 1 spacings of n uniforms are distributed as normalized iid exponentials,
+    which avoids sorting and keeps large benchmarks cheap.
+    """
+    rng = np.random.default_rng(seed)
+    out = np.empty(draws)
+    chunk = max(1, 4_000_000 // (n + 1))
+    for start in range(0, draws, chunk):
+        e = rng.exponential(size=(min(chunk, draws - start), n + 1))
+        out[start : start + e.shape[0]] = e.max(axis=1) / e.sum(axis=1)
+    return out
+
+
+def prob_max_gap_exceeds_uniform(observed: Any, n: int, *, draws: int = UNIFORM_MC_DRAWS, seed: int = 0) -> float:
+    """P(observed max gap > max gap of n uniform points), averaged over observed values (draws)."""
+    ref = np.sort(uniform_max_gaps(n, draws=draws, seed=seed))
+    obs = np.atleast_1d(np.asarray(observed, dtype=float))
+    return float(np.mean(np.searchsorted(ref, obs, side="left") / ref.size))
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+
+@dataclass
+class CoverageReport:
+    n_items: int
+    n_models: int | None
+    ddm: float
+    max_gap: float
+    top_k_sum: float
+    k: int
+    gaps: list[Gap]
+    target: str
+    uniform: dict[str, Any]
+    posterior: dict[str, Any] | None = None
+    out_of_range: int = 0
+    seed: int = 0
+    notes: dict[str, Any] = field(default_factory=dict)  # extra facts from the caller (extreme items...)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["gaps"] = [asdict(g) for g in self.gaps]
+        return d
+
+
+def _summary(x: np.ndarray) -> dict[str, float]:
+    return {
+        "mean": float(np.mean(x)),
+        "sd": float(np.std(x, ddof=1)) if x.size > 1 else 0.0,
+        "q05": float(np.quantile(x, 0.05)),
+        "q95": float(np.quantile(x, 0.95)),
+        "n_draws": int(x.size),
+    }
+
+
+def diagnose(
+    fit_or_z: Any,
+    *,
+    k: int = 5,
+    target: Target | str | None = None,
+    item_ids: Any = None,
+    draws: np.ndarray | None = None,
+    seed: int = 0,
+    uniform_draws: int = UNIFORM_MC_DRAWS,
+) -> CoverageReport:
+    """Coverage diagnostics of one benchmark.
+
+    ``fit_or_z`` is an ``IrtFit`` (its ``z``, item ids and, for NUTS, its
+    per-draw normalized difficulties are used) or an array of normalized
+    difficulties. ``draws`` (shape (n_draws, n_items)) overrides the fit's.
+    """
+    n_models = None
+    if hasattr(fit_or_z, "z") and hasattr(fit_or_z, "item_ids"):
+        z = np.asarray(fit_or_z.z, dtype=float)
+        item_ids = fit_or_z.item_ids if item_ids is None else item_ids
+        draws = fit_or_z.z_draws if draws is None else draws
+        n_models = int(fit_or_z.n_models)
+    else:
+        z = _as_z(fit_or_z)
+    tgt = parse_target(target)
+    n = z.size
+    g = max_gap(z)
+    expected = expected_uniform_max_gap(n)
+    posterior = None
+    if draws is not None:
+        draws = np.asarray(draws, dtype=float)
+        if draws.ndim != 2 or draws.shape[1] != n:
+            raise DataError(f"posterior draws have shape {draws.shape}, expected (n_draws, {n})")
+        d_ddm = np.array([ddm(row, tgt) for row in draws])
+        d_gap = np.array([max_gap(row) for row in draws])
+        posterior = {"ddm": _summary(d_ddm), "max_gap": _summary(d_gap)}
+        p_exceed = prob_max_gap_exceeds_uniform(d_gap, n, draws=uniform_draws, seed=seed)
+        ratio = float(np.mean(d_gap) / expected)
+    else:
+        p_exceed = prob_max_gap_exceeds_uniform(g, n, draws=uniform_draws, seed=seed)
+        ratio = g / expected
+    uniform = {
+        "expected_max_gap": expected,
+        "expected_method": "exact: H_(n+1)/(n+1)",
+        "p_observed_exceeds": p_exceed,
+        "p_method": f"Monte-Carlo, {uniform_draws} sets of {n} uniform points, seed {seed}"
+        + (", averaged over posterior draws" if draws is not None else ""),
+        "ratio": ratio,
+    }
+    return CoverageReport(
+        n_items=n,
+        n_models=n_models,
+        ddm=ddm(z, tgt),
+        max_gap=g,
+        top_k_sum=top_k_gap_sum(z, k),
+        k=k,
+        gaps=gaps(z, k=k, item_ids=item_ids),
+        target=tgt.describe(),
+        uniform=uniform,
+        posterior=posterior,
+        out_of_range=int(np.sum((z < 0) | (z > 1))),
+        seed=seed,
+    )

@@ -1,0 +1,211 @@
+"""Reading a benchmark from disk: items (JSONL) and responses (long CSV or JSONL).
+
+Every problem a user can cause ends in one ``DataError`` whose message names the
+file and, where there is one, the line. Responses are aggregated: repeated rows
+for the same (model, item) pair add up, as the long format allows.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchfill.errors import DataError
+from benchfill.matrix import ResponseMatrix
+
+RESPONSE_FIELDS = ("model", "item_id", "correct", "trials")
+CHOICE_FIELDS = ("options", "choices")
+
+
+def read_items(path: str | Path) -> list[dict[str, Any]]:
+    """Items from a JSONL file: one object per line with a unique ``id`` (kept as a string)."""
+    path = Path(path)
+    items: list[dict[str, Any]] = []
+    first_line: dict[str, int] = {}
+    for lineno, line in _lines(path):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        item_id = obj.get("id")
+        if isinstance(item_id, bool) or not isinstance(item_id, (str, int)) or str(item_id) == "":
+            raise DataError(f"{path}:{lineno}: missing or invalid field 'id'")
+        item_id = str(item_id)
+        if item_id in first_line:
+            raise DataError(f"{path}:{lineno}: duplicate item id {item_id!r} (first on line {first_line[item_id]})")
+        first_line[item_id] = lineno
+        obj["id"] = item_id
+        items.append(obj)
+    if not items:
+        raise DataError(f"{path}: empty items file")
+    return items
+
+
+def item_chance(items: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Guessing floor per item: 1/len(options) for multiple choice, 0 for free response."""
+    chance: dict[str, float] = {}
+    for item in items:
+        opts = next((item[f] for f in CHOICE_FIELDS if isinstance(item.get(f), list)), None)
+        chance[item["id"]] = 1.0 / len(opts) if opts else 0.0
+    return chance
+
+
+def read_responses(
+    path: str | Path,
+    *,
+    items: Sequence[dict[str, Any]] | str | Path | None = None,
+) -> ResponseMatrix:
+    """A response matrix from a long-format file (``model,item_id,correct,trials``).
+
+    CSV (with a header) or JSONL, chosen by the file suffix. With ``items`` (a list
+    from :func:`read_items`, or its path) every response must name a known item;
+    items are ordered as in the item file and get their guessing floor from an
+    ``options``/``choices`` list. Items without any response are left out.
+    """
+    path = Path(path)
+    if isinstance(items, (str, Path)):
+        items = read_items(items)
+    rows = _jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".json") else _csv_rows(path)
+
+    model_index: dict[str, int] = {}
+    item_index: dict[str, int] = {}
+    known = None if items is None else {it["id"] for it in items}
+    mi: list[int] = []
+    ii: list[int] = []
+    cs: list[int] = []
+    ts: list[int] = []
+    for lineno, row in rows:
+        model, item_id = row["model"], row["item_id"]
+        if model == "":
+            raise DataError(f"{path}:{lineno}: empty field 'model'")
+        if item_id == "":
+            raise DataError(f"{path}:{lineno}: empty field 'item_id'")
+        if known is not None and item_id not in known:
+            raise DataError(f"{path}:{lineno}: item {item_id!r} is not in the items file")
+        correct = _count(row["correct"], "correct", path, lineno)
+        trials = _count(row["trials"], "trials", path, lineno)
+        if correct > trials:
+            raise DataError(f"{path}:{lineno}: correct ({correct}) > trials ({trials})")
+        mi.append(model_index.setdefault(model, len(model_index)))
+        ii.append(item_index.setdefault(item_id, len(item_index)))
+        cs.append(correct)
+        ts.append(trials)
+    if not mi:
+        raise DataError(f"{path}: no responses (empty file)")
+    if len(model_index) < 2:
+        raise DataError(f"{path}: responses from {len(model_index)} model; IRT needs at least two models")
+
+    correct_m = np.zeros((len(model_index), len(item_index)), dtype=np.int64)
+    trials_m = np.zeros_like(correct_m)
+    np.add.at(correct_m, (mi, ii), cs)
+    np.add.at(trials_m, (mi, ii), ts)
+
+    item_ids = tuple(item_index)
+    chance = np.zeros(len(item_ids))
+    if items is not None:
+        # The item file's order is the benchmark's order; keep it.
+        order = [it["id"] for it in items if it["id"] in item_index]
+        cols = np.array([item_index[i] for i in order])
+        correct_m, trials_m, item_ids = correct_m[:, cols], trials_m[:, cols], tuple(order)
+        floor = item_chance(items)
+        chance = np.array([floor[i] for i in item_ids])
+    return ResponseMatrix(tuple(model_index), item_ids, correct_m, trials_m, chance, str(path))
+
+
+def extreme_items(matrix: ResponseMatrix) -> dict[str, list[str]]:
+    """Items every model always solved, and items no model ever solved.
+
+    They carry no information about relative difficulty beyond "below/above every
+    model", so IRT pushes them to the ends of the axis; a user must see them.
+    """
+    tried = matrix.trials.sum(axis=0)
+    right = matrix.correct.sum(axis=0)
+    ids = np.asarray(matrix.item_ids, dtype=object)
+    return {
+        "all_correct": ids[(tried > 0) & (right == tried)].tolist(),
+        "none_correct": ids[(tried > 0) & (right == 0)].tolist(),
+    }
+
+
+# -- parsing helpers ---------------------------------------------------------------------------
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        fh = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+    with fh:
+        try:
+            for lineno, line in enumerate(fh, start=1):
+                if line.strip():
+                    yield lineno, line
+        except UnicodeDecodeError:
+            raise DataError(f"{path}: not a UTF-8 text file") from None
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for lineno, line in _lines(path):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}:{lineno}: expected a JSON object with {', '.join(RESPONSE_FIELDS)}")
+        missing = [f for f in RESPONSE_FIELDS if f not in obj]
+        if missing:
+            raise DataError(f"{path}:{lineno}: missing field {missing[0]!r}")
+        yield lineno, {**obj, "model": str(obj["model"]), "item_id": str(obj["item_id"])}
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    lines = _lines(path)
+    first = next(lines, None)
+    if first is None:
+        raise DataError(f"{path}: no responses (empty file)")
+    header_line, header_text = first
+    header = [h.strip() for h in next(csv.reader([header_text]))]
+    missing = [f for f in RESPONSE_FIELDS if f not in header]
+    if missing:
+        raise DataError(f"{path}:{header_line}: header lacks column {missing[0]!r} (need {','.join(RESPONSE_FIELDS)})")
+    pos = [header.index(f) for f in RESPONSE_FIELDS]
+    width = len(header)
+    for lineno, text in lines:
+        try:
+            fields = next(csv.reader([text]))
+        except csv.Error as exc:
+            raise DataError(f"{path}:{lineno}: malformed CSV ({exc})") from None
+        if len(fields) != width:
+            raise DataError(f"{path}:{lineno}: malformed line: {len(fields)} fields, header has {width}")
+        yield lineno, {f: fields[p].strip() for f, p in zip(RESPONSE_FIELDS, pos, strict=True)}
+
+
+def _count(value: Any, name: str, path: Path, lineno: int) -> int:
+    """A non-negative integer count; '3', 3 and 3.0 are fine, '1.5', -1 and 'x' are not."""
+    if isinstance(value, bool):
+        value = None
+    elif isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            try:
+                f = float(value)
+                value = int(f) if f.is_integer() else None
+            except ValueError:
+                value = None
+    elif isinstance(value, float):
+        value = int(value) if value.is_integer() else None
+    if not isinstance(value, int):
+        raise DataError(f"{path}:{lineno}: field {name!r} must be a non-negative integer")
+    if value < 0:
+        raise DataError(f"{path}:{lineno}: field {name!r} is negative ({value})")
+    return value

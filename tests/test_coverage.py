@@ -1,0 +1,177 @@
+"""Coverage metrics against values worked out by hand (Appendix C.4 definitions)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchfill.coverage import (
+    Target,
+    ddm,
+    diagnose,
+    expected_uniform_max_gap,
+    gaps,
+    max_gap,
+    parse_target,
+    prob_max_gap_exceeds_uniform,
+    spacings,
+    top_k_gap_sum,
+    uniform_max_gaps,
+)
+from benchfill.errors import BenchfillError
+
+# z sorted: 0.1 0.4 0.4 0.9; grid u = .125 .375 .625 .875
+# |z - u| = .025 .025 .225 .025 -> DDM = 0.3 / 4 = 0.075
+# spacings with 0 and 1: 0.1 0.3 0.0 0.5 0.1
+Z = [0.4, 0.1, 0.9, 0.4]
+IDS = ["b", "a", "d", "c"]
+
+
+def test_ddm_by_hand_with_ties():
+    assert ddm(Z) == pytest.approx(0.075)
+
+
+def test_spacings_and_max_gap_by_hand():
+    assert spacings(Z) == pytest.approx([0.1, 0.3, 0.0, 0.5, 0.1])
+    assert max_gap(Z) == pytest.approx(0.5)
+    assert top_k_gap_sum(Z, 1) == pytest.approx(0.5)
+    assert top_k_gap_sum(Z, 2) == pytest.approx(0.8)
+    assert top_k_gap_sum(Z, 3) == pytest.approx(0.9)  # tie of two 0.1 gaps: either counts 0.1
+    assert top_k_gap_sum(Z, 5) == pytest.approx(1.0)  # all n + 1 gaps cover the axis
+    assert top_k_gap_sum(Z, 50) == pytest.approx(1.0)
+
+
+def test_gap_list_end_points_and_items():
+    g = gaps(Z, k=4, item_ids=IDS)
+    assert [v for x in g for v in (x.left, x.right)] == pytest.approx([0.4, 0.9, 0.1, 0.4, 0.0, 0.1, 0.9, 1.0])
+    assert [x.width for x in g] == pytest.approx([0.5, 0.3, 0.1, 0.1])
+    # The 0.4 tie: "b" comes first in input order, "c" bounds the widest gap.
+    assert (g[0].left_item, g[0].right_item) == ("c", "d")
+    assert (g[1].left_item, g[1].right_item) == ("a", "b")
+    assert (g[2].left_item, g[2].right_item) == (None, "a")  # the 0 end point
+    assert (g[3].left_item, g[3].right_item) == ("d", None)  # the 1 end point
+
+
+def test_single_item():
+    assert ddm([0.3]) == pytest.approx(0.2)  # grid is the single point 0.5
+    assert max_gap([0.3]) == pytest.approx(0.7)
+    assert top_k_gap_sum([0.3], 5) == pytest.approx(1.0)
+    assert [v for g in gaps([0.3], k=5) for v in (g.left, g.right)] == pytest.approx([0.3, 1.0, 0.0, 0.3])
+
+
+def test_all_items_at_one_difficulty():
+    z = [0.5] * 4
+    assert ddm(z) == pytest.approx(0.25)  # (.375 + .125 + .125 + .375) / 4
+    assert max_gap(z) == pytest.approx(0.5)
+    assert top_k_gap_sum(z, 5) == pytest.approx(1.0)
+    assert sorted(spacings(z)) == pytest.approx([0, 0, 0, 0.5, 0.5])
+
+
+def test_perfect_grid_has_zero_ddm_and_even_gaps():
+    z = (np.arange(1, 11) - 0.5) / 10
+    assert ddm(z) == pytest.approx(0.0, abs=1e-12)
+    assert max_gap(z) == pytest.approx(0.1)
+    assert top_k_gap_sum(z, 5) == pytest.approx(0.5)  # five of the nine 0.1 interior gaps
+    assert top_k_gap_sum(z, 11) == pytest.approx(1.0)  # nine 0.1 gaps + two 0.05 end gaps
+
+
+def test_out_of_range_item_widens_axis_instead_of_negative_gap():
+    s = spacings([-0.2, 0.5])
+    assert np.all(s >= 0) and s.sum() == pytest.approx(1.2)
+
+
+def test_beta_target_grid_is_beta_quantiles():
+    grid = parse_target("beta:2,2").grid(2)
+    cdf = 3 * grid**2 - 2 * grid**3  # Beta(2,2) CDF by hand
+    assert cdf == pytest.approx([0.25, 0.75], abs=1e-9)
+    assert ddm(grid, "beta:2,2") == pytest.approx(0.0, abs=1e-9)
+    assert ddm([0.5], "beta:2,2") == pytest.approx(0.0, abs=1e-12)
+    assert ddm(Z, "beta:1,1") == pytest.approx(ddm(Z))
+
+
+def test_target_file_of_quantiles(tmp_path):
+    f = tmp_path / "q.txt"
+    f.write_text("0.2, 0.2\n0.2\n")
+    t = parse_target(str(f))
+    assert ddm([0.1, 0.5], t) == pytest.approx((0.1 + 0.3) / 2)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("0.1\n1.5\n")
+    with pytest.raises(BenchfillError, match="bad.txt"):
+        parse_target(str(bad))
+    with pytest.raises(BenchfillError, match="beta"):
+        parse_target("beta:1")
+    with pytest.raises(BenchfillError, match="nope"):
+        parse_target("nope")
+
+
+def test_expected_uniform_max_gap_exact():
+    assert expected_uniform_max_gap(1) == pytest.approx(0.75)  # E max(U, 1-U)
+    assert expected_uniform_max_gap(2) == pytest.approx(11 / 18)  # H_3 / 3
+
+
+def test_uniform_monte_carlo_matches_exact_distribution():
+    m = uniform_max_gaps(2, draws=40000, seed=1)
+    assert m.mean() == pytest.approx(11 / 18, abs=0.005)
+    # n = 2: P(M > x) = 3(1-x)^2 - 3(1-2x)_+^2 + (1-3x)_+^2; at x = .5 it is .75.
+    assert prob_max_gap_exceeds_uniform(0.5, 2, draws=40000, seed=1) == pytest.approx(0.25, abs=0.01)
+    x = 0.4
+    exact_gt = 3 * (1 - x) ** 2 - 3 * (1 - 2 * x) ** 2
+    assert np.mean(m > x) == pytest.approx(exact_gt, abs=0.01)
+    # Seeded: the same seed gives the same draws.
+    assert np.array_equal(uniform_max_gaps(5, draws=10, seed=3), uniform_max_gaps(5, draws=10, seed=3))
+
+
+def test_diagnose_on_plain_z():
+    rep = diagnose(Z, k=2, item_ids=IDS)
+    d = rep.to_dict()
+    assert d["n_items"] == 4 and d["k"] == 2
+    assert d["ddm"] == pytest.approx(0.075)
+    assert d["max_gap"] == pytest.approx(0.5)
+    assert d["top_k_sum"] == pytest.approx(0.8)
+    assert [g["width"] for g in d["gaps"]] == pytest.approx([0.5, 0.3])
+    assert d["gaps"][0]["left_item"] == "c"
+    assert d["uniform"]["ratio"] == pytest.approx(0.5 / expected_uniform_max_gap(4))
+    assert "seed 0" in d["uniform"]["p_method"]
+    assert d["posterior"] is None
+
+
+def test_diagnose_with_posterior_draws():
+    rng = np.random.default_rng(0)
+    base = np.array([0.0, 0.1, 0.2, 0.9, 1.0])
+    draws = np.clip(base + rng.normal(0, 0.02, size=(200, 5)), 0, 1)
+    rep = diagnose(base, draws=draws)
+    post = rep.posterior
+    per_draw_gap = np.array([max_gap(r) for r in draws])
+    assert post["max_gap"]["mean"] == pytest.approx(per_draw_gap.mean())
+    assert post["max_gap"]["q05"] <= post["max_gap"]["mean"] <= post["max_gap"]["q95"]
+    assert post["ddm"]["sd"] > 0
+    assert post["ddm"]["n_draws"] == 200
+    # A 0.7-wide hole with 5 items is far beyond uniform sampling.
+    assert rep.uniform["p_observed_exceeds"] > 0.9
+    with pytest.raises(BenchfillError, match="shape"):
+        diagnose(base, draws=draws[:, :3])
+
+
+def test_diagnose_accepts_a_fit():
+    from benchfill.irt.fit import IrtFit
+
+    b = np.array([-1.0, 0.0, 3.0])
+    fit = IrtFit(
+        model="1pl", engine="map", models=("m1", "m2"), item_ids=("x", "y", "w"),
+        ability=np.zeros(2), ability_se=np.ones(2), difficulty=b, difficulty_se=np.ones(3),
+        chance=np.zeros(3),
+    )
+    rep = diagnose(fit, k=1)
+    assert rep.n_models == 2
+    assert rep.gaps[0].left_item == "y" and rep.gaps[0].right_item == "w"
+    assert rep.max_gap == pytest.approx(0.75)  # z = 0, .25, 1
+
+
+def test_empty_and_bad_input_raise_user_errors():
+    with pytest.raises(BenchfillError):
+        ddm([])
+    with pytest.raises(BenchfillError):
+        max_gap([0.1, float("nan")])
+    with pytest.raises(BenchfillError):
+        top_k_gap_sum(Z, 0)
+    assert isinstance(parse_target(None), Target)

@@ -1,0 +1,130 @@
+"""Reading items and responses: aggregation, ordering, chance, and one clear error per problem."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from benchfill.data import extreme_items, item_chance, read_items, read_responses
+from benchfill.errors import DataError
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_csv_repeated_rows_add_up_and_order_of_first_appearance(tmp_path):
+    f = _write(tmp_path / "r.csv", "model,item_id,correct,trials\nA,q1,1,2\nB,q1,0,1\nA,q2,3,4\nA,q1,2,2\nB,q2,1,1\n")
+    m = read_responses(f)
+    assert m.models == ("A", "B") and m.item_ids == ("q1", "q2")
+    assert m.correct.tolist() == [[3, 3], [0, 1]]
+    assert m.trials.tolist() == [[4, 4], [1, 1]]
+    assert m.source == str(f)
+    assert np.all(m.chance == 0)
+
+
+def test_jsonl_responses_and_item_file_order_and_chance(tmp_path):
+    items = _write(
+        tmp_path / "items.jsonl",
+        "\n".join(
+            json.dumps(x)
+            for x in [
+                {"id": "z", "question": "?", "options": ["a", "b", "c", "d"]},
+                {"id": 7, "question": "?", "choices": ["a", "b"]},
+                {"id": "never", "question": "no responses"},
+            ]
+        )
+        + "\n",
+    )
+    rows = [
+        {"model": "A", "item_id": "7", "correct": 1, "trials": 1},
+        {"model": "B", "item_id": "z", "correct": 0, "trials": 1.0},
+        {"model": "A", "item_id": "z", "correct": 1, "trials": 1},
+    ]
+    f = _write(tmp_path / "r.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n\n")
+    m = read_responses(f, items=items)
+    assert m.item_ids == ("z", "7")  # item-file order; the unanswered item is left out
+    assert m.chance.tolist() == pytest.approx([0.25, 0.5])
+    assert m.correct.tolist() == [[1, 1], [0, 0]]
+    assert m.trials.tolist() == [[1, 1], [1, 0]]
+
+
+def test_extreme_items_are_reported(tmp_path):
+    f = _write(tmp_path / "r.csv", "model,item_id,correct,trials\nA,e,2,2\nB,e,1,1\nA,h,0,3\nB,h,0,1\nA,m,1,2\nB,m,0,2\n")
+    assert extreme_items(read_responses(f)) == {"all_correct": ["e"], "none_correct": ["h"]}
+
+
+def test_item_chance_free_response_is_zero():
+    assert item_chance([{"id": "a", "answer": "3"}, {"id": "b", "options": ["x"] * 10}]) == {"a": 0.0, "b": 0.1}
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("model,item_id,correct,trials\nA,q,1,2\nA,q,3,2\n", r"r\.csv:3: correct \(3\) > trials \(2\)"),
+        ("model,item_id,correct,trials\nA,q,-1,2\nB,q,0,1\n", r"r\.csv:2: field 'correct' is negative"),
+        ("model,item_id,correct,trials\nA,q,1,2.5\nB,q,0,1\n", r"r\.csv:2: field 'trials' must be a non-negative integer"),
+        ("model,item_id,correct,trials\nA,q,x,2\n", r"r\.csv:2: field 'correct' must be"),
+        ("model,item_id,correct,trials\nA,q,1,2\nA,q,1\n", r"r\.csv:3: malformed line"),
+        ("model,item,correct,trials\nA,q,1,2\n", r"r\.csv:1: header lacks column 'item_id'"),
+        ("", r"r\.csv: no responses \(empty file\)"),
+        ("model,item_id,correct,trials\n", r"r\.csv: no responses \(empty file\)"),
+        ("model,item_id,correct,trials\nA,q,1,2\nA,p,0,1\n", r"r\.csv: responses from 1 model"),
+        ("model,item_id,correct,trials\n,q,1,2\n", r"r\.csv:2: empty field 'model'"),
+    ],
+)
+def test_bad_csv_gives_one_line_error(tmp_path, text, match):
+    f = _write(tmp_path / "r.csv", text)
+    with pytest.raises(DataError, match=match) as exc:
+        read_responses(f)
+    assert "\n" not in str(exc.value)
+
+
+def test_bad_jsonl_responses(tmp_path):
+    f = _write(tmp_path / "r.jsonl", '{"model": "A", "item_id": "q", "correct": 1, "trials": 1}\n{"model": "B",\n')
+    with pytest.raises(DataError, match=r"r\.jsonl:2: malformed JSON"):
+        read_responses(f)
+    f = _write(tmp_path / "r.jsonl", '{"model": "A", "item_id": "q", "correct": 1}\n')
+    with pytest.raises(DataError, match=r"r\.jsonl:1: missing field 'trials'"):
+        read_responses(f)
+    f = _write(tmp_path / "r.jsonl", '{"model": "A", "item_id": "q", "correct": true, "trials": 1}\n')
+    with pytest.raises(DataError, match=r"r\.jsonl:1: field 'correct' must be"):
+        read_responses(f)
+
+
+def test_responses_must_name_known_items(tmp_path):
+    items = _write(tmp_path / "items.jsonl", '{"id": "q"}\n')
+    f = _write(tmp_path / "r.csv", "model,item_id,correct,trials\nA,q,1,1\nB,ghost,0,1\n")
+    with pytest.raises(DataError, match=r"r\.csv:3: item 'ghost' is not in the items file"):
+        read_responses(f, items=items)
+
+
+def test_bad_items(tmp_path):
+    with pytest.raises(DataError, match=r"i\.jsonl:3: duplicate item id 'a' \(first on line 1\)"):
+        read_items(_write(tmp_path / "i.jsonl", '{"id": "a"}\n{"id": "b"}\n{"id": "a"}\n'))
+    with pytest.raises(DataError, match=r"i\.jsonl:2: malformed JSON"):
+        read_items(_write(tmp_path / "i.jsonl", '{"id": "a"}\n{"id": \n'))
+    with pytest.raises(DataError, match=r"i\.jsonl:1: missing or invalid field 'id'"):
+        read_items(_write(tmp_path / "i.jsonl", '{"text": "a"}\n'))
+    with pytest.raises(DataError, match=r"i\.jsonl: empty items file"):
+        read_items(_write(tmp_path / "i.jsonl", "\n"))
+    with pytest.raises(DataError, match="file not found"):
+        read_items(tmp_path / "missing.jsonl")
+
+
+def test_every_shared_responses_file_reads(shared_data):
+    for f in sorted(shared_data.glob("*/responses.csv")):
+        if f.parent.name == "mmlu-pro":
+            continue  # large; read once below with its items
+        m = read_responses(f)
+        assert m.n_models >= 2 and m.n_items >= 15
+        assert np.all(m.correct <= m.trials)
+
+
+def test_aime25_with_items(shared_data):
+    m = read_responses(shared_data / "aime25/responses.csv", items=shared_data / "aime25/items.jsonl")
+    assert (m.n_models, m.n_items) == (16, 15)
+    assert set(np.unique(m.trials)) == {4}
