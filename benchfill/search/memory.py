@@ -1,0 +1,69 @@
+"""The search memory: annotated item-difficulty pairs around one gap (Algorithm 2, lines 4-8).
+
+Parents are the entries whose annotated difficulty is closest to the target;
+the reference list gives the rewriter local context on both sides of it. Ties
+are broken by item id so that the choice never depends on the order in which
+concurrent work finished.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    item_id: str
+    z: float  # annotated (or fitted) normalized difficulty
+    origin: str = "original"  # "original" | "generated"
+    ancestor_id: str = ""  # the original benchmark item this line of rewrites started from
+
+    def to_list(self) -> list[Any]:
+        return [self.item_id, self.z, self.origin, self.ancestor_id]
+
+    @classmethod
+    def from_list(cls, row: list[Any]) -> MemoryEntry:
+        return cls(str(row[0]), float(row[1]), str(row[2]), str(row[3]))
+
+
+@dataclass
+class Memory:
+    target_z: float
+    entries: list[MemoryEntry] = field(default_factory=list)
+
+    @classmethod
+    def near_gap(cls, item_ids: list[str], z: list[float], target_z: float, size: int) -> Memory:
+        """The ``size`` benchmark items whose difficulty is nearest the target (line 4)."""
+        pool = [MemoryEntry(i, float(v), "original", i) for i, v in zip(item_ids, z, strict=True)]
+        pool.sort(key=lambda e: (abs(e.z - target_z), e.item_id))
+        return cls(target_z, pool[: max(1, size)])
+
+    def add(self, entry: MemoryEntry) -> None:
+        if all(e.item_id != entry.item_id for e in self.entries):
+            self.entries.append(entry)
+
+    def parents(self, r: int) -> list[MemoryEntry]:
+        """At most ``r`` entries closest to the target (line 7)."""
+        return sorted(self.entries, key=lambda e: (abs(e.z - self.target_z), e.item_id))[:r]
+
+    def references(self, budget: int) -> list[MemoryEntry]:
+        """Up to ``budget`` entries: half the nearest below the target, the rest the nearest above (line 8).
+
+        When one side runs short the other side fills the remaining places, so the
+        rewriter still sees as much local context as the memory holds.
+        """
+        below = sorted((e for e in self.entries if e.z < self.target_z), key=lambda e: (self.target_z - e.z, e.item_id))
+        above = sorted((e for e in self.entries if e.z >= self.target_z), key=lambda e: (e.z - self.target_z, e.item_id))
+        half = budget // 2
+        take_below = min(len(below), max(half, budget - len(above)))
+        take_above = min(len(above), budget - take_below)
+        chosen = below[:take_below] + above[:take_above]
+        return sorted(chosen, key=lambda e: (e.z, e.item_id))
+
+    def to_json(self) -> list[list[Any]]:
+        return [e.to_list() for e in self.entries]
+
+    @classmethod
+    def from_json(cls, target_z: float, rows: list[list[Any]]) -> Memory:
+        return cls(target_z, [MemoryEntry.from_list(r) for r in rows])

@@ -1,0 +1,81 @@
+"""What the search needs from the outside world, as one small async protocol.
+
+The search never knows whether it talks to real endpoints or to the simulated
+world: ``run.py`` binds these calls to ``benchfill.llm`` (rewriter, judge) and
+``benchfill.probes`` (rollouts), whose store-backed caches make a rerun repeat
+no completed call. Every call carries a ``key`` built from (seed, gap, round,
+parent, child, ...) so that its sampling seed, and so its cached result, never
+depends on the order in which concurrent work finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Verdict:
+    valid: bool
+    reason: str = ""
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    ability: float  # theta_j on the benchmark's IRT scale
+    trials: int  # K_j of the fixed protocol
+
+
+@dataclass
+class Spend:
+    """Work spent by one search, counted as it happens (cache hits count too: they were paid once)."""
+
+    rollouts: int = 0
+    rewriter_calls: int = 0
+    judge_calls: int = 0
+    failures: int = 0
+
+    @property
+    def model_calls(self) -> int:
+        return self.rewriter_calls + self.judge_calls
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "rollouts": self.rollouts,
+            "rewriter_calls": self.rewriter_calls,
+            "judge_calls": self.judge_calls,
+            "model_calls": self.model_calls,
+            "failures": self.failures,
+        }
+
+
+@dataclass
+class Reference:
+    """An item shown to the rewriter with its difficulty on the normalized scale."""
+
+    item: dict[str, Any]
+    z: float
+    item_id: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class SearchServices(Protocol):
+    async def rewrite(
+        self, parent: dict[str, Any], target_z: float, references: list[Reference], key: str
+    ) -> dict[str, Any] | None:
+        """One child item (same fields as the parent), or None when the call failed for good."""
+
+    async def judge(self, child: dict[str, Any], key: str) -> Verdict:
+        """Is the child's reference answer correct?"""
+
+    async def rollouts(self, item_id: str, item: dict[str, Any], probe: str, n: int, key: str) -> int:
+        """Grade ``n`` fresh samples of ``probe`` on the item; the number correct."""
+
+
+def derive_seed(seed: int, *parts: object) -> int:
+    """A 31-bit seed from the run seed and a path of names (gap, round, parent, child, ...)."""
+    text = ":".join([str(seed), *map(str, parts)])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") & 0x7FFFFFFF
