@@ -155,7 +155,10 @@ class Annotator:
         return sorted(self.probes, key=lambda p: (-info(p), p.name))[:width]
 
     def _estimate(self, correct: dict[str, int], trials: dict[str, int]) -> Annotation:
-        from benchfill.irt import online_calibrate
+        try:
+            from benchfill.irt import online_calibrate
+        except ImportError:  # the package face may not re-export it
+            from benchfill.irt.online import online_calibrate
 
         used = [p for p in self.probes if trials[p.name] > 0]
         c = np.array([correct[p.name] for p in used], dtype=float)

@@ -1,0 +1,173 @@
+"""The search loop against a small in-test world with known latent difficulties.
+
+The doubles here answer the three calls the search makes (rewrite, judge,
+rollouts) the way the simulated world does: a child's difficulty moves from its
+parent's toward the prompt's target, some children are invalid, and probes
+answer with IRT probabilities; all randomness is keyed by the call key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import numpy as np
+import pytest
+
+from benchfill.search import (
+    Annotator,
+    GapSearch,
+    Probe,
+    SearchSettings,
+    Verdict,
+    baseline_search,
+    benchfill_search,
+    derive_seed,
+)
+
+B_MIN, B_MAX = -3.0, 3.0
+
+
+class ToyWorld:
+    def __init__(self, b: dict[str, float], alpha=0.6, sigma=0.3, invalid=0.1, seed=0):
+        self.b = dict(b)
+        self.alpha, self.sigma, self.invalid, self.seed = alpha, sigma, invalid, seed
+        self.calls = {"rewrite": 0, "judge": 0, "rollouts": 0}
+
+    async def rewrite(self, parent, target_z, references, key):
+        self.calls["rewrite"] += 1
+        rng = np.random.default_rng(derive_seed(self.seed, "rw", key))
+        cid = key.split(":", 1)[1]
+        b_parent = self.b[parent["id"]]
+        b_target = B_MIN + target_z * (B_MAX - B_MIN)
+        self.b[cid] = b_parent + self.alpha * (b_target - b_parent) + self.sigma * rng.normal()
+        return {"id": cid, "problem": f"child {cid}", "answer": "1", "_bad": bool(rng.random() < self.invalid)}
+
+    async def judge(self, child, key):
+        self.calls["judge"] += 1
+        return Verdict(not child["_bad"], "wrong answer" if child["_bad"] else "ok", "toy-judge")
+
+    async def rollouts(self, item_id, item, probe, n, key):
+        self.calls["rollouts"] += n
+        rng = np.random.default_rng(derive_seed(self.seed, "ro", key))
+        theta = PROBES[probe]
+        p = 1 / (1 + math.exp(-(theta - self.b[item_id])))
+        return int(rng.binomial(n, p))
+
+    def true_difficulty(self, item_id):
+        return self.b.get(item_id)
+
+
+PROBES = {f"p{j}": a for j, a in enumerate(np.linspace(-3, 3, 13))}
+
+
+def _setup(protocol="fixed", seed=0):
+    rng = np.random.default_rng(7)
+    # A benchmark with a hole between z=0.3 and z=0.7.
+    zs = np.concatenate([rng.uniform(0.0, 0.3, 10), rng.uniform(0.7, 1.0, 10)])
+    ids = [f"q{i:02d}" for i in range(zs.size)]
+    world = ToyWorld({i: B_MIN + z * (B_MAX - B_MIN) for i, z in zip(ids, zs, strict=True)}, seed=seed)
+    items = {i: {"id": i, "problem": f"question {i}", "answer": "1"} for i in ids}
+    lo, hi = max(z for z in zs if z < 0.5), min(z for z in zs if z > 0.5)
+    gap = GapSearch(0, float(lo), float(hi), items, dict(zip(ids, map(float, zs), strict=True)))
+    probes = [Probe(n, float(a), 16) for n, a in PROBES.items()]
+    ann = Annotator(world, probes, chance=0.0, b_min=B_MIN, b_max=B_MAX, protocol=protocol)
+    return world, gap, ann
+
+
+def test_search_moves_toward_the_target_and_selects_the_closest_valid_child():
+    world, gap, ann = _setup()
+    res = asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=4), seed=1))
+    assert res.chosen is not None and res.chosen.valid
+    dev = abs(res.chosen.annotation.z - gap.target_z)
+    assert dev == min(c.deviation(gap.target_z) for c in res.children if c.valid)
+    # The gap was 0.4 wide; the chosen child must sit well inside it, truly too.
+    assert dev < 0.05
+    assert abs(res.chosen.true_z - gap.target_z) < 0.08
+    assert res.spend.rewriter_calls == world.calls["rewrite"] == 16 * res.rounds_used
+    assert res.spend.rollouts == world.calls["rollouts"]
+    # Invalid children never reach annotation.
+    assert all(c.annotation is None for c in res.children if c.verdict and not c.verdict.valid)
+
+
+def test_search_stops_early_at_the_tolerance():
+    world, gap, ann = _setup()
+    res = asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=8, tolerance=0.2), seed=1))
+    assert res.rounds_used == 1  # any valid child inside the gap is within 0.2 of its midpoint
+
+
+def test_search_is_deterministic_whatever_the_completion_order():
+    _, gap, ann = _setup()
+    a = asyncio.run(benchfill_search(gap, ann.services, ann, SearchSettings(rounds=2), seed=3))
+
+    class Shuffled(ToyWorld):  # same answers, completion order scrambled by random sleeps
+        async def rollouts(self, *args):
+            await asyncio.sleep(np.random.random() * 0.002)
+            return await super().rollouts(*args)
+
+    w2, gap2, _ = _setup()
+    w2.__class__ = Shuffled
+    ann2 = Annotator(w2, ann.probes, 0.0, B_MIN, B_MAX, "fixed")
+    b = asyncio.run(benchfill_search(gap2, w2, ann2, SearchSettings(rounds=2), seed=3))
+    assert [c.item_id for c in a.children] == [c.item_id for c in b.children]
+    assert a.chosen.item_id == b.chosen.item_id
+    assert a.memory == b.memory
+
+
+def test_parents_come_from_memory_nearest_the_target_after_round_one():
+    world, gap, ann = _setup()
+    seen = []
+
+    async def spy(parent, target_z, references, key):
+        seen.append((key, parent["id"], [r.z for r in references]))
+        return await ToyWorld.rewrite(world, parent, target_z, references, key)
+
+    world.rewrite = spy
+    asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=2, tolerance=0.0), seed=2))
+    round2 = [p for k, p, _ in seen if "-r2-" in k]
+    assert any(p.startswith("bf-g0-r1-") for p in round2)  # round-1 children became parents
+    refs = seen[0][2]
+    assert sum(z < gap.target_z for z in refs) == sum(z >= gap.target_z for z in refs)
+
+
+def test_baseline_spends_the_matched_budget_without_references():
+    world, gap, ann = _setup()
+    refs_seen = []
+
+    async def spy(parent, target_z, references, key):
+        refs_seen.append(len(references))
+        return await ToyWorld.rewrite(world, parent, target_z, references, key)
+
+    world.rewrite = spy
+    res = asyncio.run(baseline_search(gap, world, ann, SearchSettings(), rounds_matched=2, seed=1))
+    assert res.spend.rewriter_calls == 2 * 16 and set(refs_seen) == {0}
+    assert len({c.parent_id for c in res.children}) == 4
+    assert res.chosen is not None
+
+
+@pytest.mark.parametrize("protocol", ["fixed", "adaptive"])
+def test_annotation_recovers_a_known_difficulty(protocol):
+    world, _, ann = _setup(protocol)
+    ann.probes = [Probe(p.name, p.ability, 64) for p in ann.probes]
+    errs = []
+    for i, b in enumerate(np.linspace(-1.5, 1.5, 7)):
+        world.b[f"x{i}"] = float(b)
+        a = asyncio.run(ann.annotate(f"x{i}", {}, f"k{i}", target_z=(b - B_MIN) / 6))
+        assert a.se < 0.6
+        errs.append((a.difficulty - b) / a.se)
+    assert np.sqrt(np.mean(np.square(errs))) < 2.0
+
+
+def test_adaptive_annotation_stops_early_on_a_child_far_from_the_target():
+    world, _, ann = _setup("adaptive")
+    world.b["far"] = 2.5  # z ~ 0.92 while the target is 0.5
+    a = asyncio.run(ann.annotate("far", {}, "kf", target_z=0.5, margin=0.05))
+    assert a.stop == "far" and a.rollouts < ann.fixed_budget / 4
+
+
+def test_a_child_every_probe_solves_is_flagged_not_infinite():
+    world, _, ann = _setup("fixed")
+    world.b["easy"] = -40.0
+    a = asyncio.run(ann.annotate("easy", {}, "ke"))
+    assert "no_finite_mle" in a.flags and math.isfinite(a.difficulty)
+    assert "outside_range" in a.flags and a.z < 0
