@@ -1,0 +1,182 @@
+"""Benchmark specs and the registry of named benchmarks.
+
+A spec says which of an item's fields is the text, the reference answer, the options or the tests,
+which evaluator grades a response and which solver prompt asks the question. Items come from a
+local directory laid out like ``../shared/data`` (``<name>/items.jsonl`` and optionally
+``<name>/responses.csv``); the Hugging Face dataset id is recorded for online use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from benchfill.errors import ConfigError, DataError
+
+
+class BenchmarkSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    text_field: str = "problem"
+    answer_field: str = "answer"
+    options_field: str | None = None
+    tests_field: str | None = None
+    entry_point_field: str | None = None
+    evaluator: str = "math"  # a name in the evaluators registry
+    solver_prompt: str = "math"  # a solver template under prompts/
+    # Guessing floor: a constant, or "options" for 1 / (number of options) of each item.
+    chance: float | Literal["options"] = 0.0
+    source: str = ""
+    hf_dataset: str | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> BenchmarkSpec:
+        """Read a spec from TOML, YAML or JSON; a bad field is named with the file."""
+        from benchfill.config import _one_line, _read
+
+        path = Path(path)
+        if path.suffix.lower() == ".json":
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                raise ConfigError(f"{path}: spec file not found") from None
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}:{exc.lineno}: cannot parse spec: {exc.msg}") from exc
+        else:
+            data = _read(path)
+        data = data.get("benchmark", data) if isinstance(data, dict) else data
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_one_line(str(path), exc)) from exc
+
+    def chance_of(self, item: dict[str, Any]) -> float:
+        if self.chance == "options":
+            opts = item.get(self.options_field or "options") or []
+            return 1.0 / len(opts) if opts else 0.0
+        return float(self.chance)
+
+
+_MATH = dict(text_field="problem", answer_field="answer", evaluator="math", solver_prompt="math")
+REGISTRY: dict[str, BenchmarkSpec] = {
+    s.name: s
+    for s in (
+        BenchmarkSpec(name="aime24", **_MATH, hf_dataset="HuggingFaceH4/aime_2024",
+                      source="AIME 2024 I and II, 30 integer-answer problems"),
+        BenchmarkSpec(name="aime25", **_MATH, hf_dataset="opencompass/AIME2025",
+                      source="AIME 2025 I and II, 30 integer-answer problems"),
+        BenchmarkSpec(name="amc23", **_MATH, hf_dataset="math-ai/amc23",
+                      source="AMC 2023, 40 numeric-answer problems"),
+        BenchmarkSpec(name="humaneval", text_field="prompt", answer_field="canonical_solution",
+                      tests_field="test", entry_point_field="entry_point", evaluator="code",
+                      solver_prompt="code", hf_dataset="openai/openai_humaneval",
+                      source="HumanEval, 164 Python functions checked by unit tests"),
+        BenchmarkSpec(name="mmlu-pro", text_field="question", answer_field="answer", options_field="options",
+                      evaluator="multiple_choice", solver_prompt="multiple_choice", chance="options",
+                      hf_dataset="TIGER-Lab/MMLU-Pro",
+                      source="MMLU-Pro, 12,032 multiple-choice questions with up to 10 options"),
+    )
+}
+
+
+@dataclass
+class Benchmark:
+    """A spec with the place its items (and, when known, its responses) come from."""
+
+    spec: BenchmarkSpec
+    items_path: Path | None
+    responses_path: Path | None = None
+    _items: list[dict[str, Any]] | None = field(default=None, repr=False)
+    matrix: Any = None  # a ResponseMatrix when the benchmark ships one in memory (demo)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        if self._items is None:
+            self._items = read_items_jsonl(self.items_path, self.spec)
+        return self._items
+
+    @property
+    def chance(self) -> np.ndarray:
+        """Guessing floor of each item, in the order of ``items``."""
+        return np.array([self.spec.chance_of(it) for it in self.items], dtype=float)
+
+
+def known_benchmarks() -> list[str]:
+    return sorted([*REGISTRY, "demo"])
+
+
+def registered_spec(name: str) -> BenchmarkSpec:
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown benchmark {name!r}; known: {', '.join(known_benchmarks())}")
+    return REGISTRY[name]
+
+
+def get_benchmark(name: str, data_dir: str | Path | None = None) -> Benchmark:
+    """A registered benchmark with its items from ``data_dir`` (else ``$BENCHFILL_DATA_DIR``)."""
+    if name == "demo":
+        from benchfill.demo import demo_benchmark
+
+        demo = demo_benchmark()
+        spec = getattr(demo, "spec", None) or BenchmarkSpec(name="demo", **_MATH, source="built-in seeded demo")
+        return Benchmark(spec=spec, items_path=None, _items=list(demo.items), matrix=demo.matrix)
+    spec = registered_spec(name)
+    root = data_dir or os.environ.get("BENCHFILL_DATA_DIR")
+    if not root:
+        raise ConfigError(
+            f"benchmark {name}: no local data; pass --data-dir or set BENCHFILL_DATA_DIR to a directory "
+            f"holding {name}/items.jsonl (online source: Hugging Face dataset {spec.hf_dataset})"
+        )
+    folder = Path(root) / name
+    items = folder / "items.jsonl"
+    if not items.is_file():
+        raise DataError(f"benchmark {name}: {items} not found (online source: {spec.hf_dataset})")
+    responses = folder / "responses.csv"
+    return Benchmark(spec=spec, items_path=items, responses_path=responses if responses.is_file() else None)
+
+
+def custom_benchmark(items: str | Path, spec_file: str | Path, responses: str | Path | None = None) -> Benchmark:
+    """Any other benchmark: an items file, a spec file and optionally a response matrix."""
+    spec = BenchmarkSpec.from_file(spec_file)
+    items_path = Path(items)
+    if not items_path.is_file():
+        raise DataError(f"{items_path}: items file not found")
+    resp = Path(responses) if responses else None
+    if resp is not None and not resp.is_file():
+        raise DataError(f"{resp}: responses file not found")
+    return Benchmark(spec=spec, items_path=items_path, responses_path=resp)
+
+
+def read_items_jsonl(path: Path | None, spec: BenchmarkSpec) -> list[dict[str, Any]]:
+    """Items as dicts; every line needs a unique string ``id`` and the spec's text and answer fields."""
+    if path is None:
+        raise DataError(f"benchmark {spec.name}: no items file")
+    items: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from exc
+            if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+                raise DataError(f"{path}:{lineno}: each item needs a string field 'id'")
+            for f in (spec.text_field, spec.answer_field):
+                if f not in obj:
+                    raise DataError(f"{path}:{lineno}: item {obj['id']} lacks field {f!r} (spec {spec.name})")
+            if obj["id"] in seen:
+                raise DataError(f"{path}:{lineno}: duplicate item id {obj['id']!r}")
+            seen.add(obj["id"])
+            items.append(obj)
+    return items

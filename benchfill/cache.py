@@ -1,0 +1,91 @@
+"""The cache of completed model calls, keyed by a hash of the request.
+
+The key covers what decides the answer (endpoint, model, messages, sampling settings, seed or sample
+index) and nothing else: never a credential, so rotating a key keeps the cache, and a key never
+reaches the store. Rows are written in batches, so that caching costs little per call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from sqlmodel import select
+
+from benchfill.schema import ModelCall
+from benchfill.store import Store
+
+_CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
+
+
+def clean_endpoint(url: str | None) -> str:
+    """An endpoint as it may be recorded: no user, password, query string or trailing slash."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def canonical_request(kind: str, endpoint: str, model: str, request: dict[str, Any]) -> str:
+    """The request as canonical JSON (sorted keys, no whitespace): what the key hashes."""
+    body = {"kind": kind, "endpoint": clean_endpoint(endpoint), "model": model, "request": request}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_key(kind: str, endpoint: str, model: str, request: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_request(kind, endpoint, model, request).encode()).hexdigest()
+
+
+class CallCache:
+    """Store-backed cache: batched look-ups, buffered writes flushed by size or age."""
+
+    def __init__(self, store: Store, flush_every: int = 256, flush_after_s: float = 1.0):
+        self.store = store
+        self.flush_every = flush_every
+        self.flush_after_s = flush_after_s
+        self._pending: list[ModelCall] = []
+        self._last_flush = time.monotonic()
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, ModelCall]:
+        keys = list(dict.fromkeys(keys))
+        wanted = set(keys)
+        found: dict[str, ModelCall] = {row.key: row for row in self._pending if row.key in wanted}
+        with self.store.session() as s:
+            for i in range(0, len(keys), _CHUNK):
+                for row in s.exec(select(ModelCall).where(ModelCall.key.in_(keys[i : i + _CHUNK]))):
+                    found[row.key] = row
+        return found
+
+    def get(self, key: str) -> ModelCall | None:
+        return self.get_many([key]).get(key)
+
+    def add(self, row: ModelCall) -> None:
+        """Queue a completed call; written at the next flush (by size or age)."""
+        self._pending.append(row)
+        if len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush > self.flush_after_s:
+            self.flush()
+
+    def flush(self) -> None:
+        self._last_flush = time.monotonic()
+        if not self._pending:
+            return
+        rows, self._pending = self._pending, []
+        with self.store.session() as s:
+            for row in rows:
+                s.merge(row)
+
+
+def make_call(kind: str, key: str, endpoint: str, model: str, request: dict[str, Any], response: Any,
+              prompt_tokens: int = 0, completion_tokens: int = 0, latency_s: float = 0.0) -> ModelCall:
+    return ModelCall(
+        key=key, kind=kind, endpoint=clean_endpoint(endpoint), model=model,
+        request_json=json.dumps(request, sort_keys=True, ensure_ascii=False),
+        response_json=json.dumps(response, ensure_ascii=False),
+        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, latency_s=latency_s,
+    )

@@ -1,0 +1,226 @@
+"""Configuration: the probe panel, the rewriter, the judge and the benchmark, from TOML or YAML.
+
+Credentials never live in a config: each endpoint names the environment variable that holds its key
+(``api_key_env = "VLLM_API_KEY"``), and a config that carries something that looks like a literal key
+is rejected, so a shared config file can never leak one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from benchfill.errors import ConfigError
+
+# Field names that would hold a secret in other tools' configs; we refuse them outright.
+_SECRET_FIELDS = {"api_key", "apikey", "key", "token", "secret", "password", "access_token", "auth"}
+# Shapes of real provider keys (OpenAI/Anthropic "sk-...", HF "hf_...", Google "AIza...", bearer tokens).
+_SECRET_VALUE = re.compile(r"(\bsk-[A-Za-z0-9_\-]{12,}|\bhf_[A-Za-z0-9]{20,}|\bAIza[0-9A-Za-z_\-]{20,}|Bearer\s+\S{12,})")
+_URL_PASSWORD = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
+
+
+class RetryConfig(BaseModel):
+    """How hard to retry what is worth retrying (429, 5xx, timeouts, dropped connections)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_attempts: int = Field(6, ge=1, le=50)
+    initial_wait_s: float = Field(0.5, ge=0)
+    max_wait_s: float = Field(30.0, ge=0)
+    jitter_s: float = Field(0.5, ge=0)
+
+
+class ProbeConfig(BaseModel):
+    """One probe model behind an OpenAI-compatible endpoint (vLLM in real use)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    base_url: str = Field(min_length=1, description="endpoint URL ending in /v1")
+    model: str = Field(min_length=1, description="served model name")
+    temperature: float = Field(0.6, ge=0)
+    top_p: float = Field(0.95, gt=0, le=1)
+    max_tokens: int = Field(4096, ge=1)
+    trials: int = Field(8, ge=1, description="samples per item")
+    concurrency: int = Field(16, ge=1, description="requests in flight to this endpoint")
+    api_key_env: str | None = Field(None, description="environment variable holding the key")
+    timeout_s: float = Field(600.0, gt=0)
+    supports_n: bool = Field(True, description="false: ask one sample per request")
+
+    @field_validator("base_url")
+    @classmethod
+    def _strip(cls, v: str) -> str:
+        return v.rstrip("/")
+
+
+class LLMConfig(BaseModel):
+    """The rewriter or the judge: a litellm model string and its settings."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(min_length=1, description="litellm model string, e.g. openai/gpt-4o")
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float = Field(0.7, ge=0)
+    max_tokens: int = Field(4096, ge=1)
+    timeout_s: float = Field(600.0, gt=0)
+    max_repairs: int = Field(2, ge=0, description="extra calls after a malformed reply")
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    probes: list[ProbeConfig] = Field(default_factory=list)
+    rewriter: LLMConfig | None = None
+    judge: LLMConfig | None = None
+    benchmark: dict[str, Any] | None = Field(None, description="a BenchmarkSpec or {name = ...}")
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    seed: int = 0
+    source: str = Field("", exclude=True)
+
+    @field_validator("probes")
+    @classmethod
+    def _unique_names(cls, v: list[ProbeConfig]) -> list[ProbeConfig]:
+        seen: set[str] = set()
+        for p in v:
+            if p.name in seen:
+                raise ValueError(f"probe name {p.name!r} appears twice")
+            seen.add(p.name)
+        return v
+
+    def benchmark_spec(self):
+        """The benchmark section as a BenchmarkSpec (a registered name or a full spec)."""
+        from benchfill.benchmarks import BenchmarkSpec, registered_spec
+
+        if not self.benchmark:
+            return None
+        if set(self.benchmark) == {"name"}:
+            return registered_spec(self.benchmark["name"])
+        try:
+            return BenchmarkSpec.model_validate(self.benchmark)
+        except ValidationError as exc:
+            raise ConfigError(_one_line(self.source or "config", exc, prefix="benchmark")) from exc
+
+    def redacted(self) -> dict[str, Any]:
+        """What a run records: everything (there is no secret in a config by construction)."""
+        return self.model_dump(mode="json")
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Read a TOML (.toml) or YAML (.yaml/.yml) config and apply ``a.b=value`` overrides.
+
+    Override values are parsed as JSON when they can be (numbers, booleans, lists), else kept as text;
+    list elements are addressed by index or by probe name: ``probes.p1.trials=16``.
+    """
+    data: dict[str, Any] = {}
+    src = str(path) if path else "<overrides>"
+    if path is not None:
+        data = _read(Path(path))
+    for ov in overrides or []:
+        _apply_override(data, ov, src)
+    _reject_secrets(data, src)
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(src, exc)) from exc
+    cfg.source = src
+    return cfg
+
+
+def key_from_env(var: str | None) -> str | None:
+    """The credential named by a config, read at call time and never stored."""
+    return os.environ.get(var) if var else None
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def _read(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    text = path.read_text(encoding="utf-8")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        elif suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            raise ConfigError(f"{path}: unknown config format {suffix!r} (use .toml, .yaml or .yml)")
+    except ConfigError:
+        raise
+    except Exception as exc:  # tomllib.TOMLDecodeError / yaml.YAMLError carry the line
+        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: cannot parse config: {msg}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a mapping at the top level")
+    return data
+
+
+def _apply_override(data: dict[str, Any], override: str, src: str) -> None:
+    if "=" not in override:
+        raise ConfigError(f"override {override!r}: expected KEY=VALUE, e.g. probes.0.trials=16")
+    dotted, raw = override.split("=", 1)
+    try:
+        value: Any = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    parts = dotted.strip().split(".")
+    node: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, list):
+            idx = _list_index(node, part, override)
+            if last:
+                node[idx] = value
+            else:
+                node = node[idx]
+            continue
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {override!r}: {'.'.join(parts[:i])} is not a section")
+        if last:
+            node[part] = value
+        else:
+            node = node.setdefault(part, {})
+
+
+def _list_index(node: list, part: str, override: str) -> int:
+    if part.isdigit() and int(part) < len(node):
+        return int(part)
+    for j, el in enumerate(node):
+        if isinstance(el, dict) and el.get("name") == part:
+            return j
+    raise ConfigError(f"override {override!r}: no element {part!r} (use an index or a probe name)")
+
+
+def _reject_secrets(node: Any, src: str, path: str = "") -> None:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            where = f"{path}.{k}" if path else str(k)
+            if str(k).lower() in _SECRET_FIELDS and v not in (None, ""):
+                raise ConfigError(
+                    f"{src}: field {where}: literal credentials are not allowed; "
+                    "name an environment variable with api_key_env instead"
+                )
+            _reject_secrets(v, src, where)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _reject_secrets(v, src, f"{path}[{i}]")
+    elif isinstance(node, str):
+        if _SECRET_VALUE.search(node) or _URL_PASSWORD.search(node):
+            raise ConfigError(
+                f"{src}: field {path}: looks like a literal credential; "
+                "put it in an environment variable and name it with api_key_env"
+            )
+
+
+def _one_line(src: str, exc: ValidationError, prefix: str = "") -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(err["loc"]))
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{src}: field {loc}: {err['msg']}{more}"

@@ -1,0 +1,96 @@
+"""A small OpenAI-compatible server on loopback with fault knobs, for the traffic unit tests.
+
+It answers ``/v1/models`` and ``/v1/chat/completions`` deterministically from (model, prompt, seed,
+sample index), and can fail the first attempts of each request in chosen ways, refuse ``n > 1``, or
+record the Authorization headers it saw. The acceptance tests use the product's simulated world.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections import Counter
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+
+class LoopbackOpenAI:
+    def __init__(self, models=("m1",), faults=(), refuse_n=False, latency_s=0.0):
+        self.models = list(models)
+        self.faults = list(faults)  # per request, the first len(faults) attempts fail: 429/500/400/"timeout"
+        self.refuse_n = refuse_n
+        self.latency_s = latency_s
+        self.attempts: Counter = Counter()
+        self.successes: Counter = Counter()
+        self.auth_seen: list[str] = []
+        self.bodies: list[dict] = []
+        app = Starlette(routes=[Route("/v1/models", self._models),
+                                Route("/v1/chat/completions", self._chat, methods=["POST"])])
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        sock.close()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.time() + 10
+        while not self.server.started and time.time() < deadline:
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(5)
+
+    async def _models(self, request: Request):
+        return JSONResponse({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
+
+    async def _chat(self, request: Request):
+        self.auth_seen.append(request.headers.get("authorization", ""))
+        body = await request.json()
+        self.bodies.append(body)
+        prompt = body["messages"][-1]["content"]
+        ident = json.dumps([body["model"], prompt, body.get("seed"), body.get("n", 1)])
+        k = self.attempts[ident]
+        self.attempts[ident] += 1
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        if body["model"] not in self.models:
+            return JSONResponse({"error": {"message": f"model {body['model']} not found"}}, status_code=404)
+        if self.refuse_n and body.get("n", 1) > 1:
+            return JSONResponse({"error": {"message": "n > 1 is not supported"}}, status_code=400)
+        if k < len(self.faults):
+            fault = self.faults[k]
+            if fault == "timeout":  # outlive the client's timeout; the client gives up first
+                await asyncio.sleep(1.0)
+                return JSONResponse({"error": {"message": "too late"}}, status_code=504)
+            return JSONResponse({"error": {"message": f"injected {fault}"}}, status_code=fault)
+        self.successes[ident] += 1
+        n = body.get("n", 1)
+        texts = [reply(body["model"], prompt, body.get("seed"), i) for i in range(n)]
+        return JSONResponse({
+            "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": t}}
+                        for i, t in enumerate(texts)],
+            "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": 3 * n, "total_tokens": 0},
+        })
+
+
+def reply(model: str, prompt: str, seed, index: int) -> str:
+    """Deterministic: an even hash answers "yes" (graded correct by the tests), an odd one "no"."""
+    h = hashlib.sha256(f"{model}|{prompt}|{seed}|{index}".encode()).digest()[0]
+    return f"answer {'yes' if h % 2 == 0 else 'no'} {h}"

@@ -1,0 +1,175 @@
+"""Probe rollouts: n samples per request, cache, retries, n>1 fallback, grading, stats."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from loopback_openai import LoopbackOpenAI, reply
+
+from benchfill.benchmarks import BenchmarkSpec
+from benchfill.cache import request_key
+from benchfill.config import ProbeConfig, RetryConfig
+from benchfill.errors import EndpointError
+from benchfill.probes import ProbePanel, RolloutClient, collect_responses, sample_seed
+from benchfill.schema import ModelCall, ProbeResult
+from benchfill.store import Store
+
+SPEC = BenchmarkSpec(name="toy", evaluator="toy")
+ITEMS = [{"id": f"q{i}", "problem": f"question {i}", "answer": "yes"} for i in range(5)]
+NO_WAIT = RetryConfig(max_attempts=5, initial_wait_s=0, max_wait_s=0, jitter_s=0)
+
+
+class YesGrader:
+    def __init__(self):
+        self.calls = 0
+
+    def grade(self, response, item, spec=None):
+        self.calls += 1
+        return "yes" in response
+
+
+def prompt(item, spec):
+    return f"<problem>{item['problem']}</problem>"
+
+
+def panel(url, names=("m1",), **kw):
+    return ProbePanel([ProbeConfig(name=f"p-{m}", base_url=url, model=m, trials=4, concurrency=3, **kw)
+                       for m in names], NO_WAIT)
+
+
+def expected_correct(model, item, n, seed):
+    return sum("yes" in reply(model, prompt(item, SPEC), seed, i) for i in range(n))
+
+
+def run(store, pan, items=ITEMS, seed=0, grader=None, **kw):
+    async def go():
+        async with RolloutClient(store, pan, SPEC, grader or YesGrader(), prompt_fn=prompt) as rc:
+            return await rc.rollouts(items, seed=seed, **kw), rc.stats
+    return asyncio.run(go())
+
+
+def test_one_request_per_item_and_probe_graded_and_cached(tmp_path):
+    with LoopbackOpenAI(models=("m1", "m2")) as srv:
+        store = Store(tmp_path / "s.db")
+        pan = panel(srv.base_url, ("m1", "m2"))
+        res, stats = run(store, pan, seed=7)
+        assert stats.requests == 10 and stats.calls == 10 and stats.cache_hits == 0
+        assert all(b["n"] == 4 and b["seed"] == 7 for b in srv.bodies)
+        for r in res:
+            item = next(i for i in ITEMS if i["id"] == r.item_id)
+            assert r.trials == 4
+            assert r.correct == expected_correct(r.probe[2:], item, 4, 7)
+        assert stats.completion_tokens == 10 * 12 and stats.prompt_tokens > 0 and stats.latency_s > 0
+        # a rerun grades the cached replies again and calls nothing
+        grader = YesGrader()
+        res2, stats2 = run(store, pan, seed=7, grader=grader)
+        assert stats2.requests == 0 and stats2.cache_hits == 10 and grader.calls > 0
+        assert [(r.correct, r.trials) for r in res2] == [(r.correct, r.trials) for r in res]
+        assert len(srv.bodies) == 10
+        # another seed is another request
+        _, stats3 = run(store, pan, seed=8)
+        assert stats3.requests == 10
+        rows = store.all(ProbeResult)
+        assert len(rows) == 20  # the rerun with seed 7 did not add duplicate rows
+        calls = store.all(ModelCall)
+        assert len(calls) == 20 and all(c.kind == "probe" and c.completion_tokens == 12 for c in calls)
+
+
+def test_retries_transient_failures_and_never_repeats_a_success(tmp_path):
+    with LoopbackOpenAI(faults=[429, 500, 503]) as srv:
+        res, stats = run(Store(tmp_path / "s.db"), panel(srv.base_url))
+        assert stats.retries == 15 and stats.requests == 20 and stats.failures == 0
+        assert all(v == 1 for v in srv.successes.values()) and len(srv.successes) == 5
+        assert all(r.trials == 4 for r in res)
+
+
+def test_timeout_is_retried(tmp_path):
+    with LoopbackOpenAI(faults=["timeout"]) as srv:
+        res, stats = run(Store(tmp_path / "s.db"), panel(srv.base_url, timeout_s=0.3), items=ITEMS[:2])
+        assert stats.retries == 2 and all(r.trials == 4 for r in res)
+
+
+def test_other_4xx_is_not_retried_and_fails_with_a_clear_error(tmp_path):
+    with LoopbackOpenAI(faults=[400]) as srv:
+        store = Store(tmp_path / "s.db")
+        with pytest.raises(EndpointError, match=r"5 of 5 probe calls failed.*HTTP 400"):
+            run(store, panel(srv.base_url))
+        assert sum(srv.attempts.values()) == 5
+        res, stats = run(store, panel(srv.base_url), strict=False)  # second attempt of each succeeds
+        assert stats.failures == 0 and all(r.trials == 4 for r in res)
+
+
+def test_unknown_model_is_reported_per_probe(tmp_path):
+    with LoopbackOpenAI(models=("m1",)) as srv:
+        res, stats = run(Store(tmp_path / "s.db"), panel(srv.base_url, ("nope",)), strict=False)
+        assert stats.failures == 5 and all(r.error and "HTTP 404" in r.error and r.trials == 0 for r in res)
+
+
+def test_exhausted_retries_fail_the_call_not_the_batch(tmp_path):
+    with LoopbackOpenAI(faults=[500] * 10) as srv:
+        res, stats = run(Store(tmp_path / "s.db"), panel(srv.base_url), items=ITEMS[:1], strict=False)
+        assert stats.requests == NO_WAIT.max_attempts and stats.failures == 1 and res[0].error
+
+
+def test_endpoint_refusing_n_gets_single_samples_with_distinct_seeds(tmp_path):
+    with LoopbackOpenAI(refuse_n=True) as srv:
+        store = Store(tmp_path / "s.db")
+        res, stats = run(store, panel(srv.base_url), items=ITEMS[:2], seed=3)
+        singles = [b for b in srv.bodies if b.get("n", 1) == 1]
+        assert len(singles) == 8
+        assert len({b["seed"] for b in singles}) == 4  # four samples, four seeds, same for both items
+        assert {b["seed"] for b in singles} == {sample_seed(3, k) for k in range(4)}
+        assert all(r.trials == 4 for r in res)
+        item = ITEMS[0]
+        want = sum("yes" in reply("m1", prompt(item, SPEC), sample_seed(3, k), 0) for k in range(4))
+        assert res[0].correct == want
+        # the fallback's calls are cached too: a declared single-sample probe reruns for free
+        _, stats2 = run(store, panel(srv.base_url, supports_n=False), items=ITEMS[:2], seed=3)
+        assert stats2.requests == 0 and stats2.cache_hits == 8
+
+
+def test_concurrency_is_bounded_per_endpoint(tmp_path):
+    with LoopbackOpenAI(latency_s=0.05) as srv:
+        inflight, peak = 0, 0
+        orig = srv._chat
+
+        async def counting(request):
+            nonlocal inflight, peak
+            inflight += 1
+            peak = max(peak, inflight)
+            try:
+                return await orig(request)
+            finally:
+                inflight -= 1
+
+        srv.server.config.app.router.routes[1].endpoint = counting
+        srv.server.config.app.router.routes[1].app = _wrap(counting)
+        items = [{"id": f"c{i}", "problem": f"c {i}", "answer": "yes"} for i in range(12)]
+        run(Store(tmp_path / "s.db"), panel(srv.base_url), items=items)
+        assert 1 < peak <= 3
+
+
+def _wrap(endpoint):
+    from starlette.routing import request_response
+
+    return request_response(endpoint)
+
+
+def test_collect_responses_builds_the_matrix(tmp_path):
+    with LoopbackOpenAI(models=("m1", "m2")) as srv:
+        m = collect_responses(Store(tmp_path / "s.db"), panel(srv.base_url, ("m1", "m2")), ITEMS, SPEC,
+                              trials=6, seed=1, evaluator=YesGrader(), prompt_fn=prompt)
+        assert m.models == ("p-m1", "p-m2") and m.item_ids == tuple(i["id"] for i in ITEMS)
+        assert (m.trials == 6).all()
+        assert m.correct[1, 2] == expected_correct("m2", ITEMS[2], 6, 1)
+
+
+def test_cache_key_ignores_credentials_and_covers_sampling():
+    req = {"messages": [{"role": "user", "content": "x"}], "temperature": 0.6, "n": 4, "seed": 0}
+    k = request_key("probe", "http://h:1/v1", "m", req)
+    assert k == request_key("probe", "http://user:secret@h:1/v1/", "m", dict(reversed(req.items())))
+    assert k != request_key("probe", "http://h:1/v1", "m", {**req, "seed": 1})
+    assert k != request_key("probe", "http://h:1/v1", "m", {**req, "temperature": 0.7})
+    assert k != request_key("probe", "http://h:2/v1", "m", req)
+    assert k != request_key("probe", "http://h:1/v1", "m2", req)
