@@ -1,0 +1,73 @@
+"""The benchmark registry: specs of the named benchmarks against the real data, and clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchfill.benchmarks import BenchmarkSpec, custom_benchmark, get_benchmark, known_benchmarks
+from benchfill.errors import ConfigError, DataError
+
+
+@pytest.mark.parametrize("name,n,text", [("aime24", 30, "problem"), ("aime25", 30, "problem"),
+                                         ("amc23", 40, "problem"), ("humaneval", 164, "prompt")])
+def test_registered_benchmarks_read_the_shared_data(shared_data, name, n, text):
+    b = get_benchmark(name, data_dir=shared_data)
+    assert len(b.items) == n and b.spec.text_field == text
+    assert all(b.spec.answer_field in it for it in b.items)
+    assert (b.chance == 0).all()
+    assert (b.responses_path is not None) == (name in ("aime25", "humaneval"))
+
+
+def test_humaneval_spec_names_its_code_fields(shared_data):
+    b = get_benchmark("humaneval", data_dir=shared_data)
+    it = b.items[0]
+    assert b.spec.evaluator == "code" and it[b.spec.tests_field].strip() and it[b.spec.entry_point_field]
+
+
+def test_mmlu_pro_chance_is_one_over_its_options(shared_data, monkeypatch):
+    monkeypatch.setenv("BENCHFILL_DATA_DIR", str(shared_data))
+    b = get_benchmark("mmlu-pro")
+    assert len(b.items) == 12032 and b.spec.evaluator == "multiple_choice"
+    n_opts = [len(it["options"]) for it in b.items[:50]]
+    assert list(b.chance[:50]) == [1 / k for k in n_opts]
+    assert min(n_opts) < 10 == max(n_opts)  # some items have fewer than ten options
+
+
+def test_unknown_name_lists_the_known_ones():
+    with pytest.raises(ConfigError, match="unknown benchmark 'gsm9k'; known: aime24, aime25, amc23, demo"):
+        get_benchmark("gsm9k")
+    assert "mmlu-pro" in known_benchmarks()
+
+
+def test_no_data_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("BENCHFILL_DATA_DIR", raising=False)
+    with pytest.raises(ConfigError, match="--data-dir or set BENCHFILL_DATA_DIR.*HuggingFaceH4/aime_2024"):
+        get_benchmark("aime24")
+    with pytest.raises(DataError, match=r"aime24/items.jsonl not found"):
+        get_benchmark("aime24", data_dir=tmp_path)
+
+
+def test_custom_benchmark_from_spec_file(tmp_path):
+    (tmp_path / "spec.toml").write_text('[benchmark]\nname = "mine"\ntext_field = "q"\nanswer_field = "a"\n'
+                                        'evaluator = "multiple_choice"\nchance = 0.25\n')
+    (tmp_path / "items.jsonl").write_text(json.dumps({"id": "x", "q": "?", "a": "B"}) + "\n\n")
+    b = custom_benchmark(tmp_path / "items.jsonl", tmp_path / "spec.toml")
+    assert b.spec.name == "mine" and b.items[0]["q"] == "?" and list(b.chance) == [0.25]
+    (tmp_path / "spec.json").write_text('{"name": "j", "chance": "often"}')
+    with pytest.raises(ConfigError, match=r"spec.json: field chance"):
+        BenchmarkSpec.from_file(tmp_path / "spec.json")
+
+
+@pytest.mark.parametrize("line,msg", [
+    ('{"id": "x", "q": "?"}', r"items.jsonl:2: item x lacks field 'a'"),
+    ('{"id": 3, "q": "?", "a": "1"}', r"items.jsonl:2: each item needs a string field 'id'"),
+    ('{"id": "a", "q": "?", "a": "1"}', r"items.jsonl:2: duplicate item id 'a'"),
+    ("{oops", r"items.jsonl:2: invalid JSON"),
+])
+def test_bad_items_name_file_and_line(tmp_path, line, msg):
+    (tmp_path / "spec.json").write_text('{"name": "m", "text_field": "q", "answer_field": "a"}')
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "q": "?", "a": "1"}\n' + line + "\n")
+    with pytest.raises(DataError, match=msg):
+        _ = custom_benchmark(tmp_path / "items.jsonl", tmp_path / "spec.json").items
