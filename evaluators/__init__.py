@@ -1,0 +1,73 @@
+"""Graders registered by name: ``math``, ``multiple_choice``, ``code``.
+
+    from evaluators import get_evaluator
+    ev = get_evaluator("math")
+    ev.grade(response, item, spec)  # -> Grade(correct, extracted, reason)
+
+Adding a grader: subclass ``Evaluator`` and decorate it with ``@register("name")``
+in any module imported before ``get_evaluator("name")`` is called (a benchmark
+plugin, a conftest, the user's script):
+
+    from evaluators import Evaluator, Grade, register
+
+    @register("exact_match")
+    class ExactMatch(Evaluator):
+        def grade(self, response, item, spec=None):
+            ok = response.strip() == str(item["answer"]).strip()
+            return Grade(ok, response.strip(), "exact match" if ok else "mismatch")
+
+The built-in graders register on import of this package; their heavy parts
+(math-verify, the sandbox) start only when first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from benchfill.errors import ConfigError
+from evaluators.base import Evaluator, Grade, field_name
+
+__all__ = ["EVALUATORS", "Evaluator", "Grade", "field_name", "get_evaluator", "register"]
+
+# name -> Evaluator subclass (or any zero-argument-compatible factory returning one)
+EVALUATORS: dict[str, Callable[..., Evaluator]] = {}
+
+_BUILTIN_MODULES = {
+    "math": "evaluators.math_answers",
+    "multiple_choice": "evaluators.multiple_choice",
+    "code": "evaluators.code_tests",
+}
+
+
+def register(name: str) -> Callable[[Callable[..., Evaluator]], Callable[..., Evaluator]]:
+    """Class decorator: make an evaluator available as ``get_evaluator(name)``."""
+
+    def decorate(factory: Callable[..., Evaluator]) -> Callable[..., Evaluator]:
+        if isinstance(factory, type):
+            factory.name = name
+        EVALUATORS[name] = factory
+        return factory
+
+    return decorate
+
+
+def _load_builtins() -> None:
+    for module in _BUILTIN_MODULES.values():
+        importlib.import_module(module)
+
+
+def get_evaluator(name: str, **options: Any) -> Evaluator:
+    """A fresh evaluator for ``name``; ``options`` go to its constructor (e.g. ``timeout``)."""
+    factory = EVALUATORS.get(name)
+    if factory is None:
+        known = ", ".join(sorted(EVALUATORS))
+        raise ConfigError(f"evaluator: unknown name {name!r} (known: {known})")
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        raise ConfigError(f"evaluator {name!r}: bad options {sorted(options)}: {exc}") from None
+
+
+_load_builtins()

@@ -1,0 +1,112 @@
+"""Math grading: pull the final answer out of a response and compare it with the reference.
+
+Extraction takes the last ``\\boxed{...}`` (or ``\\fbox{...}``, braces balanced),
+else the last "the answer is X". Comparison, cheapest first:
+
+1. plain numbers on both sides (AIME/AMC style: ``"033"``, ``"33"``, ``"-1"``,
+   ``"0.5"``) compare exactly as rationals, in this process;
+2. anything else goes to math-verify (symbolic and numeric equivalence) in a
+   persistent worker process with its own timeout and a memory cap
+   (``evaluators.math_worker``). Nothing is ever passed to ``eval``.
+
+Answers longer than ``MAX_ANSWER_CHARS`` are graded wrong unparsed: a size cap keeps
+a pathological response from reaching the parser.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Any
+
+from evaluators import register
+from evaluators.base import Evaluator, Grade, field_name, item_field
+from evaluators.math_worker import MathVerifier, VerifierFailed, shared_verifier
+
+MAX_ANSWER_CHARS = 300
+MAX_REFERENCE_CHARS = 1000
+
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_ANSWER_IS = re.compile(r"answer\s+is\s*:?\s*(.+)", re.IGNORECASE)
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` with balanced braces, or ``None``."""
+    starts = [m.end() for m in _BOX.finditer(text)]
+    for start in reversed(starts):
+        depth = 1
+        for i in range(start, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start:i].strip()
+    return None  # only unbalanced boxes
+
+
+def extract_answer(response: str) -> str | None:
+    """The final answer a response commits to, or ``None``."""
+    boxed = last_boxed(response)
+    if boxed is not None:
+        return boxed
+    found = _ANSWER_IS.findall(response)
+    if not found:
+        return None
+    answer = found[-1].strip()
+    # "the answer is $42$." -> "42"; stop at the end of the sentence, not at a decimal point.
+    answer = re.split(r"(?<!\d)\.(?!\d)|\n", answer, maxsplit=1)[0]
+    return answer.strip().strip("$").strip() or None
+
+
+def _clean(answer: str) -> str:
+    text = answer.strip().strip("$").strip()
+    text = re.sub(r"\\(?:text|mathrm|textbf)\{([^{}]*)\}", r"\1", text)
+    text = text.replace("\\!", "").replace("\\,", "").replace("{,}", "")
+    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)  # thousands separators
+    text = re.sub(r"\^\{?\\circ\}?|°", "", text)  # degrees
+    return text.strip()
+
+
+def as_number(answer: str) -> Fraction | None:
+    """``answer`` as an exact rational if it is a plain decimal number, else ``None``."""
+    text = _clean(answer)
+    if not _NUMBER.fullmatch(text):
+        return None
+    return Fraction(text)
+
+
+@register("math")
+class MathAnswer(Evaluator):
+    """Final-answer math grading (``\\boxed{}`` or "the answer is")."""
+
+    def __init__(self, verifier: MathVerifier | None = None):
+        self._verifier = verifier
+
+    @property
+    def verifier(self) -> MathVerifier:
+        if self._verifier is None:
+            self._verifier = shared_verifier()
+        return self._verifier
+
+    def grade(self, response: str, item: dict, spec: Any = None) -> Grade:
+        name = field_name(spec, "answer_field", "answer")
+        reference = str(item_field(item, name, "answer_field")).strip()
+        answer = extract_answer(response or "")
+        if answer is None:
+            return Grade(False, None, "no final answer found")
+        if len(answer) > MAX_ANSWER_CHARS:
+            return Grade(False, answer[:40] + "...", f"answer longer than {MAX_ANSWER_CHARS} characters")
+        ref_number, ans_number = as_number(reference), as_number(answer)
+        if ref_number is not None and ans_number is not None:
+            if ref_number == ans_number:
+                return Grade(True, answer, "equal numbers")
+            return Grade(False, answer, f"number differs from reference {reference}")
+        if len(reference) > MAX_REFERENCE_CHARS:
+            return Grade(False, answer, f"reference longer than {MAX_REFERENCE_CHARS} characters")
+        try:
+            equal = self.verifier.equal(_clean(reference), _clean(answer))
+        except VerifierFailed as exc:
+            return Grade(False, answer, str(exc))
+        return Grade(equal, answer, "equivalent (math-verify)" if equal else "not equivalent (math-verify)")

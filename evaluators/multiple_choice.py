@@ -1,0 +1,84 @@
+"""Multiple-choice grading: read the chosen option letter, compare with the reference.
+
+Letters run A to J (MMLU-Pro has up to ten options). The reference may be a letter
+(``"C"``) or an index into the options (``answer_index``-style integers).
+Chance level is one over the number of options.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Any
+
+from benchfill.errors import DataError
+from evaluators import register
+from evaluators.base import Evaluator, Grade, field_name, item_field
+
+LETTERS = string.ascii_uppercase[:10]
+
+# Most explicit forms first; within each, the last occurrence wins (a model may
+# restate the options before concluding).
+_PATTERNS = [
+    re.compile(r"answer\s+is\s*:?\s*\(?\**\s*([A-J])\b\s*\)?", re.IGNORECASE),
+    re.compile(r"\\boxed\{\s*\(?([A-J])\)?\s*\}"),
+    re.compile(r"answer\s*:\s*\**\s*\(?([A-J])\b\)?", re.IGNORECASE),
+    re.compile(r"(?:^|\n)\s*\(?([A-J])\)?[.):]?\s*$"),  # a lone letter on the last line
+]
+
+
+def extract_choice(response: str, n_options: int = 10) -> str | None:
+    """The option letter a response commits to, or ``None``."""
+    valid = LETTERS[:n_options]
+    text = response.strip()
+    if not text:
+        return None
+    for pattern in _PATTERNS:
+        found = [m.group(1).upper() for m in pattern.finditer(text)]
+        found = [letter for letter in found if letter in valid]
+        if found:
+            return found[-1]
+    return None
+
+
+def _reference_letter(item: dict, answer_name: str, n_options: int) -> str:
+    value = item_field(item, answer_name, "answer_field")
+    item_id = item.get("id", "?")
+    if isinstance(value, bool):
+        raise DataError(f"item {item_id!r}: field {answer_name!r} must be an option letter or index")
+    if isinstance(value, int):
+        letter = LETTERS[value] if 0 <= value < len(LETTERS) else ""
+    else:
+        letter = str(value).strip().strip("()").upper()
+    if len(letter) != 1 or letter not in LETTERS[:n_options]:
+        raise DataError(
+            f"item {item_id!r}: field {answer_name!r} = {value!r} is not one of the {n_options} options"
+        )
+    return letter
+
+
+@register("multiple_choice")
+class MultipleChoice(Evaluator):
+    """Grades ``The answer is (X)`` / ``Answer: X`` / a lone letter against the reference letter."""
+
+    def _options(self, item: dict, spec: Any) -> list:
+        name = field_name(spec, "options_field", "options")
+        options = item_field(item, name, "options_field")
+        if not isinstance(options, list) or not 2 <= len(options) <= len(LETTERS):
+            raise DataError(
+                f"item {item.get('id', '?')!r}: field {name!r} must be a list of 2 to {len(LETTERS)} options"
+            )
+        return options
+
+    def grade(self, response: str, item: dict, spec: Any = None) -> Grade:
+        n = len(self._options(item, spec))
+        reference = _reference_letter(item, field_name(spec, "answer_field", "answer"), n)
+        letter = extract_choice(response or "", n)
+        if letter is None:
+            return Grade(False, None, "no option letter found")
+        if letter == reference:
+            return Grade(True, letter, "matches reference")
+        return Grade(False, letter, f"chose {letter}, reference {reference}")
+
+    def chance(self, item: dict, spec: Any = None) -> float:
+        return 1.0 / len(self._options(item, spec))
