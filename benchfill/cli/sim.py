@@ -1,0 +1,117 @@
+"""``benchfill sim serve``: the simulated world as an OpenAI-compatible server on loopback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+HOST = "127.0.0.1"  # loopback only: the simulated world is never exposed to a network
+
+
+def register(subparsers: Any) -> None:
+    sim = subparsers.add_parser("sim", help="the simulated world (offline OpenAI-compatible backend)")
+    sub = sim.add_subparsers(dest="sim_command", metavar="SUBCOMMAND")
+    serve = sub.add_parser("serve", help="serve a seeded simulated world on 127.0.0.1")
+    src = serve.add_argument_group("benchmark (one of --benchmark or --items)")
+    src.add_argument("--benchmark", help="a registered benchmark name (or 'demo')")
+    src.add_argument("--data-dir", help="directory holding <benchmark>/items.jsonl (default $BENCHFILL_DATA_DIR)")
+    src.add_argument("--items", help="items JSONL file")
+    src.add_argument("--evaluator", choices=("math", "multiple_choice", "code"), help="answer format of --items")
+    src.add_argument("--responses", help="responses file (model,item_id,correct,trials) to fit the truth from")
+    src.add_argument("--text-field", help="item field holding the text (default by evaluator)")
+    src.add_argument("--answer-field", help="item field holding the reference answer (default by evaluator)")
+    serve.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: any free port)")
+    serve.add_argument("--probes", type=int, default=12, help="number of simulated probe models")
+    serve.add_argument("--seed", type=int, default=0)
+    serve.add_argument("--latency-ms", type=float, default=0.0)
+    serve.add_argument("--latency-jitter-ms", type=float, default=0.0)
+    serve.add_argument("--fault-rate", type=float, default=0.0, help="share of attempts answered with a fault")
+    serve.add_argument("--retry-after-s", type=float, default=1.0, help="Retry-After sent with simulated 429s")
+    serve.add_argument("--alpha", type=float, default=0.7, help="rewriter sensitivity to the target")
+    serve.add_argument("--sigma", type=float, default=0.35, help="rewriter noise (logits)")
+    serve.add_argument("--invalid-rate", type=float, default=0.15)
+    serve.add_argument("--judge-recall", type=float, default=0.9)
+    serve.add_argument("--judge-fpr", type=float, default=0.05)
+    serve.add_argument("--rewriter-malformed-rate", type=float, default=0.0)
+    serve.add_argument("--state", help="JSONL registry of generated children (kept across restarts)")
+    serve.add_argument("--api-key-env", help="require 'Authorization: Bearer $VAR' (the key is read from this env var)")
+    serve.set_defaults(func=serve_cmd)
+
+
+_DEFAULT_FIELDS = {"math": ("problem", "answer"), "multiple_choice": ("question", "answer"),
+                   "code": ("prompt", "canonical_solution")}
+
+
+def _benchmark_inputs(args: argparse.Namespace) -> tuple[list[dict], dict[str, Any], Any]:
+    """Items, the World field arguments, and a response matrix (or None)."""
+    from benchfill.errors import ConfigError
+
+    if bool(args.benchmark) == bool(args.items):
+        raise ConfigError("sim serve: give exactly one of --benchmark NAME or --items FILE")
+    if args.benchmark:
+        from benchfill.benchmarks import get_benchmark
+        from benchfill.data import read_responses
+
+        bench = get_benchmark(args.benchmark, args.data_dir)
+        spec = bench.spec
+        fields: dict[str, Any] = {"evaluator": spec.evaluator, "text_field": spec.text_field,
+                                  "answer_field": spec.answer_field}
+        for name in ("options_field", "tests_field", "entry_point_field"):
+            if getattr(spec, name, None):
+                fields[name] = getattr(spec, name)
+        items = bench.items
+        matrix = bench.matrix
+        if matrix is None and bench.responses_path is not None:
+            matrix = read_responses(bench.responses_path, items=items)
+        return items, fields, matrix
+    from benchfill.data import read_items, read_responses
+
+    if not args.evaluator:
+        raise ConfigError("sim serve: --items needs --evaluator (math, multiple_choice or code)")
+    text_field, answer_field = _DEFAULT_FIELDS[args.evaluator]
+    items = read_items(args.items)
+    matrix = read_responses(args.responses, items=items) if args.responses else None
+    return items, {"evaluator": args.evaluator, "text_field": args.text_field or text_field,
+                   "answer_field": args.answer_field or answer_field}, matrix
+
+
+def serve_cmd(args: argparse.Namespace) -> int:
+    import socket
+
+    from benchfill.errors import ConfigError
+    from benchfill.sim import SimApp, World
+    from benchfill.sim.server import uvicorn_config
+
+    if getattr(args, "sim_command", None) != "serve":
+        raise ConfigError("sim: missing subcommand; try 'benchfill sim serve --help'")
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise ConfigError(f"sim serve: --api-key-env {args.api_key_env}: that environment variable is not set")
+    items, fields, matrix = _benchmark_inputs(args)
+    world = World.from_items(
+        items, **fields, matrix=matrix, n_probes=args.probes, seed=args.seed, state_path=args.state,
+        alpha=args.alpha, sigma=args.sigma, invalid_rate=args.invalid_rate, judge_recall=args.judge_recall,
+        judge_fpr=args.judge_fpr, rewriter_malformed_rate=args.rewriter_malformed_rate,
+        latency_ms=args.latency_ms, latency_jitter_ms=args.latency_jitter_ms, fault_rate=args.fault_rate,
+        retry_after_s=args.retry_after_s, api_key=api_key,
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, args.port))
+    except OSError as exc:
+        raise ConfigError(f"sim serve: --port {args.port}: cannot bind {HOST}:{args.port} ({exc.strerror})") from None
+    port = sock.getsockname()[1]
+    print(f"benchfill sim (SIMULATED world, seed {args.seed}, truth from {world.latent_origin}): "
+          f"{len(items)} items, {len(world.abilities)} probes, rewriter {world.rewriter_model}, "
+          f"judge {world.judge_model}", flush=True)
+    print(f"serving http://{HOST}:{port}/v1", flush=True)
+    import uvicorn
+
+    uvicorn.Server(uvicorn_config(SimApp(world))).run(sockets=[sock])
+    print("benchfill sim: stopped", file=sys.stderr)
+    return 0

@@ -1,0 +1,144 @@
+"""What each simulated model does with a prompt: probes solve, the rewriter rewrites, the judge judges.
+
+Each function returns one reply text per choice. Draws depend only on the world seed,
+the model, the prompt, the request seed and the choice index, never on the attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from benchfill.sim import texts
+from benchfill.sim.world import SimItem, World
+
+UNKNOWN_REPLY = "I am not able to solve this problem."
+
+
+def prompt_item(world: World, prompt: str) -> SimItem | None:
+    """The item a solver prompt asks about: the ``<problem>`` block, else the whole prompt."""
+    problem = texts.extract_tag(prompt, "problem")
+    return world.items.get(texts.text_key(problem if problem is not None else prompt))
+
+
+def solve(world: World, model: str, prompt: str, prompt_hash: str, item: SimItem | None,
+          seed: int | None, n: int) -> tuple[list[str], int]:
+    """Replies of probe ``model`` and how many were correct (against the item's TRUE answer)."""
+    if item is None:
+        return [UNKNOWN_REPLY] * n, 0
+    p = world.p_correct(model, item)
+    replies, n_correct = [], 0
+    for i in range(n):
+        correct = world.uniform(model, prompt_hash, seed, i) < p
+        u = world.uniform("text", model, prompt_hash, seed, i)
+        replies.append(_answer_text(world, item, correct, u))
+        n_correct += correct
+    return replies, n_correct
+
+
+def _answer_text(world: World, item: SimItem, correct: bool, u: float) -> str:
+    if world.evaluator == "math":
+        return texts.math_response(item.answer if correct else texts.wrong_math_answer(item.answer, item.stated, u), correct, u)
+    if world.evaluator == "multiple_choice":
+        n_opts = len(item.fields.get(world.options_field) or ()) or 4
+        return texts.mc_response(item.answer if correct else texts.wrong_letter(item.answer, item.stated, n_opts, u))
+    prompt = str(item.fields[world.text_field])
+    entry = str(item.fields.get(world.entry_point_field, "solution"))
+    return texts.code_response(prompt, item.answer if correct else texts.wrong_code_body(entry))
+
+
+# -- rewriter -------------------------------------------------------------------------------------
+
+
+def rewrite(world: World, prompt: str, prompt_hash: str, seed: int | None, n: int,
+            malformed: list[bool]) -> list[str]:
+    parent_fields = _json_block(prompt, "parent")
+    target = texts.extract_tag(prompt, "target_difficulty")
+    if parent_fields is None or world.text_field not in parent_fields or target is None:
+        return ["I need a <parent> item (JSON) and a <target_difficulty> to rewrite toward."] * n
+    try:
+        z_target = float(target.strip()) / 10.0
+    except ValueError:
+        return [f"The target difficulty {target.strip()!r} is not a number."] * n
+    parent = world.lookup(str(parent_fields[world.text_field]))
+    replies = []
+    for i in range(n):
+        child = make_child(world, parent_fields, parent, z_target, world.rng("rewrite", prompt_hash, seed, i))
+        body = json.dumps(child.fields, ensure_ascii=False)
+        replies.append(texts.malformed_child(body) if malformed[i] else texts.child_reply(body))
+    return replies
+
+
+def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, z_target: float,
+               rng: random.Random) -> SimItem:
+    """z_child = z_parent + alpha (z_target - z_parent), plus noise sigma on the logit scale."""
+    z_parent = world.to_z(parent.difficulty) if parent is not None else 0.5
+    b = world.from_z(z_parent + world.alpha * (z_target - z_parent)) + world.sigma * rng.gauss(0.0, 1.0)
+    valid = rng.random() >= world.invalid_rate
+    child = dict(fields)
+    for stale in ("solution", "url", "answer_index"):  # they describe the parent, not the child
+        child.pop(stale, None)
+    tf, af = world.text_field, world.answer_field
+    u = rng.random()
+    if world.evaluator == "math":
+        child[tf] = texts.rewrite_text(str(fields[tf]), rng)
+        true = str(rng.randint(0, 999))
+        stated = true if valid else texts.wrong_math_answer(true, true, u)
+    elif world.evaluator == "multiple_choice":
+        child[tf] = texts.rewrite_text(str(fields[tf]), rng)
+        opts = list(fields.get(world.options_field) or [])
+        true_letter = parent.answer if parent is not None else str(fields.get(af, "A"))
+        order = list(range(len(opts)))
+        rng.shuffle(order)
+        child[world.options_field] = [opts[k] for k in order]
+        old = texts.letters(len(opts)).find(true_letter)
+        true = texts.letters(len(opts))[order.index(old)] if old >= 0 else true_letter
+        stated = true if valid else texts.wrong_letter(true, true, len(opts), u)
+    else:
+        child[tf] = texts.rewrite_docstring(str(fields[tf]), rng)
+        true = stated = str(fields.get(af, ""))
+        if not valid:
+            child[world.tests_field] = texts.invalid_code_test(str(fields.get(world.tests_field, "")))
+    child[af] = stated
+    parent_id = parent.id if parent is not None else str(fields.get("id", "unknown"))
+    tag = f"{rng.getrandbits(32):08x}"
+    if "id" in child:
+        child["id"] = f"{parent_id}-sim{tag}"
+    key = texts.text_key(str(child[tf]))
+    while key in world.items and world.items[key].parent != parent_id:
+        # The same words reached from another parent: make the text distinct, not the truth shared.
+        child[tf] = f"{child[tf]} (Variant {tag}.)"
+        key = texts.text_key(str(child[tf]))
+    chance = parent.chance if parent is not None else world._chance(child)
+    item = SimItem(key, str(child.get("id", f"{parent_id}-sim{tag}")), child, b, chance, true, stated,
+                   valid, parent_id, "generated")
+    return world.register_child(item)
+
+
+# -- judge ----------------------------------------------------------------------------------------
+
+
+def judge(world: World, prompt: str, prompt_hash: str, seed: int | None, n: int) -> list[str]:
+    fields = _json_block(prompt, "item")
+    item = None
+    if fields is not None and world.text_field in fields:
+        item = world.lookup(str(fields[world.text_field]))
+    valid = item.valid if item is not None else True  # an item the world never made: nothing to catch
+    replies = []
+    for i in range(n):
+        u = world.uniform("judge", prompt_hash, seed, i)
+        says_invalid = u < (world.judge_recall if not valid else world.judge_fpr)
+        replies.append(texts.judge_reply(not says_invalid, world.uniform("reason", prompt_hash, seed, i)))
+    return replies
+
+
+def _json_block(prompt: str, tag: str) -> dict[str, Any] | None:
+    raw = texts.extract_tag(prompt, tag)
+    if raw is None:
+        return None
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None

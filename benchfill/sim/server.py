@@ -1,0 +1,297 @@
+"""The simulated world as a real OpenAI-compatible HTTP server (a lean ASGI app under uvicorn).
+
+Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` (honours ``n`` and ``seed``),
+``POST /sim/truth`` (latent difficulty and validity of an item, labelled simulated) and
+``GET /sim/stats`` (requests, faults and successes per model). Faults are decided per
+attempt, content per request, so a retried request gets exactly the fault-free reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import socket
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+from benchfill.sim import roles
+from benchfill.sim.world import World
+
+try:  # a faster JSON codec when installed; the server works without it
+    import orjson
+
+    def _dumps(obj: Any) -> bytes:
+        return orjson.dumps(obj)
+
+    _loads = orjson.loads
+except ImportError:  # pragma: no cover - exercised only where orjson is missing
+    import json
+
+    def _dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    _loads = json.loads
+
+_JSON = [(b"content-type", b"application/json")]
+_PROMPT_CACHE_MAX = 200_000
+
+
+def _error(status: int, message: str, kind: str, code: str | None = None) -> tuple[int, bytes]:
+    return status, _dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+
+
+class SimApp:
+    """ASGI callable. One instance per server; counts are per instance."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.stats: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.unknown_problems = 0
+        self._attempt = 0
+        # prompt text -> (prompt hash, item): the per-prompt work is done once.
+        self._prompts: dict[str, tuple[str, Any]] = {}
+        self._auth = f"Bearer {world.api_key}".encode() if world.api_key else None
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                msg = await receive()
+                if msg["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif msg["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"], scope["method"]
+        if self._auth is not None and dict(scope["headers"]).get(b"authorization") != self._auth:
+            await _respond(send, *_error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"))
+            return
+        if path == "/v1/chat/completions" and method == "POST":
+            await self._chat(await _body(receive), receive, send)
+        elif path == "/v1/models" and method == "GET":
+            await _respond(send, 200, _dumps(self._models()))
+        elif path == "/sim/truth" and method == "POST":
+            await _respond(send, *self._truth(await _body(receive)))
+        elif path == "/sim/stats" and method == "GET":
+            await _respond(send, 200, _dumps(self.snapshot()))
+        else:
+            await _respond(send, *_error(404, f"no route {method} {path}", "invalid_request_error"))
+
+    def snapshot(self) -> dict[str, Any]:
+        per_model = {m: dict(c) for m, c in self.stats.items()}
+        return {"simulated": True, "models": per_model, "unknown_problems": self.unknown_problems,
+                "children": sum(1 for it in self.world.items.values() if it.origin == "generated")}
+
+    def _models(self) -> dict[str, Any]:
+        w = self.world
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "benchfill-sim", "role": "probe",
+                 "source_model": w.source_models.get(m, "")} for m in w.abilities]
+        data += [{"id": w.rewriter_model, "object": "model", "created": 0, "owned_by": "benchfill-sim",
+                  "role": "rewriter"},
+                 {"id": w.judge_model, "object": "model", "created": 0, "owned_by": "benchfill-sim", "role": "judge"}]
+        return {"object": "list", "data": data}
+
+    def _truth(self, raw: bytes) -> tuple[int, bytes]:
+        try:
+            req = _loads(raw)
+            text = req.get("text") or (req.get("item") or {}).get(self.world.text_field) or req.get("item_id")
+        except Exception:
+            return _error(400, "body must be JSON with 'text', 'item' or 'item_id'", "invalid_request_error")
+        if not isinstance(text, str):
+            return _error(400, "body must name the item by 'text', 'item' or 'item_id'", "invalid_request_error")
+        item = self.world.lookup(text)
+        if item is None:
+            return 200, _dumps({"simulated": True, "known": False})
+        return 200, _dumps({"simulated": True, "known": True, "item_id": item.id, "difficulty": item.difficulty,
+                            "z": self.world.to_z(item.difficulty), "valid": item.valid,
+                            "parent": item.parent, "origin": item.origin})
+
+    async def _chat(self, raw: bytes, receive: Any, send: Any) -> None:
+        w = self.world
+        try:
+            req = _loads(raw)
+            model = req["model"]
+            messages = req["messages"]
+            n = int(req.get("n") or 1)
+            seed = req.get("seed")
+            prompt = "\n".join(_content(m) for m in messages)
+        except Exception:
+            await _respond(send, *_error(400, "malformed request: need JSON with 'model' and 'messages'",
+                                         "invalid_request_error"))
+            return
+        if not isinstance(model, str) or not 1 <= n <= 256:
+            await _respond(send, *_error(400, f"bad 'model' or 'n' ({n}); n must be 1..256", "invalid_request_error"))
+            return
+        role = w.role(model)
+        if role is None:
+            await _respond(send, *_error(404, f"The model `{model}` does not exist.", "invalid_request_error",
+                                         "model_not_found"))
+            return
+        counts = self.stats[model]
+        counts["requests"] += 1
+        self._attempt += 1
+        attempt = random.Random(w.seed * 1_000_003 + self._attempt)  # per attempt, never per content
+        if w.latency_ms > 0 or w.latency_jitter_ms > 0:
+            await asyncio.sleep(max(w.latency_ms + w.latency_jitter_ms * (2 * attempt.random() - 1), 0.0) / 1000)
+        if w.fault_rate > 0 and attempt.random() < w.fault_rate:
+            kind = _pick(w.fault_mix, attempt.random())
+            counts["faults"] += 1
+            counts["fault_" + kind] += 1
+            await self._fault(kind, receive, send)
+            return
+
+        cached = self._prompts.get(prompt)
+        if cached is None:
+            if len(self._prompts) > _PROMPT_CACHE_MAX:
+                self._prompts.clear()
+            item = roles.prompt_item(w, prompt) if role == "probe" else None
+            cached = (hashlib.blake2b(prompt.encode(), digest_size=12).hexdigest(), item)
+            self._prompts[prompt] = cached
+        prompt_hash, item = cached
+        if role == "probe":
+            replies, n_correct = roles.solve(w, model, prompt, prompt_hash, item, seed, n)
+            counts["samples"] += n
+            counts["correct"] += n_correct
+            if item is None:
+                self.unknown_problems += 1
+        elif role == "rewriter":
+            malformed = [attempt.random() < w.rewriter_malformed_rate for _ in range(n)]
+            counts["malformed_children"] += sum(malformed)
+            replies = roles.rewrite(w, prompt, prompt_hash, seed, n, malformed)
+        else:
+            replies = roles.judge(w, prompt, prompt_hash, seed, n)
+        counts["successes"] += 1
+        prompt_tokens = len(prompt) // 4 + 1
+        completion_tokens = sum(len(r) // 4 + 1 for r in replies)
+        body = {
+            "id": f"chatcmpl-sim-{prompt_hash[:12]}-{seed if seed is not None else 'x'}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "system_fingerprint": "benchfill-sim",
+            "choices": [{"index": i, "message": {"role": "assistant", "content": r}, "finish_reason": "stop",
+                         "logprobs": None} for i, r in enumerate(replies)],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+        await _respond(send, 200, _dumps(body))
+
+    async def _fault(self, kind: str, receive: Any, send: Any) -> None:
+        w = self.world
+        if kind == "429":
+            retry = w.retry_after_s
+            headers = [(b"retry-after", str(max(int(retry + 0.999), 0)).encode()),
+                       (b"retry-after-ms", str(int(retry * 1000)).encode())]
+            await _respond(send, *_error(429, "Rate limit reached (simulated).", "rate_limit_error",
+                                         "rate_limit_exceeded"), headers)
+        elif kind == "500":
+            await _respond(send, *_error(500, "The server had an error (simulated).", "server_error"))
+        elif kind == "malformed":
+            await _respond(send, 200, b'{"id": "chatcmpl-sim", "object": "chat.completion", "choices": [{"ind')
+        else:  # timeout: hold the connection until the client gives up (or hold_s passes)
+            try:
+                await asyncio.wait_for(_until_disconnect(receive), w.timeout_hold_s)
+            except TimeoutError:
+                await _respond(send, *_error(504, "Gateway timeout (simulated).", "server_error"))
+
+
+def _pick(mix: dict[str, float], u: float) -> str:
+    total = sum(mix.values())
+    acc = 0.0
+    for kind, weight in mix.items():
+        acc += weight / total
+        if u < acc:
+            return kind
+    return next(iter(mix))
+
+
+def _content(message: dict[str, Any]) -> str:
+    content = message.get("content") or ""
+    if isinstance(content, list):  # content parts
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+async def _body(receive: Any) -> bytes:
+    chunks = []
+    while True:
+        msg = await receive()
+        chunks.append(msg.get("body", b""))
+        if not msg.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _until_disconnect(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _respond(send: Any, status: int, body: bytes, headers: list | None = None) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": _JSON + [(b"content-length", str(len(body)).encode())] + (headers or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+def uvicorn_config(app: SimApp, **kw: Any):
+    import importlib.util
+
+    import uvicorn
+
+    fast = {"loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+            "http": "httptools" if importlib.util.find_spec("httptools") else "h11"}
+    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                          timeout_graceful_shutdown=1, **fast, **kw)
+
+
+class SimServer:
+    """Run the world's server in a background thread: ``with SimServer(world) as s: s.base_url``."""
+
+    def __init__(self, world: World, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.world = world
+        self.host = host
+        self.port = port
+        self.app = SimApp(world)
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.app.snapshot()
+
+    def start(self) -> SimServer:
+        import uvicorn
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
+        self._server = uvicorn.Server(uvicorn_config(self.app))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                                        name=f"benchfill-sim:{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("simulated server failed to start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+            self._server = self._thread = None
+
+    def __enter__(self) -> SimServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,216 @@
+"""The seeded simulated world: probes with abilities, items with latent difficulties, a rewriter, a judge.
+
+The world knows the truth a real run cannot see (every item's latent difficulty and
+validity), so a simulated run can report true gap reduction next to the annotated one.
+All behaviour is a deterministic function of (world seed, model, prompt, request seed,
+choice index): a retried request gets exactly the reply a first attempt would have got.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchfill.errors import ConfigError
+from benchfill.matrix import ResponseMatrix
+from benchfill.sim import texts
+from benchfill.sim.latent import draw_latent, probe_names
+
+DEFAULT_FAULT_MIX = {"429": 0.4, "500": 0.3, "timeout": 0.15, "malformed": 0.15}
+
+
+@dataclass
+class SimItem:
+    key: str  # texts.text_key of the item's text
+    id: str
+    fields: dict[str, Any]
+    difficulty: float  # latent b on the logit scale
+    chance: float  # guessing floor g
+    answer: str  # the TRUE answer (math value, option letter, or code solution)
+    stated: str  # the reference answer the item states; differs from ``answer`` when invalid
+    valid: bool = True
+    parent: str | None = None  # parent item id, for generated children
+    origin: str = "original"
+
+
+@dataclass
+class World:
+    evaluator: str
+    text_field: str
+    answer_field: str
+    seed: int
+    abilities: dict[str, float]  # probe name -> theta
+    b_min: float  # the ORIGINAL items' latent range: the z scale
+    b_max: float
+    alpha: float = 0.7
+    sigma: float = 0.35  # rewriter noise on the logit scale (sigma_z = sigma / (b_max - b_min))
+    invalid_rate: float = 0.15
+    judge_recall: float = 0.9
+    judge_fpr: float = 0.05
+    rewriter_malformed_rate: float = 0.0
+    latency_ms: float = 0.0
+    latency_jitter_ms: float = 0.0
+    fault_rate: float = 0.0
+    fault_mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_FAULT_MIX))
+    retry_after_s: float = 1.0
+    timeout_hold_s: float = 60.0  # how long a "timeout" fault holds the connection
+    api_key: str | None = None
+    rewriter_model: str = "sim-rewriter"
+    judge_model: str = "sim-judge"
+    options_field: str = "options"
+    tests_field: str = "test"
+    entry_point_field: str = "entry_point"
+    state_path: Path | None = None
+    source_models: dict[str, str] = field(default_factory=dict)  # probe -> fitted model behind it
+    latent_origin: str = "draw"
+    items: dict[str, SimItem] = field(default_factory=dict)  # key -> item
+    by_id: dict[str, str] = field(default_factory=dict)  # id -> key
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    # -- construction ----------------------------------------------------------------------------
+    @classmethod
+    def from_items(
+        cls,
+        items: Sequence[dict[str, Any]],
+        *,
+        evaluator: str,
+        text_field: str,
+        answer_field: str,
+        matrix: ResponseMatrix | None = None,
+        n_probes: int = 12,
+        seed: int = 0,
+        state_path: str | Path | None = None,
+        **knobs: Any,
+    ) -> World:
+        """A world over ``items``; truth from a fit of ``matrix`` when given, else a seeded draw."""
+        if evaluator not in texts.EVALUATORS:
+            raise ConfigError(f"sim: evaluator {evaluator!r} not simulated; use one of {', '.join(texts.EVALUATORS)}")
+        if not items:
+            raise ConfigError("sim: no items to build a world from")
+        if n_probes < 1:
+            raise ConfigError(f"sim: n_probes must be >= 1, got {n_probes}")
+        for name in ("alpha", "invalid_rate", "judge_recall", "judge_fpr", "fault_rate", "rewriter_malformed_rate"):
+            v = knobs.get(name)
+            if v is not None and not (0.0 <= v <= 1.0 or name == "alpha"):
+                raise ConfigError(f"sim: {name} must lie in [0, 1], got {v}")
+        ids = [str(it.get("id", k)) for k, it in enumerate(items)]
+        latent = draw_latent(ids, n_probes=n_probes, seed=seed, matrix=matrix)
+        names = probe_names(n_probes)
+        world = cls(
+            evaluator=evaluator,
+            text_field=text_field,
+            answer_field=answer_field,
+            seed=seed,
+            abilities={n: float(t) for n, t in zip(names, latent.ability, strict=True)},
+            b_min=float(latent.difficulty.min()),
+            b_max=float(latent.difficulty.max()),
+            state_path=Path(state_path) if state_path else None,
+            source_models={n: m for n, m in zip(names, latent.source_models, strict=True) if m},
+            latent_origin=latent.origin,
+            **knobs,
+        )
+        for item_id, it, b in zip(ids, items, latent.difficulty, strict=True):
+            if text_field not in it:
+                raise ConfigError(f"sim: item {item_id} lacks the text field {text_field!r}")
+            answer = world._true_answer(it)
+            world._add(SimItem(texts.text_key(str(it[text_field])), item_id, dict(it), float(b),
+                               world._chance(it), answer, answer))
+        world._load_state()
+        return world
+
+    def _true_answer(self, fields: dict[str, Any]) -> str:
+        if self.answer_field not in fields:
+            raise ConfigError(f"sim: item {fields.get('id')} lacks the answer field {self.answer_field!r}")
+        return str(fields[self.answer_field]).strip() if self.evaluator != "code" else str(fields[self.answer_field])
+
+    def _chance(self, fields: dict[str, Any]) -> float:
+        opts = fields.get(self.options_field)
+        return 1.0 / len(opts) if self.evaluator == "multiple_choice" and opts else 0.0
+
+    def _add(self, item: SimItem) -> None:
+        self.items.setdefault(item.key, item)
+        self.by_id.setdefault(item.id, item.key)
+
+    # -- truth, for simulated reports ------------------------------------------------------------
+    @property
+    def probes(self) -> list[str]:
+        return list(self.abilities)
+
+    def lookup(self, item_id_or_text: str) -> SimItem | None:
+        key = self.by_id.get(item_id_or_text)
+        return self.items.get(key if key is not None else texts.text_key(item_id_or_text))
+
+    def true_difficulty(self, item_id_or_text: str) -> float:
+        item = self.lookup(item_id_or_text)
+        if item is None:
+            raise KeyError(f"sim: unknown item {item_id_or_text[:60]!r}")
+        return item.difficulty
+
+    def to_z(self, b: float) -> float:
+        span = self.b_max - self.b_min
+        return 0.5 if span <= 0 else (b - self.b_min) / span
+
+    def from_z(self, z: float) -> float:
+        return self.b_min + z * (self.b_max - self.b_min)
+
+    def true_z(self, item_id_or_text: str) -> float:
+        """Latent difficulty normalized by the ORIGINAL items' latent min and max (not clipped)."""
+        return self.to_z(self.true_difficulty(item_id_or_text))
+
+    def is_valid(self, item_id_or_text: str) -> bool:
+        item = self.lookup(item_id_or_text)
+        if item is None:
+            raise KeyError(f"sim: unknown item {item_id_or_text[:60]!r}")
+        return item.valid
+
+    def p_correct(self, probe: str, item: SimItem) -> float:
+        """P(correct) = g + (1 - g) * sigmoid(theta - b)."""
+        x = self.abilities[probe] - item.difficulty
+        return item.chance + (1.0 - item.chance) / (1.0 + math.exp(-x))
+
+    def role(self, model: str) -> str | None:
+        if model in self.abilities:
+            return "probe"
+        if model == self.rewriter_model:
+            return "rewriter"
+        if model == self.judge_model:
+            return "judge"
+        return None
+
+    # -- the children registry, persisted so a restarted server still knows them ----------------
+    def register_child(self, item: SimItem) -> SimItem:
+        with self._lock:
+            existing = self.items.get(item.key)
+            if existing is not None:
+                return existing
+            self._add(item)
+            if self.state_path is not None:
+                self.state_path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.state_path, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"world_seed": self.seed, **asdict(item)}) + "\n")
+                    fh.flush()
+        return item
+
+    def _load_state(self) -> None:
+        if self.state_path is None or not self.state_path.exists():
+            return
+        fields = set(SimItem.__dataclass_fields__)
+        with open(self.state_path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a crash: that child was never answered
+                self._add(SimItem(**{k: v for k, v in rec.items() if k in fields}))
+
+    def rng(self, *parts: object) -> random.Random:
+        return texts.rng_for(self.seed, *parts)
+
+    def uniform(self, *parts: object) -> float:
+        return texts.uniform(self.seed, *parts)
