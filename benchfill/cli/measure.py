@@ -1,0 +1,331 @@
+"""``benchfill fit | diagnose | calibrate``: measure a benchmark on the difficulty axis.
+
+Only argparse is imported here; numpy, scipy, matplotlib and the IRT engine are
+imported inside the handlers so that ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("fit", help="fit IRT on a response matrix and save the fit")
+    _input_args(p)
+    _fit_args(p)
+    p.add_argument("--out", default="fit.json", help="where to write the fit (default: fit.json)")
+    p.add_argument("--bic", action="store_true", help="compare 1PL and 2PL by BIC")
+    p.add_argument("--loo", action="store_true", help="leave-one-model-out robustness of the difficulties")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_fit)
+
+    p = subparsers.add_parser("diagnose", help="coverage diagnostics: DDM, max gap, top-k gaps, uncertainty")
+    _input_args(p)
+    _fit_args(p)
+    _target_arg(p)
+    p.add_argument("--k", type=int, default=5, help="number of largest gaps summed and listed (default 5)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--plot", metavar="PNG", help="write an ECDF plot with the largest gaps shaded")
+    p.set_defaults(func=cmd_diagnose)
+
+    p = subparsers.add_parser("calibrate", help="prune to k items matching a target distribution (Appendix D)")
+    _input_args(p)
+    _fit_args(p)
+    _target_arg(p)
+    p.add_argument("--size", type=int, required=True, metavar="K", help="number of items to keep")
+    p.add_argument("--reference", metavar="FILE", help="reference model scores (JSON {model: score} or CSV model,score); "
+                   "default: the full benchmark")
+    p.add_argument("--n-random", type=int, default=30, help="random subsets for the baseline (default 30)")
+    p.add_argument("--out", metavar="FILE", help="write the kept items (JSONL when items are known, else ids)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_calibrate)
+
+
+def _input_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("input")
+    g.add_argument("--benchmark", metavar="NAME", help="a registered benchmark ('demo' is built in)")
+    g.add_argument("--data-dir", metavar="DIR", help="where registered benchmarks' files live")
+    g.add_argument("--responses", metavar="FILE", help="responses: model,item_id,correct,trials (CSV or JSONL)")
+    g.add_argument("--items", metavar="FILE", help="items JSONL; responses are checked against it")
+    g.add_argument("--guessing-options", type=int, metavar="N", help="chance 1/N on every item (e.g. 10 for mmlu-pro)")
+    g.add_argument("--fit", dest="fit_path", metavar="FILE", help="use a saved fit instead of fitting (diagnose, calibrate)")
+
+
+def _fit_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("IRT fit")
+    g.add_argument("--engine", choices=("map", "nuts"), default="map", help="map (default) or nuts (posterior draws)")
+    g.add_argument("--model", choices=("1pl", "2pl"), default="1pl")
+    g.add_argument("--no-guessing", action="store_true", help="ignore the per-item guessing floor")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--chains", type=int, default=4)
+    g.add_argument("--warmup", type=int, default=1000)
+    g.add_argument("--draws", type=int, default=1000)
+
+
+def _target_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default="uniform", help="uniform (default), beta:A,B, or a file of target quantiles")
+
+
+# -- shared steps ---------------------------------------------------------------------------------
+
+
+def load_matrix(args: argparse.Namespace) -> tuple[Any, list[dict] | None]:
+    """The response matrix (and items, when known) named by --benchmark or --responses/--items."""
+    from benchfill.data import read_items, read_responses
+    from benchfill.errors import ConfigError, DataError
+
+    if args.benchmark and args.responses:
+        raise ConfigError("give either --benchmark or --responses, not both")
+    items = read_items(args.items) if args.items else None
+    if args.benchmark == "demo":
+        from benchfill.demo import demo_benchmark
+
+        demo = demo_benchmark()
+        matrix, items = demo.matrix, demo.items
+    elif args.benchmark:
+        try:
+            from benchfill.benchmarks import get_benchmark
+        except ImportError:
+            raise ConfigError(f"--benchmark {args.benchmark!r}: unknown benchmark (only 'demo' is built in)") from None
+        bench = get_benchmark(args.benchmark, args.data_dir)
+        if getattr(bench, "matrix", None) is not None:
+            matrix, items = bench.matrix, list(bench.items)
+        else:
+            if not bench.responses_path:
+                raise DataError(f"benchmark {args.benchmark}: no responses file; pass --responses")
+            items = items or list(bench.items)
+            matrix = read_responses(bench.responses_path, items=items)
+            chance = dict(zip((it["id"] for it in bench.items), bench.chance, strict=True))
+            matrix = matrix.with_chance([chance.get(i, 0.0) for i in matrix.item_ids])
+    elif args.responses:
+        matrix = read_responses(args.responses, items=items)
+    else:
+        raise ConfigError("no input: give --responses FILE or --benchmark NAME")
+    if args.guessing_options is not None:
+        if args.guessing_options < 2:
+            raise ConfigError(f"--guessing-options must be at least 2, got {args.guessing_options}")
+        matrix = matrix.with_chance(1.0 / args.guessing_options)
+    return matrix, items
+
+
+def fit_or_load(args: argparse.Namespace, matrix: Any) -> Any:
+    from benchfill.irt.fit import IrtFit
+
+    if args.fit_path:
+        from benchfill.errors import DataError
+
+        try:
+            f = IrtFit.load(args.fit_path)
+        except (OSError, ValueError, KeyError) as exc:
+            raise DataError(f"{args.fit_path}: not a readable fit ({exc.__class__.__name__})") from None
+        if matrix is not None and tuple(f.item_ids) != tuple(matrix.item_ids):
+            raise DataError(f"{args.fit_path}: the fit's items differ from the responses' items")
+        return f
+    from benchfill.irt import fit
+
+    progress = (lambda msg: print(msg, file=sys.stderr)) if args.engine == "nuts" else None
+    return fit(
+        matrix, engine=args.engine, model=args.model, guessing=not args.no_guessing, seed=args.seed,
+        chains=args.chains, warmup=args.warmup, draws=args.draws, progress=progress,
+    )
+
+
+def _inputs(args: argparse.Namespace) -> tuple[Any, list[dict] | None, Any]:
+    if args.fit_path and not (args.responses or args.benchmark):
+        return None, None, fit_or_load(args, None)
+    matrix, items = load_matrix(args)
+    return matrix, items, fit_or_load(args, matrix)
+
+
+def _source(args: argparse.Namespace, matrix: Any) -> str:
+    return args.benchmark or (matrix.source if matrix is not None else args.fit_path)
+
+
+def _dump(obj: Any) -> None:
+    print(json.dumps(obj, indent=1, default=_jsonable))
+
+
+def _jsonable(x: Any) -> Any:
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    raise TypeError(f"not JSON serializable: {type(x).__name__}")
+
+
+# -- fit ------------------------------------------------------------------------------------------
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from benchfill.data import extreme_items
+    from benchfill.irt import compare_models, leave_one_model_out, matrix_checks
+
+    matrix, _ = load_matrix(args)
+    f = fit_or_load(args, matrix)
+    f.save(args.out)
+    summary: dict[str, Any] = {
+        "source": _source(args, matrix),
+        "n_models": matrix.n_models,
+        "n_items": matrix.n_items,
+        "engine": f.engine,
+        "model": f.model,
+        "guessing": not args.no_guessing and bool(matrix.chance.any()),
+        "seed": args.seed,
+        "out": args.out,
+        "matrix_checks": matrix_checks(matrix),
+        "extreme_items": extreme_items(matrix),
+        "fit_diagnostics": f.diagnostics,
+    }
+    if args.bic:
+        summary["bic"] = compare_models(matrix, guessing=not args.no_guessing)
+    if args.loo:
+        loo = leave_one_model_out(matrix, engine="map", model=args.model, guessing=not args.no_guessing)
+        summary["leave_one_model_out"] = loo
+    if args.json:
+        _dump(summary)
+        return 0
+    print(f"{summary['source']}: {matrix.n_models} models x {matrix.n_items} items; "
+          f"{f.engine} {f.model}, guessing floor {'on' if summary['guessing'] else 'off'}, seed {args.seed}")
+    print("response-matrix checks:")
+    for name, c in summary["matrix_checks"].items():
+        op = ">=" if "information" in name else "<="
+        print(f"  {name:<24} {c['value']:.3f}  ({op} {c['threshold']})  {'pass' if c['passed'] else 'FAIL'}")
+    _print_extremes(summary["extreme_items"])
+    if f.diagnostics:
+        print("fit diagnostics: " + ", ".join(f"{k}={_fmt(v)}" for k, v in f.diagnostics.items()
+                                               if not isinstance(v, (dict, list))))
+    if args.bic:
+        b = summary["bic"]
+        print(f"BIC: 1pl {b['bic_1pl']:.1f}, 2pl {b['bic_2pl']:.1f} -> {b['selected']} preferred")
+    if args.loo:
+        lo = summary["leave_one_model_out"]
+        print(f"leave-one-model-out: pearson mean {lo['pearson_mean']:.3f} (min {lo['pearson_min']:.3f}), "
+              f"spearman mean {lo['spearman_mean']:.3f} (min {lo['spearman_min']:.3f})")
+    print(f"fit written to {args.out}")
+    return 0
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _print_extremes(ext: dict[str, list[str]]) -> None:
+    for key, label in (("all_correct", "solved by every model"), ("none_correct", "solved by no model")):
+        ids = ext[key]
+        if ids:
+            more = f" ... (+{len(ids) - 10})" if len(ids) > 10 else ""
+            print(f"items {label} ({len(ids)}): {', '.join(ids[:10])}{more}")
+
+
+# -- diagnose -------------------------------------------------------------------------------------
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from benchfill.coverage import diagnose, parse_target
+    from benchfill.data import extreme_items
+    from benchfill.errors import ConfigError
+
+    if args.k < 1:
+        raise ConfigError(f"--k must be at least 1, got {args.k}")
+    target = parse_target(args.target)
+    matrix, _, f = _inputs(args)
+    report = diagnose(f, k=args.k, target=target, seed=args.seed)
+    report.notes = {
+        "source": _source(args, matrix),
+        "fit": {"engine": f.engine, "model": f.model, "seed": f.seed},
+        "guessing": bool(f.chance.any()),
+    }
+    if matrix is not None:
+        report.notes["extreme_items"] = extreme_items(matrix)
+    if args.plot:
+        from benchfill.plots import plot_ecdf
+
+        plot_ecdf(f.z, args.plot, k=args.k, target=target, title=str(report.notes["source"]))
+        report.notes["plot"] = args.plot
+    if args.json:
+        _dump(report.to_dict())
+        return 0
+    _print_report(report)
+    return 0
+
+
+def _print_report(r: Any) -> None:
+    n = r.notes
+    models = f"{r.n_models} models x " if r.n_models else ""
+    print(f"{n['source']}: {models}{r.n_items} items; fit {n['fit']['engine']} {n['fit']['model']}, "
+          f"guessing floor {'on' if n['guessing'] else 'off'}")
+    print(f"  DDM (W1 to {r.target:<8})  {r.ddm:.4f}")
+    print(f"  max gap                {r.max_gap:.4f}")
+    print(f"  top-{r.k} gap sum          {r.top_k_sum:.4f}")
+    u = r.uniform
+    print(f"  vs {r.n_items} uniform points: expected max gap {u['expected_max_gap']:.4f} ({u['expected_method']}), "
+          f"ratio {u['ratio']:.2f}x, P(observed > uniform) {u['p_observed_exceeds']:.3f} ({u['p_method']})")
+    if r.posterior:
+        for key, label in (("ddm", "DDM"), ("max_gap", "max gap")):
+            s = r.posterior[key]
+            print(f"  posterior {label:<8} mean {s['mean']:.4f} sd {s['sd']:.4f} "
+                  f"90% [{s['q05']:.4f}, {s['q95']:.4f}] over {s['n_draws']} draws")
+    if r.out_of_range:
+        print(f"  {r.out_of_range} items fall outside [0, 1] on this scale")
+    print(f"largest gaps (of {r.n_items + 1}):")
+    print(f"  {'#':>2}  {'left':>6}  {'right':>6}  {'width':>6}  left item -> right item")
+    for i, g in enumerate(r.gaps, start=1):
+        print(f"  {i:>2}  {g.left:6.3f}  {g.right:6.3f}  {g.width:6.3f}  "
+              f"{g.left_item or '(0)'} -> {g.right_item or '(1)'}")
+    if "extreme_items" in n:
+        _print_extremes(n["extreme_items"])
+    if "plot" in n:
+        print(f"plot written to {n['plot']}")
+
+
+# -- calibrate ------------------------------------------------------------------------------------
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from benchfill.calibrate import calibrate
+    from benchfill.coverage import parse_target
+
+    target = parse_target(args.target)
+    matrix, items, f = _inputs(args)
+    result = calibrate(
+        f, args.size, target=target, matrix=matrix, reference=args.reference, n_random=args.n_random, seed=args.seed
+    )
+    if args.out:
+        _write_selection(args.out, result.selected, items)
+    if args.json:
+        _dump(result.to_dict())
+        return 0
+    print(f"{_source(args, matrix)}: kept {result.k} of {result.n_items} items toward {result.target} "
+          f"(seed {result.seed})")
+    print(f"  DDM  full {result.ddm_before:.4f}   calibrated {result.ddm_after:.4f}   "
+          f"random (mean of {args.n_random}) {result.ddm_random:.4f}")
+    if result.ranking:
+        rk = result.ranking
+        rnd = rk["random"] or {"spearman": float("nan"), "kendall": float("nan")}
+        print(f"  ranking agreement with {rk['reference']}:")
+        for key in ("spearman", "kendall"):
+            print(f"    {key:<9} full {rk['full'][key]:.3f}   calibrated {rk['calibrated'][key]:.3f}   "
+                  f"random {rnd[key]:.3f}")
+    if args.out:
+        print(f"kept items written to {args.out}")
+    return 0
+
+
+def _write_selection(path: str, selected: list[str], items: list[dict] | None) -> None:
+    import os
+    import tempfile
+    from pathlib import Path
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    by_id = {it["id"]: it for it in items} if items else {}
+    fd, tmp = tempfile.mkstemp(prefix=".calibrated-", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            for i in selected:
+                fh.write(json.dumps(by_id.get(i, {"id": i})) + "\n")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
