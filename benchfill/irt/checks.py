@@ -1,0 +1,159 @@
+"""Checks around a fit: response-matrix diagnostics, leave-one-model-out, 1PL vs 2PL by BIC.
+
+Matrix diagnostics follow the paper's Appendix C.3: model and item information
+(mean of 4 p (1 - p) over models / items, >= 0.3) and model and item inversion rates
+(fraction of ordered pairs out of the order implied by the marginal rates, <= 0.3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from benchfill.matrix import ResponseMatrix
+
+THRESHOLD = 0.3
+
+
+def _check(value: float, *, at_least: bool) -> dict[str, Any]:
+    passed = bool(value >= THRESHOLD) if at_least else bool(value <= THRESHOLD)
+    return {"value": float(value), "threshold": THRESHOLD, "passed": passed}
+
+
+def _discordant(order: np.ndarray, values: np.ndarray) -> tuple[int, int]:
+    """(pairs with order_a > order_b and values_a < values_b, pairs with order_a != order_b).
+
+    Counted in O(n log n) from Kendall's tau-b: with n0 = n(n-1)/2 pairs, n1 / n2 tied in
+    ``order`` / ``values``, n3 tied in both, C + D = n0 - n1 - n2 + n3 and
+    C - D = tau_b * sqrt((n0 - n1)(n0 - n2)).
+    """
+    from scipy.stats import kendalltau
+
+    n = len(order)
+    n0 = n * (n - 1) // 2
+
+    def tied(*cols: np.ndarray) -> int:
+        _, counts = np.unique(np.stack(cols, axis=1), axis=0, return_counts=True)
+        return int(np.sum(counts * (counts - 1) // 2))
+
+    n1, n2, n3 = tied(order), tied(values), tied(order, values)
+    untied = n0 - n1 - n2 + n3
+    if untied == 0:
+        return 0, n0 - n1
+    tau = kendalltau(order, values).statistic
+    diff = tau * np.sqrt(float(n0 - n1) * float(n0 - n2))
+    return int(round((untied - diff) / 2)), n0 - n1
+
+
+def matrix_checks(matrix: ResponseMatrix) -> dict[str, dict[str, Any]]:
+    """The four response-matrix diagnostics, each {value, threshold, passed}.
+
+    p_ji = correct / trials; pairs never tried are left out of every average and pair.
+    Inversions: a model pair is ordered by the models' mean success rates; on an item it is
+    inverted when the stronger model's rate there is strictly lower. Pairs tied in the mean
+    rate have no order and are left out of the denominator; a tie on the item is no inversion.
+    Item pairs likewise, ordered by the items' mean solve rates and compared model by model.
+    """
+    p = matrix.success_rate
+    seen = ~np.isnan(p)
+    with np.errstate(invalid="ignore"):
+        p_model = np.nanmean(np.where(seen, p, np.nan), axis=1)
+        p_item = np.nanmean(np.where(seen, p, np.nan), axis=0)
+    p_model = p_model[~np.isnan(p_model)]
+    p_item = p_item[~np.isnan(p_item)]
+    model_info = float(np.mean(4 * p_model * (1 - p_model))) if p_model.size else 0.0
+    item_info = float(np.mean(4 * p_item * (1 - p_item))) if p_item.size else 0.0
+
+    rate_model = np.nanmean(p, axis=1) if p.size else np.array([])
+    inverted = ordered = 0
+    m = matrix.n_models
+    for j in range(m):
+        for k in range(m):
+            if not rate_model[j] > rate_model[k]:
+                continue
+            both = seen[j] & seen[k]
+            ordered += int(both.sum())
+            inverted += int(np.sum(p[j, both] < p[k, both]))
+    model_inv = inverted / ordered if ordered else 0.0
+
+    rate_item = np.nanmean(p, axis=0) if p.size else np.array([])
+    inverted = ordered = 0
+    for j in range(m):
+        cols = seen[j] & ~np.isnan(rate_item)
+        if cols.sum() < 2:
+            continue
+        d, o = _discordant(rate_item[cols], p[j, cols])
+        inverted += d
+        ordered += o
+    item_inv = inverted / ordered if ordered else 0.0
+    return {
+        "model_information": _check(model_info, at_least=True),
+        "item_information": _check(item_info, at_least=True),
+        "model_inversion_rate": _check(model_inv, at_least=False),
+        "item_inversion_rate": _check(item_inv, at_least=False),
+    }
+
+
+def leave_one_model_out(matrix: ResponseMatrix, *, engine: str = "map", **fit_kwargs: Any) -> dict[str, Any]:
+    """Refit without each model in turn; correlate difficulties with the full fit.
+
+    Returns mean and min Pearson and Spearman correlations over the refits, and the
+    per-model values (keyed by the model left out).
+    """
+    from scipy.stats import pearsonr, spearmanr
+
+    from benchfill.irt.engine import fit
+
+    full = fit(matrix, engine=engine, **fit_kwargs).difficulty
+    per_model: dict[str, dict[str, float]] = {}
+    for j, name in enumerate(matrix.models):
+        keep = np.ones(matrix.n_models, dtype=bool)
+        keep[j] = False
+        b = fit(matrix.drop_models(keep), engine=engine, **fit_kwargs).difficulty
+        per_model[name] = {
+            "pearson": float(pearsonr(full, b).statistic),
+            "spearman": float(spearmanr(full, b).statistic),
+        }
+    pear = np.array([v["pearson"] for v in per_model.values()])
+    spear = np.array([v["spearman"] for v in per_model.values()])
+    return {
+        "engine": engine,
+        "pearson_mean": float(pear.mean()),
+        "pearson_min": float(pear.min()),
+        "spearman_mean": float(spear.mean()),
+        "spearman_min": float(spear.min()),
+        "per_model": per_model,
+    }
+
+
+def compare_models(matrix: ResponseMatrix, *, guessing: bool = True) -> dict[str, Any]:
+    """1PL vs 2PL MAP fits by BIC = k ln(n) - 2 ln L (lower is better).
+
+    k counts free parameters (abilities + difficulties, + discriminations for 2PL) and n the
+    Bernoulli observations, i.e. total trials. ln L is the binomial log likelihood at the
+    posterior mode, which stands in for the maximum likelihood as in the paper's comparison.
+    delta_bic = bic_2pl - bic_1pl, so positive values favour 1PL.
+    """
+    from benchfill.irt.map import fit_map_1pl, fit_map_2pl
+
+    n_obs = int(np.sum(matrix.trials))
+    if n_obs == 0:
+        raise ValueError("no trials in the response matrix")
+    f1 = fit_map_1pl(matrix, guessing=guessing)
+    f2 = fit_map_2pl(matrix, guessing=guessing)
+    k1 = matrix.n_models + matrix.n_items
+    k2 = k1 + matrix.n_items
+    bic1 = k1 * np.log(n_obs) - 2 * f1.log_likelihood
+    bic2 = k2 * np.log(n_obs) - 2 * f2.log_likelihood
+    return {
+        "bic_1pl": float(bic1),
+        "bic_2pl": float(bic2),
+        "delta_bic": float(bic2 - bic1),
+        "selected": "1pl" if bic2 > bic1 else "2pl",
+        "k_1pl": k1,
+        "k_2pl": k2,
+        "n_observations": n_obs,
+        "log_likelihood_1pl": f1.log_likelihood,
+        "log_likelihood_2pl": f2.log_likelihood,
+    }

@@ -1,0 +1,159 @@
+"""Online calibration: place one new item on a fitted scale from probe rollouts.
+
+With the probes' abilities theta_j fixed, the new item's difficulty is the maximum of
+sum_j c_j log p_j + (K_j - c_j) log(1 - p_j), p_j = g + (1 - g) sigmoid(theta_j - b)
+(paper, section 4 and Algorithm 2, line 17, with the guessing floor for multiple choice).
+It is called for every candidate in a search, so it is a scalar Newton iteration on small
+numpy vectors, with no optimiser library in the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Beyond this distance (logits) from the probes' abilities the likelihood is flat to
+# machine precision: a Newton iterate that runs past it is chasing an MLE at infinity.
+SCALE_EDGE = 25.0
+
+
+@dataclass(frozen=True)
+class OnlineEstimate:
+    difficulty: float  # b on the fitted logit scale
+    se: float  # 1 / sqrt(observed information) at the estimate (prior included when used)
+    flags: tuple[str, ...]  # "no_finite_mle" and its reason: "all_correct", "all_wrong", ...
+    iterations: int
+    log_likelihood: float  # at ``difficulty``, without the prior
+
+    @property
+    def finite_mle(self) -> bool:
+        return "no_finite_mle" not in self.flags
+
+
+def _curves(b: float, theta: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """p, 1 - p, dp/d(theta - b) and its second derivative, per probe."""
+    e = np.exp(b - theta)
+    s = 1.0 / (1.0 + e)
+    one_minus_s = s * e
+    ds = s * one_minus_s
+    p = g + (1.0 - g) * s
+    q = np.maximum((1.0 - g) * one_minus_s, 1e-300)
+    dp = (1.0 - g) * ds
+    return p, q, dp, dp * (1.0 - 2.0 * s)
+
+
+def item_information(b: float, abilities: np.ndarray, chance: float | np.ndarray = 0.0) -> np.ndarray:
+    """Fisher information about b carried by ONE trial of each probe, for an item at ``b``.
+
+    I_j(b) = p'(b)^2 / (p (1 - p)); without guessing this is sigmoid * (1 - sigmoid). Multiply
+    by a probe's trials to get its share; adaptive annotation spends trials where it is largest.
+    """
+    theta = np.asarray(abilities, dtype=float)
+    g = np.broadcast_to(np.asarray(chance, dtype=float), theta.shape)
+    p, q, dp, _ = _curves(float(b), theta, g)
+    return dp * dp / np.maximum(p * q, 1e-300)
+
+
+def _log_lik(b: float, c: np.ndarray, k: np.ndarray, theta: np.ndarray, g: np.ndarray) -> float:
+    p, q, _, _ = _curves(b, theta, g)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(c > 0, c * np.log(np.maximum(p, 1e-300)), 0.0)
+        terms += np.where(k - c > 0, (k - c) * np.log(q), 0.0)
+    return float(terms.sum())
+
+
+def _newton(
+    c: np.ndarray, k: np.ndarray, theta: np.ndarray, g: np.ndarray, b0: float,
+    prior: tuple[float, float] | None, max_iter: int, tol: float,
+) -> tuple[float, float, int, bool]:
+    """Maximise the (penalised) log likelihood in b; returns (b, information, iterations, ok)."""
+    mean, sd = prior if prior is not None else (0.0, np.inf)
+    prec = 0.0 if prior is None else 1.0 / sd**2
+
+    def objective(b: float) -> float:
+        return _log_lik(b, c, k, theta, g) - 0.5 * prec * (b - mean) ** 2
+
+    b, f = b0, objective(b0)
+    center = float(np.average(theta, weights=k)) if k.sum() > 0 else 0.0
+    for it in range(1, max_iter + 1):
+        p, q, dp, d2p = _curves(b, theta, g)
+        pq = np.maximum(p * q, 1e-300)
+        resid = c - k * p
+        # d/db = -d/d(eta); curvature from the observed information, Fisher if that is not positive.
+        grad = -float(np.sum(resid * dp / pq)) - prec * (b - mean)
+        fisher = float(np.sum(k * dp * dp / pq)) + prec
+        observed = fisher - float(np.sum(resid * (d2p / pq - dp * dp * (q - p) / (pq * pq))))
+        info = observed if observed > 1e-12 else fisher
+        if info <= 1e-300:
+            return b, info, it, False
+        step = grad / info
+        scale = 1.0
+        while True:
+            b_new = b + scale * step
+            f_new = objective(b_new)
+            if f_new >= f - 1e-12 * abs(f) or scale < 1e-8:
+                break
+            scale *= 0.5
+        b, f = b_new, f_new
+        if abs(b - center) > SCALE_EDGE:
+            return b, info, it, False
+        if abs(scale * step) < tol:
+            p, q, dp, d2p = _curves(b, theta, g)
+            pq = np.maximum(p * q, 1e-300)
+            resid = c - k * p
+            fisher = float(np.sum(k * dp * dp / pq)) + prec
+            observed = fisher - float(np.sum(resid * (d2p / pq - dp * dp * (q - p) / (pq * pq))))
+            return b, observed if observed > 1e-12 else fisher, it, True
+    return b, info, max_iter, False
+
+
+def online_calibrate(
+    correct: np.ndarray,
+    trials: np.ndarray,
+    abilities: np.ndarray,
+    *,
+    chance: float = 0.0,
+    prior_mean: float = 0.0,
+    prior_sd: float = 3.0,
+    max_iter: int = 50,
+    tol: float = 1e-8,
+) -> OnlineEstimate:
+    """Maximum-likelihood difficulty of one new item, probe abilities held fixed.
+
+    ``correct[j]`` of ``trials[j]`` rollouts of probe j were right; probes with no trials
+    are ignored. The standard error is 1/sqrt of the observed information at the estimate.
+
+    When no finite MLE exists (every probe always right: b -> -inf; always wrong, or right
+    no more often than chance: b -> +inf; no trials at all), the estimate is instead the
+    MAP under a weak N(prior_mean, prior_sd^2) prior on b and its standard error includes that
+    prior; the flags then hold "no_finite_mle" and the reason ("all_correct", "all_wrong",
+    "at_or_below_chance", "no_trials"). Pass ``prior_mean`` = the mean of the original items'
+    difficulties to shrink such items toward the benchmark rather than toward 0.
+    """
+    c = np.asarray(correct, dtype=float).ravel()
+    k = np.asarray(trials, dtype=float).ravel()
+    theta = np.asarray(abilities, dtype=float).ravel()
+    if not (c.shape == k.shape == theta.shape):
+        raise ValueError("correct, trials and abilities must have one entry per probe")
+    if np.any(c < 0) or np.any(c > k):
+        raise ValueError("need 0 <= correct <= trials for every probe")
+    used = k > 0
+    c, k, theta = c[used], k[used], theta[used]
+    g = np.full(theta.shape, float(chance))
+    reason = None
+    if k.sum() == 0:
+        reason = "no_trials"
+    elif c.sum() == k.sum():
+        reason = "all_correct"
+    elif c.sum() == 0:
+        reason = "all_wrong"
+    if reason is None:
+        rate = np.clip((c.sum() / k.sum() - chance) / (1.0 - chance), 0.02, 0.98)
+        b0 = float(np.average(theta, weights=k) - np.log(rate / (1.0 - rate)))
+        b, info, it, ok = _newton(c, k, theta, g, b0, None, max_iter, tol)
+        if ok:
+            return OnlineEstimate(b, float(1.0 / np.sqrt(info)), (), it, _log_lik(b, c, k, theta, g))
+        reason = "at_or_below_chance" if chance > 0 and c.sum() / k.sum() <= chance + 1e-12 else "diverged"
+    b, info, it, _ = _newton(c, k, theta, g, prior_mean, (prior_mean, prior_sd), max_iter, tol)
+    return OnlineEstimate(b, float(1.0 / np.sqrt(info)), ("no_finite_mle", reason), it, _log_lik(b, c, k, theta, g))

@@ -1,0 +1,131 @@
+"""MAP engine: recovery of known parameters, agreement with a generic optimiser, real data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from benchfill.errors import ConfigError
+from benchfill.irt import fit
+from benchfill.irt.likelihood import Posterior
+from benchfill.irt.simulate import simulate_responses
+from benchfill.matrix import ResponseMatrix
+
+
+def _corr(x, y) -> float:
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+@pytest.mark.parametrize(("n_items", "trials", "min_corr"), [(30, 32, 0.98), (1299, 4, 0.95)])
+def test_map_recovers_difficulties_at_paper_sizes(n_items, trials, min_corr):
+    # Difficulties spread with sd 1.5, as real benchmarks' do (items from near-trivial to
+    # near-impossible); with only 4 trials per pair a narrower spread caps any estimator's
+    # correlation near 0.94 at 1,299 x 12.
+    sim = simulate_responses(12, n_items, trials, difficulty_sd=1.5, seed=3)
+    f = fit(sim.matrix, engine="map")
+    assert f.diagnostics["converged"]
+    assert _corr(f.difficulty, sim.difficulty) >= min_corr
+    assert _corr(f.ability, sim.ability) >= 0.95
+
+
+@pytest.mark.parametrize(("n_items", "trials", "n_sets"), [(30, 32, 6), (1299, 4, 1)])
+def test_laplace_intervals_cover_the_truth(n_items, trials, n_sets):
+    # Coverage is a frequency property: draw the truth from the model's own N(0, 1) priors and
+    # pool over data sets (errors of one small set share its location shift).
+    covered = []
+    for seed in range(n_sets):
+        sim = simulate_responses(12, n_items, trials, seed=100 + seed)
+        f = fit(sim.matrix)
+        covered.append(np.abs(f.difficulty - sim.difficulty) <= 1.645 * f.difficulty_se)
+    assert np.mean(np.concatenate(covered)) >= 0.85
+
+
+def test_map_equals_generic_optimiser_and_laplace_se_matches_numeric_hessian():
+    sim = simulate_responses(5, 8, 6, chance=0.25, seed=11)
+    f = fit(sim.matrix, engine="map", guessing=True)
+    post = Posterior(sim.matrix, guessing=True)
+
+    def neg(x):
+        lp, g = post.logp_grad(x)
+        return -lp, -g
+
+    res = minimize(neg, np.zeros(post.dim), jac=True, method="BFGS", options={"gtol": 1e-9})
+    x = np.concatenate([f.ability, f.difficulty])
+    np.testing.assert_allclose(x, res.x, atol=1e-5)
+    # Observed information by central differences of the analytic gradient.
+    h = 1e-5
+    hess = np.array([(post.logp_grad(x + h * e)[1] - post.logp_grad(x - h * e)[1]) / (2 * h) for e in np.eye(post.dim)])
+    se = np.sqrt(np.diag(np.linalg.inv(-hess)))
+    np.testing.assert_allclose(np.concatenate([f.ability_se, f.difficulty_se]), se, rtol=1e-4)
+
+
+def test_symmetric_one_by_one_matrix_sits_at_zero_by_hand():
+    # One model, one item, half right: the posterior is symmetric in theta - b and the priors
+    # pull both to 0; the information there is t/4 per pair plus the prior's 1.
+    m = ResponseMatrix(("m",), ("i",), np.array([[5]]), np.array([[10]]))
+    f = fit(m)
+    assert f.ability[0] == pytest.approx(0.0, abs=1e-9)
+    assert f.difficulty[0] == pytest.approx(0.0, abs=1e-9)
+    # Inverse of [[1 + 2.5, -2.5], [-2.5, 1 + 2.5]] has diagonal 3.5 / (3.5^2 - 2.5^2) = 0.5833...
+    assert f.difficulty_se[0] == pytest.approx(np.sqrt(3.5 / 6.0), rel=1e-9)
+
+
+def test_guessing_floor_is_recovered_only_when_modelled():
+    sim = simulate_responses(12, 300, 16, chance=0.25, seed=5)
+    with_floor = fit(sim.matrix, guessing=True)
+    without = fit(sim.matrix, guessing=False)
+    assert with_floor.chance[0] == 0.25 and without.chance[0] == 0.0
+    err_with = np.sqrt(np.mean((with_floor.difficulty - sim.difficulty) ** 2))
+    err_without = np.sqrt(np.mean((without.difficulty - sim.difficulty) ** 2))
+    assert _corr(with_floor.difficulty, sim.difficulty) >= 0.95
+    assert err_with < 0.8 * err_without
+    # Ignoring the floor compresses the scale: hard items look easier than they are.
+    slope = np.polyfit(sim.difficulty, without.difficulty, 1)[0]
+    assert slope < np.polyfit(sim.difficulty, with_floor.difficulty, 1)[0]
+
+
+def test_pairs_without_trials_contribute_nothing():
+    sim = simulate_responses(6, 40, 8, seed=2)
+    m = sim.matrix
+    junk_c, junk_t = m.correct.copy(), m.trials.copy()
+    junk_t[0, :5] = 0
+    junk_c[0, :5] = 0
+    f1 = fit(ResponseMatrix(m.models, m.item_ids, junk_c, junk_t))
+    # The same fit as dropping those observations by hand through the likelihood directly.
+    post = Posterior(ResponseMatrix(m.models, m.item_ids, junk_c, junk_t), guessing=False)
+    _, grad = post.logp_grad(np.concatenate([f1.ability, f1.difficulty]))
+    assert np.max(np.abs(grad)) < 1e-6
+    assert not np.isnan(f1.difficulty).any()
+
+
+def test_two_pl_recovers_discriminations_roughly():
+    rng = np.random.default_rng(7)
+    a = np.exp(rng.normal(0.0, 0.5, 200))
+    sim = simulate_responses(40, 200, 8, discrimination=a, ability_sd=1.5, seed=7)
+    f = fit(sim.matrix, model="2pl")
+    assert f.model == "2pl" and f.discrimination is not None
+    assert _corr(np.log(f.discrimination), np.log(a)) >= 0.6
+    assert _corr(f.difficulty, sim.difficulty) >= 0.95
+
+
+def test_unknown_engine_or_model_is_a_config_error():
+    sim = simulate_responses(3, 4, 2, seed=0)
+    with pytest.raises(ConfigError, match="engine"):
+        fit(sim.matrix, engine="vi")
+    with pytest.raises(ConfigError, match="model"):
+        fit(sim.matrix, model="3pl")
+
+
+def test_mmlu_pro_real_matrix_converges(shared_data):
+    from benchfill.data import read_responses
+
+    m = read_responses(shared_data / "mmlu-pro" / "responses.csv").with_chance(0.1)
+    f = fit(m)
+    assert f.diagnostics["converged"] and f.diagnostics["iterations"] < 20
+    # Items more models solve must sit lower on the axis.
+    rate = np.nanmean(m.success_rate, axis=0)
+    from scipy.stats import spearmanr
+
+    assert spearmanr(rate, f.difficulty).statistic < -0.9
+    assert np.all(np.isfinite(f.difficulty_se)) and np.all(f.difficulty_se > 0)
