@@ -1,0 +1,155 @@
+"""A run's review board: its queue, its store, and the decisions reviewers make.
+
+The page, the CSV import and a maintainer's own tooling all record decisions
+through ``ReviewBoard.decide``, so every path validates the same way and every
+decision reaches the store at once.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import select
+
+from benchfill.errors import BenchfillError, ConfigError, DataError
+from benchfill.review.queue import QueueEntry, load_queue
+from benchfill.review.rule import Outcome, ReleaseRule, outcome
+from benchfill.schema import ReviewDecision
+from benchfill.store import Store
+
+DECISIONS = ("accept", "reject", "edit")
+MAX_REVIEWER = 80
+
+
+class ReviewBoard:
+    """Open with ``ReviewBoard(run_dir)``; close (or use as a context manager) when done."""
+
+    def __init__(self, run_dir: str | Path, rule: ReleaseRule | None = None):
+        self.run_dir = Path(run_dir)
+        if not self.run_dir.is_dir():
+            raise ConfigError(f"{self.run_dir}: no such run directory")
+        db = self.run_dir / "store.db"
+        if not db.is_file():
+            raise ConfigError(f"{db}: the run has no store")
+        self.entries: list[QueueEntry] = load_queue(self.run_dir)
+        self._by_id = {e.item_id: e for e in self.entries}
+        self.store = Store(db)
+        self.rule = rule or ReleaseRule()
+
+    def __enter__(self) -> ReviewBoard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    @property
+    def benchmark(self) -> str:
+        spec = self.store.get_meta("benchmark") or {}
+        name = spec.get("name") if isinstance(spec, dict) else spec
+        if not name and self.entries:
+            name = self.entries[0].record.get("benchmark")
+        return str(name or self.run_dir.name)
+
+    def entry(self, item_id: str) -> QueueEntry:
+        try:
+            return self._by_id[item_id]
+        except KeyError:
+            raise DataError(f"item_id '{item_id}' is not in the review queue of {self.run_dir}") from None
+
+    def decide(
+        self,
+        item_id: str,
+        reviewer: str,
+        decision: str,
+        reason: str = "",
+        text: str | None = None,
+        answer: str | None = None,
+    ) -> ReviewDecision:
+        """Record one reviewer's decision; for "edit", ``text`` and/or ``answer`` replace the child's."""
+        row = self.prepare(item_id, reviewer, decision, reason, text, answer)
+        self.record([row])
+        return row
+
+    def prepare(
+        self,
+        item_id: str,
+        reviewer: str,
+        decision: str,
+        reason: str = "",
+        text: str | None = None,
+        answer: str | None = None,
+    ) -> ReviewDecision:
+        """A checked, not yet stored decision (so a batch can be checked whole before any write)."""
+        entry = self.entry(item_id)
+        reviewer = (reviewer or "").strip()
+        reason = (reason or "").strip()
+        decision = (decision or "").strip().lower()
+        if not reviewer:
+            raise BenchfillError(f"decision on '{item_id}': field 'reviewer' is empty (who made it?)")
+        if len(reviewer) > MAX_REVIEWER or any(c in reviewer for c in "\r\n\t"):
+            raise BenchfillError(f"decision on '{item_id}': field 'reviewer' must be one short line")
+        if decision not in DECISIONS:
+            raise BenchfillError(
+                f"decision on '{item_id}': field 'decision' must be one of {', '.join(DECISIONS)}, got {decision!r}"
+            )
+        if decision == "reject" and not reason:
+            raise BenchfillError(f"decision on '{item_id}': field 'reason' is required to reject")
+        edited_json = None
+        if decision == "edit":
+            edited = self._edited(entry, text, answer)
+            if edited == entry.child:
+                raise BenchfillError(f"decision on '{item_id}': the edit changes neither text nor answer")
+            edited_json = json.dumps(edited, ensure_ascii=False)
+        return ReviewDecision(
+            item_id=item_id, reviewer=reviewer, decision=decision, reason=reason, edited_json=edited_json
+        )
+
+    def record(self, rows: list[ReviewDecision]) -> None:
+        """Store prepared decisions in one transaction: all of them or none."""
+        with self.store.session() as s:
+            for row in rows:
+                s.add(row)
+
+    @staticmethod
+    def _edited(entry: QueueEntry, text: str | None, answer: str | None) -> dict[str, Any]:
+        if text is None and answer is None:
+            raise BenchfillError(f"decision on '{entry.item_id}': an edit needs a new text or answer")
+        edited = dict(entry.child)
+        if text is not None:
+            if not text.strip():
+                raise BenchfillError(f"decision on '{entry.item_id}': edited text is empty")
+            edited[entry.text_field] = text
+        if answer is not None:
+            if not str(answer).strip():
+                raise BenchfillError(f"decision on '{entry.item_id}': edited answer is empty")
+            # Keep the answer's JSON type when it was a number, so graders see what they expect.
+            old = entry.child.get(entry.answer_field)
+            edited[entry.answer_field] = _like(old, answer)
+        return edited
+
+    def decisions(self, item_id: str | None = None) -> list[ReviewDecision]:
+        with self.store.session() as s:
+            q = select(ReviewDecision)
+            if item_id is not None:
+                q = q.where(ReviewDecision.item_id == item_id)
+            return sorted(s.exec(q), key=lambda d: (d.created_at, d.id or 0))
+
+    def outcomes(self, rule: ReleaseRule | None = None) -> dict[str, Outcome]:
+        """Each queued item's standing under ``rule`` (the board's rule by default), in queue order."""
+        rule = rule or self.rule
+        every = self.decisions()
+        return {e.item_id: outcome(e.item_id, every, rule) for e in self.entries}
+
+
+def _like(old: Any, new: str) -> Any:
+    if isinstance(old, bool) or not isinstance(old, int | float):
+        return new
+    try:
+        return int(new) if isinstance(old, int) else float(new)
+    except ValueError:
+        return new

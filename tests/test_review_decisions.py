@@ -1,0 +1,115 @@
+"""Decisions, the release rule, and the spreadsheet round trip (export CSV -> import)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from test_review_support import CHILD_IDS, make_run
+
+from benchfill.errors import BenchfillError, ConfigError, DataError
+from benchfill.review import (
+    ReleaseRule,
+    ReviewBoard,
+    export_queue,
+    import_decisions,
+    marked_diff,
+    outcome,
+    text_diff,
+)
+from benchfill.schema import ReviewDecision
+
+
+def _d(reviewer, decision, minutes, **kw):
+    return ReviewDecision(item_id="x", reviewer=reviewer, decision=decision,
+                          created_at=datetime(2025, 1, 1, tzinfo=UTC) + timedelta(minutes=minutes), **kw)  # fmt: skip
+
+
+def test_rule_counts_each_reviewers_latest_decision():
+    ds = [_d("ann", "reject", 0, reason="wrong"), _d("ann", "accept", 5), _d("bob", "accept", 1)]
+    assert outcome("x", ds, ReleaseRule(2, 0)).status == "accepted"  # ann changed her mind
+    assert outcome("x", ds, ReleaseRule(3, 0)).status == "pending"
+    ds.append(_d("cy", "reject", 9, reason="ambiguous"))
+    assert outcome("x", ds, ReleaseRule(2, 0)).status == "rejected"
+    assert outcome("x", ds, ReleaseRule(2, 1)).status == "accepted"
+    edit = _d("bob", "edit", 10, edited_json=json.dumps({"problem": "new"}))
+    res = outcome("x", ds + [edit], ReleaseRule(2, 1))
+    assert res.released and res.edited_fields == {"problem": "new"} and res.edited_by == "bob"
+    with pytest.raises(ConfigError, match="min_accepts"):
+        ReleaseRule(0, 0)
+
+
+def test_text_diff_marks_only_changed_words():
+    old, new = "Find the value of x.", "Determine the value of y."
+    pieces = text_diff(old, new)
+    assert "".join(t for op, t in pieces if op != "+") == old
+    assert "".join(t for op, t in pieces if op != "-") == new
+    assert marked_diff(old, new) == "[-Find-]{+Determine+} the value of [-x.-]{+y.+}"
+
+
+def test_decide_validates_and_stores_immediately(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as board:
+        board.decide(CHILD_IDS[0], "ann", "accept")
+        with pytest.raises(BenchfillError, match="'reason' is required"):
+            board.decide(CHILD_IDS[1], "ann", "reject")
+        with pytest.raises(BenchfillError, match="'reviewer' is empty"):
+            board.decide(CHILD_IDS[1], " ", "accept")
+        with pytest.raises(DataError, match="not in the review queue"):
+            board.decide("nope", "ann", "accept")
+        with pytest.raises(BenchfillError, match="changes neither"):
+            board.decide(CHILD_IDS[2], "ann", "edit", text=board.entry(CHILD_IDS[2]).child["problem"])
+        board.decide(CHILD_IDS[2], "ann", "edit", text="A clearer problem.", answer="42")
+    with ReviewBoard(run) as again:  # a fresh connection sees them: they were committed
+        rows = again.decisions()
+        assert [(r.item_id, r.decision) for r in rows] == [(CHILD_IDS[0], "accept"), (CHILD_IDS[2], "edit")]
+        edited = json.loads(rows[1].edited_json)
+        assert edited["problem"] == "A clearer problem." and edited["answer"] == "42"
+        assert again.entry(CHILD_IDS[2]).child["problem"] != "A clearer problem."  # the original is kept
+
+
+def test_export_has_one_record_per_item_with_marked_changes(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    jsonl, csv_path = export_queue(run)
+    recs = [json.loads(x) for x in jsonl.read_text().splitlines()]
+    assert [r["item_id"] for r in recs] == list(CHILD_IDS)
+    r0 = recs[0]
+    assert "[-Find-]{+Determine+}" in r0["text_changes"]
+    assert r0["ancestor_answer"] != r0["child_answer"]
+    assert r0["confirmed"]["se"] == 0.3 and r0["review"]["status"] == "pending"
+    rows = list(csv.DictReader(csv_path.open()))
+    assert len(rows) == 4 and rows[3]["flags"] == "near_duplicate"
+    assert rows[0]["probe_results"].startswith("p0: 3/8 (ability -0.50)")
+    assert not list((run / "review").glob("*.tmp"))
+
+
+def test_import_round_trip_is_atomic_and_idempotent(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    _, csv_path = export_queue(run)
+    rows = list(csv.DictReader(csv_path.open()))
+    rows[0].update(reviewer="ann", decision="accept")
+    rows[1].update(reviewer="", decision="reject", reason="two answers fit")
+    rows[2].update(reviewer="bob", decision="edit", edited_text="Edited text.", edited_answer="7")
+    filled = tmp_path / "filled.csv"
+    with filled.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert import_decisions(run, filled, reviewer="cy") == 3
+    assert import_decisions(run, filled, reviewer="cy") == 0  # same file again: nothing new
+    with ReviewBoard(run) as board:
+        got = {(d.item_id, d.reviewer, d.decision) for d in board.decisions()}
+        assert got == {(CHILD_IDS[0], "ann", "accept"), (CHILD_IDS[1], "cy", "reject"), (CHILD_IDS[2], "bob", "edit")}
+    # A bad row (line 5 of the file: header + 3 rows + this) stops the whole import.
+    rows[3].update(reviewer="dee", decision="maybe")
+    rows[0].update(reviewer="eve", decision="accept")
+    with filled.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    with pytest.raises(DataError, match=r"filled.csv line 5: .*'decision' must be one of"):
+        import_decisions(run, filled, reviewer="cy")
+    with ReviewBoard(run) as board:
+        assert len(board.decisions()) == 3
