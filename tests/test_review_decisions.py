@@ -102,14 +102,14 @@ def test_import_round_trip_is_atomic_and_idempotent(tmp_path, shared_data):
     with ReviewBoard(run) as board:
         got = {(d.item_id, d.reviewer, d.decision) for d in board.decisions()}
         assert got == {(CHILD_IDS[0], "ann", "accept"), (CHILD_IDS[1], "cy", "reject"), (CHILD_IDS[2], "bob", "edit")}
-    # A bad row (line 5 of the file: header + 3 rows + this) stops the whole import.
+    # A bad row (the 4th; texts span lines, so the file line is later) stops the whole import.
     rows[3].update(reviewer="dee", decision="maybe")
     rows[0].update(reviewer="eve", decision="accept")
     with filled.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    with pytest.raises(DataError, match=r"filled.csv line 5: .*'decision' must be one of"):
+    with pytest.raises(DataError, match=r"filled.csv line \d+ \(data row 4\): .*'decision' must be one of"):
         import_decisions(run, filled, reviewer="cy")
     with ReviewBoard(run) as board:
         assert len(board.decisions()) == 3

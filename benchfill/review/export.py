@@ -121,7 +121,7 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
             missing = [c for c in ("item_id", "reviewer", "decision") if c not in (reader.fieldnames or [])]
             if missing:
                 raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
-            for row in reader:
+            for n_row, row in enumerate(reader, start=1):
                 decision = (row.get("decision") or "").strip().lower()
                 if not decision:
                     continue
@@ -138,7 +138,7 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
                         )
                     )
                 except BenchfillError as exc:
-                    raise DataError(f"{path} line {reader.line_num}: {exc}") from None
+                    raise DataError(f"{path} line {reader.line_num} (data row {n_row}): {exc}") from None
         latest = {(d.item_id, d.reviewer): d for d in board.decisions()}
         fresh = []
         for r in rows:
