@@ -1,0 +1,155 @@
+"""The measurement CLI end to end: real data, the demo, saved fits, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from benchfill.cli import main
+from benchfill.coverage import ddm, max_gap, top_k_gap_sum
+from benchfill.irt.fit import IrtFit
+
+
+def _json(capsys, argv):
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def test_diagnose_every_shared_responses_file(shared_data, capsys):
+    files = sorted(shared_data.glob("*/responses.csv"))
+    assert len(files) >= 12
+    for f in files:
+        argv = ["diagnose", "--responses", str(f), "--json"]
+        if f.parent.name == "mmlu-pro":
+            argv += ["--guessing-options", "10"]
+        d = _json(capsys, argv)
+        assert d["n_models"] >= 2 and d["n_items"] >= 15, f
+        for key in ("ddm", "max_gap", "top_k_sum"):
+            assert 0 <= d[key] <= 1, (f, key)
+        assert d["k"] == 5 and len(d["gaps"]) == 5
+        widths = [g["width"] for g in d["gaps"]]
+        assert widths == sorted(widths, reverse=True) and widths[0] == pytest.approx(d["max_gap"])
+        assert d["top_k_sum"] == pytest.approx(sum(widths))
+        assert {"left", "right", "width", "left_item", "right_item"} <= set(d["gaps"][0])
+        if f.parent.name == "mmlu-pro":
+            assert d["notes"]["guessing"] is True and d["n_items"] == 12032
+
+
+def test_diagnose_table_on_demo_with_plot(tmp_path, capsys):
+    png = tmp_path / "plots" / "ecdf.png"
+    assert main(["diagnose", "--benchmark", "demo", "--plot", str(png), "--k", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "DDM (W1 to uniform" in out and "max gap" in out and "top-3 gap sum" in out
+    assert "Monte-Carlo" in out and "seed 0" in out and "exact" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(png.parent.glob(".ecdf-*"))  # no temp file left behind
+
+
+def test_fit_then_diagnose_and_calibrate_from_saved_fit(tmp_path, capsys):
+    fit_path = tmp_path / "fit.json"
+    summary = _json(capsys, ["fit", "--benchmark", "demo", "--out", str(fit_path), "--bic", "--loo", "--json"])
+    assert fit_path.is_file()
+    assert set(summary["matrix_checks"]) >= {"model_information", "item_inversion_rate"}
+    assert summary["bic"]["selected"] in ("1pl", "2pl")
+    assert summary["leave_one_model_out"]["pearson_min"] > 0.9
+    f = IrtFit.load(fit_path)
+    d = _json(capsys, ["diagnose", "--fit", str(fit_path), "--json", "--target", "beta:2,2"])
+    assert d["ddm"] == pytest.approx(ddm(f.z, "beta:2,2"))
+    assert d["max_gap"] == pytest.approx(max_gap(f.z)) and d["target"] == "beta(2,2)"
+    out = tmp_path / "kept.jsonl"
+    c = _json(capsys, ["calibrate", "--benchmark", "demo", "--fit", str(fit_path), "--size", "20",
+                       "--out", str(out), "--json"])
+    kept = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [k["id"] for k in kept] == c["selected"] and all("problem" in k for k in kept)
+    assert c["ddm_after"] < c["ddm_before"]
+    assert c["ranking"]["reference"] == "full benchmark"
+    # the human-readable fit summary prints pass/fail per check
+    assert main(["fit", "--benchmark", "demo", "--out", str(tmp_path / "f2.json")]) == 0
+    text = capsys.readouterr().out
+    assert "pass" in text and "fit written to" in text
+
+
+def test_diagnose_reports_posterior_uncertainty_from_draws(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    b = np.array([-2.0, -1.8, -1.5, 1.5, 2.0])
+    draws = b + rng.normal(0, 0.1, size=(300, 5))
+    f = IrtFit(model="1pl", engine="nuts", models=("a", "b"), item_ids=tuple("vwxyz"), ability=np.zeros(2),
+               ability_se=np.ones(2), difficulty=b, difficulty_se=np.full(5, 0.1), chance=np.zeros(5),
+               difficulty_draws=draws, ability_draws=np.zeros((300, 2)), seed=3)
+    f.save(tmp_path / "fit.json")
+    d = _json(capsys, ["diagnose", "--fit", str(tmp_path / "fit.json"), "--json"])
+    zd = f.z_draws
+    assert d["posterior"]["max_gap"]["mean"] == pytest.approx(np.mean([max_gap(r) for r in zd]))
+    assert d["posterior"]["ddm"]["mean"] == pytest.approx(np.mean([ddm(r) for r in zd]))
+    assert d["top_k_sum"] == pytest.approx(top_k_gap_sum(f.z, 5))
+    assert main(["diagnose", "--fit", str(tmp_path / "fit.json")]) == 0
+    assert "90% [" in capsys.readouterr().out
+
+
+def _bad(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "items", "match"),
+    [
+        ("r.csv", "model,item_id,correct,trials\nA,q,1,2\nA,q 3\n", None, r"r\.csv:3: malformed line"),
+        ("r.csv", "model,item_id,correct,trials\nA,q,3,2\nB,q,0,1\n", None, r"r\.csv:2: correct \(3\) > trials"),
+        ("r.csv", "model,item_id,correct,trials\nA,q,-1,2\nB,q,0,1\n", None, r"r\.csv:2: field 'correct' is negative"),
+        ("r.csv", "model,item_id,correct,trials\nA,q,1,2.5\nB,q,0,1\n", None, r"r\.csv:2: field 'trials' must be"),
+        ("r.csv", "", None, r"r\.csv: no responses \(empty file\)"),
+        ("r.csv", "model,item_id,correct,trials\nA,q,1,1\nA,p,0,1\n", None, r"r\.csv: responses from 1 model"),
+        ("r.jsonl", '{"model": "A"\n', None, r"r\.jsonl:1: malformed JSON"),
+        ("r.csv", "model,item_id,correct,trials\nA,q,1,1\nB,x,0,1\n", '{"id": "q"}\n',
+         r"r\.csv:3: item 'x' is not in the items file"),
+        ("r.csv", "model,item_id,correct,trials\nA,q,1,1\nB,q,0,1\n", '{"id": "q"}\n{"id": "q"}\n',
+         r"items\.jsonl:2: duplicate item id 'q'"),
+    ],
+)
+def test_bad_inputs_give_one_line_error_and_nonzero_exit(tmp_path, capsys, name, text, items, match):
+    argv = ["diagnose", "--responses", _bad(tmp_path, name, text)]
+    if items is not None:
+        argv += ["--items", _bad(tmp_path, "items.jsonl", items)]
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc != 0 and out == ""
+    assert err.startswith("benchfill: error: ") and err.count("\n") == 1
+    import re
+
+    assert re.search(match, err), err
+
+
+def test_usage_errors(tmp_path, capsys):
+    cases = [
+        (["diagnose"], "no input"),
+        (["diagnose", "--benchmark", "demo", "--target", "beta:0,1"], "Beta parameters"),
+        (["diagnose", "--benchmark", "demo", "--k", "0"], "--k"),
+        (["calibrate", "--benchmark", "demo", "--size", "999"], "size"),
+        (["diagnose", "--benchmark", "demo", "--guessing-options", "1"], "--guessing-options"),
+        (["diagnose", "--benchmark", "no-such-benchmark"], "no-such-benchmark"),
+        (["diagnose", "--fit", str(tmp_path / "missing.json")], "missing.json"),
+    ]
+    for argv, needle in cases:
+        rc = main(argv)
+        err = capsys.readouterr().err
+        assert rc != 0 and needle in err and err.count("\n") == 1, (argv, err)
+
+
+def test_help_is_fast_and_imports_nothing_heavy():
+    code = (
+        "import sys, benchfill.cli as c\n"
+        "try:\n    c.main(['diagnose', '--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('scipy', 'matplotlib', 'litellm', 'openai', 'benchfill.irt.map') if m in sys.modules]\n"
+        "print(heavy, file=sys.stderr)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "--responses" in r.stdout
+    assert r.stderr.strip() == "[]", r.stderr
