@@ -1,0 +1,311 @@
+"""Versioned releases of a reviewed benchmark: write, verify, diff.
+
+A release is a directory ``<root>/<benchmark>/<version>/`` that the Hugging Face
+``datasets`` library loads as it is: ``data/test.jsonl`` (original items plus the
+accepted generated ones, each row with its provenance), ``README.md`` (dataset
+card), ``CHANGELOG.md``, ``plots/`` and ``manifest.json`` (sha256 of every file).
+It is built in a temp directory and renamed into place, and never rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import select
+
+from benchfill.errors import BenchfillError, ConfigError, DataError
+from benchfill.review.board import ReviewBoard
+from benchfill.review.card import (
+    DATA_FILE,
+    PLOT_FILE,
+    changelog_entry,
+    coverage_figures,
+    dataset_card,
+    ecdf_plot,
+)
+from benchfill.review.rule import ReleaseRule
+from benchfill.schema import Item, Release
+
+MANIFEST = "manifest.json"
+SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
+    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
+)
+PROVENANCE = (
+    "origin", "ancestor_id", "gap_index", "gap_left", "gap_right", "target_z",
+    "difficulty", "difficulty_se", "z", "difficulty_source",
+    "annotated_difficulty", "annotated_se", "annotated_z", "confirmed_difficulty", "confirmed_se", "confirmed_z",
+    "probe_panel", "probe_results", "rewriter_model", "judge_model", "judge_reason", "flags", "reviews",
+    "edited", "edited_by", "original_fields", "simulated", "true_difficulty",
+    "run_id", "proposed_at", "released_in", "released_at",
+)  # fmt: skip
+
+
+@dataclass
+class ReleaseResult:
+    version: str
+    path: Path
+    n_original: int
+    n_generated: int
+    manifest_sha256: str
+
+
+@dataclass
+class ReleaseDiff:
+    a: str
+    b: str
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    changed: dict[str, list[str]] = field(default_factory=dict)  # item id -> changed item fields
+
+    def lines(self) -> list[str]:
+        out = [f"{self.a} -> {self.b}: {len(self.added)} added, {len(self.removed)} removed, {len(self.changed)} changed"]
+        out += [f"+ {i}" for i in self.added] + [f"- {i}" for i in self.removed]
+        out += [f"~ {i} ({', '.join(f)})" for i, f in self.changed.items()]
+        return out
+
+
+def semver_key(version: str) -> tuple:
+    m = SEMVER.match(version)
+    if not m:
+        raise ConfigError(f"version {version!r} is not a semantic version (X.Y.Z, e.g. 1.0.0)")
+    major, minor, patch, pre, _build = m.groups()
+    # A pre-release sorts before its release (1.0.0-rc.1 < 1.0.0), per semver.org.
+    pre_key = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split(".")) if pre else None
+    return (int(major), int(minor), int(patch), pre_key is None, pre_key or ())
+
+
+def release(
+    run_dir: str | Path,
+    version: str,
+    out: str | Path | None = None,
+    rule: ReleaseRule | None = None,
+) -> ReleaseResult:
+    """Release the run's original items plus its accepted ones as ``version``.
+
+    ``out`` is the releases root (default: ``releases/`` beside the run directory); the
+    release lands in ``<out>/<benchmark>/<version>``. An existing version is refused.
+    """
+    key = semver_key(version)
+    run_dir = Path(run_dir)
+    with ReviewBoard(run_dir, rule) as board:
+        bench = _safe_name(board.benchmark)
+        bench_dir = (Path(out) if out else run_dir.resolve().parent / "releases") / bench
+        target = bench_dir / version
+        if target.exists() or board.store.all(Release, Release.version == version):
+            raise BenchfillError(f"release {version} of {bench} already exists ({target}); versions are immutable")
+        previous = _versions(bench_dir)
+        if previous and semver_key(previous[-1]) >= key:
+            raise BenchfillError(f"version {version} is not newer than the latest release {previous[-1]} in {bench_dir}")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        rows, z_before, z_after, added = _rows(board, version, now)
+        meta = {
+            "benchmark": bench,
+            "version": version,
+            "run_id": run_dir.resolve().name,
+            "released_at": now,
+            "n_original": len(z_before),
+            "n_generated": len(added),
+            "release_rule": board.rule.describe(),
+            "release_rule_params": board.rule.to_dict(),
+            "seed": board.store.get_meta("seed"),
+            "backend": board.store.get_meta("backend"),
+            "simulated": any(r["simulated"] for r in rows),
+        }
+        before, after = coverage_figures(z_before), coverage_figures(z_after)
+        meta["coverage"] = {"before": before, "after": after}
+        entry = changelog_entry(version, now[:10], meta["run_id"], added, meta["release_rule"], before, after)
+        old_log = (bench_dir / previous[-1] / "CHANGELOG.md").read_text(encoding="utf-8") if previous else ""
+        changelog = entry + ("\n" + old_log.split("\n", 2)[2] if old_log.startswith("# Changelog") else "")
+        changelog = f"# Changelog of {bench}\n\n{changelog}"
+
+        bench_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=bench_dir, prefix=f".{version}.", suffix=".tmp"))
+        try:
+            (tmp / "data").mkdir()
+            (tmp / "plots").mkdir()
+            with (tmp / DATA_FILE).open("w", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+            ecdf_plot(z_before, z_after, tmp / PLOT_FILE, f"{bench} {version}")
+            (tmp / "CHANGELOG.md").write_text(changelog, encoding="utf-8")
+            (tmp / "README.md").write_text(dataset_card(meta, before, after, changelog.split("\n", 2)[2]), encoding="utf-8")
+            manifest = {"benchmark": bench, "version": version, "released_at": now, "data_files": [DATA_FILE],
+                        "provenance_columns": list(PROVENANCE), "files": _hashes(tmp)}  # fmt: skip
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            digest = _sha256(tmp / MANIFEST)
+            tmp.rename(target)  # atomic; fails if the version appeared meanwhile
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        with board.store.session() as s:
+            s.add(Release(version=version, path=str(target), manifest_sha256=digest))
+        top_log = bench_dir / "CHANGELOG.md"
+        tmp_log = bench_dir / ".CHANGELOG.md.tmp"
+        tmp_log.write_text(changelog, encoding="utf-8")
+        tmp_log.replace(top_log)
+        return ReleaseResult(version, target, len(z_before), len(added), digest)
+
+
+def _rows(board: ReviewBoard, version: str, now: str) -> tuple[list[dict], list[float], list[float], list[str]]:
+    from benchfill.irt.fit import IrtFit
+
+    fit_path = board.run_dir / "fit.json"
+    if not fit_path.is_file():
+        raise DataError(f"{fit_path}: the run has no IRT fit of the original benchmark")
+    fit = IrtFit.load(fit_path)
+    pos = {item_id: i for i, item_id in enumerate(fit.item_ids)}
+    z = fit.z
+    with board.store.session() as s:
+        originals = list(s.exec(select(Item).where(Item.origin == "original")))
+    if not originals:
+        raise DataError(f"{board.run_dir / 'store.db'}: no original items in the store")
+    originals.sort(key=lambda it: pos.get(it.id, len(pos)))
+    base = dict.fromkeys(PROVENANCE)
+    base.update({"probe_panel": "[]", "probe_results": "[]", "flags": "[]", "reviews": "[]", "edited": False,
+                 "simulated": False, "run_id": board.run_dir.resolve().name, "released_in": version,
+                 "released_at": now})  # fmt: skip
+    rows, z_before = [], []
+    for it in originals:
+        fields = _fields(it.id, json.loads(it.data_json))
+        row = {**fields, **base, "origin": "original", "proposed_at": None}
+        if it.id in pos:
+            i = pos[it.id]
+            row.update(difficulty=float(fit.difficulty[i]), difficulty_se=float(fit.difficulty_se[i]),
+                       z=float(z[i]), difficulty_source="irt_fit")  # fmt: skip
+            z_before.append(float(z[i]))
+        rows.append(row)
+    z_after, added = list(z_before), []
+    for item_id, res in board.outcomes().items():
+        if not res.released:
+            continue
+        rec = board.entry(item_id).record
+        ann, conf, gap = rec.get("annotated") or {}, rec.get("confirmed") or {}, rec.get("gap") or {}
+        best, source = (conf, "confirmed") if conf.get("z") is not None else (ann, "annotated")
+        fields = _fields(item_id, res.edited_fields or rec["child"])
+        reviews = [{"reviewer": d.reviewer, "decision": d.decision, "reason": d.reason,
+                    "at": d.created_at.isoformat(timespec="seconds")} for d in res.decisions]  # fmt: skip
+        row = {**fields, **base}
+        row.update(
+            origin="generated", ancestor_id=rec["ancestor_id"], gap_index=rec.get("gap_index"),
+            gap_left=gap.get("left"), gap_right=gap.get("right"), target_z=rec.get("target_z"),
+            difficulty=best.get("difficulty"), difficulty_se=best.get("se"), z=best.get("z"), difficulty_source=source,
+            annotated_difficulty=ann.get("difficulty"), annotated_se=ann.get("se"), annotated_z=ann.get("z"),
+            confirmed_difficulty=conf.get("difficulty"), confirmed_se=conf.get("se"), confirmed_z=conf.get("z"),
+            probe_panel=json.dumps(rec.get("probe_panel") or []), probe_results=json.dumps(rec.get("probe_results") or []),
+            rewriter_model=rec.get("rewriter_model"), judge_model=rec.get("judge_model"),
+            judge_reason=(rec.get("judge") or {}).get("reason"), flags=json.dumps(rec.get("flags") or []),
+            reviews=json.dumps(reviews, ensure_ascii=False), edited=res.edited_fields is not None,
+            edited_by=res.edited_by,
+            original_fields=json.dumps(rec["child"], ensure_ascii=False) if res.edited_fields else None,
+            simulated=bool(rec.get("simulated")), true_difficulty=rec.get("true_difficulty"),
+            proposed_at=rec.get("created_at"),
+        )  # fmt: skip
+        rows.append(row)
+        added.append(item_id)
+        if best.get("z") is not None:
+            z_after.append(float(best["z"]))
+    return rows, z_before, z_after, added
+
+
+def _fields(item_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+    clash = sorted(set(fields) & set(PROVENANCE))
+    if clash:
+        raise DataError(f"item '{item_id}': field(s) {', '.join(clash)} clash with release provenance columns")
+    return {**fields, "id": item_id}
+
+
+def verify_release(path: str | Path) -> list[str]:
+    """Problems found by checking a release against its manifest; empty means it verifies."""
+    path = Path(path)
+    mpath = path / MANIFEST
+    if not mpath.is_file():
+        return [f"{mpath}: missing"]
+    try:
+        listed = json.loads(mpath.read_text(encoding="utf-8"))["files"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        return [f"{mpath}: unreadable manifest ({exc.__class__.__name__})"]
+    problems = []
+    actual = _hashes(path)
+    for name, info in sorted(listed.items()):
+        if name not in actual:
+            problems.append(f"{path / name}: listed in the manifest but missing")
+        elif actual[name]["sha256"] != info.get("sha256"):
+            problems.append(f"{path / name}: sha256 differs from the manifest (modified)")
+    problems += [f"{path / n}: not in the manifest (added)" for n in sorted(set(actual) - set(listed))]
+    return problems
+
+
+def diff_releases(a: str | Path, b: str | Path) -> ReleaseDiff:
+    """Items added, removed and changed (by item fields, not provenance) from release ``a`` to ``b``."""
+    ra, rb = _load_rows(Path(a)), _load_rows(Path(b))
+    d = ReleaseDiff(a=_version_of(Path(a)), b=_version_of(Path(b)))
+    d.added = [i for i in rb if i not in ra]
+    d.removed = [i for i in ra if i not in rb]
+    for i in ra.keys() & rb.keys():
+        fa = {k: v for k, v in ra[i].items() if k not in PROVENANCE}
+        fb = {k: v for k, v in rb[i].items() if k not in PROVENANCE}
+        changed = sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
+        if changed:
+            d.changed[i] = changed
+    d.changed = dict(sorted(d.changed.items()))
+    return d
+
+
+def _load_rows(path: Path) -> dict[str, dict]:
+    data = path / DATA_FILE
+    if not data.is_file():
+        raise DataError(f"{path}: not a benchfill release (no {DATA_FILE})")
+    rows = {}
+    with data.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                raise DataError(f"{data} line {n}: not valid JSON") from None
+            rows[str(row.get("id"))] = row
+    return rows
+
+
+def _version_of(path: Path) -> str:
+    try:
+        return json.loads((path / MANIFEST).read_text(encoding="utf-8"))["version"]
+    except (OSError, json.JSONDecodeError, KeyError):
+        return path.name
+
+
+def _versions(bench_dir: Path) -> list[str]:
+    if not bench_dir.is_dir():
+        return []
+    found = [p.name for p in bench_dir.iterdir() if p.is_dir() and SEMVER.match(p.name)]
+    return sorted(found, key=semver_key)
+
+
+def _hashes(root: Path) -> dict[str, dict[str, Any]]:
+    return {
+        p.relative_to(root).as_posix(): {"sha256": _sha256(p), "bytes": p.stat().st_size}
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _safe_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise ConfigError(f"benchmark name {name!r} cannot name a release directory")
+    return name

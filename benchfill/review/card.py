@@ -1,0 +1,124 @@
+"""The parts of a release meant for people: the dataset card, the ECDF plot, the changelog.
+
+The card's YAML header is what the Hugging Face ``datasets`` library reads
+(``configs:`` names the data files); the body carries the coverage figures
+before and after the release's new items.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+DATA_FILE = "data/test.jsonl"
+PLOT_FILE = "plots/ecdf_before_after.png"
+
+
+def coverage_figures(z: list[float]) -> dict[str, float | int]:
+    """DDM (uniform target), max gap and top-5 gap sum of normalized difficulties (benchfill.coverage)."""
+    from benchfill.coverage import ddm, max_gap, top_k_gap_sum
+
+    return {
+        "items": len(z),
+        "ddm": round(ddm(z), 4),
+        "max_gap": round(max_gap(z), 4),
+        "top5_gap_sum": round(top_k_gap_sum(z, 5), 4),
+        "outside_range": sum(1 for v in z if v < 0 or v > 1),
+    }
+
+
+def ecdf_plot(before: list[float], after: list[float], path: Path, title: str) -> None:
+    """Step ECDFs of z before and after, new items marked on the axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    for z, label, style in ((before, "before", "--"), (after, "after", "-")):
+        xs = sorted(z)
+        ys = [(i + 1) / len(xs) for i in range(len(xs))]
+        ax.step([min(0.0, xs[0])] + xs, [0.0] + ys, where="post", linestyle=style, label=f"{label} (n={len(xs)})")
+    new = sorted(set(after) - set(before))
+    ax.plot(new, [0.0] * len(new), "|", markersize=14, color="C3", label="new items")
+    ax.plot([0, 1], [0, 1], ":", color="grey", linewidth=0.8, label="uniform")
+    ax.set_xlabel("normalized difficulty z")
+    ax.set_ylabel("ECDF")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    # No timestamp in the PNG metadata: the same release content gives the same bytes.
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+
+
+def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str) -> str:
+    import yaml
+
+    header = {
+        "pretty_name": f"{meta['benchmark']} {meta['version']} (benchfill)",
+        "tags": ["benchfill", "difficulty", "irt"],
+        "configs": [{"config_name": "default", "data_files": [{"split": "test", "path": DATA_FILE}]}],
+        "benchfill": meta,
+    }
+    rows = "\n".join(
+        f"| {name} | {before[key]} | {after[key]} |"
+        for name, key in (
+            ("items", "items"),
+            ("DDM (uniform)", "ddm"),
+            ("max gap", "max_gap"),
+            ("top-5 gap sum", "top5_gap_sum"),
+            ("outside [0, 1]", "outside_range"),
+        )
+    )
+    sim = (
+        "\n> Difficulties of new items in this release come from a **simulated** backend.\n"
+        if meta.get("simulated")
+        else ""
+    )
+    return f"""---
+{yaml.safe_dump(header, sort_keys=False, allow_unicode=True).rstrip()}
+---
+
+# {meta["benchmark"]} {meta["version"]}
+
+The original {meta["benchmark"]} items ({meta["n_original"]}) plus {meta["n_generated"]} generated item(s)
+accepted in human review ({meta["release_rule"]}). Made by benchfill from run `{meta["run_id"]}`.
+{sim}
+## Coverage of the difficulty axis
+
+Normalized IRT difficulty z on the original benchmark's scale (0 = easiest original item,
+1 = hardest). New items are placed by their confirmed difficulty where there is one, else the annotated one.
+
+| figure | before | after |
+| --- | --- | --- |
+{rows}
+
+![ECDF of z before and after]({PLOT_FILE})
+
+## Provenance columns
+
+Every row of `{DATA_FILE}` carries the benchmark's own fields and:
+`origin` (original or generated), `ancestor_id`, `gap_index`, `gap_left`, `gap_right`, `target_z`,
+`difficulty`, `difficulty_se`, `z`, `difficulty_source`, `annotated_*`, `confirmed_*`,
+`probe_panel`, `probe_results`, `rewriter_model`, `judge_model`, `judge_reason`, `flags`, `reviews`,
+`edited`, `edited_by`, `original_fields`, `simulated`, `true_difficulty`, `run_id`, `proposed_at`,
+`released_in`, `released_at`. Lists and objects are JSON-encoded strings.
+
+`manifest.json` holds the sha256 of every file; check it with `benchfill release verify DIR`.
+
+## Changelog
+
+{changelog}
+"""
+
+
+def changelog_entry(version: str, date: str, run_id: str, added: list[str], rule: str, before: dict, after: dict) -> str:
+    ids = ", ".join(f"`{i}`" for i in added) if added else "none"
+    return (
+        f"### {version} ({date})\n\n"
+        f"- {len(added)} generated item(s) added from run `{run_id}`: {ids}\n"
+        f"- release rule: {rule}\n"
+        f"- max gap {before['max_gap']} -> {after['max_gap']}, "
+        f"top-5 gap sum {before['top5_gap_sum']} -> {after['top5_gap_sum']}\n"
+    )

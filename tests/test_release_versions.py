@@ -1,0 +1,108 @@
+"""Releases: datasets loads them with provenance, manifests verify, versions are immutable, diffs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_review_support import CHILD_IDS, make_run
+
+from benchfill.errors import BenchfillError, ConfigError
+from benchfill.release import diff_releases, release, semver_key, verify_release
+from benchfill.review import ReleaseRule, ReviewBoard
+from benchfill.schema import Release
+
+
+def _review(run):
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+        b.decide(CHILD_IDS[0], "bob", "accept")
+        b.decide(CHILD_IDS[1], "ann", "reject", reason="two answers fit")
+        b.decide(CHILD_IDS[2], "bob", "edit", text="Edited: find x.", answer="12")
+        b.decide(CHILD_IDS[3], "ann", "accept")
+        b.decide(CHILD_IDS[3], "bob", "reject", reason="near duplicate of its parent")
+
+
+def test_release_loads_with_datasets_and_carries_provenance(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    _review(run)
+    res = release(run, "1.0.0")
+    assert res.path == tmp_path / "releases" / "aime24" / "1.0.0"
+    assert (res.n_original, res.n_generated) == (30, 2)
+    assert verify_release(res.path) == []
+
+    import datasets
+
+    ds = datasets.load_dataset(str(res.path), split="test")
+    assert ds.num_rows == 32
+    gen = {r["id"]: r for r in ds if r["origin"] == "generated"}
+    assert set(gen) == {CHILD_IDS[0], CHILD_IDS[2]}
+    edited = gen[CHILD_IDS[2]]
+    assert edited["problem"] == "Edited: find x." and edited["answer"] == "12" and edited["edited"]
+    assert json.loads(edited["original_fields"])["problem"].startswith("<script>")  # original kept
+    acc = gen[CHILD_IDS[0]]
+    assert acc["ancestor_id"] and acc["gap_left"] < acc["target_z"] < acc["gap_right"]
+    assert acc["difficulty_source"] == "confirmed" and acc["difficulty_se"] == 0.3
+    assert json.loads(acc["probe_panel"]) == ["p0", "p1", "p2"]
+    assert {r["reviewer"] for r in json.loads(acc["reviews"])} == {"ann", "bob"}
+    assert acc["rewriter_model"] == "sim/rewriter" and acc["simulated"]
+    orig = next(r for r in ds if r["origin"] == "original")
+    assert orig["ancestor_id"] is None and orig["difficulty_source"] == "irt_fit"
+    card = (res.path / "README.md").read_text()
+    assert "max gap" in card and "plots/ecdf_before_after.png" in card and "simulated" in card
+    assert (res.path / "plots" / "ecdf_before_after.png").read_bytes()[:4] == b"\x89PNG"
+    with ReviewBoard(run) as b:
+        assert [r.version for r in b.store.all(Release)] == ["1.0.0"]
+
+
+def test_release_rule_is_configurable(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    _review(run)
+    strict = release(run, "1.0.0", rule=ReleaseRule(min_accepts=2))  # only item 0 has two accepts
+    assert strict.n_generated == 1
+    lenient = release(run, "1.1.0", rule=ReleaseRule(min_accepts=1, max_rejects=1))
+    assert lenient.n_generated == 3
+    d = diff_releases(strict.path, lenient.path)
+    assert (d.a, d.b) == ("1.0.0", "1.1.0")
+    assert d.added == [CHILD_IDS[2], CHILD_IDS[3]] and d.removed == [] and d.changed == {}
+    log = (lenient.path / "CHANGELOG.md").read_text()
+    assert log.index("### 1.1.0") < log.index("### 1.0.0")  # appended across versions, newest first
+    assert (tmp_path / "releases" / "aime24" / "CHANGELOG.md").read_text() == log
+
+
+def test_existing_version_is_refused_and_nothing_changes(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    _review(run)
+    first = release(run, "1.0.0")
+    before = {p: p.read_bytes() for p in first.path.rglob("*") if p.is_file()}
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[1], "cy", "accept")
+    with pytest.raises(BenchfillError, match="release 1.0.0 of aime24 already exists"):
+        release(run, "1.0.0", rule=ReleaseRule(max_rejects=5))
+    with pytest.raises(BenchfillError, match="not newer than the latest release 1.0.0"):
+        release(run, "0.9.0")
+    with pytest.raises(ConfigError, match="not a semantic version"):
+        release(run, "v1.1")
+    after = {p: p.read_bytes() for p in first.path.rglob("*") if p.is_file()}
+    assert after == before
+    assert sorted(p.name for p in first.path.parent.iterdir()) == ["1.0.0", "CHANGELOG.md"]  # no temp left
+
+
+def test_tampering_is_detected_by_the_manifest(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    _review(run)
+    path = release(run, "1.0.0").path
+    data = path / "data" / "test.jsonl"
+    text = data.read_text()
+    data.write_text(text.replace('"answer": "12"', '"answer": "13"', 1))
+    (path / "notes.txt").write_text("hand-added")
+    problems = verify_release(path)
+    assert any("test.jsonl: sha256 differs" in p for p in problems)
+    assert any("notes.txt: not in the manifest" in p for p in problems)
+    (path / "plots" / "ecdf_before_after.png").unlink()
+    assert any("ecdf_before_after.png: listed in the manifest but missing" in p for p in verify_release(path))
+
+
+def test_semver_ordering():
+    assert semver_key("1.0.0-rc.1") < semver_key("1.0.0") < semver_key("1.0.1") < semver_key("1.10.0")
+    assert semver_key("1.0.0-alpha") < semver_key("1.0.0-alpha.1") < semver_key("1.0.0-beta")
