@@ -46,6 +46,7 @@ class Child:
     true_difficulty: float | None = None
     true_z: float | None = None
     near_duplicate: dict[str, Any] | None = None
+    confirmation: Annotation | None = None  # fresh rollouts on the selected child
 
     @property
     def valid(self) -> bool:

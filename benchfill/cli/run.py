@@ -1,0 +1,63 @@
+"""``benchfill run``: fill a benchmark's largest coverage gaps (one BenchFill search per gap)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "run", help="fill the K largest difficulty gaps of a benchmark",
+        description="Load a benchmark, fit IRT, find its K largest gaps, fill each with a searched item, "
+                    "and write runs/<run-id>/ (store, report, plots, review queue). Rerun to resume.",
+    )
+    p.add_argument("--benchmark", help="a registered benchmark name, or 'demo' (built in, offline)")
+    p.add_argument("--items", help="items JSONL of any other benchmark (with --spec)")
+    p.add_argument("--responses", help="a response matrix (model,item_id,correct,trials); else probe rollouts")
+    p.add_argument("--spec", help="benchmark spec file (TOML/YAML/JSON) for --items")
+    p.add_argument("--data-dir", help="local data directory (default $BENCHFILL_DATA_DIR)")
+    p.add_argument("--gaps", type=int, default=3, help="number of largest gaps to fill (default 3)")
+    p.add_argument("--strategy", default="benchfill", choices=("benchfill", "baseline", "oracle"))
+    p.add_argument("--annotation", default="adaptive", choices=("adaptive", "fixed"),
+                   help="rollout protocol for annotation (default adaptive; fixed is the paper's)")
+    p.add_argument("--no-confirm", dest="confirm", action="store_false",
+                   help="skip re-annotating each selected item with fresh rollouts")
+    p.add_argument("--backend", choices=("sim", "openai"),
+                   help="sim: the simulated world in-process; openai: endpoints from --config "
+                        "(default: openai when --config is given, else sim)")
+    p.add_argument("--config", help="config file (TOML/YAML): probe panel, rewriter, judge")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=8, help="T, at most this many rounds per gap")
+    p.add_argument("--parents", type=int, default=4, help="R, parents per round")
+    p.add_argument("--children", type=int, default=4, help="C, children per parent")
+    p.add_argument("--references", type=int, default=16, help="L, reference list size")
+    p.add_argument("--tolerance", type=float, default=0.01, help="early stop on the normalized scale")
+    p.add_argument("--rounds-matched", type=int, help="baseline: rounds of budget to match (default --rounds)")
+    p.add_argument("--near-duplicate", type=float, default=90.0, help="similarity (0-100) that flags a child")
+    p.add_argument("--sim-probes", type=int, default=12, help="sim backend: number of probe models")
+    p.add_argument("--sim-latency-ms", type=float, default=0.0, help="sim backend: per-request latency")
+    p.add_argument("--runs-dir", help="where run directories go (default $BENCHFILL_RUNS_DIR or ./runs)")
+    p.add_argument("--run-id", help="name of the run directory (default: derived from the arguments)")
+    p.add_argument("--quiet", dest="progress", action="store_false", help="no progress on stderr")
+    p.add_argument("--dry-run", action="store_true", help="print the planned model calls and rollouts; run nothing")
+    p.set_defaults(func=handle)
+
+
+def options(args: argparse.Namespace):
+    from benchfill.run import RunOptions
+
+    keys = RunOptions.__dataclass_fields__
+    return RunOptions(**{k: v for k, v in vars(args).items() if k in keys})
+
+
+def handle(args: argparse.Namespace) -> int:
+    from benchfill import run as run_mod
+
+    opts = options(args)
+    if args.dry_run:
+        for key, value in run_mod.dry_run(opts).items():
+            print(f"{key}: {value}")
+        return 0
+    run_dir = run_mod.run(opts)
+    print(run_dir)
+    return 0

@@ -1,0 +1,247 @@
+"""What a run hands over: report.json, report.md, the plots and the review queue.
+
+Every file is written to a temporary name and renamed, so a killed run never
+leaves half a report. Figures follow the paper: ECDF before and after with the
+filled gaps shaded (Figure 5) and target deviation per round (Figure 8).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results, oracle_z, backend: dict,
+                 matrix_source: str) -> dict[str, Any]:
+    from benchfill.coverage import max_gap, top_k_gap_sum
+
+    k = opts.gaps
+    z = np.asarray(fit.z, dtype=float)
+    simulated = bool(backend.get("simulated"))
+    records = [_gap_record(r, fit) for r in results]
+    if oracle_z is not None:
+        added = list(oracle_z)
+        records = [{"gap_index": i, "target_z": v, "chosen_id": None, "annotated_z": v, "strategy": "oracle"}
+                   for i, v in enumerate(added)]
+    else:
+        added = [r["annotated_z"] for r in records if r["annotated_z"] is not None]
+    after = np.concatenate([z, added]) if added else z
+    rep: dict[str, Any] = {
+        "run_id": run_id,
+        "benchmark": bench.spec.name,
+        "simulated": simulated,
+        "backend": backend,
+        "strategy": opts.strategy,
+        "annotation": opts.annotation,
+        "seed": opts.seed,
+        "responses": matrix_source,
+        "n_items": int(z.size),
+        "gaps_filled": len(added),
+        "top_k": k,
+        "top_k_sum_before": top_k_gap_sum(z, k),
+        "top_k_sum_after": top_k_gap_sum(after, k),
+        "max_gap_before": max_gap(z),
+        "max_gap_after": max_gap(after),
+        "gaps_before": [{"left": g.left, "right": g.right, "width": g.width,
+                         "left_item": g.left_item, "right_item": g.right_item} for g in gaps],
+        "gaps": records,
+        "spend": _total_spend(results),
+    }
+    rep["top_k_reduction"] = 1 - rep["top_k_sum_after"] / rep["top_k_sum_before"] if rep["top_k_sum_before"] else 0.0
+    confirmed = [r["confirmed_z"] for r in records if r.get("confirmed_z") is not None]
+    if confirmed:
+        rep["top_k_sum_after_confirmed"] = top_k_gap_sum(np.concatenate([z, confirmed]), k)
+    devs = [r["deviation"] for r in records if r.get("deviation") is not None]
+    rep["target_deviation"] = float(np.mean(devs)) if devs else None
+    if simulated:
+        true_devs = [r["true_deviation"] for r in records if r.get("true_deviation") is not None]
+        rep["true_target_deviation (simulated)"] = float(np.mean(true_devs)) if true_devs else None
+        true_z = [r["true_z"] for r in records if r.get("true_z") is not None]
+        if true_z:
+            rep["top_k_sum_after_true (simulated)"] = top_k_gap_sum(np.concatenate([z, true_z]), k)
+    _write(run_dir / "report.json", json.dumps(rep, indent=1, default=_jsonable))
+    _write(run_dir / "report.md", _markdown(rep))
+    _write(run_dir / "review_queue.jsonl", "".join(
+        json.dumps(q, default=_jsonable) + "\n" for q in _review_records(results, opts, run_id, bench, fit, backend)
+    ))
+    _plots(run_dir / "plots", z, after, gaps, results, rep)
+    return rep
+
+
+def _gap_record(r, fit) -> dict[str, Any]:
+    c = r.chosen
+    rec: dict[str, Any] = {
+        "gap_index": r.gap_index, "left": r.left, "right": r.right, "width": r.right - r.left,
+        "target_z": r.target_z, "strategy": r.strategy, "rounds_used": r.rounds_used, "spend": r.spend.to_dict(),
+        "children": len(r.children), "valid_children": sum(ch.valid for ch in r.children),
+        "chosen_id": None, "annotated_z": None, "status": "failed" if c is None else "filled",
+        "deviation_by_round": {str(t): v for t, v in sorted(r.deviations_by_round.items())},
+    }
+    if c is None:
+        return rec
+    a = c.annotation
+    rec.update({
+        "chosen_id": c.item_id, "parent_id": c.parent_id, "ancestor_id": c.ancestor_id, "round": c.round,
+        "annotated_z": a.z, "annotated_difficulty": a.difficulty, "annotated_se": a.se, "annotated_z_se": a.z_se,
+        "deviation": abs(a.z - r.target_z), "flags": c.flags, "annotation_rollouts": a.rollouts,
+    })
+    if c.confirmation is not None:
+        k = c.confirmation
+        rec.update({"confirmed_z": k.z, "confirmed_difficulty": k.difficulty, "confirmed_se": k.se,
+                    "confirmed_deviation": abs(k.z - r.target_z)})
+    if c.true_z is not None:
+        rec.update({"true_z": c.true_z, "true_deviation": abs(c.true_z - r.target_z)})
+    return rec
+
+
+def _total_spend(results) -> dict[str, int]:
+    tot: dict[str, int] = {}
+    for r in results:
+        for key, v in r.spend.to_dict().items():
+            tot[key] = tot.get(key, 0) + v
+    return tot
+
+
+def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str, Any]]:
+
+    z = np.sort(np.asarray(fit.z, dtype=float))
+    out = []
+    items = {it["id"]: it for it in bench.items}
+    for r in results:
+        c = r.chosen
+        if c is None:
+            continue
+        a, k = c.annotation, c.confirmation
+        out.append({
+            "item_id": c.item_id, "run_id": run_id, "benchmark": bench.spec.name, "gap_index": r.gap_index,
+            "gap": {"left": r.left, "right": r.right},
+            "ancestor_id": c.ancestor_id, "ancestor": items.get(c.ancestor_id), "child": c.item,
+            "text_field": bench.spec.text_field, "answer_field": bench.spec.answer_field,
+            "target_z": r.target_z,
+            "annotated": {"difficulty": a.difficulty, "se": a.se, "z": a.z},
+            "confirmed": None if k is None else {"difficulty": k.difficulty, "se": k.se, "z": k.z},
+            "ecdf_position": float(np.searchsorted(z, a.z) / max(z.size, 1)),
+            "probe_results": (k or a).results,
+            "judge": {"valid": c.verdict.valid, "reason": c.verdict.reason, "model": c.verdict.model},
+            "rewriter_model": backend.get("rewriter_model"), "judge_model": backend.get("judge_model"),
+            "probe_panel": backend.get("probe_panel"),
+            "flags": c.flags, "near_duplicate": c.near_duplicate,
+            "simulated": bool(backend.get("simulated")),
+            "true_difficulty": c.true_difficulty if backend.get("simulated") else None,
+            "created_at": datetime.now(UTC).isoformat(),
+        })
+    return out
+
+
+def _markdown(rep: dict[str, Any]) -> str:
+    lines = []
+    if rep["simulated"]:
+        lines.append("**SIMULATED RUN**: every model here is the simulated world (backend sim); no real LLM was called.")
+    else:
+        lines.append(f"Run against real endpoints (backend {rep['backend']['backend']}).")
+    lines += [
+        "", f"# benchfill run {rep['run_id']}", "",
+        f"Benchmark **{rep['benchmark']}** ({rep['n_items']} items, responses: {rep['responses']}); "
+        f"strategy **{rep['strategy']}**, annotation **{rep['annotation']}**, seed {rep['seed']}.", "",
+        "| metric | before | after |", "| --- | --- | --- |",
+        f"| max gap | {rep['max_gap_before']:.4f} | {rep['max_gap_after']:.4f} |",
+        f"| top-{rep['top_k']} gap sum | {rep['top_k_sum_before']:.4f} | {rep['top_k_sum_after']:.4f} |",
+        "", f"Top-{rep['top_k']} reduction: **{100 * rep['top_k_reduction']:.1f}%** (annotated difficulties).",
+    ]
+    if rep.get("top_k_sum_after_confirmed") is not None:
+        lines.append(f"With confirmed difficulties: top-{rep['top_k']} sum {rep['top_k_sum_after_confirmed']:.4f}.")
+    if rep.get("top_k_sum_after_true (simulated)") is not None:
+        lines.append(f"With the world's true difficulties (simulated): top-{rep['top_k']} sum "
+                     f"{rep['top_k_sum_after_true (simulated)']:.4f}.")
+    lines += ["", "## Gaps before", "", "| # | left | right | width | between |", "| --- | --- | --- | --- | --- |"]
+    for i, g in enumerate(rep["gaps_before"]):
+        lines.append(f"| {i} | {g['left']:.4f} | {g['right']:.4f} | {g['width']:.4f} | "
+                     f"{g['left_item']} / {g['right_item']} |")
+    lines += ["", "## Per gap", "", "| gap | target | chosen (ancestor) | annotated z ± se | confirmed z | "
+              "true z (sim) | rounds | rollouts | model calls | flags |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rep["gaps"]:
+        if r.get("chosen_id") is None and rep["strategy"] != "oracle":
+            lines.append(f"| {r['gap_index']} | {r['target_z']:.4f} | no valid child | | | | "
+                         f"{r.get('rounds_used', '')} | {r['spend']['rollouts']} | {r['spend']['model_calls']} | |")
+            continue
+        sp = r.get("spend", {})
+        lines.append(
+            f"| {r['gap_index']} | {r['target_z']:.4f} | {r.get('chosen_id')} ({r.get('ancestor_id', '')}) | "
+            f"{r['annotated_z']:.4f} ± {r.get('annotated_z_se', 0):.4f} | {_f(r.get('confirmed_z'))} | "
+            f"{_f(r.get('true_z'))} | {r.get('rounds_used', '')} | {sp.get('rollouts', 0)} | "
+            f"{sp.get('model_calls', 0)} | {', '.join(r.get('flags', []))} |")
+    lines += ["", "Plots: `plots/ecdf_before_after.png`, `plots/target_deviation.png`. "
+              "Review queue: `review_queue.jsonl`.", ""]
+    return "\n".join(lines)
+
+
+def _f(v) -> str:
+    return "" if v is None else f"{v:.4f}"
+
+
+def _plots(folder: Path, before: np.ndarray, after: np.ndarray, gaps, results, rep) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for g in gaps:
+        ax.axvspan(g.left, g.right, color="grey", alpha=0.2)
+    for data, label, color in ((before, "before", "tab:orange"), (after, "after", "tab:blue")):
+        x = np.sort(data)
+        ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", label=label, color=color)
+    ax.plot([0, 1], [0, 1], ls="--", color="black", lw=0.8, label="uniform")
+    ax.set_xlabel("normalized difficulty z")
+    ax.set_ylabel("ECDF")
+    ax.set_title(f"{rep['benchmark']}: max gap {rep['max_gap_before']:.3f} -> {rep['max_gap_after']:.3f}"
+                 + (" (simulated)" if rep["simulated"] else ""))
+    ax.legend(loc="lower right")
+    _savefig(fig, folder / "ecdf_before_after.png")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in results:
+        by_round = r.deviations_by_round
+        for t, devs in by_round.items():
+            ax.scatter([t] * len(devs), [10 * d for d in devs], s=8, color="tab:blue", alpha=0.4)
+        if by_round:
+            ts = sorted(by_round)
+            ax.errorbar(ts, [10 * np.mean(by_round[t]) for t in ts], [10 * np.std(by_round[t]) for t in ts],
+                        marker="o", label=f"gap {r.gap_index}")
+    ax.set_xlabel("round")
+    ax.set_ylabel("|z - target| x 10")
+    ax.set_title("target deviation per round" + (" (simulated)" if rep["simulated"] else ""))
+    if results:
+        ax.legend()
+    _savefig(fig, folder / "target_deviation.png")
+    plt.close(fig)
+
+
+def _savefig(fig, path: Path) -> None:
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    os.replace(tmp, path)
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _jsonable(o: Any):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, datetime):
+        return o.isoformat()
+    return str(o)

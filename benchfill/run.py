@@ -1,0 +1,257 @@
+"""One run end to end: benchmark -> responses -> IRT fit -> gaps -> one search per gap -> report.
+
+The run directory ``runs/<run-id>/`` holds the store, the fit, the report, the
+plots and the review queue. The run id is a hash of the arguments that decide
+the result, so running the same command again finds the same directory; every
+model call is cached in the store under a hash of its request and every random
+choice is keyed by (seed, gap, round, parent, child), so a rerun after a kill
+replays the completed work from the cache and repeats no paid call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchfill.errors import ConfigError
+
+BACKENDS = ("sim", "openai")
+
+
+@dataclass
+class RunOptions:
+    benchmark: str | None = "demo"
+    items: str | None = None
+    responses: str | None = None
+    spec: str | None = None
+    data_dir: str | None = None
+    gaps: int = 3
+    strategy: str = "benchfill"
+    annotation: str = "adaptive"
+    confirm: bool = True
+    backend: str | None = None  # default: openai when --config gives a probe panel, else sim
+    config: str | None = None
+    seed: int = 0
+    rounds: int = 8
+    parents: int = 4
+    children: int = 4
+    references: int = 16
+    tolerance: float = 0.01
+    rounds_matched: int | None = None  # baseline: T_g to match (default: rounds)
+    near_duplicate: float = 90.0
+    sim_probes: int = 12
+    sim_latency_ms: float = 0.0
+    runs_dir: str | None = None
+    run_id: str | None = None
+    progress: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def resolved_backend(self) -> str:
+        if self.backend:
+            if self.backend not in BACKENDS:
+                raise ConfigError(f"--backend: unknown backend {self.backend!r} (choose from {', '.join(BACKENDS)})")
+            return self.backend
+        return "openai" if self.config else "sim"
+
+    def identity(self) -> dict[str, Any]:
+        """The arguments that decide the result (not where it is written, not how it is shown)."""
+        d = asdict(self)
+        for k in ("runs_dir", "run_id", "progress", "data_dir"):
+            d.pop(k)
+        d["backend"] = self.resolved_backend()
+        return d
+
+
+def run_id_for(opts: RunOptions) -> str:
+    if opts.run_id:
+        return opts.run_id
+    digest = hashlib.sha256(json.dumps(opts.identity(), sort_keys=True).encode()).hexdigest()[:10]
+    name = opts.benchmark or Path(opts.items or "custom").stem
+    return f"{name}-{opts.strategy}-{digest}"
+
+
+def runs_root(opts: RunOptions) -> Path:
+    return Path(opts.runs_dir or os.environ.get("BENCHFILL_RUNS_DIR") or "runs")
+
+
+
+
+def run(opts: RunOptions) -> Path:
+    """Do (or resume) the run; return its directory."""
+    return asyncio.run(execute(opts))
+
+
+async def execute(opts: RunOptions) -> Path:
+    import numpy as np
+
+    from benchfill import coverage
+    from benchfill.report import write_report
+    from benchfill.search import STRATEGIES, NearDuplicateIndex, oracle_fill
+    from benchfill.search.traffic import open_backend
+    from benchfill.store import Store
+
+    if opts.strategy not in STRATEGIES:
+        raise ConfigError(f"--strategy: unknown strategy {opts.strategy!r} (choose from {', '.join(STRATEGIES)})")
+    if opts.gaps < 1:
+        raise ConfigError(f"--gaps must be at least 1, got {opts.gaps}")
+    bench = load_benchmark(opts)
+    items = bench.items
+    run_dir = runs_root(opts) / run_id_for(opts)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    show = progress_printer(opts.progress)
+    store = Store(run_dir / "store.db")
+    try:
+        _record_originals(store, items)
+        async with open_backend(opts, bench, store, run_dir) as backend:
+            fit, matrix_source = await backend.fit_benchmark()
+            z = np.asarray(fit.z, dtype=float)
+            ids = list(fit.item_ids)
+            store.set_meta("benchmark", bench.spec.model_dump(mode="json"))
+            store.set_meta("seed", opts.seed)
+            store.set_meta("config", backend.config.redacted())
+            store.set_meta("backend", backend.name)
+            store.set_meta("strategy", opts.strategy)
+            store.set_meta("options", opts.identity())
+            store.set_meta("fit", fit.to_dict())
+            fit.save(run_dir / "fit.json")
+            chosen_gaps = coverage.gaps(z, k=opts.gaps, item_ids=ids)
+            by_id = {it["id"]: it for it in items}
+            gap_items = {i: by_id[i] for i in ids if i in by_id}
+            z_of = {i: float(v) for i, v in zip(ids, z, strict=True) if i in by_id}
+            if opts.strategy == "oracle":
+                results, oracle_z = [], oracle_fill(z, opts.gaps)
+            else:
+                oracle_z = None
+                text_field = bench.spec.text_field
+                dup = NearDuplicateIndex({i: str(it.get(text_field, "")) for i, it in gap_items.items()},
+                                         opts.near_duplicate)
+                results = await asyncio.gather(*(
+                    backend.search_gap(g, gap, gap_items, z_of, dup, show) for g, gap in enumerate(chosen_gaps)
+                ))
+                if opts.confirm:
+                    await asyncio.gather(*(backend.confirm(r) for r in results if r.chosen is not None))
+                for r in results:
+                    _record_gap_done(store, r)
+        write_report(run_dir, opts=opts, run_id=run_id_for(opts), bench=bench, fit=fit, gaps=chosen_gaps,
+                     results=results, oracle_z=oracle_z, backend=backend.summary(), matrix_source=matrix_source)
+    finally:
+        store.close()
+    return run_dir
+
+
+def load_benchmark(opts: RunOptions):
+    from benchfill.benchmarks import custom_benchmark, get_benchmark
+
+    if opts.items or opts.spec:
+        if not (opts.items and opts.spec):
+            raise ConfigError("a custom benchmark needs both --items and --spec")
+        return custom_benchmark(opts.items, opts.spec, opts.responses)
+    if not opts.benchmark:
+        raise ConfigError("name a benchmark (--benchmark NAME) or give --items and --spec")
+    bench = get_benchmark(opts.benchmark, opts.data_dir)
+    if opts.responses:
+        from benchfill.errors import DataError
+
+        if not Path(opts.responses).is_file():
+            raise DataError(f"{opts.responses}: responses file not found")
+        bench.responses_path = Path(opts.responses)
+    return bench
+
+
+def progress_printer(enabled: bool):
+    def show(msg: str) -> None:
+        if enabled:
+            print(msg, file=sys.stderr, flush=True)
+
+    return show
+
+
+def planned_budget(opts: RunOptions, n_items: int, probe_trials: list[int], have_responses: bool) -> dict[str, Any]:
+    """The most a run can spend (``--dry-run``); early stops and the adaptive protocol spend less."""
+    per_child = sum(probe_trials)
+    if opts.strategy == "oracle":
+        children = 0
+    elif opts.strategy == "baseline":
+        children = opts.parents * opts.children * (opts.rounds_matched or opts.rounds)
+    else:
+        children = opts.rounds * opts.parents * opts.children
+    bench_rollouts = 0 if have_responses else n_items * per_child
+    out = {
+        "gaps": opts.gaps,
+        "rewriter_calls": opts.gaps * children,
+        "judge_calls": opts.gaps * children,
+        "benchmark_probe_requests": 0 if have_responses else n_items * len(probe_trials),
+        "benchmark_rollouts": bench_rollouts,
+        "annotation_rollouts_max": opts.gaps * children * per_child,
+        "confirmation_rollouts": opts.gaps * per_child if opts.confirm and children else 0,
+    }
+    out["model_calls_max"] = out["rewriter_calls"] + out["judge_calls"]
+    out["rollouts_max"] = bench_rollouts + out["annotation_rollouts_max"] + out["confirmation_rollouts"]
+    return out
+
+
+def _record_originals(store, items: list[dict[str, Any]]) -> None:
+    from benchfill.schema import Item
+
+    with store.session() as s:
+        have = {row for row in s.exec(_select_ids(Item))}
+        for it in items:
+            if it["id"] not in have:
+                s.add(Item(id=it["id"], origin="original", data_json=json.dumps(it)))
+
+
+def _select_ids(table):
+    from sqlmodel import select
+
+    return select(table.id)
+
+
+def _record_gap_done(store, result) -> None:
+    from benchfill.schema import Candidate, GapState
+
+    with store.session() as s:
+        state = s.get(GapState, result.gap_index)
+        if state is None:
+            state = GapState(gap_index=result.gap_index, left=result.left, right=result.right, target_z=result.target_z)
+        state.status = "done"
+        state.rounds_used = result.rounds_used
+        state.chosen_id = result.chosen.item_id if result.chosen else None
+        state.state_json = json.dumps({"memory": result.memory, "spend": result.spend.to_dict()})
+        s.add(state)
+        if result.chosen is not None:
+            row = s.get(Candidate, result.chosen.item_id)
+            if row is not None:
+                row.status = "selected"
+                a = result.chosen.confirmation
+                if a is not None:
+                    row.confirmed_difficulty, row.confirmed_se, row.confirmed_z = a.difficulty, a.se, a.z
+                s.add(row)
+
+
+def dry_run(opts: RunOptions) -> dict[str, Any]:
+    """The plan without any model call: the benchmark is read, nothing is written."""
+    bench = load_benchmark(opts)
+    if opts.resolved_backend() == "sim":
+        trials, names = [8] * opts.sim_probes, None
+    else:
+        from benchfill.config import load_config
+        from benchfill.search.traffic import _require_panel
+
+        cfg = load_config(opts.config)
+        _require_panel(cfg, opts.config)
+        trials, names = [p.trials for p in cfg.probes], {p.name for p in cfg.probes}
+    # The panel's own rollouts on every item are needed unless the given matrix already holds it.
+    have = False
+    if names and bench.responses_path is not None:
+        from benchfill.data import read_responses
+
+        have = names <= set(read_responses(bench.responses_path, items=bench.items).models)
+    out = {"run_id": run_id_for(opts), "backend": opts.resolved_backend(), "strategy": opts.strategy}
+    out.update(planned_budget(opts, len(bench.items), trials, have))
+    return out

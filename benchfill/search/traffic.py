@@ -1,0 +1,326 @@
+"""The search's services bound to real model traffic, and the backend a run talks to.
+
+Rewriter and judge go through ``benchfill.llm`` (litellm), probe rollouts through
+``benchfill.probes`` (the openai SDK); both cache every completed call in the
+run's store. The ``sim`` backend starts the simulated world in-process on
+loopback and builds a config that points at it: from there on, the path is the
+same as against real endpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchfill.errors import ConfigError, EndpointError
+from benchfill.search.annotate import Annotator
+from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, benchfill_search
+from benchfill.search.services import Probe, Reference, Verdict, derive_seed
+from benchfill.search.strategies import baseline_search
+
+
+class TrafficServices:
+    """``SearchServices`` over the rewriter, the judge and the probe panel of a config."""
+
+    def __init__(self, config, spec, store, rollout_client, seed: int, world=None):
+        self.config, self.spec, self.store, self.rc, self.seed, self.world = config, spec, store, rollout_client, seed, world
+        self.phase = "annotate"
+
+    async def rewrite(self, parent: dict[str, Any], target_z: float, references: list[Reference], key: str):
+        child_id = key.split(":", 1)[1]
+        shown = {k: v for k, v in parent.items() if k != "id"}
+        refs = "\n".join(
+            f'<reference difficulty="{10 * r.z:.1f}">{json.dumps({k: v for k, v in r.item.items() if k != "id"})}'
+            "</reference>" for r in references
+        )
+        prompt = (
+            "Rewrite the parent item into a new item of the same benchmark, in the same format and style, "
+            "whose difficulty (0 easiest to 10 hardest) is the target. Nearby items and their difficulties "
+            f"are given for reference.\n<parent>{json.dumps(shown)}</parent>\n"
+            f"<target_difficulty>{10 * target_z:.1f}</target_difficulty>\n{refs}\n"
+            "Reply with the new item as a JSON object of the same fields inside <child>...</child>."
+        )
+        for attempt in range(1 + self.config.rewriter.max_repairs):
+            text = await self._complete("rewriter", self.config.rewriter, prompt, derive_seed(self.seed, key, attempt))
+            child = _json_tag(text, "child")
+            if child is not None and self.spec.text_field in child:
+                return {**child, "id": child_id}
+        return None
+
+    async def judge(self, child: dict[str, Any], key: str) -> Verdict:
+        shown = {k: v for k, v in child.items() if k != "id"}
+        prompt = (
+            "Check the item below: is it well-formed, and is its reference answer correct?\n"
+            f"<item>{json.dumps(shown)}</item>\n"
+            "Reply <verdict>valid</verdict> or <verdict>invalid</verdict>, then <reason>...</reason>."
+        )
+        text = await self._complete("judge", self.config.judge, prompt, derive_seed(self.seed, "judge", key))
+        verdict = (_tag(text, "verdict") or "").strip().lower()
+        return Verdict(verdict == "valid", (_tag(text, "reason") or text[:200]).strip(), self.config.judge.model)
+
+    async def _complete(self, kind: str, cfg, prompt: str, seed: int) -> str:
+        """One chat completion through litellm, answered from the store's cache when it was made before."""
+        from benchfill.cache import make_call, request_key
+        from benchfill.config import key_from_env
+
+        req = {"messages": [{"role": "user", "content": prompt}], "temperature": cfg.temperature,
+               "max_tokens": cfg.max_tokens, "seed": seed}
+        key = request_key(kind, cfg.api_base or "", cfg.model, req)
+        hit = self.rc.cache.get(key)
+        if hit is not None:
+            return json.loads(hit.response_json)["text"]
+        import litellm
+
+        try:
+            resp = await litellm.acompletion(model=cfg.model, api_base=cfg.api_base, timeout=cfg.timeout_s,
+                                             api_key=key_from_env(cfg.api_key_env) or "EMPTY", num_retries=3, **req)
+        except Exception as exc:  # noqa: BLE001  (litellm raises many types; all mean the endpoint failed)
+            raise EndpointError(f"{kind} {cfg.model} at {cfg.api_base or 'provider'}: "
+                                f"{exc.__class__.__name__}: {str(exc).splitlines()[0][:200]}") from exc
+        text = resp.choices[0].message.content or ""
+        self.rc.cache.add(make_call(kind, key, cfg.api_base or "", cfg.model, req, {"text": text}))
+        return text
+
+    async def rollouts(self, item_id: str, item: dict[str, Any], probe: str, n: int, key: str) -> int:
+        got = await self.rc.rollouts([{**item, "id": item_id}], trials=n, seed=derive_seed(self.seed, "probe", key),
+                                     probes=[probe], phase=self.phase)
+        return int(got[0].correct)
+
+    def true_difficulty(self, item_id: str) -> float | None:
+        """Simulated world only: the child's latent difficulty, found by its text."""
+        if self.world is None:
+            return None
+        from benchfill.schema import Item
+
+        with self.store.session() as s:
+            row = s.get(Item, item_id)
+        if row is None:
+            return None
+        import json
+
+        text = str(json.loads(row.data_json).get(self.spec.text_field, ""))
+        try:
+            return float(self.world.true_difficulty(text))
+        except KeyError:
+            return None
+
+
+class Backend:
+    def __init__(self, name: str, opts, bench, store, run_dir: Path, config, world=None, server=None):
+        self.name, self.opts, self.bench, self.store, self.run_dir = name, opts, bench, store, run_dir
+        self.config, self.world, self.server = config, world, server
+        self.rc = None
+        self.fit = None
+        self.annotator: Annotator | None = None
+        self.services: TrafficServices | None = None
+
+    async def fit_benchmark(self):
+        """The IRT fit of the benchmark, with the probe panel on the same scale."""
+        from benchfill.irt import fit as irt_fit
+
+        matrix, source = self._given_matrix()
+        names = [p.name for p in self.config.probes]
+        if matrix is None or not set(names) <= set(matrix.models):
+            # The panel's abilities must sit on the benchmark's scale: its rollouts on every
+            # item join the matrix (cached, so a rerun asks nothing again).
+            probe_m = await self._panel_matrix()
+            matrix = probe_m if matrix is None else _stack(matrix, probe_m)
+            source = f"{source} + probe panel rollouts" if source else "probe panel rollouts"
+        self.fit = irt_fit(matrix, engine="map", seed=self.opts.seed)
+        ability = dict(zip(self.fit.models, np.asarray(self.fit.ability, dtype=float), strict=True))
+        probes = [Probe(p.name, ability[p.name], p.trials) for p in self.config.probes]
+        chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
+        self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation)
+        return self.fit, source
+
+    def _given_matrix(self):
+        from benchfill.data import read_responses
+
+        if self.bench.matrix is not None:
+            return self.bench.matrix, "built-in demo responses"
+        if self.bench.responses_path is not None:
+            return read_responses(self.bench.responses_path, items=self.bench.items), str(self.bench.responses_path)
+        return None, ""
+
+    async def _panel_matrix(self):
+        from benchfill.matrix import ResponseMatrix
+
+        items = self.bench.items
+        res = await self.rc.rollouts(items, seed=derive_seed(self.opts.seed, "benchmark"), phase="benchmark")
+        models = [p.name for p in self.config.probes]
+        mi, ii = {m: j for j, m in enumerate(models)}, {it["id"]: i for i, it in enumerate(items)}
+        correct = np.zeros((len(models), len(items)), dtype=np.int64)
+        trials = np.zeros_like(correct)
+        for r in res:
+            correct[mi[r.probe], ii[r.item_id]] += r.correct
+            trials[mi[r.probe], ii[r.item_id]] += r.trials
+        return ResponseMatrix(tuple(models), tuple(ii), correct, trials, self.bench.chance, "probe rollouts")
+
+    async def search_gap(self, g: int, gap, items, z_of, dup, show) -> GapResult:
+        from benchfill.search.record import record_child, record_round
+
+        o = self.opts
+        settings = SearchSettings(o.rounds, o.parents, o.children, o.references, o.tolerance)
+        gs = GapSearch(g, gap.left, gap.right, items, z_of)
+        text_field = self.bench.spec.text_field
+
+        def check(child: Child) -> None:
+            hit = dup.check(str((child.item or {}).get(text_field, "")))
+            if hit is not None:
+                child.near_duplicate = hit
+                child.flags.append("near_duplicate")
+
+        def on_child(gi: int, child: Child, target: float) -> None:
+            record_child(self.store, gi, child, target)
+
+        def on_round(gi: int, t: int, memory, spend, best: float) -> None:
+            record_round(self.store, gi, gs, t, memory, spend)
+            show(f"gap {gi} [{gs.left:.3f}, {gs.right:.3f}] round {t}/{o.rounds}: best deviation {best:.4f}, "
+                 f"rollouts {spend.rollouts}, model calls {spend.model_calls}")
+
+        if o.strategy == "baseline":
+            res = await baseline_search(gs, self.services, self.annotator, settings, rounds_matched=o.rounds_matched,
+                                        seed=o.seed, on_child=on_child, check_child=check)
+            show(f"gap {g}: baseline done, rollouts {res.spend.rollouts}, model calls {res.spend.model_calls}")
+            return res
+        return await benchfill_search(gs, self.services, self.annotator, settings, seed=o.seed,
+                                      on_child=on_child, on_round=on_round, check_child=check)
+
+    async def confirm(self, result: GapResult) -> None:
+        """Fresh rollouts (another seed) on the selected child: its difficulty unbiased by the selection."""
+        c = result.chosen
+        fixed = Annotator(self.services, self.annotator.probes, self.annotator.chance, self.annotator.b_min,
+                          self.annotator.b_max, "fixed")
+        self.services.phase = "confirm"
+        c.confirmation = await fixed.fixed(c.item_id, c.item, f"confirm:s{self.opts.seed}:{c.item_id}")
+        result.spend.rollouts += c.confirmation.rollouts
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"backend": self.name, "probe_panel": [p.name for p in self.config.probes],
+                               "rewriter_model": self.config.rewriter.model, "judge_model": self.config.judge.model}
+        if self.rc is not None:
+            out["traffic"] = self.rc.stats.as_dict()
+        if self.world is not None:
+            out["simulated"] = True
+        return out
+
+
+@contextlib.asynccontextmanager
+async def open_backend(opts, bench, store, run_dir: Path) -> AsyncIterator[Backend]:
+    from benchfill.probes import ProbePanel, RolloutClient
+
+    backend = opts.resolved_backend()
+    server = world = None
+    if backend == "sim":
+        world, server, config = start_sim(opts, bench, run_dir)
+    else:
+        from benchfill.config import load_config
+
+        config = load_config(opts.config)
+        _require_panel(config, opts.config)
+    try:
+        b = Backend(backend, opts, bench, store, run_dir, config, world, server)
+        async with RolloutClient(store, ProbePanel.from_config(config), bench.spec, prompt_fn=_solver_prompt()) as rc:
+            b.rc = rc
+            b.services = TrafficServices(config, bench.spec, store, rc, opts.seed, world)
+            yield b
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _require_panel(config, source) -> None:
+    if not config.probes:
+        raise ConfigError(f"{source}: no probe panel configured (add [[probes]] entries)")
+    if config.rewriter is None:
+        raise ConfigError(f"{source}: no rewriter configured (add a [rewriter] section)")
+    if config.judge is None:
+        raise ConfigError(f"{source}: no judge configured (add a [judge] section)")
+
+
+def start_sim(opts, bench, run_dir: Path):
+    """The simulated world over the benchmark's items, served in-process, and a config pointing at it."""
+    from benchfill.config import Config, LLMConfig, ProbeConfig
+    from benchfill.sim import SimServer, World
+
+    spec = bench.spec
+    matrix = bench.matrix
+    if matrix is None and bench.responses_path is not None:
+        from benchfill.data import read_responses
+
+        matrix = read_responses(bench.responses_path, items=bench.items)
+    world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
+                             answer_field=spec.answer_field, matrix=matrix, n_probes=opts.sim_probes,
+                             seed=opts.seed, state_path=run_dir / "sim_world_state.jsonl",
+                             latency_ms=opts.sim_latency_ms)
+    server = SimServer(world).start()
+    url = server.base_url
+    config = Config(
+        probes=[ProbeConfig(name=n, base_url=url, model=n, trials=8, temperature=1.0) for n in world.probes],
+        rewriter=LLMConfig(model=f"openai/{world.rewriter_model}", api_base=url, temperature=1.0),
+        judge=LLMConfig(model=f"openai/{world.judge_model}", api_base=url, temperature=0.0),
+        seed=opts.seed,
+    )
+    return world, server, config
+
+
+def _stack(a, b):
+    """Two response matrices over the union of their items (pairs never tried stay at zero trials)."""
+    from benchfill.matrix import ResponseMatrix
+
+    ids = list(a.item_ids) + [i for i in b.item_ids if i not in set(a.item_ids)]
+    col = {i: k for k, i in enumerate(ids)}
+    models = list(a.models) + list(b.models)
+    correct = np.zeros((len(models), len(ids)), dtype=np.int64)
+    trials = np.zeros_like(correct)
+    chance = np.zeros(len(ids))
+    for off, m in ((0, a), (a.n_models, b)):
+        idx = [col[i] for i in m.item_ids]
+        correct[off: off + m.n_models, idx] = m.correct
+        trials[off: off + m.n_models, idx] = m.trials
+        chance[idx] = m.chance
+    return ResponseMatrix(tuple(models), tuple(ids), correct, trials, chance, f"{a.source} + {b.source}")
+
+
+def _tag(text: str, tag: str) -> str | None:
+    m = re.search(rf"<{tag}>(.*?)</{tag}>", text or "", re.DOTALL)
+    return m.group(1) if m else None
+
+
+def _json_tag(text: str, tag: str) -> dict[str, Any] | None:
+    body = _tag(text, tag)
+    if body is None:
+        return None
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _solver_prompt():
+    """The shared solver templates when present; else the contract's tags, which any solver reads."""
+    try:
+        from benchfill.prompts import format_solver_prompt
+
+        return format_solver_prompt
+    except ImportError:
+        return _tagged_solver_prompt
+
+
+def _tagged_solver_prompt(item: dict[str, Any], spec) -> str:
+    text = str(item.get(spec.text_field, ""))
+    if spec.evaluator == "multiple_choice":
+        opts = item.get(spec.options_field or "options") or []
+        lines = "\n".join(f"{chr(65 + i)}. {o}" for i, o in enumerate(opts))
+        return (f"<problem>{text}</problem>\n<options>\n{lines}\n</options>\n"
+                "Think step by step, then finish with: The answer is (X)")
+    if spec.evaluator == "code":
+        return f"<problem>{text}</problem>\nComplete the function; reply with one ```python block."
+    return f"<problem>{text}</problem>\nSolve the problem; put the final answer in \\boxed{{}}."
