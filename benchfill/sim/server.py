@@ -116,15 +116,16 @@ class SimApp:
             req = _loads(raw)
             model = req["model"]
             messages = req["messages"]
-            n = int(req.get("n") or 1)
+            n = req.get("n")
+            n = 1 if n is None else n
             seed = req.get("seed")
             prompt = "\n".join(_content(m) for m in messages)
         except Exception:
             await _respond(send, *_error(400, "malformed request: need JSON with 'model' and 'messages'",
                                          "invalid_request_error"))
             return
-        if not isinstance(model, str) or not 1 <= n <= 256:
-            await _respond(send, *_error(400, f"bad 'model' or 'n' ({n}); n must be 1..256", "invalid_request_error"))
+        if not isinstance(model, str) or not isinstance(n, int) or not 1 <= n <= 256 or not messages:
+            await _respond(send, *_error(400, f"bad 'model', 'messages' or 'n' ({n!r}); n must be 1..256", "invalid_request_error"))
             return
         role = w.role(model)
         if role is None:

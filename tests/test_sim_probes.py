@@ -1,0 +1,93 @@
+"""Simulated probes: success rate follows g + (1-g) sigmoid(theta - b), graded by the REAL evaluators."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import openai
+import pytest
+
+from benchfill.sim import SimServer, World
+from evaluators import get_evaluator
+
+
+def load(shared_data, name: str, limit: int | None = None) -> list[dict]:
+    with open(shared_data / name / "items.jsonl") as fh:
+        items = [json.loads(line) for line in fh]
+    return items[:limit] if limit else items
+
+
+def prompt(text: str, options: list[str] | None = None) -> list[dict]:
+    body = f"<problem>\n{text}\n</problem>"
+    if options:
+        body += "\n<options>\n" + "\n".join(f"{chr(65 + k)}. {o}" for k, o in enumerate(options)) + "\n</options>"
+    return [{"role": "user", "content": body}]
+
+
+async def sample(srv: SimServer, model: str, messages: list[dict], n: int, seeds: range) -> list[str]:
+    return (await sample_many(srv, model, [messages], n, seeds))[0]
+
+
+async def sample_many(srv: SimServer, model: str, prompts: list[list[dict]], n: int, seeds: range) -> list[list[str]]:
+    """Replies per prompt (all seeds' choices in order), requested concurrently."""
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="sk-test", max_retries=0) as c:
+        replies = await asyncio.gather(*(c.chat.completions.create(model=model, messages=m, n=n, seed=s)
+                                         for m in prompts for s in seeds))
+    k = len(seeds)
+    return [[ch.message.content for r in replies[i * k:(i + 1) * k] for ch in r.choices] for i in range(len(prompts))]
+
+
+def test_math_success_rate_matches_formula_under_the_real_grader(shared_data):
+    items = load(shared_data, "aime24")
+    world = World.from_items(items, evaluator="math", text_field="problem", answer_field="answer", seed=3)
+    grader = get_evaluator("math")
+    item = items[4]
+    with SimServer(world) as srv:
+        for probe in ("sim-probe-04", "sim-probe-09"):
+            before = srv.stats["models"].get(probe, {}).get("correct", 0)
+            replies = asyncio.run(sample(srv, probe, prompt(item["problem"]), 50, range(6)))
+            graded = sum(grader.grade(r, item).correct for r in replies)
+            # The grader agrees with the world on every reply...
+            assert graded == srv.stats["models"][probe]["correct"] - before
+            # ...and the rate matches the formula within 4 binomial standard deviations.
+            p = world.p_correct(probe, world.lookup(item["id"]))
+            assert p == pytest.approx(1 / (1 + math.exp(-(world.abilities[probe] - world.true_difficulty(item["id"])))))
+            sd = math.sqrt(p * (1 - p) / len(replies))
+            assert abs(graded / len(replies) - p) <= 4 * sd + 1e-9
+
+
+def test_multiple_choice_floor_and_grading(shared_data):
+    items = load(shared_data, "mmlu-pro", 120)
+    world = World.from_items(items, evaluator="multiple_choice", text_field="question", answer_field="answer",
+                             seed=1, n_probes=3)
+    grader = get_evaluator("multiple_choice")
+    probe = "sim-probe-01"  # the weakest probe: the 1/10 guessing floor matters
+    with SimServer(world) as srv:
+        expected, graded, total = 0.0, 0, 0
+        per_item = asyncio.run(sample_many(srv, probe, [prompt(it["question"], it["options"]) for it in items],
+                                           8, range(1)))
+        for it, replies in zip(items, per_item, strict=True):
+            graded += sum(grader.grade(r, it).correct for r in replies)
+            expected += 8 * world.p_correct(probe, world.lookup(it["id"]))
+            total += 8
+        assert graded == srv.stats["models"][probe]["correct"]
+    sd = math.sqrt(expected * (1 - expected / total))
+    assert abs(graded - expected) <= 4 * sd
+    assert world.lookup(items[0]["id"]).chance == pytest.approx(1 / len(items[0]["options"]))
+
+
+def test_code_answers_pass_or_fail_the_real_tests(shared_data):
+    items = load(shared_data, "humaneval", 6)
+    world = World.from_items(items, evaluator="code", text_field="prompt", answer_field="canonical_solution",
+                             seed=2, n_probes=12)
+    grader = get_evaluator("code")
+    probe = "sim-probe-07"
+    with SimServer(world) as srv:
+        per_item = asyncio.run(sample_many(srv, probe, [prompt(it["prompt"]) for it in items], 3, range(1)))
+        pairs = [(r, it) for it, replies in zip(items, per_item, strict=True) for r in replies]
+        correct = srv.stats["models"][probe]["correct"]
+    grades = grader.grade_pairs(pairs)
+    assert sum(g.correct for g in grades) == correct
+    assert 0 < correct < len(pairs)  # both kinds of answer were exercised

@@ -1,0 +1,128 @@
+"""The simulated world's HTTP face, driven through the real openai SDK and raw httpx."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+from benchfill.sim import SimServer, World
+
+
+@pytest.fixture(scope="module")
+def aime_items(shared_data):
+    return [json.loads(line) for line in open(shared_data / "aime24" / "items.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def server(aime_items):
+    world = World.from_items(aime_items, evaluator="math", text_field="problem", answer_field="answer", seed=7)
+    with SimServer(world) as srv:
+        yield srv
+
+
+def solver_prompt(text: str) -> list[dict]:
+    return [{"role": "system", "content": "Put the final answer in \\boxed{}."},
+            {"role": "user", "content": f"Solve the problem.\n<problem>\n{text}\n</problem>"}]
+
+
+def client(srv: SimServer, **kw) -> openai.OpenAI:
+    return openai.OpenAI(base_url=srv.base_url, api_key="sk-test", max_retries=0, **kw)
+
+
+def test_models_lists_probes_rewriter_and_judge(server):
+    ids = [m.id for m in client(server).models.list()]
+    assert ids[:12] == [f"sim-probe-{k:02d}" for k in range(1, 13)]
+    assert {"sim-rewriter", "sim-judge"} <= set(ids)
+    assert len(ids) == 14
+
+
+def test_n_and_seed_are_honoured_and_deterministic(server, aime_items):
+    c = client(server)
+    msgs = solver_prompt(aime_items[3]["problem"])
+    r1 = c.chat.completions.create(model="sim-probe-07", messages=msgs, n=16, seed=11, temperature=0.7,
+                                   top_p=0.95, max_tokens=512)
+    r2 = c.chat.completions.create(model="sim-probe-07", messages=msgs, n=16, seed=11, temperature=0.7,
+                                   top_p=0.95, max_tokens=512)
+    r3 = c.chat.completions.create(model="sim-probe-07", messages=msgs, n=16, seed=12)
+    assert [ch.index for ch in r1.choices] == list(range(16))
+    texts1 = [ch.message.content for ch in r1.choices]
+    assert texts1 == [ch.message.content for ch in r2.choices]
+    assert texts1 != [ch.message.content for ch in r3.choices]
+    assert all("\\boxed{" in t for t in texts1)
+    assert r1.object == "chat.completion" and r1.model == "sim-probe-07" and r1.id and r1.created > 0
+    assert r1.usage.prompt_tokens > 0 and r1.usage.completion_tokens >= 16
+    assert r1.usage.total_tokens == r1.usage.prompt_tokens + r1.usage.completion_tokens
+    # Choice i does not depend on how many samples were asked for.
+    r4 = c.chat.completions.create(model="sim-probe-07", messages=msgs, n=4, seed=11)
+    assert [ch.message.content for ch in r4.choices] == texts1[:4]
+
+
+def test_world_truth_matches_the_formula_inputs(server, aime_items):
+    w = server.world
+    b = [w.true_difficulty(it["id"]) for it in aime_items]
+    assert min(b) == w.b_min and max(b) == w.b_max
+    assert w.true_z(aime_items[0]["problem"]) == pytest.approx((b[0] - w.b_min) / (w.b_max - w.b_min))
+    # A ladder of abilities spanning the difficulties, weakest first.
+    theta = list(w.abilities.values())
+    assert theta == sorted(theta) and theta[0] == -2.5 and theta[-1] == 2.5
+
+
+def test_errors_are_openai_shaped(server):
+    c = client(server)
+    with pytest.raises(openai.NotFoundError) as exc:
+        c.chat.completions.create(model="gpt-nonexistent", messages=[{"role": "user", "content": "hi"}])
+    assert exc.value.status_code == 404 and "gpt-nonexistent" in str(exc.value)
+    base = server.base_url
+    r = httpx.post(f"{base}/chat/completions", content=b"{not json")
+    assert r.status_code == 400 and "message" in r.json()["error"]
+    r = httpx.post(f"{base}/chat/completions", json={"model": "sim-probe-01", "messages": [], "n": 0})
+    assert r.status_code == 400
+    r = httpx.post(f"{base}/chat/completions", json={"messages": []})
+    assert r.status_code == 400
+    assert httpx.get(f"{base}/nothing-here").status_code == 404
+
+
+def test_unknown_problem_is_answered_wrong_and_counted(server):
+    before = server.stats["unknown_problems"]
+    r = client(server).chat.completions.create(model="sim-probe-12", messages=solver_prompt("What is 1+1?"), n=3)
+    assert all("\\boxed" not in ch.message.content for ch in r.choices)
+    assert server.stats["unknown_problems"] == before + 1
+
+
+def test_truth_endpoint_is_labelled_simulated(server, aime_items):
+    item = aime_items[5]
+    r = httpx.post(server.base_url.removesuffix("/v1") + "/sim/truth", json={"text": "  " + item["problem"] + "\n"})
+    body = r.json()
+    assert body["simulated"] is True and body["known"] is True and body["item_id"] == item["id"]
+    assert body["difficulty"] == pytest.approx(server.world.true_difficulty(item["id"]))
+    assert body["valid"] is True
+    r = httpx.post(server.base_url.removesuffix("/v1") + "/sim/truth", json={"text": "never seen"})
+    assert r.json() == {"simulated": True, "known": False}
+
+
+def test_bearer_key_is_required_when_configured(aime_items):
+    world = World.from_items(aime_items[:5], evaluator="math", text_field="problem", answer_field="answer",
+                             api_key="sk-sim-secret")
+    with SimServer(world) as srv:
+        with pytest.raises(openai.AuthenticationError):
+            client(srv).models.list()
+        ok = openai.OpenAI(base_url=srv.base_url, api_key="sk-sim-secret", max_retries=0)
+        assert len(ok.models.list().data) == 14
+
+
+def test_fitted_world_uses_the_response_matrix(shared_data):
+    from benchfill.data import read_items, read_responses
+
+    items = read_items(shared_data / "aime25" / "items.jsonl")
+    matrix = read_responses(shared_data / "aime25" / "responses.csv", items=items)
+    world = World.from_items(items, evaluator="math", text_field="problem", answer_field="answer",
+                             matrix=matrix, n_probes=6)
+    assert world.latent_origin == "fit"
+    assert set(world.source_models.values()) <= set(matrix.models)
+    # Items the matrix solved most often are the easiest in the world.
+    rate = matrix.correct.sum(0) / matrix.trials.sum(0)
+    easiest, hardest = matrix.item_ids[rate.argmax()], matrix.item_ids[rate.argmin()]
+    assert world.true_difficulty(easiest) < world.true_difficulty(hardest)
