@@ -143,6 +143,24 @@ def test_usage_errors(tmp_path, capsys):
         assert rc != 0 and needle in err and err.count("\n") == 1, (argv, err)
 
 
+def test_registered_benchmark_through_the_registry(shared_data, capsys):
+    d = _json(capsys, ["diagnose", "--benchmark", "aime25", "--data-dir", str(shared_data), "--json"])
+    direct = _json(capsys, ["diagnose", "--responses", str(shared_data / "aime25/responses.csv"), "--json"])
+    assert (d["n_models"], d["n_items"]) == (16, 15)
+    assert d["ddm"] == pytest.approx(direct["ddm"]) and d["max_gap"] == pytest.approx(direct["max_gap"])
+
+
+def test_library_face_is_re_exported():
+    import benchfill
+
+    assert benchfill.diagnose([0.5]).max_gap == pytest.approx(0.5)
+    assert benchfill.demo_benchmark().matrix.n_models == 12
+    import benchfill.calibrate  # noqa: F401  (rebinds the attribute to the module; calls must still work)
+
+    assert benchfill.calibrate([0.1, 0.5, 0.9], 1).selected == ["1"]
+    assert callable(benchfill.read_items) and callable(benchfill.read_responses)
+
+
 def test_help_is_fast_and_imports_nothing_heavy():
     code = (
         "import sys, benchfill.cli as c\n"

@@ -255,9 +255,8 @@ def _print_report(r: Any) -> None:
     models = f"{r.n_models} models x " if r.n_models else ""
     print(f"{n['source']}: {models}{r.n_items} items; fit {n['fit']['engine']} {n['fit']['model']}, "
           f"guessing floor {'on' if n['guessing'] else 'off'}")
-    print(f"  DDM (W1 to {r.target:<8})  {r.ddm:.4f}")
-    print(f"  max gap                {r.max_gap:.4f}")
-    print(f"  top-{r.k} gap sum          {r.top_k_sum:.4f}")
+    for label, value in ((f"DDM (W1 to {r.target})", r.ddm), ("max gap", r.max_gap), (f"top-{r.k} gap sum", r.top_k_sum)):
+        print(f"  {label:<26} {value:.4f}")
     u = r.uniform
     print(f"  vs {r.n_items} uniform points: expected max gap {u['expected_max_gap']:.4f} ({u['expected_method']}), "
           f"ratio {u['ratio']:.2f}x, P(observed > uniform) {u['p_observed_exceeds']:.3f} ({u['p_method']})")
