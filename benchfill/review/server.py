@@ -1,0 +1,257 @@
+"""The local review page: starlette + uvicorn on 127.0.0.1 with a per-session token.
+
+Every request must carry the token (``?token=`` once, then a cookie set from it, or
+the ``X-Benchfill-Token`` header); a decision POST must carry it in the header, so a
+page on another site cannot forge one with the cookie. The Host header must name
+loopback (no DNS rebinding). Item text is escaped server-side and set with
+textContent client-side: nothing from an item is ever parsed as HTML.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+import time
+from html import escape
+from importlib.resources import files
+from pathlib import Path
+from string import Template
+from typing import Any
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from benchfill.errors import BenchfillError
+from benchfill.review.board import ReviewBoard
+from benchfill.review.queue import QueueEntry, text_diff
+from benchfill.review.rule import Outcome, ReleaseRule
+
+HOST = "127.0.0.1"
+COOKIE = "benchfill_token"
+HEADER = "x-benchfill-token"
+STATIC = {"review.js": "text/javascript", "review.css": "text/css"}
+
+
+def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starlette:
+    """The review app over ``board``; ``port`` (when known) pins the accepted Host header."""
+    shell = Template(files("benchfill.review").joinpath("review.html").read_text(encoding="utf-8"))
+    hosts = {HOST, "localhost"} | ({f"{HOST}:{port}", f"localhost:{port}"} if port else set())
+
+    def page(title: str, body: str) -> HTMLResponse:
+        html = shell.substitute(title=escape(title), token=escape(token), benchmark=escape(board.benchmark),
+                                rule=escape(board.rule.describe()), body=body)  # fmt: skip
+        return HTMLResponse(html, headers={"Content-Security-Policy": "default-src 'self'; object-src 'none'",
+                                           "Cache-Control": "no-store", "X-Frame-Options": "DENY"})  # fmt: skip
+
+    async def queue(request: Request) -> Response:
+        outcomes = board.outcomes()
+        rows = "".join(_queue_row(e, outcomes[e.item_id]) for e in board.entries)
+        body = (
+            f"<h1>Review queue ({len(board.entries)} proposed items)</h1><table id='queue'><tr><th>item</th>"
+            "<th>gap</th><th>target z</th><th>confirmed z</th><th>judge</th><th>flags</th><th>status</th></tr>"
+            f"{rows}</table>"
+        )
+        return page("benchfill review queue", body)
+
+    async def item(request: Request) -> Response:
+        item_id = request.path_params["item_id"]
+        try:
+            entry = board.entry(item_id)
+        except BenchfillError as exc:
+            return PlainTextResponse(str(exc), status_code=404)
+        return page(f"review {item_id}", _item_body(entry, board.outcomes()[item_id]))
+
+    async def decide(request: Request) -> Response:
+        if not secrets.compare_digest(request.headers.get(HEADER, ""), token):
+            return JSONResponse({"error": "missing or wrong token header"}, status_code=403)
+        try:
+            data = await request.json()
+        except ValueError:
+            return JSONResponse({"error": "body is not JSON"}, status_code=400)
+        if not isinstance(data, dict):
+            return JSONResponse({"error": "body must be a JSON object"}, status_code=400)
+        fields = {k: data.get(k) for k in ("item_id", "reviewer", "decision", "reason", "text", "answer")}
+        if any(v is not None and not isinstance(v, str) for v in fields.values()):
+            return JSONResponse({"error": "every field must be a string"}, status_code=400)
+        try:
+            row = board.decide(
+                fields["item_id"] or "", fields["reviewer"] or "", fields["decision"] or "",
+                fields["reason"] or "", text=fields["text"], answer=fields["answer"],
+            )  # fmt: skip
+        except BenchfillError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({"id": row.id, "item_id": row.item_id, "decision": row.decision})
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return PlainTextResponse("not found", status_code=404)
+        return Response(files("benchfill.review").joinpath(name).read_text(encoding="utf-8"), media_type=STATIC[name])
+
+    async def guard(request: Request, call_next):
+        if request.headers.get("host", "") not in hosts:
+            return PlainTextResponse("forbidden host", status_code=403)
+        given = request.query_params.get("token") or request.headers.get(HEADER) or request.cookies.get(COOKIE, "")
+        if not secrets.compare_digest(given.encode(), token.encode()):
+            return PlainTextResponse("forbidden: this page needs the token printed by `benchfill review serve`", status_code=403)  # fmt: skip
+        response = await call_next(request)
+        if request.query_params.get("token"):
+            response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+        return response
+
+    routes = [
+        Route("/", queue), Route("/item/{item_id:path}", item),
+        Route("/api/decision", decide, methods=["POST"]), Route("/static/{name}", static),
+    ]  # fmt: skip
+    app = Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)])
+    return app
+
+
+def _status(o: Outcome) -> str:
+    who = ""
+    if o.accepted_by:
+        who += " accepted by " + ", ".join(o.accepted_by)
+    if o.rejected_by:
+        who += " rejected by " + ", ".join(o.rejected_by)
+    return f"<span class='status-{o.status}'>{escape(o.status)}</span>{escape(who)}"
+
+
+def _num(x: Any, fmt: str = "{:.3f}") -> str:
+    return fmt.format(x) if isinstance(x, int | float) and not isinstance(x, bool) else "&ndash;"
+
+
+def _flags(e: QueueEntry) -> str:
+    return "".join(f"<span class='flag'>{escape(str(f))}</span>" for f in e.flags)
+
+
+def _queue_row(e: QueueEntry, o: Outcome) -> str:
+    r = e.record
+    gap = r.get("gap") or {}
+    conf = r.get("confirmed") or {}
+    judge = r.get("judge") or {}
+    return (
+        f"<tr><td><a href='/item/{escape(quote(e.item_id, safe=''))}'>{escape(e.item_id)}</a></td>"
+        f"<td>{_num(gap.get('left'))} &ndash; {_num(gap.get('right'))}</td><td>{_num(r.get('target_z'))}</td>"
+        f"<td>{_num(conf.get('z'))}</td><td>{'valid' if judge.get('valid') else 'invalid'}</td>"
+        f"<td>{_flags(e)}</td><td class='status'>{_status(o)}</td></tr>"
+    )
+
+
+def _estimate(d: dict | None) -> str:
+    d = d or {}
+    return f"b = {_num(d.get('difficulty'))} &plusmn; {_num(d.get('se'))} (z = {_num(d.get('z'))})"
+
+
+def _item_body(e: QueueEntry, o: Outcome) -> str:
+    r = e.record
+    pieces = text_diff(str(e.ancestor.get(e.text_field, "")), str(e.child.get(e.text_field, "")))
+    old = "".join(escape(t) if op == "=" else f"<del>{escape(t)}</del>" for op, t in pieces if op != "+")
+    new = "".join(escape(t) if op == "=" else f"<ins>{escape(t)}</ins>" for op, t in pieces if op != "-")
+    probes = "".join(
+        f"<tr><td>{escape(str(p.get('probe')))}</td><td>{_num(p.get('ability'), '{:.2f}')}</td>"
+        f"<td>{escape(str(p.get('correct')))}/{escape(str(p.get('trials')))}</td></tr>"
+        for p in r.get("probe_results") or []
+    )
+    judge = r.get("judge") or {}
+    sim = r.get("simulated")
+    truth = f"<li>true difficulty (simulated world): {_num(r.get('true_difficulty'))}</li>" if sim else ""
+    decisions = "".join(
+        f"<li>{escape(d.reviewer)}: {escape(d.decision)}{(' &ndash; ' + escape(d.reason)) if d.reason else ''}"
+        f" <small>{escape(d.created_at.isoformat(timespec='seconds'))}</small></li>"
+        for d in o.decisions
+    )
+    current = o.edited_fields or e.child
+    iid = escape(e.item_id)
+    return f"""
+<h1>{iid}</h1>
+<p>Status: {_status(o)} &middot; gap {r.get("gap_index", "")} &middot; {_flags(e)}</p>
+<div class="side">
+ <div><h2>Ancestor {escape(str(r.get("ancestor_id")))}</h2><pre id="ancestor-text">{old}</pre>
+  <p>Reference answer: <code id="ancestor-answer">{escape(str(e.ancestor.get(e.answer_field)))}</code></p></div>
+ <div><h2>Proposed item</h2><pre id="child-text">{new}</pre>
+  <p>Reference answer: <code id="child-answer">{escape(str(e.child.get(e.answer_field)))}</code></p></div>
+</div>
+<h2>Difficulty</h2>
+<ul><li>target: z = {_num(r.get("target_z"))}</li><li>annotated: {_estimate(r.get("annotated"))}</li>
+<li>confirmed: {_estimate(r.get("confirmed"))}</li><li>ECDF position in the benchmark: {_num(r.get("ecdf_position"))}</li>{truth}</ul>
+<h2>Probe results</h2><table><tr><th>probe</th><th>ability</th><th>correct</th></tr>{probes}</table>
+<h2>Judge</h2><p>{"valid" if judge.get("valid") else "invalid"} ({escape(str(judge.get("model", r.get("judge_model", ""))))}): {escape(str(judge.get("reason", "")))}</p>
+<h2>Decisions</h2><ul id="decisions">{decisions}</ul>
+<div class="actions">
+<button id="accept" data-item="{iid}" data-decision="accept">Accept</button>
+<fieldset><legend>Reject</legend><input id="reject-reason" placeholder="reason (required)" size="60">
+<button id="reject" data-item="{iid}" data-decision="reject">Reject</button></fieldset>
+<fieldset><legend>Edit and accept</legend>
+<textarea id="edit-text">{escape(str(current.get(e.text_field, "")))}</textarea>
+<label>Answer <input id="edit-answer" value="{escape(str(current.get(e.answer_field, "")))}"></label>
+<input id="edit-reason" placeholder="note (optional)" size="40">
+<button id="edit" data-item="{iid}" data-decision="edit">Save edit</button></fieldset>
+</div>"""
+
+
+class ReviewServer:
+    """The review page served in a background thread; a context manager for tests and tools."""
+
+    def __init__(self, run_dir: str | Path, port: int = 0, rule: ReleaseRule | None = None):
+        import uvicorn
+
+        self.board = ReviewBoard(run_dir, rule)
+        self.token = secrets.token_urlsafe(24)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.sock.bind((HOST, port))
+        except OSError as exc:
+            self.sock.close()
+            self.board.close()
+            raise BenchfillError(f"cannot listen on {HOST}:{port}: {exc.strerror}") from None
+        self.port = self.sock.getsockname()[1]
+        app = create_app(self.board, self.token, self.port)
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        self.server = uvicorn.Server(config)
+        self.thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}/?token={self.token}"
+
+    def start(self) -> ReviewServer:
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise BenchfillError(f"the review page did not start on {HOST}:{self.port}")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self.thread is not None:
+            self.thread.join(timeout=10)
+        self.sock.close()
+        self.board.close()
+
+    def __enter__(self) -> ReviewServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve(run_dir: str | Path, port: int = 0, rule: ReleaseRule | None = None) -> None:
+    """Serve the review page until interrupted, printing its URL (with the token) first."""
+    with ReviewServer(run_dir, port, rule) as srv:
+        print(f"review page for {srv.board.benchmark}: {srv.url}", flush=True)
+        print("decisions are saved as they are made; press Ctrl-C to stop", flush=True)
+        try:
+            while srv.thread is not None and srv.thread.is_alive():
+                srv.thread.join(0.5)
+        except KeyboardInterrupt:
+            pass
