@@ -171,3 +171,15 @@ def test_help_is_fast_and_imports_nothing_heavy():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and "--responses" in r.stdout
     assert r.stderr.strip() == "[]", r.stderr
+
+
+@pytest.mark.slow
+def test_diagnose_with_nuts_reports_posterior_of_the_demo(capsys):
+    d = _json(capsys, ["diagnose", "--benchmark", "demo", "--engine", "nuts", "--chains", "2",
+                       "--warmup", "200", "--draws", "200", "--json"])
+    post = d["posterior"]
+    assert post["ddm"]["n_draws"] == 400
+    for key in ("ddm", "max_gap"):
+        assert post[key]["q05"] <= post[key]["mean"] <= post[key]["q95"] and post[key]["sd"] > 0
+    assert "averaged over posterior draws" in d["uniform"]["p_method"]
+    assert d["notes"]["fit"]["engine"] == "nuts"
