@@ -1,0 +1,145 @@
+"""Simulated rewriter and judge through real litellm: difficulty moves toward the target with slope
+alpha, invalid children at the configured rate, the judge's recall and false-positive rate, and a
+children registry that survives a server restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+
+import httpx
+import litellm
+import numpy as np
+import pytest
+
+from benchfill.sim import SimServer, World
+from evaluators import get_evaluator
+
+
+@pytest.fixture(scope="module")
+def items(shared_data):
+    return [json.loads(line) for line in open(shared_data / "aime24" / "items.jsonl")]
+
+
+def make_world(items, **knobs) -> World:
+    return World.from_items(items, evaluator="math", text_field="problem", answer_field="answer", seed=4, **knobs)
+
+
+def rewriter_prompt(parent: dict, target_z: float) -> str:
+    fields = {k: parent[k] for k in ("id", "problem", "answer")}
+    return (f"Rewrite the parent item toward the target difficulty.\n<parent>{json.dumps(fields)}</parent>\n"
+            f"<target_difficulty>{10 * target_z:.1f}</target_difficulty>\n"
+            f'<reference difficulty="2.0">A simpler item.</reference>\n<reference difficulty="8.0">A harder one.</reference>')
+
+
+def child_of(reply: str) -> dict | None:
+    start, end = reply.find("<child>"), reply.find("</child>")
+    if start < 0 or end < 0:
+        return None
+    return json.loads(reply[start + len("<child>"):end])
+
+
+async def rewrite_all(srv: SimServer, jobs: list[tuple[dict, float, int]]) -> list[str]:
+    async def one(parent, z, seed):
+        r = await litellm.acompletion(model="openai/sim-rewriter", api_base=srv.base_url, api_key="sk-test",
+                                      messages=[{"role": "user", "content": rewriter_prompt(parent, z)}],
+                                      seed=seed, temperature=1.0, num_retries=0)
+        return r.choices[0].message.content
+
+    return await asyncio.gather(*(one(*job) for job in jobs))
+
+
+async def judge_all(srv: SimServer, children: list[dict], n: int) -> list[list[str]]:
+    async def one(child):
+        r = await litellm.acompletion(model="openai/sim-judge", api_base=srv.base_url, api_key="sk-test",
+                                      messages=[{"role": "user", "content": f"Judge.\n<item>{json.dumps(child)}</item>"}],
+                                      n=n, seed=1, num_retries=0)
+        return [ch.message.content for ch in r.choices]
+
+    return await asyncio.gather(*(one(c) for c in children))
+
+
+def test_rewriter_moves_difficulty_toward_target_with_slope_alpha(items):
+    world = make_world(items, alpha=0.6, sigma=0.35, invalid_rate=0.2)
+    rng = random.Random(0)
+    jobs = [(rng.choice(items), rng.uniform(0, 1), k) for k in range(240)]
+    with SimServer(world) as srv:
+        replies = asyncio.run(rewrite_all(srv, jobs))
+    children = [child_of(r) for r in replies]
+    assert all(c is not None for c in children)
+    z_parent = np.array([world.true_z(p["id"]) for p, _, _ in jobs])
+    z_target = np.array([z for _, z, _ in jobs])
+    z_child = np.array([world.true_z(c["problem"]) for c in children])
+    x, y = z_target - z_parent, z_child - z_parent
+    slope, intercept = np.polyfit(x, y, 1)
+    assert slope == pytest.approx(0.6, abs=0.06)
+    assert abs(intercept) < 0.03
+    sigma_z = 0.35 / (world.b_max - world.b_min)
+    assert np.std(y - slope * x - intercept) == pytest.approx(sigma_z, rel=0.25)
+    # Children read as rewrites: new text, new id, a parent link, and they are registered as generated.
+    c0, (p0, _, _) = children[0], jobs[0]
+    assert c0["problem"] != p0["problem"] and c0["id"].startswith(p0["id"] + "-sim")
+    assert world.lookup(c0["problem"]).parent == p0["id"] and world.lookup(c0["id"]).origin == "generated"
+    invalid = [not world.is_valid(c["problem"]) for c in children]
+    assert abs(np.mean(invalid) - 0.2) <= 4 * math.sqrt(0.2 * 0.8 / len(children))
+
+
+def test_invalid_child_states_a_wrong_answer_that_correct_probes_miss(items):
+    world = make_world(items[:6], invalid_rate=1.0)
+    with SimServer(world) as srv:
+        child = child_of(asyncio.run(rewrite_all(srv, [(items[0], 0.5, 1)]))[0])
+    truth = world.lookup(child["problem"])
+    assert not truth.valid and truth.stated == child["answer"] != truth.answer
+    grader = get_evaluator("math")
+    correct_reply = f"Working it out.\nTherefore the final answer is \\boxed{{{truth.answer}}}."
+    assert not grader.grade(correct_reply, child).correct
+
+
+def test_judge_recall_and_false_positive_rate(items):
+    world = make_world(items, invalid_rate=0.5, judge_recall=0.8, judge_fpr=0.1)
+    with SimServer(world) as srv:
+        children = [child_of(r) for r in asyncio.run(rewrite_all(srv, [(it, 0.5, s) for it in items
+                                                                         for s in range(3)]))]
+        verdicts = asyncio.run(judge_all(srv, children, n=10))
+    caught, flagged, n_bad, n_good = 0, 0, 0, 0
+    for child, replies in zip(children, verdicts, strict=True):
+        says_invalid = sum("<verdict>invalid</verdict>" in r for r in replies)
+        assert all("<reason>" in r for r in replies)
+        if world.is_valid(child["problem"]):
+            flagged, n_good = flagged + says_invalid, n_good + len(replies)
+        else:
+            caught, n_bad = caught + says_invalid, n_bad + len(replies)
+    assert n_bad > 100 and n_good > 100
+    assert abs(caught / n_bad - 0.8) <= 4 * math.sqrt(0.8 * 0.2 / n_bad)
+    assert abs(flagged / n_good - 0.1) <= 4 * math.sqrt(0.1 * 0.9 / n_good)
+
+
+def test_malformed_rewriter_replies_then_the_same_child(items):
+    world = make_world(items[:5], rewriter_malformed_rate=0.4)
+    jobs = [(items[0], 0.9, 7)] * 40
+    with SimServer(world) as srv:
+        replies = asyncio.run(rewrite_all(srv, jobs))
+        assert srv.stats["models"]["sim-rewriter"]["malformed_children"] == sum("</child>" not in r for r in replies)
+    good = {json.dumps(child_of(r), sort_keys=True) for r in replies if "</child>" in r}
+    assert len(good) == 1  # a retried request yields the very same child
+    assert 0 < sum("</child>" not in r for r in replies) < 40
+
+
+def test_children_registry_survives_a_restart(items, tmp_path):
+    state = tmp_path / "sim_state.jsonl"
+    first = make_world(items, state_path=state)
+    with SimServer(first) as srv:
+        child = child_of(asyncio.run(rewrite_all(srv, [(items[2], 0.8, 3)]))[0])
+    b = first.true_difficulty(child["problem"])
+    again = make_world(items, state_path=state)  # a fresh process would build exactly this
+    assert again.true_difficulty(child["id"]) == b and again.lookup(child["problem"]).stated == child["answer"]
+    with SimServer(again) as srv:
+        truth = httpx.post(srv.base_url.removesuffix("/v1") + "/sim/truth", json={"item": child}).json()
+        r = litellm.completion(model="openai/sim-probe-12", api_base=srv.base_url, api_key="sk-test",
+                               messages=[{"role": "user", "content": f"<problem>{child['problem']}</problem>"}])
+        assert srv.stats["unknown_problems"] == 0
+    assert truth["known"] and truth["difficulty"] == pytest.approx(b) and truth["parent"] == items[2]["id"]
+    assert "\\boxed{" in r.choices[0].message.content
+    assert len(state.read_text().splitlines()) == 1
