@@ -25,7 +25,7 @@ from benchfill.cache import CallCache, make_call, request_key
 from benchfill.config import Config, ProbeConfig, RetryConfig, key_from_env
 from benchfill.errors import EndpointError
 from benchfill.matrix import ResponseMatrix
-from benchfill.retry import async_retrying, status_of
+from benchfill.retry import TruncatedReply, async_retrying, status_of
 from benchfill.store import Store
 
 log = logging.getLogger("benchfill.probes")
@@ -239,9 +239,8 @@ class RolloutClient:
                         if status_of(exc) in (400, 422) and body["n"] > 1 and _REFUSES_N.search(str(exc)):
                             raise _RefusesN() from exc
                         raise
-                    data = json.loads(raw.http_response.content)
+                    texts, data = _parse(raw.http_response.content, body["n"])
                     latency = time.perf_counter() - t0
-        texts = [(c.get("message") or {}).get("content") or "" for c in data["choices"]]
         usage = data.get("usage") or {}
         self.stats.calls += 1
         self.stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
@@ -270,9 +269,12 @@ class RolloutClient:
         from benchfill.schema import ProbeResult
 
         done = [r for r in results if not r.error]
+        ids = list({r.item_id for r in done})
         with self.store.session() as s:
-            have = {(row.item_id, row.probe, row.call_key)
-                    for row in s.exec(select(ProbeResult).where(ProbeResult.phase == phase))}
+            have = set()
+            for i in range(0, len(ids), 500):  # only these items' rows: the search calls this per item
+                q = select(ProbeResult).where(ProbeResult.phase == phase, ProbeResult.item_id.in_(ids[i : i + 500]))
+                have |= {(row.item_id, row.probe, row.call_key) for row in s.exec(q)}
             for r in done:
                 if (r.item_id, r.probe, r.call_key) not in have:
                     s.add(ProbeResult(item_id=r.item_id, probe=r.probe, correct=r.correct, trials=r.trials,
@@ -283,11 +285,22 @@ class _RefusesN(Exception):
     pass
 
 
+def _parse(content: bytes, n: int) -> tuple[list[str], dict]:
+    try:
+        data = json.loads(content)
+        texts = [(c.get("message") or {}).get("content") or "" for c in data["choices"]]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise TruncatedReply(f"unreadable reply body ({len(content)} bytes)") from exc
+    if len(texts) != n:
+        raise TruncatedReply(f"asked for {n} samples, got {len(texts)}")
+    return texts, data
+
+
 def _is_call_error(exc: BaseException) -> bool:
     """Errors that belong to one call (HTTP, transport, timeouts), not bugs in our code."""
     names = {c.__name__ for c in type(exc).__mro__}
     return bool(names & {"APIError", "HTTPError", "TransportError", "TimeoutError", "OSError", "TimeoutException"}) \
-        or isinstance(exc, (asyncio.TimeoutError, json.JSONDecodeError, KeyError))
+        or isinstance(exc, (asyncio.TimeoutError, TruncatedReply))
 
 
 def _describe(exc: BaseException) -> str:

@@ -34,7 +34,12 @@ _TRANSIENT = {
     "ServiceUnavailableError",
     "TimeoutError",
     "ConnectionError",  # builtins: ConnectionResetError, BrokenPipeError...
+    "TruncatedReply",
 }
+
+
+class TruncatedReply(Exception):
+    """A 200 whose body is not a complete reply (cut off on the way): worth asking again."""
 
 
 def status_of(exc: BaseException) -> int | None:

@@ -1,0 +1,208 @@
+"""Rewriter and judge calls through litellm (any provider), with typed results.
+
+Same discipline as the probes: retries in ``benchfill.retry`` (litellm's own are off), every completed
+call cached in the store under a hash of the request. A malformed reply is sent back to the model with
+the parse error (a repair turn) up to ``max_repairs`` times; after that the call is a ``Failure``,
+which is falsy and never raises, so one bad reply never stops a run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchfill.cache import CallCache, make_call, request_key
+from benchfill.config import LLMConfig, RetryConfig, key_from_env
+from benchfill.errors import ConfigError, EndpointError
+from benchfill.retry import async_retrying, is_retryable, status_of
+
+log = logging.getLogger("benchfill.llm")
+
+
+@dataclass
+class RewriteResult:
+    child: dict[str, Any]  # the child in the benchmark's own fields, with its reference answer
+    reply: str
+    repairs: int = 0
+    cached: bool = False
+
+
+@dataclass
+class Verdict:
+    valid: bool
+    reason: str
+    repairs: int = 0
+    cached: bool = False
+
+
+@dataclass
+class Failure:
+    """A rewriter or judge call whose replies stayed unreadable after the repairs allowed."""
+
+    role: str
+    reason: str
+    replies: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:  # callers test ``if not result``
+        return False
+
+
+@dataclass
+class LLMStats:
+    requests: int = 0
+    calls: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    repairs: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+
+async def rewrite(cfg: LLMConfig, parent: dict[str, Any], target_z: float, references: list, *, spec,
+                  store=None, seed: int = 0, retry: RetryConfig | None = None, stats: LLMStats | None = None,
+                  format_prompt: Callable | None = None, parse: Callable | None = None) -> RewriteResult | Failure:
+    """Ask the rewriter for a child of ``parent`` aimed at ``target_z``; references are (item, z) pairs."""
+    if format_prompt is None or parse is None:
+        from benchfill import prompts
+
+        format_prompt = format_prompt or prompts.format_rewriter_prompt
+        parse = parse or prompts.parse_child
+
+    def read(reply: str) -> dict[str, Any]:
+        child = parse(reply)
+        if not isinstance(child, dict):
+            raise ValueError("the <child> block is not a JSON object")
+        missing = [f for f in (spec.text_field, spec.answer_field) if not str(child.get(f, "")).strip()]
+        if missing:
+            raise ValueError(f"the child lacks field {missing[0]!r}")
+        return child
+
+    prompt = format_prompt(parent, target_z, references, spec)
+    out = await _ask("rewriter", cfg, prompt, read, store, seed, retry, stats)
+    if isinstance(out, Failure):
+        return out
+    child, reply, repairs, cached = out
+    return RewriteResult(child, reply, repairs, cached)
+
+
+async def judge(cfg: LLMConfig, child: dict[str, Any], *, spec, store=None, seed: int = 0,
+                retry: RetryConfig | None = None, stats: LLMStats | None = None,
+                format_prompt: Callable | None = None, parse: Callable | None = None) -> Verdict | Failure:
+    """Ask the judge whether ``child`` is a valid item (well posed, reference answer right)."""
+    if format_prompt is None or parse is None:
+        from benchfill import prompts
+
+        format_prompt = format_prompt or prompts.format_judge_prompt
+        parse = parse or prompts.parse_verdict
+
+    def read(reply: str) -> tuple[bool, str]:
+        v = parse(reply)
+        valid, reason = (v.valid, v.reason) if hasattr(v, "valid") else v
+        return bool(valid), str(reason)
+
+    out = await _ask("judge", cfg, format_prompt(child, spec), read, store, seed, retry, stats)
+    if isinstance(out, Failure):
+        return out
+    (valid, reason), _reply, repairs, cached = out
+    return Verdict(valid, reason, repairs, cached)
+
+
+# -- the call path ---------------------------------------------------------------------------------
+async def _ask(role: str, cfg: LLMConfig, prompt: str, read: Callable[[str], Any], store, seed: int,
+               retry: RetryConfig | None, stats: LLMStats | None):
+    stats = stats if stats is not None else LLMStats()
+    messages: list[dict[str, str]] = [{"role": "user", "content": prompt}]
+    replies: list[str] = []
+    all_cached = True
+    for repair in range(cfg.max_repairs + 1):
+        reply, cached = await _complete(role, cfg, messages, seed, store, retry or RetryConfig(), stats)
+        all_cached &= cached
+        replies.append(reply)
+        try:
+            return read(reply), reply, repair, all_cached
+        except Exception as exc:  # noqa: BLE001  (any parse failure: MalformedReply, ValueError, ...)
+            why = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+            log.info("%s reply malformed (%s); repair %d of %d", role, why, repair + 1, cfg.max_repairs)
+            if repair < cfg.max_repairs:
+                stats.repairs += 1
+            # The repair turn shows the model its own reply and what was wrong with it.
+            messages = messages + [
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": f"Your reply could not be read: {why}. "
+                                            "Answer again in exactly the format asked for."},
+            ]
+    stats.failures += 1
+    return Failure(role, f"{role} reply malformed after {cfg.max_repairs} repairs", replies)
+
+
+async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, store, retry: RetryConfig,
+                    stats: LLMStats) -> tuple[str, bool]:
+    request = {"messages": messages, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens, "seed": seed}
+    endpoint = cfg.api_base or cfg.model.split("/", 1)[0]
+    key = request_key(role, endpoint, cfg.model, request)
+    cache = CallCache(store) if store is not None else None
+    if cache is not None and (hit := cache.get(key)) is not None:
+        stats.cache_hits += 1
+        return json.loads(hit.response_json)["text"], True
+    litellm = _litellm()
+    kwargs: dict[str, Any] = dict(model=cfg.model, messages=messages, temperature=cfg.temperature,
+                                  max_tokens=cfg.max_tokens, seed=seed, timeout=cfg.timeout_s,
+                                  num_retries=0, max_retries=0)
+    if cfg.api_base:
+        kwargs["api_base"] = cfg.api_base
+    if cfg.api_key_env:
+        api_key = key_from_env(cfg.api_key_env)
+        if not api_key:
+            raise ConfigError(f"{role}.api_key_env: environment variable {cfg.api_key_env} is not set")
+        kwargs["api_key"] = api_key
+    elif cfg.api_base:
+        kwargs["api_key"] = "EMPTY"  # a local OpenAI-compatible server without auth
+
+    def on_retry(state) -> None:
+        stats.retries += 1
+
+    try:
+        async for attempt in async_retrying(retry, on_retry):
+            with attempt:
+                stats.requests += 1
+                t0 = time.perf_counter()
+                resp = await litellm.acompletion(**kwargs)
+                latency = time.perf_counter() - t0
+    except Exception as exc:
+        if not (status_of(exc) is not None or is_retryable(exc)):
+            raise
+        code = status_of(exc)
+        msg = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
+        raise EndpointError(f"{role} {cfg.model} at {endpoint}: " + (f"HTTP {code}: " if code else "") + msg) from None
+    text = resp.choices[0].message.content or ""
+    usage = getattr(resp, "usage", None)
+    pt, ct = int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+    stats.calls += 1
+    stats.prompt_tokens += pt
+    stats.completion_tokens += ct
+    stats.latency_s += latency
+    if cache is not None:
+        cache.add(make_call(role, key, endpoint, cfg.model, request, {"text": text}, pt, ct, latency))
+        cache.flush()
+    return text, False
+
+
+def _litellm():
+    """litellm, imported on first use, with its network look-ups, telemetry and chatter off."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    litellm.drop_params = True  # providers without `seed` still answer
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return litellm

@@ -1,0 +1,124 @@
+"""Issue 3 acceptance, end to end through the real openai SDK against the simulated world on loopback.
+
+12 simulated probes x 30 aime24 items x 32 rollouts, graded by the real ``math`` evaluator and fitted
+by ``benchfill.irt.fit``: the fit recovers the world's latent difficulties; 20% injected faults change
+nothing in the graded result and never repeat a succeeded call; a rerun is served from the cache; and
+the credential named by the config never reaches the store, the logs or an output file.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from benchfill.benchmarks import get_benchmark
+from benchfill.config import ProbeConfig, RetryConfig
+from benchfill.probes import ProbePanel, TrafficStats, collect_responses
+from benchfill.sim import SimServer, World
+from benchfill.store import Store
+
+KEY_ENV = "BENCHFILL_TEST_PROBE_KEY"
+FAKE_KEY = "fake-key-7c1e9b5a-RECOGNISABLE"
+TRIALS, SEED = 32, 5
+
+
+@pytest.fixture(scope="module")
+def aime24(shared_data):
+    return get_benchmark("aime24", data_dir=shared_data)
+
+
+def make_world(bench, **knobs) -> World:
+    return World.from_items(bench.items, evaluator="math", text_field="problem", answer_field="answer",
+                            n_probes=12, seed=11, **knobs)
+
+
+def make_panel(world: World, url: str, key_env: str | None = None) -> ProbePanel:
+    probes = [ProbeConfig(name=m, base_url=url, model=m, trials=TRIALS, concurrency=24, timeout_s=0.5,
+                          api_key_env=key_env) for m in world.probes]
+    return ProbePanel(probes, RetryConfig(max_attempts=15, initial_wait_s=0, max_wait_s=0, jitter_s=0))
+
+
+def collect(store, panel, bench, seed=SEED):
+    stats = TrafficStats()
+    m = collect_responses(store, panel, bench.items, bench.spec, seed=seed, stats=stats)
+    return m, stats
+
+
+@pytest.mark.slow
+def test_rollouts_recover_latent_difficulties_and_survive_faults(tmp_path, aime24):
+    from benchfill.irt import fit
+
+    world = make_world(aime24)
+    with SimServer(world) as srv:
+        clean, stats = collect(Store(tmp_path / "clean.db"), make_panel(world, srv.base_url), aime24)
+    assert stats.requests == stats.calls == 12 * 30 and stats.retries == 0
+    assert clean.trials.shape == (12, 30) and (clean.trials == TRIALS).all()
+    est = fit(clean, seed=0)
+    truth = np.array([world.true_difficulty(i["problem"]) for i in aime24.items])
+    r = np.corrcoef(est.difficulty, truth)[0, 1]
+    assert r >= 0.95, f"correlation with the latent difficulties {r:.3f}"
+
+    faulty = make_world(aime24, fault_rate=0.2)
+    with SimServer(faulty) as srv:
+        noisy, nstats = collect(Store(tmp_path / "faulty.db"), make_panel(faulty, srv.base_url), aime24)
+        server = srv.stats["models"]
+    assert nstats.retries > 30 and nstats.failures == 0
+    np.testing.assert_array_equal(noisy.correct, clean.correct)
+    np.testing.assert_array_equal(noisy.trials, clean.trials)
+    # one success per (model, prompt): each probe saw 30 distinct prompts and succeeded exactly 30 times
+    assert {m: c["successes"] for m, c in server.items()} == {m: 30 for m in faulty.probes}
+    assert sum(c.get("faults", 0) for c in server.values()) == nstats.retries
+    kinds = {k for c in server.values() for k in c if k.startswith("fault_")}
+    assert kinds == {"fault_429", "fault_500", "fault_timeout", "fault_malformed"}
+
+
+def test_rerun_is_served_from_the_cache_and_a_new_seed_is_not(tmp_path, aime24):
+    items = aime24.items[:6]
+    bench = type(aime24)(aime24.spec, aime24.items_path, _items=items)
+    world = make_world(aime24)
+    with SimServer(world) as srv:
+        store = Store(tmp_path / "s.db")
+        panel = make_panel(world, srv.base_url)
+        first, s1 = collect(store, panel, bench)
+        before = sum(c["requests"] for c in srv.stats["models"].values())
+        again, s2 = collect(store, panel, bench)
+        after = sum(c["requests"] for c in srv.stats["models"].values())
+        other, s3 = collect(store, panel, bench, seed=SEED + 1)
+    assert s1.requests == 72 and s2.requests == 0 and s2.cache_hits == 72 and after == before
+    np.testing.assert_array_equal(first.correct, again.correct)
+    assert s3.requests == 72 and s3.cache_hits == 0
+    assert not np.array_equal(first.correct, other.correct)
+
+
+def test_credentials_never_reach_store_logs_or_outputs(tmp_path, aime24, monkeypatch, caplog, capsys):
+    from benchfill.cli import main
+
+    monkeypatch.setenv(KEY_ENV, FAKE_KEY)
+    caplog.set_level(logging.DEBUG)
+    items = aime24.items[:4]
+    bench = type(aime24)(aime24.spec, aime24.items_path, _items=items)
+    world = make_world(aime24, api_key=FAKE_KEY, fault_rate=0.2)
+    with SimServer(world) as srv:
+        store = Store(tmp_path / "s.db")
+        m, stats = collect(store, make_panel(world, srv.base_url, KEY_ENV), bench)
+        assert stats.calls == 48 and (m.trials == TRIALS).all()  # the key was sent: the server demands it
+        cfg = tmp_path / "cfg.toml"
+        cfg.write_text("".join(f'[[probes]]\nname = "{p}"\nbase_url = "{srv.base_url}"\nmodel = "{p}"\n'
+                               f'api_key_env = "{KEY_ENV}"\n' for p in world.probes[:2]))
+        assert main(["probes", "check", "--config", str(cfg)]) == 0
+    serve_cfg = tmp_path / "serve.toml"  # as on a GPU host: one port per served model
+    serve_cfg.write_text(cfg.read_text().replace(srv.base_url, "http://127.0.0.1:8101/v1", 1)
+                         .replace(srv.base_url, "http://127.0.0.1:8102/v1"))
+    script = tmp_path / "serve.sh"
+    assert main(["probes", "serve", "--config", str(serve_cfg), "--write", str(script)]) == 0
+    assert f'--api-key "${KEY_ENV}"' in script.read_text()
+    store.close()
+    out = capsys.readouterr()
+    blobs = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert "s.db" in blobs and "serve.sh" in blobs
+    assert any(r.name.startswith(("openai", "httpx", "httpcore")) for r in caplog.records)  # logs were captured
+    for name, data in [*blobs.items(), ("logs", caplog.text.encode()), ("stdout", out.out.encode()),
+                       ("stderr", out.err.encode())]:
+        assert FAKE_KEY.encode() not in data, f"credential leaked into {name}"
