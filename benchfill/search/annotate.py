@@ -48,10 +48,10 @@ class Annotation:
 
 @dataclass(frozen=True)
 class AdaptiveSettings:
-    batch: int = 4  # samples per probe per step
+    batch: int = 8  # samples per probe per step
     width: int = 2  # probes asked per step (the most informative ones)
     min_rollouts: int = 16  # before any early stop
-    z_se_stop: float = 0.025  # precise enough on the normalized scale
+    z_se_stop: float = 0.04  # precise enough on the normalized scale
     far_sigmas: float = 2.0  # "clearly far": this many standard errors beyond the margin
 
 

@@ -31,6 +31,7 @@ class TrafficServices:
     def __init__(self, config, spec, store, rollout_client, seed: int, world=None):
         self.config, self.spec, self.store, self.rc, self.seed, self.world = config, spec, store, rollout_client, seed, world
         self.phase = "annotate"
+        self.texts: dict[str, str] = {}  # child id -> text, for the simulated world's truth
 
     async def rewrite(self, parent: dict[str, Any], target_z: float, references: list[Reference], key: str):
         child_id = key.split(":", 1)[1]
@@ -50,6 +51,7 @@ class TrafficServices:
             text = await self._complete("rewriter", self.config.rewriter, prompt, derive_seed(self.seed, key, attempt))
             child = _json_tag(text, "child")
             if child is not None and self.spec.text_field in child:
+                self.texts[child_id] = str(child[self.spec.text_field])
                 return {**child, "id": child_id}
         return None
 
@@ -94,17 +96,9 @@ class TrafficServices:
 
     def true_difficulty(self, item_id: str) -> float | None:
         """Simulated world only: the child's latent difficulty, found by its text."""
-        if self.world is None:
+        if self.world is None or item_id not in self.texts:
             return None
-        from benchfill.schema import Item
-
-        with self.store.session() as s:
-            row = s.get(Item, item_id)
-        if row is None:
-            return None
-        import json
-
-        text = str(json.loads(row.data_json).get(self.spec.text_field, ""))
+        text = self.texts[item_id]
         try:
             return float(self.world.true_difficulty(text))
         except KeyError:
