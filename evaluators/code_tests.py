@@ -30,7 +30,9 @@ def extract_code(response: str) -> str:
 def build_program(code: str, item: dict, spec: Any = None) -> str:
     prompt = str(item_field(item, field_name(spec, "text_field", "prompt"), "text_field"))
     tests = str(item_field(item, field_name(spec, "tests_field", "test"), "tests_field"))
-    entry_point = str(item_field(item, field_name(spec, "entry_point_field", "entry_point"), "entry_point_field"))
+    entry_point = str(
+        item_field(item, field_name(spec, "entry_point_field", "entry_point"), "entry_point_field")
+    )
     defines_entry = re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE)
     # A full function goes after the whole prompt (whose helpers it may call); a body continues it.
     joiner = "\n\n" if defines_entry else ""

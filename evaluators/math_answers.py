@@ -56,7 +56,7 @@ def extract_answer(response: str) -> str | None:
         return None
     answer = found[-1].strip()
     # "the answer is $42$." -> "42"; stop at the end of the sentence, not at a decimal point.
-    answer = re.split(r"(?<!\d)\.(?!\d)|\n", answer, maxsplit=1)[0]
+    answer = re.split(r"\.(?!\d)|\n", answer, maxsplit=1)[0]
     return answer.strip().strip("$").strip() or None
 
 

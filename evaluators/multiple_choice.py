@@ -18,12 +18,14 @@ from evaluators.base import Evaluator, Grade, field_name, item_field
 LETTERS = string.ascii_uppercase[:10]
 
 # Most explicit forms first; within each, the last occurrence wins (a model may
-# restate the options before concluding).
+# restate the options before concluding). A lowercase letter counts only inside
+# parentheses, so "the answer is a prime" is not read as option A.
+_LETTER = r"[\s*\[]*(?:\(([A-Ja-j])\)|([A-J])\b)"
 _PATTERNS = [
-    re.compile(r"answer\s+is\s*:?\s*\(?\**\s*([A-J])\b\s*\)?", re.IGNORECASE),
-    re.compile(r"\\boxed\{\s*\(?([A-J])\)?\s*\}"),
-    re.compile(r"answer\s*:\s*\**\s*\(?([A-J])\b\)?", re.IGNORECASE),
-    re.compile(r"(?:^|\n)\s*\(?([A-J])\)?[.):]?\s*$"),  # a lone letter on the last line
+    re.compile(r"(?i:answer\s+is)\s*:?" + _LETTER),
+    re.compile(r"\\boxed\{\s*(?:\(([A-J])\)|([A-J]))\s*\}"),
+    re.compile(r"(?i:answer)\s*:" + _LETTER),
+    re.compile(r"(?:^|\n)\s*(?:\(([A-J])\)|([A-J]))[.):]?\s*$"),  # a lone letter on the last line
 ]
 
 
@@ -34,7 +36,7 @@ def extract_choice(response: str, n_options: int = 10) -> str | None:
     if not text:
         return None
     for pattern in _PATTERNS:
-        found = [m.group(1).upper() for m in pattern.finditer(text)]
+        found = [(m.group(1) or m.group(2)).upper() for m in pattern.finditer(text)]
         found = [letter for letter in found if letter in valid]
         if found:
             return found[-1]

@@ -64,9 +64,12 @@ class Outcome:
 
 
 # The sandbox's own code; the programs arrive as JSON on stdin.
-_RUNNER = r'''
-import json, os, resource, select, signal, sys, time
+_RUNNER = r"""
+import ctypes, json, os, resource, select, signal, sys, time
 spec = json.loads(sys.stdin.read())
+# Orphans of a program (its forks) become our children, so we can reap them and
+# none is left as a zombie for the machine's init to collect.
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 if spec["block_socket"]:
     import socket
     def _no_network(*args, **kwargs):
@@ -117,6 +120,12 @@ for source in spec["programs"]:
     if pid > 0:
         os.waitpid(pid, 0)
     os.close(r)
+    while True:  # reap orphans the kill left behind
+        try:
+            if not os.waitpid(-1, os.WNOHANG)[0]:
+                break
+        except ChildProcessError:
+            break
     if status == "timeout":
         results.append(["timeout", "wall time over %gs" % timeout])
     elif data == b"P":
@@ -125,8 +134,20 @@ for source in spec["programs"]:
         results.append(["failed", data[1:201].decode("utf-8", "replace")])
     else:
         results.append(["crashed", "ended without a result (killed, CPU or memory limit)"])
+if spec["own_uid"]:
+    # A throwaway uid: -1 reaches only this batch's processes (daemons that left
+    # their group included); then wait for every one of them.
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
 sys.stdout.write(json.dumps(results))
-'''
+"""
 
 
 def _check(rc: int) -> None:
@@ -156,7 +177,9 @@ def _hidden_python() -> dict[str, list[str]]:
     return blocked
 
 
-def _mount(source: str | bytes | None, target: str | bytes, fstype: bytes | None, flags: int, data: bytes | None):
+def _mount(
+    source: str | bytes | None, target: str | bytes, fstype: bytes | None, flags: int, data: bytes | None
+):
     source = source.encode() if isinstance(source, str) else source
     target = target.encode() if isinstance(target, str) else target
     _check(_libc.mount(source, target, fstype, flags, data))
@@ -238,6 +261,7 @@ def _launch(mode: str, programs: list[str], timeout: float, cpu_seconds: int) ->
             "timeout": timeout,
             "cpu_seconds": cpu_seconds,
             "block_socket": mode == "plain",
+            "own_uid": uid is not None,
         }
         proc = subprocess.Popen(
             [sys.executable, "-I", "-c", _RUNNER],
@@ -250,7 +274,9 @@ def _launch(mode: str, programs: list[str], timeout: float, cpu_seconds: int) ->
             preexec_fn=_preexec(mode, uid, cpu_seconds * max(1, len(programs)) + 5),
         )
         try:
-            out, err = proc.communicate(json.dumps(request).encode(), timeout=(timeout + 1) * len(programs) + 10)
+            out, err = proc.communicate(
+                json.dumps(request).encode(), timeout=(timeout + 1) * len(programs) + 10
+            )
         except subprocess.TimeoutExpired:
             out, err = b"", b"sandbox overran its total time"
         finally:
@@ -287,7 +313,9 @@ def isolation() -> dict[str, str]:
     mode = _mode()
     return {
         "mode": mode,
-        "network": {"root": "network namespace", "userns": "network namespace", "plain": "socket preamble"}[mode],
+        "network": {"root": "network namespace", "userns": "network namespace", "plain": "socket preamble"}[
+            mode
+        ],
         "filesystem": "throwaway uid, private /tmp" if mode == "root" else "temporary working directory",
     }
 

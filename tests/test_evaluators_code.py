@@ -1,0 +1,186 @@
+"""Code grading on all 164 HumanEval problems, and hostile programs kept in the sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+
+import pytest
+
+from evaluators import get_evaluator
+from evaluators.code_tests import build_program, extract_code
+from evaluators.sandbox import isolation, run_programs
+
+CODE = get_evaluator("code", timeout=3.0, cpu_seconds=3)
+
+
+@pytest.fixture(scope="module")
+def humaneval(shared_data):
+    with open(shared_data / "humaneval" / "items.jsonl") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def _sandbox_uid_processes() -> list[int]:
+    """Processes still owned by a throwaway sandbox uid (there must be none after a batch)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid >= 200_000:
+                    found.append(int(entry))
+            except FileNotFoundError:
+                continue
+    return found
+
+
+def test_all_canonical_solutions_pass(humaneval):
+    assert len(humaneval) == 164
+    start = time.perf_counter()
+    grades = CODE.grade_pairs([(item["canonical_solution"], item) for item in humaneval])
+    elapsed = time.perf_counter() - start
+    failed = [(item["id"], g.reason) for item, g in zip(humaneval, grades, strict=True) if not g.correct]
+    assert failed == []
+    assert elapsed < 30, f"164 HumanEval problems took {elapsed:.1f}s"
+
+
+def test_broken_solutions_fail(humaneval):
+    broken = []
+    for item in humaneval:
+        broken.append(("    return None\n", item))
+        # the canonical solution with its last return replaced: wrong, not crashing at import
+        lines = item["canonical_solution"].splitlines()
+        idx = max(i for i, line in enumerate(lines) if line.strip().startswith("return"))
+        indent = lines[idx][: len(lines[idx]) - len(lines[idx].lstrip())]
+        lines[idx] = f"{indent}raise ValueError('broken')"
+        broken.append(("\n".join(lines) + "\n", item))
+    grades = CODE.grade_pairs(broken)
+    passed = [item["id"] for (_, item), g in zip(broken, grades, strict=True) if g.correct]
+    assert passed == []
+
+
+def test_fenced_full_function_reply(humaneval):
+    item = humaneval[0]
+    full = item["prompt"] + item["canonical_solution"]
+    reply = f"Here is my solution.\n\n```python\n{full}```\nIt checks all pairs."
+    assert extract_code(reply) == full
+    assert CODE.grade(reply, item).correct
+    wrong = reply.replace("distance < threshold", "distance > threshold")
+    assert not CODE.grade(wrong, item).correct
+    # the full function follows the whole prompt, so the prompt's helpers stay defined
+    assert build_program(full, item).startswith(item["prompt"])
+
+
+def test_no_code_is_wrong(humaneval):
+    grade = CODE.grade("```python\n```", humaneval[0])
+    assert not grade.correct and grade.reason == "no code found"
+
+
+def test_one_bad_program_does_not_sink_its_batch(humaneval):
+    item = humaneval[2]
+    responses = [
+        "    while True:\n        pass\n",
+        item["canonical_solution"],
+        "    import os\n    os._exit(0)\n",
+    ]
+    grades = CODE.grade_many(responses, item, None)
+    assert [g.correct for g in grades] == [False, True, False]
+    assert grades[0].reason.startswith("timeout")
+    assert grades[2].reason.startswith("crashed")
+
+
+# Hostile programs: each must end graded wrong, within its limits, leaving nothing behind.
+
+
+def _run_one(source: str, timeout: float = 2.0):
+    start = time.perf_counter()
+    (outcome,) = run_programs([source], timeout=timeout, cpu_seconds=2)
+    return outcome, time.perf_counter() - start
+
+
+def test_endless_loop_is_stopped():
+    outcome, elapsed = _run_one("while True:\n    pass\n")
+    assert not outcome.passed and outcome.status == "timeout"
+    assert elapsed < 6
+
+
+def test_fork_bomb_is_contained():
+    before = len(os.listdir("/proc"))
+    outcome, elapsed = _run_one("import os\nwhile True:\n    os.fork()\n")
+    assert not outcome.passed
+    assert elapsed < 8
+    assert _sandbox_uid_processes() == []
+    assert len(os.listdir("/proc")) < before + 20
+
+
+def test_escaped_daemon_is_killed():
+    source = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    while True:\n        time.sleep(1)\n"
+    outcome, _ = _run_one(source)
+    assert outcome.passed  # the program itself ends fine; its daemon must not outlive the batch
+    assert _sandbox_uid_processes() == []
+
+
+def test_writes_outside_the_directory_do_not_land(tmp_path):
+    name = f"benchfill-escape-{uuid.uuid4().hex}"
+    targets = [tmp_path / name, f"/tmp/{name}", "../" + name, os.path.join(os.getcwd(), name)]
+    sources = [
+        f"open({str(t)!r}, 'w').write('x')\nassert False, 'a write outside the sandbox landed'\n"
+        for t in targets
+    ]
+    outcomes = run_programs(sources, timeout=2.0, cpu_seconds=2)
+    assert not any(o.passed for o in outcomes)
+    for target in targets[:2] + targets[3:]:
+        assert not os.path.exists(target), target
+    # writing inside its own directory is allowed
+    (inside,) = run_programs(["open('scratch.txt', 'w').write('ok')"], timeout=2.0)
+    assert inside.passed
+
+
+def test_network_connection_fails():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    try:
+        source = (
+            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'leak')\n"
+        )
+        outcome, _ = _run_one(source)
+        assert not outcome.passed
+        with pytest.raises(TimeoutError):
+            server.accept()  # nothing reached the host's loopback
+        (remote,) = run_programs(["import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)"])
+        assert not remote.passed
+    finally:
+        server.close()
+
+
+def test_huge_allocation_fails():
+    outcome, elapsed = _run_one("x = bytearray(8 * 1024 ** 3)\n")
+    assert not outcome.passed and "MemoryError" in outcome.detail
+    outcome, _ = _run_one("x = [0] * (10 ** 10)\n")
+    assert not outcome.passed
+
+
+def test_hostile_candidates_graded_wrong_through_the_evaluator(humaneval):
+    item = humaneval[0]
+    hostile = [
+        "    while True:\n        pass\n",
+        "    import os\n    while True:\n        os.fork()\n",
+        "    open('/etc/benchfill-escape', 'w').write('x')\n    return True\n",
+        "    import socket\n    socket.create_connection(('1.1.1.1', 80), timeout=1)\n    return True\n",
+        "    x = bytearray(8 * 1024 ** 3)\n    return True\n",
+    ]
+    grades = CODE.grade_many(hostile, item, None)
+    assert [g.correct for g in grades] == [False] * len(hostile)
+    assert not os.path.exists("/etc/benchfill-escape")
+
+
+def test_isolation_reports_the_active_mode():
+    info = isolation()
+    assert info["mode"] in {"root", "userns", "plain"}
+    if os.geteuid() == 0:
+        assert info["mode"] == "root" and info["network"] == "network namespace"

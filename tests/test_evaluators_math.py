@@ -1,0 +1,129 @@
+"""Math grading on real AIME 2024/2025 and AMC 2023 items, plus hand-worked extraction cases."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from evaluators import get_evaluator
+from evaluators.math_answers import as_number, extract_answer, last_boxed
+from evaluators.math_worker import MathVerifier
+
+MATH = get_evaluator("math")
+
+
+def _items(shared_data, name):
+    with open(shared_data / name / "items.jsonl") as fh:
+        return [json.loads(line) for line in fh]
+
+
+@pytest.mark.parametrize(("bench", "count"), [("aime24", 30), ("aime25", 30), ("amc23", 40)])
+def test_reference_answers_correct_perturbed_wrong(shared_data, bench, count):
+    items = _items(shared_data, bench)
+    assert len(items) == count
+    for item in items:
+        ref = item["answer"]
+        value = int(ref)
+        for response in (
+            f"Thus the total is \\boxed{{{ref}}}.",
+            f"... so the answer is ${ref}$.",
+            f"\\boxed{{{value + 1}}} was a slip; the final answer is \\boxed{{ {ref} }}",
+        ):
+            grade = MATH.grade(response, item)
+            assert grade.correct, (item["id"], response, grade)
+        for wrong in (value + 1, value - 1, value * 10):
+            grade = MATH.grade(f"\\boxed{{{wrong}}}", item)
+            assert not grade.correct and grade.extracted == str(wrong), (item["id"], grade)
+
+
+def test_aime_leading_zeros_and_integer_forms(shared_data):
+    item = next(i for i in _items(shared_data, "aime25") if i["answer"] == "70")
+    for answer in ("070", "70", "+70", "70.0", "\\text{70}", "70^\\circ"):
+        assert MATH.grade(f"\\boxed{{{answer}}}", item).correct, answer
+    for answer in ("7", "700", "0.70", "71"):
+        assert not MATH.grade(f"\\boxed{{{answer}}}", item).correct, answer
+    assert MATH.grade("\\boxed{033}", {"answer": "33"}).reason == "equal numbers"
+
+
+@pytest.mark.parametrize(
+    ("text", "boxed"),
+    [
+        (r"so \boxed{\frac{1}{2}} done", r"\frac{1}{2}"),
+        (r"\boxed{1} then \boxed{ {2}+\sqrt{3} }", r"{2}+\sqrt{3}"),
+        (r"\fbox{5}", "5"),
+        (r"\boxed{unclosed", None),
+        ("no box here", None),
+    ],
+)
+def test_last_boxed_balances_braces(text, boxed):
+    assert last_boxed(text) == boxed
+
+
+def test_extract_answer_forms():
+    assert extract_answer("We get 3. Therefore, the answer is 1.5.") == "1.5"
+    assert extract_answer("The answer is: $\\frac{3}{4}$.\nExtra.") == "\\frac{3}{4}"
+    assert extract_answer("The answer is 2. Wait, the answer is \\boxed{4}") == "4"
+    assert extract_answer("I could not solve it.") is None
+    assert MATH.grade("I could not solve it.", {"answer": "4"}) == (MATH.grade("", {"answer": "4"}))
+
+
+def test_as_number_is_exact():
+    assert as_number("0.5") == as_number(".50")
+    assert as_number("1,625") == 1625
+    assert as_number(r"\frac12") is None
+    assert as_number("1e5") is None  # not a plain decimal: left to math-verify
+
+
+@pytest.mark.parametrize(
+    ("reference", "answer", "equal"),
+    [
+        (r"\frac{1}{2}", "0.5", True),
+        (r"\frac{1}{2}", r"\dfrac{1}{2}", True),
+        (r"3\sqrt{2}", r"\sqrt{18}", True),
+        ("x^2+2x+1", "(x+1)^2", True),
+        (r"\frac{\pi}{4}", r"\frac{\pi}{3}", False),
+        (r"2\sqrt{3}", r"\sqrt{13}", False),
+    ],
+)
+def test_symbolic_equivalence_through_math_verify(reference, answer, equal):
+    grade = MATH.grade(f"\\boxed{{{answer}}}", {"answer": reference})
+    assert grade.correct is equal
+    assert "math-verify" in grade.reason
+
+
+def test_size_cap_grades_huge_answers_wrong_unparsed():
+    huge = "9" * 5000
+    grade = MATH.grade(f"\\boxed{{{huge}}}", {"answer": huge})
+    assert not grade.correct and "longer than" in grade.reason
+
+
+def test_worker_timeout_grades_wrong_and_worker_recovers():
+    verifier = MathVerifier(timeout=10.0)
+    ev = get_evaluator("math", verifier=verifier)
+    try:
+        assert ev.grade(r"\boxed{\sqrt{4}}", {"answer": "2"}).correct  # warms the worker
+        stalled = verifier._proc
+        os.kill(stalled.pid, signal.SIGSTOP)  # a worker stuck in sympy, deterministically
+        verifier.timeout = 0.5
+        grade = ev.grade(r"\boxed{\sqrt{9}}", {"answer": "3"})
+        assert not grade.correct and "took over" in grade.reason
+        assert verifier._proc is None and stalled.poll() is not None  # killed, not left behind
+        assert ev.grade(r"\boxed{\sqrt{16}}", {"answer": "4"}).correct  # a fresh worker
+    finally:
+        verifier.close()
+
+
+def test_throughput_thousand_symbolic_checks():
+    MATH.grade(r"\boxed{\frac{2}{4}}", {"answer": "0.5"})  # warm the shared worker
+    start = time.perf_counter()
+    for k in range(1, 501):
+        assert MATH.grade(rf"\boxed{{\frac{{{k}}}{{{2 * k}}}}}", {"answer": r"\frac{1}{2}"}).correct
+        assert not MATH.grade(
+            rf"\boxed{{\frac{{{k + 1}}}{{{2 * k + 1}}}}}", {"answer": r"\frac{1}{2}"}
+        ).correct
+    elapsed = time.perf_counter() - start
+    assert elapsed < 20, f"1000 math-verify checks took {elapsed:.1f}s"
