@@ -106,6 +106,7 @@ def serve_cmd(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ConfigError(f"sim serve: --port {args.port}: cannot bind {HOST}:{args.port} ({exc.strerror})") from None
     port = sock.getsockname()[1]
+    sock.listen(2048)  # connections queue from the moment the URL is printed
     print(f"benchfill sim (SIMULATED world, seed {args.seed}, truth from {world.latent_origin}): "
           f"{len(items)} items, {len(world.abilities)} probes, rewriter {world.rewriter_model}, "
           f"judge {world.judge_model}", flush=True)
