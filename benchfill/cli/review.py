@@ -1,0 +1,116 @@
+"""`benchfill review export|serve|import` and `benchfill release [diff|verify]`.
+
+Thin handlers over benchfill.review and benchfill.release, imported inside each
+handler so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    review = subparsers.add_parser("review", help="human review of proposed items (export, web page, import)")
+    rsub = review.add_subparsers(dest="review_command", metavar="ACTION", required=True)
+
+    p = rsub.add_parser("export", help="write the review queue as JSONL and CSV")
+    p.add_argument("run", type=Path, help="run directory")
+    p.add_argument("--out", type=Path, help="output directory (default: RUN/review)")
+    p.set_defaults(func=_export)
+
+    p = rsub.add_parser("serve", help="serve the review page on 127.0.0.1 (URL with a session token)")
+    p.add_argument("run", type=Path, help="run directory")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    _rule_args(p)
+    p.set_defaults(func=_serve)
+
+    p = rsub.add_parser("import", help="record decisions filled into an exported CSV")
+    p.add_argument("file", type=Path, help="the CSV (columns reviewer, decision, reason, edited_text, edited_answer)")
+    p.add_argument("--run", type=Path, help="run directory (default: the run the CSV was exported from)")
+    p.add_argument("--reviewer", help="reviewer name for rows whose reviewer cell is empty")
+    p.set_defaults(func=_import)
+
+    rel = subparsers.add_parser(
+        "release",
+        help="write a versioned release; `release diff A B`; `release verify DIR`",
+        description="benchfill release RUN --version X.Y.Z | benchfill release diff A B | benchfill release verify DIR",
+    )
+    rel.add_argument("args", nargs="+", metavar="RUN | diff A B | verify DIR")
+    rel.add_argument("--version", dest="release_version", help="semantic version of the new release (X.Y.Z)")
+    rel.add_argument("--out", type=Path, help="releases root (default: releases/ beside the run directory)")
+    _rule_args(rel)
+    rel.set_defaults(func=_release)
+
+
+def _rule_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--min-accepts", type=int, default=1, help="release rule: accepts needed (default 1)")
+    p.add_argument("--max-rejects", type=int, default=0, help="release rule: rejects tolerated (default 0)")
+
+
+def _rule(args):
+    from benchfill.review import ReleaseRule
+
+    return ReleaseRule(min_accepts=args.min_accepts, max_rejects=args.max_rejects)
+
+
+def _export(args) -> int:
+    from benchfill.review import export_queue
+
+    jsonl, csv_path = export_queue(args.run, args.out)
+    print(f"wrote {jsonl}\nwrote {csv_path}")
+    return 0
+
+
+def _serve(args) -> int:
+    from benchfill.review.server import serve
+
+    serve(args.run, port=args.port, rule=_rule(args))
+    return 0
+
+
+def _import(args) -> int:
+    from benchfill.errors import ConfigError
+    from benchfill.review import import_decisions
+
+    run = args.run
+    if run is None:
+        guess = args.file.resolve().parent.parent
+        if not ((guess / "store.db").is_file() and (guess / "review_queue.jsonl").is_file()):
+            raise ConfigError(f"{args.file}: cannot tell which run it belongs to; pass --run RUN")
+        run = guess
+    n = import_decisions(run, args.file, reviewer=args.reviewer)
+    print(f"recorded {n} decision(s) from {args.file} in {run / 'store.db'}")
+    return 0
+
+
+def _release(args) -> int:
+    from benchfill.errors import BenchfillError, ConfigError
+    from benchfill.release import diff_releases, release, verify_release
+
+    words = args.args
+    if words[0] == "diff":
+        if len(words) != 3:
+            raise ConfigError("usage: benchfill release diff A B (two release directories)")
+        print("\n".join(diff_releases(Path(words[1]), Path(words[2])).lines()))
+        return 0
+    if words[0] == "verify":
+        if len(words) != 2:
+            raise ConfigError("usage: benchfill release verify DIR")
+        problems = verify_release(Path(words[1]))
+        if problems:
+            for p in problems[1:]:
+                print(p)
+            raise BenchfillError(f"release does not verify ({len(problems)} problem(s)): {problems[0]}")
+        print(f"{words[1]}: every file matches manifest.json")
+        return 0
+    if len(words) != 1:
+        raise ConfigError("usage: benchfill release RUN --version X.Y.Z")
+    if not args.release_version:
+        raise ConfigError("release: --version X.Y.Z is required")
+    res = release(Path(words[0]), args.release_version, out=args.out, rule=_rule(args))
+    print(
+        f"released {res.version}: {res.n_original} original + {res.n_generated} generated item(s) at {res.path}\n"
+        f"manifest sha256 {res.manifest_sha256}"
+    )
+    return 0

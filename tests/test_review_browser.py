@@ -1,0 +1,89 @@
+"""The review page in headless Chromium: accept, reject with a reason, edit; then release.
+
+Uses Debian's chromium and chromedriver (installed by .ci/run); never downloads a browser.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_review_support import CHILD_IDS, SCRIPT_ID, make_run
+
+from benchfill.release import release, verify_release
+from benchfill.review import ReviewBoard
+from benchfill.review.server import ReviewServer
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@pytest.fixture
+def browser(tmp_path, monkeypatch):
+    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager must not look anything up
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'chromium-profile'}"):  # fmt: skip
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(15)
+    yield driver
+    driver.quit()
+
+
+def _decide(driver, wait, by, item_id, button, expect):
+    driver.find_element(by.ID, button).click()
+    wait.until(lambda d: any(expect in li.text for li in d.find_elements(by.CSS_SELECTOR, "#decisions li")))
+    assert driver.find_element(by.TAG_NAME, "h1").text == item_id
+
+
+def test_review_in_the_browser_then_release(tmp_path, shared_data, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    run = make_run(tmp_path, shared_data)
+    wait = WebDriverWait(browser, 10)
+    with ReviewServer(run) as srv:
+        browser.get(srv.url)
+        rows = browser.find_elements(By.CSS_SELECTOR, "#queue tr td:first-child a")
+        assert [a.text for a in rows] == list(CHILD_IDS)
+        browser.find_element(By.ID, "reviewer").send_keys("ann")
+
+        rows[0].click()  # accept
+        _decide(browser, wait, By, CHILD_IDS[0], "accept", "ann: accept")
+
+        browser.get(f"http://127.0.0.1:{srv.port}/item/{CHILD_IDS[1]}")  # cookie carries the token
+        assert browser.find_element(By.ID, "reviewer").get_attribute("value") == "ann"  # kept in localStorage
+        browser.find_element(By.ID, "reject-reason").send_keys("two answers fit")
+        _decide(browser, wait, By, CHILD_IDS[1], "reject", "ann: reject – two answers fit")
+
+        browser.get(f"http://127.0.0.1:{srv.port}/item/{SCRIPT_ID}")
+        shown = browser.find_element(By.ID, "child-text").text
+        assert shown.startswith("<script>alert('x')</script>")  # shown as text, not run
+        assert browser.execute_script("return document.querySelectorAll('main script').length") == 0
+        box = browser.find_element(By.ID, "edit-text")
+        box.clear()
+        box.send_keys("Find the least positive integer n such that n^2 ends in 444.")
+        answer = browser.find_element(By.ID, "edit-answer")
+        answer.clear()
+        answer.send_keys("38")
+        _decide(browser, wait, By, SCRIPT_ID, "edit", "ann: edit")
+
+    with ReviewBoard(run) as board:
+        got = [(d.item_id, d.reviewer, d.decision, d.reason) for d in board.decisions()]
+        assert got == [(CHILD_IDS[0], "ann", "accept", ""), (CHILD_IDS[1], "ann", "reject", "two answers fit"),
+                       (SCRIPT_ID, "ann", "edit", "")]  # fmt: skip
+    res = release(run, "1.0.0")
+    assert verify_release(res.path) == []
+    rows = [json.loads(x) for x in (res.path / "data" / "test.jsonl").read_text().splitlines()]
+    generated = {r["id"]: r for r in rows if r["origin"] == "generated"}
+    assert set(generated) == {CHILD_IDS[0], SCRIPT_ID}
+    edited = generated[SCRIPT_ID]
+    assert edited["problem"] == "Find the least positive integer n such that n^2 ends in 444."
+    assert edited["answer"] == "38" and edited["edited"] and edited["edited_by"] == "ann"
+    assert json.loads(edited["original_fields"])["problem"].startswith("<script>")
