@@ -1,0 +1,142 @@
+"""Rewriter and judge through the real litellm client against the simulated world on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from benchfill.benchmarks import REGISTRY
+from benchfill.config import LLMConfig, RetryConfig
+from benchfill.errors import ConfigError, EndpointError
+from benchfill.llm import Failure, LLMStats, RewriteResult, Verdict, judge, rewrite
+from benchfill.schema import ModelCall
+from benchfill.sim import SimServer, World
+from benchfill.store import Store
+
+SPEC = REGISTRY["aime24"]
+NO_WAIT = RetryConfig(max_attempts=12, initial_wait_s=0, max_wait_s=0, jitter_s=0)
+
+
+# Prompt formats of docs/contracts.md, written out here so these tests exercise llm.py alone.
+def fmt_rewrite(parent, target_z, references, spec):
+    refs = "".join(f'<reference difficulty="{10 * z:.1f}">{json.dumps(it)}</reference>\n' for it, z in references)
+    return (f"Rewrite the parent.\n<parent>{json.dumps(parent)}</parent>\n"
+            f"<target_difficulty>{10 * target_z:.1f}</target_difficulty>\n{refs}")
+
+
+def parse_child(reply):
+    m = re.search(r"<child>(.*?)</child>", reply, re.S)
+    if not m:
+        raise ValueError("no <child>...</child> block")
+    return json.loads(m.group(1))
+
+
+def fmt_judge(child, spec):
+    return f"Is this item valid?\n<item>{json.dumps(child)}</item>"
+
+
+def parse_verdict(reply):
+    v = re.search(r"<verdict>(valid|invalid)</verdict>", reply)
+    r = re.search(r"<reason>(.*?)</reason>", reply, re.S)
+    if not v:
+        raise ValueError("no <verdict>")
+    return v.group(1) == "valid", (r.group(1) if r else "")
+
+
+@pytest.fixture
+def items(shared_data):
+    from benchfill.benchmarks import get_benchmark
+
+    return get_benchmark("aime24", data_dir=shared_data).items[:8]
+
+
+def world(items, **knobs):
+    return World.from_items(items, evaluator="math", text_field="problem", answer_field="answer",
+                            n_probes=2, seed=3, **knobs)
+
+
+def cfg(srv, model, **kw):
+    return LLMConfig(model=f"openai/{model}", api_base=srv.base_url, timeout_s=2, **kw)
+
+
+def do_rewrite(srv, store, parent, seed, stats, refs=(), **kw):
+    return asyncio.run(rewrite(cfg(srv, "sim-rewriter", **kw), parent, 0.8, list(refs), spec=SPEC, store=store,
+                               seed=seed, retry=NO_WAIT, stats=stats, format_prompt=fmt_rewrite, parse=parse_child))
+
+
+def do_judge(srv, store, child, seed, stats, **kw):
+    return asyncio.run(judge(cfg(srv, "sim-judge", **kw), child, spec=SPEC, store=store, seed=seed, retry=NO_WAIT,
+                             stats=stats, format_prompt=fmt_judge, parse=parse_verdict))
+
+
+def test_rewrite_returns_a_child_in_the_benchmark_fields_and_caches_it(tmp_path, items):
+    w = world(items)
+    with SimServer(w) as srv:
+        store, stats = Store(tmp_path / "s.db"), LLMStats()
+        res = do_rewrite(srv, store, items[0], 1, stats, refs=[(items[1], 0.7), (items[2], 0.9)])
+        assert isinstance(res, RewriteResult) and res.repairs == 0 and not res.cached
+        assert res.child["problem"] != items[0]["problem"] and res.child["answer"]
+        assert w.lookup(res.child["problem"]) is not None  # the world made it: the prompt was read right
+        again = do_rewrite(srv, store, items[0], 1, stats, refs=[(items[1], 0.7), (items[2], 0.9)])
+        assert again.cached and again.child == res.child
+        assert stats.requests == 1 and stats.cache_hits == 1
+        other = do_rewrite(srv, store, items[0], 2, stats, refs=[(items[1], 0.7), (items[2], 0.9)])
+        assert stats.requests == 2 and other.child["problem"] != res.child["problem"]
+        rows = store.all(ModelCall)
+        assert {r.kind for r in rows} == {"rewriter"} and all(r.completion_tokens > 0 for r in rows)
+
+
+def test_judge_verdicts_follow_the_world_when_the_judge_is_perfect(tmp_path, items):
+    w = world(items, judge_recall=1.0, judge_fpr=0.0, invalid_rate=0.5)
+    with SimServer(w) as srv:
+        store, stats = Store(tmp_path / "s.db"), LLMStats()
+        seen = set()
+        for seed in range(8):
+            child = do_rewrite(srv, store, items[seed % 4], seed, stats).child
+            v = do_judge(srv, store, child, seed, stats)
+            assert isinstance(v, Verdict) and v.reason
+            assert v.valid == w.is_valid(child["problem"])
+            seen.add(v.valid)
+        assert seen == {True, False}
+
+
+def test_malformed_replies_are_repaired_or_counted_as_failures(tmp_path, items):
+    with SimServer(world(items, rewriter_malformed_rate=1.0)) as srv:
+        stats = LLMStats()
+        res = do_rewrite(srv, Store(tmp_path / "a.db"), items[0], 0, stats, max_repairs=2)
+        assert isinstance(res, Failure) and not res and len(res.replies) == 3
+        assert stats.requests == 3 and stats.failures == 1 and "<child>" in res.replies[0]
+    with SimServer(world(items, rewriter_malformed_rate=0.5)) as srv:
+        stats = LLMStats()
+        out = [do_rewrite(srv, Store(tmp_path / "b.db"), items[0], s, stats, max_repairs=4) for s in range(10)]
+        assert all(isinstance(r, RewriteResult) for r in out)
+        assert stats.repairs > 0 and sum(r.repairs for r in out) == stats.repairs
+
+
+def test_transient_faults_are_retried_and_bad_requests_are_not(tmp_path, items):
+    with SimServer(world(items, fault_rate=0.4, fault_mix={"429": 1, "500": 1, "malformed": 1})) as srv:
+        stats = LLMStats()
+        for s in range(6):
+            assert do_judge(srv, Store(tmp_path / "s.db"), items[0], s, stats)
+        assert stats.retries > 0 and stats.calls == 6
+        assert srv.stats["models"]["sim-judge"]["successes"] == 6
+        with pytest.raises(EndpointError, match=r"judge openai/nope at .*HTTP 404"):
+            asyncio.run(judge(LLMConfig(model="openai/nope", api_base=srv.base_url), items[0], spec=SPEC,
+                              retry=NO_WAIT, format_prompt=fmt_judge, parse=parse_verdict))
+
+
+def test_key_comes_from_the_named_env_var_and_is_never_stored(tmp_path, items, monkeypatch):
+    key = "fake-llm-key-0d9a-RECOGNISABLE"
+    with SimServer(world(items, api_key=key)) as srv:
+        store = Store(tmp_path / "s.db")
+        with pytest.raises(ConfigError, match="BENCHFILL_TEST_LLM_KEY is not set"):
+            do_judge(srv, store, items[0], 0, LLMStats(), api_key_env="BENCHFILL_TEST_LLM_KEY")
+        monkeypatch.setenv("BENCHFILL_TEST_LLM_KEY", key)
+        assert do_judge(srv, store, items[0], 0, LLMStats(), api_key_env="BENCHFILL_TEST_LLM_KEY")
+        store.close()
+    for f in tmp_path.iterdir():
+        if f.is_file():
+            assert key.encode() not in f.read_bytes(), f.name
