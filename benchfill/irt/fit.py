@@ -99,6 +99,7 @@ class IrtFit:
     def save(self, path: str | Path) -> None:
         """Write the fit as JSON (and its posterior draws, if any, as ``<path>.draws.npz``)."""
         path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(json.dumps(self.to_dict(), indent=1))
         if self.difficulty_draws is not None:
