@@ -23,7 +23,7 @@ _EXPORTS: dict[str, str] = {
     "leave_one_model_out": "benchfill.irt",
     "online_calibrate": "benchfill.irt",
     "diagnose": "benchfill.coverage",
-    "calibrate": "benchfill.calibrate",
+    "calibrate": "benchfill.pruning",
     "demo_benchmark": "benchfill.demo",
 }
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from benchfill.calibrate import calibrate, model_scores, prune_to_target, read_reference
+from benchfill.pruning import calibrate, model_scores, prune_to_target, read_reference
 from benchfill.coverage import ddm
 from benchfill.errors import BenchfillError
 from benchfill.matrix import ResponseMatrix

@@ -282,7 +282,7 @@ def _print_report(r: Any) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from benchfill.calibrate import calibrate
+    from benchfill.pruning import calibrate
     from benchfill.coverage import parse_target
 
     target = parse_target(args.target)

@@ -10,8 +10,6 @@ better-matched measure also ranks models more like the reference.
 from __future__ import annotations
 
 import json
-import sys
-import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -163,15 +161,3 @@ def calibrate(
         else {"spearman": float(np.nanmean(rnd[:, 0])), "kendall": float(np.nanmean(rnd[:, 1])), "n": n_random},
     }
     return result
-
-
-class _CallableModule(types.ModuleType):
-    """Importing this module rebinds ``benchfill.calibrate`` from the function to the module
-    (the import system sets the parent's attribute), so the module forwards calls to keep
-    ``benchfill.calibrate(...)`` working whatever was imported first."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> CalibrationResult:
-        return calibrate(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
