@@ -1,0 +1,220 @@
+"""Prompt templates: strict loading, a user override directory, fillers and reply parsers.
+
+Templates are ``.txt`` files with ``str.format`` placeholders (``{name}``; a literal
+brace is written ``{{`` or ``}}``). The defaults ship in the top-level ``prompts``
+package; a file of the same name in ``user_dir`` (or ``$BENCHFILL_PROMPTS_DIR``)
+replaces the default. Rendering is strict both ways: a placeholder without a
+value and a value without a placeholder are both ``ConfigError``s, so a typo in
+an override fails at once instead of sending a half-filled prompt to a paid model.
+
+Section tags and reply formats are fixed in docs/contracts.md (the simulated
+world parses them): ``<problem>``, ``<options>``, ``<parent>``,
+``<target_difficulty>``, ``<reference difficulty="D">``, ``<item>``; replies
+``<child>{json}</child>`` and ``<verdict>valid|invalid</verdict><reason>..</reason>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import string
+from decimal import ROUND_HALF_UP, Decimal
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from benchfill.errors import ConfigError
+
+PROMPTS_DIR_ENV = "BENCHFILL_PROMPTS_DIR"
+_NAME = re.compile(r"[A-Za-z0-9_\-]+")
+
+
+class MalformedReply(ValueError):
+    """A rewriter or judge reply that does not follow the expected format."""
+
+
+def _template_path(name: str, user_dir: str | os.PathLike | None) -> tuple[str, str]:
+    """(text, where it came from) for template ``name``."""
+    stem = name.removesuffix(".txt")
+    if not _NAME.fullmatch(stem):
+        raise ConfigError(f"prompt name {name!r}: use letters, digits, '_' or '-' only")
+    override = user_dir if user_dir is not None else os.environ.get(PROMPTS_DIR_ENV)
+    if override:
+        candidate = Path(override) / f"{stem}.txt"
+        if candidate.is_file():
+            return candidate.read_text(encoding="utf-8"), str(candidate)
+    default = files("prompts") / f"{stem}.txt"
+    if default.is_file():
+        return default.read_text(encoding="utf-8"), f"prompts/{stem}.txt"
+    searched = f"{override} and the defaults" if override else "the defaults"
+    raise ConfigError(f"prompt {stem!r}: no file {stem}.txt in {searched}")
+
+
+def load_prompt(name: str, user_dir: str | os.PathLike | None = None) -> str:
+    """The text of template ``name`` (``"rewriter"`` or ``"rewriter.txt"``), user override first."""
+    return _template_path(name, user_dir)[0]
+
+
+def placeholders(template: str, where: str = "template") -> set[str]:
+    """The variable names a template uses; positional, attribute and index fields are refused."""
+    names = set()
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc} (write a literal brace as '{{{{' or '}}}}')") from None
+    for _, field, _, _ in parsed:
+        if field is None:
+            continue
+        if not field.isidentifier():
+            raise ConfigError(f"{where}: placeholder {{{field}}} must be a plain name")
+        names.add(field)
+    return names
+
+
+def render(name: str, user_dir: str | os.PathLike | None = None, **variables: Any) -> str:
+    """Template ``name`` filled with ``variables``; a missing or unused variable is an error."""
+    template, where = _template_path(name, user_dir)
+    wanted = placeholders(template, where)
+    missing = sorted(wanted - variables.keys())
+    if missing:
+        raise ConfigError(f"{where}: missing variable {missing[0]!r} (needs {', '.join(sorted(wanted))})")
+    unused = sorted(variables.keys() - wanted)
+    if unused:
+        raise ConfigError(
+            f"{where}: unused variable {unused[0]!r} (template uses {', '.join(sorted(wanted))})"
+        )
+    return template.format(**variables)
+
+
+# --- fillers -----------------------------------------------------------------------------------
+
+
+def _field(spec: Any, attr: str, default: str) -> str:
+    return (getattr(spec, attr, None) if spec is not None else None) or default
+
+
+def _item_json(item: dict) -> str:
+    """The item's own fields as JSON; the id is bookkeeping, not content."""
+    return json.dumps({k: v for k, v in item.items() if k != "id"}, ensure_ascii=False, indent=2)
+
+
+def _scale(z: float) -> str:
+    """A normalized difficulty in [0, 1] on the 0-10 prompt scale, one decimal (Appendix E.1)."""
+    # Decimal from the shortest repr, so 0.415 shows as 4.2 (half up), not float's 4.1499...
+    return str((Decimal(repr(float(z))) * 10).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
+
+def format_solver_prompt(item: dict, spec: Any = None, user_dir: str | os.PathLike | None = None) -> str:
+    """The question a probe model answers, from the spec's solver template."""
+    evaluator = _field(spec, "evaluator", "math")
+    solver = _field(spec, "solver_prompt", evaluator)
+    default_text = {"code": "prompt", "multiple_choice": "question"}.get(solver, "problem")
+    text_name = _field(spec, "text_field", default_text)
+    if text_name not in item:
+        raise ConfigError(f"item {item.get('id', '?')!r}: missing text field {text_name!r}")
+    variables: dict[str, Any] = {"problem": str(item[text_name]).strip()}
+    if solver == "multiple_choice":
+        options = item.get(_field(spec, "options_field", "options")) or []
+        letters = string.ascii_uppercase
+        variables["options"] = "\n".join(f"{letters[i]}. {opt}" for i, opt in enumerate(options))
+    elif solver == "code":
+        variables["problem"] = str(item[text_name])  # leading indentation is code
+        variables["entry_point"] = item.get(_field(spec, "entry_point_field", "entry_point"), "the function")
+    return render(f"solver_{solver}", user_dir, **variables)
+
+
+def format_rewriter_prompt(
+    parent: dict,
+    target_z: float,
+    references: list[tuple[dict, float]],
+    spec: Any = None,
+    user_dir: str | os.PathLike | None = None,
+) -> str:
+    """The rewriter's prompt: parent, target and nearby references (items with their z), easiest first."""
+    blocks = [
+        f'<reference difficulty="{_scale(z)}">\n{_item_json(item)}\n</reference>'
+        for item, z in sorted(references, key=lambda pair: pair[1])
+    ]
+    fields = [k for k in parent if k != "id"]
+    return render(
+        "rewriter",
+        user_dir,
+        parent=_item_json(parent),
+        target=_scale(target_z),
+        references="\n\n".join(blocks) if blocks else "(none)",
+        fields=", ".join(fields),
+        text_field=_field(spec, "text_field", "problem"),
+        answer_field=_field(spec, "answer_field", "answer"),
+    )
+
+
+def format_judge_prompt(child: dict, spec: Any = None, user_dir: str | os.PathLike | None = None) -> str:
+    """The validity judge's prompt for one child item."""
+    return render(
+        "judge",
+        user_dir,
+        item=_item_json(child),
+        text_field=_field(spec, "text_field", "problem"),
+        answer_field=_field(spec, "answer_field", "answer"),
+    )
+
+
+# --- reply parsers -----------------------------------------------------------------------------
+
+_CHILD = re.compile(r"<child>(.*?)</child>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"^\s*```[A-Za-z]*\s*\n?|\n?\s*```\s*$")
+_VERDICT = re.compile(r"<verdict>\s*([A-Za-z]+)\s*</verdict>", re.IGNORECASE)
+_REASON = re.compile(r"<reason>(.*?)</reason>", re.DOTALL | re.IGNORECASE)
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text[:80] + ("..." if len(text) > 80 else "")
+
+
+def parse_child(reply: str, required: tuple[str, ...] | list[str] = ()) -> dict:
+    """The child item in a rewriter reply (the last ``<child>`` block), with its ``required`` fields."""
+    blocks = _CHILD.findall(reply or "")
+    if not blocks:
+        raise MalformedReply(f"no <child>...</child> in reply: {_short(reply or '')!r}")
+    body = _FENCE.sub("", blocks[-1].strip())
+    start, end = body.find("{"), body.rfind("}")
+    if start < 0 or end < start:
+        raise MalformedReply(f"no JSON object inside <child>: {_short(body)!r}")
+    try:
+        child = json.loads(body[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise MalformedReply(f"invalid JSON inside <child>: {exc.msg} at char {exc.pos}") from None
+    if not isinstance(child, dict):
+        raise MalformedReply("<child> must hold a JSON object")
+    missing = [name for name in required if name not in child]
+    if missing:
+        raise MalformedReply(f"child item lacks field {missing[0]!r}")
+    return child
+
+
+def parse_verdict(reply: str) -> tuple[bool, str]:
+    """(valid, reason) from a judge reply; the last ``<verdict>`` wins, the reason may be empty."""
+    verdicts = _VERDICT.findall(reply or "")
+    if not verdicts:
+        raise MalformedReply(f"no <verdict>...</verdict> in reply: {_short(reply or '')!r}")
+    verdict = verdicts[-1].lower()
+    if verdict not in ("valid", "invalid"):
+        raise MalformedReply(f"verdict must be 'valid' or 'invalid', got {verdicts[-1]!r}")
+    reasons = _REASON.findall(reply)
+    return verdict == "valid", (" ".join(reasons[-1].split()) if reasons else "")
+
+
+__all__ = [
+    "MalformedReply",
+    "PROMPTS_DIR_ENV",
+    "format_judge_prompt",
+    "format_rewriter_prompt",
+    "format_solver_prompt",
+    "load_prompt",
+    "parse_child",
+    "parse_verdict",
+    "placeholders",
+    "render",
+]

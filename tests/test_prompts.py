@@ -1,0 +1,193 @@
+"""Prompt templates: strict rendering, user overrides, the contract's tags, reply parsers."""
+
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from benchfill.errors import ConfigError
+from benchfill.prompts import (
+    MalformedReply,
+    format_judge_prompt,
+    format_rewriter_prompt,
+    format_solver_prompt,
+    load_prompt,
+    parse_child,
+    parse_verdict,
+    placeholders,
+    render,
+)
+from evaluators import get_evaluator
+
+DEFAULTS = ["solver_math", "solver_multiple_choice", "solver_code", "rewriter", "judge"]
+MATH_SPEC = SimpleNamespace(
+    text_field="problem", answer_field="answer", evaluator="math", solver_prompt="math"
+)
+MC_SPEC = SimpleNamespace(
+    text_field="question",
+    answer_field="answer",
+    options_field="options",
+    evaluator="multiple_choice",
+    solver_prompt="multiple_choice",
+)
+CODE_SPEC = SimpleNamespace(
+    text_field="prompt",
+    answer_field="canonical_solution",
+    tests_field="test",
+    entry_point_field="entry_point",
+    evaluator="code",
+    solver_prompt="code",
+)
+
+
+def _first(shared_data, bench):
+    with open(shared_data / bench / "items.jsonl") as fh:
+        return json.loads(fh.readline())
+
+
+@pytest.mark.parametrize("name", DEFAULTS)
+def test_defaults_ship_and_parse(name):
+    text = load_prompt(name)
+    assert text == load_prompt(name + ".txt")
+    assert placeholders(text)  # every default takes at least one variable
+
+
+def test_missing_and_unused_variables_are_errors():
+    with pytest.raises(ConfigError, match=r"prompts/solver_math.txt: missing variable 'problem'"):
+        render("solver_math")
+    with pytest.raises(ConfigError, match=r"solver_math.txt: unused variable 'answer'"):
+        render("solver_math", problem="1+1?", answer="2")
+    assert "<problem>\n1+1?\n</problem>" in render("solver_math", problem="1+1?")
+
+
+def test_unknown_template_and_bad_names():
+    with pytest.raises(ConfigError, match=r"prompt 'nope': no file nope.txt"):
+        load_prompt("nope")
+    with pytest.raises(ConfigError, match="letters, digits"):
+        load_prompt("../etc/passwd")
+
+
+def test_user_dir_overrides_by_file_name(tmp_path, monkeypatch):
+    (tmp_path / "judge.txt").write_text("Judge {item} strictly; reply <verdict>valid</verdict>. {{literal}}")
+    out = render("judge", user_dir=tmp_path, item="X")
+    assert out == "Judge X strictly; reply <verdict>valid</verdict>. {literal}"
+    # the environment variable works the same way; other templates fall back to the defaults
+    monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(tmp_path))
+    assert load_prompt("judge").startswith("Judge {item}")
+    assert load_prompt("rewriter") == load_prompt("rewriter", user_dir=tmp_path / "absent")
+    # a filler fed through an override that lacks a variable the filler passes fails loudly
+    with pytest.raises(ConfigError, match=r"judge.txt: unused variable 'answer_field'"):
+        format_judge_prompt({"problem": "p", "answer": "1"})
+
+
+def test_broken_override_is_named(tmp_path):
+    (tmp_path / "solver_math.txt").write_text("Solve {problem} and write {x.y}")
+    with pytest.raises(ConfigError, match=r"solver_math.txt: placeholder \{x.y\} must be a plain name"):
+        render("solver_math", user_dir=tmp_path, problem="p")
+    (tmp_path / "solver_math.txt").write_text("Solve {problem and a stray brace")
+    with pytest.raises(ConfigError, match=r"solver_math.txt: .*literal brace"):
+        render("solver_math", user_dir=tmp_path, problem="p")
+
+
+def test_solver_prompts_on_real_items(shared_data):
+    aime = _first(shared_data, "aime24")
+    text = format_solver_prompt(aime, MATH_SPEC)
+    assert f"<problem>\n{aime['problem'].strip()}\n</problem>" in text and r"\boxed{}" in text
+
+    mmlu = _first(shared_data, "mmlu-pro")
+    text = format_solver_prompt(mmlu, MC_SPEC)
+    options = re.search(r"<options>\n(.*)\n</options>", text, re.DOTALL).group(1).splitlines()
+    assert len(options) == len(mmlu["options"])
+    assert options[0] == f"A. {mmlu['options'][0]}" and options[-1].startswith("ABCDEFGHIJ"[len(options) - 1])
+    assert "The answer is (X)" in text
+
+    he = _first(shared_data, "humaneval")
+    text = format_solver_prompt(he, CODE_SPEC)
+    assert he["prompt"] in text and "```python" in text and he["entry_point"] in text
+
+
+def test_rewriter_prompt_follows_the_contract(shared_data):
+    with open(shared_data / "aime25" / "items.jsonl") as fh:
+        items = [json.loads(line) for line in fh][:5]
+    parent = items[0]
+    references = [(items[1], 0.48), (items[2], 0.62), (items[3], 0.50), (items[4], 0.60)]
+    text = format_rewriter_prompt(parent, 0.55, references, MATH_SPEC)
+    assert "<target_difficulty>5.5</target_difficulty>" in text
+    shown = re.search(r"<parent>\n(.*?)\n</parent>", text, re.DOTALL).group(1)
+    assert json.loads(shown) == {"problem": parent["problem"], "answer": parent["answer"]}
+    blocks = re.findall(r'<reference difficulty="([0-9.]+)">\n(.*?)\n</reference>', text, re.DOTALL)
+    assert [d for d, _ in blocks] == ["4.8", "5.0", "6.0", "6.2"]  # easiest first
+    assert json.loads(blocks[0][1])["answer"] == items[1]["answer"]
+    assert 'field "answer"' in text and "<child>" in text
+    # the 0-10 scale rounds half up from the decimal the caller wrote
+    assert "<target_difficulty>4.2</target_difficulty>" in format_rewriter_prompt(parent, 0.415, [])
+    assert "<target_difficulty>10.0</target_difficulty>" in format_rewriter_prompt(parent, 1.0, [])
+
+
+def test_judge_prompt_holds_the_child(shared_data):
+    child = {"problem": "Find 2+3.", "answer": "5"}
+    text = format_judge_prompt(child, MATH_SPEC)
+    assert json.loads(re.search(r"<item>\n(.*?)\n</item>", text, re.DOTALL).group(1)) == child
+    assert "<verdict>valid</verdict>" in text and "<reason>" in text
+
+
+def test_parse_child_tolerates_prose_and_fences():
+    reply = (
+        "Sure! Here is a harder version.\n<child>\n```json\n"
+        '{"problem": "Find the sum of all bases $b>9$ ...", "answer": "70"}\n```\n</child>\nHope this helps.'
+    )
+    assert parse_child(reply, required=["problem", "answer"]) == {
+        "problem": "Find the sum of all bases $b>9$ ...",
+        "answer": "70",
+    }
+    # a draft then a final child: the last one counts
+    two = '<child>{"problem": "draft", "answer": "1"}</child> on second thought <child>{"problem": "final", "answer": "2"}</child>'
+    assert parse_child(two)["problem"] == "final"
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        ('{"problem": "x", "answer": "1"}', "no <child>"),
+        ("<child>no json here</child>", "no JSON object"),
+        ('<child>{"problem": "x", "answer": }</child>', "invalid JSON"),
+        ("<child>[1, 2]</child>", "no JSON object"),
+        ('<child>{"problem": "x"}</child>', "lacks field 'answer'"),
+        ("", "no <child>"),
+    ],
+)
+def test_parse_child_malformed(reply, message):
+    with pytest.raises(MalformedReply, match=message):
+        parse_child(reply, required=("problem", "answer"))
+    assert issubclass(MalformedReply, ValueError)
+
+
+def test_parse_verdict():
+    assert parse_verdict("<verdict>valid</verdict>\n<reason>Answer 70 checks out.</reason>") == (
+        True,
+        "Answer 70 checks out.",
+    )
+    assert parse_verdict("Thinking...\n<verdict> INVALID </verdict><reason>The answer\n is 71.</reason>") == (
+        False,
+        "The answer is 71.",
+    )
+    assert parse_verdict("<verdict>valid</verdict>") == (True, "")
+    with pytest.raises(MalformedReply, match="no <verdict>"):
+        parse_verdict("It looks valid to me.")
+    with pytest.raises(MalformedReply, match="'maybe'"):
+        parse_verdict("<verdict>maybe</verdict>")
+
+
+def test_solver_prompt_and_evaluator_agree_on_reply_format(shared_data):
+    """A reply in the format the solver prompt asks for is what the evaluator grades."""
+    mmlu = _first(shared_data, "mmlu-pro")
+    prompt = format_solver_prompt(mmlu, MC_SPEC)
+    asked = re.search(r'"(The answer is \(X\))"', prompt).group(1)
+    reply = "Reasoning.\n" + asked.replace("X", mmlu["answer"])
+    assert get_evaluator("multiple_choice").grade(reply, mmlu, MC_SPEC).correct
+    aime = _first(shared_data, "aime24")
+    assert r"\boxed{}" in format_solver_prompt(aime, MATH_SPEC)
+    assert get_evaluator("math").grade(f"Work.\n\\boxed{{{aime['answer']}}}", aime, MATH_SPEC).correct
