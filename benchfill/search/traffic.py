@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from benchfill.errors import ConfigError, EndpointError
+from benchfill.errors import ConfigError
 from benchfill.search.annotate import Annotator
 from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, benchfill_search
 from benchfill.search.services import Probe, Reference, Verdict, derive_seed
@@ -32,62 +32,35 @@ class TrafficServices:
         self.config, self.spec, self.store, self.rc, self.seed, self.world = config, spec, store, rollout_client, seed, world
         self.phase = "annotate"
         self.texts: dict[str, str] = {}  # child id -> text, for the simulated world's truth
+        from benchfill.llm import LLMStats
+
+        self.llm_stats = LLMStats()
 
     async def rewrite(self, parent: dict[str, Any], target_z: float, references: list[Reference], key: str):
+        from benchfill import llm
+
         child_id = key.split(":", 1)[1]
+        refs = [({k: v for k, v in r.item.items() if k != "id"}, r.z) for r in references]
         shown = {k: v for k, v in parent.items() if k != "id"}
-        refs = "\n".join(
-            f'<reference difficulty="{10 * r.z:.1f}">{json.dumps({k: v for k, v in r.item.items() if k != "id"})}'
-            "</reference>" for r in references
-        )
-        prompt = (
-            "Rewrite the parent item into a new item of the same benchmark, in the same format and style, "
-            "whose difficulty (0 easiest to 10 hardest) is the target. Nearby items and their difficulties "
-            f"are given for reference.\n<parent>{json.dumps(shown)}</parent>\n"
-            f"<target_difficulty>{10 * target_z:.1f}</target_difficulty>\n{refs}\n"
-            "Reply with the new item as a JSON object of the same fields inside <child>...</child>."
-        )
-        for attempt in range(1 + self.config.rewriter.max_repairs):
-            text = await self._complete("rewriter", self.config.rewriter, prompt, derive_seed(self.seed, key, attempt))
-            child = _json_tag(text, "child")
-            if child is not None and self.spec.text_field in child:
-                self.texts[child_id] = str(child[self.spec.text_field])
-                return {**child, "id": child_id}
-        return None
+        res = await llm.rewrite(self.config.rewriter, shown, target_z, refs, spec=self.spec, store=self.store,
+                                seed=derive_seed(self.seed, "rewrite", key), retry=self.config.retry,
+                                stats=self.llm_stats)
+        if not res:  # a counted failure: the replies stayed unreadable after the repairs allowed
+            return None
+        child = {k: v for k, v in res.child.items() if k != "id"}
+        self.texts[child_id] = str(child.get(self.spec.text_field, ""))
+        return {**child, "id": child_id}
 
     async def judge(self, child: dict[str, Any], key: str) -> Verdict:
+        from benchfill import llm
+
         shown = {k: v for k, v in child.items() if k != "id"}
-        prompt = (
-            "Check the item below: is it well-formed, and is its reference answer correct?\n"
-            f"<item>{json.dumps(shown)}</item>\n"
-            "Reply <verdict>valid</verdict> or <verdict>invalid</verdict>, then <reason>...</reason>."
-        )
-        text = await self._complete("judge", self.config.judge, prompt, derive_seed(self.seed, "judge", key))
-        verdict = (_tag(text, "verdict") or "").strip().lower()
-        return Verdict(verdict == "valid", (_tag(text, "reason") or text[:200]).strip(), self.config.judge.model)
-
-    async def _complete(self, kind: str, cfg, prompt: str, seed: int) -> str:
-        """One chat completion through litellm, answered from the store's cache when it was made before."""
-        from benchfill.cache import make_call, request_key
-        from benchfill.config import key_from_env
-
-        req = {"messages": [{"role": "user", "content": prompt}], "temperature": cfg.temperature,
-               "max_tokens": cfg.max_tokens, "seed": seed}
-        key = request_key(kind, cfg.api_base or "", cfg.model, req)
-        hit = self.rc.cache.get(key)
-        if hit is not None:
-            return json.loads(hit.response_json)["text"]
-        import litellm
-
-        try:
-            resp = await litellm.acompletion(model=cfg.model, api_base=cfg.api_base, timeout=cfg.timeout_s,
-                                             api_key=key_from_env(cfg.api_key_env) or "EMPTY", num_retries=3, **req)
-        except Exception as exc:  # noqa: BLE001  (litellm raises many types; all mean the endpoint failed)
-            raise EndpointError(f"{kind} {cfg.model} at {cfg.api_base or 'provider'}: "
-                                f"{exc.__class__.__name__}: {str(exc).splitlines()[0][:200]}") from exc
-        text = resp.choices[0].message.content or ""
-        self.rc.cache.add(make_call(kind, key, cfg.api_base or "", cfg.model, req, {"text": text}))
-        return text
+        res = await llm.judge(self.config.judge, shown, spec=self.spec, store=self.store,
+                              seed=derive_seed(self.seed, "judge", key), retry=self.config.retry,
+                              stats=self.llm_stats)
+        if not res:
+            return Verdict(False, f"judge reply unreadable: {res.reason}", self.config.judge.model)
+        return Verdict(bool(res.valid), str(res.reason), self.config.judge.model)
 
     async def rollouts(self, item_id: str, item: dict[str, Any], probe: str, n: int, key: str) -> int:
         got = await self.rc.rollouts([{**item, "id": item_id}], trials=n, seed=derive_seed(self.seed, "probe", key),

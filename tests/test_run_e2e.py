@@ -1,0 +1,81 @@
+"""``benchfill run`` end to end against the simulated world, and resumption after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchfill.errors import BenchfillError
+from benchfill.run import RunOptions, run, run_id_for
+
+FAST = dict(gaps=2, rounds=2, parents=2, children=2, references=8, sim_probes=6, progress=False)
+
+
+def test_demo_run_fills_gaps_and_writes_the_run_directory(tmp_path):
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **FAST)
+    d = run(opts)
+    assert d == tmp_path / run_id_for(opts)
+    rep = json.loads((d / "report.json").read_text())
+    assert rep["simulated"] and (d / "report.md").read_text().startswith("**SIMULATED RUN**")
+    assert rep["top_k_sum_after"] < rep["top_k_sum_before"] and rep["top_k_reduction"] > 0
+    assert rep["max_gap_after"] <= rep["max_gap_before"]
+    assert len(rep["gaps"]) == 2 and all(g["status"] == "filled" for g in rep["gaps"])
+    queue = [json.loads(x) for x in (d / "review_queue.jsonl").read_text().splitlines()]
+    assert {q["item_id"] for q in queue} == {g["chosen_id"] for g in rep["gaps"]}
+    for q in queue:
+        assert q["ancestor"]["id"] == q["ancestor_id"] and q["child"]["problem"]
+        assert q["judge"]["valid"] and q["probe_results"] and q["confirmed"]["z"] is not None
+        assert q["true_difficulty"] is not None and q["simulated"]
+    assert (d / "plots" / "ecdf_before_after.png").stat().st_size > 1000
+    assert (d / "fit.json").is_file() and (d / "store.db").is_file()
+
+
+def test_unknown_benchmark_and_missing_panel_are_one_clear_error(tmp_path):
+    with pytest.raises(BenchfillError, match="unknown benchmark"):
+        run(RunOptions(benchmark="nope", runs_dir=str(tmp_path)))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("seed = 1\n")
+    with pytest.raises(BenchfillError, match="no probe panel"):
+        run(RunOptions(benchmark="demo", config=str(cfg), runs_dir=str(tmp_path)))
+
+
+def _report_without_time(d: Path) -> dict:
+    rep = json.loads((d / "report.json").read_text())
+    rep["backend"].pop("traffic", None)
+    return rep
+
+
+def _calls(d: Path) -> int:
+    with sqlite3.connect(d / "store.db") as c:
+        return c.execute("select count(*) from modelcall").fetchone()[0]
+
+
+@pytest.mark.slow
+def test_killed_three_times_then_resumed_gives_the_uninterrupted_result(tmp_path):
+    args = [sys.executable, "-m", "benchfill", "run", "--benchmark", "demo", "--gaps", "2", "--rounds", "2",
+            "--parents", "2", "--children", "2", "--sim-probes", "6", "--quiet", "--seed", "5"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    root = Path(__file__).resolve().parent.parent
+    whole = tmp_path / "whole"
+    subprocess.run([*args, "--runs-dir", str(whole)], check=True, env=env, cwd=root, timeout=300)
+    cut = tmp_path / "cut"
+    rng = random.Random(11)
+    for _ in range(3):
+        p = subprocess.Popen([*args, "--runs-dir", str(cut)], env=env, cwd=root,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(2.0, 6.0))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    subprocess.run([*args, "--runs-dir", str(cut)], check=True, env=env, cwd=root, timeout=300)
+    (a,), (b,) = list(whole.iterdir()), list(cut.iterdir())
+    assert _report_without_time(a) == _report_without_time(b)
+    assert _calls(a) == _calls(b)
