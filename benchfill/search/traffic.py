@@ -10,8 +10,6 @@ same as against real endpoints.
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -253,22 +251,6 @@ def _stack(a, b):
         trials[off: off + m.n_models, idx] = m.trials
         chance[idx] = m.chance
     return ResponseMatrix(tuple(models), tuple(ids), correct, trials, chance, f"{a.source} + {b.source}")
-
-
-def _tag(text: str, tag: str) -> str | None:
-    m = re.search(rf"<{tag}>(.*?)</{tag}>", text or "", re.DOTALL)
-    return m.group(1) if m else None
-
-
-def _json_tag(text: str, tag: str) -> dict[str, Any] | None:
-    body = _tag(text, tag)
-    if body is None:
-        return None
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError:
-        return None
-    return obj if isinstance(obj, dict) else None
 
 
 def _solver_prompt():
