@@ -43,7 +43,7 @@ async def until_success(c: openai.AsyncOpenAI, it: dict, seed: int, seen: dict[s
 
 
 async def collect(srv: SimServer, items: list[dict], seen: dict[str, int]) -> list[list[str]]:
-    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="sk-test", max_retries=0, timeout=0.5) as c:
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="sk-test", max_retries=0, timeout=2.0) as c:
         return await asyncio.gather(*(until_success(c, it, seed, seen) for it in items for seed in range(3)))
 
 
@@ -57,9 +57,10 @@ def test_faults_at_configured_rate_and_retries_get_identical_replies(items):
     assert got == reference  # same content however many attempts each request took
     attempts = counts["requests"]
     assert counts["successes"] == len(items) * 3 and attempts == counts["successes"] + counts["faults"]
-    assert sum(seen.values()) == counts["faults"]
-    for kind in seen:  # every kind was injected, and the client saw each as what it is
+    for kind in ("429", "500", "malformed"):  # every kind was injected, and the client saw each as what it is
         assert seen[kind] == counts.get("fault_" + kind, 0) > 0
+    # A loaded machine may time out a healthy request too, never fewer than were injected.
+    assert seen["timeout"] >= counts.get("fault_timeout", 0) > 0
     sd = math.sqrt(0.3 * 0.7 / attempts)
     assert abs(counts["faults"] / attempts - 0.3) <= 4 * sd
 
@@ -73,7 +74,7 @@ def test_openai_sdk_own_retries_recover_from_429_500_and_timeouts(items):
         want = [c_clean.chat.completions.create(model="sim-probe-02", messages=messages(it), n=2, seed=9)
                 .choices[1].message.content for it in items[:5]]
     with SimServer(w) as srv:
-        c = openai.OpenAI(base_url=srv.base_url, api_key="k", max_retries=12, timeout=0.3)
+        c = openai.OpenAI(base_url=srv.base_url, api_key="k", max_retries=12, timeout=1.0)
         got = [c.chat.completions.create(model="sim-probe-02", messages=messages(it), n=2, seed=9)
                .choices[1].message.content for it in items[:5]]
         assert srv.stats["models"]["sim-probe-02"]["faults"] > 0

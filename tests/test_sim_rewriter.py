@@ -143,3 +143,38 @@ def test_children_registry_survives_a_restart(items, tmp_path):
     assert truth["known"] and truth["difficulty"] == pytest.approx(b) and truth["parent"] == items[2]["id"]
     assert "\\boxed{" in r.choices[0].message.content
     assert len(state.read_text().splitlines()) == 1
+
+
+def test_the_products_own_templates_and_parsers_round_trip(shared_data):
+    """The pipeline's real prompts (prompts/) are what the world reads; its parsers read the replies."""
+    from benchfill.benchmarks import get_benchmark
+    from benchfill.prompts import (
+        format_judge_prompt,
+        format_rewriter_prompt,
+        format_solver_prompt,
+        parse_child,
+        parse_verdict,
+    )
+
+    bench = get_benchmark("mmlu-pro", shared_data)
+    items, spec = bench.items[:40], bench.spec
+    world = World.from_items(items, evaluator=spec.evaluator, text_field=spec.text_field,
+                             answer_field=spec.answer_field, options_field=spec.options_field, seed=2)
+    parent = items[0]
+    prompt = format_rewriter_prompt(parent, 0.8, [(items[1], 0.2), (items[2], 0.9)], spec)
+    with SimServer(world) as srv:
+        kw = {"api_base": srv.base_url, "api_key": "sk-test", "num_retries": 0}
+        reply = litellm.completion(model="openai/sim-rewriter", messages=[{"role": "user", "content": prompt}],
+                                   seed=5, **kw).choices[0].message.content
+        child = parse_child(reply, required=[spec.text_field, spec.answer_field, spec.options_field])
+        truth = world.lookup(child[spec.text_field])
+        assert truth.parent == parent["id"] and sorted(child["options"]) == sorted(parent["options"])
+        # The child's true answer is the parent's correct option, wherever the shuffle put it.
+        assert child["options"][ord(truth.answer) - 65] == parent["options"][ord(parent["answer"]) - 65]
+        judged = litellm.completion(model="openai/sim-judge", seed=1, **kw,
+                                    messages=[{"role": "user", "content": format_judge_prompt(child, spec)}])
+        valid, reason = parse_verdict(judged.choices[0].message.content)
+        assert reason
+        solver = format_solver_prompt(child, spec)
+        r = litellm.completion(model="openai/sim-probe-12", messages=[{"role": "user", "content": solver}], **kw)
+        assert srv.stats["unknown_problems"] == 0 and "The answer is (" in r.choices[0].message.content

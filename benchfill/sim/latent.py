@@ -29,12 +29,8 @@ def probe_names(n: int) -> list[str]:
 
 
 def _fit_matrix(matrix: ResponseMatrix):
-    try:
-        from benchfill.irt import fit
-    except ImportError:  # the irt package face not there yet: its MAP engine directly
-        from benchfill.irt.map import fit_map_1pl
+    from benchfill.irt import fit  # MAP, 1PL with the matrix's guessing floor
 
-        return fit_map_1pl(matrix)
     return fit(matrix)
 
 
