@@ -8,6 +8,7 @@ reaches the store. Rows are written in batches, so that caching costs little per
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import time
 from collections.abc import Iterable
@@ -76,9 +77,16 @@ class CallCache:
         if not self._pending:
             return
         rows, self._pending = self._pending, []
+        values = [r.model_dump() for r in rows]
+        dialect = self.store.engine.dialect.name
         with self.store.session() as s:
-            for row in rows:
-                s.merge(row)
+            if dialect in ("sqlite", "postgresql"):
+                # One multi-row INSERT; a key already present is the same request, so keep the first.
+                insert = importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
+                s.execute(insert(ModelCall).on_conflict_do_nothing(index_elements=["key"]), values)
+            else:
+                for row in rows:
+                    s.merge(row)
 
 
 def make_call(kind: str, key: str, endpoint: str, model: str, request: dict[str, Any], response: Any,

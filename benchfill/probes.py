@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import json
 import logging
 import re
@@ -95,7 +96,9 @@ class RolloutClient:
     """Async client for a probe panel: ``async with RolloutClient(...) as rc: await rc.rollouts(items)``."""
 
     def __init__(self, store: Store, panel: ProbePanel, spec, evaluator=None,
-                 prompt_fn: Callable[[dict, Any], str] | None = None, record: bool = True):
+                 prompt_fn: Callable[[dict, Any], str] | None = None, record: bool = True,
+                 transport: str = "aiohttp"):
+        self.transport = transport  # "aiohttp" (about 25% less CPU per request) or "httpx" (the SDK default)
         self.store = store
         self.panel = panel
         self.spec = spec
@@ -115,6 +118,7 @@ class RolloutClient:
 
         # openai >= 3 runs on httpx2, older releases on httpx: build the pool with the one it uses.
         hx = getattr(_base_client, "httpx2", None) or _base_client.httpx
+        self._raw = hx.Response
 
         caps: dict[str, int] = {}
         for p in self.panel.probes:
@@ -124,9 +128,10 @@ class RolloutClient:
             if key not in self._clients:
                 cap = caps[p.base_url]
                 # One pooled client per endpoint, with room for every request the semaphore lets through.
-                http = openai.DefaultAsyncHttpxClient(
-                    limits=hx.Limits(max_connections=cap, max_keepalive_connections=cap),
-                )
+                pool = hx.Limits(max_connections=cap, max_keepalive_connections=cap)
+                aio = self.transport == "aiohttp" and importlib.util.find_spec("aiohttp") is not None
+                factory = openai.DefaultAioHttpClient if aio else openai.DefaultAsyncHttpxClient
+                http = factory(limits=pool)
                 self._clients[key] = openai.AsyncOpenAI(
                     base_url=p.base_url, api_key=key_from_env(p.api_key_env) or "EMPTY",
                     max_retries=0, timeout=p.timeout_s, http_client=http,
@@ -233,13 +238,15 @@ class RolloutClient:
                     self.stats.requests += 1
                     t0 = time.perf_counter()
                     try:
-                        # Raw response: skips building pydantic objects we would only read twice.
-                        raw = await client.chat.completions.with_raw_response.create(model=p.model, **body)
+                        # The SDK's generic post (auth, base URL, error mapping) with a raw response: the typed
+                        # create() spends ~1 ms per call transforming params and building pydantic objects.
+                        raw = await client.post("/chat/completions", body={"model": p.model, **body},
+                                                cast_to=self._raw)
                     except Exception as exc:
                         if status_of(exc) in (400, 422) and body["n"] > 1 and _REFUSES_N.search(str(exc)):
                             raise _RefusesN() from exc
                         raise
-                    texts, data = _parse(raw.http_response.content, body["n"])
+                    texts, data = _parse(raw.content, body["n"])
                     latency = time.perf_counter() - t0
         usage = data.get("usage") or {}
         self.stats.calls += 1
