@@ -87,9 +87,13 @@ class Posterior:
         chance = np.asarray(matrix.chance, dtype=float)
         self.chance = chance if guessing and np.any(chance > 0) else None
         self.dim = self.m + self.n + (self.n if model == "2pl" else 0)
-        # Linear part of the 1PL log likelihood without guessing, per parameter.
+        # Linear parts of the 1PL log likelihood, per parameter.
         self._wrong_per_model = (self.trials - self.correct).sum(axis=1)
         self._wrong_per_item = (self.trials - self.correct).sum(axis=0)
+        self._wrong = self.trials - self.correct
+        self._correct_per_model = self.correct.sum(axis=1)
+        self._correct_per_item = self.correct.sum(axis=0)
+        self._log1m_chance = np.log1p(-chance) if self.chance is not None else None
 
     def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         theta, b = x[: self.m], x[self.m : self.m + self.n]
@@ -126,7 +130,42 @@ class Posterior:
             lp -= 0.5 * float(log_a @ log_a) / LOG_DISCRIMINATION_SD**2
         return lp
 
+    def _logp_grad_1pl(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """The samplers' hot path: few passes over the matrix, no information, no per-element exp."""
+        m = self.m
+        theta, b = x[:m], x[m:]
+        e = np.multiply.outer(np.exp(-theta), np.exp(b))  # exp(b_i - theta_j)
+        one_plus = e + 1.0
+        s = 1.0 / one_plus
+        grad = np.empty_like(x)
+        if self.chance is None:
+            # ll = sum (t - c)(b - theta) - t log(1 + e); d ll / d eta = c - t s
+            ll = float(self._wrong_per_item @ b - self._wrong_per_model @ theta) - float(
+                np.sum(self.trials * np.log(one_plus))
+            )
+            ts = self.trials * s
+            grad[:m] = self._correct_per_model - ts.sum(axis=1) - theta
+            grad[m:] = ts.sum(axis=0) - self._correct_per_item - b
+        else:
+            g = self.chance
+            p = g + (1.0 - g) * s
+            # log(1 - p) = log(1 - g) + log(e) - log(1 + e) = log(1 - g) + (b - theta) - log(1 + e)
+            log_one_plus = np.log(one_plus)
+            ll = float(
+                np.sum(self.correct * np.log(p))
+                + self._wrong_per_item @ (b + self._log1m_chance)
+                - self._wrong_per_model @ theta
+                - np.sum(self._wrong * log_one_plus)
+            )
+            # d ll / d eta = (c - t p) p' / (p (1 - p)) with p' / (1 - p) = s: (c / p - t) s
+            r = (self.correct / p - self.trials) * s
+            grad[:m] = r.sum(axis=1) - theta
+            grad[m:] = -r.sum(axis=0) - b
+        return ll - 0.5 * float(theta @ theta + b @ b), grad
+
     def logp_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        if self.model == "1pl":
+            return self._logp_grad_1pl(x)
         ll, r, _, eta = self.terms(x)
         theta, b, log_a = self.split(x)
         grad = np.empty_like(x)
