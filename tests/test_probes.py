@@ -173,3 +173,52 @@ def test_cache_key_ignores_credentials_and_covers_sampling():
     assert k != request_key("probe", "http://h:1/v1", "m", {**req, "temperature": 0.7})
     assert k != request_key("probe", "http://h:2/v1", "m", req)
     assert k != request_key("probe", "http://h:1/v1", "m2", req)
+
+
+# -- benchfill probes check / serve ------------------------------------------------------------------
+def _cfg(tmp_path, probes, name="cfg.toml"):
+    text = "".join(f'[[probes]]\nname = "{n}"\nbase_url = "{u}"\nmodel = "{m}"\nconcurrency = 2\ntrials = 4\n'
+                   for n, u, m in probes)
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_probes_check_reports_each_endpoint(tmp_path, capsys):
+    from benchfill.cli import main
+
+    with LoopbackOpenAI(models=("m1", "m2")) as srv:
+        good = _cfg(tmp_path, [("a", srv.base_url, "m1"), ("b", srv.base_url, "m2")])
+        assert main(["probes", "check", "--config", good]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert [ln.split()[:2] for ln in out] == [["ok", "a"], ["ok", "b"]]
+        bad = _cfg(tmp_path, [("a", srv.base_url, "m1"), ("b", srv.base_url, "m9"),
+                              ("c", "http://127.0.0.1:9/v1", "m1")], "bad.toml")
+        assert main(["probes", "check", "--config", bad, "--timeout", "2"]) == 3
+    cap = capsys.readouterr()
+    lines = cap.out.splitlines()
+    assert lines[0].startswith("ok") and "does not serve 'm9' (serves: m1, m2)" in lines[1]
+    assert lines[2].startswith("FAIL") and "unreachable" in lines[2]
+    assert cap.err.startswith("benchfill: error: 2 of 3 endpoints not ready; first: b")
+
+
+def test_probes_serve_writes_one_vllm_per_model(tmp_path, capsys, monkeypatch):
+    from benchfill.cli import main
+
+    cfg = _cfg(tmp_path, [("a", "http://127.0.0.1:8101/v1", "org/model-a"),
+                          ("b", "http://127.0.0.1:8102/v1", "org/model-b"),
+                          ("c", "http://127.0.0.1:8101/v1", "org/model-a")])
+    script = tmp_path / "serve.sh"
+    assert main(["probes", "serve", "--config", cfg, "--write", str(script), "--gpus", "2",
+                 "--vllm-arg=--max-model-len=8192"]) == 0
+    lines = [ln for ln in script.read_text().splitlines() if "vllm serve" in ln]
+    assert len(lines) == 2 and script.stat().st_mode & 0o111
+    assert lines[0].startswith("CUDA_VISIBLE_DEVICES=0 vllm serve org/model-a --host 127.0.0.1 --port 8101")
+    assert lines[1].startswith("CUDA_VISIBLE_DEVICES=1 vllm serve org/model-b") and "--port 8102" in lines[1]
+    assert all("--max-model-len=8192" in ln and ln.endswith("&") for ln in lines)
+    clash = _cfg(tmp_path, [("a", "http://127.0.0.1:8101/v1", "m1"), ("b", "http://127.0.0.1:8101/v1", "m2")], "clash.toml")
+    assert main(["probes", "serve", "--config", clash]) == 2
+    assert "share a port" in capsys.readouterr().err
+    monkeypatch.setenv("PATH", str(tmp_path))  # no vllm here
+    assert main(["probes", "serve", "--config", cfg, "--start"]) == 3
+    assert "vllm: not found on PATH; install the extra" in capsys.readouterr().err
