@@ -224,7 +224,13 @@ def start_sim(opts, bench, run_dir: Path):
                              answer_field=spec.answer_field, matrix=matrix, n_probes=opts.sim_probes,
                              seed=opts.seed, state_path=run_dir / "sim_world_state.jsonl",
                              latency_ms=opts.sim_latency_ms)
-    server = SimServer(world).start()
+    # The cache key holds the endpoint URL, port included: a stable port per run directory lets a
+    # resumed run hit the cache; a busy port falls back to any free one (then calls are repeated).
+    port = 20000 + derive_seed(0, str(run_dir.resolve())) % 20000
+    try:
+        server = SimServer(world, port=port).start()
+    except OSError:
+        server = SimServer(world).start()
     url = server.base_url
     config = Config(
         probes=[ProbeConfig(name=n, base_url=url, model=n, trials=8, temperature=1.0) for n in world.probes],
