@@ -140,3 +140,17 @@ def test_key_comes_from_the_named_env_var_and_is_never_stored(tmp_path, items, m
     for f in tmp_path.iterdir():
         if f.is_file():
             assert key.encode() not in f.read_bytes(), f.name
+
+
+def test_default_prompts_and_parsers_drive_the_sim(tmp_path, items):
+    """The shipped templates (benchfill.prompts) through litellm: the world reads them and answers."""
+    w = world(items, judge_recall=1.0, judge_fpr=0.0, rewriter_malformed_rate=0.3)
+    with SimServer(w) as srv:
+        store, stats = Store(tmp_path / "s.db"), LLMStats()
+        for seed in range(4):
+            res = asyncio.run(rewrite(cfg(srv, "sim-rewriter"), items[seed], 0.2, [(items[5], 0.1), (items[6], 0.3)],
+                                      spec=SPEC, store=store, seed=seed, retry=NO_WAIT, stats=stats))
+            assert isinstance(res, RewriteResult) and w.lookup(res.child["problem"]) is not None
+            v = asyncio.run(judge(cfg(srv, "sim-judge"), res.child, spec=SPEC, store=store, seed=seed,
+                                  retry=NO_WAIT, stats=stats))
+            assert isinstance(v, Verdict) and v.valid == w.is_valid(res.child["problem"]) and v.reason
