@@ -1,0 +1,131 @@
+"""NUTS engine: convergence diagnostics with known answers, recovery, agreement with PyMC."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchfill.irt import fit
+from benchfill.irt.convergence import _rhat_basic, ess, ess_bulk, rhat
+from benchfill.irt.nuts import sample_chain
+from benchfill.irt.simulate import simulate_responses
+
+
+def test_rhat_is_one_for_mixed_chains_and_large_for_separated_ones():
+    rng = np.random.default_rng(0)
+    mixed = rng.normal(size=(4, 1000, 1))
+    assert abs(rhat(mixed)[0] - 1.0) < 0.01
+    apart = mixed.copy()
+    apart[0] += 3.0
+    apart[1] -= 3.0
+    assert rhat(apart)[0] > 1.5
+    # A chain stuck at a different scale is caught by the folded (tail) part.
+    wide = mixed.copy()
+    wide[0] *= 5.0
+    assert rhat(wide)[0] > 1.05
+
+
+def test_basic_rhat_by_hand():
+    # Chains [0 2 0 2] and [2 4 2 4]: means 1 and 3, within variances 4/3 each, so W = 4/3,
+    # B = n var(means) = 4 * 2 = 8, var+ = (3/4) W + B / 4 = 3 and R-hat = sqrt(3 / (4/3)) = 1.5.
+    x = np.array([[0, 2, 0, 2], [2, 4, 2, 4]], dtype=float)[:, :, None]
+    assert _rhat_basic(x)[0] == pytest.approx(1.5)
+    # Rank normalisation bounds it, but two split halves that never overlap still read far from 1.
+    halves = np.concatenate([np.zeros((1, 50, 1)), np.ones((1, 50, 1))], axis=1)
+    halves += np.random.default_rng(1).normal(0, 0.01, (1, 100, 1))
+    assert rhat(halves)[0] > 2
+
+
+def test_ess_of_independent_and_autocorrelated_draws():
+    rng = np.random.default_rng(2)
+    iid = rng.normal(size=(4, 1000, 1))
+    assert 3200 < ess(iid)[0] < 4800
+    # AR(1) with phi = 0.9: ESS per draw is (1 - phi) / (1 + phi) = 1/19.
+    phi, n = 0.9, 4000
+    ar = np.zeros((4, n, 1))
+    eps = rng.normal(size=(4, n))
+    for t in range(1, n):
+        ar[:, t, 0] = phi * ar[:, t - 1, 0] + eps[:, t]
+    assert ess_bulk(ar)[0] == pytest.approx(4 * n / 19, rel=0.25)
+
+
+def test_diagnostics_match_arviz():
+    az = pytest.importorskip("arviz")
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(4, 300, 2))
+    x[:, :, 1] = np.cumsum(rng.normal(size=(4, 300)), axis=1)
+    for k in range(2):
+        assert rhat(x)[k] == pytest.approx(float(az.rhat(x[:, :, k])), rel=1e-10)
+        assert ess_bulk(x)[k] == pytest.approx(float(az.ess(x[:, :, k], method="bulk")), rel=1e-10)
+
+
+def test_sampler_draws_a_correlated_gaussian_exactly():
+    cov = np.array([[1.0, 0.9], [0.9, 1.0]]) * np.array([[4.0, 0.2], [0.2, 0.01]]) ** 0.5
+    prec = np.linalg.inv(cov)
+
+    def logp_grad(x):
+        return -0.5 * float(x @ prec @ x), -(prec @ x)
+
+    r = sample_chain(logp_grad, np.array([2.0, -1.0]), seed=4, warmup=500, draws=4000)
+    assert r.divergences == 0
+    np.testing.assert_allclose(r.draws.mean(axis=0), 0.0, atol=0.1 * np.sqrt(np.diag(cov)).max())
+    np.testing.assert_allclose(np.cov(r.draws.T), cov, rtol=0.15, atol=0.01)
+
+
+def test_nuts_recovers_difficulties_30x12x32_and_intervals_cover():
+    sim = simulate_responses(12, 30, 32, seed=3)
+    f = fit(sim.matrix, engine="nuts", seed=1)  # the paper's recipe: 4 x (1,000 + 1,000)
+    d = f.diagnostics
+    assert d["max_rhat"] <= 1.01 and d["min_ess_bulk"] >= 400 and d["divergences"] == 0
+    assert {"max_rhat", "min_ess_bulk", "divergences", "chains", "warmup", "draws", "target_accept", "seconds"} <= set(d)
+    assert f.difficulty_draws.shape == (4000, 30) and f.ability_draws.shape == (4000, 12)
+    assert np.corrcoef(f.difficulty, sim.difficulty)[0, 1] >= 0.98
+    lo, hi = np.quantile(f.difficulty_draws, [0.05, 0.95], axis=0)
+    assert np.mean((lo <= sim.difficulty) & (sim.difficulty <= hi)) >= 0.85
+    assert f.seed == 1 and np.isfinite(f.log_likelihood)
+
+
+def test_nuts_with_guessing_floor_agrees_with_map_and_laplace():
+    sim = simulate_responses(8, 40, 16, chance=0.25, seed=6)
+    f = fit(sim.matrix, engine="nuts", seed=2, warmup=300, draws=300, chains=2)
+    m = fit(sim.matrix)
+    # A near-Gaussian posterior: mean close to the mode, sd close to the Laplace one.
+    assert np.max(np.abs(f.difficulty - m.difficulty)) < 0.25
+    assert np.median(f.difficulty_se / m.difficulty_se) == pytest.approx(1.0, abs=0.15)
+
+
+def test_same_seed_same_draws():
+    sim = simulate_responses(4, 10, 8, seed=0)
+    a = fit(sim.matrix, engine="nuts", seed=5, warmup=50, draws=20, chains=2)
+    b = fit(sim.matrix, engine="nuts", seed=5, warmup=50, draws=20, chains=2)
+    np.testing.assert_array_equal(a.difficulty_draws, b.difficulty_draws)
+
+
+@pytest.mark.slow
+def test_nuts_recovers_difficulties_1299x12x4():
+    sim = simulate_responses(12, 1299, 4, difficulty_sd=1.5, seed=3)
+    f = fit(sim.matrix, engine="nuts", seed=0)
+    d = f.diagnostics
+    assert d["max_rhat"] <= 1.01 and d["min_ess_bulk"] >= 400 and d["divergences"] == 0
+    assert np.corrcoef(f.difficulty, sim.difficulty)[0, 1] >= 0.95
+
+
+@pytest.mark.slow  # ~20-30 s here, most of it PyMC's compile
+def test_posterior_agrees_with_pymc():
+    pm = pytest.importorskip("pymc")
+    sim = simulate_responses(6, 15, 8, chance=0.2, seed=8)
+    m = sim.matrix
+    ours = fit(m, engine="nuts", seed=3, warmup=500, draws=1000)
+    jj, ii = np.nonzero(m.trials > 0)
+    with pm.Model():
+        theta = pm.Normal("theta", 0.0, 1.0, shape=m.n_models)
+        b = pm.Normal("b", 0.0, 1.0, shape=m.n_items)
+        g = m.chance[ii]
+        pm.Binomial("y", n=m.trials[jj, ii], p=g + (1 - g) * pm.math.sigmoid(theta[jj] - b[ii]), observed=m.correct[jj, ii])
+        idata = pm.sample(draws=1000, tune=500, chains=2, cores=1, target_accept=0.95, random_seed=3,
+                          progressbar=False, compute_convergence_checks=False)
+    b_draws = idata.posterior["b"].values.reshape(-1, m.n_items)
+    # Monte Carlo error of a mean is sd / sqrt(ESS) (~ sd / 40 here for both): allow 4 of each.
+    sd = b_draws.std(axis=0, ddof=1)
+    assert np.all(np.abs(b_draws.mean(axis=0) - ours.difficulty) < 0.15 * sd + 0.02)
+    np.testing.assert_allclose(ours.difficulty_se, sd, rtol=0.12)
