@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from sqlmodel import select
 
-from benchfill.schema import ModelCall
+from benchfill.schema import ModelCall, now
 from benchfill.store import Store
 
 _CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
@@ -50,23 +50,25 @@ class CallCache:
         self.store = store
         self.flush_every = flush_every
         self.flush_after_s = flush_after_s
-        self._pending: list[ModelCall] = []
+        # Plain dicts, not ModelCall objects: building a SQLModel per call costs more than the HTTP call.
+        self._pending: list[dict[str, Any]] = []
         self._last_flush = time.monotonic()
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, ModelCall]:
+    def get_many(self, keys: Iterable[str]) -> dict[str, str]:
+        """The stored response JSON of each key that has one (batched: one query per 500 keys)."""
         keys = list(dict.fromkeys(keys))
         wanted = set(keys)
-        found: dict[str, ModelCall] = {row.key: row for row in self._pending if row.key in wanted}
+        found = {row["key"]: row["response_json"] for row in self._pending if row["key"] in wanted}
         with self.store.session() as s:
             for i in range(0, len(keys), _CHUNK):
-                for row in s.exec(select(ModelCall).where(ModelCall.key.in_(keys[i : i + _CHUNK]))):
-                    found[row.key] = row
+                q = select(ModelCall.key, ModelCall.response_json).where(ModelCall.key.in_(keys[i : i + _CHUNK]))
+                found.update({k: r for k, r in s.exec(q)})
         return found
 
-    def get(self, key: str) -> ModelCall | None:
+    def get(self, key: str) -> str | None:
         return self.get_many([key]).get(key)
 
-    def add(self, row: ModelCall) -> None:
+    def add(self, row: dict[str, Any]) -> None:
         """Queue a completed call; written at the next flush (by size or age)."""
         self._pending.append(row)
         if len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush > self.flush_after_s:
@@ -76,8 +78,7 @@ class CallCache:
         self._last_flush = time.monotonic()
         if not self._pending:
             return
-        rows, self._pending = self._pending, []
-        values = [r.model_dump() for r in rows]
+        values, self._pending = self._pending, []
         dialect = self.store.engine.dialect.name
         with self.store.session() as s:
             if dialect in ("sqlite", "postgresql"):
@@ -85,15 +86,17 @@ class CallCache:
                 insert = importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
                 s.execute(insert(ModelCall).on_conflict_do_nothing(index_elements=["key"]), values)
             else:
-                for row in rows:
-                    s.merge(row)
+                for row in values:
+                    s.merge(ModelCall(**row))
 
 
 def make_call(kind: str, key: str, endpoint: str, model: str, request: dict[str, Any], response: Any,
-              prompt_tokens: int = 0, completion_tokens: int = 0, latency_s: float = 0.0) -> ModelCall:
-    return ModelCall(
-        key=key, kind=kind, endpoint=clean_endpoint(endpoint), model=model,
-        request_json=json.dumps(request, sort_keys=True, ensure_ascii=False),
-        response_json=json.dumps(response, ensure_ascii=False),
-        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, latency_s=latency_s,
-    )
+              prompt_tokens: int = 0, completion_tokens: int = 0, latency_s: float = 0.0) -> dict[str, Any]:
+    """A ``ModelCall`` row as a dict, ready for ``CallCache.add``."""
+    return {
+        "key": key, "kind": kind, "endpoint": clean_endpoint(endpoint), "model": model,
+        "request_json": json.dumps(request, sort_keys=True, ensure_ascii=False),
+        "response_json": json.dumps(response, ensure_ascii=False),
+        "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "latency_s": latency_s,
+        "created_at": now(),
+    }

@@ -150,7 +150,7 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
     cache = CallCache(store) if store is not None else None
     if cache is not None and (hit := cache.get(key)) is not None:
         stats.cache_hits += 1
-        return json.loads(hit.response_json)["text"], True
+        return json.loads(hit)["text"], True
     litellm = _litellm()
     kwargs: dict[str, Any] = dict(model=cfg.model, messages=messages, temperature=cfg.temperature,
                                   max_tokens=cfg.max_tokens, seed=seed, timeout=cfg.timeout_s,

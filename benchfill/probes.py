@@ -191,7 +191,7 @@ class RolloutClient:
         try:
             if hit is not None:
                 self.stats.cache_hits += 1
-                texts, cached = json.loads(hit.response_json)["texts"], True
+                texts, cached = json.loads(hit)["texts"], True
             elif req["n"] > 1 and p.base_url in self._single:
                 texts, cached = await self._singles(p, req), False
             else:
@@ -219,7 +219,7 @@ class RolloutClient:
 
         async def get(sub: dict, key: str) -> list[str]:
             if key in hits:
-                return json.loads(hits[key].response_json)["texts"]
+                return json.loads(hits[key])["texts"]
             return await self._call(p, sub, key)
 
         parts = await asyncio.gather(*(get(s, k) for s, k in subs))
@@ -271,9 +271,10 @@ class RolloutClient:
         return self._grades[key]
 
     def _record(self, results: list[Rollout], phase: str) -> None:
+        from sqlalchemy import insert
         from sqlmodel import select
 
-        from benchfill.schema import ProbeResult
+        from benchfill.schema import ProbeResult, now
 
         done = [r for r in results if not r.error]
         ids = list({r.item_id for r in done})
@@ -282,10 +283,11 @@ class RolloutClient:
             for i in range(0, len(ids), 500):  # only these items' rows: the search calls this per item
                 q = select(ProbeResult).where(ProbeResult.phase == phase, ProbeResult.item_id.in_(ids[i : i + 500]))
                 have |= {(row.item_id, row.probe, row.call_key) for row in s.exec(q)}
-            for r in done:
-                if (r.item_id, r.probe, r.call_key) not in have:
-                    s.add(ProbeResult(item_id=r.item_id, probe=r.probe, correct=r.correct, trials=r.trials,
-                                      phase=phase, call_key=r.call_key))
+            rows = [{"item_id": r.item_id, "probe": r.probe, "correct": r.correct, "trials": r.trials,
+                     "phase": phase, "call_key": r.call_key, "created_at": now()}
+                    for r in done if (r.item_id, r.probe, r.call_key) not in have]
+            if rows:
+                s.execute(insert(ProbeResult), rows)
 
 
 class _RefusesN(Exception):
