@@ -68,11 +68,29 @@ def sync_retrying(cfg: RetryConfig, on_retry: Callable[[RetryCallState], None] |
     return Retrying(**_kwargs(cfg, on_retry))
 
 
+def retry_after_s(exc: BaseException | None) -> float:
+    """The server's own ``Retry-After`` (seconds, or ``retry-after-ms``) on a 429/503, else 0."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    try:
+        if "retry-after-ms" in headers:
+            return float(headers["retry-after-ms"]) / 1000
+        return float(headers.get("retry-after", 0))
+    except (TypeError, ValueError):  # an HTTP date: fall back to our own backoff
+        return 0.0
+
+
 def _kwargs(cfg: RetryConfig, on_retry) -> dict:
+    # Exponential backoff with jitter so that many clients hit by one 429 do not retry in step,
+    # but never sooner than the server asked; max_wait_s caps both (tests set it to 0).
+    backoff = wait_exponential_jitter(multiplier=cfg.initial_wait_s, max=cfg.max_wait_s, jitter=cfg.jitter_s)
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        return min(cfg.max_wait_s, max(backoff(state), retry_after_s(exc)))
+
     return dict(
         stop=stop_after_attempt(cfg.max_attempts),
-        # Exponential backoff with jitter so that many clients hit by one 429 do not retry in step.
-        wait=wait_exponential_jitter(multiplier=cfg.initial_wait_s, max=cfg.max_wait_s, jitter=cfg.jitter_s),
+        wait=wait,
         retry=retry_if_exception(is_retryable),
         before_sleep=on_retry,
         reraise=True,

@@ -222,3 +222,38 @@ def test_probes_serve_writes_one_vllm_per_model(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no vllm here
     assert main(["probes", "serve", "--config", cfg, "--start"]) == 3
     assert "vllm: not found on PATH; install the extra" in capsys.readouterr().err
+
+
+def test_retry_classification_and_retry_after():
+    import httpx
+
+    from benchfill.retry import is_retryable, retry_after_s
+
+    def err(code, headers=None):
+        e = Exception(f"HTTP {code}")
+        e.status_code = code
+        e.response = httpx.Response(code, headers=headers or {})
+        return e
+
+    assert all(is_retryable(err(c)) for c in (408, 429, 500, 502, 503, 504))
+    assert not any(is_retryable(err(c)) for c in (400, 401, 403, 404, 422))
+    assert is_retryable(httpx.ConnectError("refused")) and is_retryable(httpx.ReadTimeout("slow"))
+    assert is_retryable(ConnectionResetError()) and not is_retryable(ValueError("a bug"))
+    assert retry_after_s(err(429, {"retry-after": "2"})) == 2.0
+    assert retry_after_s(err(429, {"retry-after-ms": "250", "retry-after": "1"})) == 0.25
+    assert retry_after_s(err(429, {"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
+
+
+def test_backoff_waits_for_retry_after_up_to_the_cap():
+    from tenacity import RetryCallState
+
+    from benchfill.retry import sync_retrying
+
+    r = sync_retrying(RetryConfig(initial_wait_s=0.01, max_wait_s=5, jitter_s=0))
+    state = RetryCallState(r, None, (), {})
+    e = Exception("429")
+    e.response = type("R", (), {"headers": {"retry-after": "3"}})()
+    state.set_exception((Exception, e, None))
+    assert r.wait(state) == 3.0
+    capped = sync_retrying(RetryConfig(initial_wait_s=0.01, max_wait_s=0.5, jitter_s=0))
+    assert capped.wait(state) == 0.5
