@@ -129,3 +129,24 @@ def test_mmlu_pro_real_matrix_converges(shared_data):
 
     assert spearmanr(rate, f.difficulty).statistic < -0.9
     assert np.all(np.isfinite(f.difficulty_se)) and np.all(f.difficulty_se > 0)
+
+
+def test_non_convergence_is_reported_not_hidden(monkeypatch):
+    import benchfill.irt.map as map_engine
+
+    monkeypatch.setattr(map_engine, "MAX_ITER", 1)
+    sim = simulate_responses(6, 50, 8, chance=0.25, seed=1)
+    with pytest.warns(map_engine.ConvergenceWarning, match="did not converge"):
+        f = fit(sim.matrix)
+    assert f.diagnostics["converged"] is False and f.diagnostics["iterations"] == 1
+
+
+def test_fit_round_trips_through_save_and_load(tmp_path):
+    from benchfill.irt import IrtFit
+
+    sim = simulate_responses(4, 12, 8, seed=0)
+    f = fit(sim.matrix)
+    f.save(tmp_path / "fit.json")
+    g = IrtFit.load(tmp_path / "fit.json")
+    np.testing.assert_allclose(g.difficulty, f.difficulty)
+    assert g.diagnostics["converged"] and g.seed == 0

@@ -94,11 +94,23 @@ def test_nuts_with_guessing_floor_agrees_with_map_and_laplace():
     assert np.median(f.difficulty_se / m.difficulty_se) == pytest.approx(1.0, abs=0.15)
 
 
-def test_same_seed_same_draws():
+def test_same_seed_same_draws_and_draws_survive_save(tmp_path):
+    from benchfill.irt import IrtFit
+
     sim = simulate_responses(4, 10, 8, seed=0)
     a = fit(sim.matrix, engine="nuts", seed=5, warmup=50, draws=20, chains=2)
     b = fit(sim.matrix, engine="nuts", seed=5, warmup=50, draws=20, chains=2)
     np.testing.assert_array_equal(a.difficulty_draws, b.difficulty_draws)
+    a.save(tmp_path / "fit.json")
+    np.testing.assert_array_equal(IrtFit.load(tmp_path / "fit.json").difficulty_draws, a.difficulty_draws)
+
+
+def test_two_pl_nuts_runs_and_reports_discriminations():
+    a = np.exp(np.random.default_rng(0).normal(0, 0.5, 20))
+    sim = simulate_responses(10, 20, 16, discrimination=a, seed=4)
+    f = fit(sim.matrix, engine="nuts", model="2pl", seed=0, warmup=300, draws=300, chains=2)
+    assert f.model == "2pl" and f.discrimination.shape == (20,) and np.all(f.discrimination > 0)
+    assert np.corrcoef(f.difficulty, sim.difficulty)[0, 1] > 0.9
 
 
 @pytest.mark.slow

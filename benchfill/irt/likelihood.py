@@ -134,31 +134,32 @@ class Posterior:
         """The samplers' hot path: few passes over the matrix, no information, no per-element exp."""
         m = self.m
         theta, b = x[:m], x[m:]
-        e = np.multiply.outer(np.exp(-theta), np.exp(b))  # exp(b_i - theta_j)
-        one_plus = e + 1.0
-        s = 1.0 / one_plus
+        # One buffer, updated in place: e = exp(b_i - theta_j) -> 1 + e -> s = 1 / (1 + e).
+        buf = np.multiply.outer(np.exp(-theta), np.exp(b))
+        buf += 1.0
+        log_one_plus = np.log(buf)
+        np.reciprocal(buf, out=buf)
         grad = np.empty_like(x)
         if self.chance is None:
             # ll = sum (t - c)(b - theta) - t log(1 + e); d ll / d eta = c - t s
             ll = float(self._wrong_per_item @ b - self._wrong_per_model @ theta) - float(
-                np.sum(self.trials * np.log(one_plus))
+                np.einsum("ji,ji->", self.trials, log_one_plus)
             )
-            ts = self.trials * s
-            grad[:m] = self._correct_per_model - ts.sum(axis=1) - theta
-            grad[m:] = ts.sum(axis=0) - self._correct_per_item - b
+            buf *= self.trials
+            grad[:m] = self._correct_per_model - buf.sum(axis=1) - theta
+            grad[m:] = buf.sum(axis=0) - self._correct_per_item - b
         else:
             g = self.chance
-            p = g + (1.0 - g) * s
+            p = g + (1.0 - g) * buf
             # log(1 - p) = log(1 - g) + log(e) - log(1 + e) = log(1 - g) + (b - theta) - log(1 + e)
-            log_one_plus = np.log(one_plus)
             ll = float(
-                np.sum(self.correct * np.log(p))
+                np.einsum("ji,ji->", self.correct, np.log(p))
                 + self._wrong_per_item @ (b + self._log1m_chance)
                 - self._wrong_per_model @ theta
-                - np.sum(self._wrong * log_one_plus)
+                - np.einsum("ji,ji->", self._wrong, log_one_plus)
             )
             # d ll / d eta = (c - t p) p' / (p (1 - p)) with p' / (1 - p) = s: (c / p - t) s
-            r = (self.correct / p - self.trials) * s
+            r = (self.correct / p - self.trials) * buf
             grad[:m] = r.sum(axis=1) - theta
             grad[m:] = -r.sum(axis=0) - b
         return ll - 0.5 * float(theta @ theta + b @ b), grad

@@ -23,6 +23,7 @@ class _Point:
     p: np.ndarray
     grad: np.ndarray
     logp: float
+    v: np.ndarray | None = None  # velocity M^-1 p, kept for the U-turn checks
 
 
 @dataclass
@@ -64,16 +65,18 @@ class _Sampler:
         x = z.x + eps * self.inv_mass * p
         with np.errstate(all="ignore"):
             logp, grad = self.f(x)
-        return _Point(x, p + 0.5 * eps * grad, grad, logp)
+        p += 0.5 * eps * grad
+        return _Point(x, p, grad, logp, self.inv_mass * p)
 
-    def _criterion(self, p_minus: np.ndarray, p_plus: np.ndarray, rho: np.ndarray) -> bool:
+    @staticmethod
+    def _criterion(v_minus: np.ndarray, v_plus: np.ndarray, rho: np.ndarray) -> bool:
         """True while the trajectory has not turned back on itself (no U-turn)."""
-        return float(np.dot(self.inv_mass * p_plus, rho)) > 0 and float(np.dot(self.inv_mass * p_minus, rho)) > 0
+        return float(np.dot(v_plus, rho)) > 0 and float(np.dot(v_minus, rho)) > 0
 
     def build(self, z: _Point, direction: int, depth: int, h0: float) -> _Tree:
         if depth == 0:
             new = self.leapfrog(z, direction * self.eps)
-            h = -new.logp + self.kinetic(new.p)
+            h = -new.logp + 0.5 * float(np.dot(new.v, new.p))
             if not np.isfinite(h):
                 h = np.inf
             delta = h0 - h
@@ -100,9 +103,9 @@ class _Sampler:
         a, b = (old, new) if direction > 0 else (new, old)  # a on the minus side, b on the plus side
         rho = a.rho + b.rho
         turning = not (
-            self._criterion(a.minus.p, b.plus.p, rho)
-            and self._criterion(a.minus.p, b.minus.p, a.rho + b.minus.p)
-            and self._criterion(a.plus.p, b.plus.p, b.rho + a.plus.p)
+            self._criterion(a.minus.v, b.plus.v, rho)
+            and self._criterion(a.minus.v, b.minus.v, a.rho + b.minus.p)
+            and self._criterion(a.plus.v, b.plus.v, b.rho + a.plus.p)
         )
         return _Tree(
             a.minus, b.plus, proposal, log_w, rho,
@@ -112,7 +115,7 @@ class _Sampler:
     def transition(self, z: _Point) -> tuple[_Point, float, bool, int, int]:
         """One NUTS draw: (next point, mean acceptance statistic, divergent, depth, leapfrogs)."""
         p0 = self.rng.standard_normal(z.x.shape) / np.sqrt(self.inv_mass)
-        start = _Point(z.x, p0, z.grad, z.logp)
+        start = _Point(z.x, p0, z.grad, z.logp, self.inv_mass * p0)
         h0 = -z.logp + self.kinetic(p0)
         tree = _Tree(start, start, start, 0.0, p0.copy(), 0.0, 0)
         sum_accept, n_leapfrog, divergent, depth = 0.0, 0, False, 0
