@@ -48,11 +48,15 @@ class Annotation:
 
 @dataclass(frozen=True)
 class AdaptiveSettings:
-    batch: int = 8  # samples per probe per step
-    width: int = 2  # probes asked per step (the most informative ones)
-    min_rollouts: int = 16  # before any early stop
-    z_se_stop: float = 0.04  # precise enough on the normalized scale
-    far_sigmas: float = 2.0  # "clearly far": this many standard errors beyond the margin
+    first_batch: int = 4  # samples per probe in the first step
+    first_width: int = 2  # probes asked in the first step (most informative at the target)
+    batch: int = 4  # samples per probe per later step
+    width: int = 2  # probes asked per later step (most informative at the estimate)
+    min_rollouts: int = 8  # before any early stop
+    precision: float = 1.0  # a contender stops at this multiple of the fixed protocol's standard error
+    screen: float = 3.0  # a child that is no contender stops at this multiple
+    z_se_stop: float = 0.0  # and never refine below this z standard error
+    far_lr: float = 2.0  # log-likelihood ratio that rules out every deviation within the margin
 
 
 @dataclass
@@ -107,41 +111,87 @@ class Annotator:
     async def _adaptive(
         self, item_id: str, item: dict[str, Any], key: str, target_z: float, margin: float
     ) -> Annotation:
+        """Sequential design: a first batch on the probes most informative at the target (where the
+        rewriter aimed), then small batches on the probes most informative at the current estimate,
+        until the child is clearly out of the running (a likelihood-ratio test against the band of
+        deviations that could still win) or as precise as the fixed protocol would have made it."""
         s = self.adaptive
         correct = {p.name: 0 for p in self.probes}
         trials = {p.name: 0 for p in self.probes}
         asked = {p.name: 0 for p in self.probes}
-        # Start where the rewriter aimed: the target is the best prior guess for the child.
-        b = self.b_min + target_z * self.span
+        b_target = self.b_min + target_z * self.span
+        b = b_target
         budget = self.fixed_budget
         ann: Annotation | None = None
+        step = 0
         while sum(trials.values()) < budget:
-            room = budget - sum(trials.values())
-            chosen = self._most_informative(b, s.width)
-            sizes = _split(room, [min(s.batch, room)] * len(chosen))
-            calls = [
-                self.services.rollouts(item_id, item, p.name, n, f"{key}:{p.name}:{asked[p.name]}")
-                for p, n in zip(chosen, sizes, strict=True)
-                if n > 0
-            ]
-            got = await asyncio.gather(*calls)
-            for p, n, c in zip([p for p, n in zip(chosen, sizes, strict=True) if n > 0], [n for n in sizes if n > 0], got, strict=True):
+            width, batch = (s.first_width, s.first_batch) if step == 0 else (s.width, s.batch)
+            chosen = self._most_informative(b, width)
+            sizes = _split(budget - sum(trials.values()), [batch] * len(chosen))
+            asks = [(p, n) for p, n in zip(chosen, sizes, strict=True) if n > 0]
+            got = await asyncio.gather(*(
+                self.services.rollouts(item_id, item, p.name, n, f"{key}:{p.name}:{asked[p.name]}") for p, n in asks
+            ))
+            for (p, n), c in zip(asks, got, strict=True):
                 correct[p.name] += int(c)
                 trials[p.name] += n
                 asked[p.name] += 1
+            step += 1
             ann = self._estimate(correct, trials)
-            b = ann.difficulty
+            b = self._steer(ann, correct, trials)
             if sum(trials.values()) < s.min_rollouts:
                 continue
-            if ann.z_se <= s.z_se_stop:
+            if math.isfinite(margin) and self._out_of_band(correct, trials, target_z, margin) > s.far_lr:
+                ann.stop = "far"
+                return ann
+            if "no_finite_mle" in ann.flags:
+                continue
+            se_fixed = self._fixed_se(ann.difficulty)
+            if ann.z_se <= max(s.z_se_stop, s.precision * se_fixed):
                 ann.stop = "precise"
                 return ann
-            if abs(ann.z - target_z) - s.far_sigmas * ann.z_se > margin:
-                ann.stop = "far"
+            # Not a contender on its point estimate: a coarse estimate is enough to rank it.
+            if abs(ann.z - target_z) > margin and ann.z_se <= s.screen * se_fixed:
+                ann.stop = "screened"
                 return ann
         assert ann is not None
         ann.stop = "budget"
         return ann
+
+    def _fixed_se(self, b: float) -> float:
+        """The z standard error the fixed protocol would reach for an item at ``b``."""
+        from benchfill.irt import item_information
+
+        theta = np.array([p.ability for p in self.probes], dtype=float)
+        k = np.array([p.trials for p in self.probes], dtype=float)
+        info = float((k * item_information(b, theta, self.chance)).sum())
+        se_fixed = 1.0 / math.sqrt(max(info, 1e-12))
+        return se_fixed / self.span
+
+    def _steer(self, ann: Annotation, correct: dict[str, int], trials: dict[str, int]) -> float:
+        """Where to look next: the estimate, or just past the asked probes when every answer
+        was right (the child is easier than all of them) or wrong (harder)."""
+        if "no_finite_mle" not in ann.flags:
+            return ann.difficulty
+        asked = [p.ability for p in self.probes if trials[p.name] > 0]
+        if sum(correct.values()) == sum(trials.values()):
+            return min(asked) - 1.0
+        return max(asked) + 1.0
+
+    def _out_of_band(self, correct: dict[str, int], trials: dict[str, int], target_z: float, margin: float) -> float:
+        """Log-likelihood ratio: best b anywhere vs best b whose deviation is at most ``margin``.
+
+        Large means the data rule out every difficulty that could beat the best child so far,
+        which holds even when there is no finite MLE (a child every probe solved)."""
+        used = [p for p in self.probes if trials[p.name] > 0]
+        c = np.array([correct[p.name] for p in used], dtype=float)
+        k = np.array([trials[p.name] for p in used], dtype=float)
+        theta = np.array([p.ability for p in used], dtype=float)
+        lo, hi = self.b_min + (target_z - margin) * self.span, self.b_min + (target_z + margin) * self.span
+        wide = np.linspace(self.b_min - 3 * self.span, self.b_max + 3 * self.span, 601)
+        band = np.linspace(lo, hi, 41)
+        ll_all = _log_lik(np.concatenate([wide, band]), c, k, theta, self.chance)
+        return float(ll_all.max() - ll_all[wide.size:].max())
 
     def _most_informative(self, b: float, width: int) -> list[Probe]:
         """Probes with the largest Fisher information at difficulty ``b`` (3PL with a=1)."""
@@ -185,3 +235,11 @@ def _split(room: int, sizes: list[int]) -> list[int]:
         out.append(take)
         room -= take
     return out
+
+
+def _log_lik(b: np.ndarray, c: np.ndarray, k: np.ndarray, theta: np.ndarray, chance: float) -> np.ndarray:
+    """Binomial log-likelihood of each difficulty in ``b`` (3PL with a=1 and guessing floor)."""
+    s = 1.0 / (1.0 + np.exp(np.asarray(b)[:, None] - theta[None, :]))
+    p = np.clip(chance + (1.0 - chance) * s, 1e-300, 1.0)
+    q = np.clip((1.0 - chance) * (1.0 - s), 1e-300, 1.0)
+    return (c * np.log(p) + (k - c) * np.log(q)).sum(axis=1)
