@@ -1,0 +1,29 @@
+"""The examples the README and docs show must stay true."""
+
+from pathlib import Path
+
+from benchfill.config import load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_example_panel_config_loads():
+    cfg = load_config(ROOT / "docs" / "panel.example.toml")
+    assert [p.name for p in cfg.probes] == ["qwen3-1.7b", "qwen3-8b", "llama-3.1-8b"]
+    assert cfg.rewriter.model == "openai/gpt-4o" and cfg.judge.temperature == 0.0
+    assert cfg.benchmark_spec().name == "aime24"
+
+
+def test_readme_commands_name_existing_subcommands():
+    from benchfill.cli import build_parser
+
+    parser = build_parser()
+    text = (ROOT / "README.md").read_text()
+    commands = {
+        line.split("python -m benchfill ")[1].split()[0]
+        for line in text.splitlines()
+        if "python -m benchfill " in line and "..." not in line.split("python -m benchfill ")[1].split()[0]
+    }
+    assert commands >= {"run", "diagnose", "fit", "calibrate", "review", "release", "probes", "sim"}
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert commands <= set(sub.choices), commands - set(sub.choices)
