@@ -5,7 +5,10 @@ is estimated, with the benchmark's guessing floor for multiple choice. The
 fixed protocol is the paper's: every probe answers K_j times. The adaptive one
 spends rollouts where they carry information (probes whose ability is near the
 current estimate), stops early on a child clearly farther from the target than
-the best item already found, and stops once the estimate is precise enough.
+the best item already found (a likelihood-ratio test, valid without a finite
+MLE), refines a contender (deviation within the margin and within one fixed-
+protocol se of the target) to the fixed protocol's precision, and only screens
+the others (three times that se): they need ranking, not a precise value.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class AdaptiveSettings:
     min_rollouts: int = 8  # before any early stop
     precision: float = 1.0  # a contender stops at this multiple of the fixed protocol's standard error
     screen: float = 3.0  # a child that is no contender stops at this multiple
+    contend: float = 1.0  # contender: deviation within the margin and within this many fixed-protocol se
     z_se_stop: float = 0.0  # and never refine below this z standard error
     far_lr: float = 2.0  # log-likelihood ratio that rules out every deviation within the margin
 
@@ -151,7 +155,7 @@ class Annotator:
                 ann.stop = "precise"
                 return ann
             # Not a contender on its point estimate: a coarse estimate is enough to rank it.
-            if abs(ann.z - target_z) > margin and ann.z_se <= s.screen * se_fixed:
+            if abs(ann.z - target_z) > min(margin, s.contend * se_fixed) and ann.z_se <= s.screen * se_fixed:
                 ann.stop = "screened"
                 return ann
         assert ann is not None
