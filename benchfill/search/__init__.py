@@ -5,7 +5,7 @@ Public face: ``benchfill_search`` (Algorithm 2), ``baseline_search``,
 confirmation), ``Memory`` and ``NearDuplicateIndex``.
 """
 
-from benchfill.search.annotate import PROTOCOLS, AdaptiveSettings, Annotation, Annotator
+from benchfill.search.annotate import PROTOCOLS, AdaptiveSettings, Annotation, Annotator, ConfirmSettings
 from benchfill.search.duplicates import NearDuplicateIndex
 from benchfill.search.loop import (
     Child,
@@ -26,6 +26,7 @@ __all__ = [
     "Annotation",
     "Annotator",
     "Child",
+    "ConfirmSettings",
     "GapResult",
     "GapSearch",
     "Memory",

@@ -9,6 +9,12 @@ the best item already found (a likelihood-ratio test, valid without a finite
 MLE), refines a contender (deviation within the margin and within one fixed-
 protocol se of the target) to the fixed protocol's precision, and only screens
 the others (three times that se): they need ranking, not a precise value.
+
+Confirmation re-annotates a selected item with fresh rollouts: it spends them on the probes
+most informative at the current estimate until the z standard error reaches a stated target
+or a stated cap (``ConfirmSettings``), so the confirmed value is both free of the selection's
+winner's curse and more precise than one fixed-protocol pass (whose se is as large as the
+deviations being compared).
 """
 
 from __future__ import annotations
@@ -63,6 +69,17 @@ class AdaptiveSettings:
     far_lr: float = 2.0  # log-likelihood ratio that rules out every deviation within the margin
 
 
+@dataclass(frozen=True)
+class ConfirmSettings:
+    z_se: float = 0.02  # stop once the confirmed z standard error is at most this
+    max_budgets: float = 4.0  # ... or after this many fixed-protocol budgets of rollouts (the cap)
+    batch: int = 8  # samples per probe per step
+    width: int = 2  # probes asked per step (most informative at the current estimate)
+
+    def cap(self, fixed_budget: int) -> int:
+        return int(round(self.max_budgets * fixed_budget))
+
+
 @dataclass
 class Annotator:
     """Places items on a fitted scale: ``b_min``/``b_max`` fix the normalization."""
@@ -74,6 +91,7 @@ class Annotator:
     b_max: float
     protocol: str = "adaptive"
     adaptive: AdaptiveSettings = field(default_factory=AdaptiveSettings)
+    confirmation: ConfirmSettings = field(default_factory=ConfirmSettings)
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -161,6 +179,43 @@ class Annotator:
         assert ann is not None
         ann.stop = "budget"
         return ann
+
+    async def confirm(self, item_id: str, item: dict[str, Any], key: str, b_start: float) -> Annotation:
+        """Fresh rollouts (``key`` must differ from the annotation's) on the probes most informative
+        at the current estimate, from ``b_start``, until ``z_se`` or the cap (``ConfirmSettings``).
+        Only the fresh answers enter the estimate: the selection saw the old ones."""
+        s = self.confirmation
+        cap = s.cap(self.fixed_budget)
+        correct = {p.name: 0 for p in self.probes}
+        trials = {p.name: 0 for p in self.probes}
+        asked = {p.name: 0 for p in self.probes}
+        b, ann = b_start, None
+        while sum(trials.values()) < cap:
+            chosen = self._most_informative(b, s.width)
+            sizes = _split(cap - sum(trials.values()), [s.batch] * len(chosen))
+            asks = [(p, n) for p, n in zip(chosen, sizes, strict=True) if n > 0]
+            got = await asyncio.gather(*(
+                self.services.rollouts(item_id, item, p.name, n, f"{key}:{p.name}:{asked[p.name]}") for p, n in asks
+            ))
+            for (p, n), c in zip(asks, got, strict=True):
+                correct[p.name] += int(c)
+                trials[p.name] += n
+                asked[p.name] += 1
+            ann = self._estimate(correct, trials)
+            b = self._steer(ann, correct, trials)
+            if "no_finite_mle" not in ann.flags and ann.z_se <= s.z_se:
+                ann.stop = "precise"
+                return ann
+        assert ann is not None
+        ann.stop = "cap"
+        return ann
+
+    def resolution(self, ann: Annotation) -> float:
+        """The z standard error an annotation can vouch for: its own, but never looser than
+        the fixed protocol's at its estimate (a screened child is not precise)."""
+        if "no_finite_mle" in ann.flags or not math.isfinite(ann.z_se):
+            return 0.0
+        return min(ann.z_se, self._fixed_se(ann.difficulty))
 
     def _fixed_se(self, b: float) -> float:
         """The z standard error the fixed protocol would reach for an item at ``b``."""

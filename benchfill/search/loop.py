@@ -31,6 +31,10 @@ class SearchSettings:
     references: int = 16  # L
     tolerance: float = 0.01  # tau on the normalized scale
     memory_size: int = 16  # benchmark items that seed the memory
+    # Adaptive annotation only (the fixed protocol keeps the paper's rule): also stop once the best
+    # child sits within this many of its own z standard errors of the target, since it then cannot
+    # be told apart from the target and later rounds would chase unmeasurable differences. 0 = off.
+    indistinct: float = 1.0
 
 
 @dataclass
@@ -83,6 +87,7 @@ class GapResult:
     rounds_used: int
     spend: Spend
     memory: list[list[Any]] = field(default_factory=list)
+    stop: str = ""  # why the search ended: "tolerance", "indistinct" or "rounds"
 
     @property
     def deviations_by_round(self) -> dict[int, list[float]]:
@@ -116,6 +121,7 @@ async def benchfill_search(
     spend = Spend()
     children: list[Child] = []
     rounds_used = 0
+    stop = "rounds"
     for t in range(1, settings.rounds + 1):
         rounds_used = t
         parents = memory.parents(settings.parents)
@@ -138,15 +144,27 @@ async def benchfill_search(
                 memory.add(MemoryEntry(child.item_id, child.annotation.z, "generated", child.ancestor_id))
             if on_child:
                 on_child(gap.gap_index, child, target)
-        best = min((c.deviation(target) for c in children if c.valid), default=math.inf)
+        best_child = select_closest(children, target)
+        best = best_child.deviation(target) if best_child else math.inf
         if on_round:
             on_round(gap.gap_index, t, memory, spend, best)
         if best <= settings.tolerance:
+            stop = "tolerance"
+            break
+        if _indistinct(best_child, target, annotator, settings):
+            stop = "indistinct"
             break
     return GapResult(
         gap.gap_index, gap.left, gap.right, target, "benchfill", children, select_closest(children, target),
-        rounds_used, spend, memory.to_json(),
+        rounds_used, spend, memory.to_json(), stop,
     )
+
+
+def _indistinct(best: Child | None, target_z: float, annotator: Annotator, settings: SearchSettings) -> bool:
+    """Is the best child within ``settings.indistinct`` standard errors of the target (adaptive only)?"""
+    if best is None or annotator.protocol != "adaptive" or settings.indistinct <= 0:
+        return False
+    return best.deviation(target_z) <= settings.indistinct * annotator.resolution(best.annotation)
 
 
 def select_closest(children: list[Child], target_z: float) -> Child | None:

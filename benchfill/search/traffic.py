@@ -10,6 +10,7 @@ same as against real endpoints.
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,12 @@ class TrafficServices:
         got = await self.rc.rollouts([{**item, "id": item_id}], trials=n, seed=derive_seed(self.seed, "probe", key),
                                      probes=[probe], phase=self.phase)
         return int(got[0].correct)
+
+    def with_phase(self, phase: str) -> TrafficServices:
+        """The same services whose rollouts are recorded under another phase (e.g. "confirm")."""
+        other = copy.copy(self)
+        other.phase = phase
+        return other
 
     def true_difficulty(self, item_id: str) -> float | None:
         """Simulated world only: the child's latent difficulty, found by its text."""
@@ -158,12 +165,16 @@ class Backend:
                                       on_child=on_child, on_round=on_round, check_child=check)
 
     async def confirm(self, result: GapResult) -> None:
-        """Fresh rollouts (another seed) on the selected child: its difficulty unbiased by the selection."""
+        """Fresh rollouts (another seed) on the selected child, on the probes most informative at its
+        estimate until a stated precision or cap (``ConfirmSettings``): its difficulty unbiased by the
+        selection. The rollouts are labelled phase "confirm" through a copy of the services, so the
+        shared ``services.phase`` never changes under concurrent work."""
         c = result.chosen
-        fixed = Annotator(self.services, self.annotator.probes, self.annotator.chance, self.annotator.b_min,
-                          self.annotator.b_max, "fixed")
-        self.services.phase = "confirm"
-        c.confirmation = await fixed.fixed(c.item_id, c.item, f"confirm:s{self.opts.seed}:{c.item_id}")
+        a = self.annotator
+        confirmer = Annotator(self.services.with_phase("confirm"), a.probes, a.chance, a.b_min, a.b_max,
+                              a.protocol, a.adaptive, a.confirmation)
+        c.confirmation = await confirmer.confirm(c.item_id, c.item, f"confirm:s{self.opts.seed}:{c.item_id}",
+                                                 c.annotation.difficulty)
         result.spend.rollouts += c.confirmation.rollouts
 
     def summary(self) -> dict[str, Any]:
