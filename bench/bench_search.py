@@ -109,7 +109,12 @@ class Row:
     rounds: float
     bias_before: float = float("nan")  # mean | annotated dev - true dev | of the chosen items
     bias_after: float = float("nan")  # same with the confirmed difficulty
+    agg_before: float = float("nan")  # mean annotated dev - mean true dev (signed: the winner's curse)
+    agg_after: float = float("nan")  # mean confirmed dev - mean true dev
+    zerr_before: float = float("nan")  # mean |annotated z - true z| of the chosen items
+    zerr_after: float = float("nan")  # mean |confirmed z - true z|
     stops: dict = field(default_factory=dict)
+    search_stops: dict = field(default_factory=dict)
 
 
 async def run_set(name: str, bench, opts, work: Path) -> list[Row]:
@@ -194,9 +199,14 @@ def summarize(name: str, label: str, res, z: np.ndarray, before: float, true_z) 
     devs_t = [abs(v - t) for v, t in zip(tz, targets, strict=True)]
     bias_b = np.mean([abs(abs(v - t) - d) for v, t, d in zip(ann_z, targets, devs_t, strict=True)]) if chosen else np.nan
     bias_a = np.mean([abs(abs(v - t) - d) for v, t, d in zip(conf_z, targets, devs_t, strict=True)]) if chosen else np.nan
+    zerr = lambda zs: float(np.mean([abs(v - t) for v, t in zip(zs, tz, strict=True)])) if zs else float("nan")  # noqa: E731
+    search_stops: dict[str, int] = {}
+    for r in res:
+        search_stops[r.stop or "-"] = search_stops.get(r.stop or "-", 0) + 1
     return Row(name, label, red(ann_z), red(tz), dev(ann_z), dev(conf_z), dev(tz), ann_ro, conf_ro,
                sum(r.spend.model_calls for r in res), len(annotated), float(np.mean([r.rounds_used for r in res])),
-               float(bias_b), float(bias_a), stops)
+               float(bias_b), float(bias_a), dev(ann_z) - dev(tz), dev(conf_z) - dev(tz), zerr(ann_z), zerr(conf_z),
+               stops, search_stops)
 
 
 def print_table(rows: list[Row]) -> None:
@@ -223,8 +233,17 @@ def averages(rows: list[Row]) -> list[Row]:
         out.append(Row("MEAN", label, m("reduction"), m("reduction_true"), m("dev_ann"), m("dev_conf"),
                        m("dev_true"), int(round(m("rollouts"))), int(round(m("confirm_rollouts"))),
                        int(round(m("model_calls"))), int(round(m("children"))), m("rounds"),
-                       m("bias_before"), m("bias_after")))
+                       m("bias_before"), m("bias_after"), m("agg_before"), m("agg_after"), m("zerr_before"),
+                       m("zerr_after"), _sum_counts(r.stops for r in rs), _sum_counts(r.search_stops for r in rs)))
     return out
+
+
+def _sum_counts(dicts) -> dict:
+    out: dict[str, int] = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + v
+    return dict(sorted(out.items()))
 
 
 def main() -> None:
@@ -235,6 +254,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     from benchfill.run import RunOptions
+    from benchfill.search import ConfirmSettings, SearchSettings
+
+    conf = ConfirmSettings()
 
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
@@ -242,7 +264,9 @@ def main() -> None:
                       rounds=4 if args.quick else 8)
     print(f"bench_search: sim world, seed {args.seed}, top-{K} gaps, T={opts.rounds} R={opts.parents} "
           f"C={opts.children} L={opts.references} tol={opts.tolerance}, {opts.sim_probes} probes x 8 trials "
-          f"(fixed = {opts.sim_probes * 8} rollouts/child); confirmation = fixed protocol, fresh seed")
+          f"(fixed = {opts.sim_probes * 8} rollouts/child); adaptive stops also when the best child is within "
+          f"{SearchSettings().indistinct:g} se of the target; confirmation = fresh seed, informative probes, "
+          f"z se <= {conf.z_se} or {conf.cap(opts.sim_probes * 8)} rollouts")
     rows: list[Row] = []
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_search_") as tmp:
@@ -256,16 +280,24 @@ def main() -> None:
     print_table(rows + averages(rows))
     mean = {r.strategy: r for r in averages(rows)}
     fx, ad, bl, orc = (mean.get(k) for k in ("benchfill/fixed", "benchfill/adaptive", "baseline/adaptive", "oracle"))
-    print("\nAnnotation, fixed vs adaptive (BenchFill, mean over sets):")
-    print(f"{'':<22}{'fixed':>10}{'adaptive':>10}{'ratio':>8}")
+    print("\nAnnotation, fixed vs adaptive (BenchFill, mean over sets; same seeds, same worlds):")
+    print(f"{'':<34}{'fixed':>10}{'adaptive':>10}{'ratio':>8}")
     for lab, f in (("rollouts per child", lambda r: r.rollouts / max(r.children, 1)),
-                   ("rollouts per gap", lambda r: r.rollouts / K),
+                   ("annotation rollouts per gap", lambda r: r.rollouts / K),
+                   ("+ confirmation, per gap", lambda r: (r.rollouts + r.confirm_rollouts) / K),
+                   ("rounds per gap", lambda r: r.rounds),
                    ("true deviation", lambda r: r.dev_true),
-                   ("annotated deviation", lambda r: r.dev_ann)):
-        print(f"{lab:<22}{f(fx):>10.4f}{f(ad):>10.4f}{f(fx) / max(f(ad), 1e-12):>8.2f}")
-    print("\nConfirmation: mean |annotated deviation - true deviation| of the chosen items")
+                   ("annotated deviation", lambda r: r.dev_ann),
+                   ("confirmed deviation", lambda r: r.dev_conf)):
+        print(f"{lab:<34}{f(fx):>10.4f}{f(ad):>10.4f}{f(fx) / max(f(ad), 1e-12):>8.2f}")
+    print(f"  search stops: fixed {fx.search_stops}, adaptive {ad.search_stops}")
+    print(f"  adaptive annotation stops: {ad.stops}")
+    print("\nConfirmation (chosen items; fresh rollouts on the most informative probes until z se <= "
+          f"{conf.z_se} or {conf.max_budgets:g} fixed budgets):")
+    print(f"  {'':<20}{'mean dev - mean true dev':>28}{'mean |z - true z|':>22}{'mean ||dev| - true dev|':>26}")
     for r in (fx, ad, bl):
-        print(f"  {r.strategy:<20} before {r.bias_before:.4f}  after {r.bias_after:.4f}")
+        print(f"  {r.strategy:<20}{r.agg_before:>+13.4f} -> {r.agg_after:>+9.4f}{r.zerr_before:>11.4f} -> "
+              f"{r.zerr_after:.4f}{r.bias_before:>15.4f} -> {r.bias_after:.4f}")
     print(f"\nTop-3 gap sum reduction (true difficulties): benchfill {ad.reduction_true:.3f}, baseline "
           f"{bl.reduction_true:.3f}, oracle {orc.reduction_true:.3f}  (annotated: {ad.reduction:.3f}, "
           f"{bl.reduction:.3f}, {orc.reduction:.3f}); true deviation benchfill {ad.dev_true:.4f} vs baseline "
