@@ -122,7 +122,6 @@ def test_nuts_recovers_difficulties_1299x12x4():
     assert np.corrcoef(f.difficulty, sim.difficulty)[0, 1] >= 0.95
 
 
-@pytest.mark.slow  # ~20-30 s here, most of it PyMC's compile
 def test_posterior_agrees_with_pymc():
     pm = pytest.importorskip("pymc")
     sim = simulate_responses(6, 15, 8, chance=0.2, seed=8)
