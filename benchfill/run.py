@@ -189,11 +189,23 @@ def planned_budget(opts: RunOptions, n_items: int, probe_trials: list[int], have
         "benchmark_probe_requests": 0 if have_responses else n_items * len(probe_trials),
         "benchmark_rollouts": bench_rollouts,
         "annotation_rollouts_max": opts.gaps * children * per_child,
-        "confirmation_rollouts": opts.gaps * per_child if opts.confirm and children else 0,
+        "confirmation_rollouts_max": opts.gaps * _confirm_cap(per_child) if opts.confirm and children else 0,
     }
+    # Every figure is an upper bound. The adaptive protocol (default) never asks a child more than the
+    # fixed protocol's budget, so its bound is the same; it usually spends far less and stops sooner
+    # (bench/bench_search.py measures how much); say so rather than print a guess as a plan.
+    out["annotation"] = opts.annotation
+    out["figures"] = "upper bounds" + (" (adaptive annotation: actual spend is typically much lower)"
+                                       if opts.annotation == "adaptive" and children else "")
     out["model_calls_max"] = out["rewriter_calls"] + out["judge_calls"]
-    out["rollouts_max"] = bench_rollouts + out["annotation_rollouts_max"] + out["confirmation_rollouts"]
+    out["rollouts_max"] = bench_rollouts + out["annotation_rollouts_max"] + out["confirmation_rollouts_max"]
     return out
+
+
+def _confirm_cap(fixed_budget: int) -> int:
+    from benchfill.search.annotate import ConfirmSettings
+
+    return ConfirmSettings().cap(fixed_budget)
 
 
 def _record_originals(store, items: list[dict[str, Any]]) -> None:
