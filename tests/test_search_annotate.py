@@ -96,6 +96,19 @@ def test_adaptive_search_stops_when_the_best_child_is_indistinguishable_from_the
         assert off.res.stop in ("tolerance", "rounds") and off.res.rounds_used >= r.res.rounds_used
 
 
+def test_indistinct_stop_needs_a_standard_error_small_against_the_gap():
+    """A weak panel cannot place a child inside the gap: the rule must not end the search there."""
+    runs = [_gap_search("adaptive", s) for s in range(10)]
+    for r in runs:
+        if r.res.stop == "indistinct":
+            width = r.res.right - r.res.left
+            assert r.ann.resolution(r.res.chosen.annotation) <= SearchSettings().indistinct_max_se * width
+    # With a cap no annotation can meet, the adaptive search falls back to the paper's rule.
+    for s in range(4):
+        r = _gap_search("adaptive", s, SearchSettings(indistinct_max_se=1e-9))
+        assert r.res.stop in ("tolerance", "rounds")
+
+
 def test_the_fixed_protocol_keeps_the_papers_stopping_rule():
     for s in range(6):
         r = _gap_search("fixed", s, SearchSettings(tolerance=0.0, rounds=3))

@@ -35,6 +35,10 @@ class SearchSettings:
     # child sits within this many of its own z standard errors of the target, since it then cannot
     # be told apart from the target and later rounds would chase unmeasurable differences. 0 = off.
     indistinct: float = 1.0
+    # ... but only once that standard error is small against the gap (at most this share of its
+    # width): a weak panel (few probes, few trials) cannot place a child inside the gap at all, and
+    # stopping there would hand back an item that fills nothing.
+    indistinct_max_se: float = 0.5
 
 
 @dataclass
@@ -151,7 +155,7 @@ async def benchfill_search(
         if best <= settings.tolerance:
             stop = "tolerance"
             break
-        if _indistinct(best_child, target, annotator, settings):
+        if _indistinct(best_child, target, gap.right - gap.left, annotator, settings):
             stop = "indistinct"
             break
     return GapResult(
@@ -160,11 +164,17 @@ async def benchfill_search(
     )
 
 
-def _indistinct(best: Child | None, target_z: float, annotator: Annotator, settings: SearchSettings) -> bool:
-    """Is the best child within ``settings.indistinct`` standard errors of the target (adaptive only)?"""
+def _indistinct(
+    best: Child | None, target_z: float, width: float, annotator: Annotator, settings: SearchSettings
+) -> bool:
+    """Is the best child within ``settings.indistinct`` standard errors of the target, with that
+    standard error small enough to place it inside the gap (adaptive only)?"""
     if best is None or annotator.protocol != "adaptive" or settings.indistinct <= 0:
         return False
-    return best.deviation(target_z) <= settings.indistinct * annotator.resolution(best.annotation)
+    resolution = annotator.resolution(best.annotation)
+    if resolution > settings.indistinct_max_se * width:
+        return False
+    return best.deviation(target_z) <= settings.indistinct * resolution
 
 
 def select_closest(children: list[Child], target_z: float) -> Child | None:
