@@ -157,26 +157,9 @@ def custom_benchmark(items: str | Path, spec_file: str | Path, responses: str | 
 
 
 def read_items_jsonl(path: Path | None, spec: BenchmarkSpec) -> list[dict[str, Any]]:
-    """Items as dicts; every line needs a unique string ``id`` and the spec's text and answer fields."""
+    """Items as dicts (``benchfill.data.read_items``), each with the spec's text and answer fields."""
+    from benchfill.data import read_items
+
     if path is None:
         raise DataError(f"benchmark {spec.name}: no items file")
-    items: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from exc
-            if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-                raise DataError(f"{path}:{lineno}: each item needs a string field 'id'")
-            for f in (spec.text_field, spec.answer_field):
-                if f not in obj:
-                    raise DataError(f"{path}:{lineno}: item {obj['id']} lacks field {f!r} (spec {spec.name})")
-            if obj["id"] in seen:
-                raise DataError(f"{path}:{lineno}: duplicate item id {obj['id']!r}")
-            seen.add(obj["id"])
-            items.append(obj)
-    return items
+    return read_items(path, required=(spec.text_field, spec.answer_field), spec_name=spec.name)

@@ -22,18 +22,13 @@ RESPONSE_FIELDS = ("model", "item_id", "correct", "trials")
 CHOICE_FIELDS = ("options", "choices")
 
 
-def read_items(path: str | Path) -> list[dict[str, Any]]:
-    """Items from a JSONL file: one object per line with a unique ``id`` (kept as a string)."""
+def read_items(path: str | Path, *, required: Sequence[str] = (), spec_name: str = "") -> list[dict[str, Any]]:
+    """Items from a JSONL file: one object per line with a unique ``id`` (kept as a string)
+    and every field named in ``required`` (the benchmark spec's text and answer fields)."""
     path = Path(path)
     items: list[dict[str, Any]] = []
     first_line: dict[str, int] = {}
-    for lineno, line in _lines(path):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+    for lineno, obj in jsonl_objects(path):
         item_id = obj.get("id")
         if isinstance(item_id, bool) or not isinstance(item_id, (str, int)) or str(item_id) == "":
             raise DataError(f"{path}:{lineno}: missing or invalid field 'id'")
@@ -41,6 +36,10 @@ def read_items(path: str | Path) -> list[dict[str, Any]]:
         if item_id in first_line:
             raise DataError(f"{path}:{lineno}: duplicate item id {item_id!r} (first on line {first_line[item_id]})")
         first_line[item_id] = lineno
+        for f in required:
+            if f not in obj:
+                spec = f" (spec {spec_name})" if spec_name else ""
+                raise DataError(f"{path}:{lineno}: item {item_id} lacks field {f!r}{spec}")
         obj["id"] = item_id
         items.append(obj)
     if not items:
@@ -153,14 +152,21 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             raise DataError(f"{path}: not a UTF-8 text file") from None
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file; one-line errors otherwise."""
+    path = Path(path)
     for lineno, line in _lines(path):
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
         if not isinstance(obj, dict):
-            raise DataError(f"{path}:{lineno}: expected a JSON object with {', '.join(RESPONSE_FIELDS)}")
+            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        yield lineno, obj
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for lineno, obj in jsonl_objects(path):
         missing = [f for f in RESPONSE_FIELDS if f not in obj]
         if missing:
             raise DataError(f"{path}:{lineno}: missing field {missing[0]!r}")

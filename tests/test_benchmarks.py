@@ -62,9 +62,9 @@ def test_custom_benchmark_from_spec_file(tmp_path):
 
 @pytest.mark.parametrize("line,msg", [
     ('{"id": "x", "q": "?"}', r"items.jsonl:2: item x lacks field 'a'"),
-    ('{"id": 3, "q": "?", "a": "1"}', r"items.jsonl:2: each item needs a string field 'id'"),
+    ('{"id": "", "q": "?", "a": "1"}', r"items.jsonl:2: missing or invalid field 'id'"),
     ('{"id": "a", "q": "?", "a": "1"}', r"items.jsonl:2: duplicate item id 'a'"),
-    ("{oops", r"items.jsonl:2: invalid JSON"),
+    ("{oops", r"items.jsonl:2: malformed JSON"),
 ])
 def test_bad_items_name_file_and_line(tmp_path, line, msg):
     (tmp_path / "spec.json").write_text('{"name": "m", "text_field": "q", "answer_field": "a"}')

@@ -8,12 +8,12 @@ so a malformed record is reported once, with its file and line.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchfill.data import jsonl_objects
 from benchfill.errors import DataError
 
 QUEUE_FILE = "review_queue.jsonl"
@@ -59,26 +59,17 @@ def load_queue(run_dir: str | Path) -> list[QueueEntry]:
         raise DataError(f"{path}: no review queue (has `benchfill run` finished for this run?)")
     entries: list[QueueEntry] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as fh:
-        for n, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path} line {n}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(rec, dict):
-                raise DataError(f"{path} line {n}: expected a JSON object")
-            for key in REQUIRED:
-                if key not in rec:
-                    raise DataError(f"{path} line {n}: missing field '{key}'")
-            for key in ("ancestor", "child"):
-                if not isinstance(rec[key], dict):
-                    raise DataError(f"{path} line {n}: field '{key}' must be an object of item fields")
-            if rec["item_id"] in seen:
-                raise DataError(f"{path} line {n}: item_id '{rec['item_id']}' appears twice")
-            seen.add(rec["item_id"])
-            entries.append(QueueEntry(rec, n))
+    for n, rec in jsonl_objects(path):
+        for key in REQUIRED:
+            if key not in rec:
+                raise DataError(f"{path}:{n}: missing field '{key}'")
+        for key in ("ancestor", "child"):
+            if not isinstance(rec[key], dict):
+                raise DataError(f"{path}:{n}: field '{key}' must be an object of item fields")
+        if rec["item_id"] in seen:
+            raise DataError(f"{path}:{n}: item_id '{rec['item_id']}' appears twice")
+        seen.add(rec["item_id"])
+        entries.append(QueueEntry(rec, n))
     return entries
 
 
