@@ -167,7 +167,7 @@ def _rows(board: ReviewBoard, version: str, now: str) -> tuple[list[dict], list[
     with board.store.session() as s:
         originals = list(s.exec(select(Item).where(Item.origin == "original")))
     if not originals:
-        raise DataError(f"{board.run_dir / 'store.db'}: no original items in the store")
+        raise DataError(f"{board.run_dir}: no original items in the run's store")
     originals.sort(key=lambda it: pos.get(it.id, len(pos)))
     base = dict.fromkeys(PROVENANCE)
     base.update({"probe_panel": "[]", "probe_results": "[]", "flags": "[]", "reviews": "[]", "edited": False,

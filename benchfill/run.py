@@ -48,6 +48,7 @@ class RunOptions:
     sim_probes: int = 12
     sim_latency_ms: float = 0.0
     runs_dir: str | None = None
+    store: str | None = None  # a SQLAlchemy URL (PostgreSQL); default runs/<id>/store.db
     run_id: str | None = None
     progress: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
@@ -62,7 +63,7 @@ class RunOptions:
     def identity(self) -> dict[str, Any]:
         """The arguments that decide the result (not where it is written, not how it is shown)."""
         d = asdict(self)
-        for k in ("runs_dir", "run_id", "progress", "data_dir"):
+        for k in ("runs_dir", "store", "run_id", "progress", "data_dir"):
             d.pop(k)
         d["backend"] = self.resolved_backend()
         return d
@@ -94,7 +95,7 @@ async def execute(opts: RunOptions) -> Path:
     from benchfill.report import write_report
     from benchfill.search import STRATEGIES, NearDuplicateIndex, oracle_fill
     from benchfill.search.traffic import open_backend
-    from benchfill.store import Store
+    from benchfill.store import open_run_store
 
     if opts.strategy not in STRATEGIES:
         raise ConfigError(f"--strategy: unknown strategy {opts.strategy!r} (choose from {', '.join(STRATEGIES)})")
@@ -105,7 +106,7 @@ async def execute(opts: RunOptions) -> Path:
     run_dir = runs_root(opts) / run_id_for(opts)
     run_dir.mkdir(parents=True, exist_ok=True)
     show = progress_printer(opts.progress)
-    store = Store(run_dir / "store.db")
+    store = open_run_store(run_dir, opts.store)
     try:
         _record_originals(store, items)
         async with open_backend(opts, bench, store, run_dir) as backend:

@@ -62,6 +62,41 @@ class Store:
         self.engine.dispose()
 
 
+STORE_FILE = "store.db"
+STORE_URL_FILE = "store.url"
+
+
+def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool = True) -> Store:
+    """The store of a run: ``run_dir/store.db`` by default, or the SQLAlchemy URL given once
+    (remembered in ``run_dir/store.url`` so review and release find it again).
+
+    A URL must not carry a password: the file would then hold a secret. PostgreSQL reads it from
+    the environment (``PGPASSWORD``) or ``~/.pgpass`` instead.
+    """
+    run_dir = Path(run_dir)
+    remembered = run_dir / STORE_URL_FILE
+    if url:
+        if "://" not in url:
+            raise ConfigError(f"--store {url!r}: expected a SQLAlchemy URL such as postgresql+psycopg://user@host/db")
+        if _redact(url) != url:
+            raise ConfigError(
+                "--store: the URL carries a password; leave it out and set PGPASSWORD (or ~/.pgpass) instead"
+            )
+        if remembered.is_file() and remembered.read_text().strip() != url:
+            raise ConfigError(f"{remembered}: this run already uses another store ({remembered.read_text().strip()})")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        store = Store(url)
+        if not remembered.is_file():
+            remembered.write_text(url + "\n")
+        return store
+    if remembered.is_file():
+        return Store(remembered.read_text().strip())
+    db = run_dir / STORE_FILE
+    if not create and not db.is_file():
+        raise ConfigError(f"{db}: the run has no store")
+    return Store(db)
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     # WAL: readers (the review page) never block the one writer; NORMAL sync is durable across a kill.

@@ -76,11 +76,12 @@ def _import(args) -> int:
     run = args.run
     if run is None:
         guess = args.file.resolve().parent.parent
-        if not ((guess / "store.db").is_file() and (guess / "review_queue.jsonl").is_file()):
+        has_store = (guess / "store.db").is_file() or (guess / "store.url").is_file()
+        if not (has_store and (guess / "review_queue.jsonl").is_file()):
             raise ConfigError(f"{args.file}: cannot tell which run it belongs to; pass --run RUN")
         run = guess
     n = import_decisions(run, args.file, reviewer=args.reviewer)
-    print(f"recorded {n} decision(s) from {args.file} in {run / 'store.db'}")
+    print(f"recorded {n} decision(s) from {args.file} in the store of {run}")
     return 0
 
 

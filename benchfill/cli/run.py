@@ -37,6 +37,9 @@ def register(subparsers) -> None:
     p.add_argument("--sim-probes", type=int, default=12, help="sim backend: number of probe models")
     p.add_argument("--sim-latency-ms", type=float, default=0.0, help="sim backend: per-request latency")
     p.add_argument("--runs-dir", help="where run directories go (default $BENCHFILL_RUNS_DIR or ./runs)")
+    p.add_argument("--store", metavar="URL",
+                   help="keep the run's store at this SQLAlchemy URL (e.g. postgresql+psycopg://user@host/db; "
+                        "password from PGPASSWORD) instead of runs/<id>/store.db")
     p.add_argument("--run-id", help="name of the run directory (default: derived from the arguments)")
     p.add_argument("--quiet", dest="progress", action="store_false", help="no progress on stderr")
     p.add_argument("--dry-run", action="store_true", help="print the planned model calls and rollouts; run nothing")

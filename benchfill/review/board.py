@@ -17,7 +17,7 @@ from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.review.queue import QueueEntry, load_queue
 from benchfill.review.rule import Outcome, ReleaseRule, outcome
 from benchfill.schema import ReviewDecision
-from benchfill.store import Store
+from benchfill.store import open_run_store
 
 DECISIONS = ("accept", "reject", "edit")
 MAX_REVIEWER = 80
@@ -30,12 +30,13 @@ class ReviewBoard:
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
             raise ConfigError(f"{self.run_dir}: no such run directory")
-        db = self.run_dir / "store.db"
-        if not db.is_file():
-            raise ConfigError(f"{db}: the run has no store")
-        self.entries: list[QueueEntry] = load_queue(self.run_dir)
+        self.store = open_run_store(self.run_dir, create=False)
+        try:
+            self.entries: list[QueueEntry] = load_queue(self.run_dir)
+        except BenchfillError:
+            self.store.close()
+            raise
         self._by_id = {e.item_id: e for e in self.entries}
-        self.store = Store(db)
         self.rule = rule or ReleaseRule()
 
     def __enter__(self) -> ReviewBoard:

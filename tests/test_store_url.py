@@ -1,0 +1,43 @@
+"""A run's store at a SQLAlchemy URL instead of runs/<id>/store.db; review finds it again."""
+
+import sqlite3
+
+import pytest
+
+from benchfill.cli import main
+from benchfill.errors import ConfigError
+from benchfill.store import open_run_store
+
+
+def test_run_writes_to_the_given_store_url_and_review_follows_it(tmp_path):
+    runs, db = tmp_path / "runs", tmp_path / "elsewhere" / "bf.db"
+    db.parent.mkdir()
+    url = f"sqlite:///{db}"
+    args = ["run", "--benchmark", "demo", "--backend", "sim", "--runs-dir", str(runs), "--run-id", "r",
+            "--gaps", "1", "--rounds", "1", "--parents", "2", "--children", "2", "--quiet", "--store", url]  # fmt: skip
+    assert main(args) == 0
+    run = runs / "r"
+    assert not (run / "store.db").exists()
+    assert (run / "store.url").read_text().strip() == url
+    with sqlite3.connect(db) as con:
+        (n_items,) = con.execute("select count(*) from item where origin = 'original'").fetchone()
+        (n_calls,) = con.execute("select count(*) from modelcall").fetchone()
+    assert n_items == 48 and n_calls > 0
+    assert main(["review", "export", str(run)]) == 0  # opens the store through store.url
+    assert (run / "review" / "review_queue.csv").is_file()
+
+
+def test_a_password_in_the_store_url_is_refused_and_nothing_is_written(tmp_path):
+    with pytest.raises(ConfigError, match="carries a password.*PGPASSWORD"):
+        open_run_store(tmp_path / "run", "postgresql+psycopg://alice:s3cret@db.example/bench")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_keeps_the_store_it_started_with(tmp_path):
+    first = f"sqlite:///{tmp_path / 'a.db'}"
+    open_run_store(tmp_path / "run", first).close()
+    with pytest.raises(ConfigError, match="already uses another store"):
+        open_run_store(tmp_path / "run", f"sqlite:///{tmp_path / 'b.db'}")
+    store = open_run_store(tmp_path / "run")  # no URL: the remembered one
+    assert store.url == first
+    store.close()
