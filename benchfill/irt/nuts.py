@@ -182,10 +182,14 @@ def sample_chain(
     target_accept: float = 0.95,
     max_depth: int = 10,
 ) -> ChainResult:
-    rng = np.random.default_rng(seed)
-    s = _Sampler(logp_grad, rng, max_depth)
+    return run_chain(_Sampler(logp_grad, np.random.default_rng(seed), max_depth), x0, warmup, draws, target_accept)
+
+
+def run_chain(s: _Sampler, x0: np.ndarray, warmup: int, draws: int, target_accept: float) -> ChainResult:
+    """Warm-up (dual averaging, windowed diagonal metric) then sampling with sampler ``s``;
+    ``s.transition`` may be the pure-Python tree or a compiled one with the same contract."""
     s.inv_mass = np.ones_like(x0)
-    logp, grad = logp_grad(x0)
+    logp, grad = s.f(x0)
     z = _Point(x0.copy(), np.zeros_like(x0), grad, logp)
     s.eps = s.reasonable_step(z)
     window_ends = set(_windows(warmup))

@@ -57,6 +57,22 @@ class Whitened:
         self.inv_d = 1.0 / d_b
         self.chol_inv = np.linalg.inv(chol)
 
+    def compiled_data(self) -> tuple | None:
+        """The arrays ``nuts_compiled.logp_grad`` reads, or None where it does not apply (2PL)."""
+        post, m = self.post, self.m
+        if post.model != "1pl":
+            return None
+        guessing = post.chance is not None
+        zeros = np.zeros(self.n)
+        c = np.ascontiguousarray
+        return (
+            c(self.mode[:m]), c(self.mode[m:]), c(self.chol_inv), c(self.w * self.inv_d[None, :]),
+            c(self.inv_sqrt_d), c(post.trials), c(post.correct), c(post._wrong),
+            c(post.chance) if guessing else zeros, c(post._log1m_chance) if guessing else zeros,
+            c(post._correct_per_model), c(post._correct_per_item), c(post._wrong_per_model),
+            c(post._wrong_per_item), guessing,
+        )
+
     def to_x(self, y: np.ndarray) -> np.ndarray:
         m, n = self.m, self.n
         d_theta = self.chol_inv.T @ y[:m]
@@ -85,9 +101,17 @@ def _run_chain(args: tuple[int, int, int, int, float]) -> ChainResult:
     # Starts spread over +-2 Laplace sds around the mode, a different one per chain
     # (overdispersed, so that R-hat can detect chains that fail to meet).
     y0 = np.random.default_rng([seed, chain, 1]).uniform(-2.0, 2.0, target.post.dim)
-    result = sample_chain(
-        target.logp_grad, y0, seed=(seed, chain), warmup=warmup, draws=draws, target_accept=target_accept
-    )
+    data = target.compiled_data()
+    if data is not None:  # 1PL: the compiled tree (same sampler, no Python between leapfrogs)
+        from benchfill.irt.nuts_compiled import sample_chain_compiled
+
+        result = sample_chain_compiled(
+            data, y0, seed=(seed, chain), warmup=warmup, draws=draws, target_accept=target_accept
+        )
+    else:
+        result = sample_chain(
+            target.logp_grad, y0, seed=(seed, chain), warmup=warmup, draws=draws, target_accept=target_accept
+        )
     result.draws = np.array([target.to_x(y) for y in result.draws])
     return result
 
@@ -123,6 +147,11 @@ def fit_nuts(
         mode_fit = fit_map_2pl(matrix, guessing=guessing, seed=seed)
         mode = np.concatenate([mode_fit.ability, mode_fit.difficulty, np.log(mode_fit.discrimination)])
     _TARGET = Whitened(post, mode)
+    data = _TARGET.compiled_data()
+    if data is not None:  # compile (or load from numba's cache) once here, not in every worker
+        from benchfill.irt.nuts_compiled import warm_up
+
+        warm_up(data, post.dim)
     jobs = [(seed, c, warmup, draws, target_accept) for c in range(chains)]
     start = time.perf_counter()
     n_workers = _workers(chains)
