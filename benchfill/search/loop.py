@@ -38,7 +38,7 @@ class SearchSettings:
     # ... but only once that standard error is small against the gap (at most this share of its
     # width): a weak panel (few probes, few trials) cannot place a child inside the gap at all, and
     # stopping there would hand back an item that fills nothing.
-    indistinct_max_se: float = 0.5
+    indistinct_max_se: float = 1.0
 
 
 @dataclass
