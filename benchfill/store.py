@@ -78,7 +78,7 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
     if url:
         if "://" not in url:
             raise ConfigError(f"--store {url!r}: expected a SQLAlchemy URL such as postgresql+psycopg://user@host/db")
-        if _redact(url) != url:
+        if _has_password(url):
             raise ConfigError(
                 "--store: the URL carries a password; leave it out and set PGPASSWORD (or ~/.pgpass) instead"
             )
@@ -106,11 +106,23 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+def _has_password(url: str) -> bool:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).password is not None
+    except ArgumentError as exc:
+        raise ConfigError(f"--store: not a SQLAlchemy URL ({exc})") from None
+
+
 def _redact(url: str) -> str:
     """Hide a password in a URL before it reaches a message."""
     if "@" in url and "://" in url:
         scheme, rest = url.split("://", 1)
         creds, host = rest.rsplit("@", 1)
+        if ":" not in creds:
+            return url
         user = creds.split(":", 1)[0]
         return f"{scheme}://{user}:***@{host}"
     return url
