@@ -48,6 +48,41 @@ def test_unknown_benchmark_and_missing_panel_are_one_clear_error(tmp_path):
         run(RunOptions(benchmark="demo", config=str(cfg), runs_dir=str(tmp_path)))
 
 
+def test_user_errors_through_the_cli_are_one_line_with_a_nonzero_exit(tmp_path, capsys):
+    from benchfill.cli import main
+
+    port = _closed_port()
+    cfg = tmp_path / "panel.toml"
+    url = f"http://127.0.0.1:{port}/v1"
+    cfg.write_text(
+        f"[[probes]]\nname = 'p1'\nbase_url = '{url}'\nmodel = 'm'\n"
+        f"[rewriter]\nmodel = 'openai/r'\napi_base = '{url}'\n"
+        f"[judge]\nmodel = 'openai/j'\napi_base = '{url}'\n"
+    )
+    spec = tmp_path / "spec.toml"
+    spec.write_text("name = 'custom'\ntext_field = 'problem'\nanswer_field = 'answer'\nevaluator = 'math'\n")
+    cases = [
+        (["--benchmark", "nope"], 2, "unknown benchmark 'nope'"),
+        (["--benchmark", "aime24", "--data-dir", str(tmp_path / "none")], 2, "aime24/items.jsonl not found"),
+        (["--items", str(tmp_path / "missing.jsonl"), "--spec", str(spec)], 2, "missing.jsonl: items file not found"),
+        (["--benchmark", "demo", "--config", str(cfg)], 3, f"p1 at http://127.0.0.1:{port}/v1: unreachable"),
+    ]
+    for args, code, message in cases:
+        t0 = time.monotonic()
+        assert main(["run", *args, "--runs-dir", str(tmp_path / "runs"), "--quiet"]) == code, args
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1 and err.startswith("benchfill: error:"), err
+        assert time.monotonic() - t0 < 20  # an endpoint that is down fails fast, before any work
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _report_without_time(d: Path) -> dict:
     rep = json.loads((d / "report.json").read_text())
     rep["backend"].pop("traffic", None)

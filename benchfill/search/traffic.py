@@ -9,6 +9,7 @@ same as against real endpoints.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 from collections.abc import AsyncIterator
@@ -200,6 +201,7 @@ async def open_backend(opts, bench, store, run_dir: Path) -> AsyncIterator[Backe
 
         config = load_config(opts.config)
         _require_panel(config, opts.config)
+        await asyncio.to_thread(_require_endpoints, config, opts.config)
     try:
         b = Backend(backend, opts, bench, store, run_dir, config, world, server)
         async with RolloutClient(store, ProbePanel.from_config(config), bench.spec, prompt_fn=_solver_prompt()) as rc:
@@ -209,6 +211,20 @@ async def open_backend(opts, bench, store, run_dir: Path) -> AsyncIterator[Backe
     finally:
         if server is not None:
             server.stop()
+
+
+def _require_endpoints(config, source) -> None:
+    """Fail in seconds, before any work, when an endpoint is down: retries would otherwise spend
+    minutes backing off on every call of the first batch."""
+    from benchfill.errors import EndpointError
+    from benchfill.serving import check_endpoints
+
+    bad = [c for c in check_endpoints(config) if not c.ok]
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        c = bad[0]
+        raise EndpointError(f"{source}: {c.name} at {c.base_url}: {c.detail}{more}; "
+                            f"see `benchfill probes check --config {source}`")
 
 
 def _require_panel(config, source) -> None:
