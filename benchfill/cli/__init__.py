@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="benchfill",
         description="Measure where a benchmark's items sit on the difficulty axis, fill its gaps, ship the result.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -38,6 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module.register(sub)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """Looks the version up only when asked: importlib.metadata costs ~30 ms on every start-up."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"benchfill {_version()}")
+        parser.exit()
 
 
 def _version() -> str:
