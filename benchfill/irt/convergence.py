@@ -17,12 +17,22 @@ def _split(draws: np.ndarray) -> np.ndarray:
 def _rank_normalize(draws: np.ndarray) -> np.ndarray:
     """Normal scores of the pooled ranks (average ranks for ties), per parameter."""
     from scipy.special import ndtri
-    from scipy.stats import rankdata
 
     c, n, p = draws.shape
-    flat = draws.reshape(c * n, p)
-    ranks = rankdata(flat, axis=0, method="average")
-    return ndtri((ranks - 0.375) / (c * n + 0.25)).reshape(c, n, p)
+    # One argsort per parameter on contiguous rows: scipy's rankdata along axis 0 took most of the
+    # diagnostics' time on a 1,311-parameter posterior. Average ranks are needed only where values
+    # tie (rare for continuous draws); those rows go through rankdata.
+    rows = np.ascontiguousarray(draws.reshape(c * n, p).T)
+    order = np.argsort(rows, axis=1)
+    ranks = np.empty(rows.shape)
+    np.put_along_axis(ranks, order, np.arange(1.0, c * n + 1.0)[None, :], axis=1)
+    ordered = np.take_along_axis(rows, order, axis=1)
+    tied = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+    if tied.size:
+        from scipy.stats import rankdata  # a heavy import (~1 s), paid only when ties exist
+
+        ranks[tied] = rankdata(rows[tied], axis=1, method="average")
+    return ndtri((ranks.T - 0.375) / (c * n + 0.25)).reshape(c, n, p)
 
 
 def _rhat_basic(draws: np.ndarray) -> np.ndarray:
