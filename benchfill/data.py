@@ -118,18 +118,22 @@ def read_responses(
     return ResponseMatrix(tuple(model_index), item_ids, correct_m, trials_m, chance, str(path))
 
 
-def extreme_items(matrix: ResponseMatrix) -> dict[str, list[str]]:
-    """Items every model always solved, and items no model ever solved.
+def extreme_items(matrix: ResponseMatrix, items: Sequence[dict[str, Any]] | None = None) -> dict[str, list[str]]:
+    """Items every model always solved, items no model ever solved, and (given the item file)
+    items with no responses at all.
 
-    They carry no information about relative difficulty beyond "below/above every
-    model", so IRT pushes them to the ends of the axis; a user must see them.
+    The first two carry no information about relative difficulty beyond "below/above every
+    model", so IRT pushes them to the ends of the axis; the last are not on the scale at all.
+    A user must see all three.
     """
     tried = matrix.trials.sum(axis=0)
     right = matrix.correct.sum(axis=0)
     ids = np.asarray(matrix.item_ids, dtype=object)
+    answered = set(matrix.item_ids)
     return {
         "all_correct": ids[(tried > 0) & (right == tried)].tolist(),
         "none_correct": ids[(tried > 0) & (right == 0)].tolist(),
+        "no_responses": [it["id"] for it in items or () if it["id"] not in answered],
     }
 
 

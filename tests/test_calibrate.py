@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from benchfill.pruning import calibrate, model_scores, prune_to_target, read_reference
 from benchfill.coverage import ddm
 from benchfill.errors import BenchfillError
 from benchfill.matrix import ResponseMatrix
+from benchfill.pruning import calibrate, model_scores, prune_to_target, read_reference
 
 Z = np.array([0.0, 0.05, 0.1, 0.5, 0.52, 0.9, 1.0])
 

@@ -54,7 +54,11 @@ def test_jsonl_responses_and_item_file_order_and_chance(tmp_path):
 
 def test_extreme_items_are_reported(tmp_path):
     f = _write(tmp_path / "r.csv", "model,item_id,correct,trials\nA,e,2,2\nB,e,1,1\nA,h,0,3\nB,h,0,1\nA,m,1,2\nB,m,0,2\n")
-    assert extreme_items(read_responses(f)) == {"all_correct": ["e"], "none_correct": ["h"]}
+    assert extreme_items(read_responses(f)) == {"all_correct": ["e"], "none_correct": ["h"], "no_responses": []}
+    items = [{"id": i} for i in ("e", "h", "m", "z")]
+    m = read_responses(f, items=items)
+    assert m.item_ids == ("e", "h", "m")  # "z" has no responses: not on the scale...
+    assert extreme_items(m, items)["no_responses"] == ["z"]  # ...and reported, not hidden
 
 
 def test_item_chance_free_response_is_zero():

@@ -161,7 +161,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from benchfill.data import extreme_items
     from benchfill.irt import compare_models, leave_one_model_out, matrix_checks
 
-    matrix, _ = load_matrix(args)
+    matrix, items = load_matrix(args)
     f = fit_or_load(args, matrix)
     f.save(args.out)
     summary: dict[str, Any] = {
@@ -174,7 +174,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "out": args.out,
         "matrix_checks": matrix_checks(matrix),
-        "extreme_items": extreme_items(matrix),
+        "extreme_items": extreme_items(matrix, items),
         "fit_diagnostics": f.diagnostics,
     }
     if args.bic:
@@ -211,8 +211,10 @@ def _fmt(v: Any) -> str:
 
 
 def _print_extremes(ext: dict[str, list[str]]) -> None:
-    for key, label in (("all_correct", "solved by every model"), ("none_correct", "solved by no model")):
-        ids = ext[key]
+    labels = (("all_correct", "solved by every model"), ("none_correct", "solved by no model"),
+              ("no_responses", "without responses, not on the scale"))
+    for key, label in labels:
+        ids = ext.get(key) or []
         if ids:
             more = f" ... (+{len(ids) - 10})" if len(ids) > 10 else ""
             print(f"items {label} ({len(ids)}): {', '.join(ids[:10])}{more}")
@@ -229,7 +231,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise ConfigError(f"--k must be at least 1, got {args.k}")
     target = parse_target(args.target)
-    matrix, _, f = _inputs(args)
+    matrix, items, f = _inputs(args)
     report = diagnose(f, k=args.k, target=target, seed=args.seed)
     report.notes = {
         "source": _source(args, matrix),
@@ -237,7 +239,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         "guessing": bool(f.chance.any()),
     }
     if matrix is not None:
-        report.notes["extreme_items"] = extreme_items(matrix)
+        report.notes["extreme_items"] = extreme_items(matrix, items)
     if args.plot:
         from benchfill.plots import plot_ecdf
 
@@ -282,8 +284,8 @@ def _print_report(r: Any) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from benchfill.pruning import calibrate
     from benchfill.coverage import parse_target
+    from benchfill.pruning import calibrate
 
     target = parse_target(args.target)
     matrix, items, f = _inputs(args)
