@@ -185,12 +185,36 @@ def _mount(
     _check(_libc.mount(source, target, fstype, flags, data))
 
 
-def _enter_private_namespaces(hidden: dict[str, list[str]]) -> None:
+@lru_cache(maxsize=1)
+def _python_under_private_dirs() -> list[str]:
+    """Interpreter paths (a virtualenv in a checkout under /tmp, say) that the private /tmp,
+    /var/tmp or /dev/shm would hide from the sandbox."""
+    needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.executable)}
+    needed = {os.path.dirname(p) if os.path.isfile(p) else p for p in needed}
+    private = tuple(d.decode() + "/" for d in _PRIVATE_DIRS)
+    return sorted(p for p in needed if p.startswith(private))
+
+
+def _enter_private_namespaces(hidden: dict[str, list[str]], keep: list[str] | None = None) -> None:
     _check(_libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS))
     _mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+    # Park the interpreter paths that live under a private dir on a scratch tmpfs (over /mnt, in this
+    # namespace only), lay the private tmpfs, then put them back where they were.
+    parked = []
+    if keep:
+        _mount(b"tmpfs", b"/mnt", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=1m,mode=700")
+        for i, path in enumerate(keep):
+            stage = f"/mnt/keep-{i}"
+            os.mkdir(stage)
+            _mount(path, stage, None, _MS_BIND | _MS_REC, None)
+            parked.append((stage, path))
     for path in _PRIVATE_DIRS:
         if os.path.isdir(path):
             _mount(b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=16m,mode=1777")
+    for stage, path in parked:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        _mount(stage, path, None, _MS_BIND | _MS_REC, None)
+        _check(_libc.umount2(stage.encode(), _MNT_DETACH))
     # Re-expose the interpreter: park each needed path, lay an open tmpfs over the closed
     # ancestor (hiding the rest of it, e.g. the home directory), and put the paths back.
     for n, (ancestor, paths) in enumerate(hidden.items()):
@@ -220,10 +244,11 @@ def _set_limits(cpu_seconds: int) -> None:
 
 def _preexec(mode: str, uid: int | None, cpu_seconds: int):
     hidden = _hidden_python() if mode == "root" else {}
+    keep = _python_under_private_dirs() if mode == "root" else []
 
     def setup() -> None:
         if mode == "root":
-            _enter_private_namespaces(hidden)
+            _enter_private_namespaces(hidden, keep)
         elif mode == "userns":
             _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET))
         _set_limits(cpu_seconds)

@@ -168,16 +168,17 @@ def test_huge_allocation_fails():
 
 def test_hostile_candidates_graded_wrong_through_the_evaluator(humaneval):
     item = humaneval[0]
+    escape = f"/etc/benchfill-escape-{uuid.uuid4().hex}"  # unique: a failed run must not fail the next
     hostile = [
         "    while True:\n        pass\n",
         "    import os\n    while True:\n        os.fork()\n",
-        "    open('/etc/benchfill-escape', 'w').write('x')\n    return True\n",
+        f"    open({escape!r}, 'w').write('x')\n    return True\n",
         "    import socket\n    socket.create_connection(('1.1.1.1', 80), timeout=1)\n    return True\n",
         "    x = bytearray(8 * 1024 ** 3)\n    return True\n",
     ]
     grades = CODE.grade_many(hostile, item, None)
     assert [g.correct for g in grades] == [False] * len(hostile)
-    assert not os.path.exists("/etc/benchfill-escape")
+    assert not os.path.exists(escape)
 
 
 def test_isolation_reports_the_active_mode():
@@ -210,3 +211,23 @@ def test_fallback_modes_still_run_programs_and_block_network(mode):
         return
     assert [o.passed for o in outcomes] == [True, False]
     assert "network" in outcomes[1].detail.lower() or "unreachable" in outcomes[1].detail.lower()
+
+
+def test_sandbox_works_with_an_interpreter_under_tmp(tmp_path):
+    """CI may clone the checkout (and its virtualenv) under /tmp, which the sandbox makes private."""
+    import sys
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    sandbox = os.path.join(os.path.dirname(__file__), "..", "evaluators", "sandbox.py")
+    probe = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('sandbox', {os.path.abspath(sandbox)!r})\n"
+        "sb = sys.modules['sandbox'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(sb)\n"
+        "mode = sb.isolation()['mode']\n"
+        "print(mode, sb._launch(mode, ['assert 1 + 1 == 2'], 10.0, 10)[0].status)\n"
+    )
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=60)
+    # As root the strongest mode (private /tmp) must still find the interpreter parked under /tmp.
+    expected = "root" if os.geteuid() == 0 else isolation()["mode"]
+    assert out.stdout.split() == [expected, "passed"], out.stderr
