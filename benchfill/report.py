@@ -78,6 +78,7 @@ def _gap_record(r, fit) -> dict[str, Any]:
     rec: dict[str, Any] = {
         "gap_index": r.gap_index, "left": r.left, "right": r.right, "width": r.right - r.left,
         "target_z": r.target_z, "strategy": r.strategy, "rounds_used": r.rounds_used, "spend": r.spend.to_dict(),
+        "stopped": getattr(r, "stop", "") or "",  # "tolerance", "indistinct" or "rounds"
         "children": len(r.children), "valid_children": sum(ch.valid for ch in r.children),
         "chosen_id": None, "annotated_z": None, "status": "failed" if c is None else "filled",
         "deviation_by_round": {str(t): v for t, v in sorted(r.deviations_by_round.items())},
@@ -162,19 +163,21 @@ def _markdown(rep: dict[str, Any]) -> str:
     for i, g in enumerate(rep["gaps_before"]):
         lines.append(f"| {i} | {g['left']:.4f} | {g['right']:.4f} | {g['width']:.4f} | "
                      f"{g['left_item']} / {g['right_item']} |")
-    lines += ["", "## Per gap", "", "| gap | target | chosen (ancestor) | annotated z ± se | confirmed z | "
+    lines += ["", "## Per gap", "", "Rounds show why the search stopped: at the tolerance, once the best child "
+              "could not be told apart from the target at the annotation's precision (indistinct), or after "
+              "the last round.", "", "| gap | target | chosen (ancestor) | annotated z ± se | confirmed z | "
               "true z (sim) | rounds | rollouts | model calls | flags |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rep["gaps"]:
         if r.get("chosen_id") is None and rep["strategy"] != "oracle":
             lines.append(f"| {r['gap_index']} | {r['target_z']:.4f} | no valid child | | | | "
-                         f"{r.get('rounds_used', '')} | {r['spend']['rollouts']} | {r['spend']['model_calls']} | |")
+                         f"{_rounds(r)} | {r['spend']['rollouts']} | {r['spend']['model_calls']} | |")
             continue
         sp = r.get("spend", {})
         lines.append(
             f"| {r['gap_index']} | {r['target_z']:.4f} | {r.get('chosen_id')} ({r.get('ancestor_id', '')}) | "
             f"{r['annotated_z']:.4f} ± {r.get('annotated_z_se', 0):.4f} | {_f(r.get('confirmed_z'))} | "
-            f"{_f(r.get('true_z'))} | {r.get('rounds_used', '')} | {sp.get('rollouts', 0)} | "
+            f"{_f(r.get('true_z'))} | {_rounds(r)} | {sp.get('rollouts', 0)} | "
             f"{sp.get('model_calls', 0)} | {', '.join(r.get('flags', []))} |")
     lines += ["", "Plots: `plots/ecdf_before_after.png`, `plots/target_deviation.png`. "
               "Review queue: `review_queue.jsonl`.", ""]
@@ -245,3 +248,8 @@ def _jsonable(o: Any):
     if isinstance(o, datetime):
         return o.isoformat()
     return str(o)
+
+
+def _rounds(r: dict[str, Any]) -> str:
+    why = r.get("stopped")
+    return f"{r.get('rounds_used', '')} ({why})" if why else str(r.get("rounds_used", ""))
