@@ -25,7 +25,13 @@ _EXPORTS: dict[str, str] = {
     "diagnose": "benchfill.coverage",
     "calibrate": "benchfill.pruning",
     "demo_benchmark": "benchfill.demo",
+    "load_config": "benchfill.config",
+    "get_benchmark": "benchfill.benchmarks",
+    "collect_responses": "benchfill.probes",
+    "RunOptions": "benchfill.run",
 }
+# Functions that share a name with their module (benchfill.run.run, benchfill.release.release) are
+# not re-exported here: importing the module would rebind the package attribute to it.
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
