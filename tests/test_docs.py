@@ -27,3 +27,17 @@ def test_readme_commands_name_existing_subcommands():
     assert commands >= {"run", "diagnose", "fit", "calibrate", "review", "release", "probes", "sim"}
     sub = next(a for a in parser._actions if a.dest == "command")
     assert commands <= set(sub.choices), commands - set(sub.choices)
+
+
+def test_every_public_name_resolves_and_import_stays_light():
+    import subprocess
+    import sys
+
+    import benchfill
+
+    for name in benchfill.__all__:
+        assert getattr(benchfill, name) is not None, name
+    # `import benchfill` alone must not pull in the heavy stack (CLI start-up depends on it).
+    code = "import sys, benchfill; print(sorted(m for m in ('numpy', 'scipy', 'litellm', 'openai', 'matplotlib') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
