@@ -67,6 +67,34 @@ async def run(args, url: str, items, spec, store_path: Path, seed: int):
     return wall, cpu, stats
 
 
+async def bare_sdk(args, url: str, items, spec):
+    """The same requests through AsyncOpenAI.post alone: what any client built on the SDK can reach."""
+    import openai
+    from openai import _base_client
+
+    from benchfill.prompts import format_solver_prompt
+
+    hx = getattr(_base_client, "httpx2", None) or _base_client.httpx
+    pool = hx.Limits(max_connections=args.inflight, max_keepalive_connections=args.inflight)
+    client = openai.AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0,
+                                http_client=openai.DefaultAioHttpClient(limits=pool))
+    bodies = [{"model": f"sim-probe-{j + 1:02d}", "n": args.trials, "seed": 7,
+               "messages": [{"role": "user", "content": format_solver_prompt(item, spec)}]}
+              for item in items for j in range(args.probes)]
+    gate = asyncio.Semaphore(args.inflight)
+
+    async def one(body):
+        async with gate:
+            return (await client.post("/chat/completions", body=body, cast_to=hx.Response)).content
+
+    await asyncio.gather(*(one(b) for b in bodies[:64]))  # warm the pool
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(one(b) for b in bodies))
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    await client.close()
+    return wall, cpu, len(bodies)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--benchmark", default="mmlu-pro")
@@ -97,10 +125,12 @@ def main() -> None:
             wall, cpu, st = runner(run(args, url, items, bench.spec, Path(tmp) / "store.db", seed=1))
             # the same collection again: every call from the cache
             wall2, cpu2, st2 = runner(run(args, url, items, bench.spec, Path(tmp) / "store.db", seed=1))
+            # the floor: the openai SDK alone, same server, same prompts, same in-flight, nothing else
+            wall3, cpu3, n3 = runner(bare_sdk(args, url, items, bench.spec))
     finally:
         proc.terminate()
         proc.wait(10)
-    ideal = args.inflight / (args.latency_ms / 1000)
+    ideal = args.inflight / (args.latency_ms / 1000) if args.latency_ms > 0 else float("inf")
     achieved = st.requests / wall
     rollouts = st.requests * args.trials
     print(f"benchmark {args.benchmark}: {len(items)} items x {args.probes} probes, n={args.trials}, "
@@ -113,6 +143,9 @@ def main() -> None:
     print(f"ratio     {achieved / ideal:8.2f}  (bar: 0.80)")
     print(f"client CPU {1000 * cpu / st.requests:.3f} ms per request, {1000 * cpu / rollouts:.3f} ms per rollout "
           f"(grading included), {100 * cpu / wall:.0f}% of one core")
+    print(f"bare openai SDK loop (no grading, no cache, same prompts): {n3 / wall3:.0f} req/s = "
+          f"{n3 / wall3 / ideal:.2f} of ideal, {1000 * cpu3 / n3:.3f} ms CPU per request "
+          f"(RolloutClient / bare SDK: {achieved / (n3 / wall3):.2f} of its throughput)")
     print(f"rerun from cache: {st2.cache_hits} hits, {st2.requests} requests, {wall2:.2f} s, "
           f"{1000 * cpu2 / max(st2.cache_hits, 1):.3f} ms CPU per cached call")
 
