@@ -103,6 +103,7 @@ def test_indistinct_stop_needs_a_standard_error_small_against_the_gap():
         if r.res.stop == "indistinct":
             width = r.res.right - r.res.left
             assert r.ann.resolution(r.res.chosen.annotation) <= SearchSettings().indistinct_max_se * width
+            assert r.res.left < r.res.chosen.annotation.z < r.res.right  # never stops on an item outside the gap
     # With a cap no annotation can meet, the adaptive search falls back to the paper's rule.
     for s in range(4):
         r = _gap_search("adaptive", s, SearchSettings(indistinct_max_se=1e-9))

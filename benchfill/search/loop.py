@@ -155,7 +155,7 @@ async def benchfill_search(
         if best <= settings.tolerance:
             stop = "tolerance"
             break
-        if _indistinct(best_child, target, gap.right - gap.left, annotator, settings):
+        if _indistinct(best_child, target, gap.left, gap.right, annotator, settings):
             stop = "indistinct"
             break
     return GapResult(
@@ -165,14 +165,16 @@ async def benchfill_search(
 
 
 def _indistinct(
-    best: Child | None, target_z: float, width: float, annotator: Annotator, settings: SearchSettings
+    best: Child | None, target_z: float, left: float, right: float, annotator: Annotator, settings: SearchSettings
 ) -> bool:
-    """Is the best child within ``settings.indistinct`` standard errors of the target, with that
-    standard error small enough to place it inside the gap (adaptive only)?"""
+    """Is the best child inside the gap and within ``settings.indistinct`` standard errors of the
+    target, with that standard error small against the gap (adaptive only)?"""
     if best is None or annotator.protocol != "adaptive" or settings.indistinct <= 0:
         return False
+    if not left < best.annotation.z < right:  # an item outside the gap fills nothing: keep searching
+        return False
     resolution = annotator.resolution(best.annotation)
-    if resolution > settings.indistinct_max_se * width:
+    if resolution > settings.indistinct_max_se * (right - left):
         return False
     return best.deviation(target_z) <= settings.indistinct * resolution
 
