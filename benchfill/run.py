@@ -173,7 +173,9 @@ def progress_printer(enabled: bool):
     return show
 
 
-def planned_budget(opts: RunOptions, n_items: int, probe_trials: list[int], have_responses: bool) -> dict[str, Any]:
+def planned_budget(
+    opts: RunOptions, n_items: int, probe_trials: list[int], have_responses: bool | str
+) -> dict[str, Any]:
     """The most a run can spend (``--dry-run``); early stops and the adaptive protocol spend less."""
     per_child = sum(probe_trials)
     if opts.strategy == "oracle":
@@ -182,12 +184,22 @@ def planned_budget(opts: RunOptions, n_items: int, probe_trials: list[int], have
         children = opts.parents * opts.children * (opts.rounds_matched or opts.rounds)
     else:
         children = opts.rounds * opts.parents * opts.children
-    bench_rollouts = 0 if have_responses else n_items * per_child
+    # The panel's benchmark rollouts: none when the given matrix already holds the panel; anchor
+    # items when a matrix is given without it; every item when there is no matrix.
+    if have_responses is True:
+        bench_items = 0
+    elif have_responses == "matrix":
+        from benchfill.search.traffic import ANCHOR_ITEMS
+
+        bench_items = min(n_items, ANCHOR_ITEMS)
+    else:
+        bench_items = n_items
+    bench_rollouts = bench_items * per_child
     out = {
         "gaps": opts.gaps,
         "rewriter_calls": opts.gaps * children,
         "judge_calls": opts.gaps * children,
-        "benchmark_probe_requests": 0 if have_responses else n_items * len(probe_trials),
+        "benchmark_probe_requests": bench_items * len(probe_trials),
         "benchmark_rollouts": bench_rollouts,
         "annotation_rollouts_max": opts.gaps * children * per_child,
         "confirmation_rollouts_max": opts.gaps * _confirm_cap(per_child) if opts.confirm and children else 0,
@@ -260,11 +272,13 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
         _require_panel(cfg, opts.config)
         trials, names = [p.trials for p in cfg.probes], {p.name for p in cfg.probes}
     # The panel's own rollouts on every item are needed unless the given matrix already holds it.
-    have = False
-    if names and bench.responses_path is not None:
+    have: bool | str = False
+    if bench.matrix is not None:
+        have = "matrix"
+    elif bench.responses_path is not None:
         from benchfill.data import read_responses
 
-        have = names <= set(read_responses(bench.responses_path, items=bench.items).models)
+        have = (bool(names) and names <= set(read_responses(bench.responses_path, items=bench.items).models)) or "matrix"
     out = {"run_id": run_id_for(opts), "backend": opts.resolved_backend(), "strategy": opts.strategy}
     out.update(planned_budget(opts, len(bench.items), trials, have))
     return out

@@ -27,3 +27,38 @@ def test_no_confirmation_and_the_oracle_plan_no_confirmation_rollouts():
     assert planned_budget(RunOptions(confirm=False), 10, trials, True)["confirmation_rollouts_max"] == 0
     oracle = planned_budget(RunOptions(strategy="oracle"), 10, trials, True)
     assert oracle["confirmation_rollouts_max"] == 0 and oracle["rollouts_max"] == 0
+
+
+def test_a_given_matrix_places_the_panel_through_anchor_items_only():
+    from benchfill.search.traffic import ANCHOR_ITEMS
+
+    trials = [8] * 12
+    opts = RunOptions()
+    # No matrix: the panel's rollouts are the matrix, on every item.
+    assert planned_budget(opts, 12_032, trials, False)["benchmark_probe_requests"] == 12_032 * 12
+    # A matrix without the panel: anchor items only; a matrix holding the panel: none.
+    assert planned_budget(opts, 12_032, trials, "matrix")["benchmark_rollouts"] == ANCHOR_ITEMS * 96
+    assert planned_budget(opts, 48, trials, "matrix")["benchmark_rollouts"] == 48 * 96
+    assert planned_budget(opts, 12_032, trials, True)["benchmark_rollouts"] == 0
+
+
+def test_anchor_items_spread_over_the_difficulty_axis_and_are_deterministic():
+    import numpy as np
+
+    from benchfill.irt.simulate import simulate_responses
+    from benchfill.search.traffic import anchor_items
+
+    sim = simulate_responses(n_items=900, n_models=12, trials=4, seed=5)
+    matrix = sim.matrix
+    items = [{"id": i} for i in matrix.item_ids]
+    picked = anchor_items(matrix, items, n=60)
+    assert len(picked) == 60 and picked == anchor_items(matrix, items, n=60)
+    from benchfill.irt import fit
+
+    f = fit(matrix)
+    b = dict(zip(f.item_ids, f.difficulty, strict=True))
+    got = np.sort([b[it["id"]] for it in picked])
+    # Evenly spaced ranks: the easiest and the hardest item are in, and the deciles match the benchmark's.
+    assert got[0] == min(b.values()) and got[-1] == max(b.values())
+    assert np.allclose(np.quantile(got, [0.1, 0.5, 0.9]), np.quantile(list(b.values()), [0.1, 0.5, 0.9]), atol=0.15)
+    assert anchor_items(matrix, items[:40], n=60) == items[:40]  # small benchmarks: every item
