@@ -14,12 +14,13 @@ import asyncio
 import hashlib
 import json
 import os
+import shutil
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchfill.errors import ConfigError
+from benchfill.errors import BenchfillError, ConfigError
 
 BACKENDS = ("sim", "openai")
 
@@ -104,12 +105,15 @@ async def execute(opts: RunOptions) -> Path:
     bench = load_benchmark(opts)
     items = bench.items
     run_dir = runs_root(opts) / run_id_for(opts)
+    fresh = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     show = progress_printer(opts.progress)
     store = open_run_store(run_dir, opts.store)
+    started = False
     try:
         _record_originals(store, items)
         async with open_backend(opts, bench, store, run_dir) as backend:
+            started = True
             fit, matrix_source = await backend.fit_benchmark()
             z = np.asarray(fit.z, dtype=float)
             ids = list(fit.item_ids)
@@ -141,6 +145,12 @@ async def execute(opts: RunOptions) -> Path:
                     _record_gap_done(store, r)
         write_report(run_dir, opts=opts, run_id=run_id_for(opts), bench=bench, fit=fit, gaps=chosen_gaps,
                      results=results, oracle_z=oracle_z, backend=backend.summary(), matrix_source=matrix_source)
+    except BenchfillError:
+        if fresh and not started and opts.store is None:
+            # Refused before any work (bad config, endpoint down): leave no empty run directory behind.
+            store.close()
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     finally:
         store.close()
     return run_dir
