@@ -149,15 +149,7 @@ class Annotator:
         while sum(trials.values()) < budget:
             width, batch = (s.first_width, s.first_batch) if step == 0 else (s.width, s.batch)
             chosen = self._most_informative(b, width)
-            sizes = _split(budget - sum(trials.values()), [batch] * len(chosen))
-            asks = [(p, n) for p, n in zip(chosen, sizes, strict=True) if n > 0]
-            got = await asyncio.gather(*(
-                self.services.rollouts(item_id, item, p.name, n, f"{key}:{p.name}:{asked[p.name]}") for p, n in asks
-            ))
-            for (p, n), c in zip(asks, got, strict=True):
-                correct[p.name] += int(c)
-                trials[p.name] += n
-                asked[p.name] += 1
+            await self._ask_batch(item_id, item, key, chosen, budget, batch, correct, trials, asked)
             step += 1
             ann = self._estimate(correct, trials)
             b = self._steer(ann, correct, trials)
@@ -180,6 +172,21 @@ class Annotator:
         ann.stop = "budget"
         return ann
 
+    async def _ask_batch(self, item_id: str, item: dict[str, Any], key: str, chosen: list, budget: int,
+                         batch: int, correct: dict, trials: dict, asked: dict) -> None:
+        """One batch of ``batch`` rollouts per chosen probe (never past ``budget`` in all), added to
+        the running counts. Each request's key names the probe and how often it was asked, so a
+        rerun asks the same requests (cache hits) in any completion order."""
+        sizes = _split(budget - sum(trials.values()), [batch] * len(chosen))
+        asks = [(p, n) for p, n in zip(chosen, sizes, strict=True) if n > 0]
+        got = await asyncio.gather(*(
+            self.services.rollouts(item_id, item, p.name, n, f"{key}:{p.name}:{asked[p.name]}") for p, n in asks
+        ))
+        for (p, n), c in zip(asks, got, strict=True):
+            correct[p.name] += int(c)
+            trials[p.name] += n
+            asked[p.name] += 1
+
     async def confirm(self, item_id: str, item: dict[str, Any], key: str, b_start: float) -> Annotation:
         """Fresh rollouts (``key`` must differ from the annotation's) on the probes most informative
         at the current estimate, from ``b_start``, until ``z_se`` or the cap (``ConfirmSettings``).
@@ -192,15 +199,7 @@ class Annotator:
         b, ann = b_start, None
         while sum(trials.values()) < cap:
             chosen = self._most_informative(b, s.width)
-            sizes = _split(cap - sum(trials.values()), [s.batch] * len(chosen))
-            asks = [(p, n) for p, n in zip(chosen, sizes, strict=True) if n > 0]
-            got = await asyncio.gather(*(
-                self.services.rollouts(item_id, item, p.name, n, f"{key}:{p.name}:{asked[p.name]}") for p, n in asks
-            ))
-            for (p, n), c in zip(asks, got, strict=True):
-                correct[p.name] += int(c)
-                trials[p.name] += n
-                asked[p.name] += 1
+            await self._ask_batch(item_id, item, key, chosen, cap, s.batch, correct, trials, asked)
             ann = self._estimate(correct, trials)
             b = self._steer(ann, correct, trials)
             if "no_finite_mle" not in ann.flags and ann.z_se <= s.z_se:
