@@ -56,13 +56,22 @@ async def run(args, url: str, items, spec, store_path: Path, seed: int):
                           trials=args.trials, concurrency=args.inflight, timeout_s=30) for j in range(args.probes)]
     panel = ProbePanel(probes, RetryConfig(max_attempts=3, initial_wait_s=0.05, jitter_s=0.05))
     store = Store(store_path)
-    async with RolloutClient(store, panel, spec, transport=args.transport) as rc:
-        await rc.rollouts(items[:4], seed=10_000 + seed, phase="warmup")  # connections, grader, imports
+    async with RolloutClient(store, panel, spec, transport=args.transport, workers=args.workers) as rc:
+        # Warm-up on another seed: connections, grader, imports and, when the client spreads large
+        # batches over worker processes, their start (timed apart, it is paid once per client).
+        from benchfill.probes import POOL_MIN_CALLS
+
+        w0 = time.perf_counter()
+        await rc.rollouts(items[: POOL_MIN_CALLS // args.probes + 1], seed=10_000 + seed, phase="warmup")
+        rc.warmup_s = time.perf_counter() - w0
         rc.stats = type(rc.stats)()
         wall0, cpu0 = time.perf_counter(), time.process_time()
         await rc.rollouts(items, seed=seed)
-        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0 + rc.stats.worker_cpu_s
         stats = rc.stats
+        stats.parent_cpu_s = cpu - stats.worker_cpu_s
+        workers = len(rc.pool.workers) if rc.pool is not None else 0
+        stats.warmup_s, stats.workers = rc.warmup_s, workers
     store.close()
     return wall, cpu, stats
 
@@ -103,7 +112,9 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=4, help="samples per request (n)")
     ap.add_argument("--inflight", type=int, default=64)
     ap.add_argument("--latency-ms", type=float, default=50.0)
-    ap.add_argument("--transport", choices=("httpx", "aiohttp"), default="aiohttp",
+    ap.add_argument("--workers", type=int, default=None,
+                    help="probe worker processes (default: as RolloutClient decides; 0: all in this process)")
+    ap.add_argument("--transport", choices=("lean", "aiohttp", "httpx"), default="lean",
                     help="HTTP transport under the openai SDK")
     ap.add_argument("--uvloop", action="store_true", help="run the client on uvloop (if installed)")
     args = ap.parse_args()
@@ -136,13 +147,17 @@ def main() -> None:
     print(f"benchmark {args.benchmark}: {len(items)} items x {args.probes} probes, n={args.trials}, "
           f"{args.inflight} in flight, {args.latency_ms:.0f} ms latency, loop {'uvloop' if args.uvloop else 'asyncio'}, "
           f"transport {args.transport}")
+    print(f"probe calls made by {st.workers} worker processes" if st.workers else "probe calls made in one process",
+          f"(warm-up batch, pool start included: {st.warmup_s:.2f} s)")
     print(f"requests {st.requests} (retries {st.retries}, failures {st.failures}) in {wall:.2f} s, "
           f"mean latency seen by the client {1000 * st.latency_s / max(st.calls, 1):.0f} ms")
     print(f"ideal     {ideal:8.0f} req/s")
     print(f"achieved  {achieved:8.0f} req/s")
     print(f"ratio     {achieved / ideal:8.2f}  (bar: 0.80)")
     print(f"client CPU {1000 * cpu / st.requests:.3f} ms per request, {1000 * cpu / rollouts:.3f} ms per rollout "
-          f"(grading included), {100 * cpu / wall:.0f}% of one core")
+          f"(grading included), {100 * cpu / wall:.0f}% of one core"
+          + (f"; this process {1000 * st.parent_cpu_s / st.requests:.3f} ms, workers "
+             f"{1000 * st.worker_cpu_s / st.requests:.3f} ms per request" if st.workers else ""))
     print(f"bare openai SDK loop (no grading, no cache, same prompts): {n3 / wall3:.0f} req/s = "
           f"{n3 / wall3 / ideal:.2f} of ideal, {1000 * cpu3 / n3:.3f} ms CPU per request "
           f"(RolloutClient / bare SDK: {achieved / (n3 / wall3):.2f} of its throughput)")

@@ -33,14 +33,26 @@ def clean_endpoint(url: str | None) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
-def canonical_request(kind: str, endpoint: str, model: str, request: dict[str, Any]) -> str:
-    """The request as canonical JSON (sorted keys, no whitespace): what the key hashes."""
-    body = {"kind": kind, "endpoint": clean_endpoint(endpoint), "model": model, "request": request}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def request_json(request: dict[str, Any]) -> str:
+    """A request body as canonical JSON (sorted keys, no whitespace, UTF-8 kept)."""
+    return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def request_key(kind: str, endpoint: str, model: str, request: dict[str, Any]) -> str:
-    return hashlib.sha256(canonical_request(kind, endpoint, model, request).encode()).hexdigest()
+def canonical_request(kind: str, endpoint: str, model: str, request: dict[str, Any],
+                      body_json: str | None = None) -> str:
+    """What the key hashes: ``{"endpoint", "kind", "model", "request"}`` as canonical JSON.
+
+    Assembled around the request's own canonical JSON (``body_json``, when the caller has it) so
+    that the prompt is serialised once per call, for the key and for the stored row alike; the
+    string is exactly ``request_json`` of the whole object.
+    """
+    rj = request_json(request) if body_json is None else body_json
+    d = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
+    return f'{{"endpoint":{d(clean_endpoint(endpoint))},"kind":{d(kind)},"model":{d(model)},"request":{rj}}}'
+
+
+def request_key(kind: str, endpoint: str, model: str, request: dict[str, Any], body_json: str | None = None) -> str:
+    return hashlib.sha256(canonical_request(kind, endpoint, model, request, body_json).encode()).hexdigest()
 
 
 class CallCache:
@@ -91,11 +103,12 @@ class CallCache:
 
 
 def make_call(kind: str, key: str, endpoint: str, model: str, request: dict[str, Any], response: Any,
-              prompt_tokens: int = 0, completion_tokens: int = 0, latency_s: float = 0.0) -> dict[str, Any]:
-    """A ``ModelCall`` row as a dict, ready for ``CallCache.add``."""
+              prompt_tokens: int = 0, completion_tokens: int = 0, latency_s: float = 0.0,
+              body_json: str | None = None) -> dict[str, Any]:
+    """A ``ModelCall`` row as a dict, ready for ``CallCache.add`` (``body_json``: ``request_json(request)``)."""
     return {
         "key": key, "kind": kind, "endpoint": clean_endpoint(endpoint), "model": model,
-        "request_json": json.dumps(request, sort_keys=True, ensure_ascii=False),
+        "request_json": request_json(request) if body_json is None else body_json,
         "response_json": json.dumps(response, ensure_ascii=False),
         "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "latency_s": latency_s,
         "created_at": now(),

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
-import json
 import logging
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -21,12 +20,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 
-from benchfill.cache import CallCache, make_call, request_key
+from benchfill.cache import CallCache, make_call, request_json, request_key
 from benchfill.config import Config, ProbeConfig, RetryConfig, key_from_env
 from benchfill.errors import EndpointError
 from benchfill.matrix import ResponseMatrix
-from benchfill.retry import TruncatedReply, async_retrying, status_of
+from benchfill.retry import TruncatedReply, call_with_retries, status_of
 from benchfill.store import Store
 
 log = logging.getLogger("benchfill.probes")
@@ -81,6 +81,7 @@ class TrafficStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0  # summed over completed calls
+    worker_cpu_s: float = 0.0  # CPU time spent in probe worker processes (see benchfill.probe_pool)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,13 +93,123 @@ def sample_seed(seed: int, index: int) -> int:
     return int.from_bytes(h, "big") & 0x7FFFFFFF
 
 
+class ProbeHttp:
+    """The HTTP side of probe calls: one openai client per endpoint, retries, reply checks.
+
+    Used in-process by ``RolloutClient`` and, for large batches, inside each probe worker process
+    (``benchfill.probe_pool``), so both run exactly the same request and retry code.
+    """
+
+    def __init__(self, panel: ProbePanel, transport: str = "lean"):
+        self.panel = panel
+        # "lean": benchfill.http.LeanAioHttpClient (least CPU per request); "aiohttp": the SDK's
+        # DefaultAioHttpClient; "httpx": the SDK's default transport.
+        self.transport = transport
+        self.clients: dict[tuple[str, str | None], Any] = {}
+        self._raw = httpx_response()
+
+    def caps(self) -> dict[str, int]:
+        caps: dict[str, int] = {}
+        for p in self.panel.probes:
+            caps[p.base_url] = max(caps.get(p.base_url, 0), p.concurrency)
+        return caps
+
+    def open(self) -> None:
+        import openai
+
+        from benchfill.http import LeanAioHttpClient
+
+        caps = self.caps()
+        for p in self.panel.probes:
+            key = (p.base_url, p.api_key_env)
+            if key in self.clients:
+                continue
+            cap = caps[p.base_url]  # the pool has room for every request the semaphore lets through
+            if self.transport == "lean":
+                http = LeanAioHttpClient(max_connections=cap)
+            else:
+                import httpx2
+
+                pool = httpx2.Limits(max_connections=cap, max_keepalive_connections=cap)
+                factory = openai.DefaultAioHttpClient if self.transport == "aiohttp" else openai.DefaultAsyncHttpxClient
+                http = factory(limits=pool)
+            self.clients[key] = openai.AsyncOpenAI(
+                base_url=p.base_url, api_key=key_from_env(p.api_key_env) or "EMPTY",
+                max_retries=0, timeout=p.timeout_s, http_client=http,
+            )
+
+    async def close(self) -> None:
+        for c in self.clients.values():
+            await c.close()
+        self.clients.clear()
+
+    async def call(self, p: ProbeConfig, body: dict[str, Any], counts: Any) -> tuple[list[str], dict, float]:
+        """One chat completion with retries: (texts, usage, latency of the successful attempt).
+
+        ``counts`` gets ``requests`` (attempts) and ``retries`` added as they happen. A 400/422 that
+        says ``n`` is refused raises ``RefusesN``; a call that still fails after its retries raises
+        the last error.
+        """
+        client = self.clients[(p.base_url, p.api_key_env)]
+        payload = {"model": p.model, **{k: v for k, v in body.items() if k != "sample_index"}}
+
+        def on_retry(state) -> None:
+            counts.retries += 1
+
+        async def attempt() -> tuple[list[str], dict, float]:
+            counts.requests += 1
+            t0 = time.perf_counter()
+            try:
+                # The SDK's generic post (auth, base URL, error mapping) with a raw response: the typed
+                # create() spends ~1 ms per call transforming params and building pydantic objects.
+                raw = await client.post("/chat/completions", body=payload, cast_to=self._raw)
+            except Exception as exc:
+                if status_of(exc) in (400, 422) and payload["n"] > 1 and _REFUSES_N.search(str(exc)):
+                    raise RefusesN() from exc
+                raise
+            texts, data = _parse(raw.content, payload["n"])
+            return texts, data.get("usage") or {}, time.perf_counter() - t0
+
+        return await call_with_retries(attempt, self.panel.retry, on_retry)
+
+
+def httpx_response() -> type:
+    """The raw-response class of the httpx flavour the installed openai SDK runs on."""
+    from openai import _base_client
+
+    return (getattr(_base_client, "httpx2", None) or _base_client.httpx).Response
+
+
+def default_workers() -> int:
+    """Probe worker processes for large batches: ``BENCHFILL_PROBE_WORKERS`` or, by default, one per
+    CPU (at most 4) where there are at least two; 0 keeps every call in this process."""
+    env = os.environ.get("BENCHFILL_PROBE_WORKERS", "").strip()
+    if env:
+        try:
+            return max(0, int(env))
+        except ValueError:
+            raise EndpointError(f"BENCHFILL_PROBE_WORKERS must be an integer, got {env!r}") from None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cpus, 4) if cpus >= 2 else 0
+
+
+# A pool of worker processes costs about a second to start (each imports the openai SDK); below
+# this many calls to make in one batch, one process is as fast.
+POOL_MIN_CALLS = 1500
+
+
 class RolloutClient:
-    """Async client for a probe panel: ``async with RolloutClient(...) as rc: await rc.rollouts(items)``."""
+    """Async client for a probe panel: ``async with RolloutClient(...) as rc: await rc.rollouts(items)``.
+
+    Calls are made in this process, or, for a batch of at least ``pool_min_calls`` calls not in the
+    cache, spread over ``workers`` worker processes (``benchfill.probe_pool``): one event loop
+    saturates one CPU at about a thousand requests per second (the openai SDK alone spends ~0.7 ms of
+    CPU building each request). Caching, grading and the store stay here, whatever runs the calls.
+    """
 
     def __init__(self, store: Store, panel: ProbePanel, spec, evaluator=None,
                  prompt_fn: Callable[[dict, Any], str] | None = None, record: bool = True,
-                 transport: str = "aiohttp"):
-        self.transport = transport  # "aiohttp" (about 25% less CPU per request) or "httpx" (the SDK default)
+                 transport: str = "lean", workers: int | None = None, pool_min_calls: int = POOL_MIN_CALLS):
         self.store = store
         self.panel = panel
         self.spec = spec
@@ -107,43 +218,27 @@ class RolloutClient:
         self.record = record
         self.cache = CallCache(store)
         self.stats = TrafficStats()
-        self._clients: dict[tuple[str, str | None], Any] = {}
+        self.http = ProbeHttp(panel, transport)
+        self.workers = default_workers() if workers is None else workers
+        self.pool = None  # benchfill.probe_pool.ProbePool, started for the first large batch
+        self.pool_min_calls = pool_min_calls
+        self._pool_cpu_seen = 0.0
         self._limits: dict[str, asyncio.Semaphore] = {}
         self._single: set[str] = {p.base_url for p in panel.probes if not p.supports_n}
         self._grades: dict[tuple[str, str], bool] = {}
+        self._bodies: dict[str, str] = {}  # key -> the request's canonical JSON, made once per call
 
     async def __aenter__(self) -> RolloutClient:
-        import openai
-        from openai import _base_client
-
-        # openai >= 3 runs on httpx2, older releases on httpx: build the pool with the one it uses.
-        hx = getattr(_base_client, "httpx2", None) or _base_client.httpx
-        self._raw = hx.Response
-
-        caps: dict[str, int] = {}
-        for p in self.panel.probes:
-            caps[p.base_url] = max(caps.get(p.base_url, 0), p.concurrency)
-        for p in self.panel.probes:
-            key = (p.base_url, p.api_key_env)
-            if key not in self._clients:
-                cap = caps[p.base_url]
-                # One pooled client per endpoint, with room for every request the semaphore lets through.
-                pool = hx.Limits(max_connections=cap, max_keepalive_connections=cap)
-                aio = self.transport == "aiohttp" and importlib.util.find_spec("aiohttp") is not None
-                factory = openai.DefaultAioHttpClient if aio else openai.DefaultAsyncHttpxClient
-                http = factory(limits=pool)
-                self._clients[key] = openai.AsyncOpenAI(
-                    base_url=p.base_url, api_key=key_from_env(p.api_key_env) or "EMPTY",
-                    max_retries=0, timeout=p.timeout_s, http_client=http,
-                )
-        self._limits = {url: asyncio.Semaphore(cap) for url, cap in caps.items()}
+        self.http.open()
+        self._limits = {url: asyncio.Semaphore(cap) for url, cap in self.http.caps().items()}
         return self
 
     async def __aexit__(self, *exc) -> None:
         self.cache.flush()
-        for c in self._clients.values():
-            await c.close()
-        self._clients.clear()
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+        await self.http.close()
 
     # -- public ---------------------------------------------------------------------------------
     async def rollouts(self, items: Sequence[dict], trials: int | None = None, seed: int = 0,
@@ -162,10 +257,27 @@ class RolloutClient:
             for p in chosen:
                 n = trials or p.trials
                 req = self._request(p, messages, n, seed)
-                plan.append((item, p, req, request_key("probe", p.base_url, p.model, req)))
+                body = request_json(req)
+                key = request_key("probe", p.base_url, p.model, req, body)
+                plan.append((item, p, req, key))
+                self._bodies[key] = body
         cached = self.cache.get_many(k for *_, k in plan)
-        results = await asyncio.gather(*(self._one(item, p, req, key, cached.get(key)) for item, p, req, key in plan))
+        for key in cached:
+            self._bodies.pop(key, None)
+        if self.workers > 0 and self.pool is None and len(plan) - len(cached) >= max(self.pool_min_calls, 1):
+            from benchfill.probe_pool import ProbePool
+
+            self.pool = await ProbePool.start(self.panel, self.workers, self.http.transport)
+        if self.pool is not None:
+            results = await self._pooled(plan, cached)
+        else:
+            results = await asyncio.gather(*(self._one(item, p, req, key, cached.get(key))
+                                             for item, p, req, key in plan))
         self.cache.flush()
+        self._bodies.clear()  # those of calls that failed or went one sample at a time
+        if self.pool is not None:
+            self.stats.worker_cpu_s += self.pool.cpu_s - self._pool_cpu_seen
+            self._pool_cpu_seen = self.pool.cpu_s
         if self.record:
             self._record(results, phase)
         failed = [r for r in results if r.error]
@@ -187,19 +299,43 @@ class RolloutClient:
         return {"messages": messages, "temperature": p.temperature, "top_p": p.top_p,
                 "max_tokens": p.max_tokens, "n": n, "seed": seed}
 
-    async def _one(self, item: dict, p: ProbeConfig, req: dict, key: str, hit) -> Rollout:
+    async def _pooled(self, plan: list, cached: dict[str, str]) -> list[Rollout]:
+        # Every call goes to the workers at once (they keep the bounds on requests in flight), and
+        # replies are taken in order as they come: no task per call here, which at a thousand calls
+        # a second is a fifth of this process's work.
+        sent = [None if key in cached or (req["n"] > 1 and p.base_url in self._single) else self.pool.submit(p, req)
+                for _, p, req, key in plan]
+        results: list[Rollout | None] = [None] * len(plan)
+        for i, ((item, p, req, key), fut) in enumerate(zip(plan, sent, strict=True)):
+            if fut is not None or key in cached:
+                results[i] = await self._one(item, p, req, key, cached.get(key), fut)
+        # what is left: endpoints that refuse n > 1, asked one sample per request, concurrently
+        rest = [i for i, r in enumerate(results) if r is None]
+        for i, r in zip(rest, await asyncio.gather(*(self._one(*plan[i], None) for i in rest)), strict=True):
+            results[i] = r
+        return results
+
+    async def _one(self, item: dict, p: ProbeConfig, req: dict, key: str, hit,
+                   sent: asyncio.Future | None = None) -> Rollout | None:
+        """One (item, probe): from the cache, the reply of an already ``sent`` pool call, or a new call.
+
+        ``None`` only for a ``sent`` call the endpoint refused for its ``n``: ask again without ``sent``.
+        """
         try:
             if hit is not None:
                 self.stats.cache_hits += 1
-                texts, cached = json.loads(hit)["texts"], True
+                texts, cached = orjson.loads(hit)["texts"], True
             elif req["n"] > 1 and p.base_url in self._single:
                 texts, cached = await self._singles(p, req), False
             else:
                 try:
-                    texts, cached = await self._call(p, req, key), False
-                except _RefusesN:
-                    self._single.add(p.base_url)
-                    log.info("endpoint %s refuses n>1; asking one sample per request", p.base_url)
+                    texts, cached = await self._call(p, req, key, sent), False
+                except RefusesN:
+                    if p.base_url not in self._single:
+                        self._single.add(p.base_url)
+                        log.info("endpoint %s refuses n>1; asking one sample per request", p.base_url)
+                    if sent is not None:
+                        return None
                     texts, cached = await self._singles(p, req), False
         except Exception as exc:  # noqa: BLE001  (reported per call; the batch goes on)
             if not _is_call_error(exc):
@@ -219,43 +355,27 @@ class RolloutClient:
 
         async def get(sub: dict, key: str) -> list[str]:
             if key in hits:
-                return json.loads(hits[key])["texts"]
+                return orjson.loads(hits[key])["texts"]
             return await self._call(p, sub, key)
 
         parts = await asyncio.gather(*(get(s, k) for s, k in subs))
         return [t for part in parts for t in part]
 
-    async def _call(self, p: ProbeConfig, req: dict, key: str) -> list[str]:
-        client = self._clients[(p.base_url, p.api_key_env)]
-        body = {k: v for k, v in req.items() if k != "sample_index"}
-
-        def on_retry(state) -> None:
-            self.stats.retries += 1
-
-        async with self._limits[p.base_url]:
-            async for attempt in async_retrying(self.panel.retry, on_retry):
-                with attempt:
-                    self.stats.requests += 1
-                    t0 = time.perf_counter()
-                    try:
-                        # The SDK's generic post (auth, base URL, error mapping) with a raw response: the typed
-                        # create() spends ~1 ms per call transforming params and building pydantic objects.
-                        raw = await client.post("/chat/completions", body={"model": p.model, **body},
-                                                cast_to=self._raw)
-                    except Exception as exc:
-                        if status_of(exc) in (400, 422) and body["n"] > 1 and _REFUSES_N.search(str(exc)):
-                            raise _RefusesN() from exc
-                        raise
-                    texts, data = _parse(raw.content, body["n"])
-                    latency = time.perf_counter() - t0
-        usage = data.get("usage") or {}
+    async def _call(self, p: ProbeConfig, req: dict, key: str, sent: asyncio.Future | None = None) -> list[str]:
+        if sent is not None:
+            texts, usage, latency = self.pool.unpack(await sent, self.stats)
+        elif self.pool is not None:  # the workers keep each endpoint's bound on requests in flight
+            texts, usage, latency = await self.pool.call(p, req, self.stats)
+        else:
+            async with self._limits[p.base_url]:
+                texts, usage, latency = await self.http.call(p, req, self.stats)
         self.stats.calls += 1
         self.stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
         self.stats.completion_tokens += int(usage.get("completion_tokens") or 0)
         self.stats.latency_s += latency
         self.cache.add(make_call("probe", key, p.base_url, p.model, req, {"texts": texts, "usage": usage},
                                  int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
-                                 latency))
+                                 latency, body_json=self._bodies.pop(key, None)))
         return texts
 
     def _grade(self, item: dict, text: str) -> bool:
@@ -290,15 +410,19 @@ class RolloutClient:
                 s.execute(insert(ProbeResult), rows)
 
 
-class _RefusesN(Exception):
-    pass
+class RefusesN(Exception):
+    """The endpoint will not give several samples per request."""
+
+
+class RemoteCallError(Exception):
+    """A probe call that failed in a worker process (the message describes the original error)."""
 
 
 def _parse(content: bytes, n: int) -> tuple[list[str], dict]:
     try:
-        data = json.loads(content)
+        data = orjson.loads(content)
         texts = [(c.get("message") or {}).get("content") or "" for c in data["choices"]]
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # orjson.JSONDecodeError is a ValueError
         raise TruncatedReply(f"unreadable reply body ({len(content)} bytes)") from exc
     if len(texts) != n:
         raise TruncatedReply(f"asked for {n} samples, got {len(texts)}")
@@ -309,10 +433,12 @@ def _is_call_error(exc: BaseException) -> bool:
     """Errors that belong to one call (HTTP, transport, timeouts), not bugs in our code."""
     names = {c.__name__ for c in type(exc).__mro__}
     return bool(names & {"APIError", "HTTPError", "TransportError", "TimeoutError", "OSError", "TimeoutException"}) \
-        or isinstance(exc, (asyncio.TimeoutError, TruncatedReply))
+        or isinstance(exc, (asyncio.TimeoutError, TruncatedReply, RemoteCallError))
 
 
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, RemoteCallError):
+        return str(exc)
     code = status_of(exc)
     msg = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
     return f"HTTP {code}: {msg}" if code else f"{exc.__class__.__name__}: {msg}"
@@ -321,14 +447,15 @@ def _describe(exc: BaseException) -> str:
 def collect_responses(store: Store, panel: ProbePanel, items: Sequence[dict], spec, *, trials: int | None = None,
                       seed: int = 0, evaluator=None, phase: str = "benchmark",
                       prompt_fn: Callable[[dict, Any], str] | None = None,
-                      stats: TrafficStats | None = None) -> ResponseMatrix:
+                      stats: TrafficStats | None = None, **client: Any) -> ResponseMatrix:
     """All items x all probes, graded, as a response matrix (sync wrapper around ``RolloutClient``).
 
-    Pass a ``TrafficStats`` as ``stats`` to get the traffic counts of this collection back.
+    Pass a ``TrafficStats`` as ``stats`` to get the traffic counts of this collection back; other
+    keywords (``workers``, ``pool_min_calls``, ``transport``) go to ``RolloutClient``.
     """
 
     async def go() -> tuple[list[Rollout], TrafficStats]:
-        async with RolloutClient(store, panel, spec, evaluator, prompt_fn=prompt_fn) as rc:
+        async with RolloutClient(store, panel, spec, evaluator, prompt_fn=prompt_fn, **client) as rc:
             res = await rc.rollouts(items, trials=trials, seed=seed, phase=phase)
             return res, rc.stats
 

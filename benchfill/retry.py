@@ -8,7 +8,9 @@ request stays bad). The SDKs' own retries are off (openai ``max_retries=0``, lit
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from tenacity import (
     AsyncRetrying,
@@ -16,7 +18,6 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_attempt,
-    wait_exponential_jitter,
 )
 
 from benchfill.config import RetryConfig
@@ -64,6 +65,34 @@ def async_retrying(cfg: RetryConfig, on_retry: Callable[[RetryCallState], None] 
     return AsyncRetrying(**_kwargs(cfg, on_retry))
 
 
+T = TypeVar("T")
+
+
+async def call_with_retries(attempt: Callable[[], Awaitable[T]], cfg: RetryConfig,
+                            on_retry: Callable[[RetryCallState | None], None] | None = None) -> T:
+    """``await attempt()`` under the same policy as ``async_retrying``, made cheap for the common case.
+
+    Nearly every probe call succeeds at once, and a tenacity ``AsyncRetrying`` loop costs about
+    0.1 ms of CPU per call even then (a tenth of the whole request at a thousand requests a
+    second). So the first attempt runs bare; only after a retryable failure does tenacity take
+    over, with the attempt already spent counted against ``max_attempts`` and the backoff going on
+    from where it stands.
+    """
+    try:
+        return await attempt()
+    except Exception as exc:  # noqa: BLE001  (re-raised unless the policy says retry)
+        if cfg.max_attempts <= 1 or not is_retryable(exc):
+            raise
+        first = exc
+    if on_retry is not None:
+        on_retry(None)
+    await asyncio.sleep(_wait_s(cfg, 1, first))
+    async for tries in AsyncRetrying(**_kwargs(cfg, on_retry, spent=1)):
+        with tries:
+            return await attempt()
+    raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+
 def sync_retrying(cfg: RetryConfig, on_retry: Callable[[RetryCallState], None] | None = None) -> Retrying:
     return Retrying(**_kwargs(cfg, on_retry))
 
@@ -79,17 +108,24 @@ def retry_after_s(exc: BaseException | None) -> float:
         return 0.0
 
 
-def _kwargs(cfg: RetryConfig, on_retry) -> dict:
-    # Exponential backoff with jitter so that many clients hit by one 429 do not retry in step,
-    # but never sooner than the server asked; max_wait_s caps both (tests set it to 0).
-    backoff = wait_exponential_jitter(multiplier=cfg.initial_wait_s, max=cfg.max_wait_s, jitter=cfg.jitter_s)
+def _wait_s(cfg: RetryConfig, attempt: int, exc: BaseException | None) -> float:
+    # Exponential backoff with jitter (as tenacity's wait_exponential_jitter: initial * 2^(k-1) plus
+    # up to jitter_s) so that many clients hit by one 429 do not retry in step, but never sooner
+    # than the server asked; max_wait_s caps both (tests set it to 0).
+    try:
+        backoff = cfg.initial_wait_s * 2 ** (attempt - 1) + random.uniform(0, cfg.jitter_s)
+    except OverflowError:
+        backoff = cfg.max_wait_s
+    return min(cfg.max_wait_s, max(backoff, retry_after_s(exc)))
 
+
+def _kwargs(cfg: RetryConfig, on_retry, spent: int = 0) -> dict:
     def wait(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
-        return min(cfg.max_wait_s, max(backoff(state), retry_after_s(exc)))
+        return _wait_s(cfg, state.attempt_number + spent, exc)
 
     return dict(
-        stop=stop_after_attempt(cfg.max_attempts),
+        stop=stop_after_attempt(cfg.max_attempts - spent),
         wait=wait,
         retry=retry_if_exception(is_retryable),
         before_sleep=on_retry,
