@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import orjson
 from sqlmodel import select
 
 from benchfill.schema import ModelCall, now
@@ -96,7 +97,8 @@ class CallCache:
             if dialect in ("sqlite", "postgresql"):
                 # One multi-row INSERT; a key already present is the same request, so keep the first.
                 insert = importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
-                s.execute(insert(ModelCall).on_conflict_do_nothing(index_elements=["key"]), values)
+                # On the table, not the ORM class: a plain executemany (~2x less CPU per row).
+                s.execute(insert(ModelCall.__table__).on_conflict_do_nothing(index_elements=["key"]), values)
             else:
                 for row in values:
                     s.merge(ModelCall(**row))
@@ -109,7 +111,7 @@ def make_call(kind: str, key: str, endpoint: str, model: str, request: dict[str,
     return {
         "key": key, "kind": kind, "endpoint": clean_endpoint(endpoint), "model": model,
         "request_json": request_json(request) if body_json is None else body_json,
-        "response_json": json.dumps(response, ensure_ascii=False),
+        "response_json": orjson.dumps(response, option=orjson.OPT_NON_STR_KEYS).decode(),  # not hashed: the fastest encoder will do
         "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "latency_s": latency_s,
         "created_at": now(),
     }

@@ -135,9 +135,13 @@ class SimApp:
         counts = self.stats[model]
         counts["requests"] += 1
         self._attempt += 1
-        attempt = random.Random(w.seed * 1_000_003 + self._attempt)  # per attempt, never per content
-        if w.latency_ms > 0 or w.latency_jitter_ms > 0:
+        # Per attempt, never per content; seeded only where a draw is made (seeding costs more than
+        # the rest of a plain request's bookkeeping).
+        attempt = _LazyRandom(w.seed * 1_000_003 + self._attempt)
+        if w.latency_jitter_ms > 0:
             await asyncio.sleep(max(w.latency_ms + w.latency_jitter_ms * (2 * attempt.random() - 1), 0.0) / 1000)
+        elif w.latency_ms > 0:
+            await asyncio.sleep(w.latency_ms / 1000)
         if w.fault_rate > 0 and attempt.random() < w.fault_rate:
             kind = _pick(w.fault_mix, attempt.random())
             counts["faults"] += 1
@@ -200,6 +204,21 @@ class SimApp:
                 await _respond(send, *_error(504, "Gateway timeout (simulated).", "server_error"))
 
 
+class _LazyRandom:
+    """A ``random.Random(seed)`` made on its first draw."""
+
+    __slots__ = ("seed", "_rng")
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._rng: random.Random | None = None
+
+    def random(self) -> float:
+        if self._rng is None:
+            self._rng = random.Random(self.seed)
+        return self._rng.random()
+
+
 def _pick(mix: dict[str, float], u: float) -> str:
     total = sum(mix.values())
     acc = 0.0
@@ -244,7 +263,9 @@ def uvicorn_config(app: SimApp, **kw: Any):
 
     fast = {"loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
             "http": "httptools" if importlib.util.find_spec("httptools") else "h11"}
-    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+    # proxy_headers off: nothing stands in front of the simulated world, and uvicorn's proxy
+    # middleware would inspect every request's headers for nothing.
+    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
                           timeout_graceful_shutdown=1, **fast, **kw)
 
 
