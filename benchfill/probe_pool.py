@@ -245,6 +245,12 @@ async def _serve() -> None:
 
 def main() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from benchfill import netguard
+
+    if netguard.enabled():  # held to loopback like its parent: on asyncio, whose sockets it can watch
+        netguard.install()
+        asyncio.run(_serve())
+        return
     try:
         import uvloop
 

@@ -467,7 +467,12 @@ def _describe(exc: BaseException) -> str:
         return str(exc)
     code = status_of(exc)
     msg = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
-    return f"HTTP {code}: {msg}" if code else f"{exc.__class__.__name__}: {msg}"
+    if code:
+        return f"HTTP {code}: {msg}"
+    cause = exc.__cause__  # the SDK's "Connection error." says nothing of why: say what it wraps
+    if cause is not None and str(cause) and str(cause) not in msg:
+        msg += f" ({cause.__class__.__name__}: {str(cause).splitlines()[0][:200]})"
+    return f"{exc.__class__.__name__}: {msg}"
 
 
 def collect_responses(store: Store, panel: ProbePanel, items: Sequence[dict], spec, *, trials: int | None = None,

@@ -15,6 +15,8 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Processes the tests start (the CLI, probe workers) hold themselves to loopback too (benchfill.netguard).
+os.environ["BENCHFILL_LOOPBACK_ONLY"] = "1"
 # Provider keys from the developer's shell must never be used by a test.
 for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "TOGETHER_API_KEY", "HF_TOKEN"):
     os.environ.pop(_key, None)

@@ -60,6 +60,11 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> int:
     # litellm must never fetch its model cost map from the network.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    if os.environ.get("BENCHFILL_LOOPBACK_ONLY"):
+        from benchfill import netguard
+
+        if netguard.enabled():
+            netguard.install()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -1,0 +1,68 @@
+"""Loopback-only mode: with ``BENCHFILL_LOOPBACK_ONLY=1`` a benchfill process refuses to connect to,
+or look up, anything beyond this machine.
+
+The test suite sets it so that the processes it starts (the CLI, probe workers) are held to the same
+rule as the tests themselves; a user can set it to prove that a run on the simulated world stays
+offline. It works at the level of Python's ``socket`` module, so a process that honours it runs its
+event loop on asyncio, not uvloop (whose C sockets would go around it).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import os
+import socket
+
+ENV = "BENCHFILL_LOOPBACK_ONLY"
+
+
+class NetworkBlocked(ConnectionRefusedError):
+    """A connection or name lookup beyond loopback, refused in loopback-only mode."""
+
+    def __init__(self, message: str):
+        # errno and strerror set, so that libraries quoting an OSError's strerror (aiohttp) keep the reason
+        super().__init__(errno.ECONNREFUSED, message)
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def install() -> None:
+    """Refuse every connection and name lookup that is not loopback, for the rest of this process."""
+    if getattr(socket.socket.connect, "_benchfill_guard", False):
+        return
+    real_connect, real_connect_ex, real_getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+
+    def connect(self, address):
+        _check(address)
+        return real_connect(self, address)
+
+    def connect_ex(self, address):
+        _check(address)
+        return real_connect_ex(self, address)
+
+    def getaddrinfo(host, *args, **kwargs):
+        if host not in (None, "localhost") and not _loopback(host):
+            raise NetworkBlocked(f"{ENV}: refused to look up {host!r} (loopback only)")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    connect._benchfill_guard = True
+    socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = connect, connect_ex, getaddrinfo
+
+
+def _check(address) -> None:
+    if isinstance(address, (str, bytes)):  # a Unix socket path
+        return
+    if address[0] not in ("localhost", "") and not _loopback(address[0]):
+        raise NetworkBlocked(f"{ENV}: refused to connect to {address[0]}:{address[1]} (loopback only)")
+
+
+def _loopback(host) -> bool:
+    if isinstance(host, bytes):
+        host = host.decode()
+    try:
+        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+    except ValueError:
+        return False
