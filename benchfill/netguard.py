@@ -44,7 +44,7 @@ def install() -> None:
         return real_connect_ex(self, address)
 
     def getaddrinfo(host, *args, **kwargs):
-        if host not in (None, "localhost") and not _loopback(host):
+        if host not in (None, "localhost") and not is_loopback(host):
             raise NetworkBlocked(f"{ENV}: refused to look up {host!r} (loopback only)")
         return real_getaddrinfo(host, *args, **kwargs)
 
@@ -55,11 +55,12 @@ def install() -> None:
 def _check(address) -> None:
     if isinstance(address, (str, bytes)):  # a Unix socket path
         return
-    if address[0] not in ("localhost", "") and not _loopback(address[0]):
+    if address[0] not in ("localhost", "") and not is_loopback(address[0]):
         raise NetworkBlocked(f"{ENV}: refused to connect to {address[0]}:{address[1]} (loopback only)")
 
 
-def _loopback(host) -> bool:
+def is_loopback(host) -> bool:
+    """Whether ``host`` is a loopback address (names other than ``localhost`` are not)."""
     if isinstance(host, bytes):
         host = host.decode()
     try:

@@ -6,11 +6,12 @@ need a live endpoint carry the ``live`` marker and are deselected in CI.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 
 import pytest
+
+from benchfill.netguard import is_loopback
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -30,12 +31,7 @@ def _is_local(address) -> bool:
     if isinstance(address, (str, bytes)):  # AF_UNIX path
         return True
     host = address[0]
-    if host in ("localhost", "", None):
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:
-        return False
+    return host in ("localhost", "", None) or is_loopback(host)
 
 
 class NetworkBlocked(RuntimeError):
@@ -55,18 +51,9 @@ def _guarded_connect_ex(self, address):
 
 
 def _guarded_getaddrinfo(host, *args, **kwargs):
-    if host not in (None, "localhost") and not _looks_loopback(host):
+    if host not in (None, "localhost") and not is_loopback(host):
         raise NetworkBlocked(f"test tried to resolve a remote host: {host!r}")
     return _real_getaddrinfo(host, *args, **kwargs)
-
-
-def _looks_loopback(host) -> bool:
-    if isinstance(host, bytes):
-        host = host.decode()
-    try:
-        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
-    except ValueError:
-        return False
 
 
 @pytest.fixture(autouse=True)

@@ -32,6 +32,7 @@ class LoopbackOpenAI:
         self.successes: Counter = Counter()
         self.auth_seen: list[str] = []
         self.bodies: list[dict] = []
+        self.inflight = self.peak_inflight = 0
         app = Starlette(routes=[Route("/v1/models", self._models),
                                 Route("/v1/chat/completions", self._chat, methods=["POST"])])
         sock = socket.socket()
@@ -60,6 +61,14 @@ class LoopbackOpenAI:
         return JSONResponse({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
 
     async def _chat(self, request: Request):
+        self.inflight += 1  # requests being served at once, and the most seen
+        self.peak_inflight = max(self.peak_inflight, self.inflight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.inflight -= 1
+
+    async def _answer(self, request: Request):
         self.auth_seen.append(request.headers.get("authorization", ""))
         body = await request.json()
         self.bodies.append(body)
