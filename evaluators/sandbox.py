@@ -15,6 +15,12 @@ Confinement, strongest available first (``isolation()`` says which is active):
   EACCES or land on the private tmpfs. Each batch gets its own random uid, so
   ``RLIMIT_NPROC`` (per uid) caps a fork bomb to that batch, and at the end every
   process of that uid is killed, including ones that left the process group.
+* root, where namespaces are refused (a container without CAP_SYS_ADMIN): the
+  same throwaway uid, a network namespace if one can still be made, else the
+  socket preamble below. Without a private ``/tmp`` the uid can create files in
+  world-writable directories, so after the batch every file it owns there
+  (``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run/lock``, ``/var/lock`` and their
+  world-writable subdirectories) is removed: nothing it wrote outlives it.
 * not root: a user + network namespace if the kernel allows unprivileged ones,
   else a preamble in the sandbox that disables ``socket`` (a fallback that
   determined code can get around); files are confined only by the working
@@ -249,6 +255,8 @@ def _preexec(mode: str, uid: int | None, cpu_seconds: int):
     def setup() -> None:
         if mode == "root":
             _enter_private_namespaces(hidden, keep)
+        elif mode == "uid":
+            _libc.unshare(_CLONE_NEWNET)  # best effort: the socket preamble stands in when refused
         elif mode == "userns":
             _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET))
         _set_limits(cpu_seconds)
@@ -273,8 +281,78 @@ def _kill_uid(uid: int) -> None:
     subprocess.run(["true"], preexec_fn=as_uid, check=False)
 
 
+# World-writable places a throwaway uid can write to when /tmp is not private ("uid" mode).
+_SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
+
+
+def _world_reachable(path: str) -> bool:
+    """Whether any user may execute ``path``: every directory above it open to others (o+x)."""
+    real = os.path.realpath(path)
+    try:
+        if not os.stat(real).st_mode & 0o001:
+            return False
+        parent = os.path.dirname(real)
+        while True:
+            if not os.stat(parent).st_mode & 0o001:
+                return False
+            if parent == os.path.dirname(parent):
+                return True
+            parent = os.path.dirname(parent)
+    except OSError:
+        return False
+
+
+@lru_cache(maxsize=4)
+def _python_for(mode: str) -> str:
+    """The interpreter that runs the sandbox.
+
+    In "uid" mode the throwaway uid itself must be able to start it, with no mount namespace to
+    re-expose one kept under a private directory (an interpreter under ``/root``): then the
+    system's own Python 3 stands in (the programs need only the standard library).
+    """
+    if mode != "uid" or _world_reachable(sys.executable):
+        return sys.executable
+    for cand in ("/usr/local/bin/python3", "/usr/bin/python3"):
+        if os.path.exists(cand) and _world_reachable(cand):
+            return cand
+    return sys.executable
+
+
+def _remove_files_of(uid: int) -> None:
+    """Remove what ``uid`` created in the world-writable places (it can write nowhere else)."""
+    import shutil
+    import stat
+
+    todo, seen = list(_SHARED_WRITABLE), set()
+    while todo:
+        path = todo.pop()
+        try:
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            entries = list(os.scandir(real))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_uid == uid:
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    try:
+                        os.unlink(entry.path)
+                    except OSError:
+                        pass
+            elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH:
+                todo.append(entry.path)  # another world-writable directory: it may hold its files
+
+
 def _launch(mode: str, programs: list[str], timeout: float, cpu_seconds: int) -> list[Outcome]:
-    uid = random.randrange(200_000, 1_200_000) if mode == "root" else None
+    uid = random.randrange(200_000, 1_200_000) if mode in ("root", "uid") else None
     with tempfile.TemporaryDirectory(prefix="benchfill-sandbox-", ignore_cleanup_errors=True) as outer:
         # The outer dir stays root-only, so ".." is closed to the sandbox uid.
         workdir = os.path.join(outer, "work")
@@ -285,11 +363,11 @@ def _launch(mode: str, programs: list[str], timeout: float, cpu_seconds: int) ->
             "programs": programs,
             "timeout": timeout,
             "cpu_seconds": cpu_seconds,
-            "block_socket": mode == "plain",
+            "block_socket": mode in ("plain", "uid"),
             "own_uid": uid is not None,
         }
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _RUNNER],
+            [_python_for(mode), "-I", "-c", _RUNNER],
             cwd=workdir,
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir},
             stdin=subprocess.PIPE,
@@ -312,6 +390,8 @@ def _launch(mode: str, programs: list[str], timeout: float, cpu_seconds: int) ->
             proc.wait()
             if uid is not None:
                 _kill_uid(uid)
+            if mode == "uid":
+                _remove_files_of(uid)
     try:
         rows = json.loads(out)
         return [Outcome(status == "passed", status, detail) for status, detail in rows]
@@ -323,7 +403,7 @@ def _launch(mode: str, programs: list[str], timeout: float, cpu_seconds: int) ->
 @lru_cache(maxsize=1)
 def _mode() -> str:
     """The strongest confinement that works on this machine (probed once per process)."""
-    candidates = (["root"] if os.geteuid() == 0 else []) + ["userns"]
+    candidates = (["root", "uid"] if os.geteuid() == 0 else []) + ["userns"]
     for mode in candidates:
         try:
             if _launch(mode, ["pass"], 10.0, 10)[0].passed:
@@ -338,10 +418,11 @@ def isolation() -> dict[str, str]:
     mode = _mode()
     return {
         "mode": mode,
-        "network": {"root": "network namespace", "userns": "network namespace", "plain": "socket preamble"}[
-            mode
-        ],
-        "filesystem": "throwaway uid, private /tmp" if mode == "root" else "temporary working directory",
+        "network": {"root": "network namespace", "userns": "network namespace", "plain": "socket preamble",
+                    "uid": "network namespace where allowed, else socket preamble"}[mode],
+        "filesystem": {"root": "throwaway uid, private /tmp",
+                       "uid": "throwaway uid; its files in shared temp dirs removed after each batch"}.get(
+            mode, "temporary working directory"),
     }
 
 

@@ -231,3 +231,36 @@ def test_sandbox_works_with_an_interpreter_under_tmp(tmp_path):
     # As root the strongest mode (private /tmp) must still find the interpreter parked under /tmp.
     expected = "root" if os.geteuid() == 0 else isolation()["mode"]
     assert out.stdout.split() == [expected, "passed"], out.stderr
+
+
+def test_root_without_namespaces_falls_back_to_a_throwaway_uid(tmp_path):
+    """As root in a container that refuses namespaces: "uid" mode. Its writes in shared temp dirs
+    are removed after the batch, everything else is closed to it, and it still grades."""
+    from evaluators.sandbox import _launch
+
+    if os.geteuid() != 0:  # the mode needs root to change uid, and is only offered to root
+        with pytest.raises((PermissionError, subprocess.SubprocessError)):
+            _launch("uid", ["pass"], 2.0, 2)
+        return
+    name = f"benchfill-escape-{uuid.uuid4().hex}"
+    shared = f"/tmp/benchfill-shared-{uuid.uuid4().hex}"  # a world-writable subdirectory, like /tmp/.X11-unix
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    try:
+        targets = [tmp_path / name, f"/tmp/{name}", f"{shared}/{name}", f"/dev/shm/{name}", "../" + name,
+                   os.path.join(os.getcwd(), name), f"/etc/{name}"]
+        writes = [f"open({str(t)!r}, 'w').write('x')\nassert False, 'a write outside the sandbox landed'\n"
+                  for t in targets]
+        nested = f"import os\nos.makedirs('/tmp/{name}-d/x')\nopen('/tmp/{name}-d/x/f', 'w').write('1')\n"
+        others = ["assert sum(range(4)) == 6", "open('scratch.txt', 'w').write('ok')", nested,
+                  "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)",
+                  "import os\nwhile True:\n    os.fork()\n",
+                  "import os, time\nif os.fork() == 0:\n    os.setsid()\n    while True:\n        time.sleep(1)\n"]
+        outcomes = _launch("uid", writes + others, 2.0, 2)
+        assert not any(o.passed for o in outcomes[: len(writes)])
+        assert [o.passed for o in outcomes[len(writes):]] == [True, True, True, False, False, True]
+        for target in [*targets[:4], *targets[5:], f"/tmp/{name}-d"]:
+            assert not os.path.exists(target), target
+        assert _sandbox_uid_processes() == []
+    finally:
+        os.rmdir(shared)
