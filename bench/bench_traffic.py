@@ -84,12 +84,11 @@ async def run(args, url: str, items, spec, store_path: Path, seeds: list[int], w
 
 async def bare_sdk(args, url: str, items, spec):
     """The same requests through AsyncOpenAI.post alone: what any client built on the SDK can reach."""
+    import httpx2 as hx
     import openai
-    from openai import _base_client
 
     from benchfill.prompts import format_solver_prompt
 
-    hx = getattr(_base_client, "httpx2", None) or _base_client.httpx
     pool = hx.Limits(max_connections=args.inflight, max_keepalive_connections=args.inflight)
     if args.transport == "lean":
         from benchfill.http import LeanAioHttpClient

@@ -106,7 +106,9 @@ class ProbeHttp:
         # DefaultAioHttpClient; "httpx": the SDK's default transport.
         self.transport = transport
         self.clients: dict[tuple[str, str | None], Any] = {}
-        self._raw = httpx_response()
+        import httpx2  # the HTTP library of the openai SDK (>= 3): its Response is the raw reply
+
+        self._raw = httpx2.Response
 
     def caps(self) -> dict[str, int]:
         caps: dict[str, int] = {}
@@ -171,13 +173,6 @@ class ProbeHttp:
             return texts, data.get("usage") or {}, time.perf_counter() - t0
 
         return await call_with_retries(attempt, self.panel.retry, on_retry)
-
-
-def httpx_response() -> type:
-    """The raw-response class of the httpx flavour the installed openai SDK runs on."""
-    from openai import _base_client
-
-    return (getattr(_base_client, "httpx2", None) or _base_client.httpx).Response
 
 
 def default_workers() -> int:
