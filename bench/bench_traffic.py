@@ -4,7 +4,7 @@ The server runs in its own process (``benchfill sim serve``) with a fixed latenc
 client (``RolloutClient``: openai SDK, store-backed cache, real grading; calls spread over probe
 worker processes for large batches, as it decides by default) keeps ``--inflight`` requests in
 flight. Ideal throughput is inflight / latency; the bar is 80% of it. The default client is timed
-``--repeat`` times (fresh seeds, nothing cached) and the median ratio is judged; beside it, the
+``--repeat`` times (5; fresh seeds, nothing cached) and the median ratio is judged; beside it, the
 same collection with every call in one process, the bare openai SDK loop (the ceiling of one
 process), and a rerun from the cache. Client CPU is ``time.process_time()`` of this process plus
 that of its probe workers (the server's CPU is not counted, though it shares the machine).
@@ -128,7 +128,7 @@ def main() -> None:
     ap.add_argument("--transport", choices=("lean", "aiohttp", "httpx"), default="lean",
                     help="HTTP transport under the openai SDK")
     ap.add_argument("--uvloop", action="store_true", help="run the client on uvloop (if installed)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed collections of the default client (median reported)")
+    ap.add_argument("--repeat", type=int, default=5, help="timed collections of the default client (median reported)")
     args = ap.parse_args()
 
     from benchfill.benchmarks import get_benchmark

@@ -106,6 +106,7 @@ class ProbeHttp:
         # DefaultAioHttpClient; "httpx": the SDK's default transport.
         self.transport = transport
         self.clients: dict[tuple[str, str | None], Any] = {}
+        self.urls: dict[str, str] = {}  # endpoint -> its chat completions URL
         import httpx2  # the HTTP library of the openai SDK (>= 3): its Response is the raw reply
 
         self._raw = httpx2.Response
@@ -135,10 +136,13 @@ class ProbeHttp:
                 pool = httpx2.Limits(max_connections=cap, max_keepalive_connections=cap)
                 factory = openai.DefaultAioHttpClient if self.transport == "aiohttp" else openai.DefaultAsyncHttpxClient
                 http = factory(limits=pool)
-            self.clients[key] = openai.AsyncOpenAI(
+            self.clients[key] = client = openai.AsyncOpenAI(
                 base_url=p.base_url, api_key=key_from_env(p.api_key_env) or "EMPTY",
                 max_retries=0, timeout=p.timeout_s, http_client=http,
             )
+            # The absolute URL, joined as the SDK joins a path: given a path, it parses and joins
+            # it again on every request (~25 us, a tenth of its own work per call).
+            self.urls[p.base_url] = f"{client.base_url}chat/completions"
 
     async def close(self) -> None:
         for c in self.clients.values():
@@ -153,6 +157,7 @@ class ProbeHttp:
         the last error.
         """
         client = self.clients[(p.base_url, p.api_key_env)]
+        url = self.urls[p.base_url]
         payload = {"model": p.model, **{k: v for k, v in body.items() if k != "sample_index"}}
 
         def on_retry(state) -> None:
@@ -164,7 +169,7 @@ class ProbeHttp:
             try:
                 # The SDK's generic post (auth, base URL, error mapping) with a raw response: the typed
                 # create() spends ~1 ms per call transforming params and building pydantic objects.
-                raw = await client.post("/chat/completions", body=payload, cast_to=self._raw)
+                raw = await client.post(url, body=payload, cast_to=self._raw)
             except Exception as exc:
                 if status_of(exc) in (400, 422) and payload["n"] > 1 and _REFUSES_N.search(str(exc)):
                     raise RefusesN() from exc
