@@ -9,7 +9,7 @@ same collection with every call in one process, the bare openai SDK loop (the ce
 process), and a rerun from the cache. Client CPU is ``time.process_time()`` of this process plus
 that of its probe workers (the server's CPU is not counted, though it shares the machine).
 
-    python bench/bench_traffic.py --uvloop              # 64 in flight, 50 ms, mmlu-pro items
+    python bench/bench_traffic.py                       # 64 in flight, 50 ms, mmlu-pro items
     python bench/bench_traffic.py --requests 12000 --inflight 64 --latency-ms 50
 """
 
@@ -127,7 +127,8 @@ def main() -> None:
                     help="probe worker processes (default: as RolloutClient decides; 0: all in this process)")
     ap.add_argument("--transport", choices=("lean", "aiohttp", "httpx"), default="lean",
                     help="HTTP transport under the openai SDK")
-    ap.add_argument("--uvloop", action="store_true", help="run the client on uvloop (if installed)")
+    ap.add_argument("--asyncio", action="store_true",
+                    help="run the client on asyncio's loop (default: as benchfill runs it, on uvloop where installed)")
     ap.add_argument("--repeat", type=int, default=5, help="timed collections of the default client (median reported)")
     args = ap.parse_args()
 
@@ -149,11 +150,9 @@ def main() -> None:
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            runner = asyncio.run
-            if args.uvloop:
-                import uvloop
+            from benchfill import netguard
 
-                runner = uvloop.run
+            runner = asyncio.run if args.asyncio else netguard.run
             seeds = list(range(1, args.repeat + 1))
             pooled = runner(run(args, url, items, bench.spec, Path(tmp) / "a.db", seeds, args.workers))
             # side by side: every call in this one process
@@ -166,9 +165,15 @@ def main() -> None:
         proc.terminate()
         proc.wait(10)
     st0 = pooled[0][2]
+    import importlib.util
+
+    from benchfill import netguard
+
+    uv = not args.asyncio and not netguard.enabled() and importlib.util.find_spec("uvloop") is not None
+    loop_name = "uvloop (as benchfill runs)" if uv else "asyncio"
     print(f"benchmark {args.benchmark}: {len(items)} items x {args.probes} probes = {st0.requests} requests, "
           f"n={args.trials}, {args.inflight} in flight, {args.latency_ms:.0f} ms latency, ideal {ideal:.0f} req/s; "
-          f"loop {'uvloop' if args.uvloop else 'asyncio'}, transport {args.transport}, {os.cpu_count()} CPUs")
+          f"loop {loop_name}, transport {args.transport}, {os.cpu_count()} CPUs")
     print(f"{'':44s} {'req/s':>7s} {'ratio':>6s} {'CPU ms':>8s} {'ms/roll':>8s}  (CPU: this process + workers, "
           "per request / per rollout, grading included)")
     ratios = []

@@ -4,15 +4,20 @@ or look up, anything beyond this machine.
 The test suite sets it so that the processes it starts (the CLI, probe workers) are held to the same
 rule as the tests themselves; a user can set it to prove that a run on the simulated world stays
 offline. It works at the level of Python's ``socket`` module, so a process that honours it runs its
-event loop on asyncio, not uvloop (whose C sockets would go around it).
+event loop on asyncio, not uvloop (whose C sockets would go around it): ``run`` picks the loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import ipaddress
 import os
 import socket
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 ENV = "BENCHFILL_LOOPBACK_ONLY"
 
@@ -50,6 +55,20 @@ def install() -> None:
 
     connect._benchfill_guard = True
     socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = connect, connect_ex, getaddrinfo
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion on uvloop where it is installed (about a fifth less CPU per event
+    than asyncio's loop: probe traffic is CPU-bound on small machines), or on asyncio in
+    loopback-only mode, whose guard sits on Python's sockets that uvloop does not use."""
+    if not enabled():
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover - uvloop is POSIX-only
+            pass
+        else:
+            return uvloop.run(coro)
+    return asyncio.run(coro)
 
 
 def _check(address) -> None:

@@ -260,16 +260,9 @@ def main() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from benchfill import netguard
 
-    if netguard.enabled():  # held to loopback like its parent: on asyncio, whose sockets it can watch
+    if netguard.enabled():  # held to loopback like its parent
         netguard.install()
-        asyncio.run(_serve())
-        return
-    try:
-        import uvloop
-
-        uvloop.run(_serve())
-    except ImportError:  # pragma: no cover - uvloop is POSIX-only
-        asyncio.run(_serve())
+    netguard.run(_serve())
 
 
 if __name__ == "__main__":

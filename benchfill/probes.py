@@ -490,7 +490,9 @@ def collect_responses(store: Store, panel: ProbePanel, items: Sequence[dict], sp
             res = await rc.rollouts(items, trials=trials, seed=seed, phase=phase)
             return res, rc.stats
 
-    results, used = asyncio.run(go())
+    from benchfill import netguard
+
+    results, used = netguard.run(go())
     if stats is not None:
         for k, v in used.as_dict().items():
             setattr(stats, k, getattr(stats, k) + v)

@@ -86,7 +86,9 @@ def runs_root(opts: RunOptions) -> Path:
 
 def run(opts: RunOptions) -> Path:
     """Do (or resume) the run; return its directory."""
-    return asyncio.run(execute(opts))
+    from benchfill import netguard
+
+    return netguard.run(execute(opts))  # uvloop where installed, unless held to loopback
 
 
 async def execute(opts: RunOptions) -> Path:

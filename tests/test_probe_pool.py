@@ -167,3 +167,26 @@ def test_panel_with_two_endpoints_splits_each_bound(tmp_path):
         # concurrency 1 cannot be split: only one worker calls that endpoint
         assert workers == 2 and stats.calls == 10 and len(a.successes) == 5 and len(b.successes) == 5
         assert all(r.trials == 4 for r in res)
+
+
+def test_outside_loopback_mode_the_client_and_its_workers_run_on_uvloop(tmp_path, monkeypatch):
+    """The default for users (the tests hold themselves to asyncio): same results on uvloop."""
+    import numpy as np
+
+    from benchfill.probes import collect_responses
+
+    monkeypatch.delenv("BENCHFILL_LOOPBACK_ONLY")  # every endpoint here is loopback anyway
+    loops = set()
+
+    def recording_prompt(item, spec):
+        loops.add(type(asyncio.get_running_loop()).__module__.split(".")[0])
+        return prompt(item, spec)
+
+    items = [{"id": f"u{i}", "problem": f"u {i}", "answer": "yes"} for i in range(6)]
+    with LoopbackOpenAI(models=("m1", "m2"), faults=[429]) as srv:
+        m = collect_responses(Store(tmp_path / "s.db"), panel(srv.base_url, ("m1", "m2")), items, SPEC,
+                              evaluator=YesGrader(), prompt_fn=recording_prompt, seed=5, workers=2, pool_min_calls=0)
+        assert len(srv.successes) == 12 and set(srv.successes.values()) == {1}
+    assert loops == {"uvloop"}
+    want = [[expected_correct(model, item, 4, 5) for item in items] for model in ("m1", "m2")]
+    np.testing.assert_array_equal(m.correct, want)
