@@ -34,9 +34,19 @@ def clean_endpoint(url: str | None) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
-def request_json(request: dict[str, Any]) -> str:
-    """A request body as canonical JSON (sorted keys, no whitespace, UTF-8 kept)."""
-    return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def request_json(request: dict[str, Any], encoded: dict[str, str] | None = None) -> str:
+    """A request body as canonical JSON (sorted keys, no whitespace, UTF-8 kept).
+
+    ``encoded`` holds the canonical JSON of some top-level values already (a prompt shared by
+    every probe of an item): they are spliced in, not encoded again; the string is the same.
+    """
+    if not encoded:
+        return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    parts = (f"{json.dumps(k, ensure_ascii=False)}:"
+             + (encoded[k] if k in encoded else json.dumps(request[k], sort_keys=True, separators=(",", ":"),
+                                                           ensure_ascii=False))
+             for k in sorted(request))
+    return "{" + ",".join(parts) + "}"
 
 
 def canonical_request(kind: str, endpoint: str, model: str, request: dict[str, Any],

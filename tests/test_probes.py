@@ -237,3 +237,18 @@ def test_backoff_waits_for_retry_after_up_to_the_cap():
     assert r.wait(state) == 3.0
     capped = sync_retrying(RetryConfig(initial_wait_s=0.01, max_wait_s=0.5, jitter_s=0))
     assert capped.wait(state) == 0.5
+
+
+def test_request_json_with_a_pre_encoded_prompt_is_the_same_string():
+    import json
+
+    from benchfill.cache import canonical_request, request_json
+
+    messages = [{"role": "user", "content": 'a "quoted" prompt\nwith é, ✓ and \u2028'}]
+    for req in ({"messages": messages, "n": 4, "seed": 7, "temperature": 0.7, "top_p": 1.0, "max_tokens": None},
+                {"messages": messages, "n": 1, "seed": 12, "sample_index": 3, "temperature": 1}):
+        plain = json.dumps(req, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert request_json(req, {"messages": request_json(messages)}) == request_json(req) == plain
+        whole = {"kind": "probe", "endpoint": "http://127.0.0.1:8000/v1", "model": "m", "request": req}
+        assert canonical_request("probe", "http://127.0.0.1:8000/v1/", "m", req, plain) == json.dumps(
+            whole, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
