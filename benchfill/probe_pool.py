@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
 import sys
 import time
@@ -43,6 +44,8 @@ from benchfill.probes import (
     _describe,
     _is_call_error,
 )
+
+log = logging.getLogger("benchfill.probe_pool")
 
 _LINE_LIMIT = 1 << 28  # a reply carries every sample's full text; never split a message
 _START_TIMEOUT_S = 120.0
@@ -164,7 +167,11 @@ class ProbePool:
             line = await w.proc.stdout.readline()
             if not line:
                 break
-            reply = orjson.loads(line)
+            try:
+                reply = orjson.loads(line)
+            except orjson.JSONDecodeError:  # not ours (the worker's stdout is the protocol alone)
+                log.warning("probe worker %s wrote a line that is not a reply: %.120r", w.proc.pid, line)
+                continue
             if "id" not in reply:  # {"cpu": s}, leading each batch of replies
                 self.cpu_s += reply["cpu"] - w.cpu_s
                 w.cpu_s = reply["cpu"]
@@ -206,7 +213,11 @@ async def _serve() -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=_LINE_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
+    # The protocol gets its own copy of stdout, and fd 1 then points at stderr: a stray print from
+    # any library in this process lands in the log instead of corrupting a reply.
+    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, protocol_out)
     out = asyncio.StreamWriter(transport, protocol, None, loop)
 
     init = orjson.loads(await reader.readline())

@@ -190,3 +190,24 @@ def test_outside_loopback_mode_the_client_and_its_workers_run_on_uvloop(tmp_path
     assert loops == {"uvloop"}
     want = [[expected_correct(model, item, 4, 5) for item in items] for model in ("m1", "m2")]
     np.testing.assert_array_equal(m.correct, want)
+
+
+def test_a_stray_line_from_a_worker_is_skipped_not_fatal():
+    import sys
+
+    from benchfill.probe_pool import ProbePool, _Worker
+
+    async def go():
+        code = ("print('a library chatting on stdout')\n"
+                "print('{\"cpu\": 0.5}')\n"
+                "print('{\"id\": 0, \"texts\": [\"yes\"], \"usage\": {}, \"latency\": 0.1, \"requests\": 1, \"retries\": 0}')")
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE)
+        w = _Worker(proc)
+        fut = asyncio.get_running_loop().create_future()
+        w.pending[0] = fut
+        pool = ProbePool([w])
+        await pool._read(w)
+        return fut.result(), pool.cpu_s
+
+    reply, cpu = asyncio.run(go())
+    assert reply["texts"] == ["yes"] and cpu == 0.5
