@@ -30,8 +30,9 @@ def run(store, pan, items=ITEMS, seed=0, client=POOLED, **kw):
 
 def test_pool_makes_the_same_calls_with_the_same_retries_as_one_process(tmp_path):
     items = [{"id": f"q{i}", "problem": f"question {i}", "answer": "yes"} for i in range(12)]
+    # the "timeout" fault holds its reply for 1 s; 0.6 s leaves a loaded machine room for the rest
     with LoopbackOpenAI(models=("m1", "m2"), faults=[429, 500, "timeout"]) as srv:
-        res, stats, workers = run(Store(tmp_path / "s.db"), panel(srv.base_url, ("m1", "m2"), timeout_s=0.3),
+        res, stats, workers = run(Store(tmp_path / "s.db"), panel(srv.base_url, ("m1", "m2"), timeout_s=0.6),
                                   items=items, seed=4)
         assert workers == 2
         # every (item, model) failed three ways, then succeeded once, and was never asked again

@@ -86,7 +86,7 @@ def test_retries_transient_failures_and_never_repeats_a_success(tmp_path):
 
 def test_timeout_is_retried(tmp_path):
     with LoopbackOpenAI(faults=["timeout"]) as srv:
-        res, stats = run(Store(tmp_path / "s.db"), panel(srv.base_url, timeout_s=0.3), items=ITEMS[:2])
+        res, stats = run(Store(tmp_path / "s.db"), panel(srv.base_url, timeout_s=0.6), items=ITEMS[:2])
         assert stats.retries == 2 and all(r.trials == 4 for r in res)
 
 
