@@ -99,7 +99,7 @@ class ProbePool:
 
     @classmethod
     async def start(cls, panel: ProbePanel, workers: int, transport: str = "lean") -> ProbePool:
-        caps = ProbeHttp(panel).caps()
+        caps = panel.caps()
         workers = max(1, min(workers, max(caps.values())))
         # Each endpoint's bound on requests in flight is split between the workers (the first ones
         # get the remainder), and each worker enforces its share: then a slot frees the moment the

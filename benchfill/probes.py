@@ -51,6 +51,13 @@ class ProbePanel:
     def names(self) -> list[str]:
         return [p.name for p in self.probes]
 
+    def caps(self) -> dict[str, int]:
+        """Each endpoint's bound on requests in flight: the largest ``concurrency`` of its probes."""
+        caps: dict[str, int] = {}
+        for p in self.probes:
+            caps[p.base_url] = max(caps.get(p.base_url, 0), p.concurrency)
+        return caps
+
     def get(self, name: str) -> ProbeConfig:
         for p in self.probes:
             if p.name == name:
@@ -111,18 +118,12 @@ class ProbeHttp:
 
         self._raw = httpx2.Response
 
-    def caps(self) -> dict[str, int]:
-        caps: dict[str, int] = {}
-        for p in self.panel.probes:
-            caps[p.base_url] = max(caps.get(p.base_url, 0), p.concurrency)
-        return caps
-
     def open(self) -> None:
         import openai
 
         from benchfill.http import LeanAioHttpClient
 
-        caps = self.caps()
+        caps = self.panel.caps()
         for p in self.panel.probes:
             key = (p.base_url, p.api_key_env)
             if key in self.clients:
@@ -234,7 +235,7 @@ class RolloutClient:
 
     async def __aenter__(self) -> RolloutClient:
         self.http.open()
-        self._limits = {url: asyncio.Semaphore(cap) for url, cap in self.http.caps().items()}
+        self._limits = {url: asyncio.Semaphore(cap) for url, cap in self.panel.caps().items()}
         return self
 
     async def __aexit__(self, *exc) -> None:
