@@ -104,7 +104,10 @@ class LeanAioHttpClient(httpx2.AsyncClient):
             extensions = {**extensions, "timeout": t.as_dict()}
         return httpx2.Request(method, url, content=content, json=json, headers=headers, extensions=extensions)
 
-    async def send(self, request: httpx2.Request, *, stream: bool = False, **_: Any) -> httpx2.Response:
+    async def send(self, request: httpx2.Request, *, stream: bool = False, auth: Any = None,
+                   **kwargs: Any) -> httpx2.Response:
+        if auth is not None:  # an auth flow (the SDK's custom_auth) is httpx2's to run, not ours
+            return await super().send(request, stream=stream, auth=auth, **kwargs)
         session = self._aio_session if self._aio_session is not None and not self._aio_session.closed else self._aio_open()
         t0 = time.perf_counter()
         try:

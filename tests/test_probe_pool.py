@@ -212,3 +212,19 @@ def test_a_stray_line_from_a_worker_is_skipped_not_fatal():
 
     reply, cpu = asyncio.run(go())
     assert reply["texts"] == ["yes"] and cpu == 0.5
+
+
+def test_lean_client_leaves_an_auth_flow_to_httpx2():
+    import httpx2
+
+    async def go(url):
+        client = LeanAioHttpClient()
+        body = {"model": "m1", "messages": [{"role": "user", "content": "hi"}]}
+        req = client.build_request("POST", f"{url}/chat/completions", json=body)
+        resp = await client.send(req, auth=httpx2.BasicAuth("user", "pw"))
+        await client.aclose()
+        return resp.status_code
+
+    with LoopbackOpenAI() as srv:
+        assert asyncio.run(go(srv.base_url)) == 200
+        assert srv.auth_seen == ["Basic dXNlcjpwdw=="]
