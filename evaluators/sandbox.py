@@ -119,12 +119,19 @@ for source in spec["programs"]:
         if os.waitpid(pid, os.WNOHANG)[0]:
             pid = -pid  # reaped
             break
-    try:
-        os.killpg(abs(pid), signal.SIGKILL)  # the program and anything it forked
-    except OSError:
-        pass
-    if pid > 0:
-        os.waitpid(pid, 0)
+    # Kill the program and anything it forked, and reap them all before the next program starts:
+    # until reaped they still count against the uid's RLIMIT_NPROC, and a fork bomb's dying
+    # remnants made the next program's own fork fail (about one batch in ten).
+    group, end = abs(pid), time.monotonic() + 5
+    while time.monotonic() < end:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:  # no process left in the group
+            break
+        try:
+            os.waitpid(-group, 0)
+        except ChildProcessError:  # the rest are not (yet) ours: their parents are dying
+            time.sleep(0.001)
     os.close(r)
     while True:  # reap orphans the kill left behind
         try:

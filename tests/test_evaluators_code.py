@@ -116,6 +116,19 @@ def test_fork_bomb_is_contained():
     assert len(os.listdir("/proc")) < before + 20
 
 
+def test_a_fork_bomb_does_not_starve_the_next_program_in_its_batch():
+    # Its processes count against the batch uid's process limit until reaped; the next program
+    # in the batch must find them gone (before the fix this failed every time, and a program forking
+    # a few processes after a bomb failed about one batch in twenty).
+    bomb = "import os\nwhile True:\n    os.fork()\n"
+    # 28 children at once: with the sandbox runner and the program itself, 30 of the uid's 32 processes
+    forker = ("import os, time\npids = []\nfor _ in range(28):\n    pid = os.fork()\n    if pid == 0:\n"
+              "        time.sleep(0.05)\n        os._exit(0)\n    pids.append(pid)\nfor pid in pids:\n"
+              "    os.waitpid(pid, 0)\n")
+    for _ in range(5):
+        assert [o.passed for o in run_programs([bomb, forker], timeout=2.0, cpu_seconds=2)] == [False, True]
+
+
 def test_escaped_daemon_is_killed():
     source = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    while True:\n        time.sleep(1)\n"
     outcome, _ = _run_one(source)
