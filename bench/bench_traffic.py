@@ -91,9 +91,9 @@ async def bare_sdk(args, url: str, items, spec):
 
     pool = hx.Limits(max_connections=args.inflight, max_keepalive_connections=args.inflight)
     if args.transport == "lean":
-        from benchfill.http import LeanAioHttpClient
+        from benchfill.http import LeanHttpClient
 
-        http = LeanAioHttpClient(max_connections=args.inflight)
+        http = LeanHttpClient(max_connections=args.inflight)
     else:
         http = (openai.DefaultAioHttpClient if args.transport == "aiohttp" else openai.DefaultAsyncHttpxClient)(
             limits=pool)

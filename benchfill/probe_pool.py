@@ -1,8 +1,8 @@
 """Probe calls spread over worker processes, for batches too large for one event loop.
 
-One asyncio loop making probe calls through the openai SDK tops out at about one CPU: the SDK
-spends ~0.7 ms of CPU building each request, so a single process cannot keep more than about a
-thousand requests a second going however many are allowed in flight. ``ProbePool`` starts
+One asyncio loop making probe calls through the openai SDK tops out at about one CPU: building,
+sending and reading each request costs ~0.6 ms of CPU, grading and caching more, so on a loaded
+machine a single process falls behind well before its bound on requests in flight. ``ProbePool`` starts
 ``workers`` processes (``python -m benchfill.probe_pool``), each with its own loop and its own
 ``ProbeHttp`` (the same request and retry code as in-process), and hands each call to the worker
 with the fewest calls outstanding. Each worker keeps its share of every endpoint's bound on

@@ -12,7 +12,7 @@ from test_probes import ITEMS, NO_WAIT, SPEC, YesGrader, expected_correct, panel
 
 from benchfill.config import ProbeConfig
 from benchfill.errors import EndpointError
-from benchfill.http import LeanAioHttpClient
+from benchfill.http import LeanHttpClient
 from benchfill.probes import ProbePanel, RolloutClient, default_workers, sample_seed
 from benchfill.schema import ModelCall
 from benchfill.store import Store
@@ -141,12 +141,12 @@ def test_lean_client_maps_failures_to_the_sdk_errors():
     async def go():
         with LoopbackOpenAI(faults=["timeout"]) as srv:
             client = openai.AsyncOpenAI(base_url=srv.base_url, api_key="EMPTY", max_retries=0, timeout=0.2,
-                                        http_client=LeanAioHttpClient(max_connections=2))
+                                        http_client=LeanHttpClient(max_connections=2))
             body = {"model": "m1", "messages": [{"role": "user", "content": "hi"}]}
             with pytest.raises(openai.APITimeoutError):
                 await client.chat.completions.create(**body)
             refused = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="EMPTY", max_retries=0,
-                                         http_client=LeanAioHttpClient())
+                                         http_client=LeanHttpClient())
             with pytest.raises(openai.APIConnectionError):
                 await refused.models.list()
             with pytest.raises(openai.NotFoundError):  # status errors keep their type and body
@@ -218,7 +218,7 @@ def test_lean_client_leaves_an_auth_flow_to_httpx2():
     import httpx2
 
     async def go(url):
-        client = LeanAioHttpClient()
+        client = LeanHttpClient()
         body = {"model": "m1", "messages": [{"role": "user", "content": "hi"}]}
         req = client.build_request("POST", f"{url}/chat/completions", json=body)
         resp = await client.send(req, auth=httpx2.BasicAuth("user", "pw"))
