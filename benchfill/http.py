@@ -137,7 +137,10 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         self._cancel_timer()
         if self.transport is not None:
-            self.transport.abort()
+            try:
+                self.transport.abort()
+            except RuntimeError:  # its event loop has ended (a client reused across asyncio.run calls)
+                pass
 
     def _check_timeout(self) -> None:
         # Re-armed from the last read rather than on every read: one timer per reply, not per chunk.
@@ -177,6 +180,8 @@ class LeanHttpClient(httpx2.AsyncClient):
         # Nothing of the client's own to merge into each request (the SDK sends its own headers):
         # then build_request can skip httpx2's merging of headers, cookies and query parameters.
         self._plain = not any(kwargs.get(k) for k in ("headers", "cookies", "params", "auth", "base_url"))
+        # A proxy or transport given here is httpx2's to use, for every request.
+        self._passthrough = any(kwargs.get(k) for k in ("proxy", "mounts", "transport"))
         self._max_connections = max_connections
         self._urls: dict[str, httpx2.URL] = {}
         self._direct: dict[tuple[bytes, bytes, int | None], bool] = {}
@@ -212,7 +217,7 @@ class LeanHttpClient(httpx2.AsyncClient):
         key = (url.raw_scheme, url.raw_host, url.port)
         got = self._direct.get(key)
         if got is None:
-            got = url.scheme == "http"
+            got = url.scheme == "http" and not self._passthrough
             if got and self._trust_env:  # a proxy named in the environment is httpx2's to use
                 proxies = urllib.request.getproxies()
                 got = not (proxies.get("http") or proxies.get("all")) or bool(

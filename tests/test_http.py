@@ -272,6 +272,8 @@ def test_https_and_proxied_endpoints_are_left_to_httpx2(monkeypatch):
     assert not fresh._is_direct(httpx2.URL("http://10.0.0.5:8000/v1"))
     assert fresh._is_direct(httpx2.URL("http://gpu-host:8000/v1"))
     assert LeanHttpClient(trust_env=False)._is_direct(httpx2.URL("http://10.0.0.5:8000/v1"))
+    explicit = LeanHttpClient(trust_env=False, proxy="http://proxy.internal:3128")
+    assert not explicit._is_direct(httpx2.URL("http://10.0.0.5:8000/v1"))
 
 
 def test_one_client_serves_successive_event_loops():
@@ -286,6 +288,49 @@ def test_one_client_serves_successive_event_loops():
 
     for _ in range(2):
         assert asyncio.run(both())[1] == 200
+
+
+
+def test_a_connection_still_open_when_its_loop_ended_is_dropped_not_reused():
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def answer(conn):  # replies to each request and never closes: the client must let go
+        buf = b""
+        while data := conn.recv(65536):
+            buf += data
+            while b"\r\n\r\n" in buf:
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                buf = rest[length:]
+                conn.sendall(reply())
+
+    def serve():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    client = LeanHttpClient()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+    async def one():
+        return (await post(client, url)).status_code
+
+    try:
+        assert [asyncio.run(one()) for _ in range(3)] == [200, 200, 200]
+        assert len(accepted) == 3  # one connection per loop; none of an ended loop was written to
+    finally:
+        listener.close()
+        for conn in accepted:
+            conn.close()
 
 
 def test_the_openai_sdk_over_it_gets_typed_results_and_its_own_error_types():
