@@ -168,6 +168,9 @@ class ProbeHttp:
         client = self.clients[(p.base_url, p.api_key_env)]
         url = self.urls[p.base_url]
         payload = {"model": p.model, **{k: v for k, v in body.items() if k != "sample_index"}}
+        # Encoded here, once for every attempt, and handed to the SDK as bytes (which it sends as is):
+        # the same compact UTF-8 JSON its own encoder makes, at a tenth of the CPU.
+        encoded = orjson.dumps(payload)
 
         def on_retry(state) -> None:
             counts.retries += 1
@@ -178,7 +181,7 @@ class ProbeHttp:
             try:
                 # The SDK's generic post (auth, base URL, error mapping) with a raw response: the typed
                 # create() spends ~1 ms per call transforming params and building pydantic objects.
-                raw = await client.post(url, body=payload, cast_to=self._raw, options=self._options)
+                raw = await client.post(url, content=encoded, cast_to=self._raw, options=self._options)
             except Exception as exc:
                 if status_of(exc) in (400, 422) and payload["n"] > 1 and _REFUSES_N.search(str(exc)):
                     raise RefusesN() from exc
