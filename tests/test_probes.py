@@ -252,3 +252,9 @@ def test_request_json_with_a_pre_encoded_prompt_is_the_same_string():
         whole = {"kind": "probe", "endpoint": "http://127.0.0.1:8000/v1", "model": "m", "request": req}
         assert canonical_request("probe", "http://127.0.0.1:8000/v1/", "m", req, plain) == json.dumps(
             whole, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # Repeated scalars are encoded once and remembered: 1, 1.0 and True stay apart, nesting stays exact.
+    for _ in range(2):
+        for value in (1, 1.0, True, None, 0.1 + 0.2, 1e16, "x\u2028é", [1, {"b": 2, "a": 1.0}]):
+            req = {"messages": messages, "temperature": value, "n": 1}
+            plain = json.dumps(req, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            assert request_json(req, {"messages": request_json(messages)}) == plain
