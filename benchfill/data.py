@@ -178,25 +178,45 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    lines = _lines(path)
-    first = next(lines, None)
-    if first is None:
-        raise DataError(f"{path}: no responses (empty file)")
-    header_line, header_text = first
-    header = [h.strip() for h in next(csv.reader([header_text]))]
-    missing = [f for f in RESPONSE_FIELDS if f not in header]
-    if missing:
-        raise DataError(f"{path}:{header_line}: header lacks column {missing[0]!r} (need {','.join(RESPONSE_FIELDS)})")
-    pos = [header.index(f) for f in RESPONSE_FIELDS]
-    width = len(header)
-    for lineno, text in lines:
-        try:
-            fields = next(csv.reader([text]))
-        except csv.Error as exc:
-            raise DataError(f"{path}:{lineno}: malformed CSV ({exc})") from None
-        if len(fields) != width:
-            raise DataError(f"{path}:{lineno}: malformed line: {len(fields)} fields, header has {width}")
-        yield lineno, {f: fields[p].strip() for f, p in zip(RESPONSE_FIELDS, pos, strict=True)}
+    # Records, not lines: a quoted field may hold a line break. Errors name the line a record starts on.
+    try:
+        fh = open(path, encoding="utf-8", newline="")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+    with fh:
+        reader = csv.reader(fh)
+        records = _csv_records(reader, path)
+        first = next(records, None)
+        if first is None:
+            raise DataError(f"{path}: no responses (empty file)")
+        header_line, header = first
+        header = [h.strip() for h in header]
+        missing = [f for f in RESPONSE_FIELDS if f not in header]
+        if missing:
+            raise DataError(f"{path}:{header_line}: header lacks column {missing[0]!r} (need {','.join(RESPONSE_FIELDS)})")
+        pos = [header.index(f) for f in RESPONSE_FIELDS]
+        width = len(header)
+        for lineno, fields in records:
+            if len(fields) != width:
+                hint = " (an unclosed quote?)" if any("\n" in f for f in fields) else ""
+                raise DataError(f"{path}:{lineno}: malformed line: {len(fields)} fields, header has {width}{hint}")
+            yield lineno, {f: fields[p].strip() for f, p in zip(RESPONSE_FIELDS, pos, strict=True)}
+
+
+def _csv_records(reader: Any, path: Path) -> Iterator[tuple[int, list[str]]]:
+    """``(line the record starts on, fields)`` for each record that is not blank."""
+    start = 1
+    try:
+        for fields in reader:
+            lineno, start = start, reader.line_num + 1
+            if any(f.strip() for f in fields):
+                yield lineno, fields
+    except csv.Error as exc:
+        raise DataError(f"{path}:{start}: malformed CSV ({exc})") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a UTF-8 text file") from None
 
 
 def _count(value: Any, name: str, path: Path, lineno: int) -> int:

@@ -78,6 +78,9 @@ def test_item_chance_free_response_is_zero():
         ("model,item_id,correct,trials\n", r"r\.csv: no responses \(empty file\)"),
         ("model,item_id,correct,trials\nA,q,1,2\nA,p,0,1\n", r"r\.csv: responses from 1 model"),
         ("model,item_id,correct,trials\n,q,1,2\n", r"r\.csv:2: empty field 'model'"),
+        ("model,item_id,correct,trials\nA,q,1,2\nB,\"q,1,2\nB,p,1,1\n",
+         r"r\.csv:3: malformed line: 2 fields, header has 4 \(an unclosed quote\?\)"),
+        ('model,item_id,correct,trials\n"A\nwith a break",q,1,2\n\nB,q,3,2\n', r"r\.csv:5: correct \(3\) > trials \(2\)"),
     ],
 )
 def test_bad_csv_gives_one_line_error(tmp_path, text, match):
@@ -85,6 +88,21 @@ def test_bad_csv_gives_one_line_error(tmp_path, text, match):
     with pytest.raises(DataError, match=match) as exc:
         read_responses(f)
     assert "\n" not in str(exc.value)
+
+
+def test_csv_fields_may_hold_quoted_line_breaks_and_blank_lines_are_skipped(tmp_path):
+    f = _write(tmp_path / "r.csv", 'model,item_id,correct,trials\n"org/model\nv2",q1,1,2\n\nB,"q,2",0,1\nB,q1,2,2\n'
+                                    '"org/model\nv2","q,2",1,1\n')
+    m = read_responses(f)
+    assert m.models == ("org/model\nv2", "B") and m.item_ids == ("q1", "q,2")
+    assert m.correct.tolist() == [[1, 1], [2, 0]] and m.trials.tolist() == [[2, 1], [2, 1]]
+
+
+def test_a_csv_that_is_not_utf8_gives_one_line_error(tmp_path):
+    f = tmp_path / "r.csv"
+    f.write_bytes(b"model,item_id,correct,trials\nA,q\xff\xfe,1,2\n")
+    with pytest.raises(DataError, match=r"r\.csv: not a UTF-8 text file"):
+        read_responses(f)
 
 
 def test_bad_jsonl_responses(tmp_path):
