@@ -90,16 +90,21 @@ def post(client: LeanHttpClient, url: str, body: bytes = b'{"q": 1}', **timeouts
     return client.send(req)
 
 
-def test_keep_alive_reuses_one_connection_and_the_request_arrives_intact():
+def exchange(answer, count: int) -> tuple[list[httpx2.Response], Scripted]:
+    """``count`` requests, one after another, through a fresh client to a server answering ``answer``."""
     async def go():
-        async with Scripted(lambda n, c, r: reply(b'{"n": %d}' % n)) as srv:
+        async with Scripted(answer) as srv:
             client = LeanHttpClient()
-            got = [(await post(client, srv.url, b'{"q": %d}' % i)).json()["n"] for i in range(20)]
+            out = [await post(client, srv.url, b'{"q": %d}' % i) for i in range(count)]
             await client.aclose()
-            return got, srv
+            return out, srv
 
-    got, srv = asyncio.run(go())
-    assert got == list(range(1, 21)) and srv.connections == 1
+    return asyncio.run(go())
+
+
+def test_keep_alive_reuses_one_connection_and_the_request_arrives_intact():
+    out, srv = exchange(lambda n, c, r: reply(b'{"n": %d}' % n), 20)
+    assert [r.json()["n"] for r in out] == list(range(1, 21)) and srv.connections == 1
     first = srv.requests[0]
     assert first.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
     assert b"\r\nHost: 127.0.0.1:" in first and first.endswith(b'\r\n\r\n{"q": 0}')
@@ -118,14 +123,7 @@ def test_chunked_gzip_and_read_until_close_bodies_are_decoded():
             return reply(payload, headers=(b"connection: close",), length=False), "close"
         return reply(payload)
 
-    async def go():
-        async with Scripted(answer) as srv:
-            client = LeanHttpClient()
-            out = [await post(client, srv.url) for _ in range(3)]
-            await client.aclose()
-            return out, srv
-
-    out, srv = asyncio.run(go())
+    out, srv = exchange(answer, 3)
     assert all(r.status_code == 200 and r.content == payload for r in out)
     assert "transfer-encoding" not in out[0].headers
     assert srv.connections == 2  # the read-until-close reply ended its connection
@@ -137,15 +135,7 @@ def test_connection_close_is_honoured_and_an_interim_100_is_skipped():
             return reply(headers=(b"connection: close",))
         return b"HTTP/1.1 100 Continue\r\n\r\n" + reply(b'{"n": 2}')
 
-    async def go():
-        async with Scripted(answer) as srv:
-            client = LeanHttpClient()
-            a = await post(client, srv.url)
-            b = await post(client, srv.url)
-            await client.aclose()
-            return a, b, srv
-
-    a, b, srv = asyncio.run(go())
+    (a, b), srv = exchange(answer, 2)
     assert a.json() == {"ok": True} and b.json() == {"n": 2} and srv.connections == 2
 
 
@@ -155,15 +145,7 @@ def test_a_keep_alive_connection_closed_by_the_server_is_retried_once_on_a_new_o
     def answer(n, c, r):
         return "close" if n == 2 else reply(b'{"n": %d}' % n)
 
-    async def go():
-        async with Scripted(answer) as srv:
-            client = LeanHttpClient()
-            a = await post(client, srv.url)
-            b = await post(client, srv.url)
-            await client.aclose()
-            return a, b, srv
-
-    a, b, srv = asyncio.run(go())
+    (a, b), srv = exchange(answer, 2)
     assert a.json() == {"n": 1} and b.json() == {"n": 3} and srv.connections == 2
 
 
