@@ -92,6 +92,10 @@ class _Connection(asyncio.Protocol):
                 + (f" ({type(exc).__name__}: {exc})" if exc else "")))
 
     # -- httptools callbacks ----------------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        if self.waiter is None or self.waiter.done():  # a second reply to one request: never reuse this
+            self.abort()
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name, value))
 
@@ -113,6 +117,7 @@ class _Connection(asyncio.Protocol):
         self._cancel_timer()
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result((self.status, self.headers, b"".join(self.body)))
+            self.headers, self.body = [], []  # what was handed over stays as it is
 
     # -- used by LeanHttpClient -------------------------------------------------------------------
     def request(self, data: bytes, read_timeout: float | None) -> asyncio.Future:

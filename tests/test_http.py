@@ -139,6 +139,15 @@ def test_connection_close_is_honoured_and_an_interim_100_is_skipped():
     assert a.json() == {"ok": True} and b.json() == {"n": 2} and srv.connections == 2
 
 
+def test_a_connection_that_sent_two_replies_to_one_request_is_not_reused():
+    def answer(n, c, r):
+        return reply(b'{"n": %d}' % n) + (reply(b'{"extra": 1}') if n == 1 else b"")
+
+    (a, b), srv = exchange(answer, 2)
+    assert a.json() == {"n": 1} and b.json() == {"n": 2} and srv.connections == 2
+    assert "extra" not in a.text and a.headers["content-length"] == "8"
+
+
 def test_a_keep_alive_connection_closed_by_the_server_is_retried_once_on_a_new_one():
     # The server reads the second request on the reused connection and closes without a reply
     # (its keep-alive timeout struck): the client sends it again on a new connection.
