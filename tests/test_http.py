@@ -352,3 +352,21 @@ def test_the_openai_sdk_over_it_gets_typed_results_and_its_own_error_types():
     assert done.usage.total_tokens == 4 and srv.connections == 1
     assert srv.requests[0].startswith(b"GET /v1/models HTTP/1.1\r\n")
     assert b"authorization: bearer sk-test-not-real" in srv.requests[1].lower()
+
+
+def test_a_proxied_endpoint_goes_through_httpx2_and_its_proxy(monkeypatch):
+    # The scripted server plays the proxy: httpx2 sends it the request in absolute form.
+    for var in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY", "http_proxy"):
+        monkeypatch.delenv(var, raising=False)
+
+    async def go():
+        async with Scripted(lambda n, c, r: reply(b'{"via": "proxy"}')) as proxy:
+            monkeypatch.setenv("HTTP_PROXY", proxy.url)
+            client = LeanHttpClient()
+            got = await post(client, "http://gpu-host.internal:8000")
+            await client.aclose()
+            return got, proxy
+
+    got, proxy = asyncio.run(go())
+    assert got.json() == {"via": "proxy"}
+    assert proxy.requests[0].startswith(b"POST http://gpu-host.internal:8000/v1/chat/completions HTTP/1.1\r\n")
