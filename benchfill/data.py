@@ -140,14 +140,18 @@ def extreme_items(matrix: ResponseMatrix, items: Sequence[dict[str, Any]] | None
 # -- parsing helpers ---------------------------------------------------------------------------
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+def _open_text(path: Path, newline: str | None = None):
+    """``path`` opened as UTF-8 text, or a one-line ``DataError`` saying why it cannot be."""
     try:
-        fh = open(path, encoding="utf-8")
+        return open(path, encoding="utf-8", newline=newline)
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except (IsADirectoryError, PermissionError) as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror})") from None
-    with fh:
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    with _open_text(path) as fh:
         try:
             for lineno, line in enumerate(fh, start=1):
                 if line.strip():
@@ -179,13 +183,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     # Records, not lines: a quoted field may hold a line break. Errors name the line a record starts on.
-    try:
-        fh = open(path, encoding="utf-8", newline="")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except (IsADirectoryError, PermissionError) as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
-    with fh:
+    with _open_text(path, newline="") as fh:
         reader = csv.reader(fh)
         records = _csv_records(reader, path)
         first = next(records, None)
