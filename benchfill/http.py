@@ -32,10 +32,6 @@ import httpx2
 
 __all__ = ["LeanHttpClient"]
 
-# Response headers that describe the framing this client has already undone.
-_FRAMING = (b"transfer-encoding", b"Transfer-Encoding")
-
-
 class _Stale(Exception):
     """A reused keep-alive connection was closed by the server before any byte of the reply."""
 
@@ -103,6 +99,8 @@ class _Connection(asyncio.Protocol):
         self.headers_done = True
         self.status = self.parser.get_status_code()
         names = {k.lower() for k, _ in self.headers}
+        if b"transfer-encoding" in names:  # framing the parser has undone: not the reply's to carry
+            self.headers = [(k, v) for k, v in self.headers if k.lower() != b"transfer-encoding"]
         self.until_close = (b"content-length" not in names and b"transfer-encoding" not in names
                             and self.status >= 200 and self.status not in (204, 304))
 
@@ -264,8 +262,6 @@ class LeanHttpClient(httpx2.AsyncClient):
             finally:
                 self._checkin(origin, conn)
             break
-        if any(k in _FRAMING for k, _ in headers):
-            headers = [(k, v) for k, v in headers if k.lower() != b"transfer-encoding"]
         response = httpx2.Response(status, headers=headers, content=content, request=request)
         response.elapsed = datetime.timedelta(seconds=time.perf_counter() - t0)
         return response
