@@ -90,7 +90,7 @@ def test_rewrite_returns_a_child_in_the_benchmark_fields_and_caches_it(tmp_path,
 
 
 def test_judge_verdicts_follow_the_world_when_the_judge_is_perfect(tmp_path, items):
-    w = world(items, judge_recall=1.0, judge_fpr=0.0, invalid_rate=0.5)
+    w = world(items, rewriter_knobs={"judge_recall": 1.0, "judge_fpr": 0.0, "invalid_base": 0.5, "invalid_slope": 0.0})
     with SimServer(w) as srv:
         store, stats = Store(tmp_path / "s.db"), LLMStats()
         seen = set()

@@ -1,5 +1,5 @@
-"""Simulated rewriter and judge through real litellm: difficulty moves toward the target with slope
-alpha, invalid children at the configured rate, the judge's recall and false-positive rate, and a
+"""Simulated rewriter and judge through real litellm: the kind rewriter moves difficulty toward the
+target with its share, invalid children at the configured rate, the judge's recall and false-positive rate, and a
 children registry that survives a server restart."""
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ async def judge_all(srv: SimServer, children: list[dict], n: int) -> list[list[s
     return await asyncio.gather(*(one(c) for c in children))
 
 
-def test_rewriter_moves_difficulty_toward_target_with_slope_alpha(items):
-    world = make_world(items, alpha=0.6, sigma=0.35, invalid_rate=0.2)
+def test_kind_rewriter_moves_difficulty_toward_target_with_its_share(items):
+    world = make_world(items, rewriter="kind", rewriter_knobs={"share": 0.6, "noise": 0.35, "invalid_base": 0.2})
     rng = random.Random(0)
     jobs = [(rng.choice(items), rng.uniform(0, 1), k) for k in range(240)]
     with SimServer(world) as srv:
@@ -87,7 +87,7 @@ def test_rewriter_moves_difficulty_toward_target_with_slope_alpha(items):
 
 
 def test_invalid_child_states_a_wrong_answer_that_correct_probes_miss(items):
-    world = make_world(items[:6], invalid_rate=1.0)
+    world = make_world(items[:6], rewriter_knobs={"invalid_base": 1.0})
     with SimServer(world) as srv:
         child = child_of(asyncio.run(rewrite_all(srv, [(items[0], 0.5, 1)]))[0])
     truth = world.lookup(child["problem"])
@@ -98,7 +98,7 @@ def test_invalid_child_states_a_wrong_answer_that_correct_probes_miss(items):
 
 
 def test_judge_recall_and_false_positive_rate(items):
-    world = make_world(items, invalid_rate=0.5, judge_recall=0.8, judge_fpr=0.1)
+    world = make_world(items, rewriter_knobs={"invalid_base": 0.5, "invalid_slope": 0.0, "judge_recall": 0.8, "judge_fpr": 0.1})
     with SimServer(world) as srv:
         children = [child_of(r) for r in asyncio.run(rewrite_all(srv, [(it, 0.5, s) for it in items
                                                                          for s in range(3)]))]

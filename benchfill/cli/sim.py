@@ -29,15 +29,33 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--latency-jitter-ms", type=float, default=0.0)
     serve.add_argument("--fault-rate", type=float, default=0.0, help="share of attempts answered with a fault")
     serve.add_argument("--retry-after-s", type=float, default=1.0, help="Retry-After sent with simulated 429s")
-    serve.add_argument("--alpha", type=float, default=0.7, help="rewriter sensitivity to the target")
-    serve.add_argument("--sigma", type=float, default=0.35, help="rewriter noise (logits)")
-    serve.add_argument("--invalid-rate", type=float, default=0.15)
-    serve.add_argument("--judge-recall", type=float, default=0.9)
-    serve.add_argument("--judge-fpr", type=float, default=0.05)
+    add_rewriter_arguments(serve)
     serve.add_argument("--rewriter-malformed-rate", type=float, default=0.0)
     serve.add_argument("--state", help="JSONL registry of generated children (kept across restarts)")
     serve.add_argument("--api-key-env", help="require 'Authorization: Bearer $VAR' (the key is read from this env var)")
     serve.set_defaults(func=serve_cmd)
+
+
+def add_rewriter_arguments(parser: Any) -> None:
+    """The simulated rewriter and judge (docs/sim-rewriter.md), shared by ``sim serve`` and ``run``."""
+    g = parser.add_argument_group("simulated rewriter and judge (docs/sim-rewriter.md)")
+    g.add_argument("--rewriter", choices=("kind", "realistic", "hostile"), default=None,
+                   help="preset of the simulated rewriter's sense of difficulty (default realistic)")
+    g.add_argument("--rewriter-knobs", metavar="K=V,...",
+                   help="override knobs of the preset, e.g. 'bias=0.1,share=0.4,noise=0.8,anchor=0'")
+    g.add_argument("--invalid-rate", type=float, help="share of invalid children at no change (knob invalid_base)")
+    g.add_argument("--judge-recall", type=float, help="share of invalid children the judge catches")
+    g.add_argument("--judge-fpr", type=float, help="share of valid children the judge rejects")
+
+
+def rewriter_knobs(args: argparse.Namespace) -> dict[str, float]:
+    from benchfill.sim.rewriter import parse_knobs
+
+    knobs = parse_knobs(getattr(args, "rewriter_knobs", None))
+    for flag, knob in (("invalid_rate", "invalid_base"), ("judge_recall", "judge_recall"), ("judge_fpr", "judge_fpr")):
+        if getattr(args, flag, None) is not None:
+            knobs[knob] = getattr(args, flag)
+    return knobs
 
 
 _DEFAULT_FIELDS = {"math": ("problem", "answer"), "multiple_choice": ("question", "answer"),
@@ -94,8 +112,7 @@ def serve_cmd(args: argparse.Namespace) -> int:
     items, fields, matrix = _benchmark_inputs(args)
     world = World.from_items(
         items, **fields, matrix=matrix, n_probes=args.probes, seed=args.seed, state_path=args.state,
-        alpha=args.alpha, sigma=args.sigma, invalid_rate=args.invalid_rate, judge_recall=args.judge_recall,
-        judge_fpr=args.judge_fpr, rewriter_malformed_rate=args.rewriter_malformed_rate,
+        rewriter=args.rewriter, rewriter_knobs=rewriter_knobs(args), rewriter_malformed_rate=args.rewriter_malformed_rate,
         latency_ms=args.latency_ms, latency_jitter_ms=args.latency_jitter_ms, fault_rate=args.fault_rate,
         retry_after_s=args.retry_after_s, api_key=api_key,
     )
@@ -107,7 +124,8 @@ def serve_cmd(args: argparse.Namespace) -> int:
         raise ConfigError(f"sim serve: --port {args.port}: cannot bind {HOST}:{args.port} ({exc.strerror})") from None
     port = sock.getsockname()[1]
     sock.listen(2048)  # connections queue from the moment the URL is printed
-    print(f"benchfill sim (SIMULATED world, seed {args.seed}, truth from {world.latent_origin}): "
+    print(f"benchfill sim (SIMULATED world, seed {args.seed}, truth from {world.latent_origin}, "
+          f"rewriter {world.rewriter_preset}): "
           f"{len(items)} items, {len(world.abilities)} probes, rewriter {world.rewriter_model}, "
           f"judge {world.judge_model}", flush=True)
     print(f"serving http://{HOST}:{port}/v1", flush=True)

@@ -11,6 +11,7 @@ import random
 from typing import Any
 
 from benchfill.sim import texts
+from benchfill.sim.rewriter import anchored_aim, shown_references
 from benchfill.sim.world import SimItem, World
 
 UNKNOWN_REPLY = "I am not able to solve this problem."
@@ -58,24 +59,58 @@ def rewrite(world: World, prompt: str, prompt_hash: str, seed: int | None, n: in
     if parent_fields is None or world.text_field not in parent_fields or target is None:
         return ["I need a <parent> item (JSON) and a <target_difficulty> to rewrite toward."] * n
     try:
-        z_target = float(target.strip()) / 10.0
+        asked = float(target.strip()) / 10.0
     except ValueError:
         return [f"The target difficulty {target.strip()!r} is not a number."] * n
     parent = world.lookup(str(parent_fields[world.text_field]))
+    refs = _perceived_references(world, prompt)
     replies = []
     for i in range(n):
-        child = make_child(world, parent_fields, parent, z_target, world.rng("rewrite", prompt_hash, seed, i))
+        child = make_child(world, parent_fields, parent, asked, world.rng("rewrite", prompt_hash, seed, i), refs)
         body = json.dumps(child.fields, ensure_ascii=False)
         replies.append(texts.malformed_child(body) if malformed[i] else texts.child_reply(body))
     return replies
 
 
-def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, z_target: float,
-               rng: random.Random) -> SimItem:
-    """z_child = z_parent + alpha (z_target - z_parent), plus noise sigma on the logit scale."""
-    z_parent = world.to_z(parent.difficulty) if parent is not None else 0.5
-    b = world.from_z(z_parent + world.alpha * (z_target - z_parent)) + world.sigma * rng.gauss(0.0, 1.0)
-    valid = rng.random() >= world.invalid_rate
+def _perceived_references(world: World, prompt: str) -> list[tuple[float, float]]:
+    """(stated z, perceived z) of the references the prompt shows that the rewriter can read: it
+    knows the items it is shown (as a model reads them), so it looks them up to see how it sees them."""
+    if world.rewriter.anchor <= 0:
+        return []
+    out = []
+    for stated, fields in shown_references(prompt):
+        item = world.lookup(str(fields.get(world.text_field, "")))
+        if item is not None:
+            out.append((stated, world.perceived_z(item)))
+    return out
+
+
+def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, asked: float,
+               rng: random.Random, refs: list[tuple[float, float]] | None = None) -> SimItem:
+    """The child's true difficulty from what the rewriter perceives (docs/sim-rewriter.md).
+
+    aim = the asked number read on the rewriter's distorted scale, pulled toward its perception of
+    the references that bracket it; the child moves a share of the perceived distance from the
+    parent, then noise and drift on the logit scale. The kind preset reduces this to
+    z_child = z_parent + 0.7 (z_target - z_parent) + N(0, 0.35 logits)."""
+    m = world.rewriter
+    aim, _weight = anchored_aim(m, asked, refs or [])
+    if parent is not None:
+        z_parent = world.to_z(parent.difficulty)
+        seen_parent = world.perceived_z(parent)
+    else:  # a parent the world never made: the rewriter has nothing but the ask to go on
+        z_parent, seen_parent = 0.5, aim
+    move = aim - seen_parent
+    # (a draw only where there is a spread, so the kind preset keeps the first world's stream)
+    share = max(0.0, min(1.5, m.share + m.share_sd * rng.gauss(0.0, 1.0))) if m.share_sd else m.share
+    spread = m.noise
+    if move < 0:  # making an item easier is the less reliable direction
+        share *= m.easier_share
+        spread *= m.easier_noise
+    z_meant = m.unperceive(m.perceive(z_parent) + share * move)
+    b = world.from_z(z_meant) + m.drift + spread * rng.gauss(0.0, 1.0)
+    p_invalid = min(m.invalid_max, m.invalid_base + m.invalid_slope * abs(move))
+    valid = rng.random() >= p_invalid
     child = dict(fields)
     for stale in ("solution", "url", "answer_index"):  # they describe the parent, not the child
         child.pop(stale, None)

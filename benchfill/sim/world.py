@@ -21,6 +21,7 @@ from benchfill.errors import ConfigError
 from benchfill.matrix import ResponseMatrix
 from benchfill.sim import texts
 from benchfill.sim.latent import draw_latent, probe_names
+from benchfill.sim.rewriter import DEFAULT_PRESET, RewriterModel, rewriter_model
 
 DEFAULT_FAULT_MIX = {"429": 0.4, "500": 0.3, "timeout": 0.15, "malformed": 0.15}
 
@@ -48,11 +49,9 @@ class World:
     abilities: dict[str, float]  # probe name -> theta
     b_min: float  # the ORIGINAL items' latent range: the z scale
     b_max: float
-    alpha: float = 0.7
-    sigma: float = 0.35  # rewriter noise on the logit scale (sigma_z = sigma / (b_max - b_min))
-    invalid_rate: float = 0.15
-    judge_recall: float = 0.9
-    judge_fpr: float = 0.05
+    # The rewriter's sense of difficulty and the judge's skill (benchfill/sim/rewriter.py).
+    rewriter: RewriterModel = field(default_factory=lambda: rewriter_model(DEFAULT_PRESET))
+    rewriter_preset: str = DEFAULT_PRESET
     rewriter_malformed_rate: float = 0.0
     latency_ms: float = 0.0
     latency_jitter_ms: float = 0.0
@@ -86,19 +85,33 @@ class World:
         n_probes: int = 12,
         seed: int = 0,
         state_path: str | Path | None = None,
+        rewriter: str | RewriterModel | None = None,
+        rewriter_knobs: dict[str, float] | None = None,
         **knobs: Any,
     ) -> World:
-        """A world over ``items``; truth from a fit of ``matrix`` when given, else a seeded draw."""
+        """A world over ``items``; truth from a fit of ``matrix`` when given, else a seeded draw.
+
+        ``rewriter`` names a preset (``kind``, ``realistic``, ``hostile``) or gives a model;
+        ``rewriter_knobs`` override single knobs of it (judge_recall and judge_fpr among them)."""
         if evaluator not in texts.EVALUATORS:
             raise ConfigError(f"sim: evaluator {evaluator!r} not simulated; use one of {', '.join(texts.EVALUATORS)}")
         if not items:
             raise ConfigError("sim: no items to build a world from")
         if n_probes < 1:
             raise ConfigError(f"sim: n_probes must be >= 1, got {n_probes}")
-        for name in ("alpha", "invalid_rate", "judge_recall", "judge_fpr", "fault_rate", "rewriter_malformed_rate"):
+        for name in ("fault_rate", "rewriter_malformed_rate"):
             v = knobs.get(name)
-            if v is not None and not (0.0 <= v <= 1.0 or name == "alpha"):
+            if v is not None and not 0.0 <= v <= 1.0:
                 raise ConfigError(f"sim: {name} must lie in [0, 1], got {v}")
+        rewriter_knobs = dict(rewriter_knobs or {})
+        for name, knob in (("judge_recall", "judge_recall"), ("judge_fpr", "judge_fpr"), ("invalid_rate", "invalid_base")):
+            if knobs.get(name) is not None:  # the first world's keywords, kept as shorthands
+                rewriter_knobs[knob] = knobs.pop(name)
+            knobs.pop(name, None)
+        model = rewriter_model(rewriter, **rewriter_knobs)
+        preset = rewriter if isinstance(rewriter, str) else (DEFAULT_PRESET if rewriter is None else "custom")
+        if rewriter_knobs:
+            preset += "+" + ",".join(f"{k}={v:g}" for k, v in sorted(rewriter_knobs.items()))
         ids = [str(it.get("id", k)) for k, it in enumerate(items)]
         latent = draw_latent(ids, n_probes=n_probes, seed=seed, matrix=matrix)
         names = probe_names(n_probes)
@@ -113,6 +126,8 @@ class World:
             state_path=Path(state_path) if state_path else None,
             source_models={n: m for n, m in zip(names, latent.source_models, strict=True) if m},
             latent_origin=latent.origin,
+            rewriter=model,
+            rewriter_preset=preset,
             **knobs,
         )
         for item_id, it, b in zip(ids, items, latent.difficulty, strict=True):
@@ -162,6 +177,20 @@ class World:
     def true_z(self, item_id_or_text: str) -> float:
         """Latent difficulty normalized by the ORIGINAL items' latent min and max (not clipped)."""
         return self.to_z(self.true_difficulty(item_id_or_text))
+
+    @property
+    def judge_recall(self) -> float:
+        return self.rewriter.judge_recall
+
+    @property
+    def judge_fpr(self) -> float:
+        return self.rewriter.judge_fpr
+
+    def perceived_z(self, item: SimItem) -> float:
+        """Where the rewriter sees ``item``: its distortion of the true z plus a fixed per-item error."""
+        m = self.rewriter
+        error = m.perception_noise * self.rng("perceive", item.key).gauss(0.0, 1.0) if m.perception_noise else 0.0
+        return m.perceive(self.to_z(item.difficulty), error)
 
     def is_valid(self, item_id_or_text: str) -> bool:
         item = self.lookup(item_id_or_text)
