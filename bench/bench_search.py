@@ -1,32 +1,35 @@
-"""BenchFill vs the best-of-N baseline vs the oracle, and adaptive vs fixed annotation (issue 4).
+"""BenchFill against the budget-matched baseline and the oracle, swept over the simulated rewriter.
 
-Each difficulty set is served by the simulated world (in-process, loopback) whose truth comes
-from a MAP fit of a real response matrix in the shared data (the demo ships its own). Sets with
-responses but no item texts get invented demo-style math problems (benchfill.demo templates) at
-the fitted difficulties; large sets are subsampled (seeded) and the output says so. Everything
-goes through the real clients: litellm for rewriter and judge, the openai SDK for probe rollouts,
-each cached in a store shared by the strategies of one set (so the panel's rollouts on the
-benchmark are paid once per set; every strategy's spend counts cache hits as paid).
+The search's claim rests on a rewriter that is no kinder than a real LLM, so this sweeps it
+(docs/sim-rewriter.md): the three presets (kind, realistic, hostile) on every difficulty set, and a
+grid over the rewriter's bias (drift, logits), mean response share, noise, and references on/off on
+the quick sets. Every cell runs several seeds; each seed builds its world, fits the benchmark from the
+probe panel's rollouts, picks the top-3 gaps, and runs, paired on that world:
 
-Per set and on average it prints: top-3 gap sum reduction (annotated, and with the world's true
-difficulties), target deviation annotated / confirmed / true, annotation and confirmation
-rollouts, model calls. "True" places a child's latent difficulty on the run's fitted scale by the
-linear map fitted-b ~ true-b over the benchmark's items (the fit's scale is the truth's up to
-location and spread). The baseline gets, per gap, the rounds BenchFill used (Appendix E.1).
+  benchfill          the defaults (adaptive annotation, target steering, confirmation)
+  benchfill/nosteer  no steering (posterior selection kept)
+  benchfill/paper    the paper's protocol: no steering, the child with the least annotated deviation
+  baseline           best-of-N uniform parents, no references, on the rounds benchfill used per gap
+  oracle             the midpoint of the then-largest gap, three times (an upper bound, no search)
 
-    python bench/bench_search.py            # all sets (~10 min on 2 busy cores)
-    python bench/bench_search.py --quick    # demo + two small sets, fewer items
+"true" figures place the world's latent difficulty of each chosen item on the run's fitted scale
+(benchfill.sim.truth, the same map as the run report), next to the benchmark items' fitted z.
+The search talks to the world in-process (benchfill.sim.direct: the product's prompts and parsers,
+the world's roles, no HTTP), which is what makes hundreds of cells affordable on two cores.
+
+    python bench/bench_search.py --quick    # presets on the quick sets, a reduced grid (< 15 min)
+    python bench/bench_search.py            # presets on all sets, the full grid on the quick sets
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +39,11 @@ sys.path.insert(0, str(ROOT))
 
 SETS = ("demo", "aime25", "humaneval", "mbpp", "livecodebench-codegen", "cruxeval-output", "chembench")
 QUICK_SETS = ("demo", "aime25", "humaneval")
+STRATEGIES = ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline", "oracle")
 K = 3
+# The grid around the realistic preset: drift (the bias references cannot cancel), share, noise, references.
+GRID = {"drift": (-1.0, 0.0, 1.0), "share": (0.25, 0.6), "noise": (0.4, 1.0), "anchor": (0.5, 0.0)}
+QUICK_GRID = {"drift": (-1.0, 1.0), "share": (0.25,), "noise": (1.0,), "anchor": (0.5, 0.0)}
 
 
 def shared_data() -> Path:
@@ -94,215 +101,224 @@ def invent_items(item_ids, seed: int) -> list[dict]:
 
 
 @dataclass
-class Row:
-    set: str
-    strategy: str
-    reduction: float
-    reduction_true: float
-    dev_ann: float
-    dev_conf: float
+class Outcome:
+    """One strategy on one (cell, set, seed)."""
+
+    red_true: float
+    red_conf: float
+    red_ann: float
     dev_true: float
-    rollouts: int  # annotation
-    confirm_rollouts: int
-    model_calls: int
-    children: int  # annotated children
-    rounds: float
-    bias_before: float = float("nan")  # mean | annotated dev - true dev | of the chosen items
-    bias_after: float = float("nan")  # same with the confirmed difficulty
-    agg_before: float = float("nan")  # mean annotated dev - mean true dev (signed: the winner's curse)
-    agg_after: float = float("nan")  # mean confirmed dev - mean true dev
-    zerr_before: float = float("nan")  # mean |annotated z - true z| of the chosen items
-    zerr_after: float = float("nan")  # mean |confirmed z - true z|
-    stops: dict = field(default_factory=dict)
-    search_stops: dict = field(default_factory=dict)
+    rollouts: int  # annotation + confirmation
+    calls: int  # rewriter + judge
+    filled: int  # gaps whose chosen item's true z lies inside the gap
+    steer_shift: float = 0.0
 
 
-async def run_set(name: str, bench, opts, work: Path) -> list[Row]:
+@dataclass
+class Cell:
+    label: str  # the rewriter configuration
+    set: str
+    seeds: list[int] = field(default_factory=list)
+    out: dict[str, list[Outcome]] = field(default_factory=dict)
+
+
+async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int) -> dict[str, Outcome]:
     from benchfill import coverage
+    from benchfill.irt import fit as irt_fit
     from benchfill.search import SearchSettings, baseline_search, benchfill_search, oracle_fill
+    from benchfill.search.annotate import Annotator
     from benchfill.search.loop import GapSearch
-    from benchfill.search.traffic import open_backend
-    from benchfill.store import Store
+    from benchfill.search.services import Probe
+    from benchfill.search.traffic import _stack, anchor_items
+    from benchfill.sim import World
+    from benchfill.sim.direct import WorldServices
+    from benchfill.sim.truth import true_scale
 
-    run_dir = work / name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    store = Store(run_dir / "store.db")
-    rows: list[Row] = []
-    try:
-        async with open_backend(opts, bench, store, run_dir) as backend:
-            fit, _ = await backend.fit_benchmark()
-            z = np.asarray(fit.z, dtype=float)
-            ids = list(fit.item_ids)
-            ann = backend.annotator
-            world = backend.world
-            # The world's truth on the fitted scale: fitted b ~ a + c * true b over the benchmark's items.
-            b_fit = np.asarray(fit.difficulty, dtype=float)
-            b_true = np.array([world.true_difficulty(i) for i in ids])
-            c, a = np.polyfit(b_true, b_fit, 1)
+    spec = bench.spec
+    world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
+                             answer_field=spec.answer_field, matrix=bench.matrix, seed=seed,
+                             rewriter=preset, rewriter_knobs=knobs)
+    services = WorldServices(world, spec, seed)
+    # As a run does: the panel's rollouts join the given matrix on anchor items (all items without one).
+    anchors = bench.items if bench.matrix is None else anchor_items(bench.matrix, bench.items)
+    panel = services.panel_matrix(anchors)
+    matrix = panel if bench.matrix is None else _stack(bench.matrix, panel)
+    fit = irt_fit(matrix, engine="map", seed=seed)
+    ability = dict(zip(fit.models, np.asarray(fit.ability, dtype=float), strict=True))
+    probes = [Probe(p, ability[p], 8) for p in world.probes]
+    chance = float(np.median(fit.chance)) if len(fit.chance) else 0.0
+    ids = list(fit.item_ids)
+    z = np.asarray(fit.z, dtype=float)
+    by_id = {it["id"]: it for it in bench.items}
+    items = {i: by_id[i] for i in ids if i in by_id}
+    z_of = {i: float(v) for i, v in zip(ids, z, strict=True) if i in by_id}
+    gaps = coverage.gaps(z, k=K, item_ids=ids)
+    before = coverage.top_k_gap_sum(z, K)
+    scale = true_scale(world, fit)
 
-            def true_z(b: float | None) -> float | None:
-                return None if b is None else ann.to_z(a + c * b)
+    def red(zs: list[float]) -> float:
+        return 1 - coverage.top_k_gap_sum(np.concatenate([z, zs]), K) / before if zs else 0.0
 
-            chosen_gaps = coverage.gaps(z, k=K, item_ids=ids)
-            by_id = {it["id"]: it for it in bench.items}
-            items = {i: by_id[i] for i in ids if i in by_id}
-            z_of = {i: float(v) for i, v in zip(ids, z, strict=True) if i in by_id}
-            settings = SearchSettings(opts.rounds, opts.parents, opts.children, opts.references, opts.tolerance)
-            before = coverage.top_k_gap_sum(z, K)
+    async def strategy(label: str, rounds_matched=None):
+        ann = Annotator(services, probes, chance, fit.b_min, fit.b_max, "adaptive")
+        settings = SearchSettings(rounds=rounds, steering=label == "benchfill",
+                                  selection="closest" if label in ("benchfill/paper", "baseline") else "posterior")
+        gs = [GapSearch(g, gap.left, gap.right, items, z_of) for g, gap in enumerate(gaps)]
+        if label == "baseline":
+            res = await asyncio.gather(*(baseline_search(s, services, ann, settings, seed=seed,
+                                                         rounds_matched=rounds_matched[s.gap_index]) for s in gs))
+        else:
+            res = await asyncio.gather(*(benchfill_search(s, services, ann, settings, seed=seed) for s in gs))
+        for r in res:  # confirmation, as a run does it: fresh rollouts on the chosen child
+            if r.chosen is not None:
+                c = r.chosen
+                c.confirmation = await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}",
+                                                   c.annotation.difficulty)
+                r.spend.rollouts += c.confirmation.rollouts
+        return res
 
-            async def strategy(label: str, protocol: str, rounds_matched=None):
-                ann.protocol = protocol
-                backend.services.phase = "annotate"
-                gs = [GapSearch(g, gap.left, gap.right, items, z_of) for g, gap in enumerate(chosen_gaps)]
-                if label == "baseline":
-                    res = await asyncio.gather(*(
-                        baseline_search(s, backend.services, ann, settings, rounds_matched=rounds_matched[s.gap_index],
-                                        seed=opts.seed) for s in gs))
-                else:
-                    res = await asyncio.gather(*(
-                        benchfill_search(s, backend.services, ann, settings, seed=opts.seed) for s in gs))
-                await asyncio.gather(*(backend.confirm(r) for r in res if r.chosen is not None))
-                backend.services.phase = "annotate"
-                return res
-
-            results = {}
-            results["benchfill/fixed"] = await strategy("benchfill", "fixed")
-            results["benchfill/adaptive"] = await strategy("benchfill", "adaptive")
-            matched = {r.gap_index: r.rounds_used for r in results["benchfill/adaptive"]}
-            results["baseline/adaptive"] = await strategy("baseline", "adaptive", matched)
-            for label, res in results.items():
-                rows.append(summarize(name, label, res, z, before, true_z))
-            added = oracle_fill(z, K)
-            red = 1 - coverage.top_k_gap_sum(np.concatenate([z, added]), K) / before
-            rows.append(Row(name, "oracle", red, red, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0))
-    finally:
-        store.close()
-    return rows
-
-
-def summarize(name: str, label: str, res, z: np.ndarray, before: float, true_z) -> Row:
-    from benchfill.coverage import top_k_gap_sum
-
-    chosen = [r.chosen for r in res if r.chosen is not None]
-    targets = [r.target_z for r in res if r.chosen is not None]
-    ann_z = [c.annotation.z for c in chosen]
-    conf_z = [c.confirmation.z if c.confirmation else c.annotation.z for c in chosen]
-    tz = [true_z(c.true_difficulty) for c in chosen]
-    dev = lambda zs: float(np.mean([abs(v - t) for v, t in zip(zs, targets, strict=True)])) if zs else float("nan")  # noqa: E731
-    red = lambda zs: 1 - top_k_gap_sum(np.concatenate([z, zs]), K) / before if zs else 0.0  # noqa: E731
-    annotated = [c for r in res for c in r.children if c.annotation is not None]
-    stops: dict[str, int] = {}
-    for c in annotated:
-        stops[c.annotation.stop] = stops.get(c.annotation.stop, 0) + 1
-    ann_ro = sum(c.annotation.rollouts for c in annotated)
-    conf_ro = sum(c.confirmation.rollouts for c in chosen if c.confirmation)
-    devs_t = [abs(v - t) for v, t in zip(tz, targets, strict=True)]
-    bias_b = np.mean([abs(abs(v - t) - d) for v, t, d in zip(ann_z, targets, devs_t, strict=True)]) if chosen else np.nan
-    bias_a = np.mean([abs(abs(v - t) - d) for v, t, d in zip(conf_z, targets, devs_t, strict=True)]) if chosen else np.nan
-    zerr = lambda zs: float(np.mean([abs(v - t) for v, t in zip(zs, tz, strict=True)])) if zs else float("nan")  # noqa: E731
-    search_stops: dict[str, int] = {}
-    for r in res:
-        search_stops[r.stop or "-"] = search_stops.get(r.stop or "-", 0) + 1
-    return Row(name, label, red(ann_z), red(tz), dev(ann_z), dev(conf_z), dev(tz), ann_ro, conf_ro,
-               sum(r.spend.model_calls for r in res), len(annotated), float(np.mean([r.rounds_used for r in res])),
-               float(bias_b), float(bias_a), dev(ann_z) - dev(tz), dev(conf_z) - dev(tz), zerr(ann_z), zerr(conf_z),
-               stops, search_stops)
-
-
-def print_table(rows: list[Row]) -> None:
-    head = (f"{'set':<24}{'strategy':<20}{'top3 red':>9}{'(true)':>8}{'dev ann':>9}{'dev conf':>9}{'dev true':>9}"
-            f"{'rollouts':>9}{'confirm':>8}{'calls':>7}{'children':>9}{'ro/child':>9}{'rounds':>7}")
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        per = r.rollouts / r.children if r.children else 0.0
-        print(f"{r.set:<24}{r.strategy:<20}{r.reduction:>9.3f}{r.reduction_true:>8.3f}{r.dev_ann:>9.4f}"
-              f"{r.dev_conf:>9.4f}{r.dev_true:>9.4f}{r.rollouts:>9d}{r.confirm_rollouts:>8d}{r.model_calls:>7d}"
-              f"{r.children:>9d}{per:>9.1f}{r.rounds:>7.1f}")
-
-
-def averages(rows: list[Row]) -> list[Row]:
-    out = []
-    for label in dict.fromkeys(r.strategy for r in rows):
-        rs = [r for r in rows if r.strategy == label]
-
-        def m(f: str, rs: list[Row] = rs) -> float:
-            vals = [getattr(r, f) for r in rs if not np.isnan(getattr(r, f))]
-            return float(np.mean(vals)) if vals else float("nan")
-
-        out.append(Row("MEAN", label, m("reduction"), m("reduction_true"), m("dev_ann"), m("dev_conf"),
-                       m("dev_true"), int(round(m("rollouts"))), int(round(m("confirm_rollouts"))),
-                       int(round(m("model_calls"))), int(round(m("children"))), m("rounds"),
-                       m("bias_before"), m("bias_after"), m("agg_before"), m("agg_after"), m("zerr_before"),
-                       m("zerr_after"), _sum_counts(r.stops for r in rs), _sum_counts(r.search_stops for r in rs)))
+    out: dict[str, Outcome] = {}
+    results = {s: await strategy(s) for s in ("benchfill", "benchfill/nosteer", "benchfill/paper")}
+    matched = {r.gap_index: r.rounds_used for r in results["benchfill"]}
+    results["baseline"] = await strategy("baseline", matched)
+    for label, res in results.items():
+        chosen = [(r, r.chosen) for r in res if r.chosen is not None]
+        true_z = [scale.z(world.true_difficulty(str(c.item[spec.text_field]))) for _, c in chosen]
+        conf_z = [c.confirmation.z for _, c in chosen]
+        ann_z = [c.annotation.z for _, c in chosen]
+        devs = [abs(t - r.target_z) for (r, _), t in zip(chosen, true_z, strict=True)]
+        # a gap with no valid child: the worst a gap can do is to stay open, counted at half its width
+        devs += [(r.right - r.left) / 2 for r in res if r.chosen is None]
+        shifts = [r.steering["mean_shift"] for r in res if r.steering]
+        out[label] = Outcome(red(true_z), red(conf_z), red(ann_z), float(np.mean(devs)),
+                             sum(r.spend.rollouts for r in res), sum(r.spend.model_calls for r in res),
+                             sum(r.left < t < r.right for (r, _), t in zip(chosen, true_z, strict=True)),
+                             float(np.mean(shifts)) if shifts else 0.0)
+    r = red(oracle_fill(z, K))
+    out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
 
 
-def _sum_counts(dicts) -> dict:
-    out: dict[str, int] = {}
-    for d in dicts:
-        for k, v in d.items():
-            out[k] = out.get(k, 0) + v
-    return dict(sorted(out.items()))
+def run_cell(label: str, preset: str, knobs: dict, set_name: str, bench, seeds: list[int], rounds: int) -> Cell:
+    cell = Cell(label, set_name, list(seeds))
+    for seed in seeds:
+        got = asyncio.run(run_seed(bench, preset, knobs, seed, rounds))
+        for k, v in got.items():
+            cell.out.setdefault(k, []).append(v)
+    return cell
+
+
+def _ms(vals) -> str:
+    a = np.asarray(vals, dtype=float)
+    return f"{a.mean():.3f}±{a.std(ddof=1) if a.size > 1 else 0.0:.3f}"
+
+
+def print_cells(cells: list[Cell]) -> None:
+    head = (f"{'rewriter':<34}{'set':<22}{'strategy':<18}{'top3 red (true)':>16}{'/oracle':>8}{'true dev':>14}"
+            f"{'conf red':>9}{'rollouts':>9}{'calls':>7}{'in gap':>7}{'shift':>7}")
+    print(head)
+    print("-" * len(head))
+    for c in cells:
+        orc = np.mean([o.red_true for o in c.out["oracle"]])
+        for s in STRATEGIES:
+            o = c.out[s]
+            share = np.mean([x.red_true for x in o]) / orc if orc > 0 else float("nan")
+            print(f"{c.label:<34}{c.set:<22}{s:<18}{_ms([x.red_true for x in o]):>16}{share:>8.2f}"
+                  f"{_ms([x.dev_true for x in o]):>14}{np.mean([x.red_conf for x in o]):>9.3f}"
+                  f"{np.mean([x.rollouts for x in o]):>9.0f}{np.mean([x.calls for x in o]):>7.0f}"
+                  f"{np.mean([x.filled for x in o]):>7.2f}{np.mean([x.steer_shift for x in o]):>7.3f}")
+
+
+def paired(cells: list[Cell]) -> list[tuple[Cell, np.ndarray, np.ndarray, bool]]:
+    """Per cell: benchfill - baseline, paired by seed, for true deviation and true top-3 reduction."""
+    rows = []
+    for c in cells:
+        d_dev = np.array([a.dev_true - b.dev_true for a, b in zip(c.out["benchfill"], c.out["baseline"], strict=True)])
+        d_red = np.array([a.red_true - b.red_true for a, b in zip(c.out["benchfill"], c.out["baseline"], strict=True)])
+        rows.append((c, d_dev, d_red, d_dev.mean() <= 0 and d_red.mean() >= 0))
+    return rows
+
+
+def print_paired(cells: list[Cell]) -> None:
+    print("\nbenchfill (defaults) - baseline, paired by seed: mean [min, max] over seeds; "
+          "holds = deviation no larger and reduction no smaller on average")
+    head = f"{'rewriter':<34}{'set':<22}{'d true dev':>26}{'d top3 red (true)':>26}{'calls bf/bl':>13}{'holds':>7}"
+    print(head)
+    print("-" * len(head))
+    for c, d_dev, d_red, ok in paired(cells):
+        calls = f"{np.mean([o.calls for o in c.out['benchfill']]):.0f}/{np.mean([o.calls for o in c.out['baseline']]):.0f}"
+        print(f"{c.label:<34}{c.set:<22}{d_dev.mean():>+9.4f} [{d_dev.min():+.3f},{d_dev.max():+.3f}]"
+              f"{d_red.mean():>+9.4f} [{d_red.min():+.3f},{d_red.max():+.3f}]{calls:>13}{'yes' if ok else 'NO':>7}")
+    n_ok = sum(ok for *_, ok in paired(cells))
+    print(f"holds in {n_ok} of {len(cells)} cells")
+
+
+def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
+    print("\nMean true deviation from the target (mean over sets and seeds), by rewriter:")
+    print(f"{'rewriter':<34}{'benchfill':>12}{'nosteer':>12}{'paper':>12}{'baseline':>12}")
+    for label in dict.fromkeys(c.label for c in cells):
+        cs = [c for c in cells if c.label == label]
+        devs = [np.mean([o.dev_true for c in cs for o in c.out[s]])
+                for s in ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline")]
+        print(f"{label:<34}{''.join(f'{d:>12.4f}' for d in devs)}")
+    print("\nShare of the oracle's true top-3 reduction, mean over sets (min set), by rewriter:")
+    print(f"{'rewriter':<34}{'benchfill':>20}{'nosteer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}")
+    for label in dict.fromkeys(c.label for c in cells):
+        cs = [c for c in cells if c.label == label]
+        parts = []
+        for s in ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline"):
+            shares = [np.mean([o.red_true for o in c.out[s]]) / np.mean([o.red_true for o in c.out["oracle"]])
+                      for c in cs]
+            parts.append(f"{np.mean(shares):.2f} ({min(shares):.2f})")
+        per_gap = np.mean([o.rollouts / K for c in cs for o in c.out["benchfill"]])
+        print(f"{label:<34}{''.join(f'{p:>20}' for p in parts)}{per_gap:>14.0f}")
+    if rollouts_ref:
+        kind = [o.rollouts / K for c in cells if c.label == "preset kind" for o in c.out["benchfill"]]
+        if kind:
+            print(f"kind: {np.mean(kind):.0f} rollouts per gap vs {rollouts_ref:.0f} before this change "
+                  f"(ratio {np.mean(kind) / rollouts_ref:.2f}; bar 1.20)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smoke run: 3 sets, 60 items each, 4 rounds")
-    ap.add_argument("--sets", nargs="*", help=f"subset of {', '.join(SETS)}")
-    ap.add_argument("--max-items", type=int, help="subsample larger sets to this many items (default 150)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="presets on the quick sets, a reduced grid")
+    ap.add_argument("--sets", nargs="*", help=f"difficulty sets for the presets (of {', '.join(SETS)})")
+    ap.add_argument("--presets", nargs="*", default=["kind", "realistic", "hostile"])
+    ap.add_argument("--no-grid", action="store_true", help="presets only")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per cell (paired across strategies)")
+    ap.add_argument("--max-items", type=int, help="subsample larger sets to this many items (default 150, quick 60)")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--rollouts-ref", type=float,
+                    help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    from benchfill.run import RunOptions
-    from benchfill.search import ConfirmSettings, SearchSettings
-
-    conf = ConfirmSettings()
-
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
-    opts = RunOptions(benchmark=None, gaps=K, seed=args.seed, backend="sim", progress=False,
-                      rounds=4 if args.quick else 8)
-    print(f"bench_search: sim world, seed {args.seed}, top-{K} gaps, T={opts.rounds} R={opts.parents} "
-          f"C={opts.children} L={opts.references} tol={opts.tolerance}, {opts.sim_probes} probes x 8 trials "
-          f"(fixed = {opts.sim_probes * 8} rollouts/child); adaptive stops also when the best child is within "
-          f"{SearchSettings().indistinct:g} se of the target; confirmation = fresh seed, informative probes, "
-          f"z se <= {conf.z_se} or {conf.cap(opts.sim_probes * 8)} rollouts")
-    rows: list[Row] = []
+    seeds = list(range(args.seeds))
+    grid = QUICK_GRID if args.quick else GRID
+    print(f"bench_search: top-{K} gaps, T={args.rounds} R=4 C=4 L=16, 12 probes x 8 trials, adaptive annotation "
+          f"+ confirmation; seeds {seeds}; sets {', '.join(sets)} (max {max_items} items)", flush=True)
     t_all = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="bench_search_") as tmp:
-        for name in sets:
-            bench, note = load_set(name, max_items, args.seed)
-            t0 = time.perf_counter()
-            got = asyncio.run(run_set(name, bench, replace(opts, benchmark=name), Path(tmp)))
-            rows += got
-            print(f"[{name}: {note}; {time.perf_counter() - t0:.0f} s]", file=sys.stderr, flush=True)
+    benches = {}
+    for name in dict.fromkeys([*sets, *QUICK_SETS]):
+        benches[name] = load_set(name, max_items, 0)
+    jobs = [(f"preset {p}", p, {}, s) for p in args.presets for s in sets]
+    if not args.no_grid:
+        for combo in itertools.product(*grid.values()):
+            knobs = dict(zip(grid, combo, strict=True))
+            label = "drift{drift:+g} share{share:g} noise{noise:g} refs {r}".format(
+                **knobs, r="on" if knobs["anchor"] > 0 else "off")
+            jobs += [(label, "realistic", knobs, s) for s in QUICK_SETS]
+    cells = []
+    for i, (label, preset, knobs, s) in enumerate(jobs, 1):
+        t0 = time.perf_counter()
+        cells.append(run_cell(label, preset, knobs, s, benches[s][0], seeds, args.rounds))
+        print(f"[{i}/{len(jobs)}] {label} on {s} ({benches[s][1]}): {time.perf_counter() - t0:.0f} s",
+              file=sys.stderr, flush=True)
     print()
-    print_table(rows + averages(rows))
-    mean = {r.strategy: r for r in averages(rows)}
-    fx, ad, bl, orc = (mean.get(k) for k in ("benchfill/fixed", "benchfill/adaptive", "baseline/adaptive", "oracle"))
-    print("\nAnnotation, fixed vs adaptive (BenchFill, mean over sets; same seeds, same worlds):")
-    print(f"{'':<34}{'fixed':>10}{'adaptive':>10}{'ratio':>8}")
-    for lab, f in (("rollouts per child", lambda r: r.rollouts / max(r.children, 1)),
-                   ("annotation rollouts per gap", lambda r: r.rollouts / K),
-                   ("+ confirmation, per gap", lambda r: (r.rollouts + r.confirm_rollouts) / K),
-                   ("rounds per gap", lambda r: r.rounds),
-                   ("true deviation", lambda r: r.dev_true),
-                   ("annotated deviation", lambda r: r.dev_ann),
-                   ("confirmed deviation", lambda r: r.dev_conf)):
-        print(f"{lab:<34}{f(fx):>10.4f}{f(ad):>10.4f}{f(fx) / max(f(ad), 1e-12):>8.2f}")
-    print(f"  search stops: fixed {fx.search_stops}, adaptive {ad.search_stops}")
-    print(f"  adaptive annotation stops: {ad.stops}")
-    print("\nConfirmation (chosen items; fresh rollouts on the most informative probes until z se <= "
-          f"{conf.z_se} or {conf.max_budgets:g} fixed budgets):")
-    print(f"  {'':<20}{'mean dev - mean true dev':>28}{'mean |z - true z|':>22}{'mean ||dev| - true dev|':>26}")
-    for r in (fx, ad, bl):
-        print(f"  {r.strategy:<20}{r.agg_before:>+13.4f} -> {r.agg_after:>+9.4f}{r.zerr_before:>11.4f} -> "
-              f"{r.zerr_after:.4f}{r.bias_before:>15.4f} -> {r.bias_after:.4f}")
-    print(f"\nTop-3 gap sum reduction (true difficulties): benchfill {ad.reduction_true:.3f}, baseline "
-          f"{bl.reduction_true:.3f}, oracle {orc.reduction_true:.3f}  (annotated: {ad.reduction:.3f}, "
-          f"{bl.reduction:.3f}, {orc.reduction:.3f}); true deviation benchfill {ad.dev_true:.4f} vs baseline "
-          f"{bl.dev_true:.4f}")
-    print(f"total {time.perf_counter() - t_all:.0f} s")
+    print_cells(cells)
+    print_paired(cells)
+    print_summary(cells, args.rollouts_ref)
+    print(f"\ntotal {time.perf_counter() - t_all:.0f} s")
 
 
 if __name__ == "__main__":

@@ -143,6 +143,7 @@ async def execute(opts: RunOptions) -> Path:
                 ))
                 if opts.confirm:
                     await asyncio.gather(*(backend.confirm(r) for r in results if r.chosen is not None))
+                backend.attach_truth(results)
                 for r in results:
                     _record_gap_done(store, r)
         write_report(run_dir, opts=opts, run_id=run_id_for(opts), bench=bench, fit=fit, gaps=chosen_gaps,
@@ -259,8 +260,15 @@ def _record_gap_done(store, result) -> None:
         state.status = "done"
         state.rounds_used = result.rounds_used
         state.chosen_id = result.chosen.item_id if result.chosen else None
-        state.state_json = json.dumps({"memory": result.memory, "spend": result.spend.to_dict()})
+        state.state_json = json.dumps({"memory": result.memory, "spend": result.spend.to_dict(),
+                                       "steering": result.steering})
         s.add(state)
+        for c in result.children:  # the simulated world's truth, fetched after the search
+            if c.true_difficulty is not None:
+                row = s.get(Candidate, c.item_id)
+                if row is not None and row.true_difficulty != c.true_difficulty:
+                    row.true_difficulty = c.true_difficulty
+                    s.add(row)
         if result.chosen is not None:
             row = s.get(Candidate, result.chosen.item_id)
             if row is not None:

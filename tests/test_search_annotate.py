@@ -72,8 +72,10 @@ def _gap_search(protocol: str, seed: int, settings: SearchSettings | None = None
 
 
 def test_adaptive_spends_three_times_fewer_rollouts_per_gap_at_comparable_true_deviation():
-    fixed = [_gap_search("fixed", s) for s in range(10)]
-    adaptive = [_gap_search("adaptive", s) for s in range(10)]
+    # The annotation protocols alone, under the paper's search (no steering, least annotated deviation).
+    paper = SearchSettings(steering=False, selection="closest")
+    fixed = [_gap_search("fixed", s, paper) for s in range(10)]
+    adaptive = [_gap_search("adaptive", s, paper) for s in range(10)]
     assert np.mean([r.per_child for r in fixed]) == 13 * 8
     assert np.mean([r.per_child for r in fixed]) / np.mean([r.per_child for r in adaptive]) >= 3.0
     # Per gap (what a run pays), not only per child: adaptive searches may run more rounds.

@@ -75,19 +75,39 @@ def _setup(protocol="fixed", seed=0):
     return world, gap, ann
 
 
+def _true_z(world, item_id):
+    return (world.b[item_id] - B_MIN) / (B_MAX - B_MIN)
+
+
 def test_search_moves_toward_the_target_and_selects_the_closest_valid_child():
+    """The paper's protocol: no steering, the child with the least annotated deviation."""
     world, gap, ann = _setup()
-    res = asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=4), seed=1))
+    settings = SearchSettings(rounds=4, steering=False, selection="closest")
+    res = asyncio.run(benchfill_search(gap, world, ann, settings, seed=1))
     assert res.chosen is not None and res.chosen.valid
     dev = abs(res.chosen.annotation.z - gap.target_z)
     assert dev == min(c.deviation(gap.target_z) for c in res.children if c.valid)
     # The gap was 0.4 wide; the chosen child must sit well inside it, truly too.
     assert dev < 0.05
-    assert abs(res.chosen.true_z - gap.target_z) < 0.08
+    assert abs(_true_z(world, res.chosen.item_id) - gap.target_z) < 0.08
+    assert all(c.ask == gap.target_z for c in res.children)  # never steered
     assert res.spend.rewriter_calls == world.calls["rewrite"] == 16 * res.rounds_used
     assert res.spend.rollouts == world.calls["rollouts"]
     # Invalid children never reach annotation.
     assert all(c.annotation is None for c in res.children if c.verdict and not c.verdict.valid)
+
+
+def test_default_search_steers_and_lands_inside_the_gap():
+    world, gap, ann = _setup()
+    res = asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=4), seed=1))
+    assert res.chosen is not None and res.chosen.valid
+    assert abs(res.chosen.annotation.z - gap.target_z) < 0.05
+    assert abs(_true_z(world, res.chosen.item_id) - gap.target_z) < 0.08
+    # This toy rewriter moves 0.6 of the way from the parent, so once children are annotated the
+    # search asks past the target (on the far side from the parent) instead of at it.
+    assert res.steering["steered"] and res.steering["points"] > 0
+    later = [c for c in res.children if c.round > 1]
+    assert later and any(abs(c.ask - gap.target_z) > 0.01 for c in later)
 
 
 def test_search_stops_early_at_the_tolerance():

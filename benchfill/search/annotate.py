@@ -216,6 +216,13 @@ class Annotator:
             return 0.0
         return min(ann.z_se, self._fixed_se(ann.difficulty))
 
+    def resolution_or_se(self, ann: Annotation) -> float:
+        """The annotation's z standard error, never tighter than the fixed protocol's; a child with
+        no finite estimate gets a wide one (it still says the child landed far off)."""
+        if "no_finite_mle" in ann.flags or not math.isfinite(ann.z_se):
+            return 0.25
+        return max(ann.z_se, 1e-3)
+
     def _fixed_se(self, b: float) -> float:
         """The z standard error the fixed protocol would reach for an item at ``b``."""
         from benchfill.irt import item_information

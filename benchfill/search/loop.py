@@ -21,6 +21,7 @@ from typing import Any
 from benchfill.search.annotate import Annotation, Annotator
 from benchfill.search.memory import Memory, MemoryEntry
 from benchfill.search.services import Reference, SearchServices, Spend, Verdict
+from benchfill.search.steering import Steering
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,13 @@ class SearchSettings:
     # width): a weak panel (few probes, few trials) cannot place a child inside the gap at all, and
     # stopping there would hand back an item that fills nothing.
     indistinct_max_se: float = 1.0
+    # Target steering (benchfill/search/steering.py): ask the rewriter for what its learned response
+    # maps onto the target, with references around that ask. False keeps the paper's protocol.
+    steering: bool = True
+    # How the chosen child is picked: "posterior" (least expected squared deviation, the annotation
+    # shrunk toward where the learned response says a child of that parent and ask lands) or
+    # "closest" (the paper's: least annotated deviation, which the winner's curse favours).
+    selection: str = "posterior"
 
 
 @dataclass
@@ -55,6 +63,8 @@ class Child:
     true_z: float | None = None
     near_duplicate: dict[str, Any] | None = None
     confirmation: Annotation | None = None  # fresh rollouts on the selected child
+    ask: float | None = None  # the difficulty the rewriter was asked for (the target, or a steered ask)
+    parent_z: float | None = None  # the parent's z when it was chosen
 
     @property
     def valid(self) -> bool:
@@ -92,6 +102,7 @@ class GapResult:
     spend: Spend
     memory: list[list[Any]] = field(default_factory=list)
     stop: str = ""  # why the search ended: "tolerance", "indistinct" or "rounds"
+    steering: dict[str, Any] | None = None  # the learned response and how far it moved the asks
 
     @property
     def deviations_by_round(self) -> dict[int, list[float]]:
@@ -126,19 +137,25 @@ async def benchfill_search(
     children: list[Child] = []
     rounds_used = 0
     stop = "rounds"
+    # The learned response is kept whether or not it steers: the posterior selection uses it too.
+    response = Steering()
+    steering = response if settings.steering else None
+    choose = _chooser(settings, response, annotator)
     for t in range(1, settings.rounds + 1):
         rounds_used = t
         parents = memory.parents(settings.parents)
-        refs = [Reference(items[e.item_id], e.z, e.item_id) for e in memory.references(settings.references)]
         # A child matters only if it could beat what the previous rounds already found.
         margin = min((c.deviation(target) for c in children if c.valid), default=(gap.right - gap.left) / 2)
-        jobs = [
-            _make_child(
-                gap, services, annotator, spend, seed, "benchfill", t, pi, ci, p, items[p.item_id], refs, margin, check_child
-            )
-            for pi, p in enumerate(parents)
-            for ci in range(settings.children)
-        ]
+        jobs = []
+        for pi, p in enumerate(parents):
+            ask = steering.ask(target, p.z, p.item_id) if steering else target
+            refs = [Reference(items[e.item_id], e.z, e.item_id)
+                    for e in memory.references(settings.references, around=ask)]
+            jobs += [
+                _make_child(gap, services, annotator, spend, seed, "benchfill", t, pi, ci, p, items[p.item_id], refs,
+                            margin, check_child, ask=ask)
+                for ci in range(settings.children)
+            ]
         made = await asyncio.gather(*jobs)
         for child in made:  # in (parent, child) order, never completion order
             children.append(child)
@@ -146,9 +163,11 @@ async def benchfill_search(
                 items[child.item_id] = child.item
             if child.valid:
                 memory.add(MemoryEntry(child.item_id, child.annotation.z, "generated", child.ancestor_id))
+                response.observe(child.parent_z, child.ask, child.annotation.z,
+                                 annotator.resolution_or_se(child.annotation), child.parent_id)
             if on_child:
                 on_child(gap.gap_index, child, target)
-        best_child = select_closest(children, target)
+        best_child = choose(children, target)
         best = best_child.deviation(target) if best_child else math.inf
         if on_round:
             on_round(gap.gap_index, t, memory, spend, best)
@@ -159,8 +178,8 @@ async def benchfill_search(
             stop = "indistinct"
             break
     return GapResult(
-        gap.gap_index, gap.left, gap.right, target, "benchfill", children, select_closest(children, target),
-        rounds_used, spend, memory.to_json(), stop,
+        gap.gap_index, gap.left, gap.right, target, "benchfill", children, choose(children, target),
+        rounds_used, spend, memory.to_json(), stop, {**response.summary(), "steered": settings.steering},
     )
 
 
@@ -177,6 +196,44 @@ def _indistinct(
     if resolution > settings.indistinct_max_se * (right - left):
         return False
     return best.deviation(target_z) <= settings.indistinct * resolution
+
+
+def _chooser(settings: SearchSettings, response: Steering, annotator: Annotator):
+    if settings.selection == "closest":
+        return select_closest
+    if settings.selection != "posterior":
+        from benchfill.errors import ConfigError
+
+        raise ConfigError(f"selection: unknown rule {settings.selection!r} (choose from posterior, closest)")
+
+    def choose(children: list[Child], target_z: float) -> Child | None:
+        return select_posterior(children, target_z, response, annotator)
+
+    return choose
+
+
+def select_posterior(children: list[Child], target_z: float, response: Steering, annotator: Annotator) -> Child | None:
+    """The valid child with the least expected squared deviation from the target.
+
+    Each child's annotated z (standard error se) is combined with a normal prior at where the
+    learned response says a child of its parent and ask lands (spread: the response's residual sd),
+    so a child that looks on target only because few rollouts placed it there is pulled back
+    toward where children like it land, and an imprecise one pays for its variance. Ties by id."""
+    valid = [c for c in children if c.valid]
+    if not valid:
+        return None
+    _, _, tau = response.response()
+    tau2 = max(tau, 0.02) ** 2
+
+    def loss(c: Child) -> tuple[float, str]:
+        se2 = annotator.resolution_or_se(c.annotation) ** 2
+        prior = (response.predict(c.parent_z, c.ask, c.parent_id) if c.parent_z is not None and c.ask is not None
+                 else target_z)
+        m = (c.annotation.z / se2 + prior / tau2) / (1 / se2 + 1 / tau2)
+        v = 1 / (1 / se2 + 1 / tau2)
+        return (m - target_z) ** 2 + v, c.item_id
+
+    return min(valid, key=loss)
 
 
 def select_closest(children: list[Child], target_z: float) -> Child | None:
@@ -207,12 +264,14 @@ async def _make_child(
     refs: list[Reference],
     margin: float,
     check_child: Callable[[Child], None] | None,
+    ask: float | None = None,
 ) -> Child:
     cid = child_id(strategy, gap.gap_index, rnd, parent_index, child_index)
     key = f"s{seed}:{cid}"
-    child = Child(cid, parent.item_id, parent.ancestor_id or parent.item_id, rnd, None)
+    ask = gap.target_z if ask is None else ask
+    child = Child(cid, parent.item_id, parent.ancestor_id or parent.item_id, rnd, None, ask=ask, parent_z=parent.z)
     spend.rewriter_calls += 1
-    item = await services.rewrite(parent_item, gap.target_z, refs, key)
+    item = await services.rewrite(parent_item, ask, refs, key)
     if item is None:
         spend.failures += 1
         child.flags.append("rewrite_failed")
@@ -226,12 +285,6 @@ async def _make_child(
     child.annotation = await annotator.annotate(cid, item, key, gap.target_z, margin)
     spend.rollouts += child.annotation.rollouts
     child.flags.extend(f for f in child.annotation.flags if f not in child.flags)
-    truth = getattr(services, "true_difficulty", None)
-    if truth is not None:
-        b = truth(cid)
-        if b is not None:
-            child.true_difficulty = float(b)
-            child.true_z = annotator.to_z(float(b))
     if check_child:
         check_child(child)
     return child

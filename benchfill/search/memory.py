@@ -47,14 +47,16 @@ class Memory:
         """At most ``r`` entries closest to the target (line 7)."""
         return sorted(self.entries, key=lambda e: (abs(e.z - self.target_z), e.item_id))[:r]
 
-    def references(self, budget: int) -> list[MemoryEntry]:
+    def references(self, budget: int, around: float | None = None) -> list[MemoryEntry]:
         """Up to ``budget`` entries: half the nearest below the target, the rest the nearest above (line 8).
 
-        When one side runs short the other side fills the remaining places, so the
+        ``around`` centres them elsewhere (a steered ask), so that they bracket what the rewriter is
+        asked for. When one side runs short the other side fills the remaining places, so the
         rewriter still sees as much local context as the memory holds.
         """
-        below = sorted((e for e in self.entries if e.z < self.target_z), key=lambda e: (self.target_z - e.z, e.item_id))
-        above = sorted((e for e in self.entries if e.z >= self.target_z), key=lambda e: (e.z - self.target_z, e.item_id))
+        c = self.target_z if around is None else around
+        below = sorted((e for e in self.entries if e.z < c), key=lambda e: (c - e.z, e.item_id))
+        above = sorted((e for e in self.entries if e.z >= c), key=lambda e: (e.z - c, e.item_id))
         half = budget // 2
         take_below = min(len(below), max(half, budget - len(above)))
         take_above = min(len(above), budget - take_below)

@@ -31,7 +31,6 @@ class TrafficServices:
     def __init__(self, config, spec, store, rollout_client, seed: int, world=None):
         self.config, self.spec, self.store, self.rc, self.seed, self.world = config, spec, store, rollout_client, seed, world
         self.phase = "annotate"
-        self.texts: dict[str, str] = {}  # child id -> text, for the simulated world's truth
         from benchfill.llm import LLMStats
 
         self.llm_stats = LLMStats()
@@ -48,7 +47,6 @@ class TrafficServices:
         if not res:  # a counted failure: the replies stayed unreadable after the repairs allowed
             return None
         child = {k: v for k, v in res.child.items() if k != "id"}
-        self.texts[child_id] = str(child.get(self.spec.text_field, ""))
         return {**child, "id": child_id}
 
     async def judge(self, child: dict[str, Any], key: str) -> Verdict:
@@ -72,16 +70,6 @@ class TrafficServices:
         other = copy.copy(self)
         other.phase = phase
         return other
-
-    def true_difficulty(self, item_id: str) -> float | None:
-        """Simulated world only: the child's latent difficulty, found by its text."""
-        if self.world is None or item_id not in self.texts:
-            return None
-        text = self.texts[item_id]
-        try:
-            return float(self.world.true_difficulty(text))
-        except KeyError:
-            return None
 
 
 class Backend:
@@ -193,6 +181,23 @@ class Backend:
         c.confirmation = await confirmer.confirm(c.item_id, c.item, f"confirm:s{self.opts.seed}:{c.item_id}",
                                                  c.annotation.difficulty)
         result.spend.rollouts += c.confirmation.rollouts
+
+    def attach_truth(self, results: list[GapResult]) -> None:
+        """Simulated runs only, after the search: every child's latent difficulty from the world,
+        and its z on this run's fitted scale (benchfill.sim.truth), where the report compares it
+        with the benchmark items' fitted z. Nothing the search decided ever saw these."""
+        if self.world is None or self.fit is None:
+            return
+        from benchfill.sim.truth import true_scale
+
+        scale = true_scale(self.world, self.fit)
+        field = self.bench.spec.text_field
+        for r in results:
+            for c in r.children:
+                item = self.world.lookup(str((c.item or {}).get(field, ""))) if c.item else None
+                if item is not None:
+                    c.true_difficulty = float(item.difficulty)
+                    c.true_z = scale.z(item.difficulty)
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": self.name, "probe_panel": [p.name for p in self.config.probes],

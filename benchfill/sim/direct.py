@@ -1,0 +1,82 @@
+"""The simulated world answering the search in-process: same prompts, same roles, no HTTP.
+
+``bench/bench_search.py`` sweeps the simulated rewriter over hundreds of (preset, knob, set, seed)
+cells; through the loopback server each cell would spend most of its time in HTTP, litellm and
+the store, none of which decides how well the search does. Here the product's own prompt templates
+and parsers (benchfill.prompts) talk to the world's own role functions (benchfill.sim.roles), so
+every rewrite reads the same prompt, references included, and every child is the same kind of
+item. What is skipped: the transport, the call cache and the evaluators. A probe's answer is graded
+as the evaluators grade the world's replies (math, multiple choice, code): correct only when it
+gives the answer the item states, so a wrong-key child earns nothing from any probe.
+The run pipeline and the tests keep using the real server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from benchfill.search.services import Reference, Verdict, derive_seed
+from benchfill.sim import roles
+from benchfill.sim.world import World
+
+
+class WorldServices:
+    """``SearchServices`` over a ``World`` in-process."""
+
+    def __init__(self, world: World, spec, seed: int) -> None:
+        self.world, self.spec, self.seed = world, spec, seed
+        self.rollout_count = 0
+
+    async def rewrite(self, parent: dict[str, Any], target_z: float, references: list[Reference], key: str):
+        from benchfill import prompts
+
+        child_id = key.split(":", 1)[1]
+        shown = {k: v for k, v in parent.items() if k != "id"}
+        refs = [({k: v for k, v in r.item.items() if k != "id"}, r.z) for r in references]
+        prompt = prompts.format_rewriter_prompt(shown, target_z, refs, self.spec)
+        reply = roles.rewrite(self.world, prompt, _hash(prompt), derive_seed(self.seed, "rewrite", key), 1, [False])[0]
+        try:
+            child = prompts.parse_child(reply, required=[self.spec.text_field, self.spec.answer_field])
+        except prompts.MalformedReply:
+            return None
+        return {**{k: v for k, v in child.items() if k != "id"}, "id": child_id}
+
+    async def judge(self, child: dict[str, Any], key: str) -> Verdict:
+        from benchfill import prompts
+
+        prompt = prompts.format_judge_prompt({k: v for k, v in child.items() if k != "id"}, self.spec)
+        reply = roles.judge(self.world, prompt, _hash(prompt), derive_seed(self.seed, "judge", key), 1)[0]
+        valid, reason = prompts.parse_verdict(reply)
+        return Verdict(bool(valid), str(reason), self.world.judge_model)
+
+    async def rollouts(self, item_id: str, item: dict[str, Any], probe: str, n: int, key: str) -> int:
+        return self.graded(item, probe, n, derive_seed(self.seed, "probe", key))
+
+    def graded(self, item: dict[str, Any], probe: str, n: int, seed: int) -> int:
+        sim = self.world.lookup(str(item.get(self.spec.text_field, "")))
+        self.rollout_count += n
+        if sim is None or not sim.valid:
+            return 0  # unknown to the world, or its stated answer is wrong: no reply matches the key
+        p = self.world.p_correct(probe, sim)
+        return sum(self.world.uniform(probe, sim.key, seed, i) < p for i in range(n))
+
+    def panel_matrix(self, items: list[dict[str, Any]], trials: int = 8):
+        """The probe panel's graded rollouts on ``items`` (the benchmark phase of a run)."""
+        from benchfill.matrix import ResponseMatrix
+
+        probes = self.world.probes
+        seed = derive_seed(self.seed, "benchmark")
+        correct = np.array([[self.graded(it, p, trials, seed) for it in items] for p in probes], dtype=np.int64)
+        chance = np.array([self.world.lookup(str(it[self.spec.text_field])).chance for it in items])
+        return ResponseMatrix(tuple(probes), tuple(str(it["id"]) for it in items), correct,
+                              np.full_like(correct, trials), chance, "probe rollouts (in-process sim)")
+
+
+def _hash(prompt: str) -> str:
+    return hashlib.blake2b(prompt.encode(), digest_size=12).hexdigest()
+
+
+__all__ = ["WorldServices"]
