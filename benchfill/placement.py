@@ -179,21 +179,22 @@ def servers(cfg: Config, port_base: int = 8000, env: Mapping[str, str] = os.envi
     by_model: dict[str, list] = {}
     for p in cfg.probes:
         by_model.setdefault(p.model, []).append(p)
+    ports = {}
+    for model, probes in by_model.items():
+        parts = urlsplit(probes[0].base_url)
+        if parts.hostname not in ("127.0.0.1", "localhost", "0.0.0.0", None) and not parts.port:
+            raise ConfigError(f"probes.{probes[0].name}.base_url: {probes[0].base_url} names no port for a "
+                              "local vllm server")
+        ports[model] = parts.port or port_base + len(ports)
+    if len(set(ports.values())) != len(ports):
+        raise ConfigError("probes: two served models share a port; give each probe its own base_url port")
     out = []
     for model, probes in by_model.items():
-        first = probes[0]
-        parts = urlsplit(first.base_url)
-        if parts.hostname not in ("127.0.0.1", "localhost", "0.0.0.0", None) and not parts.port:
-            raise ConfigError(f"probes.{first.name}.base_url: {first.base_url} names no port for a local vllm server")
-        port = parts.port or port_base + len(out)
         trials = max(p.trials for p in probes)
         mml = max(p.max_prompt_tokens + p.max_tokens for p in probes)
         seqs = max(max(p.concurrency * p.trials for p in probes), 16)
-        out.append(_sized(model, [p.name for p in probes], port, first.api_key_env, seqs, mml, trials,
-                          first.gpu_memory_gb, env))
-    ports = [s.port for s in out]
-    if len(set(ports)) != len(ports):
-        raise ConfigError("probes: two served models share a port; give each probe its own base_url port")
+        out.append(_sized(model, [p.name for p in probes], ports[model], probes[0].api_key_env, seqs, mml, trials,
+                          probes[0].gpu_memory_gb, env))
     return out
 
 
@@ -296,13 +297,21 @@ class Plan:
 
 
 def plan(servers_: list[Server], gpus: list[Gpu]) -> Plan:
-    """Best-fit decreasing: the largest server first, onto the GPU(s) with the least room that still fits.
-
-    A server that fits no single GPU takes the smallest tensor-parallel size (a power of two dividing
-    its attention heads) that fits. A panel that cannot fit is refused with one line saying by how much.
+    """Largest server first, each onto the GPU(s) with the most room (spreading the servers gives each more
+    KV cache and compute); if that leaves a server out, again onto the GPU(s) with the least room that
+    still fits (best fit packs tighter). A server that fits no single GPU takes the smallest
+    tensor-parallel size (a power of two dividing its attention heads) that fits.
+    A panel that fits neither way is refused with one line saying by how much.
     """
     if not gpus:
         raise ConfigError("no GPU to plan for (CUDA_VISIBLE_DEVICES hides them all?)")
+    try:
+        return _place(servers_, gpus, spread=True)
+    except ConfigError:
+        return _place(servers_, gpus, spread=False)
+
+
+def _place(servers_: list[Server], gpus: list[Gpu], spread: bool) -> Plan:
     room = {g.index: g.cap_m for g in gpus}
     total = {g.index: g.total_gib for g in gpus}
     order = sorted(range(len(servers_)), key=lambda i: -servers_[i].per_gpu_gib(1))
@@ -311,7 +320,8 @@ def plan(servers_: list[Server], gpus: list[Gpu]) -> Plan:
         s = servers_[i]
         tps = [t for t in (1, 2, 4, 8, 16) if t <= len(gpus) and (t == 1 or not s.heads or s.heads % t == 0)]
         for tp in tps:
-            chosen, need_m = _fit(room, {g: math.ceil(1000 * s.per_gpu_gib(tp) / total[g]) for g in room}, tp)
+            need = {g: math.ceil(1000 * s.per_gpu_gib(tp) / total[g]) for g in room}
+            chosen, need_m = _fit(room, need, tp, spread)
             if chosen:
                 for g in chosen:
                     room[g] -= need_m
@@ -326,13 +336,14 @@ def plan(servers_: list[Server], gpus: list[Gpu]) -> Plan:
     return Plan(gpus, [placed[i] for i in range(len(servers_))])
 
 
-def _fit(room: dict[int, int], need: dict[int, int], tp: int) -> tuple[tuple[int, ...], int]:
-    """The tp GPUs with the least room that still fits, all at one share (vLLM takes one value)."""
+def _fit(room: dict[int, int], need: dict[int, int], tp: int, spread: bool) -> tuple[tuple[int, ...], int]:
+    """tp GPUs that fit, all at one share (vLLM takes one value): the roomiest, or the tightest fits."""
+    sign = -1 if spread else 1
     if tp == 1:
-        fits = sorted((room[g] - need[g], g) for g in room if need[g] <= room[g])
+        fits = sorted((sign * (room[g] - need[g]), g) for g in room if need[g] <= room[g])
         return ((fits[0][1],), need[fits[0][1]]) if fits else ((), 0)
     for level in sorted(set(need.values())):  # on GPUs of different sizes the smallest GPU sets the share
-        fits = sorted((room[g] - level, g) for g in room if need[g] <= level <= room[g])
+        fits = sorted((sign * (room[g] - level), g) for g in room if need[g] <= level <= room[g])
         if len(fits) >= tp:
             return tuple(sorted(g for _, g in fits[:tp])), level
     return (), 0
