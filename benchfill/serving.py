@@ -153,10 +153,12 @@ stop_all() { trap - INT TERM EXIT; [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>
 trap 'stop_all' EXIT
 trap 'echo "stopping ${#pids[@]} servers" >&2; exit 130' INT TERM
 
-ready() {  # port model key-variable
+ready() {  # port model key-variable: /health answers and /v1/models lists the model
+  local body
   curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$1/health" || return 1
-  printf 'header = "Authorization: Bearer %s"\n' "${!3:-}" \
-    | curl -sf --max-time 5 --config - "http://127.0.0.1:$1/v1/models" | grep -qF "\"id\":\"$2\""
+  body=$(printf 'header = "Authorization: Bearer %s"\n' "${!3:-}" \
+         | curl -sf --max-time 5 --config - "http://127.0.0.1:$1/v1/models") || return 1
+  [[ $body == *"\"$2\""* ]]
 }
 
 wait_for() {  # pid port model key-variable log started

@@ -30,6 +30,7 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--port-base", type=int, default=8000, help="first port when a probe URL names none")
     serve.add_argument("--log-dir", default="vllm-logs", help="one log per server (default ./vllm-logs)")
     serve.add_argument("--wait", type=float, default=1800.0, help="seconds each server may take to be ready")
+    serve.add_argument("--poll", type=float, default=2.0, help="seconds between readiness checks (default 2)")
     serve.add_argument("--vllm-arg", action="append", default=[], metavar="ARG",
                        help="extra argument passed to every vllm serve (repeatable)")
     serve.set_defaults(func=serve_cmd)
@@ -96,7 +97,7 @@ def serve_cmd(args: argparse.Namespace) -> int:
             for c in cmds:
                 print(c.shell())
         return 0
-    procs = start_servers(cmds, args.log_dir, wait_s=args.wait)
+    procs = start_servers(cmds, args.log_dir, wait_s=args.wait, poll_s=args.poll)
     print(f"all {len(procs)} servers ready; Ctrl-C stops them", file=sys.stderr, flush=True)
     try:
         watch(cmds, procs, args.log_dir)
