@@ -97,11 +97,14 @@ def serve_cmd(args: argparse.Namespace) -> int:
             for c in cmds:
                 print(c.shell())
         return 0
-    procs = start_servers(cmds, args.log_dir, wait_s=args.wait, poll_s=args.poll)
-    print(f"all {len(procs)} servers ready; Ctrl-C stops them", file=sys.stderr, flush=True)
-    try:
+    procs = []
+    try:  # the print inside: a Ctrl-C right after "ready" must still stop the servers
+        procs = start_servers(cmds, args.log_dir, wait_s=args.wait, poll_s=args.poll)  # stops its own on failure
+        print(f"all {len(procs)} servers ready; Ctrl-C stops them", file=sys.stderr, flush=True)
         watch(cmds, procs, args.log_dir)
     except KeyboardInterrupt:
+        if not procs:
+            raise
         print(f"stopping {len(procs)} servers", file=sys.stderr)
     finally:
         stop_servers(procs)
