@@ -282,7 +282,8 @@ class Plan:
         for p in self.placements:
             s, g = p.server, self._gpu(p.gpus[0])
             rows.append((s.model, ",".join(map(str, p.gpus)), str(p.tp), f"{s.per_gpu_gib(p.tp):.1f}", f"{p.share:.3f}",
-                         f"{p.share * g.total_gib:.1f}", f"{s.weights_gib:.1f}", f"{s.kv_gib:.1f}",
+                         f"{p.share * g.total_gib:.1f}", *((f"{s.weights_gib:.1f}", f"{s.kv_gib:.1f}")
+                                                            if s.source == "config.json" else ("-", "-")),
                          str(s.max_model_len), str(s.port), s.source))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]

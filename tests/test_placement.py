@@ -183,3 +183,8 @@ def test_probes_serve_prints_the_plan_and_writes_a_script_without_keys(hf_home, 
                      '[[probes]]\nname = "b"\nbase_url = "http://127.0.0.1:8101/v1"\nmodel = "m2"\n')
     assert main(["probes", "serve", "--config", str(clash), "--gpus", "1x80"]) == 2
     assert "share a port" in capsys.readouterr().err
+
+
+def test_readme_shows_the_plan_the_planner_makes_for_the_example_panel_on_one_h200(hf_home):
+    plan = placement.plan(placement.servers(load_config(EXAMPLE)), placement.parse_nvidia_smi(NVIDIA_SMI["1x141"]))
+    assert f"```text\n{plan.table()}\n```" in (ROOT / "README.md").read_text()
