@@ -178,6 +178,11 @@ def test_probes_serve_prints_the_plan_and_writes_a_script_without_keys(hf_home, 
     assert text.count("wait_for \"$pid_") == 3 and "# model" in text  # the plan, as comments
     if shutil.which("bash"):
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    assert main(["probes", "serve", "--config", str(EXAMPLE), "--gpus", "8x80", "--set", "probes.1.top_p=0.8"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == ("warning: probes.qwen3-8b.top_p = 0.8 differs from 0.95 in Qwen/Qwen3-8B's "
+                       "generation_config.json; the panel's value is used (docs/serving.md)\n")
+    assert cap.out.count("CUDA_VISIBLE_DEVICES=") == 3 and "--api-key" not in cap.out  # no --write: the commands
     clash = tmp_path / "clash.toml"
     clash.write_text('[[probes]]\nname = "a"\nbase_url = "http://127.0.0.1:8101/v1"\nmodel = "m1"\n'
                      '[[probes]]\nname = "b"\nbase_url = "http://127.0.0.1:8101/v1"\nmodel = "m2"\n')

@@ -21,7 +21,7 @@ import pytest
 from benchfill import placement
 from benchfill.config import load_config
 from benchfill.errors import ConfigError, EndpointError
-from benchfill.serving import start_servers, stop_servers, vllm_commands, write_script
+from benchfill.serving import start_servers, stop_servers, vllm_commands, watch, write_script
 
 KEY, OTHER_KEY = "vk-secret-value-0001", "pk-other-value-0002"
 FAKE_VLLM = r'''#!{python}
@@ -65,6 +65,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 print("INFO Application startup complete.", flush=True)
+if model in os.environ.get("FAKE_VLLM_DIE", "").split(","):
+    import threading
+    threading.Timer(1.0, lambda: (print("RuntimeError: NCCL watchdog timeout", flush=True), os._exit(9))).start()
 ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 '''
 
@@ -207,6 +210,21 @@ def test_a_server_that_misses_its_deadline_is_named_and_stopped(host, monkeypatc
         start_servers(_commands(cfg), tmp / "logs", wait_s=1, poll_s=0.1, progress_s=0.3, out=out)
     assert re.search(r"waiting \d s for 2 server\(s\) to load: org/a \(port \d+\)", out.getvalue())
     assert "  | INFO loading org/a" in out.getvalue()
+    assert not any(alive(r["pid"]) for r in records(rec).values())
+
+
+def test_a_server_that_dies_after_it_was_ready_is_reported(host, monkeypatch):
+    tmp, cfg, ports, rec = host
+    monkeypatch.setenv("FAKE_VLLM_DIE", "org/c")  # the last to start: start_servers has returned by then
+    monkeypatch.setenv("FAKE_VLLM_DELAY", "0.1")
+    cmds, out = _commands(cfg), io.StringIO()
+    procs = start_servers(cmds, tmp / "logs", wait_s=30, poll_s=0.05, out=out)
+    try:
+        with pytest.raises(EndpointError, match=rf"^vllm for org/c on port {ports[2]} \(GPU 1\) exited with code 9; "):
+            watch(cmds, procs, tmp / "logs", poll_s=0.05, out=out)
+        assert "  | RuntimeError: NCCL watchdog timeout" in out.getvalue()
+    finally:
+        stop_servers(procs)
     assert not any(alive(r["pid"]) for r in records(rec).values())
 
 

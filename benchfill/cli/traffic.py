@@ -23,9 +23,10 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--write", metavar="FILE", help="write the plan as a bash script that starts and waits")
     serve.add_argument("--start", action="store_true", help="start the servers, wait until each is ready, "
                        "keep them until Ctrl-C")
-    serve.add_argument("--gpus", metavar="SPEC", help="plan for these GPUs instead of asking nvidia-smi: "
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument("--gpus", metavar="SPEC", help="plan for these GPUs instead of asking nvidia-smi: "
                        "8x80 (count x GiB), 141, or 80,80,24")
-    serve.add_argument("--nvidia-smi", metavar="FILE", help="plan from a recorded `nvidia-smi --query-gpu="
+    where.add_argument("--nvidia-smi", metavar="FILE", help="plan from a recorded `nvidia-smi --query-gpu="
                        "index,name,memory.total,memory.used --format=csv,noheader,nounits` output")
     serve.add_argument("--port-base", type=int, default=8000, help="first port when a probe URL names none")
     serve.add_argument("--log-dir", default="vllm-logs", help="one log per server (default ./vllm-logs)")
