@@ -131,10 +131,9 @@ def no_key_on_any_command_line(servers: list[int]) -> None:
 
 def alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is gone
+    except (FileNotFoundError, ProcessLookupError):
         return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 def read_until(stream, marker: str, timeout_s: float = 30) -> str:
@@ -164,7 +163,8 @@ def test_start_pins_each_server_keeps_keys_off_argv_waits_and_stops_on_ctrl_c(ho
         assert shares[ports[0]] <= 0.9 and shares[ports[1]] + shares[ports[2]] <= 0.9
         assert shares[ports[1]] * 80 >= 30 and shares[ports[2]] * 80 >= 30 and shares[ports[0]] * 80 >= 40
         assert r[ports[2]]["started"] >= r[ports[1]]["started"] + 0.6  # after b loaded (0.6 s) and answered
-        assert abs(r[ports[1]]["started"] - r[ports[0]]["started"]) < 0.5  # separate GPUs: together
+        # separate GPUs: together, each started before the other could be ready (0.6 s of loading)
+        assert abs(r[ports[1]]["started"] - r[ports[0]]["started"]) < 0.6
         # Keys: in each server's environment as VLLM_API_KEY, on no command line anywhere.
         assert [r[p]["env"]["VLLM_API_KEY"] for p in ports] == [KEY, OTHER_KEY, KEY]
         assert all("--api-key" not in r[p]["argv"] for p in ports)
