@@ -330,10 +330,20 @@ def _place(servers_: list[Server], gpus: list[Gpu], spread: bool) -> Plan:
                 break
         else:
             raise ConfigError(_refusal(s, tps[-1], gpus, room, len(servers_) - len(placed)))
-    # The room left on each GPU goes to its servers in proportion to their needs: more KV cache.
-    for p in placed.values():
-        grow = min(room[g] * p.need_m // sum(q.need_m for q in placed.values() if g in q.gpus) for g in p.gpus)
-        p.share_m = p.need_m + grow
+    # The room left on each GPU goes to its servers in proportion to their needs: more KV cache. A split
+    # server takes one share on all its GPUs (the least of its parts); single-GPU servers then share
+    # whatever that leaves.
+    split = [p for p in placed.values() if p.tp > 1]
+    for p in split:
+        p.share_m += min(room[g] * p.need_m // sum(q.need_m for q in placed.values() if g in q.gpus)
+                         for g in p.gpus)
+    for p in split:
+        for g in p.gpus:
+            room[g] -= p.share_m - p.need_m
+    single = [p for p in placed.values() if p.tp == 1]
+    for p in single:
+        g = p.gpus[0]
+        p.share_m += room[g] * p.need_m // sum(q.need_m for q in single if q.gpus[0] == g)
     return Plan(gpus, [placed[i] for i in range(len(servers_))])
 
 
