@@ -49,6 +49,10 @@ class ProbeConfig(BaseModel):
     api_key_env: str | None = Field(None, description="environment variable holding the key")
     timeout_s: float = Field(600.0, gt=0)
     supports_n: bool = Field(True, description="false: ask one sample per request")
+    # Serving on a GPU host (benchfill/placement.py): max_model_len = max_prompt_tokens + max_tokens.
+    max_prompt_tokens: int = Field(2048, ge=1, description="room for the prompt, tokens")
+    gpu_memory_gb: float | None = Field(None, gt=0, description="GiB the server needs when the model's "
+                                        "config is not in the local Hugging Face cache")
 
     @field_validator("base_url")
     @classmethod

@@ -1,21 +1,28 @@
 """The panel's endpoints: check that each serves its model, and write or start the ``vllm serve`` commands.
 
 vLLM is an optional extra for GPU hosts; nothing here imports it: the commands run it as a program.
-Keys stay in the environment: a written script refers to ``$VAR``, never to the value.
+Where each server goes (GPUs, memory share, context) is benchfill/placement.py's plan; this module turns
+the plan into commands, starts them and waits until each answers, or writes the same as a bash script.
+Keys stay in the environment: vLLM reads ``VLLM_API_KEY`` itself, so no key is ever an argument (every
+process on the machine can read command lines from /proc), and a written script refers to ``$VAR`` only.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import TextIO
 
 from benchfill.config import Config, key_from_env
 from benchfill.errors import ConfigError, EndpointError
+from benchfill.placement import Plan
 
 
 @dataclass
@@ -72,50 +79,134 @@ def _models(client, url: str, key: str | None) -> tuple[bool, set[str], str]:
 
 
 # -- vLLM ---------------------------------------------------------------------------------------------
+KEY_VAR = "VLLM_API_KEY"  # the variable vLLM's server reads its key from (vllm/envs.py)
+LOG_TAIL = 20  # lines of a failed server's log shown with its one-line error
+
+
 @dataclass
 class ServeCommand:
     model: str
     port: int
-    argv: list[str]
-    gpu: int | None
+    argv: list[str]  # never holds a key
+    gpus: tuple[int, ...]
+    wave: int  # servers sharing a GPU start in successive waves (Plan.waves)
     key_env: str | None
+    env: dict[str, str] = field(default_factory=dict)  # GPU pinning, added to the caller's environment
+
+    @property
+    def log_name(self) -> str:
+        return f"vllm-{self.port}.log"
 
     def shell(self) -> str:
-        env = f"CUDA_VISIBLE_DEVICES={self.gpu} " if self.gpu is not None else ""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        # The key travels by reference in the command's environment: the script holds a variable's name.
+        if self.key_env is None:
+            key = f"env -u {KEY_VAR} "  # a probe without a key must not meet a server that wants one
+        elif self.key_env != KEY_VAR:
+            key = f'{KEY_VAR}="${self.key_env}" '
+        else:
+            key = ""
         args = " ".join(shlex.quote(a) for a in self.argv)
-        # The key is passed by reference: the script holds the variable's name, not its value.
-        key = f' --api-key "${self.key_env}"' if self.key_env else ""
-        return f"{env}{args}{key}"
+        return f"{env} {key}{args}".strip()
 
 
-def vllm_commands(cfg: Config, port_base: int = 8000, gpus: int = 0, extra: list[str] | None = None,
-                  seed: int | None = None) -> list[ServeCommand]:
-    """One ``vllm serve`` per served model, on the port its probe's URL names (else port_base + i)."""
-    cmds: dict[str, ServeCommand] = {}
-    for p in cfg.probes:
-        if p.model in cmds:
-            continue
-        parts = urlsplit(p.base_url)
-        if parts.hostname not in ("127.0.0.1", "localhost", "0.0.0.0", None) and not parts.port:
-            raise ConfigError(f"probes.{p.name}.base_url: {p.base_url} names no port for a local vllm server")
-        port = parts.port or port_base + len(cmds)
-        argv = ["vllm", "serve", p.model, "--host", "127.0.0.1", "--port", str(port),
-                "--served-model-name", p.model, "--seed", str(cfg.seed if seed is None else seed),
-                "--max-num-seqs", str(max(p.concurrency * p.trials, 16)), *(extra or [])]
-        cmds[p.model] = ServeCommand(p.model, port, argv, len(cmds) % gpus if gpus else None, p.api_key_env)
-    ports = [c.port for c in cmds.values()]
-    if len(set(ports)) != len(ports):
-        raise ConfigError("probes: two served models share a port; give each probe its own base_url port")
-    return list(cmds.values())
+def vllm_commands(plan: Plan, seed: int = 0, extra: list[str] | None = None) -> list[ServeCommand]:
+    """The plan as ``vllm serve`` commands, in the plan's order."""
+    wave_of = {id(p): w for w, wave in enumerate(plan.waves()) for p in wave}
+    out = []
+    for p in plan.placements:
+        s = p.server
+        argv = ["vllm", "serve", s.model, "--host", "127.0.0.1", "--port", str(s.port),
+                "--served-model-name", s.model, "--seed", str(seed), "--max-num-seqs", str(s.max_num_seqs),
+                "--gpu-memory-utilization", f"{p.share:.3f}", "--max-model-len", str(s.max_model_len)]
+        if p.tp > 1:
+            argv += ["--tensor-parallel-size", str(p.tp)]
+        # PCI_BUS_ID: CUDA's own order (fastest first) may differ from nvidia-smi's numbering.
+        env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(map(str, p.gpus))}
+        out.append(ServeCommand(s.model, s.port, argv + list(extra or []), p.gpus, wave_of[id(p)], s.key_env, env))
+    return out
 
 
-def write_script(cmds: list[ServeCommand], path: str | Path) -> Path:
-    """A bash script starting every server in the background and waiting on them (written atomically)."""
+def child_env(cmd: ServeCommand, base: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment one server starts with: the caller's, its GPUs, and its key as VLLM_API_KEY."""
+    env = {**base, **cmd.env}
+    if cmd.key_env is None:
+        env.pop(KEY_VAR, None)
+    elif not base.get(cmd.key_env):
+        raise ConfigError(f"api_key_env: environment variable {cmd.key_env} is not set (the key {cmd.model} "
+                          "is served with)")
+    else:
+        env[KEY_VAR] = base[cmd.key_env]
+    return env
+
+
+# The waiting, in bash: the same checks start_servers makes. The key reaches curl on its standard input
+# (--config -, from printf, a shell builtin), never as an argument.
+_BASH_HELPERS = r'''
+LOG_DIR="${LOG_DIR:-__LOG_DIR__}"
+WAIT_S="${WAIT_S:-__WAIT_S__}"
+mkdir -p "$LOG_DIR"
+command -v curl >/dev/null || { echo "serve.sh: curl not found (needed to wait for the servers)" >&2; exit 2; }
+command -v vllm >/dev/null || { echo "serve.sh: vllm not found on PATH; pip install vllm" >&2; exit 2; }
+pids=()
+stop_all() { trap - INT TERM EXIT; [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true; wait || true; }
+trap 'stop_all' EXIT
+trap 'echo "stopping ${#pids[@]} servers" >&2; exit 130' INT TERM
+
+ready() {  # port model key-variable: /health answers and /v1/models lists the model
+  local body
+  curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$1/health" || return 1
+  body=$(printf 'header = "Authorization: Bearer %s"\n' "${!3:-}" \
+         | curl -sf --max-time 5 --config - "http://127.0.0.1:$1/v1/models") || return 1
+  [[ $body == *"\"$2\""* ]]
+}
+
+wait_for() {  # pid port model key-variable log started
+  local last=$SECONDS
+  until ready "$2" "$3" "$4"; do
+    if ! kill -0 "$1" 2>/dev/null; then
+      echo "vllm for $3 on port $2 exited before it was ready; last lines of $5:" >&2
+      tail -n __TAIL__ "$5" | sed 's/^/  | /' >&2; exit 3
+    fi
+    if (( SECONDS - $6 > WAIT_S )); then
+      echo "vllm for $3 on port $2 not ready after ${WAIT_S} s; last lines of $5:" >&2
+      tail -n __TAIL__ "$5" | sed 's/^/  | /' >&2; exit 3
+    fi
+    if (( SECONDS - last >= 30 )); then echo "waiting for $3 on port $2 ($(( SECONDS - $6 )) s)" >&2; last=$SECONDS; fi
+    sleep "${POLL_S:-2}"
+  done
+  echo "ready: $3 on http://127.0.0.1:$2/v1 ($(( SECONDS - $6 )) s)" >&2
+}
+'''
+
+
+def write_script(cmds: list[ServeCommand], path: str | Path, table: str = "", log_dir: str = "vllm-logs",
+                 wait_s: float = 1800.0) -> Path:
+    """A bash script that starts the servers wave by wave, waits for each as ``--start`` does, and keeps
+    them running until Ctrl-C (written atomically)."""
     path = Path(path)
-    lines = ["#!/usr/bin/env bash", "# Written by `benchfill probes serve`: one vLLM server per probe model.",
-             "set -euo pipefail", 'trap "kill 0" EXIT', ""]
-    lines += [f"{c.shell()} &" for c in cmds]
-    lines += ["", "wait", ""]
+    keys = sorted({c.key_env for c in cmds if c.key_env})
+    lines = ["#!/usr/bin/env bash", "# Written by `benchfill probes serve`: one vLLM server per probe model.", "#"]
+    lines += [f"# {ln}" for ln in table.splitlines()]
+    lines += ["set -euo pipefail"]
+    lines += [f': "${{{k}:?set {k} (the key the probes send) before running this script}}"' for k in keys]
+    lines += [_BASH_HELPERS.replace("__LOG_DIR__", log_dir).replace("__WAIT_S__", str(int(wait_s)))
+              .replace("__TAIL__", str(LOG_TAIL))]
+    for w in range(max((c.wave for c in cmds), default=-1) + 1):
+        wave = [c for c in cmds if c.wave == w]
+        lines.append(f"# wave {w + 1}: " + ("servers on separate GPUs start together" if w == 0
+                                             else "servers sharing a GPU with an earlier one start once it is ready"))
+        lines.append("t0=$SECONDS")
+        for c in wave:
+            lines += [f'{c.shell()} >"$LOG_DIR/{c.log_name}" 2>&1 &', f"pid_{c.port}=$!", f"pids+=($pid_{c.port})"]
+        for c in wave:
+            key = c.key_env or KEY_VAR
+            lines.append(f'wait_for "$pid_{c.port}" {c.port} {shlex.quote(c.model)} {key} '
+                         f'"$LOG_DIR/{c.log_name}" "$t0"')
+        lines.append("")
+    lines += [f'echo "all {len(cmds)} servers ready; Ctrl-C stops them" >&2',
+              "wait -n || true",
+              'echo "a vllm server exited; stopping the others (see $LOG_DIR)" >&2', "exit 3", ""]
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("\n".join(lines))
     tmp.chmod(0o755)
@@ -123,60 +214,113 @@ def write_script(cmds: list[ServeCommand], path: str | Path) -> Path:
     return path
 
 
-def start_servers(cmds: list[ServeCommand], log_dir: str | Path, wait_s: float = 1800.0,
-                  poll_s: float = 2.0) -> list[subprocess.Popen]:
-    """Launch the servers and return once each answers ``/v1/models`` (or raise, stopping them all)."""
-    import os
+def start_servers(cmds: list[ServeCommand], log_dir: str | Path, wait_s: float = 1800.0, poll_s: float = 2.0,
+                  progress_s: float = 30.0, out: TextIO | None = None) -> list[subprocess.Popen]:
+    """Launch the servers wave by wave and return once each answers ``/health`` and lists its model on
+    ``/v1/models``. A server that exits or misses its deadline stops them all: its log's last lines go to
+    ``out`` (stderr) and an EndpointError names it."""
     import shutil
 
-    import httpx
-
+    out = out or sys.stderr
     if cmds and shutil.which(cmds[0].argv[0]) is None:
         raise EndpointError(f"{cmds[0].argv[0]}: not found on PATH; install the extra: pip install 'benchfill[vllm]'")
+    envs = [child_env(c) for c in cmds]  # a missing key is found before anything starts
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen] = []
     try:
-        for c in cmds:
-            env = dict(os.environ)
-            if c.gpu is not None:
-                env["CUDA_VISIBLE_DEVICES"] = str(c.gpu)
-            argv = list(c.argv)
-            if c.key_env:
-                if not env.get(c.key_env):
-                    raise ConfigError(f"api_key_env: environment variable {c.key_env} is not set")
-                argv += ["--api-key", env[c.key_env]]  # argv of a child, never a file
-            log = open(log_dir / f"vllm-{c.port}.log", "ab")  # noqa: SIM115  (lives as long as the server)
-            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env))
-        deadline = time.monotonic() + wait_s
-        pending = list(zip(cmds, procs, strict=True))
-        with httpx.Client(timeout=5) as client:
-            while pending:
-                for c, proc in list(pending):
-                    if proc.poll() is not None:
-                        raise EndpointError(f"vllm for {c.model} on port {c.port} exited with {proc.returncode}; "
-                                            f"see {log_dir / f'vllm-{c.port}.log'}")
-                    key = key_from_env(c.key_env)
-                    ok, ids, _ = _models(client, f"http://127.0.0.1:{c.port}/v1", key)
-                    if ok and c.model in ids:
-                        pending.remove((c, proc))
-                        print(f"ready: {c.model} on http://127.0.0.1:{c.port}/v1", file=sys.stderr)
-                if pending and time.monotonic() > deadline:
-                    raise EndpointError(f"vllm for {pending[0][0].model} not ready after {wait_s:.0f} s")
-                if pending:
-                    time.sleep(poll_s)
+        for w in range(max((c.wave for c in cmds), default=-1) + 1):
+            wave = []
+            for c, env in zip(cmds, envs, strict=True):
+                if c.wave == w:
+                    with open(log_dir / c.log_name, "ab") as log:  # the child keeps its own descriptor
+                        # its own session: Ctrl-C reaches benchfill only, which stops each whole group
+                        procs.append(subprocess.Popen(c.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                                      stdin=subprocess.DEVNULL, start_new_session=True))
+                    wave.append((c, procs[-1]))
+            _wait_ready(wave, log_dir, wait_s, poll_s, progress_s, out)
     except BaseException:
         stop_servers(procs)
         raise
     return procs
 
 
-def stop_servers(procs: list[subprocess.Popen]) -> None:
+def _wait_ready(wave, log_dir: Path, wait_s: float, poll_s: float, progress_s: float, out: TextIO) -> None:
+    import httpx
+
+    started = last = time.monotonic()
+    pending = list(wave)
+    with httpx.Client(timeout=5) as client:
+        while pending:
+            for c, proc in list(pending):
+                if proc.poll() is not None:
+                    fail(c, log_dir, f"exited with code {proc.returncode} before it was ready", out)
+                if _ready(client, c):
+                    pending.remove((c, proc))
+                    print(f"ready: {c.model} on http://127.0.0.1:{c.port}/v1 ({time.monotonic() - started:.0f} s)",
+                          file=out, flush=True)
+            if not pending:
+                break
+            now = time.monotonic()
+            if now - started > wait_s:
+                fail(pending[0][0], log_dir, f"not ready after {wait_s:.0f} s", out)
+            if now - last >= progress_s:
+                names = ", ".join(f"{c.model} (port {c.port})" for c, _ in pending)
+                print(f"waiting {now - started:.0f} s for {len(pending)} server(s) to load: {names}", file=out,
+                      flush=True)
+                last = now
+            time.sleep(poll_s)
+
+
+def _ready(client, c: ServeCommand) -> bool:
+    try:
+        if client.get(f"http://127.0.0.1:{c.port}/health").status_code != 200:
+            return False
+    except Exception:  # noqa: BLE001  (not listening yet: still loading)
+        return False
+    ok, ids, _ = _models(client, f"http://127.0.0.1:{c.port}/v1", key_from_env(c.key_env))
+    return ok and c.model in ids
+
+
+def fail(c: ServeCommand, log_dir: Path, what: str, out: TextIO) -> None:
+    """The last lines of the server's log, then one line naming it."""
+    log = Path(log_dir) / c.log_name
+    try:
+        tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL:]
+    except OSError:
+        tail = []
+    for line in tail:
+        print(f"  | {line}", file=out)
+    gpus = ",".join(map(str, c.gpus))
+    raise EndpointError(f"vllm for {c.model} on port {c.port} (GPU {gpus}) {what}; log: {log}"
+                        + (" (last lines above)" if tail else " (empty)"))
+
+
+def watch(cmds: list[ServeCommand], procs: list[subprocess.Popen], log_dir: str | Path, poll_s: float = 1.0,
+          out: TextIO | None = None) -> None:
+    """Block while every server runs; the first one to exit is reported (log tail, one-line error)."""
+    while True:
+        for c, p in zip(cmds, procs, strict=True):
+            if p.poll() is not None:
+                fail(c, Path(log_dir), f"exited with code {p.returncode}", out or sys.stderr)
+        time.sleep(poll_s)
+
+
+def stop_servers(procs: list[subprocess.Popen], grace_s: float = 30.0) -> None:
+    """SIGTERM each server's process group (vLLM's engine runs in child processes), SIGKILL after grace_s."""
     for p in procs:
-        if p.poll() is None:
-            p.terminate()
+        _signal_group(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
     for p in procs:
         try:
-            p.wait(timeout=30)
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            p.kill()
+            _signal_group(p, signal.SIGKILL)
+            p.wait()
+
+
+def _signal_group(p: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(p.pid, sig)  # started with start_new_session: its group id is its pid
+    except (ProcessLookupError, PermissionError):
+        pass

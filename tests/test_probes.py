@@ -182,28 +182,6 @@ def test_probes_check_reports_each_endpoint(tmp_path, capsys):
     assert cap.err.startswith("benchfill: error: 2 of 3 endpoints not ready; first: b")
 
 
-def test_probes_serve_writes_one_vllm_per_model(tmp_path, capsys, monkeypatch):
-    from benchfill.cli import main
-
-    cfg = _cfg(tmp_path, [("a", "http://127.0.0.1:8101/v1", "org/model-a"),
-                          ("b", "http://127.0.0.1:8102/v1", "org/model-b"),
-                          ("c", "http://127.0.0.1:8101/v1", "org/model-a")])
-    script = tmp_path / "serve.sh"
-    assert main(["probes", "serve", "--config", cfg, "--write", str(script), "--gpus", "2",
-                 "--vllm-arg=--max-model-len=8192"]) == 0
-    lines = [ln for ln in script.read_text().splitlines() if "vllm serve" in ln]
-    assert len(lines) == 2 and script.stat().st_mode & 0o111
-    assert lines[0].startswith("CUDA_VISIBLE_DEVICES=0 vllm serve org/model-a --host 127.0.0.1 --port 8101")
-    assert lines[1].startswith("CUDA_VISIBLE_DEVICES=1 vllm serve org/model-b") and "--port 8102" in lines[1]
-    assert all("--max-model-len=8192" in ln and ln.endswith("&") for ln in lines)
-    clash = _cfg(tmp_path, [("a", "http://127.0.0.1:8101/v1", "m1"), ("b", "http://127.0.0.1:8101/v1", "m2")], "clash.toml")
-    assert main(["probes", "serve", "--config", clash]) == 2
-    assert "share a port" in capsys.readouterr().err
-    monkeypatch.setenv("PATH", str(tmp_path))  # no vllm here
-    assert main(["probes", "serve", "--config", cfg, "--start"]) == 3
-    assert "vllm: not found on PATH; install the extra" in capsys.readouterr().err
-
-
 def test_retry_classification_and_retry_after():
     import httpx
 

@@ -16,14 +16,22 @@ def register(subparsers: Any) -> None:
     check.add_argument("--timeout", type=float, default=5.0, help="seconds per endpoint (default 5)")
     check.set_defaults(func=check_cmd)
 
-    serve = sub.add_parser("serve", help="write and/or start one `vllm serve` per probe model (GPU host)")
+    serve = sub.add_parser("serve", help="plan, write and/or start one `vllm serve` per probe model (GPU host)",
+                           description="Plans where each probe model's vLLM server goes (GPUs, memory share, "
+                           "context), prints the plan, then writes it as a bash script and/or starts it.")
     _config_args(serve)
-    serve.add_argument("--write", metavar="FILE", help="write the commands as a bash script")
-    serve.add_argument("--start", action="store_true", help="launch the servers and wait for /v1/models")
+    serve.add_argument("--write", metavar="FILE", help="write the plan as a bash script that starts and waits")
+    serve.add_argument("--start", action="store_true", help="start the servers, wait until each is ready, "
+                       "keep them until Ctrl-C")
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument("--gpus", metavar="SPEC", help="plan for these GPUs instead of asking nvidia-smi: "
+                       "8x80 (count x GiB), 141, or 80,80,24")
+    where.add_argument("--nvidia-smi", metavar="FILE", help="plan from a recorded `nvidia-smi --query-gpu="
+                       "index,name,memory.total,memory.used --format=csv,noheader,nounits` output")
     serve.add_argument("--port-base", type=int, default=8000, help="first port when a probe URL names none")
-    serve.add_argument("--gpus", type=int, default=0, help="GPUs to spread the models over (CUDA_VISIBLE_DEVICES)")
-    serve.add_argument("--log-dir", default="vllm-logs", help="server logs with --start (default ./vllm-logs)")
-    serve.add_argument("--wait", type=float, default=1800.0, help="seconds to wait for readiness with --start")
+    serve.add_argument("--log-dir", default="vllm-logs", help="one log per server (default ./vllm-logs)")
+    serve.add_argument("--wait", type=float, default=1800.0, help="seconds each server may take to be ready")
+    serve.add_argument("--poll", type=float, default=2.0, help="seconds between readiness checks (default 2)")
     serve.add_argument("--vllm-arg", action="append", default=[], metavar="ARG",
                        help="extra argument passed to every vllm serve (repeatable)")
     serve.set_defaults(func=serve_cmd)
@@ -56,26 +64,49 @@ def check_cmd(args: argparse.Namespace) -> int:
 
 
 def serve_cmd(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from benchfill import placement
     from benchfill.config import load_config
     from benchfill.errors import ConfigError
-    from benchfill.serving import start_servers, stop_servers, vllm_commands, write_script
+    from benchfill.serving import start_servers, stop_servers, vllm_commands, watch, write_script
 
     cfg = load_config(args.config, args.set)
     if not cfg.probes:
         raise ConfigError(f"{args.config}: no probes to serve")
-    cmds = vllm_commands(cfg, port_base=args.port_base, gpus=args.gpus, extra=args.vllm_arg)
+    if args.gpus:
+        gpus = placement.parse_gpus_option(args.gpus)
+    elif args.nvidia_smi:
+        if not Path(args.nvidia_smi).is_file():
+            raise ConfigError(f"{args.nvidia_smi}: file not found")
+        gpus = placement.parse_nvidia_smi(Path(args.nvidia_smi).read_text(), args.nvidia_smi)
+    else:
+        gpus = placement.visible(placement.query_gpus())
+    servers = placement.servers(cfg, port_base=args.port_base)
+    for w in placement.sampling_warnings(cfg, servers):
+        print(f"warning: {w}", file=sys.stderr)
+    plan = placement.plan(servers, gpus)
+    table = plan.table()
+    print(table, flush=True)
+    cmds = vllm_commands(plan, seed=cfg.seed, extra=args.vllm_arg)
     if args.write:
-        print(f"wrote {write_script(cmds, args.write)} ({len(cmds)} servers)", file=sys.stderr)
+        path = write_script(cmds, args.write, table=table, log_dir=args.log_dir, wait_s=args.wait)
+        print(f"wrote {path} ({len(cmds)} servers)", file=sys.stderr)
     if not args.start:
         if not args.write:
+            print()
             for c in cmds:
                 print(c.shell())
         return 0
-    procs = start_servers(cmds, args.log_dir, wait_s=args.wait)
-    print(f"all {len(procs)} servers ready; Ctrl-C stops them", file=sys.stderr)
-    try:
-        for p in procs:
-            p.wait()
+    procs = []
+    try:  # the print inside: a Ctrl-C right after "ready" must still stop the servers
+        procs = start_servers(cmds, args.log_dir, wait_s=args.wait, poll_s=args.poll)  # stops its own on failure
+        print(f"all {len(procs)} servers ready; Ctrl-C stops them", file=sys.stderr, flush=True)
+        watch(cmds, procs, args.log_dir)
+    except KeyboardInterrupt:
+        if not procs:
+            raise
+        print(f"stopping {len(procs)} servers", file=sys.stderr)
     finally:
         stop_servers(procs)
     return 0

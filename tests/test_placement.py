@@ -1,0 +1,195 @@
+"""The placement plan, driven by recorded nvidia-smi outputs and real models' config.json in a tmp HF cache."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hf_cache import CONFIGS, PARAMS_B, config_json, write_cache
+
+from benchfill import placement
+from benchfill.config import load_config
+from benchfill.errors import ConfigError
+from benchfill.placement import GIB, OVERHEAD_GIB
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "docs" / "panel.example.toml"
+# `nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv,noheader,nounits`, as recorded.
+NVIDIA_SMI = {
+    "1x141": "0, NVIDIA H200, 143771, 0\n",
+    "8x80": "".join(f"{i}, NVIDIA H100 80GB HBM3, 81559, 0\n" for i in range(8)),
+    "1x24": "0, NVIDIA GeForce RTX 4090, 24564, 1\n",
+}
+
+
+@pytest.fixture
+def hf_home(tmp_path, monkeypatch):
+    for var in ("HF_HUB_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    return write_cache(tmp_path / "hf")
+
+
+def twelve_model_panel(tmp_path) -> Path:
+    text = "".join(f'[[probes]]\nname = "p{i}"\nbase_url = "http://127.0.0.1:{8001 + i}/v1"\nmodel = "{m}"\n'
+                   "trials = 8\nmax_tokens = 4096\nconcurrency = 16\n" for i, m in enumerate(CONFIGS))
+    path = tmp_path / "panel12.toml"
+    path.write_text(text)
+    return path
+
+
+def check_plan(plan: placement.Plan, servers: list[placement.Server]) -> None:
+    """Every server placed once; on every GPU the shares sum to at most its cap (<= 0.9), and each server's
+    share of each of its GPUs holds what it needs there; tensor parallelism divides the attention heads."""
+    assert sorted(p.server.model for p in plan.placements) == sorted(s.model for s in servers)
+    for g in plan.gpus:
+        assert sum(p.share_m for p in plan.on_gpu(g.index)) <= g.cap_m <= 900
+        assert sum(p.share * g.total_gib for p in plan.on_gpu(g.index)) <= 0.9 * g.total_gib + 1e-9
+        for p in plan.on_gpu(g.index):
+            assert p.share * g.total_gib >= p.server.per_gpu_gib(p.tp) - 1e-9
+    for p in plan.placements:
+        assert p.server.heads % p.tp == 0 and len(set(p.gpus)) == p.tp
+
+
+def test_nvidia_smi_outputs_and_gpus_option_parse():
+    h200, = placement.parse_nvidia_smi(NVIDIA_SMI["1x141"])
+    assert (h200.index, h200.name, round(h200.total_gib, 1), h200.cap_m) == (0, "NVIDIA H200", 140.4, 900)
+    assert len(placement.parse_nvidia_smi(NVIDIA_SMI["8x80"])) == 8
+    busy = placement.parse_nvidia_smi("0, NVIDIA A100-SXM4-80GB, 81920, 20480\n")[0]
+    assert busy.cap_m == 900 - 250  # another process holds a quarter: vLLM checks free memory at start-up
+    with pytest.raises(ConfigError, match=r"^smi.txt:2: expected 'index, name, memory.total"):
+        placement.parse_nvidia_smi("0, NVIDIA H200, 143771, 0\nNo devices were found\n", "smi.txt")
+    assert [g.total_gib for g in placement.parse_gpus_option("8x80")] == [80.0] * 8
+    assert [g.total_gib for g in placement.parse_gpus_option("80,80,24")] == [80.0, 80.0, 24.0]
+    assert [g.total_gib for g in placement.parse_gpus_option("141")] == [141.0]
+    with pytest.raises(ConfigError, match="^--gpus 'two': expected COUNTxGiB"):
+        placement.parse_gpus_option("two")
+    eight = placement.parse_gpus_option("8x80")
+    assert [g.index for g in placement.visible(eight, {"CUDA_VISIBLE_DEVICES": "2,5"})] == [2, 5]
+    assert placement.visible(eight, {}) == eight
+
+
+def test_memory_estimates_from_config_match_the_model_cards(hf_home):
+    for model, billions in PARAMS_B.items():
+        assert placement.param_count(config_json(model)) / 1e9 == pytest.approx(billions, rel=0.02), model
+    # Worked by hand for Llama-3.1-8B: 8.03e9 parameters x 2 bytes; KV per token 2 (K,V) x 32 layers x 8 kv
+    # heads x 128 x 2 bytes = 131,072 bytes; 8 trials x (2048 + 4096) tokens x 131,072 B = exactly 6 GiB.
+    cfg = load_config(EXAMPLE)
+    s = {s.model: s for s in placement.servers(cfg)}["meta-llama/Llama-3.1-8B-Instruct"]
+    assert placement.kv_bytes_per_token(config_json(s.model)) == 131072
+    assert s.kv_gib == 6.0 and s.max_model_len == 2048 + 4096 and s.source == "config.json"
+    assert s.weights_gib == pytest.approx(8.03e9 * 2 / GIB, rel=0.001)
+    assert s.per_gpu_gib(1) == pytest.approx(s.weights_gib + 6.0 + OVERHEAD_GIB)
+    assert s.per_gpu_gib(2) == pytest.approx((s.weights_gib + 6.0) / 2 + OVERHEAD_GIB)
+    # A downloaded model's safetensors index gives the weights' exact size.
+    snap = placement.model_dir(s.model)
+    (snap / "model.safetensors.index.json").write_text('{"metadata": {"total_size": 16060522496}}')
+    assert placement.servers(cfg)[2].weights_gib == pytest.approx(16060522496 / GIB)
+    quant = {**config_json(s.model), "quantization_config": {"quant_method": "awq", "bits": 4}}
+    assert placement.bytes_per_param(quant) == 0.5
+
+
+@pytest.mark.parametrize("gpus", ["1x141", "8x80", "1x24"])
+@pytest.mark.parametrize("panel", ["example", "twelve"])
+def test_both_panels_on_recorded_gpus_fit_or_are_refused_by_how_much(hf_home, tmp_path, gpus, panel):
+    cfg = load_config(EXAMPLE if panel == "example" else twelve_model_panel(tmp_path))
+    servers = placement.servers(cfg)
+    smi = placement.parse_nvidia_smi(NVIDIA_SMI[gpus])
+    refused = {("example", "1x24"), ("twelve", "1x141"), ("twelve", "1x24")}
+    if (panel, gpus) in refused:
+        with pytest.raises(ConfigError) as err:
+            placement.plan(servers, smi)
+        msg = str(err.value)
+        assert "\n" not in msg and msg.startswith("the panel does not fit: ")
+        # The largest server is placed first; on one GPU it is the one refused, short by its need minus 0.9.
+        big = max(servers, key=lambda s: s.per_gpu_gib(1))
+        short = big.per_gpu_gib(1) - smi[0].cap_m / 1000 * smi[0].total_gib
+        assert f"{big.model} (probes " in msg and f"short by {short:.1f} GiB" in msg and short > 0
+        return
+    plan = placement.plan(servers, smi)
+    check_plan(plan, servers)
+    tps = {p.server.model: p.tp for p in plan.placements}
+    if gpus == "1x141":  # the example panel: three servers share the H200, started one after another
+        assert [len(w) for w in plan.waves()] == [1, 1, 1]
+        # the room left is handed out; each server loses less than a thousandth to rounding down
+        assert 900 - 3 < sum(p.share_m for p in plan.placements) <= 900
+    else:  # 8x80: spread out; the models that fit no single 80 GB GPU are split with tensor parallelism
+        cap = 0.9 * smi[0].total_gib
+        split = {m: t for m, t in tps.items() if t > 1}
+        assert split == ({} if panel == "example" else
+                         {"Qwen/Qwen2.5-32B-Instruct": 2, "meta-llama/Llama-3.1-70B-Instruct": 4})
+        for p in plan.placements:  # the smallest size that fits: half as many GPUs would not do
+            assert p.server.per_gpu_gib(p.tp // 2) > cap if p.tp > 1 else p.server.per_gpu_gib(1) <= cap
+        if panel == "example":
+            assert len({p.gpus for p in plan.placements}) == 3 and len(plan.waves()) == 1
+
+
+def test_a_panel_that_cannot_fit_is_refused_with_its_shortfall(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty"))
+    path = tmp_path / "p.toml"
+    path.write_text('[[probes]]\nname = "big"\nbase_url = "http://127.0.0.1:8001/v1"\nmodel = "org/big"\n'
+                    'gpu_memory_gb = 12\n[[probes]]\nname = "nocfg"\nbase_url = "http://127.0.0.1:8002/v1"\n'
+                    'model = "org/unknown"\n')
+    with pytest.raises(ConfigError, match=r"^probes.nocfg.gpu_memory_gb: org/unknown has no config.json in "
+                                          r"the Hugging Face cache \(.*empty/hub\)"):
+        placement.servers(load_config(path))
+    servers = placement.servers(load_config(path, ["probes.1.gpu_memory_gb=3"]))
+    # By hand: 10 GiB x 0.9 = 9.0 GiB of room; the 12 GiB server is 3.0 GiB short.
+    with pytest.raises(ConfigError, match=r"org/big \(probes big\) needs 12.0 GiB on one GPU, the most room "
+                                          r"left is 9.0 GiB, short by 3.0 GiB; 1 more server"):
+        placement.plan(servers, placement.parse_gpus_option("10"))
+    # 12 GiB over two 10 GiB GPUs: 10/2 + 2 = 7 GiB (0.700) on each; the small one takes the third GPU.
+    plan = placement.plan(servers, placement.parse_gpus_option("3x10"))
+    assert [(p.gpus, p.need_m) for p in plan.placements] == [((0, 1), 700), ((2,), 300)]
+    assert [p.share_m for p in plan.placements] == [900, 900]
+
+
+def test_context_longer_than_the_model_is_refused_and_sampling_differences_warned(hf_home):
+    with pytest.raises(ConfigError, match=r"^probes.qwen3-8b: max_prompt_tokens \+ max_tokens = 42048 exceeds "
+                                          r"Qwen/Qwen3-8B's context of 40960 tokens"):
+        placement.servers(load_config(EXAMPLE, ["probes.1.max_tokens=40000"]))
+    cfg = load_config(EXAMPLE, ["probes.1.top_p=0.8"])
+    warnings = placement.sampling_warnings(cfg, placement.servers(cfg))
+    assert warnings == ["probes.qwen3-8b.top_p = 0.8 differs from 0.95 in Qwen/Qwen3-8B's generation_config.json; "
+                        "the panel's value is used (docs/serving.md)"]
+    cfg = load_config(EXAMPLE)
+    assert placement.sampling_warnings(cfg, placement.servers(cfg)) == []
+
+
+def test_probes_serve_prints_the_plan_and_writes_a_script_without_keys(hf_home, tmp_path, capsys):
+    from benchfill.cli import main
+
+    smi = tmp_path / "smi.csv"
+    smi.write_text(NVIDIA_SMI["1x141"])
+    script = tmp_path / "serve.sh"
+    assert main(["probes", "serve", "--config", str(EXAMPLE), "--nvidia-smi", str(smi), "--write", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:5] == ["model", "GPUs", "TP", "needs", "share"]
+    assert re.search(r"^GPU 0 \(NVIDIA H200, 140.4 GiB, 0.0 in use\): shares 0.89\d of 0.900$", out, re.M)
+    text = script.read_text()
+    starts = [ln for ln in text.splitlines() if " vllm serve " in ln]
+    assert len(starts) == 3 and all(ln.startswith("CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0 vllm serve")
+                                    for ln in starts)
+    assert all(re.search(r"--gpu-memory-utilization 0\.\d{3} --max-model-len \d+", ln) for ln in starts)
+    assert "--api-key" not in text and ': "${VLLM_API_KEY:?' in text
+    assert text.count("wait_for \"$pid_") == 3 and "# model" in text  # the plan, as comments
+    if shutil.which("bash"):
+        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    assert main(["probes", "serve", "--config", str(EXAMPLE), "--gpus", "8x80", "--set", "probes.1.top_p=0.8"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == ("warning: probes.qwen3-8b.top_p = 0.8 differs from 0.95 in Qwen/Qwen3-8B's "
+                       "generation_config.json; the panel's value is used (docs/serving.md)\n")
+    assert cap.out.count("CUDA_VISIBLE_DEVICES=") == 3 and "--api-key" not in cap.out  # no --write: the commands
+    clash = tmp_path / "clash.toml"
+    clash.write_text('[[probes]]\nname = "a"\nbase_url = "http://127.0.0.1:8101/v1"\nmodel = "m1"\n'
+                     '[[probes]]\nname = "b"\nbase_url = "http://127.0.0.1:8101/v1"\nmodel = "m2"\n')
+    assert main(["probes", "serve", "--config", str(clash), "--gpus", "1x80"]) == 2
+    assert "share a port" in capsys.readouterr().err
+
+
+def test_readme_shows_the_plan_the_planner_makes_for_the_example_panel_on_one_h200(hf_home):
+    plan = placement.plan(placement.servers(load_config(EXAMPLE)), placement.parse_nvidia_smi(NVIDIA_SMI["1x141"]))
+    assert f"```text\n{plan.table()}\n```" in (ROOT / "README.md").read_text()

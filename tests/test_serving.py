@@ -1,0 +1,285 @@
+"""Starting the planned vLLM servers, with a fake ``vllm`` on PATH (a small Python script written here).
+
+The fake records its arguments and environment, loads for a moment, then answers /health and /v1/models
+(checking the bearer key like vLLM); one named model crashes instead, another never gets ready.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchfill import placement
+from benchfill.config import load_config
+from benchfill.errors import ConfigError, EndpointError
+from benchfill.serving import start_servers, stop_servers, vllm_commands, watch, write_script
+
+KEY, OTHER_KEY = "vk-secret-value-0001", "pk-other-value-0002"
+FAKE_VLLM = r'''#!{python}
+import json, os, signal, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+args = sys.argv[1:]
+model, port = args[args.index("--served-model-name") + 1], int(args[args.index("--port") + 1])
+rec = os.environ["FAKE_VLLM_RECORD"]
+env = {{k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "VLLM_API_KEY")}}
+with open(os.path.join(rec, f"{{port}}.json"), "w") as f:
+    json.dump({{"argv": sys.argv, "env": env, "pid": os.getpid(), "started": time.time()}}, f)
+signal.signal(signal.SIGTERM, lambda *a: (open(os.path.join(rec, f"{{port}}.stopped"), "w").close(), os._exit(0)))
+print(f"INFO loading {{model}}", flush=True)
+if model in os.environ.get("FAKE_VLLM_HANG", "").split(","):
+    time.sleep(3600)
+time.sleep(float(os.environ.get("FAKE_VLLM_DELAY", "0.5")))
+if model in os.environ.get("FAKE_VLLM_CRASH", "").split(","):
+    print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", flush=True)
+    sys.exit(1)
+key = os.environ.get("VLLM_API_KEY")
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        code, body = 404, b""
+        if self.path == "/health":
+            code = 200
+        elif self.path == "/v1/models":
+            if key and self.headers.get("Authorization") != f"Bearer {{key}}":
+                code, body = 401, b'{{"error": "Unauthorized"}}'
+            else:
+                code, body = 200, json.dumps({{"object": "list", "data": [{{"id": model, "object": "model"}}]}}).encode()
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+print("INFO Application startup complete.", flush=True)
+if model in os.environ.get("FAKE_VLLM_DIE", "").split(","):
+    import threading
+    threading.Timer(1.0, lambda: (print("RuntimeError: NCCL watchdog timeout", flush=True), os._exit(9))).start()
+ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+'''
+
+
+def free_ports(n):
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    """A fake GPU host: vllm on PATH, keys in the environment, three models 40/30/30 GiB on 2x80 GiB."""
+    bin_dir, rec = tmp_path / "bin", tmp_path / "rec"
+    bin_dir.mkdir()
+    rec.mkdir()
+    (bin_dir / "vllm").write_text(FAKE_VLLM.format(python=sys.executable))
+    (bin_dir / "vllm").chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FAKE_VLLM_RECORD": str(rec),
+           "FAKE_VLLM_DELAY": "0.6", "VLLM_API_KEY": KEY, "PANEL_KEY": OTHER_KEY, "HF_HOME": str(tmp_path / "hf")}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    ports = free_ports(3)
+    cfg = tmp_path / "panel.toml"
+    cfg.write_text("".join(
+        f'[[probes]]\nname = "{n}"\nbase_url = "http://127.0.0.1:{port}/v1"\nmodel = "org/{n}"\n'
+        f'gpu_memory_gb = {gb}\napi_key_env = "{key}"\n'
+        for (n, gb, key), port in zip([("a", 40, "VLLM_API_KEY"), ("b", 30, "PANEL_KEY"), ("c", 30, "VLLM_API_KEY")],
+                                      ports, strict=True)))
+    yield tmp_path, cfg, ports, rec
+    for r in rec.glob("*.json"):  # nothing the test started outlives it
+        pid = json.loads(r.read_text())["pid"]
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def records(rec: Path) -> dict[int, dict]:
+    return {int(p.stem): json.loads(p.read_text()) for p in rec.glob("*.json")}
+
+
+def no_key_on_any_command_line(servers: list[int]) -> None:
+    """Every process's argv on this machine, as /proc shows it to anyone, holds neither key."""
+    seen = set()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        seen.add(int(cmdline.parent.name))
+        assert KEY.encode() not in argv and OTHER_KEY.encode() not in argv, (cmdline, argv)
+    assert set(servers) <= seen  # the servers' own command lines were among those read
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is gone
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def read_until(stream, marker: str, timeout_s: float = 30) -> str:
+    seen, deadline = [], time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+    raise AssertionError(f"{marker!r} never came; got: {''.join(seen)}")
+
+
+def test_start_pins_each_server_keeps_keys_off_argv_waits_and_stops_on_ctrl_c(host):
+    tmp, cfg, ports, rec = host
+    proc = subprocess.Popen([sys.executable, "-m", "benchfill", "probes", "serve", "--config", str(cfg),
+                             "--gpus", "2x80", "--start", "--log-dir", str(tmp / "logs"), "--poll", "0.1",
+                             "--wait", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        err = read_until(proc.stderr, "all 3 servers ready")
+        r = records(rec)
+        # The plan: a (40 GiB) alone on GPU 0; b and c (30 GiB each) share GPU 1, c started once b is ready.
+        assert {p: r[p]["env"]["CUDA_VISIBLE_DEVICES"] for p in ports} == dict(zip(ports, "011", strict=True))
+        assert all(r[p]["env"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" for p in ports)
+        shares = {p: float(r[p]["argv"][r[p]["argv"].index("--gpu-memory-utilization") + 1]) for p in ports}
+        assert shares[ports[0]] <= 0.9 and shares[ports[1]] + shares[ports[2]] <= 0.9
+        assert shares[ports[1]] * 80 >= 30 and shares[ports[2]] * 80 >= 30 and shares[ports[0]] * 80 >= 40
+        assert r[ports[2]]["started"] >= r[ports[1]]["started"] + 0.6  # after b loaded (0.6 s) and answered
+        # separate GPUs: together, each started before the other could be ready (0.6 s of loading)
+        assert abs(r[ports[1]]["started"] - r[ports[0]]["started"]) < 0.6
+        # Keys: in each server's environment as VLLM_API_KEY, on no command line anywhere.
+        assert [r[p]["env"]["VLLM_API_KEY"] for p in ports] == [KEY, OTHER_KEY, KEY]
+        assert all("--api-key" not in r[p]["argv"] for p in ports)
+        no_key_on_any_command_line([r[p]["pid"] for p in ports])
+        for p in ports:
+            assert "ready: org/" in err and f"on http://127.0.0.1:{p}/v1" in err
+            assert (tmp / "logs" / f"vllm-{p}.log").read_text().startswith("INFO loading org/")
+        assert all(alive(r[p]["pid"]) for p in ports)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        assert proc.wait(timeout=20) == 0
+        assert "stopping 3 servers" in proc.stderr.read()
+        assert proc.stdout.read().startswith("model ")  # the plan came first
+        assert not any(alive(r[p]["pid"]) for p in ports)
+        assert all((rec / f"{p}.stopped").exists() for p in ports)  # each got SIGTERM, none was left over
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _commands(cfg, gpus="2x80"):
+    return vllm_commands(placement.plan(placement.servers(load_config(cfg)), placement.parse_gpus_option(gpus)))
+
+
+def test_a_server_that_crashes_is_named_with_its_log_tail_and_the_others_stop(host, monkeypatch):
+    tmp, cfg, ports, rec = host
+    monkeypatch.setenv("FAKE_VLLM_CRASH", "org/b")
+    out = io.StringIO()
+    with pytest.raises(EndpointError) as err:
+        start_servers(_commands(cfg), tmp / "logs", wait_s=30, poll_s=0.1, out=out)
+    assert str(err.value) == (f"vllm for org/b on port {ports[1]} (GPU 1) exited with code 1 before it was ready; "
+                              f"log: {tmp / 'logs' / f'vllm-{ports[1]}.log'} (last lines above)")
+    assert "  | torch.OutOfMemoryError: CUDA out of memory" in out.getvalue()
+    r = records(rec)
+    assert ports[2] not in r  # c was to start after b: it never did
+    assert not alive(r[ports[0]]["pid"]) and (rec / f"{ports[0]}.stopped").exists()
+
+
+def test_a_server_that_misses_its_deadline_is_named_and_stopped(host, monkeypatch):
+    tmp, cfg, ports, rec = host
+    monkeypatch.setenv("FAKE_VLLM_HANG", "org/a")
+    out = io.StringIO()
+    with pytest.raises(EndpointError, match=rf"^vllm for org/a on port {ports[0]} \(GPU 0\) not ready after 1 s; "):
+        start_servers(_commands(cfg), tmp / "logs", wait_s=1, poll_s=0.1, progress_s=0.3, out=out)
+    assert re.search(r"waiting \d s for 2 server\(s\) to load: org/a \(port \d+\)", out.getvalue())
+    assert "  | INFO loading org/a" in out.getvalue()
+    assert not any(alive(r["pid"]) for r in records(rec).values())
+
+
+def test_a_server_that_dies_after_it_was_ready_is_reported(host, monkeypatch):
+    tmp, cfg, ports, rec = host
+    monkeypatch.setenv("FAKE_VLLM_DIE", "org/c")  # the last to start: start_servers has returned by then
+    monkeypatch.setenv("FAKE_VLLM_DELAY", "0.1")
+    cmds, out = _commands(cfg), io.StringIO()
+    procs = start_servers(cmds, tmp / "logs", wait_s=30, poll_s=0.05, out=out)
+    try:
+        with pytest.raises(EndpointError, match=rf"^vllm for org/c on port {ports[2]} \(GPU 1\) exited with code 9; "):
+            watch(cmds, procs, tmp / "logs", poll_s=0.05, out=out)
+        assert "  | RuntimeError: NCCL watchdog timeout" in out.getvalue()
+    finally:
+        stop_servers(procs)
+    assert not any(alive(r["pid"]) for r in records(rec).values())
+
+
+def test_nothing_starts_without_the_key_or_without_vllm(host, monkeypatch):
+    tmp, cfg, ports, rec = host
+    monkeypatch.delenv("PANEL_KEY")
+    with pytest.raises(ConfigError, match="^api_key_env: environment variable PANEL_KEY is not set"):
+        start_servers(_commands(cfg), tmp / "logs")
+    monkeypatch.setenv("PATH", str(tmp))
+    with pytest.raises(EndpointError, match="^vllm: not found on PATH; install the extra"):
+        start_servers(_commands(cfg), tmp / "logs")
+    assert records(rec) == {}
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_the_written_script_makes_the_same_plan_and_the_same_waiting(host, monkeypatch, crash):
+    tmp, cfg, ports, rec = host
+    if crash:
+        monkeypatch.setenv("FAKE_VLLM_CRASH", "org/b")
+    script = write_script(_commands(cfg), tmp / "serve.sh", log_dir=str(tmp / "logs"), wait_s=30)
+    proc = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "POLL_S": "0.1"})
+    try:
+        if crash:
+            assert proc.wait(timeout=30) == 3
+            err = proc.stderr.read()
+            assert f"vllm for org/b on port {ports[1]} exited before it was ready; last lines of" in err
+            assert "  | torch.OutOfMemoryError" in err
+            assert not any(alive(r["pid"]) for r in records(rec).values()) and ports[2] not in records(rec)
+            return
+        read_until(proc.stderr, "all 3 servers ready")
+        r = records(rec)
+        assert [r[p]["env"]["CUDA_VISIBLE_DEVICES"] for p in ports] == ["0", "1", "1"]
+        assert [r[p]["env"]["VLLM_API_KEY"] for p in ports] == [KEY, OTHER_KEY, KEY]
+        assert r[ports[2]]["started"] >= r[ports[1]]["started"] + 0.6
+        no_key_on_any_command_line([r[p]["pid"] for p in ports])
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 130
+        assert not any(alive(r[p]["pid"]) for p in ports)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_stop_servers_ends_whole_process_groups(tmp_path):
+    # vLLM runs its engine in a child process: stopping the server must not leave it behind.
+    child_pid = tmp_path / "child"
+    code = (f"import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+            f" open({str(child_pid)!r}, 'w').write(str(c.pid)); time.sleep(60)")
+    p = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not child_pid.exists() or not child_pid.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    engine = int(child_pid.read_text())
+    stop_servers([p], grace_s=5)
+    time.sleep(0.2)
+    assert p.poll() is not None and not alive(engine)
