@@ -260,7 +260,7 @@ def _entropy(axis: ModelAxis, item_ids: Sequence[str], answers, n_states) -> tup
     ent = np.full((n_items, n), np.nan)
     col = {item: i for i, item in enumerate(item_ids)}
     seen: dict[str, set[str]] = {}
-    for (model, item), counts in answers.items():
+    for (_model, item), counts in answers.items():
         if item in col:
             seen.setdefault(item, set()).update(s for s, v in counts.items() if v > 0)
     row = {m: j for j, m in enumerate(axis.models)}
