@@ -45,7 +45,7 @@ def test_isotonic_fit_pools_violators():
 
 
 def test_isotonic_fit_long_axis_matches_short_axis_code():
-    # Above 16 models scipy's PAVA is used; both paths must agree on the same rows.
+    # Above 16 models the compiled PAVA is used; both paths and scipy must agree on the same rows.
     rng = np.random.default_rng(3)
     t = rng.integers(1, 6, size=(50, 20))
     k = rng.binomial(t, 0.5)
@@ -60,6 +60,10 @@ def test_isotonic_fit_long_axis_matches_short_axis_code():
         trajectory.VECTORISED_MAX_MODELS = old
     np.testing.assert_allclose(long, short, atol=1e-12)
     assert np.all(np.diff(long, axis=1) >= -1e-12)
+    from scipy.optimize import isotonic_regression
+
+    ref = np.array([isotonic_regression(k[r] / t[r], weights=t[r]).x for r in range(len(k))])
+    np.testing.assert_allclose(long, ref, atol=1e-12)
 
 
 def test_positions_and_widths_by_hand(hand_profile):
