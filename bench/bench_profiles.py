@@ -8,7 +8,10 @@ Prints, side by side:
    the axis of models ordered by empirical performance;
 3. the five most anomalous items of livecodebench-codegen and cruxeval (10 trials each), with
    their correctness trajectories (one digit per model, weakest first: 0 = 0-9%, 9 = 90-100%);
-4. profile-guided subsets against random ones of the same size (NDR and Kendall tau-b), on an
+4. response-budget sensitivity (Appendix H.1) on the 10-trial matrices: half of each pair's responses
+   drawn without replacement (hypergeometric on the counts), five repetitions; agreement of the review
+   flags with the full budget, and the mean absolute change of x and w on items rising in both;
+5. profile-guided subsets against random ones of the same size (NDR and Kendall tau-b), on an
    eight-model axis (models evenly spaced in strength, as the paper's short axes), in sample
    (selected and evaluated on those eight) and out of sample (evaluated on all other models).
 
@@ -98,8 +101,37 @@ def main() -> None:
             traj = "".join("." if c != c else str(min(int(c * 10), 9)) for c in p.correctness)
             print(f"  {p.item_id:<22} o={p.order_consistency:.4f} D={p.statistic:7.1f} gain={p.gain:.2f}  {traj}")
 
+    _budget(profiles)
     if not args.skip_subsets:
         _subsets(profiles, args.subset_size)
+
+
+def _budget(profiles: dict) -> None:
+    from benchfill.matrix import ResponseMatrix
+    from benchfill.measure.profiles import profile
+
+    names = [n for n in TOP5 if n in profiles]
+    if not names:
+        return
+    print("\n== response-budget sensitivity: half the responses (T -> ceil(T/2)), 5 repetitions")
+    print(f"  {'matrix':<24} {'flag agreement':>15} {'x MAE':>7} {'w MAE':>7} {'anomaly rate':>13}")
+    for name in names:
+        m, full = profiles[name]
+        rng = np.random.default_rng(0)
+        agree, xe, we, rate = [], [], [], []
+        for _ in range(5):
+            half = np.ceil(m.trials / 2).astype(np.int64)
+            k = np.where(m.trials > 0, rng.hypergeometric(m.correct, m.trials - m.correct, np.maximum(half, 1)), 0)
+            sub = profile(ResponseMatrix(m.models, m.item_ids, k, half, m.chance, m.source), order=full.axis.models)
+            a = np.array([(p.flagged, p.flat, p.position, p.width) for p in full.items], dtype=float)
+            b = np.array([(p.flagged, p.flat, p.position, p.width) for p in sub.items], dtype=float)
+            both = (a[:, 1] == 0) & (b[:, 1] == 0)
+            agree.append(np.mean(a[:, 0] == b[:, 0]))
+            xe.append(np.mean(np.abs(a[both, 2] - b[both, 2])))
+            we.append(np.mean(np.abs(a[both, 3] - b[both, 3])))
+            rate.append(sub.order_anomaly_rate)
+        print(f"  {name:<24} {np.mean(agree):>15.1%} {np.mean(xe):>7.3f} {np.mean(we):>7.3f} {np.mean(rate):>13.1%}")
+        sys.stdout.flush()
 
 
 def _subsets(profiles: dict, size: int) -> None:

@@ -102,3 +102,14 @@ def test_one_new_item_from_probes_with_different_budgets(tmp_path):
     assert slip.flagged and slip.p_value <= 0.01
     with pytest.raises(ValueError):
         order_consistency([5, 1], [4, 4], cache_dir=tmp_path)
+
+
+def test_single_response_per_model_holds_the_level_too(tmp_path):
+    # T = 1 on a 29-model axis (the mmlu-pro shape): D is discrete, ties are counted, and the
+    # share of 3000 monotone items flagged stays within .05 + 3 standard errors.
+    rng = np.random.default_rng(13)
+    pos = np.linspace(0, 1, 29)
+    b, a = rng.uniform(-0.3, 1.3, size=(3000, 1)), rng.uniform(0.0, 12.0, size=(3000, 1))
+    k = rng.binomial(1, 1 / (1 + np.exp(-a * (pos - b))))
+    o = calibration([1] * 29, cache_dir=tmp_path).p_value(lr_statistic(k, np.ones(29)))
+    assert np.mean(o <= 0.05) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 3000)
