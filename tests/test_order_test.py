@@ -106,7 +106,7 @@ def test_one_new_item_from_probes_with_different_budgets(tmp_path):
 
 def test_single_response_per_model_holds_the_level_too(tmp_path):
     # T = 1 on a 29-model axis (the mmlu-pro shape): D is discrete, ties are counted, and the
-    # share of 3000 monotone items flagged stays within .05 + 3 standard errors.
+    # share of 3000 monotone items flagged stays within .05 + 3 standard errors (observed 0.4%).
     rng = np.random.default_rng(13)
     pos = np.linspace(0, 1, 29)
     b, a = rng.uniform(-0.3, 1.3, size=(3000, 1)), rng.uniform(0.0, 12.0, size=(3000, 1))

@@ -54,7 +54,7 @@ def test_isotonic_fit_long_axis_matches_short_axis_code():
     long = isotonic_fit(k, t)
     old = trajectory.VECTORISED_MAX_MODELS
     try:
-        trajectory.VECTORISED_MAX_MODELS = 100
+        trajectory.VECTORISED_MAX_MODELS = 100  # force the min-max form on the same rows
         short = isotonic_fit(k, t)
     finally:
         trajectory.VECTORISED_MAX_MODELS = old
