@@ -65,7 +65,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         answers = read_answers(args.answers)
     print(f"profiling {matrix.n_items} items along {matrix.n_models} models ...", file=sys.stderr)
     bp = profile(matrix, fit=fit, answers=answers, alpha=args.alpha, draws=args.draws, seed=args.seed,
-                 cache_dir=False if args.no_cache else None)
+                 cache_dir=False if args.no_cache else None, progress=lambda msg: print(msg, file=sys.stderr))
     result = bp.to_dict()
     if args.subset:
         from benchfill.measure.profiles_subset import evaluate_subsets

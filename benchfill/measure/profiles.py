@@ -18,7 +18,7 @@ left out of the position and width summaries. ``profile`` is the library entry p
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,6 +142,7 @@ def profile(
     draws: int = DEFAULT_DRAWS,
     seed: int = 0,
     cache_dir: str | Path | None | bool = None,
+    progress: Callable[[str], None] | None = None,
 ) -> BenchmarkProfile:
     """Profile every item of a response matrix along its model axis.
 
@@ -149,6 +150,7 @@ def profile(
     ``order`` gives them. ``answers`` maps (model, item_id) to counts of the answer states the
     responses gave; with it, entropy trajectories and answer concentration enter the profile,
     and ``n_states`` may give each item's number of answer states M (default: the number seen).
+    ``progress`` receives a line per order calibration (one per distinct trials vector).
     """
     axis = model_axis(matrix, fit=fit, order=order)
     rows = [matrix.models.index(m) for m in axis.models]
@@ -163,6 +165,7 @@ def profile(
     q = np.full((n_items, 3), np.nan)
     patterns, inverse = np.unique(t_all > 0, axis=0, return_inverse=True)
     inverse = inverse.ravel()
+    n_vectors, done = len(np.unique(t_all, axis=0)), 0
     for g, present in enumerate(patterns):
         members = np.flatnonzero(inverse == g)
         if present.sum() < 2:
@@ -178,6 +181,10 @@ def profile(
         tv, tinv = np.unique(t, axis=0, return_inverse=True)
         for j, tvec in enumerate(tv):
             sel = np.flatnonzero(tinv.ravel() == j)
+            done += 1
+            if progress is not None:
+                progress(f"order calibration {done}/{n_vectors}: {len(tvec)} models, trials {_budget(tvec)}, "
+                         f"{sel.size} items")
             cal = calibration(tvec, draws=draws, seed=seed, cache_dir=cache_dir)
             pval[members[sel]] = cal.p_value(d[sel])
 
@@ -286,6 +293,11 @@ class _quiet:
 
     def __exit__(self, *exc):
         return self._w.__exit__(*exc)
+
+
+def _budget(tvec: np.ndarray) -> str:
+    lo, hi = int(tvec.min()), int(tvec.max())
+    return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
 def _describe(v: np.ndarray, edges: np.ndarray) -> dict[str, Any]:
