@@ -198,3 +198,15 @@ def test_untried_pairs_are_dropped_from_the_item_trajectory():
     # fit 0 .25 . .75 1: the midpoint .5 lies halfway between m2 (.25) and m4 (.75) -> x = .5
     assert b.position == pytest.approx(0.5)
     assert b.statistic == 0.0
+
+
+def test_items_tried_by_fewer_than_two_models_are_listed_not_profiled():
+    k = np.array([[0, 1], [1, 0], [2, 0]])
+    t = np.array([[2, 2], [2, 0], [2, 0]])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bp = profile(ResponseMatrix(("a", "b", "c"), ("ok", "lone"), k, t), cache_dir=False, draws=99)
+    assert [p.item_id for p in bp.items] == ["ok"] and bp.unprofiled == ("lone",)
+    assert bp.summary()["unprofiled"] == 1

@@ -198,7 +198,8 @@ def profile(
     gain = np.where(ok, np.maximum(hi - lo, 0.0), np.nan)
     flat = ok & (gain <= FLAT_TOLERANCE)
     gain = np.where(flat, 0.0, gain)
-    mean_c = np.nanmean(np.where(ok[:, None], c, np.nan), axis=1) if n_items else np.zeros(0)
+    with _quiet():  # an item no model tried has no mean; it is listed as unprofiled
+        mean_c = np.nanmean(np.where(ok[:, None], c, np.nan), axis=1) if n_items else np.zeros(0)
     gamma = endpoint_evidence(k_all[ar, first], t_all[ar, first], k_all[ar, last], t_all[ar, last])
 
     position, width = q[:, 1].copy(), q[:, 2] - q[:, 0]
