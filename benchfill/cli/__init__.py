@@ -15,6 +15,7 @@ import sys
 # Order is the order shown in --help.
 COMMAND_MODULES = (
     "benchfill.cli.measure",  # fit, diagnose, calibrate
+    "benchfill.cli.profile",  # profile (BSDProbe item profiles, order anomalies)
     "benchfill.cli.run",  # run
     "benchfill.cli.traffic",  # probes check / probes serve
     "benchfill.cli.sim",  # sim serve

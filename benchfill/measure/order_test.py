@@ -1,0 +1,219 @@
+"""Order consistency: does an item's correctness rise along the model axis? (BSDProbe, Appendix D)
+
+The statistic is the likelihood ratio of monotone against free correctness trajectories,
+
+    D = 2 sum_i T_i KL(Bern(c_i) || Bern(c~_i)),
+
+with c~ the monotone (isotonic) binomial MLE. Its null distribution depends on the unknown true
+trajectory, so the p-value is maximised over a finite reference family of monotone profiles
+(flat, linear, one-step; Appendix D.3) with the Monte Carlo add-one correction:
+
+    o = max_theta (1 + #{b : D*_theta(b) >= D}) / (B + 1).
+
+The null draws depend only on the trials vector (T_1..T_n along the axis), so one calibration
+per trials vector serves every item that shares it: it is computed once, kept in memory, and
+written under the user cache directory (``BENCHFILL_CACHE_DIR``, else ``$BENCHFILL_HOME/cache``,
+else ``$XDG_CACHE_HOME/benchfill``). Probes with different trial counts simply give a different
+trials vector, calibrated the same way (the statistic weights each model by its own T_i).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.special import xlogy
+
+from benchfill.measure.trajectory import isotonic_fit
+
+DEFAULT_DRAWS = 999
+CALIBRATION_VERSION = 1  # bump when the reference family or the statistic changes
+
+# Levels of the reference family. The least favourable monotone null for an isotonic LR test is
+# flat (every adjacent pair can violate), so flat profiles get the fine grid; linear and one-step
+# profiles cover nulls whose rise is partly localized, as in the paper's family.
+FLAT_LEVELS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98)
+LINEAR_LEVELS = (0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98)
+STEP_LEVELS = (0.05, 0.2, 0.5, 0.8, 0.95)
+MAX_STEP_CUTS = 7
+
+
+def lr_statistic(correct: np.ndarray, trials: np.ndarray, fitted: np.ndarray | None = None) -> np.ndarray:
+    """D per row; ``fitted`` is the isotonic fit when the caller has it already."""
+    k = np.atleast_2d(np.asarray(correct, dtype=float))
+    t = np.broadcast_to(np.atleast_2d(np.asarray(trials, dtype=float)), k.shape)
+    f = isotonic_fit(k, t) if fitted is None else np.atleast_2d(fitted)
+    c = k / t
+    miss = t - k
+    # 2 [l(c) - l(c~)]; xlogy makes 0 log 0 = 0, and c~ is 0 (1) only where the whole pooled
+    # block has k = 0 (k = T), so no log 0 is ever multiplied by a positive count.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = 2.0 * (xlogy(k, c) - xlogy(k, f) + xlogy(miss, 1.0 - c) - xlogy(miss, 1.0 - f)).sum(axis=1)
+    return np.maximum(d, 0.0)
+
+
+def reference_profiles(n: int) -> np.ndarray:
+    """The finite family of monotone correctness profiles the p-value is maximised over (rows)."""
+    pos = np.linspace(0.0, 1.0, n)
+    refs = [np.full(n, a) for a in FLAT_LEVELS]
+    refs += [a + (b - a) * pos for a in LINEAR_LEVELS for b in LINEAR_LEVELS if b > a]
+    cuts = np.unique(np.round(np.linspace(1, n - 1, min(MAX_STEP_CUTS, n - 1))).astype(int))
+    for cut in cuts:
+        refs += [np.where(np.arange(n) < cut, a, b) for a in STEP_LEVELS for b in STEP_LEVELS if b > a]
+    return np.array(refs)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The Monte Carlo null of D for one trials vector: sorted draws per reference profile."""
+
+    trials: tuple[int, ...]
+    draws: int
+    seed: int
+    references: np.ndarray  # (R, n)
+    null: np.ndarray  # (R, draws), each row sorted ascending
+
+    def p_value(self, statistic: np.ndarray | float) -> np.ndarray:
+        """o = max over references of (1 + #{D* >= D}) / (B + 1); ties count (inclusive)."""
+        d = np.atleast_1d(np.asarray(statistic, dtype=float))
+        # A relative tolerance keeps float noise from splitting ties between equal statistics.
+        tol = 1e-9 * np.maximum(1.0, np.abs(d))
+        below = np.stack([np.searchsorted(row, d - tol, side="left") for row in self.null])
+        exceed = self.draws - below.min(axis=0)
+        return (1.0 + exceed) / (self.draws + 1.0)
+
+
+_MEMORY: dict[tuple, Calibration] = {}
+
+
+def calibration(
+    trials: Sequence[int],
+    *,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    cache_dir: str | Path | None | bool = None,
+) -> Calibration:
+    """The calibration for a trials vector (weakest model first), from memory, disk or fresh.
+
+    ``cache_dir``: None for the default user cache directory, a path for another, False to keep
+    it in memory only.
+    """
+    t = tuple(int(x) for x in trials)
+    if len(t) < 2 or min(t) < 1:
+        raise ValueError(f"order calibration needs at least two models with trials >= 1, got {t}")
+    key = (t, draws, seed)
+    hit = _MEMORY.get(key)
+    if hit is not None:
+        return hit
+    path = None if cache_dir is False else _cache_path(key, cache_dir)
+    cal = _load(path, key) if path is not None else None
+    if cal is None:
+        cal = _simulate(t, draws, seed)
+        if path is not None:
+            _save(path, cal)
+    _MEMORY[key] = cal
+    return cal
+
+
+def clear_memory_cache() -> None:
+    _MEMORY.clear()
+
+
+def _simulate(trials: tuple[int, ...], draws: int, seed: int) -> Calibration:
+    n = len(trials)
+    refs = reference_profiles(n)
+    # The seed is mixed with the trials vector so that two budgets never share their draws.
+    digest = hashlib.sha256(repr((trials, seed)).encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    t = np.asarray(trials, dtype=np.int64)
+    # all references at once: one (R * B, n) batch through the fit, no per-reference overhead
+    k = rng.binomial(t, refs[:, None, :], size=(len(refs), draws, n)).reshape(-1, n)
+    null = np.sort(lr_statistic(k, t).reshape(len(refs), draws), axis=1)
+    return Calibration(trials, draws, seed, refs, null)
+
+
+def default_cache_dir() -> Path:
+    explicit = os.environ.get("BENCHFILL_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    home = os.environ.get("BENCHFILL_HOME")
+    if home:
+        return Path(home) / "cache"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "benchfill"
+
+
+def _cache_path(key: tuple, cache_dir: str | Path | None | bool) -> Path:
+    base = default_cache_dir() if cache_dir in (None, True) else Path(cache_dir)
+    name = hashlib.sha256(repr((CALIBRATION_VERSION, key)).encode()).hexdigest()[:24]
+    return base / "order-calibration" / f"{name}.npz"
+
+
+def _load(path: Path, key: tuple) -> Calibration | None:
+    try:
+        with np.load(path) as z:
+            t, draws, seed = tuple(int(x) for x in z["trials"]), int(z["draws"]), int(z["seed"])
+            if (t, draws, seed) != key or int(z["version"]) != CALIBRATION_VERSION:
+                return None
+            return Calibration(t, draws, seed, z["references"], z["null"])
+    except (OSError, KeyError, ValueError):
+        return None  # absent or unreadable: recompute (a cache is never an error)
+
+
+def _save(path: Path, cal: Calibration) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".cal-", suffix=".npz", dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, trials=np.array(cal.trials), draws=cal.draws, seed=cal.seed,
+                     version=CALIBRATION_VERSION, references=cal.references, null=cal.null)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache dir costs a recomputation next time, nothing more
+
+
+@dataclass(frozen=True)
+class OrderScore:
+    """One item's order consistency along the probe axis."""
+
+    statistic: float  # D
+    p_value: float  # o, the Monte Carlo order-consistency score
+    flagged: bool  # o <= alpha
+    fitted: tuple[float, ...]  # isotonic fit of the probes' correctness (probes with trials > 0)
+
+
+def order_consistency(
+    correct: Sequence[int],
+    trials: Sequence[int],
+    *,
+    alpha: float = 0.05,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    cache_dir: str | Path | None | bool = None,
+) -> OrderScore:
+    """Score a single item from per-probe (correct, trials), probes ordered weakest first.
+
+    Probes with ``trials == 0`` are dropped (they say nothing); the rest keep their own trial
+    counts, and the calibration for exactly that trials vector is used (computed once, cached).
+    This is the cheap call for screening one new item: after the first call for a given probe
+    panel and budget it costs one isotonic fit and one table look-up.
+    """
+    k = np.asarray(correct, dtype=np.int64)
+    t = np.asarray(trials, dtype=np.int64)
+    if k.shape != t.shape or k.ndim != 1:
+        raise ValueError("correct and trials must be 1-D and of the same length")
+    if np.any(t < 0) or np.any(k < 0) or np.any(k > t):
+        raise ValueError("need 0 <= correct <= trials for every probe")
+    keep = t > 0
+    if keep.sum() < 2:
+        raise ValueError("order consistency needs at least two probes with trials > 0")
+    k, t = k[keep], t[keep]
+    fitted = isotonic_fit(k, t)
+    d = float(lr_statistic(k, t, fitted)[0])
+    o = float(calibration(t, draws=draws, seed=seed, cache_dir=cache_dir).p_value(d)[0])
+    return OrderScore(d, o, o <= alpha, tuple(float(x) for x in fitted[0]))

@@ -1,0 +1,139 @@
+"""Profile-guided subset selection and its evaluation (BSDProbe, section 4.4).
+
+Selection: drop the items the order screen flags, stratify the rest by boundary position
+(one stratum per interval between adjacent models on the axis, so that every adjacent pair of
+models has transitions between them), give the strata equal shares of the subset, and sample
+within a stratum without replacement with weights (1 - w) v: sharp, well-supported transitions
+first. Evaluation: the normalized discrimination ratio
+
+    NDR(S) = sum_i [s_{i+1}(S) - s_i(S)]_+ / sum_i |s_{i+1}(Q) - s_i(Q)|
+
+over adjacent models of the reference axis (s = mean correctness, Q the full benchmark), and
+Kendall's tau-b between the models' scores on S and on Q; random subsets of the same size are
+the baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchfill.matrix import ResponseMatrix
+from benchfill.measure.profiles import BenchmarkProfile
+
+
+def select_subset(bp: BenchmarkProfile, size: int, *, seed: int = 0) -> list[str]:
+    """``size`` item ids chosen by position stratification with weights (1 - w) v after screening."""
+    items = list(bp.items)
+    if not 0 < size <= len(items):
+        raise ValueError(f"subset size must be in 1..{len(items)}, got {size}")
+    rng = np.random.default_rng(seed)
+    n_strata = max(1, bp.axis.n - 1)
+    weight = np.array([0.0 if p.flagged or p.flat else max(0.0, (1.0 - p.width) * p.validity) for p in items])
+    stratum = np.minimum((np.clip([p.position for p in items], 0, 1) * n_strata).astype(int), n_strata - 1)
+    pools = [np.flatnonzero((stratum == s) & (weight > 0)) for s in range(n_strata)]
+    quota = _allocate(size, [len(p) for p in pools])
+    chosen: list[int] = []
+    for pool, q in zip(pools, quota, strict=True):
+        if q:
+            chosen += rng.choice(pool, size=q, replace=False, p=weight[pool] / weight[pool].sum()).tolist()
+    if len(chosen) < size:
+        # Not enough screened, rising items: fill from the unflagged rest, then from the flagged.
+        taken = set(chosen)
+        for tier in ([i for i, p in enumerate(items) if not p.flagged], list(range(len(items)))):
+            rest = [i for i in tier if i not in taken]
+            extra = rng.choice(rest, size=min(size - len(chosen), len(rest)), replace=False).tolist() if rest else []
+            chosen += extra
+            taken.update(extra)
+            if len(chosen) == size:
+                break
+    return [items[i].item_id for i in chosen]
+
+
+def _allocate(size: int, capacity: Sequence[int]) -> list[int]:
+    """Equal shares per stratum, capped by what each holds; the rest goes to strata with room."""
+    quota = [0] * len(capacity)
+    left = min(size, sum(capacity))
+    while left > 0:
+        open_ = [s for s, c in enumerate(capacity) if quota[s] < c]
+        share = max(1, left // len(open_))
+        for s in open_:
+            add = min(share, capacity[s] - quota[s], left)
+            quota[s] += add
+            left -= add
+            if left == 0:
+                break
+    return quota
+
+
+def model_scores(matrix: ResponseMatrix, models: Sequence[str], item_ids: Sequence[str] | None = None) -> np.ndarray:
+    """Mean correctness of each model (in the given order) over the given items."""
+    rows = [matrix.models.index(m) for m in models]
+    cols = slice(None) if item_ids is None else [matrix.item_ids.index(i) for i in item_ids]
+    k, t = matrix.correct[rows][:, cols], matrix.trials[rows][:, cols]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(t > 0, k / np.maximum(t, 1), np.nan)
+    return np.nanmean(rate, axis=1)
+
+
+def ndr(subset_scores: np.ndarray, full_scores: np.ndarray) -> float:
+    """Normalized discrimination ratio; both score vectors ordered along the reference axis."""
+    gaps_s = np.diff(np.asarray(subset_scores, float))
+    gaps_q = np.diff(np.asarray(full_scores, float))
+    denom = np.abs(gaps_q).sum()
+    return float(np.clip(gaps_s, 0, None).sum() / denom) if denom > 0 else float("nan")
+
+
+def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> float:
+    from scipy.stats import kendalltau
+
+    return float(kendalltau(a, b, variant="b").statistic)
+
+
+@dataclass(frozen=True)
+class SubsetEvaluation:
+    size: int
+    repeats: int
+    ndr_profile: tuple[float, float]  # mean, sd over repeats
+    tau_profile: tuple[float, float]
+    ndr_random: tuple[float, float]
+    tau_random: tuple[float, float]
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+def evaluate_subsets(
+    bp: BenchmarkProfile,
+    matrix: ResponseMatrix,
+    size: int,
+    *,
+    reference_models: Sequence[str] | None = None,
+    repeats: int = 20,
+    seed: int = 0,
+) -> SubsetEvaluation:
+    """Profile-guided against random subsets of ``size`` items, on a reference model axis.
+
+    ``reference_models`` (weakest first) default to the profile's own axis; pass models the
+    profile did not see to evaluate out of sample.
+    """
+    ref = list(reference_models) if reference_models is not None else list(bp.axis.models)
+    full = model_scores(matrix, ref)
+    ref = [ref[i] for i in np.argsort(full, kind="stable")]  # the reference axis: full-benchmark order
+    full = np.sort(full, kind="stable")
+    pool = [p.item_id for p in bp.items]
+    rng = np.random.default_rng(seed)
+    out = {"p": ([], []), "r": ([], [])}
+    for r in range(repeats):
+        for key, ids in (("p", select_subset(bp, size, seed=seed + r)),
+                         ("r", rng.choice(pool, size=size, replace=False).tolist())):
+            s = model_scores(matrix, ref, ids)
+            out[key][0].append(ndr(s, full))
+            out[key][1].append(kendall_tau_b(s, full))
+
+    def ms(v: list[float]) -> tuple[float, float]:
+        return float(np.nanmean(v)), float(np.nanstd(v))
+
+    return SubsetEvaluation(size, repeats, ms(out["p"][0]), ms(out["p"][1]), ms(out["r"][0]), ms(out["r"][1]))
