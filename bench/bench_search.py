@@ -164,13 +164,19 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int) -> d
         settings = SearchSettings(rounds=rounds, steering=label == "benchfill",
                                   selection="closest" if label in ("benchfill/paper", "baseline") else "posterior")
         gs = [GapSearch(g, gap.left, gap.right, items, z_of) for g, gap in enumerate(gaps)]
+        async def confirm(c):
+            return await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}", c.annotation.difficulty)
+
         if label == "baseline":
             res = await asyncio.gather(*(baseline_search(s, services, ann, settings, seed=seed,
                                                          rounds_matched=rounds_matched[s.gap_index]) for s in gs))
         else:
-            res = await asyncio.gather(*(benchfill_search(s, services, ann, settings, seed=seed) for s in gs))
+            # The paper's protocol confirms only the chosen child, after the search, as the baseline.
+            confirmer = None if label == "benchfill/paper" else confirm
+            res = await asyncio.gather(*(benchfill_search(s, services, ann, settings, seed=seed, confirm=confirmer)
+                                         for s in gs))
         for r in res:  # confirmation, as a run does it: fresh rollouts on the chosen child
-            if r.chosen is not None:
+            if r.chosen is not None and r.chosen.confirmation is None:
                 c = r.chosen
                 c.confirmation = await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}",
                                                    c.annotation.difficulty)

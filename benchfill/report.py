@@ -18,19 +18,24 @@ import numpy as np
 
 def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results, oracle_z, backend: dict,
                  matrix_source: str) -> dict[str, Any]:
-    from benchfill.coverage import max_gap, top_k_gap_sum
+    from benchfill.coverage import top_k_gap_sum
+    from benchfill.measure.before_after import before_after
 
     k = opts.gaps
     z = np.asarray(fit.z, dtype=float)
     simulated = bool(backend.get("simulated"))
     records = [_gap_record(r, fit) for r in results]
     if oracle_z is not None:
-        added = list(oracle_z)
-        records = [{"gap_index": i, "target_z": v, "chosen_id": None, "annotated_z": v, "strategy": "oracle"}
-                   for i, v in enumerate(added)]
-    else:
-        added = [r["annotated_z"] for r in records if r["annotated_z"] is not None]
-    after = np.concatenate([z, added]) if added else z
+        records = [{"gap_index": i, "target_z": v, "chosen_id": None, "annotated_z": v, "placed_z": v,
+                    "placed_by": "oracle", "placed_z_se": 0.0, "strategy": "oracle", "status": "filled"}
+                   for i, v in enumerate(oracle_z)]
+    placed = [r for r in records if r.get("placed_z") is not None]
+    # Headline: each chosen item at its confirmed z (annotated only where none), with an interval.
+    head = before_after(z, [r["placed_z"] for r in placed], [r.get("placed_z_se", 0.0) for r in placed], k,
+                        seed=opts.seed)
+    ann = before_after(z, [r["annotated_z"] for r in placed], None, k)
+    after = np.concatenate([z, [r["placed_z"] for r in placed]]) if placed else z
+    key = f"top{k}_gap_sum"
     rep: dict[str, Any] = {
         "run_id": run_id,
         "benchmark": bench.spec.name,
@@ -38,24 +43,29 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         "backend": backend,
         "strategy": opts.strategy,
         "annotation": opts.annotation,
+        "steering": getattr(opts, "steering", "on"),
         "seed": opts.seed,
         "responses": matrix_source,
         "n_items": int(z.size),
-        "gaps_filled": len(added),
+        "gaps_filled": sum(r.get("status") == "filled" for r in records),
+        "gaps_outside": sum(r.get("status") == "outside_gap" for r in records),
+        "placed_by": sorted({r["placed_by"] for r in placed}),
         "top_k": k,
-        "top_k_sum_before": top_k_gap_sum(z, k),
-        "top_k_sum_after": top_k_gap_sum(after, k),
-        "max_gap_before": max_gap(z),
-        "max_gap_after": max_gap(after),
+        "top_k_sum_before": head["before"][key],
+        "top_k_sum_after": head["after"][key],
+        "max_gap_before": head["before"]["max_gap"],
+        "max_gap_after": head["after"]["max_gap"],
+        "top_k_reduction": head["reduction"],
+        "after_interval": head.get("after_interval"),
+        "interval_level": head.get("interval_level"),
+        "top_k_sum_after_annotated": ann["after"][key],
+        "max_gap_after_annotated": ann["after"]["max_gap"],
+        "top_k_reduction_annotated": ann["reduction"],
         "gaps_before": [{"left": g.left, "right": g.right, "width": g.width,
                          "left_item": g.left_item, "right_item": g.right_item} for g in gaps],
         "gaps": records,
         "spend": _total_spend(results),
     }
-    rep["top_k_reduction"] = 1 - rep["top_k_sum_after"] / rep["top_k_sum_before"] if rep["top_k_sum_before"] else 0.0
-    confirmed = [r["confirmed_z"] for r in records if r.get("confirmed_z") is not None]
-    if confirmed:
-        rep["top_k_sum_after_confirmed"] = top_k_gap_sum(np.concatenate([z, confirmed]), k)
     devs = [r["deviation"] for r in records if r.get("deviation") is not None]
     rep["target_deviation"] = float(np.mean(devs)) if devs else None
     if simulated:
@@ -64,6 +74,7 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         true_z = [r["true_z"] for r in records if r.get("true_z") is not None]
         if true_z:
             rep["top_k_sum_after_true (simulated)"] = top_k_gap_sum(np.concatenate([z, true_z]), k)
+        rep["sim_rewriter"] = backend.get("sim_rewriter")
     _write(run_dir / "report.json", json.dumps(rep, indent=1, default=_jsonable))
     _write(run_dir / "report.md", _markdown(rep))
     _write(run_dir / "review_queue.jsonl", "".join(
@@ -80,11 +91,16 @@ def _gap_record(r, fit) -> dict[str, Any]:
         "target_z": r.target_z, "strategy": r.strategy, "rounds_used": r.rounds_used, "spend": r.spend.to_dict(),
         "stopped": getattr(r, "stop", "") or "",  # "tolerance", "indistinct" or "rounds"
         "children": len(r.children), "valid_children": sum(ch.valid for ch in r.children),
-        "chosen_id": None, "annotated_z": None, "status": "failed" if c is None else "filled",
+        "chosen_id": None, "annotated_z": None, "placed_z": None,
+        "status": "failed" if c is None else ("filled" if r.filled else "outside_gap"),
         "deviation_by_round": {str(t): v for t, v in sorted(r.deviations_by_round.items())},
+        "steering": r.steering,
     }
     if c is None:
         return rec
+    z_placed, se_placed, by = r.placed
+    rec.update({"placed_z": z_placed, "placed_z_se": se_placed, "placed_by": by,
+                "placed_deviation": abs(z_placed - r.target_z), "ask": c.ask})
     a = c.annotation
     rec.update({
         "chosen_id": c.item_id, "parent_id": c.parent_id, "ancestor_id": c.ancestor_id, "round": c.round,
@@ -145,20 +161,35 @@ def _markdown(rep: dict[str, Any]) -> str:
         lines.append("**SIMULATED RUN**: every model here is the simulated world (backend sim); no real LLM was called.")
     else:
         lines.append(f"Run against real endpoints (backend {rep['backend']['backend']}).")
+    k = rep["top_k"]
+    iv = rep.get("after_interval") or {}
+    level = f"{100 * (rep.get('interval_level') or 0.9):.0f}%"
+
+    def after(name: str, value: float) -> str:
+        lo_hi = iv.get(name)
+        return f"{value:.4f}" + (f" ({level} interval {lo_hi[0]:.4f} to {lo_hi[1]:.4f})" if lo_hi else "")
+
+    placed_by = ", ".join(rep.get("placed_by") or []) or "none"
     lines += [
         "", f"# benchfill run {rep['run_id']}", "",
         f"Benchmark **{rep['benchmark']}** ({rep['n_items']} items, responses: {rep['responses']}); "
-        f"strategy **{rep['strategy']}**, annotation **{rep['annotation']}**, seed {rep['seed']}.", "",
+        f"strategy **{rep['strategy']}**, annotation **{rep['annotation']}**, steering **{rep.get('steering', 'on')}**, "
+        f"seed {rep['seed']}.", "",
+        f"After-figures place each chosen item at its **{placed_by}** difficulty (the confirmed one is measured "
+        "on fresh rollouts, so the selection's winner's curse does not inflate it); the interval carries "
+        "that estimate's standard error.", "",
         "| metric | before | after |", "| --- | --- | --- |",
-        f"| max gap | {rep['max_gap_before']:.4f} | {rep['max_gap_after']:.4f} |",
-        f"| top-{rep['top_k']} gap sum | {rep['top_k_sum_before']:.4f} | {rep['top_k_sum_after']:.4f} |",
-        "", f"Top-{rep['top_k']} reduction: **{100 * rep['top_k_reduction']:.1f}%** (annotated difficulties).",
+        f"| max gap | {rep['max_gap_before']:.4f} | {after('max_gap', rep['max_gap_after'])} |",
+        f"| top-{k} gap sum | {rep['top_k_sum_before']:.4f} | {after(f'top{k}_gap_sum', rep['top_k_sum_after'])} |",
+        "", f"Top-{k} reduction: **{100 * rep['top_k_reduction']:.1f}%**. Gaps filled (chosen item inside its "
+        f"gap): {rep['gaps_filled']} of {len(rep['gaps'])}"
+        + (f"; **{rep['gaps_outside']} chosen item(s) lie outside their gap** (flag `outside_gap`)."
+           if rep.get("gaps_outside") else "."),
     ]
-    if rep.get("top_k_sum_after_confirmed") is not None:
-        lines.append(f"With confirmed difficulties: top-{rep['top_k']} sum {rep['top_k_sum_after_confirmed']:.4f}.")
-    if rep.get("top_k_sum_after_true (simulated)") is not None:
-        lines.append(f"With the world's true difficulties (simulated): top-{rep['top_k']} sum "
-                     f"{rep['top_k_sum_after_true (simulated)']:.4f}.")
+    if abs(rep["top_k_sum_after_annotated"] - rep["top_k_sum_after"]) > 1e-12:
+        lines.append(f"By the annotated difficulties, which the selection favours: top-{k} sum "
+                     f"{rep['top_k_sum_after_annotated']:.4f} ({100 * rep['top_k_reduction_annotated']:.1f}% "
+                     f"reduction), max gap {rep['max_gap_after_annotated']:.4f}.")
     lines += ["", "## Gaps before", "", "| # | left | right | width | between |", "| --- | --- | --- | --- | --- |"]
     for i, g in enumerate(rep["gaps_before"]):
         lines.append(f"| {i} | {g['left']:.4f} | {g['right']:.4f} | {g['width']:.4f} | "
@@ -168,6 +199,7 @@ def _markdown(rep: dict[str, Any]) -> str:
               "the last round.", "", "| gap | target | chosen (ancestor) | annotated z ± se | confirmed z | "
               "true z (sim) | rounds | rollouts | model calls | flags |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    steer_lines = []
     for r in rep["gaps"]:
         if r.get("chosen_id") is None and rep["strategy"] != "oracle":
             lines.append(f"| {r['gap_index']} | {r['target_z']:.4f} | no valid child | | | | "
@@ -179,6 +211,18 @@ def _markdown(rep: dict[str, Any]) -> str:
             f"{r['annotated_z']:.4f} ± {r.get('annotated_z_se', 0):.4f} | {_f(r.get('confirmed_z'))} | "
             f"{_f(r.get('true_z'))} | {_rounds(r)} | {sp.get('rollouts', 0)} | "
             f"{sp.get('model_calls', 0)} | {', '.join(r.get('flags', []))} |")
+        st = r.get("steering")
+        if st:
+            steer_lines.append(
+                f"| {r['gap_index']} | {'on' if st.get('steered') else 'off'} | {st['points']} | {st['offset']:+.4f} | "
+                f"{st['share']:.3f} | {st['residual_sd']:.4f} | {st['mean_shift']:+.4f} | {st['max_abs_shift']:.4f} |")
+    if steer_lines:
+        lines += ["", "## What the search learned of the rewriter", "",
+                  "Per gap, from its own annotated children: z_child - z_parent = offset + share x (ask - z_parent), "
+                  "shrunk toward no correction (offset 0, share 1) while there are few children. With steering on, "
+                  "each ask is the one this response maps onto the target (per parent); the shift is ask - target.",
+                  "", "| gap | steering | children | offset | share | residual sd | mean shift | max shift |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |", *steer_lines]
     lines += ["", "Plots: `plots/ecdf_before_after.png`, `plots/target_deviation.png`. "
               "Review queue: `review_queue.jsonl`.", ""]
     return "\n".join(lines)

@@ -44,10 +44,14 @@ class RunOptions:
     children: int = 4
     references: int = 16
     tolerance: float = 0.01
+    steering: str = "on"  # "on" | "off" (the paper's protocol)
+    selection: str = "posterior"  # "posterior" | "closest" (the paper's rule)
     rounds_matched: int | None = None  # baseline: T_g to match (default: rounds)
     near_duplicate: float = 90.0
     sim_probes: int = 12
     sim_latency_ms: float = 0.0
+    sim_rewriter: str | None = None  # sim backend: rewriter preset (default realistic), docs/sim-rewriter.md
+    sim_rewriter_knobs: dict[str, float] = field(default_factory=dict)
     runs_dir: str | None = None
     store: str | None = None  # a SQLAlchemy URL (PostgreSQL); default runs/<id>/store.db
     run_id: str | None = None
@@ -104,6 +108,13 @@ async def execute(opts: RunOptions) -> Path:
         raise ConfigError(f"--strategy: unknown strategy {opts.strategy!r} (choose from {', '.join(STRATEGIES)})")
     if opts.gaps < 1:
         raise ConfigError(f"--gaps must be at least 1, got {opts.gaps}")
+    if opts.steering not in ("on", "off"):
+        raise ConfigError(f"--steering: {opts.steering!r} is neither on nor off")
+    if opts.selection not in ("posterior", "closest"):
+        raise ConfigError(f"--selection: unknown rule {opts.selection!r} (choose from posterior, closest)")
+    if opts.resolved_backend() != "sim" and (opts.sim_rewriter or opts.sim_rewriter_knobs):
+        raise ConfigError("--rewriter and --rewriter-knobs set the simulated world's rewriter; "
+                          "they do nothing with --backend openai")
     bench = load_benchmark(opts)
     items = bench.items
     run_dir = runs_root(opts) / run_id_for(opts)
@@ -145,6 +156,7 @@ async def execute(opts: RunOptions) -> Path:
                     await asyncio.gather(*(backend.confirm(r) for r in results if r.chosen is not None))
                 backend.attach_truth(results)
                 for r in results:
+                    r.mark_outside()
                     _record_gap_done(store, r)
         write_report(run_dir, opts=opts, run_id=run_id_for(opts), bench=bench, fit=fit, gaps=chosen_gaps,
                      results=results, oracle_z=oracle_z, backend=backend.summary(), matrix_source=matrix_source)
@@ -273,6 +285,7 @@ def _record_gap_done(store, result) -> None:
             row = s.get(Candidate, result.chosen.item_id)
             if row is not None:
                 row.status = "selected"
+                row.flags_json = json.dumps(result.chosen.flags)
                 a = result.chosen.confirmation
                 if a is not None:
                     row.confirmed_difficulty, row.confirmed_se, row.confirmed_z = a.difficulty, a.se, a.z

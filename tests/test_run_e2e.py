@@ -21,7 +21,9 @@ FAST = dict(gaps=2, rounds=2, parents=2, children=2, references=8, sim_probes=6,
 
 
 def test_demo_run_fills_gaps_and_writes_the_run_directory(tmp_path):
-    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **FAST)
+    # The mechanics of a run, on the kind rewriter: with this tiny budget the realistic one may not
+    # land a confirmed child inside every gap (test_report_claims.py covers what is said then).
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), sim_rewriter="kind", **FAST)
     d = run(opts)
     assert d == tmp_path / run_id_for(opts)
     rep = json.loads((d / "report.json").read_text())

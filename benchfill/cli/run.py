@@ -32,10 +32,19 @@ def register(subparsers) -> None:
     p.add_argument("--children", type=int, default=4, help="C, children per parent")
     p.add_argument("--references", type=int, default=16, help="L, reference list size")
     p.add_argument("--tolerance", type=float, default=0.01, help="early stop on the normalized scale")
+    p.add_argument("--steering", choices=("on", "off"), default="on",
+                   help="target steering: ask for what the learned rewriter response maps onto the target "
+                        "(off: the paper's protocol, ask for the target itself)")
+    p.add_argument("--selection", choices=("posterior", "closest"), default="posterior",
+                   help="pick the child with the least expected squared deviation (posterior) or the least "
+                        "annotated deviation (closest, the paper's rule)")
     p.add_argument("--rounds-matched", type=int, help="baseline: rounds of budget to match (default --rounds)")
     p.add_argument("--near-duplicate", type=float, default=90.0, help="similarity (0-100) that flags a child")
     p.add_argument("--sim-probes", type=int, default=12, help="sim backend: number of probe models")
     p.add_argument("--sim-latency-ms", type=float, default=0.0, help="sim backend: per-request latency")
+    from benchfill.cli.sim import add_rewriter_arguments
+
+    add_rewriter_arguments(p)
     p.add_argument("--runs-dir", help="where run directories go (default $BENCHFILL_RUNS_DIR or ./runs)")
     p.add_argument("--store", metavar="URL",
                    help="keep the run's store at this SQLAlchemy URL (e.g. postgresql+psycopg://user@host/db; "
@@ -47,10 +56,14 @@ def register(subparsers) -> None:
 
 
 def options(args: argparse.Namespace):
+    from benchfill.cli.sim import rewriter_knobs
     from benchfill.run import RunOptions
 
     keys = RunOptions.__dataclass_fields__
-    return RunOptions(**{k: v for k, v in vars(args).items() if k in keys})
+    opts = RunOptions(**{k: v for k, v in vars(args).items() if k in keys})
+    opts.sim_rewriter = getattr(args, "rewriter", None)
+    opts.sim_rewriter_knobs = rewriter_knobs(args)
+    return opts
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,8 @@ class SearchSettings:
     # width): a weak panel (few probes, few trials) cannot place a child inside the gap at all, and
     # stopping there would hand back an item that fills nothing.
     indistinct_max_se: float = 1.0
+    # With a confirmer: at most this many children of a gap get fresh confirming rollouts.
+    confirmations: int = 3
     # Target steering (benchfill/search/steering.py): ask the rewriter for what its learned response
     # maps onto the target, with references around that ask. False keeps the paper's protocol.
     steering: bool = True
@@ -105,6 +107,27 @@ class GapResult:
     steering: dict[str, Any] | None = None  # the learned response and how far it moved the asks
 
     @property
+    def placed(self) -> tuple[float, float, str] | None:
+        """(z, its standard error, "confirmed" | "annotated") of the chosen item: the confirmed
+        estimate where there is one (free of the selection's winner's curse), else the annotated."""
+        c = self.chosen
+        if c is None:
+            return None
+        a = c.confirmation or c.annotation
+        return a.z, a.z_se, "confirmed" if c.confirmation is not None else "annotated"
+
+    @property
+    def filled(self) -> bool:
+        """Does the chosen item's placed z lie inside the gap? Only then does it fill it."""
+        p = self.placed
+        return p is not None and self.left < p[0] < self.right
+
+    def mark_outside(self) -> None:
+        """Flag a chosen item whose placed z is outside its gap (``outside_gap``), wherever it appears."""
+        if self.chosen is not None and not self.filled and "outside_gap" not in self.chosen.flags:
+            self.chosen.flags.append("outside_gap")
+
+    @property
     def deviations_by_round(self) -> dict[int, list[float]]:
         out: dict[int, list[float]] = {}
         for c in self.children:
@@ -128,7 +151,12 @@ async def benchfill_search(
     on_child: OnChild | None = None,
     on_round: OnRound | None = None,
     check_child: Callable[[Child], None] | None = None,
+    confirm: Confirm | None = None,
 ) -> GapResult:
+    """One gap's search. With ``confirm`` (fresh rollouts on a child), a stop is only taken once
+    the candidate's confirmed z lies inside the gap: a candidate confirmed outside is set aside and
+    the search goes on; after the last round, runners-up are confirmed (at most
+    ``settings.confirmations`` in all) until one lands inside."""
     settings = settings or SearchSettings()
     target = gap.target_z
     memory = Memory.near_gap(list(gap.z), list(gap.z.values()), target, settings.memory_size)
@@ -171,14 +199,18 @@ async def benchfill_search(
         best = best_child.deviation(target) if best_child else math.inf
         if on_round:
             on_round(gap.gap_index, t, memory, spend, best)
+        why = ""
         if best <= settings.tolerance:
-            stop = "tolerance"
+            why = "tolerance"
+        elif _indistinct(best_child, target, gap.left, gap.right, annotator, settings):
+            why = "indistinct"
+        if why and (confirm is None or await _confirmed_inside(best_child, gap, confirm, spend, memory)):
+            stop = why
             break
-        if _indistinct(best_child, target, gap.left, gap.right, annotator, settings):
-            stop = "indistinct"
-            break
+    if confirm is not None:
+        await _confirm_runners_up(children, gap, choose, confirm, spend, memory, settings.confirmations)
     return GapResult(
-        gap.gap_index, gap.left, gap.right, target, "benchfill", children, choose(children, target),
+        gap.gap_index, gap.left, gap.right, target, "benchfill", children, _final(children, gap, choose),
         rounds_used, spend, memory.to_json(), stop, {**response.summary(), "steered": settings.steering},
     )
 
@@ -198,6 +230,38 @@ def _indistinct(
     return best.deviation(target_z) <= settings.indistinct * resolution
 
 
+Confirm = Callable[[Child], Awaitable[Annotation]]
+
+
+def _inside(c: Child, gap: GapSearch) -> bool:
+    return c.confirmation is not None and gap.left < c.confirmation.z < gap.right
+
+
+async def _confirmed_inside(c: Child, gap: GapSearch, confirm: Confirm, spend: Spend, memory: Memory) -> bool:
+    """Confirm ``c`` (once) and say whether it landed inside the gap; its memory entry takes the
+    confirmed z either way, so parents and references use the better estimate."""
+    if c.confirmation is None:
+        c.confirmation = await confirm(c)
+        spend.rollouts += c.confirmation.rollouts
+        memory.update(c.item_id, c.confirmation.z)
+    return _inside(c, gap)
+
+
+async def _confirm_runners_up(children: list[Child], gap: GapSearch, choose, confirm: Confirm, spend: Spend,
+                              memory: Memory, cap: int) -> None:
+    while not any(_inside(c, gap) for c in children) and sum(c.confirmation is not None for c in children) < cap:
+        pick = choose([c for c in children if c.confirmation is None], gap.target_z)
+        if pick is None:
+            return
+        await _confirmed_inside(pick, gap, confirm, spend, memory)
+
+
+def _final(children: list[Child], gap: GapSearch, choose) -> Child | None:
+    """The chosen child: the best of those confirmed inside the gap, if any; else the best of all."""
+    inside = [c for c in children if _inside(c, gap)]
+    return choose(inside or children, gap.target_z)
+
+
 def _chooser(settings: SearchSettings, response: Steering, annotator: Annotator):
     if settings.selection == "closest":
         return select_closest
@@ -210,6 +274,13 @@ def _chooser(settings: SearchSettings, response: Steering, annotator: Annotator)
         return select_posterior(children, target_z, response, annotator)
 
     return choose
+
+
+def _estimate(c: Child, annotator: Annotator) -> tuple[float, float]:
+    """(z, se) a selection trusts: the confirmation where there is one (fresh and more precise)."""
+    if c.confirmation is not None:
+        return c.confirmation.z, annotator.resolution_or_se(c.confirmation)
+    return c.annotation.z, annotator.resolution_or_se(c.annotation)
 
 
 def select_posterior(children: list[Child], target_z: float, response: Steering, annotator: Annotator) -> Child | None:
@@ -226,10 +297,11 @@ def select_posterior(children: list[Child], target_z: float, response: Steering,
     tau2 = max(tau, 0.02) ** 2
 
     def loss(c: Child) -> tuple[float, str]:
-        se2 = annotator.resolution_or_se(c.annotation) ** 2
+        z, se = _estimate(c, annotator)
+        se2 = se**2
         prior = (response.predict(c.parent_z, c.ask, c.parent_id) if c.parent_z is not None and c.ask is not None
                  else target_z)
-        m = (c.annotation.z / se2 + prior / tau2) / (1 / se2 + 1 / tau2)
+        m = (z / se2 + prior / tau2) / (1 / se2 + 1 / tau2)
         v = 1 / (1 / se2 + 1 / tau2)
         return (m - target_z) ** 2 + v, c.item_id
 

@@ -43,6 +43,11 @@ class Memory:
         if all(e.item_id != entry.item_id for e in self.entries):
             self.entries.append(entry)
 
+    def update(self, item_id: str, z: float) -> None:
+        """A better estimate of an entry's z (its confirmation)."""
+        self.entries = [MemoryEntry(e.item_id, z, e.origin, e.ancestor_id) if e.item_id == item_id else e
+                        for e in self.entries]
+
     def parents(self, r: int) -> list[MemoryEntry]:
         """At most ``r`` entries closest to the target (line 7)."""
         return sorted(self.entries, key=lambda e: (abs(e.z - self.target_z), e.item_id))[:r]

@@ -143,7 +143,8 @@ class Backend:
         from benchfill.search.record import record_child, record_round
 
         o = self.opts
-        settings = SearchSettings(o.rounds, o.parents, o.children, o.references, o.tolerance)
+        settings = SearchSettings(o.rounds, o.parents, o.children, o.references, o.tolerance,
+                                  steering=o.steering == "on", selection=o.selection)
         gs = GapSearch(g, gap.left, gap.right, items, z_of)
         text_field = self.bench.spec.text_field
 
@@ -167,20 +168,26 @@ class Backend:
             show(f"gap {g}: baseline done, rollouts {res.spend.rollouts}, model calls {res.spend.model_calls}")
             return res
         return await benchfill_search(gs, self.services, self.annotator, settings, seed=o.seed,
-                                      on_child=on_child, on_round=on_round, check_child=check)
+                                      on_child=on_child, on_round=on_round, check_child=check,
+                                      confirm=self.confirm_child if o.confirm else None)
 
-    async def confirm(self, result: GapResult) -> None:
-        """Fresh rollouts (another seed) on the selected child, on the probes most informative at its
-        estimate until a stated precision or cap (``ConfirmSettings``): its difficulty unbiased by the
+    async def confirm_child(self, c: Child):
+        """Fresh rollouts (another seed) on a child, on the probes most informative at its estimate
+        until a stated precision or cap (``ConfirmSettings``): its difficulty unbiased by the
         selection. The rollouts are labelled phase "confirm" through a copy of the services, so the
         shared ``services.phase`` never changes under concurrent work."""
-        c = result.chosen
         a = self.annotator
         confirmer = Annotator(self.services.with_phase("confirm"), a.probes, a.chance, a.b_min, a.b_max,
                               a.protocol, a.adaptive, a.confirmation)
-        c.confirmation = await confirmer.confirm(c.item_id, c.item, f"confirm:s{self.opts.seed}:{c.item_id}",
-                                                 c.annotation.difficulty)
-        result.spend.rollouts += c.confirmation.rollouts
+        return await confirmer.confirm(c.item_id, c.item, f"confirm:s{self.opts.seed}:{c.item_id}",
+                                       c.annotation.difficulty)
+
+    async def confirm(self, result: GapResult) -> None:
+        """Confirm the chosen child, unless the search already did."""
+        c = result.chosen
+        if c.confirmation is None:
+            c.confirmation = await self.confirm_child(c)
+            result.spend.rollouts += c.confirmation.rollouts
 
     def attach_truth(self, results: list[GapResult]) -> None:
         """Simulated runs only, after the search: every child's latent difficulty from the world,
@@ -206,6 +213,7 @@ class Backend:
             out["traffic"] = self.rc.stats.as_dict()
         if self.world is not None:
             out["simulated"] = True
+            out["sim_rewriter"] = {"preset": self.world.rewriter_preset, "knobs": self.world.rewriter.to_dict()}
         return out
 
 
@@ -271,7 +279,8 @@ def start_sim(opts, bench, run_dir: Path):
     world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
                              answer_field=spec.answer_field, matrix=matrix, n_probes=opts.sim_probes,
                              seed=opts.seed, state_path=run_dir / "sim_world_state.jsonl",
-                             latency_ms=opts.sim_latency_ms)
+                             latency_ms=opts.sim_latency_ms, rewriter=opts.sim_rewriter,
+                             rewriter_knobs=opts.sim_rewriter_knobs)
     # The cache key holds the endpoint URL, port included: a stable port per run directory lets a
     # resumed run hit the cache; a busy port falls back to any free one (then calls are repeated).
     port = 20000 + derive_seed(0, str(run_dir.resolve())) % 20000
