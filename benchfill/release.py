@@ -57,6 +57,10 @@ class ReleaseResult:
     n_original: int
     n_generated: int
     manifest_sha256: str
+    added: list[str] = field(default_factory=list)  # generated items new in this release
+    carried: list[str] = field(default_factory=list)  # kept from the previous release
+    removed: list[str] = field(default_factory=list)  # dropped from the previous release by a reviewer
+    changed: dict[str, list[str]] = field(default_factory=dict)  # id -> item fields changed
 
 
 @dataclass
@@ -89,11 +93,15 @@ def release(
     version: str,
     out: str | Path | None = None,
     rule: ReleaseRule | None = None,
+    remove: dict[str, str] | None = None,
 ) -> ReleaseResult:
     """Release the run's original items plus its accepted ones as ``version``.
 
     ``out`` is the releases root (default: ``releases/`` beside the run directory); the
     release lands in ``<out>/<benchmark>/<version>``. An existing version is refused.
+    The generated items of the latest earlier release are carried forward, unless a reviewer
+    removes one: ``remove`` maps item ids to who removed them and why, and an item of this
+    run rejected under ``rule`` by a decision made after that release counts as removed too.
     """
     key = semver_key(version)
     run_dir = Path(run_dir)
@@ -108,13 +116,17 @@ def release(
             raise BenchfillError(f"version {version} is not newer than the latest release {previous[-1]} in {bench_dir}")
         now = datetime.now(UTC).isoformat(timespec="seconds")
         rows, z_before, z_after, added = _rows(board, version, now)
+        prev_dir = bench_dir / previous[-1] if previous else None
+        carry = _carry_forward(board, prev_dir, rows, remove or {})
+        added = [i for i in added if i not in carry.before]
+        z_after = z_before + [float(r["z"]) for r in rows if r["origin"] == "generated" and r.get("z") is not None]
         meta = {
             "benchmark": bench,
             "version": version,
             "run_id": run_dir.resolve().name,
             "released_at": now,
             "n_original": len(z_before),
-            "n_generated": len(added),
+            "n_generated": sum(1 for r in rows if r["origin"] == "generated"),
             "release_rule": board.rule.describe(),
             "release_rule_params": board.rule.to_dict(),
             "seed": board.store.get_meta("seed"),
@@ -124,17 +136,22 @@ def release(
         before, after = coverage_figures(z_before), coverage_figures(z_after)
         meta["coverage"] = {"before": before, "after": after}
         entry = changelog_entry(version, now[:10], meta["run_id"], added, meta["release_rule"], before, after)
+        entry += carry.changelog(previous[-1] if previous else "")
         old_log = (bench_dir / previous[-1] / "CHANGELOG.md").read_text(encoding="utf-8") if previous else ""
         changelog = entry + ("\n" + old_log.split("\n", 2)[2] if old_log.startswith("# Changelog") else "")
         changelog = f"# Changelog of {bench}\n\n{changelog}"
 
-        bench_dir.mkdir(parents=True, exist_ok=True)
+        _mkdir_public(bench_dir)
         tmp = Path(tempfile.mkdtemp(dir=bench_dir, prefix=f".{version}.", suffix=".tmp"))
         try:
             (tmp / "data").mkdir()
             (tmp / "plots").mkdir()
             with (tmp / DATA_FILE).open("w", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+            # In the dataset card's config: `datasets` caches a local folder under its base name
+            # ("1.0.0") and a hash that ignores the data files, so without this two releases
+            # named 1.0.0 would load each other's rows from one cache.
+            meta["data_sha256"] = _sha256(tmp / DATA_FILE)
             ecdf_plot(z_before, z_after, tmp / PLOT_FILE, f"{bench} {version}")
             (tmp / "CHANGELOG.md").write_text(changelog, encoding="utf-8")
             (tmp / "README.md").write_text(dataset_card(meta, before, after, changelog.split("\n", 2)[2]), encoding="utf-8")
@@ -142,6 +159,7 @@ def release(
                         "provenance_columns": list(PROVENANCE), "files": _hashes(tmp)}  # fmt: skip
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             digest = _sha256(tmp / MANIFEST)
+            _publishable(tmp)
             tmp.rename(target)  # atomic; fails if the version appeared meanwhile
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -151,8 +169,11 @@ def release(
         top_log = bench_dir / "CHANGELOG.md"
         tmp_log = bench_dir / ".CHANGELOG.md.tmp"
         tmp_log.write_text(changelog, encoding="utf-8")
+        tmp_log.chmod(0o644)
         tmp_log.replace(top_log)
-        return ReleaseResult(version, target, len(z_before), len(added), digest)
+        return ReleaseResult(version, target, len(z_before), meta["n_generated"], digest,
+                             added=added, carried=carry.carried, removed=list(carry.removed),
+                             changed=carry.changed)  # fmt: skip
 
 
 def _rows(board: ReviewBoard, version: str, now: str) -> tuple[list[dict], list[float], list[float], list[str]]:
@@ -216,6 +237,91 @@ def _rows(board: ReviewBoard, version: str, now: str) -> tuple[list[dict], list[
     return rows, z_before, z_after, added
 
 
+@dataclass
+class _Carry:
+    before: set[str]  # generated items of the previous release
+    carried: list[str] = field(default_factory=list)
+    removed: dict[str, str] = field(default_factory=dict)
+    changed: dict[str, list[str]] = field(default_factory=dict)
+
+    def changelog(self, previous: str) -> str:
+        if not previous:
+            return ""
+        out = [f"- {len(self.carried)} generated item(s) carried forward from {previous}"
+               + (": " + ", ".join(f"`{i}`" for i in self.carried) if self.carried else "")]
+        out += [f"- removed `{i}` ({why})" for i, why in self.removed.items()]
+        out += [f"- changed `{i}` ({', '.join(f)})" for i, f in self.changed.items()]
+        return "\n".join(out) + "\n"
+
+
+def _carry_forward(
+    board: ReviewBoard, prev_dir: Path | None, rows: list[dict], remove: dict[str, str]
+) -> _Carry:
+    """Add the previous release's generated items to ``rows`` unless a reviewer removed them."""
+    prev = _load_rows(prev_dir) if prev_dir else {}
+    gen_before = {i: r for i, r in prev.items() if r.get("origin") == "generated"}
+    unknown = sorted(set(remove) - set(gen_before))
+    if unknown:
+        where = prev_dir.name if prev_dir else "no earlier release"
+        raise ConfigError(f"cannot remove {', '.join(unknown)}: not a generated item of {where}")
+    carry = _Carry(before=set(gen_before))
+    if not prev:
+        return carry
+    since = _parse_time(_manifest(prev_dir).get("released_at"))
+    outcomes = board.outcomes()
+    now_ids = {r["id"]: r for r in rows}
+    for item_id, row in gen_before.items():
+        if item_id in remove:
+            carry.removed[item_id] = remove[item_id] or "removed by a reviewer"
+            now_ids.pop(item_id, None)
+            continue
+        res = outcomes.get(item_id)
+        late = [d for d in (res.decisions if res else []) if d.decision == "reject"
+                and (since is None or _aware(d.created_at) > since)]  # fmt: skip
+        if res is not None and res.status == "rejected" and late:
+            carry.removed[item_id] = "; ".join(f"rejected by {d.reviewer}" + (f": {d.reason}" if d.reason else "")
+                                               for d in late)  # fmt: skip
+            continue
+        if item_id in now_ids:
+            mine = {k: v for k, v in now_ids[item_id].items() if k not in PROVENANCE}
+            theirs = {k: v for k, v in row.items() if k not in PROVENANCE}
+            diff = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+            if diff:
+                carry.changed[item_id] = diff
+            continue
+        rows.append(dict(row))  # kept as released, provenance included (released_in: its first release)
+        carry.carried.append(item_id)
+    # Removing is only ever of the previous release's items: this run's own copy goes too.
+    rows[:] = [r for r in rows if r["id"] not in carry.removed]
+    return carry
+
+
+def _parse_time(value: Any) -> datetime | None:
+    try:
+        return _aware(datetime.fromisoformat(str(value)))
+    except ValueError:
+        return None
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo else t.replace(tzinfo=UTC)  # SQLite hands back naive UTC times
+
+
+def _mkdir_public(path: Path) -> None:
+    """Create ``path`` (and parents) readable by others, whatever the umask."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    path.mkdir(parents=True, exist_ok=True)
+    for p in (*missing, path):
+        p.chmod(p.stat().st_mode | 0o755)
+
+
+def _publishable(root: Path) -> None:
+    """Folders 0755 and files 0644, so a shared machine or a web server can publish the release."""
+    root.chmod(0o755)
+    for p in root.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
 def _fields(item_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     clash = sorted(set(fields) & set(PROVENANCE))
     if clash:
@@ -275,11 +381,15 @@ def _load_rows(path: Path) -> dict[str, dict]:
     return rows
 
 
-def _version_of(path: Path) -> str:
+def _manifest(path: Path) -> dict[str, Any]:
     try:
-        return json.loads((path / MANIFEST).read_text(encoding="utf-8"))["version"]
-    except (OSError, json.JSONDecodeError, KeyError):
-        return path.name
+        return json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _version_of(path: Path) -> str:
+    return str(_manifest(path).get("version") or path.name)
 
 
 def _versions(bench_dir: Path) -> list[str]:
