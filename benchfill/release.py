@@ -22,6 +22,7 @@ from typing import Any
 from sqlmodel import select
 
 from benchfill.errors import BenchfillError, ConfigError, DataError
+from benchfill.release_carry import carry_forward
 from benchfill.review.board import ReviewBoard
 from benchfill.review.card import (
     DATA_FILE,
@@ -117,7 +118,10 @@ def release(
         now = datetime.now(UTC).isoformat(timespec="seconds")
         rows, z_before, z_after, added = _rows(board, version, now)
         prev_dir = bench_dir / previous[-1] if previous else None
-        carry = _carry_forward(board, prev_dir, rows, remove or {})
+        carry = carry_forward(
+            rows, _load_rows(prev_dir) if prev_dir else {}, previous[-1] if previous else "",
+            _manifest(prev_dir).get("released_at") if prev_dir else None, board.outcomes(), remove or {}, PROVENANCE,
+        )  # fmt: skip
         added = [i for i in added if i not in carry.before]
         z_after = z_before + [float(r["z"]) for r in rows if r["origin"] == "generated" and r.get("z") is not None]
         meta = {
@@ -136,7 +140,7 @@ def release(
         before, after = coverage_figures(z_before), coverage_figures(z_after)
         meta["coverage"] = {"before": before, "after": after}
         entry = changelog_entry(version, now[:10], meta["run_id"], added, meta["release_rule"], before, after)
-        entry += carry.changelog(previous[-1] if previous else "")
+        entry += carry.changelog()
         old_log = (bench_dir / previous[-1] / "CHANGELOG.md").read_text(encoding="utf-8") if previous else ""
         changelog = entry + ("\n" + old_log.split("\n", 2)[2] if old_log.startswith("# Changelog") else "")
         changelog = f"# Changelog of {bench}\n\n{changelog}"
@@ -237,82 +241,18 @@ def _rows(board: ReviewBoard, version: str, now: str) -> tuple[list[dict], list[
     return rows, z_before, z_after, added
 
 
-@dataclass
-class _Carry:
-    before: set[str]  # generated items of the previous release
-    carried: list[str] = field(default_factory=list)
-    removed: dict[str, str] = field(default_factory=dict)
-    changed: dict[str, list[str]] = field(default_factory=dict)
-
-    def changelog(self, previous: str) -> str:
-        if not previous:
-            return ""
-        out = [f"- {len(self.carried)} generated item(s) carried forward from {previous}"
-               + (": " + ", ".join(f"`{i}`" for i in self.carried) if self.carried else "")]
-        out += [f"- removed `{i}` ({why})" for i, why in self.removed.items()]
-        out += [f"- changed `{i}` ({', '.join(f)})" for i, f in self.changed.items()]
-        return "\n".join(out) + "\n"
-
-
-def _carry_forward(
-    board: ReviewBoard, prev_dir: Path | None, rows: list[dict], remove: dict[str, str]
-) -> _Carry:
-    """Add the previous release's generated items to ``rows`` unless a reviewer removed them."""
-    prev = _load_rows(prev_dir) if prev_dir else {}
-    gen_before = {i: r for i, r in prev.items() if r.get("origin") == "generated"}
-    unknown = sorted(set(remove) - set(gen_before))
-    if unknown:
-        where = prev_dir.name if prev_dir else "no earlier release"
-        raise ConfigError(f"cannot remove {', '.join(unknown)}: not a generated item of {where}")
-    carry = _Carry(before=set(gen_before))
-    if not prev:
-        return carry
-    since = _parse_time(_manifest(prev_dir).get("released_at"))
-    outcomes = board.outcomes()
-    now_ids = {r["id"]: r for r in rows}
-    for item_id, row in gen_before.items():
-        if item_id in remove:
-            carry.removed[item_id] = remove[item_id] or "removed by a reviewer"
-            now_ids.pop(item_id, None)
-            continue
-        res = outcomes.get(item_id)
-        late = [d for d in (res.decisions if res else []) if d.decision == "reject"
-                and (since is None or _aware(d.created_at) > since)]  # fmt: skip
-        if res is not None and res.status == "rejected" and late:
-            carry.removed[item_id] = "; ".join(f"rejected by {d.reviewer}" + (f": {d.reason}" if d.reason else "")
-                                               for d in late)  # fmt: skip
-            continue
-        if item_id in now_ids:
-            mine = {k: v for k, v in now_ids[item_id].items() if k not in PROVENANCE}
-            theirs = {k: v for k, v in row.items() if k not in PROVENANCE}
-            diff = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
-            if diff:
-                carry.changed[item_id] = diff
-            continue
-        rows.append(dict(row))  # kept as released, provenance included (released_in: its first release)
-        carry.carried.append(item_id)
-    # Removing is only ever of the previous release's items: this run's own copy goes too.
-    rows[:] = [r for r in rows if r["id"] not in carry.removed]
-    return carry
-
-
-def _parse_time(value: Any) -> datetime | None:
-    try:
-        return _aware(datetime.fromisoformat(str(value)))
-    except ValueError:
-        return None
-
-
-def _aware(t: datetime) -> datetime:
-    return t if t.tzinfo else t.replace(tzinfo=UTC)  # SQLite hands back naive UTC times
-
-
 def _mkdir_public(path: Path) -> None:
     """Create ``path`` (and parents) readable by others, whatever the umask."""
     missing = [p for p in (path, *path.parents) if not p.exists()]
     path.mkdir(parents=True, exist_ok=True)
     for p in (*missing, path):
-        p.chmod(p.stat().st_mode | 0o755)
+        mode = p.stat().st_mode
+        if mode & 0o755 != 0o755:
+            try:
+                p.chmod(mode | 0o755)
+            except PermissionError:  # someone else's folder: theirs to open up
+                if p in missing:
+                    raise
 
 
 def _publishable(root: Path) -> None:

@@ -106,6 +106,17 @@ def test_detect_cli(tmp_path, capsys):
 
     d = json.loads(capsys.readouterr().out)
     assert d["permutations"] == 0 and d["p_value"] < 0.001 and d["detected"]
+    from benchfill.irt.fit import IrtFit
+
+    ids = tuple(f"q{i}" for i in range(12))
+    difficulty = np.linspace(-2, 2, 12)  # z = 0, 1/11, ..., 1
+    IrtFit(model="1pl", engine="map", models=("x", "y"), item_ids=ids, ability=np.zeros(2), ability_se=np.ones(2),
+           difficulty=difficulty, difficulty_se=np.ones(12), chance=np.zeros(12), seed=0).save(tmp_path / "fit.json")  # fmt: skip
+    assert main(["detect", "--before", str(b), "--after", str(a), "--fit", str(tmp_path / "fit.json"),
+                 "--bands", "2", "--permutations", "0"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "difficulty: normalized IRT difficulty z" in out
+    assert "[0.00, 0.50)    6 items" in out and "[0.50, 1.00)    6 items" in out
     a.write_text("model,item_id,correct,trials\nm2,q1,9,8\n")
     assert main(["detect", "--before", str(b), "--after", str(a)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -121,3 +121,20 @@ def test_readme_release_commands_run_as_written(tmp_path, shared_data, monkeypat
         argv = shlex.split(cmd.replace("<run-id>", run.name))[3:]
         assert main(argv) == 0, (cmd, capsys.readouterr().err)
     assert "1.0.0 -> 1.1.0" in capsys.readouterr().out
+
+
+def test_cli_removes_an_item_with_the_reviewer_named(tmp_path, shared_data, capsys):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    assert main(["release", str(run), "--version", "1.1.0", "--remove", CHILD_IDS[1]]) == 2
+    assert "--remove needs --removed-by" in capsys.readouterr().err
+    assert main(["release", str(run), "--version", "1.1.0", "--remove", CHILD_IDS[1], "--removed-by", "bob",
+                 "--reason", "leaks the answer"]) == 0  # fmt: skip
+    assert "0 carried forward, 1 removed, 0 changed" in capsys.readouterr().out
+    v11 = tmp_path / "releases" / "aime24" / "1.1.0"
+    assert f"removed `{CHILD_IDS[1]}` (bob: leaks the answer)" in (v11 / "CHANGELOG.md").read_text()
+    assert main(["release", "diff", str(v11.parent / "1.0.0"), str(v11)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["1.0.0 -> 1.1.0: 0 added, 1 removed, 0 changed", f"- {CHILD_IDS[1]}"]
