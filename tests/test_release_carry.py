@@ -138,3 +138,15 @@ def test_cli_removes_an_item_with_the_reviewer_named(tmp_path, shared_data, caps
     assert f"removed `{CHILD_IDS[1]}` (bob: leaks the answer)" in (v11 / "CHANGELOG.md").read_text()
     assert main(["release", "diff", str(v11.parent / "1.0.0"), str(v11)]) == 0
     assert capsys.readouterr().out.splitlines() == ["1.0.0 -> 1.1.0: 0 added, 1 removed, 0 changed", f"- {CHILD_IDS[1]}"]
+
+
+def test_every_cache_a_test_can_fill_is_a_temp_folder():
+    import datasets
+    import huggingface_hub.constants
+    import matplotlib
+    import platformdirs
+
+    tmp = tempfile.gettempdir()
+    for path in (os.environ["HF_HOME"], datasets.config.HF_DATASETS_CACHE, huggingface_hub.constants.HF_HUB_CACHE,
+                 matplotlib.get_cachedir(), platformdirs.user_data_dir("inspect_ai")):  # fmt: skip
+        assert str(path).startswith(tmp), path
