@@ -33,7 +33,10 @@ class BenchmarkSpec(BaseModel):
     # Guessing floor: a constant, or "options" for 1 / (number of options) of each item.
     chance: float | Literal["options"] = 0.0
     source: str = ""
-    hf_dataset: str | None = None
+    hf_dataset: str | None = None  # ORG/NAME, loaded from the local cache or folder (benchfill.hub)
+    hf_config: str | None = None
+    hf_split: str = "test"
+    id_field: str | None = None  # the dataset column holding item ids (default: id, task_id, ...)
 
     @classmethod
     def from_file(cls, path: str | Path) -> BenchmarkSpec:
@@ -67,7 +70,7 @@ _MATH = dict(text_field="problem", answer_field="answer", evaluator="math", solv
 REGISTRY: dict[str, BenchmarkSpec] = {
     s.name: s
     for s in (
-        BenchmarkSpec(name="aime24", **_MATH, hf_dataset="HuggingFaceH4/aime_2024",
+        BenchmarkSpec(name="aime24", **_MATH, hf_dataset="HuggingFaceH4/aime_2024", hf_split="train",
                       source="AIME 2024 I and II, 30 integer-answer problems"),
         BenchmarkSpec(name="aime25", **_MATH, hf_dataset="opencompass/AIME2025",
                       source="AIME 2025 I and II, 30 integer-answer problems"),
@@ -131,22 +134,48 @@ def get_benchmark(name: str, data_dir: str | Path | None = None) -> Benchmark:
         return Benchmark(spec=spec, items_path=None, _items=list(demo.items), matrix=demo.matrix)
     spec = registered_spec(name)
     root = data_dir or os.environ.get("BENCHFILL_DATA_DIR")
-    if not root:
-        raise ConfigError(
-            f"benchmark {name}: no local data; pass --data-dir or set BENCHFILL_DATA_DIR to a directory "
-            f"holding {name}/items.jsonl (online source: Hugging Face dataset {spec.hf_dataset})"
-        )
-    folder = Path(root) / name
-    items = folder / "items.jsonl"
-    if not items.is_file():
-        raise DataError(f"benchmark {name}: {items} not found (online source: {spec.hf_dataset})")
+    folder = Path(root) / name if root else None
+    items = folder / "items.jsonl" if folder else None
+    if items is None or not items.is_file():
+        # No local items file: the Hub dataset, from a local dataset folder or the datasets cache.
+        hub = _from_hub(spec, root)
+        if isinstance(hub, Benchmark):
+            return hub
+        if items is None:
+            raise ConfigError(
+                f"benchmark {name}: no local data; pass --data-dir or set BENCHFILL_DATA_DIR to a directory "
+                f"holding {name}/items.jsonl, or load Hugging Face dataset {spec.hf_dataset}: {hub}"
+            )
+        raise DataError(f"benchmark {name}: {items} not found, nor Hugging Face dataset {spec.hf_dataset}: {hub}")
     responses = folder / "responses.csv"
     return Benchmark(spec=spec, items_path=items, responses_path=responses if responses.is_file() else None)
 
 
+def _from_hub(spec: BenchmarkSpec, data_dir: str | Path | None) -> Benchmark | str:
+    """The benchmark from its Hugging Face dataset, or why it could not be loaded (one line)."""
+    if not spec.hf_dataset:
+        return "the spec names no Hugging Face dataset"
+    from benchfill.hub import HubRef, load_items
+
+    try:
+        rows = load_items(HubRef(spec.hf_dataset), spec, data_dir)
+    except DataError as exc:
+        return str(exc)
+    return Benchmark(spec=spec, items_path=None, _items=rows)
+
+
 def custom_benchmark(items: str | Path, spec_file: str | Path, responses: str | Path | None = None) -> Benchmark:
-    """Any other benchmark: an items file, a spec file and optionally a response matrix."""
+    """Any other benchmark: an items file (or ``hf:ORG/NAME[:CONFIG][:SPLIT]``), a spec file and
+    optionally a response matrix."""
     spec = BenchmarkSpec.from_file(spec_file)
+    if isinstance(items, str) and items.startswith("hf:"):
+        from benchfill.hub import load_items
+
+        resp = Path(responses) if responses else None
+        if resp is not None and not resp.is_file():
+            raise DataError(f"{resp}: responses file not found")
+        return Benchmark(spec=spec, items_path=None, responses_path=resp,
+                         _items=load_items(items, spec, os.environ.get("BENCHFILL_DATA_DIR")))  # fmt: skip
     items_path = Path(items)
     if not items_path.is_file():
         raise DataError(f"{items_path}: items file not found")

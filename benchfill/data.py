@@ -60,6 +60,7 @@ def read_responses(
     path: str | Path,
     *,
     items: Sequence[dict[str, Any]] | str | Path | None = None,
+    min_models: int = 2,
 ) -> ResponseMatrix:
     """A response matrix from a long-format file (``model,item_id,correct,trials``).
 
@@ -98,7 +99,7 @@ def read_responses(
         ts.append(trials)
     if not mi:
         raise DataError(f"{path}: no responses (empty file)")
-    if len(model_index) < 2:
+    if len(model_index) < min_models:  # IRT needs two; a before/after test (benchfill detect) needs one
         raise DataError(f"{path}: responses from {len(model_index)} model; IRT needs at least two models")
 
     correct_m = np.zeros((len(model_index), len(item_index)), dtype=np.int64)

@@ -22,6 +22,7 @@ from typing import Any
 from sqlmodel import select
 
 from benchfill.errors import BenchfillError, ConfigError, DataError
+from benchfill.release_carry import carry_forward
 from benchfill.review.board import ReviewBoard
 from benchfill.review.card import (
     DATA_FILE,
@@ -57,6 +58,10 @@ class ReleaseResult:
     n_original: int
     n_generated: int
     manifest_sha256: str
+    added: list[str] = field(default_factory=list)  # generated items new in this release
+    carried: list[str] = field(default_factory=list)  # kept from the previous release
+    removed: list[str] = field(default_factory=list)  # dropped from the previous release by a reviewer
+    changed: dict[str, list[str]] = field(default_factory=dict)  # id -> item fields changed
 
 
 @dataclass
@@ -89,11 +94,15 @@ def release(
     version: str,
     out: str | Path | None = None,
     rule: ReleaseRule | None = None,
+    remove: dict[str, str] | None = None,
 ) -> ReleaseResult:
     """Release the run's original items plus its accepted ones as ``version``.
 
     ``out`` is the releases root (default: ``releases/`` beside the run directory); the
     release lands in ``<out>/<benchmark>/<version>``. An existing version is refused.
+    The generated items of the latest earlier release are carried forward, unless a reviewer
+    removes one: ``remove`` maps item ids to who removed them and why, and an item of this
+    run rejected under ``rule`` by a decision made after that release counts as removed too.
     """
     key = semver_key(version)
     run_dir = Path(run_dir)
@@ -108,13 +117,20 @@ def release(
             raise BenchfillError(f"version {version} is not newer than the latest release {previous[-1]} in {bench_dir}")
         now = datetime.now(UTC).isoformat(timespec="seconds")
         rows, z_before, z_after, added = _rows(board, version, now)
+        prev_dir = bench_dir / previous[-1] if previous else None
+        carry = carry_forward(
+            rows, _load_rows(prev_dir) if prev_dir else {}, previous[-1] if previous else "",
+            _manifest(prev_dir).get("released_at") if prev_dir else None, board.outcomes(), remove or {}, PROVENANCE,
+        )  # fmt: skip
+        added = [i for i in added if i not in carry.before]
+        z_after = z_before + [float(r["z"]) for r in rows if r["origin"] == "generated" and r.get("z") is not None]
         meta = {
             "benchmark": bench,
             "version": version,
             "run_id": run_dir.resolve().name,
             "released_at": now,
             "n_original": len(z_before),
-            "n_generated": len(added),
+            "n_generated": sum(1 for r in rows if r["origin"] == "generated"),
             "release_rule": board.rule.describe(),
             "release_rule_params": board.rule.to_dict(),
             "seed": board.store.get_meta("seed"),
@@ -124,17 +140,22 @@ def release(
         before, after = coverage_figures(z_before), coverage_figures(z_after)
         meta["coverage"] = {"before": before, "after": after}
         entry = changelog_entry(version, now[:10], meta["run_id"], added, meta["release_rule"], before, after)
+        entry += carry.changelog()
         old_log = (bench_dir / previous[-1] / "CHANGELOG.md").read_text(encoding="utf-8") if previous else ""
         changelog = entry + ("\n" + old_log.split("\n", 2)[2] if old_log.startswith("# Changelog") else "")
         changelog = f"# Changelog of {bench}\n\n{changelog}"
 
-        bench_dir.mkdir(parents=True, exist_ok=True)
+        _mkdir_public(bench_dir)
         tmp = Path(tempfile.mkdtemp(dir=bench_dir, prefix=f".{version}.", suffix=".tmp"))
         try:
             (tmp / "data").mkdir()
             (tmp / "plots").mkdir()
             with (tmp / DATA_FILE).open("w", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+            # In the dataset card's config: `datasets` caches a local folder under its base name
+            # ("1.0.0") and a hash that ignores the data files, so without this two releases
+            # named 1.0.0 would load each other's rows from one cache.
+            meta["data_sha256"] = _sha256(tmp / DATA_FILE)
             ecdf_plot(z_before, z_after, tmp / PLOT_FILE, f"{bench} {version}")
             (tmp / "CHANGELOG.md").write_text(changelog, encoding="utf-8")
             (tmp / "README.md").write_text(dataset_card(meta, before, after, changelog.split("\n", 2)[2]), encoding="utf-8")
@@ -142,6 +163,7 @@ def release(
                         "provenance_columns": list(PROVENANCE), "files": _hashes(tmp)}  # fmt: skip
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             digest = _sha256(tmp / MANIFEST)
+            _publishable(tmp)
             tmp.rename(target)  # atomic; fails if the version appeared meanwhile
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -151,8 +173,11 @@ def release(
         top_log = bench_dir / "CHANGELOG.md"
         tmp_log = bench_dir / ".CHANGELOG.md.tmp"
         tmp_log.write_text(changelog, encoding="utf-8")
+        tmp_log.chmod(0o644)
         tmp_log.replace(top_log)
-        return ReleaseResult(version, target, len(z_before), len(added), digest)
+        return ReleaseResult(version, target, len(z_before), meta["n_generated"], digest,
+                             added=added, carried=carry.carried, removed=list(carry.removed),
+                             changed=carry.changed)  # fmt: skip
 
 
 def _rows(board: ReviewBoard, version: str, now: str) -> tuple[list[dict], list[float], list[float], list[str]]:
@@ -216,6 +241,27 @@ def _rows(board: ReviewBoard, version: str, now: str) -> tuple[list[dict], list[
     return rows, z_before, z_after, added
 
 
+def _mkdir_public(path: Path) -> None:
+    """Create ``path`` (and parents) readable by others, whatever the umask."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    path.mkdir(parents=True, exist_ok=True)
+    for p in (*missing, path):
+        mode = p.stat().st_mode
+        if mode & 0o755 != 0o755:
+            try:
+                p.chmod(mode | 0o755)
+            except PermissionError:  # someone else's folder: theirs to open up
+                if p in missing:
+                    raise
+
+
+def _publishable(root: Path) -> None:
+    """Folders 0755 and files 0644, so a shared machine or a web server can publish the release."""
+    root.chmod(0o755)
+    for p in root.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
 def _fields(item_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     clash = sorted(set(fields) & set(PROVENANCE))
     if clash:
@@ -275,11 +321,15 @@ def _load_rows(path: Path) -> dict[str, dict]:
     return rows
 
 
-def _version_of(path: Path) -> str:
+def _manifest(path: Path) -> dict[str, Any]:
     try:
-        return json.loads((path / MANIFEST).read_text(encoding="utf-8"))["version"]
-    except (OSError, json.JSONDecodeError, KeyError):
-        return path.name
+        return json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _version_of(path: Path) -> str:
+    return str(_manifest(path).get("version") or path.name)
 
 
 def _versions(bench_dir: Path) -> list[str]:

@@ -6,14 +6,28 @@ need a live endpoint carry the ``live`` marker and are deselected in CI.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
+import tempfile
 
 import pytest
 
 from benchfill.netguard import is_loopback
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# No test writes to the user's caches: Hugging Face (datasets, hub), matplotlib, inspect_ai get a temp
+# folder for this test process and the processes it starts, removed at exit.
+_CACHE_ROOT = tempfile.mkdtemp(prefix="benchfill-tests-")
+atexit.register(shutil.rmtree, _CACHE_ROOT, ignore_errors=True)
+os.environ["HF_HOME"] = os.path.join(_CACHE_ROOT, "hf")
+for _var in ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_MODULES_CACHE"):
+    os.environ.pop(_var, None)
+os.environ["MPLCONFIGDIR"] = os.path.join(_CACHE_ROOT, "matplotlib")
+# inspect_ai keeps traces and sample buffers in the XDG data folder
+for _var in ("XDG_DATA_HOME", "XDG_STATE_HOME"):
+    os.environ[_var] = os.path.join(_CACHE_ROOT, _var.lower())
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Processes the tests start (the CLI, probe workers) hold themselves to loopback too (benchfill.netguard).

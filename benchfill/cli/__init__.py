@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "benchfill.cli.traffic",  # probes check / probes serve
     "benchfill.cli.sim",  # sim serve
     "benchfill.cli.review",  # review export / serve / import, release
+    "benchfill.cli.detect",  # detect (localized-improvement test)
+    "benchfill.cli.importers",  # import lm-eval / inspect
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -79,7 +80,12 @@ def load_matrix(args: argparse.Namespace) -> tuple[Any, list[dict] | None]:
 
     if args.benchmark and args.responses:
         raise ConfigError("give either --benchmark or --responses, not both")
-    items = read_items(args.items) if args.items else None
+    if args.items and args.items.startswith("hf:"):  # a Hugging Face dataset (benchfill.hub)
+        from benchfill.hub import load_items
+
+        items = load_items(args.items, data_dir=args.data_dir or os.environ.get("BENCHFILL_DATA_DIR"))
+    else:
+        items = read_items(args.items) if args.items else None
     if args.benchmark == "demo":
         from benchfill.demo import demo_benchmark
 

@@ -39,6 +39,10 @@ def register(subparsers) -> None:
     rel.add_argument("args", nargs="+", metavar="RUN | diff A B | verify DIR")
     rel.add_argument("--version", dest="release_version", help="semantic version of the new release (X.Y.Z)")
     rel.add_argument("--out", type=Path, help="releases root (default: releases/ beside the run directory)")
+    rel.add_argument("--remove", action="append", default=[], metavar="ITEM_ID",
+                     help="drop a generated item of the previous release (repeatable; needs --removed-by)")
+    rel.add_argument("--removed-by", metavar="NAME", help="the reviewer removing the --remove items")
+    rel.add_argument("--reason", default="", help="why the --remove items go (recorded in the CHANGELOG)")
     _rule_args(rel)
     rel.set_defaults(func=_release)
 
@@ -109,9 +113,16 @@ def _release(args) -> int:
         raise ConfigError("usage: benchfill release RUN --version X.Y.Z")
     if not args.release_version:
         raise ConfigError("release: --version X.Y.Z is required")
-    res = release(Path(words[0]), args.release_version, out=args.out, rule=_rule(args))
+    if args.remove and not args.removed_by:
+        raise ConfigError("release: --remove needs --removed-by NAME (the reviewer removing the items)")
+    why = f"{args.removed_by}: {args.reason}" if args.reason else f"removed by {args.removed_by}"
+    res = release(Path(words[0]), args.release_version, out=args.out, rule=_rule(args),
+                  remove=dict.fromkeys(args.remove, why))
     print(
         f"released {res.version}: {res.n_original} original + {res.n_generated} generated item(s) at {res.path}\n"
         f"manifest sha256 {res.manifest_sha256}"
     )
+    if res.carried or res.removed or res.changed:
+        print(f"from the previous release: {len(res.carried)} carried forward, {len(res.removed)} removed, "
+              f"{len(res.changed)} changed")
     return 0

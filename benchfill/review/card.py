@@ -58,7 +58,10 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
     header = {
         "pretty_name": f"{meta['benchmark']} {meta['version']} (benchfill)",
         "tags": ["benchfill", "difficulty", "irt"],
-        "configs": [{"config_name": "default", "data_files": [{"split": "test", "path": DATA_FILE}]}],
+        # The description makes `datasets`' cache key differ per release (benchfill.release).
+        "configs": [{"config_name": "default",
+                     "description": f"{meta['benchmark']} {meta['version']} data sha256 {meta.get('data_sha256', '')}",
+                     "data_files": [{"split": "test", "path": DATA_FILE}]}],  # fmt: skip
         "benchfill": meta,
     }
     rows = "\n".join(

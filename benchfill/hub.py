@@ -1,0 +1,152 @@
+"""Benchmarks from the Hugging Face Hub, read through ``datasets`` without touching the network.
+
+``hf:ORG/NAME[:CONFIG][:SPLIT]`` names a dataset. It loads from, in this order:
+
+1. a local dataset folder: the reference itself when it is a directory (``hf:./my_copy``), else
+   ``<data dir>/ORG/NAME``; a folder written by ``Dataset.save_to_disk`` or one of data files
+   (JSONL, Parquet, CSV, with or without a dataset card) that ``datasets.load_dataset`` reads;
+2. the ``datasets`` cache (``$HF_HOME/datasets``), where an earlier online
+   ``datasets.load_dataset("ORG/NAME")`` left it.
+
+benchfill never downloads: a dataset that is neither local nor cached is one error line that
+says how to fetch it. Rows become items through the benchmark spec's field mapping: the spec's
+text and answer fields (and options/tests when set) must be columns; the item id is the spec's
+``id_field``, else the first of ``id``, ``task_id``, ``question_id``, ``problem_id``, else
+``NAME-<row>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchfill.errors import DataError
+
+if TYPE_CHECKING:
+    from benchfill.benchmarks import BenchmarkSpec
+
+PREFIX = "hf:"
+ID_COLUMNS = ("id", "task_id", "question_id", "problem_id")
+
+
+@dataclass(frozen=True)
+class HubRef:
+    repo: str
+    config: str | None = None
+    split: str | None = None
+
+    def __str__(self) -> str:
+        tail = (":" + (self.config or "")) if (self.config or self.split) else ""
+        return PREFIX + self.repo + tail + (":" + self.split if self.split else "")
+
+    def fetch_hint(self) -> str:
+        args = repr(self.repo) + (f", {self.config!r}" if self.config else "")
+        return (f"fetch it once online with: python -c \"import datasets; datasets.load_dataset({args})\" "
+                f"(or save a copy with Dataset.save_to_disk to DIR/{self.repo} and pass --data-dir DIR)")  # fmt: skip
+
+
+def is_hub(ref: Any) -> bool:
+    return isinstance(ref, str) and ref.startswith(PREFIX)
+
+
+def parse(ref: str) -> HubRef:
+    """``hf:ORG/NAME[:CONFIG][:SPLIT]``; an empty CONFIG (``hf:ORG/NAME::test``) means the default."""
+    if not is_hub(ref):
+        raise DataError(f"{ref!r}: not a Hugging Face reference (hf:ORG/NAME[:CONFIG][:SPLIT])")
+    parts = ref[len(PREFIX):].split(":")
+    if not parts[0] or len(parts) > 3:
+        raise DataError(f"{ref!r}: expected hf:ORG/NAME[:CONFIG][:SPLIT]")
+    parts += [""] * (3 - len(parts))
+    return HubRef(parts[0], parts[1] or None, parts[2] or None)
+
+
+@contextlib.contextmanager
+def _offline() -> Iterator[None]:
+    """datasets and huggingface_hub read their offline flags at call time from these constants."""
+    import datasets
+    import huggingface_hub.constants as hub_constants
+
+    saved = datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE
+    verbosity = datasets.logging.get_verbosity()
+    datasets.config.HF_HUB_OFFLINE = hub_constants.HF_HUB_OFFLINE = True
+    datasets.logging.set_verbosity_error()  # not "using the cached version since the Hub can't be reached"
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
+        datasets.logging.set_verbosity(verbosity)
+
+
+def _local_folder(ref: HubRef, data_dir: str | Path | None) -> Path | None:
+    own = Path(ref.repo)
+    if own.is_dir() and (own.is_absolute() or ref.repo.startswith(".")):
+        return own
+    if data_dir and (Path(data_dir) / ref.repo).is_dir():
+        return Path(data_dir) / ref.repo
+    return None
+
+
+def load_rows(ref: HubRef, data_dir: str | Path | None = None, default_split: str = "test") -> tuple[list[dict], str]:
+    """The rows of one split and where they came from (a folder, or the cache)."""
+    try:
+        import datasets
+    except ImportError:
+        raise DataError(f"{ref}: reading Hugging Face datasets needs the datasets library: pip install datasets") from None
+    folder = _local_folder(ref, data_dir)
+    try:
+        with _offline():
+            if folder is not None and ((folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file()):
+                ds = datasets.load_from_disk(str(folder))
+            elif folder is not None:
+                ds = datasets.load_dataset(str(folder), ref.config)
+            else:
+                ds = datasets.load_dataset(ref.repo, ref.config)
+    except Exception as exc:  # datasets raises ConnectionError, FileNotFoundError, ValueError, ... alike
+        if folder is not None:
+            first = (str(exc).strip().splitlines() or [""])[0][:160]
+            raise DataError(f"{ref}: cannot read the local dataset folder {folder} ({exc.__class__.__name__}: {first})") from None
+        raise DataError(f"{ref}: not in the Hugging Face cache ({datasets.config.HF_DATASETS_CACHE}) and no local "
+                        f"folder; {ref.fetch_hint()}") from None  # fmt: skip
+    where = str(folder) if folder is not None else f"the datasets cache ({datasets.config.HF_DATASETS_CACHE})"
+    if isinstance(ds, datasets.DatasetDict):
+        split = ref.split or (default_split if default_split in ds else (next(iter(ds)) if len(ds) == 1 else None))
+        if split not in ds:
+            raise DataError(f"{ref}: no split {split or default_split!r} (the dataset has {', '.join(ds)}); "
+                            f"name one: {PREFIX}{ref.repo}:{ref.config or ''}:SPLIT")  # fmt: skip
+        ds = ds[split]
+    return [dict(r) for r in ds], where
+
+
+def load_items(ref: str | HubRef, spec: BenchmarkSpec | None = None, data_dir: str | Path | None = None) -> list[dict]:
+    """Items with a string ``id`` and the spec's fields, from a Hugging Face dataset."""
+    ref = parse(ref) if isinstance(ref, str) else ref
+    default_split = getattr(spec, "hf_split", None) or "test"
+    if spec is not None and ref.config is None and getattr(spec, "hf_config", None):
+        ref = HubRef(ref.repo, spec.hf_config, ref.split)
+    rows, where = load_rows(ref, data_dir, default_split)
+    if not rows:
+        raise DataError(f"{ref}: the split is empty ({where})")
+    columns = list(rows[0])
+    needed = []
+    if spec is not None:
+        needed = [f for f in (spec.text_field, spec.answer_field, spec.options_field, spec.tests_field,
+                              spec.entry_point_field) if f]  # fmt: skip
+    missing = [f for f in needed if f not in columns]
+    if missing:
+        raise DataError(f"{ref}: no column {missing[0]!r} for the spec of {spec.name} (columns: {', '.join(columns)}); "
+                        f"set the spec's field names to the dataset's columns")  # fmt: skip
+    id_field = getattr(spec, "id_field", None) or next((c for c in ID_COLUMNS if c in columns), None)
+    if id_field is not None and id_field not in columns:
+        raise DataError(f"{ref}: no id column {id_field!r} (columns: {', '.join(columns)})")
+    name = ref.repo.rstrip("/").rsplit("/", 1)[-1]
+    items, seen = [], set()
+    for n, row in enumerate(rows):
+        item_id = str(row[id_field]) if id_field else f"{name}-{n}"
+        if item_id in seen:
+            raise DataError(f"{ref}: duplicate item id {item_id!r} in column {id_field!r} (row {n})")
+        seen.add(item_id)
+        items.append({**row, "id": item_id})
+    return items

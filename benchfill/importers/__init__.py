@@ -1,0 +1,78 @@
+"""Results from the tools users already run: lm-eval-harness and inspect_ai logs -> a response matrix.
+
+    from benchfill.importers import import_logs, write
+    result = import_logs("inspect", ["logs/"], metric="match")
+    write(result, "imported/")   # responses.csv, items.jsonl, import.json
+
+``benchfill diagnose --responses imported/responses.csv --items imported/items.jsonl`` reads the result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchfill.errors import ConfigError, DataError
+from benchfill.importers.matrix import ImportProblems, ImportResult, merge, write
+
+TOOLS = ("lm-eval", "inspect")
+
+__all__ = ["TOOLS", "ImportProblems", "ImportResult", "import_logs", "write"]
+
+
+def import_logs(
+    tool: str,
+    paths: list[str | Path],
+    *,
+    metric: str | None = None,
+    threshold: float | None = None,
+    task: str | None = None,
+    sum_repeats: bool = False,
+) -> ImportResult:
+    """Read every log (files, or directories searched for them) of ``tool`` into one matrix.
+
+    Every log is read before any problem is raised, so :class:`ImportProblems` lists one line
+    per bad log. ``metric`` picks the score that counts as correct (lm-eval: ``acc``, else
+    ``exact_match``, else the first; inspect: the first scorer); a non-binary score needs
+    ``threshold``. Two logs of one model and task are an error unless ``sum_repeats``.
+    """
+    if tool == "lm-eval":
+        from benchfill.importers import lm_eval as reader
+    elif tool == "inspect":
+        from benchfill.importers import inspect_log as reader  # type: ignore[no-redef]
+    else:
+        raise ConfigError(f"unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
+    files = reader.find_logs(paths)
+    if not files:
+        raise DataError(f"no {tool} logs found in {', '.join(map(str, paths))}")
+    # Tasks first (cheap: a file name, a log header), so --task filters before anything is scored.
+    tasks = {f: reader.task_of(f) for f in files}
+    if task is not None:
+        files = [f for f in files if tasks[f] in (task, None)]
+        if not files:
+            raise ImportProblems([f"no log holds task {task!r} (found: {', '.join(sorted(set(filter(None, tasks.values()))))})"])
+    else:
+        first: dict[str, Path] = {}
+        for f in files:
+            if tasks[f] is not None:
+                first.setdefault(tasks[f], f)
+        if len(first) > 1:
+            (t1, f1), (t2, f2) = list(first.items())[:2]
+            raise ImportProblems([f"the logs mix tasks: {t1} ({f1}) and {t2} ({f2}); import one at a time "
+                                  f"with --task NAME"])  # fmt: skip
+    logs, problems, used = [], [], set()
+    for f in files:
+        try:
+            content, m = reader.read_log(f, metric=metric, threshold=threshold)
+        except ImportProblems as exc:
+            problems += exc.problems
+        except DataError as exc:
+            problems.append(str(exc))
+        else:
+            logs.append(content)
+            used.add(m)
+    if problems:
+        raise ImportProblems(problems)
+    if len(used) > 1:
+        raise ImportProblems([f"the logs score with different default metrics ({', '.join(sorted(used))}); "
+                              f"choose one with --metric"])  # fmt: skip
+    return merge(tool, logs, metric=used.pop(), threshold=threshold, task=task, sum_repeats=sum_repeats)

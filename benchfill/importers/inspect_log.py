@@ -1,0 +1,110 @@
+"""inspect_ai eval logs (``.eval`` and ``.json``), read through inspect_ai's own log API.
+
+inspect_ai is an optional extra (``pip install 'benchfill[inspect]'``); it is imported only here.
+Each log is one task run by one model; each sample is scored once per epoch, so a sample's epochs
+become its trials. The metric is a scorer's name (default: the log's first scorer). inspect's
+letter values count as CORRECT ("C") = 1, INCORRECT ("I") and NOANSWER ("N") = 0; PARTIAL ("P")
+and numbers other than 0 and 1 are not binary and need a threshold (on inspect's own
+``value_to_float`` scale, on which "P" is 0.5). Item ids are ``<task>/<sample id>``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from benchfill.errors import ConfigError, DataError
+from benchfill.importers.matrix import ItemText, LogContent, Record, score
+
+LETTERS = {"C": 1, "I": 0, "N": 0}
+
+
+def find_logs(paths: list[str | Path]) -> list[Path]:
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found += sorted(q for q in p.rglob("*") if q.suffix in (".eval", ".json") and q.is_file())
+        elif p.exists():
+            found.append(p)
+        else:
+            raise DataError(f"{p}: not found")
+    return found
+
+
+def _api():
+    try:
+        from inspect_ai.log import read_eval_log
+        from inspect_ai.scorer import value_to_float
+    except ImportError:
+        raise ConfigError("importing inspect_ai logs needs inspect_ai: pip install 'benchfill[inspect]'") from None
+    return read_eval_log, value_to_float()
+
+
+def task_of(path: Path) -> str | None:
+    read_eval_log, _ = _api()
+    try:
+        return read_eval_log(str(path), header_only=True).eval.task
+    except Exception:  # reported with its reason when the log is read in full
+        return None
+
+
+def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tuple[LogContent, str]:
+    read_eval_log, to_float = _api()
+    try:
+        log = read_eval_log(str(path))
+    except Exception as exc:  # inspect raises zip, JSON and validation errors alike
+        first = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ""
+        raise DataError(f"{path}: not a readable inspect_ai eval log ({exc.__class__.__name__}"
+                        f"{': ' + first if first else ''})") from None  # fmt: skip
+    task, model = log.eval.task, log.eval.model
+    samples = log.samples or []
+    if not samples:
+        raise DataError(f"{path}: no samples in the log (status {log.status})")
+    used = metric
+    if used is None:
+        names = [s.name for s in (log.results.scores if log.results else [])]
+        used = names[0] if names else next((next(iter(s.scores)) for s in samples if s.scores), None)
+    if used is None:
+        raise DataError(f"{path}: no scored samples")
+    out = LogContent(source=str(path), model=model, task=task)
+    per_item: dict[str, list[int]] = {}
+    for s in samples:
+        where = f"{path} sample {s.id} epoch {s.epoch}"
+        if not s.scores:
+            continue  # an unscored sample (errored or cancelled) is no trial
+        if used not in s.scores:
+            raise DataError(f"{where}: no scorer {used!r} (the log has {', '.join(s.scores)})")
+        item_id = f"{task}/{s.id}"
+        if item_id not in per_item:
+            out.items.append(ItemText(item_id, task, _fields(s, task), str(path)))
+        per_item.setdefault(item_id, []).append(_binary(s.scores[used].value, used, threshold, to_float, where))
+    for item_id, hits in per_item.items():
+        out.records.append(Record(model, task, item_id, sum(hits), len(hits), str(path)))
+    if not out.records:
+        raise DataError(f"{path}: no scored samples")
+    epochs = log.eval.config.epochs if log.eval.config and log.eval.config.epochs else 1
+    out.scoring = f"scorer {used}" + (f" >= {threshold}" if threshold is not None else "") + f"; {epochs} epoch(s) = trials"
+    return out, used
+
+
+def _binary(value: Any, metric: str, threshold: float | None, to_float, where: str) -> int:
+    if isinstance(value, str):
+        if threshold is not None:
+            return int(to_float(value) >= threshold)
+        if value in LETTERS:
+            return LETTERS[value]
+        raise DataError(f"{where}: scorer {metric!r} gave {value!r}, not binary; "
+                        f"pass --threshold T to count a score >= T as correct")  # fmt: skip
+    if isinstance(value, (dict, list)):
+        raise DataError(f"{where}: scorer {metric!r} gives several values per sample; benchfill needs one")
+    return score(value, metric, threshold, where)
+
+
+def _fields(sample: Any, task: str) -> dict[str, Any]:
+    inp = sample.input
+    if not isinstance(inp, str):
+        inp = "\n".join(str(getattr(m, "text", m)) for m in inp)
+    fields: dict[str, Any] = {"task": task, "text": inp, "target": sample.target}
+    if sample.choices:
+        fields["choices"] = list(sample.choices)
+    return fields

@@ -1,0 +1,226 @@
+"""Many evaluation logs in, one response matrix out: the part every importer shares.
+
+An importer turns each log into :class:`Record` rows (one model, one task, one item, its correct
+count and trials) and :class:`ItemText` rows (what the log says the item asks and expects). This
+module scores a logged value as correct or not, merges the logs, refuses what cannot be merged
+(an item id with two texts, the same model and task twice unless summing is asked for), and writes
+``responses.csv``, ``items.jsonl`` and ``import.json`` so that nothing is half-written.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchfill.errors import DataError
+
+
+class ImportProblems(DataError):
+    """One or more logs that cannot be imported; ``problems`` holds one line per log."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        super().__init__(problems[0] + more)
+
+
+@dataclass
+class Record:
+    model: str
+    task: str
+    item_id: str
+    correct: int
+    trials: int
+    source: str
+
+
+@dataclass
+class ItemText:
+    item_id: str
+    task: str
+    fields: dict[str, Any]  # text, target and what else the log holds (choices)
+    source: str
+
+
+@dataclass
+class LogContent:
+    """What one log holds, once read."""
+
+    source: str
+    model: str
+    task: str
+    records: list[Record] = field(default_factory=list)
+    items: list[ItemText] = field(default_factory=list)
+    scoring: str = ""  # how the metric's values became correct/trials, for import.json
+
+
+@dataclass
+class ImportResult:
+    tool: str
+    metric: str
+    threshold: float | None
+    task: str
+    models: list[str]
+    item_ids: list[str]
+    correct: dict[tuple[str, str], int]
+    trials: dict[tuple[str, str], int]
+    items: dict[str, dict[str, Any]]
+    sources: list[dict[str, Any]]
+    partial: dict[str, int] = field(default_factory=dict)  # model -> items it has, when fewer than all
+    summed: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool, "task": self.task, "metric": self.metric, "threshold": self.threshold,
+            "models": len(self.models), "items": len(self.item_ids),
+            "item_texts": len(self.items), "partial_models": self.partial, "summed": self.summed,
+            "sources": self.sources,
+        }  # fmt: skip
+
+    def lines(self) -> list[str]:
+        thr = f", correct when score >= {self.threshold}" if self.threshold is not None else ""
+        out = [f"{self.tool}: task {self.task}, {len(self.models)} model(s) x {len(self.item_ids)} item(s) "
+               f"from {len(self.sources)} log(s); metric {self.metric}{thr}"]
+        out += [f"partial: {m} has {n} of {len(self.item_ids)} items" for m, n in self.partial.items()]
+        out += [f"summed: {s}" for s in self.summed]
+        return out
+
+
+def score(value: Any, metric: str, threshold: float | None, where: str) -> int:
+    """1 or 0 for one logged value; a non-binary value needs an explicit threshold."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        if threshold is not None:
+            return int(value >= threshold)
+        if value in (0, 1):
+            return int(value)
+        raise DataError(f"{where}: metric {metric!r} is not binary (value {value}); "
+                        f"pass --threshold T to count a score >= T as correct")  # fmt: skip
+    raise DataError(f"{where}: metric {metric!r} has a value benchfill cannot score ({value!r})")
+
+
+def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | None,
+          task: str | None = None, sum_repeats: bool = False) -> ImportResult:  # fmt: skip
+    """One matrix from many logs, or ImportProblems with one line per log at fault."""
+    problems: list[str] = []
+    tasks: dict[str, str] = {}
+    for log in logs:
+        tasks.setdefault(log.task, log.source)
+    if task is not None:
+        logs = [log for log in logs if log.task == task]
+    if len({log.task for log in logs}) > 1:
+        (t1, f1), (t2, f2) = list(tasks.items())[:2]
+        raise ImportProblems([f"the logs mix tasks: {t1} ({f1}) and {t2} ({f2}); import one at a time "
+                              f"with --task NAME"])  # fmt: skip
+    if not logs:
+        raise ImportProblems([f"no log holds task {task!r}"])
+    first_of: dict[tuple[str, str], str] = {}
+    summed = []
+    for log in logs:
+        key = (log.model, log.task)
+        if key in first_of:
+            if not sum_repeats:
+                problems.append(f"{log.source}: model {log.model} on task {log.task} again (first in "
+                                f"{first_of[key]}); pass --sum to add the two runs' trials")  # fmt: skip
+                continue
+            summed.append(f"{log.model} on {log.task}: {first_of[key]} + {log.source}")
+        else:
+            first_of[key] = log.source
+    texts: dict[str, tuple[dict[str, Any], str]] = {}
+    for log in logs:
+        for it in log.items:
+            seen = texts.get(it.item_id)
+            if seen is None:
+                texts[it.item_id] = (it.fields, it.source)
+            elif _text_of(seen[0]) != _text_of(it.fields):
+                problems.append(f"{it.source}: item {it.item_id} reads differently than in {seen[1]} "
+                                f"(text or target differ)")  # fmt: skip
+                break
+    if problems:
+        raise ImportProblems(problems)
+    correct: dict[tuple[str, str], int] = {}
+    trials: dict[tuple[str, str], int] = {}
+    models: list[str] = []
+    item_ids: list[str] = []
+    for log in logs:
+        for r in log.records:
+            key = (r.model, r.item_id)
+            if r.model not in models:
+                models.append(r.model)
+            if key not in trials and r.item_id not in item_ids:
+                item_ids.append(r.item_id)
+            correct[key] = correct.get(key, 0) + r.correct
+            trials[key] = trials.get(key, 0) + r.trials
+    if not trials:
+        raise ImportProblems([f"{logs[0].source if logs else 'the logs'}: no scored samples"])
+    per_model = {m: sum(1 for i in item_ids if (m, i) in trials) for m in models}
+    partial = {m: n for m, n in per_model.items() if n < len(item_ids)}
+    return ImportResult(
+        tool=tool, metric=metric, threshold=threshold, task=logs[0].task, models=models,
+        item_ids=sorted(item_ids, key=_natural), correct=correct, trials=trials,
+        items={i: {"id": i, "task": t[0].get("task"), **{k: v for k, v in t[0].items() if k != "task"}}
+               for i, t in sorted(texts.items(), key=lambda kv: _natural(kv[0]))},
+        sources=[{"file": log.source, "model": log.model, "task": log.task, "scoring": log.scoring} for log in logs],
+        partial=partial, summed=summed,
+    )  # fmt: skip
+
+
+def _text_of(fields: dict[str, Any]) -> str:
+    return json.dumps({k: fields.get(k) for k in ("text", "target", "choices")}, sort_keys=True)
+
+
+def _natural(item_id: str) -> tuple:
+    head, _, tail = item_id.rpartition("/")
+    return (head, 0, int(tail), "") if tail.isdigit() else (head, 1, 0, tail)
+
+
+def write(result: ImportResult, out: str | Path) -> list[Path]:
+    """responses.csv, items.jsonl (when the logs carry item texts) and import.json in ``out``.
+
+    Every file is written to a temporary name in ``out`` first and renamed only once all are
+    written, so an error leaves no new file behind.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    staged: list[tuple[Path, Path]] = []
+    try:
+        path = _stage(out, "responses.csv", staged)
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["model", "item_id", "correct", "trials"])
+            for m in result.models:
+                for i in result.item_ids:
+                    if (m, i) in result.trials:
+                        w.writerow([m, i, result.correct[(m, i)], result.trials[(m, i)]])
+        if result.items:
+            path = _stage(out, "items.jsonl", staged)
+            with path.open("w", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(it, ensure_ascii=False) + "\n" for it in result.items.values())
+        path = _stage(out, "import.json", staged)
+        path.write_text(json.dumps(result.summary(), indent=1, default=_plain) + "\n", encoding="utf-8")
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, final in staged:
+        os.replace(tmp, final)
+    return [final for _, final in staged]
+
+
+def _stage(out: Path, name: str, staged: list[tuple[Path, Path]]) -> Path:
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
+    os.close(fd)
+    os.chmod(tmp, 0o644)
+    staged.append((Path(tmp), out / name))
+    return Path(tmp)
+
+
+def _plain(x: Any) -> Any:
+    return asdict(x) if hasattr(x, "__dataclass_fields__") else str(x)

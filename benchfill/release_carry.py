@@ -1,0 +1,93 @@
+"""What a new release keeps of the one before it: carried-forward, removed and changed items.
+
+Release N+1 holds release N's generated items as they were released unless a reviewer removes one:
+by name (``remove``: item id -> who and why), or by a reject recorded on the item in this run after
+release N under which the item no longer passes the release rule. An item this run releases again
+with different item fields is "changed" (this run's version wins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from benchfill.errors import ConfigError
+
+
+@dataclass
+class Carry:
+    previous: str  # the version carried from ("" for a first release)
+    before: set[str]  # generated items of the previous release
+    carried: list[str] = field(default_factory=list)
+    removed: dict[str, str] = field(default_factory=dict)  # id -> who removed it and why
+    changed: dict[str, list[str]] = field(default_factory=dict)  # id -> item fields that differ
+
+    def changelog(self) -> str:
+        """The CHANGELOG lines for this release's entry (none for a first release)."""
+        if not self.previous:
+            return ""
+        out = [f"- {len(self.carried)} generated item(s) carried forward from {self.previous}"
+               + (": " + ", ".join(f"`{i}`" for i in self.carried) if self.carried else "")]
+        out += [f"- removed `{i}` ({why})" for i, why in self.removed.items()]
+        out += [f"- changed `{i}` ({', '.join(f)})" for i, f in self.changed.items()]
+        return "\n".join(out) + "\n"
+
+
+def carry_forward(
+    rows: list[dict[str, Any]],
+    previous_rows: Mapping[str, dict[str, Any]],
+    previous: str,
+    previous_released_at: str | None,
+    outcomes: Mapping[str, Any],
+    remove: Mapping[str, str],
+    provenance: Collection[str],
+) -> Carry:
+    """Add the previous release's generated items to ``rows`` (in place) unless a reviewer removed them.
+
+    ``outcomes`` are this run's review outcomes (benchfill.review.rule.Outcome by item id);
+    ``provenance`` names the columns that are not item fields.
+    """
+    gen_before = {i: r for i, r in previous_rows.items() if r.get("origin") == "generated"}
+    unknown = sorted(set(remove) - set(gen_before))
+    if unknown:
+        raise ConfigError(f"cannot remove {', '.join(unknown)}: not a generated item of "
+                          f"{previous or 'an earlier release (there is none)'}")  # fmt: skip
+    carry = Carry(previous=previous, before=set(gen_before))
+    since = _parse_time(previous_released_at)
+    now_ids = {r["id"]: r for r in rows}
+    for item_id, row in gen_before.items():
+        if item_id in remove:
+            carry.removed[item_id] = remove[item_id] or "removed by a reviewer"
+            continue
+        res = outcomes.get(item_id)
+        late = [d for d in (res.decisions if res else []) if d.decision == "reject"
+                and (since is None or _aware(d.created_at) > since)]  # fmt: skip
+        if res is not None and res.status == "rejected" and late:
+            carry.removed[item_id] = "; ".join(f"rejected by {d.reviewer}" + (f": {d.reason}" if d.reason else "")
+                                               for d in late)  # fmt: skip
+            continue
+        if item_id in now_ids:
+            mine = {k: v for k, v in now_ids[item_id].items() if k not in provenance}
+            theirs = {k: v for k, v in row.items() if k not in provenance}
+            diff = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+            if diff:
+                carry.changed[item_id] = diff
+            continue
+        rows.append(dict(row))  # kept as released, provenance included (released_in: its first release)
+        carry.carried.append(item_id)
+    # A removed item goes even if this run would release it again.
+    rows[:] = [r for r in rows if r["id"] not in carry.removed]
+    return carry
+
+
+def _parse_time(value: Any) -> datetime | None:
+    try:
+        return _aware(datetime.fromisoformat(str(value)))
+    except ValueError:
+        return None
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo else t.replace(tzinfo=UTC)  # SQLite hands back naive UTC times

@@ -1,0 +1,133 @@
+"""The localized-improvement test: exact p-values by enumeration, size under the null, power, the CLI."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from benchfill.cli import main
+from benchfill.errors import DataError
+from benchfill.matrix import ResponseMatrix
+from benchfill.measure.detect import detect, exact_p_value, stratified_permutation_test
+
+
+def _brute_force_p(before: list[list[int]], after: list[list[int]]) -> float:
+    """Every reassignment of each item's pooled outcomes between the conditions, counted one by one."""
+    def gain(bs, as_):
+        return (sum(sum(a) / len(a) for a in as_) - sum(sum(b) / len(b) for b in bs)) / len(bs)
+
+    observed = gain(before, after)
+    per_item = []
+    for b, a in zip(before, after, strict=True):
+        pool = b + a
+        splits = []
+        for pick in itertools.combinations(range(len(pool)), len(a)):
+            new_a = [pool[k] for k in pick]
+            new_b = [pool[k] for k in range(len(pool)) if k not in pick]
+            splits.append((new_b, new_a))
+        per_item.append(splits)
+    hits = total = 0
+    for combo in itertools.product(*per_item):
+        total += 1
+        hits += gain([c[0] for c in combo], [c[1] for c in combo]) >= observed - 1e-12
+    return hits / total
+
+
+def test_one_item_by_hand():
+    # before 0/2, after 2/2: the pool {1,1,0,0} splits 6 ways, one of them puts both successes after.
+    assert exact_p_value([0], [2], [2], [2]) == pytest.approx(1 / 6)
+
+
+def test_p_value_matches_exact_enumeration_on_a_tiny_case():
+    # unequal rollouts across items and conditions, one item that cannot move (all failures)
+    before = [[1, 0, 0], [0, 1], [0, 0, 1, 0], [0, 0]]
+    after = [[1, 1, 0], [1, 1, 1], [1, 0, 1, 0], [0, 0, 0]]
+    exact = _brute_force_p(before, after)
+    cb, tb = [sum(x) for x in before], [len(x) for x in before]
+    ca, ta = [sum(x) for x in after], [len(x) for x in after]
+    assert exact_p_value(cb, tb, ca, ta) == pytest.approx(exact, abs=1e-12)
+    gain, p = stratified_permutation_test(cb, tb, ca, ta, permutations=100_000, seed=3)
+    assert gain == pytest.approx(np.mean([np.mean(a) for a in after]) - np.mean([np.mean(b) for b in before]))
+    se = np.sqrt(exact * (1 - exact) / 100_000)
+    assert abs(p - exact) < 4 * se, (p, exact)
+    assert 0.05 < exact < 0.5  # a case where the Monte Carlo error is visible, not a degenerate 0 or 1
+
+
+def test_size_holds_under_the_null():
+    rng = np.random.default_rng(11)
+    n_sims, n_items, r = 1000, 30, 16
+    false = 0
+    for _ in range(n_sims):
+        p = rng.uniform(0.05, 0.95, n_items)
+        cb, ca = rng.binomial(r, p), rng.binomial(r, p)
+        _, pv = stratified_permutation_test(cb, np.full(n_items, r), ca, np.full(n_items, r),
+                                            permutations=1000, seed=rng)  # fmt: skip
+        false += pv < 0.05
+    rate = false / n_sims
+    # about 5%: the statistic is discrete, so a hair under is expected; 3 SE of a 5% rate is 2.1 points
+    assert 0.03 <= rate <= 0.07, rate
+
+
+def _matrix(model: str, ids: list[str], correct, trials) -> ResponseMatrix:
+    return ResponseMatrix((model,), tuple(ids), np.array([correct]), np.array([trials]))
+
+
+def test_a_localized_gain_is_detected_and_shown_in_its_band():
+    rng = np.random.default_rng(5)
+    n, r = 40, 32
+    ids = [f"q{i}" for i in range(n)]
+    z = np.linspace(0, 1, n)
+    p_before = 1 / (1 + np.exp(-(0.5 - z) * 6))
+    p_after = np.where((z >= 0.4) & (z < 0.6), np.minimum(p_before + 0.35, 0.99), p_before)
+    before = _matrix("base", ids, rng.binomial(r, p_before), np.full(n, r))
+    after = _matrix("sft", ids, rng.binomial(r, p_after), np.full(n, r))
+    res = detect(before, after, difficulty=dict(zip(ids, z, strict=True)), permutations=20_000)
+    assert res.detected and res.p_value < 0.01 and res.gain > 0.04
+    band = max(res.bands, key=lambda b: b.gain)
+    assert (band.lo, band.hi) == pytest.approx((0.4, 0.6)) and band.gain > 0.2
+    text = "\n".join(res.lines())
+    assert "base -> sft on 40 items" in text and "p = " in text and "[0.40, 0.60)" in text
+    null = detect(before, _matrix("same", ids, before.correct[0], before.trials[0]), permutations=2000)
+    assert null.gain == 0 and null.p_value > 0.5 and not null.detected
+
+
+def test_detect_cli(tmp_path, capsys):
+    b, a = tmp_path / "before.csv", tmp_path / "after.csv"
+    b.write_text("model,item_id,correct,trials\n" + "".join(f"m,q{i},{i % 4},8\n" for i in range(12)))
+    a.write_text("model,item_id,correct,trials\n" + "".join(f"m2,q{i},{min(8, i % 4 + 3)},8\n" for i in range(12)))
+    assert main(["detect", "--before", str(b), "--after", str(a), "--permutations", "5000"]) == 0
+    out = capsys.readouterr().out
+    assert "m -> m2 on 12 items" in out and "gain +" in out and "improvement detected at p < 0.05" in out
+    assert "gain per difficulty band (difficulty: 1 - pooled accuracy" in out
+    assert main(["detect", "--before", str(b), "--after", str(a), "--permutations", "0", "--json"]) == 0
+    import json
+
+    d = json.loads(capsys.readouterr().out)
+    assert d["permutations"] == 0 and d["p_value"] < 0.001 and d["detected"]
+    from benchfill.irt.fit import IrtFit
+
+    ids = tuple(f"q{i}" for i in range(12))
+    difficulty = np.linspace(-2, 2, 12)  # z = 0, 1/11, ..., 1
+    IrtFit(model="1pl", engine="map", models=("x", "y"), item_ids=ids, ability=np.zeros(2), ability_se=np.ones(2),
+           difficulty=difficulty, difficulty_se=np.ones(12), chance=np.zeros(12), seed=0).save(tmp_path / "fit.json")  # fmt: skip
+    assert main(["detect", "--before", str(b), "--after", str(a), "--fit", str(tmp_path / "fit.json"),
+                 "--bands", "2", "--permutations", "0"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "difficulty: normalized IRT difficulty z" in out
+    assert "[0.00, 0.50)    6 items" in out and "[0.50, 1.00)    6 items" in out
+    a.write_text("model,item_id,correct,trials\nm2,q1,9,8\n")
+    assert main(["detect", "--before", str(b), "--after", str(a)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "after.csv" in err[0]
+
+
+def test_bad_input_is_one_clear_error():
+    with pytest.raises(DataError, match="same, non-empty list of items"):
+        stratified_permutation_test([1, 2], [4, 4], [1], [4])
+    with pytest.raises(DataError, match="at least one rollout"):
+        stratified_permutation_test([0], [0], [1], [4])
+    two = ResponseMatrix(("a", "b"), ("q",), np.array([[1], [2]]), np.array([[4], [4]]))
+    with pytest.raises(DataError, match="2 models; name one"):
+        detect(two, two)

@@ -1,0 +1,104 @@
+"""Benchmarks from the Hugging Face Hub load offline, from the datasets cache or a local folder."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from benchfill.benchmarks import custom_benchmark, get_benchmark
+from benchfill.cli import main
+from benchfill.errors import ConfigError, DataError
+from benchfill.hub import HubRef, load_items, parse
+
+ROWS = [
+    {"id": 60 + i, "problem": f"Find x if x + {i} = {2 * i}.", "answer": str(i), "year": 2024} for i in range(1, 6)
+]
+
+
+def _cache_as_if_downloaded(repo: str, rows: list[dict], split: str, tmp_path) -> None:
+    """Prepare the dataset in the datasets cache with datasets' own builder, where an online
+    load_dataset(repo) leaves it: <cache>/<ORG>___<name>/default/0.0.0/<hash>/<name>-<split>.arrow."""
+    import datasets
+    from datasets.packaged_modules.json.json import Json
+
+    assert os.environ["HF_DATASETS_OFFLINE"] == "1"  # conftest: nothing here may reach the Hub
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    org, name = repo.split("/")
+    cache = datasets.config.HF_DATASETS_CACHE
+    Json(cache_dir=str(cache), dataset_name=name, config_id="default", data_files={split: str(src)},
+         hash="0123456789abcdef").download_and_prepare()  # fmt: skip
+    os.rename(cache / name, cache / f"{org}___{name}")
+
+
+def test_parse():
+    assert parse("hf:org/name") == HubRef("org/name")
+    assert parse("hf:org/name:cfg:train") == HubRef("org/name", "cfg", "train")
+    assert parse("hf:org/name::train") == HubRef("org/name", None, "train")
+    assert str(parse("hf:org/name::train")) == "hf:org/name::train"
+    with pytest.raises(DataError, match="expected hf:ORG/NAME"):
+        parse("hf:a/b:c:d:e")
+
+
+def test_registry_benchmark_loads_from_the_datasets_cache(tmp_path, monkeypatch):
+    import datasets
+
+    monkeypatch.delenv("BENCHFILL_DATA_DIR", raising=False)
+    # a cache of this test's own (the process-wide one is shared by every test of the run)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+    with pytest.raises(ConfigError, match=r"no local data.*HuggingFaceH4/aime_2024.*not in the Hugging Face cache.*"
+                       r"datasets.load_dataset\('HuggingFaceH4/aime_2024'\)"):
+        get_benchmark("aime24")
+    _cache_as_if_downloaded("HuggingFaceH4/aime_2024", ROWS, "train", tmp_path)  # aime24's split is train
+    b = get_benchmark("aime24")
+    assert [it["id"] for it in b.items] == ["61", "62", "63", "64", "65"]
+    assert b.items[2]["problem"] == "Find x if x + 3 = 6." and b.items[2]["answer"] == "3"
+    assert b.spec.text_field == "problem" and list(b.chance) == [0.0] * 5
+
+
+def test_items_option_reads_a_local_dataset_folder_with_the_spec_mapping(tmp_path, capsys, monkeypatch):
+    import datasets
+
+    folder = tmp_path / "data" / "acme" / "quiz"
+    rows = [{"qid": f"q{i}", "question": f"{i} + 1?", "gold": str(i + 1), "options": ["1", "2", "3"]} for i in range(4)]
+    datasets.DatasetDict({"validation": datasets.Dataset.from_list(rows),
+                          "train": datasets.Dataset.from_list(rows[:1])}).save_to_disk(str(folder))  # fmt: skip
+    (tmp_path / "spec.toml").write_text('[benchmark]\nname = "quiz"\ntext_field = "question"\nanswer_field = "gold"\n'
+                                        'options_field = "options"\nchance = "options"\nid_field = "qid"\n'
+                                        'evaluator = "multiple_choice"\n')  # fmt: skip
+    monkeypatch.setenv("BENCHFILL_DATA_DIR", str(tmp_path / "data"))
+    b = custom_benchmark("hf:acme/quiz::validation", tmp_path / "spec.toml")
+    monkeypatch.delenv("BENCHFILL_DATA_DIR")
+    assert [it["id"] for it in b.items] == ["q0", "q1", "q2", "q3"] and b.items[1]["gold"] == "2"
+    assert list(b.chance) == pytest.approx([1 / 3] * 4)
+    with pytest.raises(DataError, match=r"no split 'test' \(the dataset has validation, train\)"):
+        load_items("hf:acme/quiz", data_dir=tmp_path / "data")
+    # a folder of data files (the layout of a Hub repository) given as the reference itself
+    plain = tmp_path / "copy"
+    (plain / "data").mkdir(parents=True)
+    (plain / "data" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    items = load_items(f"hf:{plain}")
+    assert [it["id"] for it in items] == [f"copy-{i}" for i in range(4)]  # no id column: NAME-<row>
+    assert items[3]["question"] == "3 + 1?" and items[3]["options"] == ["1", "2", "3"]
+    # --items hf:... on the command line (no spec: ids are NAME-<row>), checked against responses
+    resp = tmp_path / "responses.csv"
+    resp.write_text("model,item_id,correct,trials\n" + "".join(f"m{j},quiz-{i},{(i + j) % 3},3\n" for j in range(3) for i in range(4)))
+    assert main(["fit", "--responses", str(resp), "--items", "hf:acme/quiz::validation", "--data-dir",
+                 str(tmp_path / "data"), "--out", str(tmp_path / "fit.json")]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["fit", "--responses", str(resp), "--items", "hf:acme/missing", "--out", str(tmp_path / "f.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "hf:acme/missing: not in the Hugging Face cache" in err[0] and "fetch it once online" in err[0]
+
+
+def test_a_spec_field_the_dataset_lacks_is_named(tmp_path, monkeypatch):
+    import datasets
+
+    folder = tmp_path / "acme" / "quiz"
+    datasets.Dataset.from_list([{"id": 1, "question": "?", "gold": "a"}]).save_to_disk(str(folder))
+    (tmp_path / "spec.toml").write_text('[benchmark]\nname = "quiz"\ntext_field = "question"\nanswer_field = "answer"\n')
+    monkeypatch.setenv("BENCHFILL_DATA_DIR", str(tmp_path))
+    with pytest.raises(DataError, match=r"hf:acme/quiz: no column 'answer' for the spec of quiz \(columns: id, question, gold\)"):
+        custom_benchmark("hf:acme/quiz", tmp_path / "spec.toml")

@@ -1,0 +1,237 @@
+"""Importers read logs written by lm-eval-harness and inspect_ai themselves into one response matrix.
+
+The lm-eval logs are committed (tests/fixtures/lm_eval, made by the real lm-eval with its dummy
+model; lm-eval pulls torch, which CI does not install). The inspect_ai logs are made here, offline,
+by inspect_ai's own eval() with its mockllm provider.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from benchfill.cli import main
+from benchfill.importers import ImportProblems, import_logs, write
+
+LOGS = Path(__file__).resolve().parent / "fixtures" / "lm_eval" / "logs"
+# inspect_ai's retry set-up trips a tenacity deprecation notice; nothing of ours
+pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
+
+
+def _rows(out: Path) -> dict[tuple[str, str], tuple[int, int]]:
+    with (out / "responses.csv").open() as fh:
+        return {(r["model"], r["item_id"]): (int(r["correct"]), int(r["trials"])) for r in csv.DictReader(fh)}
+
+
+def _samples(run: str, task: str) -> list[dict]:
+    path = next((LOGS / run).rglob(f"samples_{task}_*.jsonl"))
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+# -- lm-eval-harness ---------------------------------------------------------------------------------
+
+
+def test_lm_eval_logs_become_one_matrix_that_diagnose_reads(tmp_path, capsys):
+    out = tmp_path / "mc"
+    args = ["import", "lm-eval", str(LOGS / "a"), str(LOGS / "b"), str(LOGS / "c"), "--task", "tiny_mc", "--out", str(out)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "task tiny_mc, 3 model(s) x 6 item(s) from 3 log(s); metric acc" in text
+    assert "partial: dummy-c has 4 of 6 items" in text
+    rows = _rows(out)
+    for run, model in (("a", "dummy-a"), ("b", "dummy-b"), ("c", "dummy-c")):
+        for s in _samples(run, "tiny_mc"):  # every sample's own acc, one trial each
+            assert rows[(model, f"tiny_mc/{s['doc_id']}")] == (int(s["acc"]), 1)
+    assert len(rows) == 6 + 6 + 4
+    items = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+    assert items[1]["text"] == "Question: What is 2 + 2?\nAnswer:" and items[1]["target"] == "1"
+    assert items[1]["choices"] == ["lol", "4", "Paris", "blue"]
+    summary = json.loads((out / "import.json").read_text())
+    assert summary["metric"] == "acc" and summary["threshold"] is None and summary["partial_models"] == {"dummy-c": 4}
+    capsys.readouterr()
+    assert main(["diagnose", "--responses", str(out / "responses.csv"), "--items", str(out / "items.jsonl"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "max_gap" in json.dumps(report)
+
+
+def test_lm_eval_repeats_become_trials_and_graded_scores_need_a_threshold(tmp_path):
+    res = import_logs("lm-eval", [LOGS / "a", LOGS / "b"], task="tiny_qa")
+    assert res.metric == "exact_match"
+    answers = {s["doc_id"]: s["doc"]["answer"] for s in _samples("a", "tiny_qa")}
+    for doc_id, answer in answers.items():  # the dummy model always says "lol", four times (repeats: 4)
+        key = ("dummy-a", f"tiny_qa/{doc_id}")
+        assert (res.correct[key], res.trials[key]) == ((4 if answer == "lol" else 0), 4)
+    with pytest.raises(ImportProblems, match=r"metric 'overlap' \(0\.\d+\) is not a share of the 4 repeats; pass --threshold"):
+        import_logs("lm-eval", [LOGS / "a"], task="tiny_qa", metric="overlap")
+    graded = import_logs("lm-eval", [LOGS / "a"], task="tiny_qa", metric="overlap", threshold=0.5)
+    overlap = {s["doc_id"]: s["overlap"] for s in _samples("a", "tiny_qa")}
+    for doc_id, v in overlap.items():
+        assert graded.correct[("dummy-a", f"tiny_qa/{doc_id}")] == int(v >= 0.5)
+        assert graded.trials[("dummy-a", f"tiny_qa/{doc_id}")] == 1
+    write(graded, tmp_path)
+    assert json.loads((tmp_path / "import.json").read_text())["threshold"] == 0.5
+
+
+def test_same_model_twice_is_an_error_unless_summed():
+    with pytest.raises(ImportProblems, match=r"model dummy-a on task tiny_mc again \(first in .*logs/a/.*\); pass --sum"):
+        import_logs("lm-eval", [LOGS / "a", LOGS / "a-again"], task="tiny_mc")
+    res = import_logs("lm-eval", [LOGS / "a", LOGS / "a-again"], task="tiny_mc", sum_repeats=True)
+    first, again = _samples("a", "tiny_mc"), _samples("a-again", "tiny_mc")
+    for s, t in zip(first, again, strict=True):
+        key = ("dummy-a", f"tiny_mc/{s['doc_id']}")
+        assert (res.correct[key], res.trials[key]) == (int(s["acc"]) + int(t["acc"]), 2)
+    assert len(res.summed) == 1
+
+
+def _bad(tmp_path: Path) -> dict[str, Path]:
+    """Bad logs made from real ones: truncated, another tool's, and the reworded task's."""
+    trunc = tmp_path / "trunc" / "dummy-b"
+    shutil.copytree(LOGS / "b" / "dummy-b", trunc)
+    sample = next(trunc.glob("samples_tiny_mc_*.jsonl"))
+    data = sample.read_bytes()
+    sample.write_bytes(data[: len(data) - 200])  # cut inside the last line, as a killed run leaves it
+    other = tmp_path / "other" / "samples_tiny_mc_2026-01-01T00-00-00.000000.jsonl"
+    other.parent.mkdir()
+    other.write_text('{"id": "s1", "epoch": 1, "scores": {"match": {"value": "C"}}}\n')
+    return {"truncated": sample, "wrong": other, "reworded": next((LOGS / "reworded").rglob("samples_*.jsonl"))}
+
+
+def test_bad_lm_eval_logs_give_one_line_each_and_write_nothing(tmp_path, capsys):
+    bad = _bad(tmp_path)
+    out = tmp_path / "out"
+    assert main(["import", "lm-eval", str(LOGS / "a"), str(bad["truncated"]), str(bad["wrong"]),
+                 "--task", "tiny_mc", "--out", str(out)]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2, err
+    assert f"{bad['truncated']} line 6: not valid JSON (a truncated log?)" in err[0]
+    assert "no results_2026-01-01T00-00-00.000000.json beside it" in err[1]
+    assert not out.exists()
+    # conflicting texts name both files
+    assert main(["import", "lm-eval", str(LOGS / "a"), str(bad["reworded"]), "--task", "tiny_mc", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "item tiny_mc/0 reads differently than in" in err[0]
+    assert str(bad["reworded"]) in err[0] and "logs/a/dummy-a/samples_tiny_mc_" in err[0]
+    # mixed tasks
+    assert main(["import", "lm-eval", str(LOGS / "a"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the logs mix tasks: tiny_mc" in err[0] and "tiny_qa" in err[0] and "--task" in err[0]
+    assert not out.exists()
+    # an existing output is left as it was
+    out.mkdir()
+    (out / "responses.csv").write_text("keep me\n")
+    assert main(["import", "lm-eval", str(bad["truncated"]), "--out", str(out)]) == 2
+    assert (out / "responses.csv").read_text() == "keep me\n" and sorted(p.name for p in out.iterdir()) == ["responses.csv"]
+
+
+# -- inspect_ai ----------------------------------------------------------------------------------------
+
+
+QUESTIONS = [(f"q{i}", f"What is {i} + {i}?", str(2 * i)) for i in range(1, 7)]
+
+
+def _mock(name: str, right: set[str], flip_epoch: int | None = None):
+    """A mockllm model that answers the questions in ``right`` correctly (and, on ``flip_epoch``,
+    only those); inspect_ai calls it like any provider."""
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
+
+    calls: dict[str, int] = {}
+
+    def reply(messages, tools, tool_choice, config):
+        text = messages[-1].text
+        qid, _, answer = next(q for q in QUESTIONS if q[1] == text)
+        calls[qid] = calls.get(qid, 0) + 1
+        good = qid in right and not (flip_epoch and calls[qid] == flip_epoch and qid != "q1")
+        out = ModelOutput.from_content(model=name, content=answer if good else "no idea")
+        out.usage = ModelUsage(input_tokens=8, output_tokens=2, total_tokens=10)  # no tokenizer download
+        return out
+
+    return get_model(f"mockllm/{name}", custom_outputs=reply)
+
+
+def _task(name: str = "arith", n: int = 6, scorer=None):
+    from inspect_ai import Task
+    from inspect_ai.dataset import Sample
+    from inspect_ai.scorer import match
+    from inspect_ai.solver import generate
+
+    samples = [Sample(id=q, input=text, target=ans) for q, text, ans in QUESTIONS[:n]]
+    return Task(dataset=samples, solver=generate(), scorer=scorer or match(), name=name)
+
+
+@pytest.fixture(scope="module")
+def inspect_logs(tmp_path_factory):
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.scorer import Score, mean, scorer
+
+    root = tmp_path_factory.mktemp("inspect")
+    kw = {"display": "none", "max_connections": 4}
+    inspect_eval(_task(), model=_mock("alpha", {"q1", "q2", "q3"}, flip_epoch=2), epochs=3,
+                 log_dir=str(root / "main"), log_format="eval", **kw)  # fmt: skip
+    inspect_eval(_task(), model=_mock("beta", {"q1", "q4"}), epochs=3, log_dir=str(root / "main"), log_format="json", **kw)
+    inspect_eval(_task(n=4), model=_mock("gamma", {"q2"}), epochs=3, log_dir=str(root / "main"), log_format="json", **kw)
+    inspect_eval(_task("other"), model=_mock("alpha", {"q1"}), log_dir=str(root / "other"), **kw)
+
+    @scorer(metrics=[mean()])
+    def graded():
+        async def score(state, target):
+            got = state.output.completion
+            return Score(value=1.0 if got == target.text else 0.25)
+
+        return score
+
+    inspect_eval(_task(scorer=graded()), model=_mock("alpha", {"q1"}), log_dir=str(root / "graded"), **kw)
+    return root
+
+
+def test_inspect_logs_in_both_formats_become_one_matrix(inspect_logs, tmp_path, capsys):
+    logs = sorted((inspect_logs / "main").iterdir())
+    assert {p.suffix for p in logs} == {".eval", ".json"}
+    out = tmp_path / "out"
+    assert main(["import", "inspect", *map(str, logs), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "inspect: task arith, 3 model(s) x 6 item(s) from 3 log(s); metric match" in text
+    assert "partial: mockllm/gamma has 4 of 6 items" in text
+    rows = _rows(out)
+    # alpha: q1 right in every epoch; q2, q3 right except in epoch 2; the rest wrong; 3 epochs = 3 trials
+    assert rows[("mockllm/alpha", "arith/q1")] == (3, 3)
+    assert rows[("mockllm/alpha", "arith/q2")] == (2, 3) and rows[("mockllm/alpha", "arith/q6")] == (0, 3)
+    assert rows[("mockllm/beta", "arith/q4")] == (3, 3) and rows[("mockllm/beta", "arith/q2")] == (0, 3)
+    assert ("mockllm/gamma", "arith/q5") not in rows and rows[("mockllm/gamma", "arith/q2")] == (3, 3)
+    items = {json.loads(x)["id"]: json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()}
+    assert items["arith/q3"]["text"] == "What is 3 + 3?" and items["arith/q3"]["target"] == "6"
+    capsys.readouterr()
+    assert main(["diagnose", "--responses", str(out / "responses.csv"), "--items", str(out / "items.jsonl")]) == 0
+    assert "max gap" in capsys.readouterr().out.lower()
+
+
+def test_inspect_graded_scores_need_a_threshold(inspect_logs, tmp_path):
+    with pytest.raises(ImportProblems, match=r"metric 'graded' is not binary \(value 0\.25\); pass --threshold"):
+        import_logs("inspect", [inspect_logs / "graded"])
+    res = import_logs("inspect", [inspect_logs / "graded"], threshold=0.5)
+    assert res.correct[("mockllm/alpha", "arith/q1")] == 1 and res.correct[("mockllm/alpha", "arith/q2")] == 0
+    write(res, tmp_path)
+    assert json.loads((tmp_path / "import.json").read_text())["threshold"] == 0.5
+
+
+def test_bad_inspect_logs_give_one_line_each(inspect_logs, tmp_path, capsys):
+    good = next(p for p in (inspect_logs / "main").iterdir() if p.suffix == ".eval")
+    trunc = tmp_path / "cut.eval"
+    trunc.write_bytes(good.read_bytes()[:2000])
+    wrong = next(LOGS.rglob("results_*.json"))  # an lm-eval results file
+    out = tmp_path / "out"
+    assert main(["import", "inspect", str(trunc), str(wrong), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2, err
+    assert err[0].startswith(f"benchfill: error: {trunc}: not a readable inspect_ai eval log")
+    assert err[1].startswith(f"benchfill: error: {wrong}: not a readable inspect_ai eval log")
+    assert main(["import", "inspect", str(inspect_logs / "main"), str(inspect_logs / "other"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the logs mix tasks" in err[0]
+    assert not out.exists()
+    # a log of lm-eval given as inspect, and one of inspect given as lm-eval
+    assert main(["import", "lm-eval", str(good), "--out", str(out)]) == 2
+    assert "not an lm-eval-harness samples file" in capsys.readouterr().err

@@ -1,0 +1,152 @@
+"""Releases behave like datasets: one shared cache, carried-forward items, world-readable files, README example."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+from test_review_support import CHILD_IDS, make_run
+
+from benchfill.cli import main
+from benchfill.errors import ConfigError
+from benchfill.release import diff_releases, release, verify_release
+from benchfill.review import ReleaseRule, ReviewBoard
+from benchfill.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _rename_benchmark(run: Path, name: str) -> None:
+    store = Store(run / "store.db")
+    try:
+        store.set_meta("benchmark", {"name": name, "text_field": "problem", "answer_field": "answer"})
+    finally:
+        store.close()
+
+
+def test_same_version_of_different_releases_load_their_own_rows_from_one_cache(tmp_path, shared_data):
+    import datasets
+
+    # conftest points HF_HOME at a temp folder for the whole test process
+    assert datasets.config.HF_DATASETS_CACHE.as_posix().startswith(tempfile.gettempdir())
+    a = make_run(tmp_path / "a", shared_data)
+    with ReviewBoard(a) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    b_run = make_run(tmp_path / "b", shared_data)
+    _rename_benchmark(b_run, "aime24-hard")
+    with ReviewBoard(b_run) as b:
+        b.decide(CHILD_IDS[1], "ann", "accept")
+        b.decide(CHILD_IDS[2], "ann", "accept")
+    c = make_run(tmp_path / "c", shared_data)  # the same benchmark and version in another root
+    with ReviewBoard(c) as b:
+        b.decide(CHILD_IDS[3], "ann", "accept")
+    paths = [release(a, "1.0.0").path, release(b_run, "1.0.0").path, release(c, "1.0.0", out=tmp_path / "other").path]
+    assert [p.name for p in paths] == ["1.0.0"] * 3
+    want = [{CHILD_IDS[0]}, {CHILD_IDS[1], CHILD_IDS[2]}, {CHILD_IDS[3]}]
+    for _ in range(2):  # the second pass reads from the cache the first one filled
+        for path, gen in zip(paths, want, strict=True):
+            ds = datasets.load_dataset(str(path), split="test")
+            assert {r["id"] for r in ds if r["origin"] == "generated"} == gen, path
+            assert ds.num_rows == 30 + len(gen)
+
+
+def test_next_release_carries_forward_accepted_items_unless_a_reviewer_removes_them(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+        b.decide(CHILD_IDS[1], "ann", "accept")
+        b.decide(CHILD_IDS[2], "ann", "accept")
+        b.decide(CHILD_IDS[3], "ann", "accept")
+        b.decide(CHILD_IDS[3], "bob", "reject", reason="close to its parent")
+    v1 = release(run, "1.0.0", rule=ReleaseRule(max_rejects=1))
+    assert sorted(v1.added) == sorted(CHILD_IDS) and v1.carried == []
+
+    # A later run on the same benchmark, with nothing reviewed: 1.1.0 still holds 1.0.0's items.
+    later = make_run(tmp_path, shared_data, run_id="run-later")
+    v11 = release(later, "1.1.0")
+    assert v11.n_generated == 4 and sorted(v11.carried) == sorted(CHILD_IDS) and v11.added == []
+    d = diff_releases(v1.path, v11.path)
+    assert (d.added, d.removed, d.changed) == ([], [], {})
+    assert verify_release(v11.path) == []
+
+    # Back on the first run: a reviewer rejects one item after 1.0.0, another edits one, one is removed
+    # by hand. Item 3 (rejected before 1.0.0, released under that rule) stays under the stricter rule.
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "cy", "reject", reason="answer is wrong")
+        b.decide(CHILD_IDS[2], "ann", "edit", text="Edited: find y.", answer="7")
+    v12 = release(run, "1.2.0", remove={CHILD_IDS[1]: "dee: duplicate of an AIME 2023 problem"})
+    assert sorted(v12.removed) == sorted([CHILD_IDS[0], CHILD_IDS[1]])
+    assert v12.carried == [CHILD_IDS[3]] and v12.changed == {CHILD_IDS[2]: ["answer", "problem"]}
+    d = diff_releases(v11.path, v12.path)
+    assert d.removed == sorted([CHILD_IDS[0], CHILD_IDS[1]]) and d.changed == {CHILD_IDS[2]: ["answer", "problem"]}
+    log = (v12.path / "CHANGELOG.md").read_text()
+    entry = log.split("### 1.2.0", 1)[1].split("### 1.1.0", 1)[0]
+    assert f"removed `{CHILD_IDS[0]}` (rejected by cy: answer is wrong)" in entry
+    assert f"removed `{CHILD_IDS[1]}` (dee: duplicate of an AIME 2023 problem)" in entry
+    assert f"changed `{CHILD_IDS[2]}` (answer, problem)" in entry
+    assert f"carried forward from 1.1.0: `{CHILD_IDS[3]}`" in entry
+    with pytest.raises(ConfigError, match="not a generated item of 1.2.0"):
+        release(run, "1.3.0", remove={"nope": "x"})
+
+
+def test_release_files_and_folders_are_world_readable(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    old = os.umask(0o077)  # the strictest usual umask: still publishable
+    try:
+        res = release(run, "1.0.0", out=tmp_path / "pub" / "releases")
+    finally:
+        os.umask(old)
+    for p in [tmp_path / "pub", tmp_path / "pub" / "releases", *(tmp_path / "pub").rglob("*")]:
+        mode = stat.S_IMODE(p.stat().st_mode)
+        need = 0o755 if p.is_dir() else 0o644
+        assert mode & need == need, (p, oct(mode))
+    assert (res.path / "data" / "test.jsonl").is_file()
+
+
+def test_readme_release_commands_run_as_written(tmp_path, shared_data, monkeypatch, capsys):
+    lines = [ln.split("#", 1)[0].strip() for ln in (ROOT / "README.md").read_text().splitlines()]
+    commands = [ln for ln in lines if ln.startswith("python -m benchfill release")]
+    assert len(commands) >= 4 and any(" diff " in c for c in commands)
+    monkeypatch.chdir(tmp_path)
+    run = make_run(tmp_path / "runs", shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    for cmd in commands:
+        argv = shlex.split(cmd.replace("<run-id>", run.name))[3:]
+        assert main(argv) == 0, (cmd, capsys.readouterr().err)
+    assert "1.0.0 -> 1.1.0" in capsys.readouterr().out
+
+
+def test_cli_removes_an_item_with_the_reviewer_named(tmp_path, shared_data, capsys):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    assert main(["release", str(run), "--version", "1.1.0", "--remove", CHILD_IDS[1]]) == 2
+    assert "--remove needs --removed-by" in capsys.readouterr().err
+    assert main(["release", str(run), "--version", "1.1.0", "--remove", CHILD_IDS[1], "--removed-by", "bob",
+                 "--reason", "leaks the answer"]) == 0  # fmt: skip
+    assert "0 carried forward, 1 removed, 0 changed" in capsys.readouterr().out
+    v11 = tmp_path / "releases" / "aime24" / "1.1.0"
+    assert f"removed `{CHILD_IDS[1]}` (bob: leaks the answer)" in (v11 / "CHANGELOG.md").read_text()
+    assert main(["release", "diff", str(v11.parent / "1.0.0"), str(v11)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["1.0.0 -> 1.1.0: 0 added, 1 removed, 0 changed", f"- {CHILD_IDS[1]}"]
+
+
+def test_every_cache_a_test_can_fill_is_a_temp_folder():
+    import datasets
+    import huggingface_hub.constants
+    import matplotlib
+    import platformdirs
+
+    tmp = tempfile.gettempdir()
+    for path in (os.environ["HF_HOME"], datasets.config.HF_DATASETS_CACHE, huggingface_hub.constants.HF_HUB_CACHE,
+                 matplotlib.get_cachedir(), platformdirs.user_data_dir("inspect_ai")):  # fmt: skip
+        assert str(path).startswith(tmp), path
