@@ -29,7 +29,7 @@ from typing import Any
 from benchfill.errors import ConfigError
 from evaluators.base import Evaluator, Grade, field_name
 
-__all__ = ["EVALUATORS", "Evaluator", "Grade", "field_name", "get_evaluator", "register"]
+__all__ = ["EVALUATORS", "Evaluator", "Grade", "field_name", "get_evaluator", "isolation_of", "register"]
 
 # name -> Evaluator subclass (or any zero-argument-compatible factory returning one)
 EVALUATORS: dict[str, Callable[..., Evaluator]] = {}
@@ -68,6 +68,12 @@ def get_evaluator(name: str, **options: Any) -> Evaluator:
         return factory(**options)
     except TypeError as exc:
         raise ConfigError(f"evaluator {name!r}: bad options {sorted(options)}: {exc}") from None
+
+
+def isolation_of(name: str) -> str | None:
+    """How the grader ``name`` confines the programs it runs ("bubblewrap" or "unconfined"), or
+    None when it runs none: what a run records in its report and review queue."""
+    return get_evaluator(name).isolation()
 
 
 _load_builtins()
