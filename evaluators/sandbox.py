@@ -11,8 +11,9 @@ its applications with, run unprivileged in a user namespace:
   beyond can be reached;
 * a read-only view of the system (``--ro-bind / /``), a fresh ``/dev`` and ``/proc``, and a
   private ``/tmp`` (a small tmpfs, also the working directory) that vanishes with the sandbox;
-* its own PID namespace: when the batch ends, every process it started dies with it, daemons that
-  left their process group included;
+* its own PID namespace, with the sandbox's runner as PID 1 (``--as-pid-1``: bwrap's own init left
+  a zombie on the host per launch where the host's PID 1 does not reap): when the batch ends, every
+  process it started dies with it, daemons that left their process group included;
 * rlimits set by the sandbox's own code before any candidate runs: memory (``RLIMIT_AS``), CPU
   per program, processes (``RLIMIT_NPROC``, counted inside its user namespace), file size, no core
   files; plus a wall timeout per program and a kill of its whole process group.
@@ -202,7 +203,7 @@ def _under_private_dirs(python: str) -> list[str]:
 
 
 def _bwrap_command(bwrap: str, python: str) -> list[str]:
-    cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+    cmd = [bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session",
            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
            "--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
     for path in _under_private_dirs(python):
@@ -231,14 +232,19 @@ def _launch(programs: list[str], timeout: float, cpu_seconds: int, bwrap: str | 
                                 stderr=subprocess.PIPE, start_new_session=True, **extra)
         try:
             out, err = proc.communicate(json.dumps(request).encode(), timeout=(timeout + 1) * len(programs) + 10)
-        except subprocess.TimeoutExpired:
+        except BaseException:
             out, err = b"", b"sandbox overran its total time"
-        finally:
+            # bwrap's sandbox dies with it (--die-with-parent); unconfined, its session goes too
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
                 pass
             proc.wait()
+            if not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+                raise
+        # Done: bwrap exits once its PID namespace is empty. Killing it now would orphan the
+        # namespace's init to the host's PID 1, which in a container may never reap it.
+        proc.wait()
     try:
         rows = json.loads(out)
         return [Outcome(status == "passed", status, detail) for status, detail in rows]
