@@ -38,6 +38,7 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         "backend": backend,
         "strategy": opts.strategy,
         "annotation": opts.annotation,
+        "isolation": _isolation(bench),  # how generated programs were confined (None: the grader runs none)
         "seed": opts.seed,
         "responses": matrix_source,
         "n_items": int(z.size),
@@ -108,10 +109,16 @@ def _total_spend(results) -> dict[str, int]:
     return tot
 
 
+def _isolation(bench) -> str | None:
+    from evaluators import isolation_of
+
+    return isolation_of(bench.spec.evaluator)
+
+
 def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str, Any]]:
 
     z = np.sort(np.asarray(fit.z, dtype=float))
-    out = []
+    out, isolation = [], _isolation(bench)
     items = {it["id"]: it for it in bench.items}
     for r in results:
         c = r.chosen
@@ -132,7 +139,7 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
             "rewriter_model": backend.get("rewriter_model"), "judge_model": backend.get("judge_model"),
             "probe_panel": backend.get("probe_panel"),
             "flags": c.flags, "near_duplicate": c.near_duplicate,
-            "simulated": bool(backend.get("simulated")),
+            "simulated": bool(backend.get("simulated")), "isolation": isolation,
             "true_difficulty": c.true_difficulty if backend.get("simulated") else None,
             "created_at": datetime.now(UTC).isoformat(),
         })
@@ -154,6 +161,8 @@ def _markdown(rep: dict[str, Any]) -> str:
         f"| top-{rep['top_k']} gap sum | {rep['top_k_sum_before']:.4f} | {rep['top_k_sum_after']:.4f} |",
         "", f"Top-{rep['top_k']} reduction: **{100 * rep['top_k_reduction']:.1f}%** (annotated difficulties).",
     ]
+    if rep.get("isolation"):
+        lines.append(f"Generated programs ran {'under bubblewrap' if rep['isolation'] == 'bubblewrap' else 'UNCONFINED'}.")
     if rep.get("top_k_sum_after_confirmed") is not None:
         lines.append(f"With confirmed difficulties: top-{rep['top_k']} sum {rep['top_k_sum_after_confirmed']:.4f}.")
     if rep.get("top_k_sum_after_true (simulated)") is not None:
