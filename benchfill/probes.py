@@ -2,8 +2,9 @@
 
 One request per (item, probe) asks for ``n`` samples with a seed, through the SDK's typed
 ``chat.completions.create`` on its aiohttp transport, all in one event loop. Requests in flight are
-bounded per endpoint (``benchfill.limits``), transient failures are retried in ``benchfill.retry``, and every completed call is
-kept in the store's ``ModelCall`` cache under a hash of the request, so that a rerun grades the
+bounded per endpoint (``benchfill.limits``), transient failures are retried in ``benchfill.retry``,
+replies are graded off the loop where that is slow (``benchfill.grading``), and every completed call
+is kept in the store's ``ModelCall`` cache under a hash of the request, so that a rerun grades the
 cached replies again without calling. Where an endpoint refuses ``n > 1``, the samples are asked
 one by one with distinct derived seeds, so they stay distinct.
 """
