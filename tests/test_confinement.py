@@ -59,3 +59,27 @@ def test_require_confinement_names_the_isolation(no_bwrap, monkeypatch):
     assert require_confinement("code", allow_unconfined=True) == "unconfined"
     monkeypatch.undo()  # bubblewrap back on PATH
     assert require_confinement("code") == "bubblewrap"
+
+
+def test_a_code_run_grades_under_bubblewrap_and_records_it(shared_data, tmp_path):
+    import json
+
+    from benchfill.store import Store
+
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join((shared_data / "humaneval" / "items.jsonl").read_text().splitlines(True)[:16]))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "tiny-code"\ntext_field = "prompt"\nanswer_field = "canonical_solution"\n'
+                    'tests_field = "test"\nentry_point_field = "entry_point"\nevaluator = "code"\n'
+                    'solver_prompt = "code"\n')
+    runs = tmp_path / "runs"
+    assert main(["run", "--items", str(items), "--spec", str(spec), "--gaps", "1", "--rounds", "1", "--parents", "1",
+                 "--children", "1", "--sim-probes", "4", "--no-confirm", "--quiet", "--runs-dir", str(runs)]) == 0
+    (run_dir,) = runs.iterdir()
+    assert json.loads((run_dir / "report.json").read_text())["isolation"] == "bubblewrap"
+    assert "Generated programs ran under bubblewrap." in (run_dir / "report.md").read_text()
+    queue = [json.loads(line) for line in (run_dir / "review_queue.jsonl").read_text().splitlines()]
+    assert queue and all(q["isolation"] == "bubblewrap" for q in queue)
+    store = Store(run_dir / "store.db")
+    assert store.get_meta("isolation") == "bubblewrap"
+    store.close()
