@@ -36,7 +36,7 @@ def bench_code() -> None:
         code.grade(it["canonical_solution"], it)
     single = (time.perf_counter() - start) / 20 * len(items)
     print(
-        f"code  sandbox {isolation()['mode']}: 164 HumanEval canonical, {sum(g.correct for g in grades)} pass"
+        f"code  sandbox {isolation()}: 164 HumanEval canonical, {sum(g.correct for g in grades)} pass"
     )
     print(
         f"      one batch {batched:.2f} s; one sandbox per problem (extrapolated from 20) {single:.2f} s;"

@@ -29,8 +29,6 @@ def shared_data() -> Path:
 
 async def drive(url: str, prompts: list[str], seconds: float, in_flight: int, n: int) -> tuple[int, int, float]:
     """A lean keep-alive HTTP/1.1 client on raw asyncio streams, so the load generator is not the limit."""
-    import orjson
-
     host, port = url.split("//")[1].split("/")[0].split(":")
     done = errors = 0
     stop = time.perf_counter() + seconds
@@ -40,15 +38,15 @@ async def drive(url: str, prompts: list[str], seconds: float, in_flight: int, n:
         reader, writer = await asyncio.open_connection(host, int(port))
         i = k
         while time.perf_counter() < stop:
-            body = orjson.dumps({"model": f"sim-probe-{1 + i % 12:02d}", "n": n, "seed": i, "temperature": 0.7,
-                                 "messages": [{"role": "user",
-                                               "content": f"<problem>{prompts[i % len(prompts)]}</problem>"}]})
+            body = json.dumps({"model": f"sim-probe-{1 + i % 12:02d}", "n": n, "seed": i, "temperature": 0.7,
+                               "messages": [{"role": "user",
+                                             "content": f"<problem>{prompts[i % len(prompts)]}</problem>"}]}).encode()
             writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\n"
                          b"content-length: %d\r\n\r\n%s" % (host.encode(), len(body), body))
             head = await reader.readuntil(b"\r\n\r\n")
             length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
             payload = await reader.readexactly(length)
-            if head.startswith(b"HTTP/1.1 200") and len(orjson.loads(payload)["choices"]) == n:
+            if head.startswith(b"HTTP/1.1 200") and len(json.loads(payload)["choices"]) == n:
                 done += 1
             else:
                 errors += 1

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import orjson
 from sqlmodel import select
 
 from benchfill.schema import ModelCall, now
@@ -139,7 +138,7 @@ def make_call(kind: str, key: str, endpoint: str, model: str, request: dict[str,
     return {
         "key": key, "kind": kind, "endpoint": clean_endpoint(endpoint), "model": model,
         "request_json": request_json(request) if body_json is None else body_json,
-        "response_json": orjson.dumps(response, option=orjson.OPT_NON_STR_KEYS).decode(),  # not hashed: the fastest encoder will do
+        "response_json": json.dumps(response, separators=(",", ":"), ensure_ascii=False),  # not hashed
         "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "latency_s": latency_s,
         "created_at": now(),
     }

@@ -71,6 +71,8 @@ class LLMConfig(BaseModel):
     max_tokens: int = Field(4096, ge=1)
     timeout_s: float = Field(600.0, gt=0)
     max_repairs: int = Field(2, ge=0, description="extra calls after a malformed reply")
+    # A search asks gaps x parents x children of these at once; the provider sees at most this many.
+    concurrency: int = Field(8, ge=1, description="requests in flight to this endpoint (benchfill.limits)")
 
 
 class Config(BaseModel):

@@ -1,6 +1,7 @@
 """Rewriter and judge calls through litellm (any provider), with typed results.
 
-Same discipline as the probes: retries in ``benchfill.retry`` (litellm's own are off), every completed
+Same discipline as the probes: retries in ``benchfill.retry`` (litellm's own are off), requests in
+flight bounded per endpoint (``benchfill.limits``, the config's ``concurrency``), every completed
 call cached in the store under a hash of the request. A malformed reply is sent back to the model with
 the parse error (a repair turn) up to ``max_repairs`` times; after that the call is a ``Failure``,
 which is falsy and never raises, so one bad reply never stops a run.
@@ -19,6 +20,7 @@ from typing import Any
 from benchfill.cache import CallCache, make_call, request_key
 from benchfill.config import LLMConfig, RetryConfig, key_from_env
 from benchfill.errors import ConfigError, EndpointError
+from benchfill.limits import endpoint_bound
 from benchfill.retry import async_retrying, is_retryable, status_of
 
 log = logging.getLogger("benchfill.llm")
@@ -168,13 +170,15 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
     def on_retry(state) -> None:
         stats.retries += 1
 
+    bound = endpoint_bound(endpoint, cfg.concurrency)
     try:
         async for attempt in async_retrying(retry, on_retry):
             with attempt:
-                stats.requests += 1
-                t0 = time.perf_counter()
-                resp = await litellm.acompletion(**kwargs)
-                latency = time.perf_counter() - t0
+                async with bound:  # per attempt: a backoff wait holds no slot
+                    stats.requests += 1
+                    t0 = time.perf_counter()
+                    resp = await litellm.acompletion(**kwargs)
+                    latency = time.perf_counter() - t0
     except Exception as exc:
         if not (status_of(exc) is not None or is_retryable(exc)):
             raise

@@ -44,6 +44,7 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         "strategy": opts.strategy,
         "annotation": opts.annotation,
         "steering": getattr(opts, "steering", "on"),
+        "isolation": _isolation(bench),  # how generated programs were confined (None: the grader runs none)
         "seed": opts.seed,
         "responses": matrix_source,
         "n_items": int(z.size),
@@ -124,10 +125,16 @@ def _total_spend(results) -> dict[str, int]:
     return tot
 
 
+def _isolation(bench) -> str | None:
+    from evaluators import isolation_of
+
+    return isolation_of(bench.spec.evaluator)
+
+
 def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str, Any]]:
 
     z = np.sort(np.asarray(fit.z, dtype=float))
-    out = []
+    out, isolation = [], _isolation(bench)
     items = {it["id"]: it for it in bench.items}
     for r in results:
         c = r.chosen
@@ -148,7 +155,7 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
             "rewriter_model": backend.get("rewriter_model"), "judge_model": backend.get("judge_model"),
             "probe_panel": backend.get("probe_panel"),
             "flags": c.flags, "near_duplicate": c.near_duplicate,
-            "simulated": bool(backend.get("simulated")),
+            "simulated": bool(backend.get("simulated")), "isolation": isolation,
             "true_difficulty": c.true_difficulty if backend.get("simulated") else None,
             "created_at": datetime.now(UTC).isoformat(),
         })
@@ -190,6 +197,13 @@ def _markdown(rep: dict[str, Any]) -> str:
         lines.append(f"By the annotated difficulties, which the selection favours: top-{k} sum "
                      f"{rep['top_k_sum_after_annotated']:.4f} ({100 * rep['top_k_reduction_annotated']:.1f}% "
                      f"reduction), max gap {rep['max_gap_after_annotated']:.4f}.")
+    if rep.get("top_k_sum_after_true (simulated)") is not None:
+        true_sum = rep["top_k_sum_after_true (simulated)"]
+        lines.append(f"With the world's true difficulties on this fit's scale (simulated): top-{k} sum "
+                     f"{true_sum:.4f} ({100 * (1 - true_sum / rep['top_k_sum_before']):.1f}% reduction); "
+                     f"rewriter preset {(rep.get('sim_rewriter') or {}).get('preset', '?')}.")
+    if rep.get("isolation"):
+        lines.append(f"Generated programs ran {'under bubblewrap' if rep['isolation'] == 'bubblewrap' else 'UNCONFINED'}.")
     lines += ["", "## Gaps before", "", "| # | left | right | width | between |", "| --- | --- | --- | --- | --- |"]
     for i, g in enumerate(rep["gaps_before"]):
         lines.append(f"| {i} | {g['left']:.4f} | {g['right']:.4f} | {g['width']:.4f} | "

@@ -56,6 +56,7 @@ class RunOptions:
     store: str | None = None  # a SQLAlchemy URL (PostgreSQL); default runs/<id>/store.db
     run_id: str | None = None
     progress: bool = True
+    allow_unconfined: bool = False  # run generated code even where no sandbox (bubblewrap) is available
     extra: dict[str, Any] = field(default_factory=dict)
 
     def resolved_backend(self) -> str:
@@ -68,7 +69,7 @@ class RunOptions:
     def identity(self) -> dict[str, Any]:
         """The arguments that decide the result (not where it is written, not how it is shown)."""
         d = asdict(self)
-        for k in ("runs_dir", "store", "run_id", "progress", "data_dir"):
+        for k in ("runs_dir", "store", "run_id", "progress", "data_dir", "allow_unconfined"):
             d.pop(k)
         d["backend"] = self.resolved_backend()
         return d
@@ -116,6 +117,9 @@ async def execute(opts: RunOptions) -> Path:
         raise ConfigError("--rewriter and --rewriter-knobs set the simulated world's rewriter; "
                           "they do nothing with --backend openai")
     bench = load_benchmark(opts)
+    from evaluators import require_confinement
+
+    isolation = require_confinement(bench.spec.evaluator, opts.allow_unconfined)  # refuses before any work
     items = bench.items
     run_dir = runs_root(opts) / run_id_for(opts)
     fresh = not run_dir.exists()
@@ -135,6 +139,7 @@ async def execute(opts: RunOptions) -> Path:
             store.set_meta("config", backend.config.redacted())
             store.set_meta("backend", backend.name)
             store.set_meta("strategy", opts.strategy)
+            store.set_meta("isolation", isolation)  # how generated code was confined, if any ran
             store.set_meta("options", opts.identity())
             store.set_meta("fit", fit.to_dict())
             fit.save(run_dir / "fit.json")

@@ -23,13 +23,15 @@ The built-in graders register on import of this package; their heavy parts
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from typing import Any
 
 from benchfill.errors import ConfigError
 from evaluators.base import Evaluator, Grade, field_name
 
-__all__ = ["EVALUATORS", "Evaluator", "Grade", "field_name", "get_evaluator", "register"]
+__all__ = ["EVALUATORS", "Evaluator", "Grade", "field_name", "get_evaluator", "isolation_of", "register",
+           "require_confinement"]
 
 # name -> Evaluator subclass (or any zero-argument-compatible factory returning one)
 EVALUATORS: dict[str, Callable[..., Evaluator]] = {}
@@ -68,6 +70,26 @@ def get_evaluator(name: str, **options: Any) -> Evaluator:
         return factory(**options)
     except TypeError as exc:
         raise ConfigError(f"evaluator {name!r}: bad options {sorted(options)}: {exc}") from None
+
+
+def isolation_of(name: str) -> str | None:
+    """How the grader ``name`` confines the programs it runs ("bubblewrap" or "unconfined"), or
+    None when it runs none: what a run records in its report and review queue."""
+    return get_evaluator(name).isolation()
+
+
+def require_confinement(name: str, allow_unconfined: bool = False) -> str | None:
+    """``isolation_of(name)``, refusing with one line (``sandbox.Unconfined``) when the grader would
+    run programs unconfined and the user did not allow it. Allowed, it says so to the sandbox of this
+    process and of the grading workers it starts (``BENCHFILL_ALLOW_UNCONFINED=1``)."""
+    from evaluators import sandbox
+
+    found = isolation_of(name)
+    if found == "unconfined":
+        if not (allow_unconfined or sandbox.unconfined_allowed()):
+            raise sandbox.Unconfined(f"{name} grader: {sandbox.UNCONFINED_REFUSAL}")
+        os.environ[sandbox.ALLOW_ENV] = "1"
+    return found
 
 
 _load_builtins()

@@ -44,6 +44,13 @@ class Evaluator:
     """
 
     name: str = ""
+    # Grading takes long enough (a sandbox launch per batch) to run in worker processes, off the
+    # event loop of a run (benchfill.grading); such a grader must pickle.
+    offload: bool = False
+
+    def isolation(self) -> str | None:
+        """How programs this grader runs are confined ("bubblewrap", "unconfined"); None: it runs none."""
+        return None
 
     def grade(self, response: str, item: dict, spec: Any = None) -> Grade:
         raise NotImplementedError

@@ -14,7 +14,7 @@ from typing import Any
 
 from evaluators import register
 from evaluators.base import Evaluator, Grade, field_name, item_field
-from evaluators.sandbox import run_programs
+from evaluators.sandbox import isolation, run_programs
 
 MAX_CODE_CHARS = 100_000
 
@@ -41,11 +41,21 @@ def build_program(code: str, item: dict, spec: Any = None) -> str:
 
 @register("code")
 class CodeTests(Evaluator):
-    """Passes when the item's tests run without error in the sandbox."""
+    """Passes when the item's tests run without error in the sandbox.
 
-    def __init__(self, timeout: float = 10.0, cpu_seconds: int = 10):
+    Without bubblewrap it refuses (``sandbox.Unconfined``) unless ``allow_unconfined`` is true or,
+    left at None, ``BENCHFILL_ALLOW_UNCONFINED=1`` is set.
+    """
+
+    offload = True
+
+    def __init__(self, timeout: float = 10.0, cpu_seconds: int = 10, allow_unconfined: bool | None = None):
         self.timeout = timeout
         self.cpu_seconds = cpu_seconds
+        self.allow_unconfined = allow_unconfined
+
+    def isolation(self) -> str:
+        return isolation()
 
     def grade(self, response: str, item: dict, spec: Any = None) -> Grade:
         return self.grade_pairs([(response, item)], spec)[0]
@@ -63,7 +73,8 @@ class CodeTests(Evaluator):
                 slots.append((len(grades), code))
                 programs.append(build_program(code, item, spec))
                 grades.append(None)
-        outcomes = run_programs(programs, timeout=self.timeout, cpu_seconds=self.cpu_seconds)
+        outcomes = run_programs(programs, timeout=self.timeout, cpu_seconds=self.cpu_seconds,
+                                allow_unconfined=self.allow_unconfined)
         for (index, code), outcome in zip(slots, outcomes, strict=True):
             reason = "tests passed" if outcome.passed else f"{outcome.status}: {outcome.detail}"
             grades[index] = Grade(outcome.passed, code, reason)

@@ -1,45 +1,42 @@
 """Run untrusted Python programs in a separate, confined process.
 
-One sandbox process (``python -I``, isolated mode) runs a batch of programs; it
-forks once per program so that each gets its own wall timeout, CPU limit and
-process group, and one runaway program cannot take the others with it. A
-program passes when it runs to the end without raising.
+One sandbox process (``python -I``, isolated mode) runs a batch of programs; it forks once per
+program so that each gets its own wall timeout, CPU limit and process group, and one runaway
+program cannot take the others with it. A program passes when it runs to the end without raising.
 
-Confinement, strongest available first (``isolation()`` says which is active):
+Confinement is bubblewrap (``bwrap``, Debian's ``bubblewrap`` package), the tool Flatpak confines
+its applications with, run unprivileged in a user namespace:
 
-* as root (the usual CI container): the sandbox enters a new network namespace
-  (no interfaces but a downed loopback: no connection can be made) and a new
-  mount namespace where ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are fresh,
-  private tmpfs mounts that vanish with it; then it drops to a throwaway uid
-  that owns nothing but its working directory. Writes elsewhere fail with
-  EACCES or land on the private tmpfs. Each batch gets its own random uid, so
-  ``RLIMIT_NPROC`` (per uid) caps a fork bomb to that batch, and at the end every
-  process of that uid is killed, including ones that left the process group.
-* root, where namespaces are refused (a container without CAP_SYS_ADMIN): the
-  same throwaway uid, a network namespace if one can still be made, else the
-  socket preamble below. Without a private ``/tmp`` the uid can create files in
-  world-writable directories, so after the batch every file it owns there
-  (``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run/lock``, ``/var/lock`` and their
-  world-writable subdirectories) is removed: nothing it wrote outlives it.
-* not root: a user + network namespace if the kernel allows unprivileged ones,
-  else a preamble in the sandbox that disables ``socket`` (a fallback that
-  determined code can get around); files are confined only by the working
-  directory being a throwaway temp dir.
+* no network: ``--unshare-net`` leaves only a loopback of its own, so nothing on the host or
+  beyond can be reached;
+* a read-only view of the system (``--ro-bind / /``), a fresh ``/dev`` and ``/proc``, and a
+  private ``/tmp`` (a small tmpfs, also the working directory) that vanishes with the sandbox;
+* its own PID namespace, with the sandbox's runner as PID 1 (``--as-pid-1``: bwrap's own init left
+  a zombie on the host per launch where the host's PID 1 does not reap): when the batch ends, every
+  process it started dies with it, daemons that left their process group included;
+* rlimits set by the sandbox's own code before any candidate runs: memory (``RLIMIT_AS``), CPU
+  per program, processes (``RLIMIT_NPROC``, counted inside its user namespace), file size, no core
+  files; plus a wall timeout per program and a kill of its whole process group.
 
-Always: ``cwd`` is a fresh ``TemporaryDirectory``, an empty environment,
-``RLIMIT_AS`` (memory), ``RLIMIT_CPU``, ``RLIMIT_FSIZE``, ``RLIMIT_NPROC``, no core
-files, a new session, and the whole process group is killed on timeout.
-Known limit: a program can fake a pass by writing to its result pipe, so this
-guards against accidents and sloppy models, not against a determined adversary.
+As root (CI containers) bwrap is started as a throwaway uid (``Popen(user=...)``, set by
+``subprocess`` itself, no ``preexec_fn``): root is exempt from ``RLIMIT_NPROC``, a throwaway uid is
+not. Nothing here changes namespaces inside this process, which may run threads.
+
+Where bwrap is missing or cannot start (no user namespaces), ``isolation()`` says ``"unconfined"``
+and ``run_programs`` refuses unless allowed (``allow_unconfined=True`` or
+``BENCHFILL_ALLOW_UNCONFINED=1``, which ``benchfill run --allow-unconfined`` sets): then programs run
+with the same rlimits and a socket-blocking preamble in a temporary directory, which guards
+against accidents, not against a determined program. Known limit under both: a program can fake
+a pass by writing to its result pipe.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
+import logging
 import os
 import random
-import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,17 +44,22 @@ import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 
+from benchfill.errors import ConfigError
+
 MEMORY_BYTES = 1 << 30
 FILE_BYTES = 16 << 20
+TMP_BYTES = 64 << 20  # the private /tmp, where the programs write
 MAX_PROCESSES = 32
+ALLOW_ENV = "BENCHFILL_ALLOW_UNCONFINED"
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWNET = 0x40000000
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
-_MNT_DETACH = 2
-_PRIVATE_DIRS = (b"/tmp", b"/var/tmp", b"/dev/shm")
-_libc = ctypes.CDLL(None, use_errno=True)
+log = logging.getLogger("benchfill.sandbox")
+
+UNCONFINED_REFUSAL = ("code items run generated programs and no confinement is available (install bubblewrap: "
+                      "apt-get install bubblewrap); pass --allow-unconfined to run them without one")
+
+
+class Unconfined(ConfigError):
+    """Programs would run without confinement, and nobody allowed that."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,12 @@ class Outcome:
 _RUNNER = r"""
 import ctypes, json, os, resource, select, signal, sys, time
 spec = json.loads(sys.stdin.read())
-# Orphans of a program (its forks) become our children, so we can reap them and
-# none is left as a zombie for the machine's init to collect.
+# Limits on this process, inherited by every program and everything it forks (hard limits: no
+# program can raise them again).
+for limit, value in ((resource.RLIMIT_AS, spec["memory"]), (resource.RLIMIT_FSIZE, spec["file_bytes"]),
+                     (resource.RLIMIT_NPROC, spec["processes"]), (resource.RLIMIT_CORE, 0)):
+    resource.setrlimit(limit, (value, value))
+# Orphans of a program (its forks) become our children, so we can reap them.
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 if spec["block_socket"]:
     import socket
@@ -120,8 +126,8 @@ for source in spec["programs"]:
             pid = -pid  # reaped
             break
     # Kill the program and anything it forked, and reap them all before the next program starts:
-    # until reaped they still count against the uid's RLIMIT_NPROC, and a fork bomb's dying
-    # remnants made the next program's own fork fail (about one batch in ten).
+    # until reaped they still count against RLIMIT_NPROC, and a fork bomb's dying remnants would
+    # make the next program's own fork fail.
     group, end = abs(pid), time.monotonic() + 5
     while time.monotonic() < end:
         try:
@@ -133,9 +139,16 @@ for source in spec["programs"]:
         except ChildProcessError:  # the rest are not (yet) ours: their parents are dying
             time.sleep(0.001)
     os.close(r)
+    if spec["own_pid_namespace"]:
+        # Alone in this PID namespace: -1 reaches only the batch's processes (daemons that left
+        # their group included), so none is still running when the next program starts.
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     while True:  # reap orphans the kill left behind
         try:
-            if not os.waitpid(-1, os.WNOHANG)[0]:
+            if not os.waitpid(-1, 0 if spec["own_pid_namespace"] else os.WNOHANG)[0]:
                 break
         except ChildProcessError:
             break
@@ -147,149 +160,8 @@ for source in spec["programs"]:
         results.append(["failed", data[1:201].decode("utf-8", "replace")])
     else:
         results.append(["crashed", "ended without a result (killed, CPU or memory limit)"])
-if spec["own_uid"]:
-    # A throwaway uid: -1 reaches only this batch's processes (daemons that left
-    # their group included); then wait for every one of them.
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
 sys.stdout.write(json.dumps(results))
 """
-
-
-def _check(rc: int) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
-@lru_cache(maxsize=1)
-def _hidden_python() -> dict[str, list[str]]:
-    """Closed directories (e.g. a 0700 ``/root``) above the interpreter, and what lies under them.
-
-    The throwaway uid must still reach the interpreter and its libraries (pyenv
-    lives in ``/root``), so the sandbox re-exposes exactly those paths.
-    """
-    needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.executable)}
-    needed = {os.path.dirname(p) if os.path.isfile(p) else p for p in needed}
-    needed = {p for p in needed if not any(p.startswith(q + "/") for q in needed)}
-    blocked: dict[str, list[str]] = {}
-    for path in sorted(needed):
-        parts = path.strip("/").split("/")
-        for depth in range(1, len(parts)):
-            ancestor = "/" + "/".join(parts[:depth])
-            if not os.stat(ancestor).st_mode & 0o001:
-                blocked.setdefault(ancestor, []).append(path)
-                break
-    return blocked
-
-
-def _mount(
-    source: str | bytes | None, target: str | bytes, fstype: bytes | None, flags: int, data: bytes | None
-):
-    source = source.encode() if isinstance(source, str) else source
-    target = target.encode() if isinstance(target, str) else target
-    _check(_libc.mount(source, target, fstype, flags, data))
-
-
-@lru_cache(maxsize=1)
-def _python_under_private_dirs() -> list[str]:
-    """Interpreter paths (a virtualenv in a checkout under /tmp, say) that the private /tmp,
-    /var/tmp or /dev/shm would hide from the sandbox."""
-    needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.executable)}
-    needed = {os.path.dirname(p) if os.path.isfile(p) else p for p in needed}
-    private = tuple(d.decode() + "/" for d in _PRIVATE_DIRS)
-    return sorted(p for p in needed if p.startswith(private))
-
-
-def _enter_private_namespaces(hidden: dict[str, list[str]], keep: list[str] | None = None) -> None:
-    _check(_libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS))
-    _mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
-    # Park the interpreter paths that live under a private dir on a scratch tmpfs (over /mnt, in this
-    # namespace only), lay the private tmpfs, then put them back where they were.
-    parked = []
-    if keep:
-        _mount(b"tmpfs", b"/mnt", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=1m,mode=700")
-        for i, path in enumerate(keep):
-            stage = f"/mnt/keep-{i}"
-            os.mkdir(stage)
-            _mount(path, stage, None, _MS_BIND | _MS_REC, None)
-            parked.append((stage, path))
-    for path in _PRIVATE_DIRS:
-        if os.path.isdir(path):
-            _mount(b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=16m,mode=1777")
-    for stage, path in parked:
-        os.makedirs(path, mode=0o755, exist_ok=True)
-        _mount(stage, path, None, _MS_BIND | _MS_REC, None)
-        _check(_libc.umount2(stage.encode(), _MNT_DETACH))
-    # Re-expose the interpreter: park each needed path, lay an open tmpfs over the closed
-    # ancestor (hiding the rest of it, e.g. the home directory), and put the paths back.
-    for n, (ancestor, paths) in enumerate(hidden.items()):
-        stages = []
-        for i, path in enumerate(paths):
-            stage = f"/tmp/.benchfill-stage-{n}-{i}"
-            os.mkdir(stage)
-            _mount(path, stage, None, _MS_BIND | _MS_REC, None)
-            stages.append((stage, path))
-        _mount(b"tmpfs", ancestor, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=1m,mode=755")
-        for stage, path in stages:
-            os.makedirs(path, exist_ok=True)
-            _mount(stage, path, None, _MS_BIND | _MS_REC, None)
-            _check(_libc.umount2(stage.encode(), _MNT_DETACH))
-
-
-def _set_limits(cpu_seconds: int) -> None:
-    for limit, value in (
-        (resource.RLIMIT_AS, MEMORY_BYTES),
-        (resource.RLIMIT_FSIZE, FILE_BYTES),
-        (resource.RLIMIT_NPROC, MAX_PROCESSES),
-        (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_CPU, cpu_seconds),
-    ):
-        resource.setrlimit(limit, (value, value))
-
-
-def _preexec(mode: str, uid: int | None, cpu_seconds: int):
-    hidden = _hidden_python() if mode == "root" else {}
-    keep = _python_under_private_dirs() if mode == "root" else []
-
-    def setup() -> None:
-        if mode == "root":
-            _enter_private_namespaces(hidden, keep)
-        elif mode == "uid":
-            _libc.unshare(_CLONE_NEWNET)  # best effort: the socket preamble stands in when refused
-        elif mode == "userns":
-            _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET))
-        _set_limits(cpu_seconds)
-        if uid is not None:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-
-    return setup
-
-
-def _kill_uid(uid: int) -> None:
-    """Kill every process of the throwaway uid (those that left the process group too)."""
-
-    def as_uid() -> None:
-        os.setresuid(uid, uid, uid)
-        try:
-            os.kill(-1, signal.SIGKILL)  # as that uid, -1 reaches only its own processes
-        except ProcessLookupError:
-            pass
-
-    subprocess.run(["true"], preexec_fn=as_uid, check=False)
-
-
-# World-writable places a throwaway uid can write to when /tmp is not private ("uid" mode).
-_SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
 
 
 def _world_reachable(path: str) -> bool:
@@ -309,15 +181,12 @@ def _world_reachable(path: str) -> bool:
         return False
 
 
-@lru_cache(maxsize=4)
-def _python_for(mode: str) -> str:
-    """The interpreter that runs the sandbox.
-
-    In "uid" mode the throwaway uid itself must be able to start it, with no mount namespace to
-    re-expose one kept under a private directory (an interpreter under ``/root``): then the
-    system's own Python 3 stands in (the programs need only the standard library).
-    """
-    if mode != "uid" or _world_reachable(sys.executable):
+@lru_cache(maxsize=2)
+def _python(as_other_uid: bool) -> str:
+    """The interpreter that runs the sandbox. A throwaway uid must be able to start it: one kept
+    under a closed directory (pyenv in ``/root``) gives way to the system's Python 3 (the programs
+    need only the standard library)."""
+    if not as_other_uid or _world_reachable(sys.executable):
         return sys.executable
     for cand in ("/usr/local/bin/python3", "/usr/bin/python3"):
         if os.path.exists(cand) and _world_reachable(cand):
@@ -325,80 +194,57 @@ def _python_for(mode: str) -> str:
     return sys.executable
 
 
-def _remove_files_of(uid: int) -> None:
-    """Remove what ``uid`` created in the world-writable places (it can write nowhere else)."""
-    import shutil
-    import stat
+def _under_private_dirs(python: str) -> list[str]:
+    """Interpreter paths (a virtualenv in a checkout under /tmp, say) that the private /tmp would hide."""
+    paths = {os.path.dirname(python), os.path.dirname(os.path.realpath(python))}
+    if python == sys.executable:
+        paths |= {sys.prefix, sys.base_prefix}
+    return sorted(p for p in paths if p.startswith(("/tmp/", "/var/tmp/")) and os.path.isdir(p))
 
-    todo, seen = list(_SHARED_WRITABLE), set()
-    while todo:
-        path = todo.pop()
+
+def _bwrap_command(bwrap: str, python: str) -> list[str]:
+    cmd = [bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session",
+           "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+           "--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    for path in _under_private_dirs(python):
+        cmd += ["--ro-bind", path, path]
+    cmd += ["--dir", "/tmp/work", "--chdir", "/tmp/work", "--clearenv",
+            "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
+            "--setenv", "HOME", "/tmp/work", "--setenv", "TMPDIR", "/tmp/work", "--"]
+    return [*cmd, python, "-I", "-c", _RUNNER]
+
+
+def _launch(programs: list[str], timeout: float, cpu_seconds: int, bwrap: str | None) -> list[Outcome]:
+    """One sandbox process for the batch: under ``bwrap`` when given, else unconfined."""
+    root = os.geteuid() == 0
+    uid = random.randrange(200_000, 1_200_000) if bwrap and root else None
+    request = {"programs": programs, "timeout": timeout, "cpu_seconds": cpu_seconds, "memory": MEMORY_BYTES,
+               "file_bytes": FILE_BYTES, "processes": MAX_PROCESSES, "block_socket": bwrap is None,
+               "own_pid_namespace": bwrap is not None}
+    with tempfile.TemporaryDirectory(prefix="benchfill-sandbox-", ignore_cleanup_errors=True) as workdir:
+        if bwrap:
+            cmd, cwd, env = _bwrap_command(bwrap, _python(uid is not None)), "/", {"PATH": "/usr/bin:/bin"}
+        else:
+            cmd, cwd = [sys.executable, "-I", "-c", _RUNNER], workdir
+            env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
+        extra = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, **extra)
         try:
-            real = os.path.realpath(path)
-            if real in seen:
-                continue
-            seen.add(real)
-            entries = list(os.scandir(real))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if st.st_uid == uid:
-                if stat.S_ISDIR(st.st_mode):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    try:
-                        os.unlink(entry.path)
-                    except OSError:
-                        pass
-            elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH:
-                todo.append(entry.path)  # another world-writable directory: it may hold its files
-
-
-def _launch(mode: str, programs: list[str], timeout: float, cpu_seconds: int) -> list[Outcome]:
-    uid = random.randrange(200_000, 1_200_000) if mode in ("root", "uid") else None
-    with tempfile.TemporaryDirectory(prefix="benchfill-sandbox-", ignore_cleanup_errors=True) as outer:
-        # The outer dir stays root-only, so ".." is closed to the sandbox uid.
-        workdir = os.path.join(outer, "work")
-        os.mkdir(workdir, 0o700)
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-        request = {
-            "programs": programs,
-            "timeout": timeout,
-            "cpu_seconds": cpu_seconds,
-            "block_socket": mode in ("plain", "uid"),
-            "own_uid": uid is not None,
-        }
-        proc = subprocess.Popen(
-            [_python_for(mode), "-I", "-c", _RUNNER],
-            cwd=workdir,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=_preexec(mode, uid, cpu_seconds * max(1, len(programs)) + 5),
-        )
-        try:
-            out, err = proc.communicate(
-                json.dumps(request).encode(), timeout=(timeout + 1) * len(programs) + 10
-            )
-        except subprocess.TimeoutExpired:
+            out, err = proc.communicate(json.dumps(request).encode(), timeout=(timeout + 1) * len(programs) + 10)
+        except BaseException:
             out, err = b"", b"sandbox overran its total time"
-        finally:
+            # bwrap's sandbox dies with it (--die-with-parent); unconfined, its session goes too
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
                 pass
             proc.wait()
-            if uid is not None:
-                _kill_uid(uid)
-            if mode == "uid":
-                _remove_files_of(uid)
+            if not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+                raise
+        # Done: bwrap exits once its PID namespace is empty. Killing it now would orphan the
+        # namespace's init to the host's PID 1, which in a container may never reap it.
+        proc.wait()
     try:
         rows = json.loads(out)
         return [Outcome(status == "passed", status, detail) for status, detail in rows]
@@ -407,37 +253,47 @@ def _launch(mode: str, programs: list[str], timeout: float, cpu_seconds: int) ->
         return [Outcome(False, "crashed", f"sandbox died: {detail[0][:200]}") for _ in programs]
 
 
-@lru_cache(maxsize=1)
-def _mode() -> str:
-    """The strongest confinement that works on this machine (probed once per process)."""
-    candidates = (["root", "uid"] if os.geteuid() == 0 else []) + ["userns"]
-    for mode in candidates:
-        try:
-            if _launch(mode, ["pass"], 10.0, 10)[0].passed:
-                return mode
-        except (OSError, subprocess.SubprocessError):
-            continue
-    return "plain"
+@lru_cache(maxsize=8)
+def _bwrap_works(bwrap: str) -> bool:
+    """Whether bubblewrap can start a sandbox here (it needs user namespaces); probed once per binary."""
+    try:
+        ok = _launch(["pass"], 10.0, 10, bwrap)[0].passed
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("bubblewrap at %s cannot start a sandbox: %s", bwrap, exc)
+        return False
+    if not ok:
+        log.warning("bubblewrap at %s cannot start a sandbox (user namespaces refused?)", bwrap)
+    return ok
 
 
-def isolation() -> dict[str, str]:
-    """Which confinement is active, for logs and reports."""
-    mode = _mode()
-    return {
-        "mode": mode,
-        "network": {"root": "network namespace", "userns": "network namespace", "plain": "socket preamble",
-                    "uid": "network namespace where allowed, else socket preamble"}[mode],
-        "filesystem": {"root": "throwaway uid, private /tmp",
-                       "uid": "throwaway uid; its files in shared temp dirs removed after each batch"}.get(
-            mode, "temporary working directory"),
-    }
+def _bwrap() -> str | None:
+    """The bubblewrap that works here, found on ``PATH`` at each call (a test may hide it)."""
+    path = shutil.which("bwrap")
+    return path if path and _bwrap_works(path) else None
 
 
-def run_programs(programs: list[str], timeout: float = 10.0, cpu_seconds: int = 10) -> list[Outcome]:
-    """Run each program in one confined sandbox process; one ``Outcome`` per program, in order."""
+def isolation() -> str:
+    """The confinement generated programs get here: ``"bubblewrap"`` or ``"unconfined"``."""
+    return "bubblewrap" if _bwrap() else "unconfined"
+
+
+def unconfined_allowed() -> bool:
+    return os.environ.get(ALLOW_ENV, "").strip() == "1"
+
+
+def run_programs(programs: list[str], timeout: float = 10.0, cpu_seconds: int = 10,
+                 allow_unconfined: bool | None = None) -> list[Outcome]:
+    """Run each program in one confined sandbox process; one ``Outcome`` per program, in order.
+
+    Without bubblewrap this raises ``Unconfined`` unless ``allow_unconfined`` (default: the
+    ``BENCHFILL_ALLOW_UNCONFINED=1`` environment variable) says to run them anyway.
+    """
     if not programs:
         return []
-    return _launch(_mode(), list(programs), timeout, cpu_seconds)
+    bwrap = _bwrap()
+    if bwrap is None and not (unconfined_allowed() if allow_unconfined is None else allow_unconfined):
+        raise Unconfined(UNCONFINED_REFUSAL)
+    return _launch(list(programs), timeout, cpu_seconds, bwrap)
 
 
-__all__ = ["Outcome", "isolation", "run_programs"]
+__all__ = ["ALLOW_ENV", "UNCONFINED_REFUSAL", "Outcome", "Unconfined", "isolation", "run_programs"]

@@ -194,36 +194,38 @@ def test_hostile_candidates_graded_wrong_through_the_evaluator(humaneval):
     assert not os.path.exists(escape)
 
 
-def test_isolation_reports_the_active_mode():
-    info = isolation()
-    assert info["mode"] in {"root", "userns", "plain"}
-    if os.geteuid() == 0:
-        assert info["mode"] == "root" and info["network"] == "network namespace"
+def test_programs_run_under_bubblewrap():
+    # CI installs bubblewrap (.ci/run): every hostile-code test above ran inside it
+    assert isolation() == "bubblewrap" == CODE.isolation()
+    from evaluators import isolation_of
+
+    assert isolation_of("code") == "bubblewrap" and isolation_of("math") is None
+    # the sandbox sees its own loopback, a read-only system and a private, empty /tmp
+    probe = ("import os, socket\n"
+             "assert os.listdir('/tmp') == ['work'] and os.getcwd() == '/tmp/work'\n"
+             "assert not os.access('/usr', os.W_OK) and socket.gethostname()\n"
+             "assert os.getppid() == 1\n")  # its own PID namespace, the sandbox's runner as PID 1
+    (inside,) = run_programs([probe], timeout=5.0)
+    assert inside.passed, inside.detail
 
 
-@pytest.mark.parametrize("mode", ["userns", "plain"])
-def test_fallback_modes_still_run_programs_and_block_network(mode):
-    """The weaker modes used when not root (CI runners) still grade and still refuse connections."""
-    from evaluators.sandbox import _launch
+def test_without_bubblewrap_programs_are_refused_unless_allowed(monkeypatch, tmp_path):
+    from evaluators.sandbox import ALLOW_ENV, UNCONFINED_REFUSAL, Unconfined
 
-    try:
-        outcomes = _launch(
-            mode,
-            [
-                "assert sum(range(4)) == 6",
-                "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)",
-            ],
-            2.0,
-            2,
-        )
-    except (
-        OSError,
-        subprocess.SubprocessError,
-    ) as exc:  # userns refused by this kernel; the probe skips it too
-        assert mode == "userns", exc
-        return
-    assert [o.passed for o in outcomes] == [True, False]
-    assert "network" in outcomes[1].detail.lower() or "unreachable" in outcomes[1].detail.lower()
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
+    monkeypatch.delenv(ALLOW_ENV, raising=False)
+    assert isolation() == "unconfined" == CODE.isolation()
+    with pytest.raises(Unconfined) as refused:
+        run_programs(["pass"])
+    assert str(refused.value) == UNCONFINED_REFUSAL and "\n" not in UNCONFINED_REFUSAL
+    with pytest.raises(Unconfined):
+        CODE.grade("    return 1\n", {"prompt": "def f():\n", "test": "", "entry_point": "f"})
+    # allowed explicitly: the programs run, with the socket preamble standing in for a network namespace
+    network = "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)"
+    outcomes = run_programs(["assert sum(range(4)) == 6", network], timeout=2.0, allow_unconfined=True)
+    assert [o.passed for o in outcomes] == [True, False] and "network disabled" in outcomes[1].detail
+    monkeypatch.setenv(ALLOW_ENV, "1")
+    assert run_programs(["pass"])[0].passed
 
 
 def test_sandbox_works_with_an_interpreter_under_tmp(tmp_path):
@@ -235,45 +237,10 @@ def test_sandbox_works_with_an_interpreter_under_tmp(tmp_path):
     sandbox = os.path.join(os.path.dirname(__file__), "..", "evaluators", "sandbox.py")
     probe = (
         "import importlib.util, sys\n"
+        f"sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(sandbox)))!r})\n"
         f"spec = importlib.util.spec_from_file_location('sandbox', {os.path.abspath(sandbox)!r})\n"
         "sb = sys.modules['sandbox'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(sb)\n"
-        "mode = sb.isolation()['mode']\n"
-        "print(mode, sb._launch(mode, ['assert 1 + 1 == 2'], 10.0, 10)[0].status)\n"
+        "print(sb.isolation(), sb.run_programs(['assert 1 + 1 == 2'], 10.0, 10)[0].status)\n"
     )
     out = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=60)
-    # As root the strongest mode (private /tmp) must still find the interpreter parked under /tmp.
-    expected = "root" if os.geteuid() == 0 else isolation()["mode"]
-    assert out.stdout.split() == [expected, "passed"], out.stderr
-
-
-def test_root_without_namespaces_falls_back_to_a_throwaway_uid(tmp_path):
-    """As root in a container that refuses namespaces: "uid" mode. Its writes in shared temp dirs
-    are removed after the batch, everything else is closed to it, and it still grades."""
-    from evaluators.sandbox import _launch
-
-    if os.geteuid() != 0:  # the mode needs root to change uid, and is only offered to root
-        with pytest.raises((PermissionError, subprocess.SubprocessError)):
-            _launch("uid", ["pass"], 2.0, 2)
-        return
-    name = f"benchfill-escape-{uuid.uuid4().hex}"
-    shared = f"/tmp/benchfill-shared-{uuid.uuid4().hex}"  # a world-writable subdirectory, like /tmp/.X11-unix
-    os.mkdir(shared)
-    os.chmod(shared, 0o1777)
-    try:
-        targets = [tmp_path / name, f"/tmp/{name}", f"{shared}/{name}", f"/dev/shm/{name}", "../" + name,
-                   os.path.join(os.getcwd(), name), f"/etc/{name}"]
-        writes = [f"open({str(t)!r}, 'w').write('x')\nassert False, 'a write outside the sandbox landed'\n"
-                  for t in targets]
-        nested = f"import os\nos.makedirs('/tmp/{name}-d/x')\nopen('/tmp/{name}-d/x/f', 'w').write('1')\n"
-        others = ["assert sum(range(4)) == 6", "open('scratch.txt', 'w').write('ok')", nested,
-                  "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)",
-                  "import os\nwhile True:\n    os.fork()\n",
-                  "import os, time\nif os.fork() == 0:\n    os.setsid()\n    while True:\n        time.sleep(1)\n"]
-        outcomes = _launch("uid", writes + others, 2.0, 2)
-        assert not any(o.passed for o in outcomes[: len(writes)])
-        assert [o.passed for o in outcomes[len(writes):]] == [True, True, True, False, False, True]
-        for target in [*targets[:4], *targets[5:], f"/tmp/{name}-d"]:
-            assert not os.path.exists(target), target
-        assert _sandbox_uid_processes() == []
-    finally:
-        os.rmdir(shared)
+    assert out.stdout.split() == ["bubblewrap", "passed"], out.stderr

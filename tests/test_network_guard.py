@@ -42,25 +42,3 @@ def test_processes_the_tests_start_are_held_to_loopback_too():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "NetworkBlocked" in out.stderr and "192.0.2.1" in out.stderr
     assert "(loopback only)" in out.stderr
-
-
-def test_probe_workers_are_held_to_loopback(tmp_path):
-    import asyncio
-
-    from benchfill.benchmarks import BenchmarkSpec
-    from benchfill.config import ProbeConfig, RetryConfig
-    from benchfill.probes import ProbePanel, RolloutClient
-    from benchfill.store import Store
-
-    # 192.0.2.1 is TEST-NET-1: without the guard the call would time out, with another message
-    pan = ProbePanel([ProbeConfig(name="far", base_url="http://192.0.2.1:9/v1", model="m", trials=1, timeout_s=5)],
-                     RetryConfig(max_attempts=1))
-
-    async def go():
-        async with RolloutClient(Store(tmp_path / "s.db"), pan, BenchmarkSpec(name="t", evaluator="math"),
-                                 prompt_fn=lambda item, spec: "q", workers=1, pool_min_calls=0) as rc:
-            res = await rc.rollouts([{"id": "a"}], strict=False)
-            return res, rc.pool is not None
-
-    res, pooled = asyncio.run(go())
-    assert pooled and res[0].error and "loopback only" in res[0].error

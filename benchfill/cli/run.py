@@ -51,6 +51,8 @@ def register(subparsers) -> None:
                         "password from PGPASSWORD) instead of runs/<id>/store.db")
     p.add_argument("--run-id", help="name of the run directory (default: derived from the arguments)")
     p.add_argument("--quiet", dest="progress", action="store_false", help="no progress on stderr")
+    p.add_argument("--allow-unconfined", action="store_true",
+                   help="run generated code without a sandbox where bubblewrap is not available (unsafe)")
     p.add_argument("--dry-run", action="store_true", help="print the planned model calls and rollouts; run nothing")
     p.set_defaults(func=handle)
 

@@ -1,0 +1,112 @@
+"""One bound on requests in flight per endpoint, for probes, rewriter and judge alike, counted at a
+loopback OpenAI-compatible server (its ``peak_inflight``: requests being served at once)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from loopback_openai import LoopbackOpenAI
+
+from benchfill.benchmarks import BenchmarkSpec
+from benchfill.config import LLMConfig, ProbeConfig, RetryConfig, load_config
+from benchfill.limits import endpoint_bound
+from benchfill.llm import judge, rewrite
+from benchfill.probes import ProbePanel, RolloutClient
+from benchfill.store import Store
+
+SPEC = BenchmarkSpec(name="toy", evaluator="toy", text_field="problem", answer_field="answer")
+NO_WAIT = RetryConfig(max_attempts=3, initial_wait_s=0, max_wait_s=0, jitter_s=0)
+LATENCY = 0.1
+
+
+class YesGrader:
+    def grade(self, response, item, spec=None):
+        return "yes" in response
+
+
+def llm(srv, concurrency: int | None = None) -> LLMConfig:
+    extra = {} if concurrency is None else {"concurrency": concurrency}
+    return LLMConfig(model="openai/m1", api_base=srv.base_url, timeout_s=5, max_repairs=0, **extra)
+
+
+def verdict(reply: str):
+    return True, reply
+
+
+def child(reply: str):
+    return {"problem": reply, "answer": "yes"}
+
+
+async def judges(cfg: LLMConfig, count: int, tag: str = "j"):
+    return await asyncio.gather(*(
+        judge(cfg, {"problem": f"{tag}{i}"}, spec=SPEC, retry=NO_WAIT, format_prompt=lambda c, s: c["problem"],
+              parse=verdict) for i in range(count)))
+
+
+async def rewrites(cfg: LLMConfig, count: int):
+    return await asyncio.gather(*(
+        rewrite(cfg, {"problem": f"p{i}"}, 0.5, [], spec=SPEC, retry=NO_WAIT,
+                format_prompt=lambda parent, z, refs, spec: parent["problem"], parse=child) for i in range(count)))
+
+
+def test_judge_calls_fired_at_once_stay_within_the_configured_concurrency():
+    with LoopbackOpenAI(latency_s=LATENCY) as srv:
+        verdicts = asyncio.run(judges(llm(srv, concurrency=3), 12))
+        assert all(v.valid for v in verdicts) and len(srv.successes) == 12
+        assert srv.peak_inflight == 3  # bounded, and the bound is used
+
+
+def test_rewriter_has_a_default_bound_and_it_holds():
+    assert LLMConfig(model="openai/m").concurrency == 8
+    with LoopbackOpenAI(latency_s=LATENCY) as srv:
+        children = asyncio.run(rewrites(llm(srv), 20))
+        assert all(c.child["answer"] == "yes" for c in children)
+        assert srv.peak_inflight == 8
+
+
+def test_probes_rewriter_and_judge_on_one_endpoint_share_its_bound(tmp_path):
+    with LoopbackOpenAI(latency_s=LATENCY) as srv:
+        panel = ProbePanel([ProbeConfig(name="p", base_url=srv.base_url + "/", model="m1", trials=2, concurrency=4)],
+                           NO_WAIT)
+        items = [{"id": f"q{i}", "problem": f"q{i}"} for i in range(10)]
+
+        async def everything():
+            async with RolloutClient(Store(tmp_path / "s.db"), panel, SPEC, YesGrader(),
+                                     prompt_fn=lambda item, spec: item["problem"]) as rc:
+                return await asyncio.gather(rc.rollouts(items), rewrites(llm(srv, 2), 10),
+                                            judges(llm(srv, 3), 10))
+
+        rolled, children, verdicts = asyncio.run(everything())
+        assert len(rolled) == 10 and all(children) and all(verdicts)
+        assert len(srv.successes) == 30
+        assert srv.peak_inflight == 4  # the largest concurrency configured for the endpoint, for all
+
+
+def test_a_bound_is_per_event_loop_and_widens_to_the_largest_cap():
+    async def cap_of(cap: int) -> int:
+        return endpoint_bound("http://h:1/v1/", cap).cap
+
+    async def widened():
+        a = endpoint_bound("http://h:1/v1/", 2)
+        async with a, a:  # both slots held: a third waits, until the bound widens
+            third = asyncio.ensure_future(a.__aenter__())
+            await asyncio.sleep(0.01)
+            waited = not third.done()
+            b = endpoint_bound("http://h:1/v1", 3)
+            await asyncio.wait_for(third, 1)
+        return a is b, a.cap, waited
+
+    assert asyncio.run(widened()) == (True, 3, True)
+    assert asyncio.run(cap_of(2)) == 2  # a new event loop starts afresh
+    with pytest.raises(ValueError, match="at least 1"):
+        asyncio.run(cap_of(0))
+
+
+def test_concurrency_is_read_from_the_config(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[rewriter]\nmodel = "openai/m"\nconcurrency = 5\n[judge]\nmodel = "openai/m"\n')
+    cfg = load_config(path)
+    assert cfg.rewriter.concurrency == 5 and cfg.judge.concurrency == 8
+    with pytest.raises(Exception, match="rewriter.concurrency"):
+        load_config(path, ["rewriter.concurrency=0"])
