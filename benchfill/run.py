@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchfill import calling_module
 from benchfill.errors import BenchfillError, ConfigError
 
 BACKENDS = ("sim", "openai")
@@ -294,3 +295,7 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
     out = {"run_id": run_id_for(opts), "backend": opts.resolved_backend(), "strategy": opts.strategy}
     out.update(planned_budget(opts, len(bench.items), trials, have))
     return out
+
+
+# ``benchfill.run(...)`` calls run(): the package attribute is this module (see benchfill.calling_module).
+sys.modules[__name__].__class__ = calling_module(run)
