@@ -107,6 +107,8 @@ async def execute(opts: RunOptions) -> Path:
         raise ConfigError(f"--gaps must be at least 1, got {opts.gaps}")
     bench = load_benchmark(opts)
     items = bench.items
+    if opts.gaps > len(items) + 1:  # n items bound n + 1 gaps; asking more would search them all, slowly
+        raise ConfigError(f"--gaps {opts.gaps}: {bench.name} has {len(items)} items, so at most {len(items) + 1} gaps")
     run_dir = runs_root(opts) / run_id_for(opts)
     fresh = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
