@@ -25,7 +25,8 @@ _FLAGS = {"reassoc", "contract", "nsz"}  # vectorise the sums; keep inf/nan sema
 _JIT = {"cache": True, "error_model": "numpy"}
 
 # fdlibm's log (e_log.c, error < 1 ulp), written so the loop vectorises: numba's math.log is a
-# scalar libm call, which alone cost more than the rest of a gradient.
+# scalar libm call, which alone cost more than the rest of a gradient. Measured on the paper's
+# 1,299 x 12 x 4 matrix: 33 us of CPU per leapfrog with it, 68 us with math.log (docs/nuts.md).
 _LG1, _LG2, _LG3 = 6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01
 _LG4, _LG5 = 2.222219843214978396e-01, 1.818357216161805012e-01
 _LG6, _LG7 = 1.531383769920937332e-01, 1.479819860511658591e-01
@@ -163,12 +164,12 @@ def logp_grad(y, grad, data):
     return ll + lin - 0.5 * prior
 
 
+# The NUTS tree with this density: the whole trajectory compiled, no Python between leapfrogs.
+transition = tree_for(logp_grad, compiled=True)
+
+
 def warm_up(data: tuple, dim: int) -> None:
     """Compile (or load from numba's on-disk cache) the density and the tree for ``data``'s types,
     once in the parent process rather than once per chain."""
     y, g = np.zeros(dim), np.empty(dim)
     transition(y, g, logp_grad(y, g, data), 0.1, np.ones(dim), 0, data, np.random.default_rng(0))
-
-
-# The NUTS tree with this density: the whole trajectory compiled, no Python between leapfrogs.
-transition = tree_for(logp_grad, compiled=True)
