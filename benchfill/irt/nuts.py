@@ -8,7 +8,7 @@ Gelman 2014; Betancourt 2017). One chain per call; chains run in parallel proces
 
 There is one tree builder, ``transition``. It is iterative (a stack of one pending first half
 per level) and written in the subset of numpy that numba compiles, so where the log density is
-itself a numba function (the 1PL posterior, ``benchfill.irt.kernel``) the whole trajectory runs
+itself a numba function (the 1PL posterior, ``benchfill.irt.nuts_kernel``) the whole trajectory runs
 compiled, with no Python between gradient evaluations; any other density (the 2PL posterior, a
 test's Gaussian) runs the same code as plain Python. ``logp_grad(y, grad, data)`` writes the
 gradient into ``grad`` and returns the log density.
