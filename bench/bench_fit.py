@@ -92,7 +92,7 @@ def jit_seconds(seed: int) -> float:
         "post = Posterior(m)\n"
         "w = Whitened(post, np.zeros(post.dim))\n"
         "t0 = time.perf_counter()\n"
-        "from benchfill.irt.nuts_compiled import warm_up\n"
+        "from benchfill.irt.nuts_kernel import warm_up\n"
         "warm_up(w.compiled_data(), post.dim)\n"
         "print(time.perf_counter() - t0)\n"
     )
@@ -115,7 +115,8 @@ def bench_nuts(seed: int, skip_pymc: bool) -> None:
     d = ours.diagnostics
     print("(b) NUTS 1,299 items x 12 models x 4 trials, 4 chains x (1,000 warm-up + 1,000 draws), target 0.95")
     print(f"    benchfill NUTS  {t_ours:7.1f} s  max R-hat {d['max_rhat']:.4f}  min bulk ESS {d['min_ess_bulk']:.0f}"
-          f"  divergences {d['divergences']}  mean tree depth {d['mean_tree_depth']:.2f}")
+          f"  ({d['min_ess_bulk'] / t_ours:.0f} per second)  divergences {d['divergences']}"
+          f"  mean tree depth {d['mean_tree_depth']:.2f}")
     print(f"    numba JIT on a cold cache (fresh process, empty NUMBA_CACHE_DIR) {t_jit:.1f} s; the run above"
           " found the cache warm (cache=True: paid once per machine)")
     print(f"    corr(posterior mean b, true b) {np.corrcoef(ours.difficulty, sim.difficulty)[0, 1]:.4f}")
@@ -128,7 +129,7 @@ def bench_nuts(seed: int, skip_pymc: bool) -> None:
     b_sd = post["b"].values.reshape(-1, sim.matrix.n_items).std(axis=0, ddof=1)
     divergent = int(idata.sample_stats["diverging"].values.sum())
     print(f"    PyMC pm.sample  {t_pymc:7.1f} s  max R-hat {np.max(rhat(draws)):.4f}  min bulk ESS"
-          f" {np.min(ess_bulk(draws)):.0f}  divergences {divergent}")
+          f" {np.min(ess_bulk(draws)):.0f}  ({np.min(ess_bulk(draws)) / t_pymc:.0f} per second)  divergences {divergent}")
     print(f"    ratio           {t_pymc / t_ours:7.1f}x (PyMC seconds / benchfill seconds, wall, both caches warm)")
     print(f"    ratio, cold JIT {t_pymc / (t_ours + t_jit):7.1f}x (benchfill seconds + its cold-cache compile)")
     print(f"    posterior means: max |diff b| {np.max(np.abs(b_mean - ours.difficulty)):.3f}, "

@@ -7,6 +7,8 @@ costs nothing until a name is used (the CLI's start-up path stays light).
 from __future__ import annotations
 
 import importlib
+import types
+from collections.abc import Callable
 from typing import Any
 
 __version__ = "0.1.0"
@@ -29,9 +31,13 @@ _EXPORTS: dict[str, str] = {
     "get_benchmark": "benchfill.benchmarks",
     "collect_responses": "benchfill.probes",
     "RunOptions": "benchfill.run",
+    "Store": "benchfill.store",
+    "ReviewBoard": "benchfill.review",
+    # Functions named like their module: the attribute is the module, which calls the function
+    # (``calling_module``), because importing a submodule binds it on the package over anything else.
+    "run": "benchfill.run",
+    "release": "benchfill.release",
 }
-# Functions that share a name with their module (benchfill.run.run, benchfill.release.release) are
-# not re-exported here: importing the module would rebind the package attribute to it.
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
@@ -40,9 +46,22 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'benchfill' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = importlib.import_module(module)
+    if module != f"benchfill.{name}":
+        value = getattr(value, name)
     globals()[name] = value
     return value
+
+
+def calling_module(fn: Callable[..., Any]) -> type[types.ModuleType]:
+    """A module class whose modules call ``fn``: ``benchfill.run(opts)`` and ``benchfill.release(...)``
+    work whichever way the module was first imported (the reference's module ``__class__`` swap)."""
+
+    class CallingModule(types.ModuleType):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+    return CallingModule
 
 
 def __dir__() -> list[str]:

@@ -17,7 +17,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from benchfill.errors import ConfigError, DataError
+from benchfill.data import read_mapping
+from benchfill.errors import ConfigError, DataError, validation_line
 
 
 class BenchmarkSpec(BaseModel):
@@ -41,8 +42,6 @@ class BenchmarkSpec(BaseModel):
     @classmethod
     def from_file(cls, path: str | Path) -> BenchmarkSpec:
         """Read a spec from TOML, YAML or JSON; a bad field is named with the file."""
-        from benchfill.config import _one_line, _read
-
         path = Path(path)
         if path.suffix.lower() == ".json":
             try:
@@ -52,17 +51,18 @@ class BenchmarkSpec(BaseModel):
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"{path}:{exc.lineno}: cannot parse spec: {exc.msg}") from exc
         else:
-            data = _read(path)
+            data = read_mapping(path)
         data = data.get("benchmark", data) if isinstance(data, dict) else data
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(_one_line(str(path), exc)) from exc
+            raise ConfigError(validation_line(str(path), exc)) from exc
 
     def chance_of(self, item: dict[str, Any]) -> float:
         if self.chance == "options":
-            opts = item.get(self.options_field or "options") or []
-            return 1.0 / len(opts) if opts else 0.0
+            from benchfill.data import guessing_floor
+
+            return guessing_floor(item, self.options_field)
         return float(self.chance)
 
 

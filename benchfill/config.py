@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from benchfill.errors import ConfigError
+from benchfill.data import read_mapping
+from benchfill.errors import ConfigError, validation_line
 
 # Field names that would hold a secret in other tools' configs; we refuse them outright.
 _SECRET_FIELDS = {"api_key", "apikey", "key", "token", "secret", "password", "access_token", "auth"}
@@ -106,7 +107,7 @@ class Config(BaseModel):
         try:
             return BenchmarkSpec.model_validate(self.benchmark)
         except ValidationError as exc:
-            raise ConfigError(_one_line(self.source or "config", exc, prefix="benchmark")) from exc
+            raise ConfigError(validation_line(self.source or "config", exc, prefix="benchmark")) from exc
 
     def redacted(self) -> dict[str, Any]:
         """What a run records: everything (there is no secret in a config by construction)."""
@@ -122,14 +123,14 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     data: dict[str, Any] = {}
     src = str(path) if path else "<overrides>"
     if path is not None:
-        data = _read(Path(path))
+        data = read_mapping(Path(path))
     for ov in overrides or []:
         _apply_override(data, ov, src)
     _reject_secrets(data, src)
     try:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_one_line(src, exc)) from exc
+        raise ConfigError(validation_line(src, exc)) from exc
     cfg.source = src
     return cfg
 
@@ -140,34 +141,6 @@ def key_from_env(var: str | None) -> str | None:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-def _read(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"{path}: config file not found")
-    text = path.read_text(encoding="utf-8")
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-        else:
-            raise ConfigError(f"{path}: unknown config format {suffix!r} (use .toml, .yaml or .yml)")
-    except ConfigError:
-        raise
-    except Exception as exc:  # tomllib.TOMLDecodeError / yaml.YAMLError carry the line
-        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: cannot parse config: {msg}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the config must be a mapping at the top level")
-    return data
-
-
 def _apply_override(data: dict[str, Any], override: str, src: str) -> None:
     if "=" not in override:
         raise ConfigError(f"override {override!r}: expected KEY=VALUE, e.g. probes.0.trials=16")
@@ -223,10 +196,3 @@ def _reject_secrets(node: Any, src: str, path: str = "") -> None:
                 f"{src}: field {path}: looks like a literal credential; "
                 "put it in an environment variable and name it with api_key_env"
             )
-
-
-def _one_line(src: str, exc: ValidationError, prefix: str = "") -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(err["loc"]))
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{src}: field {loc}: {err['msg']}{more}"

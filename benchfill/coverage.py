@@ -217,6 +217,25 @@ def _summary(x: np.ndarray) -> dict[str, float]:
     }
 
 
+def check_spread(fit: Any, matrix: Any = None) -> None:
+    """Refuse a scale on which coverage gaps are undefined: a matrix whose items all have the same
+    responses from every model (every model solves every item, say), or a fit whose difficulties
+    are all equal. Their normalized difficulties are floating-point noise, so would be their gaps."""
+    source = getattr(matrix, "source", None) or "the fit"
+    if matrix is not None and matrix.n_items > 1:
+        rate = matrix.correct / np.where(matrix.trials > 0, matrix.trials, 1)
+        columns = np.vstack([rate, matrix.trials > 0, np.broadcast_to(matrix.chance, rate.shape[1:])])
+        if np.all(columns == columns[:, :1]):
+            solved = "solved by every model" if np.all(rate[matrix.trials > 0] == 1) else "answered alike"
+            raise DataError(
+                f"{source}: all {matrix.n_items} items are {solved}, so they share one difficulty and "
+                "coverage gaps are undefined; add models or items that tell them apart"
+            )
+    b = np.asarray(fit.difficulty, dtype=float)
+    if b.size > 1 and np.ptp(b) <= 1e-6 * max(1.0, float(np.max(np.abs(b)))):
+        raise DataError(f"{source}: all {b.size} fitted difficulties are equal, so coverage gaps are undefined")
+
+
 def diagnose(
     fit_or_z: Any,
     *,
@@ -235,6 +254,7 @@ def diagnose(
     """
     n_models = None
     if hasattr(fit_or_z, "z") and hasattr(fit_or_z, "item_ids"):
+        check_spread(fit_or_z)
         z = np.asarray(fit_or_z.z, dtype=float)
         item_ids = fit_or_z.item_ids if item_ids is None else item_ids
         draws = fit_or_z.z_draws if draws is None else draws

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from benchfill.errors import DataError
+from benchfill.errors import ConfigError, DataError
 from benchfill.matrix import ResponseMatrix
 
 RESPONSE_FIELDS = ("model", "item_id", "correct", "trials")
@@ -47,13 +47,18 @@ def read_items(path: str | Path, *, required: Sequence[str] = (), spec_name: str
     return items
 
 
+def guessing_floor(item: dict[str, Any], options_field: str | None = None) -> float:
+    """The IRT guessing floor g of one item, the chance of a right answer by guessing: 1 / (number
+    of options) for multiple choice (the list in ``options_field``, else in "options" or "choices"),
+    0 for free response. The one definition: data files, benchmark specs and the simulated world."""
+    fields = (options_field,) if options_field else CHOICE_FIELDS
+    opts = next((item[f] for f in fields if isinstance(item.get(f), list)), None)
+    return 1.0 / len(opts) if opts else 0.0
+
+
 def item_chance(items: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """Guessing floor per item: 1/len(options) for multiple choice, 0 for free response."""
-    chance: dict[str, float] = {}
-    for item in items:
-        opts = next((item[f] for f in CHOICE_FIELDS if isinstance(item.get(f), list)), None)
-        chance[item["id"]] = 1.0 / len(opts) if opts else 0.0
-    return chance
+    """Guessing floor per item id (``guessing_floor``)."""
+    return {item["id"]: guessing_floor(item) for item in items}
 
 
 def read_responses(
@@ -238,3 +243,32 @@ def _count(value: Any, name: str, path: Path, lineno: int) -> int:
     if value < 0:
         raise DataError(f"{path}:{lineno}: field {name!r} is negative ({value})")
     return value
+
+
+def read_mapping(path: Path) -> dict[str, Any]:
+    """A TOML (.toml) or YAML (.yaml/.yml) file that holds a mapping: a config or a benchmark spec."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    text = path.read_text(encoding="utf-8")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        elif suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            raise ConfigError(f"{path}: unknown config format {suffix!r} (use .toml, .yaml or .yml)")
+    except ConfigError:
+        raise
+    except Exception as exc:  # tomllib.TOMLDecodeError / yaml.YAMLError carry the line
+        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: cannot parse config: {msg}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a mapping at the top level")
+    return data

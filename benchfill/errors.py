@@ -6,6 +6,11 @@ non-zero exit; everything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class BenchfillError(Exception):
     """A problem with the user's input, configuration or environment.
@@ -28,3 +33,11 @@ class EndpointError(BenchfillError):
     """A model endpoint that cannot be reached or does not serve the named model."""
 
     exit_code = 3
+
+
+def validation_line(src: str, exc: ValidationError, prefix: str = "") -> str:
+    """A pydantic validation error as one line naming the source and the first bad field."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(err["loc"]))
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{src}: field {loc}: {err['msg']}{more}"

@@ -60,7 +60,22 @@ def install() -> None:
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion on uvloop where it is installed (about a fifth less CPU per event
     than asyncio's loop: probe traffic is CPU-bound on small machines), or on asyncio in
-    loopback-only mode, whose guard sits on Python's sockets that uvloop does not use."""
+    loopback-only mode, whose guard sits on Python's sockets that uvloop does not use.
+
+    Called where an event loop already runs in this thread (a Jupyter cell), it runs ``coro`` on a
+    loop of its own in a helper thread and waits for it: the synchronous API works there unchanged.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run_here(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="benchfill-run") as pool:
+        return pool.submit(_run_here, coro).result()
+
+
+def _run_here(coro: Coroutine[Any, Any, T]) -> T:
     if not enabled():
         try:
             import uvloop

@@ -69,6 +69,7 @@ def plot_ecdf(
         os.close(fd)
         try:
             fig.savefig(tmp, format="png")
+            os.chmod(tmp, 0o644)  # mkstemp makes 0600; a plot is for sharing
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):

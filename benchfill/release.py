@@ -13,6 +13,7 @@ import hashlib
 import json
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from typing import Any
 
 from sqlmodel import select
 
+from benchfill import calling_module
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.release_carry import carry_forward
 from benchfill.review.board import ReviewBoard
@@ -359,3 +361,7 @@ def _safe_name(name: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise ConfigError(f"benchmark name {name!r} cannot name a release directory")
     return name
+
+
+# ``benchfill.release(...)`` calls release(): the package attribute is this module (see benchfill.calling_module).
+sys.modules[__name__].__class__ = calling_module(release)

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchfill import calling_module
 from benchfill.errors import BenchfillError, ConfigError
 
 BACKENDS = ("sim", "openai")
@@ -121,6 +122,8 @@ async def execute(opts: RunOptions) -> Path:
 
     isolation = require_confinement(bench.spec.evaluator, opts.allow_unconfined)  # refuses before any work
     items = bench.items
+    if opts.gaps > len(items) + 1:  # n items bound n + 1 gaps; asking more would search them all, slowly
+        raise ConfigError(f"--gaps {opts.gaps}: {bench.name} has {len(items)} items, so at most {len(items) + 1} gaps")
     run_dir = runs_root(opts) / run_id_for(opts)
     fresh = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -320,3 +323,7 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
     out = {"run_id": run_id_for(opts), "backend": opts.resolved_backend(), "strategy": opts.strategy}
     out.update(planned_budget(opts, len(bench.items), trials, have))
     return out
+
+
+# ``benchfill.run(...)`` calls run(): the package attribute is this module (see benchfill.calling_module).
+sys.modules[__name__].__class__ = calling_module(run)

@@ -3,12 +3,17 @@
 One SQLModel table per kind of record. Only the orchestrator (the process that
 owns the run) writes; workers hand results back. JSON payloads are kept as text
 so that SQLite and PostgreSQL behave the same.
+
+The tables live on a registry and MetaData of their own (``metadata``), not on SQLModel's
+global one, so an application that uses SQLModel for its own tables neither creates ours
+nor collides with them. A change to a column needs a migration in ``benchfill.store``.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
 
@@ -16,14 +21,28 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-class RunMeta(SQLModel, table=True):
+class StoreTable(SQLModel, registry=registry()):
+    """Base of the store's tables: its own registry, so its own MetaData."""
+
+
+metadata = StoreTable.metadata
+
+
+class SchemaVersion(StoreTable, table=True):
+    """The schema version of the store (one row), so that an older store is upgraded or refused."""
+
+    id: int = Field(default=1, primary_key=True)
+    version: int
+
+
+class RunMeta(StoreTable, table=True):
     """Key-value facts about the run: config, seed, benchmark, fit, status."""
 
     key: str = Field(primary_key=True)
     value_json: str
 
 
-class ModelCall(SQLModel, table=True):
+class ModelCall(StoreTable, table=True):
     """A completed model call, keyed by a hash of the request (never the credentials).
 
     The cache that makes a resumed run repeat no paid work.
@@ -41,7 +60,7 @@ class ModelCall(SQLModel, table=True):
     created_at: datetime = Field(default_factory=now)
 
 
-class Item(SQLModel, table=True):
+class Item(StoreTable, table=True):
     """An item of the benchmark or a generated candidate, in the benchmark's own fields."""
 
     id: str = Field(primary_key=True)
@@ -51,7 +70,7 @@ class Item(SQLModel, table=True):
     created_at: datetime = Field(default_factory=now)
 
 
-class Candidate(SQLModel, table=True):
+class Candidate(StoreTable, table=True):
     """A child proposed by the rewriter during a gap's search, with its annotation."""
 
     id: str = Field(primary_key=True)  # same id as its Item row
@@ -74,7 +93,7 @@ class Candidate(SQLModel, table=True):
     created_at: datetime = Field(default_factory=now)
 
 
-class ProbeResult(SQLModel, table=True):
+class ProbeResult(StoreTable, table=True):
     """Graded rollouts of one probe on one item."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -87,7 +106,7 @@ class ProbeResult(SQLModel, table=True):
     created_at: datetime = Field(default_factory=now)
 
 
-class GapState(SQLModel, table=True):
+class GapState(StoreTable, table=True):
     """Progress of one gap's search, so a rerun resumes where it stopped."""
 
     gap_index: int = Field(primary_key=True)
@@ -100,7 +119,7 @@ class GapState(SQLModel, table=True):
     state_json: str = "{}"
 
 
-class ReviewDecision(SQLModel, table=True):
+class ReviewDecision(StoreTable, table=True):
     """One reviewer's decision on one proposed item."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -112,7 +131,7 @@ class ReviewDecision(SQLModel, table=True):
     created_at: datetime = Field(default_factory=now)
 
 
-class Release(SQLModel, table=True):
+class Release(StoreTable, table=True):
     version: str = Field(primary_key=True)
     path: str
     manifest_sha256: str

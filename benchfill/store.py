@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Connection, event, inspect
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from benchfill import schema  # noqa: F401  (registers the tables on SQLModel.metadata)
+from benchfill import schema
 from benchfill.errors import ConfigError
+
+# The schema this code writes. A store records its version; opening an older one applies the
+# migrations from its version on, in order (MIGRATIONS[v] takes version v to v + 1, the way
+# simonw/llm keeps its ordered, named migrations), and a newer one is refused. A new table needs no
+# migration (it is created where missing); a changed or added column does.
+SCHEMA_VERSION = 1
+
+
+def m001_record_version(conn: Connection) -> None:
+    """0 -> 1: a store written before versions were recorded already holds the version-1 tables;
+    only the version table is new (created with any other missing table)."""
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [m001_record_version]
 
 
 def _url(target: str | Path) -> str:
@@ -34,7 +48,10 @@ class Store:
                 event.listen(self.engine, "connect", _sqlite_pragmas)
             else:
                 self.engine = create_engine(url, pool_pre_ping=True)
-            SQLModel.metadata.create_all(self.engine)
+            with self.engine.begin() as conn:
+                self.schema_version = _upgrade(conn, _redact(url))
+        except ConfigError:
+            raise
         except Exception as exc:  # bad URL, unreachable server, unwritable file
             raise ConfigError(f"cannot open store {_redact(url)}: {exc.__class__.__name__}: {exc}") from exc
 
@@ -60,6 +77,30 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _upgrade(conn: Connection, where: str) -> int:
+    """Bring the store on ``conn`` to SCHEMA_VERSION (create, or migrate an older one); refuse a newer."""
+    tables = set(inspect(conn).get_table_names())
+    version_table = schema.SchemaVersion.__table__
+    if version_table.name in tables:
+        version = conn.execute(select(version_table.c.version)).scalar() or 0
+    elif tables & set(schema.metadata.tables):
+        version = 0  # a benchfill store from before versions were recorded
+    else:
+        version = SCHEMA_VERSION  # a new store: created at the current schema below
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"store {where}: schema version {version} was written by a newer benchfill (this one reads up to "
+            f"{SCHEMA_VERSION}); upgrade benchfill to open it"
+        )
+    for step in MIGRATIONS[version:SCHEMA_VERSION]:
+        step(conn)
+    schema.metadata.create_all(conn)
+    if version_table.name not in tables or version != SCHEMA_VERSION:
+        conn.execute(version_table.delete())
+        conn.execute(version_table.insert().values(id=1, version=SCHEMA_VERSION))
+    return SCHEMA_VERSION
 
 
 STORE_FILE = "store.db"

@@ -150,3 +150,21 @@ def test_aime25_with_items(shared_data):
     m = read_responses(shared_data / "aime25/responses.csv", items=shared_data / "aime25/items.jsonl")
     assert (m.n_models, m.n_items) == (16, 15)
     assert set(np.unique(m.trials)) == {4}
+
+
+def test_guessing_floor_is_one_rule_for_files_specs_and_the_simulated_world():
+    from benchfill.benchmarks import BenchmarkSpec
+    from benchfill.data import guessing_floor
+    from benchfill.sim.world import World
+
+    items = [{"id": "mc", "question": "q1", "answer": "B", "options": ["a", "b", "c", "d"]},
+             {"id": "five", "question": "q2", "answer": "A", "options": list("vwxyz")},
+             {"id": "free", "question": "q3", "answer": "B", "options": []}]
+    expected = {"mc": 0.25, "five": 0.2, "free": 0.0}
+    assert {it["id"]: guessing_floor(it) for it in items} == expected
+    assert item_chance(items) == expected
+    spec = BenchmarkSpec(name="x", text_field="question", options_field="options", chance="options")
+    assert {it["id"]: spec.chance_of(it) for it in items} == expected
+    world = World.from_items(items, evaluator="multiple_choice", text_field="question", answer_field="answer")
+    assert {i: world.items[k].chance for i, k in world.by_id.items()} == expected
+    assert guessing_floor({"choices": ["a", "b"]}) == 0.5 and guessing_floor({"options": "abc"}) == 0.0

@@ -63,8 +63,9 @@ def test_sampler_draws_a_correlated_gaussian_exactly():
     cov = np.array([[1.0, 0.9], [0.9, 1.0]]) * np.array([[4.0, 0.2], [0.2, 0.01]]) ** 0.5
     prec = np.linalg.inv(cov)
 
-    def logp_grad(x):
-        return -0.5 * float(x @ prec @ x), -(prec @ x)
+    def logp_grad(x, grad, data):
+        grad[:] = -(prec @ x)
+        return -0.5 * float(x @ prec @ x)
 
     r = sample_chain(logp_grad, np.array([2.0, -1.0]), seed=4, warmup=500, draws=4000)
     assert r.divergences == 0
@@ -157,7 +158,7 @@ def _whitened(sim):
 
 @pytest.mark.parametrize("chance", [0.0, 0.25])
 def test_compiled_gradient_matches_numpy_posterior(chance):
-    from benchfill.irt.nuts_compiled import logp_grad
+    from benchfill.irt.nuts_kernel import logp_grad
 
     sim = simulate_responses(5, 40, 6, chance=chance, seed=9)
     sim.matrix.trials[0, :7] = 0  # unobserved pairs add nothing
@@ -174,7 +175,7 @@ def test_compiled_gradient_matches_numpy_posterior(chance):
 def test_vectorised_log_within_one_ulp_and_exact_at_special_values():
     import math
 
-    from benchfill.irt.nuts_compiled import log_into
+    from benchfill.irt.nuts_kernel import log_into
 
     rng = np.random.default_rng(0)
     x = np.concatenate([np.exp(rng.uniform(-700, 700, 20000)), 1 + np.exp(rng.uniform(-40, 40, 20000)),
@@ -188,17 +189,49 @@ def test_vectorised_log_within_one_ulp_and_exact_at_special_values():
     np.testing.assert_array_equal(out[-8:], ref[-8:])  # zero, inf, subnormals, nan, 1, 2, negative
 
 
-def test_compiled_and_python_trees_sample_the_same_posterior():
-    from benchfill.irt.nuts import sample_chain
-    from benchfill.irt.nuts_compiled import sample_chain_compiled
+def test_one_tree_compiled_or_python_gives_the_same_draws():
+    from benchfill.irt.nuts_kernel import logp_grad, transition
 
     w = _whitened(simulate_responses(6, 25, 8, chance=0.2, seed=11))
     y0 = np.zeros(w.post.dim)
-    fast = sample_chain_compiled(w.compiled_data(), y0, seed=1, warmup=300, draws=3000)
-    slow = sample_chain(w.logp_grad, y0, seed=1, warmup=300, draws=3000)
+    kw = dict(data=w.compiled_data(), seed=1, warmup=100, draws=200)
+    fast = sample_chain(logp_grad, y0, tree=transition, **kw)
+    slow = sample_chain(logp_grad, y0, **kw)  # the same tree and density, the tree run as Python
+    # Same seed, same random stream: the two differ only by rounding in the compiled tree's sums.
+    np.testing.assert_allclose(fast.draws, slow.draws, rtol=0, atol=1e-6)
+    assert fast.n_leapfrog == slow.n_leapfrog
+
+
+def test_compiled_tree_and_python_tree_on_the_numpy_posterior_agree():
+    from benchfill.irt.nuts_kernel import logp_grad, transition
+
+    w = _whitened(simulate_responses(6, 25, 8, chance=0.2, seed=11))
+    y0 = np.zeros(w.post.dim)
+
+    def numpy_logp_grad(y, grad, data):
+        lp, g = w.logp_grad(y)
+        grad[:] = g
+        return lp
+
+    fast = sample_chain(logp_grad, y0, data=w.compiled_data(), tree=transition, seed=1, warmup=300, draws=3000)
+    slow = sample_chain(numpy_logp_grad, y0, seed=2, warmup=300, draws=3000)
     assert fast.divergences == 0 and slow.divergences == 0
     # Whitened coordinates: every marginal sd is near 1, so the Monte Carlo error of a mean is
     # about 1 / sqrt(ESS) ~ 0.02 and that of a variance about 0.03 for each sampler.
     np.testing.assert_allclose(fast.draws.mean(axis=0), slow.draws.mean(axis=0), atol=0.12)
     np.testing.assert_allclose(fast.draws.std(axis=0), slow.draws.std(axis=0), rtol=0.1)
     assert abs(fast.mean_tree_depth - slow.mean_tree_depth) < 0.5
+
+
+def test_nuts_without_numba_says_so_in_one_line(monkeypatch, capsys):
+    import sys
+
+    from benchfill.cli import main
+    from benchfill.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba now raises ImportError
+    with pytest.raises(ConfigError, match=r"needs numba.*pip install 'benchfill\[nuts\]'"):
+        fit(simulate_responses(4, 10, 8, seed=0).matrix, engine="nuts")
+    assert main(["diagnose", "--benchmark", "demo", "--engine", "nuts"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "benchfill[nuts]" in err

@@ -228,9 +228,11 @@ def _print_extremes(ext: dict[str, list[str]]) -> None:
 
 # -- diagnose -------------------------------------------------------------------------------------
 
+NUTS_CHECKS = ("max_rhat", "min_ess_bulk", "divergences", "chains", "draws")
+
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    from benchfill.coverage import diagnose, parse_target
+    from benchfill.coverage import check_spread, diagnose, parse_target
     from benchfill.data import extreme_items
     from benchfill.errors import ConfigError
 
@@ -238,12 +240,15 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         raise ConfigError(f"--k must be at least 1, got {args.k}")
     target = parse_target(args.target)
     matrix, items, f = _inputs(args)
+    check_spread(f, matrix)
     report = diagnose(f, k=args.k, target=target, seed=args.seed)
     report.notes = {
         "source": _source(args, matrix),
         "fit": {"engine": f.engine, "model": f.model, "seed": f.seed},
         "guessing": bool(f.chance.any()),
     }
+    if f.engine == "nuts":  # the sampler's convergence, as the README promises
+        report.notes["fit"]["convergence"] = {k: f.diagnostics.get(k) for k in NUTS_CHECKS}
     if matrix is not None:
         report.notes["extreme_items"] = extreme_items(matrix, items)
     if args.plot:
@@ -268,6 +273,10 @@ def _print_report(r: Any) -> None:
     u = r.uniform
     print(f"  vs {r.n_items} uniform points: expected max gap {u['expected_max_gap']:.4f} ({u['expected_method']}), "
           f"ratio {u['ratio']:.2f}x, P(observed > uniform) {u['p_observed_exceeds']:.3f} ({u['p_method']})")
+    conv = n["fit"].get("convergence")
+    if conv:
+        print(f"  NUTS convergence: max R-hat {_fmt(conv['max_rhat'])}, min bulk ESS {_fmt(conv['min_ess_bulk'])}, "
+              f"divergences {conv['divergences']} ({conv['chains']} chains x {conv['draws']} draws)")
     if r.posterior:
         for key, label in (("ddm", "DDM"), ("max_gap", "max gap")):
             s = r.posterior[key]
@@ -332,6 +341,7 @@ def _write_selection(path: str, selected: list[str], items: list[dict] | None) -
         with os.fdopen(fd, "w") as fh:
             for i in selected:
                 fh.write(json.dumps(by_id.get(i, {"id": i})) + "\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):

@@ -25,7 +25,11 @@ def register(subparsers) -> None:
     _rule_args(p)
     p.set_defaults(func=_serve)
 
-    p = rsub.add_parser("import", help="record decisions filled into an exported CSV")
+    p = rsub.add_parser(
+        "import",
+        help="record decisions filled into an exported CSV",
+        description=f"Record the decisions filled into an exported review_queue.csv. {DECISION_HELP}",
+    )
     p.add_argument("file", type=Path, help="the CSV (columns reviewer, decision, reason, edited_text, edited_answer)")
     p.add_argument("--run", type=Path, help="run directory (default: the run the CSV was exported from)")
     p.add_argument("--reviewer", help="reviewer name for rows whose reviewer cell is empty")
@@ -45,6 +49,14 @@ def register(subparsers) -> None:
     rel.add_argument("--reason", default="", help="why the --remove items go (recorded in the CHANGELOG)")
     _rule_args(rel)
     rel.set_defaults(func=_release)
+
+
+# The words of benchfill.review.DECISIONS (not imported here: --help stays light; a test keeps them equal).
+DECISION_WORDS = ("accept", "reject", "edit")
+DECISION_HELP = (
+    f"The decision cell takes one of: {', '.join(DECISION_WORDS)} (edit: put the new text in edited_text "
+    "and/or the new answer in edited_answer); rows with an empty decision are skipped."
+)
 
 
 def _rule_args(p: argparse.ArgumentParser) -> None:
@@ -86,6 +98,8 @@ def _import(args) -> int:
         run = guess
     n = import_decisions(run, args.file, reviewer=args.reviewer)
     print(f"recorded {n} decision(s) from {args.file} in the store of {run}")
+    if n == 0:
+        print(f"hint: no row had a new decision. {DECISION_HELP} A decision already recorded is not recorded twice.")
     return 0
 
 

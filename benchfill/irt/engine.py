@@ -51,6 +51,10 @@ def fit(
         raise ConfigError(f"warmup: must be non-negative, got {warmup}")
     if not 0.0 < target_accept < 1.0:
         raise ConfigError(f"target_accept: must lie in (0, 1), got {target_accept}")
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        raise ConfigError("engine nuts: needs numba, an optional extra: pip install 'benchfill[nuts]'") from None
     from benchfill.irt.sampling import fit_nuts
 
     return fit_nuts(

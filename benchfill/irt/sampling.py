@@ -58,7 +58,7 @@ class Whitened:
         self.chol_inv = np.linalg.inv(chol)
 
     def compiled_data(self) -> tuple | None:
-        """The arrays ``nuts_compiled.logp_grad`` reads, or None where it does not apply (2PL)."""
+        """The arrays ``nuts_kernel.logp_grad`` reads, or None where it does not apply (2PL)."""
         post, m = self.post, self.m
         if post.model != "1pl":
             return None
@@ -95,6 +95,12 @@ class Whitened:
         return lp, out
 
 
+def _python_logp_grad(y: np.ndarray, grad: np.ndarray, target: Whitened) -> float:
+    lp, g = target.logp_grad(y)
+    grad[:] = g
+    return lp
+
+
 def _run_chain(args: tuple[int, int, int, int, float]) -> ChainResult:
     seed, chain, warmup, draws, target_accept = args
     target = _TARGET
@@ -102,16 +108,13 @@ def _run_chain(args: tuple[int, int, int, int, float]) -> ChainResult:
     # (overdispersed, so that R-hat can detect chains that fail to meet).
     y0 = np.random.default_rng([seed, chain, 1]).uniform(-2.0, 2.0, target.post.dim)
     data = target.compiled_data()
-    if data is not None:  # 1PL: the compiled tree (same sampler, no Python between leapfrogs)
-        from benchfill.irt.nuts_compiled import sample_chain_compiled
+    kw = dict(seed=(seed, chain), warmup=warmup, draws=draws, target_accept=target_accept)
+    if data is not None:  # 1PL: the compiled density, so the whole tree runs compiled
+        from benchfill.irt.nuts_kernel import logp_grad, transition
 
-        result = sample_chain_compiled(
-            data, y0, seed=(seed, chain), warmup=warmup, draws=draws, target_accept=target_accept
-        )
+        result = sample_chain(logp_grad, y0, data=data, tree=transition, **kw)
     else:
-        result = sample_chain(
-            target.logp_grad, y0, seed=(seed, chain), warmup=warmup, draws=draws, target_accept=target_accept
-        )
+        result = sample_chain(_python_logp_grad, y0, data=target, **kw)
     result.draws = np.array([target.to_x(y) for y in result.draws])
     return result
 
@@ -149,7 +152,7 @@ def fit_nuts(
     _TARGET = Whitened(post, mode)
     data = _TARGET.compiled_data()
     if data is not None:  # compile (or load from numba's cache) once here, not in every worker
-        from benchfill.irt.nuts_compiled import warm_up
+        from benchfill.irt.nuts_kernel import warm_up
 
         warm_up(data, post.dim)
     jobs = [(seed, c, warmup, draws, target_accept) for c in range(chains)]

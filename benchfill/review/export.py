@@ -163,6 +163,7 @@ def _atomic_write(path: Path, write) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             write(fh)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the queue goes to other reviewers
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

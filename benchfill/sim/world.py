@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchfill.data import guessing_floor
 from benchfill.errors import ConfigError
 from benchfill.matrix import ResponseMatrix
 from benchfill.sim import texts
@@ -145,8 +146,7 @@ class World:
         return str(fields[self.answer_field]).strip() if self.evaluator != "code" else str(fields[self.answer_field])
 
     def _chance(self, fields: dict[str, Any]) -> float:
-        opts = fields.get(self.options_field)
-        return 1.0 / len(opts) if self.evaluator == "multiple_choice" and opts else 0.0
+        return guessing_floor(fields, self.options_field) if self.evaluator == "multiple_choice" else 0.0
 
     def _add(self, item: SimItem) -> None:
         self.items.setdefault(item.key, item)

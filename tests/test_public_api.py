@@ -1,0 +1,59 @@
+"""The package face: the public names import lazily from ``benchfill``, and the synchronous wrappers
+work where an event loop already runs (a Jupyter cell)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+
+def test_public_names_import_from_the_package_and_import_stays_light():
+    code = (
+        "import sys, benchfill\n"
+        "light = not {'numpy', 'sqlmodel', 'sqlalchemy', 'openai', 'litellm'} & set(sys.modules)\n"
+        "benchfill.run; benchfill.release\n"
+        "from benchfill import run, release, ReviewBoard, Store, collect_responses\n"
+        "import benchfill.run as run_module\n"
+        "assert run is run_module is benchfill.run and callable(run) and callable(release)\n"
+        "assert run.RunOptions is benchfill.RunOptions and callable(collect_responses)\n"
+        "assert ReviewBoard.__name__ == 'ReviewBoard' and Store.__name__ == 'Store'\n"
+        "print(light)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
+
+
+def test_run_works_inside_a_running_event_loop(tmp_path):
+    import benchfill
+
+    opts = benchfill.RunOptions(benchmark="demo", backend="sim", runs_dir=str(tmp_path), run_id="r", gaps=1,
+                                rounds=1, parents=2, children=2, progress=False)
+
+    async def cell():  # what a notebook cell does: a loop is already running
+        return benchfill.run(opts)
+
+    run_dir = asyncio.run(cell())
+    assert (run_dir / "report.json").is_file() and (run_dir / "report.md").is_file()
+
+
+def test_collect_responses_works_inside_a_running_event_loop(tmp_path):
+    from benchfill import Store, collect_responses
+    from benchfill.benchmarks import get_benchmark
+    from benchfill.config import ProbeConfig, RetryConfig
+    from benchfill.probes import ProbePanel
+    from benchfill.sim import SimServer, World
+
+    bench = get_benchmark("demo")
+    items = bench.items[:6]
+    world = World.from_items(items, evaluator="math", text_field="problem", answer_field="answer", n_probes=2)
+    with SimServer(world) as srv:
+        panel = ProbePanel([ProbeConfig(name=m, base_url=srv.base_url, model=m, trials=2) for m in world.probes],
+                           RetryConfig(max_attempts=2, initial_wait_s=0, max_wait_s=0, jitter_s=0))
+
+        async def cell():
+            return collect_responses(Store(tmp_path / "s.db"), panel, items, bench.spec, seed=0)
+
+        matrix = asyncio.run(cell())
+    assert matrix.trials.shape == (2, 6) and (matrix.trials == 2).all()

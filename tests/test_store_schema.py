@@ -1,0 +1,78 @@
+"""The store's own metadata and its schema version: an older store is upgraded, a newer one refused."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from sqlmodel import Field, SQLModel
+
+from benchfill import schema, store
+from benchfill.cli import main
+from benchfill.errors import ConfigError
+from benchfill.store import SCHEMA_VERSION, Store
+
+
+def _version(db) -> int | None:
+    with sqlite3.connect(db) as con:
+        rows = con.execute("select version from schemaversion").fetchall()
+    return rows[0][0] if rows else None
+
+
+def test_the_store_keeps_its_tables_off_sqlmodels_global_metadata():
+    assert "runmeta" in schema.metadata.tables and "runmeta" not in SQLModel.metadata.tables
+
+    class Note(SQLModel, table=True):  # a user's own table on the global metadata
+        id: int | None = Field(default=None, primary_key=True)
+
+    assert "note" not in schema.metadata.tables
+
+
+def test_a_new_store_records_the_current_schema_version(tmp_path):
+    Store(tmp_path / "s.db").close()
+    assert _version(tmp_path / "s.db") == SCHEMA_VERSION
+
+
+def test_a_store_from_before_versions_is_upgraded_and_keeps_its_data(tmp_path):
+    db = tmp_path / "s.db"
+    s = Store(db)
+    s.set_meta("seed", 7)
+    s.close()
+    with sqlite3.connect(db) as con:  # what a store written before this version looked like
+        con.execute("drop table schemaversion")
+    s = Store(db)
+    assert s.schema_version == SCHEMA_VERSION and s.get_meta("seed") == 7
+    s.close()
+    assert _version(db) == SCHEMA_VERSION
+
+
+def test_migrations_run_in_order_once_each(tmp_path, monkeypatch):
+    db = tmp_path / "s.db"
+    Store(db).close()
+    ran = []
+
+    def m002_add_note(conn):
+        ran.append("m002")
+        conn.exec_driver_sql("alter table runmeta add column note text default ''")
+
+    monkeypatch.setattr(store, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(store, "MIGRATIONS", [*store.MIGRATIONS, m002_add_note])
+    Store(db).close()
+    Store(db).close()
+    assert ran == ["m002"] and _version(db) == SCHEMA_VERSION + 1
+    with sqlite3.connect(db) as con:
+        assert "note" in [r[1] for r in con.execute("pragma table_info(runmeta)")]
+
+
+def test_a_store_from_a_newer_benchfill_is_refused_in_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    Store(run / "store.db").close()
+    with sqlite3.connect(run / "store.db") as con:
+        con.execute("update schemaversion set version = ?", (SCHEMA_VERSION + 1,))
+    with pytest.raises(ConfigError, match=rf"schema version {SCHEMA_VERSION + 1} was written by a newer benchfill"):
+        Store(run / "store.db")
+    assert main(["review", "export", str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "newer benchfill" in err
+    assert _version(run / "store.db") == SCHEMA_VERSION + 1  # left as it was
