@@ -9,7 +9,7 @@ import benchfill
 
 ROOT = Path(benchfill.__file__).parent
 # Removed by issue 11's first part (the probe worker pool goes); delete the entry when that lands.
-KNOWN = {frozenset({"benchfill.probe_pool", "benchfill.probes"})}
+KNOWN: set[frozenset[str]] = set()
 
 
 def _imports() -> dict[str, set[str]]:

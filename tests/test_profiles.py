@@ -210,3 +210,15 @@ def test_items_tried_by_fewer_than_two_models_are_listed_not_profiled():
         bp = profile(ResponseMatrix(("a", "b", "c"), ("ok", "lone"), k, t), cache_dir=False, draws=99)
     assert [p.item_id for p in bp.items] == ["ok"] and bp.unprofiled == ("lone",)
     assert bp.summary()["unprofiled"] == 1
+
+
+def test_isotonic_fit_without_numba_gives_the_same_fit():
+    """numba is an optional extra; without it long axes fall back to scipy row by row."""
+    import numpy as np
+
+    from benchfill.measure.trajectory import _scipy_rows, isotonic_fit
+
+    rng = np.random.default_rng(3)
+    t = rng.integers(1, 11, size=(50, 30)).astype(float)
+    k = rng.binomial(t.astype(int), rng.uniform(0, 1, size=t.shape)).astype(float)
+    assert np.allclose(_scipy_rows(k, t), isotonic_fit(k, t))

@@ -100,8 +100,10 @@ def isotonic_fit(correct: np.ndarray, trials: np.ndarray) -> np.ndarray:
     t = np.broadcast_to(t, k.shape)
     m, n = k.shape
     if n > VECTORISED_MAX_MODELS or m > VECTORISED_MAX_ROWS:
-        from benchfill.measure.trajectory_pava import pava_rows
-
+        try:
+            from benchfill.measure.trajectory_pava import pava_rows
+        except ImportError:  # numba is the optional `nuts` extra: scipy per row, ~4x slower, same fit
+            return _scipy_rows(k, t)
         return pava_rows(np.ascontiguousarray(k), np.ascontiguousarray(t, dtype=float))
     out = np.empty((m, n))
     # Chunk so that the (rows, n, n) block means stay around 32 MB.
@@ -121,6 +123,12 @@ def isotonic_fit(correct: np.ndarray, trials: np.ndarray) -> np.ndarray:
         smin = np.where(upper, smin, -np.inf)
         out[s:s + step] = smin.max(axis=1)
     return out
+
+
+def _scipy_rows(k: np.ndarray, t: np.ndarray) -> np.ndarray:
+    from scipy.optimize import isotonic_regression
+
+    return np.array([isotonic_regression(kr / tr, weights=tr).x for kr, tr in zip(k, t, strict=True)])
 
 
 def crossings(fitted: np.ndarray, positions: np.ndarray, shares: Sequence[float]) -> np.ndarray:
