@@ -44,6 +44,11 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
     hosts = {HOST, "localhost"} | ({f"{HOST}:{port}", f"localhost:{port}"} if port else set())
 
     def page(title: str, body: str) -> HTMLResponse:
+        if any(e.record.get("simulated") for e in board.entries):
+            # A reviewer must not take a simulated wrong answer, or a simulated difficulty, for a real one.
+            body = ("<p class='simulated' id='simulated-banner'><strong>SIMULATED RUN</strong>: these items, "
+                    "their answers, verdicts and difficulties come from benchfill's simulated world, not from "
+                    "real models.</p>" + body)
         html = shell.substitute(title=escape(title), token=escape(token), benchmark=escape(board.benchmark),
                                 rule=escape(board.rule.describe()), body=body)  # fmt: skip
         return HTMLResponse(html, headers={"Content-Security-Policy": "default-src 'self'; object-src 'none'",
