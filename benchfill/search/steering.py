@@ -11,7 +11,7 @@ fitted by weighted least squares (weights 1 / (sigma^2 + se_child^2)) with a Gau
 The residual sigma is estimated from the data, pulled toward ``sigma0`` by ``nu0`` pseudo-points.
 A real rewriter also misjudges each parent in its own, consistent way (children of one parent
 share that error), so each parent gets its own offset: the gap's, plus the mean residual of its
-children so far shrunk by n / (n + ``parent_prior``). The next ask for a parent at z_p is the one
+children so far (their median) shrunk by n / (n + ``parent_prior``). The next ask for a parent at z_p is the one
 the fitted response maps onto the target:
 
     ask = z_p + (target - z_p - offset_parent) / share,
@@ -55,8 +55,8 @@ class Steering:
                if p == parent and se <= 3 * sigma]
         if not parent or not res:
             return offset
-        clipped = np.clip(res, -2 * sigma, 2 * sigma)  # one wild child does not move a parent far
-        return offset + float(np.sum(clipped)) / (len(res) + self.parent_prior)
+        # The median, so one wild child does not move a parent far; shrunk toward the gap's offset.
+        return offset + float(np.median(res)) * len(res) / (len(res) + self.parent_prior)
 
     def response(self) -> tuple[float, float, float]:
         """(offset, share, residual sd): the posterior mean of the response and its noise."""
