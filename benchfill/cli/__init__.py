@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "benchfill.cli.traffic",  # probes check / probes serve
     "benchfill.cli.sim",  # sim serve
     "benchfill.cli.review",  # review export / serve / import, release
+    "benchfill.cli.predict",  # predict train / evaluate / score / residuals
 )
 
 
