@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -90,6 +91,8 @@ class CachedEmbedder:
         self.inner = inner
         self.path = path
         self.memo: dict[str, np.ndarray] = {}
+        self.computed = 0  # texts embedded by the inner model (not from the cache), and the time it took
+        self.seconds = 0.0
         if path and os.path.exists(path):
             with np.load(path) as data:
                 self.memo = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
@@ -103,7 +106,10 @@ class CachedEmbedder:
         missing = list(dict.fromkeys(k for k in keys if k not in self.memo))
         if missing:
             by_key = {k: t for k, t in zip(keys, texts, strict=True)}
+            t0 = time.perf_counter()
             vecs = self.inner([by_key[k] for k in missing])
+            self.seconds += time.perf_counter() - t0
+            self.computed += len(missing)
             self.memo.update(zip(missing, np.asarray(vecs, dtype=float), strict=True))
             if self.path:
                 tmp = self.path + ".tmp.npz"

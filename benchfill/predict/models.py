@@ -117,6 +117,7 @@ class DifficultyModel:
     regressor: str = "ridge"
     alpha: float | None = None
     seed: int = 0
+    trees: int = 200  # forest only
     transforms: list[BlockTransform] = field(default_factory=list)
     families: list[str] = field(default_factory=list)
     model: Any = None
@@ -132,7 +133,7 @@ class DifficultyModel:
         self.families = [b.family for b in blocks]
         self.transforms = [BlockTransform.fit(b) for b in blocks]
         X = self._design(blocks)
-        self.model = Ridge(self.alpha) if self.regressor == "ridge" else Forest(seed=self.seed)
+        self.model = Ridge(self.alpha) if self.regressor == "ridge" else Forest(n_estimators=self.trees, seed=self.seed)
         self.model.fit(X, np.asarray(y, dtype=float))
         return self
 
