@@ -45,6 +45,11 @@ def test_train_save_score_with_a_stated_uncertainty(shared_data, tmp_path, capsy
     # the library call the pre-screen will use gives the same answer for one item dict
     one = pred.predict_item(new[0])
     assert one.z == pytest.approx(rows[0]["z"]) and one.benchmark == "humaneval"
+    # residuals of another benchmark against the saved predictor (no K-fold inside a 15-item set)
+    assert main(["predict", "residuals", "--benchmark", "aime25", "--data-dir", str(shared_data),
+                 "--predictor", str(out), "--threshold", "0", "--json"]) == 0
+    flags = json.loads(capsys.readouterr().out)
+    assert len(flags) == 15 and all(f["residual"] == pytest.approx(f["z"] - f["z_hat"]) for f in flags)
 
 
 def test_evaluate_each_family_and_the_auc_table(shared_data, capsys):

@@ -43,6 +43,8 @@ def register(subparsers: Any) -> None:
     _data_args(r)
     _feature_args(r)
     r.add_argument("--folds", type=int, default=10, help="K-fold for the out-of-fold predictions (default 10)")
+    r.add_argument("--predictor", metavar="FILE", help="predict with a saved predictor trained on other benchmarks "
+                   "instead of K-fold inside this one (better for a small benchmark)")
     r.add_argument("--threshold", type=float, default=1.5, help="flag |r| >= this many sds of r (default 1.5)")
     r.add_argument("--top", type=int, help="list at most this many")
     r.add_argument("--json", action="store_true", help="print the flags as JSON")
@@ -165,21 +167,29 @@ def cmd_score(args) -> int:
 
 
 def cmd_residuals(args) -> int:
-    from benchfill.predict.evaluate import cross_validate, make_splits
+    from benchfill.predict.evaluate import cross_validate, make_splits, spearman
     from benchfill.predict.features import parse_families
     from benchfill.predict.models import DifficultyModel
+    from benchfill.predict.predictor import Predictor
     from benchfill.predict.residuals import format_flags, residual_flags
 
-    families = parse_families(args.families)
     labelled = _load(args)
-    splits = make_splits("kfold", len(labelled), folds=min(args.folds, len(labelled)), seed=args.seed)
-    cv = cross_validate(_blocks(args, labelled, families), labelled.z, labelled.benchmark, splits,
-                        make_model=lambda: DifficultyModel(regressor=args.regressor, seed=args.seed))
-    flags = residual_flags(labelled, cv.oof, threshold=args.threshold, top=args.top)
+    if args.predictor:
+        pred = Predictor.load(args.predictor)
+        families = pred.families
+        oof = pred.predict_texts(labelled.texts)
+        how = f"predictor {args.predictor} (trained on {', '.join(pred.scales)})"
+    else:
+        families = parse_families(args.families)
+        splits = make_splits("kfold", len(labelled), folds=min(args.folds, len(labelled)), seed=args.seed)
+        oof = cross_validate(_blocks(args, labelled, families), labelled.z, labelled.benchmark, splits,
+                             make_model=lambda: DifficultyModel(regressor=args.regressor, seed=args.seed)).oof
+        how = f"{len(splits)}-fold out of fold"
+    flags = residual_flags(labelled, oof, threshold=args.threshold, top=args.top)
     if args.json:
         print(json.dumps([f.to_dict() for f in flags], indent=1))
         return 0
-    print(f"{'+'.join(args.benchmark)}: {len(labelled)} items, families {','.join(families)}, "
-          f"{len(splits)}-fold out-of-fold rho {cv.pooled_rho:.3f}; {len(flags)} flagged at |r| >= {args.threshold} sd")
+    print(f"{'+'.join(args.benchmark)}: {len(labelled)} items, families {','.join(families)}, {how}: "
+          f"rho {spearman(oof, labelled.z):.3f}; {len(flags)} flagged at |r| >= {args.threshold} sd")
     print(format_flags(flags))
     return 0
