@@ -103,14 +103,6 @@ def main() -> int:
 
     # what the pre-screen would pay per child: one item's features and prediction, model already loaded
     lab = results["humaneval"]
-    pred, _ = train(lab, [f for f in families if f != "random"], embedder=args.embedder, scorers=args.scorer,
-                    text_field="prompt")
-    pred.warm_up()
-    n = 50
-    t0 = time.perf_counter()
-    for it in lab.items[:n]:
-        pred.predict_item(it)
-    per_item = (time.perf_counter() - t0) / n
     from evaluators import get_evaluator
 
     code = get_evaluator("code")
@@ -119,10 +111,24 @@ def main() -> int:
     for it in lab.items[:10]:
         code.grade(it["canonical_solution"], it)
     grade_s = (time.perf_counter() - t0) / 10
-    p = pred.predict_item(lab.items[0])
-    print(f"\nscoring one new item (features + ridge, {args.embedder}): {per_item * 1e3:.1f} ms; grading one HumanEval "
-          f"probe rollout in the sandbox alone (no generation): {grade_s * 1e3:.0f} ms -> ratio {grade_s / per_item:.0f}x")
-    print(f"  e.g. {lab.ids[0]}: z {p.z:+.2f} ± {p.sd:.2f}, axis {p.axis:.3f} ± {p.axis_sd:.3f}")
+    print(f"\nscoring new items (features + ridge, model loaded) vs grading one HumanEval probe rollout in the "
+          f"sandbox alone, no generation ({grade_s * 1e3:.0f} ms):")
+    n = 50
+    for emb_name in dict.fromkeys([args.embedder, "hashing"]):
+        pred, _ = train(lab, [f for f in families if f != "random"], embedder=emb_name, scorers=args.scorer,
+                        text_field="prompt")
+        pred.warm_up()
+        t0 = time.perf_counter()
+        for it in lab.items[:n]:
+            pred.predict_item(it)
+        one = (time.perf_counter() - t0) / n
+        t0 = time.perf_counter()
+        pred.predict_items(lab.items[:n])
+        batch = (time.perf_counter() - t0) / n
+        p = pred.predict_item(lab.items[0])
+        print(f"  {emb_name:<8} one at a time {one * 1e3:6.1f} ms/item ({grade_s / one:4.0f}x under grading), "
+              f"in a batch of {n} {batch * 1e3:6.1f} ms/item ({grade_s / batch:4.0f}x); "
+              f"{lab.ids[0]}: z {p.z:+.2f} ± {p.sd:.2f}, axis {p.axis:.3f} ± {p.axis_sd:.3f}")
     return 0
 
 
