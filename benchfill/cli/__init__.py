@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "benchfill.cli.review",  # review export / serve / import, release
     "benchfill.cli.detect",  # detect (localized-improvement test)
     "benchfill.cli.importers",  # import lm-eval / inspect
+    "benchfill.cli.predict",  # predict train / evaluate / score / residuals
 )
 
 

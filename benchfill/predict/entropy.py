@@ -1,0 +1,122 @@
+"""Token-entropy features from scorer models over an OpenAI-compatible endpoint (paper section 3.3, 5.2).
+
+The scorer answers the item (greedy, a bounded number of tokens) with ``logprobs`` and ``top_logprobs``
+on; at each generated position l the entropy H_l = -sum_v p_l(v) log p_l(v) is taken over the
+renormalized top-k next-token distribution (the paper renormalizes the top 100; OpenAI's API caps k at
+20, vLLM allows more with ``--max-logprobs``). The trajectory (H_1..H_L) is summarized by its mean, spread
+(sd, quantiles, top-decile mean), and shape (slope over relative position, first- and last-decile means,
+total variation). With several scorers, the pairwise absolute gaps between their summaries are added.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchfill.errors import ConfigError, EndpointError
+
+SUMMARY_NAMES = ["mean", "sd", "q10", "q25", "q50", "q75", "q90", "top10_mean", "slope",
+                 "first_decile", "last_decile", "total_variation", "n_tokens"]
+
+
+def token_entropy(top_logprobs: Sequence[float]) -> float:
+    """Shannon entropy (nats) of the renormalized distribution over the given top-k log-probabilities."""
+    lp = np.asarray(top_logprobs, dtype=float)
+    if lp.size == 0:
+        return 0.0
+    p = np.exp(lp - lp.max())
+    p /= p.sum()
+    nz = p[p > 0]
+    return float(-(nz * np.log(nz)).sum())
+
+
+def summarize(H: Sequence[float]) -> np.ndarray:
+    """The trajectory summaries named in SUMMARY_NAMES; an empty trajectory gives zeros."""
+    h = np.asarray(H, dtype=float)
+    n = h.size
+    if n == 0:
+        return np.zeros(len(SUMMARY_NAMES))
+    q = np.quantile(h, [0.1, 0.25, 0.5, 0.75, 0.9])
+    k = max(1, n // 10)
+    top = np.sort(h)[-k:].mean()
+    pos = np.linspace(0.0, 1.0, n) if n > 1 else np.zeros(1)
+    slope = float(np.polyfit(pos, h, 1)[0]) if n > 1 else 0.0
+    tv = float(np.abs(np.diff(h)).sum() / (n - 1)) if n > 1 else 0.0  # per step, so length does not drive it
+    return np.array([h.mean(), h.std(), *q, top, slope, h[:k].mean(), h[-k:].mean(), tv, np.log1p(n)])
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """A scorer model on an endpoint: ``MODEL@BASE_URL``; the key comes from ``api_key_env`` if set."""
+
+    model: str
+    base_url: str
+    api_key_env: str = "BENCHFILL_SCORER_API_KEY"
+    top_logprobs: int = 20
+    max_tokens: int = 256
+
+    @classmethod
+    def parse(cls, spec: str, **kw) -> Scorer:
+        model, sep, url = spec.partition("@")
+        if not sep or not model or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"--scorer {spec!r}: expected MODEL@http(s)://host:port/v1")
+        return cls(model=model, base_url=url, **kw)
+
+
+class EntropyFeatures:
+    """Callable texts -> (names, matrix): each scorer's summaries, then the cross-scorer gaps."""
+
+    def __init__(self, scorers: Sequence[Scorer], concurrency: int = 8, timeout_s: float = 120.0):
+        if not scorers:
+            raise ConfigError("entropy features need at least one scorer")
+        self.scorers = list(scorers)
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self._clients: dict[Scorer, object] = {}
+
+    def _client(self, s: Scorer):
+        if s not in self._clients:
+            from openai import OpenAI
+
+            self._clients[s] = OpenAI(base_url=s.base_url, api_key=os.environ.get(s.api_key_env) or "none",
+                                      timeout=self.timeout_s, max_retries=3)
+        return self._clients[s]
+
+    def trajectory(self, s: Scorer, text: str) -> list[float]:
+        import openai
+
+        try:
+            resp = self._client(s).chat.completions.create(
+                model=s.model, messages=[{"role": "user", "content": text}], temperature=0.0,
+                max_tokens=s.max_tokens, logprobs=True, top_logprobs=s.top_logprobs)
+        except openai.APIConnectionError as exc:
+            raise EndpointError(f"scorer {s.model}@{s.base_url}: cannot connect ({exc})") from None
+        except openai.APIStatusError as exc:
+            raise EndpointError(f"scorer {s.model}@{s.base_url}: HTTP {exc.status_code}: {exc.message}") from None
+        lp = resp.choices[0].logprobs
+        if lp is None or not lp.content:
+            raise EndpointError(f"scorer {s.model}@{s.base_url}: the reply carries no logprobs")
+        return [token_entropy([t.logprob for t in (tok.top_logprobs or [tok])]) for tok in lp.content]
+
+    def names(self) -> list[str]:
+        names = [f"{s.model}:{n}" for s in self.scorers for n in SUMMARY_NAMES]
+        for a in range(len(self.scorers)):
+            for b in range(a + 1, len(self.scorers)):
+                names += [f"gap:{self.scorers[a].model}-{self.scorers[b].model}:{n}" for n in SUMMARY_NAMES]
+        return names
+
+    def __call__(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        per_scorer = []
+        for s in self.scorers:
+            with ThreadPoolExecutor(self.concurrency) as pool:
+                trajs = list(pool.map(lambda t, s=s: self.trajectory(s, t), texts))
+            per_scorer.append(np.array([summarize(h) for h in trajs]).reshape(len(texts), len(SUMMARY_NAMES)))
+        cols = list(per_scorer)
+        for a in range(len(per_scorer)):
+            for b in range(a + 1, len(per_scorer)):
+                cols.append(np.abs(per_scorer[a] - per_scorer[b]))
+        return self.names(), np.hstack(cols)

@@ -1,0 +1,164 @@
+"""A trained difficulty predictor: fit on labelled items, saved as JSON, scoring one item dict at a time.
+
+The stated uncertainty of a prediction is the sd of the out-of-fold residuals z(beta) - zhat from the
+cross-validation run at training time (K-fold over the training items): an honest spread of the error on
+items the model had not seen. Predictions are given on three scales: z (standardized within the
+benchmark, what the model learns), b (the benchmark's IRT difficulty, b = mean_b + sd_b z) and the [0, 1]
+axis of the coverage tools ((b - b_min) / (b_max - b_min)), each with its sd.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchfill.errors import ConfigError, DataError
+from benchfill.predict.entropy import EntropyFeatures, Scorer
+from benchfill.predict.evaluate import CrossValidation, cross_validate, make_splits
+from benchfill.predict.features import build_blocks
+from benchfill.predict.models import DifficultyModel
+from benchfill.predict.target import LabelledItems, item_text
+
+FORMAT = "benchfill-difficulty-predictor/1"
+
+
+@dataclass
+class Prediction:
+    z: float  # predicted z(beta)
+    sd: float  # its uncertainty: the cross-validated residual sd
+    benchmark: str | None = None
+    difficulty: float | None = None  # b on the benchmark's IRT scale
+    difficulty_sd: float | None = None
+    axis: float | None = None  # the coverage tools' normalized difficulty in [0, 1] (not clipped)
+    axis_sd: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Predictor:
+    families: list[str]
+    model: DifficultyModel
+    residual_sd: float
+    embedder: str = "hashing"
+    scorers: list[str] = field(default_factory=list)
+    seed: int = 0
+    text_field: str | None = None
+    options_field: str | None = None
+    scales: dict[str, dict[str, float]] = field(default_factory=dict)
+    cv: dict[str, Any] = field(default_factory=dict)
+    _embed: Callable | None = field(default=None, repr=False)
+    _entropy: EntropyFeatures | None = field(default=None, repr=False)
+
+    def _features(self):
+        if "embedding" in self.families and self._embed is None:
+            from benchfill.predict.embed import get_embedder
+
+            self._embed = get_embedder(self.embedder)
+        if "entropy" in self.families and self._entropy is None:
+            self._entropy = EntropyFeatures([Scorer.parse(s) for s in self.scorers])
+        return self._embed, self._entropy
+
+    def warm_up(self) -> Predictor:
+        """Load the embedding model (if any) now, so the first scored item does not pay for it."""
+        embed, _ = self._features()
+        if embed is not None:
+            embed(["warm up"])
+        return self
+
+    def predict_texts(self, texts: Sequence[str]) -> np.ndarray:
+        embed, entropy = self._features()
+        blocks = build_blocks(texts, self.families, seed=self.seed, embedder=embed, entropy=entropy)
+        return self.model.predict(blocks)
+
+    def predict_items(self, items: Sequence[dict[str, Any]], benchmark: str | None = None) -> list[Prediction]:
+        if benchmark is None and len(self.scales) == 1:
+            benchmark = next(iter(self.scales))
+        if benchmark is not None and benchmark not in self.scales:
+            raise ConfigError(f"benchmark {benchmark!r}: the predictor was trained on {', '.join(self.scales)}")
+        texts = [item_text(it, self.text_field, self.options_field) for it in items]
+        z = self.predict_texts(texts)
+        out = []
+        for zi in z:
+            p = Prediction(z=float(zi), sd=self.residual_sd, benchmark=benchmark)
+            if benchmark is not None:
+                sc = self.scales[benchmark]
+                p.difficulty = sc["mean"] + sc["sd"] * p.z
+                p.difficulty_sd = sc["sd"] * p.sd
+                span = sc["b_max"] - sc["b_min"]
+                if span > 0:
+                    p.axis = (p.difficulty - sc["b_min"]) / span
+                    p.axis_sd = p.difficulty_sd / span
+            out.append(p)
+        return out
+
+    def predict_item(self, item: dict[str, Any], benchmark: str | None = None) -> Prediction:
+        """One item dict (the benchmark's fields, e.g. ``{"problem": ...}``) -> its predicted difficulty."""
+        return self.predict_items([item], benchmark)[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "families": self.families, "embedder": self.embedder, "scorers": self.scorers,
+                "seed": self.seed, "text_field": self.text_field, "options_field": self.options_field,
+                "residual_sd": self.residual_sd, "scales": self.scales, "cv": self.cv,
+                "model": self.model.to_dict()}
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Predictor:
+        path = Path(path)
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise DataError(f"{path}: predictor file not found") from None
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{exc.lineno}: not a predictor file: {exc.msg}") from None
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise DataError(f"{path}: not a predictor file (format is not {FORMAT})")
+        try:
+            return cls(families=list(d["families"]), model=DifficultyModel.from_dict(d["model"]),
+                       residual_sd=float(d["residual_sd"]), embedder=d["embedder"], scorers=list(d["scorers"]),
+                       seed=int(d["seed"]), text_field=d.get("text_field"), options_field=d.get("options_field"),
+                       scales=d["scales"], cv=d.get("cv", {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{path}: predictor field {exc} missing or malformed") from None
+
+
+def train(
+    labelled: LabelledItems,
+    families: Sequence[str],
+    *,
+    embedder: str = "hashing",
+    scorers: Sequence[str] = (),
+    regressor: str = "ridge",
+    folds: int = 10,
+    seed: int = 0,
+    text_field: str | None = None,
+    options_field: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Predictor, CrossValidation]:
+    """Cross-validate (K-fold, for the residual sd), then fit on every labelled item."""
+    pred = Predictor(families=list(families), model=DifficultyModel(regressor=regressor, seed=seed),
+                     residual_sd=float("nan"), embedder=embedder, scorers=list(scorers), seed=seed,
+                     text_field=text_field, options_field=options_field, scales=dict(labelled.scales))
+    embed, entropy = pred._features()
+    blocks = build_blocks(labelled.texts, families, seed=seed, embedder=embed, entropy=entropy)
+    k = min(folds, len(labelled))
+    cv = cross_validate(blocks, labelled.z, labelled.benchmark, make_splits("kfold", len(labelled), folds=k, seed=seed),
+                        make_model=lambda: DifficultyModel(regressor=regressor, seed=seed), progress=progress)
+    pred.residual_sd = cv.residual_sd(labelled.z)
+    pred.cv = cv.summary()
+    pred.model.fit(blocks, labelled.z)
+    return pred, cv

@@ -1,0 +1,178 @@
+"""The prediction target: IRT difficulty standardized within each benchmark, z(beta).
+
+Difficulties differ in location and spread from one benchmark to the next, so a predictor trained on
+raw beta learns which benchmark an item comes from rather than how hard it is inside it (the paper's
+section 4.2: a benchmark-average predictor gets a high rank correlation and zero within-benchmark
+pairwise accuracy). Standardizing within each benchmark removes that confound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchfill.errors import DataError
+
+# Fields tried, in order, when an item's spec is not known (a new item handed to a trained predictor).
+TEXT_FIELDS = ("problem", "question", "prompt", "text", "input")
+OPTION_FIELDS = ("options", "choices")
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def item_text(item: dict[str, Any], text_field: str | None = None, options_field: str | None = None) -> str:
+    """What a solver sees of an item: its text, then its options as lettered lines ``A. ...``."""
+    fields = (text_field, *TEXT_FIELDS) if text_field else TEXT_FIELDS
+    text = next((item[f] for f in fields if isinstance(item.get(f), str)), None)
+    if text is None:
+        raise DataError(f"item {item.get('id', '?')}: no text field (looked for {', '.join(fields)})")
+    ofields = (options_field, *OPTION_FIELDS) if options_field else OPTION_FIELDS
+    options = next((item[f] for f in ofields if isinstance(item.get(f), list)), None)
+    if options:
+        text += "\n" + "\n".join(f"{LETTERS[k % 26]}. {o}" for k, o in enumerate(options))
+    return text
+
+
+def standardize_within(values: np.ndarray, groups: Sequence[str]) -> np.ndarray:
+    """(v - mean_g) / sd_g inside each group g (population sd; a group with no spread gets zeros)."""
+    values = np.asarray(values, dtype=float)
+    groups_arr = np.asarray(groups)
+    z = np.zeros_like(values)
+    for g in np.unique(groups_arr):
+        m = groups_arr == g
+        sd = values[m].std()
+        z[m] = (values[m] - values[m].mean()) / sd if sd > 0 else 0.0
+    return z
+
+
+@dataclass
+class LabelledItems:
+    """Items with a known difficulty, pooled over one or more benchmarks (one row per item)."""
+
+    ids: list[str]
+    texts: list[str]
+    benchmark: list[str]  # the group inside which z is standardized and pairs are compared
+    difficulty: np.ndarray  # fitted IRT b
+    z: np.ndarray  # b standardized within its benchmark: the target
+    category: list[str | None] = field(default_factory=list)  # e.g. mmlu-pro's subject
+    items: list[dict[str, Any]] = field(default_factory=list)
+    # per benchmark: mean and sd of b (z -> b), b_min and b_max (b -> the [0, 1] axis of the coverage tools)
+    scales: dict[str, dict[str, float]] = field(default_factory=dict)
+    fits: dict[str, Any] = field(default_factory=dict)  # benchmark -> IrtFit (abilities for the response AUC)
+    matrices: dict[str, Any] = field(default_factory=dict)  # benchmark -> ResponseMatrix
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def subset(self, idx: np.ndarray) -> LabelledItems:
+        pick = [int(i) for i in idx]
+        return LabelledItems(
+            ids=[self.ids[i] for i in pick], texts=[self.texts[i] for i in pick],
+            benchmark=[self.benchmark[i] for i in pick], difficulty=self.difficulty[pick], z=self.z[pick],
+            category=[self.category[i] for i in pick] if self.category else [],
+            items=[self.items[i] for i in pick] if self.items else [],
+            scales=self.scales, fits=self.fits, matrices=self.matrices,
+        )
+
+
+def benchmark_targets(
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> LabelledItems:
+    """Fit the 1PL (MAP, the spec's guessing floor) on a registered benchmark and label its items.
+
+    Only items that have both a text and responses are kept (aime25's matrix covers AIME I only).
+    """
+    from benchfill.benchmarks import get_benchmark
+    from benchfill.data import read_responses
+    from benchfill.irt import fit
+
+    bench = get_benchmark(name, data_dir)
+    if bench.responses_path is None:
+        raise DataError(f"benchmark {name}: no responses.csv next to {bench.items_path}; no difficulty to learn from")
+    spec = bench.spec
+    items = bench.items
+    if progress:
+        progress(f"{name}: fitting 1PL on {bench.responses_path}")
+    matrix = read_responses(bench.responses_path, items=items)
+    if spec.chance == "options":
+        chance = matrix.chance
+    else:
+        chance = np.full(matrix.n_items, float(spec.chance))
+    if not np.array_equal(chance, matrix.chance):
+        from dataclasses import replace
+
+        matrix = replace(matrix, chance=chance)
+    irt = fit(matrix, engine="map", guessing=bool(np.any(chance > 0)), seed=seed)
+    by_id = {str(it["id"]): it for it in items}
+    kept = [by_id[i] for i in irt.item_ids]
+    b = np.asarray(irt.difficulty, dtype=float)
+    texts = [item_text(it, spec.text_field, spec.options_field) for it in kept]
+    cats = [it.get("category") if isinstance(it.get("category"), str) else None for it in kept]
+    scales = {name: {"mean": float(b.mean()), "sd": float(b.std()), "b_min": float(irt.b_min),
+                     "b_max": float(irt.b_max)}}
+    return LabelledItems(
+        ids=list(irt.item_ids), texts=texts, benchmark=[name] * len(kept), difficulty=b,
+        z=standardize_within(b, [name] * len(kept)), category=cats, items=kept, scales=scales,
+        fits={name: irt}, matrices={name: matrix},
+    )
+
+
+def labelled_items(
+    name: str,
+    items: Sequence[dict[str, Any]],
+    difficulty: Sequence[float],
+    *,
+    text_field: str | None = None,
+    options_field: str | None = None,
+    b_min: float | None = None,
+    b_max: float | None = None,
+) -> LabelledItems:
+    """Label items whose difficulties come from elsewhere (a run's store, the simulated world's fit).
+
+    ``b_min``/``b_max`` are the benchmark's normalization (IrtFit.b_min/b_max), so predictions land on the
+    same [0, 1] axis as the coverage tools; they default to the range of ``difficulty``.
+    """
+    b = np.asarray(difficulty, dtype=float)
+    if len(items) != len(b) or len(b) < 2:
+        raise DataError(f"{name}: need one difficulty per item and at least two items ({len(items)} vs {len(b)})")
+    ids = [str(it.get("id", k)) for k, it in enumerate(items)]
+    scales = {name: {"mean": float(b.mean()), "sd": float(b.std()),
+                     "b_min": float(b.min() if b_min is None else b_min),
+                     "b_max": float(b.max() if b_max is None else b_max)}}
+    return LabelledItems(
+        ids=ids, texts=[item_text(it, text_field, options_field) for it in items], benchmark=[name] * len(b),
+        difficulty=b, z=standardize_within(b, [name] * len(b)),
+        category=[it.get("category") if isinstance(it.get("category"), str) else None for it in items],
+        items=list(items), scales=scales,
+    )
+
+
+def pool(parts: Sequence[LabelledItems]) -> LabelledItems:
+    """Several benchmarks' labelled items as one set (z stays standardized within each)."""
+    if not parts:
+        raise DataError("no benchmarks to pool")
+    out = LabelledItems(ids=[], texts=[], benchmark=[], difficulty=np.zeros(0), z=np.zeros(0))
+    for p in parts:
+        out.ids += p.ids
+        out.texts += p.texts
+        out.benchmark += p.benchmark
+        out.category += p.category or [None] * len(p)
+        out.items += p.items or [{} for _ in range(len(p))]
+        out.scales.update(p.scales)
+        out.fits.update(p.fits)
+        out.matrices.update(p.matrices)
+    out.difficulty = np.concatenate([p.difficulty for p in parts])
+    out.z = np.concatenate([p.z for p in parts])
+    return out
+
+
+def load_targets(names: Sequence[str], data_dir: str | Path | None = None, *, seed: int = 0,
+                 progress: Callable[[str], None] | None = None) -> LabelledItems:
+    return pool([benchmark_targets(n, data_dir, seed=seed, progress=progress) for n in names])

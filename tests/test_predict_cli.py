@@ -1,0 +1,94 @@
+"""`benchfill predict train | evaluate | score | residuals` on the real humaneval and aime25 data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from benchfill.cli import main
+from benchfill.predict import Predictor, benchmark_targets
+
+
+def test_target_is_standardized_irt_difficulty_that_tracks_failure_rate(shared_data):
+    lab = benchmark_targets("humaneval", shared_data)
+    assert len(lab) == 164 and lab.z.mean() == pytest.approx(0, abs=1e-9) and lab.z.std() == pytest.approx(1)
+    m = lab.matrices["humaneval"]
+    fail = 1 - m.correct.sum(0) / m.trials.sum(0)
+    assert np.corrcoef(fail, lab.z)[0, 1] > 0.95
+    aime = benchmark_targets("aime25", shared_data)
+    assert len(aime) == 15 and all(i.startswith("2025-I-") for i in aime.ids)  # the matrix covers AIME I only
+
+
+def test_train_save_score_with_a_stated_uncertainty(shared_data, tmp_path, capsys):
+    out = tmp_path / "he.json"
+    rc = main(["predict", "train", "--benchmark", "humaneval", "--data-dir", str(shared_data),
+               "--families", "length,structural,embedding", "--embedder", "hashing", "--out", str(out)])
+    assert rc == 0
+    assert "10-fold rho" in capsys.readouterr().out
+    pred = Predictor.load(out)
+    assert 0.5 < pred.residual_sd < 1.2  # z units: a real but partial signal
+    items = tmp_path / "new.jsonl"
+    new = [{"id": "n1", "prompt": "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n"},
+           {"id": "n2", "prompt": "def solve(grid: list[list[int]]) -> int:\n    \"\"\"" + "Count the regions. " * 40}]
+    items.write_text("\n".join(json.dumps(x) for x in new) + "\n")
+    scored = tmp_path / "scored.jsonl"
+    assert main(["predict", "score", "--predictor", str(out), "--items", str(items), "--out", str(scored)]) == 0
+    rows = [json.loads(ln) for ln in scored.read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["n1", "n2"]
+    assert rows[0]["z"] < rows[1]["z"]  # the short one-liner is predicted easier than the long puzzle
+    assert rows[0]["sd"] == pytest.approx(pred.residual_sd)
+    sc = pred.scales["humaneval"]
+    assert rows[0]["difficulty"] == pytest.approx(sc["mean"] + sc["sd"] * rows[0]["z"])
+    assert rows[0]["axis_sd"] == pytest.approx(sc["sd"] * pred.residual_sd / (sc["b_max"] - sc["b_min"]))
+    # the library call the pre-screen will use gives the same answer for one item dict
+    one = pred.predict_item(new[0])
+    assert one.z == pytest.approx(rows[0]["z"]) and one.benchmark == "humaneval"
+    # residuals of another benchmark against the saved predictor (no K-fold inside a 15-item set)
+    assert main(["predict", "residuals", "--benchmark", "aime25", "--data-dir", str(shared_data),
+                 "--predictor", str(out), "--threshold", "0", "--json"]) == 0
+    flags = json.loads(capsys.readouterr().out)
+    assert len(flags) == 15 and all(f["residual"] == pytest.approx(f["z"] - f["z_hat"]) for f in flags)
+
+
+def test_evaluate_each_family_and_the_auc_table(shared_data, capsys):
+    rc = main(["predict", "evaluate", "--benchmark", "humaneval", "--data-dir", str(shared_data), "--each",
+               "--families", "length,structural", "--folds", "5", "--json"])
+    assert rc == 0
+    res = json.loads(capsys.readouterr().out)
+    fams = [r["families"] for r in res["results"]]
+    assert fams == [["random"], ["length"], ["structural"], ["length", "structural"]]
+    by = {"+".join(r["families"]): r for r in res["results"]}
+    assert by["length+structural"]["rho_mean"] > by["random"]["rho_mean"] + 0.2
+    assert all(len(r["per_fold"]) == 5 for r in res["results"])
+    auc = {a["predictor"].split(" ")[0]: a for a in res["response_auc"]}
+    assert auc["oracle"]["auc"] > auc["predicted"]["auc"] > auc["constant"]["auc"] > 0.6
+    assert auc["constant"]["pacc"] == 0.0
+
+
+def test_residual_flags_on_aime25_list_items_with_their_text(shared_data, capsys):
+    rc = main(["predict", "residuals", "--benchmark", "aime25", "--data-dir", str(shared_data),
+               "--families", "length,structural", "--threshold", "1.0", "--json"])
+    assert rc == 0
+    flags = json.loads(capsys.readouterr().out)
+    assert flags and [f["rank"] for f in flags] == list(range(1, len(flags) + 1))
+    scores = [abs(f["score"]) for f in flags]
+    assert scores == sorted(scores, reverse=True) and min(scores) >= 1.0
+    for f in flags:
+        assert f["item_id"].startswith("2025-I-") and f["excerpt"]
+        assert f["residual"] == pytest.approx(f["z"] - f["z_hat"])
+        assert ("harder" in f["reading"]) == (f["residual"] > 0)
+
+
+def test_bad_input_gives_one_line_errors(shared_data, tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["predict", "score", "--predictor", str(bad), "--items", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "not a predictor file" in err and str(bad) in err
+    assert main(["predict", "evaluate", "--benchmark", "humaneval", "--data-dir", str(shared_data),
+                 "--split", "category", "--families", "length"]) == 2
+    assert "needs a category" in capsys.readouterr().err
+    assert main(["predict", "evaluate", "--benchmark", "aime24", "--data-dir", str(shared_data)]) == 2
+    assert "no responses.csv" in capsys.readouterr().err
