@@ -129,7 +129,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int) -> d
     from benchfill.search.annotate import Annotator
     from benchfill.search.loop import GapSearch
     from benchfill.search.services import Probe
-    from benchfill.search.traffic import _stack, anchor_items
+    from benchfill.engine.backend import _stack, anchor_items
     from benchfill.sim import World
     from benchfill.sim.direct import WorldServices
     from benchfill.sim.truth import true_scale

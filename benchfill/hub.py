@@ -21,12 +21,9 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchfill.errors import DataError
-
-if TYPE_CHECKING:
-    from benchfill.benchmarks import BenchmarkSpec
 
 PREFIX = "hf:"
 ID_COLUMNS = ("id", "task_id", "question_id", "problem_id")
@@ -120,8 +117,8 @@ def load_rows(ref: HubRef, data_dir: str | Path | None = None, default_split: st
     return [dict(r) for r in ds], where
 
 
-def load_items(ref: str | HubRef, spec: BenchmarkSpec | None = None, data_dir: str | Path | None = None) -> list[dict]:
-    """Items with a string ``id`` and the spec's fields, from a Hugging Face dataset."""
+def load_items(ref: str | HubRef, spec: Any = None, data_dir: str | Path | None = None) -> list[dict]:
+    """Items with a string ``id`` and the fields of ``spec`` (a BenchmarkSpec, or None), from a Hugging Face dataset."""
     ref = parse(ref) if isinstance(ref, str) else ref
     default_split = getattr(spec, "hf_split", None) or "test"
     if spec is not None and ref.config is None and getattr(spec, "hf_config", None):

@@ -103,7 +103,7 @@ async def execute(opts: RunOptions) -> Path:
     from benchfill import coverage
     from benchfill.report import write_report
     from benchfill.search import STRATEGIES, NearDuplicateIndex, oracle_fill
-    from benchfill.search.traffic import open_backend
+    from benchfill.engine.backend import open_backend
     from benchfill.store import open_run_store
 
     if opts.strategy not in STRATEGIES:
@@ -222,7 +222,7 @@ def planned_budget(
     if have_responses is True:
         bench_items = 0
     elif have_responses == "matrix":
-        from benchfill.search.traffic import ANCHOR_ITEMS
+        from benchfill.engine.backend import ANCHOR_ITEMS
 
         bench_items = min(n_items, ANCHOR_ITEMS)
     else:
@@ -307,7 +307,7 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
         trials, names = [8] * opts.sim_probes, None
     else:
         from benchfill.config import load_config
-        from benchfill.search.traffic import _require_panel
+        from benchfill.engine.backend import _require_panel
 
         cfg = load_config(opts.config)
         _require_panel(cfg, opts.config)

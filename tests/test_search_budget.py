@@ -30,7 +30,7 @@ def test_no_confirmation_and_the_oracle_plan_no_confirmation_rollouts():
 
 
 def test_a_given_matrix_places_the_panel_through_anchor_items_only():
-    from benchfill.search.traffic import ANCHOR_ITEMS
+    from benchfill.engine.backend import ANCHOR_ITEMS
 
     trials = [8] * 12
     opts = RunOptions()
@@ -46,7 +46,7 @@ def test_anchor_items_spread_over_the_difficulty_axis_and_are_deterministic():
     import numpy as np
 
     from benchfill.irt.simulate import simulate_responses
-    from benchfill.search.traffic import anchor_items
+    from benchfill.engine.backend import anchor_items
 
     sim = simulate_responses(n_items=900, n_models=12, trials=4, seed=5)
     matrix = sim.matrix

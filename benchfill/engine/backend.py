@@ -140,7 +140,7 @@ class Backend:
                               np.array([chance[i] for i in ii], dtype=float), "probe rollouts")
 
     async def search_gap(self, g: int, gap, items, z_of, dup, show) -> GapResult:
-        from benchfill.search.record import record_child, record_round
+        from benchfill.engine.record import record_child, record_round
 
         o = self.opts
         settings = SearchSettings(o.rounds, o.parents, o.children, o.references, o.tolerance,
