@@ -124,12 +124,12 @@ class Cell:
 
 async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int) -> dict[str, Outcome]:
     from benchfill import coverage
+    from benchfill.engine.backend import _stack, anchor_items
     from benchfill.irt import fit as irt_fit
     from benchfill.search import SearchSettings, baseline_search, benchfill_search, oracle_fill
     from benchfill.search.annotate import Annotator
     from benchfill.search.loop import GapSearch
     from benchfill.search.services import Probe
-    from benchfill.engine.backend import _stack, anchor_items
     from benchfill.sim import World
     from benchfill.sim.direct import WorldServices
     from benchfill.sim.truth import true_scale

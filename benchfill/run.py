@@ -101,9 +101,9 @@ async def execute(opts: RunOptions) -> Path:
     import numpy as np
 
     from benchfill import coverage
+    from benchfill.engine.backend import open_backend
     from benchfill.report import write_report
     from benchfill.search import STRATEGIES, NearDuplicateIndex, oracle_fill
-    from benchfill.engine.backend import open_backend
     from benchfill.store import open_run_store
 
     if opts.strategy not in STRATEGIES:

@@ -216,9 +216,9 @@ def test_without_a_margin_nothing_is_far():
 
 
 def test_backend_confirm_labels_its_rollouts_and_leaves_the_shared_phase_alone():
+    from benchfill.engine.backend import Backend, TrafficServices
     from benchfill.search.loop import Child, GapResult
     from benchfill.search.services import Spend
-    from benchfill.engine.backend import Backend, TrafficServices
 
     world = World({"c": 0.2})
 

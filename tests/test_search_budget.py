@@ -45,8 +45,8 @@ def test_a_given_matrix_places_the_panel_through_anchor_items_only():
 def test_anchor_items_spread_over_the_difficulty_axis_and_are_deterministic():
     import numpy as np
 
-    from benchfill.irt.simulate import simulate_responses
     from benchfill.engine.backend import anchor_items
+    from benchfill.irt.simulate import simulate_responses
 
     sim = simulate_responses(n_items=900, n_models=12, trials=4, seed=5)
     matrix = sim.matrix
