@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from sqlmodel import select
 
 from benchfill import calling_module
@@ -118,7 +119,8 @@ def release(
         if previous and semver_key(previous[-1]) >= key:
             raise BenchfillError(f"version {version} is not newer than the latest release {previous[-1]} in {bench_dir}")
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        rows, z_before, z_after, added = _rows(board, version, now)
+        record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version)
+        rows, z_before, z_after, added = _rows(board, version, now, record)
         prev_dir = bench_dir / previous[-1] if previous else None
         carry = carry_forward(
             rows, _load_rows(prev_dir) if prev_dir else {}, previous[-1] if previous else "",
@@ -138,6 +140,7 @@ def release(
             "seed": board.store.get_meta("seed"),
             "backend": board.store.get_meta("backend"),
             "simulated": any(r["simulated"] for r in rows),
+            "scale_of_record": record.describe(),
         }
         before, after = coverage_figures(z_before), coverage_figures(z_after)
         meta["coverage"] = {"before": before, "after": after}
@@ -170,6 +173,7 @@ def release(
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        record.write(bench_dir)  # the first release of a benchmark fixes its scale; later ones reuse it
         with board.store.session() as s:
             s.add(Release(version=version, path=str(target), manifest_sha256=digest))
         top_log = bench_dir / "CHANGELOG.md"
@@ -182,15 +186,13 @@ def release(
                              changed=carry.changed)  # fmt: skip
 
 
-def _rows(board: ReviewBoard, version: str, now: str) -> tuple[list[dict], list[float], list[float], list[str]]:
-    from benchfill.irt.fit import IrtFit
-
-    fit_path = board.run_dir / "fit.json"
-    if not fit_path.is_file():
-        raise DataError(f"{fit_path}: the run has no IRT fit of the original benchmark")
-    fit = IrtFit.load(fit_path)
+def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
+          ) -> tuple[list[dict], list[float], list[float], list[str]]:
+    fit = _run_fit(board.run_dir)
+    to_record = record.mapping(fit, board.run_dir)
     pos = {item_id: i for i, item_id in enumerate(fit.item_ids)}
-    z = fit.z
+    b_rec = [record.b.get(i, to_record(float(b))) for i, b in zip(fit.item_ids, fit.difficulty, strict=True)]
+    z = [record.z(b) for b in b_rec]
     with board.store.session() as s:
         originals = list(s.exec(select(Item).where(Item.origin == "original")))
     if not originals:
@@ -206,7 +208,7 @@ def _rows(board: ReviewBoard, version: str, now: str) -> tuple[list[dict], list[
         row = {**fields, **base, "origin": "original", "proposed_at": None}
         if it.id in pos:
             i = pos[it.id]
-            row.update(difficulty=float(fit.difficulty[i]), difficulty_se=float(fit.difficulty_se[i]),
+            row.update(difficulty=float(b_rec[i]), difficulty_se=float(fit.difficulty_se[i]),
                        z=float(z[i]), difficulty_source="irt_fit")  # fmt: skip
             z_before.append(float(z[i]))
         rows.append(row)
@@ -217,6 +219,9 @@ def _rows(board: ReviewBoard, version: str, now: str) -> tuple[list[dict], list[
         rec = board.entry(item_id).record
         ann, conf, gap = rec.get("annotated") or {}, rec.get("confirmed") or {}, rec.get("gap") or {}
         best, source = (conf, "confirmed") if conf.get("z") is not None else (ann, "annotated")
+        if best.get("difficulty") is not None:  # onto the scale of record, as the originals
+            b_new = to_record(float(best["difficulty"]))
+            best = {**best, "difficulty": b_new, "z": record.z(b_new)}
         fields = _fields(item_id, res.edited_fields or rec["child"])
         reviews = [{"reviewer": d.reviewer, "decision": d.decision, "reason": d.reason,
                     "at": d.created_at.isoformat(timespec="seconds")} for d in res.decisions]  # fmt: skip
@@ -241,6 +246,86 @@ def _rows(board: ReviewBoard, version: str, now: str) -> tuple[list[dict], list[
         if best.get("z") is not None:
             z_after.append(float(best["z"]))
     return rows, z_before, z_after, added
+
+
+def _run_fit(run_dir: Path):
+    from benchfill.irt.fit import IrtFit
+
+    fit_path = run_dir / "fit.json"
+    if not fit_path.is_file():
+        raise DataError(f"{fit_path}: the run has no IRT fit of the original benchmark")
+    return IrtFit.load(fit_path)
+
+
+@dataclass
+class ScaleOfRecord:
+    """One difficulty scale per benchmark: the IRT fit of the run its first release came from.
+
+    Every later release, whatever run it comes from, places the original items where the record has
+    them (so the same items give the same "before" figures in every release) and maps a new run's
+    difficulties onto the record by least squares over the original items both fits share."""
+
+    b: dict[str, float]  # original item id -> difficulty on the record's logit scale
+    b_min: float
+    b_max: float
+    run_id: str
+    established_in: str
+    shared: int = 0
+    intercept: float = 0.0
+    slope: float = 1.0
+
+    FILE = "scale_of_record.json"
+
+    @classmethod
+    def read(cls, bench_dir: Path) -> ScaleOfRecord | None:
+        path = bench_dir / cls.FILE
+        if not path.is_file():
+            return None
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+            return cls({str(k): float(v) for k, v in d["b"].items()}, float(d["b_min"]), float(d["b_max"]),
+                       str(d["run_id"]), str(d["established_in"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"{path}: not a scale of record ({exc})") from None
+
+    @classmethod
+    def from_run(cls, run_dir: Path, version: str) -> ScaleOfRecord:
+        fit = _run_fit(run_dir)
+        b = {i: float(v) for i, v in zip(fit.item_ids, fit.difficulty, strict=True)}
+        return cls(b, float(fit.b_min), float(fit.b_max), run_dir.resolve().name, version)
+
+    def z(self, b: float) -> float:
+        span = self.b_max - self.b_min
+        return 0.5 if span <= 0 else (b - self.b_min) / span
+
+    def mapping(self, fit, run_dir: Path):
+        """b on this run's fit -> b on the record (the identity for the record's own run)."""
+        if run_dir.resolve().name == self.run_id:
+            self.shared = len(self.b)
+            return lambda b: b
+        pairs = [(float(v), self.b[i]) for i, v in zip(fit.item_ids, fit.difficulty, strict=True) if i in self.b]
+        if len(pairs) < 3:
+            raise DataError(f"{run_dir}: shares {len(pairs)} original items with the scale of record of run "
+                            f"{self.run_id}; at least 3 are needed to map its difficulties onto that scale")
+        x, y = np.array(pairs).T
+        slope, intercept = np.polyfit(x, y, 1) if np.ptp(x) > 0 else (1.0, np.mean(y - x))
+        self.slope, self.intercept = float(slope), float(intercept)
+        self.shared = len(pairs)
+        return lambda b: self.intercept + self.slope * b
+
+    def describe(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "established_in": self.established_in, "b_min": self.b_min,
+                "b_max": self.b_max, "shared_items": self.shared, "intercept": self.intercept, "slope": self.slope}
+
+    def write(self, bench_dir: Path) -> None:
+        path = bench_dir / self.FILE
+        if path.exists():
+            return
+        tmp = bench_dir / f".{self.FILE}.tmp"
+        tmp.write_text(json.dumps({"b": self.b, "b_min": self.b_min, "b_max": self.b_max, "run_id": self.run_id,
+                                   "established_in": self.established_in}, indent=1), encoding="utf-8")
+        tmp.chmod(0o644)
+        tmp.replace(path)
 
 
 def _mkdir_public(path: Path) -> None:

@@ -85,7 +85,7 @@ def test_existing_version_is_refused_and_nothing_changes(tmp_path, shared_data):
         release(run, "v1.1")
     after = {p: p.read_bytes() for p in first.path.rglob("*") if p.is_file()}
     assert after == before
-    assert sorted(p.name for p in first.path.parent.iterdir()) == ["1.0.0", "CHANGELOG.md"]  # no temp left
+    assert sorted(p.name for p in first.path.parent.iterdir()) == ["1.0.0", "CHANGELOG.md", "scale_of_record.json"]  # no temp left
 
 
 def test_tampering_is_detected_by_the_manifest(tmp_path, shared_data):
@@ -106,3 +106,46 @@ def test_tampering_is_detected_by_the_manifest(tmp_path, shared_data):
 def test_semver_ordering():
     assert semver_key("1.0.0-rc.1") < semver_key("1.0.0") < semver_key("1.0.1") < semver_key("1.10.0")
     assert semver_key("1.0.0-alpha") < semver_key("1.0.0-alpha.1") < semver_key("1.0.0-beta")
+
+
+def test_one_scale_of_record_per_benchmark(tmp_path, shared_data):
+    """Releases from two runs whose fits sit on different scales: the originals keep the first
+    release's difficulties, so their "before" figures are the same, and the second run's items are
+    mapped onto that scale through the original items both fits share."""
+    from benchfill.irt.fit import IrtFit
+
+    first = make_run(tmp_path, shared_data, "run-a")
+    second = make_run(tmp_path, shared_data, "run-b")
+    fit = IrtFit.load(second / "fit.json")  # the same items, measured on a stretched, shifted scale
+    fit.difficulty = 2.0 * fit.difficulty + 1.0
+    fit.b_min, fit.b_max = 2.0 * fit.b_min + 1.0, 2.0 * fit.b_max + 1.0
+    fit.save(second / "fit.json")
+    _review(first)
+    _review(second)
+    out = tmp_path / "releases"
+    a = release(first, "1.0.0", out=out)
+    b = release(second, "1.1.0", out=out)
+    rows = {v: {r["id"]: r for r in map(json.loads, (p.path / "data" / "test.jsonl").read_text().splitlines())}
+            for v, p in (("a", a), ("b", b))}
+    for item_id, row in rows["a"].items():
+        if row["origin"] == "original":
+            assert rows["b"][item_id]["z"] == pytest.approx(row["z"], abs=1e-9)
+            assert rows["b"][item_id]["difficulty"] == pytest.approx(row["difficulty"], abs=1e-9)
+    card_a, card_b = ((p.path / "README.md").read_text() for p in (a, b))
+
+    def before(card: str) -> list[str]:  # the "before" column of the card's coverage table
+        table = card.split("| figure | before | after |")[1].split("![")[0]
+        return [ln.split("|")[2] for ln in table.splitlines() if ln.startswith("| ") and "---" not in ln]
+
+    assert before(card_a) == before(card_b)
+    assert "scale of record of aime24 is the IRT fit of run `run-a`" in card_b
+    assert "b_record = -0.5000 + 0.5000 b_run" in card_b  # by hand: b_run = 2 b + 1
+    # A new item of the second run is placed through the same map: b_record = -0.5 + 0.5 b_run.
+    rec = json.loads((out / "aime24" / "scale_of_record.json").read_text())
+    new_b = [r for r in rows["b"].values() if r["origin"] == "generated" and r["released_in"] == "1.1.0"]
+    assert new_b
+    for r in new_b:
+        b_rec = -0.5 + 0.5 * r["confirmed_difficulty"]
+        assert r["difficulty"] == pytest.approx(b_rec, abs=1e-9)
+        assert r["z"] == pytest.approx((b_rec - rec["b_min"]) / (rec["b_max"] - rec["b_min"]), abs=1e-9)
+    assert (out / "aime24" / "scale_of_record.json").is_file()

@@ -92,6 +92,7 @@ accepted in human review ({meta["release_rule"]}). Made by benchfill from run `{
 
 Normalized IRT difficulty z on the original benchmark's scale (0 = easiest original item,
 1 = hardest). New items are placed by their confirmed difficulty where there is one, else the annotated one.
+{_scale_line(meta)}
 
 | figure | before | after |
 | --- | --- | --- |
@@ -114,6 +115,19 @@ Every row of `{DATA_FILE}` carries the benchmark's own fields and:
 
 {changelog}
 """
+
+
+def _scale_line(meta: dict[str, Any]) -> str:
+    rec = meta.get("scale_of_record")
+    if not rec:
+        return ""
+    line = (f"The scale of record of {meta['benchmark']} is the IRT fit of run `{rec['run_id']}`, fixed by its first "
+            f"release ({rec['established_in']}): every release places the original items where it does, so their "
+            "\"before\" figures are the same in every release.")
+    if meta.get("run_id") != rec["run_id"]:
+        line += (f" This release's run was mapped onto it through the {rec['shared_items']} original items both fits "
+                 f"share (b_record = {rec['intercept']:.4f} + {rec['slope']:.4f} b_run).")
+    return line + "\n"
 
 
 def changelog_entry(version: str, date: str, run_id: str, added: list[str], rule: str, before: dict, after: dict) -> str:
