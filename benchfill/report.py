@@ -17,7 +17,7 @@ import numpy as np
 
 
 def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results, oracle_z, backend: dict,
-                 matrix_source: str) -> dict[str, Any]:
+                 matrix_source: str, queue: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     from benchfill.coverage import top_k_gap_sum
     from benchfill.measure.before_after import before_after
 
@@ -78,8 +78,10 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         rep["sim_rewriter"] = backend.get("sim_rewriter")
     _write(run_dir / "report.json", json.dumps(rep, indent=1, default=_jsonable))
     _write(run_dir / "report.md", _markdown(rep))
+    # An export for spreadsheets and scripts; review itself reads the queue from the store.
     _write(run_dir / "review_queue.jsonl", "".join(
-        json.dumps(q, default=_jsonable) + "\n" for q in _review_records(results, opts, run_id, bench, fit, backend)
+        json.dumps(q, default=_jsonable) + "\n"
+        for q in (queue if queue is not None else review_records(results, opts, run_id, bench, fit, backend))
     ))
     _plots(run_dir / "plots", z, after, gaps, results, rep)
     return rep
@@ -129,6 +131,11 @@ def _isolation(bench) -> str | None:
     from evaluators import isolation_of
 
     return isolation_of(bench.spec.evaluator)
+
+
+def review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str, Any]]:
+    """One review record per chosen child (the contract of docs/contracts.md), JSON-ready."""
+    return json.loads(json.dumps(_review_records(results, opts, run_id, bench, fit, backend), default=_jsonable))
 
 
 def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str, Any]]:

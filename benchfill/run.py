@@ -166,8 +166,14 @@ async def execute(opts: RunOptions) -> Path:
                 for r in results:
                     r.mark_outside()
                     _record_gap_done(store, r)
+        from benchfill.report import review_records
+
+        # The review queue lives in the store (review and release read it there, PostgreSQL included).
+        queue = review_records(results, opts, run_id_for(opts), bench, fit, backend.summary())
+        _record_review_queue(store, queue)
         write_report(run_dir, opts=opts, run_id=run_id_for(opts), bench=bench, fit=fit, gaps=chosen_gaps,
-                     results=results, oracle_z=oracle_z, backend=backend.summary(), matrix_source=matrix_source)
+                     results=results, oracle_z=oracle_z, backend=backend.summary(), matrix_source=matrix_source,
+                     queue=queue)
     except BenchfillError:
         if fresh and not started and opts.store is None:
             # Refused before any work (bad config, endpoint down): leave no empty run directory behind.
@@ -297,6 +303,17 @@ def _record_gap_done(store, result) -> None:
                 a = result.chosen.confirmation
                 if a is not None:
                     row.confirmed_difficulty, row.confirmed_se, row.confirmed_z = a.difficulty, a.se, a.z
+                s.add(row)
+
+
+def _record_review_queue(store, records: list[dict[str, Any]]) -> None:
+    from benchfill.schema import Candidate
+
+    with store.session() as s:
+        for rec in records:
+            row = s.get(Candidate, rec["item_id"])
+            if row is not None:
+                row.review_json = json.dumps(rec)
                 s.add(row)
 
 

@@ -90,6 +90,7 @@ class Candidate(StoreTable, table=True):
     true_difficulty: float | None = None  # simulated world only; labelled as such
     flags_json: str = "[]"
     status: str = "proposed"  # "proposed" | "selected"
+    review_json: str | None = None  # a selected child's review record (docs/contracts.md), the queue's source
     created_at: datetime = Field(default_factory=now)
 
 

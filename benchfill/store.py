@@ -18,7 +18,7 @@ from benchfill.errors import ConfigError
 # migrations from its version on, in order (MIGRATIONS[v] takes version v to v + 1, the way
 # simonw/llm keeps its ordered, named migrations), and a newer one is refused. A new table needs no
 # migration (it is created where missing); a changed or added column does.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def m001_record_version(conn: Connection) -> None:
@@ -26,7 +26,16 @@ def m001_record_version(conn: Connection) -> None:
     only the version table is new (created with any other missing table)."""
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [m001_record_version]
+def m002_candidate_review_record(conn: Connection) -> None:
+    """1 -> 2: a selected candidate keeps its review record in the store (``Candidate.review_json``),
+    so review and release read the queue from the store, PostgreSQL included."""
+    if "candidate" in set(inspect(conn).get_table_names()):
+        columns = {c["name"] for c in inspect(conn).get_columns("candidate")}
+        if "review_json" not in columns:
+            conn.exec_driver_sql("ALTER TABLE candidate ADD COLUMN review_json TEXT")
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [m001_record_version, m002_candidate_review_record]
 
 
 def _url(target: str | Path) -> str:

@@ -66,3 +66,17 @@ def test_after_figures_are_the_confirmed_ones_with_an_interval(tmp_path):
     # their fitted z closely, so a chosen item's true z is comparable with the benchmark's z.
     assert all(g.get("true_z") is not None for g in rep["gaps"] if g["chosen_id"])
     assert "true difficulties on this fit's scale (simulated)" in md
+
+
+def test_the_review_queue_is_read_from_the_store(tmp_path):
+    """Review works from the store alone (as it must with a PostgreSQL store): the JSONL the report
+    writes is an export, and removing it changes nothing the board sees."""
+    from benchfill.review import ReviewBoard
+
+    d = run(RunOptions(benchmark="demo", runs_dir=str(tmp_path), sim_rewriter="kind", **FAST))
+    exported = [json.loads(x) for x in (d / "review_queue.jsonl").read_text().splitlines()]
+    (d / "review_queue.jsonl").unlink()
+    with ReviewBoard(d) as board:
+        assert [e.record for e in board.entries] == exported
+        board.decide(exported[0]["item_id"], "ann", "accept")
+        assert board.outcomes()[exported[0]["item_id"]].decisions

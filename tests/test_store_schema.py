@@ -76,3 +76,24 @@ def test_a_store_from_a_newer_benchfill_is_refused_in_one_line(tmp_path, capsys)
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "newer benchfill" in err
     assert _version(run / "store.db") == SCHEMA_VERSION + 1  # left as it was
+
+
+def test_a_version_1_store_gains_the_review_record_column(tmp_path):
+    """1 -> 2: candidates of a store written before the review queue moved into the store gain
+    ``review_json``; their rows are kept."""
+    db = tmp_path / "s.db"
+    Store(db).close()
+    with sqlite3.connect(db) as con:  # a version-1 candidate table, one row in it
+        con.execute("drop table candidate")
+        con.execute("create table candidate (id varchar primary key, gap_index integer, round integer, "
+                    "parent_id varchar, target_z float, rollouts integer, flags_json varchar, status varchar, "
+                    "judge_reason varchar, created_at datetime)")
+        con.execute("insert into candidate values ('c1', 0, 1, 'p', 0.5, 8, '[]', 'selected', '', '2026-01-01')")
+        con.execute("update schemaversion set version = 1")
+    s = Store(db)
+    assert s.schema_version == 2
+    s.close()
+    with sqlite3.connect(db) as con:
+        cols = {r[1] for r in con.execute("pragma table_info(candidate)")}
+        assert "review_json" in cols and con.execute("select id from candidate").fetchall() == [("c1",)]
+    assert _version(db) == 2

@@ -32,7 +32,7 @@ class ReviewBoard:
             raise ConfigError(f"{self.run_dir}: no such run directory")
         self.store = open_run_store(self.run_dir, create=False)
         try:
-            self.entries: list[QueueEntry] = load_queue(self.run_dir)
+            self.entries: list[QueueEntry] = load_queue(self.run_dir, self.store)
         except BenchfillError:
             self.store.close()
             raise

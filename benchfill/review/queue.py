@@ -8,6 +8,7 @@ so a malformed record is reported once, with its file and line.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +53,14 @@ class QueueEntry:
         return list(self.record.get("flags") or [])
 
 
-def load_queue(run_dir: str | Path) -> list[QueueEntry]:
-    """The run's review queue in file order; a missing or malformed file is a ``DataError``."""
+def load_queue(run_dir: str | Path, store=None) -> list[QueueEntry]:
+    """The run's review queue: from the store's selected candidates (in gap order) where the run
+    recorded them there, else from ``review_queue.jsonl`` (runs made before), in file order; a
+    missing queue or a malformed record is a ``DataError``."""
+    if store is not None:
+        entries = _from_store(store)
+        if entries:
+            return entries
     path = Path(run_dir) / QUEUE_FILE
     if not path.is_file():
         raise DataError(f"{path}: no review queue (has `benchfill run` finished for this run?)")
@@ -102,3 +109,21 @@ def marked_diff(old: str, new: str) -> str:
     for op, piece in text_diff(old, new):
         parts.append(piece if op == "=" else (f"[-{piece}-]" if op == "-" else f"{{+{piece}+}}"))
     return "".join(parts)
+
+
+def _from_store(store) -> list[QueueEntry]:
+    from benchfill.schema import Candidate
+
+    rows = store.all(Candidate, Candidate.status == "selected", Candidate.review_json.is_not(None))  # type: ignore[union-attr]
+    rows.sort(key=lambda r: (r.gap_index, r.id))
+    entries = []
+    for n, row in enumerate(rows, 1):
+        try:
+            record = json.loads(row.review_json)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"store {store.url}: candidate {row.id}: review record is not JSON ({exc.msg})") from None
+        missing = [k for k in REQUIRED if k not in record]
+        if missing:
+            raise DataError(f"store {store.url}: candidate {row.id}: review record lacks {missing[0]!r}")
+        entries.append(QueueEntry(record, n))
+    return entries
