@@ -18,15 +18,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import shared_data
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def shared_data() -> Path:
-    for cand in (os.environ.get("BENCHFILL_SHARED_DATA"), ROOT.parent / "shared" / "data", ROOT / "shared" / "data"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    sys.exit("../shared/data not found; set BENCHFILL_SHARED_DATA")
 
 
 def bench_map() -> None:

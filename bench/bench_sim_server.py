@@ -18,13 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def shared_data() -> Path:
-    here = Path(__file__).resolve().parent.parent
-    for cand in (os.environ.get("BENCHFILL_SHARED_DATA"), here.parent / "shared" / "data"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    sys.exit("../shared/data not found; set BENCHFILL_SHARED_DATA")
+from _common import shared_data
 
 
 async def drive(url: str, prompts: list[str], seconds: float, in_flight: int, n: int) -> tuple[int, int, float]:

@@ -33,15 +33,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import shared_data
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def shared_data() -> Path:
-    for cand in (os.environ.get("BENCHFILL_SHARED_DATA"), ROOT.parent / "shared" / "data", ROOT / "shared" / "data"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    sys.exit("../shared/data not found; set BENCHFILL_SHARED_DATA")
 
 
 def start_server(data: Path, benchmark: str, latency_ms: float, probes: int,

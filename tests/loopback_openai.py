@@ -22,29 +22,16 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 
-class LoopbackOpenAI:
-    def __init__(self, models=("m1",), faults=(), refuse_n=False, latency_s=0.0):
-        self.models = list(models)
-        self.faults = list(faults)  # per request, the first len(faults) attempts fail: 429/500/400/"timeout"
-        self.refuse_n = refuse_n
-        self.latency_s = latency_s
-        self.attempts: Counter = Counter()
-        self.successes: Counter = Counter()
-        self.auth_seen: list[str] = []
-        self.bodies: list[dict] = []
-        self.inflight = self.peak_inflight = 0
-        app = Starlette(routes=[Route("/v1/models", self._models),
-                                Route("/v1/chat/completions", self._chat, methods=["POST"])])
+class ThreadedServer:
+    """A Starlette app served by uvicorn in a thread on a free loopback port (a context manager)."""
+
+    def serve(self, app: Starlette) -> None:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         sock.close()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
     def __enter__(self):
         self.thread.start()
@@ -56,6 +43,25 @@ class LoopbackOpenAI:
     def __exit__(self, *exc):
         self.server.should_exit = True
         self.thread.join(5)
+
+
+class LoopbackOpenAI(ThreadedServer):
+    def __init__(self, models=("m1",), faults=(), refuse_n=False, latency_s=0.0):
+        self.models = list(models)
+        self.faults = list(faults)  # per request, the first len(faults) attempts fail: 429/500/400/"timeout"
+        self.refuse_n = refuse_n
+        self.latency_s = latency_s
+        self.attempts: Counter = Counter()
+        self.successes: Counter = Counter()
+        self.auth_seen: list[str] = []
+        self.bodies: list[dict] = []
+        self.inflight = self.peak_inflight = 0
+        self.serve(Starlette(routes=[Route("/v1/models", self._models),
+                                     Route("/v1/chat/completions", self._chat, methods=["POST"])]))
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
 
     async def _models(self, request: Request):
         return JSONResponse({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})

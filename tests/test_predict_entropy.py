@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import numpy as np
 import pytest
-import uvicorn
+from loopback_openai import ThreadedServer
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -23,33 +19,16 @@ from benchfill.predict.features import build_blocks
 PATTERNS = {"rising": [1, 2, 4, 8], "flat": None}
 
 
-class LogprobServer:
+class LogprobServer(ThreadedServer):
     """Answers /v1/chat/completions with ``logprobs.content`` and ``top_logprobs`` like vLLM/OpenAI do."""
 
     def __init__(self, no_logprobs: bool = False):
         self.no_logprobs = no_logprobs
         self.requests: list[dict] = []
-        app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        sock.close()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.serve(Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])]))
 
     def url(self, model: str) -> str:
         return f"{model}@http://127.0.0.1:{self.port}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        deadline = time.time() + 10
-        while not self.server.started and time.time() < deadline:
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(5)
 
     async def _chat(self, request: Request):
         body = await request.json()
