@@ -113,6 +113,7 @@ class Outcome:
     filled: int  # gaps whose chosen item's true z lies inside the gap
     steer_shift: float = 0.0
     filled_confirmed: int = 0  # gaps whose chosen item's confirmed z lies inside (the report's "filled")
+    conf_err: float = 0.0  # mean |confirmed z - true z| of the chosen items: the measurement's own error
 
 
 @dataclass
@@ -201,7 +202,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int) -> d
                              sum(r.spend.rollouts for r in res), sum(r.spend.model_calls for r in res),
                              sum(r.left < t < r.right for (r, _), t in zip(chosen, true_z, strict=True)),
                              float(np.mean(shifts)) if shifts else 0.0,
-                             sum(r.left < c.confirmation.z < r.right for r, c in chosen))
+                             sum(r.left < c.confirmation.z < r.right for r, c in chosen),
+                             float(np.mean([abs(c - t) for c, t in zip(conf_z, true_z, strict=True)])) if chosen else 0.0)
     r = red(oracle_fill(z, K))
     out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
@@ -269,6 +271,10 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
         devs = [np.mean([o.dev_true for c in cs for o in c.out[s]])
                 for s in ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline")]
         print(f"{label:<34}{''.join(f'{d:>12.4f}' for d in devs)}")
+    print("\nMeasurement error of the chosen items, mean |confirmed z - true z| (benchfill, mean over sets and seeds):")
+    for label in dict.fromkeys(c.label for c in cells):
+        errs = [o.conf_err for c in cells if c.label == label for o in c.out["benchfill"]]
+        print(f"{label:<34}{np.mean(errs):>12.4f}")
     print("\nShare of the oracle's true top-3 reduction, mean over sets (min set), by rewriter:")
     print(f"{'rewriter':<34}{'benchfill':>20}{'nosteer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}"
           f"{'per filled':>12}{'filled':>8}")
