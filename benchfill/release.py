@@ -118,13 +118,14 @@ def release(
         previous = _versions(bench_dir)
         if previous and semver_key(previous[-1]) >= key:
             raise BenchfillError(f"version {version} is not newer than the latest release {previous[-1]} in {bench_dir}")
-        now = datetime.now(UTC).isoformat(timespec="seconds")
+        moment = datetime.now(UTC)
+        now = moment.isoformat(timespec="seconds")
         record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version)
         rows, z_before, z_after, added = _rows(board, version, now, record)
         prev_dir = bench_dir / previous[-1] if previous else None
         carry = carry_forward(
             rows, _load_rows(prev_dir) if prev_dir else {}, previous[-1] if previous else "",
-            _manifest(prev_dir).get("released_at") if prev_dir else None, board.outcomes(), remove or {}, PROVENANCE,
+            _released_at(prev_dir) if prev_dir else None, board.outcomes(), remove or {}, PROVENANCE,
         )  # fmt: skip
         added = [i for i in added if i not in carry.before]
         z_after = z_before + [float(r["z"]) for r in rows if r["origin"] == "generated" and r.get("z") is not None]
@@ -164,7 +165,10 @@ def release(
             ecdf_plot(z_before, z_after, tmp / PLOT_FILE, f"{bench} {version}")
             (tmp / "CHANGELOG.md").write_text(changelog, encoding="utf-8")
             (tmp / "README.md").write_text(dataset_card(meta, before, after, changelog.split("\n", 2)[2]), encoding="utf-8")
-            manifest = {"benchmark": bench, "version": version, "released_at": now, "data_files": [DATA_FILE],
+            # released_at_us: the exact moment, so that a decision made in the same second as the release is
+            # still told apart (before or after) when the next release carries items forward.
+            manifest = {"benchmark": bench, "version": version, "released_at": now,
+                        "released_at_us": moment.isoformat(timespec="microseconds"), "data_files": [DATA_FILE],
                         "provenance_columns": list(PROVENANCE), "files": _hashes(tmp)}  # fmt: skip
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             digest = _sha256(tmp / MANIFEST)
@@ -326,6 +330,11 @@ class ScaleOfRecord:
                                    "established_in": self.established_in}, indent=1), encoding="utf-8")
         tmp.chmod(0o644)
         tmp.replace(path)
+
+
+def _released_at(path: Path) -> str | None:
+    m = _manifest(path)
+    return m.get("released_at_us") or m.get("released_at")
 
 
 def _mkdir_public(path: Path) -> None:

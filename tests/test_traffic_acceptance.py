@@ -110,10 +110,12 @@ def test_credentials_never_reach_store_logs_or_outputs(tmp_path, aime24, monkeyp
         assert main(["probes", "check", "--config", str(cfg)]) == 0
     serve_cfg = tmp_path / "serve.toml"  # as on a GPU host: one port per served model
     serve_cfg.write_text(cfg.read_text().replace(srv.base_url, "http://127.0.0.1:8101/v1", 1)
-                         .replace(srv.base_url, "http://127.0.0.1:8102/v1"))
+                         .replace(srv.base_url, "http://127.0.0.1:8102/v1").replace("[[probes]]", "[[probes]]\ngpu_memory_gb = 8"))
     script = tmp_path / "serve.sh"
-    assert main(["probes", "serve", "--config", str(serve_cfg), "--write", str(script)]) == 0
-    assert f'--api-key "${KEY_ENV}"' in script.read_text()
+    assert main(["probes", "serve", "--config", str(serve_cfg), "--gpus", "1x80", "--write", str(script)]) == 0
+    # The key reaches vLLM through its environment, named, never as a value or an argument (issue 17).
+    text = script.read_text()
+    assert f'VLLM_API_KEY="${KEY_ENV}"' in text and "--api-key" not in text
     store.close()
     out = capsys.readouterr()
     blobs = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
