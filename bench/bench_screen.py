@@ -93,6 +93,7 @@ def main() -> None:
     ap.add_argument("--slip", type=float, default=None, help="RewriterModel.slip (default: the world's)")
     ap.add_argument("--spot", type=int, default=None, help="ScreenSettings.spot_trials (default: the screen's)")
     ap.add_argument("--steps", type=int, default=None, help="ScreenSettings.spot_steps")
+    ap.add_argument("--first", choices=("both", "far"), default=None, help="ScreenSettings.spot_first")
     ap.add_argument("--ends", choices=("both", "far"), default=None, help="ScreenSettings.spot_ends")
     ap.add_argument("--spot-on", choices=("contenders", "all"), default=None, help="ScreenSettings.spot_on")
     args = ap.parse_args()
@@ -106,6 +107,8 @@ def main() -> None:
         screen.DEFAULT_SCREEN = replace(screen.DEFAULT_SCREEN, spot_on=args.spot_on)
     if args.steps is not None:
         screen.DEFAULT_SCREEN = replace(screen.DEFAULT_SCREEN, spot_steps=args.steps)
+    if args.first is not None:
+        screen.DEFAULT_SCREEN = replace(screen.DEFAULT_SCREEN, spot_first=args.first)
     if args.ends is not None:
         screen.DEFAULT_SCREEN = replace(screen.DEFAULT_SCREEN, spot_ends=args.ends)
     import os
@@ -138,7 +141,7 @@ def main() -> None:
     n_cal = len(order_test._MEMORY)
     print(f"bench_screen: realistic rewriter, sets {args.sets}, seeds {list(range(args.seeds))}, "
           f"T={args.rounds}, adaptive annotation + confirmation, slip {args.slip if args.slip is not None else 'default'}, "
-          f"spot trials {screen.DEFAULT_SCREEN.spot_trials} x {screen.DEFAULT_SCREEN.spot_steps} steps max ({screen.DEFAULT_SCREEN.spot_ends} ends, on "
+          f"spot trials {screen.DEFAULT_SCREEN.spot_trials} x {screen.DEFAULT_SCREEN.spot_steps} steps max ({screen.DEFAULT_SCREEN.spot_first} ends first, then {screen.DEFAULT_SCREEN.spot_ends}, on "
           f"{screen.DEFAULT_SCREEN.spot_on})")
     print(f"{'set':<12}{'kind':<10}{'children':>10}{'flagged':>10}{'unscored':>10}{'flag rate':>11}"
           f"{'scored flag rate':>18}")

@@ -162,7 +162,8 @@ def test_in_the_sim_the_search_flags_wrong_key_children_the_judge_let_through(tm
     assert all(c.annotation.order is not None for c in judged)
     assert res.chosen is not None and ORDER_FLAG not in res.chosen.flags
     spot = sum(sum(x["trials"] for x in c.annotation.spot) for c in judged)
-    assert spot > 0 and res.spend.rollouts >= spot + sum(c.annotation.rollouts for c in judged)
+    assert spot > 0 and res.spend.screen_rollouts == spot  # counted apart from annotation and confirmation
+    assert res.spend.rollouts == sum(c.annotation.rollouts for c in res.children if c.annotation)
 
 
 def test_a_chosen_order_anomaly_is_flagged_in_the_report_the_queue_and_the_review_page(tmp_path, monkeypatch):

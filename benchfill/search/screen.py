@@ -43,6 +43,7 @@ class ScreenSettings:
     spot_steps: int = 6  # at most this many steps ...
     spot_continue: float = 0.5  # ... each taken only while o is at most this (and not yet flagged)
     spot_ends: str = "both"  # "both" axis ends not asked, or only the "far" one
+    spot_first: str = "both"  # the first step asks "both" ends, or only the "far" one (cheaper, less power)
     # Which children get the spot check: "all", or "contenders" (those the adaptive annotation did
     # not rule out as far from the target; cheaper, but most wrong-key children are ruled out as far
     # and then keep only the weak screen on their annotation's probes).
@@ -96,11 +97,14 @@ async def screen_new_child(child: Any, annotator: Any, key: str, spend: Any,
             rec = screen_child(child, settings)
             if rec is None or rec["flagged"] or rec["o"] > settings.spot_continue:
                 break
+            ends = axis_ends(annotator.probes, ann.results, settings.spot_ends)  # both ends from the second step on
+        elif settings.spot_first == "far":  # a valid child usually settles on the far end alone
+            ends = axis_ends(annotator.probes, ann.results, "far")
         got = await asyncio.gather(*(annotator.services.rollouts(child.item_id, child.item, p.name, n,
                                                                  f"{key}:{p.name}:spot{step}") for p in ends))
         ann.spot += [{"probe": p.name, "ability": p.ability, "correct": int(k), "trials": n}
                      for p, k in zip(ends, got, strict=True)]
-        spend.rollouts += n * len(ends)
+        spend.screen_rollouts += n * len(ends)
     return screen_child(child, settings)
 
 
