@@ -20,7 +20,7 @@ from typing import Any
 
 from benchfill.search.annotate import Annotation, Annotator
 from benchfill.search.memory import Memory, MemoryEntry
-from benchfill.search.screen import ORDER_FLAG, prefer_unflagged, screen_child, screen_new_child
+from benchfill.search.screen import prefer_unflagged, screen_child, screen_new_child
 from benchfill.search.services import Reference, SearchServices, Spend, Verdict
 from benchfill.search.steering import Steering
 
@@ -190,7 +190,7 @@ async def benchfill_search(
             children.append(child)
             if child.item is not None:
                 items[child.item_id] = child.item
-            if child.valid and ORDER_FLAG not in child.flags:  # an order anomaly's z says little
+            if child.valid:
                 memory.add(MemoryEntry(child.item_id, child.annotation.z, "generated", child.ancestor_id))
                 response.observe(child.parent_z, child.ask, child.annotation.z,
                                  annotator.resolution_or_se(child.annotation), child.parent_id)

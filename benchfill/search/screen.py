@@ -5,8 +5,7 @@ Every child the search annotates gets its order-consistency score o (BSDProbe, A
 fixed ability, weakest first. A child with o <= alpha carries the flag ``order_anomaly``: strong
 probes failing what weak ones solve is the mark of a wrong key (the weak probes give the slip the key
 encodes), which a judge that let the child through did not see. A flagged child is never chosen
-while an unflagged valid one exists (``prefer_unflagged``), never enters the search's memory, and
-where it is chosen the flag shows in
+while an unflagged valid one exists (``prefer_unflagged``), and where it is chosen the flag shows in
 the report, the review queue and the review page.
 
 Only probes that were asked enter the test. The adaptive protocol asks a few neighbouring probes
