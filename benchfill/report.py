@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from benchfill.search.screen import order_record
+
 
 def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results, oracle_z, backend: dict,
                  matrix_source: str, queue: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -109,6 +111,7 @@ def _gap_record(r, fit) -> dict[str, Any]:
         "chosen_id": c.item_id, "parent_id": c.parent_id, "ancestor_id": c.ancestor_id, "round": c.round,
         "annotated_z": a.z, "annotated_difficulty": a.difficulty, "annotated_se": a.se, "annotated_z_se": a.z_se,
         "deviation": abs(a.z - r.target_z), "flags": c.flags, "annotation_rollouts": a.rollouts,
+        "order_consistency": order_record(c),
     })
     if c.confirmation is not None:
         k = c.confirmation
@@ -161,7 +164,7 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
             "judge": {"valid": c.verdict.valid, "reason": c.verdict.reason, "model": c.verdict.model},
             "rewriter_model": backend.get("rewriter_model"), "judge_model": backend.get("judge_model"),
             "probe_panel": backend.get("probe_panel"),
-            "flags": c.flags, "near_duplicate": c.near_duplicate,
+            "flags": c.flags, "near_duplicate": c.near_duplicate, "order_consistency": order_record(c),
             "simulated": bool(backend.get("simulated")), "isolation": isolation,
             "true_difficulty": c.true_difficulty if backend.get("simulated") else None,
             "created_at": datetime.now(UTC).isoformat(),

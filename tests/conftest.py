@@ -25,6 +25,7 @@ os.environ["HF_HOME"] = os.path.join(_CACHE_ROOT, "hf")
 for _var in ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_MODULES_CACHE"):
     os.environ.pop(_var, None)
 os.environ["MPLCONFIGDIR"] = os.path.join(_CACHE_ROOT, "matplotlib")
+os.environ["BENCHFILL_CACHE_DIR"] = os.path.join(_CACHE_ROOT, "benchfill")  # order-test calibrations (search screen)
 # inspect_ai keeps traces and sample buffers in the XDG data folder
 for _var in ("XDG_DATA_HOME", "XDG_STATE_HOME"):
     os.environ[_var] = os.path.join(_CACHE_ROOT, _var.lower())

@@ -21,6 +21,7 @@ import numpy as np
 from benchfill.errors import ConfigError
 from benchfill.search.annotate import Annotator
 from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, benchfill_search
+from benchfill.search.screen import screen_child
 from benchfill.search.services import Probe, Reference, Verdict, derive_seed
 from benchfill.search.strategies import baseline_search
 
@@ -187,6 +188,7 @@ class Backend:
         c = result.chosen
         if c.confirmation is None:
             c.confirmation = await self.confirm_child(c)
+            screen_child(c)  # the order screen again, the fresh rollouts pooled in
             result.spend.rollouts += c.confirmation.rollouts
 
     def attach_truth(self, results: list[GapResult]) -> None:

@@ -41,6 +41,8 @@ class Annotation:
     results: list[dict[str, Any]] = field(default_factory=list)  # per probe: probe, ability, correct, trials
     flags: list[str] = field(default_factory=list)
     stop: str = ""  # why the protocol stopped ("budget", "precise", "far", "fixed")
+    order: dict[str, Any] | None = None  # the order screen's record (benchfill/search/screen.py)
+    spot: list[dict[str, Any]] = field(default_factory=list)  # the screen's own rollouts (not in the estimate)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +54,8 @@ class Annotation:
             "probe_results": self.results,
             "flags": self.flags,
             "stop": self.stop,
+            "order": self.order,
+            "spot_results": self.spot,
         }
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from benchfill.search.annotate import Annotation, Annotator
 from benchfill.search.memory import Memory, MemoryEntry
+from benchfill.search.screen import prefer_unflagged, screen_child, screen_new_child
 from benchfill.search.services import Reference, SearchServices, Spend, Verdict
 from benchfill.search.steering import Steering
 
@@ -242,6 +243,7 @@ async def _confirmed_inside(c: Child, gap: GapSearch, confirm: Confirm, spend: S
     confirmed z either way, so parents and references use the better estimate."""
     if c.confirmation is None:
         c.confirmation = await confirm(c)
+        screen_child(c)  # again, with the fresh rollouts pooled in
         spend.rollouts += c.confirmation.rollouts
         memory.update(c.item_id, c.confirmation.z)
     return _inside(c, gap)
@@ -290,7 +292,7 @@ def select_posterior(children: list[Child], target_z: float, response: Steering,
     learned response says a child of its parent and ask lands (spread: the response's residual sd),
     so a child that looks on target only because few rollouts placed it there is pulled back
     toward where children like it land, and an imprecise one pays for its variance. Ties by id."""
-    valid = [c for c in children if c.valid]
+    valid = prefer_unflagged([c for c in children if c.valid])  # an order anomaly only if nothing else
     if not valid:
         return None
     _, _, tau = response.response()
@@ -310,7 +312,7 @@ def select_posterior(children: list[Child], target_z: float, response: Steering,
 
 def select_closest(children: list[Child], target_z: float) -> Child | None:
     """The valid child whose annotated difficulty is closest to the target (line 31); ties by id."""
-    valid = [c for c in children if c.valid]
+    valid = prefer_unflagged([c for c in children if c.valid])  # an order anomaly only if nothing else
     if not valid:
         return None
     return min(valid, key=lambda c: (c.deviation(target_z), c.item_id))
@@ -357,6 +359,7 @@ async def _make_child(
     child.annotation = await annotator.annotate(cid, item, key, gap.target_z, margin)
     spend.rollouts += child.annotation.rollouts
     child.flags.extend(f for f in child.annotation.flags if f not in child.flags)
+    await screen_new_child(child, annotator, key, spend)  # order consistency along the probe axis
     if check_child:
         check_child(child)
     return child

@@ -34,6 +34,7 @@ class Spend:
     """Work spent by one search, counted as it happens (cache hits count too: they were paid once)."""
 
     rollouts: int = 0
+    screen_rollouts: int = 0  # the order screen's spot checks (benchfill/search/screen.py), not in ``rollouts``
     rewriter_calls: int = 0
     judge_calls: int = 0
     failures: int = 0
@@ -45,6 +46,7 @@ class Spend:
     def to_dict(self) -> dict[str, int]:
         return {
             "rollouts": self.rollouts,
+            "screen_rollouts": self.screen_rollouts,
             "rewriter_calls": self.rewriter_calls,
             "judge_calls": self.judge_calls,
             "model_calls": self.model_calls,

@@ -7,7 +7,8 @@ and parsers (benchfill.prompts) talk to the world's own role functions (benchfil
 every rewrite reads the same prompt, references included, and every child is the same kind of
 item. What is skipped: the transport, the call cache and the evaluators. A probe's answer is graded
 as the evaluators grade the world's replies (math, multiple choice, code): correct only when it
-gives the answer the item states, so a wrong-key child earns nothing from any probe.
+gives the answer the item states: for a wrong-key child, only a wrong reply that makes the slip its
+key encodes (``World.graded_correct``, the same rule the server's replies follow).
 The run pipeline and the tests keep using the real server.
 """
 
@@ -58,10 +59,11 @@ class WorldServices:
     def graded(self, item: dict[str, Any], probe: str, n: int, seed: int) -> int:
         sim = self.world.lookup(str(item.get(self.spec.text_field, "")))
         self.rollout_count += n
-        if sim is None or not sim.valid:
-            return 0  # unknown to the world, or its stated answer is wrong: no reply matches the key
-        p = self.world.p_correct(probe, sim)
-        return sum(self.world.uniform(probe, sim.key, seed, i) < p for i in range(n))
+        if sim is None:
+            return 0  # unknown to the world: no reply matches
+        w = self.world
+        return sum(w.graded_correct(probe, sim, w.uniform(probe, sim.key, seed, i), w.uniform("slip", probe, sim.key, seed, i))
+                   for i in range(n))
 
     def panel_matrix(self, items: list[dict[str, Any]], trials: int = 8):
         """The probe panel's graded rollouts on ``items`` (the benchmark phase of a run)."""

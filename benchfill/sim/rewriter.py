@@ -44,12 +44,16 @@ class RewriterModel:
     invalid_base: float = 0.15
     invalid_slope: float = 0.0
     invalid_max: float = 0.9
+    # An invalid child's wrong key is a plausible slip: a wrong probe reply gives it with probability
+    # slip at the weakest probe, falling linearly with ability to 0 at the strongest (World.p_slip).
+    # 0 = the first world's rule: no reply ever matches a wrong key (flat correctness at 0).
+    slip: float = 0.5
     # the judge that goes with this preset
     judge_recall: float = 0.9
     judge_fpr: float = 0.05
 
     def __post_init__(self) -> None:
-        for name in ("invalid_base", "invalid_max", "judge_recall", "judge_fpr"):
+        for name in ("invalid_base", "invalid_max", "judge_recall", "judge_fpr", "slip"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"sim rewriter: {name} must lie in [0, 1], got {getattr(self, name)}")
         for name in ("perception_noise", "anchor", "share_sd", "noise", "invalid_slope"):

@@ -33,12 +33,18 @@ def solve(world: World, model: str, prompt: str, prompt_hash: str, item: SimItem
     for i in range(n):
         correct = world.uniform(model, prompt_hash, seed, i) < p
         u = world.uniform("text", model, prompt_hash, seed, i)
-        replies.append(_answer_text(world, item, correct, u))
+        # A wrong reply to an invalid item may be the very slip its stated key encodes (World.p_slip).
+        slip = not correct and not item.valid and world.uniform("slip", model, prompt_hash, seed, i) < world.p_slip(model)
+        replies.append(_answer_text(world, item, correct, u, slip))
         n_correct += correct
     return replies, n_correct
 
 
-def _answer_text(world: World, item: SimItem, correct: bool, u: float) -> str:
+def _answer_text(world: World, item: SimItem, correct: bool, u: float, slip: bool = False) -> str:
+    if slip and world.evaluator == "math":
+        return texts.math_response(item.stated, False, u)
+    if slip and world.evaluator == "multiple_choice":
+        return texts.mc_response(item.stated)
     if world.evaluator == "math":
         return texts.math_response(item.answer if correct else texts.wrong_math_answer(item.answer, item.stated, u), correct, u)
     if world.evaluator == "multiple_choice":

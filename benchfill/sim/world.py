@@ -203,6 +203,24 @@ class World:
         x = self.abilities[probe] - item.difficulty
         return item.chance + (1.0 - item.chance) / (1.0 + math.exp(-x))
 
+    def p_slip(self, probe: str) -> float:
+        """P(a wrong reply of ``probe`` gives an invalid item's stated wrong key): weaker probes make
+        the slip the key encodes more often, so the item's correctness falls along the model axis:
+        ``rewriter.slip`` at the weakest probe, falling linearly with ability to 0 at the strongest."""
+        lo, hi = min(self.abilities.values()), max(self.abilities.values())
+        if hi <= lo:
+            return self.rewriter.slip
+        return self.rewriter.slip * (hi - self.abilities[probe]) / (hi - lo)
+
+    def graded_correct(self, probe: str, item: SimItem, u_solve: float, u_slip: float) -> bool:
+        """Is one reply right against the item's STATED key? (the server's replies grade the same way)"""
+        solved = u_solve < self.p_correct(probe, item)
+        if item.valid:
+            return solved
+        if self.evaluator == "code":  # a broken test fails every program: no slip can pass it
+            return False
+        return not solved and u_slip < self.p_slip(probe)
+
     def role(self, model: str) -> str | None:
         if model in self.abilities:
             return "probe"
