@@ -292,12 +292,14 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
         print(f"{label:<34}{''.join(f'{p:>20}' for p in parts)}{per_gap:>14.0f}{per_filled:>12.0f}"
               f"{filled / (K * len(outs)):>8.2f}")
     if rollouts_ref:
-        kind = [o for c in cells if c.label == "preset kind" for o in c.out["benchfill"]]
-        if kind:
-            per_filled = sum(o.rollouts for o in kind) / max(sum(o.filled_confirmed for o in kind), 1)
-            print(f"kind: {np.mean([o.rollouts / K for o in kind]):.0f} rollouts per gap, {per_filled:.0f} per filled "
-                  f"gap (confirmed inside) vs {rollouts_ref:.0f} per gap before this change, when every chosen "
-                  f"item counted as filled (ratio {per_filled / rollouts_ref:.2f}; bar 1.20)")
+        for strategy in ("benchfill", "benchfill/paper"):
+            kind = [o for c in cells if c.label == "preset kind" for o in c.out[strategy]]
+            if kind:
+                per_filled = sum(o.rollouts for o in kind) / max(sum(o.filled_confirmed for o in kind), 1)
+                print(f"kind, {strategy}: {np.mean([o.rollouts / K for o in kind]):.0f} rollouts per gap, "
+                      f"{per_filled:.0f} per filled gap (confirmed inside; filled {sum(o.filled_confirmed for o in kind)}"
+                      f" of {K * len(kind)}) vs {rollouts_ref:.0f} per gap before this change, when every chosen item "
+                      f"counted as filled (ratio {per_filled / rollouts_ref:.2f}; bar 1.20)")
 
 
 def main() -> None:
