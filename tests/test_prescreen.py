@@ -8,7 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from benchfill.search import Annotator, GapSearch, Probe, SearchSettings, Verdict, benchfill_search, derive_seed
+from benchfill.search import (
+    Annotator,
+    GapSearch,
+    Probe,
+    SearchSettings,
+    Verdict,
+    benchfill_search,
+    derive_seed,
+)
 from benchfill.search.loop import Child
 from benchfill.search.prescreen import Line, PreScreen, train_prescreen
 from benchfill.sim import World, signal
@@ -176,3 +184,27 @@ def test_a_child_predicted_far_outside_is_not_annotated_and_is_recorded_with_its
         assert abs(zhat - gap.target_z) > (hi - lo) / 2 + ps.k * sd
     assert all(c.annotation is not None for c in res.children if c.round <= ps.warmup)
     assert all(c.item_id not in {e[0] for e in res.memory} for c in skipped)
+
+
+def test_a_run_with_the_prescreen_trains_it_once_and_records_what_it_skipped(tmp_path):
+    import json
+    import sqlite3
+
+    from benchfill.run import RunOptions, run, run_id_for
+
+    fast = dict(gaps=1, rounds=4, parents=2, children=3, references=8, sim_probes=6, progress=False)
+    off = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **fast)
+    assert "prescreen" not in off.identity()  # runs without it keep their ids
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), prescreen="on", **fast)
+    assert run_id_for(opts) != run_id_for(off)
+    d = run(opts)
+    rep = json.loads((d / "report.json").read_text())
+    ps = rep["backend"]["prescreen"]
+    assert ps["active"] and ps["reason"].startswith("on:")  # the demo's templates tell difficulty
+    db = sqlite3.connect(d / "store.db")
+    rows = db.execute("select flags_json, z, rollouts from candidate").fetchall()
+    skipped = [r for r in rows if "prescreened" in json.loads(r[0])]
+    assert len(skipped) == ps["skipped"]
+    assert all(z is None and n == 0 for _, z, n in skipped)
+    gap_spend = [json.loads(s)["spend"] for (s,) in db.execute("select state_json from gapstate")]
+    assert sum(s["prescreened"] for s in gap_spend) == ps["skipped"]
