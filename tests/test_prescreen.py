@@ -104,7 +104,7 @@ def test_line_recovers_a_known_slope_and_sd():
 def _screen_with_fit(intercept: float, slope: float, s: float) -> PreScreen:
     """A screen whose gap 0 is calibrated as zhat = intercept + slope (p - 0.5), residual sd s."""
     ps = PreScreen(lambda item: float(item["p"]), Line(0.0, 1.0, 0.0, 1.0, 0.01, 100))
-    ps._fits[0] = Line(intercept, slope, 0.5, 1e12, s, 10**9)
+    ps._fits[(0, 3)] = Line(intercept, slope, 0.5, 1e12, s, 10**9)
     return ps
 
 
