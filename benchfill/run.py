@@ -117,6 +117,8 @@ async def execute(opts: RunOptions) -> Path:
         raise ConfigError(f"--steering: {opts.steering!r} is neither on nor off")
     if opts.selection not in ("posterior", "closest"):
         raise ConfigError(f"--selection: unknown rule {opts.selection!r} (choose from posterior, closest)")
+    if opts.prescreen not in ("on", "off"):
+        raise ConfigError(f"--prescreen: {opts.prescreen!r} is neither on nor off")
     if opts.resolved_backend() != "sim" and (opts.sim_rewriter or opts.sim_rewriter_knobs):
         raise ConfigError("--rewriter and --rewriter-knobs set the simulated world's rewriter; "
                           "they do nothing with --backend openai")

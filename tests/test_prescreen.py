@@ -208,3 +208,11 @@ def test_a_run_with_the_prescreen_trains_it_once_and_records_what_it_skipped(tmp
     assert all(z is None and n == 0 for _, z, n in skipped)
     gap_spend = [json.loads(s)["spend"] for (s,) in db.execute("select state_json from gapstate")]
     assert sum(s["prescreened"] for s in gap_spend) == ps["skipped"]
+
+
+def test_a_bad_prescreen_value_is_one_clear_error(tmp_path):
+    from benchfill.errors import ConfigError
+    from benchfill.run import RunOptions, run
+
+    with pytest.raises(ConfigError, match="--prescreen: 'maybe' is neither on nor off"):
+        run(RunOptions(benchmark="demo", runs_dir=str(tmp_path), prescreen="maybe", progress=False))
