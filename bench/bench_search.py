@@ -9,6 +9,11 @@ probe panel's rollouts, picks the top-3 gaps, and runs, paired on that world:
   benchfill          the defaults (adaptive annotation, target steering, confirmation)
   benchfill/nosteer  no steering (posterior selection kept)
   benchfill/paper    the paper's protocol: no steering, the child with the least annotated deviation
+  benchfill/prescreen  the defaults + the text pre-screen (benchfill/search/prescreen.py): a predictor
+                     trained on the benchmark's items and fitted z skips children whose text puts them
+                     far outside the gap; with --text-signal S the world's texts carry a difficulty
+                     signal of strength S (benchfill/sim/signal.py). Where the screen switches itself
+                     off (no usable signal), its run is the defaults' run, reused.
   baseline           best-of-N uniform parents, no references, on the rounds benchfill used per gap
   oracle             the midpoint of the then-largest gap, three times (an upper bound, no search)
 
@@ -19,6 +24,7 @@ the world's roles, no HTTP), which is what makes hundreds of cells affordable on
 
     python bench/bench_search.py --quick    # presets on the quick sets, a reduced grid (< 15 min)
     python bench/bench_search.py            # presets on all sets, the full grid on the quick sets
+    python bench/bench_search.py --quick --no-grid --text-signal 0.8   # the pre-screen's saving
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 SETS = ("demo", "aime25", "humaneval", "mbpp", "livecodebench-codegen", "cruxeval-output", "chembench")
 QUICK_SETS = ("demo", "aime25", "humaneval")
-STRATEGIES = ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline", "oracle")
+STRATEGIES = ("benchfill", "benchfill/nosteer", "benchfill/paper", "benchfill/prescreen", "baseline", "oracle")
 K = 3
 # The grid around the realistic preset: drift (the bias references cannot cancel), share, noise, references.
 GRID = {"drift": (-1.0, 0.0, 1.0), "share": (0.25, 0.6), "noise": (0.4, 1.0), "anchor": (0.5, 0.0)}
@@ -112,6 +118,9 @@ class Outcome:
     calls: int  # rewriter + judge
     filled: int  # gaps whose chosen item's true z lies inside the gap
     steer_shift: float = 0.0
+    prescreened: int = 0  # children the pre-screen kept from annotation
+    false_skips: int = 0  # ... of which the true z lay inside the gap
+    screen_on: bool = False  # did the pre-screen find a usable signal (else its run is the defaults')
     filled_confirmed: int = 0  # gaps whose chosen item's confirmed z lies inside (the report's "filled")
     conf_err: float = 0.0  # mean |confirmed z - true z| of the chosen items: the measurement's own error
 
@@ -124,13 +133,15 @@ class Cell:
     out: dict[str, list[Outcome]] = field(default_factory=dict)
 
 
-async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int) -> dict[str, Outcome]:
+async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
+                   text_signal: float = 0.0) -> dict[str, Outcome]:
     from benchfill import coverage
     from benchfill.engine.backend import _stack, anchor_items
     from benchfill.irt import fit as irt_fit
     from benchfill.search import SearchSettings, baseline_search, benchfill_search, oracle_fill
     from benchfill.search.annotate import Annotator
     from benchfill.search.loop import GapSearch
+    from benchfill.search.prescreen import train_prescreen
     from benchfill.search.services import Probe
     from benchfill.sim import World
     from benchfill.sim.direct import WorldServices
@@ -139,10 +150,11 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int) -> d
     spec = bench.spec
     world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
                              answer_field=spec.answer_field, matrix=bench.matrix, seed=seed,
-                             rewriter=preset, rewriter_knobs=knobs)
+                             rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal)
     services = WorldServices(world, spec, seed)
+    bench_items = world.original_items()  # the texts as the world serves them (with their signal, if any)
     # As a run does: the panel's rollouts join the given matrix on anchor items (all items without one).
-    anchors = bench.items if bench.matrix is None else anchor_items(bench.matrix, bench.items)
+    anchors = bench_items if bench.matrix is None else anchor_items(bench.matrix, bench_items)
     panel = services.panel_matrix(anchors)
     matrix = panel if bench.matrix is None else _stack(bench.matrix, panel)
     fit = irt_fit(matrix, engine="map", seed=seed)
@@ -151,21 +163,25 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int) -> d
     chance = float(np.median(fit.chance)) if len(fit.chance) else 0.0
     ids = list(fit.item_ids)
     z = np.asarray(fit.z, dtype=float)
-    by_id = {it["id"]: it for it in bench.items}
+    by_id = {it["id"]: it for it in bench_items}
     items = {i: by_id[i] for i in ids if i in by_id}
     z_of = {i: float(v) for i, v in zip(ids, z, strict=True) if i in by_id}
     gaps = coverage.gaps(z, k=K, item_ids=ids)
     before = coverage.top_k_gap_sum(z, K)
     scale = true_scale(world, fit)
 
+    # As a run with --prescreen on does: one predictor per run, on the benchmark's items and fitted z.
+    screen = train_prescreen(items, z_of, text_field=spec.text_field, seed=seed)
+
     def red(zs: list[float]) -> float:
         return 1 - coverage.top_k_gap_sum(np.concatenate([z, zs]), K) / before if zs else 0.0
 
     async def strategy(label: str, rounds_matched=None):
         ann = Annotator(services, probes, chance, fit.b_min, fit.b_max, "adaptive")
-        settings = SearchSettings(rounds=rounds, steering=label == "benchfill",
+        settings = SearchSettings(rounds=rounds, steering=label in ("benchfill", "benchfill/prescreen"),
                                   selection="closest" if label in ("benchfill/paper", "baseline") else "posterior")
-        gs = [GapSearch(g, gap.left, gap.right, items, z_of) for g, gap in enumerate(gaps)]
+        gs = [GapSearch(g, gap.left, gap.right, items, z_of, screen if label == "benchfill/prescreen" else None)
+              for g, gap in enumerate(gaps)]
         async def confirm(c):
             return await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}", c.annotation.difficulty)
 
@@ -187,6 +203,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int) -> d
 
     out: dict[str, Outcome] = {}
     results = {s: await strategy(s) for s in ("benchfill", "benchfill/nosteer", "benchfill/paper")}
+    # A screen that found no usable signal never fires: its run would repeat the defaults' exactly.
+    results["benchfill/prescreen"] = await strategy("benchfill/prescreen") if screen.active else results["benchfill"]
     matched = {r.gap_index: r.rounds_used for r in results["benchfill"]}
     results["baseline"] = await strategy("baseline", matched)
     for label, res in results.items():
@@ -198,10 +216,13 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int) -> d
         # a gap with no valid child: the worst a gap can do is to stay open, counted at half its width
         devs += [(r.right - r.left) / 2 for r in res if r.chosen is None]
         shifts = [r.steering["mean_shift"] for r in res if r.steering]
+        skipped = [(r, c) for r in res for c in r.children if "prescreened" in c.flags]
+        false = sum(r.left < scale.z(world.true_difficulty(str(c.item[spec.text_field]))) < r.right
+                    for r, c in skipped)
         out[label] = Outcome(red(true_z), red(conf_z), red(ann_z), float(np.mean(devs)),
                              sum(r.spend.rollouts for r in res), sum(r.spend.model_calls for r in res),
                              sum(r.left < t < r.right for (r, _), t in zip(chosen, true_z, strict=True)),
-                             float(np.mean(shifts)) if shifts else 0.0,
+                             float(np.mean(shifts)) if shifts else 0.0, len(skipped), false, screen.active,
                              sum(r.left < c.confirmation.z < r.right for r, c in chosen),
                              float(np.mean([abs(c - t) for c, t in zip(conf_z, true_z, strict=True)])) if chosen else 0.0)
     r = red(oracle_fill(z, K))
@@ -209,10 +230,11 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int) -> d
     return out
 
 
-def run_cell(label: str, preset: str, knobs: dict, set_name: str, bench, seeds: list[int], rounds: int) -> Cell:
+def run_cell(label: str, preset: str, knobs: dict, set_name: str, bench, seeds: list[int], rounds: int,
+             text_signal: float = 0.0) -> Cell:
     cell = Cell(label, set_name, list(seeds))
     for seed in seeds:
-        got = asyncio.run(run_seed(bench, preset, knobs, seed, rounds))
+        got = asyncio.run(run_seed(bench, preset, knobs, seed, rounds, text_signal))
         for k, v in got.items():
             cell.out.setdefault(k, []).append(v)
     return cell
@@ -263,6 +285,36 @@ def print_paired(cells: list[Cell]) -> None:
     print(f"holds in {n_ok} of {len(cells)} cells")
 
 
+def print_prescreen(cells: list[Cell], text_signal: float) -> None:
+    """benchfill/prescreen next to benchfill (the defaults), paired by seed on the same world."""
+    print(f"\nbenchfill/prescreen vs benchfill, paired by seed; text signal {text_signal:g} "
+          "(corr of the texts' latent score with true difficulty); mean [min, max] over seeds")
+    head = (f"{'rewriter':<34}{'set':<22}{'screen on':>10}{'skipped':>8}{'false':>6}{'rollouts bf/ps':>16}"
+            f"{'saved':>26}{'d true dev (ps-bf)':>27}{'in gap bf/ps':>13}")
+    print(head)
+    print("-" * len(head))
+    tot_bf = tot_ps = 0.0
+    d_all = []
+    for c in cells:
+        bf, ps = c.out["benchfill"], c.out["benchfill/prescreen"]
+        saved = np.array([1 - p.rollouts / b.rollouts if b.rollouts else 0.0 for b, p in zip(bf, ps, strict=True)])
+        d_dev = np.array([p.dev_true - b.dev_true for b, p in zip(bf, ps, strict=True)])
+        tot_bf += sum(b.rollouts for b in bf)
+        tot_ps += sum(p.rollouts for p in ps)
+        d_all += list(d_dev)
+        print(f"{c.label:<34}{c.set:<22}{sum(p.screen_on for p in ps):>6}/{len(ps):<3}"
+              f"{np.mean([p.prescreened for p in ps]):>8.1f}{sum(p.false_skips for p in ps):>6}"
+              f"{np.mean([b.rollouts for b in bf]):>8.0f}/{np.mean([p.rollouts for p in ps]):<7.0f}"
+              f"{saved.mean():>+11.1%} [{saved.min():+.1%},{saved.max():+.1%}]"
+              f"{d_dev.mean():>+11.4f} [{d_dev.min():+.3f},{d_dev.max():+.3f}]"
+              f"{np.mean([b.filled for b in bf]):>7.2f}/{np.mean([p.filled for p in ps]):<5.2f}")
+    if tot_bf:
+        d = np.array(d_all)
+        print(f"all cells: rollouts saved {1 - tot_ps / tot_bf:.1%} ({tot_bf:.0f} -> {tot_ps:.0f}); "
+              f"true deviation ps - bf {d.mean():+.4f} (se {d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else 0:.4f},"
+              f" {int(np.sum(d > 1e-12))} of {d.size} seeds worse, {int(np.sum(d < -1e-12))} better)")
+
+
 def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
     print("\nMean true deviation from the target (mean over sets and seeds), by rewriter:")
     print(f"{'rewriter':<34}{'benchfill':>12}{'nosteer':>12}{'paper':>12}{'baseline':>12}")
@@ -311,6 +363,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3, help="seeds per cell (paired across strategies)")
     ap.add_argument("--max-items", type=int, help="subsample larger sets to this many items (default 150, quick 60)")
     ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--text-signal", type=float, default=0.0, metavar="S",
+                    help="the simulated texts' difficulty signal, a correlation in [0, 1] (default 0: none)")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
@@ -319,7 +373,8 @@ def main() -> None:
     seeds = list(range(args.seeds))
     grid = QUICK_GRID if args.quick else GRID
     print(f"bench_search: top-{K} gaps, T={args.rounds} R=4 C=4 L=16, 12 probes x 8 trials, adaptive annotation "
-          f"+ confirmation; seeds {seeds}; sets {', '.join(sets)} (max {max_items} items)", flush=True)
+          f"+ confirmation; seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
+          f"text signal {args.text_signal:g}", flush=True)
     t_all = time.perf_counter()
     benches = {}
     for name in dict.fromkeys([*sets, *QUICK_SETS]):
@@ -334,12 +389,13 @@ def main() -> None:
     cells = []
     for i, (label, preset, knobs, s) in enumerate(jobs, 1):
         t0 = time.perf_counter()
-        cells.append(run_cell(label, preset, knobs, s, benches[s][0], seeds, args.rounds))
+        cells.append(run_cell(label, preset, knobs, s, benches[s][0], seeds, args.rounds, args.text_signal))
         print(f"[{i}/{len(jobs)}] {label} on {s} ({benches[s][1]}): {time.perf_counter() - t0:.0f} s",
               file=sys.stderr, flush=True)
     print()
     print_cells(cells)
     print_paired(cells)
+    print_prescreen(cells, args.text_signal)
     print_summary(cells, args.rollouts_ref)
     print(f"\ntotal {time.perf_counter() - t_all:.0f} s")
 

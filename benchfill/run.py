@@ -49,6 +49,7 @@ class RunOptions:
     selection: str = "posterior"  # "posterior" | "closest" (the paper's rule)
     rounds_matched: int | None = None  # baseline: T_g to match (default: rounds)
     near_duplicate: float = 90.0
+    prescreen: str = "off"  # "on": skip children whose text puts them far outside the gap (search/prescreen.py)
     sim_probes: int = 12
     sim_latency_ms: float = 0.0
     sim_rewriter: str | None = None  # sim backend: rewriter preset (default realistic), docs/sim-rewriter.md
@@ -73,6 +74,8 @@ class RunOptions:
         for k in ("runs_dir", "store", "run_id", "progress", "data_dir", "allow_unconfined"):
             d.pop(k)
         d["backend"] = self.resolved_backend()
+        if self.prescreen == "off":  # added later: runs without it keep the ids they had
+            d.pop("prescreen")
         return d
 
 
@@ -114,6 +117,8 @@ async def execute(opts: RunOptions) -> Path:
         raise ConfigError(f"--steering: {opts.steering!r} is neither on nor off")
     if opts.selection not in ("posterior", "closest"):
         raise ConfigError(f"--selection: unknown rule {opts.selection!r} (choose from posterior, closest)")
+    if opts.prescreen not in ("on", "off"):
+        raise ConfigError(f"--prescreen: {opts.prescreen!r} is neither on nor off")
     if opts.resolved_backend() != "sim" and (opts.sim_rewriter or opts.sim_rewriter_knobs):
         raise ConfigError("--rewriter and --rewriter-knobs set the simulated world's rewriter; "
                           "they do nothing with --backend openai")
@@ -157,6 +162,8 @@ async def execute(opts: RunOptions) -> Path:
                 text_field = bench.spec.text_field
                 dup = NearDuplicateIndex({i: str(it.get(text_field, "")) for i, it in gap_items.items()},
                                          opts.near_duplicate)
+                if opts.prescreen == "on" and opts.strategy == "benchfill":
+                    backend.train_prescreen(gap_items, z_of)
                 results = await asyncio.gather(*(
                     backend.search_gap(g, gap, gap_items, z_of, dup, show) for g, gap in enumerate(chosen_gaps)
                 ))

@@ -39,6 +39,9 @@ def register(subparsers) -> None:
                    help="pick the child with the least expected squared deviation (posterior) or the least "
                         "annotated deviation (closest, the paper's rule)")
     p.add_argument("--rounds-matched", type=int, help="baseline: rounds of budget to match (default --rounds)")
+    p.add_argument("--prescreen", choices=("on", "off"), default="off",
+                   help="skip annotating children whose text predicts a difficulty far outside the gap "
+                        "(a predictor trained on the benchmark's items; docs/predict.md)")
     p.add_argument("--near-duplicate", type=float, default=90.0, help="similarity (0-100) that flags a child")
     p.add_argument("--sim-probes", type=int, default=12, help="sim backend: number of probe models")
     p.add_argument("--sim-latency-ms", type=float, default=0.0, help="sim backend: per-request latency")

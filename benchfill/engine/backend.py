@@ -81,6 +81,7 @@ class Backend:
         self.fit = None
         self.annotator: Annotator | None = None
         self.services: TrafficServices | None = None
+        self.prescreen = None  # benchfill/search/prescreen.py, trained by train_prescreen when asked for
 
     async def fit_benchmark(self):
         """The IRT fit of the benchmark, with the probe panel on the same scale."""
@@ -146,7 +147,7 @@ class Backend:
         o = self.opts
         settings = SearchSettings(o.rounds, o.parents, o.children, o.references, o.tolerance,
                                   steering=o.steering == "on", selection=o.selection)
-        gs = GapSearch(g, gap.left, gap.right, items, z_of)
+        gs = GapSearch(g, gap.left, gap.right, items, z_of, self.prescreen)
         text_field = self.bench.spec.text_field
 
         def check(child: Child) -> None:
@@ -171,6 +172,18 @@ class Backend:
         return await benchfill_search(gs, self.services, self.annotator, settings, seed=o.seed,
                                       on_child=on_child, on_round=on_round, check_child=check,
                                       confirm=self.confirm_child if o.confirm else None)
+
+    def train_prescreen(self, items, z_of) -> None:
+        """The text pre-screen of this run: one predictor on the benchmark's items and fitted z."""
+        from benchfill.search.prescreen import train_prescreen
+
+        spec = self.bench.spec
+        self.prescreen = train_prescreen(items, z_of, text_field=spec.text_field,
+                                         options_field=spec.options_field, seed=self.opts.seed)
+        if self.opts.progress:
+            import sys
+
+            print(f"pre-screen {self.prescreen.reason}", file=sys.stderr, flush=True)
 
     async def confirm_child(self, c: Child):
         """Fresh rollouts (another seed) on a child, on the probes most informative at its estimate
@@ -213,6 +226,8 @@ class Backend:
                                "rewriter_model": self.config.rewriter.model, "judge_model": self.config.judge.model}
         if self.rc is not None:
             out["traffic"] = self.rc.stats.as_dict()
+        if self.prescreen is not None:
+            out["prescreen"] = self.prescreen.summary()
         if self.world is not None:
             out["simulated"] = True
             out["sim_rewriter"] = {"preset": self.world.rewriter_preset, "knobs": self.world.rewriter.to_dict()}

@@ -20,6 +20,7 @@ from typing import Any
 
 from benchfill.search.annotate import Annotation, Annotator
 from benchfill.search.memory import Memory, MemoryEntry
+from benchfill.search.prescreen import PreScreen
 from benchfill.search.screen import prefer_unflagged, screen_child, screen_new_child
 from benchfill.search.services import Reference, SearchServices, Spend, Verdict
 from benchfill.search.steering import Steering
@@ -79,13 +80,14 @@ class Child:
 
 @dataclass
 class GapSearch:
-    """A gap to fill and the benchmark around it."""
+    """A gap to fill and the benchmark around it (and the text pre-screen its children pass, if any)."""
 
     gap_index: int
     left: float
     right: float
     items: dict[str, dict[str, Any]]  # benchmark item id -> fields
     z: dict[str, float]  # benchmark item id -> fitted normalized difficulty
+    prescreen: PreScreen | None = None  # benchfill/search/prescreen.py: skips children predicted far outside
 
     @property
     def target_z(self) -> float:
@@ -355,6 +357,9 @@ async def _make_child(
     child.verdict = await services.judge(item, key)
     if not child.verdict.valid:
         child.flags.append("judged_invalid")
+        return child
+    if gap.prescreen is not None and gap.prescreen.skips(child, gap):
+        spend.prescreened += 1  # flagged with its prediction; no rollouts spent
         return child
     child.annotation = await annotator.annotate(cid, item, key, gap.target_z, margin)
     spend.rollouts += child.annotation.rollouts

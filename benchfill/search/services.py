@@ -38,6 +38,7 @@ class Spend:
     rewriter_calls: int = 0
     judge_calls: int = 0
     failures: int = 0
+    prescreened: int = 0  # judged-valid children the text pre-screen kept from annotation
 
     @property
     def model_calls(self) -> int:
@@ -51,6 +52,7 @@ class Spend:
             "judge_calls": self.judge_calls,
             "model_calls": self.model_calls,
             "failures": self.failures,
+            "prescreened": self.prescreened,
         }
 
 

@@ -10,7 +10,7 @@ import json
 import random
 from typing import Any
 
-from benchfill.sim import texts
+from benchfill.sim import signal, texts
 from benchfill.sim.rewriter import anchored_aim, shown_references
 from benchfill.sim.world import SimItem, World
 
@@ -121,13 +121,14 @@ def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, ask
     for stale in ("solution", "url", "answer_index"):  # they describe the parent, not the child
         child.pop(stale, None)
     tf, af = world.text_field, world.answer_field
+    parent_text = signal.unmark(str(fields[tf])) if world.text_signal > 0 else str(fields[tf])
     u = rng.random()
     if world.evaluator == "math":
-        child[tf] = texts.rewrite_text(str(fields[tf]), rng)
+        child[tf] = texts.rewrite_text(parent_text, rng)
         true = str(rng.randint(0, 999))
         stated = true if valid else texts.wrong_math_answer(true, true, u)
     elif world.evaluator == "multiple_choice":
-        child[tf] = texts.rewrite_text(str(fields[tf]), rng)
+        child[tf] = texts.rewrite_text(parent_text, rng)
         opts = list(fields.get(world.options_field) or [])
         true_letter = parent.answer if parent is not None else str(fields.get(af, "A"))
         order = list(range(len(opts)))
@@ -137,11 +138,12 @@ def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, ask
         true = texts.letters(len(opts))[order.index(old)] if old >= 0 else true_letter
         stated = true if valid else texts.wrong_letter(true, true, len(opts), u)
     else:
-        child[tf] = texts.rewrite_docstring(str(fields[tf]), rng)
+        child[tf] = texts.rewrite_docstring(parent_text, rng)
         true = stated = str(fields.get(af, ""))
         if not valid:
             child[world.tests_field] = texts.invalid_code_test(str(fields.get(world.tests_field, "")))
     child[af] = stated
+    child[tf] = world.with_signal(str(child[tf]), b)  # its own truth's sentences (none without a signal)
     parent_id = parent.id if parent is not None else str(fields.get("id", "unknown"))
     tag = f"{rng.getrandbits(32):08x}"
     if "id" in child:

@@ -20,7 +20,7 @@ from typing import Any
 from benchfill.data import guessing_floor
 from benchfill.errors import ConfigError
 from benchfill.matrix import ResponseMatrix
-from benchfill.sim import texts
+from benchfill.sim import signal, texts
 from benchfill.sim.latent import draw_latent, probe_names
 from benchfill.sim.rewriter import DEFAULT_PRESET, RewriterModel, rewriter_model
 
@@ -69,6 +69,12 @@ class World:
     state_path: Path | None = None
     source_models: dict[str, str] = field(default_factory=dict)  # probe -> fitted model behind it
     latent_origin: str = "draw"
+    # The text's difficulty signal (benchfill/sim/signal.py): its strength in [0, 1], 0 = none, and
+    # the original items' latent mean and sd that standardize it.
+    text_signal: float = 0.0
+    signal_mean: float = 0.0
+    signal_sd: float = 1.0
+    aliases: dict[str, str] = field(default_factory=dict)  # unmarked text key -> marked key (originals)
     items: dict[str, SimItem] = field(default_factory=dict)  # key -> item
     by_id: dict[str, str] = field(default_factory=dict)  # id -> key
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -100,7 +106,7 @@ class World:
             raise ConfigError("sim: no items to build a world from")
         if n_probes < 1:
             raise ConfigError(f"sim: n_probes must be >= 1, got {n_probes}")
-        for name in ("fault_rate", "rewriter_malformed_rate"):
+        for name in ("fault_rate", "rewriter_malformed_rate", "text_signal"):
             v = knobs.get(name)
             if v is not None and not 0.0 <= v <= 1.0:
                 raise ConfigError(f"sim: {name} must lie in [0, 1], got {v}")
@@ -131,11 +137,16 @@ class World:
             rewriter_preset=preset,
             **knobs,
         )
+        world.signal_mean, world.signal_sd = float(latent.difficulty.mean()), float(latent.difficulty.std()) or 1.0
         for item_id, it, b in zip(ids, items, latent.difficulty, strict=True):
             if text_field not in it:
                 raise ConfigError(f"sim: item {item_id} lacks the text field {text_field!r}")
             answer = world._true_answer(it)
-            world._add(SimItem(texts.text_key(str(it[text_field])), item_id, dict(it), float(b),
+            fields = dict(it)
+            if world.text_signal > 0:
+                fields[text_field] = world.with_signal(str(it[text_field]), float(b))
+                world.aliases[texts.text_key(str(it[text_field]))] = texts.text_key(fields[text_field])
+            world._add(SimItem(texts.text_key(str(fields[text_field])), item_id, fields, float(b),
                                world._chance(it), answer, answer))
         world._load_state()
         return world
@@ -159,7 +170,25 @@ class World:
 
     def lookup(self, item_id_or_text: str) -> SimItem | None:
         key = self.by_id.get(item_id_or_text)
-        return self.items.get(key if key is not None else texts.text_key(item_id_or_text))
+        if key is None:
+            key = texts.text_key(item_id_or_text)
+            key = self.aliases.get(key, key)  # an original quoted without its signal sentences
+        return self.items.get(key)
+
+    def original_items(self) -> list[dict[str, Any]]:
+        """The original items' fields as this world serves them: with the text signal, their text
+        carries its sentences, and a run must use these texts for its predictor to see them."""
+        return [dict(it.fields) for it in self.items.values() if it.origin == "original"]
+
+    def with_signal(self, text: str, b: float) -> str:
+        """``text`` (without any signal sentences) marked for an item of true difficulty ``b``
+        (benchfill/sim/signal.py); unchanged when the world has no text signal. The item's own noise
+        draw is keyed by its unmarked text, apart from every other stream of the world."""
+        if self.text_signal <= 0:
+            return text
+        rng = self.rng("text-signal", texts.text_key(text))
+        s = signal.score((b - self.signal_mean) / self.signal_sd, self.text_signal, rng.gauss(0.0, 1.0))
+        return signal.mark(text, signal.cue_count(s), self.evaluator, rng)
 
     def true_difficulty(self, item_id_or_text: str) -> float:
         item = self.lookup(item_id_or_text)
