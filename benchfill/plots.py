@@ -63,19 +63,25 @@ def plot_ecdf(
             ax.set_title(title, fontsize=10, pad=14)
         ax.legend(loc="lower right", fontsize=8, frameon=False)
         fig.tight_layout()
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".ecdf-", suffix=".png", dir=path.parent)
-        os.close(fd)
-        try:
-            fig.savefig(tmp, format="png")
-            os.chmod(tmp, 0o644)  # mkstemp makes 0600; a plot is for sharing
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        return save_png(fig, path)
     finally:
         plt.close(fig)
+
+
+def save_png(fig: Any, path: str | Path) -> Path:
+    """Write ``fig`` as PNG through a temporary file and a rename (no half-written plot after a
+    kill), readable by others (mkstemp makes 0600; a plot is for sharing)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return path
 
 

@@ -7,14 +7,13 @@ written to a temporary name and renamed, so a failure leaves no half-written PNG
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from benchfill.measure.profiles import BenchmarkProfile, ItemProfile
+from benchfill.plots import save_png
 
 
 def plot_trajectories(bp: BenchmarkProfile, path: str | Path, *, items: Sequence[ItemProfile] | None = None,
@@ -44,7 +43,7 @@ def plot_trajectories(bp: BenchmarkProfile, path: str | Path, *, items: Sequence
         axes[0, 0].legend(fontsize=6, frameon=False, loc="upper left")
         fig.supxlabel("model axis position (weakest -> strongest)", fontsize=8)
         fig.tight_layout()
-        return _save(fig, path)
+        return save_png(fig, path)
     finally:
         plt.close(fig)
 
@@ -68,7 +67,7 @@ def plot_histograms(bp: BenchmarkProfile, path: str | Path, *, bins: int = 20) -
         fig.suptitle(f"{Path(bp.source).parent.name or 'benchmark'}: order-anomaly rate {rate:.1%}, "
                      f"flat {1 - len(rising) / max(len(bp.items), 1):.1%}", fontsize=9)
         fig.tight_layout()
-        return _save(fig, path)
+        return save_png(fig, path)
     finally:
         plt.close(fig)
 
@@ -80,17 +79,3 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def _save(fig, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".profile-", suffix=".png", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
