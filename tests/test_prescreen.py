@@ -216,3 +216,14 @@ def test_a_bad_prescreen_value_is_one_clear_error(tmp_path):
 
     with pytest.raises(ConfigError, match="--prescreen: 'maybe' is neither on nor off"):
         run(RunOptions(benchmark="demo", runs_dir=str(tmp_path), prescreen="maybe", progress=False))
+
+
+def test_original_items_keep_every_row_in_order_even_with_one_text_twice():
+    from benchfill.benchmarks import get_benchmark
+    from benchfill.sim import World
+
+    items = get_benchmark("demo").items
+    texts = [it["problem"] for it in items]
+    assert len(set(texts)) < len(texts)  # the demo holds two items with the same words
+    w = World.from_items(items, evaluator="math", text_field="problem", answer_field="answer", seed=0)
+    assert w.original_items() == [dict(it) for it in items]

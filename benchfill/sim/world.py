@@ -76,6 +76,7 @@ class World:
     signal_sd: float = 1.0
     aliases: dict[str, str] = field(default_factory=dict)  # unmarked text key -> marked key (originals)
     items: dict[str, SimItem] = field(default_factory=dict)  # key -> item
+    originals: list[dict[str, Any]] = field(default_factory=list)  # the original items' fields, in order
     by_id: dict[str, str] = field(default_factory=dict)  # id -> key
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -148,6 +149,7 @@ class World:
                 world.aliases[texts.text_key(str(it[text_field]))] = texts.text_key(fields[text_field])
             world._add(SimItem(texts.text_key(str(fields[text_field])), item_id, fields, float(b),
                                world._chance(it), answer, answer))
+            world.originals.append(fields)
         world._load_state()
         return world
 
@@ -177,8 +179,10 @@ class World:
 
     def original_items(self) -> list[dict[str, Any]]:
         """The original items' fields as this world serves them: with the text signal, their text
-        carries its sentences, and a run must use these texts for its predictor to see them."""
-        return [dict(it.fields) for it in self.items.values() if it.origin == "original"]
+        carries its sentences, and a run must use these texts for its predictor to see them. All of
+        them, in the benchmark's order: two items with the same text are one item to the world's
+        registry (keyed by text), but two rows of the benchmark."""
+        return [dict(f) for f in self.originals]
 
     def with_signal(self, text: str, b: float) -> str:
         """``text`` (without any signal sentences) marked for an item of true difficulty ``b``
