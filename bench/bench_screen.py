@@ -30,46 +30,26 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_search import QUICK_SETS, K, load_set  # noqa: E402
+from bench_search import QUICK_SETS, K, load_set, sim_setup  # noqa: E402
 
 
 async def screen_seed(bench, seed: int, rounds: int, slip: float | None) -> list[tuple[bool, str, dict | None, bool, int, int, bool]]:
     """(valid, status, order record, chosen, annotation rollouts, spot rollouts, contender) per judged-valid, annotated child of every gap's search."""
     from benchfill import coverage
-    from benchfill.engine.backend import _stack, anchor_items
-    from benchfill.irt import fit as irt_fit
     from benchfill.search import SearchSettings, benchfill_search
-    from benchfill.search.annotate import Annotator
     from benchfill.search.loop import GapSearch
     from benchfill.search.screen import ORDER_FLAG, order_record
-    from benchfill.search.services import Probe
-    from benchfill.sim import World
-    from benchfill.sim.direct import WorldServices
 
     spec = bench.spec
-    knobs = {} if slip is None else {"slip": slip}
-    world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
-                             answer_field=spec.answer_field, matrix=bench.matrix, seed=seed,
-                             rewriter="realistic", rewriter_knobs=knobs)
-    services = WorldServices(world, spec, seed)
-    anchors = bench.items if bench.matrix is None else anchor_items(bench.matrix, bench.items)
-    panel = services.panel_matrix(anchors)
-    matrix = panel if bench.matrix is None else _stack(bench.matrix, panel)
-    fit = irt_fit(matrix, engine="map", seed=seed)
-    ability = dict(zip(fit.models, np.asarray(fit.ability, dtype=float), strict=True))
-    probes = [Probe(p, ability[p], 8) for p in world.probes]
-    chance = float(np.median(fit.chance)) if len(fit.chance) else 0.0
-    ids = list(fit.item_ids)
-    z = np.asarray(fit.z, dtype=float)
-    by_id = {it["id"]: it for it in bench.items}
-    items = {i: by_id[i] for i in ids if i in by_id}
-    z_of = {i: float(v) for i, v in zip(ids, z, strict=True) if i in by_id}
-    ann = Annotator(services, probes, chance, fit.b_min, fit.b_max, "adaptive")
+    sim = sim_setup(bench, "realistic", {} if slip is None else {"slip": slip}, seed)
+    world, services, z, ids = sim.world, sim.services, sim.z, sim.ids
+    ann = sim.annotator()
 
     async def confirm(c):
         return await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}", c.annotation.difficulty)
 
-    gs = [GapSearch(g, gap.left, gap.right, items, z_of) for g, gap in enumerate(coverage.gaps(z, k=K, item_ids=ids))]
+    gs = [GapSearch(g, gap.left, gap.right, sim.items, sim.z_of)
+          for g, gap in enumerate(coverage.gaps(z, k=K, item_ids=ids))]
     res = await asyncio.gather(*(benchfill_search(s, services, ann, SearchSettings(rounds=rounds), seed=seed,
                                                   confirm=confirm) for s in gs))
     out = []

@@ -133,19 +133,33 @@ class Cell:
     out: dict[str, list[Outcome]] = field(default_factory=dict)
 
 
-async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
-                   text_signal: float = 0.0) -> dict[str, Outcome]:
-    from benchfill import coverage
+@dataclass
+class SimSetup:
+    """A simulated benchmark set up as a run sets it up: the world, its in-process services, the
+    panel's rollouts joined to the given matrix on anchor items, the MAP fit, the annotator's probes."""
+
+    world: object
+    services: object
+    fit: object
+    probes: list
+    chance: float
+    ids: list
+    z: np.ndarray
+    items: dict  # benchmark item id -> fields, as the world serves them
+    z_of: dict  # benchmark item id -> fitted z
+
+    def annotator(self):
+        from benchfill.search.annotate import Annotator
+
+        return Annotator(self.services, self.probes, self.chance, self.fit.b_min, self.fit.b_max, "adaptive")
+
+
+def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0.0) -> SimSetup:
     from benchfill.engine.backend import _stack, anchor_items
     from benchfill.irt import fit as irt_fit
-    from benchfill.search import SearchSettings, baseline_search, benchfill_search, oracle_fill
-    from benchfill.search.annotate import Annotator
-    from benchfill.search.loop import GapSearch
-    from benchfill.search.prescreen import train_prescreen
     from benchfill.search.services import Probe
     from benchfill.sim import World
     from benchfill.sim.direct import WorldServices
-    from benchfill.sim.truth import true_scale
 
     spec = bench.spec
     world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
@@ -166,6 +180,20 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     by_id = {it["id"]: it for it in bench_items}
     items = {i: by_id[i] for i in ids if i in by_id}
     z_of = {i: float(v) for i, v in zip(ids, z, strict=True) if i in by_id}
+    return SimSetup(world, services, fit, probes, chance, ids, z, items, z_of)
+
+
+async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
+                   text_signal: float = 0.0) -> dict[str, Outcome]:
+    from benchfill import coverage
+    from benchfill.search import SearchSettings, baseline_search, benchfill_search, oracle_fill
+    from benchfill.search.loop import GapSearch
+    from benchfill.search.prescreen import train_prescreen
+    from benchfill.sim.truth import true_scale
+
+    spec = bench.spec
+    sim = sim_setup(bench, preset, knobs, seed, text_signal)
+    world, services, fit, ids, z, items, z_of = sim.world, sim.services, sim.fit, sim.ids, sim.z, sim.items, sim.z_of
     gaps = coverage.gaps(z, k=K, item_ids=ids)
     before = coverage.top_k_gap_sum(z, K)
     scale = true_scale(world, fit)
@@ -177,7 +205,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         return 1 - coverage.top_k_gap_sum(np.concatenate([z, zs]), K) / before if zs else 0.0
 
     async def strategy(label: str, rounds_matched=None):
-        ann = Annotator(services, probes, chance, fit.b_min, fit.b_max, "adaptive")
+        ann = sim.annotator()
         settings = SearchSettings(rounds=rounds, steering=label in ("benchfill", "benchfill/prescreen"),
                                   selection="closest" if label in ("benchfill/paper", "baseline") else "posterior")
         gs = [GapSearch(g, gap.left, gap.right, items, z_of, screen if label == "benchfill/prescreen" else None)
