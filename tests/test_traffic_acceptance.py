@@ -34,8 +34,9 @@ def make_world(bench, **knobs) -> World:
                             n_probes=12, seed=11, **knobs)
 
 
-def make_panel(world: World, url: str, key_env: str | None = None) -> ProbePanel:
-    probes = [ProbeConfig(name=m, base_url=url, model=m, trials=TRIALS, concurrency=24, timeout_s=0.5,
+def make_panel(world: World, url: str, key_env: str | None = None, timeout_s: float = 0.5) -> ProbePanel:
+    # 0.5 s per attempt so that a "timeout" fault (held 1 s) costs one short wait, not the default's.
+    probes = [ProbeConfig(name=m, base_url=url, model=m, trials=TRIALS, concurrency=24, timeout_s=timeout_s,
                           api_key_env=key_env) for m in world.probes]
     return ProbePanel(probes, RetryConfig(max_attempts=15, initial_wait_s=0, max_wait_s=0, jitter_s=0))
 
@@ -52,7 +53,8 @@ def test_rollouts_recover_latent_difficulties_and_survive_faults(tmp_path, aime2
 
     world = make_world(aime24)
     with SimServer(world) as srv:
-        clean, stats = collect(Store(tmp_path / "clean.db"), make_panel(world, srv.base_url), aime24)
+        # No faults here: an ordinary timeout, so a slow reply on a loaded machine is not counted as a retry.
+        clean, stats = collect(Store(tmp_path / "clean.db"), make_panel(world, srv.base_url, timeout_s=30), aime24)
     assert stats.requests == stats.calls == 12 * 30 and stats.retries == 0
     assert clean.trials.shape == (12, 30) and (clean.trials == TRIALS).all()
     est = fit(clean, seed=0)
