@@ -14,8 +14,8 @@ Health is kept per endpoint, not per probe, so that a dead server is noticed onc
 it. A probe with one endpoint never ejects it (there is nowhere else to go): its traffic is exactly
 what it was before fleets, as is that of an endpoint no fleet uses.
 
-What a replica served is counted in ``tally`` (its URL -> requests, calls, failures, ejections), which
-the probe client reports as ``TrafficStats.replicas``.
+What a replica served is counted in ``tally()`` (its URL -> requests, calls, failures, ejections),
+which the probe client reports as ``TrafficStats.replicas``.
 """
 
 from __future__ import annotations
@@ -47,12 +47,12 @@ class Replica:
     """One endpoint as the fleets that use it see it: its client, its bound, its health."""
 
     def __init__(self, url: str, client: Any, bound: EndpointBound, policy: FleetPolicy,
-                 counts: dict[str, int], clock: Callable[[], float] = time.monotonic):
+                 tally: Callable[[], dict[str, dict[str, int]]], clock: Callable[[], float] = time.monotonic):
         self.url = url
         self.client = client
         self.bound = bound
         self.policy = policy
-        self.counts = counts
+        self.tally = tally  # looked up at each count: the caller may start its counts afresh
         self.clock = clock
         self.models: set[str] = set()  # what its health check looks for
         self.ejectable = False  # only a replica of a fleet of two or more is ever taken out
@@ -64,6 +64,14 @@ class Replica:
         self.check: asyncio.Task | None = None
         self._timer: asyncio.TimerHandle | None = None  # the health check due at the cool-down's end
         self._watchers: list[Callable[[], None]] = []  # fleets to wake when it goes out or comes back
+
+    @property
+    def counts(self) -> dict[str, int]:
+        tally = self.tally()
+        counts = tally.get(self.url)
+        if counts is None:
+            counts = tally[self.url] = new_tally()
+        return counts
 
     @property
     def in_service(self) -> bool:
@@ -161,6 +169,7 @@ class Fleet:
         self.replicas = replicas
         self._turn = 0
         self._sleepers: deque[asyncio.Future] = deque()
+        self._down_told = False  # the all-out warning is given once until a replica comes back
         if len(replicas) > 1:
             for r in replicas:
                 r.ejectable = True
@@ -191,7 +200,8 @@ class Fleet:
                 await asyncio.wait(checks, return_when=asyncio.FIRST_COMPLETED)
                 continue
             first = min(x.out_until for x in self.replicas if x.out_until is not None)
-            if downs == 1:
+            if not self._down_told:
+                self._down_told = True
                 log.warning("%s; waiting %.1f s for the first health check", self.down_message(),
                             max(first - self.replicas[0].clock(), 0.0))
             await self._sleep(max(first - self.replicas[0].clock(), 0.0))
@@ -247,6 +257,8 @@ class Fleet:
 
     def _wake_all(self) -> None:
         """A replica went out or came back (rare): every sleeper's choice may change."""
+        if any(r.in_service for r in self.replicas):
+            self._down_told = False
         sleepers, self._sleepers = self._sleepers, deque()
         for fut in sleepers:
             if not fut.done():

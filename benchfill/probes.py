@@ -26,7 +26,7 @@ import numpy as np
 from benchfill.cache import CallCache, make_call, request_json, request_key
 from benchfill.config import Config, FleetPolicy, ProbeConfig, RetryConfig, key_from_env
 from benchfill.errors import EndpointError
-from benchfill.fleet import Fleet, Replica, new_tally
+from benchfill.fleet import Fleet, FleetDown, Replica, new_tally
 from benchfill.grading import Grading
 from benchfill.limits import endpoint_bound
 from benchfill.matrix import ResponseMatrix
@@ -124,9 +124,11 @@ class ProbeHttp:
     aiohttp client (``DefaultAioHttpClient``), the probe's replicas chosen by ``benchfill.fleet``,
     retries in ``benchfill.retry``, reply checks."""
 
-    def __init__(self, panel: ProbePanel, tally: dict[str, dict[str, int]] | None = None):
+    def __init__(self, panel: ProbePanel, tally: Callable[[], dict[str, dict[str, int]]] | None = None):
         self.panel = panel
-        self.tally = {} if tally is None else tally  # endpoint URL -> its counts (TrafficStats.replicas)
+        counts: dict[str, dict[str, int]] = {}
+        # endpoint URL -> its counts (TrafficStats.replicas), looked up at each count
+        self.tally = tally if tally is not None else (lambda: counts)
         self.clients: dict[tuple[str, str | None], Any] = {}
         self.bounds: dict[str, Any] = {}  # endpoint -> its benchfill.limits bound in this event loop
         self.fleets: dict[str, Fleet] = {}  # probe name -> its replicas
@@ -152,7 +154,8 @@ class ProbeHttp:
                         base_url=url, api_key=key_from_env(p.api_key_env) or "EMPTY",
                         max_retries=0, timeout=p.timeout_s, http_client=http)
                     replicas[key] = Replica(url, self.clients[key], self.bounds[url], self.panel.fleets,
-                                            self.tally.setdefault(url, new_tally()))
+                                            self.tally)
+                    self.tally().setdefault(url, new_tally())  # listed from the start, served or not
                 replicas[key].models.add(p.model)
                 mine.append(replicas[key])
             self.fleets[p.name] = Fleet(p.name, mine)
@@ -260,7 +263,7 @@ class RolloutClient:
         # Flushed every 1,024 calls or every second, whichever comes first.
         self.cache = CallCache(store, flush_every=1024)
         self.stats = TrafficStats()
-        self.http = ProbeHttp(panel, self.stats.replicas)
+        self.http = ProbeHttp(panel, lambda: self.stats.replicas)  # self.stats may be replaced
         self.grading = Grading(evaluator, spec, workers=grade_workers)
         # Keyed by the probe's key_endpoint (its one URL, or its fleet): all replicas run one server.
         self._single: set[str] = {p.key_endpoint for p in panel.probes if not p.supports_n}
@@ -365,7 +368,8 @@ class RolloutClient:
             if not _is_call_error(exc):
                 raise
             self.stats.failures += 1
-            return Rollout(item["id"], p.name, 0, 0, key, error=f"probe {p.name} at {_where(p)}: {_describe(exc)}")
+            said = str(exc) if isinstance(exc, FleetDown) else f"probe {p.name} at {_where(p)}: {_describe(exc)}"
+            return Rollout(item["id"], p.name, 0, 0, key, error=said)
         correct = await self.grading.count_correct(item, texts)
         return Rollout(item["id"], p.name, correct, len(texts), key, cached=cached)
 
@@ -432,7 +436,7 @@ def _is_call_error(exc: BaseException) -> bool:
 
 
 def _where(p: ProbeConfig) -> str:
-    return p.base_url if p.replicas is None else f"fleet {p.key_endpoint} ({len(p.replicas)} replicas)"
+    return p.base_url if p.replicas is None else f"{p.key_endpoint} ({len(p.replicas)} replicas)"
 
 
 def _describe(exc: BaseException) -> str:

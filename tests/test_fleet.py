@@ -257,3 +257,19 @@ def test_probes_serve_refuses_a_fleet_in_one_line(tmp_path):
     cfg.write_text('[[probes]]\nname = "p1"\nmodel = "m1"\nreplicas = ["http://127.0.0.1:8001/v1"]\n')
     with pytest.raises(ConfigError, match=r"^probes.p1.replicas: probes serve plans one server per model"):
         placement.servers(load_config(cfg))
+
+
+def test_the_fleet_docs_example_and_readme_snippet_load(tmp_path):
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for doc in ("docs/fleets.md", "README.md"):
+        blocks = [b for b in re.findall(r"```toml\n(.*?)```", (root / doc).read_text(), re.S) if "replicas" in b]
+        assert blocks, doc
+        (tmp_path / "cfg.toml").write_text(blocks[0])
+        cfg = load_config(tmp_path / "cfg.toml")
+        fleet = next(p for p in cfg.probes if p.is_fleet)
+        assert fleet.endpoints == [("http://10.0.0.11:8000/v1", 32), ("http://10.0.0.12:8000/v1", 64)]
+        assert fleet.key_endpoint == "fleet:qwen3-8b"
+        assert cfg.fleets == FleetPolicy()  # the defaults the page lists are the defaults
