@@ -168,7 +168,8 @@ class Fleet:
         self.probe = probe
         self.replicas = replicas
         self._turn = 0
-        self._sleepers: deque[asyncio.Future] = deque()
+        self._sleepers: deque[asyncio.Future] = deque()  # attempts waiting for a slot
+        self._awaiting: deque[asyncio.Future] = deque()  # attempts waiting for a replica to come back
         self._down_told = False  # the all-out warning is given once until a replica comes back
         if len(replicas) > 1:
             for r in replicas:
@@ -183,28 +184,28 @@ class Fleet:
             await r.bound.take()
             r.counts["requests"] += 1
             return r
-        downs = 0
+        checked = 0  # health checks this attempt has seen end while every replica was out
         while True:
             r = self._pick(avoid)
             if r is not None:
                 r.counts["requests"] += 1
                 return r
             if any(x.in_service for x in self.replicas):
-                await self._sleep()
+                await self._sleep(self._sleepers)  # full: the first slot freed on any replica
                 continue
-            downs += 1
-            if downs > 2:  # a cool-down and its health check waited for, and still nothing
-                raise FleetDown(self.down_message())
             checks = [c for c in (x.due_check() for x in self.replicas) if c is not None]
+            if checked and (not checks or checked >= len(self.replicas)):
+                raise FleetDown(self.down_message())  # a cool-down and its health check waited for, in vain
             if checks:
                 await asyncio.wait(checks, return_when=asyncio.FIRST_COMPLETED)
+                checked += 1
                 continue
             first = min(x.out_until for x in self.replicas if x.out_until is not None)
+            left = max(first - self.replicas[0].clock(), 0.0)
             if not self._down_told:
                 self._down_told = True
-                log.warning("%s; waiting %.1f s for the first health check", self.down_message(),
-                            max(first - self.replicas[0].clock(), 0.0))
-            await self._sleep(max(first - self.replicas[0].clock(), 0.0))
+                log.warning("%s; waiting %.1f s for the first health check", self.down_message(), left)
+            await self._sleep(self._awaiting, left)  # a freed slot of a replica out of service is no news
 
     def release(self, r: Replica, ok: bool | None, detail: str = "") -> None:
         r.bound.release()
@@ -233,9 +234,10 @@ class Fleet:
             return best
         return None
 
-    async def _sleep(self, timeout: float | None = None) -> None:
+    @staticmethod
+    async def _sleep(queue: deque[asyncio.Future], timeout: float | None = None) -> None:
         fut = asyncio.get_running_loop().create_future()
-        self._sleepers.append(fut)
+        queue.append(fut)
         try:
             if timeout is None:
                 await fut
@@ -259,7 +261,8 @@ class Fleet:
         """A replica went out or came back (rare): every sleeper's choice may change."""
         if any(r.in_service for r in self.replicas):
             self._down_told = False
-        sleepers, self._sleepers = self._sleepers, deque()
-        for fut in sleepers:
-            if not fut.done():
-                fut.set_result(None)
+        for queue in (self._sleepers, self._awaiting):
+            while queue:
+                fut = queue.popleft()
+                if not fut.done():
+                    fut.set_result(None)

@@ -203,7 +203,9 @@ def test_a_fleet_that_is_all_down_says_so_in_one_line_and_stops(tmp_path):
     msg = str(err.value)
     assert "\n" not in msg and "probe p-m1: all 2 replicas are out of service" in msg
     assert all(u in msg for u in urls) and "health check failed" in msg
-    assert time.monotonic() - t0 < 15  # a few cool-downs of 0.2-1 s, not a spin or a hang
+    # each attempt waited for a cool-down and its health check (three attempts: 0.2 + 0.4 + 0.8 s at
+    # least), neither failing on the spot nor hanging
+    assert 1.4 <= time.monotonic() - t0 < 15
 
 
 def test_a_replica_that_comes_back_is_taken_back_after_its_health_check(tmp_path):
@@ -273,3 +275,38 @@ def test_the_fleet_docs_example_and_readme_snippet_load(tmp_path):
         assert fleet.endpoints == [("http://10.0.0.11:8000/v1", 32), ("http://10.0.0.12:8000/v1", 64)]
         assert fleet.key_endpoint == "fleet:qwen3-8b"
         assert cfg.fleets == FleetPolicy()  # the defaults the page lists are the defaults
+
+
+def test_slots_freed_on_replicas_out_of_service_do_not_cut_the_wait_short():
+    """All replicas out, requests still finishing on them: their freed slots are no news to an attempt
+    waiting for the cool-down and the health check; it fails with FleetDown only after those."""
+    import openai
+
+    from benchfill.fleet import Fleet, FleetDown, Replica
+    from benchfill.limits import endpoint_bound
+
+    policy = FleetPolicy(eject_after=1, cooldown_s=0.3, max_cooldown_s=0.3, health_timeout_s=1.0)
+
+    async def go():
+        counts: dict = {}
+        replicas = []
+        for url in (dead_url(), dead_url()):
+            client = openai.AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0, timeout=1)
+            replicas.append(Replica(url, client, endpoint_bound(url, 4), policy, lambda: counts))
+        fleet = Fleet("p", replicas)
+        held = [r for r in replicas for _ in range(3) if r.bound.try_take()]
+        for r in replicas:
+            r.eject("taken out by the test")
+        t0 = time.monotonic()
+        attempt = asyncio.ensure_future(fleet.acquire())
+        for r in held:  # the requests in flight on them end, one by one
+            await asyncio.sleep(0.01)
+            r.bound.release()
+        with pytest.raises(FleetDown, match="all 2 replicas are out of service"):
+            await attempt
+        waited = time.monotonic() - t0
+        for r in replicas:
+            r.close()
+            await r.client.close()
+        return waited
+    assert asyncio.run(go()) >= 0.3
