@@ -310,3 +310,40 @@ def test_slots_freed_on_replicas_out_of_service_do_not_cut_the_wait_short():
             await r.client.close()
         return waited
     assert asyncio.run(go()) >= 0.3
+
+
+def test_back_pressure_and_bad_requests_never_take_a_replica_out(tmp_path):
+    # every request meets two 429s wherever it goes, then succeeds: busy, not sick
+    with LoopbackOpenAI(faults=[429, 429]) as a, LoopbackOpenAI(faults=[429, 429]) as b:
+        res, stats = run(Store(tmp_path / "s.db"), fleet_panel([a.base_url, b.base_url],
+                                                               policy=FAST.model_copy(update={"eject_after": 2})))
+    assert stats.failures == 0 and stats.retries > 12 and len(res) == 12
+    assert all(c["ejections"] == 0 and c["failures"] == 0 for c in stats.replicas.values())
+    with LoopbackOpenAI(models=("other",)) as a, LoopbackOpenAI(models=("other",)) as b:  # 404: our mistake
+        res, stats = run(Store(tmp_path / "t.db"), fleet_panel([a.base_url, b.base_url],
+                                                               policy=FAST.model_copy(update={"eject_after": 1})),
+                         strict=False)
+    assert all(r.error and "HTTP 404" in r.error for r in res)
+    assert all(c["ejections"] == 0 for c in stats.replicas.values())
+
+
+def test_a_replica_failing_half_its_attempts_is_taken_out_by_its_error_rate():
+    from benchfill.fleet import Replica
+
+    policy = FleetPolicy(eject_after=10, error_rate=0.5, window=4, cooldown_s=5)
+
+    async def go():
+        counts: dict = {}
+        r = Replica("http://x/v1", None, EndpointBound(1), policy, lambda: counts)
+        r.ejectable = True
+        seen = []
+        for ok in (False, True, True, False, True):  # never two failures in a row
+            r.outcome(ok, "HTTP 500")
+            seen.append(r.in_service)
+        r.close()
+        return r, counts, seen
+    r, counts, seen = asyncio.run(go())
+    # 1 of 3 is not yet a rate (the window is not full); 2 of 4 is; then it stays out until checked
+    assert seen == [True, True, True, False, False]
+    assert r.reason == "2 of its last 4 attempts failed, last: HTTP 500"
+    assert counts["http://x/v1"] == {"requests": 0, "calls": 3, "failures": 2, "ejections": 1}
