@@ -1,8 +1,9 @@
 """One bound on requests in flight per endpoint, shared by probes, rewriter and judge.
 
 Every model call takes a slot of its endpoint's bound before it goes out: probe calls keyed by the
-probe's ``base_url`` (each replica's own URL for a fleet, ``benchfill.fleet``), rewriter and judge calls by their ``api_base`` or, for a hosted provider
-reached through litellm, the provider's name (``openai``, ``anthropic``). A search fires gaps x
+probe's ``base_url`` (each replica's own URL for a fleet, ``benchfill.fleet``), rewriter and judge
+calls by their ``api_base`` or, for a hosted provider reached through litellm, the provider's name
+(``openai``, ``anthropic``). A search fires gaps x
 parents x children rewrites at once; the bound is what keeps that to ``concurrency`` requests at a
 time, and a rewriter served by the same vLLM server as the probes shares that server's bound.
 
