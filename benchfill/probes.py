@@ -2,7 +2,9 @@
 
 One request per (item, probe) asks for ``n`` samples with a seed, through the SDK's typed
 ``chat.completions.create`` on its aiohttp transport, all in one event loop. Requests in flight are
-bounded per endpoint (``benchfill.limits``), transient failures are retried in ``benchfill.retry``,
+bounded per endpoint (``benchfill.limits``), spread over a probe's replicas where it has several
+(``benchfill.fleet``), transient failures are retried in ``benchfill.retry`` (the HTTP side:
+``benchfill.probe_http``),
 replies are graded off the loop where that is slow (``benchfill.grading``), and every completed call
 is kept in the store's ``ModelCall`` cache under a hash of the request, so that a rerun grades the
 cached replies again without calling. Where an endpoint refuses ``n > 1``, the samples are asked
@@ -15,8 +17,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -24,20 +24,16 @@ from typing import Any
 import numpy as np
 
 from benchfill.cache import CallCache, make_call, request_json, request_key
-from benchfill.config import Config, FleetPolicy, ProbeConfig, RetryConfig, key_from_env
+from benchfill.config import Config, FleetPolicy, ProbeConfig, RetryConfig
 from benchfill.errors import EndpointError
-from benchfill.fleet import Fleet, FleetDown, Replica, new_tally
+from benchfill.fleet import FleetDown, new_tally
 from benchfill.grading import Grading
-from benchfill.limits import endpoint_bound
 from benchfill.matrix import ResponseMatrix
-from benchfill.retry import TruncatedReply, call_with_retries, is_retryable, status_of
+from benchfill.probe_http import ProbeHttp, RefusesN, describe_error
+from benchfill.retry import TruncatedReply
 from benchfill.store import Store
 
 log = logging.getLogger("benchfill.probes")
-
-# What a server says when it will not give several samples per request (vLLM with some samplers,
-# some hosted APIs): then ask one sample per request instead.
-_REFUSES_N = re.compile(r"(\bn\b|\bn=|\bn >|samples|best_of)", re.IGNORECASE)
 
 
 @dataclass
@@ -117,128 +113,6 @@ def sample_seed(seed: int, index: int) -> int:
     """A per-sample seed for endpoints that refuse ``n > 1``: distinct for each sample index."""
     h = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=4).digest()
     return int.from_bytes(h, "big") & 0x7FFFFFFF
-
-
-class ProbeHttp:
-    """The HTTP side of probe calls: one ``openai.AsyncOpenAI`` per endpoint on the SDK's supported
-    aiohttp client (``DefaultAioHttpClient``), the probe's replicas chosen by ``benchfill.fleet``,
-    retries in ``benchfill.retry``, reply checks."""
-
-    def __init__(self, panel: ProbePanel, tally: Callable[[], dict[str, dict[str, int]]] | None = None):
-        self.panel = panel
-        counts: dict[str, dict[str, int]] = {}
-        # endpoint URL -> its counts (TrafficStats.replicas), looked up at each count
-        self.tally = tally if tally is not None else (lambda: counts)
-        self.clients: dict[tuple[str, str | None], Any] = {}
-        self.bounds: dict[str, Any] = {}  # endpoint -> its benchfill.limits bound in this event loop
-        self.fleets: dict[str, Fleet] = {}  # probe name -> its replicas
-
-    def open(self) -> None:
-        """Called inside the event loop that makes the calls (the bounds belong to it)."""
-        import openai
-
-        caps = self.panel.caps()
-        self.bounds = {url: endpoint_bound(url, cap) for url, cap in caps.items()}
-        replicas: dict[tuple[str, str | None], Replica] = {}
-        for p in self.panel.probes:
-            mine = []
-            for url, _ in p.endpoints:
-                key = (url, p.api_key_env)
-                if key not in self.clients:
-                    # The SDK's aiohttp transport: at 256 requests in flight its pool costs 1.2 ms of CPU
-                    # per request against 2.8 ms for the default httpx2 pool, whose bookkeeping grows
-                    # with the connections it holds (bench/bench_traffic.py). Its 1,000 connections
-                    # exceed any bound.
-                    http = openai.DefaultAioHttpClient()
-                    self.clients[key] = openai.AsyncOpenAI(
-                        base_url=url, api_key=key_from_env(p.api_key_env) or "EMPTY",
-                        max_retries=0, timeout=p.timeout_s, http_client=http)
-                    replicas[key] = Replica(url, self.clients[key], self.bounds[url], self.panel.fleets,
-                                            self.tally)
-                    self.tally().setdefault(url, new_tally())  # listed from the start, served or not
-                replicas[key].models.add(p.model)
-                mine.append(replicas[key])
-            self.fleets[p.name] = Fleet(p.name, mine)
-
-    async def close(self) -> None:
-        for fleet in self.fleets.values():
-            for r in fleet.replicas:
-                r.close()
-        for c in self.clients.values():
-            await c.close()
-        self.clients.clear()
-
-    async def call(self, p: ProbeConfig, body: dict[str, Any], counts: Any) -> tuple[list[str], dict, float, str]:
-        """One chat completion with retries: (texts, usage, latency of the successful attempt, the
-        URL of the replica that served it).
-
-        ``counts`` gets ``requests`` (attempts) and ``retries`` added as they happen. Each attempt
-        goes to a replica of the probe's fleet (a failed one's retry to another where it can). A
-        400/422 that says ``n`` is refused raises ``RefusesN``; a call that still fails after its
-        retries raises the last error.
-        """
-        fleet = self.fleets[p.name]
-        n = body["n"]
-        args = {k: v for k, v in body.items() if k != "sample_index"}
-        failed_on: list[Replica | None] = [None]
-
-        def on_retry(state) -> None:
-            counts.retries += 1
-
-        async def attempt() -> tuple[list[str], dict, float, str]:
-            replica = await fleet.acquire(avoid=failed_on[0])  # per attempt: a backoff wait holds no slot
-            ok: bool | None = None
-            detail = ""
-            try:
-                counts.requests += 1
-                t0 = time.perf_counter()
-                texts, usage = await _complete(replica.client, p.model, args, n)
-                latency = time.perf_counter() - t0
-                ok = True
-                return texts, usage, latency, replica.url
-            except Exception as exc:
-                ok = _health(exc)
-                detail = _describe(exc)
-                raise
-            finally:
-                fleet.release(replica, ok, detail)
-                failed_on[0] = replica if ok is False else None
-
-        return await call_with_retries(attempt, self.panel.retry, on_retry)
-
-
-async def _complete(client: Any, model: str, args: dict[str, Any], n: int) -> tuple[list[str], dict]:
-    """One attempt at a chat completion with ``n`` samples: (texts, usage), or the reason it failed."""
-    import openai
-
-    try:
-        reply = await client.chat.completions.create(model=model, **args)
-    except openai.APIResponseValidationError as exc:  # a 200 whose body is not a completion
-        raise TruncatedReply(f"unreadable reply body: {str(exc).splitlines()[0][:120]}") from exc
-    except ValueError as exc:  # the body is not JSON at all (cut off on the way)
-        raise TruncatedReply(f"unreadable reply body: {exc}") from exc
-    except Exception as exc:
-        if status_of(exc) in (400, 422) and n > 1 and _REFUSES_N.search(str(exc)):
-            raise RefusesN() from exc
-        raise
-    choices = getattr(reply, "choices", None)
-    if not isinstance(choices, list):  # the SDK hands back a non-JSON body as a plain string
-        raise TruncatedReply(f"unreadable reply body ({len(str(reply))} characters)")
-    if len(choices) != n:
-        raise TruncatedReply(f"asked for {n} samples, got {len(choices)}")
-    texts = [(c.message.content if c.message is not None else None) or "" for c in choices]
-    usage = reply.usage.model_dump() if reply.usage is not None else {}
-    return texts, usage
-
-
-def _health(exc: BaseException) -> bool | None:
-    """What a failed attempt says of its replica's health: False for what a sick server does (5xx,
-    timeouts, refused or dropped connections, cut-off replies), None for the request's own fault
-    (4xx) and for back-pressure (429), which another replica would not cure."""
-    code = status_of(exc)
-    if isinstance(exc, RefusesN) or code == 429 or (code is not None and code < 500 and code != 408):
-        return None
-    return False if is_retryable(exc) else None
 
 
 _PLAN_CHUNK = 512  # calls planned (prompts, keys, cache look-up) before the first of them are sent
@@ -368,7 +242,7 @@ class RolloutClient:
             if not _is_call_error(exc):
                 raise
             self.stats.failures += 1
-            said = str(exc) if isinstance(exc, FleetDown) else f"probe {p.name} at {_where(p)}: {_describe(exc)}"
+            said = str(exc) if isinstance(exc, FleetDown) else f"probe {p.name} at {_where(p)}: {describe_error(exc)}"
             return Rollout(item["id"], p.name, 0, 0, key, error=said)
         correct = await self.grading.count_correct(item, texts)
         return Rollout(item["id"], p.name, correct, len(texts), key, cached=cached)
@@ -424,10 +298,6 @@ class RolloutClient:
                 s.execute(insert(ProbeResult.__table__), rows)  # the table: a plain executemany
 
 
-class RefusesN(Exception):
-    """The endpoint will not give several samples per request."""
-
-
 def _is_call_error(exc: BaseException) -> bool:
     """Errors that belong to one call (HTTP, transport, timeouts), not bugs in our code."""
     names = {c.__name__ for c in type(exc).__mro__}
@@ -437,17 +307,6 @@ def _is_call_error(exc: BaseException) -> bool:
 
 def _where(p: ProbeConfig) -> str:
     return p.base_url if p.replicas is None else f"{p.key_endpoint} ({len(p.replicas)} replicas)"
-
-
-def _describe(exc: BaseException) -> str:
-    code = status_of(exc)
-    msg = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
-    if code:
-        return f"HTTP {code}: {msg}"
-    cause = exc.__cause__  # the SDK's "Connection error." says nothing of why: say what it wraps
-    if cause is not None and str(cause) and str(cause) not in msg:
-        msg += f" ({cause.__class__.__name__}: {str(cause).splitlines()[0][:200]})"
-    return f"{exc.__class__.__name__}: {msg}"
 
 
 def collect_responses(store: Store, panel: ProbePanel, items: Sequence[dict], spec, *, trials: int | None = None,
