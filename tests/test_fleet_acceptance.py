@@ -155,3 +155,5 @@ def test_a_run_on_a_fleet_reports_what_each_replica_served(tmp_path):
     served = [traffic["replicas"][u]["calls"] for u in (a.base_url, b.base_url)]
     assert served == probe_calls and min(served) > 0 and sum(served) == traffic["calls"]
     assert all(c["ejections"] == 0 and c["failures"] == 0 for c in traffic["replicas"].values())
+    assert (f"Probe calls per endpoint: {a.base_url} {served[0]} served, 0 failed, 0 ejections; "
+            f"{b.base_url} {served[1]} served, 0 failed, 0 ejections.") in (d / "report.md").read_text()
