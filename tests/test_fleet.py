@@ -347,3 +347,16 @@ def test_a_replica_failing_half_its_attempts_is_taken_out_by_its_error_rate():
     assert seen == [True, True, True, False, False]
     assert r.reason == "2 of its last 4 attempts failed, last: HTTP 500"
     assert counts["http://x/v1"] == {"requests": 0, "calls": 3, "failures": 2, "ejections": 1}
+
+
+def test_a_run_starts_while_each_fleet_keeps_a_replica_up(tmp_path):
+    from benchfill.engine.backend import _require_endpoints
+
+    with LoopbackOpenAI(models=("m1",)) as up:
+        cfg = tmp_path / "cfg.toml"
+        cfg.write_text(f'[[probes]]\nname = "p1"\nmodel = "m1"\nreplicas = ["{dead_url()}", "{up.base_url}"]\n')
+        _require_endpoints(load_config(cfg), cfg)  # one replica down: the fleet still serves p1
+        down = [dead_url(), dead_url()]
+        cfg.write_text(f'[[probes]]\nname = "p1"\nmodel = "m1"\nreplicas = ["{down[0]}", "{down[1]}"]\n')
+        with pytest.raises(EndpointError, match=rf"^{cfg}: p1 at {down[0]}: unreachable: .*\(and 1 more\)"):
+            _require_endpoints(load_config(cfg), cfg)
