@@ -57,8 +57,9 @@ class FleetPolicy(BaseModel):
     error_rate: float = Field(0.5, gt=0, le=1, description="share of failed attempts in the window that "
                               "takes a replica out")
     window: int = Field(20, ge=2, description="latest attempts the error rate is taken over (only when full)")
-    cooldown_s: float = Field(10.0, ge=0, description="time out of service before a health check")
-    max_cooldown_s: float = Field(120.0, ge=0, description="cap of the cool-down, which doubles each time "
+    # Above 0: a replica whose health check fails at once would otherwise be checked in a tight loop.
+    cooldown_s: float = Field(10.0, gt=0, description="time out of service before a health check")
+    max_cooldown_s: float = Field(120.0, gt=0, description="cap of the cool-down, which doubles each time "
                                   "a replica is taken out again without having served in between")
     health_timeout_s: float = Field(10.0, gt=0, description="seconds a health check (/v1/models) may take")
 
@@ -68,8 +69,8 @@ class ProbeConfig(BaseModel):
     replicas: ``replicas = ["http://a:8000/v1", {base_url = "http://b:8000/v1", concurrency = 64}]``.
 
     Exactly one of ``base_url`` and ``replicas``. A request's cache key names the probe's
-    ``key_endpoint``, never the replica that served it: the URL for one endpoint (as before fleets),
-    ``fleet:<fleet_id or name>`` for a fleet, or ``fleet_id`` itself when it is set.
+    ``key_endpoint``, never the replica that served it: ``fleet_id`` when it is set, else the URL for
+    one endpoint (as before fleets) and ``fleet:<name>`` for a fleet.
     """
 
     model_config = ConfigDict(extra="forbid")
