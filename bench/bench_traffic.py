@@ -13,7 +13,9 @@ on its aiohttp client (``DefaultAioHttpClient``), one event loop, the store-back
 grading (multiple choice on mmlu-pro). Beside it, in the same run: the bare SDK loop on each of the
 SDK's transports (same requests, nothing else), a rerun from the cache, and, for information, the
 old figure of issue 3 (50 ms latency, 64 in flight, no jitter): there the simulated server and the
-SDK's CPU per request set the pace, not the latency. Client CPU is ``time.process_time()`` of this process over the whole timed collection
+SDK's CPU per request set the pace, not the latency. And a probe fleet (issue 15): the same
+collection against two server processes as replicas of every probe, each bounded to half the
+requests in flight, so the ideal is the same; its line says how the requests split. Client CPU is ``time.process_time()`` of this process over the whole timed collection
 (the server's is not counted, though it shares the machine); as a share of one core it is CPU
 seconds over wall seconds.
 
@@ -59,12 +61,17 @@ def start_server(data: Path, benchmark: str, latency_ms: float, probes: int,
     sys.exit("simulated server did not start")
 
 
-def panel(url: str, probes: int, trials: int, inflight: int):
+def panel(url: str | list[str], probes: int, trials: int, inflight: int):
+    """The simulated panel at one endpoint, or at a fleet of replicas (a list of URLs) sharing ``inflight``."""
     from benchfill.config import ProbeConfig, RetryConfig
     from benchfill.probes import ProbePanel
 
-    return ProbePanel([ProbeConfig(name=f"sim-probe-{j + 1:02d}", base_url=url, model=f"sim-probe-{j + 1:02d}",
-                                   trials=trials, concurrency=inflight, timeout_s=120) for j in range(probes)],
+    if isinstance(url, str):
+        where = {"base_url": url, "concurrency": inflight}
+    else:
+        where = {"replicas": url, "concurrency": max(1, inflight // len(url))}
+    return ProbePanel([ProbeConfig(name=f"sim-probe-{j + 1:02d}", model=f"sim-probe-{j + 1:02d}",
+                                   trials=trials, timeout_s=120, **where) for j in range(probes)],
                       RetryConfig(max_attempts=3, initial_wait_s=0.05, jitter_s=0.05))
 
 
@@ -97,7 +104,7 @@ class Progress:
         return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
-async def collect(url: str, args, inflight: int, items, spec, store_path: Path, seeds: list[int]):
+async def collect(url: str | list[str], args, inflight: int, items, spec, store_path: Path, seeds: list[int]):
     """Warm up, then one timed collection per seed (each seed a fresh, uncached collection)."""
     from benchfill.probes import RolloutClient
     from benchfill.store import Store
@@ -160,6 +167,7 @@ def main() -> None:
     ap.add_argument("--asyncio", action="store_true",
                     help="run the client on asyncio's loop (default: as benchfill runs it, on uvloop where installed)")
     ap.add_argument("--no-info", action="store_true", help="skip the 50 ms / 64 in flight figure")
+    ap.add_argument("--no-fleet", action="store_true", help="skip the fleet of two replicas")
     args = ap.parse_args()
 
     from benchfill import netguard
@@ -194,6 +202,18 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+    fleet = None
+    if not args.no_fleet:  # two server processes, each a replica of every probe, half the bound each
+        servers = [start_server(data, args.benchmark, 1000 * args.latency_s, args.probes,
+                                1000 * args.latency_s * args.jitter) for _ in range(2)]
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                (fleet,) = runner(collect([u for _, u in servers], args, args.inflight, items, bench.spec,
+                                          Path(tmp) / "f.db", seeds[:1]))
+        finally:
+            for p, _ in servers:
+                p.terminate()
+                p.wait(10)
     info = None
     if not args.no_info:  # issue 3's figure: 50 ms, 64 in flight, 9,600 requests
         proc, url = start_server(data, args.benchmark, 50.0, args.probes)
@@ -226,6 +246,11 @@ def main() -> None:
     for transport, (wall, cpu, n, progress) in bare.items():
         row(f"bare chat.completions.create loop ({transport})", wall, cpu, n, ideal, progress,
             "no grading, no cache, no store")
+    if fleet is not None:
+        wall, cpu, st, progress = fleet
+        split = " / ".join(str(c["calls"]) for c in st.replicas.values())
+        row("RolloutClient, fleet of 2, half bound each", wall, cpu, st.requests, ideal, progress,
+            f"calls per replica {split}, ejections {sum(c['ejections'] for c in st.replicas.values())}")
     if info is not None:
         wall, cpu, st, _ = info
         row("information: 50 ms latency, 64 in flight, n=4", wall, cpu, st.requests, 64 / 0.05, None,

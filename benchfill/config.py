@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from benchfill.data import read_mapping
 from benchfill.errors import ConfigError, validation_line
@@ -35,12 +35,51 @@ class RetryConfig(BaseModel):
     jitter_s: float = Field(0.5, ge=0)
 
 
+class ReplicaConfig(BaseModel):
+    """One replica of a probe fleet: an endpoint serving the same model, with its own bound."""
+
+    model_config = ConfigDict(extra="forbid")
+    base_url: str = Field(min_length=1, description="endpoint URL ending in /v1")
+    concurrency: int | None = Field(None, ge=1, description="requests in flight to this replica "
+                                    "(default: the probe's concurrency)")
+
+    @field_validator("base_url")
+    @classmethod
+    def _strip(cls, v: str) -> str:
+        return v.rstrip("/")
+
+
+class FleetPolicy(BaseModel):
+    """When a replica of a fleet is taken out of service and when it is asked again (docs/fleets.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    eject_after: int = Field(5, ge=1, description="consecutive failed attempts that take a replica out")
+    error_rate: float = Field(0.5, gt=0, le=1, description="share of failed attempts in the window that "
+                              "takes a replica out")
+    window: int = Field(20, ge=2, description="latest attempts the error rate is taken over (only when full)")
+    # Above 0: a replica whose health check fails at once would otherwise be checked in a tight loop.
+    cooldown_s: float = Field(10.0, gt=0, description="time out of service before a health check")
+    max_cooldown_s: float = Field(120.0, gt=0, description="cap of the cool-down, which doubles each time "
+                                  "a replica is taken out again without having served in between")
+    health_timeout_s: float = Field(10.0, gt=0, description="seconds a health check (/v1/models) may take")
+
+
 class ProbeConfig(BaseModel):
-    """One probe model behind an OpenAI-compatible endpoint (vLLM in real use)."""
+    """One probe model behind an OpenAI-compatible endpoint (vLLM in real use), or behind a fleet of
+    replicas: ``replicas = ["http://a:8000/v1", {base_url = "http://b:8000/v1", concurrency = 64}]``.
+
+    Exactly one of ``base_url`` and ``replicas``. A request's cache key names the probe's
+    ``key_endpoint``, never the replica that served it: ``fleet_id`` when it is set, else the URL for
+    one endpoint (as before fleets) and ``fleet:<name>`` for a fleet.
+    """
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)
-    base_url: str = Field(min_length=1, description="endpoint URL ending in /v1")
+    base_url: str | None = Field(None, min_length=1, description="endpoint URL ending in /v1")
+    replicas: list[ReplicaConfig] | None = Field(None, min_length=1, description="endpoints serving the "
+                                                 "same model, instead of base_url")
+    fleet_id: str | None = Field(None, min_length=1, description="the model's identity in cache keys "
+                                 "(default: the URL of a single endpoint, fleet:<name> for replicas)")
     model: str = Field(min_length=1, description="served model name")
     temperature: float = Field(0.6, ge=0)
     top_p: float = Field(0.95, gt=0, le=1)
@@ -57,8 +96,43 @@ class ProbeConfig(BaseModel):
 
     @field_validator("base_url")
     @classmethod
-    def _strip(cls, v: str) -> str:
-        return v.rstrip("/")
+    def _strip(cls, v: str | None) -> str | None:
+        return v.rstrip("/") if v is not None else None
+
+    @field_validator("replicas", mode="before")
+    @classmethod
+    def _plain_urls(cls, v: Any) -> Any:
+        # a replica may be given as its URL alone
+        return [{"base_url": r} if isinstance(r, str) else r for r in v] if isinstance(v, list) else v
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ProbeConfig:
+        if (self.base_url is None) == (self.replicas is None):
+            raise ValueError("give exactly one of base_url (one endpoint) and replicas (a fleet)")
+        if self.replicas is not None:
+            urls = [r.base_url for r in self.replicas]
+            dup = next((u for u in urls if urls.count(u) > 1), None)
+            if dup is not None:
+                raise ValueError(f"replica {dup} appears twice")
+        return self
+
+    @property
+    def endpoints(self) -> list[tuple[str, int]]:
+        """(URL, bound on requests in flight) of each endpoint serving this probe, in config order."""
+        if self.replicas is None:
+            return [(self.base_url or "", self.concurrency)]
+        return [(r.base_url, r.concurrency or self.concurrency) for r in self.replicas]
+
+    @property
+    def is_fleet(self) -> bool:
+        return self.replicas is not None
+
+    @property
+    def key_endpoint(self) -> str:
+        """What cache keys name in place of an endpoint: never a replica (see the class docstring)."""
+        if self.fleet_id is not None:
+            return self.fleet_id
+        return f"fleet:{self.name}" if self.replicas is not None else (self.base_url or "")
 
 
 class LLMConfig(BaseModel):
@@ -83,6 +157,7 @@ class Config(BaseModel):
     judge: LLMConfig | None = None
     benchmark: dict[str, Any] | None = Field(None, description="a BenchmarkSpec or {name = ...}")
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    fleets: FleetPolicy = Field(default_factory=FleetPolicy, description="replica ejection (probe fleets)")
     seed: int = 0
     source: str = Field("", exclude=True)
 

@@ -178,6 +178,9 @@ def servers(cfg: Config, port_base: int = 8000, env: Mapping[str, str] = os.envi
     """One server per served model, on the port its probe's URL names (else port_base + i), sized."""
     by_model: dict[str, list] = {}
     for p in cfg.probes:
+        if p.replicas is not None:  # one server per model here; a fleet's replicas run on their own hosts
+            raise ConfigError(f"probes.{p.name}.replicas: probes serve plans one server per model; start each "
+                              "replica of a fleet on its own host (docs/fleets.md)")
         by_model.setdefault(p.model, []).append(p)
     ports = {}
     for model, probes in by_model.items():

@@ -2,7 +2,9 @@
 
 One request per (item, probe) asks for ``n`` samples with a seed, through the SDK's typed
 ``chat.completions.create`` on its aiohttp transport, all in one event loop. Requests in flight are
-bounded per endpoint (``benchfill.limits``), transient failures are retried in ``benchfill.retry``,
+bounded per endpoint (``benchfill.limits``), spread over a probe's replicas where it has several
+(``benchfill.fleet``), transient failures are retried in ``benchfill.retry`` (the HTTP side:
+``benchfill.probe_http``),
 replies are graded off the loop where that is slow (``benchfill.grading``), and every completed call
 is kept in the store's ``ModelCall`` cache under a hash of the request, so that a rerun grades the
 cached replies again without calling. Where an endpoint refuses ``n > 1``, the samples are asked
@@ -15,8 +17,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -24,30 +24,28 @@ from typing import Any
 import numpy as np
 
 from benchfill.cache import CallCache, make_call, request_json, request_key
-from benchfill.config import Config, ProbeConfig, RetryConfig, key_from_env
+from benchfill.config import Config, FleetPolicy, ProbeConfig, RetryConfig
 from benchfill.errors import EndpointError
+from benchfill.fleet import FleetDown, new_tally
 from benchfill.grading import Grading
-from benchfill.limits import endpoint_bound
 from benchfill.matrix import ResponseMatrix
-from benchfill.retry import TruncatedReply, call_with_retries, status_of
+from benchfill.probe_http import ProbeHttp, RefusesN, describe_error
+from benchfill.retry import TruncatedReply
 from benchfill.store import Store
 
 log = logging.getLogger("benchfill.probes")
-
-# What a server says when it will not give several samples per request (vLLM with some samplers,
-# some hosted APIs): then ask one sample per request instead.
-_REFUSES_N = re.compile(r"(\bn\b|\bn=|\bn >|samples|best_of)", re.IGNORECASE)
 
 
 @dataclass
 class ProbePanel:
     probes: list[ProbeConfig]
     retry: RetryConfig = field(default_factory=RetryConfig)
+    fleets: FleetPolicy = field(default_factory=FleetPolicy)
 
     @classmethod
     def from_config(cls, cfg: Config | Sequence[ProbeConfig]) -> ProbePanel:
         if isinstance(cfg, Config):
-            return cls(list(cfg.probes), cfg.retry)
+            return cls(list(cfg.probes), cfg.retry, cfg.fleets)
         return cls(list(cfg))
 
     @property
@@ -55,10 +53,12 @@ class ProbePanel:
         return [p.name for p in self.probes]
 
     def caps(self) -> dict[str, int]:
-        """Each endpoint's bound on requests in flight: the largest ``concurrency`` of its probes."""
+        """Each endpoint's bound on requests in flight: the largest ``concurrency`` asked of it
+        (a replica's own, else its probe's)."""
         caps: dict[str, int] = {}
         for p in self.probes:
-            caps[p.base_url] = max(caps.get(p.base_url, 0), p.concurrency)
+            for url, cap in p.endpoints:
+                caps[url] = max(caps.get(url, 0), cap)
         return caps
 
     def get(self, name: str) -> ProbeConfig:
@@ -91,91 +91,28 @@ class TrafficStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0  # summed over completed calls
+    # Per endpoint URL: requests (attempts), calls (served), failures, ejections (benchfill.fleet).
+    replicas: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def add(self, other: TrafficStats) -> None:
+        """Add another collection's counts to these."""
+        for k, v in other.as_dict().items():
+            if k == "replicas":
+                for url, counts in v.items():
+                    mine = self.replicas.setdefault(url, new_tally())
+                    for c, n in counts.items():
+                        mine[c] = mine.get(c, 0) + n
+            else:
+                setattr(self, k, getattr(self, k) + v)
 
 
 def sample_seed(seed: int, index: int) -> int:
     """A per-sample seed for endpoints that refuse ``n > 1``: distinct for each sample index."""
     h = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=4).digest()
     return int.from_bytes(h, "big") & 0x7FFFFFFF
-
-
-class ProbeHttp:
-    """The HTTP side of probe calls: one ``openai.AsyncOpenAI`` per endpoint on the SDK's supported
-    aiohttp client (``DefaultAioHttpClient``), retries in ``benchfill.retry``, reply checks."""
-
-    def __init__(self, panel: ProbePanel):
-        self.panel = panel
-        self.clients: dict[tuple[str, str | None], Any] = {}
-        self.bounds: dict[str, Any] = {}  # endpoint -> its benchfill.limits bound in this event loop
-
-    def open(self) -> None:
-        """Called inside the event loop that makes the calls (the bounds belong to it)."""
-        import openai
-
-        caps = self.panel.caps()
-        self.bounds = {url: endpoint_bound(url, cap) for url, cap in caps.items()}
-        for p in self.panel.probes:
-            key = (p.base_url, p.api_key_env)
-            if key in self.clients:
-                continue
-            # The SDK's aiohttp transport: at 256 requests in flight its pool costs 1.2 ms of CPU per
-            # request against 2.8 ms for the default httpx2 pool, whose bookkeeping grows with the
-            # connections it holds (bench/bench_traffic.py). Its 1,000 connections exceed any bound.
-            http = openai.DefaultAioHttpClient()
-            self.clients[key] = openai.AsyncOpenAI(
-                base_url=p.base_url, api_key=key_from_env(p.api_key_env) or "EMPTY",
-                max_retries=0, timeout=p.timeout_s, http_client=http)
-
-    async def close(self) -> None:
-        for c in self.clients.values():
-            await c.close()
-        self.clients.clear()
-
-    async def call(self, p: ProbeConfig, body: dict[str, Any], counts: Any) -> tuple[list[str], dict, float]:
-        """One chat completion with retries: (texts, usage, latency of the successful attempt).
-
-        ``counts`` gets ``requests`` (attempts) and ``retries`` added as they happen. A 400/422 that
-        says ``n`` is refused raises ``RefusesN``; a call that still fails after its retries raises
-        the last error.
-        """
-        import openai
-
-        client = self.clients[(p.base_url, p.api_key_env)]
-        bound = self.bounds[p.base_url]
-        n = body["n"]
-        args = {k: v for k, v in body.items() if k != "sample_index"}
-
-        def on_retry(state) -> None:
-            counts.retries += 1
-
-        async def attempt() -> tuple[list[str], dict, float]:
-            try:
-                async with bound:  # per attempt: a backoff wait holds no slot
-                    counts.requests += 1
-                    t0 = time.perf_counter()
-                    reply = await client.chat.completions.create(model=p.model, **args)
-                    latency = time.perf_counter() - t0
-            except openai.APIResponseValidationError as exc:  # a 200 whose body is not a completion
-                raise TruncatedReply(f"unreadable reply body: {str(exc).splitlines()[0][:120]}") from exc
-            except ValueError as exc:  # the body is not JSON at all (cut off on the way)
-                raise TruncatedReply(f"unreadable reply body: {exc}") from exc
-            except Exception as exc:
-                if status_of(exc) in (400, 422) and n > 1 and _REFUSES_N.search(str(exc)):
-                    raise RefusesN() from exc
-                raise
-            choices = getattr(reply, "choices", None)
-            if not isinstance(choices, list):  # the SDK hands back a non-JSON body as a plain string
-                raise TruncatedReply(f"unreadable reply body ({len(str(reply))} characters)")
-            if len(choices) != n:
-                raise TruncatedReply(f"asked for {n} samples, got {len(choices)}")
-            texts = [(c.message.content if c.message is not None else None) or "" for c in choices]
-            usage = reply.usage.model_dump() if reply.usage is not None else {}
-            return texts, usage, latency
-
-        return await call_with_retries(attempt, self.panel.retry, on_retry)
 
 
 _PLAN_CHUNK = 512  # calls planned (prompts, keys, cache look-up) before the first of them are sent
@@ -200,9 +137,10 @@ class RolloutClient:
         # Flushed every 1,024 calls or every second, whichever comes first.
         self.cache = CallCache(store, flush_every=1024)
         self.stats = TrafficStats()
-        self.http = ProbeHttp(panel)
+        self.http = ProbeHttp(panel, lambda: self.stats.replicas)  # self.stats may be replaced
         self.grading = Grading(evaluator, spec, workers=grade_workers)
-        self._single: set[str] = {p.base_url for p in panel.probes if not p.supports_n}
+        # Keyed by the probe's key_endpoint (its one URL, or its fleet): all replicas run one server.
+        self._single: set[str] = {p.key_endpoint for p in panel.probes if not p.supports_n}
         self._bodies: dict[str, str] = {}  # key -> the request's canonical JSON, made once per call
 
     @property
@@ -278,7 +216,8 @@ class RolloutClient:
             for p in chosen:
                 req = self._request(p, messages, trials or p.trials, seed)
                 body = request_json(req, shared)
-                key = request_key("probe", p.base_url, p.model, req, body)
+                # Never the replica: what served a request does not change its key (or its seed).
+                key = request_key("probe", p.key_endpoint, p.model, req, body)
                 plan.append((item, p, req, key))
                 self._bodies[key] = body
         return plan
@@ -289,21 +228,22 @@ class RolloutClient:
             if hit is not None:
                 self.stats.cache_hits += 1
                 texts, cached = json.loads(hit)["texts"], True
-            elif req["n"] > 1 and p.base_url in self._single:
+            elif req["n"] > 1 and p.key_endpoint in self._single:
                 texts, cached = await self._singles(p, req), False
             else:
                 try:
                     texts, cached = await self._call(p, req, key), False
                 except RefusesN:
-                    if p.base_url not in self._single:
-                        self._single.add(p.base_url)
-                        log.info("endpoint %s refuses n>1; asking one sample per request", p.base_url)
+                    if p.key_endpoint not in self._single:
+                        self._single.add(p.key_endpoint)
+                        log.info("endpoint %s refuses n>1; asking one sample per request", _where(p))
                     texts, cached = await self._singles(p, req), False
         except Exception as exc:  # noqa: BLE001  (reported per call; the batch goes on)
             if not _is_call_error(exc):
                 raise
             self.stats.failures += 1
-            return Rollout(item["id"], p.name, 0, 0, key, error=f"probe {p.name} at {p.base_url}: {_describe(exc)}")
+            said = str(exc) if isinstance(exc, FleetDown) else f"probe {p.name} at {_where(p)}: {describe_error(exc)}"
+            return Rollout(item["id"], p.name, 0, 0, key, error=said)
         correct = await self.grading.count_correct(item, texts)
         return Rollout(item["id"], p.name, correct, len(texts), key, cached=cached)
 
@@ -311,7 +251,7 @@ class RolloutClient:
         subs = []
         for k in range(req["n"]):
             sub = {**req, "n": 1, "seed": sample_seed(req["seed"], k), "sample_index": k}
-            subs.append((sub, request_key("probe", p.base_url, p.model, sub)))
+            subs.append((sub, request_key("probe", p.key_endpoint, p.model, sub)))
         hits = self.cache.get_many(k for _, k in subs)
         self.stats.cache_hits += len(hits)
 
@@ -324,12 +264,13 @@ class RolloutClient:
         return [t for part in parts for t in part]
 
     async def _call(self, p: ProbeConfig, req: dict, key: str) -> list[str]:
-        texts, usage, latency = await self.http.call(p, req, self.stats)
+        texts, usage, latency, served_by = await self.http.call(p, req, self.stats)
         self.stats.calls += 1
         self.stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
         self.stats.completion_tokens += int(usage.get("completion_tokens") or 0)
         self.stats.latency_s += latency
-        self.cache.add(make_call("probe", key, p.base_url, p.model, req, {"texts": texts, "usage": usage},
+        # The row records the replica that served it (its endpoint column); its key does not.
+        self.cache.add(make_call("probe", key, served_by, p.model, req, {"texts": texts, "usage": usage},
                                  int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
                                  latency, body_json=self._bodies.pop(key, None)))
         return texts
@@ -358,10 +299,6 @@ class RolloutClient:
                 s.execute(insert(ProbeResult.__table__), rows)  # the table: a plain executemany
 
 
-class RefusesN(Exception):
-    """The endpoint will not give several samples per request."""
-
-
 def _is_call_error(exc: BaseException) -> bool:
     """Errors that belong to one call (HTTP, transport, timeouts), not bugs in our code."""
     names = {c.__name__ for c in type(exc).__mro__}
@@ -369,15 +306,8 @@ def _is_call_error(exc: BaseException) -> bool:
         or isinstance(exc, (asyncio.TimeoutError, TruncatedReply))
 
 
-def _describe(exc: BaseException) -> str:
-    code = status_of(exc)
-    msg = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
-    if code:
-        return f"HTTP {code}: {msg}"
-    cause = exc.__cause__  # the SDK's "Connection error." says nothing of why: say what it wraps
-    if cause is not None and str(cause) and str(cause) not in msg:
-        msg += f" ({cause.__class__.__name__}: {str(cause).splitlines()[0][:200]})"
-    return f"{exc.__class__.__name__}: {msg}"
+def _where(p: ProbeConfig) -> str:
+    return p.base_url if p.replicas is None else f"{p.key_endpoint} ({len(p.replicas)} replicas)"
 
 
 def collect_responses(store: Store, panel: ProbePanel, items: Sequence[dict], spec, *, trials: int | None = None,
@@ -399,8 +329,7 @@ def collect_responses(store: Store, panel: ProbePanel, items: Sequence[dict], sp
 
     results, used = netguard.run(go())
     if stats is not None:
-        for k, v in used.as_dict().items():
-            setattr(stats, k, getattr(stats, k) + v)
+        stats.add(used)
     models, ids = panel.names, [it["id"] for it in items]
     mi, ii = {m: j for j, m in enumerate(models)}, {x: i for i, x in enumerate(ids)}
     correct = np.zeros((len(models), len(ids)), dtype=np.int64)

@@ -178,6 +178,10 @@ def _markdown(rep: dict[str, Any]) -> str:
         lines.append("**SIMULATED RUN**: every model here is the simulated world (backend sim); no real LLM was called.")
     else:
         lines.append(f"Run against real endpoints (backend {rep['backend']['backend']}).")
+        served = (rep["backend"].get("traffic") or {}).get("replicas") or {}
+        if len(served) > 1:  # several endpoints, a probe fleet's replicas among them (docs/fleets.md)
+            lines.append("Probe calls per endpoint: " + "; ".join(
+                f"{u} {c['calls']} served, {c['failures']} failed, {c['ejections']} ejections" for u, c in served.items()) + ".")
     k = rep["top_k"]
     iv = rep.get("after_interval") or {}
     level = f"{100 * (rep.get('interval_level') or 0.9):.0f}%"

@@ -33,26 +33,38 @@ class EndpointCheck:
     reachable: bool
     serves_model: bool
     detail: str
+    replica: int = 0  # 1-based place in the probe's fleet; 0: a probe with one endpoint, rewriter, judge
+    replicas: int = 1
+    spare: bool = False  # not ok, but another replica of the same probe is: the probe is still served
 
     @property
     def ok(self) -> bool:
         return self.reachable and self.serves_model
 
+    @property
+    def label(self) -> str:
+        return f"{self.name} [{self.replica}/{self.replicas}]" if self.replica else self.name
+
 
 def check_endpoints(cfg: Config, timeout_s: float = 5.0) -> list[EndpointCheck]:
-    """Ask every endpoint of the config for ``/v1/models`` and look for the model it should serve."""
+    """Ask every endpoint of the config for ``/v1/models`` and look for the model it should serve;
+    each replica of a probe fleet is one check of its own."""
     import httpx
 
-    targets = [(p.name, p.base_url, p.model, p.api_key_env) for p in cfg.probes]
+    targets = []
+    for p in cfg.probes:
+        fleet = p.endpoints if p.replicas is not None else []
+        targets += [(p.name, url, p.model, p.api_key_env, i + 1 if fleet else 0, max(len(fleet), 1))
+                    for i, (url, _) in enumerate(p.endpoints)]
     for role in ("rewriter", "judge"):
         llm = getattr(cfg, role)
         if llm is not None and llm.api_base:  # hosted providers have no /v1/models worth asking
             served = llm.model.split("/", 1)[1] if "/" in llm.model else llm.model
-            targets.append((role, llm.api_base.rstrip("/"), served, llm.api_key_env))
+            targets.append((role, llm.api_base.rstrip("/"), served, llm.api_key_env, 0, 1))
     listed: dict[tuple[str, str | None], tuple[bool, set[str], str]] = {}
     out = []
     with httpx.Client(timeout=timeout_s) as client:
-        for name, url, model, key_env in targets:
+        for name, url, model, key_env, replica, replicas in targets:
             if (url, key_env) not in listed:
                 listed[(url, key_env)] = _models(client, url, key_from_env(key_env))
             reachable, ids, detail = listed[(url, key_env)]
@@ -60,7 +72,11 @@ def check_endpoints(cfg: Config, timeout_s: float = 5.0) -> list[EndpointCheck]:
             if reachable and not serves:
                 shown = ", ".join(sorted(ids)[:8]) + (" ..." if len(ids) > 8 else "")
                 detail = f"does not serve {model!r} (serves: {shown or 'nothing'})"
-            out.append(EndpointCheck(name, url, model, reachable, serves, detail if not serves else "ok"))
+            out.append(EndpointCheck(name, url, model, reachable, serves, detail if not serves else "ok",
+                                     replica, replicas))
+    served = {c.name for c in out if c.replica and c.ok}
+    for c in out:
+        c.spare = bool(c.replica) and not c.ok and c.name in served
     return out
 
 

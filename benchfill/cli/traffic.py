@@ -11,7 +11,8 @@ def register(subparsers: Any) -> None:
     probes = subparsers.add_parser("probes", help="the probe panel: check endpoints, serve models with vLLM")
     sub = probes.add_subparsers(dest="probes_command", metavar="SUBCOMMAND")
 
-    check = sub.add_parser("check", help="does each endpoint answer /v1/models and serve its model?")
+    check = sub.add_parser("check", help="does each endpoint (each replica of a fleet) answer /v1/models "
+                           "and serve its model?")
     _config_args(check)
     check.add_argument("--timeout", type=float, default=5.0, help="seconds per endpoint (default 5)")
     check.set_defaults(func=check_cmd)
@@ -53,12 +54,15 @@ def check_cmd(args: argparse.Namespace) -> int:
     if not cfg.probes and cfg.rewriter is None and cfg.judge is None:
         raise ConfigError(f"{args.config}: no probes, rewriter or judge to check")
     checks = check_endpoints(cfg, timeout_s=args.timeout)
-    width = max(len(c.name) for c in checks)
+    width = max(len(c.label) for c in checks)
     for c in checks:
-        print(f"{'ok  ' if c.ok else 'FAIL'}  {c.name:<{width}}  {c.base_url}  {c.model}  {c.detail}")
+        print(f"{'ok  ' if c.ok else 'FAIL'}  {c.label:<{width}}  {c.base_url}  {c.model}  {c.detail}")
     bad = [c for c in checks if not c.ok]
     if bad:
-        raise EndpointError(f"{len(bad)} of {len(checks)} endpoints not ready; first: {bad[0].name} "
+        # A fleet that keeps one replica still serves its probe; say so, but a check is a check.
+        spare = sum(c.spare for c in bad)
+        still = f" ({spare} of them replicas whose fleet is still served)" if spare else ""
+        raise EndpointError(f"{len(bad)} of {len(checks)} endpoints not ready{still}; first: {bad[0].label} "
                             f"at {bad[0].base_url}: {bad[0].detail}")
     return 0
 

@@ -1,0 +1,163 @@
+"""The HTTP side of probe calls: one chat completion with ``n`` samples, retried, on a probe's replicas.
+
+One ``openai.AsyncOpenAI`` per endpoint on the SDK's supported aiohttp client
+(``DefaultAioHttpClient``); each attempt goes to a replica of the probe's fleet (``benchfill.fleet``:
+one endpoint is a fleet of one), holds one slot of that endpoint's bound (``benchfill.limits``) and
+tells the fleet how it went; retries follow ``benchfill.retry``. ``benchfill.probes`` builds on this
+the rollouts, their cache and their grading.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from benchfill.config import ProbeConfig, key_from_env
+from benchfill.fleet import Fleet, Replica, new_tally
+from benchfill.limits import endpoint_bound
+from benchfill.retry import TruncatedReply, call_with_retries, is_retryable, status_of
+
+# What a server says when it will not give several samples per request (vLLM with some samplers,
+# some hosted APIs): then ask one sample per request instead.
+_REFUSES_N = re.compile(r"(\bn\b|\bn=|\bn >|samples|best_of)", re.IGNORECASE)
+
+
+class RefusesN(Exception):
+    """The endpoint will not give several samples per request."""
+
+
+class ProbeHttp:
+    """The HTTP side of probe calls: one ``openai.AsyncOpenAI`` per endpoint on the SDK's supported
+    aiohttp client (``DefaultAioHttpClient``), the probe's replicas chosen by ``benchfill.fleet``,
+    retries in ``benchfill.retry``, reply checks."""
+
+    def __init__(self, panel: Any, tally: Callable[[], dict[str, dict[str, int]]] | None = None):
+        # panel: a benchfill.probes.ProbePanel (not imported: that module builds on this one)
+        self.panel = panel
+        counts: dict[str, dict[str, int]] = {}
+        # endpoint URL -> its counts (TrafficStats.replicas), looked up at each count
+        self.tally = tally if tally is not None else (lambda: counts)
+        self.clients: dict[tuple[str, str | None], Any] = {}
+        self.bounds: dict[str, Any] = {}  # endpoint -> its benchfill.limits bound in this event loop
+        self.fleets: dict[str, Fleet] = {}  # probe name -> its replicas
+
+    def open(self) -> None:
+        """Called inside the event loop that makes the calls (the bounds belong to it)."""
+        import openai
+
+        caps = self.panel.caps()
+        self.bounds = {url: endpoint_bound(url, cap) for url, cap in caps.items()}
+        replicas: dict[tuple[str, str | None], Replica] = {}
+        for p in self.panel.probes:
+            mine = []
+            for url, _ in p.endpoints:
+                key = (url, p.api_key_env)
+                if key not in self.clients:
+                    # The SDK's aiohttp transport: at 256 requests in flight its pool costs 1.2 ms of CPU
+                    # per request against 2.8 ms for the default httpx2 pool, whose bookkeeping grows
+                    # with the connections it holds (bench/bench_traffic.py). Its 1,000 connections
+                    # exceed any bound.
+                    http = openai.DefaultAioHttpClient()
+                    self.clients[key] = openai.AsyncOpenAI(
+                        base_url=url, api_key=key_from_env(p.api_key_env) or "EMPTY",
+                        max_retries=0, timeout=p.timeout_s, http_client=http)
+                    replicas[key] = Replica(url, self.clients[key], self.bounds[url], self.panel.fleets,
+                                            self.tally)
+                    self.tally().setdefault(url, new_tally())  # listed from the start, served or not
+                replicas[key].models.add(p.model)
+                mine.append(replicas[key])
+            self.fleets[p.name] = Fleet(p.name, mine)
+
+    async def close(self) -> None:
+        for fleet in self.fleets.values():
+            for r in fleet.replicas:
+                r.close()
+        for c in self.clients.values():
+            await c.close()
+        self.clients.clear()
+
+    async def call(self, p: ProbeConfig, body: dict[str, Any], counts: Any) -> tuple[list[str], dict, float, str]:
+        """One chat completion with retries: (texts, usage, latency of the successful attempt, the
+        URL of the replica that served it).
+
+        ``counts`` gets ``requests`` (attempts) and ``retries`` added as they happen. Each attempt
+        goes to a replica of the probe's fleet (a failed one's retry to another where it can). A
+        400/422 that says ``n`` is refused raises ``RefusesN``; a call that still fails after its
+        retries raises the last error.
+        """
+        fleet = self.fleets[p.name]
+        n = body["n"]
+        args = {k: v for k, v in body.items() if k != "sample_index"}
+        failed_on: list[Replica | None] = [None]
+
+        def on_retry(state) -> None:
+            counts.retries += 1
+
+        async def attempt() -> tuple[list[str], dict, float, str]:
+            replica = await fleet.acquire(avoid=failed_on[0])  # per attempt: a backoff wait holds no slot
+            ok: bool | None = None
+            detail = ""
+            try:
+                counts.requests += 1
+                t0 = time.perf_counter()
+                texts, usage = await _complete(replica.client, p.model, args, n)
+                latency = time.perf_counter() - t0
+                ok = True
+                return texts, usage, latency, replica.url
+            except Exception as exc:
+                ok = _health(exc)
+                detail = describe_error(exc)
+                raise
+            finally:
+                fleet.release(replica, ok, detail)
+                failed_on[0] = replica if ok is False else None
+
+        return await call_with_retries(attempt, self.panel.retry, on_retry)
+
+
+async def _complete(client: Any, model: str, args: dict[str, Any], n: int) -> tuple[list[str], dict]:
+    """One attempt at a chat completion with ``n`` samples: (texts, usage), or the reason it failed."""
+    import openai
+
+    try:
+        reply = await client.chat.completions.create(model=model, **args)
+    except openai.APIResponseValidationError as exc:  # a 200 whose body is not a completion
+        raise TruncatedReply(f"unreadable reply body: {str(exc).splitlines()[0][:120]}") from exc
+    except ValueError as exc:  # the body is not JSON at all (cut off on the way)
+        raise TruncatedReply(f"unreadable reply body: {exc}") from exc
+    except Exception as exc:
+        if status_of(exc) in (400, 422) and n > 1 and _REFUSES_N.search(str(exc)):
+            raise RefusesN() from exc
+        raise
+    choices = getattr(reply, "choices", None)
+    if not isinstance(choices, list):  # the SDK hands back a non-JSON body as a plain string
+        raise TruncatedReply(f"unreadable reply body ({len(str(reply))} characters)")
+    if len(choices) != n:
+        raise TruncatedReply(f"asked for {n} samples, got {len(choices)}")
+    texts = [(c.message.content if c.message is not None else None) or "" for c in choices]
+    usage = reply.usage.model_dump() if reply.usage is not None else {}
+    return texts, usage
+
+
+def _health(exc: BaseException) -> bool | None:
+    """What a failed attempt says of its replica's health: False for what a sick server does (5xx,
+    timeouts, refused or dropped connections, cut-off replies), None for the request's own fault
+    (4xx) and for back-pressure (429), which another replica would not cure."""
+    code = status_of(exc)
+    if isinstance(exc, RefusesN) or code == 429 or (code is not None and code < 500 and code != 408):
+        return None
+    return False if is_retryable(exc) else None
+
+
+def describe_error(exc: BaseException) -> str:
+    """A failed call in one line: its HTTP status, or what the SDK's own message leaves out."""
+    code = status_of(exc)
+    msg = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
+    if code:
+        return f"HTTP {code}: {msg}"
+    cause = exc.__cause__  # the SDK's "Connection error." says nothing of why: say what it wraps
+    if cause is not None and str(cause) and str(cause) not in msg:
+        msg += f" ({cause.__class__.__name__}: {str(cause).splitlines()[0][:200]})"
+    return f"{exc.__class__.__name__}: {msg}"
