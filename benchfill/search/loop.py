@@ -115,6 +115,9 @@ class GapResult:
     memory: list[list[Any]] = field(default_factory=list)
     stop: str = ""  # why the search ended: "tolerance", "indistinct" or "rounds"
     steering: dict[str, Any] | None = None  # the learned response and how far it moved the asks
+    # What the store's shared memory gave this gap (entries and parents from earlier runs, a reused
+    # child); filled in by the engine (benchfill/engine/memory_store.py), empty without one.
+    shared: dict[str, Any] = field(default_factory=dict)
 
     @property
     def placed(self) -> tuple[float, float, str] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchfill.search.annotate import Annotation
-from benchfill.search.loop import Child, SearchState
+from benchfill.search.loop import Child, GapResult, SearchState
 from benchfill.search.memory import Memory
 from benchfill.search.services import Spend, Verdict
 from benchfill.search.steering import Steering
@@ -78,3 +78,26 @@ def state_from_dict(d: dict[str, Any]) -> SearchState:
                         asks=[tuple(a) for a in r["asks"]])
     return SearchState(int(d["round"]), [child_from_dict(c) for c in d["children"]],
                        Memory.from_json(float(d["target_z"]), d["memory"]), Spend(**sp), response)
+
+
+def result_to_dict(r: GapResult) -> dict[str, Any]:
+    """A finished gap (any strategy), for a resumed run to take as it is. Keeps the ``memory``,
+    ``spend`` and ``steering`` keys that readers of ``GapState.state_json`` already use."""
+    return {
+        "format": FORMAT, "done": True, "gap_index": r.gap_index, "left": r.left, "right": r.right,
+        "target_z": r.target_z, "strategy": r.strategy, "children": [child_to_dict(c) for c in r.children],
+        "chosen_index": None if r.chosen is None else next(i for i, c in enumerate(r.children) if c is r.chosen),
+        "rounds_used": r.rounds_used, "spend": r.spend.to_dict(), "memory": r.memory, "stop": r.stop,
+        "steering": r.steering, "shared": r.shared,
+    }
+
+
+def result_from_dict(d: dict[str, Any]) -> GapResult:
+    if d.get("format") != FORMAT or not d.get("done"):
+        raise ValueError("not a finished gap's record")
+    children = [child_from_dict(c) for c in d["children"]]
+    sp = {k: v for k, v in d["spend"].items() if k in Spend.__dataclass_fields__}
+    chosen = None if d["chosen_index"] is None else children[int(d["chosen_index"])]
+    return GapResult(int(d["gap_index"]), float(d["left"]), float(d["right"]), float(d["target_z"]), str(d["strategy"]),
+                     children, chosen, int(d["rounds_used"]), Spend(**sp), d["memory"], str(d["stop"]), d["steering"],
+                     dict(d.get("shared") or {}))

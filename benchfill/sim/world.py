@@ -277,11 +277,13 @@ class World:
                     fh.flush()
         return item
 
-    def _load_state(self) -> None:
-        if self.state_path is None or not self.state_path.exists():
+    def _load_state(self, path: Path | None = None) -> None:
+        """The children registered before (``path``: another run's registry, read but never written)."""
+        path = path or self.state_path
+        if path is None or not path.exists():
             return
         fields = set(SimItem.__dataclass_fields__)
-        with open(self.state_path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8") as fh:
             for line in fh:
                 try:
                     rec = json.loads(line)
