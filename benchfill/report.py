@@ -151,7 +151,7 @@ def _memory_lines(rep: dict[str, Any]) -> list[str]:
              f"{m['parents_from_earlier_runs']} of them were parents ({m['children_of_earlier_parents']} children); "
              f"{m['gaps_reused']} gap(s) filled by reusing an earlier run's child (no rewrite paid for)."]
     for sc, k in (m.get("linked") or {}).items():
-        lines.append(f"- scale {sc} mapped by mean/sigma on {k['shared']} shared items: z_now = {k['a']:.4f} z + "
+        lines.append(f"- scale {sc} mapped by mean/sigma on {k['shared']} shared items: z_now = {k['a']:.4f} z "
                      f"{k['b']:+.4f} (correlation {k['correlation']:.4f}, residual rms {k['rms']:.4f})")
     for sc, why in (m.get("left_out") or {}).items():
         lines.append(f"- scale {sc} left out: {why}")
