@@ -15,7 +15,13 @@ import pytest
 from test_search_loop import _setup
 
 from benchfill.search import SearchSettings, benchfill_search
-from benchfill.search.snapshot import child_to_dict, result_from_dict, result_to_dict, state_from_dict, state_to_dict
+from benchfill.search.snapshot import (
+    child_to_dict,
+    result_from_dict,
+    result_to_dict,
+    state_from_dict,
+    state_to_dict,
+)
 
 
 def _search(world, gap, ann, settings, restore=None, states=None, confirm=None):
