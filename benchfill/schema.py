@@ -164,6 +164,7 @@ class MemoryRecord(StoreTable, table=True):
 
     __table_args__ = (
         Index("ix_memory_near", "benchmark", "scale", "z"),
+        Index("ix_memory_origin", "benchmark", "origin", "scale"),  # a fit's originals, which link scales
         UniqueConstraint("benchmark", "scale", "run_id", "item_id", name="uq_memory_entry"),
     )
 

@@ -32,6 +32,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sqlalchemy import func
 from sqlmodel import col, select
 
 from benchfill.schema import MemoryRecord, ReviewDecision
@@ -168,12 +169,15 @@ class SharedMemory:
     def link_scales(self) -> None:
         """Map every other scale of this benchmark onto the current one, or say why not."""
         with self.store.session() as s:
-            scales = set(s.exec(select(MemoryRecord.scale).where(MemoryRecord.benchmark == self.benchmark).distinct()))
+            scales: set[str] = set()  # one index seek per scale (a DISTINCT would read every entry)
+            while (nxt := s.exec(select(func.min(MemoryRecord.scale)).where(
+                    MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale > max(scales, default=""))).one()):
+                scales.add(nxt)
             self.links = {self.scale: Link(self.scale, 1.0, 0.0, len(self.now), 1.0, 0.0)}
             for sc in sorted(scales - {self.scale}):
-                then = {r.item_id: r.z for r in s.exec(select(MemoryRecord).where(
+                then = dict(s.exec(select(MemoryRecord.item_id, MemoryRecord.z).where(
                     MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc,
-                    MemoryRecord.origin == "original"))}
+                    MemoryRecord.origin == "original")).all())
                 got = mean_sigma_link(sc, then, self.now)
                 if isinstance(got, Link):
                     self.links[sc] = got
@@ -207,7 +211,8 @@ class SharedMemory:
 
     def reusable(self, left: float, right: float) -> Found | None:
         """The earlier run's child nearest the gap's middle whose confirmed z lies inside the gap:
-        valid, unflagged, not rejected; None if there is none."""
+        valid, unflagged, not rejected; None if there is none. Per scale, index range scans out
+        from the middle, ``LIMIT`` growing only while every row found was rejected by a reviewer."""
         if not self.links:
             self.link_scales()
         target = (left + right) / 2
@@ -216,15 +221,24 @@ class SharedMemory:
             for sc, link in self.links.items():
                 if link.a <= 0:
                     continue
-                lo, hi = (left - link.b) / link.a, (right - link.b) / link.a
-                q = select(MemoryRecord).where(
-                    MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc, MemoryRecord.z > lo,
-                    MemoryRecord.z < hi, MemoryRecord.origin == "generated", MemoryRecord.confirmed == True,  # noqa: E712
+                lo, hi, mid = ((v - link.b) / link.a for v in (left, right, target))
+                base = select(MemoryRecord).where(
+                    MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc,
+                    MemoryRecord.origin == "generated", MemoryRecord.confirmed == True,  # noqa: E712
                     MemoryRecord.parent_ok == True, MemoryRecord.run_id != self.run_id)  # noqa: E712
-                rows = list(s.exec(q.order_by(col(MemoryRecord.z).asc())))
-                rejected = self._rejected(s, rows)
-                best += [Found(r, link, True) for r in rows
-                         if (r.run_id, r.item_id) not in rejected and r.record_json and left < link(r.z) < right]
+                sides = (base.where(MemoryRecord.z >= mid, MemoryRecord.z < hi).order_by(col(MemoryRecord.z).asc()),
+                         base.where(MemoryRecord.z < mid, MemoryRecord.z > lo).order_by(col(MemoryRecord.z).desc()))
+                for q in sides:
+                    limit = 8
+                    while True:
+                        rows = list(s.exec(q.limit(limit)))
+                        rejected = self._rejected(s, rows)
+                        ok = [Found(r, link, True) for r in rows if (r.run_id, r.item_id) not in rejected
+                              and r.record_json and left < link(r.z) < right]
+                        if ok or len(rows) < limit:
+                            best += ok[:1]
+                            break
+                        limit *= 4
         best.sort(key=lambda f: (abs(f.z - target), f.name))
         return best[0] if best else None
 
