@@ -68,3 +68,33 @@ def test_a_second_run_on_the_same_store_builds_on_the_first(tmp_path):
           f"{e['rollouts']} rollouts, {alone['gaps_filled']} filled")
     assert alone["memory"]["earlier_runs"] == [] and alone["memory"]["gaps_reused"] == 0
     assert s["model_calls"] < e["model_calls"] and s["rollouts"] < e["rollouts"]
+
+
+def test_a_finished_run_run_again_is_restored_whole_with_the_same_report(tmp_path, monkeypatch):
+    """Every gap comes back from the store as it finished: no rewrite or judge call is looked up again,
+    and the report (the pre-screen's summary included, which counts every child it screened) is the same."""
+    from benchfill.cache import CallCache
+
+    args = ["run", "--benchmark", "demo", "--runs-dir", str(tmp_path), "--gaps", "2", "--rounds", "2",
+            "--parents", "2", "--children", "2", "--sim-probes", "6", "--quiet", "--prescreen", "on"]
+    assert main(args) == 0
+    (d,) = list(tmp_path.iterdir())
+    before = json.loads((d / "report.json").read_text())
+    asked: list[str] = []
+    get_many = CallCache.get_many
+
+    def counting(self, keys):
+        keys = list(keys)
+        asked.extend(keys)
+        return get_many(self, keys)
+
+    monkeypatch.setattr(CallCache, "get_many", counting)
+    assert main(args) == 0
+    after = json.loads((d / "report.json").read_text())
+    for rep in (before, after):
+        rep["backend"].pop("traffic")
+    assert before["backend"]["prescreen"]["screened"] > 0
+    assert after == before
+    with sqlite3.connect(d / "store.db") as db:
+        kinds = dict(db.execute("select key, kind from modelcall"))
+    assert not [k for k in asked if kinds.get(k) in ("rewriter", "judge")]

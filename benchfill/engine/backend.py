@@ -144,18 +144,11 @@ class Backend:
                               np.array([chance[i] for i in ii], dtype=float), "probe rollouts")
 
     def plan_memory(self, ids: list[str], z: list[float], gaps) -> None:
-        """Read the store's shared memory once, before any gap is searched (engine/memory_store.py):
-        each gap's first memory and a child of an earlier run to reuse. A resumed run takes the
-        plan its interrupted attempt saved."""
-        from benchfill.engine.memory_store import SEED_META, SharedMemory, plan_memory
+        """Read the store's shared memory once, before any gap is searched (engine/memory_store.py)."""
+        from benchfill.engine.memory_store import open_plan
 
-        self.shared = SharedMemory(self.store, self.bench.spec.name, ids, z)
-        self.shared.record_originals()
-        plan = self.store.get_meta(SEED_META)
-        if plan is None or plan.get("scale") != self.shared.scale:
-            plan = plan_memory(self.shared, gaps, SearchSettings().memory_size, self.fit.b_min, self.fit.b_max)
-            self.store.set_meta(SEED_META, plan)
-        self.memory_plan = plan
+        self.shared, self.memory_plan = open_plan(self.store, self.bench.spec.name, ids, z, gaps, self.fit,
+                                                  SearchSettings().memory_size)
 
     def remember(self, result: GapResult) -> None:
         """The gap's children in the shared memory, as they finally stand (confirmed, flagged)."""
@@ -164,21 +157,23 @@ class Backend:
                 self.shared.record_child(result.gap_index, c)
 
     async def search_gap(self, g: int, gap, items, z_of, dup, show) -> GapResult:
-        from benchfill.engine.memory_store import reuse_result, seed_entries, shared_summary
+        from benchfill.engine.memory_store import gap_plan, reuse_result, seed_entries, shared_summary
         from benchfill.engine.record import record_child, record_round, restored_gap
 
         o = self.opts
         done, state = restored_gap(self.store, g, gap.left, gap.right)
         if done is not None:
             show(f"gap {g}: restored from the store ({done.rounds_used} rounds, done)")
+            if self.prescreen is not None:  # its summary counts every child it screened, as uninterrupted
+                for c in done.children:
+                    if c.item is not None and c.verdict is not None and c.verdict.valid and "reused" not in c.flags:
+                        self.prescreen.screen(c, g, gap.left, gap.right)
             return done
-        plan = (self.memory_plan or {}).get("gaps", {}).get(str(g))
-        if plan is not None and (plan["left"], plan["right"]) != (gap.left, gap.right):
-            plan = None
-        if plan is not None and plan["reuse"] is not None:
+        plan = gap_plan(self.memory_plan, g, gap.left, gap.right)
+        if plan is not None and plan["reuse"] is not None:  # an earlier run's child fits: no rewrite paid for
             res = reuse_result(plan, g, gap.left, gap.right)
             record_child(self.store, g, res.chosen, res.target_z)
-            show(f"gap {g}: reused {res.chosen.item_id} (confirmed z {res.placed[0]:.4f}), no rewrite paid for")
+            show(f"gap {g}: reused {res.chosen.item_id} (confirmed z {res.placed[0]:.4f})")
             return res
         settings = SearchSettings(o.rounds, o.parents, o.children, o.references, o.tolerance,
                                   steering=o.steering == "on", selection=o.selection)

@@ -316,6 +316,24 @@ def plan_memory(shared: SharedMemory, gaps, size: int, b_min: float, b_max: floa
     return plan
 
 
+def open_plan(store, benchmark: str, ids: list[str], z: list[float], gaps, fit, size: int):
+    """The run's view of the shared memory and its plan: the one its interrupted attempt saved, if
+    any (same fit, same scale), else a new one, saved before any gap is searched."""
+    shared = SharedMemory(store, benchmark, ids, z)
+    shared.record_originals()
+    plan = store.get_meta(SEED_META)
+    if plan is None or plan.get("scale") != shared.scale:
+        plan = plan_memory(shared, gaps, size, fit.b_min, fit.b_max)
+        store.set_meta(SEED_META, plan)
+    return shared, plan
+
+
+def gap_plan(plan: dict[str, Any] | None, g: int, left: float, right: float) -> dict[str, Any] | None:
+    """The plan of gap ``g``, if the plan was made for a gap with these bounds."""
+    got = (plan or {}).get("gaps", {}).get(str(g))
+    return got if got is not None and (got["left"], got["right"]) == (left, right) else None
+
+
 def seed_entries(gap_plan: dict[str, Any]) -> list[MemoryEntry]:
     return [MemoryEntry.from_list(e) for e in gap_plan["entries"]]
 

@@ -24,9 +24,13 @@ from typing import Any
 from benchfill.search.annotate import Annotation, Annotator
 from benchfill.search.memory import Memory, MemoryEntry, may_parent
 from benchfill.search.prescreen import PreScreen
-from benchfill.search.screen import prefer_unflagged, screen_child, screen_new_child
+from benchfill.search.screen import screen_child, screen_new_child
+from benchfill.search.selection import chooser, select_closest, select_posterior
 from benchfill.search.services import Reference, SearchServices, Spend, Verdict
 from benchfill.search.steering import Steering
+
+__all__ = ["Child", "GapResult", "GapSearch", "SearchSettings", "SearchState", "benchfill_search", "select_closest",
+           "select_posterior"]
 
 
 @dataclass(frozen=True)
@@ -204,7 +208,7 @@ async def benchfill_search(
                 gap.prescreen.screen(c, gap.gap_index, gap.left, gap.right)
     stop = "rounds"
     steering = response if settings.steering else None
-    choose = _chooser(settings, response, annotator)
+    choose = chooser(settings.selection, response, annotator)
     restored = restore is not None and t > 0  # its stop test is still to be made
     while True:
         if not restored:
@@ -313,60 +317,6 @@ def _final(children: list[Child], gap: GapSearch, choose) -> Child | None:
     """The chosen child: the best of those confirmed inside the gap, if any; else the best of all."""
     inside = [c for c in children if _inside(c, gap)]
     return choose(inside or children, gap.target_z)
-
-
-def _chooser(settings: SearchSettings, response: Steering, annotator: Annotator):
-    if settings.selection == "closest":
-        return select_closest
-    if settings.selection != "posterior":
-        from benchfill.errors import ConfigError
-
-        raise ConfigError(f"selection: unknown rule {settings.selection!r} (choose from posterior, closest)")
-
-    def choose(children: list[Child], target_z: float) -> Child | None:
-        return select_posterior(children, target_z, response, annotator)
-
-    return choose
-
-
-def _estimate(c: Child, annotator: Annotator) -> tuple[float, float]:
-    """(z, se) a selection trusts: the confirmation where there is one (fresh and more precise)."""
-    if c.confirmation is not None:
-        return c.confirmation.z, annotator.resolution_or_se(c.confirmation)
-    return c.annotation.z, annotator.resolution_or_se(c.annotation)
-
-
-def select_posterior(children: list[Child], target_z: float, response: Steering, annotator: Annotator) -> Child | None:
-    """The valid child with the least expected squared deviation from the target.
-
-    Each child's annotated z (standard error se) is combined with a normal prior at where the
-    learned response says a child of its parent and ask lands (spread: the response's residual sd),
-    so a child that looks on target only because few rollouts placed it there is pulled back
-    toward where children like it land, and an imprecise one pays for its variance. Ties by id."""
-    valid = prefer_unflagged([c for c in children if c.valid])  # an order anomaly only if nothing else
-    if not valid:
-        return None
-    _, _, tau = response.response()
-    tau2 = max(tau, 0.02) ** 2
-
-    def loss(c: Child) -> tuple[float, str]:
-        z, se = _estimate(c, annotator)
-        se2 = se**2
-        prior = (response.predict(c.parent_z, c.ask, c.parent_id) if c.parent_z is not None and c.ask is not None
-                 else target_z)
-        m = (z / se2 + prior / tau2) / (1 / se2 + 1 / tau2)
-        v = 1 / (1 / se2 + 1 / tau2)
-        return (m - target_z) ** 2 + v, c.item_id
-
-    return min(valid, key=loss)
-
-
-def select_closest(children: list[Child], target_z: float) -> Child | None:
-    """The valid child whose annotated difficulty is closest to the target (line 31); ties by id."""
-    valid = prefer_unflagged([c for c in children if c.valid])  # an order anomaly only if nothing else
-    if not valid:
-        return None
-    return min(valid, key=lambda c: (c.deviation(target_z), c.item_id))
 
 
 def child_id(strategy: str, gap_index: int, rnd: int, parent_index: int, child_index: int) -> str:
