@@ -201,3 +201,14 @@ def test_a_rerecorded_child_updates_its_row(store):
     rows = store.all(MemoryRecord)
     assert len(rows) == 1 and rows[0].confirmed and rows[0].z == 0.41 and not rows[0].parent_ok
     assert json.loads(rows[0].record_json) == json.loads(json.dumps(child_to_dict(c)))
+
+
+def test_a_rejection_by_a_run_that_reused_the_item_counts_too(store):
+    _fill(store)
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    mem.record_originals()
+    assert mem.reusable(0.45, 0.55).row.item_id == "good"
+    with store.session() as s:  # run r2 reused good@r1, and its reviewer turned it down
+        s.add(ReviewDecision(run_id="r2", item_id=foreign_id("good", "r1"), reviewer="cy", decision="reject"))
+    assert mem.reusable(0.45, 0.55) is None
+    assert not {f.row.item_id: f for f in mem.nearest(0.5, 8)}["good"].parent_ok

@@ -341,7 +341,7 @@ def start_sim(opts, bench, run_dir: Path):
     if opts.store:  # one world for the runs that share a store: it knows their children (shared memory)
         for other in sorted(run_dir.parent.glob("*/store.url")):
             if other.parent != run_dir and other.read_text().split("\n", 1)[0].strip() == opts.store:
-                world._load_state(other.parent / "sim_world_state.jsonl")
+                world.load_registry(other.parent / "sim_world_state.jsonl")
     # The cache key holds the endpoint URL, port included: a stable port per run directory lets a
     # resumed run hit the cache; a busy port falls back to any free one (then calls are repeated).
     port = 20000 + derive_seed(0, str(run_dir.resolve())) % 20000

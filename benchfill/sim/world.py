@@ -277,8 +277,12 @@ class World:
                     fh.flush()
         return item
 
+    def load_registry(self, path: Path) -> None:
+        """Know the children another run registered (runs that share a store share a world); its
+        file is read, never written."""
+        self._load_state(path)
+
     def _load_state(self, path: Path | None = None) -> None:
-        """The children registered before (``path``: another run's registry, read but never written)."""
         path = path or self.state_path
         if path is None or not path.exists():
             return
