@@ -68,6 +68,7 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
                          "left_item": g.left_item, "right_item": g.right_item} for g in gaps],
         "gaps": records,
         "spend": _total_spend(results),
+        "memory": _memory_summary(results, backend),
     }
     devs = [r["deviation"] for r in records if r.get("deviation") is not None]
     rep["target_deviation"] = float(np.mean(devs)) if devs else None
@@ -100,6 +101,7 @@ def _gap_record(r, fit) -> dict[str, Any]:
         "status": "failed" if c is None else ("filled" if r.filled else "outside_gap"),
         "deviation_by_round": {str(t): v for t, v in sorted(r.deviations_by_round.items())},
         "steering": r.steering,
+        "memory": r.shared or None,  # what the store's shared memory gave this gap (docs/memory.md)
     }
     if c is None:
         return rec
@@ -120,6 +122,45 @@ def _gap_record(r, fit) -> dict[str, Any]:
     if c.true_z is not None:
         rec.update({"true_z": c.true_z, "true_deviation": abs(c.true_z - r.target_z)})
     return rec
+
+
+def _memory_summary(results, backend: dict) -> dict[str, Any] | None:
+    """What the run took from the store's shared memory: gaps filled by reuse, parents retrieved
+    from earlier runs, the scales it mapped or left out (None: the run read no shared memory)."""
+    mem = backend.get("memory")
+    if mem is None:
+        return None
+    shared = [r.shared for r in results if r.shared]
+    return {
+        **mem,
+        "gaps_reused": sum(bool(s.get("reused_from")) for s in shared),
+        "entries_from_earlier_runs": sum(s.get("entries_from_earlier_runs", 0) for s in shared),
+        "parents_from_earlier_runs": sum(len(s.get("parents_from_earlier_runs", [])) for s in shared),
+        "children_of_earlier_parents": sum(s.get("children_of_earlier_parents", 0) for s in shared),
+        "earlier_runs": sorted({run for s in shared for run in s.get("earlier_runs", [])}),
+    }
+
+
+def _memory_lines(rep: dict[str, Any]) -> list[str]:
+    m = rep.get("memory")
+    if not m:
+        return []
+    lines = ["", "## Shared memory", "",
+             f"Scale {m['scale']}; {m['entries_from_earlier_runs']} entries from earlier runs "
+             f"({', '.join(m['earlier_runs']) or 'none'}) seeded the gaps' memories; "
+             f"{m['parents_from_earlier_runs']} of them were parents ({m['children_of_earlier_parents']} children); "
+             f"{m['gaps_reused']} gap(s) filled by reusing an earlier run's child (no rewrite paid for)."]
+    for sc, k in (m.get("linked") or {}).items():
+        lines.append(f"- scale {sc} mapped by mean/sigma on {k['shared']} shared items: z_now = {k['a']:.4f} z "
+                     f"{k['b']:+.4f} (correlation {k['correlation']:.4f}, residual rms {k['rms']:.4f})")
+    for sc, why in (m.get("left_out") or {}).items():
+        lines.append(f"- scale {sc} left out: {why}")
+    for g in rep["gaps"]:
+        rf = (g.get("memory") or {}).get("reused_from")
+        if rf:
+            lines.append(f"- gap {g['gap_index']}: **reused** {rf['item_id']} of run {rf['run_id']} "
+                         f"(confirmed z {rf['z_then']:.4f} then, {rf['z_now']:.4f} on this scale)")
+    return lines
 
 
 def _total_spend(results) -> dict[str, int]:
@@ -166,6 +207,7 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
             "probe_panel": backend.get("probe_panel"),
             "flags": c.flags, "near_duplicate": c.near_duplicate, "order_consistency": order_record(c),
             "simulated": bool(backend.get("simulated")), "isolation": isolation,
+            "reused_from": (r.shared or {}).get("reused_from"),  # an earlier run's child, no new rewrite
             "true_difficulty": c.true_difficulty if backend.get("simulated") else None,
             "created_at": datetime.now(UTC).isoformat(),
         })
@@ -244,6 +286,7 @@ def _markdown(rep: dict[str, Any]) -> str:
             steer_lines.append(
                 f"| {r['gap_index']} | {'on' if st.get('steered') else 'off'} | {st['points']} | {st['offset']:+.4f} | "
                 f"{st['share']:.3f} | {st['residual_sd']:.4f} | {st['mean_shift']:+.4f} | {st['max_abs_shift']:.4f} |")
+    lines += _memory_lines(rep)
     if steer_lines:
         lines += ["", "## What the search learned of the rewriter", "",
                   "Per gap, from its own annotated children: z_child - z_parent = offset + share x (ask - z_parent), "

@@ -164,6 +164,8 @@ async def execute(opts: RunOptions) -> Path:
                                          opts.near_duplicate)
                 if opts.prescreen == "on" and opts.strategy == "benchfill":
                     backend.train_prescreen(gap_items, z_of)
+                if opts.strategy == "benchfill":  # the store's shared memory (docs/memory.md)
+                    backend.plan_memory(list(z_of), list(z_of.values()), chosen_gaps)
                 results = await asyncio.gather(*(
                     backend.search_gap(g, gap, gap_items, z_of, dup, show) for g, gap in enumerate(chosen_gaps)
                 ))
@@ -172,6 +174,7 @@ async def execute(opts: RunOptions) -> Path:
                 backend.attach_truth(results)
                 for r in results:
                     r.mark_outside()
+                    backend.remember(r)
                     _record_gap_done(store, r)
         from benchfill.report import review_records
 
@@ -279,6 +282,7 @@ def _record_originals(store, items: list[dict[str, Any]]) -> None:
 
 def _record_gap_done(store, result) -> None:
     from benchfill.schema import Candidate, GapState
+    from benchfill.search.snapshot import result_to_dict
 
     with store.session() as s:
         state = store.get(s, GapState, result.gap_index)
@@ -287,8 +291,7 @@ def _record_gap_done(store, result) -> None:
         state.status = "done"
         state.rounds_used = result.rounds_used
         state.chosen_id = result.chosen.item_id if result.chosen else None
-        state.state_json = json.dumps({"memory": result.memory, "spend": result.spend.to_dict(),
-                                       "steering": result.steering})
+        state.state_json = json.dumps(result_to_dict(result))  # a resumed run takes it as it is
         s.add(state)
         for c in result.children:  # the simulated world's truth, fetched after the search
             if c.true_difficulty is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from sqlalchemy import Index, UniqueConstraint
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
@@ -154,3 +155,35 @@ class Release(StoreTable, table=True):
 
 # The tables whose rows belong to one run (their ``run_id`` column); a Store handle sees its own.
 RUN_TABLES: tuple[type[StoreTable], ...] = (RunMeta, Item, Candidate, ProbeResult, GapState, ReviewDecision, Release)
+
+
+class MemoryRecord(StoreTable, table=True):
+    """The search memory shared across gaps, runs and releases (benchfill/engine/memory_store.py,
+    docs/memory.md): every annotated item of a benchmark, original or generated, on the scale of
+    the fit that measured it. Retrieval is an index range scan on (benchmark, scale, z)."""
+
+    __table_args__ = (
+        Index("ix_memory_near", "benchmark", "scale", "z"),
+        Index("ix_memory_origin", "benchmark", "origin", "scale"),  # a fit's originals, which link scales
+        UniqueConstraint("benchmark", "scale", "run_id", "item_id", name="uq_memory_entry"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    benchmark: str
+    scale: str  # the fit it was measured on (a hash of the originals' fitted z)
+    run_id: str = ""  # the run that made it ("" for the benchmark's own items)
+    item_id: str  # its id within that run
+    origin: str = "original"  # "original" | "generated"
+    z: float  # the confirmed z where there is one, else the annotated (or fitted) z
+    z_se: float = 0.0
+    confirmed: bool = False
+    parent_id: str = ""
+    ancestor_id: str = ""
+    gap_index: int | None = None
+    round: int | None = None
+    valid: bool | None = None  # the judge's verdict (None for originals)
+    flags_json: str = "[]"
+    parent_ok: bool = True  # valid and no flag that bars it from being a parent (search/memory.py)
+    data_json: str = "{}"  # the item's own fields, so a later run can rewrite it without this run's Item rows
+    record_json: str | None = None  # the child's whole record (search/snapshot.py): a later run can reuse it
+    created_at: datetime = Field(default_factory=now)

@@ -99,7 +99,7 @@ def _calls(d: Path) -> int:
 
 
 @pytest.mark.slow
-def test_killed_three_times_then_resumed_gives_the_uninterrupted_result(tmp_path):
+def test_killed_three_times_then_resumed_gives_the_uninterrupted_result(tmp_path, monkeypatch):
     args = [sys.executable, "-m", "benchfill", "run", "--benchmark", "demo", "--gaps", "2", "--rounds", "2",
             "--parents", "2", "--children", "2", "--sim-probes", "6", "--quiet", "--seed", "5"]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
@@ -108,13 +108,59 @@ def test_killed_three_times_then_resumed_gives_the_uninterrupted_result(tmp_path
     subprocess.run([*args, "--runs-dir", str(whole)], check=True, env=env, cwd=root, timeout=300)
     cut = tmp_path / "cut"
     rng = random.Random(11)
-    for _ in range(3):
+    for attempt in range(3):
         p = subprocess.Popen([*args, "--runs-dir", str(cut)], env=env, cwd=root,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(2.0, 6.0))
+        if attempt < 2:
+            time.sleep(rng.uniform(2.0, 6.0))
+        else:  # the last one is killed once some gap has a completed round in the store
+            _wait_for_a_round(cut, p)
         p.send_signal(signal.SIGKILL)
         p.wait()
-    subprocess.run([*args, "--runs-dir", str(cut)], check=True, env=env, cwd=root, timeout=300)
-    (a,), (b,) = list(whole.iterdir()), list(cut.iterdir())
-    assert _report_without_time(a) == _report_without_time(b)
-    assert _calls(a) == _calls(b)
+    (d,) = list(cut.iterdir())
+    restored = _restored_model_calls(d)
+    assert restored > 0
+    # The resume runs here, counting what it asks the call cache for: no completed round is replayed.
+    from benchfill.cache import CallCache
+
+    asked: list[str] = []
+    get_many = CallCache.get_many
+
+    def counting(self, keys):
+        keys = list(keys)
+        asked.extend(keys)
+        return get_many(self, keys)
+
+    monkeypatch.setattr(CallCache, "get_many", counting)
+    opts = RunOptions(benchmark="demo", gaps=2, rounds=2, parents=2, children=2, sim_probes=6, seed=5,
+                      progress=False, runs_dir=str(cut))
+    assert run(opts) == d
+    (a,) = list(whole.iterdir())
+    assert _report_without_time(a) == _report_without_time(d)
+    assert _calls(a) == _calls(d)
+    with sqlite3.connect(d / "store.db") as c:
+        kinds = dict(c.execute("select key, kind from modelcall"))
+        model_calls = sum(k in ("rewriter", "judge") for k in kinds.values())
+    looked_up = sum(kinds.get(k) in ("rewriter", "judge") for k in asked)
+    print(f"resume: {looked_up} rewriter/judge cache look-ups of {model_calls} model calls; {restored} restored")
+    assert looked_up <= model_calls - restored, (looked_up, model_calls, restored)
+
+
+def _wait_for_a_round(run_root: Path, p: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None:
+        for db in run_root.glob("*/store.db"):
+            try:
+                with sqlite3.connect(db, timeout=1) as c:
+                    if c.execute("select count(*) from gapstate where rounds_used >= 1").fetchone()[0]:
+                        return
+            except sqlite3.OperationalError:
+                pass  # not created yet
+        time.sleep(0.05)
+
+
+def _restored_model_calls(d: Path) -> int:
+    """Model calls of the rounds the store holds as completed (a resumed run must not ask for them again)."""
+    with sqlite3.connect(d / "store.db") as c:
+        return sum(json.loads(s).get("spend", {}).get("model_calls", 0)
+                   for (s,) in c.execute("select state_json from gapstate"))

@@ -82,6 +82,8 @@ class Backend:
         self.annotator: Annotator | None = None
         self.services: TrafficServices | None = None
         self.prescreen = None  # benchfill/search/prescreen.py, trained by train_prescreen when asked for
+        self.shared = None  # the store's search memory (engine/memory_store.py), opened by plan_memory
+        self.memory_plan: dict | None = None
 
     async def fit_benchmark(self):
         """The IRT fit of the benchmark, with the probe panel on the same scale."""
@@ -141,13 +143,42 @@ class Backend:
         return ResponseMatrix(tuple(models), tuple(ii), correct, trials,
                               np.array([chance[i] for i in ii], dtype=float), "probe rollouts")
 
+    def plan_memory(self, ids: list[str], z: list[float], gaps) -> None:
+        """Read the store's shared memory once, before any gap is searched (engine/memory_store.py)."""
+        from benchfill.engine.memory_store import open_plan
+
+        self.shared, self.memory_plan = open_plan(self.store, self.bench.spec.name, ids, z, gaps, self.fit,
+                                                  SearchSettings().memory_size)
+
+    def remember(self, result: GapResult) -> None:
+        """The gap's children in the shared memory, as they finally stand (confirmed, flagged)."""
+        if self.shared is not None:
+            for c in result.children:
+                self.shared.record_child(result.gap_index, c)
+
     async def search_gap(self, g: int, gap, items, z_of, dup, show) -> GapResult:
-        from benchfill.engine.record import record_child, record_round
+        from benchfill.engine.memory_store import gap_plan, reuse_result, seed_entries, shared_summary
+        from benchfill.engine.record import record_child, record_round, restored_gap
 
         o = self.opts
+        done, state = restored_gap(self.store, g, gap.left, gap.right)
+        if done is not None:
+            show(f"gap {g}: restored from the store ({done.rounds_used} rounds, done)")
+            if self.prescreen is not None:  # its summary counts every child it screened, as uninterrupted
+                for c in done.children:
+                    if c.item is not None and c.verdict is not None and c.verdict.valid and "reused" not in c.flags:
+                        self.prescreen.screen(c, g, gap.left, gap.right)
+            return done
+        plan = gap_plan(self.memory_plan, g, gap.left, gap.right)
+        if plan is not None and plan["reuse"] is not None:  # an earlier run's child fits: no rewrite paid for
+            res = reuse_result(plan, g, gap.left, gap.right)
+            record_child(self.store, g, res.chosen, res.target_z)
+            show(f"gap {g}: reused {res.chosen.item_id} (confirmed z {res.placed[0]:.4f})")
+            return res
         settings = SearchSettings(o.rounds, o.parents, o.children, o.references, o.tolerance,
                                   steering=o.steering == "on", selection=o.selection)
-        gs = GapSearch(g, gap.left, gap.right, items, z_of, self.prescreen)
+        gs = GapSearch(g, gap.left, gap.right, {**items, **(plan["items"] if plan else {})}, z_of, self.prescreen,
+                       seed_entries(plan) if plan else None)
         text_field = self.bench.spec.text_field
 
         def check(child: Child) -> None:
@@ -158,20 +189,26 @@ class Backend:
 
         def on_child(gi: int, child: Child, target: float) -> None:
             record_child(self.store, gi, child, target)
+            if self.shared is not None:
+                self.shared.record_child(gi, child)
 
-        def on_round(gi: int, t: int, memory, spend, best: float) -> None:
-            record_round(self.store, gi, gs, t, memory, spend)
-            show(f"gap {gi} [{gs.left:.3f}, {gs.right:.3f}] round {t}/{o.rounds}: best deviation {best:.4f}, "
-                 f"rollouts {spend.rollouts}, model calls {spend.model_calls}")
+        def on_round(gi: int, st, best: float) -> None:
+            record_round(self.store, gi, gs, st)
+            show(f"gap {gi} [{gs.left:.3f}, {gs.right:.3f}] round {st.round}/{o.rounds}: best deviation {best:.4f}, "
+                 f"rollouts {st.spend.rollouts}, model calls {st.spend.model_calls}")
 
         if o.strategy == "baseline":
             res = await baseline_search(gs, self.services, self.annotator, settings, rounds_matched=o.rounds_matched,
                                         seed=o.seed, on_child=on_child, check_child=check)
             show(f"gap {g}: baseline done, rollouts {res.spend.rollouts}, model calls {res.spend.model_calls}")
             return res
-        return await benchfill_search(gs, self.services, self.annotator, settings, seed=o.seed,
-                                      on_child=on_child, on_round=on_round, check_child=check,
-                                      confirm=self.confirm_child if o.confirm else None)
+        if state is not None:
+            show(f"gap {g}: restored after round {state.round} from the store")
+        res = await benchfill_search(gs, self.services, self.annotator, settings, seed=o.seed,
+                                     on_child=on_child, on_round=on_round, check_child=check,
+                                     confirm=self.confirm_child if o.confirm else None, restore=state)
+        res.shared = shared_summary(plan, res)
+        return res
 
     def train_prescreen(self, items, z_of) -> None:
         """The text pre-screen of this run: one predictor on the benchmark's items and fitted z."""
@@ -228,6 +265,9 @@ class Backend:
             out["traffic"] = self.rc.stats.as_dict()
         if self.prescreen is not None:
             out["prescreen"] = self.prescreen.summary()
+        if self.memory_plan is not None:
+            p = self.memory_plan
+            out["memory"] = {"scale": p["scale"], "linked": p["linked"], "left_out": p["left_out"]}
         if self.world is not None:
             out["simulated"] = True
             out["sim_rewriter"] = {"preset": self.world.rewriter_preset, "knobs": self.world.rewriter.to_dict()}
@@ -298,6 +338,10 @@ def start_sim(opts, bench, run_dir: Path):
                              seed=opts.seed, state_path=run_dir / "sim_world_state.jsonl",
                              latency_ms=opts.sim_latency_ms, rewriter=opts.sim_rewriter,
                              rewriter_knobs=opts.sim_rewriter_knobs)
+    if opts.store:  # one world for the runs that share a store: it knows their children (shared memory)
+        for other in sorted(run_dir.parent.glob("*/store.url")):
+            if other.parent != run_dir and other.read_text().split("\n", 1)[0].strip() == opts.store:
+                world.load_registry(other.parent / "sim_world_state.jsonl")
     # The cache key holds the endpoint URL, port included: a stable port per run directory lets a
     # resumed run hit the cache; a busy port falls back to any free one (then calls are repeated).
     port = 20000 + derive_seed(0, str(run_dir.resolve())) % 20000

@@ -7,7 +7,10 @@ tolerance, then select the valid child closest to the target.
 
 Every call's key is (seed, strategy, gap, round, parent, child), so a rerun of
 the same search replays the same requests; the callers' store-backed caches
-answer the completed ones, which is what makes a killed run resume for free.
+answer the completed ones. A killed run does not replay its completed rounds,
+though: after each round the search hands its whole state (``SearchState``) to
+``on_round``, and a search given that state back (``restore``) goes on from the
+next round exactly as if it had never stopped.
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchfill.search.annotate import Annotation, Annotator
-from benchfill.search.memory import Memory, MemoryEntry
+from benchfill.search.memory import Memory, MemoryEntry, may_parent
 from benchfill.search.prescreen import PreScreen
-from benchfill.search.screen import prefer_unflagged, screen_child, screen_new_child
+from benchfill.search.screen import screen_child, screen_new_child
+from benchfill.search.selection import chooser, select_closest, select_posterior
 from benchfill.search.services import Reference, SearchServices, Spend, Verdict
 from benchfill.search.steering import Steering
+
+__all__ = ["Child", "GapResult", "GapSearch", "SearchSettings", "SearchState", "benchfill_search", "select_closest",
+           "select_posterior"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,10 @@ class GapSearch:
     items: dict[str, dict[str, Any]]  # benchmark item id -> fields
     z: dict[str, float]  # benchmark item id -> fitted normalized difficulty
     prescreen: PreScreen | None = None  # benchfill/search/prescreen.py: skips children predicted far outside
+    # The memory's first entries, when the caller retrieved them (the store's shared memory: other
+    # gaps', runs' and releases' children around this gap); their fields must be in ``items``.
+    # None: the ``memory_size`` benchmark items nearest the target (line 4).
+    memory: list[MemoryEntry] | None = None
 
     @property
     def target_z(self) -> float:
@@ -108,6 +119,9 @@ class GapResult:
     memory: list[list[Any]] = field(default_factory=list)
     stop: str = ""  # why the search ended: "tolerance", "indistinct" or "rounds"
     steering: dict[str, Any] | None = None  # the learned response and how far it moved the asks
+    # What the store's shared memory gave this gap (entries and parents from earlier runs, a reused
+    # child); filled in by the engine (benchfill/engine/memory_store.py), empty without one.
+    shared: dict[str, Any] = field(default_factory=dict)
 
     @property
     def placed(self) -> tuple[float, float, str] | None:
@@ -139,9 +153,22 @@ class GapResult:
         return out
 
 
+@dataclass
+class SearchState:
+    """Everything a search carries from one round to the next, after round ``round``: given back
+    as ``restore``, the search goes on from round ``round + 1`` as if it had never stopped (the
+    call keys derive from (seed, gap, round, parent, child), so no random state is kept)."""
+
+    round: int
+    children: list[Child]
+    memory: Memory
+    spend: Spend
+    response: Steering
+
+
 # Hooks the orchestrator passes in: it alone writes the store.
 OnChild = Callable[[int, Child, float], None]
-OnRound = Callable[[int, int, Memory, Spend, float], None]
+OnRound = Callable[[int, SearchState, float], None]
 
 
 async def benchfill_search(
@@ -155,6 +182,7 @@ async def benchfill_search(
     on_round: OnRound | None = None,
     check_child: Callable[[Child], None] | None = None,
     confirm: Confirm | None = None,
+    restore: SearchState | None = None,
 ) -> GapResult:
     """One gap's search. With ``confirm`` (fresh rollouts on a child), a stop is only taken once
     the candidate's confirmed z lies inside the gap: a candidate confirmed outside is set aside and
@@ -162,46 +190,38 @@ async def benchfill_search(
     ``settings.confirmations`` in all) until one lands inside."""
     settings = settings or SearchSettings()
     target = gap.target_z
-    memory = Memory.near_gap(list(gap.z), list(gap.z.values()), target, settings.memory_size)
+    if restore is not None:
+        t, children, spend, response = restore.round, list(restore.children), restore.spend, restore.response
+        memory = restore.memory
+    else:
+        t, children, spend, response = 0, [], Spend(), Steering()  # the response is kept whether or not
+        # it steers: the posterior selection uses it too
+        memory = (Memory.nearest(gap.memory, target, settings.memory_size) if gap.memory is not None
+                  else Memory.near_gap(list(gap.z), list(gap.z.values()), target, settings.memory_size))
     items = dict(gap.items)
-    spend = Spend()
-    children: list[Child] = []
-    rounds_used = 0
+    for c in children:
+        if c.item is not None:
+            items[c.item_id] = c.item
+    if gap.prescreen is not None:  # the pre-screen's per-gap calibration sees the restored children again
+        for c in children:
+            if c.item is not None and c.verdict is not None and c.verdict.valid:
+                gap.prescreen.screen(c, gap.gap_index, gap.left, gap.right)
     stop = "rounds"
-    # The learned response is kept whether or not it steers: the posterior selection uses it too.
-    response = Steering()
     steering = response if settings.steering else None
-    choose = _chooser(settings, response, annotator)
-    for t in range(1, settings.rounds + 1):
-        rounds_used = t
-        parents = memory.parents(settings.parents)
-        # A child matters only if it could beat what the previous rounds already found.
-        margin = min((c.deviation(target) for c in children if c.valid), default=(gap.right - gap.left) / 2)
-        jobs = []
-        for pi, p in enumerate(parents):
-            ask = steering.ask(target, p.z, p.item_id) if steering else target
-            refs = [Reference(items[e.item_id], e.z, e.item_id)
-                    for e in memory.references(settings.references, around=ask)]
-            jobs += [
-                _make_child(gap, services, annotator, spend, seed, "benchfill", t, pi, ci, p, items[p.item_id], refs,
-                            margin, check_child, ask=ask)
-                for ci in range(settings.children)
-            ]
-        made = await asyncio.gather(*jobs)
-        for child in made:  # in (parent, child) order, never completion order
-            children.append(child)
-            if child.item is not None:
-                items[child.item_id] = child.item
-            if child.valid:
-                memory.add(MemoryEntry(child.item_id, child.annotation.z, "generated", child.ancestor_id))
-                response.observe(child.parent_z, child.ask, child.annotation.z,
-                                 annotator.resolution_or_se(child.annotation), child.parent_id)
-            if on_child:
-                on_child(gap.gap_index, child, target)
+    choose = chooser(settings.selection, response, annotator)
+    restored = restore is not None and t > 0  # its stop test is still to be made
+    while True:
+        if not restored:
+            if t >= settings.rounds:
+                break
+            t += 1
+            await _round(gap, services, annotator, settings, seed, t, memory, items, children, spend, response,
+                         steering, check_child, on_child)
         best_child = choose(children, target)
         best = best_child.deviation(target) if best_child else math.inf
-        if on_round:
-            on_round(gap.gap_index, t, memory, spend, best)
+        if on_round and not restored:
+            on_round(gap.gap_index, SearchState(t, children, memory, spend, response), best)
+        restored = False
         why = ""
         if best <= settings.tolerance:
             why = "tolerance"
@@ -210,12 +230,45 @@ async def benchfill_search(
         if why and (confirm is None or await _confirmed_inside(best_child, gap, confirm, spend, memory)):
             stop = why
             break
+    rounds_used = t
     if confirm is not None:
         await _confirm_runners_up(children, gap, choose, confirm, spend, memory, settings.confirmations)
     return GapResult(
         gap.gap_index, gap.left, gap.right, target, "benchfill", children, _final(children, gap, choose),
         rounds_used, spend, memory.to_json(), stop, {**response.summary(), "steered": settings.steering},
     )
+
+
+async def _round(gap: GapSearch, services: SearchServices, annotator: Annotator, settings: SearchSettings,
+                 seed: int, t: int, memory: Memory, items: dict[str, dict[str, Any]], children: list[Child],
+                 spend: Spend, response: Steering, steering: Steering | None, check_child, on_child) -> None:
+    """Round ``t``: parents -> references -> rewriter -> judge -> annotation -> memory (lines 7-29)."""
+    target = gap.target_z
+    parents = memory.parents(settings.parents)
+    # A child matters only if it could beat what the previous rounds already found.
+    margin = min((c.deviation(target) for c in children if c.valid), default=(gap.right - gap.left) / 2)
+    jobs = []
+    for pi, p in enumerate(parents):
+        ask = steering.ask(target, p.z, p.item_id) if steering else target
+        refs = [Reference(items[e.item_id], e.z, e.item_id)
+                for e in memory.references(settings.references, around=ask)]
+        jobs += [
+            _make_child(gap, services, annotator, spend, seed, "benchfill", t, pi, ci, p, items[p.item_id], refs,
+                        margin, check_child, ask=ask)
+            for ci in range(settings.children)
+        ]
+    made = await asyncio.gather(*jobs)
+    for child in made:  # in (parent, child) order, never completion order
+        children.append(child)
+        if child.item is not None:
+            items[child.item_id] = child.item
+        if child.valid:
+            memory.add(MemoryEntry(child.item_id, child.annotation.z, "generated", child.ancestor_id,
+                                   may_parent(child.flags)))
+            response.observe(child.parent_z, child.ask, child.annotation.z,
+                             annotator.resolution_or_se(child.annotation), child.parent_id)
+        if on_child:
+            on_child(gap.gap_index, child, target)
 
 
 def _indistinct(
@@ -247,7 +300,7 @@ async def _confirmed_inside(c: Child, gap: GapSearch, confirm: Confirm, spend: S
         c.confirmation = await confirm(c)
         screen_child(c)  # again, with the fresh rollouts pooled in
         spend.rollouts += c.confirmation.rollouts
-        memory.update(c.item_id, c.confirmation.z)
+        memory.update(c.item_id, c.confirmation.z, may_parent(c.flags))
     return _inside(c, gap)
 
 
@@ -264,60 +317,6 @@ def _final(children: list[Child], gap: GapSearch, choose) -> Child | None:
     """The chosen child: the best of those confirmed inside the gap, if any; else the best of all."""
     inside = [c for c in children if _inside(c, gap)]
     return choose(inside or children, gap.target_z)
-
-
-def _chooser(settings: SearchSettings, response: Steering, annotator: Annotator):
-    if settings.selection == "closest":
-        return select_closest
-    if settings.selection != "posterior":
-        from benchfill.errors import ConfigError
-
-        raise ConfigError(f"selection: unknown rule {settings.selection!r} (choose from posterior, closest)")
-
-    def choose(children: list[Child], target_z: float) -> Child | None:
-        return select_posterior(children, target_z, response, annotator)
-
-    return choose
-
-
-def _estimate(c: Child, annotator: Annotator) -> tuple[float, float]:
-    """(z, se) a selection trusts: the confirmation where there is one (fresh and more precise)."""
-    if c.confirmation is not None:
-        return c.confirmation.z, annotator.resolution_or_se(c.confirmation)
-    return c.annotation.z, annotator.resolution_or_se(c.annotation)
-
-
-def select_posterior(children: list[Child], target_z: float, response: Steering, annotator: Annotator) -> Child | None:
-    """The valid child with the least expected squared deviation from the target.
-
-    Each child's annotated z (standard error se) is combined with a normal prior at where the
-    learned response says a child of its parent and ask lands (spread: the response's residual sd),
-    so a child that looks on target only because few rollouts placed it there is pulled back
-    toward where children like it land, and an imprecise one pays for its variance. Ties by id."""
-    valid = prefer_unflagged([c for c in children if c.valid])  # an order anomaly only if nothing else
-    if not valid:
-        return None
-    _, _, tau = response.response()
-    tau2 = max(tau, 0.02) ** 2
-
-    def loss(c: Child) -> tuple[float, str]:
-        z, se = _estimate(c, annotator)
-        se2 = se**2
-        prior = (response.predict(c.parent_z, c.ask, c.parent_id) if c.parent_z is not None and c.ask is not None
-                 else target_z)
-        m = (z / se2 + prior / tau2) / (1 / se2 + 1 / tau2)
-        v = 1 / (1 / se2 + 1 / tau2)
-        return (m - target_z) ** 2 + v, c.item_id
-
-    return min(valid, key=loss)
-
-
-def select_closest(children: list[Child], target_z: float) -> Child | None:
-    """The valid child whose annotated difficulty is closest to the target (line 31); ties by id."""
-    valid = prefer_unflagged([c for c in children if c.valid])  # an order anomaly only if nothing else
-    if not valid:
-        return None
-    return min(valid, key=lambda c: (c.deviation(target_z), c.item_id))
 
 
 def child_id(strategy: str, gap_index: int, rnd: int, parent_index: int, child_index: int) -> str:

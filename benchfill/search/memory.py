@@ -4,12 +4,23 @@ Parents are the entries whose annotated difficulty is closest to the target;
 the reference list gives the rewriter local context on both sides of it. Ties
 are broken by item id so that the choice never depends on the order in which
 concurrent work finished.
+
+Where the entries come from is not this module's business: the benchmark's own
+items (``near_gap``), or a seed the engine retrieved from the store's shared
+memory (benchfill/engine/memory_store.py), which may hold children of earlier
+gaps, runs and releases. An entry a screen flagged, a judge rejected or a
+reviewer turned down stays usable as a reference but is never a parent
+(``parent_ok``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+# Flags that keep a child from ever being a parent: a wrong key (order screen) or a copy of an
+# existing item (near duplicate) would pass its defect on to its own children.
+NO_PARENT_FLAGS = frozenset({"order_anomaly", "near_duplicate", "judged_invalid", "rewrite_failed", "prescreened"})
 
 
 @dataclass(frozen=True)
@@ -18,13 +29,23 @@ class MemoryEntry:
     z: float  # annotated (or fitted) normalized difficulty
     origin: str = "original"  # "original" | "generated"
     ancestor_id: str = ""  # the original benchmark item this line of rewrites started from
+    parent_ok: bool = True  # False: a reference only (flagged, invalid or rejected), never a parent
+    source: str = ""  # the earlier run it came from ("" = the benchmark or this run)
 
     def to_list(self) -> list[Any]:
-        return [self.item_id, self.z, self.origin, self.ancestor_id]
+        row: list[Any] = [self.item_id, self.z, self.origin, self.ancestor_id]
+        if not self.parent_ok or self.source:
+            row += [self.parent_ok, self.source]
+        return row
 
     @classmethod
     def from_list(cls, row: list[Any]) -> MemoryEntry:
-        return cls(str(row[0]), float(row[1]), str(row[2]), str(row[3]))
+        extra = (bool(row[4]), str(row[5])) if len(row) > 5 else ()
+        return cls(str(row[0]), float(row[1]), str(row[2]), str(row[3]), *extra)
+
+
+def may_parent(flags: list[str] | tuple[str, ...]) -> bool:
+    return not NO_PARENT_FLAGS.intersection(flags)
 
 
 @dataclass
@@ -36,21 +57,28 @@ class Memory:
     def near_gap(cls, item_ids: list[str], z: list[float], target_z: float, size: int) -> Memory:
         """The ``size`` benchmark items whose difficulty is nearest the target (line 4)."""
         pool = [MemoryEntry(i, float(v), "original", i) for i, v in zip(item_ids, z, strict=True)]
-        pool.sort(key=lambda e: (abs(e.z - target_z), e.item_id))
+        return cls.nearest(pool, target_z, size)
+
+    @classmethod
+    def nearest(cls, pool: list[MemoryEntry], target_z: float, size: int) -> Memory:
+        """The ``size`` entries of ``pool`` nearest the target, ties by id."""
+        pool = sorted(pool, key=lambda e: (abs(e.z - target_z), e.item_id))
         return cls(target_z, pool[: max(1, size)])
 
     def add(self, entry: MemoryEntry) -> None:
         if all(e.item_id != entry.item_id for e in self.entries):
             self.entries.append(entry)
 
-    def update(self, item_id: str, z: float) -> None:
-        """A better estimate of an entry's z (its confirmation)."""
-        self.entries = [MemoryEntry(e.item_id, z, e.origin, e.ancestor_id) if e.item_id == item_id else e
-                        for e in self.entries]
+    def update(self, item_id: str, z: float, parent_ok: bool | None = None) -> None:
+        """A better estimate of an entry's z (its confirmation), and what its screen now says."""
+        self.entries = [MemoryEntry(e.item_id, z, e.origin, e.ancestor_id,
+                                    e.parent_ok if parent_ok is None else parent_ok, e.source)
+                        if e.item_id == item_id else e for e in self.entries]
 
     def parents(self, r: int) -> list[MemoryEntry]:
-        """At most ``r`` entries closest to the target (line 7)."""
-        return sorted(self.entries, key=lambda e: (abs(e.z - self.target_z), e.item_id))[:r]
+        """At most ``r`` entries closest to the target (line 7), among those that may be parents."""
+        able = (e for e in self.entries if e.parent_ok)
+        return sorted(able, key=lambda e: (abs(e.z - self.target_z), e.item_id))[:r]
 
     def references(self, budget: int, around: float | None = None) -> list[MemoryEntry]:
         """Up to ``budget`` entries: half the nearest below the target, the rest the nearest above (line 8).

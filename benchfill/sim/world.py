@@ -277,11 +277,17 @@ class World:
                     fh.flush()
         return item
 
-    def _load_state(self) -> None:
-        if self.state_path is None or not self.state_path.exists():
+    def load_registry(self, path: Path) -> None:
+        """Know the children another run registered (runs that share a store share a world); its
+        file is read, never written."""
+        self._load_state(path)
+
+    def _load_state(self, path: Path | None = None) -> None:
+        path = path or self.state_path
+        if path is None or not path.exists():
             return
         fields = set(SimItem.__dataclass_fields__)
-        with open(self.state_path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8") as fh:
             for line in fh:
                 try:
                     rec = json.loads(line)

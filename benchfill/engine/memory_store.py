@@ -1,0 +1,359 @@
+"""The search memory in the store, shared across gaps, runs and releases (docs/memory.md).
+
+Every annotated item of a benchmark is a ``MemoryRecord``: the benchmark's own items on the scale
+of each fit that measured them, and every annotated child of every run, with its z, standard
+error, validity, flags and provenance. A run reads it once, before its gaps are searched:
+
+- **Parents and references.** For each gap, the ``memory_size`` entries nearest the target seed
+  the in-process ``Memory`` (benchfill/search/memory.py), which the algorithm uses as before. Each
+  scale is read by two index range scans on (benchmark, scale, z), one up and one down from the
+  target, ``LIMIT k`` each, so retrieval costs milliseconds however large the memory grows.
+- **Eligibility.** An entry the judge rejected, a screen flagged (``NO_PARENT_FLAGS``) or a
+  reviewer turned down (the latest ``ReviewDecision`` on it, in any run) is a reference at most,
+  never a parent.
+- **Scales.** A fit of the same benchmark with another seed or panel puts the items on a slightly
+  different scale. An entry of another scale is mapped onto the current one by the mean/sigma link
+  of the originals both fits measured (z_now = A z_then + B, A = sd_now / sd_then, B = mean_now -
+  A mean_then), or left out, with the reason logged, when they share fewer than ``MIN_SHARED``
+  items or their z correlate less than ``MIN_CORRELATION``.
+- **Reuse.** An earlier run's child whose confirmed z (mapped) lies inside a gap, valid, unflagged
+  and not rejected, fills that gap at once: no rewrite is paid for, and the gap and its review
+  record say it was reused.
+
+The seeds and reuse picks of a run are saved in its meta (``memory_seed``) the first time, so a
+resumed run searches from the very memory the interrupted one had, whatever other runs added since.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import col, select
+
+from benchfill.schema import MemoryRecord, ReviewDecision
+from benchfill.search.loop import Child, GapResult
+from benchfill.search.memory import MemoryEntry, may_parent
+from benchfill.search.services import Spend
+from benchfill.search.snapshot import annotation_from_dict, annotation_to_dict, child_from_dict, child_to_dict
+
+MIN_SHARED = 10  # benchmark items two fits must share before one's entries are mapped onto the other
+MIN_CORRELATION = 0.9  # ... and how closely their z must agree
+SEED_META = "memory_seed"
+
+
+def scale_id(item_ids: list[str], z: list[float]) -> str:
+    """The scale of a fit: a hash of its originals' fitted z (same fit, same id)."""
+    rows = sorted((str(i), round(float(v), 10)) for i, v in zip(item_ids, z, strict=True))
+    return "fit-" + hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:12]
+
+
+def foreign_id(item_id: str, run_id: str) -> str:
+    """How an earlier run's child is named in this run (its ids repeat across runs)."""
+    return f"{item_id}@{run_id}"
+
+
+@dataclass(frozen=True)
+class Link:
+    """z on ``scale`` mapped onto the current scale: a * z + b (mean/sigma over shared originals)."""
+
+    scale: str
+    a: float
+    b: float
+    shared: int
+    correlation: float
+    rms: float  # residual of the shared originals after the link
+
+    def __call__(self, z: float) -> float:
+        return self.a * z + self.b
+
+
+def mean_sigma_link(scale: str, then: dict[str, float], now: dict[str, float]) -> Link | str:
+    """The link from ``then`` (item -> z) to ``now``, or why there is none."""
+    ids = sorted(set(then) & set(now))
+    if len(ids) < MIN_SHARED:
+        return f"shares {len(ids)} benchmark items with the current fit (at least {MIN_SHARED} needed)"
+    x = [then[i] for i in ids]
+    y = [now[i] for i in ids]
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    sx = math.sqrt(sum((v - mx) ** 2 for v in x) / len(x))
+    sy = math.sqrt(sum((v - my) ** 2 for v in y) / len(y))
+    if sx <= 0 or sy <= 0:
+        return "its shared items all sit at one z"
+    r = sum((u - mx) * (v - my) for u, v in zip(x, y, strict=True)) / (len(x) * sx * sy)
+    if r < MIN_CORRELATION:
+        return f"its z correlate {r:.3f} with the current fit's on {len(ids)} shared items (at least {MIN_CORRELATION})"
+    a = sy / sx
+    b = my - a * mx
+    rms = math.sqrt(sum((a * u + b - v) ** 2 for u, v in zip(x, y, strict=True)) / len(x))
+    return Link(scale, a, b, len(ids), r, rms)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A memory entry as retrieved: its row, and its z and se on the current scale."""
+
+    row: MemoryRecord
+    link: Link  # from the row's scale onto the current one
+    parent_ok: bool  # the row's own verdict and flags, and no reviewer's rejection
+
+    @property
+    def z(self) -> float:
+        return self.link(self.row.z)
+
+    @property
+    def z_se(self) -> float:
+        return self.link.a * self.row.z_se
+
+    @property
+    def name(self) -> str:
+        r = self.row
+        return r.item_id if r.origin == "original" else foreign_id(r.item_id, r.run_id)
+
+    def entry(self) -> MemoryEntry:
+        r = self.row
+        return MemoryEntry(self.name, self.z, r.origin, r.ancestor_id or r.item_id, self.parent_ok,
+                           "" if r.origin == "original" else r.run_id)
+
+
+class SharedMemory:
+    """The memory of one benchmark in one store, as seen by one run on one fit."""
+
+    def __init__(self, store, benchmark: str, item_ids: list[str], z: list[float]):
+        self.store, self.benchmark, self.run_id = store, benchmark, store.run_id
+        self.now = {str(i): float(v) for i, v in zip(item_ids, z, strict=True)}
+        self.scale = scale_id(item_ids, z)
+        self.links: dict[str, Link] = {}
+        self.left_out: dict[str, str] = {}  # scale -> why its entries are not used
+
+    # -- writing -----------------------------------------------------------------------------
+    def record_originals(self) -> None:
+        """The benchmark's items on this fit's scale (once per scale: they are what links scales)."""
+        with self.store.session() as s:
+            have = s.exec(select(MemoryRecord.id).where(MemoryRecord.benchmark == self.benchmark,
+                                                        MemoryRecord.scale == self.scale,
+                                                        MemoryRecord.origin == "original").limit(1)).first()
+            if have is None:
+                s.add_all([MemoryRecord(benchmark=self.benchmark, scale=self.scale, item_id=i, z=v, ancestor_id=i)
+                           for i, v in sorted(self.now.items())])
+
+    def record_child(self, gap_index: int, child: Child) -> None:
+        """An annotated child (again, once confirmed or flagged: the row is updated)."""
+        a = child.confirmation or child.annotation
+        if a is None or child.item is None or "reused" in child.flags:
+            return
+        values = dict(
+            origin="generated", z=a.z, z_se=a.z_se, confirmed=child.confirmation is not None,
+            parent_id=child.parent_id, ancestor_id=child.ancestor_id, gap_index=gap_index, round=child.round,
+            valid=None if child.verdict is None else child.verdict.valid, flags_json=json.dumps(child.flags),
+            parent_ok=bool(child.valid and may_parent(child.flags)), data_json=json.dumps(child.item),
+            record_json=json.dumps(child_to_dict(child)),
+        )
+        with self.store.session() as s:
+            row = s.exec(select(MemoryRecord).where(
+                MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == self.scale,
+                MemoryRecord.run_id == self.run_id, MemoryRecord.item_id == child.item_id)).first()
+            if row is None:
+                row = MemoryRecord(benchmark=self.benchmark, scale=self.scale, run_id=self.run_id,
+                                   item_id=child.item_id, **values)
+            else:
+                for k, v in values.items():
+                    setattr(row, k, v)
+            s.add(row)
+
+    # -- reading -----------------------------------------------------------------------------
+    def link_scales(self) -> None:
+        """Map every other scale of this benchmark onto the current one, or say why not."""
+        with self.store.session() as s:
+            scales: set[str] = set()  # one index seek per scale (a DISTINCT would read every entry)
+            while (nxt := s.exec(select(func.min(MemoryRecord.scale)).where(
+                    MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale > max(scales, default=""))).one()):
+                scales.add(nxt)
+            self.links = {self.scale: Link(self.scale, 1.0, 0.0, len(self.now), 1.0, 0.0)}
+            for sc in sorted(scales - {self.scale}):
+                then = dict(s.exec(select(MemoryRecord.item_id, MemoryRecord.z).where(
+                    MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc,
+                    MemoryRecord.origin == "original")).all())
+                got = mean_sigma_link(sc, then, self.now)
+                if isinstance(got, Link):
+                    self.links[sc] = got
+                else:
+                    self.left_out[sc] = got
+
+    def nearest(self, target: float, k: int) -> list[Found]:
+        """The ``k`` entries nearest ``target`` on the current scale: the benchmark's items of this
+        fit and the children of other runs on every linked scale (this run's own are restored, not
+        retrieved). Two index range scans per scale, ``LIMIT k`` each."""
+        if not self.links:
+            self.link_scales()
+        rows: list[tuple[MemoryRecord, Link]] = []
+        with self.store.session() as s:
+            for sc, link in self.links.items():
+                if link.a <= 0:
+                    continue
+                t = (target - link.b) / link.a
+                base = select(MemoryRecord).where(MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc)
+                if sc != self.scale:
+                    base = base.where(MemoryRecord.origin == "generated")
+                up = base.where(MemoryRecord.z >= t).order_by(col(MemoryRecord.z).asc()).limit(k)
+                down = base.where(MemoryRecord.z < t).order_by(col(MemoryRecord.z).desc()).limit(k)
+                for q in (up, down):
+                    rows += [(r, link) for r in s.exec(q) if not self._own(r)]
+            rejected = self._rejected(s, [r for r, _ in rows])
+        found = [Found(r, link, bool(r.parent_ok and r.valid is not False) and (r.run_id, r.item_id) not in rejected)
+                 for r, link in rows]
+        found.sort(key=lambda f: (abs(f.z - target), f.name))
+        return found[:k]
+
+    def reusable(self, left: float, right: float) -> Found | None:
+        """The earlier run's child nearest the gap's middle whose confirmed z lies inside the gap:
+        valid, unflagged, not rejected; None if there is none. Per scale, index range scans out
+        from the middle, ``LIMIT`` growing only while every row found was rejected by a reviewer."""
+        if not self.links:
+            self.link_scales()
+        target = (left + right) / 2
+        best: list[Found] = []
+        with self.store.session() as s:
+            for sc, link in self.links.items():
+                if link.a <= 0:
+                    continue
+                lo, hi, mid = ((v - link.b) / link.a for v in (left, right, target))
+                base = select(MemoryRecord).where(
+                    MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc,
+                    MemoryRecord.origin == "generated", MemoryRecord.confirmed == True,  # noqa: E712
+                    MemoryRecord.parent_ok == True, MemoryRecord.run_id != self.run_id)  # noqa: E712
+                sides = (base.where(MemoryRecord.z >= mid, MemoryRecord.z < hi).order_by(col(MemoryRecord.z).asc()),
+                         base.where(MemoryRecord.z < mid, MemoryRecord.z > lo).order_by(col(MemoryRecord.z).desc()))
+                for q in sides:
+                    limit = 8
+                    while True:
+                        rows = list(s.exec(q.limit(limit)))
+                        rejected = self._rejected(s, rows)
+                        ok = [Found(r, link, True) for r in rows if (r.run_id, r.item_id) not in rejected
+                              and r.record_json and left < link(r.z) < right]
+                        if ok or len(rows) < limit:
+                            best += ok[:1]
+                            break
+                        limit *= 4
+        best.sort(key=lambda f: (abs(f.z - target), f.name))
+        return best[0] if best else None
+
+    def _own(self, r: MemoryRecord) -> bool:
+        return r.origin == "generated" and r.run_id == self.run_id
+
+    @staticmethod
+    def _rejected(s, rows: list[MemoryRecord]) -> set[tuple[str, str]]:
+        """(run, item) of the generated rows whose latest review decision, in any run, is a rejection
+        (a run that reused an item reviews it under its own run as ``item@run``)."""
+        gen = [r for r in rows if r.origin == "generated"]
+        if not gen:
+            return set()
+        names = {r.item_id for r in gen} | {foreign_id(r.item_id, r.run_id) for r in gen}
+        latest: dict[tuple[str, str], tuple[int, str]] = {}
+        for d in s.exec(select(ReviewDecision).where(col(ReviewDecision.item_id).in_(sorted(names)))):
+            key = tuple(reversed(d.item_id.split("@", 1))) if "@" in d.item_id else (d.run_id, d.item_id)
+            if key not in latest or (d.id or 0) > latest[key][0]:
+                latest[key] = (d.id or 0, d.decision)
+        return {k for k, (_, decision) in latest.items() if decision == "reject"}
+
+
+def reused_child(found: Found, b_min: float, b_max: float) -> Child:
+    """An earlier run's child as this run's pick for a gap: its record with every z mapped onto
+    the current scale (the difficulty follows from the current fit's normalization), its ids
+    marked with the run it came from, and the flag ``reused``."""
+    r, link = found.row, found.link
+    c = child_from_dict(json.loads(r.record_json or "{}"))
+    span = max(b_max - b_min, 1e-9)
+
+    def mapped(a):
+        if a is None:
+            return None
+        d = annotation_to_dict(a)
+        z, z_se = link(a.z), link.a * a.z_se
+        return annotation_from_dict({**d, "z": z, "z_se": z_se, "difficulty": b_min + z * span, "se": z_se * span})
+
+    c.annotation, c.confirmation = mapped(c.annotation), mapped(c.confirmation)
+    c.item_id = foreign_id(r.item_id, r.run_id)
+    if c.parent_id != c.ancestor_id:
+        c.parent_id = foreign_id(c.parent_id, r.run_id)
+    c.round, c.ask, c.parent_z, c.true_difficulty, c.true_z = 0, None, None, None, None
+    c.item = {**(c.item or {}), "id": c.item_id}
+    c.flags = [f for f in c.flags if f != "outside_gap"] + ["reused"]
+    return c
+
+
+def reuse_record(found: Found) -> dict[str, Any]:
+    """What the report and the review record say of a reused child: where it came from, how it was mapped."""
+    r, link = found.row, found.link
+    return {"run_id": r.run_id, "item_id": r.item_id, "scale": r.scale, "z_then": r.z, "z_now": found.z,
+            "link": None if link.a == 1.0 and link.b == 0.0 else asdict(link)}
+
+
+def plan_memory(shared: SharedMemory, gaps, size: int, b_min: float, b_max: float) -> dict[str, Any]:
+    """What the shared memory gives each gap of a run, read once before any search (and saved in
+    the run's meta, so a resumed run reads it back rather than a memory other runs changed since):
+    the seed entries with the fields of the earlier runs' children among them, and a child to reuse."""
+    shared.link_scales()
+    plan: dict[str, Any] = {
+        "scale": shared.scale,
+        "linked": {sc: asdict(k) for sc, k in shared.links.items() if sc != shared.scale},
+        "left_out": dict(shared.left_out), "gaps": {},
+    }
+    for g, gap in enumerate(gaps):
+        found = shared.nearest((gap.left + gap.right) / 2, size)
+        reuse = shared.reusable(gap.left, gap.right)
+        plan["gaps"][str(g)] = {
+            "left": gap.left, "right": gap.right,
+            "entries": [f.entry().to_list() for f in found],
+            "items": {f.name: json.loads(f.row.data_json) for f in found if f.row.origin == "generated"},
+            "reuse": None if reuse is None else {"child": child_to_dict(reused_child(reuse, b_min, b_max)),
+                                                 "from": reuse_record(reuse)},
+        }
+    return plan
+
+
+def open_plan(store, benchmark: str, ids: list[str], z: list[float], gaps, fit, size: int):
+    """The run's view of the shared memory and its plan: the one its interrupted attempt saved, if
+    any (same fit, same scale), else a new one, saved before any gap is searched."""
+    shared = SharedMemory(store, benchmark, ids, z)
+    shared.record_originals()
+    plan = store.get_meta(SEED_META)
+    if plan is None or plan.get("scale") != shared.scale:
+        plan = plan_memory(shared, gaps, size, fit.b_min, fit.b_max)
+        store.set_meta(SEED_META, plan)
+    return shared, plan
+
+
+def gap_plan(plan: dict[str, Any] | None, g: int, left: float, right: float) -> dict[str, Any] | None:
+    """The plan of gap ``g``, if the plan was made for a gap with these bounds."""
+    got = (plan or {}).get("gaps", {}).get(str(g))
+    return got if got is not None and (got["left"], got["right"]) == (left, right) else None
+
+
+def seed_entries(gap_plan: dict[str, Any]) -> list[MemoryEntry]:
+    return [MemoryEntry.from_list(e) for e in gap_plan["entries"]]
+
+
+def reuse_result(gap_plan: dict[str, Any], g: int, left: float, right: float) -> GapResult:
+    """A gap filled by an earlier run's child: no round, no spend."""
+    c = child_from_dict(gap_plan["reuse"]["child"])
+    res = GapResult(g, left, right, (left + right) / 2, "benchfill", [c], c, 0, Spend(), [], "reused", None)
+    res.shared = {**shared_summary(gap_plan, res), "reused_from": gap_plan["reuse"]["from"]}
+    return res
+
+
+def shared_summary(gap_plan: dict[str, Any] | None, res: GapResult) -> dict[str, Any]:
+    """How much of a gap's search came from earlier runs: entries in its first memory, parents
+    (children made from an earlier run's child), and those runs."""
+    if gap_plan is None:
+        return {}
+    earlier = {e.item_id: e.source for e in seed_entries(gap_plan) if e.source}
+    from_earlier = [c for c in res.children if c.parent_id in earlier and "reused" not in c.flags]
+    return {"entries_from_earlier_runs": len(earlier),
+            "children_of_earlier_parents": len(from_earlier),
+            "parents_from_earlier_runs": sorted({c.parent_id for c in from_earlier}),
+            "earlier_runs": sorted(set(earlier.values()))}

@@ -1,0 +1,100 @@
+"""Two runs, one store: the second run's search starts from the first run's children (issue 16).
+
+`benchfill run --benchmark demo --gaps 3` on the simulated world into a store named by URL, then a
+second run on the same store with another seed (so another fit: its scale is linked to the first
+one's) and five gaps. It retrieves parents the first run made and says so in its report, reuses
+the first run's confirmed children for the gaps they fit, and spends fewer model calls and rollouts
+than the very same run on an empty store.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from benchfill.cli import main
+
+BUDGET = ["--rounds", "3", "--parents", "2", "--children", "3", "--sim-probes", "6", "--quiet"]
+
+
+def _run(root, store, *args) -> dict:
+    runs = root / "runs"
+    before = set(runs.iterdir()) if runs.exists() else set()
+    extra = ["--store", store] if store else []
+    assert main(["run", "--benchmark", "demo", "--runs-dir", str(runs), *extra, *BUDGET, *args]) == 0
+    (d,) = set(runs.iterdir()) - before
+    rep = json.loads((d / "report.json").read_text())
+    rep["_dir"] = d
+    return rep
+
+
+@pytest.mark.slow
+def test_a_second_run_on_the_same_store_builds_on_the_first(tmp_path):
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    first = _run(tmp_path / "a", url, "--gaps", "3", "--seed", "0")
+    second = _run(tmp_path / "a", url, "--gaps", "5", "--seed", "1")
+    alone = _run(tmp_path / "b", None, "--gaps", "5", "--seed", "1")  # the same run on an empty store
+    m = second["memory"]
+    assert first["memory"]["earlier_runs"] == [] and first["memory"]["gaps_reused"] == 0
+    assert m["earlier_runs"] == [first["run_id"]]
+    assert list(m["linked"]) and not m["left_out"]  # another seed, another fit: mapped through the originals
+    # Parents produced by the first run, and the report says so.
+    assert m["parents_from_earlier_runs"] >= 1 and m["children_of_earlier_parents"] >= 1
+    md = (second["_dir"] / "report.md").read_text()
+    assert "## Shared memory" in md and f"({first['run_id']})" in md
+    with sqlite3.connect(tmp_path / "shared.db") as db:
+        parents = {p for (p,) in db.execute("select parent_id from candidate where run_id = ?", (second["run_id"],))}
+        earlier = {f"{i}@{first['run_id']}": ok for i, ok in db.execute(
+            "select item_id, parent_ok from memoryrecord where run_id = ? and origin = 'generated'",
+            (first["run_id"],))}
+    used = parents & set(earlier)
+    assert used and all(earlier[p] for p in used)  # only eligible entries of the first run were parents
+    # Reuse: a gap the first run's confirmed child fits is filled by it, for nothing.
+    reused = [g for g in second["gaps"] if (g["memory"] or {}).get("reused_from")]
+    assert m["gaps_reused"] == len(reused) >= 1
+    queue = {q["item_id"]: q for q in map(json.loads, (second["_dir"] / "review_queue.jsonl").read_text().splitlines())}
+    for g in reused:
+        assert g["chosen_id"].endswith(f"@{first['run_id']}") and "reused" in g["flags"]
+        assert g["status"] == "filled" and g["spend"]["model_calls"] == 0 and g["spend"]["rollouts"] == 0
+        assert g["left"] < g["confirmed_z"] < g["right"]
+        assert queue[g["chosen_id"]]["reused_from"]["run_id"] == first["run_id"]
+        assert f"**reused** {queue[g['chosen_id']]['reused_from']['item_id']}" in md
+    # Measurably cheaper than the same run on an empty store.
+    s, e = second["spend"], alone["spend"]
+    print(f"second run on the shared store: {s['model_calls']} model calls, {s['rollouts']} rollouts, "
+          f"{second['gaps_filled']} of 5 gaps filled; on an empty store: {e['model_calls']} model calls, "
+          f"{e['rollouts']} rollouts, {alone['gaps_filled']} filled")
+    assert alone["memory"]["earlier_runs"] == [] and alone["memory"]["gaps_reused"] == 0
+    assert s["model_calls"] < e["model_calls"] and s["rollouts"] < e["rollouts"]
+
+
+def test_a_finished_run_run_again_is_restored_whole_with_the_same_report(tmp_path, monkeypatch):
+    """Every gap comes back from the store as it finished: no rewrite or judge call is looked up again,
+    and the report (the pre-screen's summary included, which counts every child it screened) is the same."""
+    from benchfill.cache import CallCache
+
+    args = ["run", "--benchmark", "demo", "--runs-dir", str(tmp_path), "--gaps", "2", "--rounds", "2",
+            "--parents", "2", "--children", "2", "--sim-probes", "6", "--quiet", "--prescreen", "on"]
+    assert main(args) == 0
+    (d,) = list(tmp_path.iterdir())
+    before = json.loads((d / "report.json").read_text())
+    asked: list[str] = []
+    get_many = CallCache.get_many
+
+    def counting(self, keys):
+        keys = list(keys)
+        asked.extend(keys)
+        return get_many(self, keys)
+
+    monkeypatch.setattr(CallCache, "get_many", counting)
+    assert main(args) == 0
+    after = json.loads((d / "report.json").read_text())
+    for rep in (before, after):
+        rep["backend"].pop("traffic")
+    assert before["backend"]["prescreen"]["screened"] > 0
+    assert after == before
+    with sqlite3.connect(d / "store.db") as db:
+        kinds = dict(db.execute("select key, kind from modelcall"))
+    assert not [k for k in asked if kinds.get(k) in ("rewriter", "judge")]

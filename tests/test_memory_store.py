@@ -1,0 +1,214 @@
+"""The search memory in the store (benchfill/engine/memory_store.py): retrieval, eligibility, scales, reuse.
+
+On a real SQLite store and a real PostgreSQL server, with links and distances worked out by hand
+and retrieval checked against a brute-force sort of the whole table.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from pg_server import postgres_url
+
+from benchfill.engine.memory_store import (
+    MIN_SHARED,
+    Link,
+    SharedMemory,
+    foreign_id,
+    mean_sigma_link,
+    reused_child,
+    scale_id,
+)
+from benchfill.schema import MemoryRecord, ReviewDecision
+from benchfill.search import Memory
+from benchfill.search.annotate import Annotation
+from benchfill.search.loop import Child
+from benchfill.search.services import Verdict
+from benchfill.search.snapshot import child_to_dict
+from benchfill.store import Store
+
+BENCH = "toy"
+IDS = [f"q{i:02d}" for i in range(30)]
+Z_NOW = [round(0.02 + 0.032 * i, 6) for i in range(30)]  # 0.02 ... 0.948
+A, B = 1.1, 0.05  # the old fit's z map onto the current one as z_now = 1.1 z_then + 0.05
+
+
+def _then(z_now: float) -> float:
+    return (z_now - B) / A
+
+
+def _child(cid: str, z: float, *, valid=True, flags=(), confirmed=None) -> Child:
+    ann = Annotation(difficulty=z * 6 - 3, se=0.3, z=z, z_se=0.05, rollouts=40,
+                     results=[{"probe": "p0", "ability": 0.0, "correct": 3, "trials": 8}])
+    conf = None if confirmed is None else Annotation(confirmed * 6 - 3, 0.12, confirmed, 0.02, 64)
+    return Child(cid, "q05", "q05", 2, {"id": cid, "problem": f"text {cid}", "answer": "1"},
+                 Verdict(valid, "ok" if valid else "wrong key", "judge"), ann, list(flags), confirmation=conf)
+
+
+def _fill(store: Store) -> None:
+    """Originals on the current scale and on an old one; run r1's children on the old scale."""
+    old = SharedMemory(Store(store.url, run_id="r1"), BENCH, IDS, [_then(z) for z in Z_NOW])
+    old.record_originals()
+    target_then = _then(0.5)  # the gap [0.45, 0.55] of the current fit, on the old scale
+    made = [
+        _child("good", target_then + 0.004, confirmed=target_then + 0.002),  # reusable: confirmed inside
+        _child("invalid", target_then + 0.0005, valid=False),
+        _child("flagged", target_then - 0.0005, flags=["order_anomaly"], confirmed=target_then),
+        _child("rejected", target_then + 0.001, confirmed=target_then + 0.001),
+        _child("copy", target_then - 0.001, flags=["near_duplicate"]),
+        _child("accepted_late", target_then - 0.002),
+    ]
+    for c in made:
+        old.record_child(0, c)
+    old.store.close()
+    with store.session() as s:
+        # The latest decision counts: rejected stays rejected, accepted_late was rejected then accepted.
+        s.add(ReviewDecision(run_id="r1", item_id="rejected", reviewer="ann", decision="accept"))
+        s.add(ReviewDecision(run_id="r1", item_id="accepted_late", reviewer="ann", decision="reject"))
+    with store.session() as s:
+        s.add(ReviewDecision(run_id="r1", item_id="rejected", reviewer="bob", decision="reject"))
+        s.add(ReviewDecision(run_id="r1", item_id="accepted_late", reviewer="bob", decision="accept"))
+
+
+@pytest.fixture(scope="module")
+def pg():
+    with postgres_url(port=54337) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        s = Store(tmp_path / "shared.db", run_id="r2")
+    else:
+        url = request.getfixturevalue("pg")
+        s = Store(url, run_id="r2")
+        with s.engine.begin() as con:  # one server for the module: start each test from an empty memory
+            con.execute(MemoryRecord.__table__.delete())
+            con.execute(ReviewDecision.__table__.delete())
+    yield s
+    s.close()
+
+
+def test_mean_sigma_link_recovers_a_known_map_and_refuses_too_few_or_disagreeing_items():
+    now = dict(zip(IDS, Z_NOW, strict=True))
+    then = {i: _then(z) for i, z in now.items()}
+    link = mean_sigma_link("old", then, now)
+    assert isinstance(link, Link)
+    assert link.a == pytest.approx(A) and link.b == pytest.approx(B) and link.rms == pytest.approx(0, abs=1e-12)
+    assert link.shared == 30 and link(_then(0.5)) == pytest.approx(0.5)
+    few = dict(list(then.items())[: MIN_SHARED - 1])
+    assert "shares 9 benchmark items" in mean_sigma_link("old", few, now)
+    shuffled = dict(zip(IDS, random.Random(3).sample(list(then.values()), len(then)), strict=True))
+    assert "correlate" in mean_sigma_link("old", shuffled, now)
+
+
+def test_the_scale_id_is_the_fit():
+    assert scale_id(IDS, Z_NOW) == scale_id(list(reversed(IDS)), list(reversed(Z_NOW)))
+    assert scale_id(IDS, Z_NOW) != scale_id(IDS, [z + 1e-6 for z in Z_NOW])
+
+
+def test_invalid_rejected_and_flagged_entries_are_never_parents(store):
+    _fill(store)
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    mem.record_originals()
+    found = mem.nearest(0.5, 8)
+    by = {f.row.item_id: f for f in found}
+    # Every child of r1 is among the 8 nearest (all within 0.01 of the target, mapped).
+    assert {"good", "invalid", "flagged", "rejected", "copy", "accepted_late"} <= set(by)
+    assert {k for k, f in by.items() if f.row.origin == "generated" and not f.parent_ok} == {
+        "invalid", "flagged", "rejected", "copy"}
+    assert by["good"].z == pytest.approx(A * by["good"].row.z + B)  # mapped onto the current scale
+    memory = Memory(0.5, [f.entry() for f in found])
+    parents = memory.parents(8)
+    names = {e.item_id for e in parents}
+    assert names.isdisjoint({foreign_id(i, "r1") for i in ("invalid", "flagged", "rejected", "copy")})
+    assert foreign_id("good", "r1") in names and foreign_id("accepted_late", "r1") in names
+    # ... though they stay references: measured items around the target, shown for context.
+    assert foreign_id("flagged", "r1") in {e.item_id for e in memory.references(8)}
+
+
+def test_reuse_takes_only_a_confirmed_eligible_child_inside_the_gap(store):
+    _fill(store)
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    mem.record_originals()
+    got = mem.reusable(0.45, 0.55)
+    assert got is not None and got.row.item_id == "good"  # flagged and rejected sit closer, confirmed too
+    assert mem.reusable(0.505, 0.55) is None  # good's confirmed z maps to 0.5022: outside this gap
+    c = reused_child(got, b_min=-3.0, b_max=3.0)
+    assert c.item_id == "good@r1" and "reused" in c.flags and c.item["id"] == "good@r1"
+    assert c.confirmation.z == pytest.approx(A * (_then(0.5) + 0.002) + B)
+    assert c.confirmation.z_se == pytest.approx(A * 0.02)
+    assert c.confirmation.difficulty == pytest.approx(-3.0 + 6.0 * c.confirmation.z)
+
+
+def test_own_entries_are_restored_not_retrieved_and_unlinked_scales_are_left_out_with_a_reason(store):
+    _fill(store)
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    mem.record_originals()
+    mem.record_child(0, _child("mine", 0.5, confirmed=0.5))
+    # A fit that shares only 5 items with the current one: its child right on the target stays out.
+    stray = SharedMemory(Store(store.url, run_id="r0"), BENCH, IDS[:5], Z_NOW[:5])
+    stray.record_originals()
+    stray.record_child(0, _child("stray", 0.5, confirmed=0.5))
+    stray.store.close()
+    mem.link_scales()
+    assert list(mem.left_out.values()) == ["shares 5 benchmark items with the current fit (at least 10 needed)"]
+    names = {f.row.item_id for f in mem.nearest(0.5, 12)}
+    assert "mine" not in names and "stray" not in names and "good" in names
+    assert mem.reusable(0.45, 0.55).row.item_id == "good"
+
+
+def test_retrieval_equals_a_brute_force_sort_of_the_whole_memory(store):
+    rng = random.Random(5)
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    mem.record_originals()
+    links = {"old1": (1.1, 0.05), "old2": (0.9, -0.02)}
+    rows = []
+    for sc, (a, b) in links.items():
+        rows += [MemoryRecord(benchmark=BENCH, scale=sc, item_id=i, z=(z - b) / a) for i, z in zip(IDS, Z_NOW, strict=True)]
+    for n in range(600):
+        sc = rng.choice([mem.scale, "old1", "old2"])
+        rows.append(MemoryRecord(benchmark=BENCH, scale=sc, run_id=rng.choice(["r1", "r2", "r3"]), item_id=f"c{n}",
+                                 origin="generated", z=rng.random(), valid=True, parent_ok=rng.random() > 0.2,
+                                 data_json=json.dumps({"id": f"c{n}"})))
+    rows.append(MemoryRecord(benchmark="other", scale=mem.scale, item_id="x", z=0.5))
+    with store.session() as s:
+        s.add_all(rows)
+    mem.link_scales()
+    for target in (0.0, 0.13, 0.5, 0.77, 1.0):
+        got = [(f.name, round(f.z, 12)) for f in mem.nearest(target, 16)]
+        every = []
+        for r in rows[:-1] + [MemoryRecord(benchmark=BENCH, scale=mem.scale, item_id=i, z=z)
+                              for i, z in zip(IDS, Z_NOW, strict=True)]:
+            if r.origin == "generated" and r.run_id == "r2" or r.scale != mem.scale and r.origin == "original":
+                continue
+            a, b = links.get(r.scale, (1.0, 0.0))
+            name = r.item_id if r.origin == "original" else foreign_id(r.item_id, r.run_id)
+            every.append((abs(a * r.z + b - target), name, round(a * r.z + b, 12)))
+        assert got == [(n, z) for _, n, z in sorted(every)[:16]], target
+
+
+def test_a_rerecorded_child_updates_its_row(store):
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    c = _child("c1", 0.4)
+    mem.record_child(1, c)
+    c.confirmation = Annotation(0.6, 0.1, 0.41, 0.02, 64)
+    c.flags.append("order_anomaly")
+    mem.record_child(1, c)
+    rows = store.all(MemoryRecord)
+    assert len(rows) == 1 and rows[0].confirmed and rows[0].z == 0.41 and not rows[0].parent_ok
+    assert json.loads(rows[0].record_json) == json.loads(json.dumps(child_to_dict(c)))
+
+
+def test_a_rejection_by_a_run_that_reused_the_item_counts_too(store):
+    _fill(store)
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    mem.record_originals()
+    assert mem.reusable(0.45, 0.55).row.item_id == "good"
+    with store.session() as s:  # run r2 reused good@r1, and its reviewer turned it down
+        s.add(ReviewDecision(run_id="r2", item_id=foreign_id("good", "r1"), reviewer="cy", decision="reject"))
+    assert mem.reusable(0.45, 0.55) is None
+    assert not {f.row.item_id: f for f in mem.nearest(0.5, 8)}["good"].parent_ok
