@@ -151,7 +151,13 @@ class SimSetup:
     def annotator(self):
         from benchfill.search.annotate import Annotator
 
-        return Annotator(self.services, self.probes, self.chance, self.fit.b_min, self.fit.b_max, "adaptive")
+        return Annotator(self.services, self.probes, self.chance, self.fit.b_min, self.fit.b_max, "adaptive",
+                         confirmation=CONFIRMATION)
+
+
+# The confirmation's precision target and cap (``--confirm-se``, ``--confirm-cap``): the measurement
+# error of the chosen items, and so the share of the oracle's reduction any strategy can reach, follows it.
+CONFIRMATION = None  # set in main(); None would be the Annotator's default
 
 
 def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0.0) -> SimSetup:
@@ -393,15 +399,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--text-signal", type=float, default=0.0, metavar="S",
                     help="the simulated texts' difficulty signal, a correlation in [0, 1] (default 0: none)")
+    ap.add_argument("--confirm-se", type=float, default=0.02, metavar="SE",
+                    help="confirmation stops at this z standard error (default 0.02, a run's default)")
+    ap.add_argument("--confirm-cap", type=float, default=4.0, metavar="BUDGETS",
+                    help="... or after this many fixed-protocol budgets of rollouts (default 4)")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
+    global CONFIRMATION
+    from benchfill.search.annotate import ConfirmSettings
+
+    CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap)
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
     seeds = list(range(args.seeds))
     grid = QUICK_GRID if args.quick else GRID
     print(f"bench_search: top-{K} gaps, T={args.rounds} R=4 C=4 L=16, 12 probes x 8 trials, adaptive annotation "
-          f"+ confirmation; seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
+          f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}", flush=True)
     t_all = time.perf_counter()
     benches = {}
