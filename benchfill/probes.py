@@ -348,9 +348,10 @@ class RolloutClient:
             have = set()
             for i in range(0, len(ids), 500):  # only these items' rows: the search calls this per item
                 q = select(ProbeResult.item_id, ProbeResult.probe, ProbeResult.call_key).where(  # columns, not objects
-                    ProbeResult.phase == phase, ProbeResult.item_id.in_(ids[i : i + 500]))
+                    ProbeResult.run_id == self.store.run_id, ProbeResult.phase == phase,
+                    ProbeResult.item_id.in_(ids[i : i + 500]))
                 have |= {tuple(row) for row in s.exec(q)}
-            rows = [{"item_id": r.item_id, "probe": r.probe, "correct": r.correct, "trials": r.trials,
+            rows = [{"run_id": self.store.run_id, "item_id": r.item_id, "probe": r.probe, "correct": r.correct, "trials": r.trials,
                      "phase": phase, "call_key": r.call_key, "created_at": now()}
                     for r in done if (r.item_id, r.probe, r.call_key) not in have]
             if rows:

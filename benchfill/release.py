@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlmodel import select
 
 from benchfill import calling_module
 from benchfill.errors import BenchfillError, ConfigError, DataError
@@ -179,7 +178,7 @@ def release(
             raise
         record.write(bench_dir)  # the first release of a benchmark fixes its scale; later ones reuse it
         with board.store.session() as s:
-            s.add(Release(version=version, path=str(target), manifest_sha256=digest))
+            s.add(Release(run_id=board.store.run_id, version=version, path=str(target), manifest_sha256=digest))
         top_log = bench_dir / "CHANGELOG.md"
         tmp_log = bench_dir / ".CHANGELOG.md.tmp"
         tmp_log.write_text(changelog, encoding="utf-8")
@@ -198,7 +197,7 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
     b_rec = [record.b.get(i, to_record(float(b))) for i, b in zip(fit.item_ids, fit.difficulty, strict=True)]
     z = [record.z(b) for b in b_rec]
     with board.store.session() as s:
-        originals = list(s.exec(select(Item).where(Item.origin == "original")))
+        originals = list(s.exec(board.store.select(Item, Item.origin == "original")))
     if not originals:
         raise DataError(f"{board.run_dir}: no original items in the run's store")
     originals.sort(key=lambda it: pos.get(it.id, len(pos)))

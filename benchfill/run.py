@@ -271,25 +271,19 @@ def _record_originals(store, items: list[dict[str, Any]]) -> None:
     from benchfill.schema import Item
 
     with store.session() as s:
-        have = {row for row in s.exec(_select_ids(Item))}
+        have = {row.id for row in s.exec(store.select(Item))}
         for it in items:
             if it["id"] not in have:
-                s.add(Item(id=it["id"], origin="original", data_json=json.dumps(it)))
-
-
-def _select_ids(table):
-    from sqlmodel import select
-
-    return select(table.id)
+                s.add(Item(run_id=store.run_id, id=it["id"], origin="original", data_json=json.dumps(it)))
 
 
 def _record_gap_done(store, result) -> None:
     from benchfill.schema import Candidate, GapState
 
     with store.session() as s:
-        state = s.get(GapState, result.gap_index)
+        state = store.get(s, GapState, result.gap_index)
         if state is None:
-            state = GapState(gap_index=result.gap_index, left=result.left, right=result.right, target_z=result.target_z)
+            state = GapState(run_id=store.run_id, gap_index=result.gap_index, left=result.left, right=result.right, target_z=result.target_z)
         state.status = "done"
         state.rounds_used = result.rounds_used
         state.chosen_id = result.chosen.item_id if result.chosen else None
@@ -298,12 +292,12 @@ def _record_gap_done(store, result) -> None:
         s.add(state)
         for c in result.children:  # the simulated world's truth, fetched after the search
             if c.true_difficulty is not None:
-                row = s.get(Candidate, c.item_id)
+                row = store.get(s, Candidate, c.item_id)
                 if row is not None and row.true_difficulty != c.true_difficulty:
                     row.true_difficulty = c.true_difficulty
                     s.add(row)
         if result.chosen is not None:
-            row = s.get(Candidate, result.chosen.item_id)
+            row = store.get(s, Candidate, result.chosen.item_id)
             if row is not None:
                 row.status = "selected"
                 row.flags_json = json.dumps(result.chosen.flags)
@@ -318,7 +312,7 @@ def _record_review_queue(store, records: list[dict[str, Any]]) -> None:
 
     with store.session() as s:
         for rec in records:
-            row = s.get(Candidate, rec["item_id"])
+            row = store.get(s, Candidate, rec["item_id"])
             if row is not None:
                 row.review_json = json.dumps(rec)
                 s.add(row)

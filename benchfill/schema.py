@@ -7,6 +7,12 @@ so that SQLite and PostgreSQL behave the same.
 The tables live on a registry and MetaData of their own (``metadata``), not on SQLModel's
 global one, so an application that uses SQLModel for its own tables neither creates ours
 nor collides with them. A change to a column needs a migration in ``benchfill.store``.
+
+Several runs may share one store (a PostgreSQL URL every node of a sweep reaches, a store a
+user names to keep the search memory across runs): every table that holds one run's records
+carries that run's id (``run_id``, part of the key where the key is a name), and a ``Store``
+handle reads and writes only its own run's rows. The call cache (``ModelCall``) is shared on
+purpose: a request answered for one run is answered for all.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class SchemaVersion(StoreTable, table=True):
 class RunMeta(StoreTable, table=True):
     """Key-value facts about the run: config, seed, benchmark, fit, status."""
 
+    run_id: str = Field(default="", primary_key=True)
     key: str = Field(primary_key=True)
     value_json: str
 
@@ -63,6 +70,7 @@ class ModelCall(StoreTable, table=True):
 class Item(StoreTable, table=True):
     """An item of the benchmark or a generated candidate, in the benchmark's own fields."""
 
+    run_id: str = Field(default="", primary_key=True)  # child ids (bf-g0-r1-p0-c0) repeat across runs
     id: str = Field(primary_key=True)
     origin: str = "original"  # "original" | "generated"
     data_json: str  # the item's own fields (text, answer, options, tests...)
@@ -73,6 +81,7 @@ class Item(StoreTable, table=True):
 class Candidate(StoreTable, table=True):
     """A child proposed by the rewriter during a gap's search, with its annotation."""
 
+    run_id: str = Field(default="", primary_key=True)
     id: str = Field(primary_key=True)  # same id as its Item row
     gap_index: int = Field(index=True)
     round: int
@@ -98,6 +107,7 @@ class ProbeResult(StoreTable, table=True):
     """Graded rollouts of one probe on one item."""
 
     id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(default="", index=True)
     item_id: str = Field(index=True)
     probe: str
     correct: int
@@ -110,6 +120,7 @@ class ProbeResult(StoreTable, table=True):
 class GapState(StoreTable, table=True):
     """Progress of one gap's search, so a rerun resumes where it stopped."""
 
+    run_id: str = Field(default="", primary_key=True)
     gap_index: int = Field(primary_key=True)
     left: float
     right: float
@@ -124,6 +135,7 @@ class ReviewDecision(StoreTable, table=True):
     """One reviewer's decision on one proposed item."""
 
     id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(default="", index=True)
     item_id: str = Field(index=True)
     reviewer: str
     decision: str  # "accept" | "reject" | "edit"
@@ -133,7 +145,12 @@ class ReviewDecision(StoreTable, table=True):
 
 
 class Release(StoreTable, table=True):
+    run_id: str = Field(default="", primary_key=True)
     version: str = Field(primary_key=True)
     path: str
     manifest_sha256: str
     created_at: datetime = Field(default_factory=now)
+
+
+# The tables whose rows belong to one run (their ``run_id`` column); a Store handle sees its own.
+RUN_TABLES: tuple[type[StoreTable], ...] = (RunMeta, Item, Candidate, ProbeResult, GapState, ReviewDecision, Release)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, event, inspect
+from sqlalchemy import Connection, MetaData, Table, event, inspect
 from sqlmodel import Session, SQLModel, create_engine, select
 
 from benchfill import schema
@@ -18,15 +19,15 @@ from benchfill.errors import ConfigError
 # migrations from its version on, in order (MIGRATIONS[v] takes version v to v + 1, the way
 # simonw/llm keeps its ordered, named migrations), and a newer one is refused. A new table needs no
 # migration (it is created where missing); a changed or added column does.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
-def m001_record_version(conn: Connection) -> None:
+def m001_record_version(conn: Connection, run_id: str) -> None:
     """0 -> 1: a store written before versions were recorded already holds the version-1 tables;
     only the version table is new (created with any other missing table)."""
 
 
-def m002_candidate_review_record(conn: Connection) -> None:
+def m002_candidate_review_record(conn: Connection, run_id: str) -> None:
     """1 -> 2: a selected candidate keeps its review record in the store (``Candidate.review_json``),
     so review and release read the queue from the store, PostgreSQL included."""
     if "candidate" in set(inspect(conn).get_table_names()):
@@ -35,7 +36,40 @@ def m002_candidate_review_record(conn: Connection) -> None:
             conn.exec_driver_sql("ALTER TABLE candidate ADD COLUMN review_json TEXT")
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [m001_record_version, m002_candidate_review_record]
+def m003_run_scoped_rows(conn: Connection, run_id: str) -> None:
+    """2 -> 3: several runs share one store, so every run's rows carry its id (``run_id``, part of
+    the key of the tables keyed by a name). A store from before held one run: its rows become the
+    rows of the run that opens it now (``run_id``; "" for a store opened without one).
+
+    A key cannot be changed in place on SQLite, so each table is read, dropped and created
+    again at the current schema (so a later migration that adds a column must check for it first),
+    its rows written back with the run's id. PostgreSQL's id sequences are moved past the copied ids.
+    """
+    present = set(inspect(conn).get_table_names())
+    for model in schema.RUN_TABLES:
+        table = model.__table__
+        if table.name not in present or "run_id" in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+            continue
+        old = Table(table.name, MetaData(), autoload_with=conn)
+        rows = [{k: _aware(v) for k, v in r.items()} for r in conn.execute(select(old)).mappings()]
+        old.drop(conn)
+        table.create(conn)
+        for i in range(0, len(rows), 500):
+            conn.execute(table.insert(), [{**r, "run_id": run_id} for r in rows[i : i + 500]])
+        if conn.dialect.name == "postgresql" and "id" in table.c and table.c.id.autoincrement is not False and rows:
+            conn.exec_driver_sql(
+                f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), (SELECT max(id) FROM {table.name}))")
+
+
+def _aware(value: Any) -> Any:
+    """A stored time read back without its zone (SQLite keeps none) is UTC, as written."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+MIGRATIONS: list[Callable[[Connection, str], None]] = [
+    m001_record_version, m002_candidate_review_record, m003_run_scoped_rows]
 
 
 def _url(target: str | Path) -> str:
@@ -46,11 +80,16 @@ def _url(target: str | Path) -> str:
 
 
 class Store:
-    """Open (and create if needed) a store at a file path or SQLAlchemy URL."""
+    """Open (and create if needed) a store at a file path or SQLAlchemy URL, as seen by one run.
 
-    def __init__(self, target: str | Path):
+    ``run_id`` names the run whose rows this handle reads and writes (``schema.RUN_TABLES``);
+    several runs may share one store. The call cache is shared by all of them.
+    """
+
+    def __init__(self, target: str | Path, run_id: str = ""):
         url = _url(target)
         self.url = url
+        self.run_id = run_id
         try:
             if url.startswith("sqlite"):
                 self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
@@ -58,7 +97,7 @@ class Store:
             else:
                 self.engine = create_engine(url, pool_pre_ping=True)
             with self.engine.begin() as conn:
-                self.schema_version = _upgrade(conn, _redact(url))
+                self.schema_version = _upgrade(conn, _redact(url), run_id)
         except ConfigError:
             raise
         except Exception as exc:  # bad URL, unreachable server, unwritable file
@@ -73,22 +112,33 @@ class Store:
     # -- small helpers used everywhere ----------------------------------------------------
     def get_meta(self, key: str, default: Any = None) -> Any:
         with self.session() as s:
-            row = s.get(schema.RunMeta, key)
+            row = s.get(schema.RunMeta, (self.run_id, key))
             return default if row is None else json.loads(row.value_json)
 
     def set_meta(self, key: str, value: Any) -> None:
         with self.session() as s:
-            s.merge(schema.RunMeta(key=key, value_json=json.dumps(value)))
+            s.merge(schema.RunMeta(run_id=self.run_id, key=key, value_json=json.dumps(value)))
+
+    def get(self, s: Session, table: type[SQLModel], key: Any):
+        """The row of this run with primary key ``key`` (the name, without the run id), or None."""
+        return s.get(table, (self.run_id, key))
+
+    def select(self, table: type[SQLModel], *where):
+        """``select(table)`` over this run's rows (any table of ``schema.RUN_TABLES``)."""
+        q = select(table)
+        if "run_id" in table.__table__.c:
+            q = q.where(table.run_id == self.run_id)
+        return q.where(*where) if where else q
 
     def all(self, table: type[SQLModel], *where) -> list:
         with self.session() as s:
-            return list(s.exec(select(table).where(*where)) if where else s.exec(select(table)))
+            return list(s.exec(self.select(table, *where)))
 
     def close(self) -> None:
         self.engine.dispose()
 
 
-def _upgrade(conn: Connection, where: str) -> int:
+def _upgrade(conn: Connection, where: str, run_id: str = "") -> int:
     """Bring the store on ``conn`` to SCHEMA_VERSION (create, or migrate an older one); refuse a newer."""
     tables = set(inspect(conn).get_table_names())
     version_table = schema.SchemaVersion.__table__
@@ -104,7 +154,7 @@ def _upgrade(conn: Connection, where: str) -> int:
             f"{SCHEMA_VERSION}); upgrade benchfill to open it"
         )
     for step in MIGRATIONS[version:SCHEMA_VERSION]:
-        step(conn)
+        step(conn, run_id)
     schema.metadata.create_all(conn)
     if version_table.name not in tables or version != SCHEMA_VERSION:
         conn.execute(version_table.delete())
@@ -120,6 +170,10 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
     """The store of a run: ``run_dir/store.db`` by default, or the SQLAlchemy URL given once
     (remembered in ``run_dir/store.url`` so review and release find it again).
 
+    A store of its own holds one run, so its rows need no run id (``""``: the directory may be
+    renamed). A store named by URL may hold many runs: the run's rows carry its id, the run
+    directory's name when the URL was first given, remembered beside the URL.
+
     A URL must not carry a password: the file would then hold a secret. PostgreSQL reads it from
     the environment (``PGPASSWORD``) or ``~/.pgpass`` instead.
     """
@@ -132,19 +186,32 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
             raise ConfigError(
                 "--store: the URL carries a password; leave it out and set PGPASSWORD (or ~/.pgpass) instead"
             )
-        if remembered.is_file() and remembered.read_text().strip() != url:
-            raise ConfigError(f"{remembered}: this run already uses another store ({remembered.read_text().strip()})")
+        if remembered.is_file() and _remembered(remembered)[0] != url:
+            raise ConfigError(f"{remembered}: this run already uses another store ({_remembered(remembered)[0]})")
         run_dir.mkdir(parents=True, exist_ok=True)
-        store = Store(url)
+        run_id = _remembered(remembered)[1] if remembered.is_file() else run_dir.name
+        store = Store(url, run_id=run_id)
         if not remembered.is_file():
-            remembered.write_text(url + "\n")
+            tmp = remembered.with_suffix(".tmp")
+            tmp.write_text(f"{url}\n{run_id}\n")
+            tmp.replace(remembered)
         return store
     if remembered.is_file():
-        return Store(remembered.read_text().strip())
+        url, run_id = _remembered(remembered)
+        return Store(url, run_id=run_id)
     db = run_dir / STORE_FILE
     if not create and not db.is_file():
         raise ConfigError(f"{db}: the run has no store")
     return Store(db)
+
+
+def _remembered(path: Path) -> tuple[str, str]:
+    """The URL and run id in ``store.url`` (a file from before runs shared stores has the URL only:
+    its store held that one run, whose rows the upgrade gives the directory's name)."""
+    lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
+    if not lines:
+        raise ConfigError(f"{path}: empty; it should name the run's store URL")
+    return lines[0], lines[1] if len(lines) > 1 else path.parent.name
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:

@@ -51,7 +51,7 @@ def test_migrations_run_in_order_once_each(tmp_path, monkeypatch):
     Store(db).close()
     ran = []
 
-    def m002_add_note(conn):
+    def m002_add_note(conn, run_id):
         ran.append("m002")
         conn.exec_driver_sql("alter table runmeta add column note text default ''")
 
@@ -91,9 +91,9 @@ def test_a_version_1_store_gains_the_review_record_column(tmp_path):
         con.execute("insert into candidate values ('c1', 0, 1, 'p', 0.5, 8, '[]', 'selected', '', '2026-01-01')")
         con.execute("update schemaversion set version = 1")
     s = Store(db)
-    assert s.schema_version == 2
+    assert s.schema_version == SCHEMA_VERSION
     s.close()
     with sqlite3.connect(db) as con:
         cols = {r[1] for r in con.execute("pragma table_info(candidate)")}
         assert "review_json" in cols and con.execute("select id from candidate").fetchall() == [("c1",)]
-    assert _version(db) == 2
+    assert _version(db) == SCHEMA_VERSION

@@ -18,7 +18,7 @@ def test_run_writes_to_the_given_store_url_and_review_follows_it(tmp_path):
     assert main(args) == 0
     run = runs / "r"
     assert not (run / "store.db").exists()
-    assert (run / "store.url").read_text().strip() == url
+    assert (run / "store.url").read_text().split() == [url, "r"]  # the URL and the run id the rows carry
     with sqlite3.connect(db) as con:
         (n_items,) = con.execute("select count(*) from item where origin = 'original'").fetchone()
         (n_calls,) = con.execute("select count(*) from modelcall").fetchone()

@@ -11,8 +11,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import select
-
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.review.queue import QueueEntry, load_queue
 from benchfill.review.rule import Outcome, ReleaseRule, outcome
@@ -107,7 +105,7 @@ class ReviewBoard:
                 raise BenchfillError(f"decision on '{item_id}': the edit changes neither text nor answer")
             edited_json = json.dumps(edited, ensure_ascii=False)
         return ReviewDecision(
-            item_id=item_id, reviewer=reviewer, decision=decision, reason=reason, edited_json=edited_json
+            run_id=self.store.run_id, item_id=item_id, reviewer=reviewer, decision=decision, reason=reason, edited_json=edited_json
         )
 
     def record(self, rows: list[ReviewDecision]) -> None:
@@ -135,7 +133,7 @@ class ReviewBoard:
 
     def decisions(self, item_id: str | None = None) -> list[ReviewDecision]:
         with self.store.session() as s:
-            q = select(ReviewDecision)
+            q = self.store.select(ReviewDecision)
             if item_id is not None:
                 q = q.where(ReviewDecision.item_id == item_id)
             return sorted(s.exec(q), key=lambda d: (d.created_at, d.id or 0))

@@ -1,0 +1,108 @@
+"""Several runs in one store: each run's rows carry its id, a handle sees its own run, the call
+cache is shared; a store from before (one run, no run ids) is upgraded with its rows kept."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from pg_server import postgres_url
+from sqlalchemy import text
+
+from benchfill.cli import main
+from benchfill.schema import Candidate, GapState, ModelCall, ProbeResult
+from benchfill.store import SCHEMA_VERSION, Store, open_run_store
+
+
+def _candidate(run_id: str, cid: str, z: float) -> Candidate:
+    return Candidate(run_id=run_id, id=cid, gap_index=0, round=1, parent_id="p", target_z=0.5, z=z)
+
+
+def test_two_runs_keep_their_own_rows_in_one_store(tmp_path):
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    a, b = Store(url, run_id="a"), Store(url, run_id="b")
+    a.set_meta("seed", 1)
+    b.set_meta("seed", 2)
+    with a.session() as s:  # the same child id in both runs: child ids are per run
+        s.add(_candidate("a", "bf-g0-r1-p0-c0", 0.1))
+        s.add(ModelCall(key="k1", kind="probe"))
+    with b.session() as s:
+        s.add(_candidate("b", "bf-g0-r1-p0-c0", 0.9))
+    assert (a.get_meta("seed"), b.get_meta("seed")) == (1, 2)
+    assert [c.z for c in a.all(Candidate)] == [0.1] and [c.z for c in b.all(Candidate)] == [0.9]
+    with b.session() as s:
+        assert b.get(s, Candidate, "bf-g0-r1-p0-c0").z == 0.9
+    assert [m.key for m in b.all(ModelCall)] == ["k1"]  # the cache is everyone's
+    a.close()
+    b.close()
+
+
+def test_a_version_2_store_is_upgraded_to_the_run_that_opens_it(tmp_path):
+    db = tmp_path / "s.db"
+    with sqlite3.connect(db) as con:  # the version-2 tables this migration touches, one row each
+        con.execute("create table schemaversion (id integer primary key, version integer)")
+        con.execute("insert into schemaversion values (1, 2)")
+        con.execute("create table runmeta (key varchar primary key, value_json varchar)")
+        con.execute("insert into runmeta values ('seed', '7')")
+        con.execute("create table gapstate (gap_index integer primary key, left float, right float, target_z float, "
+                    "status varchar, rounds_used integer, chosen_id varchar, state_json varchar)")
+        con.execute("insert into gapstate values (0, 0.1, 0.3, 0.2, 'done', 4, 'c1', '{}')")
+        con.execute("create table proberesult (id integer primary key, item_id varchar, probe varchar, correct integer, "
+                    "trials integer, phase varchar, call_key varchar, created_at datetime)")
+        con.execute("create index ix_proberesult_item_id on proberesult (item_id)")
+        con.execute("insert into proberesult values (5, 'c1', 'p1', 3, 8, 'annotate', 'k', '2026-01-01')")
+    s = Store(db, run_id="old-run")
+    assert s.schema_version == SCHEMA_VERSION and s.get_meta("seed") == 7
+    with s.session() as ses:
+        assert s.get(ses, GapState, 0).chosen_id == "c1"
+        ses.add(ProbeResult(run_id="old-run", item_id="c2", probe="p1", correct=1, trials=8))
+    assert sorted((r.id, r.item_id) for r in s.all(ProbeResult)) == [(5, "c1"), (6, "c2")]
+    s.close()
+    assert Store(db, run_id="another").get_meta("seed") is None
+
+
+def test_runs_named_to_one_store_url_stay_apart_and_remember_their_id(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    common = ["run", "--benchmark", "demo", "--backend", "sim", "--runs-dir", str(tmp_path / "runs"), "--gaps", "1",
+              "--rounds", "1", "--parents", "2", "--children", "2", "--quiet", "--store", url]  # fmt: skip
+    assert main([*common, "--run-id", "one", "--seed", "1"]) == 0
+    assert main([*common, "--run-id", "two", "--seed", "2"]) == 0
+    one, two = tmp_path / "runs" / "one", tmp_path / "runs" / "two"
+    assert (one / "store.url").read_text().split() == [url, "one"]
+    s1, s2 = open_run_store(one), open_run_store(two)
+    assert (s1.get_meta("seed"), s2.get_meta("seed")) == (1, 2)
+    assert {c.id for c in s1.all(Candidate)} and all(c.run_id == "one" for c in s1.all(Candidate))
+    s1.close()
+    s2.close()
+    for run in (one, two):  # each run's review reads its own queue
+        assert main(["review", "export", str(run)]) == 0
+
+
+def test_a_remembered_url_from_before_keeps_the_directory_name_as_run_id(tmp_path):
+    run = tmp_path / "runs" / "legacy"
+    run.mkdir(parents=True)
+    (run / "store.url").write_text(f"sqlite:///{tmp_path / 's.db'}\n")
+    s = open_run_store(run)
+    assert s.run_id == "legacy"
+    s.close()
+    (run / "store.url").write_text("\n")
+    with pytest.raises(Exception, match="store.url: empty"):
+        open_run_store(run)
+
+
+def test_the_upgrade_moves_postgresql_id_sequences_past_the_copied_rows(tmp_path):
+    with postgres_url() as url:
+        s = Store(url)
+        with s.engine.begin() as con:  # back to a version-2 proberesult with two rows
+            con.execute(text("drop table proberesult"))
+            con.execute(text("create table proberesult (id serial primary key, item_id varchar, probe varchar, "
+                             "correct integer, trials integer, phase varchar, call_key varchar, created_at timestamp)"))
+            con.execute(text("insert into proberesult (item_id, probe, correct, trials, phase, call_key, created_at) "
+                             "values ('a', 'p', 1, 2, 'annotate', 'k', now()), ('b', 'p', 1, 2, 'annotate', 'k', now())"))
+            con.execute(text("update schemaversion set version = 2"))
+        s.close()
+        s = Store(url, run_id="r")
+        with s.session() as ses:
+            ses.add(ProbeResult(run_id="r", item_id="c", probe="p", correct=0, trials=2))
+        assert sorted((r.id, r.item_id) for r in s.all(ProbeResult)) == [(1, "a"), (2, "b"), (3, "c")]
+        s.close()
