@@ -100,7 +100,8 @@ def run(opts: RunOptions) -> Path:
     return netguard.run(execute(opts))  # uvloop where installed, unless held to loopback
 
 
-async def execute(opts: RunOptions) -> Path:
+async def execute(opts: RunOptions, sim_url: str | None = None) -> Path:
+    """``sim_url``: the simulated world already served there (a sweep serves one per run to all its units)."""
     import numpy as np
 
     from benchfill import coverage
@@ -137,7 +138,7 @@ async def execute(opts: RunOptions) -> Path:
     started = False
     try:
         _record_originals(store, items)
-        async with open_backend(opts, bench, store, run_dir) as backend:
+        async with open_backend(opts, bench, store, run_dir, sim_url=sim_url) as backend:
             started = True
             fit, matrix_source = await backend.fit_benchmark()
             z = np.asarray(fit.z, dtype=float)
