@@ -115,7 +115,7 @@ def markdown(table: dict[str, Any]) -> str:
         for s in strategies:
             if s != "oracle":
                 c = r["strategies"].get(s)
-                cells.append("" if not c else f"{c['model_calls']:.0f} / {c['rollouts']:.0f}")
+                cells.append("" if not c else f"{_amount(c['model_calls'])} / {_amount(c['rollouts'])}")
         lines.append("| " + " | ".join(cells) + " |")
     avg = ["average", "", ""]
     for s in strategies:
@@ -181,6 +181,10 @@ def _mean(values) -> float:
 
 def _num(v: float | None) -> str:
     return "" if v is None or v != v else f"{v:.4f}"
+
+
+def _amount(v: float) -> str:
+    return f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
 
 
 def _pct(v: float | None, sd: float | None = None) -> str:
