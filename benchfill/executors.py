@@ -1,11 +1,12 @@
 """Where a sweep's units run: in this process (``local``), or as Ray tasks on a cluster (``ray``).
 
-A run of the sweep is three steps. *Prepare*: its benchmark's fit, whose probe-panel rollouts every
-gap search needs (done once, before the searches, so that no two units make the same call). *Search*:
-one unit per gap, the gap's search and the confirmation of its chosen item, each call cached in the
-store as it comes back. *Finish*: ``benchfill.run.execute`` on the driver, which finds every call of
-the run in the cache, so it repeats none, and writes the run directory exactly as ``benchfill run``
-does (report, plots, review queue). ``local`` runs the three in one go per run (``execute`` alone).
+A run of the sweep is three steps, each the run's own ``benchfill.run.execute``. *Prepare*: the fit
+(``gaps_only=[]``), whose probe-panel rollouts every gap search needs, done once before the searches so
+that no two units make the same call. *Search*: one unit per gap (``gaps_only=[g]``), the gap's search
+and the confirmation of its chosen item, each call cached in the store as it comes back. *Finish*:
+``execute`` on the driver, which finds every call of the run in the cache, so it repeats none, and
+writes the run directory exactly as ``benchfill run`` does (report, plots, review queue). ``local``
+runs the three in one go per run (``execute`` alone).
 
 With Ray every node reads and writes one PostgreSQL store, so a unit retried on another node after its
 node died finds every call it had completed there (the units write each call as it comes back,
@@ -55,58 +56,16 @@ def _report_spend(run_dir: Path) -> dict[str, int]:
 
 # -- one unit, wherever it runs ----------------------------------------------------------------------
 def run_unit(opts_fields: dict[str, Any], gap: int | None, sim_url: str | None) -> dict[str, Any]:
-    """Prepare a run (``gap`` None) or search one of its gaps; the spend, JSON-ready. Runs in a Ray
-    worker: every call is written as it completes, so a retry elsewhere repeats none."""
+    """Prepare a run (``gap`` None: its fit) or search one of its gaps, through the run's own
+    ``execute``; the gap's spend, JSON-ready. Runs in a Ray worker: every call is written as it
+    completes, so a retry elsewhere repeats none."""
     from benchfill import cache, netguard
-    from benchfill.run import RunOptions
+    from benchfill.run import RunOptions, execute
 
     cache.write_through(True)
-    return netguard.run(_unit(RunOptions(**opts_fields), gap, sim_url))
-
-
-async def _unit(opts, gap: int | None, sim_url: str | None) -> dict[str, Any]:
-    import numpy as np
-
-    from benchfill import coverage
-    from benchfill.engine.backend import open_backend
-    from benchfill.run import _record_originals, load_benchmark, progress_printer, run_id_for, runs_root
-    from benchfill.search import NearDuplicateIndex
-    from benchfill.store import open_run_store
-
-    bench = load_benchmark(opts)
-    run_dir = runs_root(opts) / run_id_for(opts)
-    store = open_run_store(run_dir, opts.store)
-    try:
-        if gap is None:
-            _record_originals(store, bench.items)
-        async with open_backend(opts, bench, store, run_dir, sim_url=sim_url) as backend:
-            fit, _ = await backend.fit_benchmark()
-            if gap is None:
-                return _unit_out({}, backend)
-            # The same gaps, items and near-duplicate index as the run's own execute() builds.
-            z = np.asarray(fit.z, dtype=float)
-            ids = list(fit.item_ids)
-            chosen = coverage.gaps(z, k=opts.gaps, item_ids=ids)
-            by_id = {it["id"]: it for it in bench.items}
-            gap_items = {i: by_id[i] for i in ids if i in by_id}
-            z_of = {i: float(v) for i, v in zip(ids, z, strict=True) if i in by_id}
-            text_field = bench.spec.text_field
-            dup = NearDuplicateIndex({i: str(it.get(text_field, "")) for i, it in gap_items.items()},
-                                     opts.near_duplicate)
-            if opts.prescreen == "on" and opts.strategy == "benchfill":
-                backend.train_prescreen(gap_items, z_of)
-            result = await backend.search_gap(gap, chosen[gap], gap_items, z_of, dup, progress_printer(False))
-            if opts.confirm and result.chosen is not None:
-                await backend.confirm(result)
-            return _unit_out(result.spend.to_dict(), backend)
-    finally:
-        store.close()
-
-
-def _unit_out(spend: dict[str, int], backend) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    out = {"spend": spend, "traffic": backend.rc.stats.as_dict(), "llm": asdict(backend.services.llm_stats)}
+    opts = RunOptions(**opts_fields)
+    run_dir = netguard.run(execute(opts, sim_url=sim_url, gaps_only=[] if gap is None else [gap]))
+    out: dict[str, Any] = {"spend": {} if gap is None else _gap_spend(opts, run_dir, gap)}
     try:
         import ray
 
@@ -115,6 +74,22 @@ def _unit_out(spend: dict[str, int], backend) -> dict[str, Any]:
     except ImportError:
         pass
     return out
+
+
+def _gap_spend(opts, run_dir: Path, gap: int) -> dict[str, int]:
+    """What the gap's search spent, as the run recorded it with the gap (``GapState``)."""
+    import json
+
+    from benchfill.schema import GapState
+    from benchfill.store import open_run_store
+
+    store = open_run_store(run_dir, opts.store)
+    try:
+        with store.session() as s:
+            state = store.get(s, GapState, gap)
+            return json.loads(state.state_json).get("spend", {}) if state is not None else {}
+    finally:
+        store.close()
 
 
 # -- Ray ---------------------------------------------------------------------------------------------

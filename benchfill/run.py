@@ -100,8 +100,10 @@ def run(opts: RunOptions) -> Path:
     return netguard.run(execute(opts))  # uvloop where installed, unless held to loopback
 
 
-async def execute(opts: RunOptions, sim_url: str | None = None) -> Path:
-    """``sim_url``: the simulated world already served there (a sweep serves one per run to all its units)."""
+async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[int] | None = None) -> Path:
+    """Do (or resume) the run. A sweep's units (docs/sweep.md) call it with ``gaps_only``: search those
+    gaps only (none: just the fit) and write no report; ``sim_url``: the run's simulated world, already
+    served there for every unit of the run."""
     import numpy as np
 
     from benchfill import coverage
@@ -151,7 +153,8 @@ async def execute(opts: RunOptions, sim_url: str | None = None) -> Path:
             store.set_meta("isolation", isolation)  # how generated code was confined, if any ran
             store.set_meta("options", opts.identity())
             store.set_meta("fit", fit.to_dict())
-            fit.save(run_dir / "fit.json")
+            if not gaps_only:  # a sweep's gap units leave the run directory to the run's own steps
+                fit.save(run_dir / "fit.json")
             chosen_gaps = coverage.gaps(z, k=opts.gaps, item_ids=ids)
             by_id = {it["id"]: it for it in items}
             gap_items = {i: by_id[i] for i in ids if i in by_id}
@@ -167,6 +170,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None) -> Path:
                     backend.train_prescreen(gap_items, z_of)
                 results = await asyncio.gather(*(
                     backend.search_gap(g, gap, gap_items, z_of, dup, show) for g, gap in enumerate(chosen_gaps)
+                    if gaps_only is None or g in gaps_only
                 ))
                 if opts.confirm:
                     await asyncio.gather(*(backend.confirm(r) for r in results if r.chosen is not None))
@@ -174,6 +178,8 @@ async def execute(opts: RunOptions, sim_url: str | None = None) -> Path:
                 for r in results:
                     r.mark_outside()
                     _record_gap_done(store, r)
+        if gaps_only is not None:
+            return run_dir
         from benchfill.report import review_records
 
         # The review queue lives in the store (review and release read it there, PostgreSQL included).
