@@ -31,6 +31,8 @@ _EXPORTS: dict[str, str] = {
     "get_benchmark": "benchfill.benchmarks",
     "collect_responses": "benchfill.probes",
     "RunOptions": "benchfill.run",
+    "load_sweep": "benchfill.sweep",
+    "run_sweep": "benchfill.sweep",
     "Store": "benchfill.store",
     "ReviewBoard": "benchfill.review",
     # Functions named like their module: the attribute is the module, which calls the function

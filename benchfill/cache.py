@@ -3,6 +3,14 @@
 The key covers what decides the answer (endpoint, model, messages, sampling settings, seed or sample
 index) and nothing else: never a credential, so rotating a key keeps the cache, and a key never
 reaches the store. Rows are written in batches, so that caching costs little per call.
+
+Several processes may share one cache (a sweep's units on a Ray cluster, one PostgreSQL store): a key
+is the table's primary key, and every write is ``INSERT ... ON CONFLICT DO NOTHING`` with its rows in
+key order, so concurrent writers of overlapping keys never duplicate a row, never fail on each other's
+rows, and take the keys' locks in one order (PostgreSQL deadlocks two writers that insert the same
+keys in opposite orders; tests/test_sweep_cache.py shows it). Where a process may be killed mid-work
+and its work retried elsewhere, ``write_through(True)`` writes every call as it completes, so that
+the retry repeats no call that had come back.
 """
 
 from __future__ import annotations
@@ -22,6 +30,17 @@ from benchfill.schema import ModelCall, now
 from benchfill.store import Store
 
 _CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
+_WRITE_THROUGH = False
+
+
+def write_through(on: bool = True) -> None:
+    """Write each completed call at once rather than in batches (for every cache of this process).
+
+    A batch lost with a killed process costs its calls again; a unit of work that another node may
+    retry (``benchfill sweep --executor ray``) turns this on, at one small write per call.
+    """
+    global _WRITE_THROUGH
+    _WRITE_THROUGH = bool(on)
 
 
 @functools.lru_cache(maxsize=256)
@@ -111,14 +130,15 @@ class CallCache:
     def add(self, row: dict[str, Any]) -> None:
         """Queue a completed call; written at the next flush (by size or age)."""
         self._pending.append(row)
-        if len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush > self.flush_after_s:
+        if _WRITE_THROUGH or len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush > self.flush_after_s:
             self.flush()
 
     def flush(self) -> None:
         self._last_flush = time.monotonic()
         if not self._pending:
             return
-        values, self._pending = self._pending, []
+        # Key order: concurrent writers of overlapping keys then lock them in the same order.
+        values, self._pending = sorted(self._pending, key=lambda row: row["key"]), []
         dialect = self.store.engine.dialect.name
         with self.store.session() as s:
             if dialect in ("sqlite", "postgresql"):

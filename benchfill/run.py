@@ -100,7 +100,10 @@ def run(opts: RunOptions) -> Path:
     return netguard.run(execute(opts))  # uvloop where installed, unless held to loopback
 
 
-async def execute(opts: RunOptions) -> Path:
+async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[int] | None = None) -> Path:
+    """Do (or resume) the run. A sweep's units (docs/sweep.md) call it with ``gaps_only``: search those
+    gaps only (none: just the fit) and write no report; ``sim_url``: the run's simulated world, already
+    served there for every unit of the run."""
     import numpy as np
 
     from benchfill import coverage
@@ -137,7 +140,7 @@ async def execute(opts: RunOptions) -> Path:
     started = False
     try:
         _record_originals(store, items)
-        async with open_backend(opts, bench, store, run_dir) as backend:
+        async with open_backend(opts, bench, store, run_dir, sim_url=sim_url) as backend:
             started = True
             fit, matrix_source = await backend.fit_benchmark()
             z = np.asarray(fit.z, dtype=float)
@@ -150,7 +153,8 @@ async def execute(opts: RunOptions) -> Path:
             store.set_meta("isolation", isolation)  # how generated code was confined, if any ran
             store.set_meta("options", opts.identity())
             store.set_meta("fit", fit.to_dict())
-            fit.save(run_dir / "fit.json")
+            if not gaps_only:  # a sweep's gap units leave the run directory to the run's own steps
+                fit.save(run_dir / "fit.json")
             chosen_gaps = coverage.gaps(z, k=opts.gaps, item_ids=ids)
             by_id = {it["id"]: it for it in items}
             gap_items = {i: by_id[i] for i in ids if i in by_id}
@@ -168,6 +172,7 @@ async def execute(opts: RunOptions) -> Path:
                     backend.plan_memory(list(z_of), list(z_of.values()), chosen_gaps)
                 results = await asyncio.gather(*(
                     backend.search_gap(g, gap, gap_items, z_of, dup, show) for g, gap in enumerate(chosen_gaps)
+                    if gaps_only is None or g in gaps_only
                 ))
                 if opts.confirm:
                     await asyncio.gather(*(backend.confirm(r) for r in results if r.chosen is not None))
@@ -176,6 +181,8 @@ async def execute(opts: RunOptions) -> Path:
                     r.mark_outside()
                     backend.remember(r)
                     _record_gap_done(store, r)
+        if gaps_only is not None:
+            return run_dir
         from benchfill.report import review_records
 
         # The review queue lives in the store (review and release read it there, PostgreSQL included).

@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "benchfill.cli.measure",  # fit, diagnose, calibrate
     "benchfill.cli.profile",  # profile (BSDProbe item profiles, order anomalies)
     "benchfill.cli.run",  # run
+    "benchfill.cli.sweep",  # sweep (many benchmarks x strategies; local or Ray)
     "benchfill.cli.traffic",  # probes check / probes serve
     "benchfill.cli.sim",  # sim serve
     "benchfill.cli.review",  # review export / serve / import, release

@@ -96,7 +96,8 @@ class Backend:
             # (cached, so a rerun asks nothing again). Without a matrix they are the matrix, on every
             # item; with one, a spread of anchor items places the probes just as well at a fraction
             # of the cost on a large benchmark (12,032 x 12 requests for mmlu-pro otherwise).
-            items = self.bench.items if matrix is None else anchor_items(matrix, self.bench.items)
+            items = self.bench.items if matrix is None else anchor_items(
+                matrix, self.bench.items, int(self.opts.extra.get("anchor_items", ANCHOR_ITEMS)))
             probe_m = await self._panel_matrix(items)
             matrix = probe_m if matrix is None else _stack(matrix, probe_m)
             what = "probe panel rollouts" if len(items) == len(self.bench.items) else (
@@ -275,13 +276,13 @@ class Backend:
 
 
 @contextlib.asynccontextmanager
-async def open_backend(opts, bench, store, run_dir: Path) -> AsyncIterator[Backend]:
+async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = None) -> AsyncIterator[Backend]:
     from benchfill.probes import ProbePanel, RolloutClient
 
     backend = opts.resolved_backend()
     server = world = None
     if backend == "sim":
-        world, server, config = start_sim(opts, bench, run_dir)
+        world, server, config = start_sim(opts, bench, run_dir, url=sim_url)
     else:
         from benchfill.config import load_config
 
@@ -322,8 +323,11 @@ def _require_panel(config, source) -> None:
         raise ConfigError(f"{source}: no judge configured (add a [judge] section)")
 
 
-def start_sim(opts, bench, run_dir: Path):
-    """The simulated world over the benchmark's items, served in-process, and a config pointing at it."""
+def start_sim(opts, bench, run_dir: Path, url: str | None = None):
+    """The simulated world over the benchmark's items, served in-process, and a config pointing at it.
+
+    With ``url``, the same world is already served there (by a sweep, for every unit of the run):
+    it is built here for its names and its truth, and no server is started (``server`` is None)."""
     from benchfill.config import Config, LLMConfig, ProbeConfig
     from benchfill.sim import SimServer, World
 
@@ -344,12 +348,14 @@ def start_sim(opts, bench, run_dir: Path):
                 world.load_registry(other.parent / "sim_world_state.jsonl")
     # The cache key holds the endpoint URL, port included: a stable port per run directory lets a
     # resumed run hit the cache; a busy port falls back to any free one (then calls are repeated).
-    port = 20000 + derive_seed(0, str(run_dir.resolve())) % 20000
-    try:
-        server = SimServer(world, port=port).start()
-    except OSError:
-        server = SimServer(world).start()
-    url = server.base_url
+    server = None
+    if url is None:
+        port = sim_port(run_dir)
+        try:
+            server = SimServer(world, port=port).start()
+        except OSError:
+            server = SimServer(world).start()
+        url = server.base_url
     config = Config(
         probes=[ProbeConfig(name=n, base_url=url, model=n, trials=8, temperature=1.0) for n in world.probes],
         rewriter=LLMConfig(model=f"openai/{world.rewriter_model}", api_base=url, temperature=1.0),
@@ -357,6 +363,11 @@ def start_sim(opts, bench, run_dir: Path):
         seed=opts.seed,
     )
     return world, server, config
+
+
+def sim_port(run_dir: Path) -> int:
+    """The loopback port of a run's simulated world: fixed per run directory, as it is in cache keys."""
+    return 20000 + derive_seed(0, str(Path(run_dir).resolve())) % 20000
 
 
 # Above this many items, a given response matrix places the probe panel through anchor items only.

@@ -1,0 +1,266 @@
+"""A sweep: many benchmarks x strategies x seeds, each gap search one unit of work, one Table 2.
+
+The paper's evaluation is a sweep (eight benchmarks, three gaps each, three strategies); this makes
+it one command. The sweep file names the benchmarks (with per-benchmark options such as an anchor
+cap for a large one), the gaps, the strategies, the seeds, the run options shared by all, and the
+probe panel, rewriter and judge (a config file, or ``backend = "sim"`` for the simulated world).
+
+Every (benchmark, strategy, seed) is an ordinary run (``benchfill run``) with its own run directory;
+its gap searches are the units an executor spreads (``benchfill.executors``: in this process, or as
+Ray tasks on a cluster). A rerun is a resume: each run replays its completed calls from its store.
+The result is ``sweep_table`` over the runs' reports.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from benchfill.errors import BenchfillError, ConfigError, validation_line
+
+# Run options a sweep sets itself (per benchmark, strategy and seed), so not in [options].
+_SET_BY_SWEEP = {"benchmark", "items", "responses", "spec", "data_dir", "gaps", "strategy", "backend", "config",
+                 "seed", "runs_dir", "store", "run_id", "progress", "extra"}
+
+
+class BenchmarkEntry(BaseModel):
+    """One benchmark of the sweep: a registered name, or items + spec (+ responses) of any other."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(None, min_length=1)
+    items: str | None = None
+    spec: str | None = None
+    responses: str | None = None
+    label: str | None = Field(None, min_length=1, description="its row in the table (default: name)")
+    gaps: int | None = Field(None, ge=1, description="gaps to fill (default: the sweep's)")
+    anchor_items: int | None = Field(None, ge=1, description="cap on the items the probe panel is placed "
+                                     "with when the benchmark has a response matrix (default 300)")
+    options: dict[str, Any] = Field(default_factory=dict, description="run options for this benchmark only")
+
+    @property
+    def row(self) -> str:
+        return self.label or self.name or Path(self.items or "custom").stem
+
+
+class SweepConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    benchmarks: list[BenchmarkEntry] = Field(min_length=1)
+    strategies: list[str] = Field(default_factory=lambda: ["benchfill", "baseline", "oracle"], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    gaps: int = Field(3, ge=1)
+    backend: Literal["sim", "openai"] = "sim"
+    config: str | None = Field(None, description="probe panel, rewriter and judge (TOML/YAML), backend openai")
+    data_dir: str | None = None
+    runs_dir: str | None = None
+    store: str | None = Field(None, description="one SQLAlchemy URL for every run (PostgreSQL for --executor ray)")
+    options: dict[str, Any] = Field(default_factory=dict, description="run options for every run (rounds, ...)")
+
+    @field_validator("strategies")
+    @classmethod
+    def _known_strategies(cls, v: list[str]) -> list[str]:
+        from benchfill.search import STRATEGIES
+
+        for s in v:
+            if s not in STRATEGIES:
+                raise ValueError(f"unknown strategy {s!r} (choose from {', '.join(STRATEGIES)})")
+        if len(set(v)) != len(v):
+            raise ValueError("a strategy appears twice")
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _unique_seeds(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError("a seed appears twice")
+        return v
+
+
+@dataclass
+class RunPlan:
+    """One run of the sweep and the gap searches (units) it needs."""
+
+    row: str
+    strategy: str
+    seed: int
+    opts: Any  # RunOptions
+    run_dir: Path
+
+    @property
+    def units(self) -> list[int]:
+        """The gap indices searched as units (the oracle searches none: it only places midpoints)."""
+        return [] if self.strategy == "oracle" else list(range(self.opts.gaps))
+
+    @property
+    def label(self) -> str:
+        return f"{self.row}/{self.strategy}/seed{self.seed}"
+
+
+@dataclass
+class Sweep:
+    name: str
+    source: str
+    config: SweepConfig
+    runs: list[RunPlan]
+    out_dir: Path
+    store: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | None = None) -> Sweep:
+    """Read and check a sweep file; ``store``/``runs_dir`` override the file's. Paths in the file are
+    relative to the file."""
+    from benchfill.data import read_mapping
+    from benchfill.run import RunOptions, run_id_for, runs_root
+
+    path = Path(path)
+    data = read_mapping(path)
+    try:
+        cfg = SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(validation_line(str(path), exc)) from exc
+    here = path.resolve().parent
+
+    def rel(p: str | None) -> str | None:
+        return None if p is None else str((here / os.path.expanduser(p)).resolve())
+
+    run_fields = {f.name for f in fields(RunOptions)}
+    _check_options(cfg.options, run_fields, f"{path}: field options")
+    if cfg.backend == "openai" and not cfg.config:
+        raise ConfigError(f"{path}: field config: backend openai needs a config file with the probe panel, "
+                          "rewriter and judge (or set backend = \"sim\")")
+    if cfg.backend == "sim" and cfg.config:
+        raise ConfigError(f"{path}: field config: backend sim serves its own panel; drop config or set "
+                          "backend = \"openai\"")
+    store = store or cfg.store
+    root = rel(runs_dir) if runs_dir else (rel(cfg.runs_dir) if cfg.runs_dir else None)
+    runs: list[RunPlan] = []
+    rows: set[str] = set()
+    for i, b in enumerate(cfg.benchmarks):
+        where = f"{path}: field benchmarks.{i}"
+        if not b.name and not (b.items and b.spec):
+            raise ConfigError(f"{where}: name a benchmark (name = ...) or give items and spec")
+        if b.row in rows:
+            raise ConfigError(f"{where}: {b.row!r} appears twice (give one a label)")
+        rows.add(b.row)
+        _check_options(b.options, run_fields, f"{where}.options")
+        for strategy in cfg.strategies:
+            for seed in cfg.seeds:
+                opts = RunOptions(**{**cfg.options, **b.options})
+                opts.benchmark = None if b.items else b.name
+                opts.items, opts.spec, opts.responses = rel(b.items), rel(b.spec), rel(b.responses)
+                opts.data_dir = rel(cfg.data_dir) if cfg.data_dir else None
+                opts.gaps = b.gaps or cfg.gaps
+                opts.strategy, opts.seed, opts.backend = strategy, seed, cfg.backend
+                opts.config = rel(cfg.config)
+                opts.store = store
+                opts.progress = False  # the sweep shows its own progress
+                if b.anchor_items is not None:
+                    opts.extra = {"anchor_items": b.anchor_items}
+                if root:
+                    opts.runs_dir = root
+                opts.runs_dir = str(runs_root(opts).resolve())  # the same directory from any node
+                runs.append(RunPlan(b.row, strategy, seed, opts, Path(opts.runs_dir) / run_id_for(opts)))
+    name = cfg.name or path.stem
+    out_dir = Path(runs[0].opts.runs_dir) / f"sweep-{name}"
+    return Sweep(name, str(path), cfg, runs, out_dir, store)
+
+
+def _check_options(options: dict[str, Any], known: set[str], where: str) -> None:
+    for k in options:
+        if k in _SET_BY_SWEEP:
+            raise ConfigError(f"{where}.{k}: set by the sweep itself (see docs/sweep.md)")
+        if k not in known:
+            raise ConfigError(f"{where}.{k}: not a run option (see `benchfill run --help`)")
+
+
+def check_benchmarks(sweep: Sweep) -> None:
+    """Read every benchmark once before any work, so a bad name or file fails in seconds."""
+    from benchfill.run import load_benchmark
+
+    seen: set[str] = set()
+    for plan in sweep.runs:
+        if plan.row in seen:
+            continue
+        seen.add(plan.row)
+        try:
+            bench = load_benchmark(plan.opts)
+        except BenchfillError as exc:
+            raise type(exc)(f"{sweep.source}: benchmark {plan.row}: {exc}") from exc
+        if plan.opts.gaps > len(bench.items) + 1:
+            raise ConfigError(f"{sweep.source}: benchmark {plan.row}: {plan.opts.gaps} gaps asked, but "
+                              f"{len(bench.items)} items bound at most {len(bench.items) + 1}")
+
+
+def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = None,
+              progress: bool = True) -> dict[str, Any]:
+    """Run (or resume) every run of the sweep; write and return the table.
+
+    Units that failed leave their run without a report; the table is written for the rest and the
+    failure raised after it (rerun the sweep to resume them).
+    """
+    from benchfill import executors
+    from benchfill.sweep_table import write_table
+
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"--executor: unknown executor {executor!r} (choose from local, ray)")
+    check_benchmarks(sweep)
+    tracker = Progress(sweep, progress)
+    if executor == "ray":
+        failed = executors.run_ray(sweep, tracker, ray_address)
+    else:
+        failed = executors.run_local(sweep, tracker)
+    table = write_table(sweep)
+    tracker.final()
+    if failed:
+        first = failed[0]
+        raise BenchfillError(f"{len(failed)} of {tracker.total} units failed (first: {first[0]}: {first[1]}); "
+                             f"the table holds the runs that finished; rerun the sweep to resume")
+    return table
+
+
+class Progress:
+    """The whole sweep's progress on stderr: units done, in flight and failed; calls and rollouts."""
+
+    def __init__(self, sweep: Sweep, enabled: bool):
+        self.enabled = enabled
+        # A run with no gap units (the oracle) is one unit: placing its midpoints.
+        self.total = sum(max(len(p.units), 1) for p in sweep.runs)
+        self.done = self.running = self.failed = 0
+        self.model_calls = self.rollouts = 0
+        self.t0 = time.monotonic()
+        self._last = ""
+
+    def started(self, n: int = 1) -> None:
+        self.running += n
+        self.show()
+
+    def finished(self, spend: dict[str, int] | None, n: int = 1) -> None:
+        self.running -= n
+        self.done += n
+        if spend:
+            self.model_calls += int(spend.get("model_calls", 0))
+            self.rollouts += int(spend.get("rollouts", 0))
+        self.show()
+
+    def failure(self, n: int = 1) -> None:
+        self.running -= n
+        self.failed += n
+        self.show()
+
+    def show(self, note: str = "") -> None:
+        line = (f"sweep: units {self.done}/{self.total} done, {self.running} running or queued, {self.failed} failed; "
+                f"search model calls {self.model_calls}, rollouts {self.rollouts}"
+                f" ({time.monotonic() - self.t0:.0f} s){': ' + note if note else ''}")
+        if self.enabled and line != self._last:
+            self._last = line
+            print(line, file=sys.stderr, flush=True)
+
+    def final(self) -> None:
+        self.show("finished" if not self.failed else "finished with failures")

@@ -1,0 +1,205 @@
+"""A sweep's result in the paper's Table 2 layout: per benchmark, the top-k gap sum before, and per
+strategy the sum after, its relative reduction, the target deviation and the search's cost.
+
+Read from the runs' own ``report.json`` (so the table says exactly what each run reports), averaged
+over the sweep's seeds; written as ``table.md``, ``table.json`` and ``table.png`` (relative reduction
+per benchmark and strategy), each through a temporary file and a rename.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def collect(sweep) -> dict[str, Any]:
+    """The table as data: rows in the sweep's benchmark order, strategies in its order."""
+    strategies = list(sweep.config.strategies)
+    rows: list[dict[str, Any]] = []
+    by_row: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    order: list[str] = []
+    for plan in sweep.runs:
+        if plan.row not in by_row:
+            by_row[plan.row] = {s: [] for s in strategies}
+            order.append(plan.row)
+        rep = _report(plan.run_dir)
+        if rep is not None:
+            by_row[plan.row][plan.strategy].append(rep)
+    for name in order:
+        cells: dict[str, Any] = {}
+        before: list[float] = []
+        n_items = k = None
+        for s in strategies:
+            reps = by_row[name][s]
+            if not reps:
+                cells[s] = None
+                continue
+            before += [r["top_k_sum_before"] for r in reps]
+            n_items, k = reps[0]["n_items"], reps[0]["top_k"]
+            devs = [r["target_deviation"] for r in reps if r.get("target_deviation") is not None]
+            cells[s] = {
+                "runs": [r["run_id"] for r in reps],
+                "seeds": [r["seed"] for r in reps],
+                "top_k_sum_after": _mean(r["top_k_sum_after"] for r in reps),
+                "reduction": _mean(r["top_k_reduction"] for r in reps),
+                "reduction_sd": float(np.std([r["top_k_reduction"] for r in reps], ddof=1)) if len(reps) > 1 else None,
+                "target_deviation": _mean(devs) if devs and s != "oracle" else None,
+                "gaps_filled": _mean(r["gaps_filled"] for r in reps),
+                "model_calls": _mean(r["spend"].get("model_calls", 0) for r in reps),
+                "rollouts": _mean(r["spend"].get("rollouts", 0) for r in reps),
+                "simulated": any(r.get("simulated") for r in reps),
+            }
+            true_after = [r.get("top_k_sum_after_true (simulated)") for r in reps]
+            if cells[s]["simulated"] and all(v is not None for v in true_after) and s != "oracle":
+                cells[s]["true_reduction (simulated)"] = _mean(
+                    1 - a / r["top_k_sum_before"] for a, r in zip(true_after, reps, strict=True))
+        rows.append({"benchmark": name, "n_items": n_items, "top_k": k,
+                     "top_k_sum_before": _mean(before) if before else None, "strategies": cells})
+    average = {}
+    for s in strategies:
+        vals = [r["strategies"][s]["reduction"] for r in rows if r["strategies"].get(s)]
+        average[s] = _mean(vals) if len(vals) == len(rows) else None  # only over a complete column
+    return {
+        "sweep": sweep.name, "source": sweep.source, "strategies": strategies,
+        "seeds": list(sweep.config.seeds), "backend": sweep.config.backend,
+        "simulated": sweep.config.backend == "sim",
+        "rows": rows, "average_reduction": average,
+        "missing_runs": [p.label for p in sweep.runs if _report(p.run_dir) is None],
+    }
+
+
+def write_table(sweep) -> dict[str, Any]:
+    table = collect(sweep)
+    out = Path(sweep.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out / "table.json", json.dumps(table, indent=1) + "\n")
+    _write(out / "table.md", markdown(table))
+    if table["rows"]:
+        _plot(table, out / "table.png")
+    table["paths"] = {name: str(out / name) for name in ("table.md", "table.json", "table.png")}
+    return table
+
+
+def markdown(table: dict[str, Any]) -> str:
+    strategies = table["strategies"]
+    k = next((r["top_k"] for r in table["rows"] if r["top_k"]), 3)
+    lines = []
+    if table["simulated"]:
+        lines += ["**SIMULATED SWEEP**: every model here is the simulated world (backend sim); no real LLM "
+                  "was called.", ""]
+    lines += [f"# Sweep {table['sweep']}: top-{k} gap sum before and after gap filling", "",
+              f"Reduction is 1 - after / before of the top-{k} gap sum on the benchmark's normalized difficulty "
+              f"scale (larger is better); target dev. is the mean |z - z*| of the chosen items (lower is "
+              f"better); cost is the search's model calls / rollouts (mean per run). Seeds: "
+              f"{', '.join(str(s) for s in table['seeds'])}.", ""]
+    head = ["benchmark", "items", f"top-{k} before"]
+    for s in strategies:
+        head += [f"{s} after", f"{s} reduction"]
+    head += [f"{s} target dev." for s in strategies if s != "oracle"]
+    head += [f"{s} cost" for s in strategies if s != "oracle"]
+    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in table["rows"]:
+        cells = [r["benchmark"], str(r["n_items"] or ""), _num(r["top_k_sum_before"])]
+        for s in strategies:
+            c = r["strategies"].get(s)
+            cells += [_num(c and c["top_k_sum_after"]), _pct(c and c["reduction"], c and c["reduction_sd"])]
+        for s in strategies:
+            if s != "oracle":
+                c = r["strategies"].get(s)
+                cells.append(_num(c and c["target_deviation"]))
+        for s in strategies:
+            if s != "oracle":
+                c = r["strategies"].get(s)
+                cells.append("" if not c else f"{_amount(c['model_calls'])} / {_amount(c['rollouts'])}")
+        lines.append("| " + " | ".join(cells) + " |")
+    avg = ["average", "", ""]
+    for s in strategies:
+        avg += ["", _pct(table["average_reduction"].get(s))]
+    avg += [""] * (len(head) - len(avg))
+    lines.append("| " + " | ".join(avg) + " |")
+    true_cols = [s for s in strategies if any("true_reduction (simulated)" in (r["strategies"].get(s) or {})
+                                              for r in table["rows"])]
+    if true_cols:
+        lines += ["", "Simulated world only: the reduction with each chosen item at its TRUE difficulty "
+                  "(the world's latent value, which no search decision saw):", "",
+                  "| benchmark | " + " | ".join(f"{s} true reduction" for s in true_cols) + " |",
+                  "|" + " --- |" * (len(true_cols) + 1)]
+        for r in table["rows"]:
+            vals = [_pct((r["strategies"].get(s) or {}).get("true_reduction (simulated)")) for s in true_cols]
+            lines.append(f"| {r['benchmark']} | " + " | ".join(vals) + " |")
+    if table["missing_runs"]:
+        lines += ["", f"Not finished (rerun the sweep to resume): {', '.join(table['missing_runs'])}."]
+    return "\n".join(lines) + "\n"
+
+
+def _plot(table: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from benchfill.plots import save_png
+
+    names = [r["benchmark"] for r in table["rows"]]
+    strategies = table["strategies"]
+    width = 0.8 / len(strategies)
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(names) + 2), 3.6), dpi=120)
+    try:
+        x = np.arange(len(names))
+        for j, s in enumerate(strategies):
+            vals = [100 * ((r["strategies"].get(s) or {}).get("reduction") or 0.0) for r in table["rows"]]
+            ax.bar(x + (j - (len(strategies) - 1) / 2) * width, vals, width, label=s)
+        ax.set_xticks(x, names, rotation=20, ha="right", fontsize=8)
+        k = next((r["top_k"] for r in table["rows"] if r["top_k"]), 3)
+        ax.set_ylabel(f"top-{k} gap sum reduction (%)")
+        title = f"sweep {table['sweep']}" + (" (SIMULATED)" if table["simulated"] else "")
+        ax.set_title(title, fontsize=10)
+        ax.axhline(0, color="black", lw=0.8)
+        ax.legend(fontsize=8, frameon=False)
+        fig.tight_layout()
+        save_png(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def _report(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((Path(run_dir) / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _mean(values) -> float:
+    vals = [float(v) for v in values]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def _num(v: float | None) -> str:
+    return "" if v is None or v != v else f"{v:.4f}"
+
+
+def _amount(v: float) -> str:
+    return f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
+
+
+def _pct(v: float | None, sd: float | None = None) -> str:
+    if v is None or v != v:
+        return ""
+    return f"{100 * v:.2f}%" + (f" ± {100 * sd:.2f}" if sd is not None else "")
+
+
+def _write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

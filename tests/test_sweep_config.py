@@ -1,0 +1,135 @@
+"""The sweep file, the table and a local sweep's resume.
+
+Bad input ends in one line naming the file and the field, before any work; the table is the runs'
+own reports (averaged over seeds, values worked out by hand); rerunning a sweep resumes it: the same
+table, and no call is made again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from benchfill.cli import main
+from benchfill.errors import ConfigError
+from benchfill.store import Store
+from benchfill.sweep import load_sweep, run_sweep
+from benchfill.sweep_table import collect, markdown
+
+
+def _write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "sweep.toml"
+    path.write_text(body)
+    return path
+
+
+GOOD = """
+benchmarks = [{name = "demo"}]
+strategies = ["benchfill"]
+gaps = 1
+runs_dir = "runs"
+[options]
+rounds = 1
+parents = 2
+children = 2
+sim_probes = 6
+"""
+
+
+@pytest.mark.parametrize("body, message", [
+    ('benchmarks = [{name = "demo"}]\nstratgies = ["benchfill"]\n', "field stratgies: Extra inputs are not permitted"),
+    ('benchmarks = [{name = "demo"}]\nstrategies = ["best"]\n', "field strategies: Value error, unknown strategy 'best'"),
+    ('benchmarks = []\n', "field benchmarks: List should have at least 1 item"),
+    ('benchmarks = [{name = "demo", gaps = 0}]\n', "field benchmarks.0.gaps: Input should be greater than or equal to 1"),
+    ('benchmarks = [{name = "demo"}]\n[options]\nroundz = 2\n', "field options.roundz: not a run option"),
+    ('benchmarks = [{name = "demo"}]\n[options]\nseed = 2\n', "field options.seed: set by the sweep itself"),
+    ('benchmarks = [{gaps = 2}]\n', "field benchmarks.0: name a benchmark (name = ...) or give items and spec"),
+    ('benchmarks = [{name = "demo"}, {name = "demo"}]\n', "field benchmarks.1: 'demo' appears twice"),
+    ('benchmarks = [{name = "demo", options = {parentz = 2}}]\n', "field benchmarks.0.options.parentz: not a run option"),
+    ('backend = "openai"\nbenchmarks = [{name = "demo"}]\n', "field config: backend openai needs a config file"),
+    ('benchmarks = [{name = "demo"\n', "sweep.toml:"),
+])
+def test_bad_sweep_files_fail_in_one_line_naming_the_field(tmp_path, body, message):
+    path = _write(tmp_path, body)
+    with pytest.raises(ConfigError) as exc:
+        load_sweep(path)
+    line = str(exc.value)
+    assert line.startswith(str(path)) and message in line and "\n" not in line
+
+
+def test_unknown_benchmark_fails_before_any_work(tmp_path, capsys):
+    path = _write(tmp_path, GOOD.replace('name = "demo"', 'name = "no-such-bench"'))
+    assert main(["sweep", "--config", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"benchfill: error: {path}: benchmark no-such-bench:")
+    assert not (tmp_path / "runs").exists()
+
+
+def _report(run_id: str, seed: int, before: float, after: float, dev: float | None, calls: int, rollouts: int):
+    return {"run_id": run_id, "seed": seed, "n_items": 10, "top_k": 3, "top_k_sum_before": before,
+            "top_k_sum_after": after, "top_k_reduction": 1 - after / before, "target_deviation": dev,
+            "gaps_filled": 3, "spend": {"model_calls": calls, "rollouts": rollouts}, "simulated": False}
+
+
+def test_table_averages_seeds_and_strategies_by_hand(tmp_path):
+    path = _write(tmp_path, """
+benchmarks = [{name = "demo"}, {name = "aime24", label = "A24"}]
+strategies = ["benchfill", "oracle"]
+seeds = [0, 1]
+runs_dir = "runs"
+""")
+    sweep = load_sweep(path)
+    assert [p.label for p in sweep.runs] == ["demo/benchfill/seed0", "demo/benchfill/seed1", "demo/oracle/seed0",
+                                             "demo/oracle/seed1", "A24/benchfill/seed0", "A24/benchfill/seed1",
+                                             "A24/oracle/seed0", "A24/oracle/seed1"]
+    # Reductions: demo benchfill 0.5 and 0.3, oracle 0.6 and 0.6; A24 benchfill 0.2 and 0.2, oracle 0.4, 0.4.
+    after = {("demo", "benchfill"): (1.0, 1.4), ("demo", "oracle"): (0.8, 0.8),
+             ("A24", "benchfill"): (1.6, 1.6), ("A24", "oracle"): (1.2, 1.2)}
+    for p in sweep.runs:
+        p.run_dir.mkdir(parents=True)
+        a = after[(p.row, p.strategy)][p.seed]
+        dev = None if p.strategy == "oracle" else 0.01 * (p.seed + 1)
+        (p.run_dir / "report.json").write_text(json.dumps(
+            _report(p.run_dir.name, p.seed, 2.0, a, dev, 100 + p.seed, 1000 * (p.seed + 1))))
+    table = collect(sweep)
+    demo, a24 = table["rows"]
+    assert demo["benchmark"] == "demo" and a24["benchmark"] == "A24"
+    assert demo["strategies"]["benchfill"]["reduction"] == pytest.approx(0.4)
+    assert demo["strategies"]["benchfill"]["reduction_sd"] == pytest.approx(0.1414213562, rel=1e-6)
+    assert demo["strategies"]["benchfill"]["target_deviation"] == pytest.approx(0.015)
+    assert demo["strategies"]["benchfill"]["model_calls"] == pytest.approx(100.5)
+    assert demo["strategies"]["oracle"]["target_deviation"] is None
+    assert table["average_reduction"] == {"benchfill": pytest.approx(0.3), "oracle": pytest.approx(0.5)}
+    md = markdown(table)
+    assert "| demo | 10 | 2.0000 | 1.2000 | 40.00% ± 14.14 | 0.8000 | 60.00% ± 0.00 | 0.0150 | 100.5 / 1500 |" in md
+    assert "| average |  |  |  | 30.00% |  | 50.00% |  |  |" in md
+    # A run without a report is said to be missing, and the average needs a complete column.
+    (sweep.runs[0].run_dir / "report.json").unlink()
+    table = collect(sweep)
+    assert table["missing_runs"] == ["demo/benchfill/seed0"]
+    assert table["rows"][0]["strategies"]["benchfill"]["reduction"] == pytest.approx(0.3)
+
+
+def test_rerun_resumes_without_new_calls(tmp_path):
+    path = _write(tmp_path, GOOD)
+    first = run_sweep(load_sweep(path), progress=False)
+    out = Path(first["paths"]["table.md"]).parent
+    assert sorted(p.name for p in out.iterdir()) == ["table.json", "table.md", "table.png"]  # no temp files left
+    (db,) = (tmp_path / "runs").glob("demo-benchfill-*/store.db")
+
+    def rows() -> int:
+        s = Store(db)
+        with s.engine.connect() as conn:
+            n = int(conn.execute(text("SELECT count(*) FROM modelcall")).scalar())
+        s.close()
+        return n
+
+    before = rows()
+    assert before > 0
+    second = run_sweep(load_sweep(path), progress=False)
+    assert rows() == before  # every call came from the cache
+    assert second["rows"] == first["rows"]
+    assert json.loads((out / "table.json").read_text())["rows"] == first["rows"]
