@@ -151,13 +151,13 @@ class SimSetup:
     def annotator(self):
         from benchfill.search.annotate import Annotator
 
-        return Annotator(self.services, self.probes, self.chance, self.fit.b_min, self.fit.b_max, "adaptive",
-                         confirmation=CONFIRMATION)
+        extra = {} if CONFIRMATION is None else {"confirmation": CONFIRMATION}
+        return Annotator(self.services, self.probes, self.chance, self.fit.b_min, self.fit.b_max, "adaptive", **extra)
 
 
 # The confirmation's precision target and cap (``--confirm-se``, ``--confirm-cap``): the measurement
 # error of the chosen items, and so the share of the oracle's reduction any strategy can reach, follows it.
-CONFIRMATION = None  # set in main(); None would be the Annotator's default
+CONFIRMATION = None  # set in main(); None: the Annotator's default (tests import this module)
 
 
 def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0.0) -> SimSetup:

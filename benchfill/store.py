@@ -138,8 +138,16 @@ class Store:
         self.engine.dispose()
 
 
+_UPGRADE_LOCK = 0x62666C6C  # "bfll": one advisory lock id for benchfill's schema upgrades
+
+
 def _upgrade(conn: Connection, where: str, run_id: str = "") -> int:
     """Bring the store on ``conn`` to SCHEMA_VERSION (create, or migrate an older one); refuse a newer."""
+    if conn.dialect.name == "postgresql":
+        # Several processes may open a new store at once (the tasks of a sweep): without a lock two
+        # would create the same tables and one fail. The lock is the transaction's; SQLite's own write
+        # lock already does this for a file.
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_UPGRADE_LOCK})")
     tables = set(inspect(conn).get_table_names())
     version_table = schema.SchemaVersion.__table__
     if version_table.name in tables:

@@ -106,3 +106,20 @@ def test_the_upgrade_moves_postgresql_id_sequences_past_the_copied_rows(tmp_path
             ses.add(ProbeResult(run_id="r", item_id="c", probe="p", correct=0, trials=2))
         assert sorted((r.id, r.item_id) for r in s.all(ProbeResult)) == [(1, "a"), (2, "b"), (3, "c")]
         s.close()
+
+
+def test_processes_opening_a_new_postgresql_store_at_once_all_succeed():
+    """The tasks of a sweep may open a new store together: the upgrade holds a lock, so none fails
+    creating a table another is creating."""
+    import multiprocessing as mp
+
+    with postgres_url() as url:
+        with mp.get_context("spawn").Pool(4) as pool:
+            versions = pool.map(_open_version, [url] * 8)
+        assert versions == [SCHEMA_VERSION] * 8
+
+
+def _open_version(url: str) -> int:
+    s = Store(url, run_id="r")
+    s.close()
+    return s.schema_version
