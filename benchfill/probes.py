@@ -142,6 +142,9 @@ class RolloutClient:
         # Keyed by the probe's key_endpoint (its one URL, or its fleet): all replicas run one server.
         self._single: set[str] = {p.key_endpoint for p in panel.probes if not p.supports_n}
         self._bodies: dict[str, str] = {}  # key -> the request's canonical JSON, made once per call
+        # key -> the call now in flight for it: a request asked twice at once (two items in the same
+        # words, concurrent searches) is sent once; once it is done the cache answers.
+        self._inflight: dict[str, asyncio.Future] = {}
 
     @property
     def evaluator(self):
@@ -228,16 +231,16 @@ class RolloutClient:
             if hit is not None:
                 self.stats.cache_hits += 1
                 texts, cached = json.loads(hit)["texts"], True
-            elif req["n"] > 1 and p.key_endpoint in self._single:
-                texts, cached = await self._singles(p, req), False
-            else:
+            elif key in self._inflight:
                 try:
-                    texts, cached = await self._call(p, req, key), False
-                except RefusesN:
-                    if p.key_endpoint not in self._single:
-                        self._single.add(p.key_endpoint)
-                        log.info("endpoint %s refuses n>1; asking one sample per request", _where(p))
-                    texts, cached = await self._singles(p, req), False
+                    texts, cached = await asyncio.shield(self._inflight[key]), True
+                    self.stats.cache_hits += 1  # served by the same request's call, made once
+                except asyncio.CancelledError:
+                    if asyncio.current_task().cancelling():
+                        raise
+                    texts, cached = await self._fetch(p, req, key), False  # its batch was cancelled, not ours
+            else:
+                texts, cached = await self._fetch(p, req, key), False
         except Exception as exc:  # noqa: BLE001  (reported per call; the batch goes on)
             if not _is_call_error(exc):
                 raise
@@ -246,6 +249,34 @@ class RolloutClient:
             return Rollout(item["id"], p.name, 0, 0, key, error=said)
         correct = await self.grading.count_correct(item, texts)
         return Rollout(item["id"], p.name, correct, len(texts), key, cached=cached)
+
+    async def _fetch(self, p: ProbeConfig, req: dict, key: str) -> list[str]:
+        """A new call for ``key``; callers asking the same key meanwhile wait for this one."""
+        done = asyncio.get_running_loop().create_future()
+        done.add_done_callback(lambda f: f.cancelled() or f.exception())  # read, so never "never retrieved"
+        self._inflight[key] = done
+        try:
+            if req["n"] > 1 and p.key_endpoint in self._single:
+                texts = await self._singles(p, req)
+            else:
+                try:
+                    texts = await self._call(p, req, key)
+                except RefusesN:
+                    if p.key_endpoint not in self._single:
+                        self._single.add(p.key_endpoint)
+                        log.info("endpoint %s refuses n>1; asking one sample per request", _where(p))
+                    texts = await self._singles(p, req)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                done.cancel()
+            else:
+                done.set_exception(exc)
+            raise
+        else:
+            done.set_result(texts)
+            return texts
+        finally:
+            del self._inflight[key]  # the cache (pending rows included) answers from here on
 
     async def _singles(self, p: ProbeConfig, req: dict) -> list[str]:
         subs = []

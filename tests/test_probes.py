@@ -236,3 +236,19 @@ def test_request_json_with_a_pre_encoded_prompt_is_the_same_string():
             req = {"messages": messages, "temperature": value, "n": 1}
             plain = json.dumps(req, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             assert request_json(req, {"messages": request_json(messages)}) == plain
+
+
+def test_a_request_asked_twice_at_once_is_sent_once_and_serves_both(tmp_path):
+    """Two items in the same words (the demo has a pair) make the same request: one call answers
+    both, each graded under its own id, and a rerun finds both in the cache."""
+    twins = [*ITEMS, {"id": "q0-twin", "problem": ITEMS[0]["problem"], "answer": "yes"}]
+    with LoopbackOpenAI(models=("m1",)) as srv:
+        store = Store(tmp_path / "s.db")
+        res, stats = run(store, panel(srv.base_url), items=twins, seed=3)
+        assert stats.calls == len(ITEMS) and len(srv.bodies) == len(ITEMS) and stats.cache_hits == 1
+        by_id = {r.item_id: r for r in res}
+        assert by_id["q0-twin"].correct == by_id["q0"].correct == expected_correct("m1", ITEMS[0], 4, 3)
+        assert by_id["q0-twin"].trials == 4 and not by_id["q0-twin"].error
+        assert {r.item_id for r in store.all(ProbeResult)} == {r.item_id for r in res}
+        _, again = run(store, panel(srv.base_url), items=twins, seed=3)
+        assert again.requests == 0 and again.cache_hits == len(twins)
