@@ -114,3 +114,24 @@ def test_steering_holds_the_hostile_rewriter_within_twice_the_kind_deviation():
     seeds = range(6)
     kind, hostile = _true_deviation("kind", seeds), _true_deviation("hostile", seeds)
     assert hostile <= 2 * kind, (kind, hostile)
+
+
+def test_a_childs_truth_does_not_hang_on_which_request_reached_the_world_first(monkeypatch):
+    """Two rewrites of one parent in the same words are two children, each with its own request's
+    truth, whichever arrives first; the same request again finds its own child."""
+    from benchfill.sim import texts
+
+    monkeypatch.setattr(texts, "rewrite_text", lambda text, rng: f"{text} (restated)")  # every rewrite: same words
+
+    def children(order):
+        w = _world("realistic")
+        p = w.original_items()[0]
+        parent = w.lookup(p["problem"])
+        got = {k: make_child(w, dict(parent.fields), parent, a, rng_for("order", k)) for k, a in order}
+        again = make_child(w, dict(parent.fields), parent, order[0][1], rng_for("order", order[0][0]))
+        assert again.key == got[order[0][0]].key  # a retried request: its own child, not a new one
+        return {k: (c.difficulty, c.key) for k, c in got.items()}
+
+    forward, backward = children([(1, 0.2), (2, 0.9)]), children([(2, 0.9), (1, 0.2)])
+    assert forward == backward
+    assert forward[1][0] != forward[2][0] and forward[1][1] != forward[2][1]

@@ -148,15 +148,28 @@ def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, ask
     tag = f"{rng.getrandbits(32):08x}"
     if "id" in child:
         child["id"] = f"{parent_id}-sim{tag}"
+    # Every rewrite request writes its own words: the simulated phrasings are few (a lead and a tail
+    # sentence), and children of one parent in the same words would share one truth, the first
+    # arrival's, so a child's truth would hang on the order requests reached the world (gap searches
+    # in other processes reach it in another order). A real rewriter asked for other difficulties
+    # does not write the same item twice. The same request again (a retry, a resumed run) draws the
+    # same tag and finds its own child.
+    code = world.evaluator not in ("math", "multiple_choice")
+    child[tf] = _variant(str(child[tf]), tag, code)
     key = texts.text_key(str(child[tf]))
-    while key in world.items and world.items[key].parent != parent_id:
-        # The same words reached from another parent: make the text distinct, not the truth shared.
-        child[tf] = f"{child[tf]} (Variant {tag}.)"
+    while key in world.items and (world.items[key].parent != parent_id or world.items[key].difficulty != b):
+        child[tf] = _variant(str(child[tf]), tag, code)  # a 32-bit tag drawn twice: still distinct
         key = texts.text_key(str(child[tf]))
     chance = parent.chance if parent is not None else world._chance(child)
     item = SimItem(key, str(child.get("id", f"{parent_id}-sim{tag}")), child, b, chance, true, stated,
                    valid, parent_id, "generated")
     return world.register_child(item)
+
+
+def _variant(text: str, tag: str, code: bool) -> str:
+    """The text marked as this request's own: a comment line above a program (the prompt must stay
+    code the completion continues), a closing note on a question."""
+    return f"# Variant {tag}.\n{text}" if code else f"{text} (Variant {tag}.)"
 
 
 # -- judge ----------------------------------------------------------------------------------------
