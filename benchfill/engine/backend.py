@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -103,12 +104,35 @@ class Backend:
             what = "probe panel rollouts" if len(items) == len(self.bench.items) else (
                 f"probe panel rollouts on {len(items)} anchor items")
             source = f"{source} + {what}" if source else what
-        self.fit = irt_fit(matrix, engine="map", seed=self.opts.seed)
+        self.fit = self._fit_of_record(matrix)
+        if self.fit is None:
+            self.fit = irt_fit(matrix, engine="map", seed=self.opts.seed)
+            self._record_fit(matrix)
         ability = dict(zip(self.fit.models, np.asarray(self.fit.ability, dtype=float), strict=True))
         probes = [Probe(p.name, ability[p.name], p.trials) for p in self.config.probes]
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
         self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation)
         return self.fit, source
+
+    def _fit_of_record(self, matrix):
+        """The fit this run recorded when it started, if it was made from the same models and items.
+
+        A resumed run, and every unit of a sweep, goes on with the scale it began with instead of fitting
+        again: the MAP optimum of a large matrix moves in its last digits with the number of BLAS threads
+        (mmlu-pro's z differ between one thread and several), and a search on another scale is another search.
+        """
+        from benchfill.irt.fit import IrtFit
+
+        saved = self.store.get_meta("fit")
+        if saved and saved.get("engine") == "map" and self.store.get_meta("fit_matrix") == _matrix_digest(matrix):
+            return IrtFit.from_dict(saved)
+        return None
+
+    def _record_fit(self, matrix) -> None:
+        # The fit first, then what it was made from: a crash between the two leaves them unmatched,
+        # so the next attempt fits again rather than take a fit of another matrix.
+        self.store.set_meta("fit", self.fit.to_dict())
+        self.store.set_meta("fit_matrix", _matrix_digest(matrix))
 
     def _given_matrix(self):
         from benchfill.data import read_responses
@@ -321,6 +345,16 @@ def _require_panel(config, source) -> None:
         raise ConfigError(f"{source}: no rewriter configured (add a [rewriter] section)")
     if config.judge is None:
         raise ConfigError(f"{source}: no judge configured (add a [judge] section)")
+
+
+def _matrix_digest(matrix) -> str:
+    """What a fit was made from: models, items and counts."""
+    import hashlib
+
+    h = hashlib.sha256(json.dumps([list(matrix.models), list(matrix.item_ids)]).encode())
+    for a in (matrix.correct, matrix.trials, matrix.chance):
+        h.update(np.ascontiguousarray(a, dtype=float).tobytes())
+    return h.hexdigest()
 
 
 def start_sim(opts, bench, run_dir: Path, url: str | None = None):

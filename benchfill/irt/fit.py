@@ -112,13 +112,17 @@ class IrtFit:
     @classmethod
     def load(cls, path: str | Path) -> IrtFit:
         path = Path(path)
-        d = json.loads(path.read_text())
         draws = path.with_name(path.name + ".draws.npz")
         kw: dict[str, Any] = {}
         if draws.exists():
             with np.load(draws) as z:
                 kw["difficulty_draws"] = z["difficulty"]
                 kw["ability_draws"] = z["ability"]
+        return cls.from_dict(json.loads(path.read_text()), **kw)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], **kw: Any) -> IrtFit:
+        """The fit ``to_dict`` wrote (``kw``: its posterior draws, kept apart)."""
         return cls(
             model=d["model"],
             engine=d["engine"],

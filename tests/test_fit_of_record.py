@@ -1,0 +1,36 @@
+"""A resumed run keeps the fit it began with: its scale never moves under a search (a refit of a large
+matrix moves in its last digits with the number of BLAS threads, and a sweep's units run elsewhere)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import benchfill.irt
+from benchfill.cli import main
+from benchfill.store import open_run_store
+
+ARGS = ["run", "--benchmark", "demo", "--backend", "sim", "--gaps", "1", "--rounds", "1", "--parents", "2",
+        "--children", "2", "--quiet", "--run-id", "r"]  # fmt: skip
+
+
+def test_a_rerun_takes_the_recorded_fit_and_refits_only_when_the_matrix_changed(tmp_path, monkeypatch):
+    args = [*ARGS, "--runs-dir", str(tmp_path)]
+    assert main(args) == 0
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    real_fit, fits = benchfill.irt.fit, []
+
+    def counting_fit(*a, **kw):
+        if sys._getframe(1).f_code.co_name == "fit_benchmark":  # the run's fit (the simulated world fits its own)
+            fits.append(1)
+        return real_fit(*a, **kw)
+
+    monkeypatch.setattr(benchfill.irt, "fit", counting_fit)
+    assert main(args) == 0
+    assert fits == []  # the recorded fit, not a new one
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["top_k_reduction"] == report["top_k_reduction"]
+    store = open_run_store(tmp_path / "r")
+    store.set_meta("fit_matrix", "another matrix")  # as if the responses had changed since
+    store.close()
+    assert main(args) == 0
+    assert fits == [1]
