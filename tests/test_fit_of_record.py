@@ -34,3 +34,22 @@ def test_a_rerun_takes_the_recorded_fit_and_refits_only_when_the_matrix_changed(
     store.close()
     assert main(args) == 0
     assert fits == [1]
+
+
+def test_a_rerun_places_the_panel_on_the_anchor_items_it_recorded(tmp_path, monkeypatch):
+    from benchfill.engine import backend
+    from benchfill.run import RunOptions, run
+
+    opts = RunOptions(benchmark="demo", backend="sim", gaps=1, rounds=1, parents=2, children=2, progress=False,
+                      runs_dir=str(tmp_path), run_id="a", extra={"anchor_items": 12})
+    run(opts)
+    store = open_run_store(tmp_path / "a")
+    anchors = store.get_meta("anchor_items")
+    store.close()
+    assert len(anchors) == 12
+
+    def no_new_choice(*a, **kw):
+        raise AssertionError("anchor items chosen again")
+
+    monkeypatch.setattr(backend, "anchor_items", no_new_choice)
+    run(opts)  # resumes on the recorded anchors

@@ -97,8 +97,7 @@ class Backend:
             # (cached, so a rerun asks nothing again). Without a matrix they are the matrix, on every
             # item; with one, a spread of anchor items places the probes just as well at a fraction
             # of the cost on a large benchmark (12,032 x 12 requests for mmlu-pro otherwise).
-            items = self.bench.items if matrix is None else anchor_items(
-                matrix, self.bench.items, int(self.opts.extra.get("anchor_items", ANCHOR_ITEMS)))
+            items = self.bench.items if matrix is None else self._anchors(matrix)
             probe_m = await self._panel_matrix(items)
             matrix = probe_m if matrix is None else _stack(matrix, probe_m)
             what = "probe panel rollouts" if len(items) == len(self.bench.items) else (
@@ -113,6 +112,17 @@ class Backend:
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
         self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation)
         return self.fit, source
+
+    def _anchors(self, matrix) -> list[dict]:
+        """The anchor items this run chose when it began, else a new choice, recorded: a resumed run and
+        every unit of a sweep place the panel on the same items wherever they run."""
+        by_id = {it["id"]: it for it in self.bench.items}
+        saved = self.store.get_meta("anchor_items")
+        if saved and all(i in by_id for i in saved):
+            return [by_id[i] for i in saved]
+        chosen = anchor_items(matrix, self.bench.items, int(self.opts.extra.get("anchor_items", ANCHOR_ITEMS)))
+        self.store.set_meta("anchor_items", [it["id"] for it in chosen])
+        return chosen
 
     def _fit_of_record(self, matrix):
         """The fit this run recorded when it started, if it was made from the same models and items.
@@ -424,7 +434,9 @@ def anchor_items(matrix, items, n: int = ANCHOR_ITEMS) -> list[dict]:
     answered = [it for it in items if it["id"] in difficulty]
     if len(answered) <= n:
         return answered
-    ranked = sorted(answered, key=lambda it: (difficulty[it["id"]], it["id"]))
+    # Ranked on difficulties rounded to 1e-9: the MAP optimum moves in its last digits with the number of
+    # BLAS threads, and near-ties would otherwise change places from one machine to another.
+    ranked = sorted(answered, key=lambda it: (round(difficulty[it["id"]], 9), it["id"]))
     picks = np.linspace(0, len(ranked) - 1, n).round().astype(int)
     return [ranked[k] for k in sorted(set(picks.tolist()))]
 
