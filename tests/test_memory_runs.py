@@ -13,6 +13,7 @@ import json
 import sqlite3
 
 import pytest
+from cache_lookups import count_cache_lookups
 
 from benchfill.cli import main
 
@@ -73,22 +74,12 @@ def test_a_second_run_on_the_same_store_builds_on_the_first(tmp_path):
 def test_a_finished_run_run_again_is_restored_whole_with_the_same_report(tmp_path, monkeypatch):
     """Every gap comes back from the store as it finished: no rewrite or judge call is looked up again,
     and the report (the pre-screen's summary included, which counts every child it screened) is the same."""
-    from benchfill.cache import CallCache
-
     args = ["run", "--benchmark", "demo", "--runs-dir", str(tmp_path), "--gaps", "2", "--rounds", "2",
             "--parents", "2", "--children", "2", "--sim-probes", "6", "--quiet", "--prescreen", "on"]
     assert main(args) == 0
     (d,) = list(tmp_path.iterdir())
     before = json.loads((d / "report.json").read_text())
-    asked: list[str] = []
-    get_many = CallCache.get_many
-
-    def counting(self, keys):
-        keys = list(keys)
-        asked.extend(keys)
-        return get_many(self, keys)
-
-    monkeypatch.setattr(CallCache, "get_many", counting)
+    asked = count_cache_lookups(monkeypatch)
     assert main(args) == 0
     after = json.loads((d / "report.json").read_text())
     for rep in (before, after):

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cache_lookups import count_cache_lookups
 
 from benchfill.errors import BenchfillError
 from benchfill.run import RunOptions, run, run_id_for
@@ -121,17 +122,7 @@ def test_killed_three_times_then_resumed_gives_the_uninterrupted_result(tmp_path
     restored = _restored_model_calls(d)
     assert restored > 0
     # The resume runs here, counting what it asks the call cache for: no completed round is replayed.
-    from benchfill.cache import CallCache
-
-    asked: list[str] = []
-    get_many = CallCache.get_many
-
-    def counting(self, keys):
-        keys = list(keys)
-        asked.extend(keys)
-        return get_many(self, keys)
-
-    monkeypatch.setattr(CallCache, "get_many", counting)
+    asked = count_cache_lookups(monkeypatch)
     opts = RunOptions(benchmark="demo", gaps=2, rounds=2, parents=2, children=2, sim_probes=6, seed=5,
                       progress=False, runs_dir=str(cut))
     assert run(opts) == d
