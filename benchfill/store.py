@@ -194,12 +194,13 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
             raise ConfigError(
                 "--store: the URL carries a password; leave it out and set PGPASSWORD (or ~/.pgpass) instead"
             )
-        if remembered.is_file() and _remembered(remembered)[0] != url:
-            raise ConfigError(f"{remembered}: this run already uses another store ({_remembered(remembered)[0]})")
+        known = _remembered(remembered) if remembered.is_file() else None
+        if known is not None and known[0] != url:
+            raise ConfigError(f"{remembered}: this run already uses another store ({known[0]})")
         run_dir.mkdir(parents=True, exist_ok=True)
-        run_id = _remembered(remembered)[1] if remembered.is_file() else run_dir.name
+        run_id = known[1] if known is not None else run_dir.name
         store = Store(url, run_id=run_id)
-        if not remembered.is_file():
+        if known is None:
             tmp = remembered.with_suffix(".tmp")
             tmp.write_text(f"{url}\n{run_id}\n")
             tmp.replace(remembered)

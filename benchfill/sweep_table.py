@@ -23,12 +23,15 @@ def collect(sweep) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     by_row: dict[str, dict[str, list[dict[str, Any]]]] = {}
     order: list[str] = []
+    missing: list[str] = []
     for plan in sweep.runs:
         if plan.row not in by_row:
             by_row[plan.row] = {s: [] for s in strategies}
             order.append(plan.row)
         rep = _report(plan.run_dir)
-        if rep is not None:
+        if rep is None:
+            missing.append(plan.label)
+        else:
             by_row[plan.row][plan.strategy].append(rep)
     for name in order:
         cells: dict[str, Any] = {}
@@ -69,7 +72,7 @@ def collect(sweep) -> dict[str, Any]:
         "seeds": list(sweep.config.seeds), "backend": sweep.config.backend,
         "simulated": sweep.config.backend == "sim",
         "rows": rows, "average_reduction": average,
-        "missing_runs": [p.label for p in sweep.runs if _report(p.run_dir) is None],
+        "missing_runs": missing,
     }
 
 

@@ -103,10 +103,11 @@ class Backend:
             what = "probe panel rollouts" if len(items) == len(self.bench.items) else (
                 f"probe panel rollouts on {len(items)} anchor items")
             source = f"{source} + {what}" if source else what
-        self.fit = self._fit_of_record(matrix)
+        digest = _matrix_digest(matrix)
+        self.fit = self._fit_of_record(digest)
         if self.fit is None:
             self.fit = irt_fit(matrix, engine="map", seed=self.opts.seed)
-            self._record_fit(matrix)
+            self._record_fit(digest)
         ability = dict(zip(self.fit.models, np.asarray(self.fit.ability, dtype=float), strict=True))
         probes = [Probe(p.name, ability[p.name], p.trials) for p in self.config.probes]
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
@@ -124,7 +125,7 @@ class Backend:
         self.store.set_meta("anchor_items", [it["id"] for it in chosen])
         return chosen
 
-    def _fit_of_record(self, matrix):
+    def _fit_of_record(self, digest: str):
         """The fit this run recorded when it started, if it was made from the same models and items.
 
         A resumed run, and every unit of a sweep, goes on with the scale it began with instead of fitting
@@ -134,15 +135,15 @@ class Backend:
         from benchfill.irt.fit import IrtFit
 
         saved = self.store.get_meta("fit")
-        if saved and saved.get("engine") == "map" and self.store.get_meta("fit_matrix") == _matrix_digest(matrix):
+        if saved and saved.get("engine") == "map" and self.store.get_meta("fit_matrix") == digest:
             return IrtFit.from_dict(saved)
         return None
 
-    def _record_fit(self, matrix) -> None:
+    def _record_fit(self, digest: str) -> None:
         # The fit first, then what it was made from: a crash between the two leaves them unmatched,
         # so the next attempt fits again rather than take a fit of another matrix.
         self.store.set_meta("fit", self.fit.to_dict())
-        self.store.set_meta("fit_matrix", _matrix_digest(matrix))
+        self.store.set_meta("fit_matrix", digest)
 
     def _given_matrix(self):
         from benchfill.data import read_responses
