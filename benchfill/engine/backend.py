@@ -126,7 +126,7 @@ class Backend:
         return chosen
 
     def _fit_of_record(self, digest: str):
-        """The fit this run recorded when it started, if it was made from the same models and items.
+        """The fit this run recorded when it started, if it was made from the same matrix (models, items, counts).
 
         A resumed run, and every unit of a sweep, goes on with the scale it began with instead of fitting
         again: the MAP optimum of a large matrix moves in its last digits with the number of BLAS threads
