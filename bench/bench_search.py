@@ -123,6 +123,7 @@ class Outcome:
     screen_on: bool = False  # did the pre-screen find a usable signal (else its run is the defaults')
     filled_confirmed: int = 0  # gaps whose chosen item's confirmed z lies inside (the report's "filled")
     conf_err: float = 0.0  # mean |confirmed z - true z| of the chosen items: the measurement's own error
+    conf_z2: list = field(default_factory=list)  # ((confirmed z - true z) / its placement se)^2 per chosen item
 
 
 @dataclass
@@ -158,10 +159,16 @@ class SimSetup:
 # The confirmation's precision target and cap (``--confirm-se``, ``--confirm-cap``): the measurement
 # error of the chosen items, and so the share of the oracle's reduction any strategy can reach, follows it.
 CONFIRMATION = None  # set in main(); None: the Annotator's default (tests import this module)
+# ``--ability-blind``: the annotator as before it knew the probes' ability error (every probe exact).
+ABILITY_BLIND = False
+
+
+# ``--panel NxK``: the probe panel, N probes answering K times each (the benchmark phase and the fixed protocol).
+PANEL = (12, 8)
 
 
 def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0.0) -> SimSetup:
-    from benchfill.engine.backend import _stack, anchor_items
+    from benchfill.engine.backend import _finite_or_zero, _stack, anchor_items
     from benchfill.irt import fit as irt_fit
     from benchfill.search.services import Probe
     from benchfill.sim import World
@@ -170,16 +177,17 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
     spec = bench.spec
     world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
                              answer_field=spec.answer_field, matrix=bench.matrix, seed=seed,
-                             rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal)
+                             rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal, n_probes=PANEL[0])
     services = WorldServices(world, spec, seed)
     bench_items = world.original_items()  # the texts as the world serves them (with their signal, if any)
     # As a run does: the panel's rollouts join the given matrix on anchor items (all items without one).
     anchors = bench_items if bench.matrix is None else anchor_items(bench.matrix, bench_items)
-    panel = services.panel_matrix(anchors)
+    panel = services.panel_matrix(anchors, trials=PANEL[1])
     matrix = panel if bench.matrix is None else _stack(bench.matrix, panel)
     fit = irt_fit(matrix, engine="map", seed=seed)
     ability = dict(zip(fit.models, np.asarray(fit.ability, dtype=float), strict=True))
-    probes = [Probe(p, ability[p], 8) for p in world.probes]
+    ability_se = dict(zip(fit.models, np.asarray(fit.ability_se, dtype=float), strict=True))
+    probes = [Probe(p, ability[p], PANEL[1], 0.0 if ABILITY_BLIND else _finite_or_zero(ability_se[p])) for p in world.probes]
     chance = float(np.median(fit.chance)) if len(fit.chance) else 0.0
     ids = list(fit.item_ids)
     z = np.asarray(fit.z, dtype=float)
@@ -258,7 +266,9 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              sum(r.left < t < r.right for (r, _), t in zip(chosen, true_z, strict=True)),
                              float(np.mean(shifts)) if shifts else 0.0, len(skipped), false, screen.active,
                              sum(r.left < c.confirmation.z < r.right for r, c in chosen),
-                             float(np.mean([abs(c - t) for c, t in zip(conf_z, true_z, strict=True)])) if chosen else 0.0)
+                             float(np.mean([abs(c - t) for c, t in zip(conf_z, true_z, strict=True)])) if chosen else 0.0,
+                             [((c.confirmation.z - t) / c.confirmation.placement_z_se) ** 2
+                              for (_, c), t in zip(chosen, true_z, strict=True) if c.confirmation.placement_z_se > 0])
     r = red(oracle_fill(z, K))
     out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
@@ -357,10 +367,12 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
         devs = [np.mean([o.dev_true for c in cs for o in c.out[s]])
                 for s in ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline")]
         print(f"{label:<34}{''.join(f'{d:>12.4f}' for d in devs)}")
-    print("\nMeasurement error of the chosen items, mean |confirmed z - true z| (benchfill, mean over sets and seeds):")
+    print("\nMeasurement error of the chosen items (benchfill, over sets and seeds): mean |confirmed z - true z|, and "
+          "the rms of (confirmed z - true z) / its stated placement se, 1 when that se is honest:")
     for label in dict.fromkeys(c.label for c in cells):
         errs = [o.conf_err for c in cells if c.label == label for o in c.out["benchfill"]]
-        print(f"{label:<34}{np.mean(errs):>12.4f}")
+        z2 = [v for c in cells if c.label == label for o in c.out["benchfill"] for v in o.conf_z2]
+        print(f"{label:<34}{np.mean(errs):>12.4f}{np.sqrt(np.mean(z2)) if z2 else float('nan'):>8.2f}")
     print("\nShare of the oracle's true top-3 reduction, mean over sets (min set), by rewriter:")
     print(f"{'rewriter':<34}{'benchfill':>20}{'nosteer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}"
           f"{'per filled':>12}{'filled':>8}")
@@ -403,20 +415,33 @@ def main() -> None:
                     help="confirmation stops at this z standard error (default 0.02, a run's default)")
     ap.add_argument("--confirm-cap", type=float, default=4.0, metavar="BUDGETS",
                     help="... or after this many fixed-protocol budgets of rollouts (default 4)")
+    ap.add_argument("--ability-blind", action="store_true",
+                    help="what-if: the annotator takes every probe's ability as exact (as before it knew "
+                         "their standard errors), to show what knowing them buys")
+    ap.add_argument("--panel", default="12x8", metavar="NxK",
+                    help="the probe panel: N probes, K trials each per item (default 12x8, a run's default)")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION
+    global CONFIRMATION, ABILITY_BLIND, PANEL
     from benchfill.search.annotate import ConfirmSettings
 
+    try:
+        n_probes, n_trials = (int(x) for x in args.panel.lower().split("x"))
+        if n_probes < 2 or n_trials < 1:
+            raise ValueError
+    except ValueError:
+        ap.error(f"--panel: expected NxK with N >= 2 probes and K >= 1 trials, got {args.panel!r}")
+    PANEL = (n_probes, n_trials)
+    ABILITY_BLIND = args.ability_blind
     CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap)
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
     seeds = list(range(args.seeds))
     grid = QUICK_GRID if args.quick else GRID
-    print(f"bench_search: top-{K} gaps, T={args.rounds} R=4 C=4 L=16, 12 probes x 8 trials, adaptive annotation "
+    print(f"bench_search: top-{K} gaps, T={args.rounds} R=4 C=4 L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
           f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
-          f"text signal {args.text_signal:g}", flush=True)
+          f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}", flush=True)
     t_all = time.perf_counter()
     benches = {}
     for name in dict.fromkeys([*sets, *QUICK_SETS]):

@@ -118,6 +118,7 @@ def _gap_record(r, fit) -> dict[str, Any]:
     if c.confirmation is not None:
         k = c.confirmation
         rec.update({"confirmed_z": k.z, "confirmed_difficulty": k.difficulty, "confirmed_se": k.se,
+                    "confirmed_placement_z_se": k.placement_z_se,
                     "confirmed_deviation": abs(k.z - r.target_z)})
     if c.true_z is not None:
         rec.update({"true_z": c.true_z, "true_deviation": abs(c.true_z - r.target_z)})
@@ -240,7 +241,8 @@ def _markdown(rep: dict[str, Any]) -> str:
         f"seed {rep['seed']}.", "",
         f"After-figures place each chosen item at its **{placed_by}** difficulty (the confirmed one is measured "
         "on fresh rollouts, so the selection's winner's curse does not inflate it); the interval carries "
-        "that estimate's standard error.", "",
+        "that estimate's standard error: its sampling and the probe panel's own ability error, which "
+        "the item inherits.", "",
         "| metric | before | after |", "| --- | --- | --- |",
         f"| max gap | {rep['max_gap_before']:.4f} | {after('max_gap', rep['max_gap_after'])} |",
         f"| top-{k} gap sum | {rep['top_k_sum_before']:.4f} | {after(f'top{k}_gap_sum', rep['top_k_sum_after'])} |",

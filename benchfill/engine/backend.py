@@ -109,7 +109,9 @@ class Backend:
             self.fit = irt_fit(matrix, engine="map", seed=self.opts.seed)
             self._record_fit(digest)
         ability = dict(zip(self.fit.models, np.asarray(self.fit.ability, dtype=float), strict=True))
-        probes = [Probe(p.name, ability[p.name], p.trials) for p in self.config.probes]
+        ability_se = dict(zip(self.fit.models, np.asarray(self.fit.ability_se, dtype=float), strict=True))
+        probes = [Probe(p.name, ability[p.name], p.trials, _finite_or_zero(ability_se[p.name]))
+                  for p in self.config.probes]
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
         self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation)
         return self.fit, source
@@ -299,6 +301,10 @@ class Backend:
                                "rewriter_model": self.config.rewriter.model, "judge_model": self.config.judge.model}
         if self.rc is not None:
             out["traffic"] = self.rc.stats.as_dict()
+        if self.annotator is not None:
+            # The panel's fitted abilities and their standard errors: every placement inherits the latter.
+            out["probe_abilities"] = {p.name: {"ability": round(p.ability, 4), "se": round(p.ability_se, 4)}
+                                      for p in self.annotator.probes}
         if self.prescreen is not None:
             out["prescreen"] = self.prescreen.summary()
         if self.memory_plan is not None:
@@ -440,6 +446,11 @@ def anchor_items(matrix, items, n: int = ANCHOR_ITEMS) -> list[dict]:
     ranked = sorted(answered, key=lambda it: (round(difficulty[it["id"]], 9), it["id"]))
     picks = np.linspace(0, len(ranked) - 1, n).round().astype(int)
     return [ranked[k] for k in sorted(set(picks.tolist()))]
+
+
+def _finite_or_zero(se: float) -> float:
+    """A probe's ability se as the annotator can use it (a fit without one, or a degenerate one: none)."""
+    return float(se) if np.isfinite(se) and se > 0 else 0.0
 
 
 def _stack(a, b):

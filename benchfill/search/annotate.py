@@ -15,6 +15,17 @@ most informative at the current estimate until the z standard error reaches a st
 or a stated cap (``ConfirmSettings``), so the confirmed value is both free of the selection's
 winner's curse and more precise than one fixed-protocol pass (whose se is as large as the
 deviations being compared).
+
+The probes' abilities are estimates too. An item placed through one probe inherits that probe's
+ability error one for one, and more rollouts on the item do not remove it; only spreading them
+over several probes averages it down. So each batch goes to the probes that lower the item's
+whole placement error most, sampling and the panel's ability error together
+(``Annotator._variance``): the most informative probes when abilities are exact, a wider spread
+when they are not (aime25's 15 items leave each probe's ability uncertain by about 0.3 logits,
+0.045 z). An annotation keeps the two apart: ``z_se`` is the sampling error, which is what tells
+children of one gap apart (they share the probes near the target, and so their error), and the
+search's rules compare it; ``ability_z_se`` is the inherited part, and ``placement_z_se`` both,
+which is what the report's intervals carry.
 """
 
 from __future__ import annotations
@@ -43,6 +54,13 @@ class Annotation:
     stop: str = ""  # why the protocol stopped ("budget", "precise", "far", "fixed")
     order: dict[str, Any] | None = None  # the order screen's record (benchfill/search/screen.py)
     spot: list[dict[str, Any]] = field(default_factory=list)  # the screen's own rollouts (not in the estimate)
+    ability_z_se: float = 0.0  # the part of the placement error inherited from the probes' ability error (z)
+
+    @property
+    def placement_z_se(self) -> float:
+        """The z standard error of where the item sits on the fitted scale: sampling and the panel's
+        ability error together (``z_se`` alone compares children placed through the same probes)."""
+        return math.sqrt(self.z_se**2 + self.ability_z_se**2)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +74,7 @@ class Annotation:
             "stop": self.stop,
             "order": self.order,
             "spot_results": self.spot,
+            "ability_z_se": self.ability_z_se,
         }
 
 
@@ -152,7 +171,7 @@ class Annotator:
         step = 0
         while sum(trials.values()) < budget:
             width, batch = (s.first_width, s.first_batch) if step == 0 else (s.width, s.batch)
-            chosen = self._most_informative(b, width)
+            chosen = self._next_probes(b, width, batch, trials)
             await self._ask_batch(item_id, item, key, chosen, budget, batch, correct, trials, asked)
             step += 1
             ann = self._estimate(correct, trials)
@@ -202,10 +221,12 @@ class Annotator:
         asked = {p.name: 0 for p in self.probes}
         b, ann = b_start, None
         while sum(trials.values()) < cap:
-            chosen = self._most_informative(b, s.width)
+            chosen = self._next_probes(b, s.width, s.batch, trials)
             await self._ask_batch(item_id, item, key, chosen, cap, s.batch, correct, trials, asked)
             ann = self._estimate(correct, trials)
             b = self._steer(ann, correct, trials)
+            # The sampling error is the target: the ability part does not shrink with more rollouts,
+            # and these have already been spread over the probes to thin it as far as they can.
             if "no_finite_mle" not in ann.flags and ann.z_se <= s.z_se:
                 ann.stop = "precise"
                 return ann
@@ -228,14 +249,46 @@ class Annotator:
         return max(ann.z_se, 1e-3)
 
     def _fixed_se(self, b: float) -> float:
-        """The z standard error the fixed protocol would reach for an item at ``b``."""
-        from benchfill.irt import item_information
+        """The z standard error (sampling) the fixed protocol would reach for an item at ``b``."""
+        sampling, _ = self._variance(b, {p.name: p.trials for p in self.probes})
+        return math.sqrt(sampling) / self.span
 
-        theta = np.array([p.ability for p in self.probes], dtype=float)
-        k = np.array([p.trials for p in self.probes], dtype=float)
-        info = float((k * item_information(b, theta, self.chance)).sum())
-        se_fixed = 1.0 / math.sqrt(max(info, 1e-12))
-        return se_fixed / self.span
+    def _info(self, p: Probe, b: float) -> float:
+        """Fisher information of one answer of ``p`` about b, under the guessing model (3PL, a=1)."""
+        q = 1.0 / (1.0 + math.exp(-(p.ability - b)))
+        prob = self.chance + (1 - self.chance) * q
+        return ((1 - self.chance) * q * (1 - q)) ** 2 / max(prob * (1 - prob), 1e-12)
+
+    def _variance(self, b: float, trials: dict[str, int]) -> tuple[float, float]:
+        """Sampling and ability variance of b-hat for an item at ``b`` with ``trials`` per probe.
+
+        b-hat solves the score equation, so it moves with theta_j by w_j = n_j I_j / sum n I (the
+        probe's share of the information): the ability part is sum w_j^2 se(theta_j)^2, the
+        probes' errors being independent. One probe: w = 1, its error in full; k equal probes: 1/k.
+        """
+        info = {p.name: trials.get(p.name, 0) * self._info(p, b) for p in self.probes}
+        total = sum(info.values())
+        if total <= 0:
+            return math.inf, 0.0
+        ability = sum((info[p.name] / total) ** 2 * p.ability_se**2 for p in self.probes)
+        return 1.0 / total, ability
+
+    def _next_probes(self, b: float, width: int, batch: int, trials: dict[str, int]) -> list[Probe]:
+        """``width`` probes for the next batch, chosen one at a time to lower the total variance of
+        b-hat at ``b`` most: with exact abilities this is the most informative probes at ``b``
+        (the paper's adaptive idea), with uncertain ones it spreads the rollouts."""
+        n = dict(trials)
+        chosen: list[Probe] = []
+        for _ in range(min(width, len(self.probes))):
+            def cost(p: Probe) -> tuple[float, float, str]:
+                after = dict(n)
+                after[p.name] = after.get(p.name, 0) + batch
+                return (sum(self._variance(b, after)), -self._info(p, b), p.name)
+
+            best = min((p for p in self.probes if p not in chosen), key=cost)
+            chosen.append(best)
+            n[best.name] = n.get(best.name, 0) + batch
+        return chosen
 
     def _steer(self, ann: Annotation, correct: dict[str, int], trials: dict[str, int]) -> float:
         """Where to look next: the estimate, or just past the asked probes when every answer
@@ -262,17 +315,6 @@ class Annotator:
         ll_all = _log_lik(np.concatenate([wide, band]), c, k, theta, self.chance)
         return float(ll_all.max() - ll_all[wide.size:].max())
 
-    def _most_informative(self, b: float, width: int) -> list[Probe]:
-        """Probes with the largest Fisher information at difficulty ``b`` (3PL with a=1)."""
-
-        def info(p: Probe) -> float:
-            q = 1.0 / (1.0 + math.exp(-(p.ability - b)))
-            prob = self.chance + (1 - self.chance) * q
-            # Fisher information of one Bernoulli answer for b under the guessing model.
-            return ((1 - self.chance) * q * (1 - q)) ** 2 / max(prob * (1 - prob), 1e-12)
-
-        return sorted(self.probes, key=lambda p: (-info(p), p.name))[:width]
-
     def _estimate(self, correct: dict[str, int], trials: dict[str, int]) -> Annotation:
         try:
             from benchfill.irt import online_calibrate
@@ -286,6 +328,7 @@ class Annotator:
         est = online_calibrate(c, k, theta, chance=self.chance)
         b = float(est.difficulty)
         se = float(est.se) if est.se is not None and np.isfinite(est.se) else math.inf
+        ability_z_se = math.sqrt(self._variance(b, trials)[1]) / self.span
         flags = list(getattr(est, "flags", []) or [])
         z = self.to_z(b)
         if not 0.0 <= z <= 1.0:
@@ -293,7 +336,8 @@ class Annotator:
         results = [
             {"probe": p.name, "ability": p.ability, "correct": correct[p.name], "trials": trials[p.name]} for p in used
         ]
-        return Annotation(b, se, z, se / self.span, int(k.sum()), results, sorted(set(flags)))
+        return Annotation(b, se, z, se / self.span, int(k.sum()), results, sorted(set(flags)),
+                          ability_z_se=ability_z_se)
 
 
 def _split(room: int, sizes: list[int]) -> list[int]:

@@ -126,12 +126,13 @@ class GapResult:
     @property
     def placed(self) -> tuple[float, float, str] | None:
         """(z, its standard error, "confirmed" | "annotated") of the chosen item: the confirmed
-        estimate where there is one (free of the selection's winner's curse), else the annotated."""
+        estimate where there is one (free of the selection's winner's curse), else the annotated;
+        the se is the placement's, with the error inherited from the probes' abilities."""
         c = self.chosen
         if c is None:
             return None
         a = c.confirmation or c.annotation
-        return a.z, a.z_se, "confirmed" if c.confirmation is not None else "annotated"
+        return a.z, a.placement_z_se, "confirmed" if c.confirmation is not None else "annotated"
 
     @property
     def filled(self) -> bool:

@@ -27,6 +27,10 @@ class Probe:
     name: str
     ability: float  # theta_j on the benchmark's IRT scale
     trials: int  # K_j of the fixed protocol
+    # The fit's standard error of theta_j. An item placed through this probe inherits the error in
+    # full (b-hat moves one for one with theta_j): no number of rollouts on the item removes it, only
+    # spreading the rollouts over several probes averages it down (Annotator._variance).
+    ability_se: float = 0.0
 
 
 @dataclass

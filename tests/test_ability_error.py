@@ -1,0 +1,116 @@
+"""The probe panel's ability error in the annotator: worked by hand, and recovered against a panel
+whose fitted abilities are off by a known spread.
+
+An item is placed through the probes' fitted abilities, so it inherits their errors: no number of
+rollouts on the item removes them, only spreading the rollouts over several probes averages them
+down. The annotator's standard errors must say so, and its choice of probes must act on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import numpy as np
+
+from benchfill.search import Annotator, Probe, derive_seed
+
+B_MIN, B_MAX = -3.0, 3.0
+TRUE_ABILITY = {f"p{j:02d}": float(a) for j, a in enumerate(np.linspace(-3, 3, 13))}
+
+
+class Panel:
+    """Probes answer by 1PL with their TRUE abilities; the annotator only knows fitted ones."""
+
+    def __init__(self, b: dict[str, float], seed: int = 0):
+        self.b, self.seed = dict(b), seed
+
+    async def rollouts(self, item_id, item, probe, n, key):
+        rng = np.random.default_rng(derive_seed(self.seed, "ro", key))
+        return int(rng.binomial(n, 1 / (1 + math.exp(-(TRUE_ABILITY[probe] - self.b[item_id])))))
+
+
+def _annotator(panel, abilities: dict[str, float], se: float) -> Annotator:
+    probes = [Probe(n, a, 8, se) for n, a in abilities.items()]
+    return Annotator(panel, probes, chance=0.0, b_min=B_MIN, b_max=B_MAX, protocol="adaptive")
+
+
+def test_variance_worked_by_hand():
+    ann = _annotator(None, {"a": 0.0, "b": 0.0, "c": 4.0}, 0.3)
+    # One probe at the item's difficulty: information 8 * 1/4 = 2, so sampling 1/2; its ability error in full.
+    sampling, ability = ann._variance(0.0, {"a": 8})
+    assert math.isclose(sampling, 0.5) and math.isclose(ability, 0.09)
+    # Two equally informative probes: half the sampling variance and half the ability variance.
+    sampling, ability = ann._variance(0.0, {"a": 8, "b": 8})
+    assert math.isclose(sampling, 0.25) and math.isclose(ability, 0.045)
+    # Unequal shares w = (2, 2, 8 I_c) / total: sum w^2 * 0.09.
+    i_c = 8 * math.exp(-4) / (1 + math.exp(-4)) ** 2
+    total = 4 + i_c
+    sampling, ability = ann._variance(0.0, {"a": 8, "b": 8, "c": 8})
+    assert math.isclose(sampling, 1 / total)
+    assert math.isclose(ability, 0.09 * (8 + i_c**2) / total**2)
+    # No rollouts: nothing is known.
+    assert ann._variance(0.0, {})[0] == math.inf
+    # The fixed protocol's se (sampling, what the search's rules compare) in z.
+    assert math.isclose(ann._fixed_se(0.0), math.sqrt(1 / total) / 6.0)
+
+
+def test_exact_abilities_keep_the_most_informative_probes_and_uncertain_ones_spread():
+    abilities = {"near": 0.0, "next": 0.5, "far": 2.0}
+    exact = _annotator(None, abilities, 0.0)
+    assert [p.name for p in exact._next_probes(0.0, 2, 8, {})] == ["near", "next"]
+    # Once "near" holds many rollouts, exact abilities still send more there; uncertain ones do not.
+    many = {"near": 64}
+    assert exact._next_probes(0.0, 1, 8, many)[0].name == "near"
+    shaky = _annotator(None, abilities, 0.5)
+    assert shaky._next_probes(0.0, 1, 8, many)[0].name == "next"
+
+
+def _confirm_many(se_known: float, reps: int = 40, spread: float = 0.3):
+    """Confirm an item at b = 0.1 against ``reps`` panels whose fitted abilities are off by N(0, spread)."""
+    errs, ses, rollouts = [], [], []
+    for rep in range(reps):
+        rng = np.random.default_rng([7, rep])
+        fitted = {n: a + spread * float(rng.normal()) for n, a in TRUE_ABILITY.items()}
+        panel = Panel({"c": 0.1}, seed=rep)
+        ann = _annotator(panel, fitted, se_known)
+        c = asyncio.run(ann.confirm("c", {}, f"confirm:{rep}", 0.1))
+        errs.append(c.difficulty - 0.1)
+        ses.append(c.placement_z_se * (B_MAX - B_MIN))
+        # The sampling part is the confirmation's target, as before; the placement se adds what the item inherits.
+        assert c.stop == "cap" or c.z_se <= ann.confirmation.z_se
+        assert c.placement_z_se >= c.z_se and (se_known > 0) == (c.ability_z_se > 0)
+        rollouts.append(c.rollouts)
+    return np.array(errs), np.array(ses), np.array(rollouts)
+
+
+def test_knowing_the_ability_error_places_items_closer_and_says_how_close():
+    blind_err, blind_se, blind_n = _confirm_many(0.0)
+    aware_err, aware_se, aware_n = _confirm_many(0.3)
+    rms = lambda x: float(np.sqrt(np.mean(np.square(x))))  # noqa: E731
+    # Spread over more probes, the panel's errors average down: the placement is closer to the truth...
+    assert rms(aware_err) < 0.8 * rms(blind_err)
+    # ... and its placement se is honest (errors over se near 1), where the blind one claims twice the precision it has.
+    assert 0.7 < rms(aware_err / aware_se) < 1.3
+    assert rms(blind_err / blind_se) > 1.5
+    # At no more than the cap's rollouts.
+    assert aware_n.max() <= 4 * 13 * 8
+
+
+def test_the_placed_se_carries_the_inherited_error_and_a_snapshot_keeps_it():
+    from benchfill.search import Annotation
+    from benchfill.search.loop import Child, GapResult
+    from benchfill.search.services import Spend
+    from benchfill.search.snapshot import annotation_from_dict, annotation_to_dict
+
+    ann = Annotation(0.1, 0.18, 0.52, 0.03, 96, ability_z_se=0.04)
+    assert math.isclose(ann.placement_z_se, 0.05)  # 3-4-5
+    back = annotation_from_dict(annotation_to_dict(ann))
+    assert back.ability_z_se == 0.04 and math.isclose(back.placement_z_se, 0.05)
+    old = annotation_to_dict(ann)
+    del old["ability_z_se"]  # a snapshot written before the field: nothing inherited is known
+    assert annotation_from_dict(old).placement_z_se == 0.03
+    child = Child("c", "p", "p", 1, {"id": "c"}, annotation=Annotation(0.0, 0.1, 0.5, 0.02, 16), confirmation=ann)
+    res = GapResult(0, 0.45, 0.6, 0.525, "benchfill", [child], child, 1, Spend())
+    z, se, by = res.placed
+    assert (z, by) == (0.52, "confirmed") and math.isclose(se, 0.05)
