@@ -90,6 +90,15 @@ def test_item_information_by_hand():
     assert item_information(0.0, [0.0], g)[0] < 0.25
 
 
+def test_an_item_hundreds_of_logits_away_gives_zero_information_without_nan_or_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # exp overflow once made p NaN (inf * 0) with a RuntimeWarning
+        np.testing.assert_array_equal(item_information(1000.0, THETA), np.zeros(THETA.size))
+        np.testing.assert_array_equal(item_information(-1000.0, THETA, 0.25), np.zeros(THETA.size))
+
+
 def test_fast_enough_for_a_search_loop():
     rng = np.random.default_rng(1)
     k = np.full(12, 8)

@@ -33,7 +33,9 @@ class OnlineEstimate:
 
 def _curves(b: float, theta: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """p, 1 - p, dp/d(theta - b) and its second derivative, per probe."""
-    e = np.exp(b - theta)
+    # Clipped where exp overflows (an item hundreds of logits past a probe, as a Newton step or a
+    # steer past the panel can ask about): inf * 0 would make p NaN; at 700 the curves are exact.
+    e = np.exp(np.clip(b - theta, -700.0, 700.0))
     s = 1.0 / (1.0 + e)
     one_minus_s = s * e
     ds = s * one_minus_s
