@@ -97,8 +97,8 @@ def markdown(table: dict[str, Any]) -> str:
                   "was called.", ""]
     lines += [f"# Sweep {table['sweep']}: top-{k} gap sum before and after gap filling", "",
               f"Reduction is 1 - after / before of the top-{k} gap sum on the benchmark's normalized difficulty "
-              f"scale (larger is better); target dev. is the mean |z - z*| of the chosen items (lower is "
-              f"better); cost is the search's model calls / rollouts (mean per run). Seeds: "
+              f"scale (larger is better); target dev. is the mean |z - z*| of the chosen items at their "
+              f"confirmed z (lower is better); cost is the search's model calls / rollouts (mean per run). Seeds: "
               f"{', '.join(str(s) for s in table['seeds'])}.", ""]
     head = ["benchmark", "items", f"top-{k} before"]
     for s in strategies:

@@ -9,6 +9,7 @@ import json
 
 import httpx
 import numpy as np
+import pytest
 
 from benchfill.coverage import top_k_gap_sum
 from benchfill.review.server import ReviewServer
@@ -54,6 +55,10 @@ def test_after_figures_are_the_confirmed_ones_with_an_interval(tmp_path):
     assert placed and rep["placed_by"] == ["confirmed"]
     assert rep["top_k_sum_after"] == top_k_gap_sum(np.concatenate([z, placed]), 2)
     assert rep["top_k_sum_after_annotated"] == top_k_gap_sum(np.concatenate([z, annotated]), 2)
+    # The deviation claimed is the confirmed one too; the annotated one is kept beside it.
+    targets = [g["target_z"] for g in rep["gaps"] if g["chosen_id"]]
+    assert rep["target_deviation"] == pytest.approx(np.mean(np.abs(np.subtract(placed, targets))))
+    assert rep["target_deviation_annotated"] == pytest.approx(np.mean(np.abs(np.subtract(annotated, targets))))
     lo, hi = rep["after_interval"]["top2_gap_sum"]
     assert lo <= rep["top_k_sum_after"] <= hi + 1e-12 and lo < hi
     assert "90% interval" in md and "confirmed" in md
