@@ -37,6 +37,10 @@ class RunOptions:
     strategy: str = "benchfill"
     annotation: str = "adaptive"
     confirm: bool = True
+    # The confirmation's precision: stop at this sampling z se, or after this many fixed-protocol budgets.
+    # Looser is cheaper and places less exactly (docs/sim-rewriter.md measures the trade).
+    confirm_se: float = 0.02
+    confirm_cap: float = 4.0
     backend: str | None = None  # default: openai when --config gives a probe panel, else sim
     config: str | None = None
     seed: int = 0
@@ -76,6 +80,9 @@ class RunOptions:
         d["backend"] = self.resolved_backend()
         if self.prescreen == "off":  # added later: runs without it keep the ids they had
             d.pop("prescreen")
+        for k, default in (("confirm_se", 0.02), ("confirm_cap", 4.0)):  # the same, for these
+            if d[k] == default:
+                d.pop(k)
         return d
 
 
@@ -122,6 +129,10 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         raise ConfigError(f"--selection: unknown rule {opts.selection!r} (choose from posterior, closest)")
     if opts.prescreen not in ("on", "off"):
         raise ConfigError(f"--prescreen: {opts.prescreen!r} is neither on nor off")
+    if not 0 < opts.confirm_se < 1:
+        raise ConfigError(f"--confirm-se: a z standard error in (0, 1), got {opts.confirm_se:g}")
+    if not opts.confirm_cap > 0:
+        raise ConfigError(f"--confirm-cap: a positive number of fixed-protocol budgets, got {opts.confirm_cap:g}")
     if opts.resolved_backend() != "sim" and (opts.sim_rewriter or opts.sim_rewriter_knobs):
         raise ConfigError("--rewriter and --rewriter-knobs set the simulated world's rewriter; "
                           "they do nothing with --backend openai")
@@ -258,7 +269,8 @@ def planned_budget(
         "benchmark_probe_requests": bench_items * len(probe_trials),
         "benchmark_rollouts": bench_rollouts,
         "annotation_rollouts_max": opts.gaps * children * per_child,
-        "confirmation_rollouts_max": opts.gaps * _confirm_cap(per_child) if opts.confirm and children else 0,
+        "confirmation_rollouts_max": (opts.gaps * _confirm_cap(per_child, opts.confirm_cap)
+                                      if opts.confirm and children else 0),
     }
     # Every figure is an upper bound. The adaptive protocol (default) never asks a child more than the
     # fixed protocol's budget, so its bound is the same; it usually spends far less and stops sooner
@@ -271,10 +283,10 @@ def planned_budget(
     return out
 
 
-def _confirm_cap(fixed_budget: int) -> int:
+def _confirm_cap(fixed_budget: int, budgets: float) -> int:
     from benchfill.search.annotate import ConfirmSettings
 
-    return ConfirmSettings().cap(fixed_budget)
+    return ConfirmSettings(max_budgets=budgets).cap(fixed_budget)
 
 
 def _record_originals(store, items: list[dict[str, Any]]) -> None:

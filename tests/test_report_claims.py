@@ -85,3 +85,32 @@ def test_the_review_queue_is_read_from_the_store(tmp_path):
         assert [e.record for e in board.entries] == exported
         board.decide(exported[0]["item_id"], "ann", "accept")
         assert board.outcomes()[exported[0]["item_id"]].decisions
+
+
+def test_the_confirmations_precision_is_the_users_to_set(tmp_path, capsys):
+    from benchfill.cli import main
+    from benchfill.errors import ConfigError
+    from benchfill.run import dry_run, run_id_for
+
+    base = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **FAST)
+    loose = RunOptions(benchmark="demo", runs_dir=str(tmp_path), confirm_se=0.05, confirm_cap=8.0, **FAST)
+    # Runs at the defaults keep the ids they had before the options existed; others get their own.
+    assert "confirm_se" not in base.identity() and run_id_for(loose) != run_id_for(base)
+    assert dry_run(loose)["confirmation_rollouts_max"] == 2 * dry_run(base)["confirmation_rollouts_max"]
+    d = run(loose)
+    rep, _ = _report(d)
+    fit = json.loads((d / "fit.json").read_text())
+    span = fit["b_max"] - fit["b_min"]
+    confirmed = [g for g in rep["gaps"] if g.get("confirmed_se") is not None]
+    assert confirmed
+    for g in confirmed:  # stopped at the looser precision (the cap is far): sampling se within 0.05 z ...
+        assert g["confirmed_se"] / span <= 0.05 + 1e-12
+        # ... while the placement se the interval carries adds the panel's inherited error
+        assert g["confirmed_placement_z_se"] > g["confirmed_se"] / span
+    for bad, flag in (("0", "--confirm-se"), ("1.5", "--confirm-se")):
+        with pytest.raises(ConfigError, match=flag):
+            run(RunOptions(benchmark="demo", runs_dir=str(tmp_path), confirm_se=float(bad), **FAST))
+    code = main(["run", "--benchmark", "demo", "--runs-dir", str(tmp_path / "x"), "--confirm-cap", "0", "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--confirm-cap" in err[0]
+    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())

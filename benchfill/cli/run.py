@@ -22,6 +22,11 @@ def register(subparsers) -> None:
                    help="rollout protocol for annotation (default adaptive; fixed is the paper's)")
     p.add_argument("--no-confirm", dest="confirm", action="store_false",
                    help="skip re-annotating each selected item with fresh rollouts")
+    p.add_argument("--confirm-se", type=float, default=0.02, metavar="SE",
+                   help="confirm until the sampling z standard error is at most this (default 0.02)")
+    p.add_argument("--confirm-cap", type=float, default=4.0, metavar="BUDGETS",
+                   help="... or until this many fixed-protocol budgets of rollouts (default 4); looser is "
+                        "cheaper and places less exactly")
     p.add_argument("--backend", choices=("sim", "openai"),
                    help="sim: the simulated world in-process; openai: endpoints from --config "
                         "(default: openai when --config is given, else sim)")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from benchfill.errors import ConfigError
-from benchfill.search.annotate import Annotator
+from benchfill.search.annotate import Annotator, ConfirmSettings
 from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, benchfill_search
 from benchfill.search.screen import screen_child
 from benchfill.search.services import Probe, Reference, Verdict, derive_seed
@@ -113,7 +113,9 @@ class Backend:
         probes = [Probe(p.name, ability[p.name], p.trials, _finite_or_zero(ability_se[p.name]))
                   for p in self.config.probes]
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
-        self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation)
+        confirmation = ConfirmSettings(z_se=self.opts.confirm_se, max_budgets=self.opts.confirm_cap)
+        self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation,
+                                   confirmation=confirmation)
         return self.fit, source
 
     def _anchors(self, matrix) -> list[dict]:
