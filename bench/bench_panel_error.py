@@ -1,0 +1,88 @@
+"""How far the probe panel's fitted abilities sit from the world's truth, and what that does to a placement.
+
+Every child is placed through the probes' fitted abilities. An item placed through one probe inherits
+that probe's ability error one for one, whatever the number of rollouts, so this script takes the limit
+of infinitely many rollouts (the expected answers, solved for b): an item truly at each top-3 gap's
+midpoint, placed through the two probes nearest it (what the annotator did before it knew the probes'
+ability errors) and through all of them. Side by side, per set over seeds:
+
+  ability rms    rms of (fitted theta - the world's theta mapped onto the fit), logits
+  fit's se       rms of the fit's Laplace standard errors of those abilities
+  2 nearest      rms placement error (z) of a midpoint item through the two probes nearest it
+  all probes     the same through all the probes (information-weighted)
+
+    python bench/bench_panel_error.py            # demo, aime25, humaneval; seeds 0-5
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+from _common import ROOT
+from scipy.optimize import brentq
+
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def placed_b(world, probes, chance: float, b_true: float, used) -> float:
+    """The MLE of b at the expected answers of ``used`` probes: the placement with infinite rollouts."""
+    def p(theta, b):
+        return chance + (1 - chance) / (1 + np.exp(-(theta - b)))
+
+    th_true = np.array([world.abilities[q.name] for q in probes])
+    th_hat = np.array([q.ability for q in probes])
+    expected = p(th_true[used], b_true)
+    # With equal trials the score equation weights each answer by the item information of its probe.
+    return brentq(lambda b: float(np.sum((expected - p(th_hat[used], b)) * _weights(th_hat[used], b, chance))),
+                  -40.0, 40.0)
+
+
+def _weights(theta, b, chance):
+    # p'/(p (1 - p)) with p = g + (1 - g) q and p' = (1 - g) q (1 - q), reduced to q / p: the same
+    # value without 0/0 where q rounds to 1 (1 without guessing)
+    q = 1 / (1 + np.exp(-(theta - b)))
+    return q / (chance + (1 - chance) * q)
+
+
+def main() -> None:
+    import bench_search as bs
+
+    from benchfill import coverage
+    from benchfill.sim.truth import true_scale
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", nargs="*", default=["demo", "aime25", "humaneval"])
+    ap.add_argument("--seeds", type=int, default=6)
+    args = ap.parse_args()
+    print(f"{'set':<12}{'ability rms':>13}{'fit se':>9}{'2 nearest (z)':>15}{'all probes (z)':>16}")
+    for name in args.sets:
+        resid, ses, near2, every = [], [], [], []
+        for seed in range(args.seeds):
+            bench, _ = bs.load_set(name, 60, seed)
+            sim = bs.sim_setup(bench, "realistic", {}, seed)
+            scale = true_scale(sim.world, sim.fit)
+            se = dict(zip(sim.fit.models, sim.fit.ability_se, strict=True))
+            probes = sorted(sim.probes, key=lambda q: q.name)
+            resid += [q.ability - scale.fitted_b(sim.world.abilities[q.name]) for q in probes]
+            ses += [se[q.name] for q in probes]
+            span = sim.fit.b_max - sim.fit.b_min
+            th_hat = np.array([q.ability for q in probes])
+            for g in coverage.gaps(sim.z, k=3, item_ids=sim.ids):
+                mid = (g.left + g.right) / 2
+                b_mid = sim.fit.b_min + mid * span
+                b_latent = (b_mid - scale.intercept) / scale.slope  # the item truly at the midpoint
+                nearest = np.argsort(np.abs(th_hat - b_mid), kind="stable")[:2]
+                near2.append((placed_b(sim.world, probes, sim.chance, b_latent, nearest) - b_mid) / span)
+                every.append((placed_b(sim.world, probes, sim.chance, b_latent, np.arange(len(probes))) - b_mid) / span)
+
+        def rms(x):
+            return float(np.sqrt(np.mean(np.square(x))))
+
+        print(f"{name:<12}{rms(resid):>13.3f}{rms(ses):>9.3f}{rms(near2):>15.4f}{rms(every):>16.4f}")
+
+
+if __name__ == "__main__":
+    main()
