@@ -255,7 +255,7 @@ class Annotator:
 
     def _info(self, p: Probe, b: float) -> float:
         """Fisher information of one answer of ``p`` about b, under the guessing model (3PL, a=1)."""
-        q = 1.0 / (1.0 + math.exp(-(p.ability - b)))
+        q = 1.0 / (1.0 + math.exp(min(700.0, b - p.ability)))  # clipped: exp overflows past 709
         prob = self.chance + (1 - self.chance) * q
         return ((1 - self.chance) * q * (1 - q)) ** 2 / max(prob * (1 - prob), 1e-12)
 
