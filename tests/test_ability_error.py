@@ -120,3 +120,25 @@ def test_an_item_far_past_the_panel_has_no_information_and_no_overflow():
     ann = _annotator(None, TRUE_ABILITY, 0.3)
     assert ann._info(ann.probes[0], 5000.0) == 0.0 and ann._info(ann.probes[0], -5000.0) == 0.0
     assert ann._variance(5000.0, {"p00": 8})[0] == math.inf
+
+
+def test_the_posterior_never_pulls_an_unmeasurable_child_back_across_its_bound():
+    """Every probe failed one child: it lies at or beyond its bound, 0.2 past the target. Its wide se
+    let the prior (where the rewriter's response says it lands: on the target) pull it onto the target,
+    and it beat a child measured 0.06 off."""
+    from benchfill.search import Annotation
+    from benchfill.search.loop import Child
+    from benchfill.search.selection import select_posterior
+    from benchfill.search.services import Verdict
+    from benchfill.search.steering import Steering
+
+    ann = _annotator(None, TRUE_ABILITY, 0.0)
+    ok = Verdict(True, "", "toy")
+    measured = Child("a", "p", "p", 1, {"id": "a"}, ok, Annotation(0.0, 0.1, 0.56, 0.02, 96), ask=0.5, parent_z=0.3)
+    beyond = Child("b", "p", "p", 1, {"id": "b"}, ok,
+                   Annotation(1.2, 1.0, 0.7, 0.2, 16, flags=["all_wrong", "no_finite_mle"]), ask=0.5, parent_z=0.3)
+    assert select_posterior([measured, beyond], 0.5, Steering(), ann) is measured
+    # ... and the mirror: every answer right, the bound 0.2 below the target.
+    easy = Child("c", "p", "p", 1, {"id": "c"}, ok,
+                 Annotation(-1.2, 1.0, 0.3, 0.2, 16, flags=["all_correct", "no_finite_mle"]), ask=0.5, parent_z=0.3)
+    assert select_posterior([measured, easy], 0.5, Steering(), ann) is measured

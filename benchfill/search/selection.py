@@ -30,11 +30,17 @@ def chooser(selection: str, response: Steering, annotator: Annotator):
     return choose
 
 
-def _estimate(c: Any, annotator: Annotator) -> tuple[float, float]:
-    """(z, se) a selection trusts: the confirmation where there is one (fresh and more precise)."""
-    if c.confirmation is not None:
-        return c.confirmation.z, annotator.resolution_or_se(c.confirmation)
-    return c.annotation.z, annotator.resolution_or_se(c.annotation)
+def _estimate(c: Any, annotator: Annotator) -> tuple[float, float, int]:
+    """(z, se, side) a selection trusts: the confirmation where there is one (fresh and more precise).
+
+    ``side`` is +1 when every answer was wrong (or at chance): no finite estimate, and the child sits
+    at or beyond the bound ``z``; -1 when every answer was right (at or below it); 0 otherwise."""
+    a = c.confirmation if c.confirmation is not None else c.annotation
+    side = 0
+    if "no_finite_mle" in a.flags:
+        side = 1 if ("all_wrong" in a.flags or "at_or_below_chance" in a.flags) else (
+            -1 if "all_correct" in a.flags else 0)
+    return a.z, annotator.resolution_or_se(a), side
 
 
 def select_posterior(children: list, target_z: float, response: Steering, annotator: Annotator) -> Any:
@@ -51,12 +57,19 @@ def select_posterior(children: list, target_z: float, response: Steering, annota
     tau2 = max(tau, 0.02) ** 2
 
     def loss(c: Any) -> tuple[float, str]:
-        z, se = _estimate(c, annotator)
+        z, se, side = _estimate(c, annotator)
         se2 = se**2
         prior = (response.predict(c.parent_z, c.ask, c.parent_id) if c.parent_z is not None and c.ask is not None
                  else target_z)
         m = (z / se2 + prior / tau2) / (1 / se2 + 1 / tau2)
         v = 1 / (1 / se2 + 1 / tau2)
+        # A child with no finite estimate is known to lie beyond its bound, which its wide se hides: the
+        # prior must not pull it back across (an all-wrong child of an end gap, past every probe, was
+        # chosen as if it sat on the target, and widened the axis).
+        if side > 0:
+            m = max(m, z)
+        elif side < 0:
+            m = min(m, z)
         return (m - target_z) ** 2 + v, c.item_id
 
     return min(valid, key=loss)
