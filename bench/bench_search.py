@@ -168,9 +168,8 @@ PANEL = (12, 8)
 
 
 def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0.0) -> SimSetup:
-    from benchfill.engine.backend import _finite_or_zero, _stack, anchor_items
+    from benchfill.engine.backend import _stack, anchor_items, panel_probes
     from benchfill.irt import fit as irt_fit
-    from benchfill.search.services import Probe
     from benchfill.sim import World
     from benchfill.sim.direct import WorldServices
 
@@ -185,9 +184,7 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
     panel = services.panel_matrix(anchors, trials=PANEL[1])
     matrix = panel if bench.matrix is None else _stack(bench.matrix, panel)
     fit = irt_fit(matrix, engine="map", seed=seed)
-    ability = dict(zip(fit.models, np.asarray(fit.ability, dtype=float), strict=True))
-    ability_se = dict(zip(fit.models, np.asarray(fit.ability_se, dtype=float), strict=True))
-    probes = [Probe(p, ability[p], PANEL[1], 0.0 if ABILITY_BLIND else _finite_or_zero(ability_se[p])) for p in world.probes]
+    probes = panel_probes(fit, [(p, PANEL[1]) for p in world.probes], ability_error=not ABILITY_BLIND)
     chance = float(np.median(fit.chance)) if len(fit.chance) else 0.0
     ids = list(fit.item_ids)
     z = np.asarray(fit.z, dtype=float)

@@ -80,8 +80,8 @@ class RunOptions:
         d["backend"] = self.resolved_backend()
         if self.prescreen == "off":  # added later: runs without it keep the ids they had
             d.pop("prescreen")
-        for k, default in (("confirm_se", 0.02), ("confirm_cap", 4.0)):  # the same, for these
-            if d[k] == default:
+        for k in ("confirm_se", "confirm_cap"):  # the same, for these
+            if d[k] == RunOptions.__dataclass_fields__[k].default:
                 d.pop(k)
         return d
 

@@ -118,7 +118,7 @@ def test_the_placed_se_carries_the_inherited_error_and_a_snapshot_keeps_it():
 
 def test_an_item_far_past_the_panel_has_no_information_and_no_overflow():
     ann = _annotator(None, TRUE_ABILITY, 0.3)
-    assert ann._info(ann.probes[0], 5000.0) == 0.0 and ann._info(ann.probes[0], -5000.0) == 0.0
+    assert ann._infos(5000.0)["p00"] == 0.0 and ann._infos(-5000.0)["p00"] == 0.0
     assert ann._variance(5000.0, {"p00": 8})[0] == math.inf
 
 

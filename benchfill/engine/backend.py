@@ -108,10 +108,7 @@ class Backend:
         if self.fit is None:
             self.fit = irt_fit(matrix, engine="map", seed=self.opts.seed)
             self._record_fit(digest)
-        ability = dict(zip(self.fit.models, np.asarray(self.fit.ability, dtype=float), strict=True))
-        ability_se = dict(zip(self.fit.models, np.asarray(self.fit.ability_se, dtype=float), strict=True))
-        probes = [Probe(p.name, ability[p.name], p.trials, _finite_or_zero(ability_se[p.name]))
-                  for p in self.config.probes]
+        probes = panel_probes(self.fit, [(p.name, p.trials) for p in self.config.probes])
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
         confirmation = ConfirmSettings(z_se=self.opts.confirm_se, max_budgets=self.opts.confirm_cap)
         self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation,
@@ -450,9 +447,16 @@ def anchor_items(matrix, items, n: int = ANCHOR_ITEMS) -> list[dict]:
     return [ranked[k] for k in sorted(set(picks.tolist()))]
 
 
-def _finite_or_zero(se: float) -> float:
-    """A probe's ability se as the annotator can use it (a fit without one, or a degenerate one: none)."""
-    return float(se) if np.isfinite(se) and se > 0 else 0.0
+def panel_probes(fit, panel: list[tuple[str, int]], *, ability_error: bool = True) -> list[Probe]:
+    """The annotator's probes from the fit that placed them: (name, trials) each, with the fitted
+    ability and its standard error (none where the fit has no usable one, or ``ability_error`` is off)."""
+    ability = dict(zip(fit.models, np.asarray(fit.ability, dtype=float), strict=True))
+    se = dict(zip(fit.models, np.asarray(fit.ability_se, dtype=float), strict=True))
+
+    def usable(v: float) -> float:
+        return float(v) if ability_error and np.isfinite(v) and v > 0 else 0.0
+
+    return [Probe(name, ability[name], trials, usable(se[name])) for name, trials in panel]
 
 
 def _stack(a, b):

@@ -253,20 +253,27 @@ class Annotator:
         sampling, _ = self._variance(b, {p.name: p.trials for p in self.probes})
         return math.sqrt(sampling) / self.span
 
-    def _info(self, p: Probe, b: float) -> float:
-        """Fisher information of one answer of ``p`` about b, under the guessing model (3PL, a=1)."""
-        q = 1.0 / (1.0 + math.exp(min(700.0, b - p.ability)))  # clipped: exp overflows past 709
-        prob = self.chance + (1 - self.chance) * q
-        return ((1 - self.chance) * q * (1 - q)) ** 2 / max(prob * (1 - prob), 1e-12)
+    def _infos(self, b: float) -> dict[str, float]:
+        """Fisher information of one answer of each probe about an item at ``b``, under the guessing
+        model (3PL, a=1). The scalar form of irt.item_information, kept as the search was measured
+        with it: the two differ in the last bits, enough to flip near-tied probe choices."""
+        out = {}
+        for p in self.probes:
+            q = 1.0 / (1.0 + math.exp(min(700.0, b - p.ability)))  # clipped: exp overflows past 709
+            prob = self.chance + (1 - self.chance) * q
+            out[p.name] = ((1 - self.chance) * q * (1 - q)) ** 2 / max(prob * (1 - prob), 1e-12)
+        return out
 
-    def _variance(self, b: float, trials: dict[str, int]) -> tuple[float, float]:
+    def _variance(self, b: float, trials: dict[str, int], infos: dict[str, float] | None = None) -> tuple[float, float]:
         """Sampling and ability variance of b-hat for an item at ``b`` with ``trials`` per probe.
 
         b-hat solves the score equation, so it moves with theta_j by w_j = n_j I_j / sum n I (the
         probe's share of the information): the ability part is sum w_j^2 se(theta_j)^2, the
         probes' errors being independent. One probe: w = 1, its error in full; k equal probes: 1/k.
+        ``infos`` (``_infos(b)``) spares recomputing them when the caller has them.
         """
-        info = {p.name: trials.get(p.name, 0) * self._info(p, b) for p in self.probes}
+        infos = self._infos(b) if infos is None else infos
+        info = {p.name: trials.get(p.name, 0) * infos[p.name] for p in self.probes}
         total = sum(info.values())
         if total <= 0:
             return math.inf, 0.0
@@ -277,13 +284,14 @@ class Annotator:
         """``width`` probes for the next batch, chosen one at a time to lower the total variance of
         b-hat at ``b`` most: with exact abilities this is the most informative probes at ``b``
         (the paper's adaptive idea), with uncertain ones it spreads the rollouts."""
+        infos = self._infos(b)  # per answer, the same for every candidate
         n = dict(trials)
         chosen: list[Probe] = []
         for _ in range(min(width, len(self.probes))):
             def cost(p: Probe) -> tuple[float, float, str]:
                 after = dict(n)
                 after[p.name] = after.get(p.name, 0) + batch
-                return (sum(self._variance(b, after)), -self._info(p, b), p.name)
+                return (sum(self._variance(b, after, infos)), -infos[p.name], p.name)
 
             best = min((p for p in self.probes if p not in chosen), key=cost)
             chosen.append(best)
