@@ -21,30 +21,20 @@ import sys
 
 import numpy as np
 from _common import ROOT
-from scipy.optimize import brentq
 
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
 def placed_b(world, probes, chance: float, b_true: float, used) -> float:
-    """The MLE of b at the expected answers of ``used`` probes: the placement with infinite rollouts."""
-    def p(theta, b):
-        return chance + (1 - chance) / (1 + np.exp(-(theta - b)))
+    """The placement with infinite rollouts: the online calibration's MLE at the expected answers of
+    the ``used`` probes (one trial each, answered with their TRUE probability of being right)."""
+    from benchfill.irt import online_calibrate
 
-    th_true = np.array([world.abilities[q.name] for q in probes])
-    th_hat = np.array([q.ability for q in probes])
-    expected = p(th_true[used], b_true)
-    # With equal trials the score equation weights each answer by the item information of its probe.
-    return brentq(lambda b: float(np.sum((expected - p(th_hat[used], b)) * _weights(th_hat[used], b, chance))),
-                  -40.0, 40.0)
-
-
-def _weights(theta, b, chance):
-    # p'/(p (1 - p)) with p = g + (1 - g) q and p' = (1 - g) q (1 - q), reduced to q / p: the same
-    # value without 0/0 where q rounds to 1 (1 without guessing)
-    q = 1 / (1 + np.exp(-(theta - b)))
-    return q / (chance + (1 - chance) * q)
+    th_true = np.array([world.abilities[q.name] for q in probes])[used]
+    th_hat = np.array([q.ability for q in probes])[used]
+    expected = chance + (1 - chance) / (1 + np.exp(-(th_true - b_true)))
+    return float(online_calibrate(expected, np.ones_like(expected), th_hat, chance=chance).difficulty)
 
 
 def main() -> None:
