@@ -25,6 +25,7 @@ the world's roles, no HTTP), which is what makes hundreds of cells affordable on
     python bench/bench_search.py --quick    # presets on the quick sets, a reduced grid (< 15 min)
     python bench/bench_search.py            # presets on all sets, the full grid on the quick sets
     python bench/bench_search.py --quick --no-grid --text-signal 0.8   # the pre-screen's saving
+    python bench/bench_search.py --jobs 16 --seeds 10    # the (cell, seed) pairs on 16 processes
 """
 
 from __future__ import annotations
@@ -42,21 +43,17 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from _common import shared_data  # noqa: E402  (../shared/data, or $BENCHFILL_SHARED_DATA)
 
 SETS = ("demo", "aime25", "humaneval", "mbpp", "livecodebench-codegen", "cruxeval-output", "chembench")
 QUICK_SETS = ("demo", "aime25", "humaneval")
 STRATEGIES = ("benchfill", "benchfill/nosteer", "benchfill/paper", "benchfill/prescreen", "baseline", "oracle")
 K = 3
+FAR = 0.1  # z: "far outside the gap", about the sd of a text prediction honest against children
 # The grid around the realistic preset: drift (the bias references cannot cancel), share, noise, references.
 GRID = {"drift": (-1.0, 0.0, 1.0), "share": (0.25, 0.6), "noise": (0.4, 1.0), "anchor": (0.5, 0.0)}
 QUICK_GRID = {"drift": (-1.0, 1.0), "share": (0.25,), "noise": (1.0,), "anchor": (0.5, 0.0)}
-
-
-def shared_data() -> Path:
-    for cand in (os.environ.get("BENCHFILL_DATA_DIR"), ROOT.parent / "shared" / "data", ROOT / "shared" / "data"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    sys.exit("bench_search: no shared data directory (set BENCHFILL_DATA_DIR)")
 
 
 def load_set(name: str, max_items: int, seed: int):
@@ -124,6 +121,10 @@ class Outcome:
     filled_confirmed: int = 0  # gaps whose chosen item's confirmed z lies inside (the report's "filled")
     conf_err: float = 0.0  # mean |confirmed z - true z| of the chosen items: the measurement's own error
     conf_z2: list = field(default_factory=list)  # ((confirmed z - true z) / its placement se)^2 per chosen item
+    # What any pre-screen could save at most: annotation rollouts on children after the first round (the
+    # screen's warm-up) whose true z lies outside their gap, and of those, more than FAR z outside it.
+    outside_rollouts: int = 0
+    far_rollouts: int = 0
 
 
 @dataclass
@@ -258,6 +259,9 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         skipped = [(r, c) for r in res for c in r.children if "prescreened" in c.flags]
         false = sum(r.left < scale.z(world.true_difficulty(str(c.item[spec.text_field]))) < r.right
                     for r, c in skipped)
+        miss = [(c.annotation.rollouts, max(r.left - t, t - r.right)) for r in res for c in r.children
+                if c.annotation is not None and c.round > 1
+                for t in [scale.z(world.true_difficulty(str(c.item[spec.text_field])))]]
         out[label] = Outcome(red(true_z), red(conf_z), red(ann_z), float(np.mean(devs)),
                              sum(r.spend.rollouts for r in res), sum(r.spend.model_calls for r in res),
                              sum(r.left < t < r.right for (r, _), t in zip(chosen, true_z, strict=True)),
@@ -265,20 +269,76 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              sum(r.left < c.confirmation.z < r.right for r, c in chosen),
                              float(np.mean([abs(c - t) for c, t in zip(conf_z, true_z, strict=True)])) if chosen else 0.0,
                              [((c.confirmation.z - t) / c.confirmation.placement_z_se) ** 2
-                              for (_, c), t in zip(chosen, true_z, strict=True) if c.confirmation.placement_z_se > 0])
+                              for (_, c), t in zip(chosen, true_z, strict=True) if c.confirmation.placement_z_se > 0],
+                             sum(n for n, d in miss if d > 0), sum(n for n, d in miss if d > FAR))
     r = red(oracle_fill(z, K))
     out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
 
 
-def run_cell(label: str, preset: str, knobs: dict, set_name: str, bench, seeds: list[int], rounds: int,
-             text_signal: float = 0.0) -> Cell:
-    cell = Cell(label, set_name, list(seeds))
-    for seed in seeds:
-        got = asyncio.run(run_seed(bench, preset, knobs, seed, rounds, text_signal))
-        for k, v in got.items():
-            cell.out.setdefault(k, []).append(v)
-    return cell
+# The sets, loaded once in main() and handed to each worker process with the option globals above.
+_BENCHES: dict = {}
+# One BLAS thread per worker: N workers each with a BLAS pool as wide as the machine would oversubscribe
+# its cores N-fold (the figures do not depend on it: BLAS sums the same way on one thread or several here).
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _init_worker(benches: dict, options: tuple) -> None:
+    global CONFIRMATION, ABILITY_BLIND, PANEL
+    _BENCHES.update(benches)
+    CONFIRMATION, ABILITY_BLIND, PANEL = options
+
+
+def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
+    """One (cell, seed) of the sweep: every seed's world and run depend on the seed alone, so the
+    figures do not depend on which process runs it or in what order (--jobs 1 and --jobs N agree)."""
+    j, label, preset, knobs, set_name, seed, rounds, text_signal = task
+    return j, seed, asyncio.run(run_seed(_BENCHES[set_name][0], preset, knobs, seed, rounds, text_signal))
+
+
+def run_jobs(jobs: list[tuple], seeds: list[int], rounds: int, text_signal: float, workers: int) -> list[Cell]:
+    """Every (cell, seed) of ``jobs``, on ``workers`` processes; the cells in the order of ``jobs``."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    cells = [Cell(label, s, list(seeds)) for label, _, _, s in jobs]
+    tasks = [(j, label, preset, knobs, s, seed, rounds, text_signal)
+             for j, (label, preset, knobs, s) in enumerate(jobs) for seed in seeds]
+    got: dict[int, dict[int, dict[str, Outcome]]] = {}
+    t0 = time.perf_counter()
+
+    def collect(j: int, seed: int, out: dict[str, Outcome]) -> None:
+        got.setdefault(j, {})[seed] = out
+        if len(got[j]) == len(seeds):
+            label, _, _, s = jobs[j]
+            done = sum(len(v) == len(seeds) for v in got.values())
+            print(f"[{done}/{len(jobs)}] {label} on {s} ({_BENCHES[s][1]}): {time.perf_counter() - t0:.0f} s",
+                  file=sys.stderr, flush=True)
+
+    if workers <= 1:
+        for t in tasks:
+            collect(*_seed_task(t))
+    else:
+        # spawn, not fork: a worker starts a fresh interpreter, so the BLAS thread limit set here takes
+        # effect at its numpy import (a forked child keeps the parent's BLAS pool)
+        saved = {k: os.environ.get(k) for k in _THREAD_VARS}
+        os.environ.update(dict.fromkeys(_THREAD_VARS, "1"))
+        try:
+            with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                        initargs=(_BENCHES, (CONFIRMATION, ABILITY_BLIND, PANEL))) as pool:
+                for fut in cf.as_completed([pool.submit(_seed_task, t) for t in tasks]):
+                    collect(*fut.result())
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    for j, cell in enumerate(cells):
+        for seed in seeds:  # in seed order, whatever order they finished in
+            for k, v in got[j][seed].items():
+                cell.out.setdefault(k, []).append(v)
+    return cells
 
 
 def _ms(vals) -> str:
@@ -349,7 +409,12 @@ def print_prescreen(cells: list[Cell], text_signal: float) -> None:
               f"{saved.mean():>+11.1%} [{saved.min():+.1%},{saved.max():+.1%}]"
               f"{d_dev.mean():>+11.4f} [{d_dev.min():+.3f},{d_dev.max():+.3f}]"
               f"{np.mean([b.filled for b in bf]):>7.2f}/{np.mean([p.filled for p in ps]):<5.2f}")
+    outside = sum(o.outside_rollouts for c in cells for o in c.out["benchfill"])
+    far = sum(o.far_rollouts for c in cells for o in c.out["benchfill"])
     if tot_bf:
+        print(f"the ceiling (benchfill's own run): {outside / tot_bf:.1%} of its rollouts annotated children after "
+              f"the first round whose true z lay outside their gap, {far / tot_bf:.1%} more than {FAR:g} z outside: "
+              "what a screen that knew the truth could skip")
         d = np.array(d_all)
         print(f"all cells: rollouts saved {1 - tot_ps / tot_bf:.1%} ({tot_bf:.0f} -> {tot_ps:.0f}); "
               f"true deviation ps - bf {d.mean():+.4f} (se {d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else 0:.4f},"
@@ -417,6 +482,8 @@ def main() -> None:
                          "their standard errors), to show what knowing them buys")
     ap.add_argument("--panel", default="12x8", metavar="NxK",
                     help="the probe panel: N probes, K trials each per item (default 12x8, a run's default)")
+    ap.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="run the (cell, seed) pairs on N processes (default 1); the figures do not change")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
@@ -430,6 +497,8 @@ def main() -> None:
     except ValueError:
         ap.error(f"--panel: expected NxK with N >= 2 probes and K >= 1 trials, got {args.panel!r}")
     PANEL = (n_probes, n_trials)
+    if args.jobs < 1:
+        ap.error(f"--jobs: expected a positive number of processes, got {args.jobs}")
     ABILITY_BLIND = args.ability_blind
     CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap)
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
@@ -438,11 +507,11 @@ def main() -> None:
     grid = QUICK_GRID if args.quick else GRID
     print(f"bench_search: top-{K} gaps, T={args.rounds} R=4 C=4 L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
           f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
-          f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}", flush=True)
+          f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
+          f"{f'; {args.jobs} processes' if args.jobs > 1 else ''}", flush=True)
     t_all = time.perf_counter()
-    benches = {}
     for name in dict.fromkeys([*sets, *QUICK_SETS]):
-        benches[name] = load_set(name, max_items, 0)
+        _BENCHES[name] = load_set(name, max_items, 0)
     jobs = [(f"preset {p}", p, {}, s) for p in args.presets for s in sets]
     if not args.no_grid:
         for combo in itertools.product(*grid.values()):
@@ -450,12 +519,7 @@ def main() -> None:
             label = "drift{drift:+g} share{share:g} noise{noise:g} refs {r}".format(
                 **knobs, r="on" if knobs["anchor"] > 0 else "off")
             jobs += [(label, "realistic", knobs, s) for s in QUICK_SETS]
-    cells = []
-    for i, (label, preset, knobs, s) in enumerate(jobs, 1):
-        t0 = time.perf_counter()
-        cells.append(run_cell(label, preset, knobs, s, benches[s][0], seeds, args.rounds, args.text_signal))
-        print(f"[{i}/{len(jobs)}] {label} on {s} ({benches[s][1]}): {time.perf_counter() - t0:.0f} s",
-              file=sys.stderr, flush=True)
+    cells = run_jobs(jobs, seeds, args.rounds, args.text_signal, args.jobs)
     print()
     print_cells(cells)
     print_paired(cells)
