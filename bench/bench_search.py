@@ -279,7 +279,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
 # The sets, loaded once in main() and handed to each worker process with the option globals above.
 _BENCHES: dict = {}
 # One BLAS thread per worker: N workers each with a BLAS pool as wide as the machine would oversubscribe
-# its cores N-fold (the figures do not depend on it: BLAS sums the same way on one thread or several here).
+# its cores N-fold. The figures did not change with it (compared on a small sweep, one thread against two).
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
