@@ -191,3 +191,30 @@ def test_a_child_every_probe_solves_is_flagged_not_infinite():
     a = asyncio.run(ann.annotate("easy", {}, "ke"))
     assert "no_finite_mle" in a.flags and math.isfinite(a.difficulty)
     assert "outside_range" in a.flags and a.z < 0
+
+
+def test_the_fallback_choice_never_takes_a_child_beyond_the_benchmark_range():
+    # No child landed inside a gap at the top end of the axis; the nearest overshot past the hardest item.
+    from benchfill.search.annotate import Annotation
+    from benchfill.search.loop import Child, _final
+    from benchfill.search.selection import in_range, select_closest
+
+    gap = GapSearch(0, 0.90, 1.00, {}, {})
+
+    def child(cid, z, confirmed=None):
+        c = Child(cid, "q0", "q0", 1, {"id": cid}, Verdict(True, "ok", "judge"), Annotation(0.0, 0.1, z, 0.02, 8))
+        if confirmed is not None:
+            c.confirmation = Annotation(0.0, 0.1, confirmed, 0.01, 64)
+        return c
+
+    beyond = child("a-beyond", 1.04)  # 0.09 from the target 0.95, but beyond z = 1 it would open a gap
+    recheck = child("b-recheck", 0.96, confirmed=1.08)  # annotated near the target, confirmed beyond
+    below = child("c-below", 0.84)  # 0.11 from the target: outside the gap, on the range
+    assert select_closest([beyond, recheck, below], gap.target_z) is recheck  # the rule alone
+    assert in_range([beyond, recheck, below]) == [below]
+    assert _final([beyond, recheck, below], gap, select_closest) is below
+    # Nothing on the range: the gap stays unfilled rather than take an item that widens the coverage.
+    assert _final([beyond, recheck], gap, select_closest) is None
+    # A child confirmed inside the gap is chosen whatever else there is.
+    inside = child("d-inside", 0.80, confirmed=0.93)
+    assert _final([beyond, below, inside], gap, select_closest) is inside

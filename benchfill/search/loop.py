@@ -25,7 +25,7 @@ from benchfill.search.annotate import Annotation, Annotator
 from benchfill.search.memory import Memory, MemoryEntry, may_parent
 from benchfill.search.prescreen import PreScreen
 from benchfill.search.screen import screen_child, screen_new_child
-from benchfill.search.selection import chooser, select_closest, select_posterior
+from benchfill.search.selection import chooser, in_range, select_closest, select_posterior
 from benchfill.search.services import Reference, SearchServices, Spend, Verdict
 from benchfill.search.steering import Steering
 
@@ -315,9 +315,10 @@ async def _confirm_runners_up(children: list[Child], gap: GapSearch, choose, con
 
 
 def _final(children: list[Child], gap: GapSearch, choose) -> Child | None:
-    """The chosen child: the best of those confirmed inside the gap, if any; else the best of all."""
+    """The chosen child: the best of those confirmed inside the gap, if any; else the best of those on
+    the benchmark's range (``selection.in_range``); else none."""
     inside = [c for c in children if _inside(c, gap)]
-    return choose(inside or children, gap.target_z)
+    return choose(inside or in_range(children), gap.target_z)
 
 
 def child_id(strategy: str, gap_index: int, rnd: int, parent_index: int, child_index: int) -> str:

@@ -75,6 +75,19 @@ def select_posterior(children: list, target_z: float, response: Steering, annota
     return min(valid, key=loss)
 
 
+def in_range(children: list) -> list:
+    """The children whose estimate (confirmed, else annotated) lies on the benchmark's range [0, 1].
+
+    A gap lies between two of the benchmark's items, so a child beyond its easiest or hardest item
+    fills none: it opens a new gap at that end of the axis. When no child lands inside a gap, the
+    fallback choice is made among these alone, and a gap where none is left stays unfilled rather
+    than take an item that widens the coverage (on one simulated humaneval seed whose rewriter
+    overshot the top end gap, such a child tripled the true top-3 gap sum). An item added inside
+    [0, 1] can only split a gap, never widen one.
+    """
+    return [c for c in children if (a := c.confirmation or c.annotation) is not None and 0.0 <= a.z <= 1.0]
+
+
 def select_closest(children: list, target_z: float) -> Any:
     """The valid child whose annotated difficulty is closest to the target (line 31); ties by id."""
     valid = prefer_unflagged([c for c in children if c.valid])  # an order anomaly only if nothing else

@@ -17,6 +17,7 @@ import numpy as np
 from benchfill.search.annotate import Annotator
 from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, _make_child, select_closest
 from benchfill.search.memory import MemoryEntry
+from benchfill.search.selection import in_range
 from benchfill.search.services import SearchServices, Spend, derive_seed
 
 STRATEGIES = ("benchfill", "baseline", "oracle")
@@ -59,7 +60,7 @@ async def baseline_search(
             on_child(gap.gap_index, c, gap.target_z)
     return GapResult(
         gap.gap_index, gap.left, gap.right, gap.target_z, "baseline", children,
-        select_closest(children, gap.target_z), t_g, spend,
+        select_closest(in_range(children), gap.target_z), t_g, spend,
     )
 
 
