@@ -218,3 +218,33 @@ def test_the_fallback_choice_never_takes_a_child_beyond_the_benchmark_range():
     # A child confirmed inside the gap is chosen whatever else there is.
     inside = child("d-inside", 0.80, confirmed=0.93)
     assert _final([beyond, below, inside], gap, select_closest) is inside
+
+
+def test_the_search_confirms_its_fallback_pick_and_sets_aside_one_confirmed_beyond_the_range():
+    from benchfill.search.annotate import Annotation
+    from benchfill.search.loop import Child, _confirmed_final
+    from benchfill.search.selection import select_closest
+    from benchfill.search.services import Spend
+
+    class Memory:  # the search's memory takes each confirmed z; nothing here reads it back
+        def update(self, *args):
+            pass
+
+    gap = GapSearch(0, 0.90, 1.00, {}, {})
+    truth = {"a": 1.08, "b": 0.85, "c": 1.10, "d": 1.12}
+
+    async def confirm(c):
+        return Annotation(0.0, 0.1, truth[c.item_id], 0.01, 64)
+
+    def child(cid, z):
+        return Child(cid, "q0", "q0", 1, {"id": cid}, Verdict(True, "ok", "judge"), Annotation(0.0, 0.1, z, 0.05, 8))
+
+    # a: annotated inside the gap (an early stop), confirmed beyond the hardest item; b: below the gap.
+    a, b = child("a", 0.93), child("b", 0.84)
+    spend = Spend()
+    chosen = asyncio.run(_confirmed_final([a, b], gap, select_closest, confirm, spend, Memory(), cap=3))
+    assert chosen is b and a.confirmation.z == 1.08 and b.confirmation.z == 0.85 and spend.rollouts == 128
+    # Out of confirmations with the pick unconfirmed: only a confirmed child may be taken, and none is left.
+    c, d = child("c", 0.93), child("d", 0.86)
+    assert asyncio.run(_confirmed_final([c, d], gap, select_closest, confirm, Spend(), Memory(), cap=0)) is None
+    assert c.confirmation is not None and d.confirmation is None
