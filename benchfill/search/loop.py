@@ -232,8 +232,9 @@ async def benchfill_search(
             stop = why
             break
     rounds_used = t
-    chosen = _final(children, gap, choose)
-    if confirm is not None:
+    if confirm is None:
+        chosen = _final(children, gap, choose)
+    else:
         await _confirm_runners_up(children, gap, choose, confirm, spend, memory, settings.confirmations)
         chosen = await _confirmed_final(children, gap, choose, confirm, spend, memory, settings.confirmations)
     return GapResult(
