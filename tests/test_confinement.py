@@ -73,8 +73,10 @@ def test_a_code_run_grades_under_bubblewrap_and_records_it(shared_data, tmp_path
                     'tests_field = "test"\nentry_point_field = "entry_point"\nevaluator = "code"\n'
                     'solver_prompt = "code"\n')
     runs = tmp_path / "runs"
+    # Four children, not one: a lone child placed beyond the benchmark's range is never chosen, and the
+    # review queue this test reads would be empty.
     assert main(["run", "--items", str(items), "--spec", str(spec), "--gaps", "1", "--rounds", "1", "--parents", "1",
-                 "--children", "1", "--sim-probes", "4", "--no-confirm", "--quiet", "--runs-dir", str(runs)]) == 0
+                 "--children", "4", "--sim-probes", "4", "--no-confirm", "--quiet", "--runs-dir", str(runs)]) == 0
     (run_dir,) = runs.iterdir()
     assert json.loads((run_dir / "report.json").read_text())["isolation"] == "bubblewrap"
     assert "Generated programs ran under bubblewrap." in (run_dir / "report.md").read_text()
