@@ -279,7 +279,10 @@ def _markdown(rep: dict[str, Any]) -> str:
     steer_lines = []
     for r in rep["gaps"]:
         if r.get("chosen_id") is None and rep["strategy"] != "oracle":
-            lines.append(f"| {r['gap_index']} | {r['target_z']:.4f} | no valid child | | | | "
+            # valid children but none chosen: none was placed on the benchmark's range (search/selection.in_range)
+            why = (f"none placed on the range [0, 1] (of {r['valid_children']} valid)"
+                   if r.get("valid_children") else "no valid child")
+            lines.append(f"| {r['gap_index']} | {r['target_z']:.4f} | {why} | | | | "
                          f"{_rounds(r)} | {r['spend']['rollouts']} | {r['spend']['model_calls']} | |")
             continue
         sp = r.get("spend", {})

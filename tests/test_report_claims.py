@@ -43,6 +43,21 @@ def test_a_chosen_item_outside_its_gap_is_flagged_everywhere(tmp_path):
     assert "outside_gap" in page and "SIMULATED RUN" in page and "simulated-banner" in item.text
 
 
+def test_a_gap_whose_children_all_lie_beyond_the_range_stays_open_and_says_why(tmp_path):
+    # Every child has a wrong key that weak probes give: the strong probes all fail it, so it places
+    # beyond the benchmark's hardest item, where it would open a new gap instead of filling this one.
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), sim_rewriter="kind", gaps=1, rounds=2, parents=2,
+                      children=2, references=8, sim_probes=8, progress=False,
+                      sim_rewriter_knobs={"invalid_base": 1.0, "invalid_max": 1.0, "judge_recall": 0.0, "slip": 1.0})
+    d = run(opts)
+    rep, md = _report(d)
+    (g,) = rep["gaps"]
+    assert g["chosen_id"] is None and g["valid_children"] > 0 and rep["gaps_filled"] == 0
+    assert f"none placed on the range [0, 1] (of {g['valid_children']} valid)" in md
+    assert rep["top_k_sum_after"] == pytest.approx(rep["top_k_sum_before"]) and rep["top_k_reduction"] == 0  # nothing inserted
+    assert (d / "review_queue.jsonl").read_text().strip() == ""
+
+
 def test_after_figures_are_the_confirmed_ones_with_an_interval(tmp_path):
     opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), sim_rewriter="kind", **FAST)
     d = run(opts)
