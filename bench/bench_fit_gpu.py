@@ -142,7 +142,7 @@ def main() -> None:
     rows = {}
     head = f"{'sampler':<40}{'wall s':>9}{'max R-hat':>11}{'min bulk ESS':>14}{'ESS/s':>8}{'diverg.':>9}{'tree depth':>12}"
 
-    def row(name: str, r: tuple) -> None:  # each row as it comes: a long run cut short keeps what it finished
+    def row(name: str, r: tuple) -> None:  # each row as it comes
         rows[name] = r
         if args.save:  # rewritten after each row, so a run cut short keeps what it finished
             np.savez(
@@ -179,6 +179,7 @@ def main() -> None:
         print(f"{n1} vs {n2}: posterior means of b: corr {np.corrcoef(m1, m2)[0, 1]:.5f}, max |diff| "
               f"{np.max(np.abs(m1 - m2)):.3f}, rms diff {np.sqrt(np.mean((m1 - m2) ** 2)):.4f} (median sd "
               f"{np.median(s1):.3f}); sds: mean ratio {np.mean(s1 / s2):.4f}, max |diff| {np.max(np.abs(s1 - s2)):.3f}")
+
 
 if __name__ == "__main__":
     main()

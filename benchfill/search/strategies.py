@@ -15,9 +15,9 @@ import asyncio
 import numpy as np
 
 from benchfill.search.annotate import Annotator
-from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, _make_child, select_closest
+from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, _make_child
 from benchfill.search.memory import MemoryEntry
-from benchfill.search.selection import in_range
+from benchfill.search.selection import in_range, select_closest
 from benchfill.search.services import SearchServices, Spend, derive_seed
 
 STRATEGIES = ("benchfill", "baseline", "oracle")
