@@ -125,6 +125,14 @@ class Outcome:
     # screen's warm-up) whose true z lies outside their gap, and of those, more than FAR z outside it.
     outside_rollouts: int = 0
     far_rollouts: int = 0
+    # Where the share of the oracle goes (docs/sim-rewriter.md): the true top-3 reduction with an item exactly on
+    # each gap's target (what the plan of one item per top-3 gap can reach), and with an item whose confirmed z is
+    # exactly the target, so that its true z sits off it by the measurement's own error (confirmed z - true z of
+    # this seed's chosen items, every assignment of them to the gaps averaged): what a search that always found
+    # such a child would reach with this annotator. nan where no item was chosen.
+    red_plan: float = float("nan")
+    red_meas: float = float("nan")
+    dev_conf: float = float("nan")  # mean |confirmed z - target| of the chosen items: the search's own slack
 
 
 @dataclass
@@ -262,6 +270,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         miss = [(c.annotation.rollouts, max(r.left - t, t - r.right)) for r in res for c in r.children
                 if c.annotation is not None and c.round > 1
                 for t in [scale.z(world.true_difficulty(str(c.item[spec.text_field])))]]
+        targets = [r.target_z for r in res]
+        red_meas = measurement_limited(red, targets, [c - t for c, t in zip(conf_z, true_z, strict=True)])
         out[label] = Outcome(red(true_z), red(conf_z), red(ann_z), float(np.mean(devs)),
                              sum(r.spend.rollouts for r in res), sum(r.spend.model_calls for r in res),
                              sum(r.left < t < r.right for (r, _), t in zip(chosen, true_z, strict=True)),
@@ -270,10 +280,23 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              float(np.mean([abs(c - t) for c, t in zip(conf_z, true_z, strict=True)])) if chosen else 0.0,
                              [((c.confirmation.z - t) / c.confirmation.placement_z_se) ** 2
                               for (_, c), t in zip(chosen, true_z, strict=True) if c.confirmation.placement_z_se > 0],
-                             sum(n for n, d in miss if d > 0), sum(n for n, d in miss if d > FAR))
+                             sum(n for n, d in miss if d > 0), sum(n for n, d in miss if d > FAR),
+                             red(targets), red_meas,
+                             float(np.mean([abs(c - r.target_z) for (r, _), c in zip(chosen, conf_z, strict=True)]))
+                             if chosen else float("nan"))
     r = red(oracle_fill(z, K))
     out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
+
+
+def measurement_limited(red, targets: list[float], errors: list[float]) -> float:
+    """The reduction ``red`` gives items whose confirmed z is exactly each target, so that their true z sits
+    at target - error: every assignment of the observed measurement errors (confirmed z - true z) to the
+    targets, with repetition, averaged. nan without errors (no item was chosen)."""
+    if not errors:
+        return float("nan")
+    return float(np.mean([red([t - e for t, e in zip(targets, combo, strict=True)])
+                          for combo in itertools.product(errors, repeat=len(targets))]))
 
 
 # The sets, loaded once in main() and handed to each worker process with the option globals above.
@@ -421,6 +444,38 @@ def print_prescreen(cells: list[Cell], text_signal: float) -> None:
               f" {int(np.sum(d > 1e-12))} of {d.size} seeds worse, {int(np.sum(d < -1e-12))} better)")
 
 
+def shortfall(c: Cell, strategy: str = "benchfill") -> tuple[float, float, float]:
+    """(plan, measurement-limited, reached): shares of the oracle's mean true top-3 reduction in one cell."""
+    orc = np.mean([o.red_true for o in c.out["oracle"]])
+    o = c.out[strategy]
+    meas = [x.red_meas for x in o if np.isfinite(x.red_meas)]
+    return (np.mean([x.red_plan for x in o]) / orc, np.mean(meas) / orc if meas else float("nan"),
+            np.mean([x.red_true for x in o]) / orc)
+
+
+def print_shortfall(cells: list[Cell]) -> None:
+    """Where benchfill's share of the oracle goes: the plan (one item per top-3 gap, on its target), the
+    measurement (a child confirmed exactly on the target still sits off it by the confirmation's error),
+    the search (the rest: how far from the target the chosen child's confirmed z is, and gaps left open)."""
+    print("\nWhere benchfill's share of the oracle's true top-3 reduction goes (mean over seeds): plan = an item exactly "
+          "on each top-3 gap's target; measured = an item confirmed exactly on it, off by this run's measurement error; "
+          "reached = benchfill")
+    head = f"{'rewriter':<34}{'set':<22}{'plan':>7}{'measured':>10}{'reached':>9}{'|conf-true|':>13}{'|conf-target|':>15}"
+    print(head)
+    print("-" * len(head))
+    for c in cells:
+        if not c.label.startswith("preset"):
+            continue
+        plan, meas, got = shortfall(c)
+        o = c.out["benchfill"]
+        print(f"{c.label:<34}{c.set:<22}{plan:>7.2f}{meas:>10.2f}{got:>9.2f}{np.mean([x.conf_err for x in o]):>13.4f}"
+              f"{np.mean([x.dev_conf for x in o]):>15.4f}")
+    print(f"{'rewriter':<34}{'plan':>16}{'measured':>16}{'reached':>16}   (mean over sets, min set)")
+    for label in dict.fromkeys(c.label for c in cells):
+        rows = np.array([shortfall(c) for c in cells if c.label == label])
+        print(f"{label:<34}" + "".join(f"{f'{np.nanmean(v):.2f} ({np.nanmin(v):.2f})':>16}" for v in rows.T))
+
+
 def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
     print("\nMean true deviation from the target (mean over sets and seeds), by rewriter:")
     print(f"{'rewriter':<34}{'benchfill':>12}{'nosteer':>12}{'paper':>12}{'baseline':>12}")
@@ -525,6 +580,7 @@ def main() -> None:
     print_paired(cells)
     print_prescreen(cells, args.text_signal)
     print_summary(cells, args.rollouts_ref)
+    print_shortfall(cells)
     print(f"\ntotal {time.perf_counter() - t_all:.0f} s")
 
 
