@@ -10,8 +10,14 @@ ability errors) and through all of them. Side by side, per set over seeds:
   fit's se       rms of the fit's Laplace standard errors of those abilities
   2 nearest      rms placement error (z) of a midpoint item through the two probes nearest it
   all probes     the same through all the probes (information-weighted)
+  share ceiling  the share of the oracle's true top-3 reduction (bench_search.py's) that a search reaches
+                 when each gap's chosen item is placed EXACTLY on its target through all the probes: its
+                 true z then sits off the target by that placement error. No number of rollouts and no
+                 better search lifts a share above this with this panel.
 
-    python bench/bench_panel_error.py            # demo, aime25, humaneval; seeds 0-5
+    python bench/bench_panel_error.py            # demo, aime25, humaneval; seeds 0-5; at most 60 items
+    python bench/bench_panel_error.py --sets demo aime25 humaneval mbpp livecodebench-codegen \
+        cruxeval-output chembench --max-items 150    # the full sweep's sets
 """
 
 from __future__ import annotations
@@ -41,17 +47,19 @@ def main() -> None:
     import bench_search as bs
 
     from benchfill import coverage
+    from benchfill.search import oracle_fill
     from benchfill.sim.truth import true_scale
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", nargs="*", default=["demo", "aime25", "humaneval"])
     ap.add_argument("--seeds", type=int, default=6)
+    ap.add_argument("--max-items", type=int, default=60, help="subsample larger sets (bench_search: 60 quick, 150)")
     args = ap.parse_args()
-    print(f"{'set':<12}{'ability rms':>13}{'fit se':>9}{'2 nearest (z)':>15}{'all probes (z)':>16}")
+    print(f"{'set':<24}{'ability rms':>13}{'fit se':>9}{'2 nearest (z)':>15}{'all probes (z)':>16}{'share ceiling':>15}")
     for name in args.sets:
-        resid, ses, near2, every = [], [], [], []
+        resid, ses, near2, every, red_ceiling, red_oracle = [], [], [], [], [], []
         for seed in range(args.seeds):
-            bench, _ = bs.load_set(name, 60, seed)
+            bench, _ = bs.load_set(name, args.max_items, seed)
             sim = bs.sim_setup(bench, "realistic", {}, seed)
             scale = true_scale(sim.world, sim.fit)
             se = dict(zip(sim.fit.models, sim.fit.ability_se, strict=True))
@@ -60,6 +68,7 @@ def main() -> None:
             ses += [se[q.name] for q in probes]
             span = sim.fit.b_max - sim.fit.b_min
             th_hat = np.array([q.ability for q in probes])
+            truly_at = []  # where an item placed exactly on each target truly lies
             for g in coverage.gaps(sim.z, k=3, item_ids=sim.ids):
                 mid = (g.left + g.right) / 2
                 b_mid = sim.fit.b_min + mid * span
@@ -67,11 +76,16 @@ def main() -> None:
                 nearest = np.argsort(np.abs(th_hat - b_mid), kind="stable")[:2]
                 near2.append((placed_b(sim.world, probes, sim.chance, b_latent, nearest) - b_mid) / span)
                 every.append((placed_b(sim.world, probes, sim.chance, b_latent, np.arange(len(probes))) - b_mid) / span)
+                truly_at.append(mid - every[-1])  # to first order: placed at mid + e when truly at mid
+            before = coverage.top_k_gap_sum(sim.z, 3)
+            red_ceiling.append(1 - coverage.top_k_gap_sum(np.concatenate([sim.z, truly_at]), 3) / before)
+            red_oracle.append(1 - coverage.top_k_gap_sum(np.concatenate([sim.z, oracle_fill(sim.z, 3)]), 3) / before)
 
         def rms(x):
             return float(np.sqrt(np.mean(np.square(x))))
 
-        print(f"{name:<12}{rms(resid):>13.3f}{rms(ses):>9.3f}{rms(near2):>15.4f}{rms(every):>16.4f}")
+        print(f"{name:<24}{rms(resid):>13.3f}{rms(ses):>9.3f}{rms(near2):>15.4f}{rms(every):>16.4f}"
+              f"{np.mean(red_ceiling) / np.mean(red_oracle):>15.2f}", flush=True)
 
 
 if __name__ == "__main__":
