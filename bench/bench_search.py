@@ -172,6 +172,11 @@ CONFIRMATION = None  # set in main(); None: the Annotator's default (tests impor
 ABILITY_BLIND = False
 
 
+# ``--accept-within F``: the share of a gap's half-width around the target within which a confirmed candidate
+# ends the search before its runners-up are confirmed (SearchSettings.accept_within); None: the default.
+ACCEPT_WITHIN = None
+
+
 # ``--panel NxK``: the probe panel, N probes answering K times each (the benchmark phase and the fixed protocol).
 PANEL = (12, 8)
 
@@ -227,7 +232,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     async def strategy(label: str, rounds_matched=None):
         ann = sim.annotator()
         settings = SearchSettings(rounds=rounds, steering=label in ("benchfill", "benchfill/prescreen"),
-                                  selection="closest" if label in ("benchfill/paper", "baseline") else "posterior")
+                                  selection="closest" if label in ("benchfill/paper", "baseline") else "posterior",
+                                  **({} if ACCEPT_WITHIN is None else {"accept_within": ACCEPT_WITHIN}))
         gs = [GapSearch(g, gap.left, gap.right, items, z_of, screen if label == "benchfill/prescreen" else None)
               for g, gap in enumerate(gaps)]
         async def confirm(c):
@@ -307,9 +313,9 @@ _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -348,7 +354,7 @@ def run_jobs(jobs: list[tuple], seeds: list[int], rounds: int, text_signal: floa
         os.environ.update(dict.fromkeys(_THREAD_VARS, "1"))
         try:
             with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                        initargs=(_BENCHES, (CONFIRMATION, ABILITY_BLIND, PANEL))) as pool:
+                                        initargs=(_BENCHES, (CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN))) as pool:
                 for fut in cf.as_completed([pool.submit(_seed_task, t) for t in tasks]):
                     collect(*fut.result())
         finally:
@@ -535,6 +541,10 @@ def main() -> None:
     ap.add_argument("--ability-blind", action="store_true",
                     help="what-if: the annotator takes every probe's ability as exact (as before it knew "
                          "their standard errors), to show what knowing them buys")
+    ap.add_argument("--accept-within", type=float, metavar="F",
+                    help="a candidate confirmed within F of the gap's half-width from the target ends the search; "
+                         "farther out, its runners-up are confirmed first (default: the search's, 0.5; 1: the "
+                         "first candidate confirmed inside the gap ends it)")
     ap.add_argument("--panel", default="12x8", metavar="NxK",
                     help="the probe panel: N probes, K trials each per item (default 12x8, a run's default)")
     ap.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -542,7 +552,7 @@ def main() -> None:
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN
     from benchfill.search.annotate import ConfirmSettings
 
     try:
@@ -555,6 +565,9 @@ def main() -> None:
     if args.jobs < 1:
         ap.error(f"--jobs: expected a positive number of processes, got {args.jobs}")
     ABILITY_BLIND = args.ability_blind
+    if args.accept_within is not None and not 0 < args.accept_within <= 1:
+        ap.error(f"--accept-within: expected a share of the half-width in (0, 1], got {args.accept_within}")
+    ACCEPT_WITHIN = args.accept_within
     CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap)
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
@@ -563,6 +576,7 @@ def main() -> None:
     print(f"bench_search: top-{K} gaps, T={args.rounds} R=4 C=4 L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
           f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
+          f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; {args.jobs} processes' if args.jobs > 1 else ''}", flush=True)
     t_all = time.perf_counter()
     for name in dict.fromkeys([*sets, *QUICK_SETS]):

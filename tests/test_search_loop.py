@@ -248,3 +248,50 @@ def test_the_search_confirms_its_fallback_pick_and_sets_aside_one_confirmed_beyo
     c, d = child("c", 0.93), child("d", 0.86)
     assert asyncio.run(_confirmed_final([c, d], gap, select_closest, confirm, Spend(), Memory(), cap=0)) is None
     assert c.confirmation is not None and d.confirmation is None
+
+
+def test_a_candidate_confirmed_in_the_outer_half_of_the_gap_has_its_runners_up_confirmed():
+    from benchfill.search.annotate import Annotation
+    from benchfill.search.loop import Child, _final, _settled
+    from benchfill.search.selection import chooser
+    from benchfill.search.services import Spend
+    from benchfill.search.steering import Steering
+
+    class Memory:  # the search's memory takes each confirmed z; nothing here reads it back
+        def update(self, *args):
+            pass
+
+    _, _, ann = _setup("adaptive")
+    choose = chooser("posterior", Steering(), ann)
+    gap = GapSearch(0, 0.30, 0.70, {}, {})  # target 0.5, half-width 0.2; the inner half: within 0.1 of it
+    truth = {"a": 0.65, "b": 0.46, "c": 0.54, "d": 0.75}
+
+    async def confirm(c):
+        return Annotation(0.0, 0.1, truth[c.item_id], 0.01, 64)
+
+    def children():  # annotated: a on the target, then b, c, d farther off (the order runners-up go in)
+        return [Child(cid, "q0", "q0", 1, {"id": cid}, Verdict(True, "ok", "judge"), Annotation(0.0, 0.1, z, 0.03, 8))
+                for cid, z in (("a", 0.50), ("b", 0.53), ("c", 0.56), ("d", 0.58))]
+
+    def settle(kids, **kw):
+        spend = Spend()
+        stop = asyncio.run(_settled(kids[0], kids, gap, choose, confirm, spend, Memory(), SearchSettings(**kw)))
+        return stop, [c.item_id for c in kids if c.confirmation is not None], spend.rollouts
+
+    # a lands inside but 0.15 from the target: b is confirmed next, lands within 0.1, and the search stops there
+    kids = children()
+    assert settle(kids) == (True, ["a", "b"], 128)
+    assert _final(kids, gap, choose).item_id == "b"
+    # accept_within=1 is the earlier rule: any candidate confirmed inside the gap ends the search at once
+    kids = children()
+    assert settle(kids, accept_within=1.0) == (True, ["a"], 64)
+    assert _final(kids, gap, choose).item_id == "a"
+    # at most `confirmations` children of the gap are confirmed, whether or not one lands near the target
+    truth["b"] = 0.68
+    kids = children()
+    assert settle(kids, confirmations=2) == (True, ["a", "b"], 128)
+    assert _final(kids, gap, choose).item_id == "a"  # b landed farther off than a
+    # a candidate confirmed outside the gap does not stop the search, and its runners-up wait
+    truth["a"] = 0.72
+    kids = children()
+    assert settle(kids) == (False, ["a"], 64)
