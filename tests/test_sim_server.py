@@ -126,3 +126,14 @@ def test_fitted_world_uses_the_response_matrix(shared_data):
     rate = matrix.correct.sum(0) / matrix.trials.sum(0)
     easiest, hardest = matrix.item_ids[rate.argmax()], matrix.item_ids[rate.argmin()]
     assert world.true_difficulty(easiest) < world.true_difficulty(hardest)
+
+
+def test_a_run_directory_keeps_its_port_below_the_ephemeral_range(tmp_path):
+    # The port is in the cache keys, so it must not change between runs of one directory; it must also
+    # stay out of Linux's default ephemeral range (32768-60999), where an outgoing connection could hold it.
+    from benchfill.engine.backend import sim_port
+
+    ports = [sim_port(tmp_path / f"run-{i}") for i in range(2000)]
+    assert all(20000 <= p < 32000 for p in ports)
+    assert len(set(ports)) > 1700  # spread (about 1,840 expected of 12,000 values), so two rarely share one
+    assert sim_port(tmp_path / "run-7") == ports[7] == sim_port(tmp_path / "x" / ".." / "run-7")

@@ -416,8 +416,13 @@ def start_sim(opts, bench, run_dir: Path, url: str | None = None):
 
 
 def sim_port(run_dir: Path) -> int:
-    """The loopback port of a run's simulated world: fixed per run directory, as it is in cache keys."""
-    return 20000 + derive_seed(0, str(Path(run_dir).resolve())) % 20000
+    """The loopback port of a run's simulated world: fixed per run directory, as it is in cache keys.
+
+    In [20000, 32000): above Ray's worker ports (10002-19999) and below Linux's default ephemeral range
+    (32768-60999), where the system hands out the local ports of outgoing connections. A port in that
+    range was now and then held by one of them (Ray's, the clients') when a sweep started its worlds,
+    and the sweep refused to start (the ray sweep test failed so twice in one day)."""
+    return 20000 + derive_seed(0, str(Path(run_dir).resolve())) % 12000
 
 
 # Above this many items, a given response matrix places the probe panel through anchor items only.
