@@ -420,8 +420,8 @@ def sim_port(run_dir: Path) -> int:
 
     In [20000, 32000): above Ray's worker ports (10002-19999) and below Linux's default ephemeral range
     (32768-60999), where the system hands out the local ports of outgoing connections. A port in that
-    range was now and then held by one of them (Ray's, the clients') when a sweep started its worlds,
-    and the sweep refused to start (the ray sweep test failed so twice in one day)."""
+    range can be held by one of them (Ray's, the clients') when a sweep starts its worlds, and the sweep
+    then refuses to start: the ray sweep test failed so in a CI rehearsal."""
     return 20000 + derive_seed(0, str(Path(run_dir).resolve())) % 12000
 
 

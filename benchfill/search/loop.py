@@ -53,10 +53,11 @@ class SearchSettings:
     confirmations: int = 3
     # With a confirmer: a candidate confirmed inside the gap ends the search, but if it lies farther from
     # the target than this share of the gap's half-width, the runners-up are confirmed first (within
-    # ``confirmations``), so that the choice is made among them. The first candidate's annotation is
-    # only known to a z se near the half-width, and it often lands in the gap's outer part, which splits
-    # the gap unevenly; going on with more rounds instead took that same child in 70 of 72 gaps tried.
-    # 1 = any candidate confirmed inside ends it at once (docs/sim-rewriter.md, "Where the share ...").
+    # ``confirmations``), so that the choice is made among them. The candidate is picked on its
+    # annotation, whose z se is often as wide as the gap's half-width, so its confirmation often lands in
+    # the gap's outer part, which splits the gap unevenly; searching on with more rounds instead took that
+    # same child again in 70 of 72 gaps tried. 1 = any candidate confirmed inside ends the search at once
+    # (docs/sim-rewriter.md, "Where the share of the oracle goes").
     accept_within: float = 0.5
     # Target steering (benchfill/search/steering.py): ask the rewriter for what its learned response
     # maps onto the target, with references around that ask. False keeps the paper's protocol.
