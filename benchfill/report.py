@@ -107,6 +107,10 @@ def _gap_record(r, fit) -> dict[str, Any]:
         "deviation_by_round": {str(t): v for t, v in sorted(r.deviations_by_round.items())},
         "steering": r.steering,
         "memory": r.shared or None,  # what the store's shared memory gave this gap (docs/memory.md)
+        # every child that got fresh confirming rollouts, the chosen one among them: where each landed
+        "confirmed_children": [{"id": ch.item_id, "z": ch.confirmation.z, "placement_z_se": ch.confirmation.placement_z_se,
+                                "inside": r.left < ch.confirmation.z < r.right, "rollouts": ch.confirmation.rollouts}
+                               for ch in r.children if ch.confirmation is not None],
     }
     if c is None:
         return rec
@@ -296,6 +300,13 @@ def _markdown(rep: dict[str, Any]) -> str:
             steer_lines.append(
                 f"| {r['gap_index']} | {'on' if st.get('steered') else 'off'} | {st['points']} | {st['offset']:+.4f} | "
                 f"{st['share']:.3f} | {st['residual_sd']:.4f} | {st['mean_shift']:+.4f} | {st['max_abs_shift']:.4f} |")
+    confirmed = [r for r in rep["gaps"] if len(r.get("confirmed_children") or []) > 1]
+    if confirmed:
+        lines += ["", "Children confirmed on fresh rollouts where the search compared several (confirmed z; "
+                  "the chosen one marked *):"]
+        lines += [f"- gap {r['gap_index']} (target {r['target_z']:.4f}): " + ", ".join(
+            f"{c['id']}{'*' if c['id'] == r.get('chosen_id') else ''} {c['z']:.4f}"
+            f"{'' if c['inside'] else ' (outside)'}" for c in r["confirmed_children"]) for r in confirmed]
     lines += _memory_lines(rep)
     if steer_lines:
         lines += ["", "## What the search learned of the rewriter", "",

@@ -312,20 +312,24 @@ def _record_gap_done(store, result) -> None:
         state.chosen_id = result.chosen.item_id if result.chosen else None
         state.state_json = json.dumps(result_to_dict(result))  # a resumed run takes it as it is
         s.add(state)
-        for c in result.children:  # the simulated world's truth, fetched after the search
+        for c in result.children:  # the simulated world's truth, fetched after the search, and every
+            # confirmation (the runners-up the search compared, not only the chosen child)
+            if c.true_difficulty is None and c.confirmation is None:
+                continue
+            row = store.get(s, Candidate, c.item_id)
+            if row is None:
+                continue
             if c.true_difficulty is not None:
-                row = store.get(s, Candidate, c.item_id)
-                if row is not None and row.true_difficulty != c.true_difficulty:
-                    row.true_difficulty = c.true_difficulty
-                    s.add(row)
+                row.true_difficulty = c.true_difficulty
+            if c.confirmation is not None:
+                a = c.confirmation
+                row.confirmed_difficulty, row.confirmed_se, row.confirmed_z = a.difficulty, a.se, a.z
+            s.add(row)
         if result.chosen is not None:
             row = store.get(s, Candidate, result.chosen.item_id)
             if row is not None:
                 row.status = "selected"
                 row.flags_json = json.dumps(result.chosen.flags)
-                a = result.chosen.confirmation
-                if a is not None:
-                    row.confirmed_difficulty, row.confirmed_se, row.confirmed_z = a.difficulty, a.se, a.z
                 s.add(row)
 
 

@@ -129,3 +129,27 @@ def test_the_confirmations_precision_is_the_users_to_set(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--confirm-cap" in err[0]
     assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
+
+
+def test_every_confirmation_is_kept_in_the_store_and_listed_in_the_report(tmp_path):
+    # The realistic rewriter's first candidates often land in the outer half of a gap, so the search
+    # confirms runners-up before it stops: each one's confirmed z is in the store and the report.
+    from benchfill.schema import Candidate
+    from benchfill.store import Store
+
+    d = run(RunOptions(benchmark="demo", runs_dir=str(tmp_path), gaps=3, rounds=4, progress=False))
+    rep, md = _report(d)
+    listed = {c["id"]: c for g in rep["gaps"] for c in g["confirmed_children"]}
+    several = [g for g in rep["gaps"] if len(g["confirmed_children"]) > 1]
+    assert several, "no gap compared confirmed children: the test shows nothing"
+    for g in rep["gaps"]:
+        if g["chosen_id"] is not None:
+            assert listed[g["chosen_id"]]["z"] == g["confirmed_z"]
+        for c in g["confirmed_children"]:
+            assert c["inside"] == (g["left"] < c["z"] < g["right"]) and c["rollouts"] > 0
+    rows = {r.id: r for r in Store(d / "store.db").all(Candidate) if r.confirmed_z is not None}  # its own store
+    assert {i: r.confirmed_z for i, r in rows.items()} == {i: c["z"] for i, c in listed.items()}
+    g = several[0]
+    assert f"- gap {g['gap_index']} (target {g['target_z']:.4f}): " in md
+    chosen = g["chosen_id"]
+    assert chosen is None or f"{chosen}* {listed[chosen]['z']:.4f}" in md
