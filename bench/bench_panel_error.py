@@ -15,7 +15,8 @@ ability errors) and through all of them. Side by side, per set over seeds:
                  true z then sits off the target by that placement error. No number of rollouts and no
                  better search lifts a share above this with this panel.
 
-    python bench/bench_panel_error.py            # demo, aime25, humaneval; seeds 0-5; at most 60 items
+    python bench/bench_panel_error.py            # demo, aime25, humaneval; seeds 0-5; at most 60 items; 12x8
+    python bench/bench_panel_error.py --panel 24x8   # a larger probe panel
     python bench/bench_panel_error.py --sets demo aime25 humaneval mbpp livecodebench-codegen \
         cruxeval-output chembench --max-items 150    # the full sweep's sets
 """
@@ -54,7 +55,14 @@ def main() -> None:
     ap.add_argument("--sets", nargs="*", default=["demo", "aime25", "humaneval"])
     ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--max-items", type=int, default=60, help="subsample larger sets (bench_search: 60 quick, 150)")
+    ap.add_argument("--panel", default="12x8", metavar="NxK", help="the probe panel: N probes, K trials (default 12x8)")
     args = ap.parse_args()
+    try:
+        bs.PANEL = tuple(int(x) for x in args.panel.lower().split("x"))
+        if len(bs.PANEL) != 2 or bs.PANEL[0] < 2 or bs.PANEL[1] < 1:
+            raise ValueError
+    except ValueError:
+        ap.error(f"--panel: expected NxK with N >= 2 probes and K >= 1 trials, got {args.panel!r}")
     print(f"{'set':<24}{'ability rms':>13}{'fit se':>9}{'2 nearest (z)':>15}{'all probes (z)':>16}{'share ceiling':>15}")
     for name in args.sets:
         resid, ses, near2, every, red_ceiling, red_oracle = [], [], [], [], [], []
