@@ -174,8 +174,7 @@ def test_start_pins_each_server_keeps_keys_off_argv_waits_and_stops_on_ctrl_c(ho
             assert (tmp / "logs" / f"vllm-{p}.log").read_text().startswith("INFO loading org/")
         assert all(alive(r[p]["pid"]) for p in ports)
         proc.send_signal(signal.SIGINT)  # Ctrl-C
-        # Past stop_servers' own 30 s grace before SIGKILL: 20 s once ran out on a stalled machine.
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=20) == 0
         assert "stopping 3 servers" in proc.stderr.read()
         assert proc.stdout.read().startswith("model ")  # the plan came first
         assert not any(alive(r[p]["pid"]) for p in ports)
@@ -263,7 +262,7 @@ def test_the_written_script_makes_the_same_plan_and_the_same_waiting(host, monke
         assert r[ports[2]]["started"] >= r[ports[1]]["started"] + 0.6
         no_key_on_any_command_line([r[p]["pid"] for p in ports])
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130  # as above: 20 s once ran out on a stalled machine
+        assert proc.wait(timeout=20) == 130
         assert not any(alive(r[p]["pid"]) for p in ports)
     finally:
         if proc.poll() is None:
