@@ -72,6 +72,13 @@ ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 '''
 
 
+def ctrl_c_as_at_a_terminal():
+    """In the child, before exec: SIGINT back to its default. Run as a background job, the suite starts
+    with SIGINT ignored, which its children would inherit: Python then never raises KeyboardInterrupt, and
+    bash cannot trap a signal ignored on entry, so the Ctrl-C these tests send would go unseen."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def free_ports(n):
     import socket
 
@@ -152,7 +159,8 @@ def test_start_pins_each_server_keeps_keys_off_argv_waits_and_stops_on_ctrl_c(ho
     tmp, cfg, ports, rec = host
     proc = subprocess.Popen([sys.executable, "-m", "benchfill", "probes", "serve", "--config", str(cfg),
                              "--gpus", "2x80", "--start", "--log-dir", str(tmp / "logs"), "--poll", "0.1",
-                             "--wait", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--wait", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_as_at_a_terminal)
     try:
         err = read_until(proc.stderr, "all 3 servers ready")
         r = records(rec)
@@ -246,7 +254,7 @@ def test_the_written_script_makes_the_same_plan_and_the_same_waiting(host, monke
         monkeypatch.setenv("FAKE_VLLM_CRASH", "org/b")
     script = write_script(_commands(cfg), tmp / "serve.sh", log_dir=str(tmp / "logs"), wait_s=30)
     proc = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "POLL_S": "0.1"})
+                            env={**os.environ, "POLL_S": "0.1"}, preexec_fn=ctrl_c_as_at_a_terminal)
     try:
         if crash:
             assert proc.wait(timeout=30) == 3
