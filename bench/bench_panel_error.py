@@ -55,14 +55,10 @@ def main() -> None:
     ap.add_argument("--sets", nargs="*", default=["demo", "aime25", "humaneval"])
     ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--max-items", type=int, default=60, help="subsample larger sets (bench_search: 60 quick, 150)")
-    ap.add_argument("--panel", default="12x8", metavar="NxK", help="the probe panel: N probes, K trials (default 12x8)")
+    ap.add_argument("--panel", type=bs.panel_arg, default="12x8", metavar="NxK",
+                    help="the probe panel: N probes, K trials (default 12x8)")
     args = ap.parse_args()
-    try:
-        bs.PANEL = tuple(int(x) for x in args.panel.lower().split("x"))
-        if len(bs.PANEL) != 2 or bs.PANEL[0] < 2 or bs.PANEL[1] < 1:
-            raise ValueError
-    except ValueError:
-        ap.error(f"--panel: expected NxK with N >= 2 probes and K >= 1 trials, got {args.panel!r}")
+    bs.PANEL = args.panel
     print(f"{'set':<24}{'ability rms':>13}{'fit se':>9}{'2 nearest (z)':>15}{'all probes (z)':>16}{'share ceiling':>15}")
     for name in args.sets:
         resid, ses, near2, every, red_ceiling, red_oracle = [], [], [], [], [], []

@@ -181,6 +181,17 @@ ACCEPT_WITHIN = None
 PANEL = (12, 8)
 
 
+def panel_arg(text: str) -> tuple[int, int]:
+    """``--panel NxK`` as (N, K), for argparse (bench_panel_error.py takes it too)."""
+    try:
+        n_probes, n_trials = (int(x) for x in text.lower().split("x"))
+        if n_probes < 2 or n_trials < 1:
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NxK with N >= 2 probes and K >= 1 trials, got {text!r}") from None
+    return n_probes, n_trials
+
+
 def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0.0) -> SimSetup:
     from benchfill.engine.backend import _stack, anchor_items, panel_probes
     from benchfill.irt import fit as irt_fit
@@ -545,7 +556,7 @@ def main() -> None:
                     help="a candidate confirmed within F of the gap's half-width from the target ends the search; "
                          "farther out, its runners-up are confirmed first (default: the search's, 0.5; 1: the "
                          "first candidate confirmed inside the gap ends it)")
-    ap.add_argument("--panel", default="12x8", metavar="NxK",
+    ap.add_argument("--panel", type=panel_arg, default="12x8", metavar="NxK",
                     help="the probe panel: N probes, K trials each per item (default 12x8, a run's default)")
     ap.add_argument("--jobs", type=int, default=1, metavar="N",
                     help="run the (cell, seed) pairs on N processes (default 1); the figures do not change")
@@ -555,13 +566,7 @@ def main() -> None:
     global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN
     from benchfill.search.annotate import ConfirmSettings
 
-    try:
-        n_probes, n_trials = (int(x) for x in args.panel.lower().split("x"))
-        if n_probes < 2 or n_trials < 1:
-            raise ValueError
-    except ValueError:
-        ap.error(f"--panel: expected NxK with N >= 2 probes and K >= 1 trials, got {args.panel!r}")
-    PANEL = (n_probes, n_trials)
+    PANEL = args.panel
     if args.jobs < 1:
         ap.error(f"--jobs: expected a positive number of processes, got {args.jobs}")
     ABILITY_BLIND = args.ability_blind

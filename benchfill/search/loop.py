@@ -331,17 +331,16 @@ async def _settled(best: Child, children: list[Child], gap: GapSearch, choose, c
     def near(c: Child) -> bool:
         return _inside(c, gap) and abs(c.confirmation.z - gap.target_z) <= half
 
-    while not any(near(c) for c in children) and sum(c.confirmation is not None for c in children) < settings.confirmations:
-        pick = choose([c for c in children if c.valid and c.confirmation is None], gap.target_z)
-        if pick is None:
-            break
-        await _confirmed_inside(pick, gap, confirm, spend, memory)
+    await _confirm_runners_up(children, gap, choose, confirm, spend, memory, settings.confirmations, until=near)
     return True
 
 
 async def _confirm_runners_up(children: list[Child], gap: GapSearch, choose, confirm: Confirm, spend: Spend,
-                              memory: Memory, cap: int) -> None:
-    while not any(_inside(c, gap) for c in children) and sum(c.confirmation is not None for c in children) < cap:
+                              memory: Memory, cap: int, until: Callable[[Child], bool] | None = None) -> None:
+    """Confirm the best unconfirmed children, one at a time, until one satisfies ``until`` (default:
+    confirmed inside the gap) or ``cap`` children of the gap are confirmed."""
+    until = until or (lambda c: _inside(c, gap))
+    while not any(until(c) for c in children) and sum(c.confirmation is not None for c in children) < cap:
         pick = choose([c for c in children if c.confirmation is None], gap.target_z)
         if pick is None:
             return
