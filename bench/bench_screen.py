@@ -45,8 +45,9 @@ async def screen_seed(bench, seed: int, rounds: int, slip: float | None) -> list
     world, services, z, ids = sim.world, sim.services, sim.z, sim.ids
     ann = sim.annotator()
 
-    async def confirm(c):
-        return await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}", c.annotation.difficulty)
+    async def confirm(c, band=None, resume=None):
+        return await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}", c.annotation.difficulty,
+                                 band=band, resume=resume)
 
     gs = [GapSearch(g, gap.left, gap.right, sim.items, sim.z_of)
           for g, gap in enumerate(coverage.gaps(z, k=K, item_ids=ids))]

@@ -133,6 +133,13 @@ class Outcome:
     red_plan: float = float("nan")
     red_meas: float = float("nan")
     dev_conf: float = float("nan")  # mean |confirmed z - target| of the chosen items: the search's own slack
+    # Where the confirmations go: children confirmed, of them confirmed outside their gap, those cut short (their
+    # answers ruled out the gap, or beating the child confirmed nearest the target), and the rollouts they took.
+    confirmed: int = 0
+    confirmed_outside: int = 0
+    cut_short: int = 0
+    confirm_rollouts: int = 0
+    outside_truly_inside: int = 0  # children confirmed outside their gap whose true z lay inside it (set aside wrongly)
 
 
 @dataclass
@@ -247,8 +254,9 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                                   **({} if ACCEPT_WITHIN is None else {"accept_within": ACCEPT_WITHIN}))
         gs = [GapSearch(g, gap.left, gap.right, items, z_of, screen if label == "benchfill/prescreen" else None)
               for g, gap in enumerate(gaps)]
-        async def confirm(c):
-            return await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}", c.annotation.difficulty)
+        async def confirm(c, band=None, resume=None):
+            return await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}", c.annotation.difficulty,
+                                     band=band, resume=resume)
 
         if label == "baseline":
             res = await asyncio.gather(*(baseline_search(s, services, ann, settings, seed=seed,
@@ -288,6 +296,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                 if c.annotation is not None and c.round > 1
                 for t in [scale.z(world.true_difficulty(str(c.item[spec.text_field])))]]
         targets = [r.target_z for r in res]
+        confirmed = [(r, c.confirmation) for r in res for c in r.children if c.confirmation is not None]
         red_meas = measurement_limited(red, targets, [c - t for c, t in zip(conf_z, true_z, strict=True)])
         out[label] = Outcome(red(true_z), red(conf_z), red(ann_z), float(np.mean(devs)),
                              sum(r.spend.rollouts for r in res), sum(r.spend.model_calls for r in res),
@@ -300,7 +309,12 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              sum(n for n, d in miss if d > 0), sum(n for n, d in miss if d > FAR),
                              red(targets), red_meas,
                              float(np.mean([abs(c - r.target_z) for (r, _), c in zip(chosen, conf_z, strict=True)]))
-                             if chosen else float("nan"))
+                             if chosen else float("nan"),
+                             len(confirmed), sum(not r.left < a.z < r.right for r, a in confirmed),
+                             sum(a.stop == "outside" for _, a in confirmed), sum(a.rollouts for _, a in confirmed),
+                             sum(r.left < scale.z(world.true_difficulty(str(c.item[spec.text_field]))) < r.right
+                                 for r in res for c in r.children if c.confirmation is not None
+                                 and not r.left < c.confirmation.z < r.right))
     r = red(oracle_fill(z, K))
     out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
@@ -507,6 +521,18 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
         errs = [o.conf_err for c in cells if c.label == label for o in c.out["benchfill"]]
         z2 = [v for c in cells if c.label == label for o in c.out["benchfill"] for v in o.conf_z2]
         print(f"{label:<34}{np.mean(errs):>12.4f}{np.sqrt(np.mean(z2)) if z2 else float('nan'):>8.2f}")
+    print("\nConfirmations (benchfill): per gap, children confirmed, of them confirmed outside their gap, confirmations "
+          "cut short (their answers ruled out the gap, or beating a child confirmed nearer the target); the share of all "
+          "rollouts spent confirming, annotation rollouts per gap; and of all children confirmed outside their gap, those "
+          "whose true z lay inside it:")
+    for label in dict.fromkeys(c.label for c in cells):
+        outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
+        gaps = K * len(outs)
+        print(f"{label:<34}{sum(o.confirmed for o in outs) / gaps:>8.2f}{sum(o.confirmed_outside for o in outs) / gaps:>8.2f}"
+              f"{sum(o.cut_short for o in outs) / gaps:>8.2f}"
+              f"{sum(o.confirm_rollouts for o in outs) / max(sum(o.rollouts for o in outs), 1):>8.2f}"
+              f"{sum(o.rollouts - o.confirm_rollouts for o in outs) / gaps:>8.0f}"
+              f"{sum(o.outside_truly_inside for o in outs):>6} of {sum(o.confirmed_outside for o in outs)}")
     print("\nShare of the oracle's true top-3 reduction, mean over sets (min set), by rewriter:")
     print(f"{'rewriter':<34}{'benchfill':>20}{'nosteer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}"
           f"{'per filled':>12}{'filled':>8}")
@@ -549,6 +575,9 @@ def main() -> None:
                     help="confirmation stops at this z standard error (default 0.02, a run's default)")
     ap.add_argument("--confirm-cap", type=float, default=4.0, metavar="BUDGETS",
                     help="... or after this many fixed-protocol budgets of rollouts (default 4)")
+    ap.add_argument("--outside-lr", type=float, default=2.0, metavar="LR",
+                    help="a confirmation stops early once its answers rule out the band where the item would matter "
+                         "(its gap) by this log-likelihood ratio (default 2, a run's default; 0: never, as before)")
     ap.add_argument("--ability-blind", action="store_true",
                     help="what-if: the annotator takes every probe's ability as exact (as before it knew "
                          "their standard errors), to show what knowing them buys")
@@ -573,13 +602,15 @@ def main() -> None:
     if args.accept_within is not None and not 0 < args.accept_within <= 1:
         ap.error(f"--accept-within: expected a share of the half-width in (0, 1], got {args.accept_within}")
     ACCEPT_WITHIN = args.accept_within
-    CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap)
+    if args.outside_lr < 0:
+        ap.error(f"--outside-lr: expected a log-likelihood ratio >= 0, got {args.outside_lr}")
+    CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap, outside_lr=args.outside_lr)
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
     seeds = list(range(args.seeds))
     grid = QUICK_GRID if args.quick else GRID
     print(f"bench_search: top-{K} gaps, T={args.rounds} R=4 C=4 L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
-          f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
+          f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; {args.jobs} processes' if args.jobs > 1 else ''}", flush=True)

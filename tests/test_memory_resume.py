@@ -64,8 +64,9 @@ def test_a_state_cut_before_its_stop_test_still_stops_and_confirms_as_before():
     settings = SearchSettings(rounds=6, parents=2, children=3, tolerance=0.03)
     world, gap, ann = _setup("fixed")
 
-    async def confirm(c):
-        return await ann.confirm(c.item_id, c.item, f"confirm:{c.item_id}", c.annotation.difficulty)
+    async def confirm(c, band=None, resume=None):
+        return await ann.confirm(c.item_id, c.item, f"confirm:{c.item_id}", c.annotation.difficulty,
+                                 band=band, resume=resume)
 
     states: list[dict] = []
     whole = _search(world, gap, ann, settings, states=states, confirm=confirm)
@@ -73,8 +74,9 @@ def test_a_state_cut_before_its_stop_test_still_stops_and_confirms_as_before():
     world2, gap2, ann2 = _setup("fixed")
     world2.b.update(world.b)
 
-    async def confirm2(c):
-        return await ann2.confirm(c.item_id, c.item, f"confirm:{c.item_id}", c.annotation.difficulty)
+    async def confirm2(c, band=None, resume=None):
+        return await ann2.confirm(c.item_id, c.item, f"confirm:{c.item_id}", c.annotation.difficulty,
+                                 band=band, resume=resume)
 
     resumed = _search(world2, gap2, ann2, settings, restore=state_from_dict(states[-1]), confirm=confirm2)
     _same(whole, resumed)

@@ -39,10 +39,10 @@ def _then(z_now: float) -> float:
     return (z_now - B) / A
 
 
-def _child(cid: str, z: float, *, valid=True, flags=(), confirmed=None) -> Child:
+def _child(cid: str, z: float, *, valid=True, flags=(), confirmed=None, stop="precise") -> Child:
     ann = Annotation(difficulty=z * 6 - 3, se=0.3, z=z, z_se=0.05, rollouts=40,
                      results=[{"probe": "p0", "ability": 0.0, "correct": 3, "trials": 8}])
-    conf = None if confirmed is None else Annotation(confirmed * 6 - 3, 0.12, confirmed, 0.02, 64)
+    conf = None if confirmed is None else Annotation(confirmed * 6 - 3, 0.12, confirmed, 0.02, 64, stop=stop)
     return Child(cid, "q05", "q05", 2, {"id": cid, "problem": f"text {cid}", "answer": "1"},
                  Verdict(valid, "ok" if valid else "wrong key", "judge"), ann, list(flags), confirmation=conf)
 
@@ -59,6 +59,8 @@ def _fill(store: Store) -> None:
         _child("rejected", target_then + 0.001, confirmed=target_then + 0.001),
         _child("copy", target_then - 0.001, flags=["near_duplicate"]),
         _child("accepted_late", target_then - 0.002),
+        # confirmed inside, but by a confirmation cut short (its answers ruled out a narrower band): coarse
+        _child("coarse", target_then + 0.0003, confirmed=target_then + 0.0003, stop="outside"),
     ]
     for c in made:
         old.record_child(0, c)
@@ -135,7 +137,7 @@ def test_reuse_takes_only_a_confirmed_eligible_child_inside_the_gap(store):
     mem = SharedMemory(store, BENCH, IDS, Z_NOW)
     mem.record_originals()
     got = mem.reusable(0.45, 0.55)
-    assert got is not None and got.row.item_id == "good"  # flagged and rejected sit closer, confirmed too
+    assert got is not None and got.row.item_id == "good"  # flagged, rejected, coarse sit closer, confirmed too
     assert mem.reusable(0.505, 0.55) is None  # good's confirmed z maps to 0.5022: outside this gap
     c = reused_child(got, b_min=-3.0, b_max=3.0)
     assert c.item_id == "good@r1" and "reused" in c.flags and c.item["id"] == "good@r1"

@@ -162,6 +162,29 @@ def test_confirmation_uses_only_fresh_rollouts_on_informative_probes():
     assert capped.stop == "cap" and capped.rollouts == round(0.5 * ann.fixed_budget)
 
 
+def test_a_confirmation_stops_once_its_answers_rule_out_the_band_and_resumes_exactly():
+    """An item at b = 0.3 (z 0.55) confirmed against a gap far below it, [0.30, 0.40]: its answers rule
+    the gap out after a few batches (stop "outside"), for a fraction of a full confirmation. Resumed,
+    it goes on to the precision target exactly as an uninterrupted confirmation does (same requests)."""
+    world = World({"c": 0.3})
+    ann = _annotator(world, "fixed")
+    full = asyncio.run(ann.confirm("c", {}, "confirm:c", 0.0))
+    assert full.stop == "precise"
+    cut = asyncio.run(ann.confirm("c", {}, "confirm:c", 0.0, band=(0.30, 0.40)))
+    assert cut.stop == "outside" and ann.confirmation.outside_min <= cut.rollouts < full.rollouts / 2
+    assert cut.z > 0.40  # its estimate is past the band it ruled out
+    world.asked.clear()
+    resumed = asyncio.run(ann.confirm("c", {}, "confirm:c", 0.0, resume=cut))
+    assert (resumed.z, resumed.rollouts, resumed.results, resumed.stop) == (full.z, full.rollouts, full.results,
+                                                                            full.stop)
+    assert sum(n for _, _, n in world.asked) == full.rollouts - cut.rollouts  # only the rest was asked
+    assert cut.stop == "outside"  # the confirmation resumed from is left as it was
+    # A band around the item never cuts it short; without enough answers, neither does a band far off.
+    assert asyncio.run(ann.confirm("c", {}, "confirm:c", 0.0, band=(0.50, 0.60))).rollouts == full.rollouts
+    ann.confirmation = ConfirmSettings(outside_min=10_000)
+    assert asyncio.run(ann.confirm("c", {}, "confirm:c", 0.0, band=(0.30, 0.40))).stop == "precise"
+
+
 def test_first_batch_goes_to_the_probes_most_informative_at_the_target():
     world = World({"c": 0.0})
     ann = _annotator(world, "adaptive")

@@ -233,7 +233,7 @@ def test_the_search_confirms_its_fallback_pick_and_sets_aside_one_confirmed_beyo
     gap = GapSearch(0, 0.90, 1.00, {}, {})
     truth = {"a": 1.08, "b": 0.85, "c": 1.10, "d": 1.12}
 
-    async def confirm(c):
+    async def confirm(c, band=None, resume=None):
         return Annotation(0.0, 0.1, truth[c.item_id], 0.01, 64)
 
     def child(cid, z):
@@ -248,6 +248,45 @@ def test_the_search_confirms_its_fallback_pick_and_sets_aside_one_confirmed_beyo
     c, d = child("c", 0.93), child("d", 0.86)
     assert asyncio.run(_confirmed_final([c, d], gap, select_closest, confirm, Spend(), Memory(), cap=0)) is None
     assert c.confirmation is not None and d.confirmation is None
+
+
+def test_confirmations_cut_short_outside_the_gap_and_a_chosen_one_is_completed():
+    from benchfill.search.annotate import Annotation
+    from benchfill.search.loop import Child, _confirmed_final
+    from benchfill.search.services import Spend
+
+    class Memory:
+        def __init__(self):
+            self.z = {}
+
+        def update(self, item_id, z, *args):
+            self.z[item_id] = z
+
+    gap = GapSearch(0, 0.40, 0.50, {}, {})
+    truth = {"a": 0.38, "b": 0.56}
+    calls = []
+
+    async def confirm(c, band=None, resume=None):  # a cut short at 32 rollouts, completed at 200
+        calls.append((c.item_id, band, resume is not None))
+        if band is not None and not band[0] < truth[c.item_id] < band[1]:
+            return Annotation(0.0, 0.1, truth[c.item_id] - 0.005, 0.04, 32, stop="outside")
+        return Annotation(0.0, 0.1, truth[c.item_id], 0.02, 200, stop="precise")
+
+    def child(cid, z):
+        return Child(cid, "q0", "q0", 1, {"id": cid}, Verdict(True, "ok", "judge"), Annotation(0.0, 0.1, z, 0.05, 8))
+
+    def nearest(children, target):  # as the posterior rule does, the confirmed z where there is one
+        return min(children, key=lambda c: abs((c.confirmation or c.annotation).z - target), default=None)
+
+    a, b = child("a", 0.44), child("b", 0.47)
+    spend, memory = Spend(), Memory()
+    chosen = asyncio.run(_confirmed_final([a, b], gap, nearest, confirm, spend, memory, cap=3))
+    # Both were confirmed against the gap and cut short outside it; the nearer one (a) is chosen and its
+    # confirmation completed, so its figure is as precise as any other chosen item's.
+    assert calls == [("a", (0.40, 0.50), False), ("b", (0.40, 0.50), False), ("a", None, True)]
+    assert chosen is a and a.confirmation.stop == "precise" and a.confirmation.z == 0.38
+    assert b.confirmation.stop == "outside" and spend.rollouts == 32 + 32 + (200 - 32)
+    assert memory.z == {"a": 0.38, "b": 0.555}
 
 
 def test_a_candidate_confirmed_in_the_outer_half_of_the_gap_has_its_runners_up_confirmed():
@@ -266,7 +305,10 @@ def test_a_candidate_confirmed_in_the_outer_half_of_the_gap_has_its_runners_up_c
     gap = GapSearch(0, 0.30, 0.70, {}, {})  # target 0.5, half-width 0.2; the inner half: within 0.1 of it
     truth = {"a": 0.65, "b": 0.46, "c": 0.54, "d": 0.75}
 
-    async def confirm(c):
+    bands = {}
+
+    async def confirm(c, band=None, resume=None):
+        bands[c.item_id] = band
         return Annotation(0.0, 0.1, truth[c.item_id], 0.01, 64)
 
     def children():  # annotated: a on the target, then b, c, d farther off (the order runners-up go in)
@@ -282,6 +324,8 @@ def test_a_candidate_confirmed_in_the_outer_half_of_the_gap_has_its_runners_up_c
     kids = children()
     assert settle(kids) == (True, ["a", "b"], 128)
     assert _final(kids, gap, choose).item_id == "b"
+    # a is confirmed against the gap; b against where it could beat a: nearer the target than a's 0.15
+    assert bands["a"] == (0.30, 0.70) and bands["b"] == pytest.approx((0.35, 0.65))
     # accept_within=1 is the earlier rule: any candidate confirmed inside the gap ends the search at once
     kids = children()
     assert settle(kids, accept_within=1.0) == (True, ["a"], 64)

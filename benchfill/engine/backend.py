@@ -259,16 +259,17 @@ class Backend:
 
             print(f"pre-screen {self.prescreen.reason}", file=sys.stderr, flush=True)
 
-    async def confirm_child(self, c: Child):
+    async def confirm_child(self, c: Child, band: tuple[float, float] | None = None, resume=None):
         """Fresh rollouts (another seed) on a child, on the probes most informative at its estimate
         until a stated precision or cap (``ConfirmSettings``): its difficulty unbiased by the
-        selection. The rollouts are labelled phase "confirm" through a copy of the services, so the
-        shared ``services.phase`` never changes under concurrent work."""
+        selection; with ``band``, stopped early once its answers rule that band out; with ``resume``,
+        taken on from such a confirmation. The rollouts are labelled phase "confirm" through a copy of
+        the services, so the shared ``services.phase`` never changes under concurrent work."""
         a = self.annotator
         confirmer = Annotator(self.services.with_phase("confirm"), a.probes, a.chance, a.b_min, a.b_max,
                               a.protocol, a.adaptive, a.confirmation)
         return await confirmer.confirm(c.item_id, c.item, f"confirm:s{self.opts.seed}:{c.item_id}",
-                                       c.annotation.difficulty)
+                                       c.annotation.difficulty, band=band, resume=resume)
 
     async def confirm(self, result: GapResult) -> None:
         """Confirm the chosen child, unless the search already did."""

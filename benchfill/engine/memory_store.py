@@ -17,7 +17,7 @@ error, validity, flags and provenance. A run reads it once, before its gaps are 
   A mean_then), or left out, with the reason logged, when they share fewer than ``MIN_SHARED``
   items or their z correlate less than ``MIN_CORRELATION``.
 - **Reuse.** An earlier run's child whose confirmed z (mapped) lies inside a gap, valid, unflagged
-  and not rejected, fills that gap at once: no rewrite is paid for, and the gap and its review
+  and not rejected (and confirmed to the precision target, not cut short), fills that gap at once: no rewrite is paid for, and the gap and its review
   record say it was reused.
 
 The seeds and reuse picks of a run are saved in its meta (``memory_seed``) the first time, so a
@@ -146,8 +146,10 @@ class SharedMemory:
         a = child.confirmation or child.annotation
         if a is None or child.item is None or "reused" in child.flags:
             return
+        # A confirmation cut short outside its gap is a coarse figure: not one a later run may reuse as it is.
+        confirmed = child.confirmation is not None and child.confirmation.stop != "outside"
         values = dict(
-            origin="generated", z=a.z, z_se=a.z_se, confirmed=child.confirmation is not None,
+            origin="generated", z=a.z, z_se=a.z_se, confirmed=confirmed,
             parent_id=child.parent_id, ancestor_id=child.ancestor_id, gap_index=gap_index, round=child.round,
             valid=None if child.verdict is None else child.verdict.valid, flags_json=json.dumps(child.flags),
             parent_ok=bool(child.valid and may_parent(child.flags)), data_json=json.dumps(child.item),

@@ -300,22 +300,43 @@ def _indistinct(
     return best.deviation(target_z) <= settings.indistinct * resolution
 
 
-Confirm = Callable[[Child], Awaitable[Annotation]]
+# Fresh rollouts on a child: ``confirm(child, band=None, resume=None)`` (``Annotator.confirm``): with a
+# ``band`` (z) it may stop early once the answers rule the band out; with ``resume`` it goes on from such a
+# confirmation to the precision target.
+Confirm = Callable[..., Awaitable[Annotation]]
 
 
 def _inside(c: Child, gap: GapSearch) -> bool:
     return c.confirmation is not None and gap.left < c.confirmation.z < gap.right
 
 
-async def _confirmed_inside(c: Child, gap: GapSearch, confirm: Confirm, spend: Spend, memory: Memory) -> bool:
+async def _confirmed_inside(c: Child, gap: GapSearch, confirm: Confirm, spend: Spend, memory: Memory,
+                            band: tuple[float, float] | None = None) -> bool:
     """Confirm ``c`` (once) and say whether it landed inside the gap; its memory entry takes the
-    confirmed z either way, so parents and references use the better estimate."""
+    confirmed z either way, so parents and references use the better estimate. A child whose
+    fresh answers soon rule out the ``band`` where it could matter (default: the gap) stops there
+    (``stop`` "outside"): it cannot beat what is already confirmed, and should it be chosen all
+    the same, ``_completed`` takes its confirmation on to the precision target."""
     if c.confirmation is None:
-        c.confirmation = await confirm(c)
+        c.confirmation = await confirm(c, band=band or (gap.left, gap.right))
         screen_child(c)  # again, with the fresh rollouts pooled in
         spend.rollouts += c.confirmation.rollouts
         memory.update(c.item_id, c.confirmation.z, may_parent(c.flags))
     return _inside(c, gap)
+
+
+def _cut_short(c: Child | None) -> bool:
+    return c is not None and c.confirmation is not None and c.confirmation.stop == "outside"
+
+
+async def _completed(c: Child, confirm: Confirm, spend: Spend, memory: Memory) -> None:
+    """A chosen child whose confirmation stopped early (outside its gap) gets the rest of it, to the
+    precision target, so that the figure the report carries for it is as precise as any other's."""
+    before = c.confirmation.rollouts
+    c.confirmation = await confirm(c, resume=c.confirmation)
+    screen_child(c)
+    spend.rollouts += c.confirmation.rollouts - before
+    memory.update(c.item_id, c.confirmation.z, may_parent(c.flags))
 
 
 async def _settled(best: Child, children: list[Child], gap: GapSearch, choose, confirm: Confirm, spend: Spend,
@@ -344,7 +365,10 @@ async def _confirm_runners_up(children: list[Child], gap: GapSearch, choose, con
         pick = choose([c for c in children if c.confirmation is None], gap.target_z)
         if pick is None:
             return
-        await _confirmed_inside(pick, gap, confirm, spend, memory)
+        # A runner-up matters only if it lands nearer the target than the nearest confirmed inside.
+        best = min((abs(c.confirmation.z - gap.target_z) for c in children if _inside(c, gap)), default=None)
+        band = None if best is None else (gap.target_z - best, gap.target_z + best)
+        await _confirmed_inside(pick, gap, confirm, spend, memory, band)
 
 
 def _final(children: list[Child], gap: GapSearch, choose) -> Child | None:
@@ -362,13 +386,20 @@ async def _confirmed_final(children: list[Child], gap: GapSearch, choose, confir
     child is taken. Near an end of the axis an early-stopped annotation can sit well inside the range
     while the child lies beyond it (a humaneval seed: annotated 0.876 +- 0.127, confirmed 1.083)."""
     chosen = _final(children, gap, choose)
-    for _ in range(1 + cap):
-        if chosen is None or chosen.confirmation is not None:
-            return chosen
-        await _confirmed_inside(chosen, gap, confirm, spend, memory)
+    fresh = 0
+    while chosen is not None and (chosen.confirmation is None or _cut_short(chosen)):
+        if _cut_short(chosen):  # it stays chosen, its figure made as precise as any other's
+            await _completed(chosen, confirm, spend, memory)
+        elif fresh > cap:
+            break
+        else:
+            fresh += 1
+            await _confirmed_inside(chosen, gap, confirm, spend, memory)
         chosen = _final(children, gap, choose)
     if chosen is not None and chosen.confirmation is None:
         chosen = choose([c for c in in_range(children) if c.confirmation is not None], gap.target_z)
+        if _cut_short(chosen):
+            await _completed(chosen, confirm, spend, memory)
     return chosen
 
 
