@@ -109,7 +109,10 @@ def _gap_record(r, fit) -> dict[str, Any]:
         "memory": r.shared or None,  # what the store's shared memory gave this gap (docs/memory.md)
         # every child that got fresh confirming rollouts, the chosen one among them: where each landed
         "confirmed_children": [{"id": ch.item_id, "z": ch.confirmation.z, "placement_z_se": ch.confirmation.placement_z_se,
-                                "inside": r.left < ch.confirmation.z < r.right, "rollouts": ch.confirmation.rollouts}
+                                "inside": r.left < ch.confirmation.z < r.right, "rollouts": ch.confirmation.rollouts,
+                                # stopped as soon as its answers ruled out the gap (or beating the one confirmed
+                                # nearer the target): a coarse figure, which a chosen child never keeps
+                                "cut_short": ch.confirmation.stop == "outside"}
                                for ch in r.children if ch.confirmation is not None],
     }
     if c is None:
@@ -149,6 +152,12 @@ def _memory_summary(results, backend: dict) -> dict[str, Any] | None:
         "children_of_earlier_parents": sum(s.get("children_of_earlier_parents", 0) for s in shared),
         "earlier_runs": sorted({run for s in shared for run in s.get("earlier_runs", [])}),
     }
+
+
+def _confirmed_note(c: dict[str, Any]) -> str:
+    """" (outside)", " (cut short at N rollouts)", both, or nothing, for a confirmed child of the report."""
+    notes = ([] if c["inside"] else ["outside"]) + ([f"cut short at {c['rollouts']} rollouts"] if c.get("cut_short") else [])
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _memory_lines(rep: dict[str, Any]) -> list[str]:
@@ -303,10 +312,11 @@ def _markdown(rep: dict[str, Any]) -> str:
     confirmed = [r for r in rep["gaps"] if len(r.get("confirmed_children") or []) > 1]
     if confirmed:
         lines += ["", "Children confirmed on fresh rollouts where the search compared several (confirmed z; "
-                  "the chosen one marked *):"]
+                  "the chosen one marked *; a confirmation cut short stopped once its answers ruled out the gap, "
+                  "or beating a child confirmed nearer the target):"]
         lines += [f"- gap {r['gap_index']} (target {r['target_z']:.4f}): " + ", ".join(
-            f"{c['id']}{'*' if c['id'] == r.get('chosen_id') else ''} {c['z']:.4f}"
-            f"{'' if c['inside'] else ' (outside)'}" for c in r["confirmed_children"]) for r in confirmed]
+            f"{c['id']}{'*' if c['id'] == r.get('chosen_id') else ''} {c['z']:.4f}{_confirmed_note(c)}"
+            for c in r["confirmed_children"]) for r in confirmed]
     lines += _memory_lines(rep)
     if steer_lines:
         lines += ["", "## What the search learned of the rewriter", "",

@@ -145,6 +145,7 @@ def test_every_confirmation_is_kept_in_the_store_and_listed_in_the_report(tmp_pa
     for g in rep["gaps"]:
         if g["chosen_id"] is not None:
             assert listed[g["chosen_id"]]["z"] == g["confirmed_z"]
+            assert not listed[g["chosen_id"]]["cut_short"]  # a chosen child's figure is never a coarse one
         for c in g["confirmed_children"]:
             assert c["inside"] == (g["left"] < c["z"] < g["right"]) and c["rollouts"] > 0
     rows = {r.id: r for r in Store(d / "store.db").all(Candidate) if r.confirmed_z is not None}  # its own store
@@ -153,3 +154,6 @@ def test_every_confirmation_is_kept_in_the_store_and_listed_in_the_report(tmp_pa
     assert f"- gap {g['gap_index']} (target {g['target_z']:.4f}): " in md
     chosen = g["chosen_id"]
     assert chosen is None or f"{chosen}* {listed[chosen]['z']:.4f}" in md
+    cut = [c for g in several for c in g["confirmed_children"] if c["cut_short"]]
+    assert cut, "no confirmation was cut short: the test shows nothing"
+    assert all(f"{c['id']} {c['z']:.4f} (" in md and f"cut short at {c['rollouts']} rollouts)" in md for c in cut)
