@@ -577,7 +577,8 @@ def main() -> None:
                     help="... or after this many fixed-protocol budgets of rollouts (default 4)")
     ap.add_argument("--outside-lr", type=float, default=2.0, metavar="LR",
                     help="a confirmation stops early once its answers rule out the band where the item would matter "
-                         "(its gap) by this log-likelihood ratio (default 2, a run's default; 0: never, as before)")
+                         "(its gap; for a runner-up, nearer the target than the child confirmed nearest) by this "
+                         "log-likelihood ratio (default 2, a run's default; 0: never, as before)")
     ap.add_argument("--ability-blind", action="store_true",
                     help="what-if: the annotator takes every probe's ability as exact (as before it knew "
                          "their standard errors), to show what knowing them buys")

@@ -155,7 +155,7 @@ def _memory_summary(results, backend: dict) -> dict[str, Any] | None:
 
 
 def _confirmed_note(c: dict[str, Any]) -> str:
-    """" (outside)", " (cut short at N rollouts)", both, or nothing, for a confirmed child of the report."""
+    """What the report says beside a confirmed child's z: outside the gap, cut short at N rollouts, both, or nothing."""
     notes = ([] if c["inside"] else ["outside"]) + ([f"cut short at {c['rollouts']} rollouts"] if c.get("cut_short") else [])
     return f" ({'; '.join(notes)})" if notes else ""
 
