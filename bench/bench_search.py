@@ -169,12 +169,16 @@ class SimSetup:
         from benchfill.search.annotate import Annotator
 
         extra = {} if CONFIRMATION is None else {"confirmation": CONFIRMATION}
+        if ADAPTIVE is not None:
+            extra["adaptive"] = ADAPTIVE
         return Annotator(self.services, self.probes, self.chance, self.fit.b_min, self.fit.b_max, "adaptive", **extra)
 
 
 # The confirmation's precision target and cap (``--confirm-se``, ``--confirm-cap``): the measurement
 # error of the chosen items, and so the share of the oracle's reduction any strategy can reach, follows it.
 CONFIRMATION = None  # set in main(); None: the Annotator's default (tests import this module)
+# ``--first-batch``: the adaptive annotation's first step (None: the Annotator's default).
+ADAPTIVE = None
 # ``--ability-blind``: the annotator as before it knew the probes' ability error (every probe exact).
 ABILITY_BLIND = False
 
@@ -338,9 +342,9 @@ _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -379,7 +383,7 @@ def run_jobs(jobs: list[tuple], seeds: list[int], rounds: int, text_signal: floa
         os.environ.update(dict.fromkeys(_THREAD_VARS, "1"))
         try:
             with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                        initargs=(_BENCHES, (CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN))) as pool:
+                                        initargs=(_BENCHES, (CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE))) as pool:
                 for fut in cf.as_completed([pool.submit(_seed_task, t) for t in tasks]):
                     collect(*fut.result())
         finally:
@@ -579,6 +583,9 @@ def main() -> None:
                     help="a confirmation stops early once its answers rule out the band where the item would matter "
                          "(its gap; for a runner-up, nearer the target than the child confirmed nearest) by this "
                          "log-likelihood ratio (default 2, a run's default; 0: never, as before)")
+    ap.add_argument("--first-batch", type=int, metavar="N",
+                    help="what-if: the adaptive annotation's first step asks N samples of each of its two probes "
+                         "and may stop after it (default: the annotator's, 4)")
     ap.add_argument("--ability-blind", action="store_true",
                     help="what-if: the annotator takes every probe's ability as exact (as before it knew "
                          "their standard errors), to show what knowing them buys")
@@ -593,8 +600,8 @@ def main() -> None:
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN
-    from benchfill.search.annotate import ConfirmSettings
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE
+    from benchfill.search.annotate import AdaptiveSettings, ConfirmSettings
 
     PANEL = args.panel
     if args.jobs < 1:
@@ -605,6 +612,11 @@ def main() -> None:
     ACCEPT_WITHIN = args.accept_within
     if args.outside_lr < 0:
         ap.error(f"--outside-lr: expected a log-likelihood ratio >= 0, got {args.outside_lr}")
+    if args.first_batch is not None:
+        if args.first_batch < 1:
+            ap.error(f"--first-batch: expected a positive number of samples, got {args.first_batch}")
+        first = AdaptiveSettings().first_width * args.first_batch
+        ADAPTIVE = AdaptiveSettings(first_batch=args.first_batch, min_rollouts=first)
     CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap, outside_lr=args.outside_lr)
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
@@ -614,6 +626,7 @@ def main() -> None:
           f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
+          f"{f'; first annotation step {args.first_batch} samples x 2 probes' if args.first_batch else ''}"
           f"{f'; {args.jobs} processes' if args.jobs > 1 else ''}", flush=True)
     t_all = time.perf_counter()
     for name in dict.fromkeys([*sets, *QUICK_SETS]):

@@ -1,5 +1,6 @@
 """bench/bench_search.py --jobs: the sweep's (cell, seed) pairs on worker processes give the same
-figures as one process (each seed's world and run depend on the seed alone); the measurement-limited
+figures as one process (each seed's world and run depend on the seed alone), a what-if's option
+included; the measurement-limited
 reduction of its shortfall table, worked by hand."""
 
 from __future__ import annotations
@@ -27,6 +28,25 @@ def test_jobs_on_worker_processes_match_one_process():
             assert [repr(asdict(o)) for o in a.out[s]] == [repr(asdict(o)) for o in b.out[s]], s
     # the seeds differ from each other, so the comparison above could tell a mix-up
     assert repr(asdict(one[0].out["benchfill"][0])) != repr(asdict(one[0].out["benchfill"][1]))
+
+
+def test_a_what_if_reaches_the_worker_processes(monkeypatch):
+    # --first-batch travels to the workers with the other option globals: with it, two processes give
+    # the one process's figures, and those differ from the defaults' (so the option took effect there)
+    from benchfill.search.annotate import AdaptiveSettings
+
+    bench_search._BENCHES["demo"] = bench_search.load_set("demo", 60, 0)
+    jobs = [("preset kind", "kind", {}, "demo")]
+
+    def figures(workers):
+        (cell,) = bench_search.run_jobs(jobs, [0], 3, 0.0, workers=workers)
+        return repr(asdict(cell.out["benchfill"][0]))
+
+    default = figures(1)
+    monkeypatch.setattr(bench_search, "ADAPTIVE", AdaptiveSettings(first_batch=2, min_rollouts=4))
+    one = figures(1)
+    assert figures(2) == one
+    assert one != default
 
 
 def test_measurement_limited_reduction_worked_by_hand():
