@@ -140,6 +140,9 @@ class Outcome:
     cut_short: int = 0
     confirm_rollouts: int = 0
     outside_truly_inside: int = 0  # children confirmed outside their gap whose true z lay inside it (set aside wrongly)
+    # Mean half-width of the top-3 gaps: where it is near the measurement error (conf_err), an item confirmed on
+    # the target lands outside its gap about as often as inside, which caps the share of the oracle.
+    half_width: float = float("nan")
 
 
 @dataclass
@@ -318,7 +321,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              sum(a.stop == "outside" for _, a in confirmed), sum(a.rollouts for _, a in confirmed),
                              sum(r.left < scale.z(world.true_difficulty(str(c.item[spec.text_field]))) < r.right
                                  for r in res for c in r.children if c.confirmation is not None
-                                 and not r.left < c.confirmation.z < r.right))
+                                 and not r.left < c.confirmation.z < r.right),
+                             float(np.mean([(r.right - r.left) / 2 for r in res])))
     r = red(oracle_fill(z, K))
     out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
@@ -494,8 +498,10 @@ def print_shortfall(cells: list[Cell]) -> None:
     the search (the rest: how far from the target the chosen child's confirmed z is, and gaps left open)."""
     print("\nWhere benchfill's share of the oracle's true top-3 reduction goes (mean over seeds): plan = an item exactly "
           "on each top-3 gap's target; measured = an item confirmed exactly on it, off by this run's measurement error; "
-          "reached = benchfill")
-    head = f"{'rewriter':<34}{'set':<22}{'plan':>7}{'measured':>10}{'reached':>9}{'|conf-true|':>13}{'|conf-target|':>15}"
+          "reached = benchfill; half-width = the top-3 gaps' mean half-width, against |conf-true|, the chosen items' "
+          "measurement error")
+    head = (f"{'rewriter':<34}{'set':<22}{'plan':>7}{'measured':>10}{'reached':>9}{'|conf-true|':>13}{'|conf-target|':>15}"
+            f"{'half-width':>12}")
     print(head)
     print("-" * len(head))
     for c in cells:
@@ -504,7 +510,7 @@ def print_shortfall(cells: list[Cell]) -> None:
         plan, meas, got = shortfall(c)
         o = c.out["benchfill"]
         print(f"{c.label:<34}{c.set:<22}{plan:>7.2f}{meas:>10.2f}{got:>9.2f}{np.mean([x.conf_err for x in o]):>13.4f}"
-              f"{np.mean([x.dev_conf for x in o]):>15.4f}")
+              f"{np.mean([x.dev_conf for x in o]):>15.4f}{np.mean([x.half_width for x in o]):>12.4f}")
     print(f"{'rewriter':<34}{'plan':>16}{'measured':>16}{'reached':>16}   (mean over sets, min set)")
     for label in dict.fromkeys(c.label for c in cells):
         rows = np.array([shortfall(c) for c in cells if c.label == label])
