@@ -248,6 +248,9 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     before = coverage.top_k_gap_sum(z, K)
     scale = true_scale(world, fit)
 
+    def truth(c) -> float:  # a child's true z, on the benchmark's fitted scale
+        return scale.z(world.true_difficulty(str(c.item[spec.text_field])))
+
     # As a run with --prescreen on does: one predictor per run, on the benchmark's items and fitted z.
     screen = train_prescreen(items, z_of, text_field=spec.text_field, seed=seed)
 
@@ -289,7 +292,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     results["baseline"] = await strategy("baseline", matched)
     for label, res in results.items():
         chosen = [(r, r.chosen) for r in res if r.chosen is not None]
-        true_z = [scale.z(world.true_difficulty(str(c.item[spec.text_field]))) for _, c in chosen]
+        true_z = [truth(c) for _, c in chosen]
         conf_z = [c.confirmation.z for _, c in chosen]
         ann_z = [c.annotation.z for _, c in chosen]
         devs = [abs(t - r.target_z) for (r, _), t in zip(chosen, true_z, strict=True)]
@@ -297,13 +300,12 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         devs += [(r.right - r.left) / 2 for r in res if r.chosen is None]
         shifts = [r.steering["mean_shift"] for r in res if r.steering]
         skipped = [(r, c) for r in res for c in r.children if "prescreened" in c.flags]
-        false = sum(r.left < scale.z(world.true_difficulty(str(c.item[spec.text_field]))) < r.right
-                    for r, c in skipped)
+        false = sum(r.left < truth(c) < r.right for r, c in skipped)
         miss = [(c.annotation.rollouts, max(r.left - t, t - r.right)) for r in res for c in r.children
-                if c.annotation is not None and c.round > 1
-                for t in [scale.z(world.true_difficulty(str(c.item[spec.text_field])))]]
+                if c.annotation is not None and c.round > 1 for t in [truth(c)]]
         targets = [r.target_z for r in res]
-        confirmed = [(r, c.confirmation) for r in res for c in r.children if c.confirmation is not None]
+        confirmed = [(r, c) for r in res for c in r.children if c.confirmation is not None]
+        outside = [(r, c) for r, c in confirmed if not r.left < c.confirmation.z < r.right]
         red_meas = measurement_limited(red, targets, [c - t for c, t in zip(conf_z, true_z, strict=True)])
         out[label] = Outcome(red(true_z), red(conf_z), red(ann_z), float(np.mean(devs)),
                              sum(r.spend.rollouts for r in res), sum(r.spend.model_calls for r in res),
@@ -317,11 +319,9 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              red(targets), red_meas,
                              float(np.mean([abs(c - r.target_z) for (r, _), c in zip(chosen, conf_z, strict=True)]))
                              if chosen else float("nan"),
-                             len(confirmed), sum(not r.left < a.z < r.right for r, a in confirmed),
-                             sum(a.stop == "outside" for _, a in confirmed), sum(a.rollouts for _, a in confirmed),
-                             sum(r.left < scale.z(world.true_difficulty(str(c.item[spec.text_field]))) < r.right
-                                 for r in res for c in r.children if c.confirmation is not None
-                                 and not r.left < c.confirmation.z < r.right),
+                             len(confirmed), len(outside), sum(c.confirmation.stop == "outside" for _, c in confirmed),
+                             sum(c.confirmation.rollouts for _, c in confirmed),
+                             sum(r.left < truth(c) < r.right for r, c in outside),
                              float(np.mean([(r.right - r.left) / 2 for r in res])))
     r = red(oracle_fill(z, K))
     out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)

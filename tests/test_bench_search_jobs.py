@@ -1,7 +1,6 @@
 """bench/bench_search.py --jobs: the sweep's (cell, seed) pairs on worker processes give the same
 figures as one process (each seed's world and run depend on the seed alone), a what-if's option
-included; the measurement-limited
-reduction of its shortfall table, worked by hand."""
+included; the measurement-limited reduction of its shortfall table, worked by hand."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from benchfill.errors import ConfigError
-from benchfill.search.annotate import Annotator, ConfirmSettings
+from benchfill.search.annotate import Annotation, Annotator, ConfirmSettings
 from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, benchfill_search
 from benchfill.search.screen import screen_child
 from benchfill.search.services import Probe, Reference, Verdict, derive_seed
@@ -259,7 +259,8 @@ class Backend:
 
             print(f"pre-screen {self.prescreen.reason}", file=sys.stderr, flush=True)
 
-    async def confirm_child(self, c: Child, band: tuple[float, float] | None = None, resume=None):
+    async def confirm_child(self, c: Child, band: tuple[float, float] | None = None,
+                            resume: Annotation | None = None) -> Annotation:
         """Fresh rollouts (another seed) on a child, on the probes most informative at its estimate
         until a stated precision or cap (``ConfirmSettings``): its difficulty unbiased by the
         selection; with ``band``, stopped early once its answers rule that band out; with ``resume``,

@@ -16,9 +16,9 @@ error, validity, flags and provenance. A run reads it once, before its gaps are 
   of the originals both fits measured (z_now = A z_then + B, A = sd_now / sd_then, B = mean_now -
   A mean_then), or left out, with the reason logged, when they share fewer than ``MIN_SHARED``
   items or their z correlate less than ``MIN_CORRELATION``.
-- **Reuse.** An earlier run's child whose confirmed z (mapped) lies inside a gap, valid, unflagged
-  and not rejected (and confirmed to the precision target, not cut short), fills that gap at once: no rewrite is paid for, and the gap and its review
-  record say it was reused.
+- **Reuse.** An earlier run's child whose confirmed z (mapped) lies inside a gap, valid, unflagged,
+  not rejected and confirmed to the precision target (not cut short), fills that gap at once: no
+  rewrite is paid for, and the gap and its review record say it was reused.
 
 The seeds and reuse picks of a run are saved in its meta (``memory_seed``) the first time, so a
 resumed run searches from the very memory the interrupted one had, whatever other runs added since.

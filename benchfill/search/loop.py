@@ -318,11 +318,19 @@ async def _confirmed_inside(c: Child, gap: GapSearch, confirm: Confirm, spend: S
     (``stop`` "outside"): it cannot beat what is already confirmed, and should it be chosen all
     the same, ``_completed`` takes its confirmation on to the precision target."""
     if c.confirmation is None:
-        c.confirmation = await confirm(c, band=band or (gap.left, gap.right))
-        screen_child(c)  # again, with the fresh rollouts pooled in
-        spend.rollouts += c.confirmation.rollouts
-        memory.update(c.item_id, c.confirmation.z, may_parent(c.flags))
+        await _take_confirmation(c, confirm, spend, memory, band=band or (gap.left, gap.right))
     return _inside(c, gap)
+
+
+async def _take_confirmation(c: Child, confirm: Confirm, spend: Spend, memory: Memory, **how) -> None:
+    """``confirm(c, **how)``: the child takes the (new or resumed) confirmation, screened again with the
+    fresh rollouts pooled in; the spend counts only the rollouts added, and its memory entry takes the
+    confirmed z."""
+    before = c.confirmation.rollouts if c.confirmation is not None else 0
+    c.confirmation = await confirm(c, **how)
+    screen_child(c)
+    spend.rollouts += c.confirmation.rollouts - before
+    memory.update(c.item_id, c.confirmation.z, may_parent(c.flags))
 
 
 def _cut_short(c: Child | None) -> bool:
@@ -332,11 +340,7 @@ def _cut_short(c: Child | None) -> bool:
 async def _completed(c: Child, confirm: Confirm, spend: Spend, memory: Memory) -> None:
     """A chosen child whose confirmation stopped early (outside its gap) gets the rest of it, to the
     precision target, so that the figure the report carries for it is as precise as any other's."""
-    before = c.confirmation.rollouts
-    c.confirmation = await confirm(c, resume=c.confirmation)
-    screen_child(c)
-    spend.rollouts += c.confirmation.rollouts - before
-    memory.update(c.item_id, c.confirmation.z, may_parent(c.flags))
+    await _take_confirmation(c, confirm, spend, memory, resume=c.confirmation)
 
 
 async def _settled(best: Child, children: list[Child], gap: GapSearch, choose, confirm: Confirm, spend: Spend,
