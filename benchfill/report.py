@@ -119,7 +119,10 @@ def _gap_record(r, fit) -> dict[str, Any]:
         return rec
     z_placed, se_placed, by = r.placed
     rec.update({"placed_z": z_placed, "placed_z_se": se_placed, "placed_by": by,
-                "placed_deviation": abs(z_placed - r.target_z), "ask": c.ask})
+                "placed_deviation": abs(z_placed - r.target_z), "ask": c.ask,
+                # the chance it truly lies inside, by that estimate and its se: near 0.5 where the gap
+                # is narrower than the se, whatever "filled" says
+                "inside_probability": r.inside_probability})
     a = c.annotation
     rec.update({
         "chosen_id": c.item_id, "parent_id": c.parent_id, "ancestor_id": c.ancestor_id, "round": c.round,
@@ -269,6 +272,7 @@ def _markdown(rep: dict[str, Any]) -> str:
         + (f"; **{rep['gaps_outside']} chosen item(s) lie outside their gap** (flag `outside_gap`)."
            if rep.get("gaps_outside") else "."),
     ]
+    lines += _inside_lines(rep)
     if abs(rep["top_k_sum_after_annotated"] - rep["top_k_sum_after"]) > 1e-12:
         lines.append(f"By the annotated difficulties, which the selection favours: top-{k} sum "
                      f"{rep['top_k_sum_after_annotated']:.4f} ({100 * rep['top_k_reduction_annotated']:.1f}% "
@@ -328,6 +332,24 @@ def _markdown(rep: dict[str, Any]) -> str:
     lines += ["", "Plots: `plots/ecdf_before_after.png`, `plots/target_deviation.png`. "
               "Review queue: `review_queue.jsonl`.", ""]
     return "\n".join(lines)
+
+
+def _inside_lines(rep: dict[str, Any]) -> list[str]:
+    """How sure "filled" is: each chosen item's chance of lying truly inside its gap, by its placed z and
+    se; and, by name, the gaps narrower than that se, where "filled" or "outside" is near chance."""
+    chosen = [r for r in rep["gaps"] if r.get("inside_probability") is not None and r.get("placed_by") != "oracle"]
+    if not chosen:
+        return []
+    lines = [f"By each chosen item's {'/'.join(sorted({r['placed_by'] for r in chosen}))} z and its se, the chance "
+             "that it truly lies inside its gap: " + ", ".join(
+                 f"gap {r['gap_index']} {r['inside_probability']:.2f}" for r in chosen)
+             + f" (expected {sum(r['inside_probability'] for r in chosen):.1f} of {len(rep['gaps'])} gaps)."]
+    narrow = [r for r in chosen if r["width"] / 2 < r["placed_z_se"]]
+    if narrow:
+        lines.append("**Narrower than the estimate resolves**: " + "; ".join(
+            f"gap {r['gap_index']} (half-width {r['width'] / 2:.4f} against se {r['placed_z_se']:.4f})" for r in narrow)
+            + ". Whether its item lies inside is near chance; a tighter `--confirm-se` resolves it, at more rollouts.")
+    return lines
 
 
 def _f(v) -> str:

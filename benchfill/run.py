@@ -170,6 +170,9 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
             by_id = {it["id"]: it for it in items}
             gap_items = {i: by_id[i] for i in ids if i in by_id}
             z_of = {i: float(v) for i, v in zip(ids, z, strict=True) if i in by_id}
+            if opts.confirm and opts.strategy != "oracle":
+                for line in narrow_gaps(chosen_gaps, opts.confirm_se):
+                    show(line)
             if opts.strategy == "oracle":
                 results, oracle_z = [], oracle_fill(z, opts.gaps)
             else:
@@ -230,6 +233,24 @@ def load_benchmark(opts: RunOptions):
             raise DataError(f"{opts.responses}: responses file not found")
         bench.responses_path = Path(opts.responses)
     return bench
+
+
+def narrow_gaps(gaps, confirm_se: float) -> list[str]:
+    """A warning per gap narrower than the confirmation resolves: with a half-width below the confirmed
+    estimate's standard error, an item confirmed inside the gap is little more likely to lie there than
+    one confirmed just outside, so "filled" would be near chance (on the whole of a large benchmark the
+    largest gaps can be that narrow; docs/sim-rewriter.md, "Where a set falls short"). An se of half the
+    half-width puts an item confirmed on the target inside with probability 0.95; the sampling se shrinks
+    as one over the root of the rollouts, so halving it costs four times the confirming ones."""
+    out = []
+    for g, gap in enumerate(gaps):
+        half = gap.width / 2
+        if half < confirm_se:
+            want = half / 2
+            out.append(f"gap {g}: half-width {half:.4f} z is below the confirmation's z se ({confirm_se:g}): whether "
+                       f"its item lies inside will be near chance; --confirm-se {want:.2g} (and a --confirm-cap to match) "
+                       f"would resolve it, at about {(confirm_se / want) ** 2:.0f}x the confirming rollouts")
+    return out
 
 
 def progress_printer(enabled: bool):

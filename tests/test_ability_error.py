@@ -142,3 +142,27 @@ def test_the_posterior_never_pulls_an_unmeasurable_child_back_across_its_bound()
     easy = Child("c", "p", "p", 1, {"id": "c"}, ok,
                  Annotation(-1.2, 1.0, 0.3, 0.2, 16, flags=["all_correct", "no_finite_mle"]), ask=0.5, parent_z=0.3)
     assert select_posterior([measured, easy], 0.5, Steering(), ann) is measured
+
+
+def test_the_chance_a_chosen_item_truly_lies_inside_its_gap_worked_by_hand():
+    from benchfill.search import Annotation
+    from benchfill.search.loop import Child, GapResult
+    from benchfill.search.services import Spend
+
+    def result(z: float, z_se: float, ability_z_se: float = 0.0, left: float = 0.4, right: float = 0.6):
+        conf = Annotation(0.0, 0.1, z, z_se, 96, ability_z_se=ability_z_se)
+        child = Child("c", "p", "p", 1, {"id": "c"}, annotation=Annotation(0.0, 0.1, z, 0.05, 16), confirmation=conf)
+        return GapResult(0, left, right, (left + right) / 2, "benchfill", [child], child, 1, Spend())
+
+    # placed on the midpoint of [0.4, 0.6] with se 0.1 (0.06 sampling, 0.08 inherited: 3-4-5): within one
+    # se either side, Phi(1) - Phi(-1) = 0.6827
+    assert math.isclose(result(0.5, 0.06, 0.08).inside_probability, 0.682689, abs_tol=1e-6)
+    # on the right edge: half the mass, less the tail beyond the left edge two se away (Phi(-2) = 0.02275)
+    assert math.isclose(result(0.6, 0.1).inside_probability, 0.5 - 0.022750, abs_tol=1e-6)
+    # a gap narrower than the se: confirmed on the target, still barely more likely in than out
+    assert result(0.5, 0.02, left=0.49, right=0.51).inside_probability < 0.4
+    # a precise placement inside a wide gap is all but sure; outside one, below a half
+    assert result(0.5, 0.01).inside_probability > 0.999 and result(0.62, 0.1).inside_probability < 0.5
+    assert result(0.5, 0.0).inside_probability == 1.0 and result(0.7, 0.0).inside_probability == 0.0
+    empty = GapResult(0, 0.4, 0.6, 0.5, "benchfill", [], None, 1, Spend())
+    assert empty.inside_probability is None

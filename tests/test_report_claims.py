@@ -33,6 +33,7 @@ def test_a_chosen_item_outside_its_gap_is_flagged_everywhere(tmp_path):
     for g in chosen:  # the claim rests on the confirmed z, and it really is outside
         assert g["placed_by"] == "confirmed" and g["placed_z"] == g["confirmed_z"]
         assert not g["left"] < g["confirmed_z"] < g["right"]
+        assert g["inside_probability"] < 0.5  # placed outside, so more likely outside than in
     assert rep["gaps_filled"] == 0 and rep["gaps_outside"] == len(chosen)
     assert f"{len(chosen)} chosen item(s) lie outside their gap" in md and "outside_gap" in md
     queue = [json.loads(x) for x in (d / "review_queue.jsonl").read_text().splitlines()]
@@ -157,3 +158,34 @@ def test_every_confirmation_is_kept_in_the_store_and_listed_in_the_report(tmp_pa
     cut = [c for g in several for c in g["confirmed_children"] if c["cut_short"]]
     assert cut, "no confirmation was cut short: the test shows nothing"
     assert all(f"{c['id']} {c['z']:.4f} (" in md and f"cut short at {c['rollouts']} rollouts)" in md for c in cut)
+
+
+def test_how_sure_filled_is_and_a_gap_narrower_than_the_confirmation(tmp_path, capsys):
+    # A loose confirmation (z se 0.3) against the demo's gaps (half-widths about 0.05-0.07): the run says
+    # before it searches that "filled" will be near chance, and the report gives each chosen item's chance of
+    # truly lying inside its gap and names the gaps narrower than the estimate's se.
+    import math
+
+    from benchfill.run import narrow_gaps
+
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), sim_rewriter="kind", confirm_se=0.3,
+                      **{**FAST, "progress": True})
+    d = run(opts)
+    err = capsys.readouterr().err
+    rep, md = _report(d)
+    for g in rep["gaps_before"]:
+        assert f"half-width {g['width'] / 2:.4f} z is below the confirmation's z se (0.3)" in err
+    chosen = [g for g in rep["gaps"] if g["chosen_id"]]
+    assert chosen
+    for g in chosen:
+        z, se = g["placed_z"], g["placed_z_se"]
+        phi = [0.5 * math.erfc(-(x - z) / se / math.sqrt(2)) for x in (g["left"], g["right"])]
+        assert math.isclose(g["inside_probability"], phi[1] - phi[0])
+        assert f"gap {g['gap_index']} {g['inside_probability']:.2f}" in md
+    narrow = [g for g in chosen if g["placed_z_se"] > g["width"] / 2]
+    assert narrow and "Narrower than the estimate resolves" in md
+    assert all(f"gap {g['gap_index']} (half-width {g['width'] / 2:.4f}" in md for g in narrow)
+    # at the default precision the demo's gaps are wide enough: nothing to warn of
+    assert narrow_gaps([type("G", (), {"width": 0.14})()], 0.02) == []
+    (line,) = narrow_gaps([type("G", (), {"width": 0.02})()], 0.02)  # half-width 0.01: se 0.005, 16x
+    assert line.startswith("gap 0: half-width 0.0100 z") and "--confirm-se 0.005" in line and "16x" in line

@@ -148,6 +148,22 @@ class GapResult:
         p = self.placed
         return p is not None and self.left < p[0] < self.right
 
+    @property
+    def inside_probability(self) -> float | None:
+        """The chance that the chosen item truly lies inside the gap, given its placed z and that
+        estimate's standard error (normal, flat prior). Where the gap is narrower than the se, an item
+        placed inside it is little more likely to be there than one placed just outside: "filled" is
+        then a coin's word, and this says so. None without a chosen item."""
+        p = self.placed
+        if p is None:
+            return None
+        z, se, _ = p
+        if math.isnan(se):
+            return None
+        if se <= 0:  # an exact placement (the oracle's)
+            return float(self.left < z < self.right)
+        return _normal_cdf((self.right - z) / se) - _normal_cdf((self.left - z) / se)
+
     def mark_outside(self) -> None:
         """Flag a chosen item whose placed z is outside its gap (``outside_gap``), wherever it appears."""
         if self.chosen is not None and not self.filled and "outside_gap" not in self.chosen.flags:
@@ -178,6 +194,10 @@ class SearchState:
 # Hooks the orchestrator passes in: it alone writes the store.
 OnChild = Callable[[int, Child, float], None]
 OnRound = Callable[[int, SearchState, float], None]
+
+
+def _normal_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2))
 
 
 async def benchfill_search(
