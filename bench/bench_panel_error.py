@@ -14,6 +14,8 @@ ability errors) and through all of them. Side by side, per set over seeds:
                  when each gap's chosen item is placed EXACTLY on its target through all the probes: its
                  true z then sits off the target by that placement error. No number of rollouts and no
                  better search lifts a share above this with this panel.
+  half-width     the top-3 gaps' mean half-width (z), against which the placement errors count: on a
+                 whole set (a large --max-items) the gaps are narrower than on bench_search.py's subsample
 
     python bench/bench_panel_error.py            # demo, aime25, humaneval; seeds 0-5; at most 60 items; 12x8
     python bench/bench_panel_error.py --panel 24x8   # a larger probe panel
@@ -59,9 +61,10 @@ def main() -> None:
                     help="the probe panel: N probes, K trials (default 12x8)")
     args = ap.parse_args()
     bs.PANEL = args.panel
-    print(f"{'set':<24}{'ability rms':>13}{'fit se':>9}{'2 nearest (z)':>15}{'all probes (z)':>16}{'share ceiling':>15}")
+    print(f"{'set':<24}{'items':>6}{'ability rms':>13}{'fit se':>9}{'2 nearest (z)':>15}{'all probes (z)':>16}"
+          f"{'share ceiling':>15}{'half-width':>12}")
     for name in args.sets:
-        resid, ses, near2, every, red_ceiling, red_oracle = [], [], [], [], [], []
+        resid, ses, near2, every, red_ceiling, red_oracle, half = [], [], [], [], [], [], []
         for seed in range(args.seeds):
             bench, _ = bs.load_set(name, args.max_items, seed)
             sim = bs.sim_setup(bench, "realistic", {}, seed)
@@ -75,6 +78,7 @@ def main() -> None:
             truly_at = []  # where an item placed exactly on each target truly lies
             for g in coverage.gaps(sim.z, k=3, item_ids=sim.ids):
                 mid = (g.left + g.right) / 2
+                half.append((g.right - g.left) / 2)
                 b_mid = sim.fit.b_min + mid * span
                 b_latent = (b_mid - scale.intercept) / scale.slope  # the item truly at the midpoint
                 nearest = np.argsort(np.abs(th_hat - b_mid), kind="stable")[:2]
@@ -88,8 +92,8 @@ def main() -> None:
         def rms(x):
             return float(np.sqrt(np.mean(np.square(x))))
 
-        print(f"{name:<24}{rms(resid):>13.3f}{rms(ses):>9.3f}{rms(near2):>15.4f}{rms(every):>16.4f}"
-              f"{np.mean(red_ceiling) / np.mean(red_oracle):>15.2f}", flush=True)
+        print(f"{name:<24}{len(sim.ids):>6}{rms(resid):>13.3f}{rms(ses):>9.3f}{rms(near2):>15.4f}{rms(every):>16.4f}"
+              f"{np.mean(red_ceiling) / np.mean(red_oracle):>15.2f}{np.mean(half):>12.4f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -143,6 +143,10 @@ class Outcome:
     # Mean half-width of the top-3 gaps: where it is near the measurement error (conf_err), an item confirmed on
     # the target lands outside its gap about as often as inside, which caps the share of the oracle.
     half_width: float = float("nan")
+    # The chosen items' chance of lying truly inside their gap, by their confirmed z and its stated se
+    # (GapResult.inside_probability, as the report gives it), summed over the gaps: beside ``filled``
+    # (truly inside), it shows whether that chance is honest.
+    p_inside: float = 0.0
 
 
 @dataclass
@@ -189,6 +193,10 @@ ABILITY_BLIND = False
 # ``--accept-within F``: the share of a gap's half-width around the target within which a confirmed candidate
 # ends the search before its runners-up are confirmed (SearchSettings.accept_within); None: the default.
 ACCEPT_WITHIN = None
+
+# ``--parents R``, ``--children C``: what-ifs on the round's shape (SearchSettings.parents and .children, the
+# paper's R and C); None: the search's defaults (4 and 4).
+SHAPE: dict = {}
 
 
 # ``--panel NxK``: the probe panel, N probes answering K times each (the benchmark phase and the fixed protocol).
@@ -261,7 +269,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         ann = sim.annotator()
         settings = SearchSettings(rounds=rounds, steering=label in ("benchfill", "benchfill/prescreen"),
                                   selection="closest" if label in ("benchfill/paper", "baseline") else "posterior",
-                                  **({} if ACCEPT_WITHIN is None else {"accept_within": ACCEPT_WITHIN}))
+                                  **SHAPE, **({} if ACCEPT_WITHIN is None else {"accept_within": ACCEPT_WITHIN}))
         gs = [GapSearch(g, gap.left, gap.right, items, z_of, screen if label == "benchfill/prescreen" else None)
               for g, gap in enumerate(gaps)]
         async def confirm(c, band=None, resume=None):
@@ -322,7 +330,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              len(confirmed), len(outside), sum(c.confirmation.stop == "outside" for _, c in confirmed),
                              sum(c.confirmation.rollouts for _, c in confirmed),
                              sum(r.left < truth(c) < r.right for r, c in outside),
-                             float(np.mean([(r.right - r.left) / 2 for r in res])))
+                             float(np.mean([(r.right - r.left) / 2 for r in res])),
+                             sum(r.inside_probability or 0.0 for r in res))
     r = red(oracle_fill(z, K))
     out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
@@ -345,10 +354,15 @@ _BENCHES: dict = {}
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def _options() -> tuple:
+    """The what-if globals set in main(), as the worker processes of --jobs receive them."""
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE
+
+
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -387,7 +401,7 @@ def run_jobs(jobs: list[tuple], seeds: list[int], rounds: int, text_signal: floa
         os.environ.update(dict.fromkeys(_THREAD_VARS, "1"))
         try:
             with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                        initargs=(_BENCHES, (CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE))) as pool:
+                                        initargs=(_BENCHES, _options())) as pool:
                 for fut in cf.as_completed([pool.submit(_seed_task, t) for t in tasks]):
                     collect(*fut.result())
         finally:
@@ -526,11 +540,15 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
                 for s in ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline")]
         print(f"{label:<34}{''.join(f'{d:>12.4f}' for d in devs)}")
     print("\nMeasurement error of the chosen items (benchfill, over sets and seeds): mean |confirmed z - true z|, and "
-          "the rms of (confirmed z - true z) / its stated placement se, 1 when that se is honest:")
+          "the rms of (confirmed z - true z) / its stated placement se, 1 when that se is honest; of all gaps, those "
+          "whose chosen item was confirmed inside (the report's 'filled'), the expected number truly inside by the "
+          "confirmed z and its se (the report's inside probability, summed), and those truly inside:")
     for label in dict.fromkeys(c.label for c in cells):
-        errs = [o.conf_err for c in cells if c.label == label for o in c.out["benchfill"]]
-        z2 = [v for c in cells if c.label == label for o in c.out["benchfill"] for v in o.conf_z2]
-        print(f"{label:<34}{np.mean(errs):>12.4f}{np.sqrt(np.mean(z2)) if z2 else float('nan'):>8.2f}")
+        outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
+        z2 = [v for o in outs for v in o.conf_z2]
+        print(f"{label:<34}{np.mean([o.conf_err for o in outs]):>12.4f}{np.sqrt(np.mean(z2)) if z2 else float('nan'):>8.2f}"
+              f"{sum(o.filled_confirmed for o in outs):>8d}{sum(o.p_inside for o in outs):>8.1f}"
+              f"{sum(o.filled for o in outs):>8d} of {K * len(outs)}")
     print("\nConfirmations (benchfill): per gap, children confirmed, of them confirmed outside their gap, confirmations "
           "cut short (their answers ruled out the gap, or beating a child confirmed nearer the target); the share of all "
           "rollouts spent confirming, annotation rollouts per gap; and of all children confirmed outside their gap, those "
@@ -592,6 +610,10 @@ def main() -> None:
     ap.add_argument("--first-batch", type=int, metavar="N",
                     help="what-if: the adaptive annotation's first step asks N samples of each of its two probes "
                          "and may stop after it (default: the annotator's, 4)")
+    ap.add_argument("--parents", type=int, metavar="R",
+                    help="what-if: parents per round (default: the search's, 4, the paper's R)")
+    ap.add_argument("--children", type=int, metavar="C",
+                    help="what-if: children per parent and round (default: the search's, 4, the paper's C)")
     ap.add_argument("--ability-blind", action="store_true",
                     help="what-if: the annotator takes every probe's ability as exact (as before it knew "
                          "their standard errors), to show what knowing them buys")
@@ -606,7 +628,7 @@ def main() -> None:
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE
     from benchfill.search.annotate import AdaptiveSettings, ConfirmSettings
 
     PANEL = args.panel
@@ -623,12 +645,18 @@ def main() -> None:
             ap.error(f"--first-batch: expected a positive number of samples, got {args.first_batch}")
         first = AdaptiveSettings().first_width * args.first_batch
         ADAPTIVE = AdaptiveSettings(first_batch=args.first_batch, min_rollouts=first)
+    for name in ("parents", "children"):
+        value = getattr(args, name)
+        if value is not None:
+            if value < 1:
+                ap.error(f"--{name}: expected a positive number, got {value}")
+            SHAPE[name] = value
     CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap, outside_lr=args.outside_lr)
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
     seeds = list(range(args.seeds))
     grid = QUICK_GRID if args.quick else GRID
-    print(f"bench_search: top-{K} gaps, T={args.rounds} R=4 C=4 L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
+    print(f"bench_search: top-{K} gaps, T={args.rounds} R={SHAPE.get('parents', 4)} C={SHAPE.get('children', 4)} L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
           f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"

@@ -1,5 +1,5 @@
 """bench/bench_search.py --jobs: the sweep's (cell, seed) pairs on worker processes give the same
-figures as one process (each seed's world and run depend on the seed alone), a what-if's option
+figures as one process (each seed's world and run depend on the seed alone), the what-ifs' options
 included; the measurement-limited reduction of its shortfall table, worked by hand."""
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ def test_jobs_on_worker_processes_match_one_process():
     assert repr(asdict(one[0].out["benchfill"][0])) != repr(asdict(one[0].out["benchfill"][1]))
 
 
-def test_a_what_if_reaches_the_worker_processes(monkeypatch):
-    # --first-batch travels to the workers with the other option globals: with it, two processes give
-    # the one process's figures, and those differ from the defaults' (so the option took effect there)
+@pytest.mark.parametrize("what_if", ["ADAPTIVE", "SHAPE"])
+def test_a_what_if_reaches_the_worker_processes(monkeypatch, what_if):
+    # --first-batch and --children travel to the workers with the other option globals: with each, two
+    # processes give the one process's figures, and those differ from the defaults' (so it took effect there)
     from benchfill.search.annotate import AdaptiveSettings
 
     bench_search._BENCHES["demo"] = bench_search.load_set("demo", 60, 0)
@@ -42,7 +43,8 @@ def test_a_what_if_reaches_the_worker_processes(monkeypatch):
         return repr(asdict(cell.out["benchfill"][0]))
 
     default = figures(1)
-    monkeypatch.setattr(bench_search, "ADAPTIVE", AdaptiveSettings(first_batch=2, min_rollouts=4))
+    value = AdaptiveSettings(first_batch=2, min_rollouts=4) if what_if == "ADAPTIVE" else {"children": 2}
+    monkeypatch.setattr(bench_search, what_if, value)
     one = figures(1)
     assert figures(2) == one
     assert one != default
