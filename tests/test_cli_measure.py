@@ -37,8 +37,13 @@ def test_diagnose_every_shared_responses_file(shared_data, capsys):
         assert widths == sorted(widths, reverse=True) and widths[0] == pytest.approx(d["max_gap"])
         assert d["top_k_sum"] == pytest.approx(sum(widths))
         assert {"left", "right", "width", "left_item", "right_item"} <= set(d["gaps"][0])
+        # the listed gaps a run's default confirmation (z se 0.02) cannot resolve: half-width below it
+        narrow = d["notes"]["narrower_than_confirmation"]
+        assert narrow["confirm_se"] == 0.02
+        assert narrow["gaps"] == [i for i, w in enumerate(widths, start=1) if w / 2 < 0.02], f
         if f.parent.name == "mmlu-pro":
             assert d["notes"]["guessing"] is True and d["n_items"] == 12032
+            assert len(narrow["gaps"]) >= 4  # 12,032 items: four of its five largest gaps are under 0.04 wide
 
 
 def test_diagnose_table_on_demo_with_plot(tmp_path, capsys):
@@ -47,6 +52,7 @@ def test_diagnose_table_on_demo_with_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "DDM (W1 to uniform" in out and "max gap" in out and "top-3 gap sum" in out
     assert "Monte-Carlo" in out and "seed 0" in out and "exact" in out
+    assert "narrower than a run's confirmation" not in out  # the demo's top-3 gaps are 0.075-0.15 wide
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(png.parent.glob(".ecdf-*"))  # no temp file left behind
 

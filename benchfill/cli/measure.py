@@ -251,6 +251,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         report.notes["fit"]["convergence"] = {k: f.diagnostics.get(k) for k in NUTS_CHECKS}
     if matrix is not None:
         report.notes["extreme_items"] = extreme_items(matrix, items)
+    # Gaps a run could fill only by chance at its default confirmation: half-width below the confirmed
+    # estimate's z se, so an item confirmed inside lies there little more often than one confirmed outside.
+    from benchfill.run import RunOptions
+
+    se = RunOptions.__dataclass_fields__["confirm_se"].default
+    report.notes["narrower_than_confirmation"] = {
+        "confirm_se": se, "gaps": [i for i, g in enumerate(report.gaps, start=1) if g.width / 2 < se]}
     if args.plot:
         from benchfill.plots import plot_ecdf
 
@@ -289,6 +296,12 @@ def _print_report(r: Any) -> None:
     for i, g in enumerate(r.gaps, start=1):
         print(f"  {i:>2}  {g.left:6.3f}  {g.right:6.3f}  {g.width:6.3f}  "
               f"{g.left_item or '(0)'} -> {g.right_item or '(1)'}")
+    narrow = n.get("narrower_than_confirmation") or {}
+    if narrow.get("gaps"):
+        print(f"  {'all' if len(narrow['gaps']) == len(r.gaps) else len(narrow['gaps'])} of these "
+              f"{'are' if len(narrow['gaps']) > 1 else 'is'} narrower than a run's confirmation resolves (half-width "
+              f"below its z se, {narrow['confirm_se']:g}): an item confirmed inside would lie there little more "
+              "often than one confirmed just outside; run --confirm-se tightens it, at more rollouts")
     if "extreme_items" in n:
         _print_extremes(n["extreme_items"])
     if "plot" in n:
