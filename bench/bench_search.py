@@ -614,6 +614,8 @@ def main() -> None:
                     help="what-if: parents per round (default: the search's, 4, the paper's R)")
     ap.add_argument("--children", type=int, metavar="C",
                     help="what-if: children per parent and round (default: the search's, 4, the paper's C)")
+    ap.add_argument("--first-parents", type=int, metavar="R1",
+                    help="what-if: parents in the first round only (default: as later rounds)")
     ap.add_argument("--ability-blind", action="store_true",
                     help="what-if: the annotator takes every probe's ability as exact (as before it knew "
                          "their standard errors), to show what knowing them buys")
@@ -645,18 +647,19 @@ def main() -> None:
             ap.error(f"--first-batch: expected a positive number of samples, got {args.first_batch}")
         first = AdaptiveSettings().first_width * args.first_batch
         ADAPTIVE = AdaptiveSettings(first_batch=args.first_batch, min_rollouts=first)
-    for name in ("parents", "children"):
+    for name in ("parents", "children", "first_parents"):
         value = getattr(args, name)
         if value is not None:
             if value < 1:
-                ap.error(f"--{name}: expected a positive number, got {value}")
+                ap.error(f"--{name.replace('_', '-')}: expected a positive number, got {value}")
             SHAPE[name] = value
     CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap, outside_lr=args.outside_lr)
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
     seeds = list(range(args.seeds))
     grid = QUICK_GRID if args.quick else GRID
-    print(f"bench_search: top-{K} gaps, T={args.rounds} R={SHAPE.get('parents', 4)} C={SHAPE.get('children', 4)} L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
+    first = f" R1={SHAPE['first_parents']}" if "first_parents" in SHAPE else ""
+    print(f"bench_search: top-{K} gaps, T={args.rounds} R={SHAPE.get('parents', 4)} C={SHAPE.get('children', 4)}{first} L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
           f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"

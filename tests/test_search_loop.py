@@ -165,6 +165,18 @@ def test_baseline_spends_the_matched_budget_without_references():
     assert res.chosen is not None
 
 
+def test_a_narrower_first_round_asks_fewer_parents_once_and_the_baseline_matches_it():
+    world, gap, ann = _setup()
+    settings = SearchSettings(rounds=3, first_parents=2, tolerance=0.0, indistinct=0.0)
+    res = asyncio.run(benchfill_search(gap, world, ann, settings, seed=1))
+    by_round = [sum(c.round == t for c in res.children) for t in (1, 2, 3)]
+    assert res.rounds_used == 3 and by_round == [2 * 4, 4 * 4, 4 * 4]
+    # the budget-matched baseline makes as many children: (2 + 4 + 4) * 4 = 40, ten per parent
+    base = asyncio.run(baseline_search(gap, world, ann, settings, rounds_matched=3, seed=1))
+    assert base.spend.rewriter_calls == res.spend.rewriter_calls == 40
+    assert sorted(sum(c.parent_id == p for c in base.children) for p in {c.parent_id for c in base.children}) == [10] * 4
+
+
 @pytest.mark.parametrize("protocol", ["fixed", "adaptive"])
 def test_annotation_recovers_a_known_difficulty(protocol):
     world, _, ann = _setup(protocol)

@@ -37,6 +37,9 @@ __all__ = ["Child", "GapResult", "GapSearch", "SearchSettings", "SearchState", "
 class SearchSettings:
     rounds: int = 8  # T
     parents: int = 4  # R
+    # Parents in the first round only (0: ``parents``). A narrower first round costs less where the
+    # rewriter lands where it is steered, and later rounds keep the paper's breadth.
+    first_parents: int = 0
     children: int = 4  # C
     references: int = 16  # L
     tolerance: float = 0.01  # tau on the normalized scale
@@ -278,7 +281,7 @@ async def _round(gap: GapSearch, services: SearchServices, annotator: Annotator,
                  spend: Spend, response: Steering, steering: Steering | None, check_child, on_child) -> None:
     """Round ``t``: parents -> references -> rewriter -> judge -> annotation -> memory (lines 7-29)."""
     target = gap.target_z
-    parents = memory.parents(settings.parents)
+    parents = memory.parents(settings.first_parents if t == 1 and settings.first_parents else settings.parents)
     # A child matters only if it could beat what the previous rounds already found.
     margin = min((c.deviation(target) for c in children if c.valid), default=(gap.right - gap.left) / 2)
     jobs = []

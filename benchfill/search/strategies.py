@@ -34,7 +34,8 @@ async def baseline_search(
     on_child=None,
     check_child=None,
 ) -> GapResult:
-    """Budget-matched: ``rounds_matched`` (T_g, the rounds BenchFill used on this gap) times R*C children."""
+    """Budget-matched: ``rounds_matched`` (T_g, the rounds BenchFill used on this gap) times R*C children
+    (fewer by BenchFill's narrower first round, if it has one)."""
     settings = settings or SearchSettings()
     t_g = rounds_matched or settings.rounds
     rng = np.random.default_rng(derive_seed(seed, "baseline", gap.gap_index))
@@ -42,7 +43,10 @@ async def baseline_search(
     picks = rng.choice(len(ids), size=min(settings.parents, len(ids)), replace=False)
     parents = [MemoryEntry(ids[i], gap.z[ids[i]], "original", ids[i]) for i in sorted(picks)]
     spend = Spend()
-    per_parent = settings.children * t_g
+    # BenchFill's children over T_g rounds (its first round may be narrower), spread over the parents
+    n = len(parents)
+    total = settings.children * (min(settings.first_parents or n, n) + n * (t_g - 1))
+    counts = [total // n + (pi < total % n) for pi in range(n)]
     # The baseline has no memory, so no round can learn from another: the margin for an
     # adaptive early stop is the gap's half-width (a child outside the gap helps nothing).
     margin = (gap.right - gap.left) / 2
@@ -52,7 +56,7 @@ async def baseline_search(
             gap.items[p.item_id], [], margin, check_child,
         )
         for pi, p in enumerate(parents)
-        for ci in range(per_parent)
+        for ci in range(counts[pi])
     ]
     children: list[Child] = list(await asyncio.gather(*jobs))
     if on_child:
