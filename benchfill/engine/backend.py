@@ -212,8 +212,8 @@ class Backend:
             record_child(self.store, g, res.chosen, res.target_z)
             show(f"gap {g}: reused {res.chosen.item_id} (confirmed z {res.placed[0]:.4f})")
             return res
-        settings = SearchSettings(o.rounds, o.parents, o.children, o.references, o.tolerance,
-                                  steering=o.steering == "on", selection=o.selection)
+        settings = SearchSettings(rounds=o.rounds, parents=o.parents, children=o.children, references=o.references,
+                                  tolerance=o.tolerance, steering=o.steering == "on", selection=o.selection)
         gs = GapSearch(g, gap.left, gap.right, {**items, **(plan["items"] if plan else {})}, z_of, self.prescreen,
                        seed_entries(plan) if plan else None)
         text_field = self.bench.spec.text_field
