@@ -222,6 +222,8 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
             "target_z": r.target_z,
             "annotated": {"difficulty": a.difficulty, "se": a.se, "z": a.z},
             "confirmed": None if k is None else {"difficulty": k.difficulty, "se": k.se, "z": k.z},
+            # the chance it truly lies inside its gap, by the placed z and its se (the report's figure)
+            "inside_probability": r.inside_probability,
             "ecdf_position": float(np.searchsorted(z, a.z) / max(z.size, 1)),
             "probe_results": (k or a).results,
             "judge": {"valid": c.verdict.valid, "reason": c.verdict.reason, "model": c.verdict.model},

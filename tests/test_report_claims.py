@@ -5,6 +5,7 @@ the review page marked as simulated."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import httpx
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from benchfill.coverage import top_k_gap_sum
+from benchfill.review.export import export_queue
 from benchfill.review.server import ReviewServer
 from benchfill.run import RunOptions, run
 
@@ -38,10 +40,16 @@ def test_a_chosen_item_outside_its_gap_is_flagged_everywhere(tmp_path):
     assert f"{len(chosen)} chosen item(s) lie outside their gap" in md and "outside_gap" in md
     queue = [json.loads(x) for x in (d / "review_queue.jsonl").read_text().splitlines()]
     assert queue and all("outside_gap" in q["flags"] for q in queue)
+    # ... and the reviewer sees how likely it is to lie inside after all, as the report gives it
+    by_gap = {g["gap_index"]: g["inside_probability"] for g in chosen}
+    assert all(q["inside_probability"] == by_gap[q["gap_index"]] < 0.5 for q in queue)
+    rows = list(csv.DictReader(export_queue(d)[1].open()))
+    assert [float(r["inside_probability"]) for r in rows] == [q["inside_probability"] for q in queue]
     with ReviewServer(d) as srv:
         page = httpx.get(srv.url).text
         item = httpx.get(f"http://127.0.0.1:{srv.port}/item/{queue[0]['item_id']}", cookies=httpx.get(srv.url).cookies)
     assert "outside_gap" in page and "SIMULATED RUN" in page and "simulated-banner" in item.text
+    assert f'id="inside-probability">{queue[0]["inside_probability"]:.2f}<' in item.text
 
 
 def test_a_gap_whose_children_all_lie_beyond_the_range_stays_open_and_says_why(tmp_path):

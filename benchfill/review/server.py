@@ -166,6 +166,9 @@ def _item_body(e: QueueEntry, o: Outcome) -> str:
     judge = r.get("judge") or {}
     sim = r.get("simulated")
     truth = f"<li>true difficulty (simulated world): {_num(r.get('true_difficulty'))}</li>" if sim else ""
+    p_in = r.get("inside_probability")  # records written before the field have none
+    inside = ("" if p_in is None else f"<li>chance it truly lies inside its gap, by that estimate and its se: "
+              f"<span id=\"inside-probability\">{p_in:.2f}</span></li>")
     decisions = "".join(
         f"<li>{escape(d.reviewer)}: {escape(d.decision)}{(' &ndash; ' + escape(d.reason)) if d.reason else ''}"
         f" <small>{escape(d.created_at.isoformat(timespec='seconds'))}</small></li>"
@@ -184,7 +187,7 @@ def _item_body(e: QueueEntry, o: Outcome) -> str:
 </div>
 <h2>Difficulty</h2>
 <ul><li>target: z = {_num(r.get("target_z"))}</li><li>annotated: {_estimate(r.get("annotated"))}</li>
-<li>confirmed: {_estimate(r.get("confirmed"))}</li><li>ECDF position in the benchmark: {_num(r.get("ecdf_position"))}</li>{truth}</ul>
+<li>confirmed: {_estimate(r.get("confirmed"))}</li>{inside}<li>ECDF position in the benchmark: {_num(r.get("ecdf_position"))}</li>{truth}</ul>
 <h2>Probe results</h2><table><tr><th>probe</th><th>ability</th><th>correct</th></tr>{probes}</table>
 <h2>Judge</h2><p>{"valid" if judge.get("valid") else "invalid"} ({escape(str(judge.get("model", r.get("judge_model", ""))))}): {escape(str(judge.get("reason", "")))}</p>
 <h2>Decisions</h2><ul id="decisions">{decisions}</ul>
