@@ -52,6 +52,10 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         "n_items": int(z.size),
         "gaps_filled": sum(r.get("status") == "filled" for r in records),
         "gaps_outside": sum(r.get("status") == "outside_gap" for r in records),
+        # how many gaps are truly filled, expected by the chosen items' inside probabilities ("filled"
+        # counts the confirmed z inside, and overstates the truly filled ones where gaps are narrow)
+        "gaps_expected_inside": (sum(r["inside_probability"] for r in records if r.get("inside_probability") is not None)
+                                 if oracle_z is None else None),
         "placed_by": sorted({r["placed_by"] for r in placed}),
         "top_k": k,
         "top_k_sum_before": head["before"][key],

@@ -45,6 +45,7 @@ def collect(sweep) -> dict[str, Any]:
             before += [r["top_k_sum_before"] for r in reps]
             n_items, k = reps[0]["n_items"], reps[0]["top_k"]
             devs = [r["target_deviation"] for r in reps if r.get("target_deviation") is not None]
+            expected = [r.get("gaps_expected_inside") for r in reps]
             cells[s] = {
                 "runs": [r["run_id"] for r in reps],
                 "seeds": [r["seed"] for r in reps],
@@ -53,6 +54,8 @@ def collect(sweep) -> dict[str, Any]:
                 "reduction_sd": float(np.std([r["top_k_reduction"] for r in reps], ddof=1)) if len(reps) > 1 else None,
                 "target_deviation": _mean(devs) if devs and s != "oracle" else None,
                 "gaps_filled": _mean(r["gaps_filled"] for r in reps),
+                # None where a report has none (the oracle's, or written before the figure)
+                "gaps_expected_inside": None if None in expected else _mean(expected),
                 "model_calls": _mean(r["spend"].get("model_calls", 0) for r in reps),
                 "rollouts": _mean(r["spend"].get("rollouts", 0) for r in reps),
                 "simulated": any(r.get("simulated") for r in reps),

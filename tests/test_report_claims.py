@@ -190,6 +190,7 @@ def test_how_sure_filled_is_and_a_gap_narrower_than_the_confirmation(tmp_path, c
         phi = [0.5 * math.erfc(-(x - z) / se / math.sqrt(2)) for x in (g["left"], g["right"])]
         assert math.isclose(g["inside_probability"], phi[1] - phi[0])
         assert f"gap {g['gap_index']} {g['inside_probability']:.2f}" in md
+    assert rep["gaps_expected_inside"] == pytest.approx(sum(g["inside_probability"] for g in chosen))
     narrow = [g for g in chosen if g["placed_z_se"] > g["width"] / 2]
     assert narrow and "Narrower than the estimate resolves" in md
     assert all(f"gap {g['gap_index']} (half-width {g['width'] / 2:.4f}" in md for g in narrow)

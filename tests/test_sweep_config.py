@@ -71,7 +71,8 @@ def test_unknown_benchmark_fails_before_any_work(tmp_path, capsys):
 def _report(run_id: str, seed: int, before: float, after: float, dev: float | None, calls: int, rollouts: int):
     return {"run_id": run_id, "seed": seed, "n_items": 10, "top_k": 3, "top_k_sum_before": before,
             "top_k_sum_after": after, "top_k_reduction": 1 - after / before, "target_deviation": dev,
-            "gaps_filled": 3, "spend": {"model_calls": calls, "rollouts": rollouts}, "simulated": False}
+            "gaps_filled": 3, "gaps_expected_inside": None if dev is None else 2.0 + seed / 2,
+            "spend": {"model_calls": calls, "rollouts": rollouts}, "simulated": False}
 
 
 def test_table_averages_seeds_and_strategies_by_hand(tmp_path):
@@ -102,6 +103,9 @@ runs_dir = "runs"
     assert demo["strategies"]["benchfill"]["target_deviation"] == pytest.approx(0.015)
     assert demo["strategies"]["benchfill"]["model_calls"] == pytest.approx(100.5)
     assert demo["strategies"]["oracle"]["target_deviation"] is None
+    # gaps truly filled as the reports expect them: 2.0 and 2.5 over the seeds; the oracle has none
+    assert demo["strategies"]["benchfill"]["gaps_expected_inside"] == pytest.approx(2.25)
+    assert demo["strategies"]["oracle"]["gaps_expected_inside"] is None
     assert table["average_reduction"] == {"benchfill": pytest.approx(0.3), "oracle": pytest.approx(0.5)}
     md = markdown(table)
     assert "| demo | 10 | 2.0000 | 1.2000 | 40.00% ± 14.14 | 0.8000 | 60.00% ± 0.00 | 0.0150 | 100.5 / 1500 |" in md
