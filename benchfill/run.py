@@ -247,9 +247,14 @@ def narrow_gaps(gaps, confirm_se: float) -> list[str]:
         half = gap.width / 2
         if half < confirm_se:
             want = half / 2
+            # At an end of the axis a miss is worse than no fill: an item truly beyond the hardest (easiest)
+            # item opens a new gap there, which can raise the top-k sum (the whole of CRUXEval-output).
+            end = "hardest" if gap.right >= 1.0 else "easiest" if gap.left <= 0.0 else ""
             out.append(f"gap {g}: half-width {half:.4f} z is below the confirmation's z se ({confirm_se:g}): whether "
-                       f"its item lies inside will be near chance; --confirm-se {want:.2g} (and a --confirm-cap to match) "
-                       f"would resolve it, at about {(confirm_se / want) ** 2:.0f}x the confirming rollouts")
+                       f"its item lies inside will be near chance"
+                       + (f", and one truly beyond the benchmark's {end} item opens a new gap there" if end else "")
+                       + f"; --confirm-se {want:.2g} (and a --confirm-cap to match) would resolve it, at about "
+                       f"{(confirm_se / want) ** 2:.0f}x the confirming rollouts")
     return out
 
 

@@ -195,6 +195,13 @@ def test_how_sure_filled_is_and_a_gap_narrower_than_the_confirmation(tmp_path, c
     assert narrow and "Narrower than the estimate resolves" in md
     assert all(f"gap {g['gap_index']} (half-width {g['width'] / 2:.4f}" in md for g in narrow)
     # at the default precision the demo's gaps are wide enough: nothing to warn of
-    assert narrow_gaps([type("G", (), {"width": 0.14})()], 0.02) == []
-    (line,) = narrow_gaps([type("G", (), {"width": 0.02})()], 0.02)  # half-width 0.01: se 0.005, 16x
+    def gap(left, right):
+        return type("G", (), {"left": left, "right": right, "width": right - left})()
+
+    assert narrow_gaps([gap(0.3, 0.44)], 0.02) == []
+    (line,) = narrow_gaps([gap(0.5, 0.52)], 0.02)  # half-width 0.01: se 0.005, 16x
     assert line.startswith("gap 0: half-width 0.0100 z") and "--confirm-se 0.005" in line and "16x" in line
+    assert "beyond" not in line
+    top, bottom = narrow_gaps([gap(0.985, 1.0), gap(0.0, 0.015)], 0.02)  # the ends of the axis
+    assert "beyond the benchmark's hardest item" in top and top.startswith("gap 0:")
+    assert "beyond the benchmark's easiest item" in bottom and bottom.startswith("gap 1:")
