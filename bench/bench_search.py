@@ -194,8 +194,8 @@ ABILITY_BLIND = False
 # ends the search before its runners-up are confirmed (SearchSettings.accept_within); None: the default.
 ACCEPT_WITHIN = None
 
-# ``--parents R``, ``--children C``: what-ifs on the round's shape (SearchSettings.parents and .children, the
-# paper's R and C); None: the search's defaults (4 and 4).
+# ``--parents R``, ``--children C``, ``--first-parents R1``: what-ifs on the round's shape (SearchSettings.parents,
+# .children and .first_parents; the paper's R and C), as keyword arguments; empty: the search's defaults.
 SHAPE: dict = {}
 
 

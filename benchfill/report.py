@@ -343,13 +343,13 @@ def _markdown(rep: dict[str, Any]) -> str:
 def _inside_lines(rep: dict[str, Any]) -> list[str]:
     """How sure "filled" is: each chosen item's chance of lying truly inside its gap, by its placed z and
     se; and, by name, the gaps narrower than that se, where "filled" or "outside" is near chance."""
-    chosen = [r for r in rep["gaps"] if r.get("inside_probability") is not None and r.get("placed_by") != "oracle"]
+    chosen = [r for r in rep["gaps"] if r.get("inside_probability") is not None]  # the oracle's have none
     if not chosen:
         return []
     lines = [f"By each chosen item's {'/'.join(sorted({r['placed_by'] for r in chosen}))} z and its se, the chance "
              "that it truly lies inside its gap: " + ", ".join(
                  f"gap {r['gap_index']} {r['inside_probability']:.2f}" for r in chosen)
-             + f" (expected {sum(r['inside_probability'] for r in chosen):.1f} of {len(rep['gaps'])} gaps)."]
+             + f" (expected {rep['gaps_expected_inside']:.1f} of {len(rep['gaps'])} gaps)."]
     narrow = [r for r in chosen if r["width"] / 2 < r["placed_z_se"]]
     if narrow:
         lines.append("**Narrower than the estimate resolves**: " + "; ".join(

@@ -255,7 +255,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     # estimate's z se, so an item confirmed inside lies there little more often than one confirmed outside.
     from benchfill.run import RunOptions
 
-    se = RunOptions.__dataclass_fields__["confirm_se"].default
+    se = RunOptions.confirm_se  # the run's default
     report.notes["narrower_than_confirmation"] = {
         "confirm_se": se, "gaps": [i for i, g in enumerate(report.gaps, start=1) if g.width / 2 < se]}
     if args.plot:
