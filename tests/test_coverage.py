@@ -175,3 +175,49 @@ def test_empty_and_bad_input_raise_user_errors():
     with pytest.raises(BenchfillError):
         top_k_gap_sum(Z, 0)
     assert isinstance(parse_target(None), Target)
+
+
+def test_one_more_item_gives_the_top_k_sum_that_inserting_it_does():
+    # the vectorized single insertion against the direct sum, ties, end points and out-of-range items included
+    from benchfill.coverage import top_k_with_one
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        z = rng.uniform(-0.1, 1.1, size=int(rng.integers(1, 30)))
+        if rng.random() < 0.3:
+            z = np.round(z, 1)  # ties, and items exactly at 0 and 1
+        k = int(rng.integers(1, 6))
+        xs = np.concatenate([rng.uniform(-0.5, 1.5, 40), z[:5], [0.0, 1.0]])
+        direct = [top_k_gap_sum(np.append(z, x), k) for x in xs]
+        assert top_k_with_one(z, xs, k) == pytest.approx(direct, abs=1e-12)
+
+
+def test_expected_top_k_change_worked_by_hand():
+    from math import sqrt
+
+    from scipy.stats import norm
+
+    from benchfill.coverage import expected_top_k_change
+
+    # Items at 0 and 1, k = 1 (the sum is 1); a new item x ~ N(1, 0.1^2). Below 1 it splits the gap and the
+    # largest piece is x; above 1 it opens a gap x - 1 < 1. E = 0.5 (1 - 0.1 sqrt(2/pi)) + 0.5.
+    assert expected_top_k_change([0, 1], 1.0, 0.1, 1) == pytest.approx(-0.05 * sqrt(2 / np.pi), abs=1e-6)
+    # Items at 0, 0.9, 0.95, 1, k = 2 (spacings 0.9, 0.05, 0.05: the sum is 0.95); x ~ N(1, 0.1^2).
+    # Beyond 1.05 the new gap x - 1 displaces a 0.05: + E[(x - 1.05)+]. Below 0.9 it splits the 0.9 gap
+    # into x and 0.9 - x: - min(0.05, 0.9 - x). Between, it splits a 0.05 gap and changes nothing.
+    s = 0.1
+
+    def call(strike):  # E[(x - strike)+]
+        d = (1.0 - strike) / s
+        return (1.0 - strike) * norm.cdf(d) + s * norm.pdf(d)
+
+    def put(strike):  # E[(strike - x)+]
+        d = (strike - 1.0) / s
+        return (strike - 1.0) * norm.cdf(d) + s * norm.pdf(d)
+
+    by_hand = call(1.05) - (put(0.9) - put(0.85))
+    assert by_hand == pytest.approx(0.01438, abs=1e-5)  # more harm beyond the end than good below it
+    assert expected_top_k_change([0, 0.9, 0.95, 1], 1.0, s, 2) == pytest.approx(by_hand, abs=1e-6)
+    # se 0: the item exactly there. At 0.45 the 0.9 gap becomes two of 0.45 (sum 0.9); at 1.2 a 0.2 gap opens.
+    assert expected_top_k_change([0, 0.9, 0.95, 1], 0.45, 0.0, 2) == pytest.approx(-0.05)
+    assert expected_top_k_change([0, 0.9, 0.95, 1], 1.2, 0.0, 2) == pytest.approx(0.15)
