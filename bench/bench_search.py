@@ -198,6 +198,10 @@ ACCEPT_WITHIN = None
 # .children and .first_parents; the paper's R and C), as keyword arguments; empty: the search's defaults.
 SHAPE: dict = {}
 
+# ``--take-widening``: what-if: take a confirmed child even where it would widen the top-k gap sum in
+# expectation (GapSearch.top_k 0), as before that check.
+WIDENS = True
+
 
 # ``--panel NxK``: the probe panel, N probes answering K times each (the benchmark phase and the fixed protocol).
 PANEL = (12, 8)
@@ -270,7 +274,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         settings = SearchSettings(rounds=rounds, steering=label in ("benchfill", "benchfill/prescreen"),
                                   selection="closest" if label in ("benchfill/paper", "baseline") else "posterior",
                                   **SHAPE, **({} if ACCEPT_WITHIN is None else {"accept_within": ACCEPT_WITHIN}))
-        gs = [GapSearch(g, gap.left, gap.right, items, z_of, screen if label == "benchfill/prescreen" else None)
+        gs = [GapSearch(g, gap.left, gap.right, items, z_of, screen if label == "benchfill/prescreen" else None,
+                        top_k=K if WIDENS else 0)
               for g, gap in enumerate(gaps)]
         async def confirm(c, band=None, resume=None):
             return await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}", c.annotation.difficulty,
@@ -356,13 +361,13 @@ _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -616,6 +621,9 @@ def main() -> None:
                     help="what-if: children per parent and round (default: the search's, 4, the paper's C)")
     ap.add_argument("--first-parents", type=int, metavar="R1",
                     help="what-if: parents in the first round only (default: as later rounds)")
+    ap.add_argument("--take-widening", action="store_true",
+                    help="what-if: take a confirmed child even where, by its confirmed z and se, it would widen the "
+                         "top-3 gap sum in expectation (lying beyond an end of the axis), as before that check")
     ap.add_argument("--ability-blind", action="store_true",
                     help="what-if: the annotator takes every probe's ability as exact (as before it knew "
                          "their standard errors), to show what knowing them buys")
@@ -630,13 +638,14 @@ def main() -> None:
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS
     from benchfill.search.annotate import AdaptiveSettings, ConfirmSettings
 
     PANEL = args.panel
     if args.jobs < 1:
         ap.error(f"--jobs: expected a positive number of processes, got {args.jobs}")
     ABILITY_BLIND = args.ability_blind
+    WIDENS = not args.take_widening
     if args.accept_within is not None and not 0 < args.accept_within <= 1:
         ap.error(f"--accept-within: expected a share of the half-width in (0, 1], got {args.accept_within}")
     ACCEPT_WITHIN = args.accept_within

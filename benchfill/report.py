@@ -64,6 +64,8 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         "max_gap_after": head["after"]["max_gap"],
         "top_k_reduction": head["reduction"],
         "after_interval": head.get("after_interval"),
+        # the top-k reduction averaged over the chosen items' error (None where every se is 0)
+        "top_k_reduction_expected": head.get("reduction_expected"),
         "interval_level": head.get("interval_level"),
         "top_k_sum_after_annotated": ann["after"][key],
         "max_gap_after_annotated": ann["after"]["max_gap"],
@@ -116,7 +118,9 @@ def _gap_record(r, fit) -> dict[str, Any]:
                                 "inside": r.left < ch.confirmation.z < r.right, "rollouts": ch.confirmation.rollouts,
                                 # stopped as soon as its answers ruled out the gap (or beating the one confirmed
                                 # nearer the target): a coarse figure, which a chosen child never keeps
-                                "cut_short": ch.confirmation.stop == "outside"}
+                                "cut_short": ch.confirmation.stop == "outside",
+                                # set aside: by its z and se it would widen the top-k gap sum in expectation
+                                "widens": "widens_coverage" in ch.flags}
                                for ch in r.children if ch.confirmation is not None],
     }
     if c is None:
@@ -163,7 +167,8 @@ def _memory_summary(results, backend: dict) -> dict[str, Any] | None:
 
 def _confirmed_note(c: dict[str, Any]) -> str:
     """What the report says beside a confirmed child's z: outside the gap, cut short at N rollouts, both, or nothing."""
-    notes = ([] if c["inside"] else ["outside"]) + ([f"cut short at {c['rollouts']} rollouts"] if c.get("cut_short") else [])
+    notes = (([] if c["inside"] else ["outside"]) + ([f"cut short at {c['rollouts']} rollouts"] if c.get("cut_short") else [])
+             + (["would widen the coverage in expectation"] if c.get("widens") else []))
     return f" ({'; '.join(notes)})" if notes else ""
 
 
@@ -278,6 +283,10 @@ def _markdown(rep: dict[str, Any]) -> str:
         + (f"; **{rep['gaps_outside']} chosen item(s) lie outside their gap** (flag `outside_gap`)."
            if rep.get("gaps_outside") else "."),
     ]
+    if rep.get("top_k_reduction_expected") is not None:
+        lines.append(f"Averaged over the chosen items' error (the interval's draws), the top-{k} reduction is "
+                     f"{100 * rep['top_k_reduction_expected']:.1f}% (each item's true z may lie elsewhere in its gap or outside "
+                     "it, and one truly beyond the easiest or hardest item opens a new gap).")
     lines += _inside_lines(rep)
     if abs(rep["top_k_sum_after_annotated"] - rep["top_k_sum_after"]) > 1e-12:
         lines.append(f"By the annotated difficulties, which the selection favours: top-{k} sum "
@@ -302,9 +311,13 @@ def _markdown(rep: dict[str, Any]) -> str:
     steer_lines = []
     for r in rep["gaps"]:
         if r.get("chosen_id") is None and rep["strategy"] != "oracle":
-            # valid children but none chosen: none was placed on the benchmark's range (search/selection.in_range)
-            why = (f"none placed on the range [0, 1] (of {r['valid_children']} valid)"
-                   if r.get("valid_children") else "no valid child")
+            # valid children but none chosen: none was placed on the benchmark's range (search/selection.in_range),
+            # or those confirmed there would widen the coverage in expectation (GapSearch.widens)
+            widening = sum(bool(c.get("widens")) for c in r.get("confirmed_children") or [])
+            why = ("no valid child" if not r.get("valid_children") else
+                   f"none taken: {widening} confirmed but likely beyond the end of the axis, where it would widen "
+                   f"the top-{k} gap sum in expectation (of {r['valid_children']} valid)" if widening else
+                   f"none placed on the range [0, 1] (of {r['valid_children']} valid)")
             lines.append(f"| {r['gap_index']} | {r['target_z']:.4f} | {why} | | | | "
                          f"{_rounds(r)} | {r['spend']['rollouts']} | {r['spend']['model_calls']} | |")
             continue

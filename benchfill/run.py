@@ -252,7 +252,8 @@ def narrow_gaps(gaps, confirm_se: float) -> list[str]:
             end = "hardest" if gap.right >= 1.0 else "easiest" if gap.left <= 0.0 else ""
             out.append(f"gap {g}: half-width {half:.4f} z is below the confirmation's z se ({confirm_se:g}): whether "
                        f"its item lies inside will be near chance"
-                       + (f", and one truly beyond the benchmark's {end} item opens a new gap there" if end else "")
+                       + (f", and one truly beyond the benchmark's {end} item opens a new gap there (a child "
+                          "likely to lie beyond it is set aside, so the gap may stay open)" if end else "")
                        + f"; --confirm-se {want:.2g} (and a --confirm-cap to match) would resolve it, at about "
                        f"{(confirm_se / want) ** 2:.0f}x the confirming rollouts")
     return out

@@ -214,3 +214,44 @@ def test_a_rejection_by_a_run_that_reused_the_item_counts_too(store):
         s.add(ReviewDecision(run_id="r2", item_id=foreign_id("good", "r1"), reviewer="cy", decision="reject"))
     assert mem.reusable(0.45, 0.55) is None
     assert not {f.row.item_id: f for f in mem.nearest(0.5, 8)}["good"].parent_ok
+
+
+def test_a_reusable_child_that_would_widen_the_coverage_at_an_end_gap_is_searched_past(tmp_path, monkeypatch):
+    # The engine reuses an earlier run's child confirmed inside a gap, but not one that, at an end of a dense
+    # benchmark's axis, likely lies beyond the hardest item: the search's own children would not be taken
+    # there either (GapSearch.widens). The search is replaced by a marker; the store is a real SQLite.
+    import asyncio
+    from types import SimpleNamespace
+
+    from benchfill.engine import backend as engine
+    from benchfill.search import GapResult, Spend
+
+    zs = [round(v / 200, 6) for v in range(201) if v / 200 < 0.986 or v / 200 > 0.999]  # top end gap [0.985, 1]
+    z_of = {f"q{i:03d}": v for i, v in enumerate(zs)}
+    searched = []
+
+    async def search(gs, *args, **kwargs):
+        searched.append(gs.gap_index)
+        return GapResult(gs.gap_index, gs.left, gs.right, gs.target_z, "benchfill", [], None, 0, Spend())
+
+    monkeypatch.setattr(engine, "benchfill_search", search)
+    b = object.__new__(engine.Backend)
+    b.opts = SimpleNamespace(gaps=3, rounds=2, parents=2, children=2, references=8, tolerance=0.01, steering="on",
+                             selection="posterior", strategy="benchfill", seed=0, confirm=True)
+    b.store, b.prescreen, b.shared, b.services, b.annotator = Store(f"sqlite:///{tmp_path / 's.db'}", run_id="r2"), None, None, None, None
+    b.bench = SimpleNamespace(spec=SimpleNamespace(text_field="problem"))
+    dup = SimpleNamespace(check=lambda text: None)
+    gap = SimpleNamespace(left=0.985, right=1.0)
+
+    def reuse(g, placed_se):
+        c = _child("old", 0.9925, confirmed=0.9925)
+        c.confirmation.z_se = placed_se
+        c.flags.append("reused")
+        b.memory_plan = {"gaps": {str(g): {"left": 0.985, "right": 1.0, "entries": [], "items": {},
+                                           "reuse": {"child": child_to_dict(c), "from": {"run_id": "r1"}}}}}
+        return asyncio.run(b.search_gap(g, gap, {}, z_of, dup, lambda msg: None))
+
+    precise = reuse(0, 0.002)  # measured precisely enough to lie inside: reused, no search
+    assert precise.chosen is not None and precise.chosen.item_id == "old" and searched == []
+    coarse = reuse(1, 0.015)  # a third of the time beyond the hardest item: searched instead
+    assert coarse.chosen is None and searched == [1]

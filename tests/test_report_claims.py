@@ -65,6 +65,33 @@ def test_a_gap_whose_children_all_lie_beyond_the_range_stays_open_and_says_why(t
     assert f"none placed on the range [0, 1] (of {g['valid_children']} valid)" in md
     assert rep["top_k_sum_after"] == pytest.approx(rep["top_k_sum_before"]) and rep["top_k_reduction"] == 0  # nothing inserted
     assert (d / "review_queue.jsonl").read_text().strip() == ""
+    # Confirmed beyond the range, they are not the ones the widening check set aside (that flag is for a
+    # child on the range, tests/test_search_loop.py) ...
+    assert g["confirmed_children"] and not any(c["widens"] for c in g["confirmed_children"])
+    # ... and where the check did set one aside, the report names it as the reason the gap stayed open.
+    from benchfill.report import _markdown
+
+    g["confirmed_children"][0].update(z=0.999, inside=True, widens=True)
+    md = _markdown(rep)
+    assert (f"none taken: 1 confirmed but likely beyond the end of the axis, where it would widen the top-1 gap "
+            f"sum in expectation (of {g['valid_children']} valid)") in md
+    assert "would widen the coverage in expectation" in md
+
+
+def test_the_expected_after_figures_average_over_the_new_items_error_worked_by_hand():
+    from math import pi, sqrt
+
+    from benchfill.measure.before_after import DRAWS, before_after
+
+    # Items at 0 and 1 (the top-1 sum is 1); a new item at 0.5 with se 0.1 leaves max(x, 1 - x), whose mean
+    # is 0.5 + E|x - 0.5| = 0.5 + 0.1 sqrt(2/pi); its sd is 0.1 sqrt(1 - 2/pi), so DRAWS draws pin it to
+    # well within 4 of their standard errors. The point figure (the item exactly at 0.5) is 0.5.
+    out = before_after([0.0, 1.0], [0.5], [0.1], 1, seed=3)
+    want, mc = 0.5 + 0.1 * sqrt(2 / pi), 0.1 * sqrt(1 - 2 / pi) / sqrt(DRAWS)
+    assert out["after"]["top1_gap_sum"] == 0.5 and out["reduction"] == 0.5
+    assert abs(out["after_expected"]["top1_gap_sum"] - want) < 4 * mc
+    assert out["reduction_expected"] == pytest.approx(1 - out["after_expected"]["top1_gap_sum"])
+    assert "after_expected" not in before_after([0.0, 1.0], [0.5], [0.0], 1)  # no error, no average
 
 
 def test_after_figures_are_the_confirmed_ones_with_an_interval(tmp_path):
@@ -86,6 +113,12 @@ def test_after_figures_are_the_confirmed_ones_with_an_interval(tmp_path):
     lo, hi = rep["after_interval"]["top2_gap_sum"]
     assert lo <= rep["top_k_sum_after"] <= hi + 1e-12 and lo < hi
     assert "90% interval" in md and "confirmed" in md
+    # ... and the reduction averaged over the same draws, beside the point figure
+    from benchfill.measure.before_after import before_after
+
+    ses = [g["placed_z_se"] for g in rep["gaps"] if g["chosen_id"]]
+    assert rep["top_k_reduction_expected"] == before_after(z, placed, ses, 2, seed=opts.seed)["reduction_expected"]
+    assert f"the top-2 reduction is {100 * rep['top_k_reduction_expected']:.1f}%" in md
     # A gap counts as filled exactly when its chosen item's confirmed z lies inside it.
     for g in rep["gaps"]:
         if g["chosen_id"]:
@@ -204,4 +237,5 @@ def test_how_sure_filled_is_and_a_gap_narrower_than_the_confirmation(tmp_path, c
     assert "beyond" not in line
     top, bottom = narrow_gaps([gap(0.985, 1.0), gap(0.0, 0.015)], 0.02)  # the ends of the axis
     assert "beyond the benchmark's hardest item" in top and top.startswith("gap 0:")
+    assert "is set aside, so the gap may stay open" in top
     assert "beyond the benchmark's easiest item" in bottom and bottom.startswith("gap 1:")

@@ -232,6 +232,38 @@ def test_the_fallback_choice_never_takes_a_child_beyond_the_benchmark_range():
     assert _final([beyond, below, inside], gap, select_closest) is inside
 
 
+def test_a_child_confirmed_in_an_end_gap_but_likely_beyond_the_end_is_not_taken():
+    # A dense benchmark (every 0.005) whose top end gap [0.985, 1] is 0.0075 wide either side of its target:
+    # a child confirmed on the target with a placement se of 0.015 lies beyond the hardest item about a
+    # third of the time, where it opens a gap wider than the top-3's others; in expectation it widens
+    # the top-3 sum. One confirmed nearer the inner side does not, and is taken instead.
+    from benchfill.coverage import expected_top_k_change
+    from benchfill.search.annotate import Annotation
+    from benchfill.search.loop import Child, _final
+    from benchfill.search.selection import select_closest
+
+    zs = [v for v in np.round(np.linspace(0, 1, 201), 6) if v < 0.986 or v > 0.999]
+    z = {f"q{i}": float(v) for i, v in enumerate(zs)}
+
+    def child(cid, confirmed):
+        c = Child(cid, "q0", "q0", 1, {"id": cid}, Verdict(True, "ok", "judge"), Annotation(0.0, 0.1, confirmed, 0.02, 8))
+        c.confirmation = Annotation(0.0, 0.1, confirmed, 0.015, 200)
+        return c
+
+    edge, inward = child("a-edge", 0.9925), child("b-inward", 0.988)
+    assert expected_top_k_change(zs, 0.9925, 0.015, 3) > 0 > expected_top_k_change(zs, 0.988, 0.015, 3)
+    gap = GapSearch(0, 0.985, 1.0, {}, z, top_k=3)
+    assert gap.widens(edge) and not gap.widens(inward)
+    assert _final([edge, inward], gap, select_closest) is inward
+    assert _final([edge], gap, select_closest) is None  # nor as the fallback: the gap stays open
+    # Without the check (top_k 0) the child on the target is taken, as before it.
+    assert _final([edge, inward], GapSearch(0, 0.985, 1.0, {}, z, top_k=0), select_closest) is edge
+    # A precise confirmation of the same z is not expected to widen it.
+    precise = child("c-precise", 0.9925)
+    precise.confirmation = Annotation(0.0, 0.1, 0.9925, 0.002, 2000)
+    assert not gap.widens(precise) and _final([edge, precise], gap, select_closest) is precise
+
+
 def test_the_search_confirms_its_fallback_pick_and_sets_aside_one_confirmed_beyond_the_range():
     from benchfill.search.annotate import Annotation
     from benchfill.search.loop import Child, _confirmed_final
@@ -351,3 +383,37 @@ def test_a_candidate_confirmed_in_the_outer_half_of_the_gap_has_its_runners_up_c
     truth["a"] = 0.72
     kids = children()
     assert settle(kids) == (False, ["a"], 64)
+
+
+def test_the_search_sets_aside_children_that_would_widen_the_coverage_and_flags_them():
+    # A benchmark every 0.005 z but for its top end gap [0.985, 1]; every confirmation places a child at its
+    # true z with a placement se of 0.015, wider than that gap's half-width. Children confirmed near the
+    # target then likely lie beyond the hardest item: they are set aside, flagged, and never chosen.
+    from benchfill.search.annotate import Annotation
+    from benchfill.search.loop import _inside
+
+    zs = [float(v) for v in np.round(np.linspace(0, 1, 201), 6) if v < 0.986 or v > 0.999]
+    ids = [f"q{i:03d}" for i in range(len(zs))]
+    world = ToyWorld({i: B_MIN + z * (B_MAX - B_MIN) for i, z in zip(ids, zs, strict=True)}, sigma=0.05, invalid=0.0)
+    items = {i: {"id": i, "problem": f"question {i}", "answer": "1"} for i in ids}
+    probes = [Probe(n, float(a), 16) for n, a in PROBES.items()]
+
+    async def confirm(c, band=None, resume=None):
+        z = _true_z(world, c.item_id)
+        return Annotation(B_MIN + z * (B_MAX - B_MIN), 0.09, z, 0.015, 100, stop="precise")
+
+    def search(top_k):
+        world.b = {i: B_MIN + z * (B_MAX - B_MIN) for i, z in zip(ids, zs, strict=True)}
+        ann = Annotator(world, probes, chance=0.0, b_min=B_MIN, b_max=B_MAX, protocol="adaptive")
+        gap = GapSearch(0, 0.985, 1.0, items, dict(zip(ids, zs, strict=True)), top_k=top_k)
+        return gap, asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=3), seed=2, confirm=confirm))
+
+    gap, res = search(3)
+    flagged = [c for c in res.children if "widens_coverage" in c.flags]
+    assert flagged and all(gap.widens(c) and c is not res.chosen for c in flagged)
+    assert res.chosen is None or not gap.widens(res.chosen)
+    assert not any(_inside(c, gap) for c in flagged)  # none of them counts as having filled the gap
+    # Without the check, the same search takes a child that widens it.
+    gap0, res0 = search(0)
+    assert not any("widens_coverage" in c.flags for c in res0.children)
+    assert res0.chosen is not None and gap.widens(res0.chosen)

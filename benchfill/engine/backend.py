@@ -207,15 +207,20 @@ class Backend:
                         self.prescreen.screen(c, g, gap.left, gap.right)
             return done
         plan = gap_plan(self.memory_plan, g, gap.left, gap.right)
+        gs = GapSearch(g, gap.left, gap.right, {**items, **(plan["items"] if plan else {})}, z_of, self.prescreen,
+                       seed_entries(plan) if plan else None, top_k=o.gaps)
         if plan is not None and plan["reuse"] is not None:  # an earlier run's child fits: no rewrite paid for
             res = reuse_result(plan, g, gap.left, gap.right)
-            record_child(self.store, g, res.chosen, res.target_z)
-            show(f"gap {g}: reused {res.chosen.item_id} (confirmed z {res.placed[0]:.4f})")
-            return res
+            # ... unless, at an end of the axis, it would widen the coverage in expectation, as the search's own
+            # children would not be taken there either
+            if not gs.widens(res.chosen):
+                record_child(self.store, g, res.chosen, res.target_z)
+                show(f"gap {g}: reused {res.chosen.item_id} (confirmed z {res.placed[0]:.4f})")
+                return res
+            show(f"gap {g}: {res.chosen.item_id} of an earlier run lies inside but would likely widen the "
+                 f"coverage at this end of the axis; searching instead")
         settings = SearchSettings(rounds=o.rounds, parents=o.parents, children=o.children, references=o.references,
                                   tolerance=o.tolerance, steering=o.steering == "on", selection=o.selection)
-        gs = GapSearch(g, gap.left, gap.right, {**items, **(plan["items"] if plan else {})}, z_of, self.prescreen,
-                       seed_entries(plan) if plan else None)
         text_field = self.bench.spec.text_field
 
         def check(child: Child) -> None:

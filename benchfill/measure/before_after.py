@@ -25,7 +25,10 @@ def figures(z: Sequence[float], k: int) -> dict[str, float]:
 
 def before_after(z_before: Sequence[float], new_z: Sequence[float], new_se: Sequence[float] | None, k: int,
                  seed: int = 0, level: float = 0.9) -> dict[str, Any]:
-    """{"before": figures, "after": figures, "after_interval": {name: [lo, hi]}, "reduction": ...}."""
+    """{"before": figures, "after": figures, "after_interval": {name: [lo, hi]}, "after_expected": figures,
+    "reduction": ..., "reduction_expected": ...}. The expected figures average the after-figures over the
+    new items' error: an item near an end of the axis may truly lie beyond it and open a new gap, which
+    the point figure at its estimate does not show."""
     base = np.asarray(z_before, dtype=float)
     new = np.asarray(new_z, dtype=float)
     before = figures(base, k)
@@ -44,4 +47,6 @@ def before_after(z_before: Sequence[float], new_z: Sequence[float], new_se: Sequ
         q = [(1 - level) / 2, (1 + level) / 2]
         out["after_interval"] = {name: [float(x) for x in np.quantile(v, q)] for name, v in sims.items()}
         out["interval_level"] = level
+        out["after_expected"] = {name: float(np.mean(v)) for name, v in sims.items()}
+        out["reduction_expected"] = (1 - out["after_expected"][key] / before[key]) if before[key] > 0 else 0.0
     return out

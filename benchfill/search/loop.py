@@ -19,8 +19,12 @@ import asyncio
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+import numpy as np
+
+from benchfill.coverage import expected_top_k_change
 from benchfill.search.annotate import Annotation, Annotator
 from benchfill.search.memory import Memory, MemoryEntry, may_parent
 from benchfill.search.prescreen import PreScreen
@@ -110,10 +114,37 @@ class GapSearch:
     # gaps', runs' and releases' children around this gap); their fields must be in ``items``.
     # None: the ``memory_size`` benchmark items nearest the target (line 4).
     memory: list[MemoryEntry] | None = None
+    # The k of the top-k gap sum the run is scored by: a confirmed child that would raise it in
+    # expectation (``widens``) is never taken. 0: no such check.
+    top_k: int = 5
 
     @property
     def target_z(self) -> float:
         return (self.left + self.right) / 2
+
+    @cached_property
+    def _axis(self) -> np.ndarray:
+        return np.fromiter(self.z.values(), dtype=float, count=len(self.z))
+
+    def widens(self, c: Child) -> bool:
+        """Would the benchmark's top-k gap sum grow, in expectation, with ``c`` at its confirmed z (that
+        estimate's placement se)? Only a chance of lying beyond the easiest or hardest item can make it:
+        there the item opens a new gap. At an end gap narrower than the se (the whole of CRUXEval-output:
+        0.0075 z either side of the target, a se of 0.011-0.017) an item confirmed inside it lies beyond
+        the end about a third of the time; taking it did more harm than good (docs/sim-rewriter.md)."""
+        a = c.confirmation
+        # A confirmation cut short is coarse (its se wide): not judged until completed, if it ever is.
+        if a is None or a.stop == "outside" or self.top_k < 1 or not self.z:
+            return False
+        key = (c.item_id, a.z, a.placement_z_se)
+        if key not in self._widening:
+            se = a.placement_z_se
+            self._widening[key] = expected_top_k_change(self._axis, a.z, se if se == se else 0.0, self.top_k) > 1e-12
+        return self._widening[key]
+
+    @cached_property
+    def _widening(self) -> dict:
+        return {}
 
 
 @dataclass
@@ -270,6 +301,9 @@ async def benchfill_search(
     else:
         await _confirm_runners_up(children, gap, choose, confirm, spend, memory, settings.confirmations)
         chosen = await _confirmed_final(children, gap, choose, confirm, spend, memory, settings.confirmations)
+    for c in in_range(children):  # on the range, yet set aside for widening the coverage: the report says so
+        if c is not chosen and gap.widens(c) and "widens_coverage" not in c.flags:
+            c.flags.append("widens_coverage")
     return GapResult(
         gap.gap_index, gap.left, gap.right, target, "benchfill", children, chosen,
         rounds_used, spend, memory.to_json(), stop, {**response.summary(), "steered": settings.steering},
@@ -330,7 +364,13 @@ Confirm = Callable[..., Awaitable[Annotation]]
 
 
 def _inside(c: Child, gap: GapSearch) -> bool:
-    return c.confirmation is not None and gap.left < c.confirmation.z < gap.right
+    """Confirmed inside the gap, and not expected to widen the coverage (``GapSearch.widens``)."""
+    return c.confirmation is not None and gap.left < c.confirmation.z < gap.right and not gap.widens(c)
+
+
+def _usable(children: list[Child], gap: GapSearch) -> list[Child]:
+    """The fallback's candidates: on the benchmark's range, and none confirmed to widen the coverage."""
+    return [c for c in in_range(children) if not gap.widens(c)]
 
 
 async def _confirmed_inside(c: Child, gap: GapSearch, confirm: Confirm, spend: Spend, memory: Memory,
@@ -402,7 +442,7 @@ def _final(children: list[Child], gap: GapSearch, choose) -> Child | None:
     """The chosen child: the best of those confirmed inside the gap, if any; else the best of those on
     the benchmark's range (``selection.in_range``); else none."""
     inside = [c for c in children if _inside(c, gap)]
-    return choose(inside or in_range(children), gap.target_z)
+    return choose(inside or _usable(children, gap), gap.target_z)
 
 
 async def _confirmed_final(children: list[Child], gap: GapSearch, choose, confirm: Confirm, spend: Spend,
@@ -424,7 +464,7 @@ async def _confirmed_final(children: list[Child], gap: GapSearch, choose, confir
             await _confirmed_inside(chosen, gap, confirm, spend, memory)
         chosen = _final(children, gap, choose)
     if chosen is not None and chosen.confirmation is None:
-        chosen = choose([c for c in in_range(children) if c.confirmation is not None], gap.target_z)
+        chosen = choose([c for c in _usable(children, gap) if c.confirmation is not None], gap.target_z)
         if _cut_short(chosen):
             await _completed(chosen, confirm, spend, memory)
     return chosen
