@@ -49,7 +49,7 @@ async def screen_seed(bench, seed: int, rounds: int, slip: float | None) -> list
         return await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}", c.annotation.difficulty,
                                  band=band, resume=resume)
 
-    gs = [GapSearch(g, gap.left, gap.right, sim.items, sim.z_of)
+    gs = [GapSearch(g, gap.left, gap.right, sim.items, sim.z_of, top_k=K)
           for g, gap in enumerate(coverage.gaps(z, k=K, item_ids=ids))]
     res = await asyncio.gather(*(benchfill_search(s, services, ann, SearchSettings(rounds=rounds), seed=seed,
                                                   confirm=confirm) for s in gs))
