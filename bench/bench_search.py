@@ -147,6 +147,10 @@ class Outcome:
     # (GapResult.inside_probability, as the report gives it), summed over the gaps: beside ``filled``
     # (truly inside), it shows whether that chance is honest.
     p_inside: float = 0.0
+    # Children on the range set aside because they would widen the top-3 sum in expectation (GapSearch.widens),
+    # and gaps left open with such a child among their confirmed ones.
+    widening: int = 0
+    open_for_widening: int = 0
 
 
 @dataclass
@@ -336,7 +340,9 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              sum(c.confirmation.rollouts for _, c in confirmed),
                              sum(r.left < truth(c) < r.right for r, c in outside),
                              float(np.mean([(r.right - r.left) / 2 for r in res])),
-                             sum(r.inside_probability or 0.0 for r in res))
+                             sum(r.inside_probability or 0.0 for r in res),
+                             sum("widens_coverage" in c.flags for r in res for c in r.children),
+                             sum(r.chosen is None and any("widens_coverage" in c.flags for c in r.children) for r in res))
     r = red(oracle_fill(z, K))
     out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
@@ -556,8 +562,9 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
               f"{sum(o.filled for o in outs):>8d} of {K * len(outs)}")
     print("\nConfirmations (benchfill): per gap, children confirmed, of them confirmed outside their gap, confirmations "
           "cut short (their answers ruled out the gap, or beating a child confirmed nearer the target); the share of all "
-          "rollouts spent confirming, annotation rollouts per gap; and of all children confirmed outside their gap, those "
-          "whose true z lay inside it:")
+          "rollouts spent confirming, annotation rollouts per gap; of all children confirmed outside their gap, those "
+          "whose true z lay inside it; and children set aside because they would widen the top-3 sum in expectation "
+          "(GapSearch.widens), with the gaps left open for it:")
     for label in dict.fromkeys(c.label for c in cells):
         outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
         gaps = K * len(outs)
@@ -565,7 +572,8 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
               f"{sum(o.cut_short for o in outs) / gaps:>8.2f}"
               f"{sum(o.confirm_rollouts for o in outs) / max(sum(o.rollouts for o in outs), 1):>8.2f}"
               f"{sum(o.rollouts - o.confirm_rollouts for o in outs) / gaps:>8.0f}"
-              f"{sum(o.outside_truly_inside for o in outs):>6} of {sum(o.confirmed_outside for o in outs)}")
+              f"{sum(o.outside_truly_inside for o in outs):>6} of {sum(o.confirmed_outside for o in outs)}"
+              f"{sum(o.widening for o in outs):>6} set aside, {sum(o.open_for_widening for o in outs)} gaps left open")
     print("\nShare of the oracle's true top-3 reduction, mean over sets (min set), by rewriter:")
     print(f"{'rewriter':<34}{'benchfill':>20}{'nosteer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}"
           f"{'per filled':>12}{'filled':>8}")

@@ -264,6 +264,36 @@ def test_a_child_confirmed_in_an_end_gap_but_likely_beyond_the_end_is_not_taken(
     assert not gap.widens(precise) and _final([edge, precise], gap, select_closest) is precise
 
 
+def test_a_cut_short_fallback_completed_at_the_last_is_judged_before_it_is_taken():
+    # Out of fresh confirmations, the search falls back to a child confirmed earlier but cut short; completed,
+    # it lands on the target of a narrow end gap with a se that puts it beyond the end too often: not taken.
+    from benchfill.search.annotate import Annotation
+    from benchfill.search.loop import Child, _confirmed_final
+    from benchfill.search.selection import select_closest
+    from benchfill.search.services import Spend
+
+    class Memory:
+        def update(self, *args):
+            pass
+
+    zs = [v for v in np.round(np.linspace(0, 1, 201), 6) if v < 0.986 or v > 0.999]
+    gap = GapSearch(0, 0.985, 1.0, {}, {f"q{i}": float(v) for i, v in enumerate(zs)}, top_k=3)
+    landed = {"a": 1.05, "b": 0.9925}
+
+    async def confirm(c, band=None, resume=None):
+        return Annotation(0.0, 0.1, landed[c.item_id], 0.015, 200, stop="precise")
+
+    def child(cid, z):
+        return Child(cid, "q0", "q0", 1, {"id": cid}, Verdict(True, "ok", "judge"), Annotation(0.0, 0.1, z, 0.05, 8))
+
+    a, c, b = child("a", 0.9925), child("c", 0.991), child("b", 0.98)
+    b.confirmation = Annotation(0.0, 0.1, 0.9845, 0.04, 32, stop="outside")  # cut short below the gap
+    chosen = asyncio.run(_confirmed_final([a, c, b], gap, select_closest, confirm, Spend(), Memory(), cap=0))
+    assert a.confirmation.z == 1.05 and c.confirmation is None  # a confirmed beyond the range; c never confirmed
+    assert b.confirmation.stop == "precise" and b.confirmation.z == 0.9925 and gap.widens(b)
+    assert chosen is None
+
+
 def test_the_search_confirms_its_fallback_pick_and_sets_aside_one_confirmed_beyond_the_range():
     from benchfill.search.annotate import Annotation
     from benchfill.search.loop import Child, _confirmed_final

@@ -117,6 +117,7 @@ class GapSearch:
     # The k of the top-k gap sum the run is scored by: a confirmed child that would raise it in
     # expectation (``widens``) is never taken. 0: no such check.
     top_k: int = 5
+    _widening: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # widens(), per estimate
 
     @property
     def target_z(self) -> float:
@@ -141,10 +142,6 @@ class GapSearch:
             se = a.placement_z_se
             self._widening[key] = expected_top_k_change(self._axis, a.z, se if se == se else 0.0, self.top_k) > 1e-12
         return self._widening[key]
-
-    @cached_property
-    def _widening(self) -> dict:
-        return {}
 
 
 @dataclass
@@ -440,7 +437,8 @@ async def _confirm_runners_up(children: list[Child], gap: GapSearch, choose, con
 
 def _final(children: list[Child], gap: GapSearch, choose) -> Child | None:
     """The chosen child: the best of those confirmed inside the gap, if any; else the best of those on
-    the benchmark's range (``selection.in_range``); else none."""
+    the benchmark's range (``selection.in_range``); else none. Neither counts a child confirmed to widen
+    the coverage in expectation (``GapSearch.widens``)."""
     inside = [c for c in children if _inside(c, gap)]
     return choose(inside or _usable(children, gap), gap.target_z)
 
@@ -467,6 +465,8 @@ async def _confirmed_final(children: list[Child], gap: GapSearch, choose, confir
         chosen = choose([c for c in _usable(children, gap) if c.confirmation is not None], gap.target_z)
         if _cut_short(chosen):
             await _completed(chosen, confirm, spend, memory)
+            if gap.widens(chosen):  # judged only now, complete: the gap stays open rather than take it
+                chosen = None
     return chosen
 
 
