@@ -174,8 +174,10 @@ def test_a_chosen_order_anomaly_is_flagged_in_the_report_the_queue_and_the_revie
     # Every child has a wrong key that weak probes give and the judge never catches: no unflagged
     # valid child exists, so the chosen ones are order anomalies, chosen openly. Such a child places
     # beyond the hardest item here, where the fallback would leave the gap open (test_search_loop.py);
-    # the range rule is lifted so that this test follows the flag of a chosen anomaly.
+    # the range rule, and the check that sets aside a child that would widen the coverage, are lifted so
+    # that this test follows the flag of a chosen anomaly.
     monkeypatch.setattr("benchfill.search.loop.in_range", lambda children: children)
+    monkeypatch.setattr("benchfill.search.loop.GapSearch.widens", lambda self, c: False)
     opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), sim_rewriter="kind", gaps=1, rounds=2,
                       parents=2, children=2, references=8, sim_probes=8, progress=False,
                       sim_rewriter_knobs={"invalid_base": 1.0, "invalid_max": 1.0, "judge_recall": 0.0,
