@@ -138,9 +138,8 @@ class GapSearch:
         if a is None or a.stop == "outside" or self.top_k < 1 or not self.z:
             return False
         key = (c.item_id, a.z, a.placement_z_se)
-        if key not in self._widening:
-            se = a.placement_z_se
-            self._widening[key] = expected_top_k_change(self._axis, a.z, se if se == se else 0.0, self.top_k) > 1e-12
+        if key not in self._widening:  # (a nan se counts as exact there, as an se of 0)
+            self._widening[key] = expected_top_k_change(self._axis, a.z, a.placement_z_se, self.top_k) > 1e-12
         return self._widening[key]
 
 
