@@ -24,9 +24,11 @@ import numpy as np
 
 from benchfill import calling_module
 from benchfill.errors import BenchfillError, ConfigError, DataError
+from benchfill.measure.before_after import before_after
 from benchfill.release_carry import carry_forward
 from benchfill.review.board import ReviewBoard
 from benchfill.review.card import (
+    CARD_TOP_K,
     DATA_FILE,
     PLOT_FILE,
     changelog_entry,
@@ -45,7 +47,7 @@ SEMVER = re.compile(
 )
 PROVENANCE = (
     "origin", "ancestor_id", "gap_index", "gap_left", "gap_right", "target_z",
-    "difficulty", "difficulty_se", "z", "difficulty_source",
+    "difficulty", "difficulty_se", "z", "z_se", "difficulty_source",
     "annotated_difficulty", "annotated_se", "annotated_z", "confirmed_difficulty", "confirmed_se", "confirmed_z",
     "probe_panel", "probe_results", "rewriter_model", "judge_model", "judge_reason", "flags", "reviews",
     "edited", "edited_by", "original_fields", "simulated", "true_difficulty",
@@ -127,7 +129,11 @@ def release(
             _released_at(prev_dir) if prev_dir else None, board.outcomes(), remove or {}, PROVENANCE,
         )  # fmt: skip
         added = [i for i in added if i not in carry.before]
-        z_after = z_before + [float(r["z"]) for r in rows if r["origin"] == "generated" and r.get("z") is not None]
+        for r in rows:  # a row carried from a release made before a column existed
+            for col in PROVENANCE:
+                r.setdefault(col, None)
+        placed = [r for r in rows if r["origin"] == "generated" and r.get("z") is not None]
+        z_after = z_before + [float(r["z"]) for r in placed]
         meta = {
             "benchmark": bench,
             "version": version,
@@ -143,6 +149,10 @@ def release(
             "scale_of_record": record.describe(),
         }
         before, after = coverage_figures(z_before), coverage_figures(z_after)
+        # The run report's interval and averaged figures, computed the same way (benchfill.measure.before_after).
+        spread = before_after(z_before, [float(r["z"]) for r in placed], [_se(r, record) for r in placed], CARD_TOP_K)
+        uncertain = {key: spread[key] for key in ("after_interval", "interval_level", "after_expected") if key in spread}
+        after = {**after, **uncertain}
         meta["coverage"] = {"before": before, "after": after}
         entry = changelog_entry(version, now[:10], meta["run_id"], added, meta["release_rule"], before, after)
         entry += carry.changelog()
@@ -196,6 +206,8 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
     pos = {item_id: i for i, item_id in enumerate(fit.item_ids)}
     b_rec = [record.b.get(i, to_record(float(b))) for i, b in zip(fit.item_ids, fit.difficulty, strict=True)]
     z = [record.z(b) for b in b_rec]
+    run_span = float(fit.b_max - fit.b_min)
+    stretch = abs(to_record(1.0) - to_record(0.0))  # how the map onto the record scales a standard error
     with board.store.session() as s:
         originals = list(s.exec(board.store.select(Item, Item.origin == "original")))
     if not originals:
@@ -211,8 +223,9 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
         row = {**fields, **base, "origin": "original", "proposed_at": None}
         if it.id in pos:
             i = pos[it.id]
-            row.update(difficulty=float(b_rec[i]), difficulty_se=float(fit.difficulty_se[i]),
-                       z=float(z[i]), difficulty_source="irt_fit")  # fmt: skip
+            se = float(fit.difficulty_se[i]) * stretch
+            row.update(difficulty=float(b_rec[i]), difficulty_se=se, z=float(z[i]), z_se=record.z_se(se),
+                       difficulty_source="irt_fit")  # fmt: skip
             z_before.append(float(z[i]))
         rows.append(row)
     z_after, added = list(z_before), []
@@ -224,7 +237,12 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
         best, source = (conf, "confirmed") if conf.get("z") is not None else (ann, "annotated")
         if best.get("difficulty") is not None:  # onto the scale of record, as the originals
             b_new = to_record(float(best["difficulty"]))
-            best = {**best, "difficulty": b_new, "z": record.z(b_new)}
+            # A record from before placement_z_se carries the sampling se alone.
+            pz = best.get("placement_z_se")
+            pz = float(best["se"]) / run_span if pz is None and best.get("se") is not None and run_span > 0 else pz
+            best = {**best, "difficulty": b_new, "z": record.z(b_new),
+                    "se": None if best.get("se") is None else float(best["se"]) * stretch,
+                    "z_se": None if pz is None else record.z_se(float(pz) * run_span * stretch)}
         fields = _fields(item_id, res.edited_fields or rec["child"])
         reviews = [{"reviewer": d.reviewer, "decision": d.decision, "reason": d.reason,
                     "at": d.created_at.isoformat(timespec="seconds")} for d in res.decisions]  # fmt: skip
@@ -232,7 +250,8 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
         row.update(
             origin="generated", ancestor_id=rec["ancestor_id"], gap_index=rec.get("gap_index"),
             gap_left=gap.get("left"), gap_right=gap.get("right"), target_z=rec.get("target_z"),
-            difficulty=best.get("difficulty"), difficulty_se=best.get("se"), z=best.get("z"), difficulty_source=source,
+            difficulty=best.get("difficulty"), difficulty_se=best.get("se"), z=best.get("z"), z_se=best.get("z_se"),
+            difficulty_source=source,
             annotated_difficulty=ann.get("difficulty"), annotated_se=ann.get("se"), annotated_z=ann.get("z"),
             confirmed_difficulty=conf.get("difficulty"), confirmed_se=conf.get("se"), confirmed_z=conf.get("z"),
             probe_panel=json.dumps(rec.get("probe_panel") or []), probe_results=json.dumps(rec.get("probe_results") or []),
@@ -249,6 +268,13 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
         if best.get("z") is not None:
             z_after.append(float(best["z"]))
     return rows, z_before, z_after, added
+
+
+def _se(row: dict[str, Any], record: ScaleOfRecord) -> float:
+    """A released item's z standard error; a row from a release made before z_se carries its sampling se."""
+    if row.get("z_se") is not None:
+        return float(row["z_se"])
+    return 0.0 if row.get("difficulty_se") is None else record.z_se(float(row["difficulty_se"]))
 
 
 def _run_fit(run_dir: Path):
@@ -300,6 +326,11 @@ class ScaleOfRecord:
     def z(self, b: float) -> float:
         span = self.b_max - self.b_min
         return 0.5 if span <= 0 else (b - self.b_min) / span
+
+    def z_se(self, se: float) -> float:
+        """A standard error of b on the record, in z."""
+        span = self.b_max - self.b_min
+        return 0.0 if span <= 0 else se / span
 
     def mapping(self, fit, run_dir: Path):
         """b on this run's fit -> b on the record (the identity for the record's own run)."""

@@ -229,8 +229,11 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
             "ancestor_id": c.ancestor_id, "ancestor": items.get(c.ancestor_id), "child": c.item,
             "text_field": bench.spec.text_field, "answer_field": bench.spec.answer_field,
             "target_z": r.target_z,
-            "annotated": {"difficulty": a.difficulty, "se": a.se, "z": a.z},
-            "confirmed": None if k is None else {"difficulty": k.difficulty, "se": k.se, "z": k.z},
+            # placement_z_se: sampling and the panel's inherited ability error, what the report's interval
+            # carries (a release gives its after-figures the same interval from it)
+            "annotated": {"difficulty": a.difficulty, "se": a.se, "z": a.z, "placement_z_se": a.placement_z_se},
+            "confirmed": None if k is None else {"difficulty": k.difficulty, "se": k.se, "z": k.z,
+                                                 "placement_z_se": k.placement_z_se},
             # the chance it truly lies inside its gap, by the placed z and its se (the report's figure)
             "inside_probability": r.inside_probability,
             "ecdf_position": float(np.searchsorted(z, a.z) / max(z.size, 1)),

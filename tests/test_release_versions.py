@@ -147,5 +147,49 @@ def test_one_scale_of_record_per_benchmark(tmp_path, shared_data):
     for r in new_b:
         b_rec = -0.5 + 0.5 * r["confirmed_difficulty"]
         assert r["difficulty"] == pytest.approx(b_rec, abs=1e-9)
+        assert r["difficulty_se"] == pytest.approx(0.5 * r["confirmed_se"])  # the se is mapped with it
+        assert r["z_se"] == pytest.approx(0.5 * r["confirmed_se"] / (rec["b_max"] - rec["b_min"]))
         assert r["z"] == pytest.approx((b_rec - rec["b_min"]) / (rec["b_max"] - rec["b_min"]), abs=1e-9)
     assert (out / "aime24" / "scale_of_record.json").is_file()
+
+
+def test_card_after_figures_carry_the_run_reports_interval(tmp_path, shared_data):
+    """The card's after-interval and averaged figures are benchfill.measure.before_after's, as the run
+    report's are, from each new item's placement z se (its sampling and the panel's inherited ability
+    error) on the scale of record."""
+    import yaml
+
+    from benchfill.irt.fit import IrtFit
+    from benchfill.measure.before_after import before_after
+
+    run = make_run(tmp_path, shared_data)
+    queue = run / "review_queue.jsonl"
+    recs = [json.loads(x) for x in queue.read_text().splitlines()]
+    recs[0]["confirmed"]["placement_z_se"] = 0.04  # what a run records now
+    queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    _review(run)
+    res = release(run, "1.0.0")
+    rows = [json.loads(x) for x in (res.path / "data" / "test.jsonl").read_text().splitlines()]
+    fit = IrtFit.load(run / "fit.json")
+    span = fit.b_max - fit.b_min
+    gen = [r for r in rows if r["origin"] == "generated"]
+    assert [r["id"] for r in gen] == [CHILD_IDS[0], CHILD_IDS[2]]
+    assert gen[0]["z_se"] == pytest.approx(0.04)
+    assert gen[1]["z_se"] == pytest.approx(0.3 / span)  # a record from before placement_z_se: sampling alone
+    assert all(r["z_se"] == pytest.approx(0.45 / span) for r in rows if r["origin"] == "original")
+
+    z_before = [r["z"] for r in rows if r["origin"] == "original"]
+    ba = before_after(z_before, [r["z"] for r in gen], [r["z_se"] for r in gen], 5)
+    card = (res.path / "README.md").read_text()
+    coverage = yaml.safe_load(card.split("---\n")[1])["benchfill"]["coverage"]
+    before, after = coverage["before"], coverage["after"]
+    assert after["interval_level"] == 0.9
+    for name in ("max_gap", "top5_gap_sum", "ddm"):
+        assert after["after_interval"][name] == pytest.approx(ba["after_interval"][name])
+        assert after["after_expected"][name] == pytest.approx(ba["after_expected"][name])
+    assert after["top5_gap_sum"] == pytest.approx(ba["after"]["top5_gap_sum"], abs=5e-5)
+    lo, hi = ba["after_interval"]["top5_gap_sum"]
+    assert lo < ba["after_expected"]["top5_gap_sum"] < hi
+    assert f"| top-5 gap sum | {before['top5_gap_sum']} | {after['top5_gap_sum']} | {lo:.4f} to {hi:.4f} |" in card
+    assert "| figure | before | after | after, 90% interval |" in card
+    assert f"({100 * ba['reduction_expected']:.1f}% below before;" in card

@@ -12,6 +12,7 @@ from typing import Any
 
 DATA_FILE = "data/test.jsonl"
 PLOT_FILE = "plots/ecdf_before_after.png"
+CARD_TOP_K = 5  # the card's gap-sum figure; a release is not tied to one run's --gaps
 
 
 def coverage_figures(z: list[float]) -> dict[str, float | int]:
@@ -22,7 +23,7 @@ def coverage_figures(z: list[float]) -> dict[str, float | int]:
         "items": len(z),
         "ddm": round(ddm(z), 4),
         "max_gap": round(max_gap(z), 4),
-        "top5_gap_sum": round(top_k_gap_sum(z, 5), 4),
+        f"top{CARD_TOP_K}_gap_sum": round(top_k_gap_sum(z, CARD_TOP_K), 4),
         "outside_range": sum(1 for v in z if v < 0 or v > 1),
     }
 
@@ -64,16 +65,35 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
                      "data_files": [{"split": "test", "path": DATA_FILE}]}],  # fmt: skip
         "benchfill": meta,
     }
+    interval = after.get("after_interval") or {}
+    level = f"{100 * (after.get('interval_level') or 0.9):.0f}%"
+
+    def span(key: str) -> str:
+        lo_hi = interval.get(key)
+        return "" if lo_hi is None else f" {lo_hi[0]:.4f} to {lo_hi[1]:.4f} |"
+
     rows = "\n".join(
-        f"| {name} | {before[key]} | {after[key]} |"
+        f"| {name} | {before[key]} | {after[key]} |" + (span(key) or (" |" if interval else ""))
         for name, key in (
             ("items", "items"),
             ("DDM (uniform)", "ddm"),
             ("max gap", "max_gap"),
-            ("top-5 gap sum", "top5_gap_sum"),
+            (f"top-{CARD_TOP_K} gap sum", f"top{CARD_TOP_K}_gap_sum"),
             ("outside [0, 1]", "outside_range"),
         )
     )
+    head = "| figure | before | after |" + (f" after, {level} interval |" if interval else "")
+    rule = "| --- | --- | --- |" + (" --- |" if interval else "")
+    expected = after.get("after_expected") or {}
+    key = f"top{CARD_TOP_K}_gap_sum"
+    averaged = ""
+    if interval:
+        averaged = ("\nThe interval draws each new item's z from its placement error (the sampling of its rollouts and "
+                    "the probe panel's own ability error, which it inherits) and holds the original items fixed. ")
+        if key in expected and before[key] > 0:
+            averaged += (f"Averaged over those draws, the top-{CARD_TOP_K} gap sum is {expected[key]:.4f} "
+                         f"({100 * (1 - expected[key] / before[key]):.1f}% below before; an item truly beyond the "
+                         "easiest or hardest original opens a new gap).\n")
     sim = (
         "\n> Difficulties of new items in this release come from a **simulated** backend.\n"
         if meta.get("simulated")
@@ -94,17 +114,17 @@ Normalized IRT difficulty z on the original benchmark's scale (0 = easiest origi
 1 = hardest). New items are placed by their confirmed difficulty where there is one, else the annotated one.
 {_scale_line(meta)}
 
-| figure | before | after |
-| --- | --- | --- |
+{head}
+{rule}
 {rows}
-
+{averaged}
 ![ECDF of z before and after]({PLOT_FILE})
 
 ## Provenance columns
 
 Every row of `{DATA_FILE}` carries the benchmark's own fields and:
 `origin` (original or generated), `ancestor_id`, `gap_index`, `gap_left`, `gap_right`, `target_z`,
-`difficulty`, `difficulty_se`, `z`, `difficulty_source`, `annotated_*`, `confirmed_*`,
+`difficulty`, `difficulty_se`, `z`, `z_se`, `difficulty_source`, `annotated_*`, `confirmed_*`,
 `probe_panel`, `probe_results`, `rewriter_model`, `judge_model`, `judge_reason`, `flags`, `reviews`,
 `edited`, `edited_by`, `original_fields`, `simulated`, `true_difficulty`, `run_id`, `proposed_at`,
 `released_in`, `released_at`. Lists and objects are JSON-encoded strings.
