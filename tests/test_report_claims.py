@@ -53,6 +53,9 @@ def test_a_chosen_item_outside_its_gap_is_flagged_everywhere(tmp_path):
         item = httpx.get(f"http://127.0.0.1:{srv.port}/item/{queue[0]['item_id']}", cookies=httpx.get(srv.url).cookies)
     assert "outside_gap" in page and "SIMULATED RUN" in page and "simulated-banner" in item.text
     assert f'id="inside-probability">{queue[0]["inside_probability"]:.2f}<' in item.text
+    conf = queue[0]["confirmed"]  # where it sits, with the se the report's interval carries
+    assert f"(z = {conf['z']:.3f} &plusmn; {conf['placement_z_se']:.3f})" in item.text
+    assert [float(r["confirmed_z_se"]) for r in rows] == [q["confirmed"]["placement_z_se"] for q in queue]
 
 
 def test_a_gap_whose_children_all_lie_beyond_the_range_stays_open_and_says_why(tmp_path):

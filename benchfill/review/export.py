@@ -24,7 +24,7 @@ CSV_COLUMNS = (
     "item_id", "benchmark", "gap_index", "gap_left", "gap_right", "target_z",
     "ancestor_id", "ancestor_text", "child_text", "text_changes", "ancestor_answer", "child_answer",
     "annotated_difficulty", "annotated_se", "annotated_z",
-    "confirmed_difficulty", "confirmed_se", "confirmed_z", "inside_probability", "ecdf_position",
+    "confirmed_difficulty", "confirmed_se", "confirmed_z", "confirmed_z_se", "inside_probability", "ecdf_position",
     "probe_results", "judge_valid", "judge_reason", "rewriter_model", "judge_model", "flags",
     "simulated", "true_difficulty", "status", "accepted_by", "rejected_by",
 ) + DECISION_COLUMNS  # fmt: skip
@@ -69,7 +69,8 @@ def _csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         "child_answer": rec["child_answer"],
         "annotated_difficulty": ann.get("difficulty"), "annotated_se": ann.get("se"), "annotated_z": ann.get("z"),
         "confirmed_difficulty": conf.get("difficulty"), "confirmed_se": conf.get("se"),
-        "confirmed_z": conf.get("z"), "inside_probability": rec.get("inside_probability"),
+        "confirmed_z": conf.get("z"), "confirmed_z_se": conf.get("placement_z_se"),
+        "inside_probability": rec.get("inside_probability"),
         "ecdf_position": rec.get("ecdf_position"), "probe_results": probes,
         "judge_valid": judge.get("valid"), "judge_reason": judge.get("reason", ""),
         "rewriter_model": rec.get("rewriter_model", ""), "judge_model": rec.get("judge_model", ""),

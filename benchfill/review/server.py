@@ -150,7 +150,9 @@ def _queue_row(e: QueueEntry, o: Outcome) -> str:
 
 def _estimate(d: dict | None) -> str:
     d = d or {}
-    return f"b = {_num(d.get('difficulty'))} &plusmn; {_num(d.get('se'))} (z = {_num(d.get('z'))})"
+    # placement_z_se: where the item sits on the benchmark's z scale, the panel's ability error included
+    where = f" &plusmn; {_num(d['placement_z_se'])}" if d.get("placement_z_se") is not None else ""
+    return f"b = {_num(d.get('difficulty'))} &plusmn; {_num(d.get('se'))} (z = {_num(d.get('z'))}{where})"
 
 
 def _item_body(e: QueueEntry, o: Outcome) -> str:
