@@ -629,6 +629,9 @@ def main() -> None:
                     help="what-if: children per parent and round (default: the search's, 4, the paper's C)")
     ap.add_argument("--first-parents", type=int, metavar="R1",
                     help="what-if: parents in the first round only (default: as later rounds)")
+    ap.add_argument("--stop-inner", type=float, metavar="F",
+                    help="what-if: also stop (after confirming) once the best child's annotated z is within F of "
+                         "the gap's half-width of the target (SearchSettings.stop_inner)")
     ap.add_argument("--take-widening", action="store_true",
                     help="what-if: take a confirmed child even where, by its confirmed z and se, it would widen the "
                          "top-3 gap sum in expectation (lying beyond an end of the axis), as before that check")
@@ -670,6 +673,10 @@ def main() -> None:
             if value < 1:
                 ap.error(f"--{name.replace('_', '-')}: expected a positive number, got {value}")
             SHAPE[name] = value
+    if args.stop_inner is not None:
+        if not 0 < args.stop_inner <= 1:
+            ap.error(f"--stop-inner: expected a share of the half-width in (0, 1], got {args.stop_inner}")
+        SHAPE["stop_inner"] = args.stop_inner
     CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap, outside_lr=args.outside_lr)
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
@@ -680,6 +687,7 @@ def main() -> None:
           f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
+          f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; first annotation step {args.first_batch} samples x 2 probes' if args.first_batch else ''}"
           f"{f'; {args.jobs} processes' if args.jobs > 1 else ''}", flush=True)
     t_all = time.perf_counter()

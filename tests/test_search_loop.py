@@ -447,3 +447,30 @@ def test_the_search_sets_aside_children_that_would_widen_the_coverage_and_flags_
     gap0, res0 = search(0)
     assert not any("widens_coverage" in c.flags for c in res0.children)
     assert res0.chosen is not None and gap.widens(res0.chosen)
+
+
+def test_the_inner_stop_confirms_a_child_annotated_well_inside_the_gap_and_ends_there():
+    # A what-if (bench_search.py --stop-inner): with tolerance and the indistinct stop off, the search
+    # runs every round unless stop_inner lets it end on a child annotated within that share of the
+    # half-width of the target, and even then only once the child is confirmed inside the gap.
+    def search(stop_inner, with_confirm=True):
+        world, gap, ann = _setup("adaptive")
+
+        async def confirm(c, band=None, resume=None):
+            return await ann.confirm(c.item_id, c.item, f"confirm:{c.item_id}", c.annotation.difficulty,
+                                     band=band, resume=resume)
+
+        settings = SearchSettings(rounds=4, tolerance=0.0, indistinct=0.0, stop_inner=stop_inner)
+        return gap, asyncio.run(benchfill_search(gap, world, ann, settings, seed=4,
+                                                 confirm=confirm if with_confirm else None))
+
+    gap, off = search(0.0)
+    assert off.stop == "rounds" and off.rounds_used == 4
+    gap, on = search(0.5)
+    half = (gap.right - gap.left) / 2
+    assert on.stop == "inner" and on.rounds_used < 4 and on.spend.rollouts < off.spend.rollouts
+    assert abs(on.chosen.annotation.z - gap.target_z) <= 0.5 * half
+    assert gap.left <= on.chosen.confirmation.z <= gap.right
+    # Without a confirmer it never stops on an annotation alone.
+    gap, unconfirmed = search(0.5, with_confirm=False)
+    assert unconfirmed.stop == "rounds" and unconfirmed.rounds_used == 4
