@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -245,3 +246,29 @@ def test_how_sure_filled_is_and_a_gap_narrower_than_the_confirmation(tmp_path, c
     assert "beyond the benchmark's hardest item" in top and top.startswith("gap 0:")
     assert "is set aside, so the gap may stay open" in top
     assert "beyond the benchmark's easiest item" in bottom and bottom.startswith("gap 1:")
+
+
+def test_the_run_command_ends_with_the_confirmed_headline_and_names_an_outside_gap(tmp_path, capsys):
+    # What a user sees at the terminal: the report's confirmed after-figures with their interval, and the
+    # gaps whose chosen item lies outside (every child here comes out 4 logits harder than meant).
+    from benchfill.cli import main
+
+    args = ["run", "--benchmark", "demo", "--backend", "sim", "--runs-dir", str(tmp_path), "--rewriter", "kind",
+            "--rewriter-knobs", "drift=4", "--gaps", "2", "--rounds", "2", "--parents", "2", "--children", "2",
+            "--references", "8", "--sim-probes", "6"]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    d = Path(out.strip())  # stdout is the run folder alone
+    assert d.parent == tmp_path and (d / "report.json").exists()
+    rep, _ = _report(d)
+    lo, hi = rep["after_interval"]["top2_gap_sum"]
+    outside = [g["gap_index"] for g in rep["gaps"] if "outside_gap" in (g.get("flags") or [])]
+    assert outside and rep["placed_by"] == ["confirmed"]
+    assert f"{rep['run_id']} (SIMULATED): after-figures by confirmed z" in err
+    assert (f"top-2 sum    {rep['top_k_sum_before']:.4f} -> {rep['top_k_sum_after']:.4f} (90% interval {lo:.4f}-{hi:.4f})"
+            f", reduction {100 * rep['top_k_reduction']:.1f}%") in err
+    assert f"gaps filled  {rep['gaps_filled']} of 2; outside_gap: gap {', '.join(map(str, outside))}" in err
+    # --quiet: stdout alone, the run folder, for scripts; the rerun resumes from the store.
+    assert main([*args, "--quiet"]) == 0
+    out2, err2 = capsys.readouterr()
+    assert out2 == out and err2 == ""

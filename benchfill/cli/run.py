@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(subparsers) -> None:
@@ -85,5 +86,12 @@ def handle(args: argparse.Namespace) -> int:
             print(f"{key}: {value}")
         return 0
     run_dir = run_mod.run(opts)
+    if opts.progress:  # the headline on stderr; stdout stays the run folder alone, for scripts
+        import json
+
+        from benchfill.report import summary_lines
+
+        rep = json.loads((run_dir / "report.json").read_text())
+        print("\n".join([*summary_lines(rep), f"  report       {run_dir / 'report.md'}"]), file=sys.stderr)
     print(run_dir)
     return 0
