@@ -632,6 +632,9 @@ def main() -> None:
     ap.add_argument("--stop-inner", type=float, metavar="F",
                     help="what-if: also stop (after confirming) once the best child's annotated z is within F of "
                          "the gap's half-width of the target (SearchSettings.stop_inner)")
+    ap.add_argument("--give-up", type=int, metavar="K",
+                    help="what-if: end a gap after round K when none of its valid children is annotated inside it "
+                         "(SearchSettings.give_up)")
     ap.add_argument("--take-widening", action="store_true",
                     help="what-if: take a confirmed child even where, by its confirmed z and se, it would widen the "
                          "top-3 gap sum in expectation (lying beyond an end of the axis), as before that check")
@@ -673,6 +676,10 @@ def main() -> None:
             if value < 1:
                 ap.error(f"--{name.replace('_', '-')}: expected a positive number, got {value}")
             SHAPE[name] = value
+    if args.give_up is not None:
+        if args.give_up < 1:
+            ap.error(f"--give-up: expected a number of rounds >= 1, got {args.give_up}")
+        SHAPE["give_up"] = args.give_up
     if args.stop_inner is not None:
         if not 0 < args.stop_inner <= 1:
             ap.error(f"--stop-inner: expected a share of the half-width in (0, 1], got {args.stop_inner}")
@@ -688,6 +695,7 @@ def main() -> None:
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
+          f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"
           f"{f'; first annotation step {args.first_batch} samples x 2 probes' if args.first_batch else ''}"
           f"{f'; {args.jobs} processes' if args.jobs > 1 else ''}", flush=True)
     t_all = time.perf_counter()

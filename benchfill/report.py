@@ -106,7 +106,7 @@ def _gap_record(r, fit) -> dict[str, Any]:
     rec: dict[str, Any] = {
         "gap_index": r.gap_index, "left": r.left, "right": r.right, "width": r.right - r.left,
         "target_z": r.target_z, "strategy": r.strategy, "rounds_used": r.rounds_used, "spend": r.spend.to_dict(),
-        "stopped": getattr(r, "stop", "") or "",  # "tolerance", "indistinct", "inner" or "rounds"
+        "stopped": getattr(r, "stop", "") or "",  # "tolerance", "indistinct", "inner", "given_up" or "rounds"
         "children": len(r.children), "valid_children": sum(ch.valid for ch in r.children),
         "chosen_id": None, "annotated_z": None, "placed_z": None,
         "status": "failed" if c is None else ("filled" if r.filled else "outside_gap"),

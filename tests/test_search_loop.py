@@ -474,3 +474,30 @@ def test_the_inner_stop_confirms_a_child_annotated_well_inside_the_gap_and_ends_
     # Without a confirmer it never stops on an annotation alone.
     gap, unconfirmed = search(0.5, with_confirm=False)
     assert unconfirmed.stop == "rounds" and unconfirmed.rounds_used == 4
+
+
+def test_give_up_ends_a_gap_none_of_whose_children_is_annotated_inside_it():
+    # A what-if (bench_search.py --give-up): every child here comes out 4 logits harder than the toy
+    # rewriter meant, far beyond the gap, so after round 2 the search gives up instead of running on.
+    def search(give_up, drift):
+        world, gap, ann = _setup("adaptive")
+        rewrite = world.rewrite
+
+        async def drifting(parent, target_z, references, key):
+            child = await rewrite(parent, target_z, references, key)
+            world.b[child["id"]] += drift
+            return child
+
+        world.rewrite = drifting
+        settings = SearchSettings(rounds=4, tolerance=0.0, indistinct=0.0, give_up=give_up)
+        return gap, asyncio.run(benchfill_search(gap, world, ann, settings, seed=5))
+
+    gap, off = search(0, 4.0)
+    assert off.stop == "rounds" and off.rounds_used == 4
+    gap, gave_up = search(2, 4.0)
+    assert gave_up.stop == "given_up" and gave_up.rounds_used == 2 and gave_up.spend.rollouts < off.spend.rollouts
+    assert not any(c.valid and gap.left < c.annotation.z < gap.right for c in gave_up.children)
+    # A gap with a child annotated inside it runs on.
+    gap, kept = search(1, 0.0)
+    assert any(c.valid and gap.left < c.annotation.z < gap.right for c in kept.children)
+    assert kept.stop == "rounds" and kept.rounds_used == 4
