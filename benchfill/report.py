@@ -250,22 +250,23 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
     return out
 
 
+def _with_interval(rep: dict[str, Any], name: str, value: float) -> str:
+    """An after-figure with the report's interval for it, where there is one."""
+    lo_hi = (rep.get("after_interval") or {}).get(name)
+    level = f"{100 * (rep.get('interval_level') or 0.9):.0f}%"
+    return f"{value:.4f}" + (f" ({level} interval {lo_hi[0]:.4f} to {lo_hi[1]:.4f})" if lo_hi else "")
+
+
 def summary_lines(rep: dict[str, Any]) -> list[str]:
     """The headline of a finished run (report.json's dict), for a terminal: the confirmed after-figures
     with their interval, the gaps filled and those flagged outside_gap, in a few lines."""
     k = rep["top_k"]
-    iv = rep.get("after_interval") or {}
-    level = f"{100 * (rep.get('interval_level') or 0.9):.0f}%"
-
-    def after(name: str, value: float) -> str:
-        lo_hi = iv.get(name)
-        return f"{value:.4f}" + (f" ({level} interval {lo_hi[0]:.4f}-{lo_hi[1]:.4f})" if lo_hi else "")
 
     placed_by = ", ".join(rep.get("placed_by") or []) or "none"
     outside = [str(g["gap_index"]) for g in rep["gaps"] if "outside_gap" in (g.get("flags") or [])]
     lines = [f"{rep['run_id']}{' (SIMULATED)' if rep['simulated'] else ''}: after-figures by {placed_by} z",
-             f"  max gap      {rep['max_gap_before']:.4f} -> {after('max_gap', rep['max_gap_after'])}",
-             f"  top-{k} sum    {rep['top_k_sum_before']:.4f} -> {after(f'top{k}_gap_sum', rep['top_k_sum_after'])}"
+             f"  max gap      {rep['max_gap_before']:.4f} -> {_with_interval(rep, 'max_gap', rep['max_gap_after'])}",
+             f"  top-{k} sum    {rep['top_k_sum_before']:.4f} -> {_with_interval(rep, f'top{k}_gap_sum', rep['top_k_sum_after'])}"
              f", reduction {100 * rep['top_k_reduction']:.1f}%",
              f"  gaps filled  {rep['gaps_filled']} of {len(rep['gaps'])}"
              + (f"; outside_gap: gap {', '.join(outside)}" if outside else "")]
@@ -286,12 +287,6 @@ def _markdown(rep: dict[str, Any]) -> str:
             lines.append("Probe calls per endpoint: " + "; ".join(
                 f"{u} {c['calls']} served, {c['failures']} failed, {c['ejections']} ejections" for u, c in served.items()) + ".")
     k = rep["top_k"]
-    iv = rep.get("after_interval") or {}
-    level = f"{100 * (rep.get('interval_level') or 0.9):.0f}%"
-
-    def after(name: str, value: float) -> str:
-        lo_hi = iv.get(name)
-        return f"{value:.4f}" + (f" ({level} interval {lo_hi[0]:.4f} to {lo_hi[1]:.4f})" if lo_hi else "")
 
     placed_by = ", ".join(rep.get("placed_by") or []) or "none"
     lines += [
@@ -304,8 +299,8 @@ def _markdown(rep: dict[str, Any]) -> str:
         "that estimate's standard error: its sampling and the probe panel's own ability error, which "
         "the item inherits.", "",
         "| metric | before | after |", "| --- | --- | --- |",
-        f"| max gap | {rep['max_gap_before']:.4f} | {after('max_gap', rep['max_gap_after'])} |",
-        f"| top-{k} gap sum | {rep['top_k_sum_before']:.4f} | {after(f'top{k}_gap_sum', rep['top_k_sum_after'])} |",
+        f"| max gap | {rep['max_gap_before']:.4f} | {_with_interval(rep, 'max_gap', rep['max_gap_after'])} |",
+        f"| top-{k} gap sum | {rep['top_k_sum_before']:.4f} | {_with_interval(rep, f'top{k}_gap_sum', rep['top_k_sum_after'])} |",
         "", f"Top-{k} reduction: **{100 * rep['top_k_reduction']:.1f}%**. Gaps filled (chosen item inside its "
         f"gap): {rep['gaps_filled']} of {len(rep['gaps'])}"
         + (f"; **{rep['gaps_outside']} chosen item(s) lie outside their gap** (flag `outside_gap`)."

@@ -265,7 +265,7 @@ def test_the_run_command_ends_with_the_confirmed_headline_and_names_an_outside_g
     outside = [g["gap_index"] for g in rep["gaps"] if "outside_gap" in (g.get("flags") or [])]
     assert outside and rep["placed_by"] == ["confirmed"]
     assert f"{rep['run_id']} (SIMULATED): after-figures by confirmed z" in err
-    assert (f"top-2 sum    {rep['top_k_sum_before']:.4f} -> {rep['top_k_sum_after']:.4f} (90% interval {lo:.4f}-{hi:.4f})"
+    assert (f"top-2 sum    {rep['top_k_sum_before']:.4f} -> {rep['top_k_sum_after']:.4f} (90% interval {lo:.4f} to {hi:.4f})"
             f", reduction {100 * rep['top_k_reduction']:.1f}%") in err
     assert f"gaps filled  {rep['gaps_filled']} of 2; outside_gap: gap {', '.join(map(str, outside))}" in err
     # --quiet: stdout alone, the run folder, for scripts; the rerun resumes from the store.
