@@ -261,7 +261,6 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
     """The headline of a finished run (report.json's dict), for a terminal: the confirmed after-figures
     with their interval, the gaps filled and those flagged outside_gap, in a few lines."""
     k = rep["top_k"]
-
     placed_by = ", ".join(rep.get("placed_by") or []) or "none"
     outside = [str(g["gap_index"]) for g in rep["gaps"] if "outside_gap" in (g.get("flags") or [])]
     lines = [f"{rep['run_id']}{' (SIMULATED)' if rep['simulated'] else ''}: after-figures by {placed_by} z",
@@ -287,7 +286,6 @@ def _markdown(rep: dict[str, Any]) -> str:
             lines.append("Probe calls per endpoint: " + "; ".join(
                 f"{u} {c['calls']} served, {c['failures']} failed, {c['ejections']} ejections" for u, c in served.items()) + ".")
     k = rep["top_k"]
-
     placed_by = ", ".join(rep.get("placed_by") or []) or "none"
     lines += [
         "", f"# benchfill run {rep['run_id']}", "",
