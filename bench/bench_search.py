@@ -151,6 +151,8 @@ class Outcome:
     # and gaps left open with such a child among their confirmed ones.
     widening: int = 0
     open_for_widening: int = 0
+    # Confirmations that ran to the cap (ConfirmSettings.max_budgets) before their precision target.
+    at_cap: int = 0
 
 
 @dataclass
@@ -342,7 +344,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              float(np.mean([(r.right - r.left) / 2 for r in res])),
                              sum(r.inside_probability or 0.0 for r in res),
                              sum("widens_coverage" in c.flags for r in res for c in r.children),
-                             sum(r.chosen is None and any("widens_coverage" in c.flags for c in r.children) for r in res))
+                             sum(r.chosen is None and any("widens_coverage" in c.flags for c in r.children) for r in res),
+                             at_cap=sum(c.confirmation.stop == "cap" for _, c in confirmed))
     r = red(oracle_fill(z, K))
     out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
@@ -564,7 +567,7 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
           "cut short (their answers ruled out the gap, or beating a child confirmed nearer the target); the share of all "
           "rollouts spent confirming, annotation rollouts per gap; of all children confirmed outside their gap, those "
           "whose true z lay inside it; and children set aside because they would widen the top-3 sum in expectation "
-          "(GapSearch.widens), with the gaps left open for it:")
+          "(GapSearch.widens), with the gaps left open for it; confirmations that ran to the cap before their precision:")
     for label in dict.fromkeys(c.label for c in cells):
         outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
         gaps = K * len(outs)
@@ -573,7 +576,8 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
               f"{sum(o.confirm_rollouts for o in outs) / max(sum(o.rollouts for o in outs), 1):>8.2f}"
               f"{sum(o.rollouts - o.confirm_rollouts for o in outs) / gaps:>8.0f}"
               f"{sum(o.outside_truly_inside for o in outs):>6} of {sum(o.confirmed_outside for o in outs)}"
-              f"{sum(o.widening for o in outs):>6} set aside, {sum(o.open_for_widening for o in outs)} gaps left open")
+              f"{sum(o.widening for o in outs):>6} set aside, {sum(o.open_for_widening for o in outs)} gaps left open"
+              f"; {sum(o.at_cap for o in outs)} of {sum(o.confirmed for o in outs)} at the cap")
     print("\nShare of the oracle's true top-3 reduction, mean over sets (min set), by rewriter:")
     print(f"{'rewriter':<34}{'benchfill':>20}{'nosteer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}"
           f"{'per filled':>12}{'filled':>8}")
