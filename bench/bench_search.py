@@ -633,6 +633,8 @@ def main() -> None:
                     help="what-if: children per parent and round (default: the search's, 4, the paper's C)")
     ap.add_argument("--first-parents", type=int, metavar="R1",
                     help="what-if: parents in the first round only (default: as later rounds)")
+    ap.add_argument("--confirmations", type=int, metavar="N",
+                    help="what-if: at most N children of a gap confirmed (default: the search's, 3)")
     ap.add_argument("--stop-inner", type=float, metavar="F",
                     help="what-if: also stop (after confirming) once the best child's annotated z is within F of "
                          "the gap's half-width of the target (SearchSettings.stop_inner)")
@@ -674,7 +676,7 @@ def main() -> None:
             ap.error(f"--first-batch: expected a positive number of samples, got {args.first_batch}")
         first = AdaptiveSettings().first_width * args.first_batch
         ADAPTIVE = AdaptiveSettings(first_batch=args.first_batch, min_rollouts=first)
-    for name in ("parents", "children", "first_parents"):
+    for name in ("parents", "children", "first_parents", "confirmations"):
         value = getattr(args, name)
         if value is not None:
             if value < 1:
@@ -700,6 +702,7 @@ def main() -> None:
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"
+          f"{f'; at most {args.confirmations} confirmations per gap' if args.confirmations is not None else ''}"
           f"{f'; first annotation step {args.first_batch} samples x 2 probes' if args.first_batch else ''}"
           f"{f'; {args.jobs} processes' if args.jobs > 1 else ''}", flush=True)
     t_all = time.perf_counter()

@@ -296,8 +296,8 @@ def planned_budget(
         "benchmark_probe_requests": bench_items * len(probe_trials),
         "benchmark_rollouts": bench_rollouts,
         "annotation_rollouts_max": opts.gaps * children * per_child,
-        "confirmation_rollouts_max": (opts.gaps * _confirm_cap(per_child, opts.confirm_cap)
-                                      if opts.confirm and children else 0),
+        "confirmation_rollouts_max": (opts.gaps * _confirmations_max(opts, children)
+                                      * _confirm_cap(per_child, opts.confirm_cap) if opts.confirm and children else 0),
     }
     # Every figure is an upper bound. The adaptive protocol (default) never asks a child more than the
     # fixed protocol's budget, so its bound is the same; it usually spends far less and stops sooner
@@ -308,6 +308,19 @@ def planned_budget(
     out["model_calls_max"] = out["rewriter_calls"] + out["judge_calls"]
     out["rollouts_max"] = bench_rollouts + out["annotation_rollouts_max"] + out["confirmation_rollouts_max"]
     return out
+
+
+def _confirmations_max(opts: RunOptions, children: int) -> int:
+    """The most children of one gap that get a confirmation, each at most the cap (a resumed one
+    included). The baseline confirms its pick only. The search may confirm its best child at each
+    round's stop test, runners-up while fewer than ``SearchSettings.confirmations`` are confirmed, and
+    at the end up to that many plus one fresh picks whose confirmation lands beyond the range
+    (benchfill/search/loop.py)."""
+    if opts.strategy != "benchfill":
+        return 1
+    from benchfill.search import SearchSettings
+
+    return min(children, opts.rounds + 2 * SearchSettings().confirmations)
 
 
 def _confirm_cap(fixed_budget: int, budgets: float) -> int:

@@ -14,8 +14,10 @@ def test_planned_budget_is_an_upper_bound_stated_as_such():
         assert got["rewriter_calls"] == got["judge_calls"] == 3 * 8 * 4 * 4 == 384
         # Adaptive annotation never asks a child more than the fixed budget: same bound per child.
         assert got["annotation_rollouts_max"] == 384 * 96
-        # Confirmation stops at its stated cap: max_budgets fixed budgets per selected item.
-        assert got["confirmation_rollouts_max"] == 3 * round(ConfirmSettings().max_budgets * 96)
+        # Each confirmation stops at its stated cap (max_budgets fixed budgets), and a gap confirms at most
+        # one child per round's stop test (8), runners-up up to 3 in all (2 more), and 3 + 1 fresh picks
+        # at the end: 14 children.
+        assert got["confirmation_rollouts_max"] == 3 * 14 * round(ConfirmSettings().max_budgets * 96)
         assert got["benchmark_rollouts"] == 48 * 96
         assert got["rollouts_max"] == 48 * 96 + 384 * 96 + got["confirmation_rollouts_max"]
         assert got["figures"].startswith("upper bounds") and got["annotation"] == annotation
@@ -24,6 +26,11 @@ def test_planned_budget_is_an_upper_bound_stated_as_such():
 
 def test_no_confirmation_and_the_oracle_plan_no_confirmation_rollouts():
     trials = [8] * 12
+    # The baseline confirms its pick only; a search of one round with one child confirms at most that one.
+    cap = round(ConfirmSettings().max_budgets * 96)
+    assert planned_budget(RunOptions(strategy="baseline"), 10, trials, True)["confirmation_rollouts_max"] == 3 * cap
+    tiny = RunOptions(gaps=1, rounds=1, parents=1, children=1)
+    assert planned_budget(tiny, 10, trials, True)["confirmation_rollouts_max"] == cap
     assert planned_budget(RunOptions(confirm=False), 10, trials, True)["confirmation_rollouts_max"] == 0
     oracle = planned_budget(RunOptions(strategy="oracle"), 10, trials, True)
     assert oracle["confirmation_rollouts_max"] == 0 and oracle["rollouts_max"] == 0
