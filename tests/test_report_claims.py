@@ -204,7 +204,7 @@ def test_every_confirmation_is_kept_in_the_store_and_listed_in_the_report(tmp_pa
     opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), gaps=3, rounds=4, progress=False)
     bound = dry_run(opts)["confirmation_rollouts_max"]
     spent = [sum(c["rollouts"] for c in g["confirmed_children"]) for g in rep["gaps"]]
-    assert sum(spent) <= bound and max(spent) > bound / 3 / (4 + 2 * 3)
+    assert sum(spent) <= bound and max(spent) > bound / 3 / (4 + 2 * 6)
     rows = {r.id: r for r in Store(d / "store.db").all(Candidate) if r.confirmed_z is not None}  # its own store
     assert {i: r.confirmed_z for i, r in rows.items()} == {i: c["z"] for i, c in listed.items()}
     g = several[0]

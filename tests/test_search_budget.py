@@ -15,9 +15,9 @@ def test_planned_budget_is_an_upper_bound_stated_as_such():
         # Adaptive annotation never asks a child more than the fixed budget: same bound per child.
         assert got["annotation_rollouts_max"] == 384 * 96
         # Each confirmation stops at its stated cap (max_budgets fixed budgets), and a gap confirms at most
-        # one child per round's stop test (8), runners-up up to 3 in all (2 more), and 3 + 1 fresh picks
-        # at the end: 14 children.
-        assert got["confirmation_rollouts_max"] == 3 * 14 * round(ConfirmSettings().max_budgets * 96)
+        # one child per round's stop test (8), runners-up up to 6 in all (5 more), and 6 + 1 fresh picks
+        # at the end: 20 children.
+        assert got["confirmation_rollouts_max"] == 3 * 20 * round(ConfirmSettings().max_budgets * 96)
         assert got["benchmark_rollouts"] == 48 * 96
         assert got["rollouts_max"] == 48 * 96 + 384 * 96 + got["confirmation_rollouts_max"]
         assert got["figures"].startswith("upper bounds") and got["annotation"] == annotation
