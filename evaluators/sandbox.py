@@ -110,7 +110,7 @@ for source in spec["programs"]:
         finally:
             os._exit(0)
     os.close(w)
-    deadline, data, status = time.monotonic() + timeout, b"", None
+    deadline, data, status, ended = time.monotonic() + timeout, b"", None, None
     while status is None:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -122,9 +122,22 @@ for source in spec["programs"]:
             data += chunk
             if not chunk:
                 break
-        if os.waitpid(pid, os.WNOHANG)[0]:
-            pid = -pid  # reaped
+        done, how = os.waitpid(pid, os.WNOHANG)
+        if done:
+            pid, ended = -pid, how  # reaped
             break
+    # Killed by the CPU limit (SIGXCPU at the soft limit): its time ran out, as surely as on the wall
+    # clock, which it races when both limits are equal.
+    if status is None and pid > 0 and not data:
+        for _ in range(20):  # its pipe closed as it died: give the exit a moment to be reaped
+            done, how = os.waitpid(pid, os.WNOHANG)
+            if done:
+                pid, ended = -pid, how
+                break
+            time.sleep(0.005)
+    if status is None and not data and ended is not None and os.WIFSIGNALED(ended) \
+            and os.WTERMSIG(ended) == signal.SIGXCPU:
+        status = "cputime"
     # Kill the program and anything it forked, and reap them all before the next program starts:
     # until reaped they still count against RLIMIT_NPROC, and a fork bomb's dying remnants would
     # make the next program's own fork fail.
@@ -154,6 +167,8 @@ for source in spec["programs"]:
             break
     if status == "timeout":
         results.append(["timeout", "wall time over %gs" % timeout])
+    elif status == "cputime":
+        results.append(["timeout", "CPU time over %ds" % cpu])
     elif data == b"P":
         results.append(["passed", ""])
     elif data.startswith(b"F"):

@@ -109,6 +109,14 @@ def test_endless_loop_is_stopped():
     assert elapsed < 6
 
 
+def test_a_program_out_of_cpu_time_is_a_timeout_too():
+    # The CPU limit stops it long before the wall clock would: a time limit all the same, not a crash
+    # (with both limits equal, as by default, either may stop an endless loop first).
+    outcome, elapsed = _run_one("while True:\n    pass\n", timeout=30.0, cpu_seconds=1)
+    assert not outcome.passed and outcome.status == "timeout" and outcome.detail == "CPU time over 1s"
+    assert elapsed < 10
+
+
 def test_fork_bomb_is_contained():
     before = len(os.listdir("/proc"))
     outcome, elapsed = _run_one("import os\nwhile True:\n    os.fork()\n")
