@@ -634,7 +634,8 @@ def main() -> None:
     ap.add_argument("--first-parents", type=int, metavar="R1",
                     help="what-if: parents in the first round only (default: as later rounds)")
     ap.add_argument("--confirmations", type=int, metavar="N",
-                    help="what-if: at most N children of a gap confirmed (default: the search's, 3)")
+                    help="what-if: SearchSettings.confirmations, the runners-up and fallback picks a gap may confirm "
+                         "(default: the search's, 6)")
     ap.add_argument("--stop-inner", type=float, metavar="F",
                     help="what-if: also stop (after confirming) once the best child's annotated z is within F of "
                          "the gap's half-width of the target (SearchSettings.stop_inner)")

@@ -79,13 +79,14 @@ class SearchSettings:
     first_parents: int = 0
     # With a confirmer: also try to stop (confirm the best child) once its annotated z lies within this
     # share of the gap's half-width of the target. 0 = off: only the tolerance and indistinct stops. A
-    # what-if (bench_search.py --stop-inner): at 1 it saved 4-6% of the rollouts per filled gap on the
-    # seven sets for 0.01-0.02 of the oracle share, so it is off (docs/sim-rewriter.md).
+    # what-if (bench_search.py --stop-inner): at 1, with three confirmations, it saved 4-6% of the
+    # rollouts per filled gap on the seven sets for 0.01-0.02 of the oracle share, so it is off
+    # (docs/sim-rewriter.md).
     stop_inner: float = 0.0
     # A what-if (bench_search.py --give-up K): after round K, end a gap none of whose valid children so far
-    # is annotated inside it. 0 = off: at K = 4 it saved 8-12% of the rollouts per filled gap on the seven
-    # sets, but the realistic and hostile rewriters fill later rounds' gaps it gave up on, and their true
-    # deviation grew by 14% and 29% (docs/sim-rewriter.md).
+    # is annotated inside it. 0 = off: at K = 4, with three confirmations, it saved 8-12% of the rollouts
+    # per filled gap on the seven sets, but the realistic and hostile rewriters fill later rounds' gaps it
+    # gave up on, and their true deviation grew by 14% and 29% (docs/sim-rewriter.md).
     give_up: int = 0
 
 
