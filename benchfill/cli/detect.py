@@ -9,6 +9,8 @@ import argparse
 import json
 from typing import Any
 
+from benchfill.cli.argtypes import nonneg_int
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -28,14 +30,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--permutations", type=int, default=100_000,
                    help="random permutations (default 100,000); 0 = exact, small cases only")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonneg_int, default=0)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_detect)
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
     from benchfill.data import read_responses
-    from benchfill.errors import ConfigError, DataError
+    from benchfill.errors import ConfigError
     from benchfill.measure.detect import detect
 
     if args.permutations < 0:
@@ -47,10 +49,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if args.fit:
         from benchfill.irt.fit import IrtFit
 
-        try:
-            f = IrtFit.load(args.fit)
-        except (OSError, ValueError, KeyError) as exc:
-            raise DataError(f"{args.fit}: not a readable fit ({exc.__class__.__name__})") from None
+        f = IrtFit.load(args.fit)  # a malformed file: DataError naming it
         difficulty = dict(zip(f.item_ids, (float(z) for z in f.z), strict=True))
     res = detect(
         before, after, model_before=args.model_before or args.model, model_after=args.model_after or args.model,

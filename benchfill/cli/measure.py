@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Any
 
+from benchfill.cli.argtypes import nonneg_int, positive_int
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("fit", help="fit IRT on a response matrix and save the fit")
@@ -36,10 +38,10 @@ def register(subparsers: Any) -> None:
     _input_args(p)
     _fit_args(p)
     _target_arg(p)
-    p.add_argument("--size", type=int, required=True, metavar="K", help="number of items to keep")
+    p.add_argument("--size", type=positive_int, required=True, metavar="K", help="number of items to keep")
     p.add_argument("--reference", metavar="FILE", help="reference model scores (JSON {model: score} or CSV model,score); "
                    "default: the full benchmark")
-    p.add_argument("--n-random", type=int, default=30, help="random subsets for the baseline (default 30)")
+    p.add_argument("--n-random", type=positive_int, default=30, help="random subsets for the baseline (default 30)")
     p.add_argument("--out", metavar="FILE", help="write the kept items (JSONL when items are known, else ids)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_calibrate)
@@ -60,7 +62,7 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", choices=("map", "nuts"), default="map", help="map (default) or nuts (posterior draws)")
     g.add_argument("--model", choices=("1pl", "2pl"), default="1pl")
     g.add_argument("--no-guessing", action="store_true", help="ignore the per-item guessing floor")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=nonneg_int, default=0)
     g.add_argument("--chains", type=int, default=4)
     g.add_argument("--warmup", type=int, default=1000)
     g.add_argument("--draws", type=int, default=1000)
@@ -123,12 +125,14 @@ def fit_or_load(args: argparse.Namespace, matrix: Any) -> Any:
     if args.fit_path:
         from benchfill.errors import DataError
 
-        try:
-            f = IrtFit.load(args.fit_path)
-        except (OSError, ValueError, KeyError) as exc:
-            raise DataError(f"{args.fit_path}: not a readable fit ({exc.__class__.__name__})") from None
+        f = IrtFit.load(args.fit_path)  # a malformed file: DataError naming it
         if matrix is not None and tuple(f.item_ids) != tuple(matrix.item_ids):
-            raise DataError(f"{args.fit_path}: the fit's items differ from the responses' items")
+            if sorted(f.item_ids) != sorted(matrix.item_ids):
+                ours, theirs = set(f.item_ids), set(matrix.item_ids)
+                odd = sorted(theirs - ours) or sorted(ours - theirs)
+                raise DataError(f"{args.fit_path}: the fit's items differ from the responses' items "
+                                f"({len(ours)} against {len(theirs)}; e.g. {odd[0]!r} is in only one)")
+            f = f.in_order(matrix.item_ids)  # the same items in another order
         return f
     from benchfill.irt import fit
 
@@ -165,11 +169,15 @@ def _jsonable(x: Any) -> Any:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from benchfill.data import extreme_items
+    from benchfill.errors import ConfigError
     from benchfill.irt import compare_models, leave_one_model_out, matrix_checks
 
+    if not args.out or os.path.isdir(args.out):
+        raise ConfigError(f"--out {args.out!r}: give a file to write the fit to")
+    if args.fit_path:
+        raise ConfigError("--fit: `fit` makes a fit; use --fit with diagnose, calibrate, profile or detect")
     matrix, items = load_matrix(args)
     f = fit_or_load(args, matrix)
-    f.save(args.out)
     summary: dict[str, Any] = {
         "source": _source(args, matrix),
         "n_models": matrix.n_models,
@@ -188,6 +196,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.loo:
         loo = leave_one_model_out(matrix, engine="map", model=args.model, guessing=not args.no_guessing)
         summary["leave_one_model_out"] = loo
+    f.save(args.out)  # last: a command that fails on the way writes nothing
     if args.json:
         _dump(summary)
         return 0

@@ -13,6 +13,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchfill.cli.argtypes import nonneg_int, positive_int
+
+OUTPUTS = ("profile.json", "trajectories.png", "histograms.png")  # what --out DIR receives
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -29,12 +33,12 @@ def register(subparsers: Any) -> None:
                    "(default: by empirical performance)")
     p.add_argument("--alpha", type=float, default=0.05, help="flag items with o <= alpha (default 0.05)")
     p.add_argument("--draws", type=int, default=999, help="Monte Carlo draws per reference profile (default 999)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonneg_int, default=0)
     p.add_argument("--no-cache", action="store_true", help="keep the calibration in memory only")
-    p.add_argument("--top", type=int, default=20, help="flagged items shown in the table (default 20)")
-    p.add_argument("--subset", type=int, metavar="K",
+    p.add_argument("--top", type=nonneg_int, default=20, help="flagged items shown in the table (default 20)")
+    p.add_argument("--subset", type=positive_int, metavar="K",
                    help="also evaluate profile-guided subsets of K items against random ones (NDR, Kendall tau-b)")
-    p.add_argument("--repeats", type=int, default=20, help="subsets drawn per method with --subset (default 20)")
+    p.add_argument("--repeats", type=positive_int, default=20, help="subsets drawn per method with --subset (default 20)")
     p.add_argument("--out", metavar="DIR", help="write profile.json, trajectories.png and histograms.png here")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_profile)
@@ -42,22 +46,28 @@ def register(subparsers: Any) -> None:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from benchfill.data import read_responses
-    from benchfill.errors import ConfigError, DataError
+    from benchfill.errors import ConfigError
     from benchfill.measure.profiles import profile
 
     if not 0 < args.alpha < 1:
         raise ConfigError(f"--alpha must be in (0, 1), got {args.alpha}")
     if args.draws < 19:
         raise ConfigError(f"--draws must be at least 19, got {args.draws}")
+    if args.out:  # refused before the profiling, not after it: a folder in the way of an output file
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {out}: exists and is not a folder")
+        for name in OUTPUTS:
+            if (out / name).is_dir():
+                raise ConfigError(f"--out {out}: {out / name} is a folder, where {name} is to be written")
     matrix = read_responses(args.responses, items=args.items)
+    if args.subset and args.subset > matrix.n_items:
+        raise ConfigError(f"--subset must be in 1..{matrix.n_items}, got {args.subset}")
     fit = None
     if args.fit_path:
         from benchfill.irt.fit import IrtFit
 
-        try:
-            fit = IrtFit.load(args.fit_path)
-        except (OSError, ValueError, KeyError) as exc:
-            raise DataError(f"{args.fit_path}: not a readable fit ({exc.__class__.__name__})") from None
+        fit = IrtFit.load(args.fit_path)  # a malformed file: DataError naming it
     answers = None
     if args.answers:
         from benchfill.measure.trajectory import read_answers
@@ -91,6 +101,7 @@ def _write_outputs(bp: Any, result: dict, out: Path) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             json.dump(result, fh, indent=1)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the plots beside it are 0644
         os.replace(tmp, out / "profile.json")
     finally:
         if os.path.exists(tmp):

@@ -7,7 +7,7 @@ new item calibrated later lands on the same axis (possibly outside [0, 1]).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,21 @@ class IrtFit:
         span = d.max(axis=1, keepdims=True) - lo
         return np.where(span > 0, (d - lo) / np.where(span > 0, span, 1.0), 0.5)
 
+    def in_order(self, item_ids: tuple[str, ...] | list[str]) -> IrtFit:
+        """This fit with its items in the order ``item_ids`` gives (the same items): a response file
+        whose rows come in another order describes the same benchmark. The scale is unchanged."""
+        if tuple(item_ids) == self.item_ids:
+            return self
+        where = {i: k for k, i in enumerate(self.item_ids)}
+        idx = np.array([where[i] for i in item_ids], dtype=int)
+
+        def take(a: np.ndarray | None, axis: int = 0) -> np.ndarray | None:
+            return None if a is None else np.take(a, idx, axis=axis)
+
+        return replace(self, item_ids=tuple(item_ids), difficulty=take(self.difficulty),
+                       difficulty_se=take(self.difficulty_se), chance=take(self.chance),
+                       discrimination=take(self.discrimination), difficulty_draws=take(self.difficulty_draws, 1))
+
     # -- persistence -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         def arr(x: np.ndarray | None) -> list | None:
@@ -97,47 +112,118 @@ class IrtFit:
         }
 
     def save(self, path: str | Path) -> None:
-        """Write the fit as JSON (and its posterior draws, if any, as ``<path>.draws.npz``)."""
+        """Write the fit as JSON (and its posterior draws, if any, as ``<path>.draws.npz``).
+
+        A fit without draws removes the draws an earlier fit left at that path: ``load`` would
+        otherwise pair this fit with another fit's posterior. Nothing is half-written on failure."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1))
-        if self.difficulty_draws is not None:
-            draws = path.with_name(path.name + ".draws.npz")
-            with open(draws.with_suffix(".tmp"), "wb") as fh:
-                np.savez_compressed(fh, difficulty=self.difficulty_draws, ability=self.ability_draws)
-            draws.with_suffix(".tmp").replace(draws)
-        tmp.replace(path)
+        tmp = path.with_name(path.name + ".tmp")
+        draws = path.with_name(path.name + ".draws.npz")
+        draws_tmp = draws.with_name(draws.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(self.to_dict(), indent=1))
+            if self.difficulty_draws is not None:
+                with open(draws_tmp, "wb") as fh:
+                    np.savez_compressed(fh, difficulty=self.difficulty_draws, ability=self.ability_draws)
+                draws_tmp.replace(draws)
+            else:
+                draws.unlink(missing_ok=True)
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
+            draws_tmp.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path: str | Path) -> IrtFit:
+        """The fit ``save`` wrote; a file that is not one raises ``DataError`` naming it and the field."""
+        from benchfill.errors import DataError
+
         path = Path(path)
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise DataError(f"{path}: not a readable fit ({_why(exc)})") from None
+        fit = cls.from_dict(d, source=str(path))
         draws = path.with_name(path.name + ".draws.npz")
-        kw: dict[str, Any] = {}
         if draws.exists():
-            with np.load(draws) as z:
-                kw["difficulty_draws"] = z["difficulty"]
-                kw["ability_draws"] = z["ability"]
-        return cls.from_dict(json.loads(path.read_text()), **kw)
+            try:
+                with np.load(draws) as z:
+                    fit.difficulty_draws = np.asarray(z["difficulty"], dtype=float)
+                    fit.ability_draws = np.asarray(z["ability"], dtype=float)
+            except (OSError, ValueError, KeyError) as exc:
+                raise DataError(f"{draws}: not readable posterior draws ({_why(exc)})") from None
+            if fit.difficulty_draws.ndim != 2 or fit.difficulty_draws.shape[1] != fit.n_items or (
+                    fit.ability_draws.ndim != 2 or fit.ability_draws.shape[1] != fit.n_models):
+                raise DataError(f"{draws}: draws of shape {fit.difficulty_draws.shape} / {fit.ability_draws.shape} "
+                                f"do not match the fit's {fit.n_items} items and {fit.n_models} models")
+        return fit
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], **kw: Any) -> IrtFit:
-        """The fit ``to_dict`` wrote (``kw``: its posterior draws, kept apart)."""
+    def from_dict(cls, d: dict[str, Any], source: str = "fit", **kw: Any) -> IrtFit:
+        """The fit ``to_dict`` wrote (``kw``: its posterior draws, kept apart). A malformed one raises
+        ``DataError`` naming ``source`` and the field at fault."""
+        from benchfill.errors import DataError
+
+        if not isinstance(d, dict):
+            raise DataError(f"{source}: not a fit (a JSON object was expected, found {type(d).__name__})")
+        missing = [k for k in ("model", "engine", "models", "item_ids", "ability", "ability_se", "difficulty",
+                               "difficulty_se", "chance", "b_min", "b_max") if k not in d]
+        if missing:
+            raise DataError(f"{source}: not a fit: field {missing[0]!r} is missing")
+
+        def names(key: str) -> tuple[str, ...]:
+            v = d[key]
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise DataError(f"{source}: field {key!r} must be a list of strings")
+            return tuple(v)
+
+        models, item_ids = names("models"), names("item_ids")
+
+        def numbers(key: str, n: int, of: str, *, finite: bool = True) -> np.ndarray:
+            v = d[key]
+            try:
+                a = np.asarray(v, dtype=float)
+            except (TypeError, ValueError):
+                raise DataError(f"{source}: field {key!r} must be a list of numbers") from None
+            if a.shape != (n,):
+                raise DataError(f"{source}: field {key!r} has {a.size} values for {n} {of}")
+            if finite and not np.isfinite(a).all():
+                raise DataError(f"{source}: field {key!r} holds a value that is not a finite number")
+            return a
+
+        def scalar(key: str) -> float:
+            v = d[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+                raise DataError(f"{source}: field {key!r} must be a finite number, found {v!r}")
+            return float(v)
+
+        if d["model"] not in ("1pl", "2pl") or d["engine"] not in ("map", "nuts"):
+            raise DataError(f"{source}: fields 'model' and 'engine' must be 1pl/2pl and map/nuts, "
+                            f"found {d['model']!r} and {d['engine']!r}")
+        disc = d.get("discrimination")
         return cls(
             model=d["model"],
             engine=d["engine"],
-            models=tuple(d["models"]),
-            item_ids=tuple(d["item_ids"]),
-            ability=np.asarray(d["ability"], dtype=float),
-            ability_se=np.asarray(d["ability_se"], dtype=float),
-            difficulty=np.asarray(d["difficulty"], dtype=float),
-            difficulty_se=np.asarray(d["difficulty_se"], dtype=float),
-            chance=np.asarray(d["chance"], dtype=float),
-            discrimination=None if d.get("discrimination") is None else np.asarray(d["discrimination"]),
-            b_min=d["b_min"],
-            b_max=d["b_max"],
+            models=models,
+            item_ids=item_ids,
+            ability=numbers("ability", len(models), "models"),
+            ability_se=numbers("ability_se", len(models), "models", finite=False),
+            difficulty=numbers("difficulty", len(item_ids), "items"),
+            difficulty_se=numbers("difficulty_se", len(item_ids), "items", finite=False),
+            chance=numbers("chance", len(item_ids), "items"),
+            discrimination=None if disc is None else numbers("discrimination", len(item_ids), "items"),
+            b_min=scalar("b_min"),
+            b_max=scalar("b_max"),
             log_likelihood=d.get("log_likelihood", float("nan")),
             diagnostics=d.get("diagnostics", {}),
             seed=d.get("seed"),
             **kw,
         )
+
+
+def _why(exc: BaseException) -> str:
+    """An exception as a short reason for a one-line error."""
+    lines = str(exc).splitlines()
+    text = getattr(exc, "strerror", None) or (lines[0] if lines else "")
+    return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
