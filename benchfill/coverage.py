@@ -79,8 +79,10 @@ def parse_target(spec: str | Target | None) -> Target:
     path = Path(spec)
     if not path.is_file():
         raise ConfigError(f"--target {spec!r}: not 'uniform', 'beta:A,B' or an existing file of quantiles")
+    from benchfill.data import read_text
+
     values: list[float] = []
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
         for tok in line.replace(",", " ").split():
             try:
                 values.append(float(tok))

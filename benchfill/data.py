@@ -107,6 +107,8 @@ def read_responses(
     if len(model_index) < min_models:  # IRT needs two; a before/after test (benchfill detect) needs one
         raise DataError(f"{path}: responses from {len(model_index)} model; IRT needs at least two models")
 
+    if not any(ts):
+        raise DataError(f"{path}: no responses: every row has trials 0")
     correct_m = np.zeros((len(model_index), len(item_index)), dtype=np.int64)
     trials_m = np.zeros_like(correct_m)
     np.add.at(correct_m, (mi, ii), cs)
@@ -148,12 +150,22 @@ def extreme_items(matrix: ResponseMatrix, items: Sequence[dict[str, Any]] | None
 
 def _open_text(path: Path, newline: str | None = None):
     """``path`` opened as UTF-8 text, or a one-line ``DataError`` saying why it cannot be."""
-    try:
-        return open(path, encoding="utf-8", newline=newline)
+    try:  # utf-8-sig: a byte-order mark (as Excel writes at the start of a CSV) is not part of the header
+        return open(path, encoding="utf-8-sig", newline=newline)
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except (IsADirectoryError, PermissionError) as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def read_text(path: str | Path) -> str:
+    """A whole UTF-8 text file (a byte-order mark dropped), or a one-line ``DataError`` naming it."""
+    path = Path(path)
+    with _open_text(path) as fh:
+        try:
+            return fh.read()
+        except UnicodeDecodeError:
+            raise DataError(f"{path}: not a UTF-8 text file") from None
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -184,7 +196,18 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         missing = [f for f in RESPONSE_FIELDS if f not in obj]
         if missing:
             raise DataError(f"{path}:{lineno}: missing field {missing[0]!r}")
-        yield lineno, {**obj, "model": str(obj["model"]), "item_id": str(obj["item_id"])}
+        yield lineno, {**obj, "model": _name(obj["model"], "model", path, lineno),
+                       "item_id": _name(obj["item_id"], "item_id", path, lineno)}
+
+
+def _name(value: Any, field: str, path: Path, lineno: int) -> str:
+    """A model or item name from JSON: a string, or an integer id (3 -> '3'); null, 1.5 or a list is refused,
+    since str() would make 'None' or '1.5' a name nobody wrote."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise DataError(f"{path}:{lineno}: field {field!r} must be a string or an integer, got {json.dumps(value)}")
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -223,6 +246,9 @@ def _csv_records(reader: Any, path: Path) -> Iterator[tuple[int, list[str]]]:
         raise DataError(f"{path}: not a UTF-8 text file") from None
 
 
+MAX_COUNT = 10**9  # trials of one model on one item; far beyond any real evaluation, and no int64 sum overflows
+
+
 def _count(value: Any, name: str, path: Path, lineno: int) -> int:
     """A non-negative integer count; '3', 3 and 3.0 are fine, '1.5', -1 and 'x' are not."""
     if isinstance(value, bool):
@@ -242,6 +268,8 @@ def _count(value: Any, name: str, path: Path, lineno: int) -> int:
         raise DataError(f"{path}:{lineno}: field {name!r} must be a non-negative integer")
     if value < 0:
         raise DataError(f"{path}:{lineno}: field {name!r} is negative ({value})")
+    if value > MAX_COUNT:
+        raise DataError(f"{path}:{lineno}: field {name!r} is implausibly large ({value}; at most {MAX_COUNT})")
     return value
 
 
@@ -249,7 +277,7 @@ def read_mapping(path: Path) -> dict[str, Any]:
     """A TOML (.toml) or YAML (.yaml/.yml) file that holds a mapping: a config or a benchmark spec."""
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     suffix = path.suffix.lower()
     try:
         if suffix == ".toml":

@@ -52,7 +52,9 @@ def read_reference(path: str | Path, models: tuple[str, ...]) -> np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: reference ranking file not found")
-    text = path.read_text()
+    from benchfill.data import read_text
+
+    text = read_text(path)
     scores: dict[str, float] = {}
     if path.suffix.lower() == ".json":
         try:
@@ -138,6 +140,8 @@ def calibrate(
         seed=seed,
     )
     if matrix is None:
+        if reference is not None:  # a ranking needs the models' responses; saying nothing would drop it
+            raise ConfigError("reference: ranking agreement needs the responses (--responses or --benchmark)")
         return result
     if tuple(matrix.item_ids) != tuple(ids):
         raise DataError(f"{matrix.source or 'responses'}: items differ from the fitted items")

@@ -103,8 +103,12 @@ def leave_one_model_out(matrix: ResponseMatrix, *, engine: str = "map", **fit_kw
     """
     from scipy.stats import pearsonr, spearmanr
 
+    from benchfill.errors import DataError
     from benchfill.irt.engine import fit
 
+    if matrix.n_models < 3 or matrix.n_items < 2:  # each refit needs two models; a correlation two items
+        raise DataError(f"{matrix.source}: leave-one-model-out needs at least 3 models and 2 items, "
+                        f"found {matrix.n_models} and {matrix.n_items}")
     full = fit(matrix, engine=engine, **fit_kwargs).difficulty
     per_model: dict[str, dict[str, float]] = {}
     for j, name in enumerate(matrix.models):

@@ -111,18 +111,22 @@ class Predictor:
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> Predictor:
         path = Path(path)
+        from benchfill.data import read_text
+
         try:
-            d = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DataError(f"{path}: predictor file not found") from None
+            d = json.loads(read_text(path))
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{exc.lineno}: not a predictor file: {exc.msg}") from None
         if not isinstance(d, dict) or d.get("format") != FORMAT:
