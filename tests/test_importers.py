@@ -235,3 +235,55 @@ def test_bad_inspect_logs_give_one_line_each(inspect_logs, tmp_path, capsys):
     # a log of lm-eval given as inspect, and one of inspect given as lm-eval
     assert main(["import", "lm-eval", str(good), "--out", str(out)]) == 2
     assert "not an lm-eval-harness samples file" in capsys.readouterr().err
+
+
+def _edited_log(tmp_path: Path, name: str, edit_sample=None, edit_results=None, raw: bytes | None = None) -> Path:
+    """A copy of run a's logs with its first tiny_mc sample or its results file changed."""
+    root = tmp_path / name
+    shutil.copytree(LOGS / "a", root)
+    sample = next(root.rglob("samples_tiny_mc_*.jsonl"))
+    results = next(root.rglob("results_*.json"))
+    if edit_sample is not None:
+        rows = [json.loads(x) for x in sample.read_text().splitlines()]
+        edit_sample(rows[0])
+        sample.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if edit_results is not None:
+        results.write_text(json.dumps(edit_results(json.loads(results.read_text()))))
+    if raw is not None:
+        sample.write_bytes(raw)
+    return sample
+
+
+@pytest.mark.parametrize(
+    ("edit", "pattern"),
+    [
+        ({"edit_sample": lambda s: s.__setitem__("doc_id", "abc")}, r"line 1: field 'doc_id' must be an integer"),
+        ({"edit_sample": lambda s: s.__setitem__("metrics", [])}, r"line 1: field 'metrics' must be a non-empty list"),
+        ({"edit_results": lambda r: [r]}, r"results_.*\.json: not an lm-eval results file"),
+        ({"edit_results": lambda r: {**r, "configs": {"tiny_mc": {"repeats": "x"}}}},
+         r"configs\.tiny_mc\.repeats must be a positive integer, found 'x'"),
+        ({"edit_results": lambda r: {**r, "configs": {"tiny_mc": {"repeats": -3}}}},
+         r"configs\.tiny_mc\.repeats must be a positive integer, found -3"),
+        ({"raw": b'{"doc_id": 0, "metrics": ["acc"], "acc": 1, "doc": "\xff"}\n'}, r"not a UTF-8 text file"),
+    ],
+)
+def test_malformed_lm_eval_fields_give_one_line_naming_file_and_line(tmp_path, capsys, edit, pattern):
+    import re
+
+    sample = _edited_log(tmp_path, "edited", **edit)
+    out = tmp_path / "out"
+    assert main(["import", "lm-eval", str(sample), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and re.search(pattern, err), err
+    assert not out.exists()
+
+
+def test_an_output_in_the_way_leaves_the_earlier_import_whole(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "items.jsonl").mkdir(parents=True)
+    (out / "responses.csv").write_text("keep me\n")
+    assert main(["import", "lm-eval", str(LOGS / "a"), "--task", "tiny_mc", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "items.jsonl is a folder" in err, err
+    assert (out / "responses.csv").read_text() == "keep me\n"
+    assert sorted(p.name for p in out.iterdir()) == ["items.jsonl", "responses.csv"]

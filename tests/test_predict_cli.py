@@ -33,10 +33,10 @@ def test_train_save_score_with_a_stated_uncertainty(shared_data, tmp_path, capsy
     new = [{"id": "n1", "prompt": "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n"},
            {"id": "n2", "prompt": "def solve(grid: list[list[int]]) -> int:\n    \"\"\"" + "Count the regions. " * 40}]
     items.write_text("\n".join(json.dumps(x) for x in new) + "\n")
-    scored = tmp_path / "scored.jsonl"
+    scored = tmp_path / "new-folder" / "scored.jsonl"  # a folder that does not exist yet is made
     assert main(["predict", "score", "--predictor", str(out), "--items", str(items), "--out", str(scored)]) == 0
     rows = [json.loads(ln) for ln in scored.read_text().splitlines()]
-    assert [r["id"] for r in rows] == ["n1", "n2"]
+    assert [r["id"] for r in rows] == ["n1", "n2"] and [p.name for p in scored.parent.iterdir()] == ["scored.jsonl"]
     assert rows[0]["z"] < rows[1]["z"]  # the short one-liner is predicted easier than the long puzzle
     assert rows[0]["sd"] == pytest.approx(pred.residual_sd)
     sc = pred.scales["humaneval"]

@@ -83,7 +83,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchfill: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("benchfill: interrupted; rerun the same command to resume", file=sys.stderr)
+        again = "; rerun the same command to resume" if getattr(args, "resumable", False) else ""
+        print(f"benchfill: interrupted{again}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # A file the user named that cannot be read or written (a folder where a file is wanted, a path
+        # under a file, no permission): the user's to fix, so one line. Without a file it is a bug.
+        if exc.filename is None:
+            raise
+        where = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
+        print(f"benchfill: error: {where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2

@@ -9,6 +9,8 @@ import argparse
 import sys
 from typing import Any
 
+from benchfill.cli.argtypes import finite_float
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -24,7 +26,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="where to write responses.csv, items.jsonl, import.json")
     p.add_argument("--metric", help="the score that counts as correct (lm-eval default: acc, else exact_match; "
                    "inspect default: the first scorer)")
-    p.add_argument("--threshold", type=float, help="count a non-binary score >= T as correct (recorded in import.json)")
+    p.add_argument("--threshold", type=finite_float, help="count a non-binary score >= T as correct (recorded in import.json)")
     p.add_argument("--task", help="import only this task when the logs hold several")
     p.add_argument("--sum", dest="sum_repeats", action="store_true",
                    help="add up two logs of the same model and task (default: an error)")

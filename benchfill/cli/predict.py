@@ -10,6 +10,8 @@ import json
 import sys
 from typing import Any
 
+from benchfill.cli.argtypes import folds, nonneg_float, nonneg_int, positive_int
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("predict", help="predict item difficulty from text (train, evaluate, score, residuals)")
@@ -18,7 +20,7 @@ def register(subparsers: Any) -> None:
     t = sub.add_parser("train", help="train on benchmarks with known difficulties and save the predictor")
     _data_args(t)
     _feature_args(t)
-    t.add_argument("--folds", type=int, default=10, help="K of the K-fold run that sets the stated uncertainty (10)")
+    t.add_argument("--folds", type=folds, default=10, help="K of the K-fold run that sets the stated uncertainty (10)")
     t.add_argument("--out", required=True, metavar="FILE", help="where to write the predictor (JSON)")
     t.set_defaults(func=cmd_train)
 
@@ -27,7 +29,7 @@ def register(subparsers: Any) -> None:
     _feature_args(e)
     e.add_argument("--split", choices=("kfold", "lobo", "category"), default="kfold",
                    help="kfold (default), leave-one-benchmark-out, or leave-one-category-out (mmlu-pro)")
-    e.add_argument("--folds", type=int, default=10, help="K for --split kfold (default 10)")
+    e.add_argument("--folds", type=folds, default=10, help="K for --split kfold (default 10)")
     e.add_argument("--each", action="store_true", help="also evaluate each family alone and the random control")
     e.add_argument("--json", action="store_true", help="print the results as JSON")
     e.set_defaults(func=cmd_evaluate)
@@ -42,11 +44,11 @@ def register(subparsers: Any) -> None:
     r = sub.add_parser("residuals", help="items whose observed difficulty is far from the predicted one, ranked")
     _data_args(r)
     _feature_args(r)
-    r.add_argument("--folds", type=int, default=10, help="K-fold for the out-of-fold predictions (default 10)")
+    r.add_argument("--folds", type=folds, default=10, help="K-fold for the out-of-fold predictions (default 10)")
     r.add_argument("--predictor", metavar="FILE", help="predict with a saved predictor trained on other benchmarks "
                    "instead of K-fold inside this one (better for a small benchmark)")
-    r.add_argument("--threshold", type=float, default=1.5, help="flag |r| >= this many sds of r (default 1.5)")
-    r.add_argument("--top", type=int, help="list at most this many")
+    r.add_argument("--threshold", type=nonneg_float, default=1.5, help="flag |r| >= this many sds of r (default 1.5)")
+    r.add_argument("--top", type=positive_int, help="list at most this many")
     r.add_argument("--json", action="store_true", help="print the flags as JSON")
     r.set_defaults(func=cmd_residuals)
 
@@ -55,7 +57,7 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", required=True, nargs="+", metavar="NAME",
                    help="registered benchmarks with items and responses (e.g. humaneval mmlu-pro aime25)")
     p.add_argument("--data-dir", metavar="DIR", help="where their files live (default $BENCHFILL_DATA_DIR)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonneg_int, default=0)
 
 
 def _feature_args(p: argparse.ArgumentParser) -> None:
@@ -89,10 +91,15 @@ def _blocks(args, labelled, families):
 
 
 def cmd_train(args) -> int:
+    import os
+
     from benchfill.benchmarks import registered_spec
+    from benchfill.errors import ConfigError
     from benchfill.predict.features import parse_families
     from benchfill.predict.predictor import train
 
+    if not args.out or os.path.isdir(args.out):  # refused before the training, not after it
+        raise ConfigError(f"--out {args.out!r}: give a file to write the predictor to")
     families = parse_families(args.families)
     labelled = _load(args)
     spec = registered_spec(args.benchmark[0])
@@ -151,17 +158,25 @@ def cmd_score(args) -> int:
     from pathlib import Path
 
     from benchfill.data import read_items
+    from benchfill.errors import DataError
     from benchfill.predict.predictor import Predictor
 
     pred = Predictor.load(args.predictor)
     items = read_items(args.items)
-    preds = pred.predict_items(items, args.benchmark)
+    try:
+        preds = pred.predict_items(items, args.benchmark)
+    except DataError as exc:  # an item without text: name the file it came from
+        raise DataError(f"{args.items}: {exc}") from None
     lines = [json.dumps({"id": it.get("id"), **p.to_dict()}) for it, p in zip(items, preds, strict=True)]
     if args.out:
         out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        os.replace(tmp, out)
+        try:
+            tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            os.replace(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
         print(f"{out}: {len(lines)} predictions", file=sys.stderr)
     else:
         print("\n".join(lines))

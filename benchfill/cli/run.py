@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from benchfill.cli.argtypes import nonneg_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -32,7 +34,7 @@ def register(subparsers) -> None:
                    help="sim: the simulated world in-process; openai: endpoints from --config "
                         "(default: openai when --config is given, else sim)")
     p.add_argument("--config", help="config file (TOML/YAML): probe panel, rewriter, judge")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonneg_int, default=0)
     p.add_argument("--rounds", type=int, default=8, help="T, at most this many rounds per gap")
     p.add_argument("--parents", type=int, default=4, help="R, parents per round")
     p.add_argument("--children", type=int, default=4, help="C, children per parent")
@@ -63,7 +65,7 @@ def register(subparsers) -> None:
     p.add_argument("--allow-unconfined", action="store_true",
                    help="run generated code without a sandbox where bubblewrap is not available (unsafe)")
     p.add_argument("--dry-run", action="store_true", help="print the planned model calls and rollouts; run nothing")
-    p.set_defaults(func=handle)
+    p.set_defaults(func=handle, resumable=True)  # a rerun of the same command resumes
 
 
 def options(args: argparse.Namespace):

@@ -20,7 +20,7 @@ def register(subparsers) -> None:
     p.add_argument("--store", metavar="URL", help="one SQLAlchemy URL for every run (overrides the file's store)")
     p.add_argument("--runs-dir", help="where run directories go (overrides the file's runs_dir)")
     p.add_argument("--quiet", dest="progress", action="store_false", help="no progress on stderr")
-    p.set_defaults(func=handle)
+    p.set_defaults(func=handle, resumable=True)  # a rerun of the same command resumes
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -61,11 +61,36 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
         raise DataError(f"{path}: no {results_path.name} beside it (lm-eval writes the model's name there)") from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"{results_path}: not a readable lm-eval results file ({exc.__class__.__name__})") from None
+    if not isinstance(results, dict):
+        raise DataError(f"{results_path}: not an lm-eval results file (a JSON object was expected)")
     model = _model_name(results, results_path)
-    config = (results.get("configs") or {}).get(task) or {}
-    repeats = int(config.get("repeats") or 1)
+    configs = results.get("configs") or {}
+    config = (configs.get(task) if isinstance(configs, dict) else None) or {}
+    repeats = config.get("repeats") if isinstance(config, dict) else None
+    if repeats is None:
+        repeats = 1
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise DataError(f"{results_path}: configs.{task}.repeats must be a positive integer, found {repeats!r}")
     log = LogContent(source=str(path), model=model, task=task)
     used = metric
+    try:
+        used = _read_samples(path, task, model, repeats, threshold, log, used)
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a UTF-8 text file") from None
+    if not log.records:
+        raise DataError(f"{path}: no samples (an empty or truncated log)")
+    scored = max(r.trials for r in log.records)
+    log.scoring = (f"{used}: share of {scored} scored repeats x {scored}" if scored > 1
+                   else f"{used}: one scored response per document" + (f" (of {repeats} repeats)" if repeats > 1 else ""))  # fmt: skip
+    if threshold is not None:
+        log.scoring = f"{used} >= {threshold}: one trial per document"
+    return log, used or ""
+
+
+def _read_samples(path: Path, task: str, model: str, repeats: int, threshold: float | None, log: LogContent,
+                  used: str | None) -> str | None:
+    """The samples file's records into ``log``; returns the metric ``used`` (found on the first sample when
+    none was asked for)."""
     seen: set[int] = set()
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
@@ -77,11 +102,18 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
                 raise DataError(f"{path} line {n}: not valid JSON (a truncated log?)") from None
             if not isinstance(sample, dict) or "doc_id" not in sample or "metrics" not in sample:
                 raise DataError(f"{path} line {n}: not an lm-eval sample (no doc_id/metrics)")
+            names = sample["metrics"]
+            if not isinstance(names, list) or not names or not all(isinstance(x, str) for x in names):
+                raise DataError(f"{path} line {n}: field 'metrics' must be a non-empty list of metric names")
             if used is None:
-                used = next((x for x in DEFAULT_METRICS if x in sample["metrics"]), None) or sample["metrics"][0]
+                used = next((x for x in DEFAULT_METRICS if x in names), None) or names[0]
             if used not in sample:
-                raise DataError(f"{path} line {n}: no metric {used!r} (the log has {', '.join(sample['metrics'])})")
-            doc_id = int(sample["doc_id"])
+                raise DataError(f"{path} line {n}: no metric {used!r} (the log has {', '.join(names)})")
+            doc_id = sample["doc_id"]
+            if isinstance(doc_id, str) and doc_id.strip().isdigit():
+                doc_id = int(doc_id)
+            if isinstance(doc_id, bool) or not isinstance(doc_id, int):
+                raise DataError(f"{path} line {n}: field 'doc_id' must be an integer, found {json.dumps(doc_id)}")
             if doc_id in seen:
                 raise DataError(f"{path} line {n}: doc_id {doc_id} twice in one log")
             seen.add(doc_id)
@@ -90,14 +122,7 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
             correct, trials = _count(sample, used, repeats, threshold, where)
             log.records.append(Record(model, task, item_id, correct, trials, str(path)))
             log.items.append(ItemText(item_id, task, _item_fields(sample, task), str(path)))
-    if not log.records:
-        raise DataError(f"{path}: no samples (an empty or truncated log)")
-    scored = max(r.trials for r in log.records)
-    log.scoring = (f"{used}: share of {scored} scored repeats x {scored}" if scored > 1
-                   else f"{used}: one scored response per document" + (f" (of {repeats} repeats)" if repeats > 1 else ""))  # fmt: skip
-    if threshold is not None:
-        log.scoring = f"{used} >= {threshold}: one trial per document"
-    return log, used or ""
+    return used
 
 
 def _count(sample: dict[str, Any], metric: str, repeats: int, threshold: float | None, where: str) -> tuple[int, int]:
@@ -115,7 +140,7 @@ def _count(sample: dict[str, Any], metric: str, repeats: int, threshold: float |
 
 def _item_fields(sample: dict[str, Any], task: str) -> dict[str, Any]:
     args = sample.get("arguments") or {}
-    firsts = [a for _, a in sorted(args.items(), key=lambda kv: int(kv[0].rsplit("_", 1)[-1]))] if isinstance(args, dict) else []
+    firsts = [a for _, a in sorted(args.items(), key=lambda kv: _arg_index(kv[0]))] if isinstance(args, dict) else []
     text = firsts[0].get("arg_0") if firsts and isinstance(firsts[0], dict) else None
     fields: dict[str, Any] = {"task": task, "text": text, "target": sample.get("target")}
     # multiple choice: one loglikelihood request per choice, the continuation is the choice
@@ -124,6 +149,12 @@ def _item_fields(sample: dict[str, Any], task: str) -> dict[str, Any]:
         fields["choices"] = [c.strip() for c in conts]
     fields["doc"] = sample.get("doc")
     return fields
+
+
+def _arg_index(key: str) -> int:
+    """The N of an lm-eval request key "gen_args_N"; a key without one sorts last."""
+    tail = key.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else 1 << 30
 
 
 def _model_name(results: dict[str, Any], path: Path) -> str:

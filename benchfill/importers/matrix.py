@@ -188,6 +188,12 @@ def write(result: ImportResult, out: str | Path) -> list[Path]:
     written, so an error leaves no new file behind.
     """
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise DataError(f"--out {out}: exists and is not a folder")
+    names = ["responses.csv", *(["items.jsonl"] if result.items else []), "import.json"]
+    for name in names:  # checked first: the renames at the end must all succeed, or the outputs mix two imports
+        if (out / name).is_dir():
+            raise DataError(f"--out {out}: {out / name} is a folder, where {name} is to be written")
     out.mkdir(parents=True, exist_ok=True)
     staged: list[tuple[Path, Path]] = []
     try:

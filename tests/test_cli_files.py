@@ -1,0 +1,204 @@
+"""What the measuring commands do with files that are not what they should be, and with outputs they
+cannot write: one line naming the file or field, a non-zero exit, and nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from benchfill.cli import main
+from benchfill.irt.fit import IrtFit
+
+MATRIX = "model,item_id,correct,trials\n" + "".join(
+    f"m{m},q{i},{min(i + m, 4) if (i + m) % 3 else 0},4\n" for m in range(4) for i in range(6))
+
+
+def _err(capsys, argv) -> tuple[int, str]:
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, err
+
+
+def _one_line(rc: int, err: str, pattern: str) -> None:
+    assert rc != 0, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert re.search(pattern, err), err
+
+
+def _matrix(tmp_path, text: str = MATRIX, name: str = "r.csv"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def _fit(**over) -> IrtFit:
+    kw = dict(model="1pl", engine="map", models=("a", "b"), item_ids=("x", "y", "z"), ability=np.zeros(2),
+              ability_se=np.ones(2), difficulty=np.array([-1.0, 0.0, 1.0]), difficulty_se=np.full(3, 0.2),
+              chance=np.zeros(3))
+    return IrtFit(**{**kw, **over})
+
+
+def test_a_fit_without_draws_removes_the_draws_an_earlier_fit_left(tmp_path):
+    path = tmp_path / "fit.json"
+    draws = np.random.default_rng(0).normal(size=(50, 3))
+    _fit(engine="nuts", difficulty_draws=draws, ability_draws=np.zeros((50, 2))).save(path)
+    assert IrtFit.load(path).difficulty_draws is not None
+    _fit().save(path)  # the same path, now a MAP fit
+    assert IrtFit.load(path).difficulty_draws is None  # not the old posterior under a new fit
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.json"]
+
+
+def _set(key, value):
+    def change(d):
+        d[key] = value
+    return change
+
+
+def _drop(key):
+    return lambda d: d.pop(key)
+
+
+def _shorten(key):
+    return _set(key, [0.0, 1.0])
+
+
+def _null_first(key):
+    return lambda d: d[key].__setitem__(0, None)
+
+
+@pytest.mark.parametrize(
+    ("change", "pattern"),
+    [
+        ("[1, 2]", r"fit\.json: not a fit \(a JSON object was expected"),
+        ("{not json", r"fit\.json: not a readable fit"),
+        (_set("b_min", "x"), r"fit\.json: field 'b_min' must be a finite number, found 'x'"),
+        (_drop("difficulty"), r"fit\.json: not a fit: field 'difficulty' is missing"),
+        (_shorten("difficulty"), r"fit\.json: field 'difficulty' has 2 values for 3 items"),
+        (_null_first("ability"), r"fit\.json: field 'ability' holds a value that is not a finite number"),
+    ],
+)
+def test_a_malformed_saved_fit_is_named_with_its_field(tmp_path, capsys, change, pattern):
+    path = tmp_path / "fit.json"
+    if isinstance(change, str):
+        path.write_text(change)
+    else:
+        d = _fit().to_dict()
+        change(d)
+        path.write_text(json.dumps(d))
+    r = str(_matrix(tmp_path))
+    for argv in (["diagnose", "--fit", str(path)],
+                 ["detect", "--before", r, "--after", r, "--model", "m0", "--fit", str(path)]):
+        _one_line(*_err(capsys, argv), pattern)
+
+
+def test_corrupt_draws_are_named_as_the_draws_file(tmp_path, capsys):
+    path = tmp_path / "fit.json"
+    _fit().save(path)
+    (tmp_path / "fit.json.draws.npz").write_bytes(b"not an npz")
+    _one_line(*_err(capsys, ["diagnose", "--fit", str(path)]), r"fit\.json\.draws\.npz: not readable posterior draws")
+
+
+def test_a_fit_of_the_same_items_in_another_order_is_the_same_fit(tmp_path, capsys):
+    r = _matrix(tmp_path)
+    fit = tmp_path / "fit.json"
+    assert main(["fit", "--responses", str(r), "--out", str(fit)]) == 0
+    capsys.readouterr()
+    lines = MATRIX.splitlines()
+    shuffled = _matrix(tmp_path, "\n".join([lines[0], *reversed(lines[1:])]) + "\n", "shuffled.csv")
+    assert main(["diagnose", "--responses", str(r), "--fit", str(fit), "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert main(["diagnose", "--responses", str(shuffled), "--fit", str(fit), "--json"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    # (items tied in difficulty may trade places as a gap's neighbour; the axis is the same)
+    assert [g["width"] for g in after["gaps"]] == [g["width"] for g in before["gaps"]]
+    assert after["ddm"] == before["ddm"]
+    other = _matrix(tmp_path, MATRIX.replace("q5", "q9"), "other.csv")
+    _one_line(*_err(capsys, ["diagnose", "--responses", str(other), "--fit", str(fit)]),
+              r"fit\.json: the fit's items differ from the responses' items \(6 against 6; e\.g\. 'q9'")
+
+
+def test_a_failing_fit_command_writes_no_fit(tmp_path, capsys):
+    one_item = _matrix(tmp_path, "model,item_id,correct,trials\na,q,1,2\nb,q,0,2\n", "one.csv")
+    out = tmp_path / "f.json"
+    _one_line(*_err(capsys, ["fit", "--responses", str(one_item), "--loo", "--out", str(out)]),
+              r"one\.csv: leave-one-model-out needs at least 3 models and 2 items, found 2 and 1")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "pattern"),
+    [
+        ("model,item_id,correct,trials\na,q,0,0\nb,q,0,0\n", "r.csv", r"r\.csv: no responses: every row has trials 0"),
+        ('{"model": null, "item_id": "q", "correct": 1, "trials": 1}\n', "r.jsonl",
+         r"r\.jsonl:1: field 'model' must be a string or an integer, got null"),
+        ('{"model": "a", "item_id": 1.5, "correct": 1, "trials": 1}\n', "r.jsonl",
+         r"r\.jsonl:1: field 'item_id' must be a string or an integer, got 1\.5"),
+        ("model,item_id,correct,trials\na,q,1e30,1e30\nb,q,0,1\n", "r.csv", r"r\.csv:2: field 'correct' is implausibly large"),
+    ],
+)
+def test_responses_that_say_nothing_or_too_much_are_refused(tmp_path, capsys, text, name, pattern):
+    _one_line(*_err(capsys, ["fit", "--responses", str(_matrix(tmp_path, text, name)),
+                             "--out", str(tmp_path / "f.json")]), pattern)
+    assert not (tmp_path / "f.json").exists()
+
+
+def test_a_byte_order_mark_is_not_part_of_the_header(tmp_path, capsys):
+    r = tmp_path / "excel.csv"
+    r.write_bytes(b"\xef\xbb\xbf" + MATRIX.replace("\n", "\r\n").encode())
+    assert main(["diagnose", "--responses", str(r), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_items"] == 6
+
+
+def test_outputs_that_cannot_be_written_are_one_line(tmp_path, capsys):
+    r = str(_matrix(tmp_path))
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir").mkdir()
+    _one_line(*_err(capsys, ["fit", "--responses", r, "--out", str(tmp_path / "afile" / "x.json")]), r"afile")
+    _one_line(*_err(capsys, ["fit", "--responses", r, "--out", str(tmp_path / "adir")]), r"--out .*adir")
+    _one_line(*_err(capsys, ["diagnose", "--responses", r, "--plot", str(tmp_path / "adir")]), r"adir")
+    (tmp_path / "pout" / "trajectories.png").mkdir(parents=True)
+    _one_line(*_err(capsys, ["profile", "--responses", r, "--out", str(tmp_path / "pout")]),
+              r"trajectories\.png is a folder")
+    assert sorted(p.name for p in (tmp_path / "pout").iterdir()) == ["trajectories.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile", "pout", "r.csv"]  # no temp files
+
+
+def test_input_text_that_is_not_utf8_is_named(tmp_path, capsys):
+    r = str(_matrix(tmp_path))
+    bad = tmp_path / "target.txt"
+    bad.write_bytes(b"0.1\n\xff\xfe0.5\n")
+    _one_line(*_err(capsys, ["diagnose", "--responses", r, "--target", str(bad)]), r"target\.txt: not a UTF-8 text file")
+    _one_line(*_err(capsys, ["calibrate", "--responses", r, "--size", "3", "--reference", str(bad)]),
+              r"target\.txt: not a UTF-8 text file")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["diagnose", "--seed", "-1"],
+        ["calibrate", "--size", "3", "--n-random", "0"],
+        ["calibrate", "--size", "0"],
+        ["profile", "--subset", "0"],
+        ["profile", "--subset", "3", "--repeats", "0"],
+    ],
+)
+def test_out_of_range_numbers_are_refused_before_any_work(tmp_path, capsys, argv):
+    out = tmp_path / "kept.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--responses", str(_matrix(tmp_path)), *(["--out", str(out)] if argv[0] == "calibrate" else [])])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(r"error: argument --[a-z-]+: must be", err), err
+    assert not out.exists()
+
+
+def test_a_reference_ranking_without_responses_is_refused_not_dropped(tmp_path, capsys):
+    fit = tmp_path / "fit.json"
+    _fit().save(fit)
+    ref = tmp_path / "ref.csv"
+    ref.write_text("a,0.5\nb,0.7\n")
+    _one_line(*_err(capsys, ["calibrate", "--fit", str(fit), "--size", "2", "--reference", str(ref)]),
+              r"ranking agreement needs the responses")
