@@ -143,6 +143,9 @@ class ReviewDecision(StoreTable, table=True):
     reason: str = ""
     edited_json: str | None = None  # the edited item fields; the original stays in Item
     created_at: datetime = Field(default_factory=now)
+    # Where it was made: "page" (the review page), "sheet:<the sheet's export time>" (a CSV import), or ""
+    # (a library call). A re-imported sheet must not undo a later decision made elsewhere.
+    source: str = ""
 
 
 class Release(StoreTable, table=True):

@@ -19,7 +19,7 @@ from benchfill.errors import ConfigError
 # migrations from its version on, in order (MIGRATIONS[v] takes version v to v + 1, the way
 # simonw/llm keeps its ordered, named migrations), and a newer one is refused. A new table needs no
 # migration (it is created where missing); a changed or added column does.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def m001_record_version(conn: Connection, run_id: str) -> None:
@@ -61,6 +61,15 @@ def m003_run_scoped_rows(conn: Connection, run_id: str) -> None:
                 f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), (SELECT max(id) FROM {table.name}))")
 
 
+def m004_review_decision_source(conn: Connection, run_id: str) -> None:
+    """3 -> 4: a review decision records where it was made (``ReviewDecision.source``: the page or a
+    sheet, by its export time), so that re-importing an old sheet cannot undo a later decision."""
+    if "reviewdecision" in set(inspect(conn).get_table_names()):
+        columns = {c["name"] for c in inspect(conn).get_columns("reviewdecision")}
+        if "source" not in columns:
+            conn.exec_driver_sql("ALTER TABLE reviewdecision ADD COLUMN source VARCHAR NOT NULL DEFAULT ''")
+
+
 def _aware(value: Any) -> Any:
     """A stored time read back without its zone (SQLite keeps none) is UTC, as written."""
     if isinstance(value, datetime) and value.tzinfo is None:
@@ -69,7 +78,7 @@ def _aware(value: Any) -> Any:
 
 
 MIGRATIONS: list[Callable[[Connection, str], None]] = [
-    m001_record_version, m002_candidate_review_record, m003_run_scoped_rows]
+    m001_record_version, m002_candidate_review_record, m003_run_scoped_rows, m004_review_decision_source]
 
 
 def _url(target: str | Path) -> str:

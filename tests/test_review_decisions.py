@@ -113,3 +113,110 @@ def test_import_round_trip_is_atomic_and_idempotent(tmp_path, shared_data):
         import_decisions(run, filled, reviewer="cy")
     with ReviewBoard(run) as board:
         assert len(board.decisions()) == 3
+
+
+def _sheet(run, tmp_path, name="filled.csv", **fills):
+    """The exported sheet with rows filled in: fills maps a row ("r0") to the cells to set; a cell "@r2"
+    takes that row's value of the column (a row duplicated by hand)."""
+    _, csv_path = export_queue(run, tmp_path / f"export-{name}")
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    exported = [dict(r) for r in rows]
+    for i, cells in fills.items():
+        rows[int(i[1:])].update({c: exported[int(v[2:])][c] if v.startswith("@r") else v for c, v in cells.items()})
+    out = tmp_path / name
+    with out.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return out, rows
+
+
+def test_a_stale_sheet_cannot_undo_a_later_decision_made_on_the_page(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    sheet, _ = _sheet(run, tmp_path, r0={"reviewer": "ann", "decision": "accept"})
+    assert import_decisions(run, sheet) == 1
+    with ReviewBoard(run) as board:  # later, ann changes her mind on the page
+        board.decide(CHILD_IDS[0], "ann", "reject", "the key is wrong", source="page")
+    with pytest.raises(DataError, match=r"filled\.csv line \d+: ann decided 'reject' on .* \(on the review page\), "
+                                        r"after this sheet was exported"):
+        import_decisions(run, sheet)
+    with ReviewBoard(run) as board:
+        assert [d.decision for d in board.decisions()] == ["accept", "reject"]
+        assert board.outcomes()[CHILD_IDS[0]].status == "rejected"
+    # the same sheet, corrected by its reviewer and imported again, replaces what it said itself
+    sheet2, _ = _sheet(run, tmp_path, "second.csv", r1={"reviewer": "bob", "decision": "accept"})
+    assert import_decisions(run, sheet2) == 1
+    rows = list(csv.DictReader(sheet2.open(encoding="utf-8")))
+    rows[1].update(decision="reject", reason="ambiguous after all")
+    with sheet2.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert import_decisions(run, sheet2) == 1
+    with ReviewBoard(run) as board:
+        assert board.outcomes()[CHILD_IDS[1]].status == "rejected"
+
+
+@pytest.mark.parametrize(
+    ("fills", "pattern"),
+    [
+        ({"r0": {"reviewer": "ann", "decision": "accept"}, "r2": {"reviewer": "ann", "decision": "accept"},
+          "r1": {"item_id": "@r0", "ancestor_id": "@r0", "child_text": "@r0", "reviewer": "ann", "decision": "reject",
+                 "reason": "no"}},
+         r"a second decision by ann on .* \(the first is on line \d+\)"),
+        ({"r0": {"reviewer": "ann", "decision": "accept", "edited_text": "Better text."}},
+         r"edited_text filled, but the decision is 'accept'; write 'edit'"),
+        ({"r0": {"item_id": CHILD_IDS[1], "reviewer": "ann", "decision": "accept"}},
+         r"item '[^']+' has ancestor '[^']+' in the queue, the row says '[^']+' \(a re-sorted sheet\?\)"),
+        ({"r0": {"child_text": "@r1", "reviewer": "ann", "decision": "accept"}},
+         r"item '[^']+': the row's child_text is not the queue's text of that item"),
+    ],
+)
+def test_sheet_rows_that_would_record_the_wrong_thing_are_refused(tmp_path, shared_data, fills, pattern):
+    run = make_run(tmp_path, shared_data)
+    sheet, _ = _sheet(run, tmp_path, **fills)
+    with pytest.raises(DataError, match=r"filled\.csv line \d+ \(data row \d\): " + pattern):
+        import_decisions(run, sheet)
+    with ReviewBoard(run) as board:
+        assert board.decisions() == []
+
+
+def test_a_cut_row_an_excel_encoding_and_a_semicolon_sheet_are_one_line_each(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    sheet, rows = _sheet(run, tmp_path, r0={"reviewer": "ann", "decision": "accept"})
+    text = sheet.read_text(encoding="utf-8")
+    cut = tmp_path / "cut.csv"
+    cut.write_text(text + "only,three,fields\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"cut\.csv line \d+ \(data row 5\): 3 fields, the header has \d+"):
+        import_decisions(run, cut)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(text.replace("ann", "José").encode("cp1252"))
+    with pytest.raises(DataError, match=r"latin\.csv: not UTF-8 text \(byte \d+\); save it as 'CSV UTF-8'"):
+        import_decisions(run, latin)
+    semi = tmp_path / "semi.csv"
+    semi.write_text("item_id;reviewer;decision\n" + f"{CHILD_IDS[0]};ann;accept\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"separated by ';'"):
+        import_decisions(run, semi)
+    with ReviewBoard(run) as board:
+        assert board.decisions() == []
+    # a sheet without a reviewer column, and the reviewer named on the command line
+    bare = tmp_path / "bare.csv"
+    bare.write_text(f"item_id,decision\n{CHILD_IDS[0]},accept\n", encoding="utf-8")
+    assert import_decisions(run, bare, reviewer="cy") == 1
+
+
+def test_export_keeps_a_filled_sheet_until_it_is_imported(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    _, csv_path = export_queue(run)
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    rows[0].update(reviewer="ann", decision="accept")
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    with pytest.raises(DataError, match=r"review_queue\.csv: holds 1 decision\(s\) not imported yet"):
+        export_queue(run)
+    assert "ann" in csv_path.read_text(encoding="utf-8")
+    assert import_decisions(run, csv_path) == 1
+    export_queue(run)  # imported: a fresh sheet may replace it
+    assert list(csv.DictReader(csv_path.open(encoding="utf-8")))[0]["status"] == "accepted"

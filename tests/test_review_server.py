@@ -59,7 +59,7 @@ def test_decisions_reach_the_store_at_once(server):
     assert httpx.post(url, headers=h, content=b"not json").status_code == 400
     with ReviewBoard(server.board.run_dir) as b:  # a separate connection sees the committed row
         [d] = b.decisions()
-        assert (d.item_id, d.reviewer, d.decision, d.reason) == (CHILD_IDS[1], "ann", "reject", "ambiguous")
+        assert (d.item_id, d.reviewer, d.decision, d.reason, d.source) == (CHILD_IDS[1], "ann", "reject", "ambiguous", "page")
 
 
 def test_item_text_is_shown_escaped(server):

@@ -97,3 +97,20 @@ def test_a_version_1_store_gains_the_review_record_column(tmp_path):
         cols = {r[1] for r in con.execute("pragma table_info(candidate)")}
         assert "review_json" in cols and con.execute("select id from candidate").fetchall() == [("c1",)]
     assert _version(db) == SCHEMA_VERSION
+
+
+def test_a_version_3_store_gains_the_decisions_source_column(tmp_path):
+    """Version 4 records where a review decision was made (``ReviewDecision.source``); a version-3
+    store's decisions are kept, their source unknown ("")."""
+    db = tmp_path / "s.db"
+    Store(db, run_id="r").close()
+    with sqlite3.connect(db) as con:  # what a version-3 store looked like, with one decision
+        con.execute("alter table reviewdecision drop column source")
+        con.execute("insert into reviewdecision (run_id, item_id, reviewer, decision, reason, created_at) "
+                    "values ('r', 'x', 'alice', 'accept', '', '2026-01-01 00:00:00')")
+        con.execute("update schemaversion set version = 3")
+    s = Store(db, run_id="r")
+    rows = s.all(schema.ReviewDecision)
+    s.close()
+    assert _version(db) == SCHEMA_VERSION == 4
+    assert [(r.item_id, r.reviewer, r.decision, r.source) for r in rows] == [("x", "alice", "accept", "")]

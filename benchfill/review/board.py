@@ -68,9 +68,11 @@ class ReviewBoard:
         reason: str = "",
         text: str | None = None,
         answer: str | None = None,
+        source: str = "",
     ) -> ReviewDecision:
-        """Record one reviewer's decision; for "edit", ``text`` and/or ``answer`` replace the child's."""
-        row = self.prepare(item_id, reviewer, decision, reason, text, answer)
+        """Record one reviewer's decision; for "edit", ``text`` and/or ``answer`` replace the child's.
+        ``source``: where it was made ("page", "sheet:<export time>"; ReviewDecision.source)."""
+        row = self.prepare(item_id, reviewer, decision, reason, text, answer, source)
         self.record([row])
         return row
 
@@ -82,6 +84,7 @@ class ReviewBoard:
         reason: str = "",
         text: str | None = None,
         answer: str | None = None,
+        source: str = "",
     ) -> ReviewDecision:
         """A checked, not yet stored decision (so a batch can be checked whole before any write)."""
         entry = self.entry(item_id)
@@ -105,7 +108,8 @@ class ReviewBoard:
                 raise BenchfillError(f"decision on '{item_id}': the edit changes neither text nor answer")
             edited_json = json.dumps(edited, ensure_ascii=False)
         return ReviewDecision(
-            run_id=self.store.run_id, item_id=item_id, reviewer=reviewer, decision=decision, reason=reason, edited_json=edited_json
+            run_id=self.store.run_id, item_id=item_id, reviewer=reviewer, decision=decision, reason=reason,
+            edited_json=edited_json, source=source,
         )
 
     def record(self, rows: list[ReviewDecision]) -> None:

@@ -11,6 +11,7 @@ import csv
 import json
 import os
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,11 @@ CSV_COLUMNS = (
     "annotated_difficulty", "annotated_se", "annotated_z",
     "confirmed_difficulty", "confirmed_se", "confirmed_z", "confirmed_z_se", "inside_probability", "ecdf_position",
     "probe_results", "judge_valid", "judge_reason", "rewriter_model", "judge_model", "flags",
-    "simulated", "true_difficulty", "status", "accepted_by", "rejected_by",
+    "simulated", "true_difficulty", "status", "accepted_by", "rejected_by", "exported_at",
 ) + DECISION_COLUMNS  # fmt: skip
+# The sheet's export time, on every row: a decision recorded elsewhere after it (the page, another sheet) is
+# newer than anything the sheet can say, and import refuses to undo it.
+EXPORTED_AT = "exported_at"
 
 
 def review_record(entry: QueueEntry, standing: Outcome | None = None) -> dict[str, Any]:
@@ -86,21 +90,29 @@ def _csv_row(rec: dict[str, Any]) -> dict[str, Any]:
 def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tuple[Path, Path]:
     """Write ``review_queue.export.jsonl`` and ``review_queue.csv``; returns their paths.
 
-    Default ``out_dir`` is ``<run>/review/``. Each file is written to a temp file and renamed.
+    Default ``out_dir`` is ``<run>/review/``. Each file is written to a temp file and renamed. A
+    ``review_queue.csv`` already there that holds decisions not yet imported is not overwritten: they
+    would be lost (``DataError`` naming how many).
     """
-    with ReviewBoard(run_dir) as board:
-        standing = board.outcomes()
-        records = [review_record(e, standing[e.item_id]) for e in board.entries]
     out = Path(out_dir) if out_dir else Path(run_dir) / "review"
-    out.mkdir(parents=True, exist_ok=True)
     jsonl = out / "review_queue.export.jsonl"
     csv_path = out / "review_queue.csv"
+    with ReviewBoard(run_dir) as board:
+        if csv_path.is_file():
+            pending = _unimported(board, csv_path)
+            if pending:
+                raise DataError(f"{csv_path}: holds {pending} decision(s) not imported yet; import it first "
+                                f"(benchfill review import {csv_path}) or move it away, then export again")
+        standing = board.outcomes()
+        records = [review_record(e, standing[e.item_id]) for e in board.entries]
+    out.mkdir(parents=True, exist_ok=True)
     _atomic_write(jsonl, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    stamp = datetime.now(UTC).isoformat(timespec="microseconds")
 
     def write_csv(fh) -> None:
         w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
         w.writeheader()
-        w.writerows(_csv_row(r) for r in records)
+        w.writerows({**_csv_row(r), EXPORTED_AT: stamp} for r in records)
 
     _atomic_write(csv_path, write_csv)
     return jsonl, csv_path
@@ -109,48 +121,148 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
 def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | None = None) -> int:
     """Record the decisions filled into an exported CSV; returns how many were recorded.
 
-    The whole file is checked before anything is written, so a bad row changes nothing.
-    ``reviewer`` fills rows whose reviewer cell is empty. A row that repeats the reviewer's
-    latest decision verbatim is skipped, so importing the same file twice is harmless.
+    The whole file is checked before anything is written, so a bad row changes nothing. A row is
+    refused (``DataError`` naming its line) when it is cut short or too long, names an item whose
+    ancestor or text is not the queue's (a re-sorted sheet), repeats an item and reviewer of an earlier
+    row, fills an edit's cells under "accept" or "reject", or would undo a decision its reviewer made
+    after the sheet was exported, on the page or in another sheet. ``reviewer`` fills rows whose
+    reviewer cell (or column) is empty. A row that repeats the reviewer's latest decision verbatim is
+    skipped, so importing the same file twice is harmless; a sheet edited and imported again replaces
+    what it said before.
     """
     path = Path(csv_file)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     with ReviewBoard(run_dir) as board:
-        rows = []
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in ("item_id", "reviewer", "decision") if c not in (reader.fieldnames or [])]
-            if missing:
-                raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
-            for n_row, row in enumerate(reader, start=1):
-                decision = (row.get("decision") or "").strip().lower()
-                if not decision:
-                    continue
-                edit = decision == "edit"
-                try:
-                    rows.append(
-                        board.prepare(
-                            (row.get("item_id") or "").strip(),
-                            (row.get("reviewer") or "").strip() or (reviewer or ""),
-                            decision,
-                            row.get("reason") or "",
-                            text=(row.get("edited_text") or None) if edit else None,
-                            answer=(row.get("edited_answer") or None) if edit else None,
-                        )
-                    )
-                except BenchfillError as exc:
-                    raise DataError(f"{path} line {reader.line_num} (data row {n_row}): {exc}") from None
+        rows, lines, exported = _read_sheet(board, path, reviewer)
+        sheet = f"sheet:{exported.isoformat()}" if exported else "sheet"
         latest = {(d.item_id, d.reviewer): d for d in board.decisions()}
         fresh = []
-        for r in rows:
+        for r, line in zip(rows, lines, strict=True):
+            r.source = sheet
             prev = latest.get((r.item_id, r.reviewer))
             if prev is not None and _same(prev, r):
                 continue
-            latest[(r.item_id, r.reviewer)] = r
+            if prev is not None and exported is not None and prev.source != sheet and _aware(prev.created_at) > exported:
+                raise DataError(
+                    f"{path} line {line}: {r.reviewer} decided {prev.decision!r} on '{r.item_id}' at "
+                    f"{_aware(prev.created_at).isoformat(timespec='seconds')} ({_where(prev.source)}), after this "
+                    f"sheet was exported at {exported.isoformat(timespec='seconds')}; its {r.decision!r} would undo "
+                    "that. Export a fresh sheet, or clear this row")
             fresh.append(r)
         board.record(fresh)
         return len(fresh)
+
+
+def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[list, list[int], datetime | None]:
+    """The sheet's filled rows as prepared decisions, the line each starts on, and the export time."""
+    rows, lines = [], []
+    exported: datetime | None = None
+    first_line: dict[tuple[str, str], int] = {}
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh)
+            fields = reader.fieldnames or []
+            need = ("item_id", "decision") if reviewer else ("item_id", "reviewer", "decision")
+            missing = [c for c in need if c not in fields]
+            if missing:
+                hint = (" (the file is separated by ';': save it as comma-separated CSV)"
+                        if fields and ";" in fields[0] else "")
+                raise DataError(f"{path}: missing column(s) {', '.join(missing)}{hint}")
+            start = reader.line_num + 1  # the header may span lines
+            for n_row, row in enumerate(reader, start=1):
+                line, start = start, reader.line_num + 1
+                where = f"{path} line {line} (data row {n_row})"
+                if None in row or any(v is None for v in row.values()):
+                    got = len(fields) + len(row.get(None) or []) - sum(v is None for v in row.values())
+                    raise DataError(f"{where}: {got} fields, the header has {len(fields)} (a row cut short or split?)")
+                stamp = (row.get(EXPORTED_AT) or "").strip()
+                if stamp:
+                    exported = _stamp(stamp, where, exported)
+                decision = (row.get("decision") or "").strip().lower()
+                if not decision:
+                    continue
+                item_id = (row.get("item_id") or "").strip()
+                who = (row.get("reviewer") or "").strip() or (reviewer or "")
+                edit = decision == "edit"
+                edited = [c for c in ("edited_text", "edited_answer") if (row.get(c) or "").strip()]
+                if edited and not edit:
+                    raise DataError(f"{where}: {' and '.join(edited)} filled, but the decision is {decision!r}; "
+                                    "write 'edit' to record the edit, or clear them")
+                try:
+                    entry = board.entry(item_id)
+                    _same_item(entry, row)
+                    rows.append(board.prepare(
+                        item_id, who, decision, row.get("reason") or "",
+                        text=(row.get("edited_text") or None) if edit else None,
+                        answer=(row.get("edited_answer") or None) if edit else None,
+                    ))  # fmt: skip
+                except BenchfillError as exc:
+                    raise DataError(f"{where}: {exc}") from None
+                key = (item_id, rows[-1].reviewer)
+                if key in first_line:
+                    raise DataError(f"{where}: a second decision by {key[1]} on '{item_id}' (the first is on line "
+                                    f"{first_line[key]}); keep one")
+                first_line[key] = line
+                lines.append(line)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}); save it as 'CSV UTF-8'") from None
+    except csv.Error as exc:
+        raise DataError(f"{path}: malformed CSV ({exc})") from None
+    return rows, lines, exported
+
+
+def _same_item(entry: QueueEntry, row: dict[str, Any]) -> None:
+    """The row's ancestor and child text, where the sheet has them, must be the queue's: a sheet sorted on
+    one column only moves decisions onto other items."""
+    ancestor = (row.get("ancestor_id") or "").strip()
+    if ancestor and ancestor != str(entry.record["ancestor_id"]):
+        raise BenchfillError(f"item '{entry.item_id}' has ancestor '{entry.record['ancestor_id']}' in the queue, "
+                             f"the row says '{ancestor}' (a re-sorted sheet?)")
+    text = row.get("child_text")
+    if text and " ".join(text.split()) != " ".join(str(entry.child.get(entry.text_field, "")).split()):
+        raise BenchfillError(f"item '{entry.item_id}': the row's child_text is not the queue's text of that item "
+                             "(a re-sorted sheet?)")
+
+
+def _stamp(text: str, where: str, seen: datetime | None) -> datetime:
+    try:
+        t = _aware(datetime.fromisoformat(text))
+    except ValueError:
+        raise DataError(f"{where}: field '{EXPORTED_AT}' is not a time: {text!r}") from None
+    if seen is not None and t != seen:
+        raise DataError(f"{where}: field '{EXPORTED_AT}' differs from an earlier row's: rows of two exports mixed")
+    return t
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def _where(source: str) -> str:
+    if source == "page":
+        return "on the review page"
+    if source.startswith("sheet"):
+        return "in another sheet"
+    return "through the library"
+
+
+def _unimported(board: ReviewBoard, path: Path) -> int:
+    """How many filled decisions of the sheet at ``path`` the store does not hold (as that reviewer's latest)."""
+    latest = {(d.item_id, d.reviewer): d for d in board.decisions()}
+    n = 0
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            for row in csv.DictReader(fh):
+                decision = (row.get("decision") or "").strip().lower()
+                if not decision:
+                    continue
+                prev = latest.get(((row.get("item_id") or "").strip(), (row.get("reviewer") or "").strip()))
+                if prev is None or prev.decision != decision:
+                    n += 1
+    except (UnicodeDecodeError, csv.Error):
+        return 1  # unreadable as a sheet, yet filled in by someone: not ours to overwrite
+    return n
 
 
 def _same(prev, new) -> bool:

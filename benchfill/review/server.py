@@ -87,7 +87,7 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         try:
             row = board.decide(
                 fields["item_id"] or "", fields["reviewer"] or "", fields["decision"] or "",
-                fields["reason"] or "", text=fields["text"], answer=fields["answer"],
+                fields["reason"] or "", text=fields["text"], answer=fields["answer"], source="page",
             )  # fmt: skip
         except BenchfillError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
