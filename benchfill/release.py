@@ -40,6 +40,7 @@ from benchfill.review.rule import ReleaseRule
 from benchfill.schema import Item, Release
 
 MANIFEST = "manifest.json"
+RUN_SEP = "@"  # a generated item whose id another run's released item holds: "<id>@<run>" (``_own_ids``)
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
@@ -124,9 +125,12 @@ def release(
         record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version)
         rows, z_before, z_after, added = _rows(board, version, now, record)
         prev_dir = bench_dir / previous[-1] if previous else None
+        prev_rows = _load_rows(prev_dir) if prev_dir else {}
+        run_name = run_dir.resolve().name
+        added = _own_ids(rows, added, prev_rows, run_name)
         carry = carry_forward(
-            rows, _load_rows(prev_dir) if prev_dir else {}, previous[-1] if previous else "",
-            _released_at(prev_dir) if prev_dir else None, board.outcomes(), remove or {}, PROVENANCE,
+            rows, prev_rows, previous[-1] if previous else "",
+            _released_at(prev_dir) if prev_dir else None, board.outcomes(), remove or {}, PROVENANCE, run_name,
         )  # fmt: skip
         added = [i for i in added if i not in carry.before]
         for r in rows:  # a row carried from a release made before a column existed
@@ -268,6 +272,23 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
         if best.get("z") is not None:
             z_after.append(float(best["z"]))
     return rows, z_before, z_after, added
+
+
+def _own_ids(rows: list[dict], added: list[str], previous: dict[str, dict], run_name: str) -> list[str]:
+    """Give this run's generated items that share an id with another run's item of the previous release
+    the id ``<id>@<run>`` (in ``rows``, in place; returns ``added`` renamed alike).
+
+    A run names its children by gap, round, parent and child ("bf-g0-r1-p0-c0"), so two runs on one
+    benchmark name different items alike; matched by id, the second run's item replaced the first's as
+    a "changed" item. The same rule on every release keeps the new id stable: a later release from this
+    run meets the same clash and finds its item again under ``<id>@<run>``."""
+    renamed = {}
+    for r in rows:
+        prev = previous.get(r["id"])
+        if r["origin"] == "generated" and prev is not None and prev.get("origin") == "generated" and (
+                prev.get("run_id") not in (None, run_name)):
+            renamed[r["id"]] = r["id"] = f"{r['id']}{RUN_SEP}{run_name}"
+    return [renamed.get(i, i) for i in added]
 
 
 def _se(row: dict[str, Any], record: ScaleOfRecord) -> float:

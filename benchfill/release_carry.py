@@ -3,7 +3,8 @@
 Release N+1 holds release N's generated items as they were released unless a reviewer removes one:
 by name (``remove``: item id -> who and why), or by a reject recorded on the item in this run after
 release N under which the item no longer passes the release rule. An item this run releases again
-with different item fields is "changed" (this run's version wins).
+with different item fields is "changed" (this run's version wins); one it releases again unchanged is
+carried forward. Either way the row keeps the release it first appeared in (``released_in``).
 """
 
 from __future__ import annotations
@@ -43,10 +44,12 @@ def carry_forward(
     outcomes: Mapping[str, Any],
     remove: Mapping[str, str],
     provenance: Collection[str],
+    run_id: str | None = None,
 ) -> Carry:
     """Add the previous release's generated items to ``rows`` (in place) unless a reviewer removed them.
 
-    ``outcomes`` are this run's review outcomes (benchfill.review.rule.Outcome by item id);
+    ``outcomes`` are this run's review outcomes (benchfill.review.rule.Outcome by item id), which judge
+    only the items this run (``run_id``) made: another run's item of the same name is another item.
     ``provenance`` names the columns that are not item fields.
     """
     gen_before = {i: r for i, r in previous_rows.items() if r.get("origin") == "generated"}
@@ -61,19 +64,27 @@ def carry_forward(
         if item_id in remove:
             carry.removed[item_id] = remove[item_id] or "removed by a reviewer"
             continue
-        res = outcomes.get(item_id)
+        own = run_id is None or row.get("run_id") in (None, run_id)
+        res = outcomes.get(item_id.removesuffix(f"@{run_id}")) if own else None
         late = [d for d in (res.decisions if res else []) if d.decision == "reject"
                 and (since is None or _aware(d.created_at) > since)]  # fmt: skip
         if res is not None and res.status == "rejected" and late:
             carry.removed[item_id] = "; ".join(f"rejected by {d.reviewer}" + (f": {d.reason}" if d.reason else "")
                                                for d in late)  # fmt: skip
             continue
-        if item_id in now_ids:
-            mine = {k: v for k, v in now_ids[item_id].items() if k not in provenance}
+        if item_id in now_ids:  # released again (by the same run, or one that made it too): kept, and
+            # its first release stays on record, as a carried row's does
+            again = now_ids[item_id]
+            mine = {k: v for k, v in again.items() if k not in provenance}
             theirs = {k: v for k, v in row.items() if k not in provenance}
             diff = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+            for key in ("released_in", "released_at"):
+                if row.get(key) is not None:
+                    again[key] = row[key]
             if diff:
                 carry.changed[item_id] = diff
+            else:
+                carry.carried.append(item_id)
             continue
         rows.append(dict(row))  # kept as released, provenance included (released_in: its first release)
         carry.carried.append(item_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import stat
@@ -133,8 +134,13 @@ def test_cli_removes_an_item_with_the_reviewer_named(tmp_path, shared_data, caps
     assert "--remove needs --removed-by" in capsys.readouterr().err
     assert main(["release", str(run), "--version", "1.1.0", "--remove", CHILD_IDS[1], "--removed-by", "bob",
                  "--reason", "leaks the answer"]) == 0  # fmt: skip
-    assert "0 carried forward, 1 removed, 0 changed" in capsys.readouterr().out
+    # item 0, released again by the same run, is carried forward and keeps its first release on record
+    assert "1 carried forward, 1 removed, 0 changed" in capsys.readouterr().out
     v11 = tmp_path / "releases" / "aime24" / "1.1.0"
+    rows = [json.loads(x) for x in (v11 / "data" / "test.jsonl").read_text().splitlines()]
+    [kept] = [r for r in rows if r["origin"] == "generated"]
+    assert kept["id"] == CHILD_IDS[0] and kept["released_in"] == "1.0.0"
+    assert f"carried forward from 1.0.0: `{CHILD_IDS[0]}`" in (v11 / "CHANGELOG.md").read_text()
     assert f"removed `{CHILD_IDS[1]}` (bob: leaks the answer)" in (v11 / "CHANGELOG.md").read_text()
     assert main(["release", "diff", str(v11.parent / "1.0.0"), str(v11)]) == 0
     assert capsys.readouterr().out.splitlines() == ["1.0.0 -> 1.1.0: 0 added, 1 removed, 0 changed", f"- {CHILD_IDS[1]}"]
@@ -150,3 +156,51 @@ def test_every_cache_a_test_can_fill_is_a_temp_folder():
     for path in (os.environ["HF_HOME"], datasets.config.HF_DATASETS_CACHE, huggingface_hub.constants.HF_HUB_CACHE,
                  matplotlib.get_cachedir(), platformdirs.user_data_dir("inspect_ai")):  # fmt: skip
         assert str(path).startswith(tmp), path
+
+
+def test_two_runs_that_name_their_items_alike_keep_both_items(tmp_path, shared_data):
+    """Runs name children by gap, round, parent and child, so a second run on the benchmark names other
+    items as the first did. Its release keeps the first run's items as carried and adds its own as
+    ``<id>@<run>``; a later release from it finds them again there."""
+    first = make_run(tmp_path, shared_data, "run-a")
+    second = make_run(tmp_path, shared_data, "run-b")
+    queue = second / "review_queue.jsonl"  # other items under the same ids
+    recs = [json.loads(x) for x in queue.read_text().splitlines()]
+    for r in recs:
+        r["child"]["problem"] = "Run b asks: " + r["child"]["problem"]
+    queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    store = Store(second / "store.db")  # the store's copy of the queue is what review reads first
+    try:
+        from benchfill.schema import Candidate
+
+        with store.session() as s:
+            for c in s.exec(store.select(Candidate)):
+                if c.review_json:
+                    rec = json.loads(c.review_json)
+                    rec["child"]["problem"] = "Run b asks: " + rec["child"]["problem"]
+                    c.review_json = json.dumps(rec)
+                    s.add(c)
+    finally:
+        store.close()
+    for run in (first, second):
+        with ReviewBoard(run) as b:
+            b.decide(CHILD_IDS[0], "ann", "accept")
+    v1 = release(first, "1.0.0")
+    v11 = release(second, "1.1.0")
+    assert v11.carried == [CHILD_IDS[0]] and v11.changed == {} and v11.added == [f"{CHILD_IDS[0]}@run-b"]
+    rows = {r["id"]: r for r in map(json.loads, (v11.path / "data" / "test.jsonl").read_text().splitlines())}
+    mine, theirs = rows[f"{CHILD_IDS[0]}@run-b"], rows[CHILD_IDS[0]]
+    assert mine["problem"].startswith("Run b asks: ") and not theirs["problem"].startswith("Run b")
+    assert (mine["released_in"], mine["run_id"], theirs["released_in"], theirs["run_id"]) == (
+        "1.1.0", "run-b", "1.0.0", "run-a")
+    assert diff_releases(v1.path, v11.path).added == [f"{CHILD_IDS[0]}@run-b"]
+    v12 = release(second, "1.2.0")  # released again by run b: found under its own id, first released in 1.1.0
+    assert v12.added == [] and sorted(v12.carried) == sorted([CHILD_IDS[0], f"{CHILD_IDS[0]}@run-b"])
+    rows = [json.loads(x) for x in (v12.path / "data" / "test.jsonl").read_text().splitlines()]
+    assert len(rows) == len({r["id"] for r in rows})
+    assert {r["id"]: r["released_in"] for r in rows if r["origin"] == "generated"} == {
+        CHILD_IDS[0]: "1.0.0", f"{CHILD_IDS[0]}@run-b": "1.1.0"}
+    with ReviewBoard(second) as b:  # run b's later reject removes run b's item, not run a's of that name
+        b.decide(CHILD_IDS[0], "cy", "reject", reason="wrong key")
+    v13 = release(second, "1.3.0")
+    assert list(v13.removed) == [f"{CHILD_IDS[0]}@run-b"] and v13.carried == [CHILD_IDS[0]]
