@@ -67,6 +67,7 @@ class ReleaseResult:
     carried: list[str] = field(default_factory=list)  # kept from the previous release
     removed: list[str] = field(default_factory=list)  # dropped from the previous release by a reviewer
     changed: dict[str, list[str]] = field(default_factory=dict)  # id -> item fields changed
+    pending: list[str] = field(default_factory=list)  # this run's items still awaiting review (not released)
 
 
 @dataclass
@@ -115,8 +116,15 @@ def release(
         bench = _safe_name(board.benchmark)
         bench_dir = (Path(out) if out else run_dir.resolve().parent / "releases") / bench
         target = bench_dir / version
-        if target.exists() or board.store.all(Release, Release.version == version):
+        recorded = board.store.all(Release, Release.version == version)
+        if recorded:
+            raise BenchfillError(f"release {version} of {bench} already exists (this run's store records it at "
+                                 f"{recorded[0].path}); versions are immutable")
+        if target.exists():
+            if not (target / MANIFEST).is_file():
+                raise BenchfillError(f"{target} exists but is not a release (no {MANIFEST}); move it away")
             raise BenchfillError(f"release {version} of {bench} already exists ({target}); versions are immutable")
+        _sweep_stale(bench_dir)
         previous = _versions(bench_dir)
         if previous and semver_key(previous[-1]) >= key:
             raise BenchfillError(f"version {version} is not newer than the latest release {previous[-1]} in {bench_dir}")
@@ -186,11 +194,18 @@ def release(
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             digest = _sha256(tmp / MANIFEST)
             _publishable(tmp)
-            tmp.rename(target)  # atomic; fails if the version appeared meanwhile
+            # The first release of a benchmark fixes its scale (later ones reuse it): written before the
+            # release appears, so that no release stands without it, and taken back if the rename fails.
+            fixed = record.write(bench_dir)
+            try:
+                tmp.rename(target)  # atomic; fails if the version appeared meanwhile
+            except BaseException:
+                if fixed:
+                    (bench_dir / ScaleOfRecord.FILE).unlink(missing_ok=True)
+                raise
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        record.write(bench_dir)  # the first release of a benchmark fixes its scale; later ones reuse it
         with board.store.session() as s:
             s.add(Release(run_id=board.store.run_id, version=version, path=str(target), manifest_sha256=digest))
         top_log = bench_dir / "CHANGELOG.md"
@@ -198,9 +213,10 @@ def release(
         tmp_log.write_text(changelog, encoding="utf-8")
         tmp_log.chmod(0o644)
         tmp_log.replace(top_log)
+        pending = [i for i, o in board.outcomes().items() if o.status == "pending"]
         return ReleaseResult(version, target, len(z_before), meta["n_generated"], digest,
                              added=added, carried=carry.carried, removed=list(carry.removed),
-                             changed=carry.changed)  # fmt: skip
+                             changed=carry.changed, pending=pending)  # fmt: skip
 
 
 def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
@@ -372,20 +388,36 @@ class ScaleOfRecord:
         return {"run_id": self.run_id, "established_in": self.established_in, "b_min": self.b_min,
                 "b_max": self.b_max, "shared_items": self.shared, "intercept": self.intercept, "slope": self.slope}
 
-    def write(self, bench_dir: Path) -> None:
+    def write(self, bench_dir: Path) -> bool:
+        """Write the scale of record unless the benchmark has one; True if this call wrote it."""
         path = bench_dir / self.FILE
         if path.exists():
-            return
+            return False
         tmp = bench_dir / f".{self.FILE}.tmp"
         tmp.write_text(json.dumps({"b": self.b, "b_min": self.b_min, "b_max": self.b_max, "run_id": self.run_id,
                                    "established_in": self.established_in}, indent=1), encoding="utf-8")
         tmp.chmod(0o644)
         tmp.replace(path)
+        return True
 
 
 def _released_at(path: Path) -> str | None:
     m = _manifest(path)
     return m.get("released_at_us") or m.get("released_at")
+
+
+STALE_S = 3600  # a release's temp folder untouched this long was left by a killed release
+
+
+def _sweep_stale(bench_dir: Path) -> None:
+    """Remove the temp folders of releases killed while building (``.<version>.<random>.tmp``); a release
+    in progress keeps writing to its own, so only those untouched for ``STALE_S`` go."""
+    if not bench_dir.is_dir():
+        return
+    cutoff = datetime.now(UTC).timestamp() - STALE_S
+    for p in bench_dir.glob(".*.tmp"):
+        if p.is_dir() and p.stat().st_mtime < cutoff:
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def _mkdir_public(path: Path) -> None:
@@ -416,17 +448,38 @@ def _fields(item_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     return {**fields, "id": item_id}
 
 
-def verify_release(path: str | Path) -> list[str]:
-    """Problems found by checking a release against its manifest; empty means it verifies."""
+REQUIRED_FILES = (DATA_FILE, "README.md", "CHANGELOG.md")  # a release without them is not one
+
+
+def verify_release(path: str | Path, manifest_sha256: str | None = None) -> list[str]:
+    """Problems found by checking a release against its manifest; empty means it verifies.
+
+    The manifest must list the data, the card and the changelog, name the folder's version and its
+    parent's benchmark, and match every file. A manifest rewritten to fit edited files still matches
+    them; only its own sha256, printed by ``release`` and kept in the run's store, tells. Given
+    ``manifest_sha256``, that is checked too."""
     path = Path(path)
     mpath = path / MANIFEST
     if not mpath.is_file():
         return [f"{mpath}: missing"]
     try:
-        listed = json.loads(mpath.read_text(encoding="utf-8"))["files"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return [f"{mpath}: unreadable manifest ({exc.__class__.__name__})"]
+    listed = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(listed, dict) or not all(isinstance(v, dict) for v in listed.values()):
+        return [f"{mpath}: not a benchfill manifest (field 'files' must map each file to its sha256)"]
     problems = []
+    if manifest_sha256 is not None and _sha256(mpath) != manifest_sha256.strip().lower():
+        problems.append(f"{mpath}: sha256 {_sha256(mpath)} is not the one given ({manifest_sha256.strip()}): "
+                        "the manifest was rewritten")
+    if manifest.get("version") != path.resolve().name:
+        problems.append(f"{mpath}: names version {manifest.get('version')!r}, the folder is {path.resolve().name!r}")
+    if manifest.get("benchmark") != path.resolve().parent.name:
+        problems.append(f"{mpath}: names benchmark {manifest.get('benchmark')!r}, the folder's parent is "
+                        f"{path.resolve().parent.name!r}")
+    problems += [f"{path / name}: a release must list it in its manifest" for name in REQUIRED_FILES
+                 if name not in listed]
     actual = _hashes(path)
     for name, info in sorted(listed.items()):
         if name not in actual:
@@ -435,6 +488,26 @@ def verify_release(path: str | Path) -> list[str]:
             problems.append(f"{path / name}: sha256 differs from the manifest (modified)")
     problems += [f"{path / n}: not in the manifest (added)" for n in sorted(set(actual) - set(listed))]
     return problems
+
+
+def manifest_sha256(release_dir: str | Path) -> str:
+    """The sha256 of a release's manifest: the one figure that pins every file of it."""
+    return _sha256(Path(release_dir) / MANIFEST)
+
+
+def recorded_sha256(release_dir: str | Path, run_dir: str | Path) -> str | None:
+    """The manifest sha256 the run's store recorded for the release at ``release_dir`` (None if none)."""
+    from benchfill.store import open_run_store
+
+    store = open_run_store(Path(run_dir), create=False)
+    try:
+        want = Path(release_dir).resolve()
+        for r in store.all(Release):
+            if Path(r.path).resolve() == want:
+                return r.manifest_sha256
+    finally:
+        store.close()
+    return None
 
 
 def diff_releases(a: str | Path, b: str | Path) -> ReleaseDiff:
@@ -457,14 +530,22 @@ def _load_rows(path: Path) -> dict[str, dict]:
     data = path / DATA_FILE
     if not data.is_file():
         raise DataError(f"{path}: not a benchfill release (no {DATA_FILE})")
-    rows = {}
+    rows, first = {}, {}
     with data.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 raise DataError(f"{data} line {n}: not valid JSON") from None
-            rows[str(row.get("id"))] = row
+            if not isinstance(row, dict) or row.get("id") is None:
+                raise DataError(f"{data} line {n}: not an item (a JSON object with an 'id' was expected)")
+            item_id = str(row["id"])
+            if item_id in first:
+                raise DataError(f"{data} line {n}: item '{item_id}' again (first on line {first[item_id]})")
+            first[item_id] = n
+            rows[item_id] = row
     return rows
 
 
@@ -482,7 +563,8 @@ def _version_of(path: Path) -> str:
 def _versions(bench_dir: Path) -> list[str]:
     if not bench_dir.is_dir():
         return []
-    found = [p.name for p in bench_dir.iterdir() if p.is_dir() and SEMVER.match(p.name)]
+    # a folder named like a version without a manifest is not a release (someone's mkdir): not counted
+    found = [p.name for p in bench_dir.iterdir() if p.is_dir() and SEMVER.match(p.name) and (p / MANIFEST).is_file()]
     return sorted(found, key=semver_key)
 
 

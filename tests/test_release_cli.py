@@ -90,3 +90,81 @@ def test_review_and_release_a_real_demo_run(tmp_path, capsys):
     ds = datasets.load_dataset(str(runs / "releases" / "demo" / "0.1.0"), split="test")
     generated = [r for r in ds if r["origin"] == "generated"]
     assert len(generated) == len(records) and all(r["simulated"] and r["ancestor_id"] for r in generated)
+
+
+def test_verify_catches_a_manifest_rewritten_to_fit_edited_files(tmp_path, shared_data, capsys):
+    import hashlib
+    import json
+    import shutil
+
+    run = make_run(tmp_path, shared_data)
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    printed = capsys.readouterr().out.split("manifest sha256 ")[1].split()[0]
+    v1 = tmp_path / "releases" / "aime24" / "1.0.0"
+    assert main(["release", "verify", str(v1), "--sha256", printed]) == 0
+    assert main(["release", "verify", str(v1), "--run", str(run)]) == 0
+    assert "as recorded" in capsys.readouterr().out
+    # a copy under another version, with one answer changed and the manifest rewritten to match
+    fake = v1.parent / "9.9.9"
+    shutil.copytree(v1, fake)
+    data = fake / "data" / "test.jsonl"
+    data.write_text(data.read_text().replace('"answer": ', '"answer": 1', 1))
+    m = json.loads((fake / "manifest.json").read_text())
+    m["files"]["data/test.jsonl"]["sha256"] = hashlib.sha256(data.read_bytes()).hexdigest()
+    (fake / "manifest.json").write_text(json.dumps(m))
+    assert main(["release", "verify", str(fake)]) == 2
+    assert "names version '1.0.0', the folder is '9.9.9'" in capsys.readouterr().err
+    m["version"] = "9.9.9"
+    (fake / "manifest.json").write_text(json.dumps(m))
+    assert main(["release", "verify", str(fake)]) == 0  # nothing in the folder itself can tell ...
+    capsys.readouterr()
+    assert main(["release", "verify", str(fake), "--sha256", printed]) == 2  # ... its recorded sha256 can
+    assert "the manifest was rewritten" in capsys.readouterr().err
+    # a manifest that lists nothing
+    (fake / "manifest.json").write_text(json.dumps({**m, "files": {}}))
+    assert main(["release", "verify", str(fake)]) == 2
+    assert "data/test.jsonl: a release must list it in its manifest" in capsys.readouterr().err
+    (fake / "manifest.json").write_text(json.dumps({**m, "files": ["data/test.jsonl"]}))
+    assert main(["release", "verify", str(fake)]) == 2
+    assert "not a benchfill manifest" in capsys.readouterr().err
+
+
+def test_release_names_pending_items_and_ignores_strays_and_stale_temp_folders(tmp_path, shared_data, capsys):
+    import os
+
+    run = make_run(tmp_path, shared_data)
+    root = tmp_path / "releases" / "aime24"
+    (root / "2.0.0").mkdir(parents=True)  # someone's folder, named like a version, without a manifest
+    stale = root / ".1.0.0.abcd.tmp"  # what a killed release leaves
+    stale.mkdir()
+    (stale / "half.jsonl").write_text("{")
+    os.utime(stale, (0, 0))
+    fresh = root / ".0.9.0.efgh.tmp"  # a release in progress elsewhere: left alone
+    fresh.mkdir()
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    err = capsys.readouterr().err
+    assert "note: 4 item(s) of this run still await review and are not in 1.0.0" in err
+    assert not stale.exists() and fresh.exists() and (root / "1.0.0" / "manifest.json").is_file()
+    assert main(["release", str(run), "--version", "2.0.0"]) == 2
+    assert "releases/aime24/2.0.0 exists but is not a release (no manifest.json); move it away" in \
+        capsys.readouterr().err
+    (root / "2.0.0").rmdir()
+    import shutil
+
+    shutil.rmtree(root / "1.0.0")  # gone from disk, still in the store
+    assert main(["release", str(run), "--version", "1.0.0"]) == 2
+    assert "this run's store records it at" in capsys.readouterr().err
+
+
+def test_diff_refuses_a_data_file_with_a_repeated_or_odd_line(tmp_path, shared_data, capsys):
+    run = make_run(tmp_path, shared_data)
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    v1 = tmp_path / "releases" / "aime24" / "1.0.0"
+    data = v1 / "data" / "test.jsonl"
+    lines = data.read_text().splitlines()
+    data.write_text("\n".join([*lines, lines[0]]) + "\n")
+    assert main(["release", "diff", str(v1), str(v1)]) == 2
+    assert f"test.jsonl line {len(lines) + 1}: item" in capsys.readouterr().err
+    data.write_text("\n".join([*lines, "[1, 2]"]) + "\n")
+    assert main(["release", "diff", str(v1), str(v1)]) == 2
+    assert "not an item" in capsys.readouterr().err

@@ -47,6 +47,8 @@ def register(subparsers) -> None:
                      help="drop a generated item of the previous release (repeatable; needs --removed-by)")
     rel.add_argument("--removed-by", metavar="NAME", help="the reviewer removing the --remove items")
     rel.add_argument("--reason", default="", help="why the --remove items go (recorded in the CHANGELOG)")
+    rel.add_argument("--sha256", metavar="HEX", help="verify: the manifest's sha256 as `release` printed it")
+    rel.add_argument("--run", type=Path, help="verify: the run whose store recorded the release's manifest sha256")
     _rule_args(rel)
     rel.set_defaults(func=_release)
 
@@ -115,13 +117,24 @@ def _release(args) -> int:
         return 0
     if words[0] == "verify":
         if len(words) != 2:
-            raise ConfigError("usage: benchfill release verify DIR")
-        problems = verify_release(Path(words[1]))
+            raise ConfigError("usage: benchfill release verify DIR [--sha256 HEX | --run RUN]")
+        want = args.sha256
+        if args.run is not None:
+            from benchfill.release import recorded_sha256
+
+            want = recorded_sha256(words[1], args.run)
+            if want is None:
+                raise ConfigError(f"--run {args.run}: its store records no release at {words[1]}")
+        problems = verify_release(Path(words[1]), want)
         if problems:
             for p in problems[1:]:
                 print(p)
             raise BenchfillError(f"release does not verify ({len(problems)} problem(s)): {problems[0]}")
-        print(f"{words[1]}: every file matches manifest.json")
+        from benchfill.release import manifest_sha256
+
+        digest = manifest_sha256(words[1])
+        print(f"{words[1]}: every file matches manifest.json (sha256 {digest}"
+              + (", as recorded)" if want else "; compare it with the one `release` printed, or pass --sha256)"))
         return 0
     if len(words) != 1:
         raise ConfigError("usage: benchfill release RUN --version X.Y.Z")
@@ -139,4 +152,10 @@ def _release(args) -> int:
     if res.carried or res.removed or res.changed:
         print(f"from the previous release: {len(res.carried)} carried forward, {len(res.removed)} removed, "
               f"{len(res.changed)} changed")
+    if res.pending:
+        import sys
+
+        more = f" (+{len(res.pending) - 5})" if len(res.pending) > 5 else ""
+        print(f"note: {len(res.pending)} item(s) of this run still await review and are not in {res.version}: "
+              f"{', '.join(res.pending[:5])}{more}", file=sys.stderr)
     return 0
