@@ -76,7 +76,13 @@ def read_reference(path: str | Path, models: tuple[str, ...]) -> np.ndarray:
     missing = [m for m in models if m not in scores]
     if missing:
         raise DataError(f"{path}: no reference score for model {missing[0]!r}")
-    return np.array([scores[m] for m in models])
+    ref = np.array([scores[m] for m in models])
+    bad = [m for m, v in zip(models, ref, strict=True) if not np.isfinite(v)]
+    if bad:
+        raise DataError(f"{path}: the score of model {bad[0]!r} is not a finite number")
+    if np.ptp(ref) == 0:  # a rank correlation with a constant does not exist
+        raise DataError(f"{path}: every model has the same score; there is no ranking to agree with")
+    return ref
 
 
 def _agreement(scores: np.ndarray, reference: np.ndarray) -> tuple[float, float]:

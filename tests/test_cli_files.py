@@ -202,3 +202,22 @@ def test_a_reference_ranking_without_responses_is_refused_not_dropped(tmp_path, 
     ref.write_text("a,0.5\nb,0.7\n")
     _one_line(*_err(capsys, ["calibrate", "--fit", str(fit), "--size", "2", "--reference", str(ref)]),
               r"ranking agreement needs the responses")
+
+
+def test_json_output_is_standard_json_without_nan():
+    """A figure that does not exist (a correlation over tied values) is null: NaN is not JSON."""
+    from benchfill.cli.output import dumps
+
+    text = dumps({"rho": float("nan"), "se": np.float64("inf"), "z": np.array([0.1, np.nan]), "n": np.int64(3)})
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}")) == {
+        "rho": None, "se": None, "z": [0.1, None], "n": 3}
+
+
+def test_a_reference_ranking_that_ranks_nothing_is_refused(tmp_path, capsys):
+    r = str(_matrix(tmp_path))
+    for text, pattern in (("m0,0.5\nm1,0.5\nm2,0.5\nm3,0.5\n", r"every model has the same score"),
+                          ("m0,0.5\nm1,nan\nm2,0.1\nm3,0.2\n", r"the score of model 'm1' is not a finite number")):
+        ref = tmp_path / "ref.csv"
+        ref.write_text(text)
+        _one_line(*_err(capsys, ["calibrate", "--responses", r, "--size", "3", "--reference", str(ref)]),
+                  r"ref\.csv: " + pattern)

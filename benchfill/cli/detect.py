@@ -6,7 +6,6 @@ A thin layer over benchfill.measure.detect; numpy and the library are imported i
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from benchfill.cli.argtypes import nonneg_int
@@ -56,7 +55,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
         difficulty=difficulty, bands=args.bands, permutations=args.permutations, alpha=args.alpha, seed=args.seed,
     )  # fmt: skip
     if args.json:
-        print(json.dumps(res.to_dict(), indent=1))
+        from benchfill.cli.output import dumps
+
+        print(dumps(res.to_dict(), indent=1))
     else:
         print("\n".join(res.lines()))
     return 0

@@ -155,7 +155,9 @@ def _source(args: argparse.Namespace, matrix: Any) -> str:
 
 
 def _dump(obj: Any) -> None:
-    print(json.dumps(obj, indent=1, default=_jsonable))
+    from benchfill.cli.output import dumps
+
+    print(dumps(obj, indent=1, default=_jsonable))
 
 
 def _jsonable(x: Any) -> Any:

@@ -136,7 +136,9 @@ def cmd_evaluate(args) -> int:
         results.append(cv)
     aucs = auc_table(labelled, results[-1].oof if not np.any(np.isnan(results[-1].oof)) else None)
     if args.json:
-        print(json.dumps({"n_items": len(labelled), "split": args.split, "results": [r.summary() for r in results],
+        from benchfill.cli.output import dumps
+
+        print(dumps({"n_items": len(labelled), "split": args.split, "results": [r.summary() for r in results],
                           "response_auc": aucs}, indent=1))
         return 0
     print(f"{'+'.join(args.benchmark)}: {len(labelled)} items, split {args.split} ({len(splits)} folds), "
@@ -204,7 +206,9 @@ def cmd_residuals(args) -> int:
         how = f"{len(splits)}-fold out of fold"
     flags = residual_flags(labelled, oof, threshold=args.threshold, top=args.top)
     if args.json:
-        print(json.dumps([f.to_dict() for f in flags], indent=1))
+        from benchfill.cli.output import dumps
+
+        print(dumps([f.to_dict() for f in flags], indent=1))
         return 0
     print(f"{'+'.join(args.benchmark)}: {len(labelled)} items, families {','.join(families)}, {how}: "
           f"rho {spearman(oof, labelled.z):.3f}; {len(flags)} flagged at |r| >= {args.threshold} sd")

@@ -6,7 +6,6 @@ Only argparse is imported here; the library is imported inside the handler.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -86,7 +85,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.out:
         _write_outputs(bp, result, Path(args.out))
     if args.json:
-        json.dump(result, sys.stdout, indent=1)
+        from benchfill.cli.output import dumps
+
+        sys.stdout.write(dumps(result, indent=1))
         print()
     else:
         _print_table(bp, result, args.top)
@@ -100,7 +101,9 @@ def _write_outputs(bp: Any, result: dict, out: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".profile-", suffix=".json", dir=out)
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(result, fh, indent=1)
+            from benchfill.cli.output import dumps
+
+            fh.write(dumps(result, indent=1))
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; the plots beside it are 0644
         os.replace(tmp, out / "profile.json")
     finally:

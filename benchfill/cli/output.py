@@ -1,0 +1,29 @@
+"""JSON for ``--json`` and written reports: standard JSON, which has no NaN.
+
+Python's json writes NaN and Infinity, which jq, JavaScript and most parsers refuse; an undefined
+figure (a correlation over two tied items, an se that does not exist) is written as null instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def plain(obj: Any) -> Any:
+    """``obj`` with numpy values made Python ones and non-finite floats made None."""
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):  # numpy arrays and scalars
+        return plain(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def dumps(obj: Any, **kw: Any) -> str:
+    """``json.dumps`` of ``plain(obj)``, refusing anything that is still not standard JSON."""
+    return json.dumps(plain(obj), allow_nan=False, **kw)
