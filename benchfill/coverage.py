@@ -62,10 +62,11 @@ class Target:
 UNIFORM = Target()
 
 
-def parse_target(spec: str | Target | None) -> Target:
+def parse_target(spec: str | Path | Target | None) -> Target:
     """``uniform``, ``beta:A,B`` or a file of target quantiles (numbers in [0, 1], any whitespace/commas)."""
     if spec is None or isinstance(spec, Target):
         return spec or UNIFORM
+    spec = str(spec)  # a pathlib.Path of quantiles reads like its name
     if spec == "uniform":
         return UNIFORM
     if spec.startswith("beta:"):
@@ -177,6 +178,8 @@ def expected_top_k_change(z: Any, new_z: float, se: float, k: int = 5) -> float:
 
 def gaps(z: Any, *, k: int = 5, item_ids: Any = None) -> list[Gap]:
     """The k widest gaps, widest first (ties: leftmost first), with the items bounding them."""
+    if k < 1:
+        raise ConfigError(f"k must be at least 1, got {k}")
     z = _as_z(z)
     ids = [None] * z.size if item_ids is None else [str(i) for i in item_ids]
     if len(ids) != z.size:
@@ -188,7 +191,8 @@ def gaps(z: Any, *, k: int = 5, item_ids: Any = None) -> list[Gap]:
     axis = np.argsort(pts, kind="stable")
     pts, names = pts[axis], [names[i] for i in axis]
     widths = np.diff(pts)
-    rank = sorted(range(widths.size), key=lambda j: (-widths[j], pts[j]))
+    # Widths equal up to float noise (0.4 against 0.39999999999999997) are ties, broken leftmost first.
+    rank = sorted(range(widths.size), key=lambda j: (-round(float(widths[j]), 12), pts[j]))
     return [
         Gap(float(pts[j]), float(pts[j + 1]), float(widths[j]), names[j], names[j + 1]) for j in rank[:k]
     ]
@@ -274,6 +278,11 @@ def check_spread(fit: Any, matrix: Any = None) -> None:
                 "coverage gaps are undefined; add models or items that tell them apart"
             )
     b = np.asarray(fit.difficulty, dtype=float)
+    if not np.all(np.isfinite(b)):
+        i = int(np.flatnonzero(~np.isfinite(b))[0])
+        ids = getattr(fit, "item_ids", None)
+        name = f"item {ids[i]!r}" if ids is not None and i < len(ids) else f"difficulty {i}"
+        raise DataError(f"{source}: {name} has a difficulty that is not a finite number ({b[i]})")
     if b.size > 1 and np.ptp(b) <= 1e-6 * max(1.0, float(np.max(np.abs(b)))):
         raise DataError(f"{source}: all {b.size} fitted difficulties are equal, so coverage gaps are undefined")
 

@@ -52,8 +52,20 @@ def guessing_floor(item: dict[str, Any], options_field: str | None = None) -> fl
     of options) for multiple choice (the list in ``options_field``, else in "options" or "choices"),
     0 for free response. The one definition: data files, benchmark specs and the simulated world."""
     fields = (options_field,) if options_field else CHOICE_FIELDS
-    opts = next((item[f] for f in fields if isinstance(item.get(f), list)), None)
+    opts = next((_options(item[f]) for f in fields if _options(item.get(f)) is not None), None)
     return 1.0 / len(opts) if opts else 0.0
+
+
+def _options(value: Any) -> list | None:
+    """The options of a multiple-choice field: a list, or the Hugging Face layout {"text": [...], "label": [...]}
+    (ARC, CommonsenseQA); None for anything else."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        for key in ("text", "label"):
+            if isinstance(value.get(key), list):
+                return value[key]
+    return None
 
 
 def item_chance(items: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -123,6 +135,10 @@ def read_responses(
         correct_m, trials_m, item_ids = correct_m[:, cols], trials_m[:, cols], tuple(order)
         floor = item_chance(items)
         chance = np.array([floor[i] for i in item_ids])
+        single = [i for i in item_ids if floor[i] >= 1.0]
+        if single:
+            raise DataError(f"item {single[0]!r}: one answer option gives a guessing floor of 1 (every answer "
+                            "right, nothing to learn about its difficulty); give it two options or more, or none")
     return ResponseMatrix(tuple(model_index), item_ids, correct_m, trials_m, chance, str(path))
 
 

@@ -26,10 +26,34 @@ class ResponseMatrix:
 
     def __post_init__(self) -> None:
         shape = (len(self.models), len(self.item_ids))
-        if self.correct.shape != shape or self.trials.shape != shape:
-            raise ValueError(f"correct/trials must have shape {shape}")
+        counts = {}
+        for name in ("correct", "trials"):
+            a = np.asarray(getattr(self, name))
+            if a.shape != shape:
+                raise ValueError(f"{name} must have shape {shape} (models x items), got {a.shape}")
+            if a.dtype.kind not in "iu":
+                if a.dtype.kind not in "fb" or not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
+                    raise ValueError(f"{name} must hold whole numbers of answers")
+                a = a.astype(np.int64)
+            if a.size and a.min() < 0:
+                raise ValueError(f"{name} must not be negative")
+            counts[name] = a
+            object.__setattr__(self, name, a)
+        if np.any(counts["correct"] > counts["trials"]):
+            j, i = np.argwhere(counts["correct"] > counts["trials"])[0]
+            raise ValueError(f"correct > trials for model {self.models[j]!r} on item {self.item_ids[i]!r}")
         if self.chance is None:
             object.__setattr__(self, "chance", np.zeros(len(self.item_ids)))
+        chance = np.asarray(self.chance, dtype=float)
+        if chance.shape != (len(self.item_ids),):
+            raise ValueError(f"chance must hold one guessing floor per item, shape {(len(self.item_ids),)}, "
+                             f"got {chance.shape}")
+        bad = np.flatnonzero(~((chance >= 0) & (chance < 1)))  # NaN fails both
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"item {self.item_ids[i]!r}: guessing floor {chance[i]} is not in [0, 1) "
+                             "(a floor of 1 means every answer is right, which says nothing about difficulty)")
+        object.__setattr__(self, "chance", chance)
 
     @property
     def n_models(self) -> int:

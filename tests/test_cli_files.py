@@ -221,3 +221,39 @@ def test_a_reference_ranking_that_ranks_nothing_is_refused(tmp_path, capsys):
         ref.write_text(text)
         _one_line(*_err(capsys, ["calibrate", "--responses", r, "--size", "3", "--reference", str(ref)]),
                   r"ref\.csv: " + pattern)
+
+
+def test_library_inputs_a_user_can_get_wrong_are_named():
+    from pathlib import Path
+
+    from benchfill.coverage import ddm, gaps
+    from benchfill.data import guessing_floor
+    from benchfill.errors import ConfigError, DataError
+    from benchfill.matrix import ResponseMatrix
+    from benchfill.measure.detect import detect
+
+    ones = np.ones((2, 2), dtype=int)
+    with pytest.raises(ValueError, match=r"item 'y': guessing floor 1\.0 is not in \[0, 1\)"):
+        ResponseMatrix(("a", "b"), ("x", "y"), ones, ones, np.array([0.25, 1.0]))
+    with pytest.raises(ValueError, match=r"correct > trials for model 'b' on item 'x'"):
+        ResponseMatrix(("a", "b"), ("x", "y"), np.array([[1, 1], [3, 1]]), ones * 2)
+    with pytest.raises(ValueError, match="correct must hold whole numbers"):
+        ResponseMatrix(("a", "b"), ("x", "y"), np.array([[0.5, 1], [1, 1]]), ones)
+    m = ResponseMatrix(("a", "b"), ("x", "y"), [[1, 0], [1, 1]], [[1, 1], [1, 1]])  # lists are fine
+    assert m.correct.dtype == np.int64
+    # Hugging Face's multiple-choice layout (ARC): choices as {"text": [...], "label": [...]}
+    assert guessing_floor({"choices": {"text": ["a", "b", "c", "d"], "label": list("ABCD")}}) == 0.25
+    with pytest.raises(ConfigError, match="k must be at least 1"):
+        gaps([0.1, 0.4], k=0)
+    assert [(g.left, g.right) for g in gaps([0.2, 0.6], k=2)] == [(0.2, 0.6), (0.6, 1.0)]  # a tie: leftmost first
+    with pytest.raises(DataError, match="difficulty must map item ids to z"):
+        detect(m, m, model_before="a", model_after="b", difficulty=np.array([0.1, 0.9]))
+    assert ddm([0.25, 0.75], Path("uniform")) == pytest.approx(0.0)  # a Path is read like its name
+
+
+def test_a_one_option_item_is_named_not_fitted_to_nan(tmp_path, capsys):
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": f"q{i}", "options": ["yes"] if i == 2 else ["a", "b"]}) + "\n"
+                             for i in range(6)))
+    _one_line(*_err(capsys, ["diagnose", "--responses", str(_matrix(tmp_path)), "--items", str(items)]),
+              r"item 'q2': one answer option gives a guessing floor of 1")

@@ -226,12 +226,17 @@ def detect(
     """The localized-improvement test of one model before and after a change.
 
     Items are those both matrices tried for the model. ``difficulty`` maps item ids to a
-    normalized difficulty z (e.g. ``fit.normalize(fit.difficulty)``) for the per-band gains;
+    normalized difficulty z (e.g. ``dict(zip(fit.item_ids, fit.z))``) for the per-band gains;
     without it the bands use 1 - the item's pooled accuracy over both conditions.
     ``permutations=0`` computes the exact p-value instead (small cases only).
     """
     if bands < 1:
         raise DataError(f"bands must be at least 1, got {bands}")
+    if not 0 < alpha < 1:
+        raise DataError(f"alpha must lie in (0, 1), got {alpha}")
+    if difficulty is not None and not isinstance(difficulty, Mapping):  # an array has no item ids to match
+        raise DataError("difficulty must map item ids to z (e.g. dict(zip(fit.item_ids, fit.z))), "
+                        f"got {type(difficulty).__name__}")
     mb, cb_all, tb_all = _row(before, model_before, "before")
     ma, ca_all, ta_all = _row(after, model_after, "after")
     pos_a = {i: k for k, i in enumerate(after.item_ids)}
