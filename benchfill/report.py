@@ -430,7 +430,7 @@ def _plots(folder: Path, before: np.ndarray, after: np.ndarray, gaps, results, r
     ax.set_xlabel("round")
     ax.set_ylabel("|z - target| x 10")
     ax.set_title("target deviation per round" + (" (simulated)" if rep["simulated"] else ""))
-    if results:
+    if ax.get_legend_handles_labels()[0]:  # no annotated child at all: nothing to label
         ax.legend()
     _savefig(fig, folder / "target_deviation.png")
     plt.close(fig)

@@ -72,6 +72,41 @@ class RunOptions:
             return self.backend
         return "openai" if self.config else "sim"
 
+    def check(self) -> None:
+        """Refuse options no run can use, in one line naming the flag, before any work (run and --dry-run)."""
+        from benchfill.search import STRATEGIES
+
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"--strategy: unknown strategy {self.strategy!r} (choose from {', '.join(STRATEGIES)})")
+        for flag, value, least in (("--gaps", self.gaps, 1), ("--rounds", self.rounds, 1),
+                                   ("--parents", self.parents, 1), ("--children", self.children, 1),
+                                   ("--references", self.references, 0), ("--sim-probes", self.sim_probes, 2),
+                                   ("--seed", self.seed, 0), ("--rounds-matched", self.rounds_matched, 1)):
+            if value is None and flag == "--rounds-matched":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{flag}: a whole number, got {value!r}")
+            if value < least:
+                raise ConfigError(f"{flag} must be at least {least}, got {value}")
+        for flag, value, lo, hi in (("--tolerance", self.tolerance, 0.0, 1.0),
+                                    ("--near-duplicate", self.near_duplicate, 0.0, 100.0),
+                                    ("--sim-latency-ms", self.sim_latency_ms, 0.0, float("inf"))):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+                raise ConfigError(f"{flag}: a number in [{lo:g}, {hi:g}], got {value!r}")
+        if self.steering not in ("on", "off"):
+            raise ConfigError(f"--steering: {self.steering!r} is neither on nor off")
+        if self.selection not in ("posterior", "closest"):
+            raise ConfigError(f"--selection: unknown rule {self.selection!r} (choose from posterior, closest)")
+        if self.prescreen not in ("on", "off"):
+            raise ConfigError(f"--prescreen: {self.prescreen!r} is neither on nor off")
+        if not isinstance(self.confirm_se, (int, float)) or not 0 < self.confirm_se < 1:
+            raise ConfigError(f"--confirm-se: a z standard error in (0, 1), got {self.confirm_se!r}")
+        if not isinstance(self.confirm_cap, (int, float)) or not 0 < self.confirm_cap < float("inf"):
+            raise ConfigError(f"--confirm-cap: a positive number of fixed-protocol budgets, got {self.confirm_cap!r}")
+        if self.resolved_backend() != "sim" and (self.sim_rewriter or self.sim_rewriter_knobs):
+            raise ConfigError("--rewriter and --rewriter-knobs set the simulated world's rewriter; "
+                              "they do nothing with --backend openai")
+
     def identity(self) -> dict[str, Any]:
         """The arguments that decide the result (not where it is written, not how it is shown)."""
         d = asdict(self)
@@ -116,26 +151,10 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     from benchfill import coverage
     from benchfill.engine.backend import open_backend
     from benchfill.report import write_report
-    from benchfill.search import STRATEGIES, NearDuplicateIndex, oracle_fill
+    from benchfill.search import NearDuplicateIndex, oracle_fill
     from benchfill.store import open_run_store
 
-    if opts.strategy not in STRATEGIES:
-        raise ConfigError(f"--strategy: unknown strategy {opts.strategy!r} (choose from {', '.join(STRATEGIES)})")
-    if opts.gaps < 1:
-        raise ConfigError(f"--gaps must be at least 1, got {opts.gaps}")
-    if opts.steering not in ("on", "off"):
-        raise ConfigError(f"--steering: {opts.steering!r} is neither on nor off")
-    if opts.selection not in ("posterior", "closest"):
-        raise ConfigError(f"--selection: unknown rule {opts.selection!r} (choose from posterior, closest)")
-    if opts.prescreen not in ("on", "off"):
-        raise ConfigError(f"--prescreen: {opts.prescreen!r} is neither on nor off")
-    if not 0 < opts.confirm_se < 1:
-        raise ConfigError(f"--confirm-se: a z standard error in (0, 1), got {opts.confirm_se:g}")
-    if not opts.confirm_cap > 0:
-        raise ConfigError(f"--confirm-cap: a positive number of fixed-protocol budgets, got {opts.confirm_cap:g}")
-    if opts.resolved_backend() != "sim" and (opts.sim_rewriter or opts.sim_rewriter_knobs):
-        raise ConfigError("--rewriter and --rewriter-knobs set the simulated world's rewriter; "
-                          "they do nothing with --backend openai")
+    opts.check()
     bench = load_benchmark(opts)
     from evaluators import require_confinement
 
@@ -150,6 +169,11 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     store = open_run_store(run_dir, opts.store)
     started = False
     try:
+        _same_run(store, opts, run_id_for(opts))  # a resume must not mix two runs' settings
+        if not store.get_meta("options"):  # from the start: a run killed during its fit is checked too
+            store.set_meta("options", opts.identity())
+        if opts.config and not store.get_meta("config_sha256"):
+            store.set_meta("config_sha256", _sha256_of(opts.config))
         _record_originals(store, items)
         async with open_backend(opts, bench, store, run_dir, sim_url=sim_url) as backend:
             started = True
@@ -216,8 +240,31 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     return run_dir
 
 
+def _sha256_of(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _same_run(store, opts: RunOptions, run_id: str) -> None:
+    """Refuse to resume a run whose stored settings differ from these (a reused --run-id, or a config file
+    edited in place, which keeps the run id): the rest of the run would mix two runs' work."""
+    stored = store.get_meta("options")
+    if stored:
+        now = json.loads(json.dumps(opts.identity(), default=str))
+        differ = sorted(k for k in stored.keys() & now.keys() if stored[k] != now[k])
+        if differ:
+            k = differ[0]
+            raise ConfigError(f"run {run_id} was made with {k} = {stored[k]!r}; this command asks {now[k]!r}. "
+                              "Resume with the run's own settings, or give another --run-id")
+    digest = store.get_meta("config_sha256")
+    if opts.config and digest and digest != _sha256_of(opts.config):
+        raise ConfigError(f"{opts.config}: changed since run {run_id} started (the run id names the file, not its "
+                          "content); restore it to resume, or give another --run-id for a new run")
+
+
 def load_benchmark(opts: RunOptions):
     from benchfill.benchmarks import custom_benchmark, get_benchmark
+
+    _benchmark_from_config(opts)
 
     if opts.items or opts.spec:
         if not (opts.items and opts.spec):
@@ -233,6 +280,26 @@ def load_benchmark(opts: RunOptions):
             raise DataError(f"{opts.responses}: responses file not found")
         bench.responses_path = Path(opts.responses)
     return bench
+
+
+def _benchmark_from_config(opts: RunOptions) -> None:
+    """The config file's [benchmark] section names the benchmark when --benchmark does not (and must agree
+    when both do); a section that is not {name = ...} is checked and refused, never ignored."""
+    if not opts.config or opts.items or opts.spec:
+        return
+    from benchfill.config import load_config
+
+    cfg = load_config(opts.config)
+    if not cfg.benchmark:
+        return
+    if set(cfg.benchmark) != {"name"}:
+        cfg.benchmark_spec()  # names a misspelt field
+        raise ConfigError(f"{opts.config}: [benchmark] holds a full spec; a run reads one from --spec with --items "
+                          "(keep only name = ... here)")
+    name = str(cfg.benchmark["name"])
+    if opts.benchmark and opts.benchmark != name:
+        raise ConfigError(f"--benchmark {opts.benchmark} but {opts.config} names [benchmark] {name}; give one")
+    opts.benchmark = name
 
 
 def narrow_gaps(gaps, confirm_se: float) -> list[str]:
@@ -386,7 +453,11 @@ def _record_review_queue(store, records: list[dict[str, Any]]) -> None:
 
 def dry_run(opts: RunOptions) -> dict[str, Any]:
     """The plan without any model call: the benchmark is read, nothing is written."""
+    opts.check()
     bench = load_benchmark(opts)
+    if opts.gaps > len(bench.items) + 1:
+        raise ConfigError(f"--gaps {opts.gaps}: {bench.name} has {len(bench.items)} items, so at most "
+                          f"{len(bench.items) + 1} gaps")
     if opts.resolved_backend() == "sim":
         trials, names = [8] * opts.sim_probes, None
     else:

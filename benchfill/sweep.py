@@ -166,6 +166,10 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
                 if root:
                     opts.runs_dir = root
                 opts.runs_dir = str(runs_root(opts).resolve())  # the same directory from any node
+                try:  # every unit's options, before any work (a run would refuse them only when it starts)
+                    opts.check()
+                except ConfigError as exc:
+                    raise ConfigError(f"{where} (options, seed {seed}, strategy {strategy}): {exc}") from None
                 runs.append(RunPlan(b.row, strategy, seed, opts, Path(opts.runs_dir) / run_id_for(opts)))
     name = cfg.name or path.stem
     out_dir = Path(runs[0].opts.runs_dir) / f"sweep-{name}"

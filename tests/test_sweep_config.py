@@ -51,6 +51,11 @@ sim_probes = 6
     ('benchmarks = [{name = "demo", options = {parentz = 2}}]\n', "field benchmarks.0.options.parentz: not a run option"),
     ('backend = "openai"\nbenchmarks = [{name = "demo"}]\n', "field config: backend openai needs a config file"),
     ('benchmarks = [{name = "demo"\n', "sweep.toml:"),
+    ('benchmarks = [{name = "demo"}]\nseeds = [-1]\n', "field benchmarks.0 (options, seed -1, strategy benchfill): "
+     "--seed must be at least 0"),
+    ('benchmarks = [{name = "demo"}]\n[options]\nrounds = "two"\n', "--rounds: a whole number, got 'two'"),
+    ('benchmarks = [{name = "demo"}]\n[options]\nrounds = 0\n', "--rounds must be at least 1, got 0"),
+    ('benchmarks = [{name = "demo"}]\n[options]\nconfirm_se = 0\n', "--confirm-se: a z standard error in (0, 1)"),
 ])
 def test_bad_sweep_files_fail_in_one_line_naming_the_field(tmp_path, body, message):
     path = _write(tmp_path, body)

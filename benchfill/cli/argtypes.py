@@ -58,3 +58,19 @@ def nonneg_float(text: str) -> float:
     if v < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return v
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (a timeout)."""
+    v = finite_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return v
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535."""
+    v = _int(text)
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {v}")
+    return v

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from benchfill.cli.argtypes import port
+
 
 def register(subparsers) -> None:
     review = subparsers.add_parser("review", help="human review of proposed items (export, web page, import)")
@@ -21,7 +23,7 @@ def register(subparsers) -> None:
 
     p = rsub.add_parser("serve", help="serve the review page on 127.0.0.1 (URL with a session token)")
     p.add_argument("run", type=Path, help="run directory")
-    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    p.add_argument("--port", type=port, default=0, help="port on 127.0.0.1 (default: any free port)")
     _rule_args(p)
     p.set_defaults(func=_serve)
 

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from benchfill.cli.argtypes import nonneg_int
+from benchfill.cli.argtypes import nonneg_int, port
 
 HOST = "127.0.0.1"  # loopback only: the simulated world is never exposed to a network
 
@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
     src.add_argument("--responses", help="responses file (model,item_id,correct,trials) to fit the truth from")
     src.add_argument("--text-field", help="item field holding the text (default by evaluator)")
     src.add_argument("--answer-field", help="item field holding the reference answer (default by evaluator)")
-    serve.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: any free port)")
+    serve.add_argument("--port", type=port, default=8000, help="port on 127.0.0.1 (0: any free port)")
     serve.add_argument("--probes", type=int, default=12, help="number of simulated probe models")
     serve.add_argument("--seed", type=nonneg_int, default=0)
     serve.add_argument("--latency-ms", type=float, default=0.0)

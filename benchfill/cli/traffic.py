@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from benchfill.cli.argtypes import positive_float
+
 
 def register(subparsers: Any) -> None:
     probes = subparsers.add_parser("probes", help="the probe panel: check endpoints, serve models with vLLM")
@@ -14,7 +16,7 @@ def register(subparsers: Any) -> None:
     check = sub.add_parser("check", help="does each endpoint (each replica of a fleet) answer /v1/models "
                            "and serve its model?")
     _config_args(check)
-    check.add_argument("--timeout", type=float, default=5.0, help="seconds per endpoint (default 5)")
+    check.add_argument("--timeout", type=positive_float, default=5.0, help="seconds per endpoint (default 5)")
     check.set_defaults(func=check_cmd)
 
     serve = sub.add_parser("serve", help="plan, write and/or start one `vllm serve` per probe model (GPU host)",

@@ -106,6 +106,11 @@ class Backend:
         digest = _matrix_digest(matrix)
         self.fit = self._fit_of_record(digest)
         if self.fit is None:
+            if self.opts.progress:
+                import sys
+
+                print(f"fitting IRT on {matrix.n_models} models x {matrix.n_items} items ...", file=sys.stderr,
+                      flush=True)
             self.fit = irt_fit(matrix, engine="map", seed=self.opts.seed)
             self._record_fit(digest)
         probes = panel_probes(self.fit, [(p.name, p.trials) for p in self.config.probes])
@@ -162,6 +167,9 @@ class Backend:
 
         res = []
         seed = derive_seed(self.opts.seed, "benchmark")
+        if self.opts.progress:  # the first minutes of a run on a large benchmark: say what they are
+            print(f"benchmark rollouts: {len(self.config.probes)} probes x {len(items)} items, to place the panel "
+                  "on the benchmark's scale ...", file=sys.stderr, flush=True)
         for start in range(0, len(items), BENCHMARK_BATCH):
             batch = items[start : start + BENCHMARK_BATCH]
             res += await self.rc.rollouts(batch, seed=seed, phase="benchmark")
