@@ -447,6 +447,10 @@ def _record_review_queue(store, records: list[dict[str, Any]]) -> None:
         for rec in records:
             row = store.get(s, Candidate, rec["item_id"])
             if row is not None:
+                if row.review_json:  # a resumed run proposes the item again: it was proposed when first recorded
+                    first = json.loads(row.review_json).get("created_at")
+                    if first:
+                        rec["created_at"] = first
                 row.review_json = json.dumps(rec)
                 s.add(row)
 

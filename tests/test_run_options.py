@@ -38,12 +38,14 @@ def test_a_reused_run_id_with_other_settings_is_refused_not_mixed(tmp_path):
     first = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **FAST)
     d = run(first)
     report = (d / "report.json").read_text()
+    queue = (d / "review_queue.jsonl").read_text()
     other = RunOptions(benchmark="demo", runs_dir=str(tmp_path), run_id=run_id_for(first), **{**FAST, "seed": 1})
     with pytest.raises(ConfigError, match=r"was made with seed = 0; this command asks 1"):
         run(other)
     assert (d / "report.json").read_text() == report  # the first run is untouched
     again = RunOptions(benchmark="demo", runs_dir=str(tmp_path), run_id=run_id_for(first), **FAST)
     assert run(again) == d  # its own settings resume it
+    assert (d / "review_queue.jsonl").read_text() == queue  # proposed when first proposed, not at each resume
 
 
 def test_a_config_edited_in_place_is_refused_on_resume_and_its_benchmark_section_is_used(tmp_path):
