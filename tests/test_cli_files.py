@@ -257,3 +257,13 @@ def test_a_one_option_item_is_named_not_fitted_to_nan(tmp_path, capsys):
                              for i in range(6)))
     _one_line(*_err(capsys, ["diagnose", "--responses", str(_matrix(tmp_path)), "--items", str(items)]),
               r"item 'q2': one answer option gives a guessing floor of 1")
+
+
+def test_k_fold_keeps_two_items_in_every_held_out_fold():
+    from benchfill.errors import ConfigError
+    from benchfill.predict.evaluate import make_splits
+
+    assert all(len(test) >= 2 for _, _, test in make_splits("kfold", 15, folds=7))
+    with pytest.raises(ConfigError, match=r"need 2 <= K <= 7 for 15 items \(each fold holds out at least 2\)"):
+        make_splits("kfold", 15, folds=15)  # one item per fold: every fold's rank correlation would be nan
+    assert len(make_splits("kfold", 15, folds=15, min_test=1)) == 15  # out-of-fold predictions only

@@ -124,7 +124,12 @@ def cmd_evaluate(args) -> int:
     families = parse_families(args.families)
     labelled = _load(args)
     groups = {"kfold": None, "lobo": labelled.benchmark, "category": labelled.category}[args.split]
-    splits = make_splits(args.split, len(labelled), groups=groups, folds=args.folds, seed=args.seed)
+    folds = args.folds
+    if args.split == "kfold" and folds > len(labelled) // 2 >= 2:
+        folds = len(labelled) // 2
+        print(f"--folds {args.folds}: {len(labelled)} items allow {folds} folds of two or more; using {folds}",
+              file=sys.stderr)
+    splits = make_splits(args.split, len(labelled), groups=groups, folds=folds, seed=args.seed)
     sets = [[f] for f in dict.fromkeys(["random", *families])] if args.each else []
     sets.append(list(families))
     all_blocks = {b.family: b for b in _blocks(args, labelled, list(dict.fromkeys([*families, *sum(sets, [])])))}
@@ -200,7 +205,8 @@ def cmd_residuals(args) -> int:
         how = f"predictor {args.predictor} (trained on {', '.join(pred.scales)})"
     else:
         families = parse_families(args.families)
-        splits = make_splits("kfold", len(labelled), folds=min(args.folds, len(labelled)), seed=args.seed)
+        splits = make_splits("kfold", len(labelled), folds=min(args.folds, len(labelled)), seed=args.seed,
+                             min_test=1)  # only the out-of-fold predictions are used
         oof = cross_validate(_blocks(args, labelled, families), labelled.z, labelled.benchmark, splits,
                              make_model=lambda: DifficultyModel(regressor=args.regressor, seed=args.seed)).oof
         how = f"{len(splits)}-fold out of fold"

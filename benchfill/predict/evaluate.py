@@ -71,11 +71,15 @@ def response_auc(ability: np.ndarray, difficulty: np.ndarray, correct: np.ndarra
 
 
 def make_splits(kind: str, n: int, *, groups: Sequence[Any] | None = None, folds: int = 10,
-                seed: int = 0) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(name, train rows, test rows) for each fold."""
+                seed: int = 0, min_test: int = 2) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, train rows, test rows) for each fold. ``min_test``: the fewest held-out items a K-fold fold
+    may have (2 by default: a fold's rank correlation needs two items; 1 where only the out-of-fold
+    predictions are used)."""
     if kind == "kfold":
-        if folds < 2 or folds > n:
-            raise ConfigError(f"--folds: need 2 <= K <= {n} items, got {folds}")
+        most = n // min_test
+        if folds < 2 or folds > most:
+            raise ConfigError(f"--folds: need 2 <= K <= {most} for {n} items (each fold holds out at least "
+                              f"{min_test}), got {folds}")
         perm = np.random.default_rng(seed).permutation(n)
         parts = np.array_split(perm, folds)
         return [(f"fold{k}", np.sort(np.concatenate(parts[:k] + parts[k + 1:])), np.sort(parts[k]))

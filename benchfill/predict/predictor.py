@@ -159,7 +159,7 @@ def train(
                      text_field=text_field, options_field=options_field, scales=dict(labelled.scales))
     embed, entropy = pred._features()
     blocks = build_blocks(labelled.texts, families, seed=seed, embedder=embed, entropy=entropy)
-    k = min(folds, len(labelled))
+    k = min(folds, len(labelled) // 2)  # each fold holds out two items or more (its rank correlation)
     cv = cross_validate(blocks, labelled.z, labelled.benchmark, make_splits("kfold", len(labelled), folds=k, seed=seed),
                         make_model=lambda: DifficultyModel(regressor=regressor, seed=seed), progress=progress)
     pred.residual_sd = cv.residual_sd(labelled.z)
