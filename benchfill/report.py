@@ -257,6 +257,18 @@ def _with_interval(rep: dict[str, Any], name: str, value: float) -> str:
     return f"{value:.4f}" + (f" ({level} interval {lo_hi[0]:.4f} to {lo_hi[1]:.4f})" if lo_hi else "")
 
 
+BELOW_INTERVAL = ("a figure below its interval: it takes each new item exactly at its estimate, and an error "
+                  "either way widens one of the two gaps the item leaves, so the true figure is likely higher")
+
+
+def _below_interval(rep: dict[str, Any]) -> bool:
+    """Does an after-figure lie below its own interval (the interval's draws are the true figure's)?"""
+    k = rep["top_k"]
+    iv = rep.get("after_interval") or {}
+    return any(name in iv and value < iv[name][0] - 1e-12
+               for name, value in (("max_gap", rep["max_gap_after"]), (f"top{k}_gap_sum", rep["top_k_sum_after"])))
+
+
 def summary_lines(rep: dict[str, Any]) -> list[str]:
     """The headline of a finished run (report.json's dict), for a terminal: the confirmed after-figures
     with their interval, the gaps filled and those flagged outside_gap, in a few lines."""
@@ -269,6 +281,8 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
              f", reduction {100 * rep['top_k_reduction']:.1f}%",
              f"  gaps filled  {rep['gaps_filled']} of {len(rep['gaps'])}"
              + (f"; outside_gap: gap {', '.join(outside)}" if outside else "")]
+    if _below_interval(rep):
+        lines.insert(3, f"  ({BELOW_INTERVAL})")
     spend = rep.get("spend") or {}
     if spend:
         lines.append(f"  spend        {spend.get('model_calls', 0)} model calls, {spend.get('rollouts', 0)} rollouts")
@@ -299,6 +313,7 @@ def _markdown(rep: dict[str, Any]) -> str:
         "| metric | before | after |", "| --- | --- | --- |",
         f"| max gap | {rep['max_gap_before']:.4f} | {_with_interval(rep, 'max_gap', rep['max_gap_after'])} |",
         f"| top-{k} gap sum | {rep['top_k_sum_before']:.4f} | {_with_interval(rep, f'top{k}_gap_sum', rep['top_k_sum_after'])} |",
+        *(["", f"Note: {BELOW_INTERVAL[0].upper()}{BELOW_INTERVAL[1:]}."] if _below_interval(rep) else []),
         "", f"Top-{k} reduction: **{100 * rep['top_k_reduction']:.1f}%**. Gaps filled (chosen item inside its "
         f"gap): {rep['gaps_filled']} of {len(rep['gaps'])}"
         + (f"; **{rep['gaps_outside']} chosen item(s) lie outside their gap** (flag `outside_gap`)."

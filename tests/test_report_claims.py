@@ -280,3 +280,17 @@ def test_the_run_command_ends_with_the_confirmed_headline_and_names_an_outside_g
     assert main([*args, "--quiet"]) == 0
     out2, err2 = capsys.readouterr()
     assert out2 == out and err2 == ""
+
+
+def test_a_point_below_its_interval_is_explained_where_it_is_shown():
+    from benchfill.report import BELOW_INTERVAL, summary_lines
+
+    rep = {"run_id": "r", "simulated": False, "placed_by": ["confirmed"], "top_k": 2, "gaps": [], "gaps_filled": 2,
+           "max_gap_before": 0.10, "max_gap_after": 0.0852, "top_k_sum_before": 0.2580, "top_k_sum_after": 0.1577,
+           "top_k_reduction": 0.389, "interval_level": 0.9,
+           "after_interval": {"max_gap": [0.0852, 0.0950], "top2_gap_sum": [0.1587, 0.2103]}}
+    lines = summary_lines(rep)
+    assert lines[2].startswith("  top-2 sum    0.2580 -> 0.1577 (90% interval 0.1587 to 0.2103)")
+    assert lines[3] == f"  ({BELOW_INTERVAL})"
+    rep["after_interval"]["top2_gap_sum"] = [0.15, 0.2103]  # inside: nothing to explain
+    assert not any(BELOW_INTERVAL in ln for ln in summary_lines(rep))
