@@ -221,3 +221,30 @@ def test_expected_top_k_change_worked_by_hand():
     # se 0: the item exactly there. At 0.45 the 0.9 gap becomes two of 0.45 (sum 0.9); at 1.2 a 0.2 gap opens.
     assert expected_top_k_change([0, 0.9, 0.95, 1], 0.45, 0.0, 2) == pytest.approx(-0.05)
     assert expected_top_k_change([0, 0.9, 0.95, 1], 1.2, 0.0, 2) == pytest.approx(0.15)
+
+
+def test_the_uniform_baseline_is_calibrated_on_normalized_uniform_benchmarks():
+    """Benchmarks whose items truly are uniform, normalized as a fit normalizes them (extremes on 0 and 1):
+    P(observed max gap > uniform) must average 0.5. Against n free points it averaged 0.63 at n = 10."""
+    rng = np.random.default_rng(5)
+    ps, ratios = [], []
+    for _ in range(200):
+        z = rng.random(10)
+        z = (z - z.min()) / np.ptp(z)
+        u = diagnose(z, uniform_draws=1000, seed=int(rng.integers(1 << 30))).uniform
+        ps.append(u["p_observed_exceeds"])
+        ratios.append(u["ratio"])
+        assert u["free_points"] == 8 and u["expected_max_gap"] == pytest.approx(expected_uniform_max_gap(8))
+    assert np.mean(ps) == pytest.approx(0.5, abs=0.05)  # sd of the mean of 200 uniform p-values: 0.02
+    assert np.mean(ratios) == pytest.approx(1.0, abs=0.05)
+
+
+def test_posterior_draws_normalized_per_draw_meet_the_normalized_baseline():
+    rng = np.random.default_rng(1)
+    raw = rng.normal(size=(50, 6))
+    draws = (raw - raw.min(axis=1, keepdims=True)) / np.ptp(raw, axis=1, keepdims=True)  # as IrtFit.z_draws
+    u = diagnose(draws[0], draws=draws).uniform
+    assert u["free_points"] == 4 and u["expected_max_gap"] == pytest.approx(expected_uniform_max_gap(4))
+    assert "min-max normalized" in u["baseline"]
+    free = diagnose([0.2, 0.5, 0.6]).uniform  # z that do not reach the ends: three free points
+    assert free["free_points"] == 3 and "fixed ends" in free["baseline"]

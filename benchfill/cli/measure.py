@@ -289,7 +289,8 @@ def _print_report(r: Any) -> None:
     for label, value in ((f"DDM (W1 to {r.target})", r.ddm), ("max gap", r.max_gap), (f"top-{r.k} gap sum", r.top_k_sum)):
         print(f"  {label:<26} {value:.4f}")
     u = r.uniform
-    print(f"  vs {r.n_items} uniform points: expected max gap {u['expected_max_gap']:.4f} ({u['expected_method']}), "
+    print(f"  vs {u.get('baseline', f'{r.n_items} uniform points')}: expected max gap {u['expected_max_gap']:.4f} "
+          f"({u['expected_method']}), "
           f"ratio {u['ratio']:.2f}x, P(observed > uniform) {u['p_observed_exceeds']:.3f} ({u['p_method']})")
     conv = n["fit"].get("convergence")
     if conv:
