@@ -25,6 +25,10 @@ _SECRET_VALUE = re.compile(r"(\bsk-[A-Za-z0-9_\-]{12,}|\bhf_[A-Za-z0-9]{20,}|\bA
 _URL_PASSWORD = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
 
 
+# An environment variable's name as a shell reads it: "PANEL-KEY" would be ${PANEL-KEY}, a default-value
+# expansion, in a written serve script, and no variable at all.
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
 class RetryConfig(BaseModel):
     """How hard to retry what is worth retrying (429, 5xx, timeouts, dropped connections)."""
 
@@ -86,7 +90,7 @@ class ProbeConfig(BaseModel):
     max_tokens: int = Field(4096, ge=1)
     trials: int = Field(8, ge=1, description="samples per item")
     concurrency: int = Field(16, ge=1, description="requests in flight to this endpoint")
-    api_key_env: str | None = Field(None, description="environment variable holding the key")
+    api_key_env: str | None = Field(None, pattern=ENV_NAME, description="environment variable holding the key")
     timeout_s: float = Field(600.0, gt=0)
     supports_n: bool = Field(True, description="false: ask one sample per request")
     # Serving on a GPU host (benchfill/placement.py): max_model_len = max_prompt_tokens + max_tokens.
@@ -141,7 +145,7 @@ class LLMConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: str = Field(min_length=1, description="litellm model string, e.g. openai/gpt-4o")
     api_base: str | None = None
-    api_key_env: str | None = None
+    api_key_env: str | None = Field(None, pattern=ENV_NAME)
     temperature: float = Field(0.7, ge=0)
     max_tokens: int = Field(4096, ge=1)
     timeout_s: float = Field(600.0, gt=0)

@@ -82,7 +82,7 @@ def parse_gpus_option(spec: str) -> list[Gpu]:
         sizes = [float(m[2])] * int(m[1]) if m else [float(s) for s in spec.split(",")]
     except ValueError:
         sizes = []
-    if not sizes or any(s <= 0 for s in sizes):
+    if not sizes or any(not 0 < s < float("inf") for s in sizes):  # nan and inf are no GPU sizes
         raise ConfigError(f"--gpus {spec!r}: expected COUNTxGiB (8x80), GiB (141) or GiB,GiB,... (80,80,24)")
     return [Gpu(i, "--gpus", s) for i, s in enumerate(sizes)]
 
@@ -169,6 +169,7 @@ class Server:
     source: str  # where the estimate came from
     heads: int | None = None  # tensor parallelism must divide the attention heads
     generation: dict = field(default_factory=dict)  # temperature / top_p of generation_config.json
+    host: str = "127.0.0.1"  # the address the server listens on: its probes' URL host (loopback by default)
 
     def per_gpu_gib(self, tp: int) -> float:
         return (self.weights_gib + self.kv_gib) / tp + OVERHEAD_GIB
@@ -182,13 +183,22 @@ def servers(cfg: Config, port_base: int = 8000, env: Mapping[str, str] = os.envi
             raise ConfigError(f"probes.{p.name}.replicas: probes serve plans one server per model; start each "
                               "replica of a fleet on its own host (docs/fleets.md)")
         by_model.setdefault(p.model, []).append(p)
-    ports = {}
+    ports, hosts = {}, {}
     for model, probes in by_model.items():
         parts = urlsplit(probes[0].base_url)
-        if parts.hostname not in ("127.0.0.1", "localhost", "0.0.0.0", None) and not parts.port:
-            raise ConfigError(f"probes.{probes[0].name}.base_url: {probes[0].base_url} names no port for a "
-                              "local vllm server")
-        ports[model] = parts.port or port_base + len(ports)
+        if not parts.port:  # the client would knock on port 80 (or 443) while the server listens elsewhere
+            raise ConfigError(f"probes.{probes[0].name}.base_url: {probes[0].base_url} names no port; give the "
+                              "port its vllm server listens on (e.g. http://127.0.0.1:8001/v1)")
+        for other in probes[1:]:  # one server per model: its probes must all reach it the same way
+            o = urlsplit(other.base_url)
+            if (o.hostname, o.port, other.api_key_env) != (parts.hostname, parts.port, probes[0].api_key_env):
+                raise ConfigError(f"probes.{other.name}: serves {model} as probes.{probes[0].name} does, but at "
+                                  f"{other.base_url} with key {other.api_key_env} against {probes[0].base_url} with "
+                                  f"key {probes[0].api_key_env}; one server per model: give both the same")
+        ports[model] = parts.port
+        # A URL naming another address of this machine (a LAN address, for an orchestrator elsewhere): the
+        # server listens there, or the orchestrator could not reach it.
+        hosts[model] = "127.0.0.1" if parts.hostname in (None, "localhost", "127.0.0.1") else parts.hostname
     if len(set(ports.values())) != len(ports):
         raise ConfigError("probes: two served models share a port; give each probe its own base_url port")
     out = []
@@ -196,8 +206,10 @@ def servers(cfg: Config, port_base: int = 8000, env: Mapping[str, str] = os.envi
         trials = max(p.trials for p in probes)
         mml = max(p.max_prompt_tokens + p.max_tokens for p in probes)
         seqs = max(max(p.concurrency * p.trials for p in probes), 16)
-        out.append(_sized(model, [p.name for p in probes], ports[model], probes[0].api_key_env, seqs, mml, trials,
-                          probes[0].gpu_memory_gb, env))
+        server = _sized(model, [p.name for p in probes], ports[model], probes[0].api_key_env, seqs, mml, trials,
+                        max((p.gpu_memory_gb for p in probes if p.gpu_memory_gb is not None), default=None), env)
+        server.host = hosts[model]
+        out.append(server)
     return out
 
 

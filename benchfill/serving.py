@@ -108,22 +108,27 @@ class ServeCommand:
     wave: int  # servers sharing a GPU start in successive waves (Plan.waves)
     key_env: str | None
     env: dict[str, str] = field(default_factory=dict)  # GPU pinning, added to the caller's environment
+    host: str = "127.0.0.1"  # where it listens
+
+    @property
+    def reach(self) -> str:
+        """The address to check it at: its own, or loopback for one listening on every address."""
+        return "127.0.0.1" if self.host == "0.0.0.0" else self.host
 
     @property
     def log_name(self) -> str:
         return f"vllm-{self.port}.log"
 
     def shell(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        """The command as one shell line, through env(1), so that a prefix (setsid) may go before it."""
+        assigns = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
         # The key travels by reference in the command's environment: the script holds a variable's name.
+        unset = []
         if self.key_env is None:
-            key = f"env -u {KEY_VAR} "  # a probe without a key must not meet a server that wants one
+            unset = ["-u", KEY_VAR]  # a probe without a key must not meet a server that wants one
         elif self.key_env != KEY_VAR:
-            key = f'{KEY_VAR}="${self.key_env}" '
-        else:
-            key = ""
-        args = " ".join(shlex.quote(a) for a in self.argv)
-        return f"{env} {key}{args}".strip()
+            assigns.append(f'{KEY_VAR}="${self.key_env}"')
+        return " ".join(["env", *unset, *assigns, *(shlex.quote(a) for a in self.argv)])
 
 
 def vllm_commands(plan: Plan, seed: int = 0, extra: list[str] | None = None) -> list[ServeCommand]:
@@ -132,14 +137,15 @@ def vllm_commands(plan: Plan, seed: int = 0, extra: list[str] | None = None) -> 
     out = []
     for p in plan.placements:
         s = p.server
-        argv = ["vllm", "serve", s.model, "--host", "127.0.0.1", "--port", str(s.port),
+        argv = ["vllm", "serve", s.model, "--host", s.host, "--port", str(s.port),
                 "--served-model-name", s.model, "--seed", str(seed), "--max-num-seqs", str(s.max_num_seqs),
                 "--gpu-memory-utilization", f"{p.share:.3f}", "--max-model-len", str(s.max_model_len)]
         if p.tp > 1:
             argv += ["--tensor-parallel-size", str(p.tp)]
         # PCI_BUS_ID: CUDA's own order (fastest first) may differ from nvidia-smi's numbering.
         env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(map(str, p.gpus))}
-        out.append(ServeCommand(s.model, s.port, argv + list(extra or []), p.gpus, wave_of[id(p)], s.key_env, env))
+        out.append(ServeCommand(s.model, s.port, argv + list(extra or []), p.gpus, wave_of[id(p)], s.key_env, env,
+                                s.host))
     return out
 
 
@@ -159,39 +165,60 @@ def child_env(cmd: ServeCommand, base: Mapping[str, str] = os.environ) -> dict[s
 # The waiting, in bash: the same checks start_servers makes. The key reaches curl on its standard input
 # (--config -, from printf, a shell builtin), never as an argument.
 _BASH_HELPERS = r'''
-LOG_DIR="${LOG_DIR:-__LOG_DIR__}"
+LOG_DIR="${LOG_DIR:-$DEFAULT_LOG_DIR}"
 WAIT_S="${WAIT_S:-__WAIT_S__}"
 mkdir -p "$LOG_DIR"
 command -v curl >/dev/null || { echo "serve.sh: curl not found (needed to wait for the servers)" >&2; exit 2; }
 command -v vllm >/dev/null || { echo "serve.sh: vllm not found on PATH; pip install vllm" >&2; exit 2; }
+# Each server in a process group of its own (setsid), so that stopping it stops the workers it spawned.
+SETSID=$(command -v setsid || true)
 pids=()
-stop_all() { trap - INT TERM EXIT; [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true; wait || true; }
+stop_all() {  # TERM to every server's group, then KILL after 30 s, as --start does
+  trap - INT TERM EXIT
+  [ ${#pids[@]} -eq 0 ] && return 0
+  local p end=$((SECONDS + 30))
+  for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true; done
+  while [ -n "$(jobs -rp)" ] && (( SECONDS < end )); do sleep 1; done
+  for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
 trap 'stop_all' EXIT
 trap 'echo "stopping ${#pids[@]} servers" >&2; exit 130' INT TERM
 
-ready() {  # port model key-variable: /health answers and /v1/models lists the model
-  local body
-  curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$1/health" || return 1
-  body=$(printf 'header = "Authorization: Bearer %s"\n' "${!3:-}" \
-         | curl -sf --max-time 5 --config - "http://127.0.0.1:$1/v1/models") || return 1
-  [[ $body == *"\"$2\""* ]]
+ready() {  # host port model key-variable: /health answers and /v1/models lists the model
+  local body key="${!4:-}"
+  curl -sf -o /dev/null --max-time 5 "http://$1:$2/health" || return 1
+  key=${key//\\/\\\\}; key=${key//\"/\\\"}  # curl's config syntax: a quote or backslash in the key, escaped
+  body=$(printf 'header = "Authorization: Bearer %s"\n' "$key" \
+         | curl -sf --max-time 5 --config - "http://$1:$2/v1/models") || return 1
+  [[ $body == *"\"$3\""* ]]
 }
 
-wait_for() {  # pid port model key-variable log started
-  local last=$SECONDS
-  until ready "$2" "$3" "$4"; do
-    if ! kill -0 "$1" 2>/dev/null; then
-      echo "vllm for $3 on port $2 exited before it was ready; last lines of $5:" >&2
-      tail -n __TAIL__ "$5" | sed 's/^/  | /' >&2; exit 3
-    fi
-    if (( SECONDS - $6 > WAIT_S )); then
-      echo "vllm for $3 on port $2 not ready after ${WAIT_S} s; last lines of $5:" >&2
-      tail -n __TAIL__ "$5" | sed 's/^/  | /' >&2; exit 3
-    fi
-    if (( SECONDS - last >= 30 )); then echo "waiting for $3 on port $2 ($(( SECONDS - $6 )) s)" >&2; last=$SECONDS; fi
+wait_wave() {  # started, then one "pid<US>host<US>port<US>model<US>key-variable<US>log" per server of the wave
+  local t0=$1 last=$SECONDS spec pid host port model key log; shift
+  local pending=("$@") still
+  while (( ${#pending[@]} )); do
+    still=()
+    for spec in "${pending[@]}"; do  # every server of the wave at each poll: a crash is seen at once
+      IFS=$'\x1f' read -r pid host port model key log <<<"$spec"
+      if ready "$host" "$port" "$model" "$key"; then
+        echo "ready: $model on http://$host:$port/v1 ($(( SECONDS - t0 )) s)" >&2; continue
+      fi
+      if ! kill -0 "$pid" 2>/dev/null; then
+        echo "vllm for $model on port $port exited before it was ready; last lines of $log:" >&2
+        tail -n __TAIL__ "$log" | sed 's/^/  | /' >&2; exit 3
+      fi
+      if (( SECONDS - t0 > WAIT_S )); then
+        echo "vllm for $model on port $port not ready after ${WAIT_S} s; last lines of $log:" >&2
+        tail -n __TAIL__ "$log" | sed 's/^/  | /' >&2; exit 3
+      fi
+      still+=("$spec")
+    done
+    pending=(${still[@]+"${still[@]}"})
+    (( ${#pending[@]} )) || break
+    if (( SECONDS - last >= 30 )); then echo "waiting for ${#pending[@]} server(s) ($(( SECONDS - t0 )) s)" >&2; last=$SECONDS; fi
     sleep "${POLL_S:-2}"
   done
-  echo "ready: $3 on http://127.0.0.1:$2/v1 ($(( SECONDS - $6 )) s)" >&2
 }
 '''
 
@@ -201,32 +228,41 @@ def write_script(cmds: list[ServeCommand], path: str | Path, table: str = "", lo
     """A bash script that starts the servers wave by wave, waits for each as ``--start`` does, and keeps
     them running until Ctrl-C (written atomically)."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"--write {path}: a folder; give the script's file name")
     keys = sorted({c.key_env for c in cmds if c.key_env})
     lines = ["#!/usr/bin/env bash", "# Written by `benchfill probes serve`: one vLLM server per probe model.", "#"]
     lines += [f"# {ln}" for ln in table.splitlines()]
     lines += ["set -euo pipefail"]
     lines += [f': "${{{k}:?set {k} (the key the probes send) before running this script}}"' for k in keys]
-    lines += [_BASH_HELPERS.replace("__LOG_DIR__", log_dir).replace("__WAIT_S__", str(int(wait_s)))
-              .replace("__TAIL__", str(LOG_TAIL))]
+    lines += [f"DEFAULT_LOG_DIR={shlex.quote(log_dir)}"]  # quoted: a --log-dir is data, never shell code
+    lines += [_BASH_HELPERS.replace("__WAIT_S__", str(int(wait_s))).replace("__TAIL__", str(LOG_TAIL))]
     for w in range(max((c.wave for c in cmds), default=-1) + 1):
         wave = [c for c in cmds if c.wave == w]
         lines.append(f"# wave {w + 1}: " + ("servers on separate GPUs start together" if w == 0
                                              else "servers sharing a GPU with an earlier one start once it is ready"))
         lines.append("t0=$SECONDS")
         for c in wave:
-            lines += [f'{c.shell()} >"$LOG_DIR/{c.log_name}" 2>&1 &', f"pid_{c.port}=$!", f"pids+=($pid_{c.port})"]
-        for c in wave:
-            key = c.key_env or KEY_VAR
-            lines.append(f'wait_for "$pid_{c.port}" {c.port} {shlex.quote(c.model)} {key} '
-                         f'"$LOG_DIR/{c.log_name}" "$t0"')
+            lines += [f'$SETSID {c.shell()} >"$LOG_DIR/{c.log_name}" 2>&1 </dev/null &', f"pid_{c.port}=$!",
+                      f"pids+=($pid_{c.port})"]
+        specs = []
+        for c in wave:  # literal fields single-quoted; only the pid and the log folder expand
+            fields = [f'"$pid_{c.port}"', shlex.quote(c.reach), str(c.port), shlex.quote(c.model),
+                      c.key_env or KEY_VAR, f'"$LOG_DIR"/{shlex.quote(c.log_name)}']
+            specs.append('"$US"'.join(fields))
+        lines.append("US=$'\\x1f'")
+        lines.append(f'wait_wave "$t0" {" ".join(specs)}')
         lines.append("")
     lines += [f'echo "all {len(cmds)} servers ready; Ctrl-C stops them" >&2',
               "wait -n || true",
               'echo "a vllm server exited; stopping the others (see $LOG_DIR)" >&2', "exit 3", ""]
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines))
-    tmp.chmod(0o755)
-    tmp.replace(path)
+    try:
+        tmp.write_text("\n".join(lines))
+        tmp.chmod(0o755)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -273,7 +309,7 @@ def _wait_ready(wave, log_dir: Path, wait_s: float, poll_s: float, progress_s: f
                     fail(c, log_dir, f"exited with code {proc.returncode} before it was ready", out)
                 if _ready(client, c):
                     pending.remove((c, proc))
-                    print(f"ready: {c.model} on http://127.0.0.1:{c.port}/v1 ({time.monotonic() - started:.0f} s)",
+                    print(f"ready: {c.model} on http://{c.reach}:{c.port}/v1 ({time.monotonic() - started:.0f} s)",
                           file=out, flush=True)
             if not pending:
                 break
@@ -290,11 +326,11 @@ def _wait_ready(wave, log_dir: Path, wait_s: float, poll_s: float, progress_s: f
 
 def _ready(client, c: ServeCommand) -> bool:
     try:
-        if client.get(f"http://127.0.0.1:{c.port}/health").status_code != 200:
+        if client.get(f"http://{c.reach}:{c.port}/health").status_code != 200:
             return False
     except Exception:  # noqa: BLE001  (not listening yet: still loading)
         return False
-    ok, ids, _ = _models(client, f"http://127.0.0.1:{c.port}/v1", key_from_env(c.key_env))
+    ok, ids, _ = _models(client, f"http://{c.reach}:{c.port}/v1", key_from_env(c.key_env))
     return ok and c.model in ids
 
 

@@ -171,11 +171,11 @@ def test_probes_serve_prints_the_plan_and_writes_a_script_without_keys(hf_home, 
     assert re.search(r"^GPU 0 \(NVIDIA H200, 140.4 GiB, 0.0 in use\): shares 0.89\d of 0.900$", out, re.M)
     text = script.read_text()
     starts = [ln for ln in text.splitlines() if " vllm serve " in ln]
-    assert len(starts) == 3 and all(ln.startswith("CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0 vllm serve")
-                                    for ln in starts)
+    assert len(starts) == 3 and all(
+        ln.startswith("$SETSID env CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0 vllm serve") for ln in starts)
     assert all(re.search(r"--gpu-memory-utilization 0\.\d{3} --max-model-len \d+", ln) for ln in starts)
     assert "--api-key" not in text and ': "${VLLM_API_KEY:?' in text
-    assert text.count("wait_for \"$pid_") == 3 and "# model" in text  # the plan, as comments
+    assert text.count('"$pid_') == 3 and "wait_wave" in text and "# model" in text  # the plan, as comments
     if shutil.which("bash"):
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     assert main(["probes", "serve", "--config", str(EXAMPLE), "--gpus", "8x80", "--set", "probes.1.top_p=0.8"]) == 0
@@ -193,3 +193,34 @@ def test_probes_serve_prints_the_plan_and_writes_a_script_without_keys(hf_home, 
 def test_readme_shows_the_plan_the_planner_makes_for_the_example_panel_on_one_h200(hf_home):
     plan = placement.plan(placement.servers(load_config(EXAMPLE)), placement.parse_nvidia_smi(NVIDIA_SMI["1x141"]))
     assert f"```text\n{plan.table()}\n```" in (ROOT / "README.md").read_text()
+
+
+def _panel(tmp_path, *probes: tuple[str, str, str, str | None]) -> Path:
+    cfg = tmp_path / "p.toml"
+    cfg.write_text("".join(
+        f'[[probes]]\nname = "{n}"\nbase_url = "{url}"\nmodel = "{m}"\ngpu_memory_gb = 20\n'
+        + (f'api_key_env = "{k}"\n' if k else "") for n, url, m, k in probes))
+    return cfg
+
+
+def test_servers_refuse_what_their_probes_could_not_reach(tmp_path):
+    with pytest.raises(ConfigError, match=r"probes.a.base_url: http://127.0.0.1/v1 names no port"):
+        placement.servers(load_config(_panel(tmp_path, ("a", "http://127.0.0.1/v1", "org/m", None))))
+    two = _panel(tmp_path, ("a", "http://127.0.0.1:8001/v1", "org/m", "KEY_A"),
+                 ("b", "http://127.0.0.1:8002/v1", "org/m", "KEY_B"))
+    with pytest.raises(ConfigError, match=r"probes.b: serves org/m as probes.a does, but at http://127.0.0.1:8002/v1"):
+        placement.servers(load_config(two))
+    with pytest.raises(ConfigError, match=r"field probes.0.api_key_env: String should match pattern"):
+        load_config(_panel(tmp_path, ("a", "http://127.0.0.1:8001/v1", "org/m", "PANEL-KEY")))
+    with pytest.raises(ConfigError, match=r"--gpus 'nan'"):
+        placement.parse_gpus_option("nan")
+
+
+def test_a_server_for_an_orchestrator_elsewhere_listens_on_the_address_its_probes_name(tmp_path):
+    from benchfill.serving import vllm_commands
+
+    cfg = load_config(_panel(tmp_path, ("a", "http://10.0.0.11:8001/v1", "org/m", None),
+                             ("b", "http://127.0.0.1:8002/v1", "org/n", None)))
+    plan = placement.plan(placement.servers(cfg), placement.parse_gpus_option("2x80"))
+    hosts = {c.model: c.argv[c.argv.index("--host") + 1] for c in vllm_commands(plan)}
+    assert hosts == {"org/m": "10.0.0.11", "org/n": "127.0.0.1"}

@@ -291,3 +291,27 @@ def test_stop_servers_ends_whole_process_groups(tmp_path):
     stop_servers([p], grace_s=5)
     time.sleep(0.2)
     assert p.poll() is not None and not alive(engine)
+
+
+def test_the_script_sees_a_crash_in_its_wave_while_another_server_still_loads(host, monkeypatch):
+    """Two servers start together; one loads on and on, the other dies at once: the script names the dead
+    one at once instead of waiting out the first one's deadline."""
+    tmp, cfg, ports, rec = host
+    monkeypatch.setenv("FAKE_VLLM_HANG", "org/a")
+    monkeypatch.setenv("FAKE_VLLM_CRASH", "org/b")
+    script = write_script(_commands(cfg), tmp / "serve.sh", log_dir=str(tmp / "logs"), wait_s=600)
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "POLL_S": "0.1"})
+    assert proc.returncode == 3 and time.monotonic() - t0 < 30
+    assert f"vllm for org/b on port {ports[1]} exited before it was ready" in proc.stderr
+    assert not any(alive(r["pid"]) for r in records(rec).values())  # the loading one is stopped too
+
+
+def test_a_log_folder_is_data_in_the_script_never_shell_code(host):
+    tmp, cfg, ports, rec = host
+    evil = f'logs" $(touch {tmp}/PWNED) "x'
+    script = write_script(_commands(cfg), tmp / "serve.sh", log_dir=evil, wait_s=30)
+    line = next(ln for ln in script.read_text().splitlines() if ln.startswith("DEFAULT_LOG_DIR="))
+    out = subprocess.run(["bash", "-c", f'{line}\nprintf %s "$DEFAULT_LOG_DIR"'], capture_output=True, text=True)
+    assert out.stdout == evil and not (tmp / "PWNED").exists()
