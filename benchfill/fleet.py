@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from benchfill.config import FleetPolicy
@@ -176,9 +176,11 @@ class Fleet:
                 r.ejectable = True
                 r.watch(self._wake, self._wake_all)
 
-    async def acquire(self, avoid: Replica | None = None) -> Replica:
-        """A replica with one of its slots taken for this attempt; ``avoid`` (the replica the last
-        attempt failed on) only when no other in service has a free slot."""
+    async def acquire(self, avoid: Replica | Collection[Replica] | None = None) -> Replica:
+        """A replica with one of its slots taken for this attempt; one in ``avoid`` (the replicas the
+        call's earlier attempts failed on) only when every replica in service is one of them."""
+        if isinstance(avoid, Replica):
+            avoid = {avoid}
         if len(self.replicas) == 1:  # one endpoint: its bound, first come first served
             r = self.replicas[0]
             await r.bound.take()
@@ -215,7 +217,11 @@ class Fleet:
         return (f"probe {self.probe}: all {len(self.replicas)} replicas are out of service: "
                 + "; ".join(r.describe() for r in self.replicas))
 
-    def _pick(self, avoid: Replica | None) -> Replica | None:
+    def _pick(self, avoid: Collection[Replica] | None) -> Replica | None:
+        avoid = avoid or ()
+        # A replica the call failed on is tried again only when every replica in service is one: while
+        # another is up, the call waits for its slot (a dead replica always has a free one).
+        elsewhere = any(r.in_service and r not in avoid for r in self.replicas)
         n = len(self.replicas)
         start, self._turn = self._turn, (self._turn + 1) % n
         best, best_key = None, None
@@ -225,9 +231,9 @@ class Fleet:
             if not r.in_service:
                 r.due_check()  # its cool-down over: one health check decides whether it comes back
                 continue
-            if b.in_flight >= b.cap:
+            if b.in_flight >= b.cap or (elsewhere and r in avoid):
                 continue
-            key = (r is avoid, b.in_flight)  # least outstanding; the first in turn wins a tie
+            key = (r in avoid, b.in_flight)  # least outstanding; the first in turn wins a tie
             if best_key is None or key < best_key:
                 best, best_key = r, key
         if best is not None and best.bound.try_take():

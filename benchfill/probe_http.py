@@ -90,13 +90,16 @@ class ProbeHttp:
         fleet = self.fleets[p.name]
         n = body["n"]
         args = {k: v for k, v in body.items() if k != "sample_index"}
-        failed_on: list[Replica | None] = [None]
+        # Every replica this call failed on: a 429 on the next must not make it forget them (the least-loaded
+        # choice then sent the retry back to a dead replica, which always has a free slot, until the
+        # call's attempts ran out while a healthy one was up).
+        failed_on: set[Replica] = set()
 
         def on_retry(state) -> None:
             counts.retries += 1
 
         async def attempt() -> tuple[list[str], dict, float, str]:
-            replica = await fleet.acquire(avoid=failed_on[0])  # per attempt: a backoff wait holds no slot
+            replica = await fleet.acquire(avoid=failed_on)  # per attempt: a backoff wait holds no slot
             ok: bool | None = None
             detail = ""
             try:
@@ -112,7 +115,8 @@ class ProbeHttp:
                 raise
             finally:
                 fleet.release(replica, ok, detail)
-                failed_on[0] = replica if ok is False else None
+                if ok is False:
+                    failed_on.add(replica)
 
         return await call_with_retries(attempt, self.panel.retry, on_retry)
 

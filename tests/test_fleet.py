@@ -360,3 +360,16 @@ def test_a_run_starts_while_each_fleet_keeps_a_replica_up(tmp_path):
         cfg.write_text(f'[[probes]]\nname = "p1"\nmodel = "m1"\nreplicas = ["{down[0]}", "{down[1]}"]\n')
         with pytest.raises(EndpointError, match=rf"^{cfg}: p1 at {down[0]}: unreachable: .*\(and 1 more\)"):
             _require_endpoints(load_config(cfg), cfg)
+
+
+def test_a_call_never_goes_back_to_a_replica_it_failed_on_while_another_is_up(tmp_path):
+    """A dead replica (never ejected here) has a free slot whenever asked; a healthy one answers 429 twice
+    per request. A 429 must not make the call forget the dead replica: with four attempts every request is
+    served (dead, 429, 429, served), where going back to the dead one ran the attempts out."""
+    gone = dead_url()
+    with LoopbackOpenAI(faults=[429, 429]) as busy:
+        res, stats = run(Store(tmp_path / "s.db"), fleet_panel(
+            [gone, busy.base_url], policy=FAST.model_copy(update={"eject_after": 1000, "error_rate": 1.0}),
+            retry=NO_WAIT.model_copy(update={"max_attempts": 4})), strict=False)
+    assert stats.failures == 0 and not any(r.error for r in res) and len(res) == 12
+    assert stats.replicas[gone]["failures"] <= 12  # at most one failed attempt per request on it
