@@ -178,3 +178,16 @@ def test_the_products_own_templates_and_parsers_round_trip(shared_data):
         solver = format_solver_prompt(child, spec)
         r = litellm.completion(model="openai/sim-probe-12", messages=[{"role": "user", "content": solver}], **kw)
         assert srv.stats["unknown_problems"] == 0 and "The answer is (" in r.choices[0].message.content
+
+
+def test_replicas_sharing_a_state_file_know_each_others_children(items, tmp_path):
+    """Two servers of one world (a fleet's replicas) share its state file: a child one of them wrote is
+    asked of the other, which reads it there instead of answering an unknown problem wrong."""
+    state = tmp_path / "sim_state.jsonl"
+    a, b = make_world(items, state_path=state), make_world(items, state_path=state)  # both up before any child
+    with SimServer(a) as srv_a, SimServer(b) as srv_b:
+        child = child_of(asyncio.run(rewrite_all(srv_a, [(items[2], 0.8, 3)]))[0])
+        r = litellm.completion(model="openai/sim-probe-12", api_base=srv_b.base_url, api_key="sk-test",
+                               messages=[{"role": "user", "content": f"<problem>{child['problem']}</problem>"}])
+        assert srv_b.stats["unknown_problems"] == 0 and "\\boxed{" in r.choices[0].message.content
+    assert b.true_difficulty(child["id"]) == a.true_difficulty(child["id"])

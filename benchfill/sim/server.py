@@ -154,8 +154,12 @@ class SimApp:
             if len(self._prompts) > _PROMPT_CACHE_MAX:
                 self._prompts.clear()
             item = roles.prompt_item(w, prompt) if role == "probe" else None
+            if role == "probe" and item is None:  # a child another server of this world wrote: read its state
+                w.refresh()
+                item = roles.prompt_item(w, prompt)
             cached = (hashlib.blake2b(prompt.encode(), digest_size=12).hexdigest(), item)
-            self._prompts[prompt] = cached
+            if role != "probe" or item is not None:  # an unknown problem may become known: not cached
+                self._prompts[prompt] = cached
         prompt_hash, item = cached
         if role == "probe":
             replies, n_correct = roles.solve(w, model, prompt, prompt_hash, item, seed, n)

@@ -79,6 +79,7 @@ class World:
     originals: list[dict[str, Any]] = field(default_factory=list)  # the original items' fields, in order
     by_id: dict[str, str] = field(default_factory=dict)  # id -> key
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _read_to: dict = field(default_factory=dict, repr=False)  # state file -> how far it has been read
 
     # -- construction ----------------------------------------------------------------------------
     @classmethod
@@ -288,12 +289,23 @@ class World:
             return
         fields = set(SimItem.__dataclass_fields__)
         with open(path, encoding="utf-8") as fh:
-            for line in fh:
+            fh.seek(self._read_to.get(path, 0))
+            while line := fh.readline():
+                if not line.endswith("\n"):  # being written by another server: read it next time
+                    break
+                self._read_to[path] = fh.tell()
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line cut short by a crash: that child was never answered
                 self._add(SimItem(**{k: v for k, v in rec.items() if k in fields}))
+
+    def refresh(self) -> None:
+        """Read the children other servers of this world appended to the shared state file since the last
+        read: the replicas of a fleet share one world, and a child one of them wrote is asked of another."""
+        if self.state_path is not None:
+            with self._lock:
+                self._load_state()
 
     def rng(self, *parts: object) -> random.Random:
         return texts.rng_for(self.seed, *parts)
