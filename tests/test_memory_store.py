@@ -255,3 +255,18 @@ def test_a_reusable_child_that_would_widen_the_coverage_at_an_end_gap_is_searche
     assert precise.chosen is not None and precise.chosen.item_id == "old" and searched == []
     coarse = reuse(1, 0.015)  # a third of the time beyond the hardest item: searched instead
     assert coarse.chosen is None and searched == [1]
+
+
+def test_reuse_passes_over_a_child_whose_placement_is_only_a_bound(store):
+    """Every probe wrong: the child's z is a bound (flags no_finite_mle, all_wrong), not a place in the gap;
+    an audit saw such children reused and counted as filling it."""
+    old = SharedMemory(Store(store.url, run_id="r1"), BENCH, IDS, [_then(z) for z in Z_NOW])
+    old.record_originals()
+    target_then = _then(0.5)
+    old.record_child(0, _child("good", target_then + 0.004, confirmed=target_then + 0.002))
+    old.record_child(0, _child("unbounded", target_then, flags=["no_finite_mle", "all_wrong"],
+                               confirmed=target_then))
+    old.store.close()
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    mem.record_originals()
+    assert mem.reusable(0.45, 0.55).row.item_id == "good"

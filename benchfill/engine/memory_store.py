@@ -37,7 +37,7 @@ from sqlmodel import col, select
 
 from benchfill.schema import MemoryRecord, ReviewDecision
 from benchfill.search.loop import Child, GapResult
-from benchfill.search.memory import MemoryEntry, may_parent
+from benchfill.search.memory import NO_PARENT_FLAGS, MemoryEntry, may_parent
 from benchfill.search.services import Spend
 from benchfill.search.snapshot import annotation_from_dict, annotation_to_dict, child_from_dict, child_to_dict
 
@@ -236,7 +236,7 @@ class SharedMemory:
                         rows = list(s.exec(q.limit(limit)))
                         rejected = self._rejected(s, rows)
                         ok = [Found(r, link, True) for r in rows if (r.run_id, r.item_id) not in rejected
-                              and r.record_json and left < link(r.z) < right]
+                              and r.record_json and left < link(r.z) < right and not _barred(r)]
                         if ok or len(rows) < limit:
                             best += ok[:1]
                             break
@@ -261,6 +261,21 @@ class SharedMemory:
             if key not in latest or (d.id or 0) > latest[key][0]:
                 latest[key] = (d.id or 0, d.decision)
         return {k for k, (_, decision) in latest.items() if decision == "reject"}
+
+
+# What keeps an earlier child from being reused as a gap's pick, beyond what keeps it from being a parent:
+# a placement that is only a bound (no finite estimate: every probe wrong, or right, or at chance), and
+# what the earlier run itself said against it as a pick (outside its gap, widening the coverage).
+NO_REUSE_FLAGS = NO_PARENT_FLAGS | {"no_finite_mle", "all_wrong", "all_correct", "at_or_below_chance", "diverged",
+                                    "no_trials", "outside_gap", "outside_range", "widens_coverage"}
+
+
+def _barred(r: MemoryRecord) -> bool:
+    try:
+        flags = set(json.loads(r.flags_json or "[]"))
+    except ValueError:
+        return True
+    return bool(flags & NO_REUSE_FLAGS)
 
 
 def reused_child(found: Found, b_min: float, b_max: float) -> Child:
