@@ -66,3 +66,18 @@ def test_a_config_edited_in_place_is_refused_on_resume_and_its_benchmark_section
     with pytest.raises(ConfigError, match=r"panel\.toml: changed since run .* started"):
         run(RunOptions(benchmark=None, config=str(cfg), backend="sim", runs_dir=str(tmp_path / "runs"), **FAST))
     assert d.is_dir()
+
+
+def test_a_key_variable_that_is_not_set_is_named_before_any_call(tmp_path, monkeypatch):
+    monkeypatch.delenv("BENCHFILL_NO_SUCH_KEY", raising=False)
+    cfg = tmp_path / "panel.toml"
+    url = "http://127.0.0.1:9/v1"
+    cfg.write_text(f'[[probes]]\nname = "p1"\nbase_url = "{url}"\nmodel = "m"\napi_key_env = "BENCHFILL_NO_SUCH_KEY"\n'
+                   f'[rewriter]\nmodel = "openai/r"\napi_base = "{url}"\n[judge]\nmodel = "openai/j"\napi_base = "{url}"\n')
+    opts = RunOptions(benchmark="demo", config=str(cfg), backend="openai", runs_dir=str(tmp_path / "runs"), **{
+        k: v for k, v in FAST.items() if k != "sim_rewriter"})
+    for call in (dry_run, run):
+        with pytest.raises(ConfigError, match=r"probes\.p1\.api_key_env: environment variable BENCHFILL_NO_SUCH_KEY "
+                                              r"is not set"):
+            call(opts)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -376,6 +376,13 @@ def _require_panel(config, source) -> None:
         raise ConfigError(f"{source}: no rewriter configured (add a [rewriter] section)")
     if config.judge is None:
         raise ConfigError(f"{source}: no judge configured (add a [judge] section)")
+    import os
+
+    named = [(f"probes.{p.name}", p.api_key_env) for p in config.probes]
+    named += [(role, getattr(config, role).api_key_env) for role in ("rewriter", "judge")]
+    for where, var in named:  # said here, not as the server's 401 after the run has started
+        if var and not os.environ.get(var):
+            raise ConfigError(f"{source}: {where}.api_key_env: environment variable {var} is not set")
 
 
 def _matrix_digest(matrix) -> str:
