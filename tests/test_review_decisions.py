@@ -115,6 +115,17 @@ def test_import_round_trip_is_atomic_and_idempotent(tmp_path, shared_data):
         assert len(board.decisions()) == 3
 
 
+def _edit_sheet(path, **cells_by_row):
+    """Fill cells of an exported sheet in place: cells_by_row maps a row ("r0") to its cells."""
+    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    for i, cells in cells_by_row.items():
+        rows[int(i[1:])].update(cells)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def _sheet(run, tmp_path, name="filled.csv", **fills):
     """The exported sheet with rows filled in: fills maps a row ("r0") to the cells to set; a cell "@r2"
     takes that row's value of the column (a row duplicated by hand)."""
@@ -146,12 +157,7 @@ def test_a_stale_sheet_cannot_undo_a_later_decision_made_on_the_page(tmp_path, s
     # the same sheet, corrected by its reviewer and imported again, replaces what it said itself
     sheet2, _ = _sheet(run, tmp_path, "second.csv", r1={"reviewer": "bob", "decision": "accept"})
     assert import_decisions(run, sheet2) == 1
-    rows = list(csv.DictReader(sheet2.open(encoding="utf-8")))
-    rows[1].update(decision="reject", reason="ambiguous after all")
-    with sheet2.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    _edit_sheet(sheet2, r1={"decision": "reject", "reason": "ambiguous after all"})
     assert import_decisions(run, sheet2) == 1
     with ReviewBoard(run) as board:
         assert board.outcomes()[CHILD_IDS[1]].status == "rejected"
@@ -208,12 +214,7 @@ def test_a_cut_row_an_excel_encoding_and_a_semicolon_sheet_are_one_line_each(tmp
 def test_export_keeps_a_filled_sheet_until_it_is_imported(tmp_path, shared_data):
     run = make_run(tmp_path, shared_data)
     _, csv_path = export_queue(run)
-    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
-    rows[0].update(reviewer="ann", decision="accept")
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    _edit_sheet(csv_path, r0={"reviewer": "ann", "decision": "accept"})
     with pytest.raises(DataError, match=r"review_queue\.csv: holds 1 decision\(s\) not imported yet"):
         export_queue(run)
     assert "ann" in csv_path.read_text(encoding="utf-8")

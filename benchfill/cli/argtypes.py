@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 
 
 def _int(text: str) -> int:
@@ -15,30 +16,6 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-
-
-def nonneg_int(text: str) -> int:
-    """An integer >= 0 (a seed, a count that may be zero)."""
-    v = _int(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {v}")
-    return v
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    v = _int(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
-    return v
-
-
-def folds(text: str) -> int:
-    """A K of K-fold cross-validation: at least 2."""
-    v = _int(text)
-    if v < 2:
-        raise argparse.ArgumentTypeError(f"must be at least 2, got {v}")
-    return v
 
 
 def finite_float(text: str) -> float:
@@ -52,25 +29,22 @@ def finite_float(text: str) -> float:
     return v
 
 
-def nonneg_float(text: str) -> float:
-    """A finite number >= 0."""
-    v = finite_float(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return v
+def _bounded(read: Callable[[str], float], ok: Callable[[float], bool], rule: str, name: str):
+    """A type reading with ``read`` and refusing values ``ok`` rejects, saying ``rule``."""
+
+    def parse(text: str):
+        v = read(text)
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text.strip()}")
+        return v
+
+    parse.__name__ = name  # argparse names the type in some of its messages
+    return parse
 
 
-def positive_float(text: str) -> float:
-    """A finite number > 0 (a timeout)."""
-    v = finite_float(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return v
-
-
-def port(text: str) -> int:
-    """A TCP port, 0 (any free one) to 65535."""
-    v = _int(text)
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {v}")
-    return v
+nonneg_int = _bounded(_int, lambda v: v >= 0, "0 or more", "nonneg_int")  # a seed, a count that may be zero
+positive_int = _bounded(_int, lambda v: v >= 1, "at least 1", "positive_int")
+folds = _bounded(_int, lambda v: v >= 2, "at least 2", "folds")  # K of K-fold cross-validation
+port = _bounded(_int, lambda v: 0 <= v <= 65535, "a port, 0 to 65535", "port")  # 0: any free one
+nonneg_float = _bounded(finite_float, lambda v: v >= 0, "0 or more", "nonneg_float")
+positive_float = _bounded(finite_float, lambda v: v > 0, "more than 0", "positive_float")  # a timeout
