@@ -272,6 +272,9 @@ def check_spread(fit: Any, matrix: Any = None) -> None:
     responses from every model (every model solves every item, say), or a fit whose difficulties
     are all equal. Their normalized difficulties are floating-point noise, so would be their gaps."""
     source = getattr(matrix, "source", None) or "the fit"
+    n = len(getattr(fit, "item_ids", ()) or ())
+    if n == 1:  # one item sits alone on the axis: there is no spacing between items to speak of
+        raise DataError(f"{source}: one item; coverage gaps need at least two")
     if matrix is not None and matrix.n_items > 1:
         rate = matrix.correct / np.where(matrix.trials > 0, matrix.trials, 1)
         columns = np.vstack([rate, matrix.trials > 0, np.broadcast_to(matrix.chance, rate.shape[1:])])

@@ -159,6 +159,9 @@ def calibrate(
         ref, ref_name = read_reference(reference, matrix.models), str(reference)
     else:
         ref, ref_name = np.asarray(reference, dtype=float), "given scores"
+        if ref.shape != (matrix.n_models,) or not np.all(np.isfinite(ref)):
+            raise ConfigError(f"reference: {ref.size} scores for {matrix.n_models} models; give one finite "
+                              "score per model, in matrix.models order")
     full = _agreement(model_scores(matrix), ref)
     cal = _agreement(model_scores(matrix, chosen), ref)
     rnd = np.array([_agreement(model_scores(matrix, r), ref) for r in randoms]) if randoms else None

@@ -267,3 +267,26 @@ def test_k_fold_keeps_two_items_in_every_held_out_fold():
     with pytest.raises(ConfigError, match=r"need 2 <= K <= 7 for 15 items \(each fold holds out at least 2\)"):
         make_splits("kfold", 15, folds=15)  # one item per fold: every fold's rank correlation would be nan
     assert len(make_splits("kfold", 15, folds=15, min_test=1)) == 15  # out-of-fold predictions only
+
+
+def test_paired_arguments_of_the_library_must_pair(tmp_path, capsys):
+    from benchfill.errors import ConfigError
+    from benchfill.measure.before_after import before_after
+    from benchfill.predict.evaluate import pairwise_accuracy, spearman
+    from benchfill.pruning import calibrate
+
+    with pytest.raises(ValueError, match="pred has 3 values, target 5"):
+        pairwise_accuracy([1, 2, 3], [1, 3, 2, 0, 5])
+    with pytest.raises(ValueError, match="pred has 3 values, target 2"):
+        spearman([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="groups: 2 labels for 3 items"):
+        pairwise_accuracy([1, 2, 3], [1, 3, 2], groups=["a", "a"])
+    with pytest.raises(ValueError, match="new_se: 1 standard errors for 2 new items"):
+        before_after([0.2, 0.5], [0.8, 0.9], [0.05], k=2)
+    from benchfill.data import read_responses
+
+    m = read_responses(_matrix(tmp_path))
+    with pytest.raises(ConfigError, match="reference: 2 scores for 4 models"):
+        calibrate(np.linspace(0, 1, 6), 3, matrix=m, item_ids=list(m.item_ids), reference=[1.0, 2.0])
+    one = _matrix(tmp_path, "model,item_id,correct,trials\na,q,1,2\nb,q,0,2\n", "one.csv")
+    _one_line(*_err(capsys, ["diagnose", "--responses", str(one)]), r"one item; coverage gaps need at least two")

@@ -324,11 +324,12 @@ def _print_report(r: Any) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from benchfill.coverage import parse_target
+    from benchfill.coverage import check_spread, parse_target
     from benchfill.pruning import calibrate
 
     target = parse_target(args.target)
     matrix, items, f = _inputs(args)
+    check_spread(f, matrix)  # as diagnose does: no ranking on a scale of noise
     result = calibrate(
         f, args.size, target=target, matrix=matrix, reference=args.reference, n_random=args.n_random, seed=args.seed
     )

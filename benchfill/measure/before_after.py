@@ -37,6 +37,10 @@ def before_after(z_before: Sequence[float], new_z: Sequence[float], new_se: Sequ
     out: dict[str, Any] = {"before": before, "after": after, "k": k,
                            "reduction": 1 - after[key] / before[key] if before[key] > 0 else 0.0}
     se = np.zeros_like(new) if new_se is None else np.nan_to_num(np.asarray(new_se, dtype=float), nan=0.0)
+    if se.shape != new.shape:  # one se per new item: a single one was silently broadcast to all
+        raise ValueError(f"new_se: {se.size} standard errors for {new.size} new items")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
     if new.size and np.any(se > 0):
         rng = np.random.default_rng(seed)
         draws = new[None, :] + se[None, :] * rng.standard_normal((DRAWS, new.size))

@@ -22,10 +22,18 @@ from benchfill.predict.models import DifficultyModel
 SPLITS = ("kfold", "lobo", "category")
 
 
+def _paired(pred, target) -> tuple[np.ndarray, np.ndarray]:
+    """Predictions and targets as float arrays of one length (a longer one was silently cut before)."""
+    pred, target = np.asarray(pred, float).ravel(), np.asarray(target, float).ravel()
+    if pred.shape != target.shape:
+        raise ValueError(f"pred has {pred.size} values, target {target.size}: they must pair item for item")
+    return pred, target
+
+
 def spearman(pred: np.ndarray, target: np.ndarray) -> float:
     from scipy.stats import spearmanr
 
-    pred, target = np.asarray(pred, float), np.asarray(target, float)
+    pred, target = _paired(pred, target)
     if len(pred) < 3 or np.ptp(pred) == 0 or np.ptp(target) == 0:
         return float("nan")
     return float(spearmanr(pred, target).statistic)
@@ -33,8 +41,10 @@ def spearman(pred: np.ndarray, target: np.ndarray) -> float:
 
 def pairwise_accuracy(pred: np.ndarray, target: np.ndarray, groups: Sequence[str] | None = None) -> float:
     """Eq. 2: (1/|P|) sum over same-group pairs of 1[(p_i - p_j)(q_i - q_j) > 0]."""
-    pred, target = np.asarray(pred, float), np.asarray(target, float)
+    pred, target = _paired(pred, target)
     g = np.asarray(groups) if groups is not None else np.zeros(len(pred))
+    if g.shape != pred.shape:
+        raise ValueError(f"groups: {g.size} labels for {pred.size} items")
     hits = pairs = 0
     for grp in np.unique(g):
         idx = np.flatnonzero(g == grp)
