@@ -96,9 +96,40 @@ def test_a_malformed_saved_fit_is_named_with_its_field(tmp_path, capsys, change,
 
 def test_corrupt_draws_are_named_as_the_draws_file(tmp_path, capsys):
     path = tmp_path / "fit.json"
-    _fit().save(path)
-    (tmp_path / "fit.json.draws.npz").write_bytes(b"not an npz")
-    _one_line(*_err(capsys, ["diagnose", "--fit", str(path)]), r"fit\.json\.draws\.npz: not readable posterior draws")
+    draws = np.random.default_rng(0).normal(size=(50, 3))
+    _fit(engine="nuts", difficulty_draws=draws, ability_draws=np.zeros((50, 2))).save(path)
+    named = json.loads(path.read_text())["draws_file"]
+    (tmp_path / named).write_bytes(b"not an npz")
+    _one_line(*_err(capsys, ["diagnose", "--fit", str(path)]), r"fit\.json\.draws-[0-9a-f]+\.npz: not readable posterior draws")
+    (tmp_path / named).unlink()
+    _one_line(*_err(capsys, ["diagnose", "--fit", str(path)]), r"fit\.json: its posterior draws .* are missing")
+
+
+def test_a_save_cut_short_leaves_the_old_fit_with_its_own_draws(tmp_path, monkeypatch):
+    """Killed between writing the new draws and renaming the new JSON into place, the old pair stands."""
+    from pathlib import Path
+
+    path = tmp_path / "fit.json"
+    rng = np.random.default_rng(0)
+    old = _fit(engine="nuts", difficulty_draws=rng.normal(size=(40, 3)), ability_draws=np.zeros((40, 2)))
+    old.save(path)
+    new = _fit(engine="nuts", difficulty_draws=rng.normal(5, 1, size=(40, 3)), ability_draws=np.zeros((40, 2)))
+    real = Path.replace
+
+    def crash_on_the_json(self, target):
+        if Path(target).name == "fit.json":
+            raise KeyboardInterrupt  # the moment a kill would land
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "replace", crash_on_the_json)
+    with pytest.raises(KeyboardInterrupt):
+        new.save(path)
+    monkeypatch.setattr(Path, "replace", real)
+    back = IrtFit.load(path)
+    assert np.array_equal(back.difficulty_draws, old.difficulty_draws)  # not the new fit's posterior
+    new.save(path)  # the next save finishes and leaves one draws file, its own
+    assert np.array_equal(IrtFit.load(path).difficulty_draws, new.difficulty_draws)
+    assert len(list(tmp_path.glob("fit.json.draws*.npz"))) == 1 and not list(tmp_path.glob("*.tmp"))
 
 
 def test_a_fit_of_the_same_items_in_another_order_is_the_same_fit(tmp_path, capsys):

@@ -6,8 +6,10 @@ new item calibrated later lands on the same axis (possibly outside [0, 1]).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field, replace
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -112,27 +114,34 @@ class IrtFit:
         }
 
     def save(self, path: str | Path) -> None:
-        """Write the fit as JSON (and its posterior draws, if any, as ``<path>.draws.npz``).
+        """Write the fit as JSON, and its posterior draws, if any, beside it as ``<path>.draws-<sha>.npz``.
 
-        A fit without draws removes the draws an earlier fit left at that path: ``load`` would
-        otherwise pair this fit with another fit's posterior. Nothing is half-written on failure."""
+        The JSON names its draws file by the draws' own hash and is renamed into place last, so a crash at
+        any moment leaves either the old fit with its own draws or the new one with its own: never one
+        fit paired with another's posterior. Draws files the fit no longer names are removed after."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        draws = path.with_name(path.name + ".draws.npz")
-        draws_tmp = draws.with_name(draws.name + ".tmp")
+        d = self.to_dict()
+        draws_tmp = None
         try:
-            tmp.write_text(json.dumps(self.to_dict(), indent=1))
             if self.difficulty_draws is not None:
+                draws_tmp = path.with_name(path.name + ".draws.tmp")
                 with open(draws_tmp, "wb") as fh:
                     np.savez_compressed(fh, difficulty=self.difficulty_draws, ability=self.ability_draws)
-                draws_tmp.replace(draws)
-            else:
-                draws.unlink(missing_ok=True)
+                digest = hashlib.sha256(draws_tmp.read_bytes()).hexdigest()[:16]
+                d["draws_file"] = f"{path.name}.draws-{digest}.npz"
+                draws_tmp.replace(path.with_name(d["draws_file"]))  # a new name: the old pair stays whole
+            tmp.write_text(json.dumps(d, indent=1))
             tmp.replace(path)
         finally:
             tmp.unlink(missing_ok=True)
-            draws_tmp.unlink(missing_ok=True)
+            if draws_tmp is not None:
+                draws_tmp.unlink(missing_ok=True)
+        keep = d.get("draws_file")
+        for old in path.parent.glob(f"{glob_escape(path.name)}.draws*.npz"):  # earlier fits' posteriors
+            if old.name != keep:
+                old.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path: str | Path) -> IrtFit:
@@ -145,18 +154,25 @@ class IrtFit:
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise DataError(f"{path}: not a readable fit ({_why(exc)})") from None
         fit = cls.from_dict(d, source=str(path))
-        draws = path.with_name(path.name + ".draws.npz")
-        if draws.exists():
-            try:
-                with np.load(draws) as z:
-                    fit.difficulty_draws = np.asarray(z["difficulty"], dtype=float)
-                    fit.ability_draws = np.asarray(z["ability"], dtype=float)
-            except (OSError, ValueError, KeyError) as exc:
-                raise DataError(f"{draws}: not readable posterior draws ({_why(exc)})") from None
-            if fit.difficulty_draws.ndim != 2 or fit.difficulty_draws.shape[1] != fit.n_items or (
-                    fit.ability_draws.ndim != 2 or fit.ability_draws.shape[1] != fit.n_models):
-                raise DataError(f"{draws}: draws of shape {fit.difficulty_draws.shape} / {fit.ability_draws.shape} "
-                                f"do not match the fit's {fit.n_items} items and {fit.n_models} models")
+        named = d.get("draws_file") if isinstance(d, dict) else None
+        if named:
+            draws = path.with_name(str(named))
+            if not draws.is_file():
+                raise DataError(f"{path}: its posterior draws {draws.name} are missing")
+        else:  # a fit saved before draws were named: <path>.draws.npz, for a NUTS fit only
+            draws = path.with_name(path.name + ".draws.npz")
+            if fit.engine != "nuts" or not draws.exists():
+                return fit
+        try:
+            with np.load(draws) as z:
+                fit.difficulty_draws = np.asarray(z["difficulty"], dtype=float)
+                fit.ability_draws = np.asarray(z["ability"], dtype=float)
+        except (OSError, ValueError, KeyError) as exc:
+            raise DataError(f"{draws}: not readable posterior draws ({_why(exc)})") from None
+        if fit.difficulty_draws.ndim != 2 or fit.difficulty_draws.shape[1] != fit.n_items or (
+                fit.ability_draws.ndim != 2 or fit.ability_draws.shape[1] != fit.n_models):
+            raise DataError(f"{draws}: draws of shape {fit.difficulty_draws.shape} / {fit.ability_draws.shape} "
+                            f"do not match the fit's {fit.n_items} items and {fit.n_models} models")
         return fit
 
     @classmethod
