@@ -68,6 +68,7 @@ class ReleaseResult:
     removed: list[str] = field(default_factory=list)  # dropped from the previous release by a reviewer
     changed: dict[str, list[str]] = field(default_factory=dict)  # id -> item fields changed
     pending: list[str] = field(default_factory=list)  # this run's items still awaiting review (not released)
+    resumed: bool = False  # published by an interrupted command, recorded by this one
 
 
 @dataclass
@@ -123,8 +124,11 @@ def release(
         if target.exists():
             if not (target / MANIFEST).is_file():
                 raise BenchfillError(f"{target} exists but is not a release (no {MANIFEST}); move it away")
+            finished = _finish_interrupted(board, target, bench_dir, version)
+            if finished is not None:
+                return finished
             raise BenchfillError(f"release {version} of {bench} already exists ({target}); versions are immutable")
-        _sweep_stale(bench_dir)
+        _sweep_stale(bench_dir, version)
         previous = _versions(bench_dir)
         if previous and semver_key(previous[-1]) >= key:
             raise BenchfillError(f"version {version} is not newer than the latest release {previous[-1]} in {bench_dir}")
@@ -208,11 +212,7 @@ def release(
             raise
         with board.store.session() as s:
             s.add(Release(run_id=board.store.run_id, version=version, path=str(target), manifest_sha256=digest))
-        top_log = bench_dir / "CHANGELOG.md"
-        tmp_log = bench_dir / ".CHANGELOG.md.tmp"
-        tmp_log.write_text(changelog, encoding="utf-8")
-        tmp_log.chmod(0o644)
-        tmp_log.replace(top_log)
+        _write_changelog(bench_dir, changelog)
         pending = [i for i, o in board.outcomes().items() if o.status == "pending"]
         return ReleaseResult(version, target, len(z_before), meta["n_generated"], digest,
                              added=added, carried=carry.carried, removed=list(carry.removed),
@@ -409,15 +409,49 @@ def _released_at(path: Path) -> str | None:
 STALE_S = 3600  # a release's temp folder untouched this long was left by a killed release
 
 
-def _sweep_stale(bench_dir: Path) -> None:
-    """Remove the temp folders of releases killed while building (``.<version>.<random>.tmp``); a release
-    in progress keeps writing to its own, so only those untouched for ``STALE_S`` go."""
+def _sweep_stale(bench_dir: Path, version: str) -> None:
+    """Remove the temp folders of releases killed while building (``.<version>.<random>.tmp``): those of
+    this version (a rerun of the command that left them), and others untouched for ``STALE_S`` (a release
+    of another version in progress keeps writing to its own)."""
     if not bench_dir.is_dir():
         return
     cutoff = datetime.now(UTC).timestamp() - STALE_S
     for p in bench_dir.glob(".*.tmp"):
-        if p.is_dir() and p.stat().st_mtime < cutoff:
+        if p.is_dir() and (p.name.startswith(f".{version}.") or p.stat().st_mtime < cutoff):
             shutil.rmtree(p, ignore_errors=True)
+
+
+def _finish_interrupted(board: ReviewBoard, target: Path, bench_dir: Path, version: str) -> ReleaseResult | None:
+    """A release this run published whose command was killed before it recorded it (the folder is renamed
+    into place first, then the store's row and the benchmark's changelog are written): verified against
+    its manifest and made by this run, it is recorded now, and the rerun of the command ends as the
+    uninterrupted one would have. None where the folder is another's, or does not verify."""
+    if verify_release(target):
+        return None
+    run_name = board.run_dir.resolve().name
+    rows = list(_load_rows(target).values())
+    mine = [r for r in rows if r.get("released_in") == version]
+    if not mine or any(r.get("run_id") != run_name for r in mine):
+        return None
+    digest = _sha256(target / MANIFEST)
+    with board.store.session() as s:
+        s.add(Release(run_id=board.store.run_id, version=version, path=str(target), manifest_sha256=digest))
+    _write_changelog(bench_dir, (target / "CHANGELOG.md").read_text(encoding="utf-8"))
+    _sweep_stale(bench_dir, version)
+    gen = [r for r in rows if r.get("origin") == "generated"]
+    pending = [i for i, o in board.outcomes().items() if o.status == "pending"]
+    return ReleaseResult(version, target, sum(r.get("origin") == "original" for r in rows), len(gen), digest,
+                         added=[r["id"] for r in gen if r.get("released_in") == version],
+                         carried=[r["id"] for r in gen if r.get("released_in") != version], pending=pending,
+                         resumed=True)
+
+
+def _write_changelog(bench_dir: Path, text: str) -> None:
+    """The benchmark's top-level CHANGELOG.md (the latest release's), replaced atomically."""
+    tmp_log = bench_dir / ".CHANGELOG.md.tmp"
+    tmp_log.write_text(text, encoding="utf-8")
+    tmp_log.chmod(0o644)
+    tmp_log.replace(bench_dir / "CHANGELOG.md")
 
 
 def _mkdir_public(path: Path) -> None:

@@ -168,3 +168,39 @@ def test_diff_refuses_a_data_file_with_a_repeated_or_odd_line(tmp_path, shared_d
     data.write_text("\n".join([*lines, "[1, 2]"]) + "\n")
     assert main(["release", "diff", str(v1), str(v1)]) == 2
     assert "not an item" in capsys.readouterr().err
+
+
+def test_a_release_killed_after_it_appeared_is_finished_by_the_rerun(tmp_path, shared_data, capsys, monkeypatch):
+    """The folder is renamed into place first, then the store's row and the changelog are written: a kill
+    in between left a release the same command refused ('already exists') and verify --run could not
+    check. The rerun now records it; a staging folder of the same version is swept."""
+    from pathlib import Path
+
+    from benchfill.review import ReviewBoard
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    root = tmp_path / "releases" / "aime24"
+    real = Path.rename
+
+    def killed_after(self, target):
+        out = real(self, target)
+        if Path(target).name == "1.0.0":
+            raise KeyboardInterrupt  # the moment a kill would land
+        return out
+
+    monkeypatch.setattr(Path, "rename", killed_after)
+    with pytest.raises(KeyboardInterrupt):
+        from benchfill.release import release
+
+        release(run, "1.0.0")
+    monkeypatch.setattr(Path, "rename", real)
+    assert (root / "1.0.0" / "manifest.json").is_file() and not (root / "CHANGELOG.md").exists()
+    (root / ".1.0.0.abcd.tmp").mkdir()  # what a kill before the rename leaves
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    out = capsys.readouterr().out
+    assert "finished the interrupted release 1.0.0: 30 original + 1 generated item(s)" in out
+    assert (root / "CHANGELOG.md").is_file() and not (root / ".1.0.0.abcd.tmp").exists()
+    assert main(["release", "verify", str(root / "1.0.0"), "--run", str(run)]) == 0
+    assert main(["release", str(run), "--version", "1.0.0"]) == 2  # recorded now: immutable as any

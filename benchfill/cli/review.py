@@ -148,7 +148,8 @@ def _release(args) -> int:
     res = release(Path(words[0]), args.release_version, out=args.out, rule=_rule(args),
                   remove=dict.fromkeys(args.remove, why))
     print(
-        f"released {res.version}: {res.n_original} original + {res.n_generated} generated item(s) at {res.path}\n"
+        ("finished the interrupted release " if res.resumed else "released ")
+        + f"{res.version}: {res.n_original} original + {res.n_generated} generated item(s) at {res.path}\n"
         f"manifest sha256 {res.manifest_sha256}"
     )
     if res.carried or res.removed or res.changed:
