@@ -41,3 +41,9 @@ def validation_line(src: str, exc: ValidationError, prefix: str = "") -> str:
     loc = ".".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(err["loc"]))
     more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
     return f"{src}: field {loc}: {err['msg']}{more}"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's stop, `kill`), ended as Ctrl-C ends a command: every cleanup Ctrl-C runs
+    (temp files, stopped servers, a half-built release) runs for it too, where the default handler would
+    end the process on the spot. The CLI says so and exits 143."""

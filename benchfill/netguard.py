@@ -82,8 +82,40 @@ def _run_here(coro: Coroutine[Any, Any, T]) -> T:
         except ImportError:  # pragma: no cover - uvloop is POSIX-only
             pass
         else:
-            return uvloop.run(coro)
-    return asyncio.run(coro)
+            return uvloop.run(_stoppable(coro))
+    return asyncio.run(_stoppable(coro))
+
+
+async def _stoppable(coro: Coroutine[Any, Any, T]) -> T:
+    """``coro``, cancelled on SIGTERM as the runner cancels it on Ctrl-C, then ``Terminated``: raised from
+    a signal handler instead, the exception could land inside one of the loop's own callbacks, which logs
+    it and goes on."""
+    import signal
+
+    from benchfill.errors import Terminated
+
+    loop, task, hit = asyncio.get_running_loop(), asyncio.current_task(), []
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term() -> None:
+        hit.append(True)
+        task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_term)
+        added = True
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+        added = False
+    try:
+        return await coro
+    except asyncio.CancelledError:
+        if hit:
+            raise Terminated() from None
+        raise
+    finally:
+        if added:
+            loop.remove_signal_handler(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, previous)  # removal leaves the default, not the CLI's handler
 
 
 def _check(address) -> None:

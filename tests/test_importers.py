@@ -52,6 +52,10 @@ def test_lm_eval_logs_become_one_matrix_that_diagnose_reads(tmp_path, capsys):
     assert items[1]["choices"] == ["lol", "4", "Paris", "blue"]
     summary = json.loads((out / "import.json").read_text())
     assert summary["metric"] == "acc" and summary["threshold"] is None and summary["partial_models"] == {"dummy-c": 4}
+    import hashlib
+
+    assert summary["files_sha256"] == {n: hashlib.sha256((out / n).read_bytes()).hexdigest()
+                                       for n in ("responses.csv", "items.jsonl")}  # the files it was written with
     capsys.readouterr()
     assert main(["diagnose", "--responses", str(out / "responses.csv"), "--items", str(out / "items.jsonl"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -287,3 +291,15 @@ def test_an_output_in_the_way_leaves_the_earlier_import_whole(tmp_path, capsys):
     assert err.count("\n") == 1 and "items.jsonl is a folder" in err, err
     assert (out / "responses.csv").read_text() == "keep me\n"
     assert sorted(p.name for p in out.iterdir()) == ["items.jsonl", "responses.csv"]
+
+
+def test_staged_files_a_killed_import_left_are_swept_by_the_next(tmp_path):
+    import os
+
+    out = tmp_path / "out"
+    out.mkdir()
+    left = out / ".items.jsonl.kvnir1go.tmp"
+    left.write_text("half")
+    os.utime(left, (0, 0))
+    assert main(["import", "lm-eval", str(LOGS / "a"), "--task", "tiny_mc", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["import.json", "items.jsonl", "responses.csv"]

@@ -155,3 +155,22 @@ def _restored_model_calls(d: Path) -> int:
     with sqlite3.connect(d / "store.db") as c:
         return sum(json.loads(s).get("spend", {}).get("model_calls", 0)
                    for (s,) in c.execute("select state_json from gapstate"))
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_rerun_resumes(tmp_path):
+    """A scheduler's SIGTERM ends the command through the same cleanup as Ctrl-C, says so, exits 143, and
+    the same command then finishes the run."""
+    args = [sys.executable, "-m", "benchfill", "run", "--benchmark", "demo", "--gaps", "2", "--rounds", "2",
+            "--parents", "2", "--children", "2", "--sim-probes", "6", "--quiet", "--seed", "5",
+            "--runs-dir", str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    root = Path(__file__).resolve().parent.parent
+    p = subprocess.Popen(args, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for_a_round(tmp_path, p)
+    p.send_signal(signal.SIGTERM)
+    err = p.communicate(timeout=60)[1]
+    assert p.returncode == 143 and "benchfill: terminated; rerun the same command to resume" in err, err
+    assert "Traceback" not in err
+    assert subprocess.run(args, env=env, cwd=root, timeout=300).returncode == 0
+    (d,) = list(tmp_path.iterdir())
+    assert json.loads((d / "report.json").read_text())["gaps_filled"] >= 0

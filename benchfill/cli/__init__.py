@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 # Order is the order shown in --help.
@@ -75,17 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from benchfill.errors import BenchfillError
+    from benchfill.errors import BenchfillError, Terminated
 
+    previous = _on_sigterm()
     try:
         return int(args.func(args) or 0)
     except BenchfillError as exc:
         print(f"benchfill: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         again = "; rerun the same command to resume" if getattr(args, "resumable", False) else ""
-        print(f"benchfill: interrupted{again}", file=sys.stderr)
-        return 130
+        print(f"benchfill: {'terminated' if isinstance(exc, Terminated) else 'interrupted'}{again}", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     except BrokenPipeError:
         return 0
     except OSError as exc:
@@ -96,3 +98,21 @@ def main(argv: list[str] | None = None) -> int:
         where = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
         print(f"benchfill: error: {where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum, frame) -> None:
+    from benchfill.errors import Terminated
+
+    raise Terminated()
+
+
+def _on_sigterm():
+    """Turn SIGTERM into ``Terminated`` for this command; returns the handler to put back (None: left alone,
+    as off the main thread, where signals cannot be set)."""
+    try:
+        return signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:
+        return None

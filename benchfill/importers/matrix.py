@@ -10,6 +10,7 @@ module scores a logged value as correct or not, merges the logs, refuses what ca
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import os
@@ -195,6 +196,7 @@ def write(result: ImportResult, out: str | Path) -> list[Path]:
         if (out / name).is_dir():
             raise DataError(f"--out {out}: {out / name} is a folder, where {name} is to be written")
     out.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(out, names)
     staged: list[tuple[Path, Path]] = []
     try:
         path = _stage(out, "responses.csv", staged)
@@ -210,7 +212,11 @@ def write(result: ImportResult, out: str | Path) -> list[Path]:
             with path.open("w", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(it, ensure_ascii=False) + "\n" for it in result.items.values())
         path = _stage(out, "import.json", staged)
-        path.write_text(json.dumps(result.summary(), indent=1, default=_plain) + "\n", encoding="utf-8")
+        # import.json, renamed last, names the other files by their hash: a kill between the renames (which
+        # no rename of several files can rule out) leaves a mix that this record shows
+        files = {final.name: hashlib.sha256(tmp.read_bytes()).hexdigest() for tmp, final in staged[:-1]}
+        path.write_text(json.dumps({**result.summary(), "files_sha256": files}, indent=1, default=_plain) + "\n",
+                        encoding="utf-8")
     except BaseException:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
@@ -218,6 +224,20 @@ def write(result: ImportResult, out: str | Path) -> list[Path]:
     for tmp, final in staged:
         os.replace(tmp, final)
     return [final for _, final in staged]
+
+
+STALE_S = 60.0  # a staged file this old was left by a killed import (an import takes seconds)
+
+
+def _sweep_stale(out: Path, names: list[str]) -> None:
+    """Remove the staged files (``.<name>.<random>.tmp``) of imports killed before their renames."""
+    import time
+
+    cutoff = time.time() - STALE_S
+    for name in names:
+        for p in out.glob(f".{name}.*.tmp"):
+            if p.is_file() and p.stat().st_mtime < cutoff:
+                p.unlink(missing_ok=True)
 
 
 def _stage(out: Path, name: str, staged: list[tuple[Path, Path]]) -> Path:
