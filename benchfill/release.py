@@ -148,7 +148,13 @@ def release(
         for r in rows:  # a row carried from a release made before a column existed
             for col in PROVENANCE:
                 r.setdefault(col, None)
-        placed = [r for r in rows if r["origin"] == "generated" and r.get("z") is not None]
+        # An item edited in review is not the item its rollouts measured (a fixed answer key changes every
+        # grade): released, marked, and left out of the after-figures.
+        placed = [r for r in rows if r["origin"] == "generated" and r.get("z") is not None and not r.get("edited")]
+        for r in rows:
+            if r["origin"] == "generated" and r.get("edited") and r.get("difficulty_source") and \
+                    "before" not in str(r["difficulty_source"]):
+                r["difficulty_source"] = f"{r['difficulty_source']}, before the edit"
         z_after = z_before + [float(r["z"]) for r in placed]
         meta = {
             "benchmark": bench,
@@ -163,6 +169,7 @@ def release(
             "backend": board.store.get_meta("backend"),
             "simulated": any(r["simulated"] for r in rows),
             "scale_of_record": record.describe(),
+            "edited_unplaced": sum(1 for r in rows if r["origin"] == "generated" and r.get("edited")),
         }
         before, after = coverage_figures(z_before), coverage_figures(z_after)
         # The run report's interval and averaged figures, computed the same way (benchfill.measure.before_after).

@@ -179,8 +179,12 @@ def test_card_after_figures_carry_the_run_reports_interval(tmp_path, shared_data
     assert all(r["z_se"] == pytest.approx(0.45 / span) for r in rows if r["origin"] == "original")
 
     z_before = [r["z"] for r in rows if r["origin"] == "original"]
-    ba = before_after(z_before, [r["z"] for r in gen], [r["z_se"] for r in gen], 5)
+    # the item bob edited is released but not placed: its rollouts measured the text before the edit
+    placed = [r for r in gen if not r["edited"]]
+    assert [r["id"] for r in placed] == [CHILD_IDS[0]] and gen[1]["difficulty_source"].endswith(", before the edit")
+    ba = before_after(z_before, [r["z"] for r in placed], [r["z_se"] for r in placed], 5)
     card = (res.path / "README.md").read_text()
+    assert "1 generated item(s) were edited in review after their difficulty was measured" in card
     coverage = yaml.safe_load(card.split("---\n")[1])["benchfill"]["coverage"]
     before, after = coverage["before"], coverage["after"]
     assert after["interval_level"] == 0.9

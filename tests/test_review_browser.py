@@ -47,6 +47,7 @@ def test_review_in_the_browser_then_release(tmp_path, shared_data, browser):
     from selenium.webdriver.support.ui import WebDriverWait
 
     run = make_run(tmp_path, shared_data)
+    _text_a_textarea_would_change(run, CHILD_IDS[3], "\nLine one.\r\nLine two.  \r\n")
     wait = WebDriverWait(browser, 10)
     with ReviewServer(run) as srv:
         browser.get(srv.url)
@@ -73,6 +74,28 @@ def test_review_in_the_browser_then_release(tmp_path, shared_data, browser):
         answer.clear()
         answer.send_keys("38")
         _decide(browser, wait, By, SCRIPT_ID, "edit", "ann: edit")
+        # the page now shows what a release would ship: the edit, against the proposal
+        assert browser.find_element(By.ID, "edited-answer").text == "38"
+        kept = browser.execute_script("var c = document.getElementById('edited-text').cloneNode(true);"
+                                      "c.querySelectorAll('del').forEach(function (d) { d.remove(); });"
+                                      "return c.textContent;")
+        assert kept == "Find the least positive integer n such that n^2 ends in 444."  # the edit, diffed
+
+        # an edit of the answer alone leaves the text as it was, byte for byte (a textarea normalizes line
+        # ends and a leading newline: sent back untouched, it recorded an edit of the text nobody made)
+        browser.get(f"http://127.0.0.1:{srv.port}/item/{CHILD_IDS[3]}")
+        answer = browser.find_element(By.ID, "edit-answer")
+        answer.clear()
+        answer.send_keys("99")
+        _decide(browser, wait, By, CHILD_IDS[3], "edit", "ann: edit")
+    with ReviewBoard(run) as board:
+        [late] = [d for d in board.decisions() if d.item_id == CHILD_IDS[3]]
+        child = board.entry(CHILD_IDS[3]).child
+        assert json.loads(late.edited_json) == {**child, "answer": _like_answer(child["answer"], "99")}
+        late_id = late.id
+    with ReviewBoard(run) as board:  # the second edit is not part of what follows
+        with board.store.session() as s:
+            s.delete(s.get(type(late), late_id))
 
     with ReviewBoard(run) as board:
         got = [(d.item_id, d.reviewer, d.decision, d.reason) for d in board.decisions()]
@@ -87,3 +110,18 @@ def test_review_in_the_browser_then_release(tmp_path, shared_data, browser):
     assert edited["problem"] == "Find the least positive integer n such that n^2 ends in 444."
     assert edited["answer"] == "38" and edited["edited"] and edited["edited_by"] == "ann"
     assert json.loads(edited["original_fields"])["problem"].startswith("<script>")
+
+
+def _like_answer(old, new: str):
+    """The answer as the board keeps it: a number stays a number."""
+    return type(old)(new) if isinstance(old, (int, float)) and not isinstance(old, bool) else new
+
+
+def _text_a_textarea_would_change(run, item_id: str, text: str) -> None:
+    """Give a queued item a text a browser's textarea normalizes (a leading newline, CRLF line ends)."""
+    queue = run / "review_queue.jsonl"
+    recs = [json.loads(x) for x in queue.read_text().splitlines()]
+    for r in recs:
+        if r["item_id"] == item_id:
+            r["child"]["problem"] = text
+    queue.write_text("".join(json.dumps(r) + "\n" for r in recs))

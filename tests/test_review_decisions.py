@@ -36,7 +36,13 @@ def test_rule_counts_each_reviewers_latest_decision():
     assert outcome("x", ds, ReleaseRule(2, 1)).status == "accepted"
     edit = _d("bob", "edit", 10, edited_json=json.dumps({"problem": "new"}))
     res = outcome("x", ds + [edit], ReleaseRule(2, 1))
-    assert res.released and res.edited_fields == {"problem": "new"} and res.edited_by == "bob"
+    # ann accepted the version before bob's edit: the edited one has one accept, bob's own
+    assert res.status == "pending" and res.accepted_by == ["bob"] and res.edited_fields == {"problem": "new"}
+    res = outcome("x", ds + [edit, _d("ann", "accept", 11)], ReleaseRule(2, 1))  # ann accepts the edit
+    assert res.released and res.accepted_by == ["ann", "bob"] and res.edited_by == "bob"
+    later = _d("dee", "edit", 12, edited_json=json.dumps({"problem": "newer"}))  # another edit: back to one
+    res = outcome("x", ds + [edit, _d("ann", "accept", 11), later], ReleaseRule(2, 1))
+    assert res.status == "pending" and res.accepted_by == ["dee"] and res.edited_fields == {"problem": "newer"}
     with pytest.raises(ConfigError, match="min_accepts"):
         ReleaseRule(0, 0)
 

@@ -33,12 +33,17 @@ def test_requests_without_the_token_are_refused(server):
     assert httpx.get(base + "/static/review.js").status_code == 403
     assert httpx.get(base + f"/item/{CHILD_IDS[0]}").status_code == 403
     r = httpx.post(base + "/api/decision", json={"item_id": CHILD_IDS[0], "reviewer": "x", "decision": "accept"})
-    assert r.status_code == 403
+    assert r.status_code == 403 and "restarted server prints a new one" in r.json()["error"]  # JSON for the script
     ok = httpx.get(server.url)
     assert ok.status_code == 200 and all(i in ok.text for i in CHILD_IDS)
     assert "HttpOnly" in ok.headers["set-cookie"] and "SameSite=strict" in ok.headers["set-cookie"]
+    # Named for this server: two review pages on 127.0.0.1 (cookies ignore the port) keep their own tokens.
+    name = ok.headers["set-cookie"].split("=", 1)[0]
+    assert name.startswith("benchfill_token_") and name != "benchfill_token_"
+    with httpx.Client(base_url=base, cookies={"benchfill_token": server.token}) as c:  # another server's name
+        assert c.get(f"/item/{CHILD_IDS[0]}").status_code == 403
     # The cookie alone opens pages, but a decision needs the token in a header (CSRF).
-    with httpx.Client(base_url=base, cookies={"benchfill_token": server.token}) as c:
+    with httpx.Client(base_url=base, cookies={name: server.token}) as c:
         assert c.get(f"/item/{CHILD_IDS[0]}").status_code == 200
         forged = c.post("/api/decision", json={"item_id": CHILD_IDS[0], "reviewer": "x", "decision": "accept"})
         assert forged.status_code == 403

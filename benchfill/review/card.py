@@ -95,10 +95,15 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
                          f"({100 * (1 - expected[key] / before[key]):.1f}% below before; an item truly beyond the "
                          "easiest or hardest original opens a new gap).\n")
     sim = (
-        "\n> Difficulties of new items in this release come from a **simulated** backend.\n"
+        "\n> New items in this release come from the **simulated** world: their texts, answers, the judge's "
+        "verdicts and their difficulties are simulated, not an LLM's.\n"
         if meta.get("simulated")
         else ""
     )
+    if meta.get("edited_unplaced"):
+        sim += (f"\n> {meta['edited_unplaced']} generated item(s) were edited in review after their difficulty was "
+                "measured (column `edited`); they are released but not counted in the after-figures, whose "
+                "measurement no longer describes them.\n")
     return f"""---
 {yaml.safe_dump(header, sort_keys=False, allow_unicode=True).rstrip()}
 ---

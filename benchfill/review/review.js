@@ -9,6 +9,7 @@
   who.addEventListener("change", function () { localStorage.setItem("benchfill-reviewer", who.value.trim()); });
 
   function field(id) { var el = document.getElementById(id); return el ? el.value : null; }
+  function changed(id) { var el = document.getElementById(id); return el && el.value !== el.defaultValue ? el.value : null; }
 
   function send(itemId, decision) {
     var reviewer = who.value.trim();
@@ -16,7 +17,11 @@
     localStorage.setItem("benchfill-reviewer", reviewer);
     var body = { item_id: itemId, reviewer: reviewer, decision: decision };
     if (decision === "reject") { body.reason = field("reject-reason"); }
-    if (decision === "edit") { body.text = field("edit-text"); body.answer = field("edit-answer"); body.reason = field("edit-reason"); }
+    if (decision === "edit") {
+      // Only what the reviewer changed: a textarea normalizes line ends and a leading newline, so sending it
+      // untouched would record an edit of the text nobody made.
+      body.text = changed("edit-text"); body.answer = changed("edit-answer"); body.reason = field("edit-reason");
+    }
     status.textContent = "Saving...";
     fetch("/api/decision", {
       method: "POST",
@@ -24,12 +29,19 @@
       body: JSON.stringify(body),
       credentials: "same-origin"
     }).then(function (r) {
-      return r.json().then(function (data) { return { ok: r.ok, data: data }; });
+      return r.text().then(function (text) {
+        var data;
+        try { data = JSON.parse(text); } catch (e) { data = { error: text || ("HTTP " + r.status) }; }
+        return { ok: r.ok, data: data };
+      });
     }).then(function (res) {
       if (!res.ok) { status.textContent = "Not recorded: " + res.data.error; return; }
       status.textContent = "Recorded: " + decision + " by " + reviewer;
       location.reload();
-    }).catch(function (err) { status.textContent = "Not recorded: " + err; });
+    }).catch(function () {
+      status.textContent = "Not recorded: the review server cannot be reached (stopped?). What you typed is kept; " +
+        "start `benchfill review serve` again and open the URL it prints.";
+    });
   }
 
   document.querySelectorAll("button[data-decision]").forEach(function (b) {

@@ -3,6 +3,8 @@
 Each reviewer's latest decision on an item counts (a reviewer may change their
 mind); an "edit" is an accept of the edited version. An item is released when
 at least ``min_accepts`` reviewers accept it and at most ``max_rejects`` reject it.
+Once an item is edited, only the edit and the accepts made after it count as accepts:
+an earlier accept was of a version that is no longer the one to be released.
 """
 
 from __future__ import annotations
@@ -62,10 +64,12 @@ def outcome(item_id: str, decisions: list[ReviewDecision], rule: ReleaseRule) ->
     """Apply ``rule`` to the decisions on one item."""
     mine = sorted((d for d in decisions if d.item_id == item_id), key=lambda d: (d.created_at, d.id or 0))
     latest = latest_per_reviewer(mine)
-    accepted = sorted(r for r, d in latest.items() if d.decision in ("accept", "edit"))
     rejected = sorted(r for r, d in latest.items() if d.decision == "reject")
     edits = [d for d in latest.values() if d.decision == "edit" and d.edited_json]
     last_edit = max(edits, key=lambda d: (d.created_at, d.id or 0)) if edits else None
+    since = (last_edit.created_at, last_edit.id or 0) if last_edit else None
+    accepted = sorted(r for r, d in latest.items() if (d is last_edit) or (
+        d.decision == "accept" and (since is None or (d.created_at, d.id or 0) > since)))
     if len(rejected) > rule.max_rejects:
         status = "rejected"
     elif len(accepted) >= rule.min_accepts:

@@ -9,6 +9,7 @@ textContent client-side: nothing from an item is ever parsed as HTML.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import socket
 import threading
@@ -99,15 +100,22 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
             return PlainTextResponse("not found", status_code=404)
         return Response(files("benchfill.review").joinpath(name).read_text(encoding="utf-8"), media_type=STATIC[name])
 
+    # One cookie name per server: cookies are per host, not per port, so two review pages open at once
+    # on 127.0.0.1 would overwrite each other's token under one name.
+    cookie = f"{COOKIE}_{hashlib.sha256(token.encode()).hexdigest()[:12]}"
+
     async def guard(request: Request, call_next):
         if request.headers.get("host", "") not in hosts:
             return PlainTextResponse("forbidden host", status_code=403)
-        given = request.query_params.get("token") or request.headers.get(HEADER) or request.cookies.get(COOKIE, "")
+        given = request.query_params.get("token") or request.headers.get(HEADER) or request.cookies.get(cookie, "")
         if not secrets.compare_digest(given.encode(), token.encode()):
-            return PlainTextResponse("forbidden: this page needs the token printed by `benchfill review serve`", status_code=403)  # fmt: skip
+            message = "forbidden: this page needs the token printed by `benchfill review serve`"
+            if request.url.path.startswith("/api/"):  # the page's script reads JSON
+                return JSONResponse({"error": message + " (a restarted server prints a new one)"}, status_code=403)
+            return PlainTextResponse(message, status_code=403)
         response = await call_next(request)
         if request.query_params.get("token"):
-            response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+            response.set_cookie(cookie, token, httponly=True, samesite="strict", path="/")
         return response
 
     routes = [
@@ -178,6 +186,16 @@ def _item_body(e: QueueEntry, o: Outcome) -> str:
     )
     current = o.edited_fields or e.child
     iid = escape(e.item_id)
+    edited = ""
+    if o.edited_fields is not None:  # what a release would ship: the latest edit, shown against the proposal
+        cut = text_diff(str(e.child.get(e.text_field, "")), str(current.get(e.text_field, "")))
+        shown = "".join(escape(t) if op == "=" else (f"<del>{escape(t)}</del>" if op == "-" else f"<ins>{escape(t)}</ins>")
+                        for op, t in cut)
+        edited = (f'<div class="edited"><h2>To be released: the edit by {escape(str(o.edited_by))}</h2>'
+                  f'<pre id="edited-text">{shown}</pre><p>Reference answer: <code id="edited-answer">'
+                  f'{escape(str(current.get(e.answer_field)))}</code> (proposed: '
+                  f'{escape(str(e.child.get(e.answer_field)))})</p><p>Only the edit and accepts made after it count '
+                  "toward releasing it; the difficulty below was measured on the proposed item.</p></div>")
     return f"""
 <h1>{iid}</h1>
 <p>Status: {_status(o)} &middot; gap {r.get("gap_index", "")} &middot; {_flags(e)}</p>
@@ -187,6 +205,7 @@ def _item_body(e: QueueEntry, o: Outcome) -> str:
  <div><h2>Proposed item</h2><pre id="child-text">{new}</pre>
   <p>Reference answer: <code id="child-answer">{escape(str(e.child.get(e.answer_field)))}</code></p></div>
 </div>
+{edited}
 <h2>Difficulty</h2>
 <ul><li>target: z = {_num(r.get("target_z"))}</li><li>annotated: {_estimate(r.get("annotated"))}</li>
 <li>confirmed: {_estimate(r.get("confirmed"))}</li>{inside}<li>ECDF position in the benchmark: {_num(r.get("ecdf_position"))}</li>{truth}</ul>
