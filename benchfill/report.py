@@ -325,7 +325,8 @@ def _markdown(rep: dict[str, Any]) -> str:
                      "it, and one truly beyond the easiest or hardest item opens a new gap).")
     lines += _inside_lines(rep)
     if abs(rep["top_k_sum_after_annotated"] - rep["top_k_sum_after"]) > 1e-12:
-        lines.append(f"By the annotated difficulties, which the selection favours: top-{k} sum "
+        lines.append(f"By the annotated difficulties (those the search chose on, before the fresh confirming "
+                     f"rollouts; the choice tends to flatter them, though a single item can go either way): top-{k} sum "
                      f"{rep['top_k_sum_after_annotated']:.4f} ({100 * rep['top_k_reduction_annotated']:.1f}% "
                      f"reduction), max gap {rep['max_gap_after_annotated']:.4f}.")
     if rep.get("top_k_sum_after_true (simulated)") is not None:

@@ -163,6 +163,12 @@ def _estimate(d: dict | None) -> str:
     return f"b = {_num(d.get('difficulty'))} &plusmn; {_num(d.get('se'))} (z = {_num(d.get('z'))}{where})"
 
 
+def _gap(r: dict) -> str:
+    """The gap's edges on z, so that a confirmed z can be checked against them."""
+    g = r.get("gap") or {}
+    return f"[{_num(g.get('left'))}, {_num(g.get('right'))}]" if g.get("left") is not None else ""
+
+
 def _item_body(e: QueueEntry, o: Outcome) -> str:
     r = e.record
     pieces = text_diff(str(e.ancestor.get(e.text_field, "")), str(e.child.get(e.text_field, "")))
@@ -198,7 +204,7 @@ def _item_body(e: QueueEntry, o: Outcome) -> str:
                   "toward releasing it; the difficulty below was measured on the proposed item.</p></div>")
     return f"""
 <h1>{iid}</h1>
-<p>Status: {_status(o)} &middot; gap {r.get("gap_index", "")} &middot; {_flags(e)}</p>
+<p>Status: {_status(o)} &middot; gap {r.get("gap_index", "")} {_gap(r)} &middot; {_flags(e)}</p>
 <div class="side">
  <div><h2>Ancestor {escape(str(r.get("ancestor_id")))}</h2><pre id="ancestor-text">{old}</pre>
   <p>Reference answer: <code id="ancestor-answer">{escape(str(e.ancestor.get(e.answer_field)))}</code></p></div>
