@@ -195,6 +195,10 @@ def check_benchmarks(sweep: Sweep) -> None:
         seen.add(plan.row)
         try:
             bench = load_benchmark(plan.opts)
+            if getattr(bench, "matrix", None) is None and getattr(bench, "responses_path", None):
+                from benchfill.data import read_responses  # a malformed row fails here, before any run starts
+
+                read_responses(bench.responses_path, items=bench.items)
         except BenchfillError as exc:
             raise type(exc)(f"{sweep.source}: benchmark {plan.row}: {exc}") from exc
         if plan.opts.gaps > len(bench.items) + 1:
@@ -225,7 +229,8 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
     if failed:
         first = failed[0]
         raise BenchfillError(f"{len(failed)} of {tracker.total} units failed (first: {first[0]}: {first[1]}); "
-                             f"the table holds the runs that finished; rerun the sweep to resume")
+                             f"the table of the runs that finished is at {table['paths']['table.md']}; "
+                             "rerun the sweep to resume")
     return table
 
 

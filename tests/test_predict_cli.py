@@ -92,3 +92,14 @@ def test_bad_input_gives_one_line_errors(shared_data, tmp_path, capsys):
     assert "needs a category" in capsys.readouterr().err
     assert main(["predict", "evaluate", "--benchmark", "aime24", "--data-dir", str(shared_data)]) == 2
     assert "no responses.csv" in capsys.readouterr().err
+
+
+def test_residuals_refuse_feature_options_a_saved_predictor_settles(shared_data, tmp_path, capsys):
+    out = tmp_path / "he.json"
+    assert main(["predict", "train", "--benchmark", "humaneval", "--data-dir", str(shared_data),
+                 "--families", "length,structural", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["predict", "residuals", "--benchmark", "aime25", "--data-dir", str(shared_data),
+                 "--predictor", str(out), "--families", "length"]) == 2
+    err = capsys.readouterr().err
+    assert "--families: --predictor" in err and "brings its own families and embedder" in err

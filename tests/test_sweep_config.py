@@ -142,3 +142,19 @@ def test_rerun_resumes_without_new_calls(tmp_path):
     assert rows() == before  # every call came from the cache
     assert second["rows"] == first["rows"]
     assert json.loads((out / "table.json").read_text())["rows"] == first["rows"]
+
+
+def test_a_malformed_responses_file_fails_before_any_run(tmp_path, shared_data, capsys):
+    """A benchmark's responses are read with its items before any unit starts: one line, no run begun."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(shared_data / "aime25", data / "aime25")
+    with (data / "aime25" / "responses.csv").open("a") as fh:
+        fh.write("bogus-model,2025-I-01,abc,4\n")
+    path = _write(tmp_path, GOOD.replace('name = "demo"', 'name = "aime25"')
+                  .replace('runs_dir = "runs"', f'runs_dir = "runs"\ndata_dir = "{data}"'))
+    assert main(["sweep", "--config", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "benchmark aime25:" in err[0] and "field 'correct' must be a non-negative integer" in err[0]
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

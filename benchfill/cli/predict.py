@@ -125,9 +125,9 @@ def cmd_evaluate(args) -> int:
     labelled = _load(args)
     groups = {"kfold": None, "lobo": labelled.benchmark, "category": labelled.category}[args.split]
     folds = args.folds
-    if args.split == "kfold" and folds > len(labelled) // 2 >= 2:
-        folds = len(labelled) // 2
-        print(f"--folds {args.folds}: {len(labelled)} items allow {folds} folds of two or more; using {folds}",
+    if args.split == "kfold" and folds > len(labelled) // 3 >= 2:
+        folds = len(labelled) // 3
+        print(f"--folds {args.folds}: {len(labelled)} items allow {folds} folds of three or more; using {folds}",
               file=sys.stderr)
     splits = make_splits(args.split, len(labelled), groups=groups, folds=folds, seed=args.seed)
     sets = [[f] for f in dict.fromkeys(["random", *families])] if args.each else []
@@ -199,6 +199,14 @@ def cmd_residuals(args) -> int:
 
     labelled = _load(args)
     if args.predictor:
+        from benchfill.errors import ConfigError
+
+        # options the predictor settles itself: given anyway, they would be ignored without a word
+        given = [f for f, v, d in (("--families", args.families, "length,structural,embedding"),
+                                   ("--embedder", args.embedder, "hashing")) if v != d]
+        if given:
+            raise ConfigError(f"{given[0]}: --predictor {args.predictor} brings its own families and embedder; "
+                              "give one or the other")
         pred = Predictor.load(args.predictor)
         families = pred.families
         oof = pred.predict_texts(labelled.texts)

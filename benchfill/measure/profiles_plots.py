@@ -40,7 +40,8 @@ def plot_trajectories(bp: BenchmarkProfile, path: str | Path, *, items: Sequence
             ax.set_xlim(-0.03, 1.03)
             ax.set_title(f"{p.item_id[:28]}  o={p.order_consistency:.3f}", fontsize=8)
             ax.tick_params(labelsize=7)
-        axes[0, 0].legend(fontsize=6, frameon=False, loc="upper left")
+        if axes[0, 0].get_legend_handles_labels()[0]:  # nothing flagged, nothing drawn: no legend to give
+            axes[0, 0].legend(fontsize=6, frameon=False, loc="upper left")
         fig.supxlabel("model axis position (weakest -> strongest)", fontsize=8)
         fig.tight_layout()
         return save_png(fig, path)

@@ -81,10 +81,10 @@ def response_auc(ability: np.ndarray, difficulty: np.ndarray, correct: np.ndarra
 
 
 def make_splits(kind: str, n: int, *, groups: Sequence[Any] | None = None, folds: int = 10,
-                seed: int = 0, min_test: int = 2) -> list[tuple[str, np.ndarray, np.ndarray]]:
+                seed: int = 0, min_test: int = 3) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(name, train rows, test rows) for each fold. ``min_test``: the fewest held-out items a K-fold fold
-    may have (2 by default: a fold's rank correlation needs two items; 1 where only the out-of-fold
-    predictions are used)."""
+    may have (3 by default: ``spearman`` gives a fold of fewer no rank correlation, and a mean over the
+    folds that have one would rest on a few of them; 1 where only the out-of-fold predictions are used)."""
     if kind == "kfold":
         most = n // min_test
         if folds < 2 or folds > most:

@@ -159,7 +159,9 @@ def train(
                      text_field=text_field, options_field=options_field, scales=dict(labelled.scales))
     embed, entropy = pred._features()
     blocks = build_blocks(labelled.texts, families, seed=seed, embedder=embed, entropy=entropy)
-    k = min(folds, len(labelled) // 2)  # each fold holds out two items or more (its rank correlation)
+    k = min(folds, len(labelled) // 3)  # each fold holds out three items or more (its rank correlation)
+    if k < folds and progress:
+        progress(f"--folds {folds}: {len(labelled)} items allow {k} folds of three or more; using {k}")
     cv = cross_validate(blocks, labelled.z, labelled.benchmark, make_splits("kfold", len(labelled), folds=k, seed=seed),
                         make_model=lambda: DifficultyModel(regressor=regressor, seed=seed), progress=progress)
     pred.residual_sd = cv.residual_sd(labelled.z)

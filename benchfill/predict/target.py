@@ -25,7 +25,7 @@ LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 def item_text(item: dict[str, Any], text_field: str | None = None, options_field: str | None = None) -> str:
     """What a solver sees of an item: its text, then its options as lettered lines ``A. ...``."""
-    fields = (text_field, *TEXT_FIELDS) if text_field else TEXT_FIELDS
+    fields = tuple(dict.fromkeys((text_field, *TEXT_FIELDS))) if text_field else TEXT_FIELDS
     text = next((item[f] for f in fields if isinstance(item.get(f), str)), None)
     if text is None:
         raise DataError(f"item {item.get('id', '?')}: no text field (looked for {', '.join(fields)})")
