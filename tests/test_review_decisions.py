@@ -227,3 +227,20 @@ def test_export_keeps_a_filled_sheet_until_it_is_imported(tmp_path, shared_data)
     assert import_decisions(run, csv_path) == 1
     export_queue(run)  # imported: a fresh sheet may replace it
     assert list(csv.DictReader(csv_path.open(encoding="utf-8")))[0]["status"] == "accepted"
+
+
+def test_a_reviewer_can_withdraw_a_mistaken_decision(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as board:
+        board.decide(CHILD_IDS[0], "alcie", "reject", "typo in my own name")  # blocks under the default rule
+        assert board.outcomes()[CHILD_IDS[0]].status == "rejected"
+        board.decide(CHILD_IDS[0], "alcie", "withdraw")
+        board.decide(CHILD_IDS[0], "alice", "accept")
+        o = board.outcomes()[CHILD_IDS[0]]
+        assert o.status == "accepted" and o.accepted_by == ["alice"] and o.rejected_by == []
+        board.decide(CHILD_IDS[0], "alice", "withdraw")  # an accept taken back: pending again
+        assert board.outcomes()[CHILD_IDS[0]].status == "pending"
+        with pytest.raises(BenchfillError, match="bob has no decision on it to withdraw"):
+            board.decide(CHILD_IDS[0], "bob", "withdraw")
+        with pytest.raises(BenchfillError, match="alice has no decision on it to withdraw"):
+            board.decide(CHILD_IDS[0], "alice", "withdraw")  # twice

@@ -56,10 +56,11 @@ def register(subparsers) -> None:
 
 
 # The words of benchfill.review.DECISIONS (not imported here: --help stays light; a test keeps them equal).
-DECISION_WORDS = ("accept", "reject", "edit")
+DECISION_WORDS = ("accept", "reject", "edit", "withdraw")
 DECISION_HELP = (
     f"The decision cell takes one of: {', '.join(DECISION_WORDS)} (edit: put the new text in edited_text "
-    "and/or the new answer in edited_answer); rows with an empty decision are skipped."
+    "and/or the new answer in edited_answer; withdraw: take back your own earlier decision); rows with an "
+    "empty decision are skipped."
 )
 
 

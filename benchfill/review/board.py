@@ -17,7 +17,9 @@ from benchfill.review.rule import Outcome, ReleaseRule, outcome
 from benchfill.schema import ReviewDecision
 from benchfill.store import open_run_store
 
-DECISIONS = ("accept", "reject", "edit")
+# "withdraw" takes back the reviewer's own standing decision on the item (a mistaken accept, a decision made
+# under a misspelt name): they then count neither for nor against it.
+DECISIONS = ("accept", "reject", "edit", "withdraw")
 MAX_REVIEWER = 80
 
 
@@ -99,6 +101,10 @@ class ReviewBoard:
             raise BenchfillError(
                 f"decision on '{item_id}': field 'decision' must be one of {', '.join(DECISIONS)}, got {decision!r}"
             )
+        if decision == "withdraw":
+            mine = [d for d in self.decisions(item_id) if d.reviewer == reviewer]
+            if not mine or mine[-1].decision == "withdraw":
+                raise BenchfillError(f"decision on '{item_id}': {reviewer} has no decision on it to withdraw")
         if decision == "reject" and not reason:
             raise BenchfillError(f"decision on '{item_id}': field 'reason' is required to reject")
         edited_json = None

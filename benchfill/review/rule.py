@@ -4,7 +4,8 @@ Each reviewer's latest decision on an item counts (a reviewer may change their
 mind); an "edit" is an accept of the edited version. An item is released when
 at least ``min_accepts`` reviewers accept it and at most ``max_rejects`` reject it.
 Once an item is edited, only the edit and the accepts made after it count as accepts:
-an earlier accept was of a version that is no longer the one to be released.
+an earlier accept was of a version that is no longer the one to be released. A reviewer
+whose latest decision is "withdraw" counts neither way.
 """
 
 from __future__ import annotations

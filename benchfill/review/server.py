@@ -220,6 +220,7 @@ def _item_body(e: QueueEntry, o: Outcome) -> str:
 <h2>Decisions</h2><ul id="decisions">{decisions}</ul>
 <div class="actions">
 <button id="accept" data-item="{iid}" data-decision="accept">Accept</button>
+<button id="withdraw" data-item="{iid}" data-decision="withdraw" title="take back your own decision on this item">Withdraw my decision</button>
 <fieldset><legend>Reject</legend><input id="reject-reason" placeholder="reason (required)" size="60">
 <button id="reject" data-item="{iid}" data-decision="reject">Reject</button></fieldset>
 <fieldset><legend>Edit and accept</legend>
