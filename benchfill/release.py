@@ -69,6 +69,7 @@ class ReleaseResult:
     changed: dict[str, list[str]] = field(default_factory=dict)  # id -> item fields changed
     pending: list[str] = field(default_factory=list)  # this run's items still awaiting review (not released)
     resumed: bool = False  # published by an interrupted command, recorded by this one
+    rule_note: str = ""  # set when the release's rule is not the one the review page was served with
 
 
 @dataclass
@@ -221,9 +222,13 @@ def release(
             s.add(Release(run_id=board.store.run_id, version=version, path=str(target), manifest_sha256=digest))
         _write_changelog(bench_dir, changelog)
         pending = [i for i, o in board.outcomes().items() if o.status == "pending"]
+        note = ""
+        if board.kept_rule is not None and board.rule != board.kept_rule:
+            note = (f"released under the rule given ({board.rule.describe()}), not the one the review page was "
+                    f"served with ({board.kept_rule.describe()})")
         return ReleaseResult(version, target, len(z_before), meta["n_generated"], digest,
                              added=added, carried=carry.carried, removed=list(carry.removed),
-                             changed=carry.changed, pending=pending)  # fmt: skip
+                             changed=carry.changed, pending=pending, rule_note=note)  # fmt: skip
 
 
 def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord

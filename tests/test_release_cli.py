@@ -204,3 +204,26 @@ def test_a_release_killed_after_it_appeared_is_finished_by_the_rerun(tmp_path, s
     assert (root / "CHANGELOG.md").is_file() and not (root / ".1.0.0.abcd.tmp").exists()
     assert main(["release", "verify", str(root / "1.0.0"), "--run", str(run)]) == 0
     assert main(["release", str(run), "--version", "1.0.0"]) == 2  # recorded now: immutable as any
+
+
+def test_a_release_without_a_rule_uses_the_one_the_review_page_was_served_with(tmp_path, shared_data, capsys):
+    """`review serve --min-accepts 2` showed an item with one accept as pending; a release without flags
+    shipped it under the default rule all the same. The page's rule is kept with the run now."""
+    from benchfill.review import ReleaseRule, ReviewBoard
+    from benchfill.review.server import ReviewServer
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+        b.decide(CHILD_IDS[1], "ann", "accept")
+        b.decide(CHILD_IDS[1], "bob", "accept")
+    with ReviewServer(run, rule=ReleaseRule(min_accepts=2)) as srv:
+        assert srv.board.outcomes()[CHILD_IDS[0]].status == "pending"
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    out, err = capsys.readouterr()
+    assert "30 original + 1 generated item(s)" in out and "note: released under" not in err  # CHILD_IDS[1] only
+    assert main(["release", str(run), "--version", "1.1.0", "--min-accepts", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "30 original + 2 generated item(s)" in out
+    assert ("note: released under the rule given (accepted by at least 1 reviewer(s) and rejected by at most 0), "
+            "not the one the review page was served with (accepted by at least 2") in err

@@ -65,14 +65,19 @@ DECISION_HELP = (
 
 
 def _rule_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--min-accepts", type=int, default=1, help="release rule: accepts needed (default 1)")
-    p.add_argument("--max-rejects", type=int, default=0, help="release rule: rejects tolerated (default 0)")
+    p.add_argument("--min-accepts", type=int, help="release rule: accepts needed (default: the rule the review "
+                   "page was served with, else 1)")
+    p.add_argument("--max-rejects", type=int, help="release rule: rejects tolerated (default: the page's, else 0)")
 
 
 def _rule(args):
+    """The rule the flags give, or None: the run's kept rule (the review page's), else the default."""
     from benchfill.review import ReleaseRule
 
-    return ReleaseRule(min_accepts=args.min_accepts, max_rejects=args.max_rejects)
+    if args.min_accepts is None and args.max_rejects is None:
+        return None
+    return ReleaseRule(min_accepts=1 if args.min_accepts is None else args.min_accepts,
+                       max_rejects=0 if args.max_rejects is None else args.max_rejects)
 
 
 def _export(args) -> int:
@@ -156,6 +161,10 @@ def _release(args) -> int:
     if res.carried or res.removed or res.changed:
         print(f"from the previous release: {len(res.carried)} carried forward, {len(res.removed)} removed, "
               f"{len(res.changed)} changed")
+    if res.rule_note:
+        import sys
+
+        print(f"note: {res.rule_note}", file=sys.stderr)
     if res.pending:
         import sys
 

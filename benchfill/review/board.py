@@ -37,7 +37,11 @@ class ReviewBoard:
             self.store.close()
             raise
         self._by_id = {e.item_id: e for e in self.entries}
-        self.rule = rule or ReleaseRule()
+        # The rule the review page was served under, kept with the run, so that a release without a rule of
+        # its own ships what the page showed as accepted (not the default's view of the same decisions).
+        stored = self.store.get_meta("release_rule")
+        self.kept_rule = ReleaseRule(**stored) if isinstance(stored, dict) else None
+        self.rule = rule or self.kept_rule or ReleaseRule()
 
     def __enter__(self) -> ReviewBoard:
         return self
@@ -55,6 +59,11 @@ class ReviewBoard:
         if not name and self.entries:
             name = self.entries[0].record.get("benchmark")
         return str(name or self.run_dir.name)
+
+    def keep_rule(self) -> None:
+        """Keep this board's rule with the run: later boards opened without a rule use it."""
+        self.store.set_meta("release_rule", self.rule.to_dict())
+        self.kept_rule = self.rule
 
     def entry(self, item_id: str) -> QueueEntry:
         try:

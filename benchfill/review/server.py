@@ -238,6 +238,8 @@ class ReviewServer:
         import uvicorn
 
         self.board = ReviewBoard(run_dir, rule)
+        if rule is not None:  # the page shows this rule's view: a release without one will use it too
+            self.board.keep_rule()
         self.token = secrets.token_urlsafe(24)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
