@@ -338,7 +338,11 @@ def _is_call_error(exc: BaseException) -> bool:
 
 
 def _where(p: ProbeConfig) -> str:
-    return p.base_url if p.replicas is None else f"{p.key_endpoint} ({len(p.replicas)} replicas)"
+    """Where a probe is served, for an error: its URL, or every replica of its fleet (the error's own text
+    names the one that failed; a fleet id alone can read like one of the replicas)."""
+    if p.replicas is None:
+        return str(p.base_url)
+    return f"{p.key_endpoint} ({len(p.replicas)} replicas: {', '.join(url for url, _ in p.endpoints)})"
 
 
 def collect_responses(store: Store, panel: ProbePanel, items: Sequence[dict], spec, *, trials: int | None = None,

@@ -373,3 +373,10 @@ def test_a_call_never_goes_back_to_a_replica_it_failed_on_while_another_is_up(tm
             retry=NO_WAIT.model_copy(update={"max_attempts": 4})), strict=False)
     assert stats.failures == 0 and not any(r.error for r in res) and len(res) == 12
     assert stats.replicas[gone]["failures"] <= 12  # at most one failed attempt per request on it
+
+
+def test_a_fleet_in_an_error_is_named_with_every_replica():
+    from benchfill.probes import _where
+
+    p = ProbeConfig(name="p4", replicas=["http://127.0.0.1:18431/v1", "http://127.0.0.1:18432/v1"], model="m")
+    assert _where(p) == "fleet:p4 (2 replicas: http://127.0.0.1:18431/v1, http://127.0.0.1:18432/v1)"
