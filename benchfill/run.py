@@ -139,6 +139,7 @@ def run(opts: RunOptions) -> Path:
     """Do (or resume) the run; return its directory."""
     from benchfill import netguard
 
+    _benchmark_from_config(opts)
     return netguard.run(execute(opts))  # uvloop where installed, unless held to loopback
 
 
@@ -264,8 +265,6 @@ def _same_run(store, opts: RunOptions, run_id: str) -> None:
 def load_benchmark(opts: RunOptions):
     from benchfill.benchmarks import custom_benchmark, get_benchmark
 
-    _benchmark_from_config(opts)
-
     if opts.items or opts.spec:
         if not (opts.items and opts.spec):
             raise ConfigError("a custom benchmark needs both --items and --spec")
@@ -284,7 +283,9 @@ def load_benchmark(opts: RunOptions):
 
 def _benchmark_from_config(opts: RunOptions) -> None:
     """The config file's [benchmark] section names the benchmark when --benchmark does not (and must agree
-    when both do); a section that is not {name = ...} is checked and refused, never ignored."""
+    when both do); a section that is not {name = ...} is checked and refused, never ignored. For a single
+    run (``run``, ``dry_run``) only: a sweep names its benchmarks itself and may share one panel config
+    among them, so it does not read the section (this read the config again at every benchmark load)."""
     if not opts.config or opts.items or opts.spec:
         return
     from benchfill.config import load_config
@@ -458,6 +459,7 @@ def _record_review_queue(store, records: list[dict[str, Any]]) -> None:
 def dry_run(opts: RunOptions) -> dict[str, Any]:
     """The plan without any model call: the benchmark is read, nothing is written."""
     opts.check()
+    _benchmark_from_config(opts)
     bench = load_benchmark(opts)
     if opts.gaps > len(bench.items) + 1:
         raise ConfigError(f"--gaps {opts.gaps}: {bench.name} has {len(bench.items)} items, so at most "

@@ -158,3 +158,18 @@ def test_a_malformed_responses_file_fails_before_any_run(tmp_path, shared_data, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "benchmark aime25:" in err[0] and "field 'correct' must be a non-negative integer" in err[0]
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_sweep_sharing_a_panel_config_that_names_a_benchmark_runs_its_own(tmp_path):
+    """A panel config's [benchmark] section names the benchmark of a single run; a sweep names its
+    benchmarks itself and may share the panel among them (docs/panel.example.toml names aime24)."""
+    from benchfill.sweep import check_benchmarks
+
+    url = "http://127.0.0.1:9/v1"
+    panel = tmp_path / "panel.toml"
+    panel.write_text(f'[benchmark]\nname = "aime24"\n[[probes]]\nname = "p1"\nbase_url = "{url}"\nmodel = "m"\n'
+                     f'[rewriter]\nmodel = "openai/r"\napi_base = "{url}"\n[judge]\nmodel = "openai/j"\napi_base = "{url}"\n')
+    path = _write(tmp_path, GOOD.replace('runs_dir = "runs"', 'runs_dir = "runs"\nbackend = "openai"\nconfig = "panel.toml"'))
+    sweep = load_sweep(path)
+    check_benchmarks(sweep)  # demo, though the panel names aime24: no refusal
+    assert [p.opts.benchmark for p in sweep.runs] == ["demo"]
