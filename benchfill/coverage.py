@@ -294,6 +294,12 @@ def check_spread(fit: Any, matrix: Any = None) -> None:
         raise DataError(f"{source}: all {b.size} fitted difficulties are equal, so coverage gaps are undefined")
 
 
+def _reach_the_ends(rows: np.ndarray) -> bool:
+    """Is every row (a set of z) min-max normalized, its least item on 0 and its greatest on 1?"""
+    return rows.shape[1] >= 2 and bool(np.all(np.abs(rows.min(axis=1)) < 1e-9)
+                                       and np.all(np.abs(rows.max(axis=1) - 1.0) < 1e-9))
+
+
 def diagnose(
     fit_or_z: Any,
     *,
@@ -327,7 +333,7 @@ def diagnose(
     # n - 2 free uniforms between fixed ends. Against n free points (n + 1 spacings, both ends open) the
     # baseline's max gap came out too small: P(observed > uniform) averaged 0.63 over uniform
     # benchmarks of 10 items, where it should be 0.5 (tests/test_coverage.py).
-    normalized = n >= 2 and abs(float(z.min())) < 1e-9 and abs(float(z.max()) - 1.0) < 1e-9
+    normalized = _reach_the_ends(z[None, :])
     m = n - 2 if normalized else n
     expected = expected_uniform_max_gap(m)
     posterior = None
@@ -339,7 +345,7 @@ def diagnose(
         d_gap = np.array([max_gap(row) for row in draws])
         posterior = {"ddm": _summary(d_ddm), "max_gap": _summary(d_gap)}
         # a fit's draws are each normalized by their own min and max (Appendix C.6): the same baseline
-        normalized = n >= 2 and bool(np.all(np.abs(draws.min(axis=1)) < 1e-9) and np.all(np.abs(draws.max(axis=1) - 1) < 1e-9))
+        normalized = _reach_the_ends(draws)
         m = n - 2 if normalized else n
         expected = expected_uniform_max_gap(m)
         p_exceed = prob_max_gap_exceeds_uniform(d_gap, m, draws=uniform_draws, seed=seed)

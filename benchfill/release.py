@@ -25,7 +25,7 @@ import numpy as np
 from benchfill import calling_module
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.measure.before_after import before_after
-from benchfill.release_carry import carry_forward
+from benchfill.release_carry import RUN_SEP, carry_forward
 from benchfill.review.board import ReviewBoard
 from benchfill.review.card import (
     CARD_TOP_K,
@@ -40,7 +40,7 @@ from benchfill.review.rule import ReleaseRule
 from benchfill.schema import Item, Release
 
 MANIFEST = "manifest.json"
-RUN_SEP = "@"  # a generated item whose id another run's released item holds: "<id>@<run>" (``_own_ids``)
+BEFORE_EDIT = ", before the edit"  # a difficulty_source measured on the item a reviewer then edited
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
@@ -141,9 +141,10 @@ def release(
         prev_rows = _load_rows(prev_dir) if prev_dir else {}
         run_name = run_dir.resolve().name
         added = _own_ids(rows, added, prev_rows, run_name)
+        outcomes = board.outcomes()
         carry = carry_forward(
             rows, prev_rows, previous[-1] if previous else "",
-            _released_at(prev_dir) if prev_dir else None, board.outcomes(), remove or {}, PROVENANCE, run_name,
+            _released_at(prev_dir) if prev_dir else None, outcomes, remove or {}, PROVENANCE, run_name,
         )  # fmt: skip
         added = [i for i in added if i not in carry.before]
         for r in rows:  # a row carried from a release made before a column existed
@@ -152,10 +153,10 @@ def release(
         # An item edited in review is not the item its rollouts measured (a fixed answer key changes every
         # grade): released, marked, and left out of the after-figures.
         placed = [r for r in rows if r["origin"] == "generated" and r.get("z") is not None and not r.get("edited")]
-        for r in rows:
-            if r["origin"] == "generated" and r.get("edited") and r.get("difficulty_source") and \
-                    "before" not in str(r["difficulty_source"]):
-                r["difficulty_source"] = f"{r['difficulty_source']}, before the edit"
+        for r in rows:  # (a row carried from an earlier release carries the mark already)
+            source = r.get("difficulty_source")
+            if r["origin"] == "generated" and r.get("edited") and source and not str(source).endswith(BEFORE_EDIT):
+                r["difficulty_source"] = f"{source}{BEFORE_EDIT}"
         z_after = z_before + [float(r["z"]) for r in placed]
         meta = {
             "benchmark": bench,
@@ -221,7 +222,7 @@ def release(
         with board.store.session() as s:
             s.add(Release(run_id=board.store.run_id, version=version, path=str(target), manifest_sha256=digest))
         _write_changelog(bench_dir, changelog)
-        pending = [i for i, o in board.outcomes().items() if o.status == "pending"]
+        pending = [i for i, o in outcomes.items() if o.status == "pending"]
         note = ""
         if board.kept_rule is not None and board.rule != board.kept_rule:
             note = (f"released under the rule given ({board.rule.describe()}), not the one the review page was "
@@ -516,8 +517,8 @@ def verify_release(path: str | Path, manifest_sha256: str | None = None) -> list
     if not isinstance(listed, dict) or not all(isinstance(v, dict) for v in listed.values()):
         return [f"{mpath}: not a benchfill manifest (field 'files' must map each file to its sha256)"]
     problems = []
-    if manifest_sha256 is not None and _sha256(mpath) != manifest_sha256.strip().lower():
-        problems.append(f"{mpath}: sha256 {_sha256(mpath)} is not the one given ({manifest_sha256.strip()}): "
+    if manifest_sha256 is not None and (own := _sha256(mpath)) != manifest_sha256.strip().lower():
+        problems.append(f"{mpath}: sha256 {own} is not the one given ({manifest_sha256.strip()}): "
                         "the manifest was rewritten")
     if manifest.get("version") != path.resolve().name:
         problems.append(f"{mpath}: names version {manifest.get('version')!r}, the folder is {path.resolve().name!r}")

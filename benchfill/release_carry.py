@@ -11,10 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from benchfill.errors import ConfigError
+from benchfill.schema import as_utc
+
+# A generated item whose id another run's released item holds is released as "<id>@<run>"
+# (benchfill.release._own_ids); this run's outcomes find it under its own id.
+RUN_SEP = "@"
 
 
 @dataclass
@@ -65,9 +70,9 @@ def carry_forward(
             carry.removed[item_id] = remove[item_id] or "removed by a reviewer"
             continue
         own = run_id is None or row.get("run_id") in (None, run_id)
-        res = outcomes.get(item_id.removesuffix(f"@{run_id}")) if own else None
+        res = outcomes.get(item_id.removesuffix(f"{RUN_SEP}{run_id}")) if own else None
         late = [d for d in (res.decisions if res else []) if d.decision == "reject"
-                and (since is None or _aware(d.created_at) > since)]  # fmt: skip
+                and (since is None or as_utc(d.created_at) > since)]  # fmt: skip
         if res is not None and res.status == "rejected" and late:
             carry.removed[item_id] = "; ".join(f"rejected by {d.reviewer}" + (f": {d.reason}" if d.reason else "")
                                                for d in late)  # fmt: skip
@@ -95,10 +100,6 @@ def carry_forward(
 
 def _parse_time(value: Any) -> datetime | None:
     try:
-        return _aware(datetime.fromisoformat(str(value)))
+        return as_utc(datetime.fromisoformat(str(value)))
     except ValueError:
         return None
-
-
-def _aware(t: datetime) -> datetime:
-    return t if t.tzinfo else t.replace(tzinfo=UTC)  # SQLite hands back naive UTC times

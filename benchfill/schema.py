@@ -28,6 +28,11 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(t: datetime) -> datetime:
+    """A stored time read back without its zone (SQLite keeps none) is UTC, as written."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
 class StoreTable(SQLModel, registry=registry()):
     """Base of the store's tables: its own registry, so its own MetaData."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +72,7 @@ def m004_review_decision_source(conn: Connection, run_id: str) -> None:
 
 def _aware(value: Any) -> Any:
     """A stored time read back without its zone (SQLite keeps none) is UTC, as written."""
-    if isinstance(value, datetime) and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
+    return schema.as_utc(value) if isinstance(value, datetime) else value
 
 
 MIGRATIONS: list[Callable[[Connection, str], None]] = [

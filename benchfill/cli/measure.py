@@ -157,13 +157,7 @@ def _source(args: argparse.Namespace, matrix: Any) -> str:
 def _dump(obj: Any) -> None:
     from benchfill.cli.output import dumps
 
-    print(dumps(obj, indent=1, default=_jsonable))
-
-
-def _jsonable(x: Any) -> Any:
-    if hasattr(x, "tolist"):
-        return x.tolist()
-    raise TypeError(f"not JSON serializable: {type(x).__name__}")
+    print(dumps(obj, indent=1))  # dumps makes numpy values plain
 
 
 # -- fit ------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ new item calibrated later lands on the same axis (possibly outside [0, 1]).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from dataclasses import dataclass, field, replace
 from glob import escape as glob_escape
@@ -126,11 +127,12 @@ class IrtFit:
         draws_tmp = None
         try:
             if self.difficulty_draws is not None:
+                buf = io.BytesIO()  # hashed as written, not read back from disk
+                np.savez_compressed(buf, difficulty=self.difficulty_draws, ability=self.ability_draws)
+                data = buf.getvalue()
+                d["draws_file"] = f"{path.name}.draws-{hashlib.sha256(data).hexdigest()[:16]}.npz"
                 draws_tmp = path.with_name(path.name + ".draws.tmp")
-                with open(draws_tmp, "wb") as fh:
-                    np.savez_compressed(fh, difficulty=self.difficulty_draws, ability=self.ability_draws)
-                digest = hashlib.sha256(draws_tmp.read_bytes()).hexdigest()[:16]
-                d["draws_file"] = f"{path.name}.draws-{digest}.npz"
+                draws_tmp.write_bytes(data)
                 draws_tmp.replace(path.with_name(d["draws_file"]))  # a new name: the old pair stays whole
             tmp.write_text(json.dumps(d, indent=1))
             tmp.replace(path)

@@ -19,6 +19,7 @@ from benchfill.errors import BenchfillError, DataError
 from benchfill.review.board import ReviewBoard
 from benchfill.review.queue import QueueEntry, marked_diff
 from benchfill.review.rule import Outcome
+from benchfill.schema import as_utc
 
 DECISION_COLUMNS = ("reviewer", "decision", "reason", "edited_text", "edited_answer")
 CSV_COLUMNS = (
@@ -143,10 +144,10 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
             prev = latest.get((r.item_id, r.reviewer))
             if prev is not None and _same(prev, r):
                 continue
-            if prev is not None and exported is not None and prev.source != sheet and _aware(prev.created_at) > exported:
+            if prev is not None and exported is not None and prev.source != sheet and as_utc(prev.created_at) > exported:
                 raise DataError(
                     f"{path} line {line}: {r.reviewer} decided {prev.decision!r} on '{r.item_id}' at "
-                    f"{_aware(prev.created_at).isoformat(timespec='seconds')} ({_where(prev.source)}), after this "
+                    f"{as_utc(prev.created_at).isoformat(timespec='seconds')} ({_where(prev.source)}), after this "
                     f"sheet was exported at {exported.isoformat(timespec='seconds')}; its {r.decision!r} would undo "
                     "that. Export a fresh sheet, or clear this row")
             fresh.append(r)
@@ -227,16 +228,12 @@ def _same_item(entry: QueueEntry, row: dict[str, Any]) -> None:
 
 def _stamp(text: str, where: str, seen: datetime | None) -> datetime:
     try:
-        t = _aware(datetime.fromisoformat(text))
+        t = as_utc(datetime.fromisoformat(text))
     except ValueError:
         raise DataError(f"{where}: field '{EXPORTED_AT}' is not a time: {text!r}") from None
     if seen is not None and t != seen:
         raise DataError(f"{where}: field '{EXPORTED_AT}' differs from an earlier row's: rows of two exports mixed")
     return t
-
-
-def _aware(t: datetime) -> datetime:
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
 def _where(source: str) -> str:
