@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from benchfill.cli import main
-from benchfill.predict import Predictor, benchmark_targets
+from benchfill.predict import FieldFallbackWarning, Predictor, benchmark_targets, labelled_items, train
 
 
 def test_target_is_standardized_irt_difficulty_that_tracks_failure_rate(shared_data):
@@ -103,3 +103,48 @@ def test_residuals_refuse_feature_options_a_saved_predictor_settles(shared_data,
                  "--predictor", str(out), "--families", "length"]) == 2
     err = capsys.readouterr().err
     assert "--families: --predictor" in err and "brings its own families and embedder" in err
+
+
+def test_score_warns_or_refuses_when_the_items_lack_the_predictors_text_field(tmp_path, capsys):
+    # a predictor trained on items whose text is in "prompt" (as humaneval's is)
+    train_items = [{"id": f"t{k}", "prompt": " and ".join(["the sum of two primes"] * (k % 9 + 1)) + "?"}
+                   for k in range(60)]
+    lab = labelled_items("toy", train_items, [float(k % 9) for k in range(60)], text_field="prompt")
+    pred, _ = train(lab, ["length", "structural"], folds=3, text_field="prompt")
+    saved = pred.save(tmp_path / "toy.json")
+    items = tmp_path / "items.jsonl"
+
+    def score(rows):
+        items.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        rc = main(["predict", "score", "--predictor", str(saved), "--items", str(items)])
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    text = "the sum of two primes and the sum of two primes?"
+    rc, out, err = score([{"id": "a", "prompt": text, "answer": "12"}])
+    assert rc == 0 and err == ""  # the predictor's own field: nothing to say
+    expected = json.loads(out)["z"]
+    # the one candidate field the items have, used instead: scored, with one warning line on stderr that
+    # names the file, the field used and the predictor's, the way to choose
+    rc, out, err = score([{"id": "a", "problem": text, "answer": "12"}])
+    assert rc == 0 and json.loads(out)["z"] == pytest.approx(expected)
+    assert err.count("\n") == 1 and err.startswith(f"benchfill: warning: {items}: ")
+    assert "no text field 'prompt'" in err and "scoring the items' 'problem' instead" in err
+    assert "rename it to 'prompt'" in err
+    # the library says it through the warnings module, not on stderr
+    with pytest.warns(FieldFallbackWarning, match="'problem' instead"):
+        assert pred.predict_item({"problem": text}).z == pytest.approx(expected)
+    # items that mix fields (one item's text would come from another field than the rest's): refused
+    rc, out, err = score([{"id": "a", "prompt": text}, {"id": "b", "problem": text}])
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"benchfill: error: {items}: item b has no text field 'prompt'")
+    # several candidates and none of them the predictor's: no guess
+    rc, out, err = score([{"id": "a", "question": text, "input": "3 5"}])
+    assert rc == 2 and out == "" and err.count("\n") == 1 and str(items) in err
+    assert "several candidates ('question', 'input')" in err
+    # a predictor trained on options in "options" reading "choices": scored, with a warning
+    opts = [{**it, "options": ["1", "2", "3"]} for it in train_items]
+    lab = labelled_items("toy", opts, [float(k % 9) for k in range(60)], text_field="prompt", options_field="options")
+    saved = train(lab, ["length", "structural"], folds=3, text_field="prompt", options_field="options")[0].save(saved)
+    rc, out, err = score([{"id": "a", "prompt": text, "choices": ["1", "2"]}])
+    assert rc == 0 and err.count("\n") == 1 and "reading the items' 'choices' as their options instead" in err

@@ -36,7 +36,8 @@ def register(subparsers: Any) -> None:
 
     s = sub.add_parser("score", help="predict the difficulty of new items with a saved predictor")
     s.add_argument("--predictor", required=True, metavar="FILE", help="a file written by 'predict train'")
-    s.add_argument("--items", required=True, metavar="FILE", help="items JSONL (the benchmark's text field)")
+    s.add_argument("--items", required=True, metavar="FILE",
+                   help="items JSONL with the predictor's text field (its training benchmark's, e.g. prompt)")
     s.add_argument("--benchmark", metavar="NAME", help="put predictions on this training benchmark's scales")
     s.add_argument("--out", metavar="FILE", help="write JSONL here instead of stdout")
     s.set_defaults(func=cmd_score)
@@ -162,18 +163,27 @@ def cmd_evaluate(args) -> int:
 
 def cmd_score(args) -> int:
     import os
+    import warnings
     from pathlib import Path
 
     from benchfill.data import read_items
     from benchfill.errors import DataError
     from benchfill.predict.predictor import Predictor
+    from benchfill.predict.target import FieldFallbackWarning
 
     pred = Predictor.load(args.predictor)
     items = read_items(args.items)
     try:
-        preds = pred.predict_items(items, args.benchmark)
-    except DataError as exc:  # an item without text: name the file it came from
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", FieldFallbackWarning)
+            preds = pred.predict_items(items, args.benchmark)
+    except DataError as exc:  # an item without text, or no clear text field: name the file it came from
         raise DataError(f"{args.items}: {exc}") from None
+    for w in caught:  # a fallback to another field than the predictor's: one line naming the file
+        if issubclass(w.category, FieldFallbackWarning):
+            print(f"benchfill: warning: {args.items}: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     lines = [json.dumps({"id": it.get("id"), **p.to_dict()}) for it, p in zip(items, preds, strict=True)]
     if args.out:
         out = Path(args.out)

@@ -9,11 +9,18 @@ from benchfill.predict.evaluate import cross_validate, make_splits, pairwise_acc
 from benchfill.predict.features import DEFAULT_FAMILIES, FAMILIES, build_blocks
 from benchfill.predict.predictor import Prediction, Predictor, train
 from benchfill.predict.residuals import residual_flags
-from benchfill.predict.target import LabelledItems, benchmark_targets, labelled_items, load_targets
+from benchfill.predict.target import (
+    FieldFallbackWarning,
+    LabelledItems,
+    benchmark_targets,
+    labelled_items,
+    load_targets,
+)
 
 __all__ = [
     "DEFAULT_FAMILIES",
     "FAMILIES",
+    "FieldFallbackWarning",
     "LabelledItems",
     "Prediction",
     "Predictor",

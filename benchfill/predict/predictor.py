@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from benchfill.predict.entropy import EntropyFeatures, Scorer
 from benchfill.predict.evaluate import CrossValidation, cross_validate, make_splits
 from benchfill.predict.features import build_blocks
 from benchfill.predict.models import DifficultyModel
-from benchfill.predict.target import LabelledItems, item_text
+from benchfill.predict.target import FieldFallbackWarning, LabelledItems, item_text, resolve_text_fields
 
 FORMAT = "benchfill-difficulty-predictor/1"
 
@@ -83,7 +84,12 @@ class Predictor:
             benchmark = next(iter(self.scales))
         if benchmark is not None and benchmark not in self.scales:
             raise ConfigError(f"benchmark {benchmark!r}: the predictor was trained on {', '.join(self.scales)}")
-        texts = [item_text(it, self.text_field, self.options_field) for it in items]
+        # one field for all the items, never a per-item mix; another than the trained-on one is said
+        # (FieldFallbackWarning), and a choice that is not clear-cut is a DataError
+        fields = resolve_text_fields(items, self.text_field, self.options_field)
+        for note in fields.notes:
+            warnings.warn(note, FieldFallbackWarning, stacklevel=2)
+        texts = [item_text(it, fields.text_field, fields.options_field) for it in items]
         z = self.predict_texts(texts)
         out = []
         for zi in z:

@@ -36,6 +36,68 @@ def item_text(item: dict[str, Any], text_field: str | None = None, options_field
     return text
 
 
+class FieldFallbackWarning(UserWarning):
+    """Items scored from another field than the one the predictor was trained on (the message names both)."""
+
+
+@dataclass(frozen=True)
+class TextFields:
+    """The fields a set of items is read through: one text field for all of them, and the options field."""
+
+    text_field: str
+    options_field: str | None = None
+    notes: tuple[str, ...] = ()  # one line per fallback to another field than the predictor's
+
+
+def resolve_text_fields(items: Sequence[dict[str, Any]], text_field: str | None = None,
+                        options_field: str | None = None) -> TextFields:
+    """Choose one text field for all ``items``: ``text_field`` (the predictor's) when every item has it.
+
+    Items without it fall back to the one field of ``TEXT_FIELDS`` they all have, with a note; a choice
+    that is not clear-cut is refused (``DataError``): some items have ``text_field`` and others do not,
+    the items hold several candidate fields, or no one field is common to all of them.
+    """
+    def has(it: dict[str, Any], f: str) -> bool:
+        return isinstance(it.get(f), str)
+
+    def iid(it: dict[str, Any]) -> str:
+        return str(it.get("id", "?"))
+
+    notes: list[str] = []
+    if text_field and all(has(it, text_field) for it in items):
+        chosen = text_field
+    else:
+        if text_field:
+            lacking = [it for it in items if not has(it, text_field)]
+            if len(lacking) < len(items):
+                raise DataError(f"item {iid(lacking[0])} has no text field {text_field!r} (the predictor's) while "
+                                f"{len(items) - len(lacking)} of {len(items)} items have it; give every item that field")
+        common = [f for f in TEXT_FIELDS if all(has(it, f) for it in items)]
+        if not common:
+            looked = tuple(dict.fromkeys((text_field, *TEXT_FIELDS))) if text_field else TEXT_FIELDS
+            bare = next((it for it in items if not any(has(it, f) for f in looked)), None)
+            if bare is not None:
+                raise DataError(f"item {iid(bare)}: no text field (looked for {', '.join(looked)})")
+            first = {f: next(it for it in items if has(it, f)) for f in TEXT_FIELDS if any(has(it, f) for it in items)}
+            raise DataError("items differ in their text field (" + ", ".join(
+                f"item {iid(it)}: {f!r}" for f, it in first.items()) + "); give every item the same one")
+        if text_field and len(common) > 1:
+            raise DataError(f"no text field {text_field!r} (the predictor's), and several candidates "
+                            f"({', '.join(repr(f) for f in common)}); rename the one to score to {text_field!r}")
+        chosen = common[0]
+        if text_field:
+            notes.append(f"no text field {text_field!r} (the predictor's); scoring the items' {chosen!r} "
+                         f"instead (rename it to {text_field!r} to make the choice explicit)")
+    if options_field:
+        used = sorted({next((f for f in (options_field, *OPTION_FIELDS) if isinstance(it.get(f), list)), None)
+                       for it in items} - {None, options_field})
+        if used:
+            notes.append(f"no options field {options_field!r} (the predictor's); reading the items' "
+                         f"{' and '.join(repr(f) for f in used)} as their options instead (rename it to "
+                         f"{options_field!r} to make the choice explicit)")
+    return TextFields(chosen, options_field, tuple(notes))
+
+
 def standardize_within(values: np.ndarray, groups: Sequence[str]) -> np.ndarray:
     """(v - mean_g) / sd_g inside each group g (population sd; a group with no spread gets zeros)."""
     values = np.asarray(values, dtype=float)
