@@ -35,14 +35,22 @@ def run_local(sweep, tracker) -> list[tuple[str, str]]:
     for plan in sweep.runs:
         n = max(len(plan.units), 1)
         tracker.started(n)
+        before = _sent()
         try:
             run_dir = netguard.run(execute(plan.opts))
         except BenchfillError as exc:
             tracker.failure(n)
             failed.append((plan.label, str(exc)))
             continue
-        tracker.finished(_report_spend(run_dir), n)
+        tracker.finished(_report_spend(run_dir), n, sent=_sent(before))
     return failed
+
+
+def _sent(since: dict[str, int] | None = None) -> dict[str, int]:
+    """The search's calls this process has sent (not served from the cache), or sent ``since``."""
+    from benchfill.engine.backend import SENT
+
+    return {k: v - (since or {}).get(k, 0) for k, v in SENT.items()}
 
 
 def _report_spend(run_dir: Path) -> dict[str, int]:
@@ -64,8 +72,9 @@ def run_unit(opts_fields: dict[str, Any], gap: int | None, sim_url: str | None) 
 
     cache.write_through(True)
     opts = RunOptions(**opts_fields)
+    before = _sent()
     run_dir = netguard.run(execute(opts, sim_url=sim_url, gaps_only=[] if gap is None else [gap]))
-    out: dict[str, Any] = {"spend": {} if gap is None else _gap_spend(opts, run_dir, gap)}
+    out: dict[str, Any] = {"spend": {} if gap is None else _gap_spend(opts, run_dir, gap), "sent": _sent(before)}
     try:
         import ray
 
@@ -186,7 +195,7 @@ class _Driver:
                     inflight[self.remote.remote(fields, g, url)] = (plan, g)
                 continue
             self.units.append({"run": plan.label, "gap": gap, **out})
-            self.tracker.finished(out.get("spend"))
+            self.tracker.finished(out.get("spend"), sent=out.get("sent"))
             left[plan.label] -= 1
             if left[plan.label] == 0:
                 self._finish(plan, 0, out)

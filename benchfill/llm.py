@@ -49,6 +49,7 @@ class Failure:
     role: str
     reason: str
     replies: list[str] = field(default_factory=list)
+    cached: bool = False  # every reply from the cache: a rerun replays the failure, sending nothing
 
     def __bool__(self) -> bool:  # callers test ``if not result``
         return False
@@ -141,7 +142,7 @@ async def _ask(role: str, cfg: LLMConfig, prompt: str, read: Callable[[str], Any
                                             "Answer again in exactly the format asked for."},
             ]
     stats.failures += 1
-    return Failure(role, f"{role} reply malformed after {cfg.max_repairs} repairs", replies)
+    return Failure(role, f"{role} reply malformed after {cfg.max_repairs} repairs", replies, all_cached)
 
 
 async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, store, retry: RetryConfig,

@@ -235,7 +235,8 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
 
 
 class Progress:
-    """The whole sweep's progress on stderr: units done, in flight and failed; calls and rollouts."""
+    """The whole sweep's progress on stderr: units done, in flight and failed; calls and rollouts, and
+    how many of these a rerun replayed from the store rather than made again."""
 
     def __init__(self, sweep: Sweep, enabled: bool):
         self.enabled = enabled
@@ -243,6 +244,7 @@ class Progress:
         self.total = sum(max(len(p.units), 1) for p in sweep.runs)
         self.done = self.running = self.failed = 0
         self.model_calls = self.rollouts = 0
+        self.replayed_calls = self.replayed_rollouts = 0
         self.t0 = time.monotonic()
         self._last = ""
 
@@ -250,12 +252,18 @@ class Progress:
         self.running += n
         self.show()
 
-    def finished(self, spend: dict[str, int] | None, n: int = 1) -> None:
+    def finished(self, spend: dict[str, int] | None, n: int = 1, sent: dict[str, int] | None = None) -> None:
+        """``spend``: what the units' searches took, cache hits included (they were paid for once);
+        ``sent``: what of it their process sent (``engine.backend.SENT``); the rest was replayed."""
         self.running -= n
         self.done += n
         if spend:
-            self.model_calls += int(spend.get("model_calls", 0))
-            self.rollouts += int(spend.get("rollouts", 0))
+            calls, rollouts = int(spend.get("model_calls", 0)), int(spend.get("rollouts", 0))
+            self.model_calls += calls
+            self.rollouts += rollouts
+            if sent is not None:
+                self.replayed_calls += max(calls - int(sent.get("model_calls", 0)), 0)
+                self.replayed_rollouts += max(rollouts - int(sent.get("rollouts", 0)), 0)
         self.show()
 
     def failure(self, n: int = 1) -> None:
@@ -265,7 +273,8 @@ class Progress:
 
     def show(self, note: str = "") -> None:
         line = (f"sweep: units {self.done}/{self.total} done, {self.running} running or queued, {self.failed} failed; "
-                f"search model calls {self.model_calls}, rollouts {self.rollouts}"
+                f"search model calls {self.model_calls}{_replayed(self.replayed_calls)}, "
+                f"rollouts {self.rollouts}{_replayed(self.replayed_rollouts)}"
                 f" ({time.monotonic() - self.t0:.0f} s){': ' + note if note else ''}")
         if self.enabled and line != self._last:
             self._last = line
@@ -273,3 +282,7 @@ class Progress:
 
     def final(self) -> None:
         self.show("finished" if not self.failed else "finished with failures")
+
+
+def _replayed(n: int) -> str:
+    return f" ({n} replayed)" if n else ""

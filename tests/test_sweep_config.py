@@ -144,6 +144,35 @@ def test_rerun_resumes_without_new_calls(tmp_path):
     assert json.loads((out / "table.json").read_text())["rows"] == first["rows"]
 
 
+def test_a_rerun_says_its_calls_were_replayed_not_made(tmp_path, capsys):
+    """The progress line counts what the searches took (cache hits included: they were paid for once)
+    and says how much of it a rerun replayed from the store: restored with a finished gap, or, for a
+    search cut short before its state was saved, served from the cache call by call."""
+    import re
+
+    path = _write(tmp_path, GOOD)
+
+    def last_line() -> tuple[int, int, int, int]:
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        got = re.search(r"search model calls (\d+)(?: \((\d+) replayed\))?, "
+                        r"rollouts (\d+)(?: \((\d+) replayed\))?", line)
+        assert got and line.endswith(": finished"), line
+        return tuple(int(g or 0) for g in got.groups())
+
+    run_sweep(load_sweep(path))
+    calls, none, rollouts, also_none = last_line()
+    assert calls > 0 and rollouts > 0 and none == also_none == 0  # the first run makes every call
+    run_sweep(load_sweep(path))
+    assert last_line() == (calls, calls, rollouts, rollouts)  # every gap restored: nothing made again
+    (db,) = (tmp_path / "runs").glob("demo-benchfill-*/store.db")
+    store = Store(db)
+    with store.engine.begin() as conn:  # as if killed before the search saved its state: it runs again
+        conn.execute(text("DELETE FROM gapstate"))
+    store.close()
+    run_sweep(load_sweep(path))
+    assert last_line() == (calls, calls, rollouts, rollouts)  # ... every call from the cache
+
+
 def test_a_malformed_responses_file_fails_before_any_run(tmp_path, shared_data, capsys):
     """A benchmark's responses are read with its items before any unit starts: one line, no run begun."""
     import shutil

@@ -26,6 +26,12 @@ from benchfill.search.screen import screen_child
 from benchfill.search.services import Probe, Reference, Verdict, derive_seed
 from benchfill.search.strategies import baseline_search
 
+# The search's calls this process has sent rather than served from the store's cache. The search's
+# ``Spend`` counts a cache hit as a call (it was paid for once, by an earlier run), so a sweep tells a
+# rerun's replayed calls from its new ones by this tally, read before and after each of its units
+# (benchfill/executors.py); a process runs one unit at a time.
+SENT = {"model_calls": 0, "rollouts": 0}
+
 
 class TrafficServices:
     """``SearchServices`` over the rewriter, the judge and the probe panel of a config."""
@@ -46,6 +52,8 @@ class TrafficServices:
         res = await llm.rewrite(self.config.rewriter, shown, target_z, refs, spec=self.spec, store=self.store,
                                 seed=derive_seed(self.seed, "rewrite", key), retry=self.config.retry,
                                 stats=self.llm_stats)
+        if not res.cached:
+            SENT["model_calls"] += 1
         if not res:  # a counted failure: the replies stayed unreadable after the repairs allowed
             return None
         child = {k: v for k, v in res.child.items() if k != "id"}
@@ -58,6 +66,8 @@ class TrafficServices:
         res = await llm.judge(self.config.judge, shown, spec=self.spec, store=self.store,
                               seed=derive_seed(self.seed, "judge", key), retry=self.config.retry,
                               stats=self.llm_stats)
+        if not res.cached:
+            SENT["model_calls"] += 1
         if not res:
             return Verdict(False, f"judge reply unreadable: {res.reason}", self.config.judge.model)
         return Verdict(bool(res.valid), str(res.reason), self.config.judge.model)
@@ -65,6 +75,10 @@ class TrafficServices:
     async def rollouts(self, item_id: str, item: dict[str, Any], probe: str, n: int, key: str) -> int:
         got = await self.rc.rollouts([{**item, "id": item_id}], trials=n, seed=derive_seed(self.seed, "probe", key),
                                      probes=[probe], phase=self.phase)
+        # The order screen's spot checks (keys ending ":spot<step>", search/screen.py) are not in the
+        # spend's rollouts but its screen_rollouts: left out here too.
+        if not got[0].cached and not key.rsplit(":", 1)[-1].startswith("spot"):
+            SENT["rollouts"] += got[0].trials
         return int(got[0].correct)
 
     def with_phase(self, phase: str) -> TrafficServices:
