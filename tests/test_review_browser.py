@@ -1,4 +1,4 @@
-"""The review page in headless Chromium: accept, reject with a reason, edit; then release.
+"""The review page in headless Chromium: accept, reject with a reason, edit; then release. And by keyboard.
 
 Uses Debian's chromium and chromedriver (installed by .ci/run); never downloads a browser.
 """
@@ -36,8 +36,15 @@ def browser(tmp_path, monkeypatch):
     driver.quit()
 
 
-def _decide(driver, wait, by, item_id, button, expect):
+def _heading(driver) -> str | None:
+    return driver.execute_script("var h = document.querySelector('h1'); return h && h.textContent;")
+
+
+def _decide(driver, wait, by, item_id, button, expect, lands_on=None):
     driver.find_element(by.ID, button).click()
+    if lands_on:  # an accept or a reject moves on to the reviewer's next pending item; look back at this one
+        wait.until(lambda d: _heading(d) == lands_on)
+        driver.get(driver.current_url.split("/item/")[0] + f"/item/{item_id}")
     wait.until(lambda d: any(expect in li.text for li in d.find_elements(by.CSS_SELECTOR, "#decisions li")))
     assert driver.find_element(by.TAG_NAME, "h1").text == item_id
 
@@ -56,12 +63,13 @@ def test_review_in_the_browser_then_release(tmp_path, shared_data, browser):
         browser.find_element(By.ID, "reviewer").send_keys("ann")
 
         rows[0].click()  # accept
-        _decide(browser, wait, By, CHILD_IDS[0], "accept", "ann: accept")
+        _decide(browser, wait, By, CHILD_IDS[0], "accept", "ann: accept", lands_on=CHILD_IDS[1])
 
         browser.get(f"http://127.0.0.1:{srv.port}/item/{CHILD_IDS[1]}")  # cookie carries the token
         assert browser.find_element(By.ID, "reviewer").get_attribute("value") == "ann"  # kept in localStorage
         browser.find_element(By.ID, "reject-reason").send_keys("two answers fit")
-        _decide(browser, wait, By, CHILD_IDS[1], "reject", "ann: reject – two answers fit")
+        _decide(browser, wait, By, CHILD_IDS[1], "reject", "ann: reject – two answers fit",
+                lands_on=SCRIPT_ID)  # fmt: skip
 
         browser.get(f"http://127.0.0.1:{srv.port}/item/{SCRIPT_ID}")
         shown = browser.find_element(By.ID, "child-text").text
@@ -110,6 +118,83 @@ def test_review_in_the_browser_then_release(tmp_path, shared_data, browser):
     assert edited["problem"] == "Find the least positive integer n such that n^2 ends in 444."
     assert edited["answer"] == "38" and edited["edited"] and edited["edited_by"] == "ann"
     assert json.loads(edited["original_fields"])["problem"].startswith("<script>")
+
+
+def test_review_by_keyboard(tmp_path, shared_data, browser):
+    """Single keys decide and move on, but never while typing in a field; Escape leaves a field."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    run = make_run(tmp_path, shared_data)
+    wait = WebDriverWait(browser, 10)
+
+    def press(*keys):  # to whatever has focus, as a person would type
+        ActionChains(browser).send_keys(*keys).perform()
+
+    def chord(modifier, key):
+        ActionChains(browser).key_down(modifier).send_keys(key).key_up(modifier).perform()
+
+    def focused() -> str:
+        return browser.execute_script("var a = document.activeElement; return a.id || a.tagName;")
+
+    def on(item_id, said=None):
+        wait.until(lambda d: _heading(d) == item_id)
+        wait.until(lambda d: focused() == "H1")  # the keys act from the item at once
+        if said:
+            wait.until(lambda d: d.find_element(By.ID, "status").text == said)
+
+    with ReviewServer(run) as srv:
+        browser.get(srv.url)
+        assert browser.find_element(By.CSS_SELECTOR, "a.pending").get_attribute("aria-keyshortcuts") == "n"
+        browser.find_element(By.ID, "reviewer").click()
+        press("kim", Keys.ESCAPE)  # Escape leaves the field, and the name is kept
+        assert focused() == "BODY"
+        press("n")  # the queue page: the first pending item
+        on(CHILD_IDS[0])
+        hint = browser.find_element(By.ID, "keys").text
+        assert all(k in hint for k in ("a accept", "r reject", "e edit", "n / p next / previous", "Esc"))
+
+        press("a")  # accept, then on to the next pending item
+        on(CHILD_IDS[1], f"Recorded: accept on {CHILD_IDS[0]} by kim")
+        press("r")  # the reason field; letters typed there are text, not keys
+        assert focused() == "reject-reason"
+        press("an answer of p or q")
+        assert _heading(browser) == CHILD_IDS[1]
+        assert browser.find_elements(By.CSS_SELECTOR, "#decisions li") == []
+        press(Keys.ENTER)
+        on(SCRIPT_ID, f"Recorded: reject on {CHILD_IDS[1]} by kim")
+
+        press("p")  # previous and next, in queue order
+        on(CHILD_IDS[1])
+        assert "kim: reject – an answer of p or q" in browser.find_element(By.ID, "decisions").text
+        press("n")
+        on(SCRIPT_ID)
+        press("n")
+        on(CHILD_IDS[3])
+
+        press("e")  # the edit box: Enter is a new line there, Escape leaves it, Ctrl+Enter saves
+        assert focused() == "edit-text"
+        chord(Keys.CONTROL, Keys.END)
+        press(Keys.ENTER, "n a", Keys.ESCAPE)
+        assert focused() == "BODY" and _heading(browser) == CHILD_IDS[3]
+        press("e")  # back in, what was typed kept
+        chord(Keys.CONTROL, Keys.ENTER)  # an edit shows the item again, as it now stands
+        wait.until(lambda d: d.find_elements(By.ID, "edited-text"))
+        on(CHILD_IDS[3], f"Recorded: edit on {CHILD_IDS[3]} by kim")
+        assert browser.find_element(By.ID, "edited-text").text.endswith("\nn a")
+
+        press("q")  # the queue; "n" finds the one item kim has not decided
+        wait.until(lambda d: d.find_elements(By.ID, "queue")
+                   and d.execute_script("return document.readyState") == "complete")  # its script has run
+        press("n")
+        on(SCRIPT_ID)
+    with ReviewBoard(run) as board:
+        got = [(d.item_id, d.reviewer, d.decision, d.reason) for d in board.decisions()]
+    assert got == [(CHILD_IDS[0], "kim", "accept", ""),
+                   (CHILD_IDS[1], "kim", "reject", "an answer of p or q"),
+                   (CHILD_IDS[3], "kim", "edit", "")]  # fmt: skip
 
 
 def _like_answer(old, new: str):

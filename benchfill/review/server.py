@@ -25,13 +25,13 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from benchfill.errors import BenchfillError
 from benchfill.review.board import ReviewBoard
 from benchfill.review.queue import QueueEntry, text_diff
-from benchfill.review.rule import Outcome, ReleaseRule
+from benchfill.review.rule import Outcome, ReleaseRule, latest_per_reviewer
 
 HOST = "127.0.0.1"
 COOKIE = "benchfill_token"
@@ -59,7 +59,10 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         outcomes = board.outcomes()
         rows = "".join(_queue_row(e, outcomes[e.item_id]) for e in board.entries)
         body = (
-            f"<h1>Review queue ({len(board.entries)} proposed items)</h1><table id='queue'><tr><th>item</th>"
+            f"<h1>Review queue ({len(board.entries)} proposed items)</h1>"
+            "<p class='keys'><a class='pending' href='/next' aria-keyshortcuts='n'>Review your next pending "
+            "item</a> (key <kbd>n</kbd>; an item page shows its keys at the top)</p>"
+            "<table id='queue'><tr><th>item</th>"
             "<th>gap</th><th>target z</th><th>confirmed z</th><th>judge</th><th>flags</th><th>status</th></tr>"
             f"{rows}</table>"
         )
@@ -71,7 +74,16 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
             entry = board.entry(item_id)
         except BenchfillError as exc:
             return PlainTextResponse(str(exc), status_code=404)
-        return page(f"review {item_id}", _item_body(entry, board.outcomes()[item_id]))
+        ids = [e.item_id for e in board.entries]
+        at = ids.index(item_id)
+        near = (ids[at - 1] if at else None, ids[at + 1] if at + 1 < len(ids) else None)
+        return page(f"review {item_id}", _item_body(entry, board.outcomes()[item_id], *near))
+
+    async def next_pending(request: Request) -> Response:
+        # Where the page goes after an accept or a reject, and the queue page's "n".
+        after = request.query_params.get("after", "")
+        found = _next_pending(board, after, request.query_params.get("reviewer", "").strip())
+        return RedirectResponse(f"/item/{quote(found, safe='')}" if found else "/", status_code=303)
 
     async def decide(request: Request) -> Response:
         if not secrets.compare_digest(request.headers.get(HEADER, ""), token):
@@ -119,11 +131,47 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         return response
 
     routes = [
-        Route("/", queue), Route("/item/{item_id:path}", item),
+        Route("/", queue), Route("/item/{item_id:path}", item), Route("/next", next_pending),
         Route("/api/decision", decide, methods=["POST"]), Route("/static/{name}", static),
     ]  # fmt: skip
     app = Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)])
     return app
+
+
+def _next_pending(board: ReviewBoard, after: str, reviewer: str) -> str | None:
+    """The first item after ``after`` in queue order (wrapping round, ``after`` itself left out) that is
+    pending under the board's rule and on which ``reviewer`` (when named) has no standing decision."""
+    outcomes = board.outcomes()
+    ids = [e.item_id for e in board.entries]
+    start = ids.index(after) + 1 if after in ids else 0
+    for item_id in ids[start:] + ids[:start]:
+        o = outcomes[item_id]
+        if item_id == after or o.status != "pending":
+            continue
+        mine = latest_per_reviewer(o.decisions).get(reviewer) if reviewer else None
+        if mine is None or mine.decision == "withdraw":
+            return item_id
+    return None
+
+
+def _item_link(item_id: str | None, rel: str, key: str, label: str) -> str:
+    if item_id is None:
+        return f"<span class='none'>{label}</span>"
+    href = f"/item/{escape(quote(item_id, safe=''))}"
+    return f"<a rel='{rel}' href='{href}' aria-keyshortcuts='{key}' title='{escape(item_id)}'>{label}</a>"
+
+
+def _item_nav(item_id: str, prev: str | None, next_: str | None) -> str:
+    """Previous / next in queue order and the shortcut keys, at the top of an item page."""
+    pending = f"/next?after={escape(quote(item_id, safe=''))}"
+    return (f"<nav id='item-nav' aria-label='items'>{_item_link(prev, 'prev', 'p', '&larr; previous')} &middot; "
+            f"<a href='/'>queue</a> &middot; {_item_link(next_, 'next', 'n', 'next &rarr;')} &middot; "
+            f"<a class='pending' href='{pending}'>next pending item</a></nav>"
+            "<p class='keys' id='keys'>Keys, outside a text field: <kbd>a</kbd> accept &middot; <kbd>r</kbd> "
+            "reject (type the reason, then <kbd>Enter</kbd>) &middot; <kbd>e</kbd> edit (<kbd>Ctrl</kbd>+"
+            "<kbd>Enter</kbd> saves) &middot; <kbd>n</kbd> / <kbd>p</kbd> next / previous item &middot; "
+            "<kbd>q</kbd> queue. <kbd>Esc</kbd> leaves a text field and keeps what you typed. An accept or a "
+            "reject moves on to your next pending item.</p>")  # fmt: skip
 
 
 def _status(o: Outcome) -> str:
@@ -169,7 +217,7 @@ def _gap(r: dict) -> str:
     return f"[{_num(g.get('left'))}, {_num(g.get('right'))}]" if g.get("left") is not None else ""
 
 
-def _item_body(e: QueueEntry, o: Outcome) -> str:
+def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | None = None) -> str:
     r = e.record
     pieces = text_diff(str(e.ancestor.get(e.text_field, "")), str(e.child.get(e.text_field, "")))
     old = "".join(escape(t) if op == "=" else f"<del>{escape(t)}</del>" for op, t in pieces if op != "+")
@@ -203,7 +251,8 @@ def _item_body(e: QueueEntry, o: Outcome) -> str:
                   f'{escape(str(e.child.get(e.answer_field)))})</p><p>Only the edit and accepts made after it count '
                   "toward releasing it; the difficulty below was measured on the proposed item.</p></div>")
     return f"""
-<h1>{iid}</h1>
+{_item_nav(e.item_id, prev, next_)}
+<h1 tabindex="-1">{iid}</h1>
 <p>Status: {_status(o)} &middot; gap {r.get("gap_index", "")} {_gap(r)} &middot; {_flags(e)}</p>
 <div class="side">
  <div><h2>Ancestor {escape(str(r.get("ancestor_id")))}</h2><pre id="ancestor-text">{old}</pre>
@@ -219,14 +268,15 @@ def _item_body(e: QueueEntry, o: Outcome) -> str:
 <h2>Judge</h2><p>{"valid" if judge.get("valid") else "invalid"} ({escape(str(judge.get("model", r.get("judge_model", ""))))}): {escape(str(judge.get("reason", "")))}</p>
 <h2>Decisions</h2><ul id="decisions">{decisions}</ul>
 <div class="actions">
-<button id="accept" data-item="{iid}" data-decision="accept">Accept</button>
+<button id="accept" data-item="{iid}" data-decision="accept" aria-keyshortcuts="a">Accept</button>
 <button id="withdraw" data-item="{iid}" data-decision="withdraw" title="take back your own decision on this item">Withdraw my decision</button>
-<fieldset><legend>Reject</legend><input id="reject-reason" placeholder="reason (required)" size="60">
+<fieldset><legend>Reject</legend><input id="reject-reason" placeholder="reason (required)" size="60"
+ aria-label="reason for rejecting" aria-keyshortcuts="r" data-submit="reject">
 <button id="reject" data-item="{iid}" data-decision="reject">Reject</button></fieldset>
 <fieldset><legend>Edit and accept</legend>
-<textarea id="edit-text">{escape(str(current.get(e.text_field, "")))}</textarea>
-<label>Answer <input id="edit-answer" value="{escape(str(current.get(e.answer_field, "")))}"></label>
-<input id="edit-reason" placeholder="note (optional)" size="40">
+<textarea id="edit-text" aria-label="edited text" aria-keyshortcuts="e" data-submit="edit">{escape(str(current.get(e.text_field, "")))}</textarea>
+<label>Answer <input id="edit-answer" value="{escape(str(current.get(e.answer_field, "")))}" data-submit="edit"></label>
+<input id="edit-reason" placeholder="note (optional)" size="40" aria-label="note on the edit" data-submit="edit">
 <button id="edit" data-item="{iid}" data-decision="edit">Save edit</button></fieldset>
 </div>"""
 
