@@ -121,11 +121,13 @@ class RunOptions:
         return d
 
 
-def run_id_for(opts: RunOptions) -> str:
+def run_id_for(opts: RunOptions, name: str | None = None) -> str:
+    """``--run-id``, else ``<name>-<strategy>-<digest of the settings>``; ``name`` defaults to the
+    benchmark's, or the items file's stem (a sweep names a custom benchmark's runs after its label)."""
     if opts.run_id:
         return opts.run_id
     digest = hashlib.sha256(json.dumps(opts.identity(), sort_keys=True).encode()).hexdigest()[:10]
-    name = opts.benchmark or Path(opts.items or "custom").stem
+    name = name or opts.benchmark or Path(opts.items or "custom").stem
     return f"{name}-{opts.strategy}-{digest}"
 
 

@@ -5,15 +5,18 @@ it one command. The sweep file names the benchmarks (with per-benchmark options 
 cap for a large one), the gaps, the strategies, the seeds, the run options shared by all, and the
 probe panel, rewriter and judge (a config file, or ``backend = "sim"`` for the simulated world).
 
-Every (benchmark, strategy, seed) is an ordinary run (``benchfill run``) with its own run directory;
-its gap searches are the units an executor spreads (``benchfill.executors``: in this process, or as
-Ray tasks on a cluster). A rerun is a resume: each run replays its completed calls from its store.
+Every (benchmark, strategy, seed) is an ordinary run (``benchfill run``) with its own run directory
+(a custom benchmark's named after its label, ``custom_run_dir``); its gap searches are the units an
+executor spreads (``benchfill.executors``: in this process, or as Ray tasks on a cluster). A rerun is a
+resume: each run replays its completed calls from its store.
 The result is ``sweep_table`` over the runs' reports.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field, fields
@@ -142,6 +145,7 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
     root = rel(runs_dir) if runs_dir else (rel(cfg.runs_dir) if cfg.runs_dir else None)
     runs: list[RunPlan] = []
     rows: set[str] = set()
+    taken: set[Path] = set()  # the run directories of the plans so far: no two runs share one
     for i, b in enumerate(cfg.benchmarks):
         where = f"{path}: field benchmarks.{i}"
         if not b.name and not (b.items and b.spec):
@@ -170,10 +174,60 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
                     opts.check()
                 except ConfigError as exc:
                     raise ConfigError(f"{where} (options, seed {seed}, strategy {strategy}): {exc}") from None
-                runs.append(RunPlan(b.row, strategy, seed, opts, Path(opts.runs_dir) / run_id_for(opts)))
+                if b.items:
+                    run_dir = custom_run_dir(b.row, opts, taken)
+                    opts.run_id = run_dir.name
+                else:
+                    run_dir = Path(opts.runs_dir) / run_id_for(opts)
+                taken.add(run_dir)
+                runs.append(RunPlan(b.row, strategy, seed, opts, run_dir))
     name = cfg.name or path.stem
     out_dir = Path(runs[0].opts.runs_dir) / f"sweep-{name}"
     return Sweep(name, str(path), cfg, runs, out_dir, store)
+
+
+def custom_run_dir(row: str, opts: Any, taken: set[Path]) -> Path:
+    """The run directory of a custom benchmark's run: ``<label>-<strategy>-<digest>``, the label made a
+    file name (``folder_name``), so that it matches the table's row and two benchmarks whose items files
+    share a name stay apart.
+
+    Sweeps before this named it after the items file (``items-benchfill-<digest>``, as ``benchfill run
+    --items`` still does). Such a directory, where it holds a run of these settings and no run is under
+    the new name yet, is kept, so that a rerun resumes it (its store and, with ``backend = "sim"``, its
+    simulated world's port, which its cache keys carry, are the directory's). A directory in ``taken``
+    (another run of this sweep's) is never used again: two labels alike as file names with the same
+    settings get the label's hash as well.
+    """
+    from benchfill.run import run_id_for
+
+    root = Path(opts.runs_dir)
+    old = root / run_id_for(opts)  # opts.run_id is not set yet: named after the items file
+    name = folder_name(row)
+    new = root / run_id_for(opts, name)
+    if new in taken:
+        new = root / run_id_for(opts, f"{name}-{hashlib.sha256(row.encode()).hexdigest()[:8]}")
+        if new in taken:  # unreachable but for a hash collision
+            raise ConfigError(f"benchmark {row}: its run directory {new} is another run's; "
+                              "give it another label")
+    if old not in taken and not _holds_run(new, opts) and _holds_run(old, opts):
+        return old
+    return new
+
+
+def folder_name(label: str) -> str:
+    """``label`` as a file name: each run of characters other than letters, digits, ``.``, ``_`` and ``-``
+    becomes ``_`` (the characters a sweep's own name may have), without a leading or trailing dot or
+    dash, at most 64 characters; ``custom`` if nothing is left."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._-")[:64].strip("._-") or "custom"
+
+
+def _holds_run(run_dir: Path, opts: Any) -> bool:
+    """Whether ``run_dir`` holds a run (a store of its own, or one named by URL). Its settings are
+    those of ``opts``: the directory's name carries their digest, and a run refuses to resume with
+    other settings anyway (``run._same_run``)."""
+    from benchfill.store import STORE_FILE, STORE_URL_FILE
+
+    return (run_dir / STORE_URL_FILE).is_file() or (run_dir / STORE_FILE).is_file()
 
 
 def _check_options(options: dict[str, Any], known: set[str], where: str) -> None:

@@ -202,3 +202,131 @@ def test_a_sweep_sharing_a_panel_config_that_names_a_benchmark_runs_its_own(tmp_
     sweep = load_sweep(path)
     check_benchmarks(sweep)  # demo, though the panel names aime24: no refusal
     assert [p.opts.benchmark for p in sweep.runs] == ["demo"]
+
+
+# -- a custom benchmark's run directories ------------------------------------------------------------
+CUSTOM = GOOD.replace('benchmarks = [{name = "demo"}]',
+                      'benchmarks = [{items = "a/items.jsonl", spec = "spec.toml", '
+                      'responses = "a/responses.csv", label = "My set/v2"}]')
+
+
+def _custom_data(tmp_path: Path, shared_data: Path, *dirs: str) -> None:
+    """A spec, and aime25's items and responses under each of ``dirs`` (every items file items.jsonl)."""
+    import shutil
+
+    (tmp_path / "spec.toml").write_text('[benchmark]\nname = "mine"\n')
+    for d in dirs:
+        (tmp_path / d).mkdir(parents=True)
+        for f in ("items.jsonl", "responses.csv"):
+            shutil.copy(shared_data / "aime25" / f, tmp_path / d / f)
+
+
+def _old_dir(plan) -> Path:
+    """Where sweeps before named the plan's run: after its items file."""
+    import dataclasses
+
+    from benchfill.run import run_id_for
+
+    old = dataclasses.replace(plan.opts, run_id=None)
+    return Path(old.runs_dir) / run_id_for(old)
+
+
+def _a_run_in(run_dir: Path, identity: dict) -> None:
+    """A run directory whose store of its own records these settings (as a run does at its start)."""
+    from benchfill.store import open_run_store
+
+    run_dir.mkdir(parents=True)
+    store = open_run_store(run_dir)
+    store.set_meta("options", json.loads(json.dumps(identity, default=str)))
+    store.close()
+
+
+def _model_calls(db: Path) -> int:
+    s = Store(db)
+    with s.engine.connect() as conn:
+        n = int(conn.execute(text("SELECT count(*) FROM modelcall")).scalar())
+    s.close()
+    return n
+
+
+def test_a_custom_benchmarks_runs_are_named_after_its_label(tmp_path, shared_data):
+    _custom_data(tmp_path, shared_data, "a")
+    path = _write(tmp_path, CUSTOM.replace('strategies = ["benchfill"]',
+                                           'strategies = ["benchfill", "oracle"]')
+                  .replace("benchmarks = [", 'benchmarks = [{name = "demo"}, '))
+    sweep = load_sweep(path)
+    demo, demo_oracle, mine, mine_oracle = sweep.runs
+    # a registered benchmark's runs: named after it, as before
+    assert demo.run_dir.name.startswith("demo-benchfill-") and demo.opts.run_id is None
+    assert mine.row == "My set/v2"
+    assert mine.run_dir.name.startswith("My_set_v2-benchfill-")
+    assert mine_oracle.run_dir.name.startswith("My_set_v2-oracle-")
+    for p in (mine, mine_oracle):
+        assert p.run_dir.parent == tmp_path / "runs" and p.opts.run_id == p.run_dir.name  # where it writes
+        assert p.run_dir.name.rsplit("-", 1)[1] == _old_dir(p).name.rsplit("-", 1)[1]  # the settings' digest
+    from benchfill.sweep import folder_name
+
+    assert [folder_name(s) for s in ("../x y", "..", "aime-24.v2")] == ["x_y", "custom", "aime-24.v2"]
+
+
+def test_two_custom_benchmarks_never_share_a_run_folder(tmp_path, shared_data):
+    """Items files of one name in two directories; one items file under two labels, even labels alike as
+    file names; and an earlier sweep's folder, which only the first of them may resume."""
+    _custom_data(tmp_path, shared_data, "a", "b")
+    entries = [("a", "A"), ("b", "B"), ("a", "A again"), ("a", "A/again")]
+    body = ", ".join(f'{{items = "{d}/items.jsonl", spec = "spec.toml", responses = "{d}/responses.csv", '
+                     f'label = "{label}"}}' for d, label in entries)
+    path = _write(tmp_path, GOOD.replace('{name = "demo"}', body))
+    plans = load_sweep(path).runs
+    assert len({p.run_dir for p in plans}) == 4
+    assert [p.run_dir.name.split("-benchfill-")[0] for p in plans][:3] == ["A", "B", "A_again"]
+    assert plans[3].run_dir.name.startswith("A_again-") and plans[3].run_dir != plans[2].run_dir
+    old = _old_dir(plans[0])
+    assert old == _old_dir(plans[2]) == _old_dir(plans[3])  # the three were one folder before
+    _a_run_in(old, plans[0].opts.identity())
+    again = load_sweep(path).runs
+    assert again[0].run_dir == old and again[0].opts.run_id == old.name  # resumed where it is
+    assert [p.run_dir for p in again[1:]] == [p.run_dir for p in plans[1:]]
+    assert len({p.run_dir for p in again}) == 4
+
+
+def test_an_old_named_folder_without_a_run_is_left_alone(tmp_path, shared_data):
+    _custom_data(tmp_path, shared_data, "a")
+    path = _write(tmp_path, CUSTOM)
+    (plan,) = load_sweep(path).runs
+    old = _old_dir(plan)
+    old.mkdir(parents=True)  # no store: no run
+    assert load_sweep(path).runs[0].run_dir == plan.run_dir
+    old.rmdir()
+    _a_run_in(old, plan.opts.identity())
+    assert load_sweep(path).runs[0].run_dir == old  # (its name carries these settings' digest)
+    _a_run_in(plan.run_dir, plan.opts.identity())  # a run under the new name already: it wins
+    assert load_sweep(path).runs[0].run_dir == plan.run_dir
+
+
+def test_a_rerun_resumes_a_custom_run_in_its_old_named_folder(tmp_path, shared_data):
+    """A run an earlier sweep made in the folder named after the items file is resumed there: no call
+    made again, no new folder, the table's row its report."""
+    import dataclasses
+
+    from benchfill.run import run
+
+    _custom_data(tmp_path, shared_data, "a")
+    path = _write(tmp_path, CUSTOM)
+    (plan,) = load_sweep(path).runs
+    assert plan.run_dir.name.startswith("My_set_v2-benchfill-")
+    old = _old_dir(plan)
+    assert old.name.startswith("items-benchfill-")
+    assert run(dataclasses.replace(plan.opts, run_id=None)) == old  # the earlier sweep's run
+    calls = _model_calls(old / "store.db")
+    report = json.loads((old / "report.json").read_text())
+    assert calls > 0
+    sweep = load_sweep(path)
+    assert [p.run_dir for p in sweep.runs] == [old]
+    table = run_sweep(sweep, progress=False)
+    assert _model_calls(old / "store.db") == calls  # every call from its store
+    assert not plan.run_dir.exists() and sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        old.name, "sweep-sweep"]
+    (row,) = table["rows"]
+    assert row["benchmark"] == "My set/v2"
+    assert row["strategies"]["benchfill"]["reduction"] == pytest.approx(report["top_k_reduction"])
