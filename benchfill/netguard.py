@@ -91,11 +91,19 @@ async def _stoppable(coro: Coroutine[Any, Any, T]) -> T:
     a signal handler instead, the exception could land inside one of the loop's own callbacks, which logs
     it and goes on."""
     import signal
+    import warnings
 
     from benchfill.errors import Terminated
 
     loop, task, hit = asyncio.get_running_loop(), asyncio.current_task(), []
     previous = signal.getsignal(signal.SIGTERM)
+    # litellm's acompletion has a worker thread build the provider's request coroutine, then awaits it.
+    # Cancelled while that thread runs (Ctrl-C, SIGTERM, a failed sibling call), the coroutine is never
+    # handed over, and Python warns "coroutine 'OpenAIChatCompletion.acompletion' was never awaited"
+    # when it is collected, in the middle of the cancellation or after the one-line "interrupted". The
+    # request was never sent, so that one warning is noise; any other never-awaited coroutine still shows.
+    warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited",
+                            category=RuntimeWarning)
 
     def on_term() -> None:
         hit.append(True)

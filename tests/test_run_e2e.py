@@ -174,3 +174,37 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_rerun_resumes(tmp_path):
     assert subprocess.run(args, env=env, cwd=root, timeout=300).returncode == 0
     (d,) = list(tmp_path.iterdir())
     assert json.loads((d / "report.json").read_text())["gaps_filled"] >= 0
+
+
+def _wait_for_model_calls(run_root: Path, p: subprocess.Popen) -> None:
+    """Until the run's first rewriter or judge call is stored: others are then in flight through litellm."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None:
+        for db in run_root.glob("*/store.db"):
+            try:
+                with sqlite3.connect(db, timeout=1) as c:
+                    if c.execute("select count(*) from modelcall where kind in ('rewriter', 'judge')").fetchone()[0]:
+                        return
+            except sqlite3.OperationalError:
+                pass  # not created yet
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_run_stopped_mid_call_prints_no_never_awaited_warning(tmp_path, sig):
+    """Ctrl-C or SIGTERM while rewriter and judge calls are in flight ends with the one-line message alone:
+    litellm's request coroutines that the cancelled calls never started (and so never sent) do not surface
+    as Python's "RuntimeWarning: coroutine ... was never awaited"."""
+    args = [sys.executable, "-m", "benchfill", "run", "--benchmark", "demo", "--gaps", "2", "--rounds", "2",
+            "--parents", "2", "--children", "2", "--sim-probes", "6", "--quiet", "--seed", "5",
+            "--runs-dir", str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    root = Path(__file__).resolve().parent.parent
+    p = subprocess.Popen(args, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for_model_calls(tmp_path, p)
+    assert p.poll() is None, "the run ended before it was signalled"
+    p.send_signal(sig)
+    err = p.communicate(timeout=60)[1]
+    word = "interrupted" if sig == signal.SIGINT else "terminated"
+    assert p.returncode == (130 if sig == signal.SIGINT else 143) and f"benchfill: {word}" in err, err
+    assert "never awaited" not in err and "Traceback" not in err, err
