@@ -10,6 +10,8 @@ and numbers other than 0 and 1 are not binary and need a threshold (on inspect's
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +22,64 @@ LETTERS = {"C": 1, "I": 0, "N": 0}
 
 
 def find_logs(paths: list[str | Path]) -> list[Path]:
+    """Logs named directly, and the logs found under the folders named (symlinked folders included).
+
+    A file reached twice (named twice, or through a symlink) is one log: read twice, ``--sum`` would
+    count its trials twice. In a folder, every ``.eval`` file is a log (a zip no other tool writes), but a
+    ``.json`` file is one only if it opens as inspect writes a log or is named like one (below): the
+    folder also holds inspect's own ``eval-set.json`` and ``logs.json``, and this import's ``import.json``
+    when ``--out`` is inside it. A file named directly is always read, so a wrong one is reported.
+    """
     found: list[Path] = []
+    seen: set[Path] = set()
     for p in map(Path, paths):
         if p.is_dir():
-            found += sorted(q for q in p.rglob("*") if q.suffix in (".eval", ".json") and q.is_file())
+            files = sorted(q for q in _walk(p) if q.suffix == ".eval" or (q.suffix == ".json" and _json_log(q)))
         elif p.exists():
-            found.append(p)
+            files = [p]
         else:
             raise DataError(f"{p}: not found")
+        for q in files:
+            real = q.resolve()
+            if real not in seen:
+                seen.add(real)
+                found.append(q)
     return found
+
+
+def _walk(root: Path) -> list[Path]:
+    """The files under ``root``, following symlinked folders (a logs folder often links each model's
+    logs in; ``Path.rglob`` of Python 3.11 does not follow them) and entering no folder twice, so a
+    link to a folder above cannot loop."""
+    files: list[Path] = []
+    entered: set[tuple[int, int]] = set()
+    for top, dirs, names in os.walk(root, followlinks=True):
+        st = os.stat(top)
+        if (st.st_dev, st.st_ino) in entered:
+            dirs[:] = []
+            continue
+        entered.add((st.st_dev, st.st_ino))
+        dirs.sort()  # the same folder reached twice is entered by the same path every time
+        files += [Path(top, n) for n in names if Path(top, n).is_file()]
+    return files
+
+
+# inspect writes a JSON log as one object whose first key is "version", and names it
+# <ISO time>_<task>_<id>.json (inspect's own log listing goes by that name); either marks a log, so a
+# damaged log named by inspect is still read and reported, while other JSON files are left alone
+JSON_LOG_START = re.compile(rb'^\s*\{\s*"version"\s*:')
+JSON_LOG_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}[:-]\d{2}[:-]\d{2}")
+
+
+def _json_log(path: Path) -> bool:
+    if JSON_LOG_NAME.match(path.name):
+        return True
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(256).removeprefix(b"\xef\xbb\xbf")
+    except OSError:
+        return True  # read, and so reported, rather than silently left out
+    return JSON_LOG_START.match(head) is not None
 
 
 def _api():
@@ -57,6 +108,11 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
         raise DataError(f"{path}: not a readable inspect_ai eval log ({exc.__class__.__name__}"
                         f"{': ' + first if first else ''})") from None  # fmt: skip
     task, model = log.eval.task, log.eval.model
+    if log.status != "success":
+        # an errored, cancelled or still running eval holds only the samples it got to: mixed into the
+        # matrix it would pass for a finished run, its missing samples looking like items left out
+        raise DataError(f"{path}: the eval did not finish (status {log.status}); retry it (inspect eval-retry) "
+                        f"and import the finished log, not this one")  # fmt: skip
     samples = log.samples or []
     if not samples:
         raise DataError(f"{path}: no samples in the log (status {log.status})")

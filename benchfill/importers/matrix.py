@@ -15,6 +15,8 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,6 +112,11 @@ def score(value: Any, metric: str, threshold: float | None, where: str) -> int:
 def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | None,
           task: str | None = None, sum_repeats: bool = False) -> ImportResult:  # fmt: skip
     """One matrix from many logs, or ImportProblems with one line per log at fault."""
+    # the same file read twice (named twice, or through a symlink) is one run, not two to --sum
+    once: dict[tuple[str, str, str], LogContent] = {}
+    for log in logs:
+        once.setdefault((os.path.realpath(log.source), log.model, log.task), log)
+    logs = list(once.values())
     problems: list[str] = []
     tasks: dict[str, str] = {}
     for log in logs:
@@ -148,15 +155,14 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
         raise ImportProblems(problems)
     correct: dict[tuple[str, str], int] = {}
     trials: dict[tuple[str, str], int] = {}
-    models: list[str] = []
-    item_ids: list[str] = []
+    # dicts as ordered sets (order of first appearance): a list's `in` made this quadratic in the items
+    models: dict[str, None] = {}
+    item_ids: dict[str, None] = {}
     for log in logs:
         for r in log.records:
             key = (r.model, r.item_id)
-            if r.model not in models:
-                models.append(r.model)
-            if key not in trials and r.item_id not in item_ids:
-                item_ids.append(r.item_id)
+            models.setdefault(r.model)
+            item_ids.setdefault(r.item_id)
             correct[key] = correct.get(key, 0) + r.correct
             trials[key] = trials.get(key, 0) + r.trials
     if not trials:
@@ -164,7 +170,7 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
     per_model = {m: sum(1 for i in item_ids if (m, i) in trials) for m in models}
     partial = {m: n for m, n in per_model.items() if n < len(item_ids)}
     return ImportResult(
-        tool=tool, metric=metric, threshold=threshold, task=logs[0].task, models=models,
+        tool=tool, metric=metric, threshold=threshold, task=logs[0].task, models=list(models),
         item_ids=sorted(item_ids, key=_natural), correct=correct, trials=trials,
         items={i: {"id": i, "task": t[0].get("task"), **{k: v for k, v in t[0].items() if k != "task"}}
                for i, t in sorted(texts.items(), key=lambda kv: _natural(kv[0]))},
@@ -179,14 +185,17 @@ def _text_of(fields: dict[str, Any]) -> str:
 
 def _natural(item_id: str) -> tuple:
     head, _, tail = item_id.rpartition("/")
-    return (head, 0, int(tail), "") if tail.isdigit() else (head, 1, 0, tail)
+    # ASCII digits only: str.isdigit() also holds for "²" or "①", which int() refuses; the tail breaks
+    # ties ("7" and "07")
+    return (head, 0, int(tail), tail) if tail.isascii() and tail.isdigit() else (head, 1, 0, tail)
 
 
 def write(result: ImportResult, out: str | Path) -> list[Path]:
     """responses.csv, items.jsonl (when the logs carry item texts) and import.json in ``out``.
 
     Every file is written to a temporary name in ``out`` first and renamed only once all are
-    written, so an error leaves no new file behind.
+    written, so an error leaves no new file behind. Imports into one folder take turns (a lock on it),
+    and each removes the temporary files that killed ones left.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -196,7 +205,12 @@ def write(result: ImportResult, out: str | Path) -> list[Path]:
         if (out / name).is_dir():
             raise DataError(f"--out {out}: {out / name} is a folder, where {name} is to be written")
     out.mkdir(parents=True, exist_ok=True)
-    _sweep_stale(out, names)
+    with _locked(out) as locked:  # one import at a time per folder, so that the sweep spares no live import
+        _sweep_stale(out, locked)
+        return _write_staged(result, out)
+
+
+def _write_staged(result: ImportResult, out: Path) -> list[Path]:
     staged: list[tuple[Path, Path]] = []
     try:
         path = _stage(out, "responses.csv", staged)
@@ -226,17 +240,48 @@ def write(result: ImportResult, out: str | Path) -> list[Path]:
     return [final for _, final in staged]
 
 
-STALE_S = 60.0  # a staged file this old was left by a killed import (an import takes seconds)
+STALE_S = 60.0  # without a lock, a staged file this old was left by a killed import (an import takes seconds)
+OUTPUTS = ("responses.csv", "items.jsonl", "import.json")
 
 
-def _sweep_stale(out: Path, names: list[str]) -> None:
-    """Remove the staged files (``.<name>.<random>.tmp``) of imports killed before their renames."""
+@contextmanager
+def _locked(out: Path) -> Iterator[bool]:
+    """An exclusive flock on the folder itself (no lock file left behind) while an import writes into it;
+    the kernel drops it when the holder dies, killed or not. False where the platform or the file system
+    (Windows, some network mounts) has no such lock."""
+    try:
+        import fcntl
+
+        fd = os.open(out, os.O_RDONLY)
+    except (ImportError, OSError):
+        fd = None
+    if fd is None:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a concurrent import into this folder takes seconds: wait for it
+            locked = True
+        except OSError:
+            locked = False
+        yield locked
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _sweep_stale(out: Path, locked: bool) -> None:
+    """Remove the staged files (``.<name>.<random>.tmp``) of imports killed before their renames.
+
+    Under the folder's lock every staged file is a dead import's (a live one holds the lock until its
+    renames are done), so all go, however fresh: a quick rerun after a kill leaves none behind. Without
+    the lock only those older than ``STALE_S`` can be told from a concurrent import's.
+    """
     import time
 
     cutoff = time.time() - STALE_S
-    for name in names:
+    for name in OUTPUTS:
         for p in out.glob(f".{name}.*.tmp"):
-            if p.is_file() and p.stat().st_mtime < cutoff:
+            if p.is_file() and (locked or p.stat().st_mtime < cutoff):
                 p.unlink(missing_ok=True)
 
 
