@@ -26,6 +26,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="where to write responses.csv, items.jsonl, import.json")
     p.add_argument("--metric", help="the score that counts as correct (lm-eval default: acc, else exact_match; "
                    "inspect default: the first scorer)")
+    p.add_argument("--filter", metavar="NAME",
+                   help="lm-eval: the filter whose scores count, for a task that logs several (gsm8k: strict-match, "
+                   "flexible-extract); the same as --metric METRIC,NAME, lm-eval's own notation")
     p.add_argument("--threshold", type=finite_float, help="count a non-binary score >= T as correct (recorded in import.json)")
     p.add_argument("--task", help="import only this task when the logs hold several")
     p.add_argument("--sum", dest="sum_repeats", action="store_true",
@@ -34,10 +37,19 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from benchfill.errors import ConfigError
     from benchfill.importers import ImportProblems, import_logs, write
 
+    metric = args.metric
+    if args.filter is not None:
+        # lm-eval names a metric under a filter "METRIC,FILTER" (its results file's keys); the reader takes that
+        if args.tool != "lm-eval":
+            raise ConfigError("--filter: only lm-eval logs have filters")
+        if "," in (metric or ""):
+            raise ConfigError(f"--metric {metric} names a filter already; drop --filter {args.filter}")
+        metric = f"{metric or ''},{args.filter}"
     try:
-        result = import_logs(args.tool, args.paths, metric=args.metric, threshold=args.threshold,
+        result = import_logs(args.tool, args.paths, metric=metric, threshold=args.threshold,
                              task=args.task, sum_repeats=args.sum_repeats)  # fmt: skip
     except ImportProblems as exc:
         for line in exc.problems[:-1]:

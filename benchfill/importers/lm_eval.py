@@ -2,22 +2,30 @@
 
 ``lm_eval --output_path OUT --log_samples`` writes, per model, ``OUT/<model>/results_<time>.json``
 (the model's name, each task's config) and one ``samples_<task>_<time>.jsonl`` per task: one JSON
-object per document with ``doc_id``, ``doc``, ``target``, ``arguments`` (the prompt),
-``filtered_resps`` and one key per metric. The file format is read as lm-eval writes it; lm-eval
-itself (which pulls torch) is never imported.
+object per document and filter with ``doc_id``, ``doc``, ``target``, ``arguments`` (the prompt),
+``filtered_resps``, ``filter`` and one key per metric. With ``--output_path OUT/NAME.json`` (lm-eval >=
+0.4.9) the results file is ``OUT/NAME_<time>.json`` and the samples lie beside it. lm-eval 0.4.3-0.4.6
+wrote no ``metrics`` and ``filter`` keys: the metrics are then the keys lm-eval adds to its own, and the
+filter is the task's only one. The file format is read as lm-eval writes it; lm-eval itself (which
+pulls torch) is never imported.
 
-Repeats: a task with ``repeats: R`` whose metric saw all R responses of a document (its filter
-keeps them, e.g. ``take_first_k`` with k = R) logs the share of correct repeats; that share times R
-becomes ``correct`` of R trials. With lm-eval's default filter (``take_first``) only the first
-response is scored, so each document is one trial. A graded score whose values happen to fall on
-the k/R grid would be read as such a share: give ``--threshold`` to treat the metric as graded
-(then each document is one trial, correct when its score reaches the threshold). Item ids are
-``<task>/<doc_id>``.
+Filters: a task with several (gsm8k: strict-match, flexible-extract) logs each document once per
+filter; one must be chosen (``--filter NAME``, or ``--metric METRIC,NAME`` as lm-eval's results file
+names a metric under a filter).
+
+Repeats: a generative task with ``repeats: R`` whose metric saw all R responses of a document (its
+filter keeps them, e.g. ``take_first_k`` with k = R) logs the share of correct repeats; that share times
+R becomes ``correct`` of R trials. With lm-eval's default filter (``take_first``), and always for
+loglikelihood and multiple-choice tasks, only the first response is scored, so each document is one
+trial. A graded score whose values happen to fall on the k/R grid would be read as such a share: give
+``--threshold`` to treat the metric as graded (then each document is one trial, correct when its score
+reaches the threshold). Item ids are ``<task>/<doc_id>``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -27,19 +35,45 @@ from benchfill.importers.matrix import ItemText, LogContent, Record, score
 
 SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl$")
 DEFAULT_METRICS = ("acc", "exact_match")  # the first one a sample carries is the default
+# The keys lm-eval writes on every sample; lm-eval 0.4.3-0.4.6 named no metrics, so there the other keys are they.
+LOGGED = frozenset({"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics",
+                    "doc_hash", "prompt_hash", "target_hash"})  # fmt: skip
+# With a model's own chat template the logged prompt differs per model; what the task asks is then these
+# config keys (and the run's system instruction) applied to the document.
+PROMPT_KEYS = ("doc_to_text", "description", "num_fewshot", "gen_prefix")
 
 
 def find_logs(paths: list[str | Path]) -> list[Path]:
-    """Samples files named directly or found under the directories named."""
+    """Samples files named directly or found under the directories named, each file once."""
     found: list[Path] = []
+    seen: set[Path] = set()
     for p in map(Path, paths):
         if p.is_dir():
-            found += sorted(q for q in p.rglob("samples_*.jsonl") if SAMPLES.match(q.name))
+            files = _walk(p)
         elif p.exists():
-            found.append(p)
+            files = [p]
         else:
             raise DataError(f"{p}: not found")
+        for f in files:  # a path given twice, or reached through a symlink, is one log, not a second run
+            if f.resolve() not in seen:
+                seen.add(f.resolve())
+                found.append(f)
     return found
+
+
+def _walk(root: Path) -> list[Path]:
+    """The samples files under ``root``, through symlinked folders too (Path.rglob follows none before
+    Python 3.13), entering each real folder once so that a link to an ancestor cannot loop."""
+    found: list[Path] = []
+    entered: set[str] = set()
+    for folder, subs, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in entered:
+            subs[:] = []
+            continue
+        entered.add(real)
+        found += [Path(folder, n) for n in names if SAMPLES.match(n)]
+    return sorted(found)
 
 
 def task_of(path: Path) -> str | None:
@@ -48,13 +82,17 @@ def task_of(path: Path) -> str | None:
 
 
 def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tuple[LogContent, str]:
-    """One samples file and the model name from its results file; returns the content and the metric used."""
+    """One samples file and the model name from its results file; returns the content and the metric used.
+
+    ``metric`` may name a filter as lm-eval's results file does, ``METRIC,FILTER`` (either part may be
+    empty); the metric returned then names it too.
+    """
     m = SAMPLES.match(path.name)
     if not m:
         raise DataError(f"{path}: not an lm-eval-harness samples file (lm_eval --log_samples writes "
                         f"samples_<task>_<time>.jsonl)")  # fmt: skip
     task = m["task"]
-    results_path = path.with_name(f"results_{m['time']}.json")
+    results_path = _results_path(path, m["time"])
     try:
         results = json.loads(results_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -66,32 +104,57 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
     model = _model_name(results, results_path)
     configs = results.get("configs") or {}
     config = (configs.get(task) if isinstance(configs, dict) else None) or {}
-    repeats = config.get("repeats") if isinstance(config, dict) else None
+    config = config if isinstance(config, dict) else {}
+    repeats = config.get("repeats")
     if repeats is None:
         repeats = 1
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise DataError(f"{results_path}: configs.{task}.repeats must be a positive integer, found {repeats!r}")
+    # Only a generative task's filter can keep several responses per request: a loglikelihood or multiple-
+    # choice request's filtered response is one [loglik, is_greedy] pair, whose length 2 is no repeat count.
+    per_response = config.get("output_type", "generate_until") == "generate_until"
+    # What makes an item the same item in every model's log: its document and the task's prompt settings,
+    # not the logged prompt, which a model's own chat template renders (--apply_chat_template)
+    recipe = {k: config.get(k) for k in PROMPT_KEYS}
+    name, _, wanted = (metric or "").partition(",")
     log = LogContent(source=str(path), model=model, task=task)
-    used = metric
     try:
-        used = _read_samples(path, task, model, repeats, threshold, log, used)
+        rows = _read_rows(path, task, config)
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a UTF-8 text file") from None
-    if not log.records:
+    if not rows:
         raise DataError(f"{path}: no samples (an empty or truncated log)")
+    chosen = _choose_filter(path, rows, wanted or None)
+    used = _read_samples(path, [r for r in rows if r[1] == chosen], task, model, repeats if per_response else 1,
+                         threshold, recipe, log, name or None)  # fmt: skip
+    _check_complete(path, results, results_path, task, len(log.records), chosen)
+    used = f"{used},{chosen}" if wanted else used
     scored = max(r.trials for r in log.records)
     log.scoring = (f"{used}: share of {scored} scored repeats x {scored}" if scored > 1
                    else f"{used}: one scored response per document" + (f" (of {repeats} repeats)" if repeats > 1 else ""))  # fmt: skip
     if threshold is not None:
         log.scoring = f"{used} >= {threshold}: one trial per document"
-    return log, used or ""
+    return log, used
 
 
-def _read_samples(path: Path, task: str, model: str, repeats: int, threshold: float | None, log: LogContent,
-                  used: str | None) -> str | None:
-    """The samples file's records into ``log``; returns the metric ``used`` (found on the first sample when
-    none was asked for)."""
-    seen: set[int] = set()
+def _results_path(path: Path, time: str) -> Path:
+    """The results file of a samples file: ``results_<time>.json`` beside it, or, as lm-eval >= 0.4.9 writes
+    it for ``--output_path NAME.json``, the one ``NAME_<time>.json`` beside it."""
+    beside = path.with_name(f"results_{time}.json")
+    if beside.exists():
+        return beside
+    named = sorted(path.parent.glob(f"*_{time}.json"))
+    if len(named) > 1:
+        raise DataError(f"{path}: several results files of its time beside it ({named[0].name}, {named[1].name})")
+    if not named:
+        raise DataError(f"{path}: no results_{time}.json beside it, nor a NAME_{time}.json of --output_path "
+                        f"NAME.json (lm-eval writes the model's name there)")  # fmt: skip
+    return named[0]
+
+
+def _read_rows(path: Path, task: str, config: dict[str, Any]) -> list[tuple[int, str, dict[str, Any]]]:
+    """Every sample of the file as (line number, filter, sample)."""
+    rows = []
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
             if not line.strip():
@@ -100,28 +163,88 @@ def _read_samples(path: Path, task: str, model: str, repeats: int, threshold: fl
                 sample = json.loads(line)
             except json.JSONDecodeError:
                 raise DataError(f"{path} line {n}: not valid JSON (a truncated log?)") from None
-            if not isinstance(sample, dict) or "doc_id" not in sample or "metrics" not in sample:
+            # lm-eval 0.4.3-0.4.6 wrote neither "metrics" nor "filter", but always "filtered_resps"
+            if not isinstance(sample, dict) or "doc_id" not in sample or not ({"metrics", "filtered_resps"} & set(sample)):
                 raise DataError(f"{path} line {n}: not an lm-eval sample (no doc_id/metrics)")
+            if "filter" in sample:
+                filt = sample["filter"]
+                if not isinstance(filt, str) or not filt:
+                    raise DataError(f"{path} line {n}: field 'filter' must be a filter's name, found {json.dumps(filt)}")
+            else:
+                filt = _only_filter(path, task, config)
+            rows.append((n, filt, sample))
+    return rows
+
+
+def _only_filter(path: Path, task: str, config: dict[str, Any]) -> str:
+    """The filter of a sample that does not name it (lm-eval before 0.4.7): the task's only one. Of
+    several, lm-eval logged each document once per filter, in an order no line records (with several
+    processes, each one's share in turn), so the lines cannot be told apart."""
+    listed = config.get("filter_list")
+    names = [f.get("name") for f in listed if isinstance(f, dict)] if isinstance(listed, list) else []
+    if len(names) > 1:
+        raise DataError(f"{path}: written by an lm-eval before 0.4.7, whose samples do not say which filter scored "
+                        f"them, and task {task} has {len(names)} filters ({', '.join(map(str, names))}); "
+                        f"rerun it with lm-eval >= 0.4.7")  # fmt: skip
+    return str(names[0]) if names and names[0] else "none"  # lm-eval's name for its default filter
+
+
+def _choose_filter(path: Path, rows: list[tuple[int, str, dict[str, Any]]], wanted: str | None) -> str:
+    filters = list(dict.fromkeys(f for _, f, _ in rows))
+    if wanted is not None and wanted not in filters:
+        raise DataError(f"{path}: no filter {wanted!r} (the log has {', '.join(filters)})")
+    if wanted is None and len(filters) > 1:
+        raise DataError(f"{path}: each document is scored under {len(filters)} filters ({', '.join(filters)}); "
+                        f"choose one with --filter NAME")  # fmt: skip
+    return wanted or filters[0]
+
+
+def _check_complete(path: Path, results: dict[str, Any], results_path: Path, task: str, docs: int, filt: str) -> None:
+    """A killed lm-eval leaves a samples file cut at a line, after the results file that counts the
+    documents was written (``--limit`` counts only those it ran; lm-eval >= 0.4.12 counts the values of one
+    metric, which a task may leave out for some documents, so only fewer documents are refused); a log
+    without that count is not checked."""
+    counts = results.get("n-samples")
+    counts = counts.get(task) if isinstance(counts, dict) else None
+    n = counts.get("effective") if isinstance(counts, dict) else None
+    if isinstance(n, int) and not isinstance(n, bool) and docs < n:
+        raise DataError(f"{path}: {docs} document(s) under filter {filt}, but {results_path.name} counts {n} "
+                        f"(n-samples.effective): an incomplete log (a killed run?)")  # fmt: skip
+
+
+def _read_samples(path: Path, rows: list[tuple[int, str, dict[str, Any]]], task: str, model: str, repeats: int,
+                  threshold: float | None, recipe: dict[str, Any], log: LogContent, used: str | None) -> str:
+    """The samples' records into ``log``; returns the metric ``used`` (found on the first sample when none
+    was asked for)."""
+    seen: set[int] = set()
+    for n, _, sample in rows:
+        if "metrics" in sample:
             names = sample["metrics"]
             if not isinstance(names, list) or not names or not all(isinstance(x, str) for x in names):
                 raise DataError(f"{path} line {n}: field 'metrics' must be a non-empty list of metric names")
-            if used is None:
-                used = next((x for x in DEFAULT_METRICS if x in names), None) or names[0]
-            if used not in sample:
-                raise DataError(f"{path} line {n}: no metric {used!r} (the log has {', '.join(names)})")
-            doc_id = sample["doc_id"]
-            if isinstance(doc_id, str) and doc_id.strip().isdigit():
-                doc_id = int(doc_id)
-            if isinstance(doc_id, bool) or not isinstance(doc_id, int):
-                raise DataError(f"{path} line {n}: field 'doc_id' must be an integer, found {json.dumps(doc_id)}")
-            if doc_id in seen:
-                raise DataError(f"{path} line {n}: doc_id {doc_id} twice in one log")
-            seen.add(doc_id)
-            item_id = f"{task}/{doc_id}"
-            where = f"{path} line {n}"
-            correct, trials = _count(sample, used, repeats, threshold, where)
-            log.records.append(Record(model, task, item_id, correct, trials, str(path)))
-            log.items.append(ItemText(item_id, task, _item_fields(sample, task), str(path)))
+        else:
+            names = [k for k in sample if k not in LOGGED]
+            if not names:
+                raise DataError(f"{path} line {n}: no metric values (and no 'metrics' field)")
+        if used is None:
+            used = next((x for x in DEFAULT_METRICS if x in names), None) or names[0]
+        if used not in sample:
+            raise DataError(f"{path} line {n}: no metric {used!r} (the log has {', '.join(names)})")
+        doc_id = sample["doc_id"]
+        # ASCII digits only: str.isdigit() also holds for "²", which int() refuses
+        if isinstance(doc_id, str) and doc_id.strip().isascii() and doc_id.strip().isdigit():
+            doc_id = int(doc_id)
+        if isinstance(doc_id, bool) or not isinstance(doc_id, int):
+            raise DataError(f"{path} line {n}: field 'doc_id' must be an integer, found {json.dumps(doc_id, ensure_ascii=False)}")
+        if doc_id in seen:
+            raise DataError(f"{path} line {n}: doc_id {doc_id} twice in one log")
+        seen.add(doc_id)
+        item_id = f"{task}/{doc_id}"
+        where = f"{path} line {n}"
+        correct, trials = _count(sample, used, repeats, threshold, where)
+        log.records.append(Record(model, task, item_id, correct, trials, str(path)))
+        log.items.append(ItemText(item_id, task, _item_fields(sample, task, recipe), str(path)))
+    assert used is not None  # rows is not empty
     return used
 
 
@@ -138,23 +261,32 @@ def _count(sample: dict[str, Any], metric: str, repeats: int, threshold: float |
     return score(value, metric, threshold, where), 1
 
 
-def _item_fields(sample: dict[str, Any], task: str) -> dict[str, Any]:
+def _item_fields(sample: dict[str, Any], task: str, recipe: dict[str, Any]) -> dict[str, Any]:
+    """What the item asks and expects. ``identity`` (the document and the task's prompt settings,
+    ``recipe``) is the same for every model, whatever chat template rendered its prompt: logs of one item
+    id that differ there, or in the target or choices, are refused. ``text`` is the logged prompt (the
+    first log's, where templates differ)."""
     args = sample.get("arguments") or {}
     firsts = [a for _, a in sorted(args.items(), key=lambda kv: _arg_index(kv[0]))] if isinstance(args, dict) else []
     text = firsts[0].get("arg_0") if firsts and isinstance(firsts[0], dict) else None
-    fields: dict[str, Any] = {"task": task, "text": text, "target": sample.get("target")}
+    target = sample.get("target")
+    # lm-eval >= 0.4.6 logs the target as str(target); earlier ones as it was (0, not "0")
+    fields: dict[str, Any] = {"task": task, "text": text, "target": target if target is None else str(target)}
     # multiple choice: one loglikelihood request per choice, the continuation is the choice
     conts = [a.get("arg_1") for a in firsts if isinstance(a, dict)]
     if len(conts) > 1 and all(isinstance(c, str) for c in conts):
         fields["choices"] = [c.strip() for c in conts]
     fields["doc"] = sample.get("doc")
+    if fields["doc"] is not None:
+        fields["identity"] = json.dumps({"doc": fields["doc"], "prompt": recipe}, sort_keys=True, ensure_ascii=False,
+                                        default=str)
     return fields
 
 
 def _arg_index(key: str) -> int:
     """The N of an lm-eval request key "gen_args_N"; a key without one sorts last."""
     tail = key.rsplit("_", 1)[-1]
-    return int(tail) if tail.isdigit() else 1 << 30
+    return int(tail) if tail.isascii() and tail.isdigit() else 1 << 30
 
 
 def _model_name(results: dict[str, Any], path: Path) -> str:

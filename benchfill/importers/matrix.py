@@ -172,7 +172,7 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
     return ImportResult(
         tool=tool, metric=metric, threshold=threshold, task=logs[0].task, models=list(models),
         item_ids=sorted(item_ids, key=_natural), correct=correct, trials=trials,
-        items={i: {"id": i, "task": t[0].get("task"), **{k: v for k, v in t[0].items() if k != "task"}}
+        items={i: {"id": i, "task": t[0].get("task"), **{k: v for k, v in t[0].items() if k not in ("task", "identity")}}
                for i, t in sorted(texts.items(), key=lambda kv: _natural(kv[0]))},
         sources=[{"file": log.source, "model": log.model, "task": log.task, "scoring": log.scoring} for log in logs],
         partial=partial, summed=summed,
@@ -180,7 +180,11 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
 
 
 def _text_of(fields: dict[str, Any]) -> str:
-    return json.dumps({k: fields.get(k) for k in ("text", "target", "choices")}, sort_keys=True)
+    """What must agree between two logs' copies of one item: an importer's model-independent ``identity``
+    where it gives one (lm-eval: the document and prompt settings, since a chat template renders each
+    model's prompt its own way), else the text; and the target and choices."""
+    what = "identity" if fields.get("identity") is not None else "text"
+    return json.dumps({k: fields.get(k) for k in (what, "target", "choices")}, sort_keys=True)
 
 
 def _natural(item_id: str) -> tuple:

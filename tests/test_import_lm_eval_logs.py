@@ -1,0 +1,239 @@
+"""lm-eval-harness logs as lm-eval writes them in the cases the committed fixture does not show: several
+filters, lm-eval 0.4.3-0.4.6, chat templates, killed runs, multiple choice with repeats, ``--output_path
+NAME.json``, odd doc ids, and logs reached twice or through symlinks.
+
+Each log is made here from the committed one (tests/fixtures/lm_eval, written by the real lm-eval 0.4.13),
+changed as the lm-eval source writes that case; everything is written under tmp_path.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import shutil
+from pathlib import Path
+
+from benchfill.cli import main
+from benchfill.importers import import_logs, lm_eval
+
+LOGS = Path(__file__).resolve().parent / "fixtures" / "lm_eval" / "logs"
+RESULTS = json.loads(next((LOGS / "a").rglob("results_*.json")).read_text())
+TIME = "2025-01-01T00-00-00.000000"
+
+
+def _rows(out: Path) -> dict[tuple[str, str], tuple[int, int]]:
+    with (out / "responses.csv").open() as fh:
+        return {(r["model"], r["item_id"]): (int(r["correct"]), int(r["trials"])) for r in csv.DictReader(fh)}
+
+
+def _copy(run: str, dest: Path) -> Path:
+    """A copy of a committed run's output folder (OUT/<model>/...)."""
+    shutil.copytree(LOGS / run, dest)
+    return dest
+
+
+def _edit(path: Path, edit) -> None:
+    """Rewrite a samples file (edit each sample) or a results file (edit the object)."""
+    if path.suffix == ".jsonl":
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps(edit(r) or r, ensure_ascii=False) + "\n" for r in rows))
+    else:
+        path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+
+
+def _sample(doc_id, question: str, answer: str, value: float, filt: str = "none") -> dict:
+    """A generate_until sample as lm-eval >= 0.4.7 logs it (arguments keyed as its tracker writes them)."""
+    s = {"doc_id": doc_id, "doc": {"question": question, "answer": answer}, "target": answer,
+         "arguments": {"gen_args_0": {"arg_0": f"Question: {question}\nAnswer:", "arg_1": {"until": ["\n"]}}},
+         "resps": [["x"]], "filtered_resps": ["x"], "filter": filt, "metrics": ["exact_match"]}  # fmt: skip
+    return {**s, "exact_match": value}
+
+
+def _run(folder: Path, model: str, task: str, samples: list[dict], filters=("none",)) -> Path:
+    """OUT/<model>/results_<time>.json and samples_<task>_<time>.jsonl, lm-eval's layout; n-samples counts
+    documents (not lines: a task with two filters logs each document twice)."""
+    res = copy.deepcopy(RESULTS)
+    cfg = {**copy.deepcopy(res["configs"]["tiny_qa"]), "task": task, "repeats": 1,
+           "filter_list": [{"name": f, "filter": [{"function": "take_first"}]} for f in filters]}  # fmt: skip
+    n = len({s["doc_id"] for s in samples})
+    res.update({"model_name": model, "configs": {task: cfg}, "n-samples": {task: {"original": n, "effective": n}}})
+    d = folder / model
+    d.mkdir(parents=True)
+    (d / f"results_{TIME}.json").write_text(json.dumps(res))
+    (d / f"samples_{task}_{TIME}.jsonl").write_text("".join(json.dumps(s, ensure_ascii=False) + "\n" for s in samples))
+    return d
+
+
+def _gsm8k(folder: Path) -> Path:
+    """gsm8k's two filters: lm-eval logs every document once per filter, filter after filter."""
+    lines = [_sample(i, f"q{i}", str(i), v, filt) for filt, vals in (("strict-match", [0.0, 1.0, 0.0]),
+             ("flexible-extract", [1.0, 1.0, 0.0])) for i, v in enumerate(vals)]  # fmt: skip
+    return _run(folder, "org/model-a", "gsm8k", lines, filters=("strict-match", "flexible-extract"))
+
+
+def _fails(args: list[str], capsys) -> str:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+# 1 -----------------------------------------------------------------------------------------------------
+
+
+def test_a_task_logged_under_two_filters_is_imported_under_the_one_chosen(tmp_path, capsys):
+    _gsm8k(tmp_path / "lm_eval_out")
+    out = tmp_path / "imported"
+    args = ["import", "lm-eval", str(tmp_path / "lm_eval_out"), "--task", "gsm8k", "--out", str(out)]
+    err = _fails(args, capsys)
+    assert "samples_gsm8k_" in err and "2 filters (strict-match, flexible-extract); choose one with --filter NAME" in err
+    assert not out.exists()
+    assert "no filter 'strict' (the log has strict-match, flexible-extract)" in _fails([*args, "--filter", "strict"], capsys)
+    for filt, expected in (("strict-match", [0, 1, 0]), ("flexible-extract", [1, 1, 0])):
+        assert main([*args, "--filter", filt]) == 0
+        assert _rows(out) == {("org/model-a", f"gsm8k/{i}"): (v, 1) for i, v in enumerate(expected)}
+        assert json.loads((out / "import.json").read_text())["metric"] == f"exact_match,{filt}"
+    assert "names a filter already" in _fails([*args, "--metric", "exact_match,strict-match", "--filter", "x"], capsys)
+    assert "only lm-eval logs have filters" in _fails(["import", "inspect", str(tmp_path), "--filter", "x", "--out", str(out)], capsys)
+    # lm-eval's own notation, METRIC,FILTER, says the same
+    res = import_logs("lm-eval", [tmp_path / "lm_eval_out"], metric="exact_match,flexible-extract")
+    assert res.metric == "exact_match,flexible-extract" and res.correct[("org/model-a", "gsm8k/0")] == 1
+
+
+# 2 -----------------------------------------------------------------------------------------------------
+
+
+def _drop_keys(sample: dict) -> None:
+    """lm-eval 0.4.3-0.4.6 wrote no "metrics" and no "filter" (lm_eval/evaluator.py, v0.4.6 vs v0.4.7)."""
+    del sample["metrics"], sample["filter"]
+
+
+def test_logs_of_lm_eval_0_4_3_to_0_4_6_are_read(tmp_path, capsys):
+    old = _copy("a", tmp_path / "old")
+    for p in old.rglob("samples_*.jsonl"):
+        _edit(p, _drop_keys)
+    for task in ("tiny_mc", "tiny_qa"):  # tiny_qa: repeats 4 under its one filter, "all"
+        new, got = import_logs("lm-eval", [LOGS / "a"], task=task), import_logs("lm-eval", [old], task=task)
+        assert (got.metric, got.correct, got.trials) == (new.metric, new.correct, new.trials)
+    assert import_logs("lm-eval", [old], task="tiny_qa", metric="overlap", threshold=0.5).metric == "overlap"
+    # of several filters, the lines of one cannot be told from the other's: refused, naming the version
+    _gsm8k(tmp_path / "two")
+    _edit(next((tmp_path / "two").rglob("samples_*.jsonl")), _drop_keys)
+    err = _fails(["import", "lm-eval", str(tmp_path / "two"), "--filter", "strict-match", "--out", str(tmp_path / "o")], capsys)
+    assert "samples_gsm8k_" in err and "lm-eval before 0.4.7" in err and "(strict-match, flexible-extract)" in err
+
+
+# 3 -----------------------------------------------------------------------------------------------------
+
+TEMPLATES = {"a": "<|start_header_id|>user<|end_header_id|>\n\n{}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+             "b": "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"}  # fmt: skip
+
+
+def _chat(run: str, dest: Path) -> Path:
+    """A run with --apply_chat_template: the results file holds the model's template, each prompt is rendered
+    with it, and a multiple-choice continuation loses its target delimiter (lm_eval/api/task.py)."""
+    root = _copy(run, dest)
+    _edit(next(root.rglob("results_*.json")), lambda r: {**r, "chat_template": TEMPLATES[run], "chat_template_sha": "x"})
+
+    def render(s: dict) -> None:
+        for a in s["arguments"].values():
+            a["arg_0"], a["arg_1"] = TEMPLATES[run].format(a["arg_0"]), a["arg_1"].lstrip()
+
+    _edit(next(root.rglob("samples_tiny_mc_*.jsonl")), render)
+    return root
+
+
+def test_models_with_their_own_chat_templates_share_items(tmp_path, capsys):
+    a, b = _chat("a", tmp_path / "a"), _chat("b", tmp_path / "b")
+    out = tmp_path / "out"
+    assert main(["import", "lm-eval", str(a), str(b), "--task", "tiny_mc", "--out", str(out)]) == 0
+    rows = _rows(out)
+    assert len(rows) == 12 and {m for m, _ in rows} == {"dummy-a", "dummy-b"}
+    items = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+    assert items[1]["choices"] == ["lol", "4", "Paris", "blue"] and "What is 2 + 2?" in items[1]["text"]
+    assert "identity" not in items[1] and items[1]["doc"]["question"] == "What is 2 + 2?"
+    # base models run plain and instruct models with their template share items too
+    plain = _copy("a", tmp_path / "plain")
+    assert main(["import", "lm-eval", str(plain), str(b), "--task", "tiny_mc", "--out", str(tmp_path / "o1")]) == 0
+    assert len(_rows(tmp_path / "o1")) == 12
+    # another document under the same id is still refused
+    _edit(next(b.rglob("samples_tiny_mc_*.jsonl")), lambda s: s["doc"].update(question="What is 3 + 3?"))
+    err = _fails(["import", "lm-eval", str(a), str(b), "--task", "tiny_mc", "--out", str(tmp_path / "o2")], capsys)
+    assert "reads differently" in err
+
+
+# 4 -----------------------------------------------------------------------------------------------------
+
+
+def test_a_log_a_killed_run_cut_at_a_line_is_refused(tmp_path, capsys):
+    root = _copy("b", tmp_path / "b")
+    sample = next(root.rglob("samples_tiny_mc_*.jsonl"))
+    sample.write_text("".join(sample.read_text().splitlines(keepends=True)[:5]))  # 5 of 6 documents
+    out = tmp_path / "out"
+    err = _fails(["import", "lm-eval", str(root), "--task", "tiny_mc", "--out", str(out)], capsys)
+    assert str(sample) in err and "5 document(s)" in err and "counts 6 (n-samples.effective)" in err
+    assert not out.exists()
+    # --limit 4 writes n-samples.effective 4: that run is whole
+    assert len(import_logs("lm-eval", [LOGS / "c"], task="tiny_mc").item_ids) == 4
+
+
+# 5 -----------------------------------------------------------------------------------------------------
+
+
+def test_multiple_choice_with_repeats_is_one_trial_per_document(tmp_path):
+    root = _copy("a", tmp_path / "a")
+    _edit(next(root.rglob("results_*.json")), lambda r: r["configs"]["tiny_mc"].update(repeats=2) or r)
+    res = import_logs("lm-eval", [root], task="tiny_mc")
+    acc = {s["doc_id"]: s["acc"] for s in map(json.loads, next(root.rglob("samples_tiny_mc_*")).read_text().splitlines())}
+    assert {i: (res.correct[("dummy-a", f"tiny_mc/{i}")], res.trials[("dummy-a", f"tiny_mc/{i}")]) for i in acc} == \
+        {i: (int(v), 1) for i, v in acc.items()}  # fmt: skip
+    assert res.sources[0]["scoring"] == "acc: one scored response per document (of 2 repeats)"
+
+
+# 6 -----------------------------------------------------------------------------------------------------
+
+
+def test_the_results_file_of_output_path_name_json_is_found(tmp_path):
+    # lm-eval >= 0.4.9 given --output_path out/run.json: out/run_<time>.json, the samples beside it
+    out = shutil.copytree(LOGS / "a" / "dummy-a", tmp_path / "out")
+    results = next(out.glob("results_*.json"))
+    results.rename(results.with_name(results.name.replace("results_", "run_")))
+    res = import_logs("lm-eval", [out], task="tiny_mc")
+    assert res.models == ["dummy-a"] and len(res.item_ids) == 6
+
+
+# 7 -----------------------------------------------------------------------------------------------------
+
+
+def test_a_doc_id_of_a_unicode_digit_is_one_line(tmp_path, capsys):
+    d = _run(tmp_path / "sup", "m", "arith", [_sample("²", "q", "1", 1.0)])  # "²".isdigit(), but int("²") fails
+    err = _fails(["import", "lm-eval", str(d), "--out", str(tmp_path / "o")], capsys)
+    assert "samples_arith_" in err and "line 1: field 'doc_id' must be an integer, found \"²\"" in err
+    s = _sample(0, "q", "1", 1.0)
+    s["arguments"]["gen_args_²"] = s["arguments"]["gen_args_0"]
+    d = _run(tmp_path / "args", "m", "arith", [s])
+    assert import_logs("lm-eval", [d]).item_ids == ["arith/0"]
+
+
+# 8 -----------------------------------------------------------------------------------------------------
+
+
+def test_a_log_reached_twice_is_one_run(tmp_path):
+    a = _copy("a", tmp_path / "a")
+    (tmp_path / "a_link").symlink_to(a)
+    sample = next(a.rglob("samples_tiny_mc_*.jsonl"))
+    for paths in ([a, a], [a, tmp_path / "a_link"], [tmp_path], [sample, tmp_path / "a_link"]):
+        files = lm_eval.find_logs(paths)  # each file read once
+        assert len(files) == 2 and len({f.resolve() for f in files}) == 2, paths
+        res = import_logs("lm-eval", paths, task="tiny_mc", sum_repeats=True)
+        assert set(res.trials.values()) == {1} and res.summed == [] and len(res.sources) == 1, paths
+
+
+def test_symlinked_model_folders_are_followed_once(tmp_path):
+    logs = tmp_path / "logs"
+    _copy("a", logs)
+    (logs / "dummy-b").symlink_to(LOGS / "b" / "dummy-b", target_is_directory=True)  # kept elsewhere
+    (logs / "dummy-a" / "loop").symlink_to(logs, target_is_directory=True)  # a link to an ancestor
+    res = import_logs("lm-eval", [logs], task="tiny_mc")
+    assert res.models == ["dummy-a", "dummy-b"] and len(res.sources) == 2
