@@ -84,7 +84,10 @@ def read_responses(
     CSV (with a header) or JSONL, chosen by the file suffix. With ``items`` (a list
     from :func:`read_items`, or its path) every response must name a known item;
     items are ordered as in the item file and get their guessing floor from an
-    ``options``/``choices`` list. Items without any response are left out.
+    ``options``/``choices`` list. Items without any response are left out, and so are items
+    whose rows all have trials 0: with no attempt there is no difficulty to measure, and a fit
+    would place them by its prior alone. Their ids are kept in ``matrix.untried`` for the caller
+    to report (the library prints nothing).
     """
     path = Path(path)
     if isinstance(items, (str, Path)):
@@ -139,12 +142,18 @@ def read_responses(
         if single:
             raise DataError(f"item {single[0]!r}: one answer option gives a guessing floor of 1 (every answer "
                             "right, nothing to learn about its difficulty); give it two options or more, or none")
-    return ResponseMatrix(tuple(model_index), item_ids, correct_m, trials_m, chance, str(path))
+    tried = trials_m.sum(axis=0) > 0  # some item has trials (checked above), so some column stays
+    untried = tuple(i for i, t in zip(item_ids, tried, strict=True) if not t)
+    if untried:
+        correct_m, trials_m, chance = correct_m[:, tried], trials_m[:, tried], chance[tried]
+        item_ids = tuple(i for i, t in zip(item_ids, tried, strict=True) if t)
+    return ResponseMatrix(tuple(model_index), item_ids, correct_m, trials_m, chance, str(path), untried)
 
 
 def extreme_items(matrix: ResponseMatrix, items: Sequence[dict[str, Any]] | None = None) -> dict[str, list[str]]:
-    """Items every model always solved, items no model ever solved, and (given the item file)
-    items with no responses at all.
+    """Items every model always solved, items no model ever solved, and items with no responses at
+    all: those of the item file (when given) that the responses never name, and those they name only
+    with trials 0 (``matrix.untried``).
 
     The first two carry no information about relative difficulty beyond "below/above every
     model", so IRT pushes them to the ends of the axis; the last are not on the scale at all.
@@ -154,11 +163,22 @@ def extreme_items(matrix: ResponseMatrix, items: Sequence[dict[str, Any]] | None
     right = matrix.correct.sum(axis=0)
     ids = np.asarray(matrix.item_ids, dtype=object)
     answered = set(matrix.item_ids)
+    missing = [it["id"] for it in items or () if it["id"] not in answered]
     return {
         "all_correct": ids[(tried > 0) & (right == tried)].tolist(),
         "none_correct": ids[(tried > 0) & (right == 0)].tolist(),
-        "no_responses": [it["id"] for it in items or () if it["id"] not in answered],
+        "no_responses": missing + [i for i in matrix.untried if i not in set(missing)],
     }
+
+
+def untried_note(matrix: ResponseMatrix) -> str | None:
+    """One line naming the items ``read_responses`` left out for having trials 0 only, or None."""
+    ids = matrix.untried
+    if not ids:
+        return None
+    more = f" ... (+{len(ids) - 10})" if len(ids) > 10 else ""
+    return (f"{matrix.source}: {len(ids)} item(s) with trials 0 only have no difficulty and are left out: "
+            f"{', '.join(ids[:10])}{more}")
 
 
 # -- parsing helpers ---------------------------------------------------------------------------

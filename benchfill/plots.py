@@ -92,5 +92,6 @@ def _target_cdf(tgt: Target, x: np.ndarray) -> np.ndarray:
         from scipy.stats import beta
 
         return beta.cdf(x, *tgt.params)
-    q = np.sort(tgt.quantiles)
+    # The CDF of the quantile function the DDM uses (Target.quantile), inverted on a fine grid of levels.
+    q = tgt.grid(2000)
     return np.searchsorted(q, x, side="right") / q.size

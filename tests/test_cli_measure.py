@@ -26,8 +26,8 @@ def test_diagnose_every_shared_responses_file(shared_data, capsys):
     assert len(files) >= 12
     for f in files:
         argv = ["diagnose", "--responses", str(f), "--json"]
-        if f.parent.name == "mmlu-pro":
-            argv += ["--guessing-options", "10"]
+        if f.parent.name == "mmlu-pro":  # per-item guessing floors: its items have 2 to 10 options
+            argv += ["--items", str(f.parent / "items.jsonl")]
         d = _json(capsys, argv)
         assert d["n_models"] >= 2 and d["n_items"] >= 15, f
         for key in ("ddm", "max_gap", "top_k_sum"):
@@ -40,7 +40,7 @@ def test_diagnose_every_shared_responses_file(shared_data, capsys):
         # the listed gaps a run's default confirmation (z se 0.02) cannot resolve: half-width below it
         narrow = d["notes"]["narrower_than_confirmation"]
         assert narrow["confirm_se"] == 0.02
-        assert narrow["gaps"] == [i for i, w in enumerate(widths, start=1) if w / 2 < 0.02], f
+        assert narrow["gaps"] == [i for i, w in enumerate(widths, start=1) if 0 < w and w / 2 < 0.02], f
         if f.parent.name == "mmlu-pro":
             assert d["notes"]["guessing"] is True and d["n_items"] == 12032
             assert len(narrow["gaps"]) >= 4  # 12,032 items: four of its five largest gaps are under 0.04 wide
@@ -95,7 +95,86 @@ def test_diagnose_reports_posterior_uncertainty_from_draws(tmp_path, capsys):
     assert d["posterior"]["ddm"]["mean"] == pytest.approx(np.mean([ddm(r) for r in zd]))
     assert d["top_k_sum"] == pytest.approx(top_k_gap_sum(f.z, 5))
     assert main(["diagnose", "--fit", str(tmp_path / "fit.json")]) == 0
-    assert "90% [" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "90% [" in text
+    # The ratio to the uniform baseline divides the posterior mean max gap, as its probability averages over
+    # the draws; the line says so, since the max gap printed above it is that of the posterior-mean z.
+    u = d["uniform"]
+    assert u["ratio_of"] == "posterior mean max gap"
+    assert u["observed_max_gap"] == pytest.approx(d["posterior"]["max_gap"]["mean"]) != pytest.approx(d["max_gap"])
+    assert u["ratio"] == pytest.approx(u["observed_max_gap"] / u["expected_max_gap"])
+    assert f"ratio {u['ratio']:.2f}x (posterior mean max gap {u['observed_max_gap']:.4f})" in text
+
+
+def test_ratio_of_a_map_fit_divides_the_printed_max_gap(tmp_path, capsys):
+    f = IrtFit(model="1pl", engine="map", models=("a", "b"), item_ids=tuple("vwxyz"), ability=np.zeros(2),
+               ability_se=np.ones(2), difficulty=np.array([-2.0, -1.8, -1.5, 1.5, 2.0]), difficulty_se=np.ones(5),
+               chance=np.zeros(5), seed=0)
+    f.save(tmp_path / "fit.json")
+    u = _json(capsys, ["diagnose", "--fit", str(tmp_path / "fit.json"), "--json"])["uniform"]
+    assert u["ratio_of"] == "max gap" and u["observed_max_gap"] == pytest.approx(max_gap(f.z))
+    assert u["ratio"] == pytest.approx(max_gap(f.z) / u["expected_max_gap"])
+
+
+def test_zero_width_gaps_are_not_counted_as_narrower_than_confirmation(tmp_path, capsys):
+    # z = 0, .5, .51, .51, 1: the two end gaps and the tie are 0 wide and cannot be filled; only the 0.01 gap
+    # is too narrow for a run's confirmation (se 0.02) to resolve.
+    f = IrtFit(model="1pl", engine="map", models=("a", "b"), item_ids=tuple("vwxyz"), ability=np.zeros(2),
+               ability_se=np.ones(2), difficulty=np.array([-1.0, 0.0, 0.02, 0.02, 1.0]), difficulty_se=np.ones(5),
+               chance=np.zeros(5), seed=0)
+    f.save(tmp_path / "fit.json")
+    d = _json(capsys, ["diagnose", "--fit", str(tmp_path / "fit.json"), "--k", "6", "--json"])
+    assert [round(g["width"], 6) for g in d["gaps"]] == [0.5, 0.49, 0.01, 0, 0, 0]
+    assert d["notes"]["narrower_than_confirmation"]["gaps"] == [3]
+    assert main(["diagnose", "--fit", str(tmp_path / "fit.json"), "--k", "6"]) == 0
+    assert "  1 of these is narrower than a run's confirmation" in capsys.readouterr().out
+
+
+def test_items_with_trials_0_only_stay_off_the_axis_with_one_warning(tmp_path, capsys):
+    # i3 has rows, all with trials 0: it was fitted at the prior's mode (z 0.911) and entered every figure.
+    rows = [(m, i, c) for m, cs in (("m0", "011"), ("m1", "111"), ("m2", "001"), ("m3", "101"))
+            for i, c in zip(("i0", "i1", "i2"), cs, strict=True)]
+    r = tmp_path / "r.csv"
+    r.write_text("model,item_id,correct,trials\n" + "".join(f"{m},{i},{c},1\n" for m, i, c in rows)
+                 + "".join(f"m{j},i3,0,0\n" for j in range(4)))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "Mean of empty slice" from the empty column, no more
+        for cmd in (["diagnose"], ["calibrate", "--size", "2"], ["fit", "--out", str(tmp_path / "f.json")]):
+            assert main([*cmd, "--responses", str(r), "--json"]) == 0
+            out, err = capsys.readouterr()
+            d, err = json.loads(out), err.strip().splitlines()
+            assert err == [f"benchfill: warning: {r}: 1 item(s) with trials 0 only have no difficulty and are "
+                           "left out: i3"], (cmd, err)
+            assert d["n_items"] == 3 and "i3" not in d.get("selected", ())
+            if cmd[0] != "calibrate":
+                assert d.get("extreme_items", d.get("notes", {}).get("extreme_items"))["no_responses"] == ["i3"]
+    assert IrtFit.load(tmp_path / "f.json").item_ids == ("i0", "i1", "i2")
+    r.write_text("model,item_id,correct,trials\nm0,i0,0,0\nm1,i0,0,0\n")  # nothing tried at all: an error
+    assert main(["diagnose", "--responses", str(r)]) != 0
+    assert "every row has trials 0" in capsys.readouterr().err
+
+
+def test_fit_loo_leaves_undefined_refits_out_and_says_so(tmp_path, capsys):
+    # Without m0 the two items are answered alike: that refit's difficulties are equal, its correlation
+    # undefined. The summary was "pearson mean nan (min nan)" with scipy's ConstantInputWarning twice.
+    r = tmp_path / "two.csv"
+    r.write_text("model,item_id,correct,trials\nm0,i0,0,1\nm0,i1,1,1\nm1,i0,1,1\nm1,i1,1,1\n"
+                 "m2,i0,0,1\nm2,i1,0,1\n")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["fit", "--responses", str(r), "--out", str(tmp_path / "f.json"), "--loo"]) == 0
+        out = capsys.readouterr().out
+        d = _json(capsys, ["fit", "--responses", str(r), "--out", str(tmp_path / "f.json"), "--loo", "--json"])
+    line = next(x for x in out.splitlines() if x.startswith("leave-one-model-out"))
+    assert "nan" not in line and "pearson mean 1.000 (min 1.000)" in line
+    assert "1 of 3 refits left out, without a correlation" in line
+    lo = d["leave_one_model_out"]
+    assert (lo["undefined"], lo["refits"], lo["pearson_mean"]) == (1, 3, pytest.approx(1.0))
+    assert lo["per_model"]["m0"]["pearson"] is None  # NaN in JSON is null
 
 
 def _bad(tmp_path, name, text):

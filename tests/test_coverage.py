@@ -104,6 +104,36 @@ def test_target_file_of_quantiles(tmp_path):
         parse_target("nope")
 
 
+def test_target_file_values_are_quantiles_at_the_grid_levels(tmp_path):
+    # The uniform's own quantiles at (i - 1/2)/5: read as a sample (np.quantile) they made a target on
+    # [0.1, 0.9], 0.1 from the uniform at the ends; as quantiles at those levels they are the uniform.
+    f = tmp_path / "grid5.txt"
+    f.write_text("\n".join(f"{(i - 0.5) / 5:.17g}" for i in range(1, 6)))
+    t = parse_target(str(f))
+    for n in (1, 5, 7, 164):
+        assert t.grid(n) == pytest.approx((np.arange(1, n + 1) - 0.5) / n, abs=1e-12), n
+    z = np.random.default_rng(0).uniform(size=40)
+    assert ddm(z, t) == pytest.approx(ddm(z))
+    from benchfill.plots import _target_cdf  # the plot's dashed target line: the same target
+
+    x = np.linspace(0, 1, 11)
+    assert _target_cdf(t, x) == pytest.approx(x, abs=1e-3)
+    # A Beta(2,2) written as its quantiles at 200 levels reads back as that Beta, to within its interpolation.
+    b = tmp_path / "beta.txt"
+    b.write_text(" ".join(f"{x:.17g}" for x in parse_target("beta:2,2").grid(200)))
+    assert parse_target(str(b)).grid(200) == pytest.approx(parse_target("beta:2,2").grid(200), abs=1e-12)
+    assert parse_target(str(b)).grid(37) == pytest.approx(parse_target("beta:2,2").grid(37), abs=2e-3)
+    # Beyond the outermost levels the end segments go on, kept within [0, 1]; one value is all the mass there.
+    two = tmp_path / "two.txt"
+    two.write_text("0.1 0.9")  # levels 1/4 and 3/4: slope 1.6, so 0.1 - 0.4 < 0 at level 0
+    assert Target("file:two", (), np.array([0.1, 0.9])).quantile(np.array([0.0, 0.25, 0.5, 1.0])) == \
+        pytest.approx([0.0, 0.1, 0.5, 1.0])
+    assert parse_target(str(two)).grid(4) == pytest.approx([0.0, 0.3, 0.7, 1.0])
+    one = tmp_path / "one.txt"
+    one.write_text("0.3")
+    assert parse_target(str(one)).grid(3) == pytest.approx([0.3, 0.3, 0.3])
+
+
 def test_expected_uniform_max_gap_exact():
     assert expected_uniform_max_gap(1) == pytest.approx(0.75)  # E max(U, 1-U)
     assert expected_uniform_max_gap(2) == pytest.approx(11 / 18)  # H_3 / 3

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from benchfill.data import extreme_items, item_chance, read_items, read_responses
+from benchfill.data import extreme_items, item_chance, read_items, read_responses, untried_note
 from benchfill.errors import DataError
 
 
@@ -59,6 +59,25 @@ def test_extreme_items_are_reported(tmp_path):
     m = read_responses(f, items=items)
     assert m.item_ids == ("e", "h", "m")  # "z" has no responses: not on the scale...
     assert extreme_items(m, items)["no_responses"] == ["z"]  # ...and reported, not hidden
+
+
+def test_items_with_trials_0_only_are_left_out_and_recorded(tmp_path):
+    # "u" has rows, but every one with trials 0: no attempt, so no difficulty; a fit would place it by the
+    # prior alone (z 0.911 in the audit's case), in every figure. It is left out and named for the caller.
+    f = _write(tmp_path / "r.csv", "model,item_id,correct,trials\nA,q,1,1\nA,u,0,0\nA,p,0,1\n"
+                                   "B,q,0,1\nB,u,0,0\nB,p,1,1\n")
+    m = read_responses(f)
+    assert m.item_ids == ("q", "p") and m.untried == ("u",)
+    assert m.trials.tolist() == [[1, 1], [1, 1]] and m.chance.shape == (2,)
+    assert extreme_items(m)["no_responses"] == ["u"]
+    assert m.with_chance(0.25).untried == ("u",)  # kept through the CLI's --guessing-options
+    items = [{"id": i, "options": ["a", "b"]} for i in ("u", "p", "q", "never")]
+    m = read_responses(f, items=items)
+    assert m.item_ids == ("p", "q") and m.untried == ("u",) and m.chance.tolist() == [0.5, 0.5]
+    assert extreme_items(m, items)["no_responses"] == ["u", "never"]  # item-file order, each once
+    assert untried_note(m) == f"{f}: 1 item(s) with trials 0 only have no difficulty and are left out: u"
+    assert untried_note(read_responses(_write(tmp_path / "ok.csv", "model,item_id,correct,trials\nA,q,1,1\n"
+                                                                    "B,q,0,1\n"))) is None
 
 
 def test_item_chance_free_response_is_zero():

@@ -116,11 +116,37 @@ def test_detect_cli(tmp_path, capsys):
                  "--bands", "2", "--permutations", "0"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "difficulty: normalized IRT difficulty z" in out
-    assert "[0.00, 0.50)    6 items" in out and "[0.50, 1.00)    6 items" in out
+    assert "[0.00, 0.50)    6 items" in out and "[0.50, 1.00]    6 items" in out  # the last band holds z = 1
     a.write_text("model,item_id,correct,trials\nm2,q1,9,8\n")
     assert main(["detect", "--before", str(b), "--after", str(a)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "after.csv" in err[0]
+
+
+def test_difficulties_on_band_edges_start_the_band_above():
+    # Pooled accuracies 0.2, 0.4, 0.6, 0.8 give difficulties 1 - 0.8 = 0.19999999999999996, 0.6, 0.4, 0.2 (edges
+    # from linspace were 0.6000000000000001): searchsorted put two of them a band low, leaving [0.2, 0.4) and
+    # [0.6, 0.8) empty. One item per band 1..4, and z = 1 (an item beyond the hardest too) in the last band.
+    ids = ["q0", "q1", "q2", "q3", "q4", "q5"]
+    m = _matrix("M", ids, [1, 2, 3, 4, 0, 0], [5] * 6)
+    res = detect(m, m, permutations=0)
+    assert [b.n_items for b in res.bands] == [0, 1, 1, 1, 3]
+    assert [(b.lo, b.hi) for b in res.bands] == [(0.0, 0.2), (0.2, 0.4), (0.4, 0.6), (0.6, 0.8), (0.8, 1.0)]
+    z = dict(zip(ids, [0.0, 1 - 0.8, np.linspace(0, 1, 6)[3], 0.4, 1.0, 1.3], strict=True))
+    assert [b.n_items for b in detect(m, m, difficulty=z, permutations=0).bands] == [1, 1, 1, 1, 2]
+    text = "\n".join(res.lines())
+    assert "  [0.60, 0.80)    1 items" in text and "  [0.80, 1.00]    3 items" in text
+
+
+def test_detect_cli_names_items_with_trials_0_only(tmp_path, capsys):
+    b, a = tmp_path / "before.csv", tmp_path / "after.csv"
+    b.write_text("model,item_id,correct,trials\nm,q0,1,4\nm,q1,2,4\nm,gone,0,0\n")
+    a.write_text("model,item_id,correct,trials\nm,q0,3,4\nm,q1,2,4\nm,gone,1,4\n")
+    assert main(["detect", "--before", str(b), "--after", str(a), "--permutations", "0"]) == 0
+    out, err = capsys.readouterr()
+    assert "m -> m on 2 items" in out
+    assert err.strip().splitlines() == [f"benchfill: warning: {b}: 1 item(s) with trials 0 only have no "
+                                        "difficulty and are left out: gone"]
 
 
 def test_bad_input_is_one_clear_error():

@@ -92,6 +92,21 @@ def test_leave_one_model_out_exposes_a_degenerate_panel():
     assert r["pearson_min"] < 0.95
 
 
+def test_leave_one_model_out_leaves_undefined_refits_out_quietly():
+    # Without m0 the two items are answered alike, so that refit's difficulties are equal and its correlation
+    # undefined: left out of the mean and min (which were NaN) and counted, without scipy's warning.
+    import warnings
+
+    m = _matrix([[0, 1], [1, 1], [0, 0]], np.ones((3, 2), dtype=int))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = leave_one_model_out(m)
+    assert np.isnan(r["per_model"]["m0"]["pearson"]) and np.isnan(r["per_model"]["m0"]["spearman"])
+    assert (r["undefined"], r["refits"]) == (1, 3)
+    assert r["pearson_mean"] == pytest.approx(1.0) and r["pearson_min"] == pytest.approx(1.0)
+    assert r["spearman_mean"] == pytest.approx(1.0) and r["spearman_min"] == pytest.approx(1.0)
+
+
 def test_bic_selects_the_generating_model():
     one = simulate_responses(20, 150, 8, seed=2)
     r1 = compare_models(one.matrix)

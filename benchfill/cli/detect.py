@@ -35,6 +35,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
+    from benchfill.cli.output import warn_untried
     from benchfill.data import read_responses
     from benchfill.errors import ConfigError
     from benchfill.measure.detect import detect
@@ -44,6 +45,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         raise ConfigError(f"--alpha must lie in (0, 1), got {args.alpha}")
     before, after = read_responses(args.before, min_models=1), read_responses(args.after, min_models=1)
+    warn_untried(before, after)
     difficulty = None
     if args.fit:
         from benchfill.irt.fit import IrtFit

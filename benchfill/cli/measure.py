@@ -53,7 +53,9 @@ def _input_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--data-dir", metavar="DIR", help="where registered benchmarks' files live")
     g.add_argument("--responses", metavar="FILE", help="responses: model,item_id,correct,trials (CSV or JSONL)")
     g.add_argument("--items", metavar="FILE", help="items JSONL; responses are checked against it")
-    g.add_argument("--guessing-options", type=int, metavar="N", help="chance 1/N on every item (e.g. 10 for mmlu-pro)")
+    g.add_argument("--guessing-options", type=int, metavar="N",
+                   help="chance 1/N on every item, in place of the per-item floors that --items or --benchmark give "
+                   "(1 / each item's number of options; mmlu-pro's items have 2 to 10)")
     g.add_argument("--fit", dest="fit_path", metavar="FILE", help="use a saved fit instead of fitting (diagnose, calibrate)")
 
 
@@ -69,7 +71,9 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
 
 
 def _target_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default="uniform", help="uniform (default), beta:A,B, or a file of target quantiles")
+    p.add_argument("--target", default="uniform",
+                   help="uniform (default), beta:A,B, or a file of m numbers in [0, 1]: the target's quantiles at "
+                   "the levels (i - 1/2)/m, i = 1..m, linear in between")
 
 
 # -- shared steps ---------------------------------------------------------------------------------
@@ -77,6 +81,7 @@ def _target_arg(p: argparse.ArgumentParser) -> None:
 
 def load_matrix(args: argparse.Namespace) -> tuple[Any, list[dict] | None]:
     """The response matrix (and items, when known) named by --benchmark or --responses/--items."""
+    from benchfill.cli.output import warn_untried
     from benchfill.data import read_items, read_responses
     from benchfill.errors import ConfigError, DataError
 
@@ -112,6 +117,7 @@ def load_matrix(args: argparse.Namespace) -> tuple[Any, list[dict] | None]:
         matrix = read_responses(args.responses, items=items)
     else:
         raise ConfigError("no input: give --responses FILE or --benchmark NAME")
+    warn_untried(matrix)
     if args.guessing_options is not None:
         if args.guessing_options < 2:
             raise ConfigError(f"--guessing-options must be at least 2, got {args.guessing_options}")
@@ -211,14 +217,20 @@ def cmd_fit(args: argparse.Namespace) -> int:
         print(f"BIC: 1pl {b['bic_1pl']:.1f}, 2pl {b['bic_2pl']:.1f} -> {b['selected']} preferred")
     if args.loo:
         lo = summary["leave_one_model_out"]
-        print(f"leave-one-model-out: pearson mean {lo['pearson_mean']:.3f} (min {lo['pearson_min']:.3f}), "
-              f"spearman mean {lo['spearman_mean']:.3f} (min {lo['spearman_min']:.3f})")
+        undefined = (f"; {lo['undefined']} of {lo['refits']} refits left out, without a correlation "
+                     "(difficulties all equal)" if lo["undefined"] else "")
+        print(f"leave-one-model-out: pearson mean {_corr(lo['pearson_mean'])} (min {_corr(lo['pearson_min'])}), "
+              f"spearman mean {_corr(lo['spearman_mean'])} (min {_corr(lo['spearman_min'])}){undefined}")
     print(f"fit written to {args.out}")
     return 0
 
 
 def _fmt(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _corr(v: float) -> str:
+    return "undefined" if v != v else f"{v:.3f}"  # NaN: no refit had a correlation
 
 
 def _print_extremes(ext: dict[str, list[str]]) -> None:
@@ -258,11 +270,14 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         report.notes["extreme_items"] = extreme_items(matrix, items)
     # Gaps a run could fill only by chance at its default confirmation: half-width below the confirmed
     # estimate's z se, so an item confirmed inside lies there little more often than one confirmed outside.
+    # Gaps of width 0 are not counted: nothing fits in them (the end gaps 0 -> easiest and hardest -> 1
+    # that min-max normalization always makes, and items tied in difficulty).
     from benchfill.run import RunOptions
 
     se = RunOptions.confirm_se  # the run's default
     report.notes["narrower_than_confirmation"] = {
-        "confirm_se": se, "gaps": [i for i, g in enumerate(report.gaps, start=1) if g.width / 2 < se]}
+        "confirm_se": se,
+        "gaps": [i for i, g in enumerate(report.gaps, start=1) if 1e-12 < g.width and g.width / 2 < se]}
     if args.plot:
         from benchfill.plots import plot_ecdf
 
@@ -283,9 +298,11 @@ def _print_report(r: Any) -> None:
     for label, value in ((f"DDM (W1 to {r.target})", r.ddm), ("max gap", r.max_gap), (f"top-{r.k} gap sum", r.top_k_sum)):
         print(f"  {label:<26} {value:.4f}")
     u = r.uniform
+    # Name the max gap the ratio divides when it is not the one printed above (NUTS: the posterior mean's).
+    of = f" ({u['ratio_of']} {u['observed_max_gap']:.4f})" if u.get("ratio_of", "max gap") != "max gap" else ""
     print(f"  vs {u.get('baseline', f'{r.n_items} uniform points')}: expected max gap {u['expected_max_gap']:.4f} "
           f"({u['expected_method']}), "
-          f"ratio {u['ratio']:.2f}x, P(observed > uniform) {u['p_observed_exceeds']:.3f} ({u['p_method']})")
+          f"ratio {u['ratio']:.2f}x{of}, P(observed > uniform) {u['p_observed_exceeds']:.3f} ({u['p_method']})")
     conv = n["fit"].get("convergence")
     if conv:
         print(f"  NUTS convergence: max R-hat {_fmt(conv['max_rhat'])}, min bulk ESS {_fmt(conv['min_ess_bulk'])}, "

@@ -27,3 +27,15 @@ def plain(obj: Any) -> Any:
 def dumps(obj: Any, **kw: Any) -> str:
     """``json.dumps`` of ``plain(obj)``, refusing anything that is still not standard JSON."""
     return json.dumps(plain(obj), allow_nan=False, **kw)
+
+
+def warn_untried(*matrices: Any) -> None:
+    """One line on stderr per response file whose items with trials 0 only were left out (``read_responses``)."""
+    import sys
+
+    from benchfill.data import untried_note
+
+    for m in matrices:
+        note = untried_note(m) if m is not None else None
+        if note:
+            print(f"benchfill: warning: {note}", file=sys.stderr)

@@ -44,6 +44,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    from benchfill.cli.output import warn_untried
     from benchfill.data import read_responses
     from benchfill.errors import ConfigError
     from benchfill.measure.profiles import profile
@@ -60,6 +61,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             if (out / name).is_dir():
                 raise ConfigError(f"--out {out}: {out / name} is a folder, where {name} is to be written")
     matrix = read_responses(args.responses, items=args.items)
+    warn_untried(matrix)
     if args.subset and args.subset > matrix.n_items:
         raise ConfigError(f"--subset must be in 1..{matrix.n_items}, got {args.subset}")
     fit = None

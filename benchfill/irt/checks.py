@@ -99,9 +99,13 @@ def leave_one_model_out(matrix: ResponseMatrix, *, engine: str = "map", **fit_kw
     """Refit without each model in turn; correlate difficulties with the full fit.
 
     Returns mean and min Pearson and Spearman correlations over the refits, and the
-    per-model values (keyed by the model left out).
+    per-model values (keyed by the model left out). A refit whose difficulties are all
+    equal (the models left cannot tell the items apart) has no correlation: its values are
+    NaN, left out of the means and minima and counted in ``undefined`` (all undefined: NaN).
     """
-    from scipy.stats import pearsonr, spearmanr
+    import warnings
+
+    from scipy.stats import ConstantInputWarning, pearsonr, spearmanr
 
     from benchfill.errors import DataError
     from benchfill.irt.engine import fit
@@ -115,18 +119,27 @@ def leave_one_model_out(matrix: ResponseMatrix, *, engine: str = "map", **fit_kw
         keep = np.ones(matrix.n_models, dtype=bool)
         keep[j] = False
         b = fit(matrix.drop_models(keep), engine=engine, **fit_kwargs).difficulty
-        per_model[name] = {
-            "pearson": float(pearsonr(full, b).statistic),
-            "spearman": float(spearmanr(full, b).statistic),
-        }
+        with warnings.catch_warnings():  # constant difficulties: NaN, counted below, not a warning per refit
+            warnings.simplefilter("ignore", ConstantInputWarning)
+            per_model[name] = {
+                "pearson": float(pearsonr(full, b).statistic),
+                "spearman": float(spearmanr(full, b).statistic),
+            }
     pear = np.array([v["pearson"] for v in per_model.values()])
     spear = np.array([v["spearman"] for v in per_model.values()])
+
+    def over_defined(x: np.ndarray, how: Any) -> float:
+        x = x[~np.isnan(x)]
+        return float(how(x)) if x.size else float("nan")
+
     return {
         "engine": engine,
-        "pearson_mean": float(pear.mean()),
-        "pearson_min": float(pear.min()),
-        "spearman_mean": float(spear.mean()),
-        "spearman_min": float(spear.min()),
+        "pearson_mean": over_defined(pear, np.mean),
+        "pearson_min": over_defined(pear, np.min),
+        "spearman_mean": over_defined(spear, np.mean),
+        "spearman_min": over_defined(spear, np.min),
+        "undefined": int(np.sum(np.isnan(pear) | np.isnan(spear))),
+        "refits": len(per_model),
         "per_model": per_model,
     }
 

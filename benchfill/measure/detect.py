@@ -90,12 +90,13 @@ class DetectResult:
             f"{verdict} at p < {self.alpha}",
             f"gain per difficulty band (difficulty: {self.difficulty_source}):",
         ]
-        for b in self.bands:
+        for k, b in enumerate(self.bands):
+            close = "]" if k == len(self.bands) - 1 else ")"  # the last band holds z = 1
             if b.n_items:
-                out.append(f"  [{b.lo:.2f}, {b.hi:.2f}) {b.n_items:>4} items  "
+                out.append(f"  [{b.lo:.2f}, {b.hi:.2f}{close} {b.n_items:>4} items  "
                            f"{b.acc_before:.4f} -> {b.acc_after:.4f}  gain {b.gain:+.4f}")
             else:
-                out.append(f"  [{b.lo:.2f}, {b.hi:.2f})    0 items")
+                out.append(f"  [{b.lo:.2f}, {b.hi:.2f}{close}    0 items")
         if self.unplaced:
             out.append(f"  {self.unplaced} item(s) without a difficulty are in no band")
         return out
@@ -257,10 +258,12 @@ def detect(
     else:
         z = np.array([float(difficulty[i]) if i in difficulty else np.nan for i in ids])
         source = "normalized IRT difficulty z"
-    edges = np.linspace(0.0, 1.0, bands + 1)
+    edges = np.arange(bands + 1) / bands  # 0.6 as 3/5, not linspace's 0.6000000000000001
     placed = ~np.isnan(z)
-    # Values outside [0, 1] (items beyond the original range) join the end bands.
-    band_of = np.clip(np.searchsorted(edges, np.where(placed, z, 0.0), side="right") - 1, 0, bands - 1)
+    # Band b is [b/bands, (b+1)/bands), the last one closed at 1. A difficulty on an edge up to float noise
+    # (1 - 0.8 = 0.19999999999999996) is on it, hence the tolerance; searchsorted on float edges put it in
+    # the band below. Values outside [0, 1] (items beyond the original range) join the end bands.
+    band_of = np.clip(np.floor(np.where(placed, z, 0.0) * bands + 1e-9), 0, bands - 1).astype(int)
     out = []
     for b in range(bands):
         sel = placed & (band_of == b)
