@@ -275,7 +275,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     def red(zs: list[float]) -> float:
         return 1 - coverage.top_k_gap_sum(np.concatenate([z, zs]), K) / before if zs else 0.0
 
-    async def strategy(label: str, rounds_matched=None):
+    async def strategy(label: str, rounds_matched=None, children_matched=None):
         ann = sim.annotator()
         settings = SearchSettings(rounds=rounds, steering=label in ("benchfill", "benchfill/prescreen"),
                                   selection="closest" if label in ("benchfill/paper", "baseline") else "posterior",
@@ -289,7 +289,9 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
 
         if label == "baseline":
             res = await asyncio.gather(*(baseline_search(s, services, ann, settings, seed=seed,
-                                                         rounds_matched=rounds_matched[s.gap_index]) for s in gs))
+                                                         rounds_matched=rounds_matched[s.gap_index],
+                                                         children_matched=children_matched[s.gap_index])
+                                         for s in gs))
         else:
             # The paper's protocol confirms only the chosen child, after the search, as the baseline.
             confirmer = None if label == "benchfill/paper" else confirm
@@ -308,7 +310,9 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     # A screen that found no usable signal never fires: its run would repeat the defaults' exactly.
     results["benchfill/prescreen"] = await strategy("benchfill/prescreen") if screen.active else results["benchfill"]
     matched = {r.gap_index: r.rounds_used for r in results["benchfill"]}
-    results["baseline"] = await strategy("baseline", matched)
+    # the same number of rewrites as benchfill asked for on each gap (its rounds may vary in width)
+    asked = {r.gap_index: r.spend.rewriter_calls for r in results["benchfill"]}
+    results["baseline"] = await strategy("baseline", matched, asked)
     for label, res in results.items():
         chosen = [(r, r.chosen) for r in res if r.chosen is not None]
         true_z = [truth(c) for _, c in chosen]
@@ -639,6 +643,9 @@ def main() -> None:
     ap.add_argument("--stop-inner", type=float, metavar="F",
                     help="what-if: also stop (after confirming) once the best child's annotated z is within F of "
                          "the gap's half-width of the target (SearchSettings.stop_inner)")
+    ap.add_argument("--width", type=float, metavar="Q",
+                    help="what-if: adaptive round width (SearchSettings.width): after the first round, ask parents "
+                         "for children only until the learned response says one lands inside the gap with chance Q")
     ap.add_argument("--give-up", type=int, metavar="K",
                     help="what-if: end a gap after round K when none of its valid children is annotated inside it "
                          "(SearchSettings.give_up)")
@@ -687,6 +694,10 @@ def main() -> None:
         if args.give_up < 1:
             ap.error(f"--give-up: expected a number of rounds >= 1, got {args.give_up}")
         SHAPE["give_up"] = args.give_up
+    if args.width is not None:
+        if not 0 < args.width < 1:
+            ap.error(f"--width: expected a chance in (0, 1), got {args.width}")
+        SHAPE["width"] = args.width
     if args.stop_inner is not None:
         if not 0 < args.stop_inner <= 1:
             ap.error(f"--stop-inner: expected a share of the half-width in (0, 1], got {args.stop_inner}")
@@ -703,6 +714,7 @@ def main() -> None:
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"
+          f"{f'; adaptive round width {args.width:g}' if args.width is not None else ''}"
           f"{f'; at most {args.confirmations} confirmations per gap' if args.confirmations is not None else ''}"
           f"{f'; first annotation step {args.first_batch} samples x 2 probes' if args.first_batch else ''}"
           f"{f'; {args.jobs} processes' if args.jobs > 1 else ''}", flush=True)

@@ -501,3 +501,45 @@ def test_give_up_ends_a_gap_none_of_whose_children_is_annotated_inside_it():
     gap, kept = search(1, 0.0)
     assert any(c.valid and gap.left < c.annotation.z < gap.right for c in kept.children)
     assert kept.stop == "rounds" and kept.rounds_used == 4
+
+
+def test_round_width_follows_the_chance_that_a_child_lands_inside_the_gap():
+    # By hand: no points yet, so the response is "no correction" (offset 0, share 1) with the prior's
+    # residual sd 0.05: a child asked for 0.5 lands at N(0.5, 0.05^2), inside [0.45, 0.55] with chance
+    # 2 Phi(1) - 1 = 0.6827; no child made yet, so the valid share is Laplace's 1/2: 0.3413 a child.
+    # At Q = 0.9: (1 - 0.3413)^n <= 0.1 first at n = 6 (5.52), so 4 + 2 over the parents closest first.
+    from benchfill.search.loop import round_width
+    from benchfill.search.memory import MemoryEntry
+    from benchfill.search.steering import Steering
+
+    gap = GapSearch(0, 0.45, 0.55, {}, {})
+    parents = [MemoryEntry(f"q{i}", 0.5, "original", f"q{i}") for i in range(4)]
+    asks = [0.5] * 4
+    assert round_width(gap, parents, asks, Steering(), [], SearchSettings(width=0.9)) == [4, 2, 0, 0]
+    assert round_width(gap, parents, asks, Steering(), [], SearchSettings(width=0.3)) == [1, 0, 0, 0]
+    # (1 - 0.3413)^n <= 0.001 needs 17 children: more than R * C = 16, so the round keeps its full width.
+    assert round_width(gap, parents, asks, Steering(), [], SearchSettings(width=0.999)) == [4, 4, 4, 4]
+    # A parent whose children the response puts far outside the gap is not asked: the likelier ones are.
+    far = [0.9, 0.5, 0.5, 0.5]
+    assert round_width(gap, parents, far, Steering(), [], SearchSettings(width=0.9)) == [0, 4, 2, 0]
+
+
+def test_an_adaptive_round_width_narrows_for_a_precise_rewriter_and_the_baseline_matches_it():
+    def search(sigma):
+        world, gap, ann = _setup("adaptive")
+        world.sigma, world.invalid = sigma, 0.0
+        settings = SearchSettings(rounds=3, tolerance=0.0, indistinct=0.0, width=0.9)
+        return world, gap, ann, settings, asyncio.run(benchfill_search(gap, world, ann, settings, seed=2))
+
+    world, gap, ann, settings, precise = search(0.02)
+    by_round = [sum(c.round == t for c in precise.children) for t in (1, 2, 3)]
+    assert by_round[0] == 16 and max(by_round[1:]) < 16, by_round
+    assert precise.spend.rewriter_calls == sum(by_round)
+    # the baseline, given the children benchfill asked for, makes exactly as many
+    base = asyncio.run(baseline_search(gap, world, ann, settings, rounds_matched=3, seed=2,
+                                       children_matched=precise.spend.rewriter_calls))
+    assert base.spend.rewriter_calls == precise.spend.rewriter_calls
+    # a rewriter whose children scatter (two logits, a third of this wide gap) is asked for more
+    *_, scattered = search(2.0)
+    wide = [sum(c.round == t for c in scattered.children) for t in (1, 2, 3)]
+    assert wide[0] == 16 and min(wide[1:]) > max(by_round[1:]), (wide, by_round)

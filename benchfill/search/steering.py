@@ -83,13 +83,14 @@ class Steering:
             robust = np.minimum(1.0, 2.0 / np.maximum(scaled, 1e-12))
         return float(beta[0]), float(beta[1]), math.sqrt(sigma2)
 
-    def ask(self, target: float, z_parent: float, parent: str = "") -> float:
+    def ask(self, target: float, z_parent: float, parent: str = "", record: bool = True) -> float:
         _, share, _ = self.response()
         offset = self.parent_offset(parent)
         share = max(share, self.min_share)
         ask = z_parent + (target - z_parent - offset) / share
         ask = min(max(ask, target - self.max_shift, 0.0), target + self.max_shift, 1.0)
-        self.asks.append((target, ask))
+        if record:  # (an ask worked out but not made is not one the report counts)
+            self.asks.append((target, ask))
         return ask
 
     def predict(self, z_parent: float, ask: float, parent: str = "") -> float:

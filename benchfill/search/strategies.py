@@ -30,12 +30,14 @@ async def baseline_search(
     settings: SearchSettings | None = None,
     *,
     rounds_matched: int | None = None,
+    children_matched: int | None = None,
     seed: int = 0,
     on_child=None,
     check_child=None,
 ) -> GapResult:
     """Budget-matched: ``rounds_matched`` (T_g, the rounds BenchFill used on this gap) times R*C children
-    (fewer by BenchFill's narrower first round, if it has one)."""
+    (fewer by BenchFill's narrower first round, if it has one); or, given ``children_matched``, exactly
+    that many (the children BenchFill asked for on this gap, whose rounds may vary in width)."""
     settings = settings or SearchSettings()
     t_g = rounds_matched or settings.rounds
     rng = np.random.default_rng(derive_seed(seed, "baseline", gap.gap_index))
@@ -45,7 +47,8 @@ async def baseline_search(
     spend = Spend()
     # BenchFill's children over T_g rounds (its first round may be narrower), spread over the parents
     n = len(parents)
-    total = settings.children * (min(settings.first_parents or n, n) + n * (t_g - 1))
+    total = (children_matched if children_matched is not None
+             else settings.children * (min(settings.first_parents or n, n) + n * (t_g - 1)))
     counts = [total // n + (pi < total % n) for pi in range(n)]
     # The baseline has no memory, so no round can learn from another: the margin for an
     # adaptive early stop is the gap's half-width (a child outside the gap helps nothing).
