@@ -251,7 +251,7 @@ def test_backend_confirm_labels_its_rollouts_and_leaves_the_shared_phase_alone()
         async def rollouts(self, items, trials, seed, probes, phase):
             self.phases.append(phase)
             n = await world.rollouts(items[0]["id"], items[0], probes[0], trials, str(seed))
-            return [SimpleNamespace(correct=n)]
+            return [SimpleNamespace(correct=n, trials=trials, cached=False)]  # as probes.Rollout
 
     services = TrafficServices(None, None, None, Client(), seed=0)
     backend = Backend("sim", SimpleNamespace(seed=0), None, None, None, None)
