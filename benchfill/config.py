@@ -2,14 +2,16 @@
 
 Credentials never live in a config: each endpoint names the environment variable that holds its key
 (``api_key_env = "VLLM_API_KEY"``), and a config that carries something that looks like a literal key
-is rejected, so a shared config file can never leak one.
+is rejected, so a shared config file can never leak one: a secret-named field, a value shaped like a
+provider key, an endpoint URL with user-info (``http://TOKEN@host/v1``, ``http://user:pw@host/v1``) or a
+secret-looking query parameter (``?api_key=...``, ``?token=...``; ``benchfill.redact``), a URL anywhere
+else with a password, and an ``api_key_env`` that looks like a key pasted where its variable's name goes.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +19,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from benchfill.data import read_mapping
 from benchfill.errors import ConfigError, validation_line
+from benchfill.redact import SECRET_VALUE, text_credentials, url_credentials
 
 # Field names that would hold a secret in other tools' configs; we refuse them outright.
 _SECRET_FIELDS = {"api_key", "apikey", "key", "token", "secret", "password", "access_token", "auth"}
-# Shapes of real provider keys (OpenAI/Anthropic "sk-...", HF "hf_...", Google "AIza...", bearer tokens).
-_SECRET_VALUE = re.compile(r"(\bsk-[A-Za-z0-9_\-]{12,}|\bhf_[A-Za-z0-9]{20,}|\bAIza[0-9A-Za-z_\-]{20,}|Bearer\s+\S{12,})")
-_URL_PASSWORD = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
+# The fields that hold an endpoint's URL: no user-info of any kind there (a token as the user name is one).
+_ENDPOINT_FIELDS = {"base_url", "api_base", "replicas"}
+# A key pasted where its variable's name goes: a part of the name (between underscores) of 20 characters
+# or more with letters and digits, or of 32 or more in mixed case (the odds that a random 32-character key
+# has no digit are 1 in 300; a camel-case name that long is as rare). Real names are words joined by
+# underscores: OPENAI_API_KEY, MY_PROBE_KEY_2, HF_TOKEN.
+_KEY_LIKE_DIGITS, _KEY_LIKE_CASE = 20, 32
 
 
 # An environment variable's name as a shell reads it: "PANEL-KEY" would be ${PANEL-KEY}, a default-value
@@ -256,7 +263,7 @@ def _list_index(node: list, part: str, override: str) -> int:
     raise ConfigError(f"override {override!r}: no element {part!r} (use an index or a probe name)")
 
 
-def _reject_secrets(node: Any, src: str, path: str = "") -> None:
+def _reject_secrets(node: Any, src: str, path: str = "", field: str = "") -> None:
     if isinstance(node, dict):
         for k, v in node.items():
             where = f"{path}.{k}" if path else str(k)
@@ -265,13 +272,33 @@ def _reject_secrets(node: Any, src: str, path: str = "") -> None:
                     f"{src}: field {where}: literal credentials are not allowed; "
                     "name an environment variable with api_key_env instead"
                 )
-            _reject_secrets(v, src, where)
+            if str(k) == "api_key_env" and isinstance(v, str) and looks_like_key(v):
+                raise ConfigError(
+                    f"{src}: field {where}: looks like a key, not the name of an environment variable; "
+                    "put the key in a variable (e.g. VLLM_API_KEY) and name that variable here"
+                )
+            # a replica given as {base_url = ...} is an endpoint by its own key
+            _reject_secrets(v, src, where, str(k) if str(k) in _ENDPOINT_FIELDS else field)
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            _reject_secrets(v, src, f"{path}[{i}]")
+            _reject_secrets(v, src, f"{path}[{i}]", field)
     elif isinstance(node, str):
-        if _SECRET_VALUE.search(node) or _URL_PASSWORD.search(node):
+        # an endpoint's URL: no user-info of any kind; any other URL: no password; either: no secret in
+        # its query string (?token=, ?api_key=, ...)
+        what = (url_credentials(node.strip(), user=True) if field else None) or text_credentials(node)
+        if what or SECRET_VALUE.search(node):
             raise ConfigError(
-                f"{src}: field {path}: looks like a literal credential; "
+                f"{src}: field {path}: looks like a literal credential{f' (the URL carries {what})' if what else ''}; "
                 "put it in an environment variable and name it with api_key_env"
             )
+
+
+def looks_like_key(name: str) -> bool:
+    """Whether an ``api_key_env`` value looks like a key rather than a variable's name (see
+    ``_KEY_LIKE_DIGITS``): a generated key is long, without underscores, and mixes its characters."""
+    for part in name.split("_"):
+        letters, digits = any(c.isalpha() for c in part), any(c.isdigit() for c in part)
+        mixed_case = any(c.islower() for c in part) and any(c.isupper() for c in part)
+        if (len(part) >= _KEY_LIKE_DIGITS and letters and digits) or (len(part) >= _KEY_LIKE_CASE and mixed_case):
+            return True
+    return False

@@ -140,11 +140,16 @@ def run_ray(sweep, tracker, address: str | None) -> list[tuple[str, str]]:
 
 
 def _require_shared_store(sweep) -> None:
+    """A PostgreSQL URL without a password (the check every run makes of its --store, made here before the
+    URL goes to every task of the cluster)."""
+    from benchfill.store import check_store_url
+
     url = sweep.store or ""
     if not url.startswith("postgresql"):
         what = f"got {url.split(':', 1)[0]}" if url else "none given, so each run would keep its own SQLite file"
         raise ConfigError(f"{sweep.source}: field store: --executor ray needs a PostgreSQL URL every node "
                           f"can reach (store = \"postgresql+psycopg://user@host/db\" or --store; {what})")
+    check_store_url(url, f"{sweep.source}: field store")
 
 
 class _Driver:

@@ -29,6 +29,7 @@ from typing import Any
 
 from benchfill.config import FleetPolicy
 from benchfill.limits import EndpointBound
+from benchfill.redact import scrub
 
 log = logging.getLogger("benchfill.fleet")
 
@@ -47,8 +48,10 @@ class Replica:
     """One endpoint as the fleets that use it see it: its client, its bound, its health."""
 
     def __init__(self, url: str, client: Any, bound: EndpointBound, policy: FleetPolicy,
-                 tally: Callable[[], dict[str, dict[str, int]]], clock: Callable[[], float] = time.monotonic):
+                 tally: Callable[[], dict[str, dict[str, int]]], clock: Callable[[], float] = time.monotonic,
+                 key_envs: Collection[str] = ()):
         self.url = url
+        self.key_envs = tuple(key_envs)  # the variables holding the keys sent: scrubbed from every reason
         self.client = client
         self.bound = bound
         self.policy = policy
@@ -104,10 +107,12 @@ class Replica:
         self.strikes += 1
         cooldown = min(self.policy.cooldown_s * 2 ** (self.strikes - 1), self.policy.max_cooldown_s)
         self.out_until = self.clock() + cooldown
-        self.reason = reason
         self.consecutive = 0
         self.recent.clear()
         self.counts["ejections"] += 1
+        # What the replica said (an error body, a health check's) may echo the request's headers: the
+        # reason is logged and shown again in FleetDown's line, so it is scrubbed once here.
+        self.reason = reason = scrub(reason, env=self.key_envs)
         log.warning("replica %s out of service for %.1f s: %s", self.url, cooldown, reason)
         if self._timer is not None:
             self._timer.cancel()
@@ -127,7 +132,8 @@ class Replica:
             missing = sorted(self.models - served)
             problem = f"does not serve {', '.join(missing)}" if missing else ""
         except Exception as exc:  # noqa: BLE001  (refused, timeout, 5xx: all mean "not healthy")
-            problem = f"{exc.__class__.__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+            said = scrub(str(exc), env=self.key_envs)  # before it is cut short: a key cut in two is no match
+            problem = f"{exc.__class__.__name__}: {said.splitlines()[0][:160] if said else ''}"
         finally:
             self.check = None
         if problem:

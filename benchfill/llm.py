@@ -21,6 +21,7 @@ from benchfill.cache import CallCache, make_call, request_key
 from benchfill.config import LLMConfig, RetryConfig, key_from_env
 from benchfill.errors import ConfigError, EndpointError
 from benchfill.limits import endpoint_bound
+from benchfill.redact import scrub
 from benchfill.retry import async_retrying, is_retryable, status_of
 
 log = logging.getLogger("benchfill.llm")
@@ -184,7 +185,8 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
         if not (status_of(exc) is not None or is_retryable(exc)):
             raise
         code = status_of(exc)
-        msg = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
+        text = scrub(str(exc), env=[cfg.api_key_env])  # an error body may echo the request's headers
+        msg = text.splitlines()[0][:200] if text else exc.__class__.__name__
         raise EndpointError(f"{role} {cfg.model} at {endpoint}: " + (f"HTTP {code}: " if code else "") + msg) from None
     text = resp.choices[0].message.content or ""
     usage = getattr(resp, "usage", None)

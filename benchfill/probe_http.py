@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from benchfill.config import ProbeConfig, key_from_env
 from benchfill.fleet import Fleet, Replica, new_tally
 from benchfill.limits import endpoint_bound
+from benchfill.redact import scrub
 from benchfill.retry import TruncatedReply, call_with_retries, is_retryable, status_of
 
 # What a server says when it will not give several samples per request (vLLM with some samplers,
@@ -42,6 +43,8 @@ class ProbeHttp:
         self.clients: dict[tuple[str, str | None], Any] = {}
         self.bounds: dict[str, Any] = {}  # endpoint -> its benchfill.limits bound in this event loop
         self.fleets: dict[str, Fleet] = {}  # probe name -> its replicas
+        # the variables holding the panel's keys: scrubbed from every error an endpoint sends back
+        self.key_envs = tuple(sorted({p.api_key_env for p in panel.probes if p.api_key_env}))
 
     def open(self) -> None:
         """Called inside the event loop that makes the calls (the bounds belong to it)."""
@@ -64,7 +67,7 @@ class ProbeHttp:
                         base_url=url, api_key=key_from_env(p.api_key_env) or "EMPTY",
                         max_retries=0, timeout=p.timeout_s, http_client=http)
                     replicas[key] = Replica(url, self.clients[key], self.bounds[url], self.panel.fleets,
-                                            self.tally)
+                                            self.tally, key_envs=self.key_envs)
                     self.tally().setdefault(url, new_tally())  # listed from the start, served or not
                 replicas[key].models.add(p.model)
                 mine.append(replicas[key])
@@ -111,7 +114,7 @@ class ProbeHttp:
                 return texts, usage, latency, replica.url
             except Exception as exc:
                 ok = _health(exc)
-                detail = describe_error(exc)
+                detail = describe_error(exc, self.key_envs)
                 raise
             finally:
                 fleet.release(replica, ok, detail)
@@ -155,13 +158,18 @@ def _health(exc: BaseException) -> bool | None:
     return False if is_retryable(exc) else None
 
 
-def describe_error(exc: BaseException) -> str:
-    """A failed call in one line: its HTTP status, or what the SDK's own message leaves out."""
+def describe_error(exc: BaseException, key_envs: Iterable[str | None] = ()) -> str:
+    """A failed call in one line: its HTTP status, or what the SDK's own message leaves out. Scrubbed
+    (``benchfill.redact.scrub``): a server's error body may echo the request's headers, so the values of
+    ``key_envs`` (the configured keys) and anything shaped like a credential become ``***``."""
+    key_envs = tuple(key_envs)
     code = status_of(exc)
-    msg = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
+    text = scrub(str(exc), env=key_envs)
+    msg = text.splitlines()[0][:200] if text else exc.__class__.__name__
     if code:
         return f"HTTP {code}: {msg}"
     cause = exc.__cause__  # the SDK's "Connection error." says nothing of why: say what it wraps
-    if cause is not None and str(cause) and str(cause) not in msg:
-        msg += f" ({cause.__class__.__name__}: {str(cause).splitlines()[0][:200]})"
+    said = scrub(str(cause), env=key_envs) if cause is not None else ""
+    if said and said not in msg:
+        msg += f" ({cause.__class__.__name__}: {said.splitlines()[0][:200]})"
     return f"{exc.__class__.__name__}: {msg}"

@@ -245,7 +245,7 @@ class RolloutClient:
             if not _is_call_error(exc):
                 raise
             self.stats.failures += 1
-            said = str(exc) if isinstance(exc, FleetDown) else f"probe {p.name} at {_where(p)}: {describe_error(exc)}"
+            said = str(exc) if isinstance(exc, FleetDown) else f"probe {p.name} at {_where(p)}: {describe_error(exc, self.http.key_envs)}"
             return Rollout(item["id"], p.name, 0, 0, key, error=said)
         correct = await self.grading.count_correct(item, texts)
         return Rollout(item["id"], p.name, correct, len(texts), key, cached=cached)

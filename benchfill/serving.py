@@ -23,6 +23,7 @@ from typing import TextIO
 from benchfill.config import Config, key_from_env
 from benchfill.errors import ConfigError, EndpointError
 from benchfill.placement import Plan
+from benchfill.redact import scrub
 
 
 @dataclass
@@ -85,7 +86,7 @@ def _models(client, url: str, key: str | None) -> tuple[bool, set[str], str]:
     try:
         r = client.get(f"{url}/models", headers=headers)
     except Exception as exc:  # noqa: BLE001  (refused, DNS, timeout: all mean "not answering")
-        return False, set(), f"unreachable: {exc.__class__.__name__}: {str(exc)[:120]}"
+        return False, set(), f"unreachable: {exc.__class__.__name__}: {scrub(str(exc), values=[key])[:120]}"
     if r.status_code != 200:
         return False, set(), f"/v1/models answered HTTP {r.status_code}"
     try:
@@ -119,16 +120,22 @@ class ServeCommand:
     def log_name(self) -> str:
         return f"vllm-{self.port}.log"
 
-    def shell(self) -> str:
-        """The command as one shell line, through env(1), so that a prefix (setsid) may go before it."""
+    def shell(self, prefix: str = "") -> str:
+        """The command as one shell line, through env(1), after ``prefix`` (``$SETSID``).
+
+        The key travels by reference, in the environment only: the script holds a variable's name, and
+        ``VLLM_API_KEY="$PANEL_KEY"`` is the shell's own assignment before the whole command (prefix
+        included), never an argument of setsid or env, whose argument lists every process can read in
+        /proc while they start.
+        """
         assigns = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
-        # The key travels by reference in the command's environment: the script holds a variable's name.
-        unset = []
+        key, unset = [], []
         if self.key_env is None:
             unset = ["-u", KEY_VAR]  # a probe without a key must not meet a server that wants one
         elif self.key_env != KEY_VAR:
-            assigns.append(f'{KEY_VAR}="${self.key_env}"')
-        return " ".join(["env", *unset, *assigns, *(shlex.quote(a) for a in self.argv)])
+            key = [f'{KEY_VAR}="${self.key_env}"']
+        return " ".join([*key, *([prefix] if prefix else []), "env", *unset, *assigns,
+                         *(shlex.quote(a) for a in self.argv)])
 
 
 def vllm_commands(plan: Plan, seed: int = 0, extra: list[str] | None = None) -> list[ServeCommand]:
@@ -243,7 +250,7 @@ def write_script(cmds: list[ServeCommand], path: str | Path, table: str = "", lo
                                              else "servers sharing a GPU with an earlier one start once it is ready"))
         lines.append("t0=$SECONDS")
         for c in wave:
-            lines += [f'$SETSID {c.shell()} >"$LOG_DIR/{c.log_name}" 2>&1 </dev/null &', f"pid_{c.port}=$!",
+            lines += [f'{c.shell("$SETSID")} >"$LOG_DIR/{c.log_name}" 2>&1 </dev/null &', f"pid_{c.port}=$!",
                       f"pids+=($pid_{c.port})"]
         specs = []
         for c in wave:  # literal fields single-quoted; only the pid and the log folder expand

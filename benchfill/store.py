@@ -14,6 +14,7 @@ from sqlmodel import Session, SQLModel, create_engine, select
 
 from benchfill import schema
 from benchfill.errors import ConfigError
+from benchfill.redact import redact_url, scrub, secret_params
 
 # The schema this code writes. A store records its version; opening an older one applies the
 # migrations from its version on, in order (MIGRATIONS[v] takes version v to v + 1, the way
@@ -104,11 +105,12 @@ class Store:
             else:
                 self.engine = create_engine(url, pool_pre_ping=True)
             with self.engine.begin() as conn:
-                self.schema_version = _upgrade(conn, _redact(url), run_id)
+                self.schema_version = _upgrade(conn, redact_url(url), run_id)
         except ConfigError:
             raise
         except Exception as exc:  # bad URL, unreachable server, unwritable file
-            raise ConfigError(f"cannot open store {_redact(url)}: {exc.__class__.__name__}: {exc}") from exc
+            said = scrub(str(exc), values=_secrets_of(url))  # a driver's message may quote its connection string
+            raise ConfigError(f"cannot open store {redact_url(url)}: {exc.__class__.__name__}: {said}") from exc
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -189,21 +191,17 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
     renamed). A store named by URL may hold many runs: the run's rows carry its id, the run
     directory's name when the URL was first given, remembered beside the URL.
 
-    A URL must not carry a password: the file would then hold a secret. PostgreSQL reads it from
-    the environment (``PGPASSWORD``) or ``~/.pgpass`` instead.
+    A URL must not carry a password (``user:password@`` or ``?password=``, ``check_store_url``): the
+    file would then hold a secret. PostgreSQL reads it from the environment (``PGPASSWORD``) or
+    ``~/.pgpass`` instead.
     """
     run_dir = Path(run_dir)
     remembered = run_dir / STORE_URL_FILE
     if url:
-        if "://" not in url:
-            raise ConfigError(f"--store {url!r}: expected a SQLAlchemy URL such as postgresql+psycopg://user@host/db")
-        if _has_password(url):
-            raise ConfigError(
-                "--store: the URL carries a password; leave it out and set PGPASSWORD (or ~/.pgpass) instead"
-            )
+        check_store_url(url)
         known = _remembered(remembered) if remembered.is_file() else None
         if known is not None and known[0] != url:
-            raise ConfigError(f"{remembered}: this run already uses another store ({known[0]})")
+            raise ConfigError(f"{remembered}: this run already uses another store ({redact_url(known[0])})")
         run_dir.mkdir(parents=True, exist_ok=True)
         run_id = known[1] if known is not None else run_dir.name
         store = Store(url, run_id=run_id)
@@ -239,23 +237,43 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-def _has_password(url: str) -> bool:
+def check_store_url(url: str, where: str = "--store") -> None:
+    """Refuse a store URL that is no SQLAlchemy URL or that carries a password, in one line naming
+    ``where`` (the option or the file's field): every path that opens a store by a URL it was given
+    (a run, a sweep's units, a sweep's Ray driver) checks it so, before anything is written."""
+    if "://" not in url:  # shown unless it may hold user:password@ (no parser tells them apart here)
+        shown = "" if "@" in url else f" {url!r}"
+        raise ConfigError(f"{where}{shown}: expected a SQLAlchemy URL such as postgresql+psycopg://user@host/db")
+    if _has_password(url, where):
+        raise ConfigError(
+            f"{where}: the URL carries a password; leave it out and set PGPASSWORD (or ~/.pgpass) instead"
+        )
+
+
+def _has_password(url: str, where: str = "--store") -> bool:
+    """A password in the URL's user-info (``user:pw@``) or in its query string (``?password=``, libpq's
+    ``sslpassword``, anything named like a secret: ``benchfill.redact.secret_params``)."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
     try:
-        return make_url(url).password is not None
+        parsed = make_url(url)
     except ArgumentError as exc:
-        raise ConfigError(f"--store: not a SQLAlchemy URL ({exc})") from None
+        raise ConfigError(f"{where}: not a SQLAlchemy URL ({exc})") from None
+    return parsed.password is not None or bool(secret_params(url))
 
 
-def _redact(url: str) -> str:
-    """Hide a password in a URL before it reaches a message."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        if ":" not in creds:
-            return url
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}"
-    return url
+def _secrets_of(url: str) -> list[str]:
+    """The secret values a store URL carries, to scrub from a driver's error (a URL given to ``Store``
+    directly has not been through ``check_store_url``)."""
+    from urllib.parse import parse_qsl
+
+    from sqlalchemy.engine import make_url
+
+    try:
+        password = make_url(url).password
+    except Exception:  # noqa: BLE001  (no URL at all: nothing to take from it)
+        password = None
+    names = set(secret_params(url))
+    query = url.split("?", 1)[1].split("#", 1)[0] if "?" in url else ""
+    return [str(password or ""), *(v for k, v in parse_qsl(query) if k in names)]

@@ -141,6 +141,10 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
     if cfg.backend == "sim" and cfg.config:
         raise ConfigError(f"{path}: field config: backend sim serves its own panel; drop config or set "
                           "backend = \"openai\"")
+    if store or cfg.store:  # a password in it is refused here, before any unit would refuse it
+        from benchfill.store import check_store_url
+
+        check_store_url(store or cfg.store or "", "--store" if store else f"{path}: field store")
     store = store or cfg.store
     root = rel(runs_dir) if runs_dir else (rel(cfg.runs_dir) if cfg.runs_dir else None)
     runs: list[RunPlan] = []

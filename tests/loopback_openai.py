@@ -46,9 +46,10 @@ class ThreadedServer:
 
 
 class LoopbackOpenAI(ThreadedServer):
-    def __init__(self, models=("m1",), faults=(), refuse_n=False, latency_s=0.0):
+    def __init__(self, models=("m1",), faults=(), refuse_n=False, latency_s=0.0, echo_headers=False):
         self.models = list(models)
         self.faults = list(faults)  # per request, the first len(faults) attempts fail: 429/500/400/"timeout"
+        self.echo_headers = echo_headers  # a fault's body repeats the key and the headers (as careless proxies do)
         self.refuse_n = refuse_n
         self.latency_s = latency_s
         self.attempts: Counter = Counter()
@@ -93,7 +94,9 @@ class LoopbackOpenAI(ThreadedServer):
             if fault == "timeout":  # outlive the client's timeout; the client gives up first
                 await asyncio.sleep(1.0)
                 return JSONResponse({"error": {"message": "too late"}}, status_code=504)
-            return JSONResponse({"error": {"message": f"injected {fault}"}}, status_code=fault)
+            said = (f"; rejected authorization: {request.headers.get('authorization')}; request headers were "
+                    f"{dict(request.headers)}") if self.echo_headers else ""
+            return JSONResponse({"error": {"message": f"injected {fault}{said}"}}, status_code=fault)
         self.successes[ident] += 1
         n = body.get("n", 1)
         texts = [reply(body["model"], prompt, body.get("seed"), i) for i in range(n)]

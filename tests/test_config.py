@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from benchfill.config import load_config
@@ -103,3 +105,61 @@ def test_errors_name_file_and_field(tmp_path):
         load_config(write(tmp_path, "{}", "cfg.ini"))
     with pytest.raises(ConfigError, match="unknown benchmark 'nope'; known: aime24"):
         load_config(write(tmp_path, TOML.replace('name = "aime24"', 'name = "nope"'))).benchmark_spec()
+
+
+@pytest.mark.parametrize("where, value, what", [
+    ("probes[0].base_url", "http://s3cret-tok@127.0.0.1:8001/v1", "a name or token before '@'"),
+    ("probes[0].base_url", "http://127.0.0.1:8001/v1?token=s3cret-q", "a secret in its query string: token"),
+    ("probes[0].base_url", "http://127.0.0.1:8001/v1?api_key=s3cret-q", "a secret in its query string: api_key"),
+    ("probes[0].base_url", "http://127.0.0.1:8001/v1?api-version=1&key=s3cret-q", "a secret in its query string: key"),
+    ("probes[0].base_url", "https://h.example/v1?sig=s3cret-q", "a secret in its query string: sig"),
+    ("probes[0].base_url", "http://u:pw/s3cret@127.0.0.1:8001/v1", "a password"),  # an unescaped '/' in it
+    ("probes[1].replicas[1]", "http://s3cret-tok@127.0.0.1:8003/v1", "a name or token before '@'"),
+    ("probes[1].replicas[0].base_url", "http://127.0.0.1:8002/v1?access_token=s3cret-q",
+     "a secret in its query string: access_token"),
+    ("rewriter.api_base", "http://s3cret-tok@127.0.0.1:9000/v1", "a name or token before '@'"),
+    ("rewriter.api_base", "http://127.0.0.1:9000/v1?token=s3cret-q", "a secret in its query string: token"),
+])
+def test_endpoint_urls_with_user_info_or_secret_query_parameters_are_refused(tmp_path, where, value, what):
+    """Such a URL would reach the report, the store's recorded config, fleet warnings and errors."""
+    text = TOML.replace('base_url = "http://127.0.0.1:8002/v1"',
+                        'replicas = [{base_url = "http://127.0.0.1:8002/v1"}, "http://127.0.0.1:8003/v1"]')
+    old = {"probes[0].base_url": 'base_url = "http://127.0.0.1:8001/v1/"',
+           "probes[1].replicas[1]": '"http://127.0.0.1:8003/v1"',
+           "probes[1].replicas[0].base_url": '{base_url = "http://127.0.0.1:8002/v1"}',
+           "rewriter.api_base": 'api_base = "http://127.0.0.1:9000/v1"'}[where]
+    new = old.split('"')[0] + f'"{value}"' + ("}" if old.endswith("}") else "")
+    assert load_config(write(tmp_path, text)).probes[1].is_fleet  # the file is good before
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text.replace(old, new)))
+    assert str(err.value) == (f"{tmp_path / 'cfg.toml'}: field {where}: looks like a literal credential (the URL "
+                              f"carries {what}); put it in an environment variable and name it with api_key_env")
+    with pytest.raises(ConfigError, match=rf"<overrides>: field rewriter\.api_base: .*\(the URL carries {re.escape(what)}\)"):
+        load_config(None, ["rewriter.model=openai/x", f"rewriter.api_base={value}"])
+
+
+def test_urls_without_credentials_load(tmp_path):
+    text = TOML.replace('api_base = "http://127.0.0.1:9000/v1"',
+                        'api_base = "https://h.example/openai/v1?api-version=2024-06-01"')
+    text = text.replace('name = "aime24"', 'name = "aime24"\nsource = "https://medium.com/@someone/aime-notes"')
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.rewriter.api_base == "https://h.example/openai/v1?api-version=2024-06-01"
+
+
+@pytest.mark.parametrize("name", ["AUDITSECRET0123456789abcdef", "a3f9c0d1e2b4a5968778c0ffee", "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5",
+                                  "AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh"])
+def test_a_key_pasted_into_api_key_env_is_refused(tmp_path, name):
+    # each is a valid variable name, which a serve script would print as "${NAME:?set NAME ...}"
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, TOML.replace('api_key_env = "VLLM_API_KEY"', f'api_key_env = "{name}"')))
+    assert str(err.value) == (f"{tmp_path / 'cfg.toml'}: field probes[0].api_key_env: looks like a key, not the name "
+                              "of an environment variable; put the key in a variable (e.g. VLLM_API_KEY) and name "
+                              "that variable here")
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "VLLM_API_KEY", "MY_PROBE_KEY_2", "HF_TOKEN", "AUDIT_KEY",
+                                  "AZURE_OPENAI_API_KEY_2024", "BENCHFILL_SCORER_API_KEY", "panelKey",
+                                  "HUGGINGFACEHUBAPITOKEN", "OpenRouterApiKeyForTheProbes"])
+def test_real_variable_names_in_api_key_env_load(tmp_path, name):
+    text = TOML.replace('api_key_env = "VLLM_API_KEY"', f'api_key_env = "{name}"')
+    assert load_config(write(tmp_path, text)).probes[0].api_key_env == name

@@ -380,3 +380,34 @@ def test_a_fleet_in_an_error_is_named_with_every_replica():
 
     p = ProbeConfig(name="p4", replicas=["http://127.0.0.1:18431/v1", "http://127.0.0.1:18432/v1"], model="m")
     assert _where(p) == "fleet:p4 (2 replicas: http://127.0.0.1:18431/v1, http://127.0.0.1:18432/v1)"
+
+
+def test_an_ejection_never_shows_a_key_the_replicas_error_echoed(monkeypatch, caplog):
+    """The warning and FleetDown's line repeat what the replica said (an attempt's error, a health check's):
+    the configured key's value and anything shaped like a credential are scrubbed from it."""
+    import logging
+
+    from benchfill.fleet import Fleet, Replica
+
+    key = "fk-fl33t-s3cret"
+    monkeypatch.setenv("BENCHFILL_TEST_FLEET_KEY", key)
+    policy = FleetPolicy(eject_after=1, cooldown_s=5)
+
+    async def go():
+        counts: dict = {}
+        a, b = (Replica(f"http://{h}/v1", None, EndpointBound(1), policy, lambda: counts,
+                        key_envs=("BENCHFILL_TEST_FLEET_KEY",)) for h in ("a", "b"))
+        fleet = Fleet("p", [a, b])
+        a.outcome(False, f"HTTP 500: request headers were {{'authorization': 'Bearer {key}'}}; key {key}")
+        b.outcome(False, "HTTP 500: request headers were {'x-api-key': 'other-s3cret'}")
+        down = fleet.down_message()
+        a.close()
+        b.close()
+        return down
+
+    with caplog.at_level(logging.WARNING, logger="benchfill.fleet"):
+        down = asyncio.run(go())
+    assert caplog.text.count("out of service for 5.0 s: 1 failed attempts in a row") == 2
+    assert "'authorization': 'Bearer ***'}; key ***" in caplog.text and "'x-api-key': '***'" in caplog.text
+    for said in (caplog.text, down):
+        assert "s3cret" not in said, said

@@ -154,3 +154,22 @@ def test_default_prompts_and_parsers_drive_the_sim(tmp_path, items):
             v = asyncio.run(judge(cfg(srv, "sim-judge"), res.child, spec=SPEC, store=store, seed=seed,
                                   retry=NO_WAIT, stats=stats))
             assert isinstance(v, Verdict) and v.valid == w.is_valid(res.child["problem"]) and v.reason
+
+
+def test_an_error_body_echoing_the_key_never_reaches_the_error(monkeypatch):
+    """A 401 whose body repeats the request's headers: the EndpointError says HTTP 401 and what the server
+    said, with the configured key's value (and any bearer token) scrubbed."""
+    from loopback_openai import LoopbackOpenAI
+
+    key = "lk-j0dge-s3cret"
+    monkeypatch.setenv("BENCHFILL_TEST_LLM_KEY", key)
+    for fault in (401, 500):
+        with LoopbackOpenAI(models=("sim-judge",), faults=[fault] * 20, echo_headers=True) as srv:
+            cfg = LLMConfig(model="openai/sim-judge", api_base=srv.base_url, api_key_env="BENCHFILL_TEST_LLM_KEY",
+                            timeout_s=5)
+            with pytest.raises(EndpointError, match=rf"judge openai/sim-judge at .*HTTP {fault}: ") as err:
+                asyncio.run(judge(cfg, {"problem": "1+1?", "answer": "2"}, spec=SPEC,
+                                  retry=RetryConfig(max_attempts=2, initial_wait_s=0, max_wait_s=0, jitter_s=0),
+                                  format_prompt=fmt_judge, parse=parse_verdict))
+        assert srv.auth_seen[0] == f"Bearer {key}"
+        assert "rejected authorization: Bearer ***" in str(err.value) and "s3cret" not in str(err.value), str(err.value)

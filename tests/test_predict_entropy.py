@@ -87,3 +87,56 @@ def test_a_reply_without_logprobs_and_a_bad_scorer_fail_clearly():
             EntropyFeatures([Scorer.parse(srv.url("flat"))])(["a b"])
     with pytest.raises(ConfigError, match="expected MODEL@http"):
         Scorer.parse("qwen3-8b")
+
+
+@pytest.mark.parametrize("url, what", [
+    ("http://u:s3cret-pw@127.0.0.1:1/v1", "a password"),
+    ("http://s3cret-tok@127.0.0.1:1/v1", "a name or token before '@'"),
+    ("http://127.0.0.1:1/v1?api_key=s3cret-q", "a secret in its query string: api_key"),
+])
+def test_a_scorer_url_with_credentials_is_refused_and_never_written(tmp_path, url, what):
+    """The scorer's spec is written into the predictor file (Predictor.to_dict): its key comes from
+    BENCHFILL_SCORER_API_KEY, never from the URL."""
+    from benchfill.predict import Predictor
+    from benchfill.predict.models import DifficultyModel
+
+    with pytest.raises(ConfigError) as err:
+        Scorer.parse(f"m@{url}")
+    assert str(err.value) == f"--scorer m: the URL carries {what}; leave it out and put the scorer's key in " \
+                             "BENCHFILL_SCORER_API_KEY"
+    with pytest.raises(ConfigError, match="^scorer m: the URL carries") as err:
+        Predictor(families=["length", "entropy"], model=DifficultyModel(), residual_sd=1.0, scorers=[f"m@{url}"])
+    assert "s3cret" not in str(err.value)
+
+
+def test_predict_train_refuses_a_scorer_with_credentials_before_any_work(tmp_path, capsys):
+    from benchfill.cli import main
+
+    out = tmp_path / "pred.json"
+    rc = main(["predict", "train", "--benchmark", "aime25", "--data-dir", str(tmp_path / "no-data"), "--families",
+               "length,entropy", "--scorer", "m@http://u:s3cret-pw@127.0.0.1:1/v1", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == ["benchfill: error: --scorer m: the URL carries a password; leave it out and put the "
+                               "scorer's key in BENCHFILL_SCORER_API_KEY"]
+    assert not out.exists()
+
+
+def test_a_scorer_error_body_echoing_the_key_is_scrubbed(monkeypatch):
+    from types import SimpleNamespace
+
+    import httpx
+    import openai
+
+    monkeypatch.setenv("BENCHFILL_SCORER_API_KEY", "sk-scorer-s3cret-0042")
+    feats = EntropyFeatures([Scorer.parse("m@http://127.0.0.1:1/v1")])
+    body = "denied; request headers were {'authorization': 'Bearer sk-scorer-s3cret-0042'}"
+    exc = openai.AuthenticationError(body, response=httpx.Response(401, request=httpx.Request("POST", "http://x")),
+                                     body=None)
+
+    def create(**kw):
+        raise exc
+
+    feats._clients[feats.scorers[0]] = SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+    with pytest.raises(EndpointError, match="HTTP 401: denied; request headers were") as err:
+        feats.trajectory(feats.scorers[0], "a b")
+    assert "s3cret" not in str(err.value)

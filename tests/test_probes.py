@@ -252,3 +252,30 @@ def test_a_request_asked_twice_at_once_is_sent_once_and_serves_both(tmp_path):
         assert {r.item_id for r in store.all(ProbeResult)} == {r.item_id for r in res}
         _, again = run(store, panel(srv.base_url), items=twins, seed=3)
         assert again.requests == 0 and again.cache_hits == len(twins)
+
+
+def test_an_error_body_echoing_the_request_headers_never_shows_the_key(tmp_path, monkeypatch):
+    """A careless gateway's 401 repeats the request's headers, the probe's key among them: neither the
+    failed rollouts' errors nor the run's error line may show it (probe_http.describe_error scrubs)."""
+    key = "pk-pr0be-s3cret"
+    monkeypatch.setenv("BENCHFILL_TEST_PROBE_KEY", key)
+    with LoopbackOpenAI(faults=[401] * 20, echo_headers=True) as srv:
+        pan = panel(srv.base_url, api_key_env="BENCHFILL_TEST_PROBE_KEY")
+        res, stats = run(Store(tmp_path / "s.db"), pan, strict=False)
+        with pytest.raises(EndpointError, match=r"5 of 5 probe calls failed.*HTTP 401") as err:
+            run(Store(tmp_path / "t.db"), pan)
+    assert srv.auth_seen[0] == f"Bearer {key}"  # sent, and echoed in the body
+    for said in [*(r.error for r in res), str(err.value)]:
+        assert "rejected authorization: Bearer ***; request headers were" in said, said
+        assert key not in said and "s3cret" not in said, said
+
+
+def test_describe_error_scrubs_known_keys_and_credential_shapes(monkeypatch):
+    from benchfill.probe_http import describe_error
+
+    monkeypatch.setenv("BENCHFILL_TEST_PROBE_KEY", "plainkey42")
+    exc = ConnectionError("refused; headers {'Authorization': 'Basic dXNlcjpwdw==', 'api-key': 'abc', "
+                          "'x-api-key': 'xyz'}, sent plainkey42 as Bearer tok.en-123456 with sk-abcdefghijklmnop")
+    said = describe_error(exc, ["BENCHFILL_TEST_PROBE_KEY", None])
+    assert said == ("ConnectionError: refused; headers {'Authorization': 'Basic ***', 'api-key': '***', "
+                    "'x-api-key': '***'}, sent *** as Bearer *** with ***")

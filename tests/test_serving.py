@@ -315,3 +315,34 @@ def test_a_log_folder_is_data_in_the_script_never_shell_code(host):
     line = next(ln for ln in script.read_text().splitlines() if ln.startswith("DEFAULT_LOG_DIR="))
     out = subprocess.run(["bash", "-c", f'{line}\nprintf %s "$DEFAULT_LOG_DIR"'], capture_output=True, text=True)
     assert out.stdout == evil and not (tmp / "PWNED").exists()
+
+
+def test_the_script_passes_keys_to_no_program_as_an_argument(host):
+    """`VLLM_API_KEY="$PANEL_KEY"` is the shell's assignment before the whole command: were it an argument of
+    setsid or env (`$SETSID env VLLM_API_KEY=...`), the key would be in their argument lists, which every
+    process can read in /proc while they start. Stand-ins for both on PATH record each argv they get."""
+    import shutil
+
+    tmp, cfg, ports, rec = host
+    for tool in ("setsid", "env"):
+        real = shutil.which(tool)
+        if tool == "setsid" and real is None:
+            continue  # the script then runs env directly
+        (tmp / "bin" / tool).write_text(f'#!/bin/sh\nprintf "%s\\n" "{tool} $*" >> "{rec}/argv.log"\nexec {real} "$@"\n')
+        (tmp / "bin" / tool).chmod(0o755)
+    script = write_script(_commands(cfg), tmp / "serve.sh", log_dir=str(tmp / "logs"), wait_s=30)
+    assert 'VLLM_API_KEY="$PANEL_KEY" $SETSID env ' in script.read_text()
+    proc = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "POLL_S": "0.1"}, preexec_fn=ctrl_c_as_at_a_terminal)
+    try:
+        read_until(proc.stderr, "all 3 servers ready")
+        r = records(rec)
+        assert [r[p]["env"]["VLLM_API_KEY"] for p in ports] == [KEY, OTHER_KEY, KEY]  # it still gets there
+        argv = (rec / "argv.log").read_text()
+        assert argv.count("env ") >= 3 and " vllm serve " in argv
+        assert KEY not in argv and OTHER_KEY not in argv, argv
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()

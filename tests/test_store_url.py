@@ -41,3 +41,40 @@ def test_a_run_keeps_the_store_it_started_with(tmp_path):
     store = open_run_store(tmp_path / "run")  # no URL: the remembered one
     assert store.url == first
     store.close()
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql+psycopg://alice@db.example/bench?password=s3cret-q",
+    "postgresql+psycopg:///bench?host=db.example&port=5432&user=alice&password=s3cret-q",
+    "postgresql+psycopg://alice@db.example/bench?sslmode=require&sslpassword=s3cret-q",
+])
+def test_a_password_in_the_query_string_is_refused_as_one_in_the_user_info(tmp_path, url):
+    with pytest.raises(ConfigError, match="^--store: the URL carries a password; .*PGPASSWORD") as err:
+        open_run_store(tmp_path / "run", url)
+    assert "s3cret" not in str(err.value)
+    assert not (tmp_path / "run").exists()  # no store.url holds it
+
+
+def test_store_urls_in_messages_hide_their_password_and_query_secrets(tmp_path):
+    from types import SimpleNamespace
+
+    from benchfill.errors import DataError
+    from benchfill.review.queue import _from_store
+    from benchfill.store import Store
+
+    for url in ("postgresql+psycopg://alice@127.0.0.1:1/bench?password=s3cret-q&sslmode=disable",
+                "postgresql+psycopg://alice:s3cret-u@127.0.0.1:1/bench"):
+        with pytest.raises(ConfigError, match="^cannot open store postgresql") as err:  # nothing listens on port 1
+            Store(url)
+        assert "s3cret" not in str(err.value) and "***" in str(err.value)
+    # a store.url written before query-string passwords were refused is never shown as it is
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "store.url").write_text("postgresql+psycopg://alice@db.example/bench?password=s3cret-old\nr\n")
+    with pytest.raises(ConfigError, match="already uses another store") as err:
+        open_run_store(tmp_path / "run", f"sqlite:///{tmp_path / 'b.db'}")
+    assert "s3cret" not in str(err.value)
+    row = SimpleNamespace(id="c1", gap_index=0, review_json="{not json")
+    store = SimpleNamespace(url="postgresql+psycopg://alice@db.example/bench?password=s3cret-q", all=lambda *a: [row])
+    with pytest.raises(DataError, match=r"^store postgresql\+psycopg://alice@db.example/bench\?password=\*\*\*: ") as err:
+        _from_store(store)
+    assert "s3cret" not in str(err.value)

@@ -330,3 +330,17 @@ def test_a_rerun_resumes_a_custom_run_in_its_old_named_folder(tmp_path, shared_d
     (row,) = table["rows"]
     assert row["benchmark"] == "My set/v2"
     assert row["strategies"]["benchfill"]["reduction"] == pytest.approx(report["top_k_reduction"])
+
+
+def test_a_store_with_a_password_fails_before_any_run(tmp_path):
+    """As `benchfill run --store` refuses it (store.check_store_url): in the file or on the command line,
+    user:password@ or ?password=, one line, no secret in it, nothing written."""
+    for url in ("postgresql+psycopg://u:s3cret@127.0.0.1:1/db", "postgresql+psycopg://u@127.0.0.1:1/db?password=s3cret"):
+        path = _write(tmp_path, f'store = "{url}"\n' + GOOD)
+        with pytest.raises(ConfigError, match=r"sweep\.toml: field store: the URL carries a password; .*PGPASSWORD") as err:
+            load_sweep(path)
+        assert "s3cret" not in str(err.value)
+        with pytest.raises(ConfigError, match=r"^--store: the URL carries a password") as err:
+            load_sweep(_write(tmp_path, GOOD), store=url)
+        assert "s3cret" not in str(err.value)
+    assert not (tmp_path / "runs").exists()

@@ -266,3 +266,18 @@ def test_without_ray_the_executor_says_how_to_install(shared_data, tmp_path, mon
     assert code == 2
     assert err.getvalue().strip().splitlines() == [
         "benchfill: error: --executor ray needs Ray, an optional extra: pip install 'benchfill[ray]'"]
+
+
+def test_ray_executor_refuses_a_store_url_with_a_password(shared_data, tmp_path):
+    """The check a local run makes of its --store (store.check_store_url) is made on the Ray path too,
+    before the driver opens the store or sends the URL to any task: also for a sweep built without
+    load_sweep (which refuses it first)."""
+    from benchfill.errors import ConfigError
+
+    sweep = load_sweep(_sweep_file(tmp_path / "s.toml", shared_data, tmp_path / "runs", "postgresql+psycopg://u@127.0.0.1:1/db"))
+    for url in ("postgresql+psycopg://u:s3cret@127.0.0.1:1/db", "postgresql+psycopg://u@127.0.0.1:1/db?password=s3cret"):
+        sweep.store = url
+        with pytest.raises(ConfigError, match=r"s\.toml: field store: the URL carries a password; .*PGPASSWORD") as err:
+            run_sweep(sweep, executor="ray", ray_address="127.0.0.1:1", progress=False)
+        assert "s3cret" not in str(err.value)
+    assert not ray.is_initialized()

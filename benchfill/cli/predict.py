@@ -96,11 +96,14 @@ def cmd_train(args) -> int:
 
     from benchfill.benchmarks import registered_spec
     from benchfill.errors import ConfigError
+    from benchfill.predict.entropy import Scorer
     from benchfill.predict.features import parse_families
     from benchfill.predict.predictor import train
 
     if not args.out or os.path.isdir(args.out):  # refused before the training, not after it
         raise ConfigError(f"--out {args.out!r}: give a file to write the predictor to")
+    for s in args.scorer:  # a malformed scorer or one with credentials in its URL, before any work
+        Scorer.parse(s)
     families = parse_families(args.families)
     labelled = _load(args)
     spec = registered_spec(args.benchmark[0])

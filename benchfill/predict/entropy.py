@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchfill.errors import ConfigError, EndpointError
+from benchfill.redact import redact_url, scrub, url_credentials
 
 SUMMARY_NAMES = ["mean", "sd", "q10", "q25", "q50", "q75", "q90", "top10_mean", "slope",
                  "first_decile", "last_decile", "total_variation", "n_tokens"]
@@ -60,10 +61,16 @@ class Scorer:
     max_tokens: int = 256
 
     @classmethod
-    def parse(cls, spec: str, **kw) -> Scorer:
+    def parse(cls, spec: str, where: str = "--scorer", **kw) -> Scorer:
+        """``MODEL@URL``; a URL with credentials (user-info, a secret in its query string) is refused, as
+        the config refuses an endpoint's: the spec is written into the predictor file."""
         model, sep, url = spec.partition("@")
         if not sep or not model or not url.startswith(("http://", "https://")):
-            raise ConfigError(f"--scorer {spec!r}: expected MODEL@http(s)://host:port/v1")
+            raise ConfigError(f"{where} {model + sep + redact_url(url)!r}: expected MODEL@http(s)://host:port/v1")
+        what = url_credentials(url, user=True)
+        if what:
+            raise ConfigError(f"{where} {model}: the URL carries {what}; leave it out and put the scorer's key "
+                              f"in {kw.get('api_key_env', cls.api_key_env)}")
         return cls(model=model, base_url=url, **kw)
 
 
@@ -94,9 +101,11 @@ class EntropyFeatures:
                 model=s.model, messages=[{"role": "user", "content": text}], temperature=0.0,
                 max_tokens=s.max_tokens, logprobs=True, top_logprobs=s.top_logprobs)
         except openai.APIConnectionError as exc:
-            raise EndpointError(f"scorer {s.model}@{s.base_url}: cannot connect ({exc})") from None
-        except openai.APIStatusError as exc:
-            raise EndpointError(f"scorer {s.model}@{s.base_url}: HTTP {exc.status_code}: {exc.message}") from None
+            said = scrub(str(exc), env=[s.api_key_env])
+            raise EndpointError(f"scorer {s.model}@{s.base_url}: cannot connect ({said})") from None
+        except openai.APIStatusError as exc:  # the body may echo the request's headers, the key among them
+            raise EndpointError(f"scorer {s.model}@{s.base_url}: HTTP {exc.status_code}: "
+                                f"{scrub(exc.message, env=[s.api_key_env])}") from None
         lp = resp.choices[0].logprobs
         if lp is None or not lp.content:
             raise EndpointError(f"scorer {s.model}@{s.base_url}: the reply carries no logprobs")

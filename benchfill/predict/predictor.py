@@ -58,6 +58,11 @@ class Predictor:
     _embed: Callable | None = field(default=None, repr=False)
     _entropy: EntropyFeatures | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        # each scorer as MODEL@URL, refused with credentials in its URL: to_dict writes them to a file
+        for s in self.scorers:
+            Scorer.parse(s, where="scorer")
+
     def _features(self):
         if "embedding" in self.families and self._embed is None:
             from benchfill.predict.embed import get_embedder
@@ -144,6 +149,8 @@ class Predictor:
                        scales=d["scales"], cv=d.get("cv", {}))
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{path}: predictor field {exc} missing or malformed") from None
+        except ConfigError as exc:  # a scorer with credentials in its URL, written before they were refused
+            raise DataError(f"{path}: {exc}") from None
 
 
 def train(

@@ -16,6 +16,7 @@ from typing import Any
 
 from benchfill.data import jsonl_objects
 from benchfill.errors import DataError
+from benchfill.redact import redact_url
 
 QUEUE_FILE = "review_queue.jsonl"
 REQUIRED = ("item_id", "ancestor_id", "ancestor", "child", "text_field", "answer_field")
@@ -121,9 +122,9 @@ def _from_store(store) -> list[QueueEntry]:
         try:
             record = json.loads(row.review_json)
         except json.JSONDecodeError as exc:
-            raise DataError(f"store {store.url}: candidate {row.id}: review record is not JSON ({exc.msg})") from None
+            raise DataError(f"store {redact_url(store.url)}: candidate {row.id}: review record is not JSON ({exc.msg})") from None
         missing = [k for k in REQUIRED if k not in record]
         if missing:
-            raise DataError(f"store {store.url}: candidate {row.id}: review record lacks {missing[0]!r}")
+            raise DataError(f"store {redact_url(store.url)}: candidate {row.id}: review record lacks {missing[0]!r}")
         entries.append(QueueEntry(record, n))
     return entries
