@@ -191,3 +191,19 @@ def test_replicas_sharing_a_state_file_know_each_others_children(items, tmp_path
                                messages=[{"role": "user", "content": f"<problem>{child['problem']}</problem>"}])
         assert srv_b.stats["unknown_problems"] == 0 and "\\boxed{" in r.choices[0].message.content
     assert b.true_difficulty(child["id"]) == a.true_difficulty(child["id"])
+
+
+def test_runs_sharing_a_world_rewrite_each_others_later_children(items, tmp_path):
+    """Runs on one store share a world: a child run A made after run B's world was built is a parent B's
+    rewriter is asked to rewrite. B finds it in A's state file (``World.siblings``), where it used to take it
+    for an item it never made and rewrite it from z 0.5."""
+    a = make_world(items, state_path=tmp_path / "a" / "sim_state.jsonl")
+    b = make_world(items, state_path=tmp_path / "b" / "sim_state.jsonl")
+    b.siblings = lambda: [tmp_path / "a" / "sim_state.jsonl"]  # built before A made any child
+    with SimServer(a) as srv_a:
+        child = child_of(asyncio.run(rewrite_all(srv_a, [(items[2], 0.9, 3)]))[0])
+    assert b.lookup(child["problem"]) is None
+    with SimServer(b) as srv_b:
+        grandchild = child_of(asyncio.run(rewrite_all(srv_b, [(child, 0.9, 4)]))[0])
+    assert b.lookup(grandchild["problem"]).parent == child["id"]
+    assert b.true_difficulty(child["id"]) == a.true_difficulty(child["id"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -409,6 +410,20 @@ def _matrix_digest(matrix) -> str:
     return h.hexdigest()
 
 
+def _sibling_states(run_dir: Path, store: str) -> list[Path]:
+    """The simulated world's state files of the other runs beside ``run_dir`` on the same store, found
+    anew at each call: a run begun after this one shares its children too (``World.refresh``)."""
+    out = []
+    for other in sorted(run_dir.parent.glob("*/store.url")):
+        try:
+            same = other.read_text().split("\n", 1)[0].strip() == store
+        except OSError:  # a folder being made or removed
+            continue
+        if other.parent != run_dir and same:
+            out.append(other.parent / "sim_world_state.jsonl")
+    return out
+
+
 def start_sim(opts, bench, run_dir: Path, url: str | None = None):
     """The simulated world over the benchmark's items, served in-process, and a config pointing at it.
 
@@ -429,9 +444,8 @@ def start_sim(opts, bench, run_dir: Path, url: str | None = None):
                              latency_ms=opts.sim_latency_ms, rewriter=opts.sim_rewriter,
                              rewriter_knobs=opts.sim_rewriter_knobs)
     if opts.store:  # one world for the runs that share a store: it knows their children (shared memory)
-        for other in sorted(run_dir.parent.glob("*/store.url")):
-            if other.parent != run_dir and other.read_text().split("\n", 1)[0].strip() == opts.store:
-                world.load_registry(other.parent / "sim_world_state.jsonl")
+        world.siblings = functools.partial(_sibling_states, run_dir, opts.store)
+        world.refresh()
     # The cache key holds the endpoint URL, port included: a stable port per run directory lets a
     # resumed run hit the cache; a busy port falls back to any free one (then calls are repeated).
     server = None

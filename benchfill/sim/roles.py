@@ -69,6 +69,9 @@ def rewrite(world: World, prompt: str, prompt_hash: str, seed: int | None, n: in
     except ValueError:
         return [f"The target difficulty {target.strip()!r} is not a number."] * n
     parent = world.lookup(str(parent_fields[world.text_field]))
+    if parent is None:  # a child another run sharing this world made since it was last read
+        world.refresh()
+        parent = world.lookup(str(parent_fields[world.text_field]))
     refs = _perceived_references(world, prompt)
     replies = []
     for i in range(n):
@@ -84,8 +87,13 @@ def _perceived_references(world: World, prompt: str) -> list[tuple[float, float]
     if world.rewriter.anchor <= 0:
         return []
     out = []
+    refreshed = False
     for stated, fields in shown_references(prompt):
-        item = world.lookup(str(fields.get(world.text_field, "")))
+        text = str(fields.get(world.text_field, ""))
+        item = world.lookup(text)
+        if item is None and not refreshed:  # as for the parent: another run's child, read once more
+            world.refresh()
+            refreshed, item = True, world.lookup(text)
         if item is not None:
             out.append((stated, world.perceived_z(item)))
     return out

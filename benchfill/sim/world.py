@@ -12,7 +12,7 @@ import json
 import math
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,9 @@ class World:
     by_id: dict[str, str] = field(default_factory=dict)  # id -> key
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _read_to: dict = field(default_factory=dict, repr=False)  # state file -> how far it has been read
+    # The state files of the other runs that share this world (a shared store), found anew at each refresh:
+    # a run started after this one writes children this one's rewriter and probes are then asked about.
+    siblings: Callable[[], Iterable[Path]] | None = field(default=None, repr=False)
 
     # -- construction ----------------------------------------------------------------------------
     @classmethod
@@ -302,10 +305,15 @@ class World:
 
     def refresh(self) -> None:
         """Read the children other servers of this world appended to the shared state file since the last
-        read: the replicas of a fleet share one world, and a child one of them wrote is asked of another."""
-        if self.state_path is not None:
-            with self._lock:
+        read (the replicas of a fleet share one world, and a child one of them wrote is asked of another),
+        and those the runs sharing its store registered (``siblings``): their children become parents and
+        references here, and a child read only at start-up would miss every run begun after it."""
+        with self._lock:
+            if self.state_path is not None:
                 self._load_state()
+            for path in self.siblings() if self.siblings is not None else ():
+                if path != self.state_path:
+                    self._load_state(path)
 
     def rng(self, *parts: object) -> random.Random:
         return texts.rng_for(self.seed, *parts)
