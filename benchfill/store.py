@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, MetaData, Table, event, inspect
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, SQLModel, create_engine, select
 
 from benchfill import schema
@@ -57,7 +58,9 @@ def m003_run_scoped_rows(conn: Connection, run_id: str) -> None:
         table.create(conn)
         for i in range(0, len(rows), 500):
             conn.execute(table.insert(), [{**r, "run_id": run_id} for r in rows[i : i + 500]])
-        if conn.dialect.name == "postgresql" and "id" in table.c and table.c.id.autoincrement is not False and rows:
+        # Only an integer id the database numbers has a sequence (Item's and Candidate's ids are text).
+        serial = table.autoincrement_column
+        if conn.dialect.name == "postgresql" and serial is not None and serial.name == "id" and rows:
             conn.exec_driver_sql(
                 f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), (SELECT max(id) FROM {table.name}))")
 
@@ -83,8 +86,27 @@ MIGRATIONS: list[Callable[[Connection, str], None]] = [
 def _url(target: str | Path) -> str:
     s = str(target)
     if "://" in s:
-        return s
+        return absolute_url(s)
     return f"sqlite:///{Path(s).resolve()}"
+
+
+def absolute_url(url: str) -> str:
+    """``url`` with a relative SQLite path made absolute (from the current directory), as a plain path
+    is: a URL remembered for later commands must name the same file from wherever they run. Any other
+    URL (another database, SQLite in memory or by a ``file:`` URI) is returned as it is."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url  # said where it is checked or opened
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:" or path.startswith("file:"):
+        return url
+    if Path(path).is_absolute():
+        return url
+    return parsed.set(database=str(Path(path).resolve())).render_as_string(hide_password=False)
 
 
 class Store:
@@ -109,7 +131,10 @@ class Store:
         except ConfigError:
             raise
         except Exception as exc:  # bad URL, unreachable server, unwritable file
-            said = scrub(str(exc), values=_secrets_of(url))  # a driver's message may quote its connection string
+            # One line: the driver's own message, without SQLAlchemy's SQL text and link to its docs.
+            detail = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+            said = " ".join(str(detail).split())
+            said = scrub(said, values=_secrets_of(url))  # a driver's message may quote its connection string
             raise ConfigError(f"cannot open store {redact_url(url)}: {exc.__class__.__name__}: {said}") from exc
 
     @contextmanager
@@ -154,9 +179,13 @@ def _upgrade(conn: Connection, where: str, run_id: str = "") -> int:
     """Bring the store on ``conn`` to SCHEMA_VERSION (create, or migrate an older one); refuse a newer."""
     if conn.dialect.name == "postgresql":
         # Several processes may open a new store at once (the tasks of a sweep): without a lock two
-        # would create the same tables and one fail. The lock is the transaction's; SQLite's own write
-        # lock already does this for a file.
+        # would create the same tables and one fail. The lock is the transaction's.
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_UPGRADE_LOCK})")
+    elif conn.dialect.name == "sqlite":
+        # The same on SQLite: take the file's write lock before reading what is there. pysqlite opens
+        # no transaction for a SELECT or a CREATE TABLE, so without this two processes could both find
+        # no tables and both create them. The transaction is the connection's: commit ends it.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
     tables = set(inspect(conn).get_table_names())
     version_table = schema.SchemaVersion.__table__
     if version_table.name in tables:
@@ -199,8 +228,10 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
     remembered = run_dir / STORE_URL_FILE
     if url:
         check_store_url(url)
+        url = absolute_url(url)  # before it is remembered: review and release may run from elsewhere
         known = _remembered(remembered) if remembered.is_file() else None
-        if known is not None and known[0] != url:
+        # (a run remembered before URLs were made absolute holds its URL as given)
+        if known is not None and absolute_url(known[0]) != url:
             raise ConfigError(f"{remembered}: this run already uses another store ({redact_url(known[0])})")
         run_dir.mkdir(parents=True, exist_ok=True)
         run_id = known[1] if known is not None else run_dir.name

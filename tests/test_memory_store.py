@@ -270,3 +270,29 @@ def test_reuse_passes_over_a_child_whose_placement_is_only_a_bound(store):
     mem = SharedMemory(store, BENCH, IDS, Z_NOW)
     mem.record_originals()
     assert mem.reusable(0.45, 0.55).row.item_id == "good"
+
+
+def test_two_runs_on_one_fit_may_record_the_originals_at_once(store):
+    """Run a writes the originals between run b's look for them and b's own write: b leaves them be."""
+    from sqlalchemy import event
+    from sqlmodel import select
+
+    a = SharedMemory(Store(store.url, run_id="r1"), BENCH, IDS, Z_NOW)
+    b = SharedMemory(store, BENCH, IDS, Z_NOW)
+    wrote = []
+
+    def a_writes_after_b_looked(conn, cursor, statement, params, context, executemany):
+        if not wrote and statement.lstrip().upper().startswith("SELECT") and "memoryrecord" in statement:
+            wrote.append(True)
+            a.record_originals()
+
+    event.listen(store.engine, "after_cursor_execute", a_writes_after_b_looked)
+    try:
+        b.record_originals()
+    finally:
+        event.remove(store.engine, "after_cursor_execute", a_writes_after_b_looked)
+        a.store.close()
+    with store.session() as s:
+        originals = list(s.exec(select(MemoryRecord).where(MemoryRecord.origin == "original")))
+    assert wrote and sorted(r.item_id for r in originals) == IDS
+    assert {r.z for r in originals} == set(Z_NOW) and all(r.created_at is not None for r in originals)

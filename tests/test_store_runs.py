@@ -123,3 +123,25 @@ def _open_version(url: str) -> int:
     s = Store(url, run_id="r")
     s.close()
     return s.schema_version
+
+
+def test_a_version_2_postgresql_store_with_text_ids_is_upgraded():
+    """Item's and Candidate's ids are text: the upgrade moves no sequence for them (there is none)."""
+    with postgres_url() as url:
+        s = Store(url)
+        with s.engine.begin() as con:  # back to the version-2 item and candidate tables, one row each
+            con.execute(text("drop table candidate"))
+            con.execute(text("drop table item"))
+            con.execute(text("create table item (id varchar primary key, origin varchar, data_json varchar, "
+                             "parent_id varchar, created_at timestamp)"))
+            con.execute(text("insert into item values ('c1', 'generated', '{}', 'p', now())"))
+            con.execute(text("create table candidate (id varchar primary key, gap_index integer, round integer, "
+                             "parent_id varchar, target_z float, z float, valid boolean, review_json varchar)"))
+            con.execute(text("insert into candidate (id, gap_index, round, parent_id, target_z, z) "
+                             "values ('c1', 0, 1, 'p', 0.5, 0.4)"))
+            con.execute(text("update schemaversion set version = 2"))
+        s.close()
+        s = Store(url, run_id="old-run")
+        assert s.schema_version == SCHEMA_VERSION
+        assert [(c.run_id, c.id, c.z) for c in s.all(Candidate)] == [("old-run", "c1", 0.4)]
+        s.close()

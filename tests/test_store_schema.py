@@ -114,3 +114,47 @@ def test_a_version_3_store_gains_the_decisions_source_column(tmp_path):
     s.close()
     assert _version(db) == SCHEMA_VERSION == 4
     assert [(r.item_id, r.reviewer, r.decision, r.source) for r in rows] == [("x", "alice", "accept", "")]
+
+
+def test_two_opens_of_a_new_sqlite_store_at_once_both_succeed(tmp_path, monkeypatch):
+    """Two runs may open a new store together: the first takes the file's write lock before it looks,
+    so the second finds the tables made (here both would otherwise pass the check, then both create)."""
+    import threading
+
+    from sqlalchemy import inspect
+
+    real = schema.metadata.create_all
+    both_checked = threading.Barrier(2, timeout=2)
+
+    def create_all(conn, **kw):  # create_all's check-then-create, the window between the two held open
+        missing = [t for t in schema.metadata.sorted_tables if not inspect(conn).has_table(t.name)]
+        try:
+            both_checked.wait()
+        except threading.BrokenBarrierError:  # the other one waited on the lock instead
+            pass
+        real(conn, tables=missing, checkfirst=False)
+
+    monkeypatch.setattr(schema.metadata, "create_all", create_all)
+    db, errors = tmp_path / "s.db", []
+
+    def open_store():
+        try:
+            Store(db, run_id="r").close()
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and _version(db) == SCHEMA_VERSION
+
+
+def test_a_store_that_cannot_be_opened_is_said_in_one_line(tmp_path):
+    db = tmp_path / "s.db"
+    db.write_bytes(b"not a database, " * 100)
+    with pytest.raises(ConfigError) as got:
+        Store(db)
+    said = str(got.value)
+    assert "\n" not in said and "[SQL" not in said and "file is not a database" in said

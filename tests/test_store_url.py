@@ -78,3 +78,23 @@ def test_store_urls_in_messages_hide_their_password_and_query_secrets(tmp_path):
     with pytest.raises(DataError, match=r"^store postgresql\+psycopg://alice@db.example/bench\?password=\*\*\*: ") as err:
         _from_store(store)
     assert "s3cret" not in str(err.value)
+
+
+def test_a_relative_sqlite_url_is_remembered_as_the_absolute_file(tmp_path, monkeypatch):
+    """sqlite:///shared.db names a file in the current directory: review and release, run from another,
+    must find that file, not create an empty one where they are."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "proj")
+    store = open_run_store(tmp_path / "runs" / "r", "sqlite:///shared.db")
+    store.set_meta("seed", 7)
+    store.close()
+    assert (tmp_path / "runs" / "r" / "store.url").read_text().split() == [f"sqlite:///{tmp_path}/proj/shared.db", "r"]
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    again = open_run_store(tmp_path / "runs" / "r")
+    assert again.get_meta("seed") == 7
+    again.close()
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    # given again from the project's folder, the same URL is the same store
+    monkeypatch.chdir(tmp_path / "proj")
+    open_run_store(tmp_path / "runs" / "r", "sqlite:///shared.db").close()

@@ -413,10 +413,12 @@ def _matrix_digest(matrix) -> str:
 def _sibling_states(run_dir: Path, store: str) -> list[Path]:
     """The simulated world's state files of the other runs beside ``run_dir`` on the same store, found
     anew at each call: a run begun after this one shares its children too (``World.refresh``)."""
-    out = []
+    from benchfill.store import absolute_url
+
+    out, store = [], absolute_url(store)  # as store.url holds it
     for other in sorted(run_dir.parent.glob("*/store.url")):
         try:
-            same = other.read_text().split("\n", 1)[0].strip() == store
+            same = absolute_url(other.read_text().split("\n", 1)[0].strip()) == store
         except OSError:  # a folder being made or removed
             continue
         if other.parent != run_dir and same:

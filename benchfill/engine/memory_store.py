@@ -33,7 +33,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import func
-from sqlmodel import col, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
 
 from benchfill.schema import MemoryRecord, ReviewDecision
 from benchfill.search.loop import Child, GapResult
@@ -137,9 +139,10 @@ class SharedMemory:
             have = s.exec(select(MemoryRecord.id).where(MemoryRecord.benchmark == self.benchmark,
                                                         MemoryRecord.scale == self.scale,
                                                         MemoryRecord.origin == "original").limit(1)).first()
-            if have is None:
-                s.add_all([MemoryRecord(benchmark=self.benchmark, scale=self.scale, item_id=i, z=v, ancestor_id=i)
-                           for i, v in sorted(self.now.items())])
+            if have is None:  # another run on this fit may be writing them now: theirs are the same rows
+                rows = [dict(benchmark=self.benchmark, scale=self.scale, run_id="", item_id=i, origin="original",
+                             z=v, ancestor_id=i) for i, v in sorted(self.now.items())]
+                _insert_missing(s, rows)
 
     def record_child(self, gap_index: int, child: Child) -> None:
         """An annotated child (again, once confirmed or flagged: the row is updated)."""
@@ -343,6 +346,25 @@ def open_plan(store, benchmark: str, ids: list[str], z: list[float], gaps, fit, 
         plan = plan_memory(shared, gaps, size, fit.b_min, fit.b_max)
         store.set_meta(SEED_META, plan)
     return shared, plan
+
+
+def _insert_missing(s: Session, rows: list[dict[str, Any]]) -> None:
+    """Insert memory rows, leaving any already there (``uq_memory_entry``) as they are, without a
+    check-then-insert race: ON CONFLICT DO NOTHING on PostgreSQL, INSERT OR IGNORE on SQLite."""
+    if not rows:
+        return
+    table = MemoryRecord.__table__
+    dialect = s.get_bind().dialect.name
+    if dialect in ("postgresql", "sqlite"):
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        for i in range(0, len(rows), 500):
+            s.execute(insert(table).on_conflict_do_nothing(), rows[i : i + 500])
+        return
+    try:  # another database: all of them or none, in a savepoint
+        with s.begin_nested():
+            s.execute(table.insert(), rows)
+    except IntegrityError:
+        pass
 
 
 def gap_plan(plan: dict[str, Any] | None, g: int, left: float, right: float) -> dict[str, Any] | None:
