@@ -146,7 +146,7 @@ def release(
             rows, prev_rows, previous[-1] if previous else "",
             _released_at(prev_dir) if prev_dir else None, outcomes, remove or {}, PROVENANCE, run_name,
         )  # fmt: skip
-        added = [i for i in added if i not in carry.before]
+        added = [i for i in (carry.aliases.get(i, i) for i in added) if i not in carry.before]
         for r in rows:  # a row carried from a release made before a column existed
             for col in PROVENANCE:
                 r.setdefault(col, None)

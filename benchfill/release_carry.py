@@ -29,6 +29,9 @@ class Carry:
     carried: list[str] = field(default_factory=list)
     removed: dict[str, str] = field(default_factory=dict)  # id -> who removed it and why
     changed: dict[str, list[str]] = field(default_factory=dict)  # id -> item fields that differ
+    # this run's id -> the released id of the same item: another run's child this run reused ("X@A",
+    # benchfill.engine.memory_store.foreign_id) that the previous release holds as A's "X"
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def changelog(self) -> str:
         """The CHANGELOG lines for this release's entry (none for a first release)."""
@@ -65,21 +68,29 @@ def carry_forward(
     carry = Carry(previous=previous, before=set(gen_before))
     since = _parse_time(previous_released_at)
     now_ids = {r["id"]: r for r in rows}
+    reused = _reused(rows, gen_before, run_id)
     for item_id, row in gen_before.items():
         if item_id in remove:
             carry.removed[item_id] = remove[item_id] or "removed by a reviewer"
             continue
         own = run_id is None or row.get("run_id") in (None, run_id)
         res = outcomes.get(item_id.removesuffix(f"{RUN_SEP}{run_id}")) if own else None
+        made_by = row.get("run_id")
+        if res is None and run_id and made_by and not own:  # this run's review of the same item, had it
+            # reused it from its run ("X@A")
+            res = outcomes.get(f"{item_id.removesuffix(f'{RUN_SEP}{made_by}')}{RUN_SEP}{made_by}")
         late = [d for d in (res.decisions if res else []) if d.decision == "reject"
                 and (since is None or as_utc(d.created_at) > since)]  # fmt: skip
         if res is not None and res.status == "rejected" and late:
             carry.removed[item_id] = "; ".join(f"rejected by {d.reviewer}" + (f": {d.reason}" if d.reason else "")
                                                for d in late)  # fmt: skip
             continue
-        if item_id in now_ids:  # released again (by the same run, or one that made it too): kept, and
-            # its first release stays on record, as a carried row's does
-            again = now_ids[item_id]
+        if item_id in now_ids or item_id in reused:  # released again (by the same run, or one that made it
+            # too, or one that reused it): kept, and its first release stays on record, as a carried row's does
+            again = now_ids[item_id] if item_id in now_ids else reused[item_id][0]
+            if again["id"] != item_id:  # a reused item keeps its released id, and the run that made it
+                carry.aliases[again["id"]] = item_id
+                again["id"], again["run_id"] = item_id, row.get("run_id")
             mine = {k: v for k, v in again.items() if k not in provenance}
             theirs = {k: v for k, v in row.items() if k not in provenance}
             diff = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
@@ -94,8 +105,41 @@ def carry_forward(
         rows.append(dict(row))  # kept as released, provenance included (released_in: its first release)
         carry.carried.append(item_id)
     # A removed item goes even if this run would release it again.
-    rows[:] = [r for r in rows if r["id"] not in carry.removed]
+    gone = {id(reused[i][0]) for i in carry.removed if i in reused}  # under its reused name too
+    rows[:] = [r for r in rows if r["id"] not in carry.removed and id(r) not in gone]
     return carry
+
+
+def _reused(rows: list[dict[str, Any]], gen_before: Mapping[str, dict[str, Any]],
+             run_id: str | None) -> dict[str, tuple[dict[str, Any], str]]:
+    """The previous release's generated items of another run that this run releases again under another
+    name, the one being a child the other reused: released id -> (this run's row, this run's own id of it).
+
+    A run that reuses run A's child "X" names it "X@A" (benchfill.engine.memory_store.foreign_id; and
+    where the previous release holds another run's "X@A", release._own_ids makes it "X@A@<this run>");
+    A's release holds it as "X" (or "X@A" after a clash of its own). Both are keyed (A's own id, A), in
+    either order of release: a release of A after one of B that reused "X" finds B's "X@A" as its "X"."""
+    if not run_id:
+        return {}
+    released: dict[tuple[str, str], str] = {}
+    for item_id, row in gen_before.items():
+        made_by = row.get("run_id")
+        if made_by and made_by != run_id:
+            local = item_id.removesuffix(f"{RUN_SEP}{made_by}")
+            released[(local, made_by)] = item_id
+            base, sep, origin = local.rpartition(RUN_SEP)
+            if sep and origin and (base, origin) not in released:  # the other run reused one of origin's
+                released[(base, origin)] = item_id
+    out: dict[str, tuple[dict[str, Any], str]] = {}
+    for r in rows:
+        if r.get("origin") != "generated":
+            continue
+        own_id = str(r["id"]).removesuffix(f"{RUN_SEP}{run_id}")
+        base, sep, made_by = own_id.rpartition(RUN_SEP)
+        hit = released.get((base, made_by) if sep else (own_id, run_id))
+        if hit is not None and hit != r["id"] and hit not in out:
+            out[hit] = (r, own_id)
+    return out
 
 
 def _parse_time(value: Any) -> datetime | None:

@@ -168,13 +168,22 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     run_dir = runs_root(opts) / run_id_for(opts)
     fresh = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
+    # One process at a time works in a run directory (a sweep's units, which search different gaps of one
+    # run, share it among themselves); held until this process ends, however it ends.
+    lock = _hold_run(run_dir, run_id_for(opts), exclusive=gaps_only is None)
     show = progress_printer(opts.progress)
-    store = open_run_store(run_dir, opts.store)
+    try:
+        store = open_run_store(run_dir, opts.store)
+    except BaseException:
+        _release_run(lock)
+        raise
     started = False
     try:
         _same_run(store, opts, run_id_for(opts))  # a resume must not mix two runs' settings
         if not store.get_meta("options"):  # from the start: a run killed during its fit is checked too
             store.set_meta("options", opts.identity())
+        if _input_hashes(opts) and not store.get_meta(INPUTS_META):  # (a run from before: recorded now)
+            store.set_meta(INPUTS_META, _input_hashes(opts))
         if opts.config and not store.get_meta("config_sha256"):
             store.set_meta("config_sha256", _sha256_of(opts.config))
         _record_originals(store, items)
@@ -240,11 +249,55 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         raise
     finally:
         store.close()
+        _release_run(lock)
     return run_dir
 
 
 def _sha256_of(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+INPUTS_META = "inputs_sha256"  # option -> sha256 of the file it names (items, spec, responses)
+INPUT_FILES = ("items", "spec", "responses")  # the options of RunOptions.identity that name a file by its path
+LOCK_FILE = ".run.lock"
+
+
+def _input_hashes(opts: RunOptions) -> dict[str, str]:
+    """The content of the files the run id names only by path: two benchmarks in two folders run with one
+    relative command get one run id, and a file edited in place keeps it."""
+    return {k: _sha256_of(getattr(opts, k)) for k in INPUT_FILES if getattr(opts, k)}
+
+
+def _hold_run(run_dir: Path, run_id: str, exclusive: bool = True) -> int | None:
+    """Take the run directory's lock (an flock, as importers.matrix does, which the kernel drops when this
+    process dies, killed or not), or refuse in one line naming the process that holds it. ``exclusive``
+    False: a shared hold (a sweep's units of one run). None where the platform or the file system has no
+    such lock."""
+    try:
+        import fcntl
+
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except (ImportError, OSError):
+        return None
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise ConfigError(f"run {run_id} is in progress in another process (pid {holder}); wait for it to end, "
+                          "or give another --run-id for a new run") from None
+    except OSError:  # no flock on this file system
+        os.close(fd)
+        return None
+    if exclusive:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _release_run(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # releases the lock
 
 
 def _same_run(store, opts: RunOptions, run_id: str) -> None:
@@ -258,6 +311,12 @@ def _same_run(store, opts: RunOptions, run_id: str) -> None:
             k = differ[0]
             raise ConfigError(f"run {run_id} was made with {k} = {stored[k]!r}; this command asks {now[k]!r}. "
                               "Resume with the run's own settings, or give another --run-id")
+    recorded = store.get_meta(INPUTS_META) or {}  # none for a run from before they were recorded
+    for k, now_sha in _input_hashes(opts).items():
+        if recorded.get(k) not in (None, now_sha):
+            raise ConfigError(f"--{k} {getattr(opts, k)}: not the file run {run_id} was made with (the run id names "
+                              "the path, not the content: another folder's file, or this one edited); give "
+                              "another --run-id for a new run")
     digest = store.get_meta("config_sha256")
     if opts.config and digest and digest != _sha256_of(opts.config):
         raise ConfigError(f"{opts.config}: changed since run {run_id} started (the run id names the file, not its "

@@ -204,3 +204,38 @@ def test_two_runs_that_name_their_items_alike_keep_both_items(tmp_path, shared_d
         b.decide(CHILD_IDS[0], "cy", "reject", reason="wrong key")
     v13 = release(second, "1.3.0")
     assert list(v13.removed) == [f"{CHILD_IDS[0]}@run-b"] and v13.carried == [CHILD_IDS[0]]
+
+
+def _gen(item_id: str, run: str, version: str, text: str = "q") -> dict:
+    return {"id": item_id, "problem": text, "origin": "generated", "run_id": run, "released_in": version,
+            "released_at": f"{version}T"}
+
+
+def test_a_reused_child_is_the_item_its_run_released_not_a_second_copy():
+    from benchfill.release import PROVENANCE
+    from benchfill.release_carry import carry_forward
+
+    # Run B reused run A's child "bf-g0" (B names it "bf-g0@A"); A released it as "bf-g0" in 1.0.0.
+    prev = {"bf-g0": _gen("bf-g0", "A", "1.0.0"), "bf-g1": _gen("bf-g1", "A", "1.0.0", "other")}
+    rows = [_gen("bf-g0@A", "B", "1.1.0"), _gen("bf-g0@B", "B", "1.1.0", "B's own")]  # (after _own_ids)
+    carry = carry_forward(rows, prev, "1.0.0", None, {}, {}, PROVENANCE, "B")
+    ids = sorted(r["id"] for r in rows)
+    assert ids == ["bf-g0", "bf-g0@B", "bf-g1"], ids
+    mine = [r for r in rows if r["id"] == "bf-g0" and r["run_id"] == "A"]
+    assert len(mine) == 1 and mine[0]["released_in"] == "1.0.0"
+    assert carry.aliases == {"bf-g0@A": "bf-g0"} and sorted(carry.carried) == ["bf-g0", "bf-g1"]
+    # A reviewer's removal of the released item removes the reused copy too.
+    rows = [_gen("bf-g0@A", "B", "1.1.0")]
+    carry = carry_forward(rows, prev, "1.0.0", None, {}, {"bf-g0": "ann: wrong key"}, PROVENANCE, "B")
+    assert [r["id"] for r in rows] == ["bf-g1"] and list(carry.removed) == ["bf-g0"]
+
+
+def test_a_run_released_after_one_that_reused_its_child_ships_it_once():
+    from benchfill.release import PROVENANCE
+    from benchfill.release_carry import carry_forward
+
+    prev = {"bf-g0@A": _gen("bf-g0@A", "B", "1.0.0")}  # B released A's child first
+    rows = [_gen("bf-g0", "A", "1.1.0")]
+    carry = carry_forward(rows, prev, "1.0.0", None, {}, {}, PROVENANCE, "A")
+    assert [(r["id"], r["released_in"]) for r in rows] == [("bf-g0@A", "1.0.0")]
+    assert carry.aliases == {"bf-g0": "bf-g0@A"} and carry.carried == ["bf-g0@A"]

@@ -244,3 +244,37 @@ def test_a_reviewer_can_withdraw_a_mistaken_decision(tmp_path, shared_data):
             board.decide(CHILD_IDS[0], "bob", "withdraw")
         with pytest.raises(BenchfillError, match="alice has no decision on it to withdraw"):
             board.decide(CHILD_IDS[0], "alice", "withdraw")  # twice
+
+
+def test_text_diff_of_long_texts_is_bounded_and_still_marks_only_changed_words(monkeypatch):
+    import difflib
+    import random
+
+    from benchfill.review import queue
+
+    rnd = random.Random(0)
+    vocab = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(7)) for _ in range(4000)]
+    words = [rnd.choice(vocab) + rnd.choice([",", ".", "", "", ""]) for _ in range(40_000)]  # ~300k characters
+    old = " ".join(words) + "\n\n" + " ".join(words[:50])
+    changed = sorted(rnd.sample(range(40_000), 25))
+    for i in changed:
+        words[i] = "CHANGED"
+    new = " ".join(words) + "\n\n" + " ".join(words[:50]) + " An extra closing sentence."
+    sizes = []
+
+    class Counted(difflib.SequenceMatcher):
+        def __init__(self, isjunk=None, a="", b="", autojunk=True):
+            sizes.append(len(a) + len(b))
+            super().__init__(isjunk, a, b, autojunk)
+
+    monkeypatch.setattr(queue.difflib, "SequenceMatcher", Counted)
+    pieces = text_diff(old, new)
+    assert max(sizes) <= queue.EXACT_TOKENS  # never quadratic in the whole text (minutes at 200k characters)
+    assert "".join(t for op, t in pieces if op != "+") == old
+    assert "".join(t for op, t in pieces if op != "-") == new
+    added = [t for op, t in pieces if op == "+"]
+    assert added.count("CHANGED") == len(changed) and added[-1] == " An extra closing sentence."
+    assert len(added) == len(changed) + 1
+    assert all(a[0] != b[0] for a, b in zip(pieces, pieces[1:], strict=False))  # no two pieces of one kind in a row
+    assert marked_diff("Find the value of x.", "Determine the value of y.") == (
+        "[-Find-]{+Determine+} the value of [-x.-]{+y.+}")

@@ -81,3 +81,76 @@ def test_a_key_variable_that_is_not_set_is_named_before_any_call(tmp_path, monke
                                               r"is not set"):
             call(opts)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def _custom(folder, problems):
+    import json
+
+    folder.mkdir(parents=True)
+    with (folder / "items.jsonl").open("w") as fh:
+        for i, p in enumerate(problems):
+            fh.write(json.dumps({"id": f"q{i:02d}", "problem": p, "answer": str(i)}) + "\n")
+    (folder / "spec.toml").write_text('[benchmark]\nname = "mine"\ntext_field = "problem"\nanswer_field = "answer"\n'
+                                      'evaluator = "math"\n')
+
+
+def test_two_benchmarks_run_with_one_relative_command_on_one_store_are_not_mixed(tmp_path, monkeypatch):
+    import json
+
+    from benchfill.schema import Item
+    from benchfill.store import Store
+
+    _custom(tmp_path / "A", [f"What is {i} plus {i}?" for i in range(24)])
+    _custom(tmp_path / "B", [f"How many sides has a polygon with {i} corners?" for i in range(24)])
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    opts = dict(items="items.jsonl", spec="spec.toml", benchmark=None, backend="sim", store=url, **FAST)
+    monkeypatch.chdir(tmp_path / "A")
+    d = run(RunOptions(**opts))
+    run_id = d.name
+    monkeypatch.chdir(tmp_path / "B")  # the same command, the same run id, another benchmark
+    assert run_id_for(RunOptions(**opts)) == run_id
+    with pytest.raises(ConfigError, match=r"^--items items\.jsonl: not the file run .* was made with .*--run-id"):
+        run(RunOptions(**opts))
+    store = Store(url, run_id=run_id)
+    try:
+        assert set(store.get_meta("inputs_sha256")) == {"items", "spec"}
+        store.set_meta("inputs_sha256", None)  # as a run made before the hashes were recorded
+    finally:
+        store.close()
+    monkeypatch.chdir(tmp_path / "A")
+    assert run(RunOptions(**opts)) == d  # resumed as before, and the hashes recorded on the way
+    monkeypatch.chdir(tmp_path / "B")
+    with pytest.raises(ConfigError, match=r"^--items items\.jsonl: not the file run .* was made with"):
+        run(RunOptions(**opts))
+    store = Store(url, run_id=run_id)
+    try:
+        items = {json.loads(r.data_json)["problem"] for r in store.all(Item) if r.origin == "original"}
+    finally:
+        store.close()
+    assert items == {f"What is {i} plus {i}?" for i in range(24)}  # none of B's rows
+    assert run(RunOptions(**{**opts, "run_id": "b-own"})).name == "b-own"  # another --run-id: a run of its own
+
+
+def test_a_run_in_progress_in_another_process_is_refused_and_left_alone(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **FAST)
+    d = tmp_path / run_id_for(opts)
+    d.mkdir()
+    # Another process holds the run (as a run does, till it dies): an flock on the run's lock file.
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(d / '.run.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode()); print('held', flush=True)\n"
+        "time.sleep(120)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=rf"^run {d.name} is in progress in another process \(pid {holder.pid}\)"):
+            run(opts)
+        assert os.listdir(d) == [".run.lock"]  # nothing written
+    finally:
+        holder.kill()  # the kernel drops its lock
+        holder.wait()
+    assert run(opts) == d and (d / "report.json").is_file()

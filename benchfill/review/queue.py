@@ -84,24 +84,113 @@ def load_queue(run_dir: str | Path, store=None) -> list[QueueEntry]:
 _TOKEN = re.compile(r"\s+|[^\s]+")
 
 
+# SequenceMatcher (autojunk off, so that whitespace is matched like any token) takes time quadratic in the
+# tokens: 11 s for one 50,000-character item. Up to this many tokens (both texts together) a stretch is
+# diffed by it whole, as always; a longer one is first cut at the words found once in each text, in the
+# same order (patience diff), and the pieces between those anchors are diffed alike.
+EXACT_TOKENS = 3000
+
+
 def text_diff(old: str, new: str) -> list[tuple[str, str]]:
     """Word-level diff as ``(op, text)`` pieces, op in ``"="``, ``"-"``, ``"+"``.
 
     Whitespace is kept as its own token so that joining the "=" and "+" pieces gives
-    back ``new`` exactly, and "=" with "-" gives back ``old``.
+    back ``new`` exactly, and "=" with "-" gives back ``old``. Between two "=" pieces there
+    is at most one "-" followed by at most one "+". Time grows about linearly with long texts
+    (``EXACT_TOKENS``); a long stretch with no word found once in each is marked replaced whole.
     """
     a, b = _TOKEN.findall(old or ""), _TOKEN.findall(new or "")
+    ops: list[tuple[str, int, int, int, int]] = []
+    _opcodes(a, b, 0, len(a), 0, len(b), ops)
     out: list[tuple[str, str]] = []
-    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    gone: list[str] = []
+    came: list[str] = []
+
+    def flush() -> None:
+        if gone:
+            out.append(("-", "".join(gone)))
+        if came:
+            out.append(("+", "".join(came)))
+        gone.clear()
+        came.clear()
+
+    for op, i1, i2, j1, j2 in ops:
         if op == "equal":
-            out.append(("=", "".join(a[i1:i2])))
+            flush()
+            if out and out[-1][0] == "=":
+                out[-1] = ("=", out[-1][1] + "".join(a[i1:i2]))
+            else:
+                out.append(("=", "".join(a[i1:i2])))
             continue
-        if op in ("delete", "replace"):
-            out.append(("-", "".join(a[i1:i2])))
-        if op in ("insert", "replace"):
-            out.append(("+", "".join(b[j1:j2])))
+        gone.extend(a[i1:i2])
+        came.extend(b[j1:j2])
+    flush()
     return out
+
+
+def _opcodes(a: list[str], b: list[str], alo: int, ahi: int, blo: int, bhi: int,
+             out: list[tuple[str, int, int, int, int]]) -> None:
+    """SequenceMatcher's opcodes of a[alo:ahi] against b[blo:bhi], in bounded time (``EXACT_TOKENS``)."""
+    if (ahi - alo) + (bhi - blo) <= EXACT_TOKENS:
+        _exact(a, b, alo, ahi, blo, bhi, out)
+        return
+    while alo < ahi and blo < bhi and a[alo] == b[blo]:  # the common ends, cheaply
+        out.append(("equal", alo, alo + 1, blo, blo + 1))
+        alo, blo = alo + 1, blo + 1
+    tail = []
+    while alo < ahi and blo < bhi and a[ahi - 1] == b[bhi - 1]:
+        ahi, bhi = ahi - 1, bhi - 1
+        tail.append(("equal", ahi, ahi + 1, bhi, bhi + 1))
+    if (ahi - alo) + (bhi - blo) <= EXACT_TOKENS or alo == ahi or blo == bhi:
+        _exact(a, b, alo, ahi, blo, bhi, out)
+    else:
+        anchors = _anchors(a, b, alo, ahi, blo, bhi)
+        if not anchors:
+            out.append(("replace", alo, ahi, blo, bhi))
+        else:
+            i, j = alo, blo
+            for ai, bj in anchors:
+                _opcodes(a, b, i, ai, j, bj, out)
+                out.append(("equal", ai, ai + 1, bj, bj + 1))
+                i, j = ai + 1, bj + 1
+            _opcodes(a, b, i, ahi, j, bhi, out)
+    out.extend(reversed(tail))
+
+
+def _exact(a: list[str], b: list[str], alo: int, ahi: int, blo: int, bhi: int,
+           out: list[tuple[str, int, int, int, int]]) -> None:
+    matcher = difflib.SequenceMatcher(a=a[alo:ahi], b=b[blo:bhi], autojunk=False)
+    out.extend((op, alo + i1, alo + i2, blo + j1, blo + j2) for op, i1, i2, j1, j2 in matcher.get_opcodes()
+               if i1 < i2 or j1 < j2)
+
+
+def _anchors(a: list[str], b: list[str], alo: int, ahi: int, blo: int, bhi: int) -> list[tuple[int, int]]:
+    """The longest run, in order in both, of the tokens found exactly once in a[alo:ahi] and once in
+    b[blo:bhi] (patience diff's anchors)."""
+    import bisect
+    from collections import Counter
+
+    count_a, count_b = Counter(a[alo:ahi]), Counter(b[blo:bhi])
+    at_b = {b[j]: j for j in range(blo, bhi) if count_b[b[j]] == 1 and count_a[b[j]] == 1}
+    pairs = [(i, at_b[a[i]]) for i in range(alo, ahi) if a[i] in at_b]
+    # longest increasing subsequence of the b positions (patience sorting)
+    tops: list[int] = []
+    top_at: list[int] = []
+    back = [-1] * len(pairs)
+    for n, (_, j) in enumerate(pairs):
+        k = bisect.bisect_left(tops, j)
+        if k == len(tops):
+            tops.append(j)
+            top_at.append(n)
+        else:
+            tops[k], top_at[k] = j, n
+        back[n] = top_at[k - 1] if k else -1
+    chain = []
+    n = top_at[-1] if top_at else -1
+    while n >= 0:
+        chain.append(pairs[n])
+        n = back[n]
+    return chain[::-1]
 
 
 def marked_diff(old: str, new: str) -> str:
