@@ -137,17 +137,31 @@ def test_killed_three_times_then_resumed_gives_the_uninterrupted_result(tmp_path
     assert looked_up <= model_calls - restored, (looked_up, model_calls, restored)
 
 
-def _wait_for_a_round(run_root: Path, p: subprocess.Popen) -> None:
+def _wait_for(run_root: Path, p: subprocess.Popen, query: str) -> None:
+    """Until ``query`` counts a row in the run's store (or the run ends, or two minutes pass)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and p.poll() is None:
         for db in run_root.glob("*/store.db"):
             try:
                 with sqlite3.connect(db, timeout=1) as c:
-                    if c.execute("select count(*) from gapstate where rounds_used >= 1").fetchone()[0]:
+                    if c.execute(query).fetchone()[0]:
                         return
             except sqlite3.OperationalError:
                 pass  # not created yet
-        time.sleep(0.05)
+        time.sleep(0.02)
+
+
+def _wait_for_a_round(run_root: Path, p: subprocess.Popen) -> None:
+    _wait_for(run_root, p, "select count(*) from gapstate where rounds_used >= 1")
+
+
+def _small_demo_run(runs_dir: Path) -> tuple[list[str], dict, Path]:
+    """(argv, env, cwd) of a small simulated demo run whose rounds take a few seconds."""
+    args = [sys.executable, "-m", "benchfill", "run", "--benchmark", "demo", "--gaps", "2", "--rounds", "2",
+            "--parents", "2", "--children", "2", "--sim-probes", "6", "--quiet", "--seed", "5",
+            "--runs-dir", str(runs_dir)]
+    root = Path(__file__).resolve().parent.parent
+    return args, {**os.environ, "PYTHONPATH": str(root)}, root
 
 
 def _restored_model_calls(d: Path) -> int:
@@ -160,11 +174,7 @@ def _restored_model_calls(d: Path) -> int:
 def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_rerun_resumes(tmp_path):
     """A scheduler's SIGTERM ends the command through the same cleanup as Ctrl-C, says so, exits 143, and
     the same command then finishes the run."""
-    args = [sys.executable, "-m", "benchfill", "run", "--benchmark", "demo", "--gaps", "2", "--rounds", "2",
-            "--parents", "2", "--children", "2", "--sim-probes", "6", "--quiet", "--seed", "5",
-            "--runs-dir", str(tmp_path)]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    root = Path(__file__).resolve().parent.parent
+    args, env, root = _small_demo_run(tmp_path)
     p = subprocess.Popen(args, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for_a_round(tmp_path, p)
     p.send_signal(signal.SIGTERM)
@@ -176,32 +186,15 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_rerun_resumes(tmp_path):
     assert json.loads((d / "report.json").read_text())["gaps_filled"] >= 0
 
 
-def _wait_for_model_calls(run_root: Path, p: subprocess.Popen) -> None:
-    """Until the run's first rewriter or judge call is stored: others are then in flight through litellm."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and p.poll() is None:
-        for db in run_root.glob("*/store.db"):
-            try:
-                with sqlite3.connect(db, timeout=1) as c:
-                    if c.execute("select count(*) from modelcall where kind in ('rewriter', 'judge')").fetchone()[0]:
-                        return
-            except sqlite3.OperationalError:
-                pass  # not created yet
-        time.sleep(0.02)
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_a_run_stopped_mid_call_prints_no_never_awaited_warning(tmp_path, sig):
     """Ctrl-C or SIGTERM while rewriter and judge calls are in flight ends with the one-line message alone:
     litellm's request coroutines that the cancelled calls never started (and so never sent) do not surface
     as Python's "RuntimeWarning: coroutine ... was never awaited"."""
-    args = [sys.executable, "-m", "benchfill", "run", "--benchmark", "demo", "--gaps", "2", "--rounds", "2",
-            "--parents", "2", "--children", "2", "--sim-probes", "6", "--quiet", "--seed", "5",
-            "--runs-dir", str(tmp_path)]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    root = Path(__file__).resolve().parent.parent
+    args, env, root = _small_demo_run(tmp_path)
     p = subprocess.Popen(args, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_for_model_calls(tmp_path, p)
+    # the first rewriter or judge call stored: others are then in flight through litellm
+    _wait_for(tmp_path, p, "select count(*) from modelcall where kind in ('rewriter', 'judge')")
     assert p.poll() is None, "the run ended before it was signalled"
     p.send_signal(sig)
     err = p.communicate(timeout=60)[1]
