@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchfill import calling_module
+from benchfill import calling_module, locks
 from benchfill.errors import BenchfillError, ConfigError
 
 BACKENDS = ("sim", "openai")
@@ -175,15 +175,16 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     try:
         store = open_run_store(run_dir, opts.store)
     except BaseException:
-        _release_run(lock)
+        locks.release(lock)
         raise
     started = False
     try:
-        _same_run(store, opts, run_id_for(opts))  # a resume must not mix two runs' settings
+        inputs = _input_hashes(opts)  # (read once: the items and responses files may be large)
+        _same_run(store, opts, run_id_for(opts), inputs)  # a resume must not mix two runs' settings or files
         if not store.get_meta("options"):  # from the start: a run killed during its fit is checked too
             store.set_meta("options", opts.identity())
-        if _input_hashes(opts) and not store.get_meta(INPUTS_META):  # (a run from before: recorded now)
-            store.set_meta(INPUTS_META, _input_hashes(opts))
+        if inputs and not store.get_meta(INPUTS_META):  # (a run from before: recorded now)
+            store.set_meta(INPUTS_META, inputs)
         if opts.config and not store.get_meta("config_sha256"):
             store.set_meta("config_sha256", _sha256_of(opts.config))
         _record_originals(store, items)
@@ -249,7 +250,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         raise
     finally:
         store.close()
-        _release_run(lock)
+        locks.release(lock)
     return run_dir
 
 
@@ -269,38 +270,24 @@ def _input_hashes(opts: RunOptions) -> dict[str, str]:
 
 
 def _hold_run(run_dir: Path, run_id: str, exclusive: bool = True) -> int | None:
-    """Take the run directory's lock (an flock, as importers.matrix does, which the kernel drops when this
-    process dies, killed or not), or refuse in one line naming the process that holds it. ``exclusive``
-    False: a shared hold (a sweep's units of one run). None where the platform or the file system has no
-    such lock."""
-    try:
-        import fcntl
+    """Take the run directory's lock (``locks.hold``), or refuse in one line naming the process that holds
+    it. ``exclusive`` False: a shared hold (a sweep's units of one run). None where there is no such lock."""
+    from benchfill import locks
 
-        fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    except (ImportError, OSError):
-        return None
+    path = run_dir / LOCK_FILE
     try:
-        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        fd = locks.hold(path, shared=not exclusive, wait=False)
     except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
+        holder = path.read_text(errors="replace").strip() or "unknown"
         raise ConfigError(f"run {run_id} is in progress in another process (pid {holder}); wait for it to end, "
                           "or give another --run-id for a new run") from None
-    except OSError:  # no flock on this file system
-        os.close(fd)
-        return None
-    if exclusive:
+    if fd is not None and exclusive:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 
-def _release_run(fd: int | None) -> None:
-    if fd is not None:
-        os.close(fd)  # releases the lock
-
-
-def _same_run(store, opts: RunOptions, run_id: str) -> None:
+def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str]) -> None:
     """Refuse to resume a run whose stored settings differ from these (a reused --run-id, or a config file
     edited in place, which keeps the run id): the rest of the run would mix two runs' work."""
     stored = store.get_meta("options")
@@ -312,7 +299,7 @@ def _same_run(store, opts: RunOptions, run_id: str) -> None:
             raise ConfigError(f"run {run_id} was made with {k} = {stored[k]!r}; this command asks {now[k]!r}. "
                               "Resume with the run's own settings, or give another --run-id")
     recorded = store.get_meta(INPUTS_META) or {}  # none for a run from before they were recorded
-    for k, now_sha in _input_hashes(opts).items():
+    for k, now_sha in inputs.items():
         if recorded.get(k) not in (None, now_sha):
             raise ConfigError(f"--{k} {getattr(opts, k)}: not the file run {run_id} was made with (the run id names "
                               "the path, not the content: another folder's file, or this one edited); give "

@@ -213,7 +213,7 @@ def custom_run_dir(row: str, opts: Any, taken: set[Path]) -> Path:
         if new in taken:  # unreachable but for a hash collision
             raise ConfigError(f"benchmark {row}: its run directory {new} is another run's; "
                               "give it another label")
-    if old not in taken and not _holds_run(new, opts) and _holds_run(old, opts):
+    if old not in taken and not _holds_run(new) and _holds_run(old):
         return old
     return new
 
@@ -225,10 +225,10 @@ def folder_name(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._-")[:64].strip("._-") or "custom"
 
 
-def _holds_run(run_dir: Path, opts: Any) -> bool:
-    """Whether ``run_dir`` holds a run (a store of its own, or one named by URL). Its settings are
-    those of ``opts``: the directory's name carries their digest, and a run refuses to resume with
-    other settings anyway (``run._same_run``)."""
+def _holds_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run (a store of its own, or one named by URL). Its settings are the
+    sweep's: the directory's name carries their digest, and a run refuses to resume with other settings
+    anyway (``run._same_run``)."""
     from benchfill.store import STORE_FILE, STORE_URL_FILE
 
     return (run_dir / STORE_URL_FILE).is_file() or (run_dir / STORE_FILE).is_file()

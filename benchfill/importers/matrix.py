@@ -250,27 +250,15 @@ OUTPUTS = ("responses.csv", "items.jsonl", "import.json")
 
 @contextmanager
 def _locked(out: Path) -> Iterator[bool]:
-    """An exclusive flock on the folder itself (no lock file left behind) while an import writes into it;
-    the kernel drops it when the holder dies, killed or not. False where the platform or the file system
-    (Windows, some network mounts) has no such lock."""
-    try:
-        import fcntl
+    """An exclusive lock on the folder itself while an import writes into it (``locks.hold``; a concurrent
+    import into it takes seconds: wait for it); False where the file system has no such lock."""
+    from benchfill import locks
 
-        fd = os.open(out, os.O_RDONLY)
-    except (ImportError, OSError):
-        fd = None
-    if fd is None:
-        yield False
-        return
+    fd = locks.hold(out)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # a concurrent import into this folder takes seconds: wait for it
-            locked = True
-        except OSError:
-            locked = False
-        yield locked
+        yield fd is not None
     finally:
-        os.close(fd)  # releases the lock
+        locks.release(fd)
 
 
 def _sweep_stale(out: Path, locked: bool) -> None:
