@@ -10,58 +10,26 @@ and numbers other than 0 and 1 are not binary and need a threshold (on inspect's
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from benchfill.errors import ConfigError, DataError
+from benchfill.importers.files import find_files
 from benchfill.importers.matrix import ItemText, LogContent, Record, score
 
 LETTERS = {"C": 1, "I": 0, "N": 0}
 
 
 def find_logs(paths: list[str | Path]) -> list[Path]:
-    """Logs named directly, and the logs found under the folders named (symlinked folders included).
+    """Logs named directly, and the logs found under the folders named (symlinked folders included), each
+    file once (``files.find_files``).
 
-    A file reached twice (named twice, or through a symlink) is one log: read twice, ``--sum`` would
-    count its trials twice. In a folder, every ``.eval`` file is a log (a zip no other tool writes), but a
-    ``.json`` file is one only if it opens as inspect writes a log or is named like one (below): the
-    folder also holds inspect's own ``eval-set.json`` and ``logs.json``, and this import's ``import.json``
-    when ``--out`` is inside it. A file named directly is always read, so a wrong one is reported.
+    In a folder, every ``.eval`` file is a log (a zip no other tool writes), but a ``.json`` file is one
+    only if it opens as inspect writes a log or is named like one (below): the folder also holds inspect's
+    own ``eval-set.json`` and ``logs.json``, and this import's ``import.json`` when ``--out`` is inside it.
     """
-    found: list[Path] = []
-    seen: set[Path] = set()
-    for p in map(Path, paths):
-        if p.is_dir():
-            files = sorted(q for q in _walk(p) if q.suffix == ".eval" or (q.suffix == ".json" and _json_log(q)))
-        elif p.exists():
-            files = [p]
-        else:
-            raise DataError(f"{p}: not found")
-        for q in files:
-            real = q.resolve()
-            if real not in seen:
-                seen.add(real)
-                found.append(q)
-    return found
-
-
-def _walk(root: Path) -> list[Path]:
-    """The files under ``root``, following symlinked folders (a logs folder often links each model's
-    logs in; ``Path.rglob`` of Python 3.11 does not follow them) and entering no folder twice, so a
-    link to a folder above cannot loop."""
-    files: list[Path] = []
-    entered: set[tuple[int, int]] = set()
-    for top, dirs, names in os.walk(root, followlinks=True):
-        st = os.stat(top)
-        if (st.st_dev, st.st_ino) in entered:
-            dirs[:] = []
-            continue
-        entered.add((st.st_dev, st.st_ino))
-        dirs.sort()  # the same folder reached twice is entered by the same path every time
-        files += [Path(top, n) for n in names if Path(top, n).is_file()]
-    return files
+    return find_files(paths, lambda q: q.suffix == ".eval" or (q.suffix == ".json" and _json_log(q)))
 
 
 # inspect writes a JSON log as one object whose first key is "version", and names it

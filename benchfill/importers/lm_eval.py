@@ -25,12 +25,12 @@ reaches the threshold). Item ids are ``<task>/<doc_id>``.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from benchfill.errors import DataError
+from benchfill.importers.files import find_files
 from benchfill.importers.matrix import ItemText, LogContent, Record, score
 
 SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl$")
@@ -45,35 +45,7 @@ PROMPT_KEYS = ("doc_to_text", "description", "num_fewshot", "gen_prefix")
 
 def find_logs(paths: list[str | Path]) -> list[Path]:
     """Samples files named directly or found under the directories named, each file once."""
-    found: list[Path] = []
-    seen: set[Path] = set()
-    for p in map(Path, paths):
-        if p.is_dir():
-            files = _walk(p)
-        elif p.exists():
-            files = [p]
-        else:
-            raise DataError(f"{p}: not found")
-        for f in files:  # a path given twice, or reached through a symlink, is one log, not a second run
-            if f.resolve() not in seen:
-                seen.add(f.resolve())
-                found.append(f)
-    return found
-
-
-def _walk(root: Path) -> list[Path]:
-    """The samples files under ``root``, through symlinked folders too (Path.rglob follows none before
-    Python 3.13), entering each real folder once so that a link to an ancestor cannot loop."""
-    found: list[Path] = []
-    entered: set[str] = set()
-    for folder, subs, names in os.walk(root, followlinks=True):
-        real = os.path.realpath(folder)
-        if real in entered:
-            subs[:] = []
-            continue
-        entered.add(real)
-        found += [Path(folder, n) for n in names if SAMPLES.match(n)]
-    return sorted(found)
+    return find_files(paths, lambda q: SAMPLES.match(q.name) is not None)
 
 
 def task_of(path: Path) -> str | None:
