@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, MetaData, Table, event, inspect
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlmodel import Session, SQLModel, create_engine, select
 
 from benchfill import schema
@@ -94,9 +95,6 @@ def absolute_url(url: str) -> str:
     """``url`` with a relative SQLite path made absolute (from the current directory), as a plain path
     is: a URL remembered for later commands must name the same file from wherever they run. Any other
     URL (another database, SQLite in memory or by a ``file:`` URI) is returned as it is."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -284,9 +282,6 @@ def check_store_url(url: str, where: str = "--store") -> None:
 def _has_password(url: str, where: str = "--store") -> bool:
     """A password in the URL's user-info (``user:pw@``) or in its query string (``?password=``, libpq's
     ``sslpassword``, anything named like a secret: ``benchfill.redact.secret_params``)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
@@ -298,8 +293,6 @@ def _secrets_of(url: str) -> list[str]:
     """The secret values a store URL carries, to scrub from a driver's error (a URL given to ``Store``
     directly has not been through ``check_store_url``)."""
     from urllib.parse import parse_qsl
-
-    from sqlalchemy.engine import make_url
 
     try:
         password = make_url(url).password
