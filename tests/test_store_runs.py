@@ -90,17 +90,23 @@ def test_a_remembered_url_from_before_keeps_the_directory_name_as_run_id(tmp_pat
         open_run_store(run)
 
 
+def _back_to_version_2(url: str, *sql: str) -> None:
+    """A new store at ``url`` made to look as version 2 left it: ``sql`` run, then the version set back."""
+    s = Store(url)
+    with s.engine.begin() as con:
+        for statement in (*sql, "update schemaversion set version = 2"):
+            con.execute(text(statement))
+    s.close()
+
+
 def test_the_upgrade_moves_postgresql_id_sequences_past_the_copied_rows(tmp_path):
     with postgres_url() as url:
-        s = Store(url)
-        with s.engine.begin() as con:  # back to a version-2 proberesult with two rows
-            con.execute(text("drop table proberesult"))
-            con.execute(text("create table proberesult (id serial primary key, item_id varchar, probe varchar, "
-                             "correct integer, trials integer, phase varchar, call_key varchar, created_at timestamp)"))
-            con.execute(text("insert into proberesult (item_id, probe, correct, trials, phase, call_key, created_at) "
-                             "values ('a', 'p', 1, 2, 'annotate', 'k', now()), ('b', 'p', 1, 2, 'annotate', 'k', now())"))
-            con.execute(text("update schemaversion set version = 2"))
-        s.close()
+        _back_to_version_2(  # a version-2 proberesult with two rows
+            url, "drop table proberesult",
+            "create table proberesult (id serial primary key, item_id varchar, probe varchar, correct integer, "
+            "trials integer, phase varchar, call_key varchar, created_at timestamp)",
+            "insert into proberesult (item_id, probe, correct, trials, phase, call_key, created_at) "
+            "values ('a', 'p', 1, 2, 'annotate', 'k', now()), ('b', 'p', 1, 2, 'annotate', 'k', now())")
         s = Store(url, run_id="r")
         with s.session() as ses:
             ses.add(ProbeResult(run_id="r", item_id="c", probe="p", correct=0, trials=2))
@@ -128,19 +134,14 @@ def _open_version(url: str) -> int:
 def test_a_version_2_postgresql_store_with_text_ids_is_upgraded():
     """Item's and Candidate's ids are text: the upgrade moves no sequence for them (there is none)."""
     with postgres_url() as url:
-        s = Store(url)
-        with s.engine.begin() as con:  # back to the version-2 item and candidate tables, one row each
-            con.execute(text("drop table candidate"))
-            con.execute(text("drop table item"))
-            con.execute(text("create table item (id varchar primary key, origin varchar, data_json varchar, "
-                             "parent_id varchar, created_at timestamp)"))
-            con.execute(text("insert into item values ('c1', 'generated', '{}', 'p', now())"))
-            con.execute(text("create table candidate (id varchar primary key, gap_index integer, round integer, "
-                             "parent_id varchar, target_z float, z float, valid boolean, review_json varchar)"))
-            con.execute(text("insert into candidate (id, gap_index, round, parent_id, target_z, z) "
-                             "values ('c1', 0, 1, 'p', 0.5, 0.4)"))
-            con.execute(text("update schemaversion set version = 2"))
-        s.close()
+        _back_to_version_2(  # the version-2 item and candidate tables, one row each
+            url, "drop table candidate", "drop table item",
+            "create table item (id varchar primary key, origin varchar, data_json varchar, parent_id varchar, "
+            "created_at timestamp)",
+            "insert into item values ('c1', 'generated', '{}', 'p', now())",
+            "create table candidate (id varchar primary key, gap_index integer, round integer, parent_id varchar, "
+            "target_z float, z float, valid boolean, review_json varchar)",
+            "insert into candidate (id, gap_index, round, parent_id, target_z, z) values ('c1', 0, 1, 'p', 0.5, 0.4)")
         s = Store(url, run_id="old-run")
         assert s.schema_version == SCHEMA_VERSION
         assert [(c.run_id, c.id, c.z) for c in s.all(Candidate)] == [("old-run", "c1", 0.4)]
