@@ -69,6 +69,30 @@ def test_a_second_run_on_the_same_store_builds_on_the_first(tmp_path):
           f"{e['rollouts']} rollouts, {alone['gaps_filled']} filled")
     assert alone["memory"]["earlier_runs"] == [] and alone["memory"]["gaps_reused"] == 0
     assert s["model_calls"] < e["model_calls"] and s["rollouts"] < e["rollouts"]
+    # One item, two queues: a reviewer of the first run turns the reused child down there, so the second
+    # run, whose reviewer accepted it, does not release it; the first run sees a rejection made here too.
+    from benchfill.release import release
+    from benchfill.review import ReviewBoard
+    from benchfill.review.server import _item_body
+
+    got, made = reused[0]["chosen_id"], queue[reused[0]["chosen_id"]]["reused_from"]["item_id"]
+    with ReviewBoard(second["_dir"]) as b:
+        b.decide(got, "ann", "accept")
+        assert b.outcomes()[got].status == "accepted"
+    with ReviewBoard(first["_dir"]) as b:
+        b.decide(made, "bob", "reject", reason="the answer is wrong")
+    with ReviewBoard(second["_dir"]) as b:
+        o = b.outcomes()[got]
+        assert o.status == "rejected" and o.rejected_by == ["bob"] and o.accepted_by == ["ann"]
+        assert [(d.run_id, d.item_id) for d in o.decisions] == [(second["run_id"], got), (first["run_id"], got)]
+        page = _item_body(b.entry(got), o, run=b.store.run_id)  # the page says where each decision was made
+        assert "bob: reject" in page and f"in run {first['run_id']}" in page and f"in run {second['run_id']}" not in page
+    rel = release(second["_dir"], "1.0.0", out=tmp_path / "releases")
+    assert got not in rel.added and made not in rel.added
+    with ReviewBoard(second["_dir"]) as b:  # and the other way round: a rejection in the reusing run counts
+        b.decide(got, "cy", "reject", reason="ambiguous")
+    with ReviewBoard(first["_dir"]) as b:
+        assert b.outcomes()[made].rejected_by == ["bob", "cy"]
 
 
 def test_a_finished_run_run_again_is_restored_whole_with_the_same_report(tmp_path, monkeypatch):

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from sqlmodel import col, select
+
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.review.queue import QueueEntry, load_queue
 from benchfill.review.rule import Outcome, ReleaseRule, outcome
@@ -160,8 +162,41 @@ class ReviewBoard:
     def outcomes(self, rule: ReleaseRule | None = None) -> dict[str, Outcome]:
         """Each queued item's standing under ``rule`` (the board's rule by default), in queue order."""
         rule = rule or self.rule
-        every = self.decisions()
+        every = self.decisions() + self._elsewhere()
         return {e.item_id: outcome(e.item_id, every, rule) for e in self.entries}
+
+    def _elsewhere(self) -> list[ReviewDecision]:
+        """The decisions other runs on the store made on this run's items, under this run's ids.
+
+        One item can sit in several runs' queues: a run that reused run A's child "X" queues it as "X@A"
+        (benchfill.engine.memory_store.foreign_id). A's reviewers' decisions on "X", and another reuser's on
+        "X@A", are decisions on the same item, so they count here too: a child rejected in the run that
+        made it is not released by the run that reused it (the memory already bars it from reuse by the
+        same rule: the latest decision, in any run)."""
+        run = self.store.run_id
+        own: dict[tuple[str, str], str] = {}  # (another run, its id of the item) -> this run's id
+        anywhere: dict[str, str] = {}  # a reuser's id of the item, in any other run -> this run's id
+        for e in self.entries:
+            anywhere[f"{e.item_id}@{run}"] = e.item_id  # another run reused this run's child
+            name = e.item_id
+            while "@" in name:  # "X@A" is A's "X"; "X@A@B" is B's "X@A" and so A's "X"
+                anywhere.setdefault(name, e.item_id)
+                base, _, origin = name.rpartition("@")
+                if origin != run:
+                    own.setdefault((origin, base), e.item_id)
+                name = base
+        names = sorted({i for _, i in own} | set(anywhere))
+        if not names:
+            return []
+        found: list[ReviewDecision] = []
+        with self.store.session() as s:
+            for chunk in (names[k:k + 500] for k in range(0, len(names), 500)):  # SQL parameter limits
+                q = select(ReviewDecision).where(ReviewDecision.run_id != run, col(ReviewDecision.item_id).in_(chunk))
+                for d in s.exec(q):
+                    mine = own.get((d.run_id, d.item_id)) or anywhere.get(d.item_id)
+                    if mine is not None:
+                        found.append(d.model_copy(update={"item_id": mine}))
+        return found
 
 
 def _like(old: Any, new: str) -> Any:

@@ -77,7 +77,7 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         ids = [e.item_id for e in board.entries]
         at = ids.index(item_id)
         near = (ids[at - 1] if at else None, ids[at + 1] if at + 1 < len(ids) else None)
-        return page(f"review {item_id}", _item_body(entry, board.outcomes()[item_id], *near))
+        return page(f"review {item_id}", _item_body(entry, board.outcomes()[item_id], *near, run=board.store.run_id))
 
     async def next_pending(request: Request) -> Response:
         # Where the page goes after an accept or a reject, and the queue page's "n".
@@ -217,7 +217,7 @@ def _gap(r: dict) -> str:
     return f"[{_num(g.get('left'))}, {_num(g.get('right'))}]" if g.get("left") is not None else ""
 
 
-def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | None = None) -> str:
+def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | None = None, run: str = "") -> str:
     r = e.record
     pieces = text_diff(str(e.ancestor.get(e.text_field, "")), str(e.child.get(e.text_field, "")))
     old = "".join(escape(t) if op == "=" else f"<del>{escape(t)}</del>" for op, t in pieces if op != "+")
@@ -235,7 +235,8 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
               f"<span id=\"inside-probability\">{p_in:.2f}</span></li>")
     decisions = "".join(
         f"<li>{escape(d.reviewer)}: {escape(d.decision)}{(' &ndash; ' + escape(d.reason)) if d.reason else ''}"
-        f" <small>{escape(d.created_at.isoformat(timespec='seconds'))}</small></li>"
+        f" <small>{escape(d.created_at.isoformat(timespec='seconds'))}"
+        f"{'' if d.run_id == run else ' in run ' + escape(d.run_id)}</small></li>"  # a reused item's, made elsewhere
         for d in o.decisions
     )
     current = o.edited_fields or e.child
