@@ -1,13 +1,15 @@
 """Advisory file locks (flock) that the kernel drops when their holder dies, killed or not.
 
 An import holds its output folder while it writes (benchfill/importers/matrix.py); a run holds its run
-directory while it works (benchfill/run.py). Where the platform or the file system has no such lock
+directory while it works (benchfill/run.py), and its run id in a SQLite store that several runs share
+(``hold_byte``, through benchfill/store.py). Where the platform or the file system has no such lock
 (Windows, some network mounts) there is none, and the callers fall back to what they did without.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 
@@ -35,3 +37,54 @@ def hold(path: Path, *, shared: bool = False, wait: bool = True) -> int | None:
 def release(fd: int | None) -> None:
     if fd is not None:
         os.close(fd)  # closing the descriptor releases its lock
+
+
+# hold_byte: the lock file's descriptor, and how many holders in this process each byte has
+_FILES: dict[str, int] = {}
+_HELD: dict[tuple[str, int], int] = {}
+_GUARD = threading.Lock()
+
+
+def hold_byte(path: Path, byte: int, *, shared: bool = False) -> tuple[str, int] | None:
+    """A POSIX record lock on one byte of ``path`` (created if missing), so that one file holds a lock per
+    key: its handle for ``release_byte``, None where no lock can be taken. Held elsewhere, raises
+    ``BlockingIOError``.
+
+    POSIX locks belong to the process, and closing any descriptor of the file drops all of them, so the
+    file stays open here for the process's life; holders of one byte within this process share it (they
+    are counted, and the byte is unlocked when the last one lets go)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    key = (str(path), byte)
+    with _GUARD:
+        if _HELD.get(key):
+            _HELD[key] += 1
+            return key
+        fd = _FILES.get(key[0])
+        if fd is None:
+            try:
+                fd = _FILES[key[0]] = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
+                return None
+        try:
+            fcntl.lockf(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB, 1, byte)
+        except (BlockingIOError, PermissionError):  # (EACCES: some systems' word for "held")
+            raise BlockingIOError(f"{path}: byte {byte} is locked") from None
+        except OSError:
+            return None
+        _HELD[key] = 1
+        return key
+
+
+def release_byte(handle: tuple[str, int] | None) -> None:
+    if handle is None:
+        return
+    import fcntl
+
+    with _GUARD:
+        _HELD[handle] -= 1
+        if not _HELD[handle]:
+            del _HELD[handle]
+            fcntl.lockf(_FILES[handle[0]], fcntl.LOCK_UN, 1, handle[1])

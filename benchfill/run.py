@@ -177,6 +177,12 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     except BaseException:
         locks.release(lock)
         raise
+    try:  # a store named by URL may be shared: the same command from another folder has this run id too
+        let_go = store.hold_run(exclusive=gaps_only is None) if opts.store else (lambda: None)
+    except BaseException:
+        store.close()
+        locks.release(lock)
+        raise
     started = False
     try:
         inputs = _input_hashes(opts)  # (read once: the items and responses files may be large)
@@ -249,6 +255,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     finally:
+        let_go()
         store.close()
         locks.release(lock)
     return run_dir

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -9,12 +10,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, MetaData, Table, event, inspect
+from sqlalchemy import Connection, MetaData, Table, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from benchfill import schema
+from benchfill import locks, schema
 from benchfill.errors import ConfigError
 from benchfill.redact import redact_url, scrub, secret_params
 
@@ -140,6 +141,52 @@ class Store:
         with Session(self.engine, expire_on_commit=False) as s:
             yield s
             s.commit()
+
+    def hold_run(self, exclusive: bool = True) -> Callable[[], None]:
+        """Hold this handle's run id against every other process on the store (another ``--runs-dir``,
+        another machine) until the returned function is called, or the process ends however it ends.
+        ``exclusive`` False: a shared hold (a sweep's units, which search different gaps of one run).
+        Refused in one line (``ConfigError``) where another process holds it the other way.
+
+        A run directory's own lock cannot see a second directory: one command run at once from two
+        folders on one store has one run id, and both would write its rows. PostgreSQL: a session
+        advisory lock on a connection kept for the hold (the server drops it when the connection dies).
+        SQLite: a record lock on a byte of ``<database>-runs.lock`` beside the database file."""
+        key = int.from_bytes(hashlib.sha256(f"benchfill run {self.run_id}".encode()).digest()[:8], "big", signed=True)
+        busy = ConfigError(
+            f"run {self.run_id} is in progress in another process on store {redact_url(self.url)} (the same command "
+            "from another --runs-dir or machine); wait for it to end, or give another --run-id for a new run")
+        if self.engine.dialect.name == "postgresql":
+            conn = self.engine.connect()
+            how = "" if exclusive else "_shared"
+            try:
+                got = conn.execute(text(f"select pg_try_advisory_lock{how}(:k)"), {"k": key}).scalar()
+                conn.commit()
+            except BaseException:
+                conn.invalidate()
+                conn.close()
+                raise
+            if not got:
+                conn.close()
+                raise busy
+
+            def let_go() -> None:
+                try:
+                    conn.execute(text(f"select pg_advisory_unlock{how}(:k)"), {"k": key})
+                    conn.commit()
+                except Exception:  # the connection is gone: so is its lock
+                    conn.invalidate()
+                conn.close()
+
+            return let_go
+        db = self.engine.url.database
+        if self.engine.dialect.name != "sqlite" or not db or db == ":memory:" or db.startswith("file:"):
+            return lambda: None
+        try:
+            handle = locks.hold_byte(Path(f"{db}-runs.lock"), key % (1 << 40), shared=not exclusive)
+        except BlockingIOError:
+            raise busy from None
+        return lambda: locks.release_byte(handle)
 
     # -- small helpers used everywhere ----------------------------------------------------
     def get_meta(self, key: str, default: Any = None) -> Any:

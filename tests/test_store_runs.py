@@ -146,3 +146,86 @@ def test_a_version_2_postgresql_store_with_text_ids_is_upgraded():
         assert s.schema_version == SCHEMA_VERSION
         assert [(c.run_id, c.id, c.z) for c in s.all(Candidate)] == [("old-run", "c1", 0.4)]
         s.close()
+
+
+_HOLDER = """
+import sys, time
+from benchfill.store import Store
+s = Store(sys.argv[1], run_id=sys.argv[3])
+let_go = s.hold_run(exclusive=sys.argv[2] == "x")
+print("held", flush=True)
+sys.stdin.readline()  # hold until the test says
+let_go()
+print("let go", flush=True)
+sys.stdin.readline()
+"""
+
+
+def _holder(url: str, how: str, run_id: str = "r1"):
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", _HOLDER, url, how, run_id], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def _check_hold_run(url: str) -> None:
+    """One run id held by two processes: an exclusive hold shuts the other out either way, shared holds
+    (a sweep's units) go together, another run id is free, and letting go frees it."""
+    from benchfill.errors import ConfigError
+
+    here, other = Store(url, run_id="r1"), Store(url, run_id="r2")
+    p = _holder(url, "x")
+    try:
+        for exclusive in (True, False):
+            with pytest.raises(ConfigError, match=r"^run r1 is in progress in another process on store .*another --run-id"):
+                here.hold_run(exclusive=exclusive)
+        other.hold_run()()  # another run on the same store
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "let go"
+        here.hold_run()()  # free once let go (the holder still runs)
+    finally:
+        p.kill()
+        p.wait()
+    p = _holder(url, "s")
+    try:
+        here.hold_run(exclusive=False)()
+        with pytest.raises(ConfigError, match="in progress"):
+            here.hold_run()
+    finally:
+        p.kill()  # killed, not let go: the lock goes with it
+        p.wait()
+    here.hold_run()()
+    here.close()
+    other.close()
+
+
+def test_one_run_id_is_held_by_one_process_at_a_time_on_a_shared_sqlite_store(tmp_path):
+    _check_hold_run(f"sqlite:///{tmp_path / 'shared.db'}")
+
+
+def test_one_run_id_is_held_by_one_process_at_a_time_on_a_postgresql_store():
+    with postgres_url() as url:
+        _check_hold_run(url)
+
+
+def test_the_same_run_from_two_folders_on_one_store_is_refused_while_the_first_works(tmp_path, capsys):
+    """The run directory's lock cannot see another folder; the store's hold of the run id can."""
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    args = ["run", "--benchmark", "demo", "--gaps", "1", "--rounds", "1", "--sim-probes", "4", "--quiet", "--store", url]
+    assert main([*args, "--runs-dir", str(tmp_path / "a")]) == 0
+    (run_dir,) = (tmp_path / "a").iterdir()
+    p = _holder(url, "x", run_dir.name)  # the same command at work in folder a
+    try:
+        capsys.readouterr()
+        assert main([*args, "--runs-dir", str(tmp_path / "b")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"run {run_dir.name} is in progress in another process" in err[0], err
+    finally:
+        p.kill()
+        p.wait()
+    assert main([*args, "--runs-dir", str(tmp_path / "b")]) == 0  # once it is done: restored from the store
+    assert (tmp_path / "b" / run_dir.name / "report.json").read_text() != ""
