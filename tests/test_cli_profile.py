@@ -66,6 +66,7 @@ def test_answers_file_adds_entropy(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--alpha", "2"], "--alpha"),
     (["--responses", "MISSING.csv"], "MISSING.csv"),
+    (["--draws", "100000000"], "--draws must be in 19..9999, got 100000000"),
 ])
 def test_bad_input_is_one_line_and_nonzero(tmp_path, capsys, args, message):
     resp = _write_responses(tmp_path / "responses.csv", n_items=5)
@@ -81,3 +82,101 @@ def test_bad_answers_file_names_the_line(tmp_path, capsys):
     ans.write_text("model,item_id,answer,count\nm0,q0,A,x\n")
     rc = main(["profile", "--responses", str(resp), "--answers", str(ans)])
     assert rc != 0 and f"{ans}:2" in capsys.readouterr().err
+
+
+def _small(tmp_path):
+    resp = tmp_path / "r.csv"
+    resp.write_text("model,item_id,correct,trials\nm1,a,0,4\nm2,a,2,4\nm3,a,4,4\nm1,b,4,4\nm2,b,1,4\n")
+    return resp
+
+
+def _run_answers(tmp_path, capsys, name, text):
+    ans = tmp_path / name
+    ans.write_text(text)
+    out = tmp_path / "out"
+    rc = main(["profile", "--responses", str(_small(tmp_path)), "--answers", str(ans), "--no-cache",
+               "--draws", "19", "--json", "--out", str(out)])
+    cap = capsys.readouterr()
+    return rc, cap, ans, out
+
+
+def test_answers_that_match_no_pair_of_the_responses_are_refused(tmp_path, capsys):
+    rc, cap, ans, out = _run_answers(tmp_path, capsys, "a.csv", "model,item_id,answer,count\nX1,a,A,4\nX2,a,B,4\n")
+    err = cap.err.strip().splitlines()
+    assert rc != 0 and not out.exists() and cap.out == ""
+    assert err[-1] == (f"benchfill: error: {ans}: none of its 2 (model, item) pairs is in {tmp_path / 'r.csv'} "
+                       "(answers name model 'X1', item 'a'; responses name model 'm1', item 'a')")
+
+
+def test_answers_that_match_some_pairs_warn_in_one_line(tmp_path, capsys):
+    rc, cap, ans, _ = _run_answers(tmp_path, capsys, "a.csv",
+                                   "model,item_id,answer,count\nm1,a,A,4\nm2,a,B,4\nX,a,B,4\n")
+    assert rc == 0
+    warning = [ln for ln in cap.err.splitlines() if ln.startswith("benchfill: warning:")]
+    assert warning == [f"benchfill: warning: {ans}: 2 of 3 (model, item) pairs match {tmp_path / 'r.csv'}; "
+                       "the other 1 are ignored (e.g. model 'X', item 'a')"]
+    assert json.loads(cap.out)["items"][0]["entropy"][:2] == [0.0, 0.0]
+
+
+def test_more_answers_than_trials_are_refused_naming_the_line(tmp_path, capsys):
+    # m2 tried item a 4 times: 3 + 2 answers are one too many, on line 3
+    rc, cap, ans, out = _run_answers(tmp_path, capsys, "a.csv", "model,item_id,answer,count\nm2,a,A,3\nm2,a,B,2\n")
+    assert rc != 0 and not out.exists()
+    assert cap.err.strip().splitlines()[-1] == (f"benchfill: error: {ans}:3: 5 answers for model 'm2', item 'a', "
+                                                f"which has 4 trials in {tmp_path / 'r.csv'}")
+    # a model that never tried the item (m3, b: no row) has room for no answer
+    rc, cap, ans, _ = _run_answers(tmp_path, capsys, "b.csv", "model,item_id,answer\nm1,a,A\nm3,b,A\n")
+    assert rc != 0 and f"{ans}:3: 1 answers for model 'm3', item 'b', which has 0 trials" in cap.err
+
+
+@pytest.mark.parametrize("count", ["2.7", "true", '"x"', "-1"])
+def test_an_answer_count_that_is_not_a_whole_number_is_refused(tmp_path, capsys, count):
+    rc, cap, ans, out = _run_answers(tmp_path, capsys, "a.jsonl",
+                                     '{"model": "m1", "item_id": "a", "answer": "A"}\n'
+                                     f'{{"model": "m2", "item_id": "a", "answer": "A", "count": {count}}}\n')
+    err = cap.err.strip().splitlines()
+    assert rc != 0 and not out.exists() and len(err) == 1
+    assert err[-1].startswith(f"benchfill: error: {ans}:2: field 'count' is ")
+
+
+def test_a_fit_without_a_model_of_the_responses_names_both_files(tmp_path, capsys):
+    from benchfill.irt.fit import IrtFit
+
+    resp = _small(tmp_path)
+    fit = tmp_path / "fit.json"
+    IrtFit("1pl", "map", ("m1", "m2"), ("a", "b"), np.array([0.0, 1.0]), np.zeros(2), np.zeros(2), np.zeros(2),
+           np.zeros(2)).save(fit)
+    rc = main(["profile", "--responses", str(resp), "--fit", str(fit), "--no-cache", "--draws", "19"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0 and err[-1] == f"benchfill: error: {fit}: no ability for model 'm3' of {resp} (the fit has 2 models)"
+
+
+@pytest.mark.parametrize("extra", [[], ["--subset", "1"]])
+def test_responses_where_no_item_has_two_models_are_refused(tmp_path, capsys, extra):
+    resp = tmp_path / "r.csv"
+    resp.write_text("model,item_id,correct,trials\nm1,a,1,1\nm2,b,0,1\nm2,c,1,1\n")
+    out = tmp_path / "out"
+    rc = main(["profile", "--responses", str(resp), "--no-cache", "--draws", "19", "--out", str(out), *extra])
+    cap = capsys.readouterr()
+    assert rc != 0 and cap.out == "" and not out.exists()
+    assert cap.err.strip().splitlines()[-1] == f"benchfill: error: {resp}: no item was tried by two or more models"
+
+
+def test_an_empty_or_cut_cache_file_is_recomputed_not_a_traceback(tmp_path, capsys, monkeypatch):
+    from benchfill.measure import order_test
+
+    monkeypatch.setenv("BENCHFILL_CACHE_DIR", str(tmp_path / "cache"))
+    resp = _write_responses(tmp_path / "responses.csv", n_items=6)
+    argv = ["profile", "--responses", str(resp), "--draws", "19", "--json"]
+    order_test.clear_memory_cache()
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    files = sorted((tmp_path / "cache" / "order-calibration").glob("*.npz"))
+    assert files
+    for k, f in enumerate(files):  # empty: EOFError; cut short: BadZipFile
+        f.write_bytes(b"" if k % 2 == 0 else f.read_bytes()[:100])
+    order_test.clear_memory_cache()
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == first
+    assert sorted((tmp_path / "cache" / "order-calibration").iterdir()) == files  # rewritten, no temp files left
+    order_test.clear_memory_cache()

@@ -113,3 +113,39 @@ def test_single_response_per_model_holds_the_level_too(tmp_path):
     k = rng.binomial(1, 1 / (1 + np.exp(-a * (pos - b))))
     o = calibration([1] * 29, cache_dir=tmp_path).p_value(lr_statistic(k, np.ones(29)))
     assert np.mean(o <= 0.05) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 3000)
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "garbage", "wrong_shape"])
+def test_a_damaged_cache_file_is_recomputed_and_replaced(tmp_path, damage):
+    order_test.clear_memory_cache()
+    good = calibration([2, 3, 4], draws=49, cache_dir=tmp_path)
+    (path,) = (tmp_path / "order-calibration").glob("*.npz")
+    data = path.read_bytes()
+    if damage == "empty":  # np.load: EOFError
+        path.write_bytes(b"")
+    elif damage == "truncated":  # zipfile.BadZipFile
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"PK\x03\x04 not a zip at all")
+    else:  # readable, but its null does not fit its draws
+        np.savez(path, trials=np.array([2, 3, 4]), draws=49, seed=0, version=order_test.CALIBRATION_VERSION,
+                 references=good.references, null=good.null[:, :10])
+    order_test.clear_memory_cache()
+    again = calibration([2, 3, 4], draws=49, cache_dir=tmp_path)
+    np.testing.assert_array_equal(again.null, good.null)
+    order_test.clear_memory_cache()
+    assert order_test._load(path, ((2, 3, 4), 49, 0)) is not None  # the bad file was overwritten
+    assert [p.name for p in (tmp_path / "order-calibration").iterdir()] == [path.name]
+
+
+def test_a_failed_cache_write_leaves_no_temp_file(tmp_path, monkeypatch):
+    order_test.clear_memory_cache()
+
+    def disk_full(fh, **arrays):
+        fh.write(b"PK\x03\x04partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(order_test.np, "savez", disk_full)
+    cal = calibration([2, 2, 5], draws=49, cache_dir=tmp_path)  # still computed, just not kept
+    assert cal.null.shape[1] == 49
+    assert list((tmp_path / "order-calibration").iterdir()) == []

@@ -183,3 +183,89 @@ def test_a_predictor_trained_on_given_difficulties_recovers_a_text_signal(tmp_pa
     assert hard.axis_sd == pytest.approx(pred.residual_sd * lab.scales["toy"]["sd"] / 7.0)
     with pytest.raises(DataError, match="one difficulty per item"):
         labelled_items("toy", items[:3], b[:2])
+
+
+@pytest.fixture(scope="module")
+def saved_predictor(tmp_path_factory):
+    """A small trained predictor with an embedding block (PCA components), saved; its JSON as a dict."""
+    import json
+
+    from benchfill.predict import labelled_items, train
+
+    rng = np.random.default_rng(4)
+    n = rng.integers(1, 8, 40)
+    items = [{"id": f"s{k}", "problem": " and ".join(["two primes"] * int(c)) + f" case {k}?"} for k, c in enumerate(n)]
+    lab = labelled_items("toy", items, 0.3 * n + 0.3 * rng.standard_normal(40))
+    pred, _ = train(lab, ["length", "structural", "embedding"], folds=3)
+    path = pred.save(tmp_path_factory.mktemp("pred") / "p.json")
+    return json.loads(path.read_text())
+
+
+def _edit(d, dotted, value):
+    *head, last = dotted.split(".")
+    for key in head:
+        d = d[int(key)] if isinstance(d, list) else d[key]
+    if value is _DROP:
+        del d[last]
+    else:
+        d[last] = value(d[last]) if callable(value) else value
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize("dotted, value, message", [
+    ("model.coef", lambda c: c[:-2], "field 'model.coef' has 27 entries where the transforms give 29 columns"),
+    ("scales.toy.sd", _DROP, "field 'scales.toy.sd' missing"),
+    ("families", ["length"], "field 'families' ['length'] differ from the families the model was fitted on"),
+    ("embedder", "bogus", "field 'embedder' is 'bogus'; choose from minilm, hashing"),
+    ("embedder", "minilm", "field 'model.transforms[2].mean' must be 384 numbers"),
+    ("residual_sd", None, "field 'residual_sd' is None, not a number >= 0"),
+    ("model.transforms.1.scale", lambda s: s[:5], "field 'model.transforms[1].scale' must be 12 numbers"),
+    ("model.transforms.2.components", lambda c: [row[:-1] for row in c], "field 'model.transforms[2].components'"),
+    ("model.intercept", "0", "field 'model.intercept' is '0', not a finite number"),
+])
+def test_a_predictor_file_whose_parts_do_not_fit_is_refused_on_load(saved_predictor, tmp_path, dotted, value, message):
+    import copy
+    import json
+
+    from benchfill.predict import Predictor
+
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(saved_predictor))
+    Predictor.load(good).predict_item({"problem": "two primes?"})  # the untouched file loads and scores
+    d = copy.deepcopy(saved_predictor)
+    _edit(d, dotted, value)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(DataError) as err:
+        Predictor.load(path)
+    assert str(err.value).startswith(f"{path}: {message}") and "\n" not in str(err.value)
+
+
+def test_predict_score_with_a_cut_predictor_file_is_one_line_and_exit_2(saved_predictor, tmp_path, capsys):
+    import json
+
+    from benchfill.cli import main
+
+    d = json.loads(json.dumps(saved_predictor))
+    d["model"]["coef"] = d["model"]["coef"][:3]
+    path, items = tmp_path / "p.json", tmp_path / "items.jsonl"
+    path.write_text(json.dumps(d))
+    items.write_text(json.dumps({"id": "a", "problem": "two primes?"}) + "\n")
+    assert main(["predict", "score", "--predictor", str(path), "--items", str(items)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"benchfill: error: {path}: field 'model.coef' has 3 entries where the transforms give 29 columns"
+
+
+def test_the_docs_state_the_guessing_floor_the_target_fit_uses():
+    # mmlu-pro's floor is 1 / (number of options) per item, not a flat 1/10: 2,050 items have fewer
+    from pathlib import Path
+
+    from benchfill.benchmarks import REGISTRY
+
+    spec = REGISTRY["mmlu-pro"]
+    assert spec.chance == "options"
+    assert spec.chance_of({"options": ["a", "b", "c", "d"]}) == pytest.approx(0.25)
+    text = (Path(__file__).resolve().parent.parent / "docs" / "predict.md").read_text()
+    assert 'chance="options"' in text and "1/10 on\nmmlu-pro" not in text

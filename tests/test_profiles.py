@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from benchfill.matrix import ResponseMatrix
-from benchfill.measure.profiles import endpoint_evidence, profile
+from benchfill.measure.profiles import endpoint_evidence, profile, reference_function
 from benchfill.measure.trajectory import answer_entropy, crossings, isotonic_fit, model_axis
 
 MODELS = ("m1", "m2", "m3", "m4", "m5")  # the axis, weakest first: positions 0, .25, .5, .75, 1
@@ -108,6 +108,34 @@ def test_flat_items_get_the_reference_function(hand_profile):
     assert s["position"]["mean"] == pytest.approx(np.mean([.5, .375, .875, 7 / 12, .125, .875]))
 
 
+def test_reference_function_pools_tied_mean_correctness_before_the_fit():
+    # Rising items (a, x): (.4, .5), (.5, .9), (.5, .1), with anchors (0, 1) and (1, 0). The two items at
+    # a = .5 pool to x = .5 (weight 2); 1, .5, .5, 0 is already non-increasing, so h(.45) = .5 whichever
+    # of the tied items comes first. Fitted in row order instead, (.5, .9) before (.5, .1) pools .5 with
+    # .9 and gives h(.45) = .55.
+    for xs in ([.5, .9, .1], [.5, .1, .9]):
+        h = reference_function(np.array([.4, .5, .5]), np.array(xs))
+        assert h(np.array([.45, .5, .7, 0.0])) == pytest.approx([.5, .5, .5 - .5 * .2 / .5, 1.0])
+    # without ties nothing changes: 1, .9, .7, .2, 0 is non-increasing and read as it is
+    h = reference_function(np.array([.2, .5, .8]), np.array([.9, .7, .2]))
+    assert h(np.array([.35, .65])) == pytest.approx([.8, .45])
+
+
+def test_flat_positions_do_not_depend_on_the_row_order():
+    # one response per model: mean correctness is a multiple of 1/6, so many rising items tie
+    rng = np.random.default_rng(5)
+    models = tuple(f"m{j}" for j in range(6))
+    k = (rng.random((6, 300)) < np.linspace(.2, .8, 6)[:, None]).astype(int)
+    ids = tuple(f"q{i}" for i in range(300))
+    flip = np.arange(300)[::-1]
+    one = profile(ResponseMatrix(models, ids, k, np.ones_like(k)), order=models, cache_dir=False, draws=19)
+    two = profile(ResponseMatrix(models, tuple(ids[i] for i in flip), k[:, flip], np.ones_like(k)),
+                  order=models, cache_dir=False, draws=19)
+    flat = [p.item_id for p in one.items if p.flat]
+    assert len(flat) >= 5
+    assert [two[i].position for i in flat] == pytest.approx([one[i].position for i in flat], abs=1e-12)
+
+
 def test_lr_statistic_by_hand(hand_profile):
     bp = hand_profile
     # D = 2 sum_i [k_i log(c_i / f_i) + (T - k_i) log((1 - c_i) / (1 - f_i))], 0 log 0 = 0.
@@ -169,6 +197,16 @@ def test_entropy_and_concentration_with_answer_states():
     assert bp["B"].entropy[2] == pytest.approx(1.0)  # uniform over the four states seen
     assert bp["C"].entropy is not None and all(math.isnan(v) for v in bp["C"].entropy)
     assert answer_entropy({"a": 5}, 10) == 0.0
+
+
+def test_answers_the_matrix_does_not_know_or_that_outnumber_trials_are_refused():
+    from benchfill.errors import DataError
+
+    m = hand_matrix()
+    with pytest.raises(DataError, match=r"none of its 1 \(model, item\) pairs .* model 'X', item 'A'"):
+        profile(m, order=MODELS, answers={("X", "A"): {"a": 1}}, cache_dir=False, draws=19)
+    with pytest.raises(DataError, match="5 answers for model 'm1', item 'A', which has 4 trials"):
+        profile(m, order=MODELS, answers={("m1", "A"): {"a": 3, "b": 2}}, cache_dir=False, draws=19)
 
 
 def test_crossings_ignore_rows_without_a_rise():

@@ -31,7 +31,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--fit", dest="fit_path", metavar="FILE", help="order models by this saved fit's abilities "
                    "(default: by empirical performance)")
     p.add_argument("--alpha", type=float, default=0.05, help="flag items with o <= alpha (default 0.05)")
-    p.add_argument("--draws", type=int, default=999, help="Monte Carlo draws per reference profile (default 999)")
+    p.add_argument("--draws", type=int, default=999,
+                   help="Monte Carlo draws per reference profile, 19 to 9999 (default 999)")
     p.add_argument("--seed", type=nonneg_int, default=0)
     p.add_argument("--no-cache", action="store_true", help="keep the calibration in memory only")
     p.add_argument("--top", type=nonneg_int, default=20, help="flagged items shown in the table (default 20)")
@@ -47,12 +48,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from benchfill.cli.output import warn_untried
     from benchfill.data import read_responses
     from benchfill.errors import ConfigError
+    from benchfill.measure.order_test import MAX_DRAWS
     from benchfill.measure.profiles import profile
 
     if not 0 < args.alpha < 1:
         raise ConfigError(f"--alpha must be in (0, 1), got {args.alpha}")
-    if args.draws < 19:
-        raise ConfigError(f"--draws must be at least 19, got {args.draws}")
+    if not 19 <= args.draws <= MAX_DRAWS:  # fewer cannot reach o <= .05; more only runs out of memory
+        raise ConfigError(f"--draws must be in 19..{MAX_DRAWS}, got {args.draws}")
     if args.out:  # refused before the profiling, not after it: a folder in the way of an output file
         out = Path(args.out)
         if out.exists() and not out.is_dir():
@@ -71,12 +73,16 @@ def cmd_profile(args: argparse.Namespace) -> int:
         fit = IrtFit.load(args.fit_path)  # a malformed file: DataError naming it
     answers = None
     if args.answers:
-        from benchfill.measure.trajectory import read_answers
+        from benchfill.measure.trajectory import match_answers, read_answers
 
-        answers = read_answers(args.answers)
+        answers = read_answers(args.answers, matrix=matrix)  # a pair with more answers than trials: its line
+        note = match_answers(answers, matrix, args.answers)  # none in the responses: refused
+        if note:
+            print(f"benchfill: warning: {note}", file=sys.stderr)
     print(f"profiling {matrix.n_items} items along {matrix.n_models} models ...", file=sys.stderr)
-    bp = profile(matrix, fit=fit, answers=answers, alpha=args.alpha, draws=args.draws, seed=args.seed,
-                 cache_dir=False if args.no_cache else None, progress=lambda msg: print(msg, file=sys.stderr))
+    bp = profile(matrix, fit=fit, fit_source=args.fit_path, answers=answers, alpha=args.alpha, draws=args.draws,
+                 seed=args.seed, cache_dir=False if args.no_cache else None,
+                 progress=lambda msg: print(msg, file=sys.stderr))
     result = bp.to_dict()
     if args.subset:
         from benchfill.measure.profiles_subset import evaluate_subsets

@@ -19,6 +19,7 @@ trials vector, calibrated the same way (the statistic weights each model by its 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -32,6 +33,10 @@ from scipy.special import xlogy
 from benchfill.measure.trajectory import isotonic_fit
 
 DEFAULT_DRAWS = 999
+# The null is simulated in one (references x draws, models) batch, ~100 x draws x n x 8 bytes several
+# times over: 9,999 draws on a 58-model axis is ~0.5 GB per copy, and o resolves to 1e-4, far finer
+# than any alpha needs. Past it memory runs out before precision matters.
+MAX_DRAWS = 9999
 CALIBRATION_VERSION = 1  # bump when the reference family or the statistic changes
 
 # Levels of the reference family. The least favourable monotone null for an isotonic LR test is
@@ -155,17 +160,28 @@ def _cache_path(key: tuple, cache_dir: str | Path | None | bool) -> Path:
 
 
 def _load(path: Path, key: tuple) -> Calibration | None:
+    """The cached calibration, or None: absent, stale or unreadable files are recomputed, never an error."""
+    if not path.exists():
+        return None
     try:
         with np.load(path) as z:
             t, draws, seed = tuple(int(x) for x in z["trials"]), int(z["draws"]), int(z["seed"])
             if (t, draws, seed) != key or int(z["version"]) != CALIBRATION_VERSION:
-                return None
-            return Calibration(t, draws, seed, z["references"], z["null"])
-    except (OSError, KeyError, ValueError):
-        return None  # absent or unreadable: recompute (a cache is never an error)
+                return None  # another key under the same name: _save overwrites it
+            refs, null = np.asarray(z["references"], dtype=float), np.asarray(z["null"], dtype=float)
+        if refs.shape != (len(refs), len(t)) or null.shape != (len(refs), draws):
+            raise ValueError("calibration arrays do not fit their trials vector and draws")
+        return Calibration(t, draws, seed, refs, null)
+    except Exception:
+        # any failure here (empty file: EOFError, truncated: BadZipFile, a missing array, a wrong
+        # shape) means a damaged file; a cache is never an error, so it goes and is recomputed
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
 
 
 def _save(path: Path, cal: Calibration) -> None:
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".cal-", suffix=".npz", dir=path.parent)
@@ -173,8 +189,13 @@ def _save(path: Path, cal: Calibration) -> None:
             np.savez(fh, trials=np.array(cal.trials), draws=cal.draws, seed=cal.seed,
                      version=CALIBRATION_VERSION, references=cal.references, null=cal.null)
         os.replace(tmp, path)
+        tmp = None
     except OSError:
-        pass  # a read-only cache dir costs a recomputation next time, nothing more
+        pass  # a read-only or full cache dir costs a recomputation next time, nothing more
+    finally:
+        if tmp is not None:  # a write that failed part-way leaves no temp file behind
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,18 @@ from typing import Any
 import numpy as np
 from scipy.special import betaln
 
+from benchfill.errors import DataError
 from benchfill.irt.fit import IrtFit
 from benchfill.matrix import ResponseMatrix
 from benchfill.measure.order_test import DEFAULT_DRAWS, calibration, lr_statistic
-from benchfill.measure.trajectory import ModelAxis, answer_entropy, crossings, isotonic_fit, model_axis
+from benchfill.measure.trajectory import (
+    ModelAxis,
+    answer_entropy,
+    crossings,
+    isotonic_fit,
+    match_answers,
+    model_axis,
+)
 
 FLAT_TOLERANCE = 1e-9  # a fitted rise below this is no rise
 TOP_SHARE = 0.25  # "the strongest models" whose answer concentration enters validity
@@ -135,6 +143,7 @@ def profile(
     matrix: ResponseMatrix,
     *,
     fit: IrtFit | None = None,
+    fit_source: str | Path | None = None,
     order: Sequence[str] | None = None,
     answers: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
     n_states: Mapping[str, int] | None = None,
@@ -146,13 +155,18 @@ def profile(
 ) -> BenchmarkProfile:
     """Profile every item of a response matrix along its model axis.
 
-    The axis is the models ordered by empirical performance, or by ``fit``'s abilities, or as
-    ``order`` gives them. ``answers`` maps (model, item_id) to counts of the answer states the
-    responses gave; with it, entropy trajectories and answer concentration enter the profile,
-    and ``n_states`` may give each item's number of answer states M (default: the number seen).
-    ``progress`` receives a line per order calibration (one per distinct trials vector).
+    The axis is the models ordered by empirical performance, or by ``fit``'s abilities
+    (``fit_source``: the fit's file, for messages), or as ``order`` gives them. ``answers`` maps
+    (model, item_id) to counts of the answer states the responses gave; with it, entropy
+    trajectories and answer concentration enter the profile, and ``n_states`` may give each item's
+    number of answer states M (default: the number seen). Answers that match no (model, item) of
+    the matrix, or outnumber a pair's trials, are refused (``match_answers``); pairs the matrix
+    does not know are otherwise ignored. ``progress`` receives a line per order calibration (one
+    per distinct trials vector). A matrix in which no item was tried by two models is refused.
     """
-    axis = model_axis(matrix, fit=fit, order=order)
+    if answers:
+        match_answers(answers, matrix)
+    axis = model_axis(matrix, fit=fit, order=order, fit_source=fit_source)
     rows = [matrix.models.index(m) for m in axis.models]
     k_all = matrix.correct[rows].T.astype(np.int64)  # items x n, weakest model first
     t_all = matrix.trials[rows].T.astype(np.int64)
@@ -189,6 +203,8 @@ def profile(
             pval[members[sel]] = cal.p_value(d[sel])
 
     ok = np.isfinite(stat)
+    if n_items and not ok.any():  # nothing to profile: refused rather than a profile of NaN rates
+        raise DataError(f"{matrix.source or 'responses'}: no item was tried by two or more models")
     with np.errstate(invalid="ignore", divide="ignore"):
         c = np.where(t_all > 0, k_all / np.maximum(t_all, 1), np.nan)
     first = np.where(ok, np.argmax(t_all > 0, axis=1), 0)
@@ -249,17 +265,17 @@ def reference_function(mean_correct: np.ndarray, position: np.ndarray):
 
     Built from the rising items: a non-increasing isotonic fit of position on mean correctness
     (an easier item turns earlier), anchored at h(0) = 1 and h(1) = 0, read by linear
-    interpolation and kept in [0, 1]. With no rising item it is h(a) = 1 - a.
+    interpolation and kept in [0, 1]. With no rising item it is h(a) = 1 - a. Items that share a
+    mean correctness are pooled first (their mean position, weighted by their number in the fit),
+    so h does not depend on the order of the rows.
     """
     from scipy.optimize import isotonic_regression
 
     a = np.concatenate([[0.0], np.asarray(mean_correct, float), [1.0]])
     x = np.concatenate([[1.0], np.asarray(position, float), [0.0]])
-    order = np.argsort(a, kind="stable")
-    a, x = a[order], x[order]
-    xs = isotonic_regression(x, increasing=False).x
     ua, inv = np.unique(a, return_inverse=True)
-    ux = np.bincount(inv, weights=xs) / np.bincount(inv)
+    counts = np.bincount(inv).astype(float)
+    ux = isotonic_regression(np.bincount(inv, weights=x) / counts, weights=counts, increasing=False).x
     return lambda v: np.clip(np.interp(np.asarray(v, float), ua, ux), 0.0, 1.0)
 
 

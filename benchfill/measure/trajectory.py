@@ -50,13 +50,14 @@ def model_axis(
     *,
     fit: IrtFit | None = None,
     order: Sequence[str] | None = None,
+    fit_source: str | Path | None = None,
 ) -> ModelAxis:
     """The shared model axis of a benchmark.
 
     By default models are ordered by empirical performance on the benchmark (pooled correct /
     pooled trials over the items each model tried), as the paper does; with ``fit`` by fitted
     ability; with ``order`` exactly as given (weakest first). Ties keep the matrix's order, so
-    the axis is deterministic.
+    the axis is deterministic. ``fit_source`` names the fit's file in messages.
     """
     if order is not None:
         unknown = [m for m in order if m not in matrix.models]
@@ -69,7 +70,8 @@ def model_axis(
         ability = dict(zip(fit.models, np.asarray(fit.ability, dtype=float), strict=True))
         missing = [m for m in matrix.models if m not in ability]
         if missing:
-            raise DataError(f"fit has no ability for model {missing[0]!r} of {matrix.source or 'the responses'}")
+            raise DataError(f"{fit_source or 'fit'}: no ability for model {missing[0]!r} of "
+                            f"{matrix.source or 'the responses'} (the fit has {len(fit.models)} models)")
         score = np.array([ability[m] for m in matrix.models])
         basis = "ability"
     else:
@@ -184,34 +186,106 @@ def answer_entropy(counts: Mapping[str, int], n_states: int | None = None) -> fl
     return float(-(p * np.log(p)).sum() / np.log(m))
 
 
-def read_answers(path: str | Path) -> dict[tuple[str, str], dict[str, int]]:
+def read_answers(path: str | Path, matrix: ResponseMatrix | None = None) -> dict[tuple[str, str], dict[str, int]]:
     """Answer states per (model, item): a long file with one row per response or per count.
 
-    Columns ``model,item_id,answer`` and an optional ``count`` (default 1); CSV with a header or
-    JSONL, by suffix. The answer is the response's final answer as the grader extracted it
-    (an option letter, a normalized number, "invalid" for an unparseable reply).
+    Columns ``model,item_id,answer`` and an optional ``count`` (default 1, a non-negative integer);
+    CSV with a header or JSONL, by suffix. The answer is the response's final answer as the grader
+    extracted it (an option letter, a normalized number, "invalid" for an unparseable reply).
+    With ``matrix`` (the responses the answers belong to), a row that brings its pair's answers
+    above the pair's trials is refused, naming its line; ``match_answers`` then says how many pairs
+    the responses know.
     """
     from benchfill.data import jsonl_objects
 
     path = Path(path)
     rows = jsonl_objects(path) if path.suffix.lower() in (".jsonl", ".json") else _csv_dicts(path)
+    trials = _PairTrials(matrix) if matrix is not None else None
     out: dict[tuple[str, str], dict[str, int]] = {}
     for lineno, row in rows:
         missing = [f for f in ("model", "item_id", "answer") if row.get(f) in (None, "")]
         if missing:
             raise DataError(f"{path}:{lineno}: missing field {missing[0]!r}")
-        raw = row.get("count", 1)
-        try:
-            count = int(raw if raw not in (None, "") else 1)
-        except (TypeError, ValueError):
-            raise DataError(f"{path}:{lineno}: field 'count' is not an integer: {raw!r}") from None
-        if count < 0:
-            raise DataError(f"{path}:{lineno}: field 'count' is negative")
-        states = out.setdefault((str(row["model"]), str(row["item_id"])), {})
+        count = _count(row.get("count"), f"{path}:{lineno}")
+        pair = (str(row["model"]), str(row["item_id"]))
+        states = out.setdefault(pair, {})
         states[str(row["answer"])] = states.get(str(row["answer"]), 0) + count
+        if trials is not None and pair in trials and sum(states.values()) > trials[pair]:
+            raise DataError(f"{path}:{lineno}: {sum(states.values())} answers for model {pair[0]!r}, item "
+                            f"{pair[1]!r}, which has {trials[pair]} trials in {matrix.source or 'the responses'}")
     if not out:
         raise DataError(f"{path}: no answers (empty file)")
     return out
+
+
+def match_answers(
+    answers: Mapping[tuple[str, str], Mapping[str, int]],
+    matrix: ResponseMatrix,
+    source: str | Path = "answers",
+) -> str | None:
+    """Check answer states against the responses they belong to; a note when only some pairs match.
+
+    Refused (DataError): no (model, item) pair of ``answers`` is in the responses, or a pair has
+    more answers than trials. When some pairs match and others do not, the others are ignored and
+    the returned line says how many; None when every pair matches.
+    """
+    trials = _PairTrials(matrix)
+    resp = matrix.source or "the responses"
+    matched = [pair for pair in answers if pair in trials]
+    for pair in matched:
+        total = sum(answers[pair].values())
+        if total > trials[pair]:
+            raise DataError(f"{source}: {total} answers for model {pair[0]!r}, item {pair[1]!r}, which has "
+                            f"{trials[pair]} trials in {resp}")
+    if not matched:
+        ours, theirs = next(iter(answers), ("?", "?")), trials.example
+        raise DataError(f"{source}: none of its {len(answers)} (model, item) pairs is in {resp} (answers name "
+                        f"model {ours[0]!r}, item {ours[1]!r}; responses name model {theirs[0]!r}, item "
+                        f"{theirs[1]!r})")
+    if len(matched) < len(answers):
+        other = next(pair for pair in answers if pair not in trials)
+        return (f"{source}: {len(matched)} of {len(answers)} (model, item) pairs match {resp}; the other "
+                f"{len(answers) - len(matched)} are ignored (e.g. model {other[0]!r}, item {other[1]!r})")
+    return None
+
+
+class _PairTrials:
+    """Trials of a matrix by (model, item) pair, without a dict over every pair (mmlu-pro has 10^5-10^6)."""
+
+    def __init__(self, matrix: ResponseMatrix):
+        self._model = {m: j for j, m in enumerate(matrix.models)}
+        self._item = {item: i for i, item in enumerate(matrix.item_ids)}
+        self._trials = np.asarray(matrix.trials)
+        self.example = (matrix.models[0], matrix.item_ids[0]) if matrix.models and matrix.item_ids else ("?", "?")
+
+    def __contains__(self, pair: tuple[str, str]) -> bool:
+        return pair[0] in self._model and pair[1] in self._item
+
+    def __getitem__(self, pair: tuple[str, str]) -> int:
+        return int(self._trials[self._model[pair[0]], self._item[pair[1]]])
+
+
+def _count(raw: object, where: str) -> int:
+    """A row's ``count``: absent is 1; a bool, a fraction or text that is not a whole number is refused."""
+    if raw is None or raw == "":
+        return 1
+    value: int | None = None
+    if isinstance(raw, bool):
+        value = None  # JSON true is not a count, though Python would read it as 1
+    elif isinstance(raw, int):
+        value = raw
+    elif isinstance(raw, float) and raw.is_integer():
+        value = int(raw)  # 2.0, as some writers put an integer column
+    elif isinstance(raw, str):
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = None
+    if value is None:
+        raise DataError(f"{where}: field 'count' is not an integer: {raw!r}")
+    if value < 0:
+        raise DataError(f"{where}: field 'count' is negative")
+    return value
 
 
 def _csv_dicts(path: Path):

@@ -23,11 +23,12 @@ import numpy as np
 from benchfill.errors import ConfigError
 
 EMBEDDERS = ("minilm", "hashing")
+EMBEDDING_DIMS = {"minilm": 384, "hashing": 256}  # columns each embedder gives (a saved predictor is checked)
 _TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
 
 
 class HashingEmbedder:
-    def __init__(self, dim: int = 256):
+    def __init__(self, dim: int = EMBEDDING_DIMS["hashing"]):
         self.dim = dim
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:

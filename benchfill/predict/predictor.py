@@ -10,6 +10,7 @@ axis of the coverage tools ((b - b_min) / (b_max - b_min)), each with its sd.
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -142,6 +143,7 @@ class Predictor:
             raise DataError(f"{path}:{exc.lineno}: not a predictor file: {exc.msg}") from None
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise DataError(f"{path}: not a predictor file (format is not {FORMAT})")
+        check_predictor_dict(d, path)
         try:
             return cls(families=list(d["families"]), model=DifficultyModel.from_dict(d["model"]),
                        residual_sd=float(d["residual_sd"]), embedder=d["embedder"], scorers=list(d["scorers"]),
@@ -151,6 +153,97 @@ class Predictor:
             raise DataError(f"{path}: predictor field {exc} missing or malformed") from None
         except ConfigError as exc:  # a scorer with credentials in its URL, written before they were refused
             raise DataError(f"{path}: {exc}") from None
+
+
+def check_predictor_dict(d: dict[str, Any], where: str | Path) -> None:
+    """Refuse a predictor file whose parts do not fit together, naming the field (DataError).
+
+    A file edited by hand or cut short must fail when it is loaded, in one line, not at the first
+    prediction with a matmul error: the families, the embedder, the scales, and the model's transforms
+    and coefficients are checked against each other.
+    """
+    from benchfill.predict.embed import EMBEDDERS, EMBEDDING_DIMS
+    from benchfill.predict.entropy import SUMMARY_NAMES
+    from benchfill.predict.features import FAMILIES, STRUCTURAL_NAMES
+
+    def bad(name: str, what: str) -> DataError:
+        return DataError(f"{where}: field {name!r} {what}")
+
+    families = d.get("families")
+    if not isinstance(families, list) or not families or not all(isinstance(f, str) for f in families):
+        raise bad("families", "missing" if families is None else "must be a non-empty list of feature families")
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown or len(set(families)) != len(families):
+        raise bad("families", f"names {'unknown family ' + repr(unknown[0]) if unknown else 'a family twice'}; "
+                  f"choose from {', '.join(FAMILIES)}")
+    embedder = d.get("embedder")
+    if embedder not in EMBEDDERS:
+        raise bad("embedder", f"is {embedder!r}; choose from {', '.join(EMBEDDERS)}")
+    scorers = d.get("scorers")
+    if not isinstance(scorers, list) or not all(isinstance(s, str) for s in scorers):
+        raise bad("scorers", "must be a list of MODEL@URL strings")
+    if ("entropy" in families) != bool(scorers):
+        raise bad("scorers", "must name a scorer exactly when the 'entropy' family is used")
+    if not isinstance(d.get("seed"), int) or isinstance(d.get("seed"), bool):
+        raise bad("seed", f"is {d.get('seed')!r}, not an integer")
+    sd = d.get("residual_sd")
+    if not _is_number(sd) or sd < 0 or math.isinf(sd):  # NaN passes: a cross-validation without a residual
+        raise bad("residual_sd", f"is {sd!r}, not a number >= 0")
+    for name in ("text_field", "options_field"):
+        if d.get(name) is not None and not isinstance(d[name], str):
+            raise bad(name, f"is {d[name]!r}, not a field name")
+    scales = d.get("scales")
+    if not isinstance(scales, dict):
+        raise bad("scales", "must map each benchmark to its mean, sd, b_min and b_max")
+    for bench, sc in scales.items():
+        for key in ("mean", "sd", "b_min", "b_max"):
+            v = sc.get(key) if isinstance(sc, dict) else None
+            if not _is_number(v) or not math.isfinite(v) or (key == "sd" and v < 0):
+                raise bad(f"scales.{bench}.{key}", "missing" if v is None else f"is {v!r}, not a finite number")
+
+    model = d.get("model")
+    if not isinstance(model, dict):
+        raise bad("model", "missing or not an object")
+    if model.get("regressor", "ridge") != "ridge":
+        raise bad("model.regressor", f"is {model.get('regressor')!r}; only a ridge predictor is saved")
+    for key in ("alpha", "intercept"):
+        if not _is_number(model.get(key)) or not math.isfinite(model[key]):
+            raise bad(f"model.{key}", f"is {model.get(key)!r}, not a finite number")
+    if model.get("families") != families:
+        raise bad("families", f"{families} differ from the families the model was fitted on, {model.get('families')}")
+    widths = {"random": 1, "length": 1, "structural": len(STRUCTURAL_NAMES), "embedding": EMBEDDING_DIMS[embedder],
+              "entropy": len(SUMMARY_NAMES) * (len(scorers) + len(scorers) * (len(scorers) - 1) // 2)}
+    transforms = model.get("transforms")
+    if not isinstance(transforms, list) or len(transforms) != len(families):
+        raise bad("model.transforms", f"must hold one transform per family ({len(families)})")
+    n_coef = 0
+    for k, (fam, tr) in enumerate(zip(families, transforms, strict=True)):
+        name = f"model.transforms[{k}]"
+        cols = widths[fam]
+        for key in ("mean", "scale"):
+            if not _is_vector(tr.get(key) if isinstance(tr, dict) else None, cols):
+                raise bad(f"{name}.{key}", f"must be {cols} numbers (the {fam!r} family's columns)")
+        comps = tr.get("components")
+        if comps is None:
+            n_coef += cols
+        elif (isinstance(comps, list) and comps and len(comps) <= cols
+              and all(_is_vector(row, cols) for row in comps)):
+            n_coef += len(comps)
+        else:
+            raise bad(f"{name}.components", f"must be null or rows of {cols} numbers")
+    coef = model.get("coef")
+    if not _is_vector(coef, n_coef):
+        size = len(coef) if isinstance(coef, list) else type(coef).__name__
+        raise bad("model.coef", f"has {size} entries where the transforms give {n_coef} columns")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_vector(v: Any, n: int) -> bool:
+    return (isinstance(v, list) and len(v) == n
+            and all(_is_number(x) and math.isfinite(x) for x in v))
 
 
 def train(
