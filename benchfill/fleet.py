@@ -3,9 +3,10 @@
 Each request attempt goes to the replica in service with the fewest requests in flight that has a
 free slot of its own bound (``benchfill.limits``; ties go round the replicas in turn), and waits for
 the first slot to free on any of them when all are full. A replica whose attempts keep failing
-(``eject_after`` in a row, or ``error_rate`` of the last ``window``) is taken out of service for a
-cool-down; then one health check (``GET /v1/models``: does it answer and list its models?) either
-takes it back or keeps it out for twice as long (at most ``max_cooldown_s``). Its requests go to the
+(``eject_after`` in a row, or ``error_rate`` of the last ``window``), or that refuses a request (401,
+403, 404) another replica serves, is taken out of service for a cool-down; then one health check
+(``GET /v1/models``: does it answer and list its models?) either takes it back or keeps it out for twice
+as long (at most ``max_cooldown_s``). Its requests go to the
 others: the caller's retry picks another replica. When every replica is out, an attempt waits for the
 first cool-down to end and the health check after it, then gives up with ``FleetDown``, one line naming
 every replica and why it is out; the retry policy decides whether to wait again.
@@ -102,6 +103,14 @@ class Replica:
             self.eject(f"{self.consecutive} failed attempts in a row, last: {detail}")
         elif len(self.recent) == self.recent.maxlen and sum(self.recent) >= p.error_rate * len(self.recent):
             self.eject(f"{sum(self.recent)} of its last {len(self.recent)} attempts failed, last: {detail}")
+
+    def refused(self, detail: str) -> None:
+        """It refused a request (401, 403, 404) that another replica then served: it refuses the key or
+        does not serve the model, and will go on doing so. Out at once; its health check (``/v1/models``
+        with the key, listing its models) keeps it out until that changes."""
+        self.counts["failures"] += 1
+        if self.ejectable and self.in_service:
+            self.eject(f"refused a request another replica served: {detail}")
 
     def eject(self, reason: str) -> None:
         self.strikes += 1

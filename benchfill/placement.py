@@ -27,6 +27,7 @@ from benchfill.errors import ConfigError
 GIB = 1024**3
 MAX_SHARE_M = 900  # thousandths of a GPU the servers on it may claim together (vLLM's default is 0.9)
 OVERHEAD_GIB = 2.0  # per server and GPU: CUDA context (~0.5 GiB), activation peak and CUDA graphs
+SMI_TIMEOUT_S = 30.0  # nvidia-smi answers in about a second; a wedged driver makes it hang
 QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.total,memory.used", "--format=csv,noheader,nounits"]
 
 
@@ -66,10 +67,13 @@ def parse_nvidia_smi(text: str, source: str = "nvidia-smi") -> list[Gpu]:
 def query_gpus() -> list[Gpu]:
     """The GPUs of this machine, as ``nvidia-smi`` counts them."""
     try:
-        out = subprocess.run(QUERY, capture_output=True, text=True, timeout=30)
+        out = subprocess.run(QUERY, capture_output=True, text=True, timeout=SMI_TIMEOUT_S)
     except FileNotFoundError:
         raise ConfigError("nvidia-smi: not found; on a machine without it say what to plan for, "
                           "e.g. --gpus 1x141 (count x GiB)") from None
+    except subprocess.TimeoutExpired:
+        raise ConfigError(f"nvidia-smi: no answer in {SMI_TIMEOUT_S:g} s; say what to plan for instead, e.g. "
+                          "--gpus 1x141 (count x GiB)") from None
     if out.returncode != 0:
         raise ConfigError(f"nvidia-smi failed ({out.returncode}): {(out.stderr or out.stdout).strip()[:160]}")
     return parse_nvidia_smi(out.stdout)
@@ -88,12 +92,22 @@ def parse_gpus_option(spec: str) -> list[Gpu]:
 
 
 def visible(gpus: list[Gpu], env: Mapping[str, str] = os.environ) -> list[Gpu]:
-    """Only the GPUs an already-set CUDA_VISIBLE_DEVICES allows (numeric form; UUIDs are not resolved)."""
+    """Only the GPUs an already-set CUDA_VISIBLE_DEVICES allows, read as CUDA reads it: empty or "-1" hides
+    them all, and an entry that names no GPU hides it and every one after it. UUIDs (GPU-..., MIG-...)
+    are not resolved: then every GPU is planned for."""
     want = env.get("CUDA_VISIBLE_DEVICES")
-    if want is None or not re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", want):
+    if want is None:
         return gpus
-    keep = {int(i) for i in want.split(",")}
-    return [g for g in gpus if g.index in keep]
+    cells = [c.strip() for c in want.split(",")]
+    if any(c.upper().startswith(("GPU-", "MIG-")) for c in cells):
+        return gpus
+    by_index = {g.index: g for g in gpus}
+    keep: list[Gpu] = []
+    for c in cells:
+        if not c.isdigit() or int(c) not in by_index or by_index[int(c)] in keep:
+            break
+        keep.append(by_index[int(c)])
+    return sorted(keep, key=lambda g: g.index)
 
 
 # -- a model's memory ---------------------------------------------------------------------------------
@@ -175,8 +189,8 @@ class Server:
         return (self.weights_gib + self.kv_gib) / tp + OVERHEAD_GIB
 
 
-def servers(cfg: Config, port_base: int = 8000, env: Mapping[str, str] = os.environ) -> list[Server]:
-    """One server per served model, on the port its probe's URL names (else port_base + i), sized."""
+def servers(cfg: Config, env: Mapping[str, str] = os.environ) -> list[Server]:
+    """One server per served model, on the port its probe's URL names, sized."""
     by_model: dict[str, list] = {}
     for p in cfg.probes:
         if p.replicas is not None:  # one server per model here; a fleet's replicas run on their own hosts
@@ -199,8 +213,12 @@ def servers(cfg: Config, port_base: int = 8000, env: Mapping[str, str] = os.envi
         # A URL naming another address of this machine (a LAN address, for an orchestrator elsewhere): the
         # server listens there, or the orchestrator could not reach it.
         hosts[model] = "127.0.0.1" if parts.hostname in (None, "localhost", "127.0.0.1") else parts.hostname
-    if len(set(ports.values())) != len(ports):
-        raise ConfigError("probes: two served models share a port; give each probe its own base_url port")
+    for port in sorted(set(ports.values())):
+        sharing = [m for m in by_model if ports[m] == port]
+        if len(sharing) > 1:
+            named = " and ".join(f"{m} (probes {', '.join(p.name for p in by_model[m])})" for m in sharing)
+            raise ConfigError(f"probes: {named} are served by separate servers but share port {port}; give "
+                              "each served model its own base_url port")
     out = []
     for model, probes in by_model.items():
         trials = max(p.trials for p in probes)
@@ -344,7 +362,7 @@ def _place(servers_: list[Server], gpus: list[Gpu], spread: bool) -> Plan:
                 placed[i] = Placement(s, chosen, need_m, need_m)
                 break
         else:
-            raise ConfigError(_refusal(s, tps[-1], gpus, room, len(servers_) - len(placed)))
+            raise ConfigError(_refusal(s, tps[-1], gpus, room, len(servers_) - len(placed), servers_))
     # The room left on each GPU goes to its servers in proportion to their needs: more KV cache. A split
     # server takes one share on all its GPUs (the least of its parts); single-GPU servers then share
     # whatever that leaves.
@@ -375,14 +393,21 @@ def _fit(room: dict[int, int], need: dict[int, int], tp: int, spread: bool) -> t
     return (), 0
 
 
-def _refusal(s: Server, tp: int, gpus: list[Gpu], room: dict[int, int], left: int) -> str:
+def _refusal(s: Server, tp: int, gpus: list[Gpu], room: dict[int, int], left: int, servers_: list[Server]) -> str:
     best = sorted(gpus, key=lambda g: -room[g.index] * g.total_gib)[:tp]
     have = min(room[g.index] * g.total_gib / 1000 for g in best)
     need = s.per_gpu_gib(tp)
     where = f"on each of {tp} GPUs" if tp > 1 else "on one GPU"
     more = f"; {left - 1} more server(s) not yet placed" if left > 1 else ""
+    # The first server refused is short by its own need only; the panel's shortfall counts every server
+    # at its least (one GPU, one overhead) against the caps of all GPUs, packing aside.
+    panel = sum(x.per_gpu_gib(1) for x in servers_)
+    cap = sum(g.cap_m * g.total_gib / 1000 for g in gpus)
+    total = (f"in all the panel needs {panel:.1f} GiB, the GPUs offer {cap:.1f}, short by {panel - cap:.1f} GiB"
+             if panel > cap else f"in all the panel needs {panel:.1f} GiB of the {cap:.1f} the GPUs offer, but "
+             "not in pieces its servers fit in")
     return (f"the panel does not fit: {s.model} (probes {', '.join(s.probes)}) needs {need:.1f} GiB {where}, "
-            f"the most room left is {have:.1f} GiB, short by {need - have:.1f} GiB{more}; "
+            f"the most room left is {have:.1f} GiB, short by {need - have:.1f} GiB{more}; {total}; "
             "lower trials, max_tokens or max_prompt_tokens, drop a probe, or add GPUs")
 
 

@@ -25,8 +25,18 @@ from benchfill.retry import TruncatedReply, call_with_retries, is_retryable, sta
 _REFUSES_N = re.compile(r"(\bn\b|\bn=|\bn >|samples|best_of)", re.IGNORECASE)
 
 
+# What one replica of a fleet says when it refuses the key (401, 403) or serves another model (404). The
+# same request may be served by another replica; if none does, the request itself is at fault.
+_REPLICA_REFUSALS = (401, 403, 404)
+
+
 class RefusesN(Exception):
     """The endpoint will not give several samples per request."""
+
+
+class ReplicaRefused(ConnectionError):
+    """A replica of a fleet refused a request another replica may serve: the call is retried there (a
+    ConnectionError, which ``benchfill.retry`` retries)."""
 
 
 class ProbeHttp:
@@ -88,7 +98,9 @@ class ProbeHttp:
         ``counts`` gets ``requests`` (attempts) and ``retries`` added as they happen. Each attempt
         goes to a replica of the probe's fleet (a failed one's retry to another where it can). A
         400/422 that says ``n`` is refused raises ``RefusesN``; a call that still fails after its
-        retries raises the last error.
+        retries raises the last error. A 401/403/404 on a replica of a fleet is tried on another
+        replica: when one serves it, the replicas that refused it are taken out of service; when all
+        refuse, it is the request's own error and raised as such.
         """
         fleet = self.fleets[p.name]
         n = body["n"]
@@ -97,6 +109,7 @@ class ProbeHttp:
         # choice then sent the retry back to a dead replica, which always has a free slot, until the
         # call's attempts ran out while a healthy one was up).
         failed_on: set[Replica] = set()
+        refused: dict[Replica, str] = {}  # replica -> what it said
 
         def on_retry(state) -> None:
             counts.retries += 1
@@ -111,14 +124,21 @@ class ProbeHttp:
                 texts, usage = await _complete(replica.client, p.model, args, n)
                 latency = time.perf_counter() - t0
                 ok = True
+                for other, said in refused.items():
+                    if other is not replica:
+                        other.refused(said)
                 return texts, usage, latency, replica.url
             except Exception as exc:
                 ok = _health(exc)
                 detail = describe_error(exc, self.key_envs)
+                if status_of(exc) in _REPLICA_REFUSALS and len(fleet.replicas) > 1:
+                    refused[replica] = detail
+                    if any(r.in_service and r not in refused for r in fleet.replicas):
+                        raise ReplicaRefused(f"{replica.url} refused it: {detail}") from exc
                 raise
             finally:
                 fleet.release(replica, ok, detail)
-                if ok is False:
+                if ok is False or replica in refused:
                     failed_on.add(replica)
 
         return await call_with_retries(attempt, self.panel.retry, on_retry)

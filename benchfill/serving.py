@@ -9,6 +9,7 @@ process on the machine can read command lines from /proc), and a written script 
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import signal
@@ -36,7 +37,9 @@ class EndpointCheck:
     detail: str
     replica: int = 0  # 1-based place in the probe's fleet; 0: a probe with one endpoint, rewriter, judge
     replicas: int = 1
-    spare: bool = False  # not ok, but another replica of the same probe is: the probe is still served
+    # not reachable, but another replica of the same probe is ok: the fleet ejects a dead replica and
+    # serves the probe. One that answers but refuses the key or lacks the model is never spare.
+    spare: bool = False
 
     @property
     def ok(self) -> bool:
@@ -69,30 +72,33 @@ def check_endpoints(cfg: Config, timeout_s: float = 5.0) -> list[EndpointCheck]:
             if (url, key_env) not in listed:
                 listed[(url, key_env)] = _models(client, url, key_from_env(key_env))
             reachable, ids, detail = listed[(url, key_env)]
-            serves = model in ids
-            if reachable and not serves:
+            serves = ids is not None and model in ids
+            if ids is not None and not serves:
                 shown = ", ".join(sorted(ids)[:8]) + (" ..." if len(ids) > 8 else "")
                 detail = f"does not serve {model!r} (serves: {shown or 'nothing'})"
             out.append(EndpointCheck(name, url, model, reachable, serves, detail if not serves else "ok",
                                      replica, replicas))
     served = {c.name for c in out if c.replica and c.ok}
     for c in out:
-        c.spare = bool(c.replica) and not c.ok and c.name in served
+        c.spare = bool(c.replica) and not c.reachable and c.name in served
     return out
 
 
-def _models(client, url: str, key: str | None) -> tuple[bool, set[str], str]:
+def _models(client, url: str, key: str | None) -> tuple[bool, set[str] | None, str]:
+    """(reachable, the models listed or None, detail). Unreachable: no answer, or a 5xx (a sick server,
+    or a proxy before a dead one), which the fleet ejects and checks again. A 4xx or a body that is not
+    a model list is an answer: that server refuses the key or serves something else, and stays so."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         r = client.get(f"{url}/models", headers=headers)
     except Exception as exc:  # noqa: BLE001  (refused, DNS, timeout: all mean "not answering")
-        return False, set(), f"unreachable: {exc.__class__.__name__}: {scrub(str(exc), values=[key])[:120]}"
+        return False, None, f"unreachable: {exc.__class__.__name__}: {scrub(str(exc), values=[key])[:120]}"
     if r.status_code != 200:
-        return False, set(), f"/v1/models answered HTTP {r.status_code}"
+        return r.status_code < 500, None, f"/v1/models answered HTTP {r.status_code}"
     try:
         return True, {m["id"] for m in r.json()["data"]}, "ok"
     except (ValueError, KeyError, TypeError):
-        return False, set(), "/v1/models answered something that is not a model list"
+        return True, None, "/v1/models answered something that is not a model list"
 
 
 # -- vLLM ---------------------------------------------------------------------------------------------
@@ -114,7 +120,11 @@ class ServeCommand:
     @property
     def reach(self) -> str:
         """The address to check it at: its own, or loopback for one listening on every address."""
-        return "127.0.0.1" if self.host == "0.0.0.0" else self.host
+        return {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{url_host(self.reach)}:{self.port}"
 
     @property
     def log_name(self) -> str:
@@ -138,8 +148,20 @@ class ServeCommand:
                          *(shlex.quote(a) for a in self.argv)])
 
 
+def url_host(host: str) -> str:
+    """A host as a URL names it: an IPv6 address in brackets (http://[::1]:8000)."""
+    return f"[{host}]" if ":" in host else host
+
+
 def vllm_commands(plan: Plan, seed: int = 0, extra: list[str] | None = None) -> list[ServeCommand]:
     """The plan as ``vllm serve`` commands, in the plan's order."""
+    for a in extra or []:
+        # vLLM's parser takes --api_key and unique prefixes (--api-k) as --api-key too
+        opt = a.strip().split("=", 1)[0].split(" ", 1)[0].replace("_", "-")
+        if len(opt) > len("--api-") and "--api-key".startswith(opt):
+            raise ConfigError(f"--vllm-arg {opt}: a key on the command line is readable by every process and "
+                              "would be written into the script; set the probe's api_key_env instead (each "
+                              "server gets that key as VLLM_API_KEY)")
     wave_of = {id(p): w for w, wave in enumerate(plan.waves()) for p in wave}
     out = []
     for p in plan.placements:
@@ -174,6 +196,10 @@ def child_env(cmd: ServeCommand, base: Mapping[str, str] = os.environ) -> dict[s
 _BASH_HELPERS = r'''
 LOG_DIR="${LOG_DIR:-$DEFAULT_LOG_DIR}"
 WAIT_S="${WAIT_S:-__WAIT_S__}"
+POLL_S="${POLL_S:-2}"
+# bash's arithmetic knows whole numbers only: WAIT_S=1.5 would end the script in a syntax error
+[[ $WAIT_S =~ ^[1-9][0-9]*$ ]] || { echo "serve.sh: WAIT_S=$WAIT_S: expected whole seconds, more than 0" >&2; exit 2; }
+[[ $POLL_S =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "serve.sh: POLL_S=$POLL_S: expected seconds, e.g. 2 or 0.5" >&2; exit 2; }
 mkdir -p "$LOG_DIR"
 command -v curl >/dev/null || { echo "serve.sh: curl not found (needed to wait for the servers)" >&2; exit 2; }
 command -v vllm >/dev/null || { echo "serve.sh: vllm not found on PATH; pip install vllm" >&2; exit 2; }
@@ -192,16 +218,22 @@ stop_all() {  # TERM to every server's group, then KILL after 30 s, as --start d
 trap 'stop_all' EXIT
 trap 'echo "stopping ${#pids[@]} servers" >&2; exit 130' INT TERM
 
-ready() {  # host port model key-variable: /health answers and /v1/models lists the model
-  local body key="${!4:-}"
-  curl -sf -o /dev/null --max-time 5 "http://$1:$2/health" || return 1
+ready() {  # url-host port model key-variable: /health answers and /v1/models lists the model
+  local body key="${!4:-}"  # -g: the brackets of an IPv6 host are no curl glob
+  curl -sfg -o /dev/null --max-time 5 "http://$1:$2/health" || return 1
   key=${key//\\/\\\\}; key=${key//\"/\\\"}  # curl's config syntax: a quote or backslash in the key, escaped
   body=$(printf 'header = "Authorization: Bearer %s"\n' "$key" \
-         | curl -sf --max-time 5 --config - "http://$1:$2/v1/models") || return 1
+         | curl -sfg --max-time 5 --config - "http://$1:$2/v1/models") || return 1
   [[ $body == *"\"$3\""* ]]
 }
 
-wait_wave() {  # started, then one "pid<US>host<US>port<US>model<US>key-variable<US>log" per server of the wave
+refuse_taken() {  # host port: a port that already answers is refused, as --start refuses it
+  if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then
+    echo "serve.sh: port $2 on $1 already answers (a server left from an earlier run?)" >&2; exit 2
+  fi
+}
+
+wait_wave() {  # started, then one "pid<US>url-host<US>port<US>model<US>key-variable<US>log" per server of the wave
   local t0=$1 last=$SECONDS spec pid host port model key log; shift
   local pending=("$@") still
   while (( ${#pending[@]} )); do
@@ -224,7 +256,7 @@ wait_wave() {  # started, then one "pid<US>host<US>port<US>model<US>key-variable
     pending=(${still[@]+"${still[@]}"})
     (( ${#pending[@]} )) || break
     if (( SECONDS - last >= 30 )); then echo "waiting for ${#pending[@]} server(s) ($(( SECONDS - t0 )) s)" >&2; last=$SECONDS; fi
-    sleep "${POLL_S:-2}"
+    sleep "$POLL_S"
   done
 }
 '''
@@ -243,7 +275,8 @@ def write_script(cmds: list[ServeCommand], path: str | Path, table: str = "", lo
     lines += ["set -euo pipefail"]
     lines += [f': "${{{k}:?set {k} (the key the probes send) before running this script}}"' for k in keys]
     lines += [f"DEFAULT_LOG_DIR={shlex.quote(log_dir)}"]  # quoted: a --log-dir is data, never shell code
-    lines += [_BASH_HELPERS.replace("__WAIT_S__", str(int(wait_s))).replace("__TAIL__", str(LOG_TAIL))]
+    lines += [_BASH_HELPERS.replace("__WAIT_S__", str(math.ceil(wait_s))).replace("__TAIL__", str(LOG_TAIL))]
+    lines += [f"refuse_taken {shlex.quote(c.reach)} {c.port}" for c in cmds]
     for w in range(max((c.wave for c in cmds), default=-1) + 1):
         wave = [c for c in cmds if c.wave == w]
         lines.append(f"# wave {w + 1}: " + ("servers on separate GPUs start together" if w == 0
@@ -254,7 +287,7 @@ def write_script(cmds: list[ServeCommand], path: str | Path, table: str = "", lo
                       f"pids+=($pid_{c.port})"]
         specs = []
         for c in wave:  # literal fields single-quoted; only the pid and the log folder expand
-            fields = [f'"$pid_{c.port}"', shlex.quote(c.reach), str(c.port), shlex.quote(c.model),
+            fields = [f'"$pid_{c.port}"', shlex.quote(url_host(c.reach)), str(c.port), shlex.quote(c.model),
                       c.key_env or KEY_VAR, f'"$LOG_DIR"/{shlex.quote(c.log_name)}']
             specs.append('"$US"'.join(fields))
         lines.append("US=$'\\x1f'")
@@ -284,6 +317,10 @@ def start_servers(cmds: list[ServeCommand], log_dir: str | Path, wait_s: float =
     if cmds and shutil.which(cmds[0].argv[0]) is None:
         raise EndpointError(f"{cmds[0].argv[0]}: not found on PATH; install the extra: pip install 'benchfill[vllm]'")
     envs = [child_env(c) for c in cmds]  # a missing key is found before anything starts
+    for c in cmds:  # else a server left running would be taken for this one as ready, and this one's bind fail
+        if _answers(c.reach, c.port):
+            raise EndpointError(f"port {c.port} on {c.reach} already answers (a server left from an earlier run?); "
+                                f"stop it before serving {c.model} there")
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen] = []
@@ -292,7 +329,8 @@ def start_servers(cmds: list[ServeCommand], log_dir: str | Path, wait_s: float =
             wave = []
             for c, env in zip(cmds, envs, strict=True):
                 if c.wave == w:
-                    with open(log_dir / c.log_name, "ab") as log:  # the child keeps its own descriptor
+                    # "wb": a failure shows this start's lines only; the child keeps its own descriptor
+                    with open(log_dir / c.log_name, "wb") as log:
                         # its own session: Ctrl-C reaches benchfill only, which stops each whole group
                         procs.append(subprocess.Popen(c.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                       stdin=subprocess.DEVNULL, start_new_session=True))
@@ -302,6 +340,16 @@ def start_servers(cmds: list[ServeCommand], log_dir: str | Path, wait_s: float =
         stop_servers(procs)
         raise
     return procs
+
+
+def _answers(host: str, port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def _wait_ready(wave, log_dir: Path, wait_s: float, poll_s: float, progress_s: float, out: TextIO) -> None:
@@ -316,7 +364,7 @@ def _wait_ready(wave, log_dir: Path, wait_s: float, poll_s: float, progress_s: f
                     fail(c, log_dir, f"exited with code {proc.returncode} before it was ready", out)
                 if _ready(client, c):
                     pending.remove((c, proc))
-                    print(f"ready: {c.model} on http://{c.reach}:{c.port}/v1 ({time.monotonic() - started:.0f} s)",
+                    print(f"ready: {c.model} on {c.base_url}/v1 ({time.monotonic() - started:.0f} s)",
                           file=out, flush=True)
             if not pending:
                 break
@@ -333,12 +381,12 @@ def _wait_ready(wave, log_dir: Path, wait_s: float, poll_s: float, progress_s: f
 
 def _ready(client, c: ServeCommand) -> bool:
     try:
-        if client.get(f"http://{c.reach}:{c.port}/health").status_code != 200:
+        if client.get(f"{c.base_url}/health").status_code != 200:
             return False
     except Exception:  # noqa: BLE001  (not listening yet: still loading)
         return False
-    ok, ids, _ = _models(client, f"http://{c.reach}:{c.port}/v1", key_from_env(c.key_env))
-    return ok and c.model in ids
+    _, ids, _ = _models(client, f"{c.base_url}/v1", key_from_env(c.key_env))
+    return ids is not None and c.model in ids
 
 
 def fail(c: ServeCommand, log_dir: Path, what: str, out: TextIO) -> None:

@@ -5,6 +5,7 @@ down. Real openai clients against real loopback servers; a dead replica is a por
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import time
 
@@ -411,3 +412,76 @@ def test_an_ejection_never_shows_a_key_the_replicas_error_echoed(monkeypatch, ca
     assert "'authorization': 'Bearer ***'}; key ***" in caplog.text and "'x-api-key': '***'" in caplog.text
     for said in (caplog.text, down):
         assert "s3cret" not in said, said
+
+
+class Refusing(LoopbackOpenAI):
+    """A replica that answers every request with one status: a wrong key (401), a proxy's 403."""
+
+    def __init__(self, status: int, **kw):
+        self.status = status
+        super().__init__(**kw)
+
+    async def _models(self, request):
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"error": {"message": f"refused ({self.status})"}}, status_code=self.status)
+
+    async def _chat(self, request):
+        from starlette.responses import JSONResponse
+
+        self.attempts["any"] += 1
+        return JSONResponse({"error": {"message": f"refused ({self.status})"}}, status_code=self.status)
+
+
+@pytest.mark.parametrize("refusal", [401, 403, 404])
+def test_a_replica_that_refuses_the_key_or_lacks_the_model_is_taken_out_and_its_calls_served_elsewhere(
+        tmp_path, refusal):
+    """401/403 (its key is not ours) or 404 (it serves another model) on one replica, while another serves
+    the same request: that replica's fault, and it stays so. The call goes to the other replica and the
+    refusing one is taken out (its health check, /v1/models, keeps it out)."""
+    more = [{**i, "id": i["id"] + "b", "problem": i["problem"] + "!"} for i in ITEMS]
+    bad = Refusing(refusal) if refusal != 404 else LoopbackOpenAI(models=("m1-other",))  # serves another model
+    with LoopbackOpenAI() as good, bad:
+        async def go():
+            async with RolloutClient(Store(tmp_path / "s.db"), fleet_panel([good.base_url, bad.base_url]), SPEC,
+                                     YesGrader(), prompt_fn=prompt) as rc:
+                first = await rc.rollouts(ITEMS, strict=False)
+                refused = sum(bad.attempts.values())
+                await asyncio.sleep(FAST.cooldown_s + 0.1)  # its health check is due: it keeps it out
+                return first + await rc.rollouts(more, strict=False), refused, rc.stats
+        res, refused, stats = asyncio.run(go())
+    assert stats.failures == 0 and not any(r.error for r in res) and len(res) == 24
+    assert stats.replicas[good.base_url]["calls"] == 24
+    out = stats.replicas[bad.base_url]
+    # refused by the calls sent there before the first of them was served elsewhere, and none after
+    assert out["calls"] == 0 and out["ejections"] >= 1 and 1 <= refused == out["failures"] == stats.retries
+    assert sum(bad.attempts.values()) == refused
+
+
+def test_a_replica_that_answers_but_refuses_the_key_or_lacks_the_model_is_no_spare(tmp_path):
+    """Before a run, a fleet may count on a replica that does not answer (the fleet ejects it and checks it
+    again); one that answers but refuses the key, or serves another model, is a configuration to fix."""
+    from benchfill.engine.backend import _require_endpoints
+    from benchfill.serving import check_endpoints
+
+    class Sick(Refusing):
+        async def _models(self, request):
+            from starlette.responses import JSONResponse
+
+            return JSONResponse({"error": {"message": "engine dead"}}, status_code=503)
+
+    cfg = tmp_path / "cfg.toml"
+    with LoopbackOpenAI() as up, Refusing(401) as locked, LoopbackOpenAI(models=("m1-other",)) as other, \
+            Sick(503) as sick:
+        for bad, detail in [(locked, "/v1/models answered HTTP 401"),
+                            (other, "does not serve 'm1' (serves: m1-other)")]:
+            cfg.write_text(f'[[probes]]\nname = "p1"\nmodel = "m1"\nreplicas = ["{up.base_url}", "{bad.base_url}"]\n')
+            checks = check_endpoints(load_config(cfg))
+            assert [(c.ok, c.reachable, c.spare) for c in checks] == [(True, True, False), (False, True, False)]
+            assert checks[1].detail == detail
+            with pytest.raises(EndpointError, match=rf"^{cfg}: p1 at {bad.base_url}: {re.escape(detail)}; "):
+                _require_endpoints(load_config(cfg), cfg)
+        # a 5xx is a sick server, as a dead one is: the fleet ejects it, the run may start
+        cfg.write_text(f'[[probes]]\nname = "p1"\nmodel = "m1"\nreplicas = ["{up.base_url}", "{sick.base_url}"]\n')
+        assert [c.spare for c in check_endpoints(load_config(cfg))] == [False, True]
+        _require_endpoints(load_config(cfg), cfg)

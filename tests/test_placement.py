@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -137,9 +138,10 @@ def test_a_panel_that_cannot_fit_is_refused_with_its_shortfall(tmp_path, monkeyp
                                           r"the Hugging Face cache \(.*empty/hub\)"):
         placement.servers(load_config(path))
     servers = placement.servers(load_config(path, ["probes.1.gpu_memory_gb=3"]))
-    # By hand: 10 GiB x 0.9 = 9.0 GiB of room; the 12 GiB server is 3.0 GiB short.
+    # By hand: 10 GiB x 0.9 = 9.0 GiB of room; the 12 GiB server is 3.0 GiB short, the panel (12 + 3 GiB) 6.0.
     with pytest.raises(ConfigError, match=r"org/big \(probes big\) needs 12.0 GiB on one GPU, the most room "
-                                          r"left is 9.0 GiB, short by 3.0 GiB; 1 more server"):
+                                          r"left is 9.0 GiB, short by 3.0 GiB; 1 more server\(s\) not yet placed; "
+                                          r"in all the panel needs 15.0 GiB, the GPUs offer 9.0, short by 6.0 GiB; "):
         placement.plan(servers, placement.parse_gpus_option("10"))
     # 12 GiB over two 10 GiB GPUs: 10/2 + 2 = 7 GiB (0.700) on each; the small one takes the third GPU.
     plan = placement.plan(servers, placement.parse_gpus_option("3x10"))
@@ -187,7 +189,9 @@ def test_probes_serve_prints_the_plan_and_writes_a_script_without_keys(hf_home, 
     clash.write_text('[[probes]]\nname = "a"\nbase_url = "http://127.0.0.1:8101/v1"\nmodel = "m1"\n'
                      '[[probes]]\nname = "b"\nbase_url = "http://127.0.0.1:8101/v1"\nmodel = "m2"\n')
     assert main(["probes", "serve", "--config", str(clash), "--gpus", "1x80"]) == 2
-    assert "share a port" in capsys.readouterr().err
+    assert capsys.readouterr().err == (f"benchfill: error: {clash}: probes: m1 (probes a) and m2 (probes b) are "
+                                       "served by separate servers but share port 8101; give each served model "
+                                       "its own base_url port\n")
 
 
 def test_readme_shows_the_plan_the_planner_makes_for_the_example_panel_on_one_h200(hf_home):
@@ -224,3 +228,61 @@ def test_a_server_for_an_orchestrator_elsewhere_listens_on_the_address_its_probe
     plan = placement.plan(placement.servers(cfg), placement.parse_gpus_option("2x80"))
     hosts = {c.model: c.argv[c.argv.index("--host") + 1] for c in vllm_commands(plan)}
     assert hosts == {"org/m": "10.0.0.11", "org/n": "127.0.0.1"}
+
+
+def test_a_panel_that_fits_in_total_but_not_in_pieces_says_so():
+    def server(name, gib):  # one attention head: never split over GPUs
+        return placement.Server(name, [name], 8000, None, 16, 1024, gib - OVERHEAD_GIB, 0.0, "config.json", heads=1)
+
+    # two GPUs with 9 GiB of room each (18 in all); 8 + 8 + 1.5 = 17.5 GiB, but 1 GiB is left on each
+    with pytest.raises(ConfigError, match=r"^the panel does not fit: c \(probes c\) needs 1.5 GiB on one GPU, the "
+                                          r"most room left is 1.0 GiB, short by 0.5 GiB; in all the panel needs "
+                                          r"17.5 GiB of the 18.0 the GPUs offer, but not in pieces its servers fit "
+                                          r"in; lower trials"):
+        placement.plan([server("a", 8), server("b", 8), server("c", 1.5)], placement.parse_gpus_option("2x10"))
+
+
+def fake_nvidia_smi(tmp_path, monkeypatch, body: str) -> None:
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "bin" / "nvidia-smi").write_text(f"#!/bin/sh\n{body}\n")
+    (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+
+
+def test_a_hung_nvidia_smi_is_one_line_naming_gpus(tmp_path, monkeypatch):
+    fake_nvidia_smi(tmp_path, monkeypatch, "exec sleep 30")  # exec: the timeout's kill reaches the sleeper
+    monkeypatch.setattr(placement, "SMI_TIMEOUT_S", 0.3)
+    with pytest.raises(ConfigError, match=r"^nvidia-smi: no answer in 0.3 s; say what to plan for instead, e.g. "
+                                          r"--gpus 1x141"):
+        placement.query_gpus()
+
+
+def test_cuda_visible_devices_read_as_cuda_reads_it(tmp_path, monkeypatch, capsys):
+    from benchfill.cli import main
+
+    eight = placement.parse_gpus_option("8x80")
+    for want, seen in [("2,5", [2, 5]), ("", []), ("-1", []), (" ", []), ("0,-1,3", [0]), ("3,9,4", [3]),
+                       ("GPU-8f6e1c3a-0000-4e1b-9c3e-1d2f3a4b5c6d", list(range(8)))]:
+        assert [g.index for g in placement.visible(eight, {"CUDA_VISIBLE_DEVICES": want})] == seen, want
+    # every GPU hidden: nothing to plan for, in one line, never a plan on hidden GPUs
+    fake_nvidia_smi(tmp_path, monkeypatch, "printf '0, NVIDIA H100 80GB HBM3, 81559, 0\\n'")
+    cfg = _panel(tmp_path, ("a", "http://127.0.0.1:8001/v1", "org/m", None))
+    for hidden in ("", "-1"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
+        assert main(["probes", "serve", "--config", str(cfg)]) == 2
+        cap = capsys.readouterr()
+        assert cap.out == "" and cap.err == ("benchfill: error: no GPU to plan for (CUDA_VISIBLE_DEVICES hides "
+                                             "them all?)\n")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert main(["probes", "serve", "--config", str(cfg)]) == 0 and "CUDA_VISIBLE_DEVICES=0 " in capsys.readouterr().out
+
+
+def test_serve_names_the_config_with_the_probe_it_cannot_size(tmp_path, monkeypatch, capsys):
+    from benchfill.cli import main
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty"))
+    cfg = tmp_path / "p.toml"
+    cfg.write_text('[[probes]]\nname = "nocfg"\nbase_url = "http://127.0.0.1:8002/v1"\nmodel = "org/unknown"\n')
+    assert main(["probes", "serve", "--config", str(cfg), "--gpus", "1x80"]) == 2
+    assert capsys.readouterr().err.startswith(f"benchfill: error: {cfg}: probes.nocfg.gpu_memory_gb: org/unknown "
+                                              "has no config.json")

@@ -25,7 +25,7 @@ from benchfill.serving import start_servers, stop_servers, vllm_commands, watch,
 
 KEY, OTHER_KEY = "vk-secret-value-0001", "pk-other-value-0002"
 FAKE_VLLM = r'''#!{python}
-import json, os, signal, sys, time
+import json, os, signal, socket, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 args = sys.argv[1:]
@@ -68,7 +68,9 @@ print("INFO Application startup complete.", flush=True)
 if model in os.environ.get("FAKE_VLLM_DIE", "").split(","):
     import threading
     threading.Timer(1.0, lambda: (print("RuntimeError: NCCL watchdog timeout", flush=True), os._exit(9))).start()
-ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+host = args[args.index("--host") + 1]
+ThreadingHTTPServer.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+ThreadingHTTPServer((host, port), Handler).serve_forever()
 '''
 
 
@@ -199,9 +201,13 @@ def _commands(cfg, gpus="2x80"):
 def test_a_server_that_crashes_is_named_with_its_log_tail_and_the_others_stop(host, monkeypatch):
     tmp, cfg, ports, rec = host
     monkeypatch.setenv("FAKE_VLLM_CRASH", "org/b")
+    (tmp / "logs").mkdir()  # a log left by an earlier run on the same port: none of its lines is shown
+    (tmp / "logs" / f"vllm-{ports[1]}.log").write_text("RuntimeError: an earlier run's failure\n")
     out = io.StringIO()
     with pytest.raises(EndpointError) as err:
         start_servers(_commands(cfg), tmp / "logs", wait_s=30, poll_s=0.1, out=out)
+    log = (tmp / "logs" / f"vllm-{ports[1]}.log").read_text()
+    assert "earlier run" not in out.getvalue() and "earlier run" not in log
     assert str(err.value) == (f"vllm for org/b on port {ports[1]} (GPU 1) exited with code 1 before it was ready; "
                               f"log: {tmp / 'logs' / f'vllm-{ports[1]}.log'} (last lines above)")
     assert "  | torch.OutOfMemoryError: CUDA out of memory" in out.getvalue()
@@ -346,3 +352,142 @@ def test_the_script_passes_keys_to_no_program_as_an_argument(host):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def hangup_as_at_a_terminal():
+    """In the child, before exec: SIGINT and SIGHUP at their defaults, as a command typed at a terminal
+    has them (the suite may run under nohup, which its children would inherit)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def test_a_closed_terminal_stops_every_server_as_ctrl_c_does(host):
+    """SIGHUP (the terminal closed, the ssh session dropped) ends `probes serve --start` through the same
+    cleanup as Ctrl-C: the servers run in sessions of their own, so the hangup reaches none of them."""
+    tmp, cfg, ports, rec = host
+    proc = subprocess.Popen([sys.executable, "-m", "benchfill", "probes", "serve", "--config", str(cfg),
+                             "--gpus", "2x80", "--start", "--log-dir", str(tmp / "logs"), "--poll", "0.1",
+                             "--wait", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=hangup_as_at_a_terminal)
+    try:
+        read_until(proc.stderr, "all 3 servers ready")
+        pids = [r["pid"] for r in records(rec).values()]
+        assert len(pids) == 3 and all(alive(p) for p in pids)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=20) == 0  # as after Ctrl-C: the servers were stopped as asked
+        assert "stopping 3 servers" in proc.stderr.read()
+        assert not any(alive(p) for p in pids) and all((rec / f"{p}.stopped").exists() for p in ports)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for r in rec.iterdir():
+        r.unlink()
+    # while they load: the command ends as terminated by SIGHUP (128 + 1), the servers with it
+    proc = subprocess.Popen([sys.executable, "-m", "benchfill", "probes", "serve", "--config", str(cfg),
+                             "--gpus", "2x80", "--start", "--log-dir", str(tmp / "logs"), "--poll", "0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "FAKE_VLLM_HANG": "org/a,org/b"}, preexec_fn=hangup_as_at_a_terminal)
+    try:
+        deadline = time.monotonic() + 30
+        while len(records(rec)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = [r["pid"] for r in records(rec).values()]
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=40) == 129 and proc.stderr.read().endswith("benchfill: terminated\n")
+        assert len(pids) == 2 and not any(alive(p) for p in pids)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_hangup_ignored_by_nohup_stays_ignored():
+    from benchfill.cli import _on_sigterm
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        previous = _on_sigterm(hangup=True)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN and list(previous) == [signal.SIGTERM]
+        signal.signal(signal.SIGTERM, previous[signal.SIGTERM])
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+def test_a_port_that_already_answers_is_refused_before_anything_starts(host):
+    """A server left from an earlier run (orphaned, or still running) on a planned port would answer the
+    readiness checks for the new one, while the new one fails to bind: refused in one line, by --start
+    and by the script."""
+    import socket
+
+    tmp, cfg, ports, rec = host
+    with socket.socket() as left:
+        left.bind(("127.0.0.1", ports[1]))
+        left.listen()
+        with pytest.raises(EndpointError, match=rf"^port {ports[1]} on 127.0.0.1 already answers \(a server "
+                                                r"left from an earlier run\?\); stop it before serving org/b"):
+            start_servers(_commands(cfg), tmp / "logs", wait_s=30, poll_s=0.1, out=io.StringIO())
+        script = write_script(_commands(cfg), tmp / "serve.sh", log_dir=str(tmp / "logs"), wait_s=30)
+        out = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2
+    assert out.stderr == (f"serve.sh: port {ports[1]} on 127.0.0.1 already answers (a server left from an earlier "
+                          "run?)\n")
+    assert records(rec) == {}
+
+
+def test_a_probe_on_ipv6_loopback_is_served_and_waited_for(host, tmp_path):
+    """http://[::1]:PORT/v1: the server listens on ::1 and readiness is asked at http://[::1]:PORT, by
+    --start and by the script."""
+    tmp, _, ports, rec = host
+    cfg = tmp_path / "v6.toml"
+    cfg.write_text(f'[[probes]]\nname = "a"\nbase_url = "http://[::1]:{ports[0]}/v1"\nmodel = "org/a"\n'
+                   'gpu_memory_gb = 10\napi_key_env = "VLLM_API_KEY"\n')
+    cmds, out = _commands(cfg), io.StringIO()
+    assert cmds[0].argv[cmds[0].argv.index("--host") + 1] == "::1"
+    procs = start_servers(cmds, tmp / "logs", wait_s=30, poll_s=0.1, out=out)
+    stop_servers(procs)
+    assert f"ready: org/a on http://[::1]:{ports[0]}/v1" in out.getvalue()
+    script = write_script(cmds, tmp / "serve.sh", log_dir=str(tmp / "logs"), wait_s=30)
+    proc = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "POLL_S": "0.1"}, preexec_fn=ctrl_c_as_at_a_terminal)
+    try:
+        assert f"ready: org/a on http://[::1]:{ports[0]}/v1" in read_until(proc.stderr, "all 1 servers ready")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_the_script_refuses_wait_and_poll_it_cannot_count_with(host):
+    tmp, cfg, ports, rec = host
+    script = write_script(_commands(cfg), tmp / "serve.sh", log_dir=str(tmp / "logs"), wait_s=0.5)
+    assert 'WAIT_S="${WAIT_S:-1}"' in script.read_text()  # rounded up: bash counts whole seconds
+    for var, value, said in [("WAIT_S", "1.5", "expected whole seconds, more than 0"),
+                             ("WAIT_S", "0", "expected whole seconds, more than 0"),
+                             ("POLL_S", "soon", "expected seconds, e.g. 2 or 0.5")]:
+        out = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30,
+                             env={**os.environ, var: value})
+        assert (out.returncode, out.stderr) == (2, f"serve.sh: {var}={value}: {said}\n")
+    assert records(rec) == {}
+
+
+def test_serve_options_refuse_what_they_cannot_use(host, capsys):
+    from benchfill.cli import main
+
+    tmp, cfg, ports, rec = host
+    base = ["probes", "serve", "--config", str(cfg), "--gpus", "2x80"]
+    for bad, said in [(["--poll", "-1"], "argument --poll: must be more than 0, got -1"),
+                      (["--wait", "nan"], "argument --wait: must be a finite number, got nan"),
+                      (["--wait", "-5"], "argument --wait: must be more than 0, got -5"),
+                      (["--port-base", "9000"], "unrecognized arguments: --port-base 9000")]:
+        with pytest.raises(SystemExit) as exit_:
+            main(base + bad)
+        assert exit_.value.code == 2 and said in capsys.readouterr().err
+    # a key passed to vLLM as an argument would be in the script and on every process's view of /proc
+    for arg in ("--vllm-arg=--api-key=sk-pasted-0003", "--vllm-arg=--api_key=sk-pasted-0003",
+                "--vllm-arg=--api-k"):
+        assert main(base + ["--write", str(tmp / "serve.sh"), arg]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("benchfill: error: --vllm-arg --api") and "api_key_env" in err and "sk-" not in err
+        assert not (tmp / "serve.sh").exists()
+    assert main(base + ["--vllm-arg=--api-server-count=2"]) == 0  # another option of the same prefix passes
+    assert "--api-server-count=2" in capsys.readouterr().out

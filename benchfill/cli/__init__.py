@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from benchfill.errors import BenchfillError, Terminated
 
-    previous = _on_sigterm()
+    previous = _on_sigterm(hangup=getattr(args, "stop_on_hangup", False))
     try:
         return int(args.func(args) or 0)
     except BenchfillError as exc:
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         again = "; rerun the same command to resume" if getattr(args, "resumable", False) else ""
         print(f"benchfill: {'terminated' if isinstance(exc, Terminated) else 'interrupted'}{again}", file=sys.stderr)
-        return 143 if isinstance(exc, Terminated) else 130
+        return 128 + getattr(exc, "signum", signal.SIGTERM) if isinstance(exc, Terminated) else 130
     except BrokenPipeError:
         return 0
     except OSError as exc:
@@ -99,20 +99,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchfill: error: {where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            if handler is not None:  # None: set outside Python, nothing to put back
+                signal.signal(sig, handler)
 
 
 def _terminated(signum, frame) -> None:
     from benchfill.errors import Terminated
 
-    raise Terminated()
+    exc = Terminated()
+    exc.signum = signum  # the exit status says which signal: 143 for SIGTERM, 129 for SIGHUP
+    raise exc
 
 
-def _on_sigterm():
-    """Turn SIGTERM into ``Terminated`` for this command; returns the handler to put back (None: left alone,
-    as off the main thread, where signals cannot be set)."""
-    try:
-        return signal.signal(signal.SIGTERM, _terminated)
-    except ValueError:
-        return None
+def _on_sigterm(hangup: bool = False) -> dict:
+    """Turn SIGTERM (and SIGHUP, for a command that asks: ``stop_on_hangup``) into ``Terminated`` for this
+    command; returns the handlers to put back (none where signals cannot be set, as off the main thread).
+
+    SIGHUP only where asked: an async command's SIGTERM goes through the event loop (netguard.run), and
+    an exception raised from a handler could land in one of the loop's callbacks. Only where SIGHUP is
+    left at its default: under nohup it is ignored, and stays so."""
+    previous = {}
+    sigs = [signal.SIGTERM]
+    if hangup and hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+        sigs.append(signal.SIGHUP)
+    for sig in sigs:
+        try:
+            previous[sig] = signal.signal(sig, _terminated)
+        except ValueError:
+            break
+    return previous

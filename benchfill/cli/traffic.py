@@ -31,13 +31,16 @@ def register(subparsers: Any) -> None:
                        "8x80 (count x GiB), 141, or 80,80,24")
     where.add_argument("--nvidia-smi", metavar="FILE", help="plan from a recorded `nvidia-smi --query-gpu="
                        "index,name,memory.total,memory.used --format=csv,noheader,nounits` output")
-    serve.add_argument("--port-base", type=int, default=8000, help="first port when a probe URL names none")
     serve.add_argument("--log-dir", default="vllm-logs", help="one log per server (default ./vllm-logs)")
-    serve.add_argument("--wait", type=float, default=1800.0, help="seconds each server may take to be ready")
-    serve.add_argument("--poll", type=float, default=2.0, help="seconds between readiness checks (default 2)")
+    serve.add_argument("--wait", type=positive_float, default=1800.0,
+                       help="seconds each server may take to be ready (default 1800)")
+    serve.add_argument("--poll", type=positive_float, default=2.0,
+                       help="seconds between readiness checks (default 2)")
     serve.add_argument("--vllm-arg", action="append", default=[], metavar="ARG",
                        help="extra argument passed to every vllm serve (repeatable)")
-    serve.set_defaults(func=serve_cmd)
+    # a closed terminal (SIGHUP) stops the servers as Ctrl-C does: they run in sessions of their own,
+    # so nothing else would
+    serve.set_defaults(func=serve_cmd, stop_on_hangup=True)
     probes.set_defaults(func=lambda args: probes.print_help() or 2)
 
 
@@ -88,7 +91,10 @@ def serve_cmd(args: argparse.Namespace) -> int:
         gpus = placement.parse_nvidia_smi(Path(args.nvidia_smi).read_text(), args.nvidia_smi)
     else:
         gpus = placement.visible(placement.query_gpus())
-    servers = placement.servers(cfg, port_base=args.port_base)
+    try:
+        servers = placement.servers(cfg)
+    except ConfigError as exc:  # it names the probes; the config they come from is the user's to open
+        raise ConfigError(f"{args.config}: {exc}") from None
     for w in placement.sampling_warnings(cfg, servers):
         print(f"warning: {w}", file=sys.stderr)
     plan = placement.plan(servers, gpus)
