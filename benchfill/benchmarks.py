@@ -20,6 +20,35 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from benchfill.data import read_mapping
 from benchfill.errors import ConfigError, DataError, validation_line
 
+# The columns a benchfill release adds to every row of its data file (benchfill.release): provenance, not
+# item fields. A release read back as a benchmark's items (to gap-fill it again) drops them on loading.
+RELEASE_COLUMNS = (
+    "origin", "ancestor_id", "gap_index", "gap_left", "gap_right", "target_z",
+    "difficulty", "difficulty_se", "z", "z_se", "difficulty_source",
+    "annotated_difficulty", "annotated_se", "annotated_z", "confirmed_difficulty", "confirmed_se", "confirmed_z",
+    "probe_panel", "probe_results", "rewriter_model", "judge_model", "judge_reason", "flags", "reviews",
+    "edited", "edited_by", "original_fields", "simulated", "true_difficulty",
+    "run_id", "proposed_at", "released_in", "released_at",
+)  # fmt: skip
+# Every release since the first has written these; a row holding them all is a released row.
+_RELEASE_MARKS = ("origin", "ancestor_id", "released_in")
+
+
+def is_release_row(row: dict[str, Any]) -> bool:
+    """Whether ``row`` is a row of a benchfill release's data file (original or generated)."""
+    return all(k in row for k in _RELEASE_MARKS) and row.get("origin") in ("original", "generated")
+
+
+def strip_release_columns(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items with the release columns of released rows removed (in place), so that a released
+    benchmark's rows are its items again: the rewriter does not read an earlier run's difficulties as
+    fields, and a release of the new run does not meet its own column names among the item fields."""
+    for it in items:
+        if is_release_row(it):
+            for k in RELEASE_COLUMNS:
+                it.pop(k, None)
+    return items
+
 
 class BenchmarkSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -72,7 +101,8 @@ REGISTRY: dict[str, BenchmarkSpec] = {
     for s in (
         BenchmarkSpec(name="aime24", **_MATH, hf_dataset="HuggingFaceH4/aime_2024", hf_split="train",
                       source="AIME 2024 I and II, 30 integer-answer problems"),
-        BenchmarkSpec(name="aime25", **_MATH, hf_dataset="opencompass/AIME2025",
+        # (opencompass/AIME2025 splits I and II into two configs and names its text column "question")
+        BenchmarkSpec(name="aime25", **_MATH, hf_dataset="math-ai/aime25",
                       source="AIME 2025 I and II, 30 integer-answer problems"),
         BenchmarkSpec(name="amc23", **_MATH, hf_dataset="math-ai/amc23",
                       source="AMC 2023, 40 numeric-answer problems"),
@@ -97,6 +127,10 @@ class Benchmark:
     responses_path: Path | None = None
     _items: list[dict[str, Any]] | None = field(default=None, repr=False)
     matrix: Any = None  # a ResponseMatrix when the benchmark ships one in memory (demo)
+
+    def __post_init__(self) -> None:
+        if self._items is not None:
+            strip_release_columns(self._items)
 
     @property
     def name(self) -> str:
@@ -164,9 +198,10 @@ def _from_hub(spec: BenchmarkSpec, data_dir: str | Path | None) -> Benchmark | s
     return Benchmark(spec=spec, items_path=None, _items=rows)
 
 
-def custom_benchmark(items: str | Path, spec_file: str | Path, responses: str | Path | None = None) -> Benchmark:
-    """Any other benchmark: an items file (or ``hf:ORG/NAME[:CONFIG][:SPLIT]``), a spec file and
-    optionally a response matrix."""
+def custom_benchmark(items: str | Path, spec_file: str | Path, responses: str | Path | None = None,
+                     data_dir: str | Path | None = None) -> Benchmark:
+    """Any other benchmark: an items file (or ``hf:ORG/NAME[:CONFIG][:SPLIT]``, whose local folder is looked
+    for under ``data_dir``, else ``$BENCHFILL_DATA_DIR``), a spec file and optionally a response matrix."""
     spec = BenchmarkSpec.from_file(spec_file)
     if isinstance(items, str) and items.startswith("hf:"):
         from benchfill.hub import load_items
@@ -175,7 +210,7 @@ def custom_benchmark(items: str | Path, spec_file: str | Path, responses: str | 
         if resp is not None and not resp.is_file():
             raise DataError(f"{resp}: responses file not found")
         return Benchmark(spec=spec, items_path=None, responses_path=resp,
-                         _items=load_items(items, spec, os.environ.get("BENCHFILL_DATA_DIR")))  # fmt: skip
+                         _items=load_items(items, spec, data_dir or os.environ.get("BENCHFILL_DATA_DIR")))  # fmt: skip
     items_path = Path(items)
     if not items_path.is_file():
         raise DataError(f"{items_path}: items file not found")
@@ -191,4 +226,4 @@ def read_items_jsonl(path: Path | None, spec: BenchmarkSpec) -> list[dict[str, A
 
     if path is None:
         raise DataError(f"benchmark {spec.name}: no items file")
-    return read_items(path, required=(spec.text_field, spec.answer_field), spec_name=spec.name)
+    return strip_release_columns(read_items(path, required=(spec.text_field, spec.answer_field), spec_name=spec.name))

@@ -68,13 +68,19 @@ def _offline() -> Iterator[None]:
 
     saved = datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE
     verbosity = datasets.logging.get_verbosity()
+    bars_were_on = not datasets.are_progress_bars_disabled()
     datasets.config.HF_HUB_OFFLINE = hub_constants.HF_HUB_OFFLINE = True
-    datasets.logging.set_verbosity_error()  # not "using the cached version since the Hub can't be reached"
+    # Not "using the cached version since the Hub can't be reached", nor "Failed to load JSON ..." before
+    # the one line benchfill says about it; and no "Generating test split" bars around a command's output.
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
+    datasets.disable_progress_bars()
     try:
         yield
     finally:
         datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
         datasets.logging.set_verbosity(verbosity)
+        if bars_were_on:
+            datasets.enable_progress_bars()
 
 
 def _local_folder(ref: HubRef, data_dir: str | Path | None) -> Path | None:
@@ -103,8 +109,13 @@ def load_rows(ref: HubRef, data_dir: str | Path | None = None, default_split: st
                 ds = datasets.load_dataset(ref.repo, ref.config)
     except Exception as exc:  # datasets raises ConnectionError, FileNotFoundError, ValueError, ... alike
         if folder is not None:
-            first = (str(exc).strip().splitlines() or [""])[0][:160]
-            raise DataError(f"{ref}: cannot read the local dataset folder {folder} ({exc.__class__.__name__}: {first})") from None
+            bad_line = _first_bad_line(folder)
+            if bad_line:
+                raise DataError(f"{ref}: {bad_line}") from None
+            cause = _root_cause(exc)  # (DatasetGenerationError says only "an error occurred"; its cause says what)
+            first = (str(cause).strip().splitlines() or [""])[0][:160]
+            raise DataError(f"{ref}: cannot read the local dataset folder {folder} ({cause.__class__.__name__}: "
+                            f"{first})") from None
         raise DataError(f"{ref}: not in the Hugging Face cache ({datasets.config.HF_DATASETS_CACHE}) and no local "
                         f"folder; {ref.fetch_hint()}") from None  # fmt: skip
     where = str(folder) if folder is not None else f"the datasets cache ({datasets.config.HF_DATASETS_CACHE})"
@@ -115,6 +126,31 @@ def load_rows(ref: HubRef, data_dir: str | Path | None = None, default_split: st
                             f"name one: {PREFIX}{ref.repo}:{ref.config or ''}:SPLIT")  # fmt: skip
         ds = ds[split]
     return [dict(r) for r in ds], where
+
+
+def _first_bad_line(folder: Path) -> str | None:
+    """``FILE:LINE: what is wrong`` for the first line of the folder's JSON Lines files that is not a JSON
+    object (the error `datasets` gives names neither), or None."""
+    from benchfill.data import jsonl_objects
+
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).parts
+        if path.suffix.lower() not in (".jsonl", ".ndjson") or any(p.startswith(".") for p in rel) or not path.is_file():
+            continue
+        try:
+            for _ in jsonl_objects(path):
+                pass
+        except DataError as exc:
+            return str(exc)
+    return None
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    seen = {id(exc)}
+    while (nxt := exc.__cause__ or exc.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        exc = nxt
+    return exc
 
 
 def load_items(ref: str | HubRef, spec: Any = None, data_dir: str | Path | None = None) -> list[dict]:

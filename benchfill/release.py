@@ -9,8 +9,11 @@ It is built in a temp directory and renamed into place, and never rewritten.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
+import os
 import re
 import shutil
 import sys
@@ -22,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from benchfill import calling_module
+from benchfill import calling_module, locks
+from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.measure.before_after import before_after
 from benchfill.release_carry import RUN_SEP, carry_forward
@@ -31,6 +35,7 @@ from benchfill.review.card import (
     CARD_TOP_K,
     DATA_FILE,
     PLOT_FILE,
+    card_features,
     changelog_entry,
     coverage_figures,
     dataset_card,
@@ -46,14 +51,7 @@ SEMVER = re.compile(
     r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
     r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
 )
-PROVENANCE = (
-    "origin", "ancestor_id", "gap_index", "gap_left", "gap_right", "target_z",
-    "difficulty", "difficulty_se", "z", "z_se", "difficulty_source",
-    "annotated_difficulty", "annotated_se", "annotated_z", "confirmed_difficulty", "confirmed_se", "confirmed_z",
-    "probe_panel", "probe_results", "rewriter_model", "judge_model", "judge_reason", "flags", "reviews",
-    "edited", "edited_by", "original_fields", "simulated", "true_difficulty",
-    "run_id", "proposed_at", "released_in", "released_at",
-)  # fmt: skip
+PROVENANCE = RELEASE_COLUMNS  # the columns every row carries besides the item's fields
 
 
 @dataclass
@@ -111,125 +109,161 @@ def release(
     The generated items of the latest earlier release are carried forward, unless a reviewer
     removes one: ``remove`` maps item ids to who removed them and why, and an item of this
     run rejected under ``rule`` by a decision made after that release counts as removed too.
+    Releases into one benchmark folder take turns (a lock on the folder): a second one waits, then
+    builds on the first.
     """
-    key = semver_key(version)
+    semver_key(version)  # a version that is not one is refused before anything is read
     run_dir = Path(run_dir)
     with ReviewBoard(run_dir, rule) as board:
         bench = _safe_name(board.benchmark)
         bench_dir = (Path(out) if out else run_dir.resolve().parent / "releases") / bench
-        target = bench_dir / version
-        recorded = board.store.all(Release, Release.version == version)
-        if recorded:
-            raise BenchfillError(f"release {version} of {bench} already exists (this run's store records it at "
-                                 f"{recorded[0].path}); versions are immutable")
-        if target.exists():
-            if not (target / MANIFEST).is_file():
-                raise BenchfillError(f"{target} exists but is not a release (no {MANIFEST}); move it away")
-            finished = _finish_interrupted(board, target, bench_dir, version)
-            if finished is not None:
-                return finished
-            raise BenchfillError(f"release {version} of {bench} already exists ({target}); versions are immutable")
-        _sweep_stale(bench_dir, version)
-        previous = _versions(bench_dir)
-        if previous and semver_key(previous[-1]) >= key:
-            raise BenchfillError(f"version {version} is not newer than the latest release {previous[-1]} in {bench_dir}")
-        moment = datetime.now(UTC)
-        now = moment.isoformat(timespec="seconds")
-        record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version)
-        rows, z_before, z_after, added = _rows(board, version, now, record)
-        prev_dir = bench_dir / previous[-1] if previous else None
-        prev_rows = _load_rows(prev_dir) if prev_dir else {}
-        run_name = run_dir.resolve().name
-        added = _own_ids(rows, added, prev_rows, run_name)
-        outcomes = board.outcomes()
-        carry = carry_forward(
-            rows, prev_rows, previous[-1] if previous else "",
-            _released_at(prev_dir) if prev_dir else None, outcomes, remove or {}, PROVENANCE, run_name,
-        )  # fmt: skip
-        added = [i for i in (carry.aliases.get(i, i) for i in added) if i not in carry.before]
-        for r in rows:  # a row carried from a release made before a column existed
-            for col in PROVENANCE:
-                r.setdefault(col, None)
-        # An item edited in review is not the item its rollouts measured (a fixed answer key changes every
-        # grade): released, marked, and left out of the after-figures.
-        placed = [r for r in rows if r["origin"] == "generated" and r.get("z") is not None and not r.get("edited")]
-        for r in rows:  # (a row carried from an earlier release carries the mark already)
-            source = r.get("difficulty_source")
-            if r["origin"] == "generated" and r.get("edited") and source and not str(source).endswith(BEFORE_EDIT):
-                r["difficulty_source"] = f"{source}{BEFORE_EDIT}"
-        z_after = z_before + [float(r["z"]) for r in placed]
-        meta = {
-            "benchmark": bench,
-            "version": version,
-            "run_id": run_dir.resolve().name,
-            "released_at": now,
-            "n_original": len(z_before),
-            "n_generated": sum(1 for r in rows if r["origin"] == "generated"),
-            "release_rule": board.rule.describe(),
-            "release_rule_params": board.rule.to_dict(),
-            "seed": board.store.get_meta("seed"),
-            "backend": board.store.get_meta("backend"),
-            "simulated": any(r["simulated"] for r in rows),
-            "scale_of_record": record.describe(),
-            "edited_unplaced": sum(1 for r in rows if r["origin"] == "generated" and r.get("edited")),
-        }
-        before, after = coverage_figures(z_before), coverage_figures(z_after)
-        # The run report's interval and averaged figures, computed the same way (benchfill.measure.before_after).
-        spread = before_after(z_before, [float(r["z"]) for r in placed], [_se(r, record) for r in placed], CARD_TOP_K)
-        uncertain = {key: spread[key] for key in ("after_interval", "interval_level", "after_expected") if key in spread}
-        after = {**after, **uncertain}
-        meta["coverage"] = {"before": before, "after": after}
-        entry = changelog_entry(version, now[:10], meta["run_id"], added, meta["release_rule"], before, after)
-        entry += carry.changelog()
-        old_log = (bench_dir / previous[-1] / "CHANGELOG.md").read_text(encoding="utf-8") if previous else ""
-        changelog = entry + ("\n" + old_log.split("\n", 2)[2] if old_log.startswith("# Changelog") else "")
-        changelog = f"# Changelog of {bench}\n\n{changelog}"
+        with _holding(bench_dir):
+            return _release(board, run_dir, version, bench_dir, remove)
 
+
+@contextlib.contextmanager
+def _holding(bench_dir: Path):
+    """The benchmark's release folder, created where missing and locked (``locks.hold``) from the check of
+    its versions to the write of its changelog: a second release into it waits for the first. A folder
+    this call created is removed again if the release fails before writing into it."""
+    made = [p for p in (bench_dir, *bench_dir.parents) if not p.exists()]
+    while True:
         _mkdir_public(bench_dir)
-        tmp = Path(tempfile.mkdtemp(dir=bench_dir, prefix=f".{version}.", suffix=".tmp"))
+        fd = locks.hold(bench_dir)
+        try:  # the folder a release that failed took back while this one waited: make and hold it again
+            if fd is None or os.fstat(fd).st_ino == bench_dir.stat().st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        locks.release(fd)
+    try:
+        yield
+    except BaseException:
+        for p in made:  # innermost first; a folder someone else wrote into is not empty and stays
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        raise
+    finally:
+        locks.release(fd)
+
+
+def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
+             remove: dict[str, str] | None) -> ReleaseResult:
+    """The release, with the benchmark folder held (``_holding``)."""
+    key, bench = semver_key(version), bench_dir.name
+    target = bench_dir / version
+    recorded = board.store.all(Release, Release.version == version)
+    if recorded:
+        raise BenchfillError(f"release {version} of {bench} already exists (this run's store records it at "
+                             f"{recorded[0].path}); versions are immutable")
+    if target.exists():
+        if not (target / MANIFEST).is_file():
+            raise BenchfillError(f"{target} exists but is not a release (no {MANIFEST}); move it away")
+        finished = _finish_interrupted(board, target, bench_dir, version)
+        if finished is not None:
+            return finished
+        raise BenchfillError(f"release {version} of {bench} already exists ({target}); versions are immutable")
+    _sweep_stale(bench_dir, version)
+    previous = _versions(bench_dir)
+    if previous and semver_key(previous[-1]) >= key:
+        raise BenchfillError(f"version {version} is not newer than the latest release {previous[-1]} in {bench_dir}")
+    moment = datetime.now(UTC)
+    now = moment.isoformat(timespec="seconds")
+    record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version)
+    rows, z_before, z_after, added = _rows(board, version, now, record)
+    prev_dir = bench_dir / previous[-1] if previous else None
+    prev_rows = _load_rows(prev_dir) if prev_dir else {}
+    run_name = run_dir.resolve().name
+    added = _own_ids(rows, added, prev_rows, run_name)
+    outcomes = board.outcomes()
+    carry = carry_forward(
+        rows, prev_rows, previous[-1] if previous else "",
+        _released_at(prev_dir) if prev_dir else None, outcomes, remove or {}, PROVENANCE, run_name,
+    )  # fmt: skip
+    added = [i for i in (carry.aliases.get(i, i) for i in added) if i not in carry.before]
+    for r in rows:  # a row carried from a release made before a column existed
+        for col in PROVENANCE:
+            r.setdefault(col, None)
+    # An item edited in review is not the item its rollouts measured (a fixed answer key changes every
+    # grade): released, marked, and left out of the after-figures.
+    placed = [r for r in rows if r["origin"] == "generated" and r.get("z") is not None and not r.get("edited")]
+    for r in rows:  # (a row carried from an earlier release carries the mark already)
+        source = r.get("difficulty_source")
+        if r["origin"] == "generated" and r.get("edited") and source and not str(source).endswith(BEFORE_EDIT):
+            r["difficulty_source"] = f"{source}{BEFORE_EDIT}"
+    z_after = z_before + [float(r["z"]) for r in placed]
+    meta = {
+        "benchmark": bench,
+        "version": version,
+        "run_id": run_dir.resolve().name,
+        "released_at": now,
+        "n_original": len(z_before),
+        "n_generated": sum(1 for r in rows if r["origin"] == "generated"),
+        "release_rule": board.rule.describe(),
+        "release_rule_params": board.rule.to_dict(),
+        "seed": board.store.get_meta("seed"),
+        "backend": board.store.get_meta("backend"),
+        "simulated": any(r["simulated"] for r in rows),
+        "scale_of_record": record.describe(),
+        "edited_unplaced": sum(1 for r in rows if r["origin"] == "generated" and r.get("edited")),
+    }
+    before, after = coverage_figures(z_before), coverage_figures(z_after)
+    # The run report's interval and averaged figures, computed the same way (benchfill.measure.before_after).
+    spread = before_after(z_before, [float(r["z"]) for r in placed], [_se(r, record) for r in placed], CARD_TOP_K)
+    uncertain = {key: spread[key] for key in ("after_interval", "interval_level", "after_expected") if key in spread}
+    after = {**after, **uncertain}
+    meta["coverage"] = {"before": before, "after": after}
+    entry = changelog_entry(version, now[:10], meta["run_id"], added, meta["release_rule"], before, after)
+    entry += carry.changelog()
+    old_log = (bench_dir / previous[-1] / "CHANGELOG.md").read_text(encoding="utf-8") if previous else ""
+    changelog = entry + ("\n" + old_log.split("\n", 2)[2] if old_log.startswith("# Changelog") else "")
+    changelog = f"# Changelog of {bench}\n\n{changelog}"
+
+    tmp = Path(tempfile.mkdtemp(dir=bench_dir, prefix=f".{version}.", suffix=".tmp"))
+    try:
+        (tmp / "data").mkdir()
+        (tmp / "plots").mkdir()
+        with (tmp / DATA_FILE).open("w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        # In the dataset card's config: `datasets` caches a local folder under its base name
+        # ("1.0.0") and a hash that ignores the data files, so without this two releases
+        # named 1.0.0 would load each other's rows from one cache.
+        meta["data_sha256"] = _sha256(tmp / DATA_FILE)
+        ecdf_plot(z_before, z_after, tmp / PLOT_FILE, f"{bench} {version}")
+        (tmp / "CHANGELOG.md").write_text(changelog, encoding="utf-8")
+        card = dataset_card(meta, before, after, changelog.split("\n", 2)[2], card_features(rows))
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+        # released_at_us: the exact moment, so that a decision made in the same second as the release is
+        # still told apart (before or after) when the next release carries items forward.
+        manifest = {"benchmark": bench, "version": version, "released_at": now,
+                    "released_at_us": moment.isoformat(timespec="microseconds"), "data_files": [DATA_FILE],
+                    "provenance_columns": list(PROVENANCE), "files": _hashes(tmp)}  # fmt: skip
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        digest = _sha256(tmp / MANIFEST)
+        _publishable(tmp)
+        # The first release of a benchmark fixes its scale (later ones reuse it): written before the
+        # release appears, so that no release stands without it, and taken back if the rename fails.
+        fixed = record.write(bench_dir)
         try:
-            (tmp / "data").mkdir()
-            (tmp / "plots").mkdir()
-            with (tmp / DATA_FILE).open("w", encoding="utf-8") as fh:
-                fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-            # In the dataset card's config: `datasets` caches a local folder under its base name
-            # ("1.0.0") and a hash that ignores the data files, so without this two releases
-            # named 1.0.0 would load each other's rows from one cache.
-            meta["data_sha256"] = _sha256(tmp / DATA_FILE)
-            ecdf_plot(z_before, z_after, tmp / PLOT_FILE, f"{bench} {version}")
-            (tmp / "CHANGELOG.md").write_text(changelog, encoding="utf-8")
-            (tmp / "README.md").write_text(dataset_card(meta, before, after, changelog.split("\n", 2)[2]), encoding="utf-8")
-            # released_at_us: the exact moment, so that a decision made in the same second as the release is
-            # still told apart (before or after) when the next release carries items forward.
-            manifest = {"benchmark": bench, "version": version, "released_at": now,
-                        "released_at_us": moment.isoformat(timespec="microseconds"), "data_files": [DATA_FILE],
-                        "provenance_columns": list(PROVENANCE), "files": _hashes(tmp)}  # fmt: skip
-            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            digest = _sha256(tmp / MANIFEST)
-            _publishable(tmp)
-            # The first release of a benchmark fixes its scale (later ones reuse it): written before the
-            # release appears, so that no release stands without it, and taken back if the rename fails.
-            fixed = record.write(bench_dir)
-            try:
-                tmp.rename(target)  # atomic; fails if the version appeared meanwhile
-            except BaseException:
-                if fixed:
-                    (bench_dir / ScaleOfRecord.FILE).unlink(missing_ok=True)
-                raise
+            tmp.rename(target)  # atomic; fails if the version appeared meanwhile
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if fixed:
+                (bench_dir / ScaleOfRecord.FILE).unlink(missing_ok=True)
             raise
-        with board.store.session() as s:
-            s.add(Release(run_id=board.store.run_id, version=version, path=str(target), manifest_sha256=digest))
-        _write_changelog(bench_dir, changelog)
-        pending = [i for i, o in outcomes.items() if o.status == "pending"]
-        note = ""
-        if board.kept_rule is not None and board.rule != board.kept_rule:
-            note = (f"released under the rule given ({board.rule.describe()}), not the one the review page was "
-                    f"served with ({board.kept_rule.describe()})")
-        return ReleaseResult(version, target, len(z_before), meta["n_generated"], digest,
-                             added=added, carried=carry.carried, removed=list(carry.removed),
-                             changed=carry.changed, pending=pending, rule_note=note)  # fmt: skip
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    with board.store.session() as s:
+        s.add(Release(run_id=board.store.run_id, version=version, path=str(target), manifest_sha256=digest))
+    _write_changelog(bench_dir, changelog)
+    pending = [i for i, o in outcomes.items() if o.status == "pending"]
+    note = ""
+    if board.kept_rule is not None and board.rule != board.kept_rule:
+        note = (f"released under the rule given ({board.rule.describe()}), not the one the review page was "
+                f"served with ({board.kept_rule.describe()})")
+    return ReleaseResult(version, target, len(z_before), meta["n_generated"], digest,
+                         added=added, carried=carry.carried, removed=list(carry.removed),
+                         changed=carry.changed, pending=pending, rule_note=note)  # fmt: skip
 
 
 def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
@@ -251,8 +285,9 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
                  "simulated": False, "run_id": board.run_dir.resolve().name, "released_in": version,
                  "released_at": now})  # fmt: skip
     rows, z_before = [], []
+    own: dict[str, dict[str, Any]] = {}  # original item id -> its fields
     for it in originals:
-        fields = _fields(it.id, json.loads(it.data_json))
+        fields = own[it.id] = _fields(it.id, json.loads(it.data_json))
         row = {**fields, **base, "origin": "original", "proposed_at": None}
         if it.id in pos:
             i = pos[it.id]
@@ -276,7 +311,7 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
             best = {**best, "difficulty": b_new, "z": record.z(b_new),
                     "se": None if best.get("se") is None else float(best["se"]) * stretch,
                     "z_se": None if pz is None else record.z_se(float(pz) * run_span * stretch)}
-        fields = _fields(item_id, res.edited_fields or rec["child"])
+        fields = _fields(item_id, res.edited_fields or rec["child"], own.get(rec["ancestor_id"]) or rec.get("ancestor"))
         reviews = [{"reviewer": d.reviewer, "decision": d.decision, "reason": d.reason,
                     "at": d.created_at.isoformat(timespec="seconds")} for d in res.decisions]  # fmt: skip
         row = {**fields, **base}
@@ -488,11 +523,47 @@ def _publishable(root: Path) -> None:
         p.chmod(0o755 if p.is_dir() else 0o644)
 
 
-def _fields(item_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+def _fields(item_id: str, fields: dict[str, Any], ancestor: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An item's fields for its release row. A row of an earlier release (an item of a run whose items were
+    a release, or a child copied from one) drops that release's provenance columns: they are not the
+    item's. A generated item's field takes its ancestor's JSON type where that is exact ("518" -> 518), so
+    that a column holds one type."""
+    if is_release_row(fields):
+        fields = {k: v for k, v in fields.items() if k not in PROVENANCE}
     clash = sorted(set(fields) & set(PROVENANCE))
     if clash:
         raise DataError(f"item '{item_id}': field(s) {', '.join(clash)} clash with release provenance columns")
+    if ancestor:
+        fields = {k: _typed_like(v, ancestor[k]) if k in ancestor else v for k, v in fields.items()}
     return {**fields, "id": item_id}
+
+
+_INTEGER = re.compile(r"0|-?[1-9]\d*")
+_DECIMAL = re.compile(r"-?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
+
+
+def _typed_like(value: Any, model: Any) -> Any:
+    """``value`` in the JSON type of ``model`` where the conversion loses nothing, else ``value`` as it is:
+    "518" -> 518 and 518.0 -> 518 for an integer, "0.25" -> 0.25 for a number, 518 -> "518" for a string;
+    lists element by element, objects key by key."""
+    if value is None or model is None or isinstance(value, bool) or isinstance(model, bool):
+        return value
+    if isinstance(model, int):
+        if isinstance(value, str) and _INTEGER.fullmatch(value):
+            return int(value)
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif isinstance(model, float):
+        if isinstance(value, str) and _DECIMAL.fullmatch(value) and math.isfinite(float(value)):
+            return float(value)
+    elif isinstance(model, str):
+        if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+            return json.dumps(value)
+    elif isinstance(model, list) and model and isinstance(value, list):
+        return [_typed_like(v, model[0]) for v in value]
+    elif isinstance(model, dict) and isinstance(value, dict):
+        return {k: _typed_like(v, model[k]) if k in model else v for k, v in value.items()}
+    return value
 
 
 REQUIRED_FILES = (DATA_FILE, "README.md", "CHANGELOG.md")  # a release without them is not one

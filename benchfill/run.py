@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchfill import calling_module, locks
-from benchfill.errors import BenchfillError, ConfigError
+from benchfill.errors import ConfigError
 
 BACKENDS = ("sim", "openai")
 
@@ -185,7 +185,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         raise
     started = False
     try:
-        inputs = _input_hashes(opts)  # (read once: the items and responses files may be large)
+        inputs = _input_hashes(opts, items)  # (read once: the items and responses files may be large)
         _same_run(store, opts, run_id_for(opts), inputs)  # a resume must not mix two runs' settings or files
         if not store.get_meta("options"):  # from the start: a run killed during its fit is checked too
             store.set_meta("options", opts.identity())
@@ -248,9 +248,9 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         write_report(run_dir, opts=opts, run_id=run_id_for(opts), bench=bench, fit=fit, gaps=chosen_gaps,
                      results=results, oracle_z=oracle_z, backend=backend.summary(), matrix_source=matrix_source,
                      queue=queue)
-    except BenchfillError:
+    except BaseException:
         if fresh and not started and opts.store is None:
-            # Refused before any work (bad config, endpoint down): leave no empty run directory behind.
+            # Stopped before any work (bad config, endpoint down, a bug, Ctrl-C): leave no empty run directory.
             store.close()
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -270,10 +270,23 @@ INPUT_FILES = ("items", "spec", "responses")  # the options of RunOptions.identi
 LOCK_FILE = ".run.lock"
 
 
-def _input_hashes(opts: RunOptions) -> dict[str, str]:
+def _input_hashes(opts: RunOptions, items: list[dict[str, Any]]) -> dict[str, str]:
     """The content of the files the run id names only by path: two benchmarks in two folders run with one
-    relative command get one run id, and a file edited in place keeps it."""
-    return {k: _sha256_of(getattr(opts, k)) for k in INPUT_FILES if getattr(opts, k)}
+    relative command get one run id, and a file edited in place keeps it. ``--items hf:...`` names a
+    dataset, not a file: its loaded ``items`` are hashed (canonical JSON) instead."""
+    from benchfill.hub import is_hub
+
+    out = {}
+    for k in INPUT_FILES:
+        value = getattr(opts, k)
+        if not value:
+            continue
+        if k == "items" and is_hub(value):
+            canonical = json.dumps(items, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+            out[k] = hashlib.sha256(canonical.encode()).hexdigest()
+        else:
+            out[k] = _sha256_of(value)
+    return out
 
 
 def _hold_run(run_dir: Path, run_id: str, exclusive: bool = True) -> int | None:
@@ -323,7 +336,9 @@ def load_benchmark(opts: RunOptions):
     if opts.items or opts.spec:
         if not (opts.items and opts.spec):
             raise ConfigError("a custom benchmark needs both --items and --spec")
-        return custom_benchmark(opts.items, opts.spec, opts.responses)
+        bench = custom_benchmark(opts.items, opts.spec, opts.responses, opts.data_dir)
+        _no_release_columns(bench, opts.items)
+        return bench
     if not opts.benchmark:
         raise ConfigError("name a benchmark (--benchmark NAME) or give --items and --spec")
     bench = get_benchmark(opts.benchmark, opts.data_dir)
@@ -333,7 +348,22 @@ def load_benchmark(opts: RunOptions):
         if not Path(opts.responses).is_file():
             raise DataError(f"{opts.responses}: responses file not found")
         bench.responses_path = Path(opts.responses)
+    _no_release_columns(bench, f"benchmark {bench.name}")
     return bench
+
+
+def _no_release_columns(bench, where: str) -> None:
+    """Refuse, before any work, items whose own fields carry the names of a release's provenance columns:
+    their release would fail at the end of the run. (A benchfill release's rows lose those columns when
+    read back as items, benchfill.benchmarks.strip_release_columns: they are the earlier release's.)"""
+    from benchfill.benchmarks import RELEASE_COLUMNS
+    from benchfill.errors import DataError
+
+    for it in bench.items:
+        clash = sorted(set(it) & set(RELEASE_COLUMNS))
+        if clash:
+            raise DataError(f"{where}: item {it['id']!r}: field(s) {', '.join(clash)} are names of release provenance "
+                            "columns (benchfill.release); rename them in the items, or the run's release is refused")
 
 
 def _benchmark_from_config(opts: RunOptions) -> None:

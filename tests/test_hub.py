@@ -102,3 +102,85 @@ def test_a_spec_field_the_dataset_lacks_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCHFILL_DATA_DIR", str(tmp_path))
     with pytest.raises(DataError, match=r"hf:acme/quiz: no column 'answer' for the spec of quiz \(columns: id, question, gold\)"):
         custom_benchmark("hf:acme/quiz", tmp_path / "spec.toml")
+
+
+def _quiz_folder(folder, n: int = 24, offset: int = 0) -> None:
+    """A folder of data files, as a Hub repository lays them out."""
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    rows = [{"id": f"q{i:02d}", "question": f"What is {i + offset} plus {i}?", "gold": str(2 * i + offset)}
+            for i in range(n)]  # fmt: skip
+    (folder / "data" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_run_reads_its_items_from_a_local_dataset_folder_under_the_data_dir(tmp_path, capsys, monkeypatch):
+    """`run --items hf:...`: the folder is found under --data-dir (not only $BENCHFILL_DATA_DIR), the
+    dataset's rows are hashed as the run's items (there is no file to hash), so a rerun resumes and a
+    dataset changed under the same name is refused."""
+    monkeypatch.delenv("BENCHFILL_DATA_DIR", raising=False)
+    data, runs = tmp_path / "data", tmp_path / "runs"
+    _quiz_folder(data / "acme" / "quiz")
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[benchmark]\nname = "quiz"\ntext_field = "question"\nanswer_field = "gold"\n')
+    args = ["run", "--items", "hf:acme/quiz", "--spec", str(spec), "--data-dir", str(data), "--backend", "sim",
+            "--runs-dir", str(runs), "--gaps", "1", "--rounds", "1", "--parents", "2", "--children", "2",
+            "--sim-probes", "6", "--quiet"]  # fmt: skip
+    assert main(args) == 0
+    (run_dir,) = [p for p in runs.iterdir() if p.name != "releases"]
+    assert (run_dir / "report.json").is_file()
+    capsys.readouterr()
+    assert main(args) == 0  # the same rows: the run resumes
+    _quiz_folder(data / "acme" / "quiz", offset=1)  # other rows under the same name
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--items hf:acme/quiz: not the file run" in err[0]
+
+
+def test_a_fresh_run_directory_is_removed_whatever_stops_the_run_before_its_work(tmp_path, monkeypatch):
+    import benchfill.run as run_module
+
+    def broken(store, items):
+        raise RuntimeError("disk gone")
+
+    monkeypatch.setattr(run_module, "_record_originals", broken)
+    _quiz_folder(tmp_path / "acme" / "quiz")
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[benchmark]\nname = "quiz"\ntext_field = "question"\nanswer_field = "gold"\n')
+    opts = run_module.RunOptions(benchmark=None, items="hf:acme/quiz", spec=str(spec), data_dir=str(tmp_path),
+                                 backend="sim", runs_dir=str(tmp_path / "runs"), progress=False)  # fmt: skip
+    with pytest.raises(RuntimeError, match="disk gone"):
+        run_module.run(opts)
+    assert list((tmp_path / "runs").iterdir()) == []
+
+
+def test_a_malformed_line_of_a_local_data_file_is_named_and_no_progress_bar_is_drawn(tmp_path, capsys):
+    folder = tmp_path / "acme" / "quiz"
+    _quiz_folder(folder, n=3)
+    resp = tmp_path / "responses.csv"
+    resp.write_text("model,item_id,correct,trials\n" + "".join(f"m{j},q0{i},{(i + j) % 3},3\n"
+                                                              for j in range(3) for i in range(3)))  # fmt: skip
+    fit = ["fit", "--responses", str(resp), "--items", "hf:acme/quiz", "--data-dir", str(tmp_path), "--out",
+           str(tmp_path / "fit.json")]  # fmt: skip
+    assert main(fit) == 0
+    assert "Generating" not in capsys.readouterr().err  # datasets' "Generating test split" bar
+    data = folder / "data" / "test.jsonl"
+    lines = data.read_text().splitlines()
+    data.write_text("\n".join([lines[0], lines[1][:-1], lines[2]]) + "\n")  # line 2 loses its closing brace
+    (tmp_path / "fit.json").unlink()
+    assert main(fit) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"benchfill: error: hf:acme/quiz: {data}:2: malformed JSON (Expecting ',' delimiter)"]
+    assert not (tmp_path / "fit.json").exists()
+
+
+def test_aime25s_fetch_hint_names_a_dataset_its_spec_reads(tmp_path, monkeypatch):
+    """The hint's load_dataset call leaves in the cache a dataset with aime25's columns (problem, answer)
+    under its default config and its test split: what the offline load then reads."""
+    import datasets
+
+    monkeypatch.delenv("BENCHFILL_DATA_DIR", raising=False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+    with pytest.raises(ConfigError, match=r"datasets\.load_dataset\('math-ai/aime25'\)"):
+        get_benchmark("aime25")
+    _cache_as_if_downloaded("math-ai/aime25", [{**r, "id": str(r["id"])} for r in ROWS], "test", tmp_path)
+    b = get_benchmark("aime25")
+    assert [it["id"] for it in b.items] == ["61", "62", "63", "64", "65"] and b.items[0]["answer"] == "1"

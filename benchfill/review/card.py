@@ -1,8 +1,8 @@
 """The parts of a release meant for people: the dataset card, the ECDF plot, the changelog.
 
 The card's YAML header is what the Hugging Face ``datasets`` library reads
-(``configs:`` names the data files); the body carries the coverage figures
-before and after the release's new items.
+(``configs:`` names the data files, ``dataset_info.features`` their columns' types);
+the body carries the coverage figures before and after the release's new items.
 """
 
 from __future__ import annotations
@@ -53,7 +53,49 @@ def ecdf_plot(before: list[float], after: list[float], path: Path, title: str) -
     plt.close(fig)
 
 
-def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str) -> str:
+class _Mixed(ValueError):
+    """A column whose values no one `datasets` type holds (a string in one row, a number in another)."""
+
+
+def card_features(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The card's ``dataset_info.features``: every column of ``rows`` with the `datasets` type its JSON
+    values take, in `datasets`' YAML form. None where a column mixes types no one type holds.
+
+    Without them `datasets` takes the types from the first 10 MB of the data file, where a provenance
+    column of original items only (``ancestor_id``, ``gap_index``, ...) is all null, and a larger
+    release then fails to load at its first generated row."""
+    columns = dict.fromkeys(k for r in rows for k in r)
+    try:
+        return [{"name": c, **_feature([r.get(c) for r in rows])} for c in columns]
+    except _Mixed:
+        return None
+
+
+def _feature(values: list[Any]) -> dict[str, Any]:
+    present = [v for v in values if v is not None]
+    kinds = {type(v) for v in present}
+    if not kinds:
+        return {"dtype": "null"}
+    if kinds == {bool}:
+        return {"dtype": "bool"}
+    if kinds <= {int, float}:
+        return {"dtype": "int64" if kinds == {int} else "float64"}
+    if kinds == {str}:
+        return {"dtype": "string"}
+    if kinds == {list}:
+        inner = _feature([x for v in present for x in v])
+        # `datasets`' short forms: "list: string" for a list of values, "list: [fields]" for one of objects
+        return {"list": inner.get("dtype") or inner.get("struct") or inner}
+    if kinds == {dict}:
+        keys = dict.fromkeys(k for v in present for k in v)
+        if not keys:
+            raise _Mixed("an object without fields")
+        return {"struct": [{"name": k, **_feature([v.get(k) for v in present])} for k in keys]}
+    raise _Mixed(", ".join(sorted(t.__name__ for t in kinds)))
+
+
+def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str,
+                 features: list[dict[str, Any]] | None = None) -> str:
     import yaml
 
     header = {
@@ -63,8 +105,10 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
         "configs": [{"config_name": "default",
                      "description": f"{meta['benchmark']} {meta['version']} data sha256 {meta.get('data_sha256', '')}",
                      "data_files": [{"split": "test", "path": DATA_FILE}]}],  # fmt: skip
-        "benchfill": meta,
     }
+    if features:  # (card_features)
+        header["dataset_info"] = {"features": features}
+    header["benchfill"] = meta
     interval = after.get("after_interval") or {}
     level = f"{100 * (after.get('interval_level') or 0.9):.0f}%"
 

@@ -1,0 +1,185 @@
+"""Releases as datasets: a large one loads, each column holds one type, a release can be gap-filled again,
+and two releases into one benchmark folder take turns."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from test_review_support import CHILD_IDS, make_run
+
+from benchfill import locks
+from benchfill.errors import BenchfillError, DataError
+from benchfill.release import _typed_like, release
+from benchfill.review import ReviewBoard
+from benchfill.run import RunOptions, run
+
+FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6, progress=False, sim_rewriter="kind")
+
+
+def _data(root, shared_data, *, text_chars: int = 0, int_answers: bool = False):
+    """aime24's items laid out as ../shared/data lays them out, each text padded to ``text_chars``
+    characters, or each answer an integer."""
+    items = [json.loads(x) for x in (shared_data / "aime24" / "items.jsonl").read_text().splitlines() if x.strip()]
+    for it in items:
+        if text_chars:
+            it["problem"] = (it["problem"] + " ") * (text_chars // (len(it["problem"]) + 1) + 1)
+        if int_answers:
+            it["answer"] = int(it["answer"])
+    (root / "aime24").mkdir(parents=True)
+    (root / "aime24" / "items.jsonl").write_text("".join(json.dumps(it) + "\n" for it in items))
+    return root
+
+
+def _accept_all(run_dir):
+    with ReviewBoard(run_dir) as board:
+        for e in board.entries:
+            board.decide(e.item_id, "ann", "accept")
+
+
+def _rows(release_dir):
+    return [json.loads(x) for x in (release_dir / "data" / "test.jsonl").read_text().splitlines()]
+
+
+def test_a_release_of_more_than_ten_megabytes_loads_with_datasets(tmp_path, shared_data):
+    """`datasets` takes a JSON file's types from its first 10 MB unless the card declares them: there,
+    every provenance column of the original items is null, and the generated rows that follow failed."""
+    import datasets
+
+    run_dir = make_run(tmp_path, _data(tmp_path / "data", shared_data, text_chars=400_000))
+    _accept_all(run_dir)
+    res = release(run_dir, "1.0.0")
+    assert (res.path / "data" / "test.jsonl").stat().st_size > 11 << 20
+    ds = datasets.load_dataset(str(res.path), split="test")
+    assert ds.num_rows == 34
+    gen = [r for r in ds if r["origin"] == "generated"]
+    assert sorted(r["id"] for r in gen) == sorted(CHILD_IDS)
+    assert all(r["ancestor_id"] and isinstance(r["gap_index"], int) and r["gap_left"] < r["gap_right"] for r in gen)
+    assert ds.features["ancestor_id"].dtype == "string" and ds.features["simulated"].dtype == "bool"
+
+
+def test_a_generated_items_fields_take_their_ancestors_json_types(tmp_path, shared_data):
+    """Integer answers in the items: the children's answers ("205", and a reviewer's edit "12") are
+    released as integers, so the column holds one type and `datasets` reads it as int64."""
+    import datasets
+
+    run_dir = make_run(tmp_path, _data(tmp_path / "data", shared_data, int_answers=True))
+    with ReviewBoard(run_dir) as board:
+        board.decide(CHILD_IDS[0], "ann", "accept")
+        board.decide(CHILD_IDS[2], "bob", "edit", text="Edited: find x.", answer="12")
+    res = release(run_dir, "1.0.0")
+    rows = _rows(res.path)
+    assert all(type(r["answer"]) is int for r in rows)
+    assert next(r for r in rows if r["id"] == CHILD_IDS[2])["answer"] == 12
+    assert json.loads(next(r for r in rows if r["id"] == CHILD_IDS[2])["original_fields"])["answer"].isdigit()
+    ds = datasets.load_dataset(str(res.path), split="test")
+    assert ds.features["answer"].dtype == "int64" and ds.num_rows == 32
+
+
+def test_card_features_are_the_types_arrow_infers_from_all_the_rows():
+    import datasets
+    import pyarrow as pa
+
+    from benchfill.review.card import card_features
+
+    rows = [{"id": "a", "n": 1, "x": 0.5, "opts": ["p", "q"], "tests": [{"in": "1", "out": 2}], "none": None,
+             "meta": {"k": "v", "deep": {"z": [1, 2]}}, "nested": [[1], [2, 3]], "empty": [], "flag": True},
+            {"id": "b", "n": None, "x": 2, "opts": [], "tests": [{"in": "3", "out": None, "extra": 1.5}], "none": None,
+             "meta": {"k": None, "deep": {"z": []}, "more": "m"}, "nested": [], "empty": [], "flag": False}]  # fmt: skip
+    ours = datasets.Features._from_yaml_list(card_features(rows))
+    assert ours == datasets.Features.from_arrow_schema(pa.Table.from_pylist(rows).schema)
+    assert card_features([{"answer": 1}, {"answer": "5/2"}]) is None  # no one type: no features, as before
+
+
+@pytest.mark.parametrize(
+    ("value", "model", "typed"),
+    [("518", 7, 518), ("-3", 7, -3), (518.0, 7, 518), ("018", 7, "018"), ("5/2", 7, "5/2"), ("1e3", 7, "1e3"),
+     ("0.25", 0.5, 0.25), ("NaN", 0.5, "NaN"), (518, "7", "518"), (True, "7", True), ("1", True, "1"),
+     (["1", "x"], [2], [1, "x"]), ({"a": "3", "b": "4"}, {"a": 1}, {"a": 3, "b": "4"}), (None, 1, None)],
+)
+def test_a_field_takes_its_ancestors_type_only_where_the_conversion_is_exact(value, model, typed):
+    assert _typed_like(value, model) == typed and type(_typed_like(value, model)) is type(typed)
+
+
+def test_a_release_gap_filled_again_is_released_as_a_benchmark_of_its_own(tmp_path, shared_data):
+    """A release's data file as a new run's items: the earlier release's provenance columns are not item
+    fields (the rewriter never reads them), and the new run's release does not meet them as a clash."""
+    import datasets
+
+    from benchfill.benchmarks import RELEASE_COLUMNS, custom_benchmark
+
+    first = make_run(tmp_path, shared_data)
+    _accept_all(first)
+    v1 = release(first, "1.0.0").path
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[benchmark]\nname = "aime24-filled"\ntext_field = "problem"\nanswer_field = "answer"\n')
+    items = custom_benchmark(v1 / "data" / "test.jsonl", spec).items
+    assert len(items) == 34 and not any(set(it) & set(RELEASE_COLUMNS) for it in items)
+    by_id = {r["id"]: r for r in _rows(v1)}
+    assert all(it == {k: v for k, v in by_id[it["id"]].items() if k not in RELEASE_COLUMNS} for it in items)
+
+    opts = RunOptions(benchmark=None, items=str(v1 / "data" / "test.jsonl"), spec=str(spec), backend="sim",
+                      runs_dir=str(tmp_path / "runs"), **{**FAST, "rounds": 2})  # fmt: skip
+    second = run(opts)
+    _accept_all(second)
+    res = release(second, "1.0.0")
+    assert res.path == tmp_path / "runs" / "releases" / "aime24-filled" / "1.0.0" and res.n_original == 34
+    rows = _rows(res.path)
+    assert all(r["released_in"] == "1.0.0" and r["run_id"] == second.name for r in rows if r["origin"] == "original")
+    assert {r["id"] for r in rows if r["origin"] == "original"} == set(by_id)
+    gen = [r for r in rows if r["origin"] == "generated"]
+    assert gen and all(r["ancestor_id"] in by_id for r in gen)
+    assert datasets.load_dataset(str(res.path), split="test").num_rows == len(rows)
+
+
+def test_items_whose_fields_are_named_like_release_columns_are_refused_before_the_run(tmp_path):
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"{i} + 1?", "answer": str(i + 1),
+                                         "difficulty": "easy"}) + "\n" for i in range(12)))  # fmt: skip
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[benchmark]\nname = "mine"\n')
+    opts = RunOptions(benchmark=None, items=str(items), spec=str(spec), runs_dir=str(tmp_path / "runs"), **FAST)
+    with pytest.raises(DataError, match=r"items\.jsonl: item 'q0': field\(s\) difficulty are names of release "
+                                        r"provenance columns"):  # fmt: skip
+        run(opts)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_second_release_into_the_benchmark_folder_waits_for_the_first(tmp_path, shared_data):
+    """While a release holds the benchmark folder, another waits: it then sees what the first published
+    (here 2.0.0, so 1.0.0 is no longer newer), instead of checking the versions before the first is done."""
+    run_dir = make_run(tmp_path, shared_data)
+    _accept_all(run_dir)
+    bench_dir = tmp_path / "releases" / "aime24"
+    bench_dir.mkdir(parents=True)
+    held = locks.hold(bench_dir)  # a release in progress
+    outcome: dict[str, object] = {}
+
+    def second():
+        try:
+            outcome["result"] = release(run_dir, "1.0.0")
+        except BenchfillError as exc:
+            outcome["error"] = exc
+
+    waiter = threading.Thread(target=second)
+    try:
+        waiter.start()
+        time.sleep(1.0)
+        assert waiter.is_alive() and not (bench_dir / "1.0.0").exists()
+        (bench_dir / "2.0.0").mkdir()  # what the release in progress publishes
+        (bench_dir / "2.0.0" / "manifest.json").write_text("{}")
+    finally:
+        locks.release(held)
+        waiter.join(60)
+    assert "result" not in outcome and "not newer than the latest release 2.0.0" in str(outcome["error"])
+    assert sorted(p.name for p in bench_dir.iterdir()) == ["2.0.0"]
+
+
+def test_a_refused_first_release_leaves_no_folder(tmp_path, shared_data):
+    run_dir = make_run(tmp_path, shared_data)
+    (run_dir / "fit.json").unlink()
+    with pytest.raises(DataError, match="no IRT fit"):
+        release(run_dir, "1.0.0")
+    assert not (tmp_path / "releases").exists()
