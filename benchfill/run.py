@@ -175,13 +175,13 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     try:
         store = open_run_store(run_dir, opts.store)
     except BaseException:
-        locks.release(lock)
+        _give_up(run_dir, fresh, lock)
         raise
     try:  # a store named by URL may be shared: the same command from another folder has this run id too
         let_go = store.hold_run(exclusive=gaps_only is None) if opts.store else (lambda: None)
     except BaseException:
         store.close()
-        locks.release(lock)
+        _give_up(run_dir, fresh, lock)
         raise
     started = False
     try:
@@ -259,6 +259,14 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         store.close()
         locks.release(lock)
     return run_dir
+
+
+def _give_up(run_dir: Path, fresh: bool, lock) -> None:
+    """Stopped before the store was ready (it cannot be opened, or another process holds the run): a run
+    directory this command made holds nothing yet, and goes."""
+    locks.release(lock)
+    if fresh:
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _sha256_of(path: str) -> str:

@@ -224,8 +224,19 @@ def test_the_same_run_from_two_folders_on_one_store_is_refused_while_the_first_w
         assert main([*args, "--runs-dir", str(tmp_path / "b")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"run {run_dir.name} is in progress in another process" in err[0], err
+        assert not (tmp_path / "b" / run_dir.name).exists()  # the folder it made holds nothing: it goes
     finally:
         p.kill()
         p.wait()
     assert main([*args, "--runs-dir", str(tmp_path / "b")]) == 0  # once it is done: restored from the store
     assert (tmp_path / "b" / run_dir.name / "report.json").read_text() != ""
+
+
+def test_a_store_that_cannot_be_opened_leaves_no_run_folder(tmp_path, capsys):
+    bad = tmp_path / "notadb.txt"
+    bad.write_text("not a database\n" * 100)
+    args = ["run", "--benchmark", "demo", "--gaps", "1", "--quiet", "--runs-dir", str(tmp_path / "runs"),
+            "--store", f"sqlite:///{bad}"]
+    assert main(args) == 2
+    assert "cannot open store" in capsys.readouterr().err
+    assert list((tmp_path / "runs").iterdir()) == []
