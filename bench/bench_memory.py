@@ -1,16 +1,20 @@
 """Retrieval from the store's search memory with 100,000 entries, on SQLite and on PostgreSQL (#16).
 
 The memory of one benchmark: its 1,000 items on three fits' scales (the current one and two
-earlier, linked by mean/sigma), and 97,000 children of 40 earlier runs spread over the z scale, a
-tenth of them flagged or judged invalid, 2,000 rejected by a reviewer. Timed, per target (200
-random targets), as a run does it before searching a gap (benchfill/engine/memory_store.py):
+earlier, linked by mean/sigma), and 97,000 children of 970 earlier runs (each run on one of the
+scales), spread over the z scale. Child ids repeat across runs as they do in real stores
+(``bf-g{gap}-r{round}-p{parent}-c{child}``: every run names its 100 children alike). A tenth of
+the children are flagged or judged invalid; each run's reviewers (two) decided on 20 of its
+children (about 38,900 decisions, half of them rejections), and a tenth of the runs had one of their
+children rejected again by a run that reused it (``item@run``). Timed, per target (200 random
+targets), as a run does it before searching a gap (benchfill/engine/memory_store.py):
 
 - ``nearest``: the 16 entries nearest the target, mapped onto the current scale, each with its
   eligibility as a parent (two index range scans per scale, LIMIT 16 each, plus one look-up of
-  review decisions);
+  the review decisions on the children found and of their runs' release rules);
 - ``reusable``: an earlier child confirmed inside a gap of width 0.02 around the target.
 
-Side by side with the same calls after the (benchmark, scale, z) index is dropped, so the ratio
+Side by side with the same calls after the (benchmark, scale, ..., z) index is dropped, so the ratio
 shows what the index buys. PostgreSQL runs in a throwaway cluster (tests/pg_server.py).
 
     nice -n 10 .venv/bin/python bench/bench_memory.py [--entries 100000] [--no-postgres]
@@ -35,7 +39,7 @@ ITEMS = 1000
 SCALES = {"old-a": (1.08, 0.02), "old-b": (0.95, -0.01)}  # z_now = a * z_then + b
 
 
-def fill(store, entries: int, seed: int = 0) -> None:
+def fill(store, entries: int, seed: int = 0) -> tuple[list[str], list[float]]:
     from benchfill.engine.memory_store import scale_id
     from benchfill.schema import MemoryRecord, ReviewDecision
 
@@ -51,25 +55,34 @@ def fill(store, entries: int, seed: int = 0) -> None:
     scales = [now, *SCALES]
     record = json.dumps({"item_id": "x", "parent_id": "q0000", "ancestor_id": "q0000", "round": 1, "item": {},
                          "verdict": {"valid": True}, "annotation": None, "flags": [], "confirmation": None})
-    n = 0
+    names = [f"bf-g{g}-r{r}-p{p}-c{c}" for g in range(5) for r in range(5) for p in range(2) for c in range(2)]
+    decisions = []
+    run = 0
     while len(rows) < entries:
-        bad = rng.random() < 0.1
-        rows.append(dict(benchmark=BENCH, scale=rng.choice(scales), run_id=f"run{rng.randrange(40)}",
-                         item_id=f"bf-g{rng.randrange(5)}-c{n}", origin="generated", z=rng.random(),
-                         z_se=0.03, confirmed=rng.random() < 0.2, parent_id="q0000", ancestor_id="q0000",
-                         valid=not (bad and rng.random() < 0.5), parent_ok=not bad,
-                         flags_json='["order_anomaly"]' if bad else "[]",
-                         data_json=json.dumps({"problem": f"child {n}", "answer": "1"}), record_json=record))
-        n += 1
+        rid, scale = f"run{run}", scales[run % len(scales)]
+        for n in names[: entries - len(rows)]:
+            bad = rng.random() < 0.1
+            rows.append(dict(benchmark=BENCH, scale=scale, run_id=rid, item_id=n, origin="generated",
+                             z=rng.random(), z_se=0.03, confirmed=rng.random() < 0.2, parent_id="q0000",
+                             ancestor_id="q0000", valid=not (bad and rng.random() < 0.5), parent_ok=not bad,
+                             flags_json='["order_anomaly"]' if bad else "[]",
+                             data_json=json.dumps({"problem": f"child {n} of {rid}", "answer": "1"}),
+                             record_json=record))
+        for n in rng.sample(names, 20):
+            decisions += [dict(run_id=rid, item_id=n, reviewer=who, decision=rng.choice(["accept", "reject"]),
+                               reason="x") for who in ("alice", "bob")]
+        if run % 10 == 9:  # a later run reused one of this run's children, and its reviewer turned it down
+            decisions.append(dict(run_id=f"run{run + 1}", item_id=f"{rng.choice(names)}@{rid}", reviewer="cy",
+                                  decision="reject", reason="x"))
+        run += 1
     with store.engine.begin() as con:
         for i in range(0, len(rows), 5000):
             con.execute(MemoryRecord.__table__.insert(), rows[i : i + 5000])
-        gen = [r for r in rows if r["origin"] == "generated"]
-        con.execute(ReviewDecision.__table__.insert(), [
-            dict(run_id=r["run_id"], item_id=r["item_id"], reviewer="rev", decision="reject", reason="")
-            for r in rng.sample(gen, 2000)])
+        for i in range(0, len(decisions), 5000):
+            con.execute(ReviewDecision.__table__.insert(), decisions[i : i + 5000])
         if store.engine.dialect.name == "postgresql":
             con.exec_driver_sql("ANALYZE")
+    print(f"  {len(rows):,} entries of {run} runs, {len(decisions):,} review decisions", flush=True)
     return ids, z_now
 
 

@@ -140,6 +140,9 @@ class GapState(StoreTable, table=True):
 class ReviewDecision(StoreTable, table=True):
     """One reviewer's decision on one proposed item."""
 
+    # The decisions on one run's item (the search memory looks up the children it retrieves by run and id).
+    __table_args__ = (Index("ix_reviewdecision_run_item", "run_id", "item_id"),)
+
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(default="", index=True)
     item_id: str = Field(index=True)
@@ -168,11 +171,13 @@ RUN_TABLES: tuple[type[StoreTable], ...] = (RunMeta, Item, Candidate, ProbeResul
 class MemoryRecord(StoreTable, table=True):
     """The search memory shared across gaps, runs and releases (benchfill/engine/memory_store.py,
     docs/memory.md): every annotated item of a benchmark, original or generated, on the scale of
-    the fit that measured it. Retrieval is an index range scan on (benchmark, scale, z)."""
+    the fit that measured it. Retrieval is an index range scan on (benchmark, scale, simulated, z)."""
 
     __table_args__ = (
-        Index("ix_memory_near", "benchmark", "scale", "z"),
-        Index("ix_memory_origin", "benchmark", "origin", "scale"),  # a fit's originals, which link scales
+        # A run reads only the children of its own world (``simulated``): one range of this index per scale.
+        Index("ix_memory_near", "benchmark", "scale", "simulated", "z"),
+        # A fit's originals, which link scales; the scales that hold children of a world, and how many.
+        Index("ix_memory_origin", "benchmark", "origin", "simulated", "scale"),
         UniqueConstraint("benchmark", "scale", "run_id", "item_id", name="uq_memory_entry"),
     )
 
@@ -182,6 +187,10 @@ class MemoryRecord(StoreTable, table=True):
     run_id: str = ""  # the run that made it ("" for the benchmark's own items)
     item_id: str  # its id within that run
     origin: str = "original"  # "original" | "generated"
+    # Made in the simulated world (True) or with real endpoints (False); False for the benchmark's own items,
+    # which are the same items in either world; None for a child of a run whose backend was never recorded
+    # (migration m005), which no run reads. A run reads only its own world's children.
+    simulated: bool | None = False
     z: float  # the confirmed z where there is one, else the annotated (or fitted) z
     z_se: float = 0.0
     confirmed: bool = False

@@ -23,7 +23,7 @@ from benchfill.redact import redact_url, scrub, secret_params
 # migrations from its version on, in order (MIGRATIONS[v] takes version v to v + 1, the way
 # simonw/llm keeps its ordered, named migrations), and a newer one is refused. A new table needs no
 # migration (it is created where missing); a changed or added column does.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def m001_record_version(conn: Connection, run_id: str) -> None:
@@ -76,13 +76,42 @@ def m004_review_decision_source(conn: Connection, run_id: str) -> None:
             conn.exec_driver_sql("ALTER TABLE reviewdecision ADD COLUMN source VARCHAR NOT NULL DEFAULT ''")
 
 
+def m005_memory_world(conn: Connection, run_id: str) -> None:
+    """4 -> 5: a memory entry records whether it was made in the simulated world
+    (``MemoryRecord.simulated``), so that a run reads only the children of its own world, and the
+    memory looks up the review decisions on the children it retrieves by (run, item).
+
+    An existing child takes its world from its run's recorded backend (``RunMeta`` "backend" of the
+    same run id: "sim" or not); a child whose run recorded none is left unknown (NULL), and no run reads
+    it. The benchmark's own items are False (the same items in either world). The two memory indexes
+    gain the column, so they are made again."""
+    present = set(inspect(conn).get_table_names())
+    if "memoryrecord" in present:
+        if "simulated" not in {c["name"] for c in inspect(conn).get_columns("memoryrecord")}:
+            conn.exec_driver_sql("ALTER TABLE memoryrecord ADD COLUMN simulated BOOLEAN")
+        conn.execute(text("UPDATE memoryrecord SET simulated = :no WHERE origin <> 'generated'"), {"no": False})
+        if "runmeta" in present:
+            conn.exec_driver_sql(
+                "UPDATE memoryrecord SET simulated = (SELECT m.value_json = '\"sim\"' FROM runmeta m "
+                "WHERE m.run_id = memoryrecord.run_id AND m.key = 'backend') WHERE origin = 'generated'")
+        for index in schema.MemoryRecord.__table__.indexes:
+            if index.name in ("ix_memory_near", "ix_memory_origin"):
+                conn.exec_driver_sql(f"DROP INDEX IF EXISTS {index.name}")
+                index.create(conn)
+    if "reviewdecision" in present:
+        for index in schema.ReviewDecision.__table__.indexes:
+            if index.name == "ix_reviewdecision_run_item":
+                index.create(conn, checkfirst=True)
+
+
 def _aware(value: Any) -> Any:
     """A stored time read back without its zone (SQLite keeps none) is UTC, as written."""
     return schema.as_utc(value) if isinstance(value, datetime) else value
 
 
 MIGRATIONS: list[Callable[[Connection, str], None]] = [
-    m001_record_version, m002_candidate_review_record, m003_run_scoped_rows, m004_review_decision_source]
+    m001_record_version, m002_candidate_review_record, m003_run_scoped_rows, m004_review_decision_source,
+    m005_memory_world]
 
 
 def _url(target: str | Path) -> str:
@@ -278,9 +307,17 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
         # (a run remembered before URLs were made absolute holds its URL as given)
         if known is not None and absolute_url(known[0]) != url:
             raise ConfigError(f"{remembered}: this run already uses another store ({redact_url(known[0])})")
+        if known is None and (run_dir / STORE_FILE).is_file():
+            # Starting over into the new store would hide this run's own rows: its gaps, its review decisions.
+            raise ConfigError(f"{run_dir / STORE_FILE}: this run already has its own store; rerun without --store, "
+                              "or give another --run-id")
         run_dir.mkdir(parents=True, exist_ok=True)
         run_id = known[1] if known is not None else run_dir.name
         store = Store(url, run_id=run_id)
+        if known is None and _holds_a_run_of_its_own(store):
+            store.close()
+            raise ConfigError(f"--store {redact_url(url)}: this database is a run directory's own store (its rows "
+                              "carry no run id); name a database of its own for runs to share")
         if known is None:
             tmp = remembered.with_suffix(".tmp")
             tmp.write_text(f"{url}\n{run_id}\n")
@@ -293,6 +330,13 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
     if not create and not db.is_file():
         raise ConfigError(f"{db}: the run has no store")
     return Store(db)
+
+
+def _holds_a_run_of_its_own(store: Store) -> bool:
+    """Whether the store holds the rows of a run that had it as its own ``store.db`` (run id ""): its
+    children would be named ``X@`` and its review decisions found under no run (docs/memory.md)."""
+    with store.session() as s:
+        return s.exec(select(schema.RunMeta.key).where(schema.RunMeta.run_id == "").limit(1)).first() is not None
 
 
 def _remembered(path: Path) -> tuple[str, str]:
@@ -324,6 +368,19 @@ def check_store_url(url: str, where: str = "--store") -> None:
         raise ConfigError(
             f"{where}: the URL carries a password; leave it out and set PGPASSWORD (or ~/.pgpass) instead"
         )
+    if _in_memory(url):
+        raise ConfigError(f"{where}: {url!r} is a SQLite database in memory, gone when the run ends (nothing "
+                          "resumes, review and release find nothing); name a file: sqlite:////abs/path/shared.db")
+
+
+def _in_memory(url: str) -> bool:
+    """A SQLite URL without a file (``sqlite://``), ``:memory:``, or a ``file:`` URI in memory."""
+    parsed = make_url(url)  # a valid URL by now (_has_password parsed it)
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    db = parsed.database or ""
+    return (db in ("", ":memory:") or db.startswith("file::memory:")
+            or parsed.query.get("mode") == "memory" or "mode=memory" in db)
 
 
 def _has_password(url: str, where: str = "--store") -> bool:

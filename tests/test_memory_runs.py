@@ -50,8 +50,10 @@ def test_a_second_run_on_the_same_store_builds_on_the_first(tmp_path):
         earlier = {f"{i}@{first['run_id']}": ok for i, ok in db.execute(
             "select item_id, parent_ok from memoryrecord where run_id = ? and origin = 'generated'",
             (first["run_id"],))}
+        worlds = {w for (w,) in db.execute("select distinct simulated from memoryrecord where origin = 'generated'")}
     used = parents & set(earlier)
     assert used and all(earlier[p] for p in used)  # only eligible entries of the first run were parents
+    assert worlds == {1}  # both runs' children were made in the simulated world, and say so
     # Reuse: a gap the first run's confirmed child fits is filled by it, for nothing.
     reused = [g for g in second["gaps"] if (g["memory"] or {}).get("reused_from")]
     assert m["gaps_reused"] == len(reused) >= 1

@@ -18,10 +18,11 @@ from benchfill.engine.memory_store import (
     SharedMemory,
     foreign_id,
     mean_sigma_link,
+    plan_memory,
     reused_child,
     scale_id,
 )
-from benchfill.schema import MemoryRecord, ReviewDecision
+from benchfill.schema import MemoryRecord, ReviewDecision, RunMeta
 from benchfill.search import Memory
 from benchfill.search.annotate import Annotation
 from benchfill.search.loop import Child
@@ -58,20 +59,29 @@ def _fill(store: Store) -> None:
         _child("flagged", target_then - 0.0005, flags=["order_anomaly"], confirmed=target_then),
         _child("rejected", target_then + 0.001, confirmed=target_then + 0.001),
         _child("copy", target_then - 0.001, flags=["near_duplicate"]),
-        _child("accepted_late", target_then - 0.002),
+        _child("one_rejects", target_then - 0.002),
+        _child("changed_mind", target_then - 0.0015),
         # confirmed inside, but by a confirmation cut short (its answers ruled out a narrower band): coarse
         _child("coarse", target_then + 0.0003, confirmed=target_then + 0.0003, stop="outside"),
+        # confirmed nearer the middle than good, but a reviewer's edit stands: the release carries other text
+        _child("edited", target_then + 0.001, confirmed=target_then + 0.001),
     ]
     for c in made:
         old.record_child(0, c)
     old.store.close()
+    # Each reviewer's latest decision counts, under the release rule (r1 kept none: one accept, no reject).
     with store.session() as s:
-        # The latest decision counts: rejected stays rejected, accepted_late was rejected then accepted.
         s.add(ReviewDecision(run_id="r1", item_id="rejected", reviewer="ann", decision="accept"))
-        s.add(ReviewDecision(run_id="r1", item_id="accepted_late", reviewer="ann", decision="reject"))
+        s.add(ReviewDecision(run_id="r1", item_id="one_rejects", reviewer="ann", decision="reject", reason="key"))
+        s.add(ReviewDecision(run_id="r1", item_id="changed_mind", reviewer="ann", decision="reject", reason="key"))
+        s.add(ReviewDecision(run_id="r1", item_id="edited", reviewer="ann", decision="edit",
+                             edited_json=json.dumps({"id": "edited", "problem": "fixed text", "answer": "2"})))
     with store.session() as s:
-        s.add(ReviewDecision(run_id="r1", item_id="rejected", reviewer="bob", decision="reject"))
-        s.add(ReviewDecision(run_id="r1", item_id="accepted_late", reviewer="bob", decision="accept"))
+        s.add(ReviewDecision(run_id="r1", item_id="rejected", reviewer="bob", decision="reject", reason="key"))
+        # a later accept by another reviewer does not undo ann's rejection (release would not take it) ...
+        s.add(ReviewDecision(run_id="r1", item_id="one_rejects", reviewer="bob", decision="accept"))
+        # ... ann's own later accept does
+        s.add(ReviewDecision(run_id="r1", item_id="changed_mind", reviewer="ann", decision="accept"))
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +100,7 @@ def store(request, tmp_path):
         with s.engine.begin() as con:  # one server for the module: start each test from an empty memory
             con.execute(MemoryRecord.__table__.delete())
             con.execute(ReviewDecision.__table__.delete())
+            con.execute(RunMeta.__table__.delete())
     yield s
     s.close()
 
@@ -116,18 +127,18 @@ def test_invalid_rejected_and_flagged_entries_are_never_parents(store):
     _fill(store)
     mem = SharedMemory(store, BENCH, IDS, Z_NOW)
     mem.record_originals()
-    found = mem.nearest(0.5, 8)
+    found = mem.nearest(0.5, 10)
     by = {f.row.item_id: f for f in found}
-    # Every child of r1 is among the 8 nearest (all within 0.01 of the target, mapped).
-    assert {"good", "invalid", "flagged", "rejected", "copy", "accepted_late"} <= set(by)
-    assert {k for k, f in by.items() if f.row.origin == "generated" and not f.parent_ok} == {
-        "invalid", "flagged", "rejected", "copy"}
+    # Every child of r1 is among the 10 nearest (all within 0.01 of the target, mapped).
+    barred = {"invalid", "flagged", "rejected", "copy", "one_rejects", "edited"}
+    assert barred | {"good", "changed_mind", "coarse"} <= set(by)
+    assert {k for k, f in by.items() if f.row.origin == "generated" and not f.parent_ok} == barred
     assert by["good"].z == pytest.approx(A * by["good"].row.z + B)  # mapped onto the current scale
     memory = Memory(0.5, [f.entry() for f in found])
-    parents = memory.parents(8)
+    parents = memory.parents(10)
     names = {e.item_id for e in parents}
-    assert names.isdisjoint({foreign_id(i, "r1") for i in ("invalid", "flagged", "rejected", "copy")})
-    assert foreign_id("good", "r1") in names and foreign_id("accepted_late", "r1") in names
+    assert names.isdisjoint({foreign_id(i, "r1") for i in barred})
+    assert foreign_id("good", "r1") in names and foreign_id("changed_mind", "r1") in names
     # ... though they stay references: measured items around the target, shown for context.
     assert foreign_id("flagged", "r1") in {e.item_id for e in memory.references(8)}
 
@@ -137,7 +148,7 @@ def test_reuse_takes_only_a_confirmed_eligible_child_inside_the_gap(store):
     mem = SharedMemory(store, BENCH, IDS, Z_NOW)
     mem.record_originals()
     got = mem.reusable(0.45, 0.55)
-    assert got is not None and got.row.item_id == "good"  # flagged, rejected, coarse sit closer, confirmed too
+    assert got is not None and got.row.item_id == "good"  # flagged, rejected, coarse, edited sit closer, confirmed too
     assert mem.reusable(0.505, 0.55) is None  # good's confirmed z maps to 0.5022: outside this gap
     c = reused_child(got, b_min=-3.0, b_max=3.0)
     assert c.item_id == "good@r1" and "reused" in c.flags and c.item["id"] == "good@r1"
@@ -213,7 +224,7 @@ def test_a_rejection_by_a_run_that_reused_the_item_counts_too(store):
     with store.session() as s:  # run r2 reused good@r1, and its reviewer turned it down
         s.add(ReviewDecision(run_id="r2", item_id=foreign_id("good", "r1"), reviewer="cy", decision="reject"))
     assert mem.reusable(0.45, 0.55) is None
-    assert not {f.row.item_id: f for f in mem.nearest(0.5, 8)}["good"].parent_ok
+    assert not {f.row.item_id: f for f in mem.nearest(0.5, 10)}["good"].parent_ok
 
 
 def test_a_reusable_child_that_would_widen_the_coverage_at_an_end_gap_is_searched_past(tmp_path, monkeypatch):
@@ -296,3 +307,91 @@ def test_two_runs_on_one_fit_may_record_the_originals_at_once(store):
         originals = list(s.exec(select(MemoryRecord).where(MemoryRecord.origin == "original")))
     assert wrote and sorted(r.item_id for r in originals) == IDS
     assert {r.z for r in originals} == set(Z_NOW) and all(r.created_at is not None for r in originals)
+
+
+def test_review_counts_as_release_counts_it_under_the_rule_the_making_run_kept(store):
+    """Each reviewer's latest decision, pooled over the runs that queued the child (X in the run that made
+    it, X@run in a run that reused it), judged by the release rule the making run kept."""
+    made = SharedMemory(Store(store.url, run_id="r3"), BENCH, IDS, Z_NOW)
+    made.record_child(0, _child("lenient", 0.501, confirmed=0.501))  # r3 kept a rule allowing one rejection
+    made.record_child(0, _child("pooled", 0.502, confirmed=0.502))
+    made.store.set_meta("release_rule", {"min_accepts": 1, "max_rejects": 1})
+    made.store.close()
+    strict = SharedMemory(Store(store.url, run_id="r1"), BENCH, IDS, Z_NOW)
+    strict.record_child(0, _child("strict", 0.4995, confirmed=0.4995))  # r1 kept none: no rejection allowed
+    strict.store.close()
+    with store.session() as s:
+        for run, item in (("r3", "lenient"), ("r1", "strict")):
+            s.add(ReviewDecision(run_id=run, item_id=item, reviewer="ann", decision="reject", reason="key"))
+            s.add(ReviewDecision(run_id=run, item_id=item, reviewer="bob", decision="accept"))
+        # ann and bob reject "pooled" where it was made; in run r4, which reused it, ann changed her mind
+        s.add(ReviewDecision(run_id="r3", item_id="pooled", reviewer="ann", decision="reject", reason="key"))
+        s.add(ReviewDecision(run_id="r3", item_id="pooled", reviewer="bob", decision="reject", reason="key"))
+    with store.session() as s:
+        s.add(ReviewDecision(run_id="r4", item_id=foreign_id("pooled", "r3"), reviewer="ann", decision="accept"))
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    mem.record_originals()
+    by = {f.row.item_id: f for f in mem.nearest(0.5, 8)}
+    assert (by["lenient"].parent_ok, by["strict"].parent_ok, by["pooled"].parent_ok) == (True, False, True)
+    assert mem.reusable(0.4985, 0.5015).row.item_id == "lenient"  # strict sits nearer the middle
+    with store.session() as s:  # bob, too, now rejects it in r4: two rejections, one more than r3 allows
+        s.add(ReviewDecision(run_id="r4", item_id=foreign_id("pooled", "r3"), reviewer="cy", decision="reject",
+                             reason="ambiguous"))
+    assert not {f.row.item_id: f for f in mem.nearest(0.5, 8)}["pooled"].parent_ok
+
+
+def test_the_review_look_up_reads_only_the_decisions_on_the_children_found(store):
+    """Child ids repeat across runs (bf-g0-r1-p0-c0 in every run): the decisions are looked up by (run, item)
+    and item@run, not by the id alone, which would read every run's decisions on that id."""
+    from sqlalchemy import event
+
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    rows = [MemoryRecord(benchmark=BENCH, scale=mem.scale, run_id=f"r{n}", item_id="bf-g0-r1-p0-c0",
+                         origin="generated", z=0.5 + n / 100, valid=True) for n in range(40)]
+    with store.session() as s:
+        s.add_all(rows)
+        s.add_all([ReviewDecision(run_id=f"r{n}", item_id="bf-g0-r1-p0-c0", reviewer="ann", decision="accept")
+                   for n in range(40)])
+        s.add(ReviewDecision(run_id="r9", item_id="bf-g0-r1-p0-c0@r0", reviewer="bob", decision="reject", reason="x"))
+    loaded = []
+
+    def count(target, context):
+        loaded.append((target.run_id, target.item_id))
+
+    event.listen(ReviewDecision, "load", count)
+    try:
+        (found,) = mem.nearest(0.5, 1)  # r0's child, right on the target
+    finally:
+        event.remove(ReviewDecision, "load", count)
+    assert found.name == "bf-g0-r1-p0-c0@r0" and not found.parent_ok  # bob rejected it where it was reused
+    assert sorted(loaded) == [("r0", "bf-g0-r1-p0-c0"), ("r9", "bf-g0-r1-p0-c0@r0")]
+
+
+def test_a_run_reads_only_the_children_of_its_own_world_and_says_how_many_it_left_out(store):
+    """A simulated run's children are never parents, references or picks of a run on real endpoints, nor
+    a real run's of a simulated run (its world cannot know their truth). The world is the run's recorded
+    backend; the benchmark's own items are read by both."""
+    from types import SimpleNamespace
+
+    from sqlmodel import select
+
+    for run, backend, cid in (("s1", "sim", "dreamt"), ("o1", "openai", "measured")):
+        st = Store(store.url, run_id=run)
+        st.set_meta("backend", backend)
+        SharedMemory(st, BENCH, IDS, Z_NOW).record_child(0, _child(cid, 0.5, confirmed=0.5))
+        st.close()
+    with store.session() as s:
+        assert dict(s.exec(select(MemoryRecord.item_id, MemoryRecord.simulated)).all()) == {"dreamt": True, "measured": False}
+    gap = SimpleNamespace(left=0.45, right=0.55)
+    for run, simulated, own, other, whose in (("r2", False, "measured@o1", "dreamt@s1", "simulated children"),
+                                               ("s2", True, "dreamt@s1", "measured@o1", "real children")):
+        mem = SharedMemory(Store(store.url, run_id=run), BENCH, IDS, Z_NOW, simulated=simulated)
+        mem.record_originals()
+        names = [f.name for f in mem.nearest(0.5, 3)]
+        assert names == [own, "q15", "q14"] and other not in names  # the items at 0.5 and 0.468 (0.532 ties)
+        assert mem.reusable(0.45, 0.55).name == own
+        plan = plan_memory(mem, [gap], 3, -3.0, 3.0)
+        (said,) = plan["left_out"].items()  # into the report's memory summary, where the scales left out are
+        assert said[0] == f"{mem.scale} ({whose})" and said[1].startswith("1 children made ")
+        assert plan["gaps"]["0"]["reuse"]["from"]["item_id"] == own.split("@")[0]
+        mem.store.close()

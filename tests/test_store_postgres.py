@@ -34,3 +34,31 @@ def test_run_review_and_release_on_postgresql(pg, tmp_path):
     assert main(["review", "export", str(run)]) == 0
     assert main(["release", str(run), "--version", "1.0.0", "--out", str(tmp_path / "rel")]) == 0
     assert main(["release", "verify", str(tmp_path / "rel" / "demo" / "1.0.0")]) == 0
+
+
+def test_a_version_4_store_on_postgresql_records_the_world_of_its_memory_entries(pg):
+    """Migration m005 on PostgreSQL: the children's world from their run's recorded backend, the indexes made again."""
+    store = Store(pg, run_id="sim-run")
+    store.set_meta("backend", "sim")
+    with store.engine.begin() as con:  # what a version-4 store looked like
+        con.execute(text("delete from memoryrecord"))
+        for index in ("ix_memory_near", "ix_memory_origin", "ix_reviewdecision_run_item"):
+            con.execute(text(f"drop index {index}"))
+        con.execute(text("alter table memoryrecord drop column simulated"))
+        con.execute(text("create index ix_memory_near on memoryrecord (benchmark, scale, z)"))
+        for run, origin in (("", "original"), ("sim-run", "generated"), ("lost-run", "generated")):
+            con.execute(text("insert into memoryrecord (benchmark, scale, run_id, item_id, origin, z, z_se, confirmed, "
+                             "parent_id, ancestor_id, flags_json, parent_ok, data_json, created_at) values "
+                             "('b', 's', :run, 'c1', :origin, 0.5, 0.0, false, '', '', '[]', true, '{}', now())"),
+                         {"run": run, "origin": origin})
+        con.execute(text("update schemaversion set version = 4"))
+    store.close()
+    store = Store(pg)
+    with store.engine.connect() as con:
+        got = dict(((r, o), sim) for r, o, sim in con.execute(text("select run_id, origin, simulated from memoryrecord")))
+        near = con.execute(text("select indexdef from pg_indexes where indexname = 'ix_memory_near'")).scalar_one()
+        run_item = con.execute(text("select count(*) from pg_indexes where indexname = 'ix_reviewdecision_run_item'"))
+        assert run_item.scalar_one() == 1
+    store.close()
+    assert got == {("", "original"): False, ("sim-run", "generated"): True, ("lost-run", "generated"): None}
+    assert "(benchmark, scale, simulated, z)" in near

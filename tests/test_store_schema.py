@@ -112,7 +112,7 @@ def test_a_version_3_store_gains_the_decisions_source_column(tmp_path):
     s = Store(db, run_id="r")
     rows = s.all(schema.ReviewDecision)
     s.close()
-    assert _version(db) == SCHEMA_VERSION == 4
+    assert _version(db) == SCHEMA_VERSION
     assert [(r.item_id, r.reviewer, r.decision, r.source) for r in rows] == [("x", "alice", "accept", "")]
 
 
@@ -158,3 +158,39 @@ def test_a_store_that_cannot_be_opened_is_said_in_one_line(tmp_path):
         Store(db)
     said = str(got.value)
     assert "\n" not in said and "[SQL" not in said and "file is not a database" in said
+
+
+def test_a_version_4_store_records_the_world_of_its_memory_entries(tmp_path):
+    """5 records whether a memory entry was made in the simulated world (``MemoryRecord.simulated``): a
+    version-4 store's children take it from their run's recorded backend, unknown where none was
+    recorded; the benchmark's own items are False; the memory's indexes gain the column, and the review
+    decisions gain an index on (run, item)."""
+    db = tmp_path / "s.db"
+    s = Store(db)
+    for run, backend in (("sim-run", "sim"), ("real-run", "openai")):
+        with s.session() as ses:
+            ses.add(schema.RunMeta(run_id=run, key="backend", value_json=f'"{backend}"'))
+    s.close()
+    with sqlite3.connect(db) as con:  # what a version-4 store looked like, with one row of each kind
+        for index in ("ix_memory_near", "ix_memory_origin", "ix_reviewdecision_run_item"):
+            con.execute(f"drop index {index}")
+        con.execute("alter table memoryrecord drop column simulated")
+        con.execute("create index ix_memory_near on memoryrecord (benchmark, scale, z)")
+        con.execute("create index ix_memory_origin on memoryrecord (benchmark, origin, scale)")
+        for run, item, origin in (("", "q1", "original"), ("sim-run", "c1", "generated"),
+                                  ("real-run", "c1", "generated"), ("lost-run", "c1", "generated")):
+            con.execute("insert into memoryrecord (benchmark, scale, run_id, item_id, origin, z, z_se, confirmed, "
+                        "parent_id, ancestor_id, flags_json, parent_ok, data_json, created_at) values "
+                        "('b', 's', ?, ?, ?, 0.5, 0.0, 0, '', '', '[]', 1, '{}', '2026-01-01')", (run, item, origin))
+        con.execute("update schemaversion set version = 4")
+    Store(db).close()
+    assert _version(db) == SCHEMA_VERSION
+    with sqlite3.connect(db) as con:
+        got = dict(((run, item), sim) for run, item, sim in con.execute(
+            "select run_id, item_id, simulated from memoryrecord"))
+        indexes = {name: [c[2] for c in con.execute(f"pragma index_info({name})")]
+                   for (name,) in con.execute("select name from sqlite_master where type = 'index'")}
+    assert got == {("", "q1"): 0, ("sim-run", "c1"): 1, ("real-run", "c1"): 0, ("lost-run", "c1"): None}
+    assert indexes["ix_memory_near"] == ["benchmark", "scale", "simulated", "z"]
+    assert indexes["ix_memory_origin"] == ["benchmark", "origin", "simulated", "scale"]
+    assert indexes["ix_reviewdecision_run_item"] == ["run_id", "item_id"]

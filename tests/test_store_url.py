@@ -98,3 +98,47 @@ def test_a_relative_sqlite_url_is_remembered_as_the_absolute_file(tmp_path, monk
     # given again from the project's folder, the same URL is the same store
     monkeypatch.chdir(tmp_path / "proj")
     open_run_store(tmp_path / "runs" / "r", "sqlite:///shared.db").close()
+
+
+def test_a_store_url_given_to_a_run_that_has_its_own_store_is_refused(tmp_path):
+    """Starting over into the named store would hide the run's own gaps and review decisions."""
+    (tmp_path / "run").mkdir()
+    own = open_run_store(tmp_path / "run")
+    own.set_meta("seed", 7)
+    own.close()
+    with pytest.raises(ConfigError, match=r"store\.db: this run already has its own store; rerun without --store, "
+                                          r"or give another --run-id$") as err:
+        open_run_store(tmp_path / "run", f"sqlite:///{tmp_path / 'shared.db'}")
+    assert str(tmp_path / "run" / "store.db") in str(err.value)
+    assert not (tmp_path / "run" / "store.url").exists() and not (tmp_path / "shared.db").exists()
+    again = open_run_store(tmp_path / "run")  # the run goes on with its own store
+    assert again.get_meta("seed") == 7
+    again.close()
+
+
+def test_another_runs_own_store_is_refused_as_a_shared_store(tmp_path):
+    """A run directory's own store.db holds rows without a run id: named as a shared store, its children
+    would be "X@" and its decisions nobody's."""
+    (tmp_path / "runs" / "other").mkdir(parents=True)
+    other = open_run_store(tmp_path / "runs" / "other")
+    other.set_meta("seed", 1)
+    other.close()
+    url = f"sqlite:///{tmp_path / 'runs' / 'other' / 'store.db'}"
+    with pytest.raises(ConfigError, match=r"^--store sqlite:///.*/other/store\.db: this database is a run "
+                                          r"directory's own store \(its rows carry no run id\); name a database"):
+        open_run_store(tmp_path / "runs" / "new", url)
+    assert not (tmp_path / "runs" / "new" / "store.url").exists()
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite+pysqlite:///:memory:",
+                                 "sqlite:///file::memory:?cache=shared&uri=true",
+                                 "sqlite:///file:mem1?mode=memory&cache=shared&uri=true"])
+def test_an_in_memory_sqlite_store_is_refused_in_one_line(tmp_path, url, capsys):
+    with pytest.raises(ConfigError, match=r"^--store: .* is a SQLite database in memory, gone when the run ends"):
+        open_run_store(tmp_path / "run", url)
+    assert not (tmp_path / "run").exists()
+    args = ["run", "--benchmark", "demo", "--runs-dir", str(tmp_path / "runs"), "--run-id", "r", "--gaps", "1",
+            "--quiet", "--store", url]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "SQLite database in memory" in err

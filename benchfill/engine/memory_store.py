@@ -6,19 +6,22 @@ error, validity, flags and provenance. A run reads it once, before its gaps are 
 
 - **Parents and references.** For each gap, the ``memory_size`` entries nearest the target seed
   the in-process ``Memory`` (benchfill/search/memory.py), which the algorithm uses as before. Each
-  scale is read by two index range scans on (benchmark, scale, z), one up and one down from the
-  target, ``LIMIT k`` each, so retrieval costs milliseconds however large the memory grows.
-- **Eligibility.** An entry the judge rejected, a screen flagged (``NO_PARENT_FLAGS``) or a
-  reviewer turned down (the latest ``ReviewDecision`` on it, in any run) is a reference at most,
-  never a parent.
+  scale is read by two index range scans on (benchmark, scale, simulated, z), one up and one down
+  from the target, ``LIMIT k`` each, so retrieval costs milliseconds however large the memory grows.
+- **Eligibility.** An entry the judge rejected, a screen flagged (``NO_PARENT_FLAGS``), that review
+  rejected (``review.rule.outcome`` over the decisions made on it in any run, under the release rule
+  the run that made it kept) or that a reviewer's edit replaced is a reference at most, never a
+  parent, and never reused.
+- **Worlds.** A child made in the simulated world is never read by a run on real endpoints, nor a
+  real child by a simulated run (whose world cannot know its truth); the report counts those left out.
 - **Scales.** A fit of the same benchmark with another seed or panel puts the items on a slightly
   different scale. An entry of another scale is mapped onto the current one by the mean/sigma link
   of the originals both fits measured (z_now = A z_then + B, A = sd_now / sd_then, B = mean_now -
   A mean_then), or left out, with the reason logged, when they share fewer than ``MIN_SHARED``
   items or their z correlate less than ``MIN_CORRELATION``.
 - **Reuse.** An earlier run's child whose confirmed z (mapped) lies inside a gap, valid, unflagged,
-  not rejected and confirmed to the precision target (not cut short), fills that gap at once: no
-  rewrite is paid for, and the gap and its review record say it was reused.
+  neither rejected nor edited in review, and confirmed to the precision target (not cut short),
+  fills that gap at once: no rewrite is paid for, and the gap and its review record say it was reused.
 
 The seeds and reuse picks of a run are saved in its meta (``memory_seed``) the first time, so a
 resumed run searches from the very memory the interrupted one had, whatever other runs added since.
@@ -32,12 +35,13 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import func, or_, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from benchfill.schema import MemoryRecord, ReviewDecision
+from benchfill.review.rule import Outcome, ReleaseRule, outcome
+from benchfill.schema import MemoryRecord, ReviewDecision, RunMeta
 from benchfill.search.loop import Child, GapResult
 from benchfill.search.memory import NO_PARENT_FLAGS, MemoryEntry, may_parent
 from benchfill.search.services import Spend
@@ -101,7 +105,7 @@ class Found:
 
     row: MemoryRecord
     link: Link  # from the row's scale onto the current one
-    parent_ok: bool  # the row's own verdict and flags, and no reviewer's rejection
+    parent_ok: bool  # the row's own verdict and flags, neither rejected nor edited in review
 
     @property
     def z(self) -> float:
@@ -123,14 +127,19 @@ class Found:
 
 
 class SharedMemory:
-    """The memory of one benchmark in one store, as seen by one run on one fit."""
+    """The memory of one benchmark in one store, as seen by one run on one fit.
 
-    def __init__(self, store, benchmark: str, item_ids: list[str], z: list[float]):
+    ``simulated``: the run's world (by default its recorded backend, "sim" or not). The run reads only
+    the children of its own world and writes its own as such."""
+
+    def __init__(self, store, benchmark: str, item_ids: list[str], z: list[float], simulated: bool | None = None):
         self.store, self.benchmark, self.run_id = store, benchmark, store.run_id
         self.now = {str(i): float(v) for i, v in zip(item_ids, z, strict=True)}
         self.scale = scale_id(item_ids, z)
+        self.simulated = store.get_meta("backend") == "sim" if simulated is None else bool(simulated)
         self.links: dict[str, Link] = {}
-        self.left_out: dict[str, str] = {}  # scale -> why its entries are not used
+        self.left_out: dict[str, str] = {}  # scale (or "scale (whose children)") -> why its entries are not used
+        self.rules: dict[str, ReleaseRule] = {}  # run -> the release rule it kept
 
     # -- writing -----------------------------------------------------------------------------
     def record_originals(self) -> None:
@@ -141,7 +150,7 @@ class SharedMemory:
                                                         MemoryRecord.origin == "original").limit(1)).first()
             if have is None:  # another run on this fit may be writing them now: theirs are the same rows
                 rows = [dict(benchmark=self.benchmark, scale=self.scale, run_id="", item_id=i, origin="original",
-                             z=v, ancestor_id=i) for i, v in sorted(self.now.items())]
+                             simulated=False, z=v, ancestor_id=i) for i, v in sorted(self.now.items())]
                 _insert_missing(s, rows)
 
     def record_child(self, gap_index: int, child: Child) -> None:
@@ -152,7 +161,7 @@ class SharedMemory:
         # A confirmation cut short outside its gap is a coarse figure: not one a later run may reuse as it is.
         confirmed = child.confirmation is not None and child.confirmation.stop != "outside"
         values = dict(
-            origin="generated", z=a.z, z_se=a.z_se, confirmed=confirmed,
+            origin="generated", simulated=self.simulated, z=a.z, z_se=a.z_se, confirmed=confirmed,
             parent_id=child.parent_id, ancestor_id=child.ancestor_id, gap_index=gap_index, round=child.round,
             valid=None if child.verdict is None else child.verdict.valid, flags_json=json.dumps(child.flags),
             parent_ok=bool(child.valid and may_parent(child.flags)), data_json=json.dumps(child.item),
@@ -172,17 +181,29 @@ class SharedMemory:
 
     # -- reading -----------------------------------------------------------------------------
     def link_scales(self) -> None:
-        """Map every other scale of this benchmark onto the current one, or say why not."""
+        """Map every other scale that holds children of this run's world onto the current one, or say
+        why not; count, per scale, the children of the other world (or of none recorded) left out."""
+        kids = (MemoryRecord.benchmark == self.benchmark, MemoryRecord.origin == "generated")
         with self.store.session() as s:
             scales: set[str] = set()  # one index seek per scale (a DISTINCT would read every entry)
             while (nxt := s.exec(select(func.min(MemoryRecord.scale)).where(
-                    MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale > max(scales, default=""))).one()):
+                    *kids, MemoryRecord.simulated == self.simulated,
+                    MemoryRecord.scale > max(scales, default=""))).one()):
                 scales.add(nxt)
             self.links = {self.scale: Link(self.scale, 1.0, 0.0, len(self.now), 1.0, 0.0)}
+            self.left_out = {}
+            mine, other = ("simulated", "real") if self.simulated else ("real", "simulated")
+            for world, why in ((not self.simulated, _OTHER_WORLD[mine]), (None, _NO_WORLD)):
+                counts = s.exec(select(MemoryRecord.scale, func.count()).where(
+                    *kids, MemoryRecord.simulated.is_(None) if world is None else MemoryRecord.simulated == world,
+                ).group_by(MemoryRecord.scale)).all()
+                whose = "children of no recorded backend" if world is None else f"{other} children"
+                for sc, n in sorted(counts):
+                    self.left_out[f"{sc} ({whose})"] = why.format(n=n)
             for sc in sorted(scales - {self.scale}):
                 then = dict(s.exec(select(MemoryRecord.item_id, MemoryRecord.z).where(
-                    MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc,
-                    MemoryRecord.origin == "original")).all())
+                    MemoryRecord.benchmark == self.benchmark, MemoryRecord.origin == "original",
+                    MemoryRecord.simulated == False, MemoryRecord.scale == sc)).all())  # noqa: E712
                 got = mean_sigma_link(sc, then, self.now)
                 if isinstance(got, Link):
                     self.links[sc] = got
@@ -201,23 +222,35 @@ class SharedMemory:
                 if link.a <= 0:
                     continue
                 t = (target - link.b) / link.a
-                base = select(MemoryRecord).where(MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc)
-                if sc != self.scale:
-                    base = base.where(MemoryRecord.origin == "generated")
-                up = base.where(MemoryRecord.z >= t).order_by(col(MemoryRecord.z).asc()).limit(k)
-                down = base.where(MemoryRecord.z < t).order_by(col(MemoryRecord.z).desc()).limit(k)
-                for q in (up, down):
-                    rows += [(r, link) for r in s.exec(q) if not self._own(r)]
-            rejected = self._rejected(s, [r for r, _ in rows])
-        found = [Found(r, link, bool(r.parent_ok and r.valid is not False) and (r.run_id, r.item_id) not in rejected)
+                for base in self._ranges(sc):
+                    up = base.where(MemoryRecord.z >= t).order_by(col(MemoryRecord.z).asc()).limit(k)
+                    down = base.where(MemoryRecord.z < t).order_by(col(MemoryRecord.z).desc()).limit(k)
+                    for q in (up, down):
+                        rows += [(r, link) for r in s.exec(q)]
+            review = self.reviewed(s, [r for r, _ in rows])
+        found = [Found(r, link, bool(r.parent_ok and r.valid is not False) and _stands(review.get(_key(r))))
                  for r, link in rows]
         found.sort(key=lambda f: (abs(f.z - target), f.name))
         return found[:k]
 
+    def _ranges(self, sc: str) -> list:
+        """The queries of scale ``sc`` that ``nearest`` reads up and down from the target, each one
+        range of (benchmark, scale, simulated, z): the children of this run's world (not this run's own:
+        they are restored, not retrieved), and on the current scale the benchmark's items (False)."""
+        on = select(MemoryRecord).where(MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc)
+        not_own = or_(MemoryRecord.origin == "original", MemoryRecord.run_id != self.run_id)
+        kids = on.where(MemoryRecord.simulated == self.simulated, MemoryRecord.origin == "generated", not_own)
+        if sc != self.scale:
+            return [kids]
+        if not self.simulated:  # the benchmark's items and the real children: one range
+            return [on.where(MemoryRecord.simulated == False, not_own)]  # noqa: E712
+        return [kids, on.where(MemoryRecord.simulated == False, MemoryRecord.origin == "original")]  # noqa: E712
+
     def reusable(self, left: float, right: float) -> Found | None:
-        """The earlier run's child nearest the gap's middle whose confirmed z lies inside the gap:
-        valid, unflagged, not rejected; None if there is none. Per scale, index range scans out
-        from the middle, ``LIMIT`` growing only while every row found was rejected by a reviewer."""
+        """The earlier run's child of this run's world nearest the gap's middle whose confirmed z lies
+        inside the gap: valid, unflagged, neither rejected nor edited in review; None if there is none.
+        Per scale, index range scans out from the middle, ``LIMIT`` growing only while every row found
+        was barred by its review."""
         if not self.links:
             self.link_scales()
         target = (left + right) / 2
@@ -229,16 +262,17 @@ class SharedMemory:
                 lo, hi, mid = ((v - link.b) / link.a for v in (left, right, target))
                 base = select(MemoryRecord).where(
                     MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc,
-                    MemoryRecord.origin == "generated", MemoryRecord.confirmed == True,  # noqa: E712
-                    MemoryRecord.parent_ok == True, MemoryRecord.run_id != self.run_id)  # noqa: E712
+                    MemoryRecord.simulated == self.simulated, MemoryRecord.origin == "generated",
+                    MemoryRecord.confirmed == True, MemoryRecord.parent_ok == True,  # noqa: E712
+                    MemoryRecord.run_id != self.run_id)
                 sides = (base.where(MemoryRecord.z >= mid, MemoryRecord.z < hi).order_by(col(MemoryRecord.z).asc()),
                          base.where(MemoryRecord.z < mid, MemoryRecord.z > lo).order_by(col(MemoryRecord.z).desc()))
                 for q in sides:
                     limit = 8
                     while True:
                         rows = list(s.exec(q.limit(limit)))
-                        rejected = self._rejected(s, rows)
-                        ok = [Found(r, link, True) for r in rows if (r.run_id, r.item_id) not in rejected
+                        review = self.reviewed(s, rows)
+                        ok = [Found(r, link, True) for r in rows if _stands(review.get(_key(r)))
                               and r.record_json and left < link(r.z) < right and not _barred(r)]
                         if ok or len(rows) < limit:
                             best += ok[:1]
@@ -247,23 +281,73 @@ class SharedMemory:
         best.sort(key=lambda f: (abs(f.z - target), f.name))
         return best[0] if best else None
 
-    def _own(self, r: MemoryRecord) -> bool:
-        return r.origin == "generated" and r.run_id == self.run_id
+    def reviewed(self, s: Session, rows: list[MemoryRecord]) -> dict[tuple[str, str], Outcome]:
+        """Where review left each generated row that has decisions, keyed (run, item): the release rule's
+        ``outcome`` over the decisions made on it in any run (its own id in the run that made it, and
+        ``item@run`` in a run that reused it, as ``ReviewBoard`` pools them), under the rule that run kept.
+        Looked up by (run, item) and by ``item@run``: ids repeat across runs, names do not."""
+        keys = sorted({_key(r) for r in rows if r.origin == "generated"})
+        if not keys:
+            return {}
+        by_name = {foreign_id(i, run): (run, i) for run, i in keys}
+        pooled: dict[tuple[str, str], list[ReviewDecision]] = {}
+        for at in range(0, len(keys), 200):  # within any database's limit on bound parameters
+            chunk = keys[at : at + 200]
+            for d in s.scalars(*_decisions_on(chunk)):
+                key = by_name.get(d.item_id, (d.run_id, d.item_id))
+                pooled.setdefault(key, []).append(d.model_copy(update={"item_id": foreign_id(*reversed(key))}))
+        if not pooled:
+            return {}
+        self._rules_of(s, {run for run, _ in pooled})
+        return {key: outcome(foreign_id(key[1], key[0]), got, self.rules[key[0]]) for key, got in pooled.items()}
 
-    @staticmethod
-    def _rejected(s, rows: list[MemoryRecord]) -> set[tuple[str, str]]:
-        """(run, item) of the generated rows whose latest review decision, in any run, is a rejection
-        (a run that reused an item reviews it under its own run as ``item@run``)."""
-        gen = [r for r in rows if r.origin == "generated"]
-        if not gen:
-            return set()
-        names = {r.item_id for r in gen} | {foreign_id(r.item_id, r.run_id) for r in gen}
-        latest: dict[tuple[str, str], tuple[int, str]] = {}
-        for d in s.exec(select(ReviewDecision).where(col(ReviewDecision.item_id).in_(sorted(names)))):
-            key = tuple(reversed(d.item_id.split("@", 1))) if "@" in d.item_id else (d.run_id, d.item_id)
-            if key not in latest or (d.id or 0) > latest[key][0]:
-                latest[key] = (d.id or 0, d.decision)
-        return {k for k, (_, decision) in latest.items() if decision == "reject"}
+    def _rules_of(self, s: Session, runs: set[str]) -> None:
+        """The release rule each run kept (``RunMeta`` "release_rule", as ``ReviewBoard`` keeps it), else the default."""
+        missing = sorted(runs - set(self.rules))
+        if not missing:
+            return
+        kept = dict(s.exec(select(RunMeta.run_id, RunMeta.value_json).where(
+            RunMeta.key == "release_rule", col(RunMeta.run_id).in_(missing))).all())
+        for run in missing:
+            got = json.loads(kept[run]) if run in kept else None
+            self.rules[run] = ReleaseRule(**got) if isinstance(got, dict) else ReleaseRule()
+
+
+def _decisions_on(keys: list[tuple[str, str]]) -> tuple[Any, dict[str, str]]:
+    """The decisions on the children ``keys`` (run, item), made in their run or as ``item@run`` in any.
+
+    One index seek per term ((run_id, item_id), then item_id), as plain SQL: SQLite scans the whole
+    table for a row-value IN, and building the same OR as SQLAlchemy expressions costs more than the
+    look-up itself."""
+    params: dict[str, str] = {}
+    terms = []
+    for n, (run, item) in enumerate(keys):
+        params[f"r{n}"], params[f"i{n}"], params[f"f{n}"] = run, item, foreign_id(item, run)
+        terms.append(f"(run_id = :r{n} AND item_id = :i{n})")
+    names = ", ".join(f":f{n}" for n in range(len(keys)))
+    sql = f"SELECT * FROM {ReviewDecision.__table__.name} WHERE {' OR '.join(terms)} OR item_id IN ({names})"
+    return select(ReviewDecision).from_statement(text(sql)), params
+
+
+def _key(r: MemoryRecord) -> tuple[str, str]:
+    return (r.run_id, r.item_id)
+
+
+def _stands(review: Outcome | None) -> bool:
+    """Whether review leaves a child as it was made, to be a parent or reused: not rejected under the
+    rule, and no edit standing (the release carries the edit; the text in the memory is the old one)."""
+    return review is None or (review.status != "rejected" and review.edited_fields is None)
+
+
+# What a run leaves out of the memory, beside scales it cannot link: another world's children (by the
+# world of this run) and children whose run never recorded its backend (before migration m005).
+_OTHER_WORLD = {
+    "real": "{n} children made in the simulated world; this run uses real endpoints, so none is a parent, "
+            "a reference or reused",
+    "simulated": "{n} children made with real endpoints; this simulated world cannot know their true difficulty, "
+                 "so none is a parent, a reference or reused",
+}
+_NO_WORLD = "{n} children of runs that recorded no backend (simulated or real unknown), so none is read"
 
 
 # What keeps an earlier child from being reused as a gap's pick, beyond what keeps it from being a parent:

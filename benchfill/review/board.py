@@ -171,8 +171,8 @@ class ReviewBoard:
         One item can sit in several runs' queues: a run that reused run A's child "X" queues it as "X@A"
         (benchfill.engine.memory_store.foreign_id). A's reviewers' decisions on "X", and another reuser's on
         "X@A", are decisions on the same item, so they count here too: a child rejected in the run that
-        made it is not released by the run that reused it (the memory already bars it from reuse by the
-        same rule: the latest decision, in any run)."""
+        made it is not released by the run that reused it (and the memory, pooling the same decisions
+        under the rule the making run kept, bars it from reuse and from being a parent)."""
         run = self.store.run_id
         own: dict[tuple[str, str], str] = {}  # (another run, its id of the item) -> this run's id
         anywhere: dict[str, str] = {}  # a reuser's id of the item, in any other run -> this run's id
