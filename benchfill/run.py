@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from dataclasses import asdict, dataclass, field
@@ -127,9 +128,11 @@ def run_id_for(opts: RunOptions, name: str | None = None) -> str:
     if opts.run_id:
         return opts.run_id
     digest = hashlib.sha256(json.dumps(opts.identity(), sort_keys=True).encode()).hexdigest()[:10]
+    if not name and not opts.benchmark and opts.items and opts.items.startswith("hf:"):
+        # a dataset, not a file: "hf:acme/quiz::test" names its runs "acme_quiz_test-...", not "quiz::test-..."
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", opts.items[3:]).strip("._-")[:64] or "hf"
     name = name or opts.benchmark or Path(opts.items or "custom").stem
     return f"{name}-{opts.strategy}-{digest}"
-
 
 def runs_root(opts: RunOptions) -> Path:
     return Path(opts.runs_dir or os.environ.get("BENCHFILL_RUNS_DIR") or "runs")
@@ -329,6 +332,10 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str]) -> N
     recorded = store.get_meta(INPUTS_META) or {}  # none for a run from before they were recorded
     for k, now_sha in inputs.items():
         if recorded.get(k) not in (None, now_sha):
+            if k == "items" and str(opts.items).startswith("hf:"):
+                raise ConfigError(f"--items {opts.items}: the dataset's rows are not those run {run_id} was made "
+                                  "with (the run id names the dataset, not its rows: another copy, or a newer "
+                                  "revision); give another --run-id for a new run")
             raise ConfigError(f"--{k} {getattr(opts, k)}: not the file run {run_id} was made with (the run id names "
                               "the path, not the content: another folder's file, or this one edited); give "
                               "another --run-id for a new run")

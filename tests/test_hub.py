@@ -126,13 +126,13 @@ def test_run_reads_its_items_from_a_local_dataset_folder_under_the_data_dir(tmp_
             "--sim-probes", "6", "--quiet"]  # fmt: skip
     assert main(args) == 0
     (run_dir,) = [p for p in runs.iterdir() if p.name != "releases"]
-    assert (run_dir / "report.json").is_file()
+    assert (run_dir / "report.json").is_file() and run_dir.name.startswith("acme_quiz-benchfill-")  # no ':' or '/'
     capsys.readouterr()
     assert main(args) == 0  # the same rows: the run resumes
     _quiz_folder(data / "acme" / "quiz", offset=1)  # other rows under the same name
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--items hf:acme/quiz: not the file run" in err[0]
+    assert len(err) == 1 and "--items hf:acme/quiz: the dataset's rows are not those run" in err[0], err
 
 
 def test_a_fresh_run_directory_is_removed_whatever_stops_the_run_before_its_work(tmp_path, monkeypatch):
