@@ -134,10 +134,9 @@ def run_id_for(opts: RunOptions, name: str | None = None) -> str:
     name = name or opts.benchmark or Path(opts.items or "custom").stem
     return f"{name}-{opts.strategy}-{digest}"
 
+
 def runs_root(opts: RunOptions) -> Path:
     return Path(opts.runs_dir or os.environ.get("BENCHFILL_RUNS_DIR") or "runs")
-
-
 
 
 def run(opts: RunOptions) -> Path:
