@@ -42,11 +42,15 @@ def is_release_row(row: dict[str, Any]) -> bool:
 def strip_release_columns(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The items with the release columns of released rows removed (in place), so that a released
     benchmark's rows are its items again: the rewriter does not read an earlier run's difficulties as
-    fields, and a release of the new run does not meet its own column names among the item fields."""
+    fields, and a release of the new run does not meet its own column names among the item fields. An item
+    field the release shipped as ``item_<name>`` (named like one of its columns) takes its name back."""
     for it in items:
         if is_release_row(it):
             for k in RELEASE_COLUMNS:
                 it.pop(k, None)
+            for k in RELEASE_COLUMNS:  # the item's own field of that name, which the release renamed
+                if f"item_{k}" in it:
+                    it[k] = it.pop(f"item_{k}")
     return items
 
 

@@ -530,9 +530,13 @@ def _fields(item_id: str, fields: dict[str, Any], ancestor: dict[str, Any] | Non
     that a column holds one type."""
     if is_release_row(fields):
         fields = {k: v for k, v in fields.items() if k not in PROVENANCE}
-    clash = sorted(set(fields) & set(PROVENANCE))
+    # An item's own field named like a provenance column (LiveCodeBench's "difficulty": easy, medium, hard)
+    # ships as "item_<name>"; read back as items, a release gives it its name again (strip_release_columns).
+    clash = sorted(k for k in set(fields) & set(PROVENANCE) if f"item_{k}" in fields)
     if clash:
-        raise DataError(f"item '{item_id}': field(s) {', '.join(clash)} clash with release provenance columns")
+        raise DataError(f"item '{item_id}': field(s) {', '.join(clash)} clash with release provenance columns, "
+                        f"and item_{clash[0]} is taken too")
+    fields = {(f"item_{k}" if k in PROVENANCE else k): v for k, v in fields.items()}
     if ancestor:
         fields = {k: _typed_like(v, ancestor[k]) if k in ancestor else v for k, v in fields.items()}
     return {**fields, "id": item_id}

@@ -350,9 +350,7 @@ def load_benchmark(opts: RunOptions):
     if opts.items or opts.spec:
         if not (opts.items and opts.spec):
             raise ConfigError("a custom benchmark needs both --items and --spec")
-        bench = custom_benchmark(opts.items, opts.spec, opts.responses, opts.data_dir)
-        _no_release_columns(bench, opts.items)
-        return bench
+        return custom_benchmark(opts.items, opts.spec, opts.responses, opts.data_dir)
     if not opts.benchmark:
         raise ConfigError("name a benchmark (--benchmark NAME) or give --items and --spec")
     bench = get_benchmark(opts.benchmark, opts.data_dir)
@@ -362,22 +360,7 @@ def load_benchmark(opts: RunOptions):
         if not Path(opts.responses).is_file():
             raise DataError(f"{opts.responses}: responses file not found")
         bench.responses_path = Path(opts.responses)
-    _no_release_columns(bench, f"benchmark {bench.name}")
     return bench
-
-
-def _no_release_columns(bench, where: str) -> None:
-    """Refuse, before any work, items whose own fields carry the names of a release's provenance columns:
-    their release would fail at the end of the run. (A benchfill release's rows lose those columns when
-    read back as items, benchfill.benchmarks.strip_release_columns: they are the earlier release's.)"""
-    from benchfill.benchmarks import RELEASE_COLUMNS
-    from benchfill.errors import DataError
-
-    for it in bench.items:
-        clash = sorted(set(it) & set(RELEASE_COLUMNS))
-        if clash:
-            raise DataError(f"{where}: item {it['id']!r}: field(s) {', '.join(clash)} are names of release provenance "
-                            "columns (benchfill.release); rename them in the items, or the run's release is refused")
 
 
 def _benchmark_from_config(opts: RunOptions) -> None:

@@ -134,18 +134,28 @@ def test_a_release_gap_filled_again_is_released_as_a_benchmark_of_its_own(tmp_pa
     assert datasets.load_dataset(str(res.path), split="test").num_rows == len(rows)
 
 
-def test_items_whose_fields_are_named_like_release_columns_are_refused_before_the_run(tmp_path):
+def test_an_item_field_named_like_a_release_column_ships_as_item_name_and_comes_back_as_items(tmp_path):
+    """LiveCodeBench's items carry "difficulty" (easy, medium, hard): the run goes ahead, the release ships
+    the field as "item_difficulty" beside its own measured "difficulty", and the release read back as a
+    new run's items gives the field its name again."""
+    from benchfill.benchmarks import custom_benchmark
+
     items = tmp_path / "items.jsonl"
-    items.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"{i} + 1?", "answer": str(i + 1),
-                                         "difficulty": "easy"}) + "\n" for i in range(12)))  # fmt: skip
+    items.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i + 3}?", "answer": str(2 * i + 3),
+                                         "difficulty": "easy" if i < 6 else "hard"}) + "\n" for i in range(12)))  # fmt: skip
     spec = tmp_path / "spec.toml"
     spec.write_text('[benchmark]\nname = "mine"\n')
     opts = RunOptions(benchmark=None, items=str(items), spec=str(spec), runs_dir=str(tmp_path / "runs"), **FAST)
-    with pytest.raises(DataError, match=r"items\.jsonl: item 'q0': field\(s\) difficulty are names of release "
-                                        r"provenance columns"):  # fmt: skip
-        run(opts)
-    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
-
+    run_dir = run(opts)
+    _accept_all(run_dir)
+    rel = release(run_dir, "1.0.0").path
+    rows = _rows(rel)
+    originals = [r for r in rows if r["origin"] == "original"]
+    assert {r["item_difficulty"] for r in originals} == {"easy", "hard"}
+    assert all(isinstance(r["difficulty"], float) for r in originals)  # the measured one, on the scale of record
+    back = custom_benchmark(rel / "data" / "test.jsonl", spec).items
+    want = {json.loads(x)["id"]: json.loads(x) for x in items.read_text().splitlines()}
+    assert {it["id"]: it for it in back if it["id"] in want} == want
 
 def test_a_second_release_into_the_benchmark_folder_waits_for_the_first(tmp_path, shared_data):
     """While a release holds the benchmark folder, another waits: it then sees what the first published

@@ -176,7 +176,8 @@ Every row of `{DATA_FILE}` carries the benchmark's own fields and:
 `difficulty`, `difficulty_se`, `z`, `z_se`, `difficulty_source`, `annotated_*`, `confirmed_*`,
 `probe_panel`, `probe_results`, `rewriter_model`, `judge_model`, `judge_reason`, `flags`, `reviews`,
 `edited`, `edited_by`, `original_fields`, `simulated`, `true_difficulty`, `run_id`, `proposed_at`,
-`released_in`, `released_at`. Lists and objects are JSON-encoded strings.
+`released_in`, `released_at`. Lists and objects are JSON-encoded strings. A field of the benchmark's own
+named like one of these (a `difficulty` label, say) is the column `item_<name>`.
 
 `manifest.json` holds the sha256 of every file; check it with `benchfill release verify DIR`.
 
