@@ -206,14 +206,25 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         "simulated": any(r["simulated"] for r in rows),
         "scale_of_record": record.describe(),
         "edited_unplaced": sum(1 for r in rows if r["origin"] == "generated" and r.get("edited")),
+        # generated items whose z lies outside the gap they were made for (by the row's own numbers)
+        "outside_gap": [r["id"] for r in rows if r["origin"] == "generated" and "outside_gap" in _flags_of(r)],
     }
-    before, after = coverage_figures(z_before), coverage_figures(z_after)
+    run_k = _run_top_k(board)
+    meta["run_top_k"] = run_k
+    before, after = coverage_figures(z_before, run_k), coverage_figures(z_after, run_k)
     # The run report's interval and averaged figures, computed the same way (benchfill.measure.before_after).
-    spread = before_after(z_before, [float(r["z"]) for r in placed], [_se(r, record) for r in placed], CARD_TOP_K)
+    new_z, new_se = [float(r["z"]) for r in placed], [_se(r, record) for r in placed]
+    spread = before_after(z_before, new_z, new_se, CARD_TOP_K)
     uncertain = {key: spread[key] for key in ("after_interval", "interval_level", "after_expected") if key in spread}
+    if run_k is not None and run_k != CARD_TOP_K:  # the run report's top-k too, with its interval
+        key, extra = f"top{run_k}_gap_sum", before_after(z_before, new_z, new_se, run_k)
+        for part in ("after_interval", "after_expected"):
+            if part in extra:
+                uncertain[part] = {**uncertain[part], key: extra[part][key]}
     after = {**after, **uncertain}
     meta["coverage"] = {"before": before, "after": after}
-    entry = changelog_entry(version, now[:10], meta["run_id"], added, meta["release_rule"], before, after)
+    entry = changelog_entry(version, now[:10], meta["run_id"], added, meta["release_rule"], before, after,
+                            outside=[i for i in added if i in meta["outside_gap"]])
     entry += carry.changelog()
     old_log = (bench_dir / previous[-1] / "CHANGELOG.md").read_text(encoding="utf-8") if previous else ""
     changelog = entry + ("\n" + old_log.split("\n", 2)[2] if old_log.startswith("# Changelog") else "")
@@ -275,6 +286,33 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
     z = [record.z(b) for b in b_rec]
     run_span = float(fit.b_max - fit.b_min)
     stretch = abs(to_record(1.0) - to_record(0.0))  # how the map onto the record scales a standard error
+    run_z = np.asarray(fit.z, dtype=float)
+
+    def z_on_record(zr: float | None) -> float | None:
+        """A z of the run's fit on the record, through the map the difficulties take."""
+        return None if zr is None else record.z(to_record(float(fit.b_min) + float(zr) * run_span))
+
+    def edge_on_record(zr: float | None) -> float | None:
+        """A gap's edge on the record: the record's z of the original item that bounds it in the run (a gap
+        lies between two neighbouring items), so that the edges are the ones the release's own before-figures
+        have; a point of no item's (a record written otherwise) is mapped as a z."""
+        if zr is None:
+            return None
+        i = int(np.argmin(np.abs(run_z - float(zr)))) if run_z.size else -1
+        return float(z[i]) if i >= 0 and abs(run_z[i] - float(zr)) <= 1e-9 else z_on_record(zr)
+
+    def est_on_record(est: dict[str, Any]) -> dict[str, Any]:
+        """An estimate of the run (difficulty, se, z, placement_z_se) on the scale of record, z_se added."""
+        if est.get("difficulty") is None and est.get("z") is None:
+            return {**est, "z_se": None}
+        b = to_record(float(est["difficulty"]) if est.get("difficulty") is not None
+                      else float(fit.b_min) + float(est["z"]) * run_span)
+        # A record from before placement_z_se carries the sampling se alone.
+        pz = est.get("placement_z_se")
+        pz = float(est["se"]) / run_span if pz is None and est.get("se") is not None and run_span > 0 else pz
+        return {**est, "difficulty": b, "z": record.z(b),
+                "se": None if est.get("se") is None else float(est["se"]) * stretch,
+                "z_se": None if pz is None else record.z_se(float(pz) * run_span * stretch)}
     with board.store.session() as s:
         originals = list(s.exec(board.store.select(Item, Item.origin == "original")))
     if not originals:
@@ -301,34 +339,37 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
         if not res.released:
             continue
         rec = board.entry(item_id).record
-        ann, conf, gap = rec.get("annotated") or {}, rec.get("confirmed") or {}, rec.get("gap") or {}
+        # Every difficulty and z of the row on the scale of record, as the originals': the run's own scale
+        # differs from it wherever this run is not the record's.
+        ann = est_on_record(rec.get("annotated") or {})
+        conf = est_on_record(rec.get("confirmed") or {})
+        gap = rec.get("gap") or {}
         best, source = (conf, "confirmed") if conf.get("z") is not None else (ann, "annotated")
-        if best.get("difficulty") is not None:  # onto the scale of record, as the originals
-            b_new = to_record(float(best["difficulty"]))
-            # A record from before placement_z_se carries the sampling se alone.
-            pz = best.get("placement_z_se")
-            pz = float(best["se"]) / run_span if pz is None and best.get("se") is not None and run_span > 0 else pz
-            best = {**best, "difficulty": b_new, "z": record.z(b_new),
-                    "se": None if best.get("se") is None else float(best["se"]) * stretch,
-                    "z_se": None if pz is None else record.z_se(float(pz) * run_span * stretch)}
+        edges = sorted(e for e in (edge_on_record(gap.get("left")), edge_on_record(gap.get("right"))) if e is not None)
+        gap_left, gap_right = (edges[0], edges[1]) if len(edges) == 2 else (None, None)
+        flags = list(rec.get("flags") or [])
+        if best.get("z") is not None and gap_left is not None:  # outside its gap by the row's own numbers
+            flags = [f for f in flags if f != "outside_gap"]
+            if not gap_left < best["z"] < gap_right:
+                flags.append("outside_gap")
         fields = _fields(item_id, res.edited_fields or rec["child"], own.get(rec["ancestor_id"]) or rec.get("ancestor"))
         reviews = [{"reviewer": d.reviewer, "decision": d.decision, "reason": d.reason,
                     "at": d.created_at.isoformat(timespec="seconds")} for d in res.decisions]  # fmt: skip
         row = {**fields, **base}
         row.update(
             origin="generated", ancestor_id=rec["ancestor_id"], gap_index=rec.get("gap_index"),
-            gap_left=gap.get("left"), gap_right=gap.get("right"), target_z=rec.get("target_z"),
+            gap_left=gap_left, gap_right=gap_right, target_z=z_on_record(rec.get("target_z")),
             difficulty=best.get("difficulty"), difficulty_se=best.get("se"), z=best.get("z"), z_se=best.get("z_se"),
             difficulty_source=source,
             annotated_difficulty=ann.get("difficulty"), annotated_se=ann.get("se"), annotated_z=ann.get("z"),
             confirmed_difficulty=conf.get("difficulty"), confirmed_se=conf.get("se"), confirmed_z=conf.get("z"),
             probe_panel=json.dumps(rec.get("probe_panel") or []), probe_results=json.dumps(rec.get("probe_results") or []),
             rewriter_model=rec.get("rewriter_model"), judge_model=rec.get("judge_model"),
-            judge_reason=(rec.get("judge") or {}).get("reason"), flags=json.dumps(rec.get("flags") or []),
+            judge_reason=(rec.get("judge") or {}).get("reason"), flags=json.dumps(flags),
             reviews=json.dumps(reviews, ensure_ascii=False), edited=res.edited_fields is not None,
             edited_by=res.edited_by,
             original_fields=json.dumps(rec["child"], ensure_ascii=False) if res.edited_fields else None,
-            simulated=bool(rec.get("simulated")), true_difficulty=rec.get("true_difficulty"),
+            simulated=bool(rec.get("simulated")), true_difficulty=_true_on_record(rec, to_record, fit),
             proposed_at=rec.get("created_at"),
         )  # fmt: skip
         rows.append(row)
@@ -336,6 +377,34 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
         if best.get("z") is not None:
             z_after.append(float(best["z"]))
     return rows, z_before, z_after, added
+
+
+def _true_on_record(rec: dict[str, Any], to_record, fit) -> float | None:
+    """A simulated item's true difficulty on the scale of record: the record's fitted-scale truth (``true_z``,
+    ``true_difficulty``, benchfill.report) mapped as its estimates are. A record written before holds the
+    world's own latent scale only, which maps onto no fit: None."""
+    if "true_z" not in rec:
+        return None
+    b = rec.get("true_difficulty")
+    if b is None and rec.get("true_z") is not None:
+        b = float(fit.b_min) + float(rec["true_z"]) * float(fit.b_max - fit.b_min)
+    return None if b is None else to_record(float(b))
+
+
+def _flags_of(row: dict[str, Any]) -> list[str]:
+    """A release row's flags (a JSON-encoded list; a carried row from an older release may hold anything)."""
+    try:
+        flags = json.loads(row.get("flags") or "[]")
+    except (TypeError, ValueError):
+        return []
+    return [str(f) for f in flags] if isinstance(flags, list) else []
+
+
+def _run_top_k(board: ReviewBoard) -> int | None:
+    """The run's --gaps, the k of its report's top-k gap sum (None where the run recorded no options)."""
+    opts = board.store.get_meta("options")
+    k = opts.get("gaps") if isinstance(opts, dict) else None
+    return k if isinstance(k, int) and not isinstance(k, bool) and k >= 1 else None
 
 
 def _own_ids(rows: list[dict], added: list[str], previous: dict[str, dict], run_name: str) -> list[str]:

@@ -45,7 +45,9 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         "backend": backend,
         "strategy": opts.strategy,
         "annotation": opts.annotation,
-        "steering": getattr(opts, "steering", "on"),
+        # steering is benchfill's own (the baseline and the oracle ask for no target): None for them
+        "steering": getattr(opts, "steering", "on") if opts.strategy == "benchfill" else None,
+        "confirm": bool(getattr(opts, "confirm", True)),
         "isolation": _isolation(bench),  # how generated programs were confined (None: the grader runs none)
         "seed": opts.seed,
         "responses": matrix_source,
@@ -236,7 +238,8 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
                                                  "placement_z_se": k.placement_z_se},
             # the chance it truly lies inside its gap, by the placed z and its se (the report's figure)
             "inside_probability": r.inside_probability,
-            "ecdf_position": float(np.searchsorted(z, a.z) / max(z.size, 1)),
+            # where it sits among the benchmark's items, by the estimate the report places it at
+            "ecdf_position": float(np.searchsorted(z, (k or a).z) / max(z.size, 1)),
             "probe_results": (k or a).results,
             "judge": {"valid": c.verdict.valid, "reason": c.verdict.reason, "model": c.verdict.model},
             "rewriter_model": backend.get("rewriter_model"), "judge_model": backend.get("judge_model"),
@@ -244,10 +247,23 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
             "flags": c.flags, "near_duplicate": c.near_duplicate, "order_consistency": order_record(c),
             "simulated": bool(backend.get("simulated")), "isolation": isolation,
             "reused_from": (r.shared or {}).get("reused_from"),  # an earlier run's child, no new rewrite
-            "true_difficulty": c.true_difficulty if backend.get("simulated") else None,
+            **_truth(c, fit, bool(backend.get("simulated"))),
             "created_at": datetime.now(UTC).isoformat(),
         })
     return out
+
+
+def _truth(c, fit, simulated: bool) -> dict[str, Any]:
+    """The world's truth about a child for its review record, simulated runs only: ``true_z`` and
+    ``true_difficulty`` on this run's fitted scale (benchfill.sim.truth, as report.json's true z), so they
+    compare with the annotated and confirmed estimates beside them; ``world_difficulty`` the latent b on the
+    world's own scale, which does not. A record without ``true_z`` (written before) holds the latter as
+    ``true_difficulty``."""
+    if not simulated:
+        return {"true_difficulty": None, "true_z": None, "world_difficulty": None}
+    tz, span = c.true_z, float(fit.b_max - fit.b_min)
+    b = None if tz is None or span <= 0 else float(fit.b_min) + float(tz) * span  # TrueScale.fitted_b
+    return {"true_difficulty": b, "true_z": tz, "world_difficulty": c.true_difficulty}
 
 
 def _with_interval(rep: dict[str, Any], name: str, value: float) -> str:
@@ -275,7 +291,8 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
     k = rep["top_k"]
     placed_by = ", ".join(rep.get("placed_by") or []) or "none"
     outside = [str(g["gap_index"]) for g in rep["gaps"] if "outside_gap" in (g.get("flags") or [])]
-    lines = [f"{rep['run_id']}{' (SIMULATED)' if rep['simulated'] else ''}: after-figures by {placed_by} z",
+    lines = [f"{rep['run_id']}{' (SIMULATED)' if rep['simulated'] else ''}: after-figures by {placed_by} z"
+             + _optimism(rep),
              f"  max gap      {rep['max_gap_before']:.4f} -> {_with_interval(rep, 'max_gap', rep['max_gap_after'])}",
              f"  top-{k} sum    {rep['top_k_sum_before']:.4f} -> {_with_interval(rep, f'top{k}_gap_sum', rep['top_k_sum_after'])}"
              f", reduction {100 * rep['top_k_reduction']:.1f}%",
@@ -289,6 +306,39 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _optimism(rep: dict[str, Any]) -> str:
+    """What the headline must say beside figures that are not measured on fresh rollouts."""
+    placed_by = rep.get("placed_by") or []
+    if placed_by == ["oracle"]:
+        return " (the oracle: ideal items at the gaps' midpoints, a bound, not a measurement)"
+    if "annotated" in placed_by:
+        return " (optimistic: the estimates the selection chose on; rerun without --no-confirm)"
+    return ""
+
+
+def _placement(rep: dict[str, Any]) -> str:
+    """Which difficulty the after-figures place each chosen item at, and what that means for them."""
+    placed_by = rep.get("placed_by") or []
+    se = ("the interval carries that estimate's standard error: its sampling and the probe panel's own ability "
+          "error, which the item inherits.")
+    if not placed_by:
+        return "No item was placed: the after-figures are the before-figures."
+    if placed_by == ["oracle"]:
+        return ("After-figures are the **oracle**'s: an ideal item placed exactly at the midpoint of the then-largest "
+                "gap, once per gap, with no rewriter, judge or rollouts. They bound what filling the gaps could give; "
+                "they measure no item.")
+    if "annotated" not in placed_by:
+        return ("After-figures place each chosen item at its **confirmed** difficulty (measured on fresh rollouts, "
+                f"so the selection's winner's curse does not inflate it); {se}")
+    unconfirmed = [str(r["gap_index"]) for r in rep["gaps"] if r.get("placed_by") == "annotated"]
+    where = "each chosen item" if placed_by == ["annotated"] else f"the chosen items of gap {', '.join(unconfirmed)}"
+    how = ("confirmation was off (`--no-confirm`)" if rep.get("confirm") is False else "no confirmation was made")
+    return (f"After-figures place {where} at its **annotated** difficulty, the estimate the search chose it on: "
+            f"{how}. Choosing the child nearest the target flatters that estimate (the winner's curse), so these "
+            f"figures are **optimistic**, the reduction most of all; rerun without `--no-confirm` to measure the chosen "
+            f"items on fresh rollouts. {se[0].upper()}{se[1:]}")
+
+
 def _markdown(rep: dict[str, Any]) -> str:
     lines = []
     if rep["simulated"]:
@@ -298,18 +348,15 @@ def _markdown(rep: dict[str, Any]) -> str:
         served = (rep["backend"].get("traffic") or {}).get("replicas") or {}
         if len(served) > 1:  # several endpoints, a probe fleet's replicas among them (docs/fleets.md)
             lines.append("Probe calls per endpoint: " + "; ".join(
-                f"{u} {c['calls']} served, {c['failures']} failed, {c['ejections']} ejections" for u, c in served.items()) + ".")
+                f"{u} {c['calls']} served, {c['failures']} failed, {c['ejections']} ejections" for u, c in served.items())
+                + ". Counted over every process of this run, a resumed one's included.")
     k = rep["top_k"]
-    placed_by = ", ".join(rep.get("placed_by") or []) or "none"
     lines += [
         "", f"# benchfill run {rep['run_id']}", "",
         f"Benchmark **{rep['benchmark']}** ({rep['n_items']} items, responses: {rep['responses']}); "
-        f"strategy **{rep['strategy']}**, annotation **{rep['annotation']}**, steering **{rep.get('steering', 'on')}**, "
+        f"strategy **{rep['strategy']}**, annotation **{rep['annotation']}**, steering **{_steering(rep)}**, "
         f"seed {rep['seed']}.", "",
-        f"After-figures place each chosen item at its **{placed_by}** difficulty (the confirmed one is measured "
-        "on fresh rollouts, so the selection's winner's curse does not inflate it); the interval carries "
-        "that estimate's standard error: its sampling and the probe panel's own ability error, which "
-        "the item inherits.", "",
+        _placement(rep), "",
         "| metric | before | after |", "| --- | --- | --- |",
         f"| max gap | {rep['max_gap_before']:.4f} | {_with_interval(rep, 'max_gap', rep['max_gap_after'])} |",
         f"| top-{k} gap sum | {rep['top_k_sum_before']:.4f} | {_with_interval(rep, f'top{k}_gap_sum', rep['top_k_sum_after'])} |",
@@ -390,6 +437,13 @@ def _markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _steering(rep: dict[str, Any]) -> str:
+    """on / off for benchfill; n/a for the baseline and the oracle, which steer nothing."""
+    if rep["strategy"] != "benchfill":
+        return "n/a"
+    return rep.get("steering") or "on"  # (a report from before the field: steering was on)
+
+
 def _inside_lines(rep: dict[str, Any]) -> list[str]:
     """How sure "filled" is: each chosen item's chance of lying truly inside its gap, by its placed z and
     se; and, by name, the gaps narrower than that se, where "filled" or "outside" is near chance."""
@@ -402,9 +456,13 @@ def _inside_lines(rep: dict[str, Any]) -> list[str]:
              + f" (expected {rep['gaps_expected_inside']:.1f} of {len(rep['gaps'])} gaps)."]
     narrow = [r for r in chosen if r["width"] / 2 < r["placed_z_se"]]
     if narrow:
+        # --confirm-se sets the confirmation's precision: it does nothing for an item placed unconfirmed
+        fix = ("a confirmation on fresh rollouts (rerun without `--no-confirm`; `--confirm-se` sets its precision) "
+               "resolves it, at more rollouts" if any(r["placed_by"] == "annotated" for r in narrow)
+               else "a tighter `--confirm-se` resolves it, at more rollouts")
         lines.append("**Narrower than the estimate resolves**: " + "; ".join(
             f"gap {r['gap_index']} (half-width {r['width'] / 2:.4f} against se {r['placed_z_se']:.4f})" for r in narrow)
-            + ". Whether its item lies inside is near chance; a tighter `--confirm-se` resolves it, at more rollouts.")
+            + f". Whether its item lies inside is near chance; {fix}.")
     return lines
 
 

@@ -144,11 +144,14 @@ def test_one_scale_of_record_per_benchmark(tmp_path, shared_data):
     rec = json.loads((out / "aime24" / "scale_of_record.json").read_text())
     new_b = [r for r in rows["b"].values() if r["origin"] == "generated" and r["released_in"] == "1.1.0"]
     assert new_b
+    queue = {q["item_id"]: q for q in map(json.loads, (second / "review_queue.jsonl").read_text().splitlines())}
     for r in new_b:
-        b_rec = -0.5 + 0.5 * r["confirmed_difficulty"]
+        conf = queue[r["id"].split("@")[0]]["confirmed"]  # on the run's own scale
+        b_rec = -0.5 + 0.5 * conf["difficulty"]
         assert r["difficulty"] == pytest.approx(b_rec, abs=1e-9)
-        assert r["difficulty_se"] == pytest.approx(0.5 * r["confirmed_se"])  # the se is mapped with it
-        assert r["z_se"] == pytest.approx(0.5 * r["confirmed_se"] / (rec["b_max"] - rec["b_min"]))
+        assert r["confirmed_difficulty"] == pytest.approx(b_rec, abs=1e-9)  # every column of the row alike
+        assert r["difficulty_se"] == pytest.approx(0.5 * conf["se"]) == r["confirmed_se"]  # the se is mapped with it
+        assert r["z_se"] == pytest.approx(0.5 * conf["se"] / (rec["b_max"] - rec["b_min"]))
         assert r["z"] == pytest.approx((b_rec - rec["b_min"]) / (rec["b_max"] - rec["b_min"]), abs=1e-9)
     assert (out / "aime24" / "scale_of_record.json").is_file()
 

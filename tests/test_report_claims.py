@@ -135,6 +135,13 @@ def test_after_figures_are_the_confirmed_ones_with_an_interval(tmp_path):
     # their fitted z closely, so a chosen item's true z is comparable with the benchmark's z.
     assert all(g.get("true_z") is not None for g in rep["gaps"] if g["chosen_id"])
     assert "true difficulties on this fit's scale (simulated)" in md
+    # ... and the review queue holds that same truth (its b on the fitted scale beside it), not the world's own b
+    queue = {q["item_id"]: q for q in map(json.loads, (d / "review_queue.jsonl").read_text().splitlines())}
+    for g in rep["gaps"]:
+        if g["chosen_id"]:
+            q = queue[g["chosen_id"]]
+            assert q["true_z"] == g["true_z"]
+            assert q["true_difficulty"] == pytest.approx(fit["b_min"] + g["true_z"] * (fit["b_max"] - fit["b_min"]))
 
 
 def test_the_review_queue_is_read_from_the_store(tmp_path):

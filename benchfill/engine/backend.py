@@ -32,6 +32,10 @@ from benchfill.search.strategies import baseline_search
 # rerun's replayed calls from its new ones by this tally, read before and after each of its units
 # (benchfill/executors.py); a process runs one unit at a time.
 SENT = {"model_calls": 0, "rollouts": 0}
+# The run's meta keys "traffic/<process>": each process's probe traffic (``TrafficStats``), written under
+# its own key, so that the report counts every process of a run (a resumed one, a sweep's units) and a
+# process that writes its figures again only replaces them.
+TRAFFIC_META = "traffic/"
 
 
 class TrafficServices:
@@ -100,6 +104,29 @@ class Backend:
         self.prescreen = None  # benchfill/search/prescreen.py, trained by train_prescreen when asked for
         self.shared = None  # the store's search memory (engine/memory_store.py), opened by plan_memory
         self.memory_plan: dict | None = None
+        import uuid
+
+        self.traffic_key = f"{TRAFFIC_META}{uuid.uuid4().hex}"
+
+    def record_traffic(self) -> None:
+        """Keep this process's probe traffic in the store (again: replaced, not added)."""
+        if self.rc is not None:
+            self.store.set_meta(self.traffic_key, self.rc.stats.as_dict())
+
+    def traffic(self) -> dict[str, Any]:
+        """The probe traffic of every process of this run, this one's figures beside it."""
+        from dataclasses import fields
+
+        from benchfill.probes import TrafficStats
+        from benchfill.schema import RunMeta
+
+        self.record_traffic()
+        names = {f.name for f in fields(TrafficStats)}
+        total, processes = TrafficStats(), 0
+        for row in self.store.all(RunMeta, RunMeta.key.startswith(TRAFFIC_META)):
+            total.add(TrafficStats(**{k: v for k, v in json.loads(row.value_json).items() if k in names}))
+            processes += 1
+        return {**total.as_dict(), "processes": processes, "this_process": self.rc.stats.as_dict()}
 
     async def fit_benchmark(self):
         """The IRT fit of the benchmark, with the probe panel on the same scale."""
@@ -133,6 +160,7 @@ class Backend:
         confirmation = ConfirmSettings(z_se=self.opts.confirm_se, max_budgets=self.opts.confirm_cap)
         self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation,
                                    confirmation=confirmation)
+        self.record_traffic()  # the panel's rollouts, kept as the fit is
         return self.fit, source
 
     def _anchors(self, matrix) -> list[dict]:
@@ -259,6 +287,7 @@ class Backend:
 
         def on_round(gi: int, st, best: float) -> None:
             record_round(self.store, gi, gs, st)
+            self.record_traffic()  # with the round's checkpoint: a process killed outright loses less of it
             show(f"gap {gi} [{gs.left:.3f}, {gs.right:.3f}] round {st.round}/{o.rounds}: best deviation {best:.4f}, "
                  f"rollouts {st.spend.rollouts}, model calls {st.spend.model_calls}")
 
@@ -329,7 +358,7 @@ class Backend:
         out: dict[str, Any] = {"backend": self.name, "probe_panel": [p.name for p in self.config.probes],
                                "rewriter_model": self.config.rewriter.model, "judge_model": self.config.judge.model}
         if self.rc is not None:
-            out["traffic"] = self.rc.stats.as_dict()
+            out["traffic"] = self.traffic()
         if self.annotator is not None:
             # The panel's fitted abilities and their standard errors: every placement inherits the latter.
             out["probe_abilities"] = {p.name: {"ability": round(p.ability, 4), "se": round(p.ability_se, 4)}
@@ -359,6 +388,7 @@ async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = 
         config = load_config(opts.config)
         _require_panel(config, opts.config)
         await asyncio.to_thread(_require_endpoints, config, opts.config)
+    b = None
     try:
         b = Backend(backend, opts, bench, store, run_dir, config, world, server)
         async with RolloutClient(store, ProbePanel.from_config(config), bench.spec, prompt_fn=_solver_prompt()) as rc:
@@ -366,6 +396,11 @@ async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = 
             b.services = TrafficServices(config, bench.spec, store, rc, opts.seed, world)
             yield b
     finally:
+        # However the process ends its work, its figures stay for the report of a resume (a store that
+        # failed has the first word: summary() records them again on the way to a report).
+        with contextlib.suppress(Exception):
+            if b is not None:
+                b.record_traffic()
         if server is not None:
             server.stop()
 

@@ -15,17 +15,21 @@ PLOT_FILE = "plots/ecdf_before_after.png"
 CARD_TOP_K = 5  # the card's gap-sum figure; a release is not tied to one run's --gaps
 
 
-def coverage_figures(z: list[float]) -> dict[str, float | int]:
-    """DDM (uniform target), max gap and top-5 gap sum of normalized difficulties (benchfill.coverage)."""
+def coverage_figures(z: list[float], run_k: int | None = None) -> dict[str, float | int]:
+    """DDM (uniform target), max gap and top-5 gap sum of normalized difficulties (benchfill.coverage), and the
+    top-k gap sum with the run's k (its --gaps, the run report's figure) where that is another k."""
     from benchfill.coverage import ddm, max_gap, top_k_gap_sum
 
-    return {
+    out = {
         "items": len(z),
         "ddm": round(ddm(z), 4),
         "max_gap": round(max_gap(z), 4),
         f"top{CARD_TOP_K}_gap_sum": round(top_k_gap_sum(z, CARD_TOP_K), 4),
-        "outside_range": sum(1 for v in z if v < 0 or v > 1),
     }
+    if run_k is not None and run_k != CARD_TOP_K:
+        out[f"top{run_k}_gap_sum"] = round(top_k_gap_sum(z, run_k), 4)
+    out["outside_range"] = sum(1 for v in z if v < 0 or v > 1)
+    return out
 
 
 def ecdf_plot(before: list[float], after: list[float], path: Path, title: str) -> None:
@@ -116,6 +120,9 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
         lo_hi = interval.get(key)
         return "" if lo_hi is None else f" {lo_hi[0]:.4f} to {lo_hi[1]:.4f} |"
 
+    run_k = meta.get("run_top_k")
+    run_row = ((f"top-{run_k} gap sum (the run's --gaps)", f"top{run_k}_gap_sum"),) if (
+        run_k and run_k != CARD_TOP_K and f"top{run_k}_gap_sum" in before) else ()
     rows = "\n".join(
         f"| {name} | {before[key]} | {after[key]} |" + (span(key) or (" |" if interval else ""))
         for name, key in (
@@ -123,6 +130,7 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
             ("DDM (uniform)", "ddm"),
             ("max gap", "max_gap"),
             (f"top-{CARD_TOP_K} gap sum", f"top{CARD_TOP_K}_gap_sum"),
+            *run_row,
             ("outside [0, 1]", "outside_range"),
         )
     )
@@ -144,6 +152,11 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
         if meta.get("simulated")
         else ""
     )
+    outside = meta.get("outside_gap") or []
+    if outside:
+        sim += (f"\n> {len(outside)} generated item(s) lie outside the gap they were made for, by their z on this "
+                f"scale (flag `outside_gap` in column `flags`): {', '.join(f'`{i}`' for i in outside)}. Each adds an "
+                "item to the axis, but not where the gap was.\n")
     if meta.get("edited_unplaced"):
         sim += (f"\n> {meta['edited_unplaced']} generated item(s) were edited in review after their difficulty was "
                 "measured (column `edited`); they are released but not counted in the after-figures, whose "
@@ -166,7 +179,7 @@ Normalized IRT difficulty z on the original benchmark's scale (0 = easiest origi
 {head}
 {rule}
 {rows}
-{averaged}
+{averaged}{_top_k_note(meta, run_row)}
 ![ECDF of z before and after]({PLOT_FILE})
 
 ## Provenance columns
@@ -176,8 +189,10 @@ Every row of `{DATA_FILE}` carries the benchmark's own fields and:
 `difficulty`, `difficulty_se`, `z`, `z_se`, `difficulty_source`, `annotated_*`, `confirmed_*`,
 `probe_panel`, `probe_results`, `rewriter_model`, `judge_model`, `judge_reason`, `flags`, `reviews`,
 `edited`, `edited_by`, `original_fields`, `simulated`, `true_difficulty`, `run_id`, `proposed_at`,
-`released_in`, `released_at`. Lists and objects are JSON-encoded strings. A field of the benchmark's own
-named like one of these (a `difficulty` label, say) is the column `item_<name>`.
+`released_in`, `released_at`. Lists and objects are JSON-encoded strings. Every difficulty and z of a row
+(`gap_left`, `gap_right` and `target_z` included) is on the scale of record, and a generated row's flag
+`outside_gap` is decided on it; `true_difficulty` is a simulated item's true difficulty, on that scale too.
+A field of the benchmark's own named like one of these (a `difficulty` label, say) is the column `item_<name>`.
 
 `manifest.json` holds the sha256 of every file; check it with `benchfill release verify DIR`.
 
@@ -200,12 +215,30 @@ def _scale_line(meta: dict[str, Any]) -> str:
     return line + "\n"
 
 
-def changelog_entry(version: str, date: str, run_id: str, added: list[str], rule: str, before: dict, after: dict) -> str:
+def _top_k_note(meta: dict[str, Any], run_row: tuple) -> str:
+    """Why the card's top-5 and the run report's top-k figures differ."""
+    if not run_row:
+        return ""
+    k = meta["run_top_k"]
+    return (f"\nThe top-{CARD_TOP_K} gap sum is the card's own figure, the same k for every release of "
+            f"{meta['benchmark']} whatever run made it, so that releases compare. The top-{k} row uses the k of "
+            f"run `{meta['run_id']}` (its --gaps), as that run's report does; the two reports still differ where this "
+            "release holds other new items than the run chose (only those accepted in review, and those carried from "
+            "earlier releases) or places them on a scale of record that is not the run's own fit.\n")
+
+
+def changelog_entry(version: str, date: str, run_id: str, added: list[str], rule: str, before: dict, after: dict,
+                    outside: list[str] | None = None) -> str:
     ids = ", ".join(f"`{i}`" for i in added) if added else "none"
-    return (
+    extra = "".join(f", {k.replace('top', 'top-').replace('_gap_sum', ' gap sum')} {before[k]} -> {after[k]}"
+                    for k in before if k.endswith("_gap_sum") and k != f"top{CARD_TOP_K}_gap_sum")
+    out = (
         f"### {version} ({date})\n\n"
         f"- {len(added)} generated item(s) added from run `{run_id}`: {ids}\n"
         f"- release rule: {rule}\n"
         f"- max gap {before['max_gap']} -> {after['max_gap']}, "
-        f"top-5 gap sum {before['top5_gap_sum']} -> {after['top5_gap_sum']}\n"
+        f"top-5 gap sum {before['top5_gap_sum']} -> {after['top5_gap_sum']}{extra}\n"
     )
+    if outside:
+        out += f"- outside their gap (flag `outside_gap`): {', '.join(f'`{i}`' for i in outside)}\n"
+    return out

@@ -28,7 +28,7 @@ CSV_COLUMNS = (
     "annotated_difficulty", "annotated_se", "annotated_z",
     "confirmed_difficulty", "confirmed_se", "confirmed_z", "confirmed_z_se", "inside_probability", "ecdf_position",
     "probe_results", "judge_valid", "judge_reason", "rewriter_model", "judge_model", "flags",
-    "simulated", "true_difficulty", "status", "accepted_by", "rejected_by", "exported_at",
+    "simulated", "true_difficulty", "true_z", "status", "accepted_by", "rejected_by", "exported_at",
 ) + DECISION_COLUMNS  # fmt: skip
 # The sheet's export time, on every row: a decision recorded elsewhere after it (the page, another sheet) is
 # newer than anything the sheet can say, and import refuses to undo it.
@@ -80,12 +80,20 @@ def _csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         "judge_valid": judge.get("valid"), "judge_reason": judge.get("reason", ""),
         "rewriter_model": rec.get("rewriter_model", ""), "judge_model": rec.get("judge_model", ""),
         "flags": ";".join(rec.get("flags") or []), "simulated": rec.get("simulated", False),
-        "true_difficulty": rec.get("true_difficulty"), "status": review.get("status", ""),
+        **_truth(rec), "status": review.get("status", ""),
         "accepted_by": ";".join(review.get("accepted_by", [])),
         "rejected_by": ";".join(review.get("rejected_by", [])),
     }  # fmt: skip
     row.update({c: "" for c in DECISION_COLUMNS})
     return {k: ("" if v is None else v) for k, v in row.items()}
+
+
+def _truth(rec: dict[str, Any]) -> dict[str, Any]:
+    """The simulated truth on the run's fitted scale, as the estimates beside it. A record written before
+    holds it on the world's own scale only (no ``true_z``): left blank rather than mixed into the column."""
+    if "true_z" not in rec:
+        return {"true_difficulty": None, "true_z": None}
+    return {"true_difficulty": rec.get("true_difficulty"), "true_z": rec.get("true_z")}
 
 
 def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tuple[Path, Path]:

@@ -217,6 +217,16 @@ def _gap(r: dict) -> str:
     return f"[{_num(g.get('left'))}, {_num(g.get('right'))}]" if g.get("left") is not None else ""
 
 
+def _truth(r: dict) -> str:
+    """The simulated world's difficulty of the item, on the run's fitted scale where the record has it, so that
+    it compares with the estimates above it; a record written before carries the world's own scale only."""
+    if "true_z" in r:
+        return (f"<li>true difficulty (simulated world, on this run's fitted scale): <span id=\"true-difficulty\">"
+                f"b = {_num(r.get('true_difficulty'))} (z = {_num(r.get('true_z'))})</span></li>")
+    return (f"<li>true difficulty (simulated world, on the world's own scale, not this run's fitted one: not "
+            f"comparable with the estimates above): {_num(r.get('true_difficulty'))}</li>")
+
+
 def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | None = None, run: str = "") -> str:
     r = e.record
     pieces = text_diff(str(e.ancestor.get(e.text_field, "")), str(e.child.get(e.text_field, "")))
@@ -229,7 +239,7 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
     )
     judge = r.get("judge") or {}
     sim = r.get("simulated")
-    truth = f"<li>true difficulty (simulated world): {_num(r.get('true_difficulty'))}</li>" if sim else ""
+    truth = _truth(r) if sim else ""
     p_in = r.get("inside_probability")  # records written before the field have none
     inside = ("" if p_in is None else f"<li>chance it truly lies inside its gap, by that estimate and its se: "
               f"<span id=\"inside-probability\">{p_in:.2f}</span></li>")

@@ -1,0 +1,145 @@
+"""A release from a run that is not the scale of record's: every difficulty and z of a generated row on the
+scale of record (the gap's edges and the target included), its flag ``outside_gap`` decided there, the
+simulated truth mapped alike; and the card says which items lie outside their gap, and gives the run's
+own top-k beside its top-5."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from test_review_support import CHILD_IDS, make_run
+
+from benchfill.irt.fit import IrtFit
+from benchfill.release import release
+from benchfill.review import ReviewBoard
+from benchfill.store import Store
+
+SHIFT = 0.4  # run b places the left edge of child 0's gap this much higher (b) than its map of run a implies
+
+
+def _second_run(tmp_path, shared_data):
+    """Run b: run a's items on a stretched, shifted scale (b' = 2 b + 1), the left edge item of child 0's gap
+    placed higher still, and its queue written on that fit as a run writes it. Child 0 is confirmed just
+    below its gap's left edge in run b (flagged outside_gap there), which on the record lies inside."""
+    run = make_run(tmp_path, shared_data, "run-b")
+    fit = IrtFit.load(run / "fit.json")
+    ids = list(fit.item_ids)
+    order = [ids[i] for i in np.argsort(fit.z)]
+    queue = run / "review_queue.jsonl"
+    recs = [json.loads(x) for x in queue.read_text().splitlines()]
+    b = 2.0 * np.asarray(fit.difficulty, dtype=float) + 1.0
+    b[ids.index(recs[0]["ancestor_id"])] += SHIFT  # (a child's parent is its gap's left edge item)
+    fit.difficulty = b
+    fit.b_min, fit.b_max = float(b.min()), float(b.max())
+    fit.save(run / "fit.json")
+    z = dict(zip(ids, fit.z, strict=True))
+    for n, rec in enumerate(recs):
+        left_id = rec["ancestor_id"]
+        left, right = z[left_id], z[order[order.index(left_id) + 1]]
+        target = (left + right) / 2
+        ann_z = target + 0.03 * (n - 1.5)
+        conf_z = left - 0.002 if n == 0 else ann_z + 0.01
+        true_z = conf_z + 0.05
+        rec.update(gap={"left": left, "right": right}, target_z=target,
+                   annotated={"difficulty": float(fit.denormalize(ann_z)), "se": 0.4, "z": ann_z},
+                   confirmed={"difficulty": float(fit.denormalize(conf_z)), "se": 0.3, "z": conf_z},
+                   flags=[] if left < conf_z < right else ["outside_gap"],
+                   true_difficulty=float(fit.denormalize(true_z)), true_z=true_z, world_difficulty=0.123)
+    queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    store = Store(run / "store.db")
+    store.set_meta("options", {"gaps": 3})  # the run's --gaps
+    store.close()
+    return run, recs
+
+
+def _accept_all(run):
+    with ReviewBoard(run) as board:
+        for item_id in CHILD_IDS:
+            board.decide(item_id, "ann", "accept")
+
+
+def _rows(res):
+    return [json.loads(x) for x in (res.path / "data" / "test.jsonl").read_text().splitlines()]
+
+
+def test_a_release_from_another_run_puts_every_column_of_a_new_row_on_the_scale_of_record(tmp_path, shared_data):
+    first = make_run(tmp_path, shared_data, "run-a")
+    second, recs = _second_run(tmp_path, shared_data)
+    _accept_all(first)
+    _accept_all(second)
+    out = tmp_path / "releases"
+    a = release(first, "1.0.0", out=out)
+    b = release(second, "1.1.0", out=out)
+    scale = json.loads((out / "aime24" / "scale_of_record.json").read_text())
+    card = (b.path / "README.md").read_text()
+    meta = yaml.safe_load(card.split("---\n")[1])["benchfill"]
+    icpt, slope = meta["scale_of_record"]["intercept"], meta["scale_of_record"]["slope"]
+    assert slope == pytest.approx(0.5, abs=0.02)  # b' = 2 b + 1, give or take the shifted item
+
+    def z_rec(b_run: float) -> float:
+        return (icpt + slope * b_run - scale["b_min"]) / (scale["b_max"] - scale["b_min"])
+
+    fit_b = IrtFit.load(second / "fit.json")
+    originals = {r["id"]: r["z"] for r in _rows(a) if r["origin"] == "original"}
+    ids = list(fit_b.item_ids)
+    order = [ids[i] for i in np.argsort(fit_b.z)]
+    new = {r["id"].split("@")[0]: r for r in _rows(b) if r["origin"] == "generated" and r["released_in"] == "1.1.0"}
+    assert sorted(new) == sorted(CHILD_IDS)
+    for rec in recs:
+        row, conf, ann = new[rec["item_id"]], rec["confirmed"], rec["annotated"]
+        assert row["difficulty_source"] == "confirmed"
+        assert row["difficulty"] == pytest.approx(icpt + slope * conf["difficulty"], abs=1e-9)
+        assert row["confirmed_difficulty"] == pytest.approx(row["difficulty"], abs=1e-12)
+        assert row["confirmed_z"] == pytest.approx(row["z"], abs=1e-12) == pytest.approx(z_rec(conf["difficulty"]))
+        assert row["confirmed_se"] == pytest.approx(row["difficulty_se"]) == pytest.approx(slope * conf["se"])
+        assert row["annotated_difficulty"] == pytest.approx(icpt + slope * ann["difficulty"], abs=1e-9)
+        assert row["annotated_z"] == pytest.approx(z_rec(ann["difficulty"]), abs=1e-9)
+        assert row["annotated_se"] == pytest.approx(slope * ann["se"])
+        assert row["target_z"] == pytest.approx(z_rec(float(fit_b.denormalize(rec["target_z"]))), abs=1e-9)
+        # the gap's edges are where the release puts the two originals that bound it
+        right_id = order[order.index(rec["ancestor_id"]) + 1]
+        assert (row["gap_left"], row["gap_right"]) == (originals[rec["ancestor_id"]], originals[right_id])
+        inside = row["gap_left"] < row["z"] < row["gap_right"]
+        assert ("outside_gap" in json.loads(row["flags"])) == (not inside)
+        # the simulated truth, on the fitted scale in the record, is on the record's scale too
+        assert row["true_difficulty"] == pytest.approx(icpt + slope * rec["true_difficulty"], abs=1e-9)
+    # Child 0 lies below its gap in run b; on the record, where its gap's left edge sits lower, it is inside.
+    zero = new[CHILD_IDS[0]]
+    assert recs[0]["flags"] == ["outside_gap"] and zero["gap_left"] < zero["z"] < zero["gap_right"]
+    assert "outside_gap" not in json.loads(zero["flags"])
+    # A record written before the fitted-scale truth holds the world's own scale: released as unknown.
+    assert all(r["true_difficulty"] is None for r in _rows(a) if r["origin"] == "generated")
+
+
+def test_the_card_names_the_items_outside_their_gap_and_gives_the_runs_top_k(tmp_path, shared_data):
+    from benchfill.measure.before_after import before_after
+
+    second, recs = _second_run(tmp_path, shared_data)
+    _accept_all(second)
+    res = release(second, "1.0.0")  # its own scale of record: child 0 lies outside its gap as the run says
+    rows = _rows(res)
+    outside = [r["id"] for r in rows if r["origin"] == "generated" and "outside_gap" in json.loads(r["flags"])]
+    assert outside == [CHILD_IDS[0]]
+    card = (res.path / "README.md").read_text()
+    meta = yaml.safe_load(card.split("---\n")[1])["benchfill"]
+    assert meta["outside_gap"] == outside and meta["run_top_k"] == 3
+    assert f"1 generated item(s) lie outside the gap they were made for, by their z on this scale (flag " \
+           f"`outside_gap` in column `flags`): `{CHILD_IDS[0]}`" in card
+    log = (res.path / "CHANGELOG.md").read_text()
+    assert f"- outside their gap (flag `outside_gap`): `{CHILD_IDS[0]}`" in log
+    # the run report's top-3 beside the card's top-5, computed the same way, and why they differ
+    z_before = [r["z"] for r in rows if r["origin"] == "original"]
+    placed = [r for r in rows if r["origin"] == "generated"]
+    ba = before_after(z_before, [r["z"] for r in placed], [r["z_se"] for r in placed], 3)
+    before, after = meta["coverage"]["before"], meta["coverage"]["after"]
+    assert before["top3_gap_sum"] == pytest.approx(ba["before"]["top3_gap_sum"], abs=5e-5)
+    assert after["top3_gap_sum"] == pytest.approx(ba["after"]["top3_gap_sum"], abs=5e-5)
+    lo, hi = ba["after_interval"]["top3_gap_sum"]
+    assert after["after_interval"]["top3_gap_sum"] == pytest.approx([lo, hi])
+    assert (f"| top-3 gap sum (the run's --gaps) | {before['top3_gap_sum']} | {after['top3_gap_sum']} | "
+            f"{lo:.4f} to {hi:.4f} |") in card
+    assert "The top-3 row uses the k of run `run-b` (its --gaps), as that run's report does" in card
+    assert f"top-3 gap sum {before['top3_gap_sum']} -> {after['top3_gap_sum']}" in log
