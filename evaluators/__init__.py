@@ -23,15 +23,14 @@ The built-in graders register on import of this package; their heavy parts
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable
 from typing import Any
 
 from benchfill.errors import ConfigError
 from evaluators.base import Evaluator, Grade, field_name
 
-__all__ = ["EVALUATORS", "Evaluator", "Grade", "field_name", "get_evaluator", "isolation_of", "register",
-           "require_confinement"]
+__all__ = ["EVALUATORS", "Evaluator", "Grade", "evaluator_for_run", "field_name", "get_evaluator", "isolation_of",
+           "register", "require_confinement"]
 
 # name -> Evaluator subclass (or any zero-argument-compatible factory returning one)
 EVALUATORS: dict[str, Callable[..., Evaluator]] = {}
@@ -79,17 +78,26 @@ def isolation_of(name: str) -> str | None:
 
 
 def require_confinement(name: str, allow_unconfined: bool = False) -> str | None:
-    """``isolation_of(name)``, refusing with one line (``sandbox.Unconfined``) when the grader would
-    run programs unconfined and the user did not allow it. Allowed, it says so to the sandbox of this
-    process and of the grading workers it starts (``BENCHFILL_ALLOW_UNCONFINED=1``)."""
+    """``isolation_of(name)``, refusing with one line (``sandbox.Unconfined``, saying why there is no
+    confinement) when the grader would run programs unconfined and neither ``allow_unconfined`` nor
+    the user's ``BENCHFILL_ALLOW_UNCONFINED=1`` allows it. It changes nothing: the permission reaches the
+    grader through ``evaluator_for_run``, not through this process's environment, so it ends with the run."""
     from evaluators import sandbox
 
     found = isolation_of(name)
-    if found == "unconfined":
-        if not (allow_unconfined or sandbox.unconfined_allowed()):
-            raise sandbox.Unconfined(f"{name} grader: {sandbox.UNCONFINED_REFUSAL}")
-        os.environ[sandbox.ALLOW_ENV] = "1"
+    if found == "unconfined" and not (allow_unconfined or sandbox.unconfined_allowed()):
+        raise sandbox.Unconfined(f"{name} grader: {sandbox.refusal() or sandbox.UNCONFINED_REFUSAL}")
     return found
+
+
+def evaluator_for_run(name: str, allow_unconfined: bool = False) -> Evaluator:
+    """``get_evaluator(name)`` for one run, carrying that run's permission to run programs unconfined as
+    an attribute of its own (pickled with it to the grading workers): a later run in the same process
+    (a notebook) is not allowed by an earlier one."""
+    evaluator = get_evaluator(name)
+    if allow_unconfined:
+        evaluator.allow_unconfined = True
+    return evaluator
 
 
 _load_builtins()

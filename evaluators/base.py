@@ -47,6 +47,9 @@ class Evaluator:
     # Grading takes long enough (a sandbox launch per batch) to run in worker processes, off the
     # event loop of a run (benchfill.grading); such a grader must pickle.
     offload: bool = False
+    # For graders that run programs: whether they may run them unconfined where no sandbox works
+    # (None: as the user's BENCHFILL_ALLOW_UNCONFINED=1 says). Set per run by evaluator_for_run.
+    allow_unconfined: bool | None = None
 
     def isolation(self) -> str | None:
         """How programs this grader runs are confined ("bubblewrap", "unconfined"); None: it runs none."""

@@ -43,8 +43,9 @@ def build_program(code: str, item: dict, spec: Any = None) -> str:
 class CodeTests(Evaluator):
     """Passes when the item's tests run without error in the sandbox.
 
-    Without bubblewrap it refuses (``sandbox.Unconfined``) unless ``allow_unconfined`` is true or,
-    left at None, ``BENCHFILL_ALLOW_UNCONFINED=1`` is set.
+    Without a working bubblewrap it refuses (``sandbox.Unconfined``, one line saying why) unless
+    ``allow_unconfined`` is true (a run sets it through ``evaluators.evaluator_for_run``) or, left at
+    None, the user set ``BENCHFILL_ALLOW_UNCONFINED=1``.
     """
 
     offload = True

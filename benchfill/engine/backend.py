@@ -391,7 +391,12 @@ async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = 
     b = None
     try:
         b = Backend(backend, opts, bench, store, run_dir, config, world, server)
-        async with RolloutClient(store, ProbePanel.from_config(config), bench.spec, prompt_fn=_solver_prompt()) as rc:
+        from evaluators import evaluator_for_run
+
+        # the run's own permission to run programs unconfined goes with the grader to its workers
+        evaluator = evaluator_for_run(bench.spec.evaluator, opts.allow_unconfined)
+        async with RolloutClient(store, ProbePanel.from_config(config), bench.spec, evaluator,
+                                 prompt_fn=_solver_prompt()) as rc:
             b.rc = rc
             b.services = TrafficServices(config, bench.spec, store, rc, opts.seed, world)
             yield b
