@@ -2,7 +2,9 @@
 
 The key covers what decides the answer (endpoint, model, messages, sampling settings, seed or sample
 index) and nothing else: never a credential, so rotating a key keeps the cache, and a key never
-reaches the store. Rows are written in batches, so that caching costs little per call.
+reaches the store. ``CallCache.add`` queues rows and writes them in batches; a caller that must not
+lose a completed call to a kill flushes once the call is done (the probe client writes the replies
+of each turn of its event loop together, the rewriter and judge each call).
 
 Several processes may share one cache (a sweep's units on a Ray cluster, one PostgreSQL store): a key
 is the table's primary key, and every write is ``INSERT ... ON CONFLICT DO NOTHING`` with its rows in
@@ -140,13 +142,16 @@ class CallCache:
         # Key order: concurrent writers of overlapping keys then lock them in the same order.
         values, self._pending = sorted(self._pending, key=lambda row: row["key"]), []
         dialect = self.store.engine.dialect.name
-        with self.store.session() as s:
-            if dialect in ("sqlite", "postgresql"):
-                # One multi-row INSERT; a key already present is the same request, so keep the first.
-                insert = importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
-                # On the table, not the ORM class: a plain executemany (~2x less CPU per row).
-                s.execute(insert(ModelCall.__table__).on_conflict_do_nothing(index_elements=["key"]), values)
-            else:
+        if dialect in ("sqlite", "postgresql"):
+            # One multi-row INSERT; a key already present is the same request, so keep the first. On the
+            # table, not the ORM class (a plain executemany, ~2x less CPU per row), in a transaction of
+            # the engine's own, not an ORM session: the probe client writes each turn's replies as they
+            # come, often one row at a time, and a session costs more than the row (~0.14 against 0.08 ms).
+            insert = importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
+            with self.store.engine.begin() as conn:
+                conn.execute(insert(ModelCall.__table__).on_conflict_do_nothing(index_elements=["key"]), values)
+        else:
+            with self.store.session() as s:
                 for row in values:
                     s.merge(ModelCall(**row))
 

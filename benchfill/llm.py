@@ -22,7 +22,7 @@ from benchfill.config import LLMConfig, RetryConfig, key_from_env
 from benchfill.errors import ConfigError, EndpointError
 from benchfill.limits import endpoint_bound
 from benchfill.redact import scrub
-from benchfill.retry import async_retrying, is_retryable, status_of
+from benchfill.retry import TruncatedReply, async_retrying, is_retryable, status_of
 
 log = logging.getLogger("benchfill.llm")
 
@@ -172,7 +172,10 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
     def on_retry(state) -> None:
         stats.retries += 1
 
-    bound = endpoint_bound(endpoint, cfg.concurrency)
+    # A hosted model is bounded with the rest of its provider's traffic ("gpt-4o" and "gpt-4o-mini"
+    # both by "openai"), as litellm routes it; the cache key keeps ``endpoint`` as it always was.
+    where = cfg.api_base or _provider(litellm, cfg.model)
+    bound = endpoint_bound(where, cfg.concurrency)
     try:
         async for attempt in async_retrying(retry, on_retry):
             with attempt:
@@ -181,13 +184,12 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
                     t0 = time.perf_counter()
                     resp = await litellm.acompletion(**kwargs)
                     latency = time.perf_counter() - t0
+                if not resp.choices:  # a 200 with "choices": [] (litellm passes it on): ask again
+                    raise TruncatedReply("reply has no choices")
     except Exception as exc:
         if not (status_of(exc) is not None or is_retryable(exc)):
             raise
-        code = status_of(exc)
-        text = scrub(str(exc), env=[cfg.api_key_env])  # an error body may echo the request's headers
-        msg = text.splitlines()[0][:200] if text else exc.__class__.__name__
-        raise EndpointError(f"{role} {cfg.model} at {endpoint}: " + (f"HTTP {code}: " if code else "") + msg) from None
+        raise EndpointError(f"{role} {cfg.model} at {where}: {_describe(exc, cfg.api_key_env)}") from None
     text = resp.choices[0].message.content or ""
     usage = getattr(resp, "usage", None)
     pt, ct = int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
@@ -199,6 +201,32 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
         cache.add(make_call(role, key, endpoint, cfg.model, request, {"text": text}, pt, ct, latency))
         cache.flush()
     return text, False
+
+
+def _provider(litellm, model: str) -> str:
+    """The provider litellm sends ``model`` to (``openai`` for "gpt-4o"), else the model's prefix."""
+    try:
+        return litellm.get_llm_provider(model)[1]
+    except Exception:  # noqa: BLE001  (a name litellm does not know: the call itself will say so)
+        return model.split("/", 1)[0]
+
+
+def _describe(exc: BaseException, key_env: str | None) -> str:
+    """A failed call in one line, scrubbed (an error body may echo the request's headers). litellm
+    reports a connection it could not make as HTTP 500 "Connection error."; no reply came, so the
+    status is left out and the cause it wraps (refused, unknown host) is said instead."""
+    text = scrub(str(exc), env=[key_env])
+    msg = text.splitlines()[0][:200] if text else exc.__class__.__name__
+    chain, link = [], exc
+    while link is not None and link not in chain and len(chain) < 16:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    if any(type(e).__name__ == "APIConnectionError" for e in chain):
+        root = chain[-1]
+        said = scrub(str(root), env=[key_env]).splitlines()
+        return f"{msg} ({root.__class__.__name__}: {said[0][:200]})" if said and said[0] not in msg else msg
+    code = status_of(exc)
+    return f"HTTP {code}: {msg}" if code else msg
 
 
 def _litellm():

@@ -134,7 +134,9 @@ class RolloutClient:
         self.spec = spec
         self.prompt_fn = prompt_fn
         self.record = record
-        # Flushed every 1,024 calls or every second, whichever comes first.
+        # Each completed call is written before its reply is used (``_call``): a run killed at any
+        # point asks again only for what was in flight. The replies read in one turn of the event loop
+        # share one write, so that a busy client writes in batches.
         self.cache = CallCache(store, flush_every=1024)
         self.stats = TrafficStats()
         self.http = ProbeHttp(panel, lambda: self.stats.replicas)  # self.stats may be replaced
@@ -238,7 +240,12 @@ class RolloutClient:
                 except asyncio.CancelledError:
                     if asyncio.current_task().cancelling():
                         raise
-                    texts, cached = await self._fetch(p, req, key), False  # its batch was cancelled, not ours
+                    # Its batch was cancelled, not ours, perhaps once the reply had come: then it is stored.
+                    if (hit := self.cache.get(key)) is None:
+                        texts, cached = await self._fetch(p, req, key), False
+                    else:
+                        texts, cached = json.loads(hit)["texts"], True
+                        self.stats.cache_hits += 1
             else:
                 texts, cached = await self._fetch(p, req, key), False
         except Exception as exc:  # noqa: BLE001  (reported per call; the batch goes on)
@@ -304,6 +311,8 @@ class RolloutClient:
         self.cache.add(make_call("probe", key, served_by, p.model, req, {"texts": texts, "usage": usage},
                                  int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
                                  latency, body_json=self._bodies.pop(key, None)))
+        await asyncio.sleep(0)  # the other replies of this turn of the loop join the write
+        self.cache.flush()  # a no-op where one of them has written it already
         return texts
 
     def _record(self, results: list[Rollout], phase: str) -> None:

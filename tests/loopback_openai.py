@@ -48,7 +48,7 @@ class ThreadedServer:
 class LoopbackOpenAI(ThreadedServer):
     def __init__(self, models=("m1",), faults=(), refuse_n=False, latency_s=0.0, echo_headers=False):
         self.models = list(models)
-        self.faults = list(faults)  # per request, the first len(faults) attempts fail: 429/500/400/"timeout"
+        self.faults = list(faults)  # per request, the first len(faults) attempts fail: 429/500/400/"timeout"/"no_choices"
         self.echo_headers = echo_headers  # a fault's body repeats the key and the headers (as careless proxies do)
         self.refuse_n = refuse_n
         self.latency_s = latency_s
@@ -94,6 +94,10 @@ class LoopbackOpenAI(ThreadedServer):
             if fault == "timeout":  # outlive the client's timeout; the client gives up first
                 await asyncio.sleep(1.0)
                 return JSONResponse({"error": {"message": "too late"}}, status_code=504)
+            if fault == "no_choices":  # a 200 that holds no reply
+                return JSONResponse({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                     "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 0,
+                                                              "total_tokens": 1}})
             said = (f"; rejected authorization: {request.headers.get('authorization')}; request headers were "
                     f"{dict(request.headers)}") if self.echo_headers else ""
             return JSONResponse({"error": {"message": f"injected {fault}{said}"}}, status_code=fault)

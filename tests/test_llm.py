@@ -173,3 +173,73 @@ def test_an_error_body_echoing_the_key_never_reaches_the_error(monkeypatch):
                                   format_prompt=fmt_judge, parse=parse_verdict))
         assert srv.auth_seen[0] == f"Bearer {key}"
         assert "rejected authorization: Bearer ***" in str(err.value) and "s3cret" not in str(err.value), str(err.value)
+
+
+def test_a_reply_with_no_choices_is_asked_again_and_never_crashes_the_call(tmp_path):
+    """HTTP 200 with "choices": [] (litellm hands it on as it is): retried like a cut-off body; once the
+    attempts are spent, an EndpointError that says so, never an IndexError."""
+    from loopback_openai import LoopbackOpenAI
+
+    def ask(srv, store, stats, retry=NO_WAIT):
+        return asyncio.run(judge(cfg(srv, "sim-judge"), {"problem": "1+1?", "answer": "2"}, spec=SPEC, store=store,
+                                 retry=retry, stats=stats, format_prompt=fmt_judge,
+                                 parse=lambda reply: (True, reply)))  # the loopback server's plain replies
+
+    with LoopbackOpenAI(models=("sim-judge",), faults=["no_choices"] * 2) as srv:
+        stats = LLMStats()
+        v = ask(srv, Store(tmp_path / "s.db"), stats)
+        assert isinstance(v, Verdict) and v.reason.startswith("answer ")
+        assert stats.retries == 2 and stats.requests == 3 and stats.calls == 1
+    with LoopbackOpenAI(models=("sim-judge",), faults=["no_choices"] * 20) as srv:
+        stats = LLMStats()
+        with pytest.raises(EndpointError, match=r"judge openai/sim-judge at .*: reply has no choices$"):
+            ask(srv, Store(tmp_path / "t.db"), stats, RetryConfig(max_attempts=3, initial_wait_s=0, max_wait_s=0,
+                                                                  jitter_s=0))
+        assert stats.requests == 3 and stats.calls == 0
+
+
+def test_hosted_models_of_one_provider_share_its_bound(monkeypatch):
+    """"gpt-4o" and "gpt-4o-mini" (no provider prefix) both go to openai: one bound of `concurrency`
+    for the two, as for "openai/gpt-4o", not one each."""
+    from types import SimpleNamespace
+
+    from benchfill.llm import _litellm
+
+    litellm = _litellm()
+    now = {"in_flight": 0, "peak": 0}
+
+    async def fake_acompletion(**kw):  # no network: a hosted provider that answers after a moment
+        now["in_flight"] += 1
+        now["peak"] = max(now["peak"], now["in_flight"])
+        await asyncio.sleep(0.02)
+        now["in_flight"] -= 1
+        return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(
+            content="<verdict>valid</verdict><reason>fine</reason>"))], usage=None)
+
+    monkeypatch.setattr(litellm, "acompletion", fake_acompletion)
+
+    async def both():
+        return await asyncio.gather(*(
+            judge(LLMConfig(model=m, concurrency=1), {"problem": f"{s}+1?", "answer": "x"}, spec=SPEC, seed=s,
+                  retry=NO_WAIT, format_prompt=fmt_judge, parse=parse_verdict)
+            for m in ("gpt-4o", "gpt-4o-mini", "openai/gpt-4o") for s in range(2)))
+
+    assert all(isinstance(v, Verdict) for v in asyncio.run(both()))
+    assert now["peak"] == 1
+
+
+def test_a_refused_connection_says_why_not_http_500():
+    """litellm labels a connection it could not make "HTTP 500 ... Connection error."; the error says what
+    the connection error wraps instead, as the probe client's errors do."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    conf = LLMConfig(model="openai/sim-judge", api_base=f"http://127.0.0.1:{port}/v1", timeout_s=2)
+    with pytest.raises(EndpointError) as err:
+        asyncio.run(judge(conf, {"problem": "1+1?", "answer": "2"}, spec=SPEC, format_prompt=fmt_judge,
+                          parse=parse_verdict, retry=RetryConfig(max_attempts=1, initial_wait_s=0, max_wait_s=0,
+                                                                 jitter_s=0)))
+    said = str(err.value)
+    assert "Connection error. (ConnectionRefusedError: " in said and "HTTP 500" not in said, said
