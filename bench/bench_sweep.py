@@ -30,14 +30,24 @@ def _sweep(config: Path, runs: Path, store: str | None):
     return load_sweep(config, store=store, runs_dir=str(runs))
 
 
+CELL = "reduction, target deviation, model calls, rollouts, true reduction (simulated)"
+
+
 def _cells(table: dict) -> dict[tuple[str, str], tuple]:
+    """Per (benchmark, strategy): the figures of CELL, rounded to 1e-6 (the true reduction is None where
+    the table has none: the oracle's, or a sweep on real endpoints)."""
     out = {}
     for row in table["rows"]:
         for s, c in row["strategies"].items():
             if c is not None:
-                out[(row["benchmark"], s)] = (round(c["reduction"], 6), c["target_deviation"] and round(c["target_deviation"], 6),
-                                              c["model_calls"], c["rollouts"])
+                out[(row["benchmark"], s)] = (_round(c["reduction"]), _round(c["target_deviation"]),
+                                              c["model_calls"], c["rollouts"],
+                                              _round(c.get("true_reduction (simulated)")))
     return out
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
 
 
 def main() -> None:
@@ -73,8 +83,7 @@ def main() -> None:
     if len(tables) == 2:
         a, b = _cells(tables["local"]), _cells(tables["ray"])
         same = [k for k in a if a[k] == b.get(k)]
-        print(f"\nlocal vs ray: {len(same)} of {len(a)} (benchmark, strategy) cells equal "
-              f"(reduction, target deviation, model calls, rollouts)")
+        print(f"\nlocal vs ray: {len(same)} of {len(a)} (benchmark, strategy) cells equal ({CELL})")
         for k in a:
             if a[k] != b.get(k):
                 print(f"  {k[0]} {k[1]}: local {a[k]}  ray {b.get(k)}")

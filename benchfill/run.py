@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
 import sys
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -66,47 +68,82 @@ class RunOptions:
     allow_unconfined: bool = False  # run generated code even where no sandbox (bubblewrap) is available
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def resolved_backend(self) -> str:
+    def resolved_backend(self, name: Callable[[str], str] | None = None) -> str:
         if self.backend:
             if self.backend not in BACKENDS:
-                raise ConfigError(f"--backend: unknown backend {self.backend!r} (choose from {', '.join(BACKENDS)})")
+                raise ConfigError(f"{(name or option_flag)('backend')}: unknown backend {self.backend!r} "
+                                  f"(choose from {', '.join(BACKENDS)})")
             return self.backend
         return "openai" if self.config else "sim"
 
-    def check(self) -> None:
-        """Refuse options no run can use, in one line naming the flag, before any work (run and --dry-run)."""
-        from benchfill.search import STRATEGIES
+    def check(self, name: Callable[[str], str] | None = None) -> None:
+        """Refuse options no run can use, before any work (run and --dry-run), in one line that starts
+        with the option's name: ``name(field)``, by default its flag (``option_flag``); a sweep names the
+        field of its file instead."""
+        from benchfill.search import PROTOCOLS, STRATEGIES
 
+        name = name or option_flag
+        for f in fields(self):  # a bool option set from a file or by a library caller: "no" would be truthy
+            if f.type == "bool" and not isinstance(getattr(self, f.name), bool):
+                raise ConfigError(f"{name(f.name)}: true or false, got {getattr(self, f.name)!r}")
         if self.strategy not in STRATEGIES:
-            raise ConfigError(f"--strategy: unknown strategy {self.strategy!r} (choose from {', '.join(STRATEGIES)})")
-        for flag, value, least in (("--gaps", self.gaps, 1), ("--rounds", self.rounds, 1),
-                                   ("--parents", self.parents, 1), ("--children", self.children, 1),
-                                   ("--references", self.references, 0), ("--sim-probes", self.sim_probes, 2),
-                                   ("--seed", self.seed, 0), ("--rounds-matched", self.rounds_matched, 1)):
-            if value is None and flag == "--rounds-matched":
+            raise ConfigError(f"{name('strategy')}: unknown strategy {self.strategy!r} "
+                              f"(choose from {', '.join(STRATEGIES)})")
+        if self.annotation not in PROTOCOLS:
+            raise ConfigError(f"{name('annotation')}: unknown protocol {self.annotation!r} "
+                              f"(choose from {', '.join(PROTOCOLS)})")
+        for key, value, least in (("gaps", self.gaps, 1), ("rounds", self.rounds, 1), ("parents", self.parents, 1),
+                                  ("children", self.children, 1), ("references", self.references, 0),
+                                  ("sim_probes", self.sim_probes, 2), ("seed", self.seed, 0),
+                                  ("rounds_matched", self.rounds_matched, 1)):
+            if value is None and key == "rounds_matched":
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{flag}: a whole number, got {value!r}")
+                raise ConfigError(f"{name(key)}: a whole number, got {value!r}")
             if value < least:
-                raise ConfigError(f"{flag} must be at least {least}, got {value}")
-        for flag, value, lo, hi in (("--tolerance", self.tolerance, 0.0, 1.0),
-                                    ("--near-duplicate", self.near_duplicate, 0.0, 100.0),
-                                    ("--sim-latency-ms", self.sim_latency_ms, 0.0, float("inf"))):
+                raise ConfigError(f"{name(key)}: must be at least {least}, got {value}")
+        for key, value, lo, hi in (("tolerance", self.tolerance, 0.0, 1.0),
+                                   ("near_duplicate", self.near_duplicate, 0.0, 100.0),
+                                   ("sim_latency_ms", self.sim_latency_ms, 0.0, float("inf"))):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-                raise ConfigError(f"{flag}: a number in [{lo:g}, {hi:g}], got {value!r}")
+                raise ConfigError(f"{name(key)}: a number in [{lo:g}, {hi:g}], got {value!r}")
         if self.steering not in ("on", "off"):
-            raise ConfigError(f"--steering: {self.steering!r} is neither on nor off")
+            raise ConfigError(f"{name('steering')}: {self.steering!r} is neither on nor off")
         if self.selection not in ("posterior", "closest"):
-            raise ConfigError(f"--selection: unknown rule {self.selection!r} (choose from posterior, closest)")
+            raise ConfigError(f"{name('selection')}: unknown rule {self.selection!r} (choose from posterior, closest)")
         if self.prescreen not in ("on", "off"):
-            raise ConfigError(f"--prescreen: {self.prescreen!r} is neither on nor off")
-        if not isinstance(self.confirm_se, (int, float)) or not 0 < self.confirm_se < 1:
-            raise ConfigError(f"--confirm-se: a z standard error in (0, 1), got {self.confirm_se!r}")
-        if not isinstance(self.confirm_cap, (int, float)) or not 0 < self.confirm_cap < float("inf"):
-            raise ConfigError(f"--confirm-cap: a positive number of fixed-protocol budgets, got {self.confirm_cap!r}")
-        if self.resolved_backend() != "sim" and (self.sim_rewriter or self.sim_rewriter_knobs):
-            raise ConfigError("--rewriter and --rewriter-knobs set the simulated world's rewriter; "
-                              "they do nothing with --backend openai")
+            raise ConfigError(f"{name('prescreen')}: {self.prescreen!r} is neither on nor off")
+        if _not_number(self.confirm_se) or not 0 < self.confirm_se < 1:
+            raise ConfigError(f"{name('confirm_se')}: a z standard error in (0, 1), got {self.confirm_se!r}")
+        if _not_number(self.confirm_cap) or not 0 < self.confirm_cap < float("inf"):
+            raise ConfigError(f"{name('confirm_cap')}: a positive number of fixed-protocol budgets, "
+                              f"got {self.confirm_cap!r}")
+        self._check_rewriter(name)
+
+    def _check_rewriter(self, name: Callable[[str], str]) -> None:
+        """The simulated rewriter's preset and knobs, as the world would refuse them only when it is built
+        (after the run directory and, in a sweep, other runs' work)."""
+        from benchfill.sim.rewriter import KNOBS, PRESETS, rewriter_model
+
+        if self.sim_rewriter is not None and (not isinstance(self.sim_rewriter, str) or self.sim_rewriter not in PRESETS):
+            raise ConfigError(f"{name('sim_rewriter')}: unknown preset {self.sim_rewriter!r} "
+                              f"(choose from {', '.join(PRESETS)})")
+        knobs = self.sim_rewriter_knobs
+        if not isinstance(knobs, dict):
+            raise ConfigError(f"{name('sim_rewriter_knobs')}: a table of knob = number, got {knobs!r}")
+        for k, v in knobs.items():
+            if k not in KNOBS:
+                raise ConfigError(f"{name('sim_rewriter_knobs')}: unknown knob {k!r} (knobs: {', '.join(KNOBS)})")
+            if _not_number(v) or not math.isfinite(v):
+                raise ConfigError(f"{name('sim_rewriter_knobs')}: {k} must be a number, got {v!r}")
+        if self.resolved_backend(name) != "sim" and (self.sim_rewriter or knobs):
+            which = "sim_rewriter" if self.sim_rewriter else "sim_rewriter_knobs"
+            raise ConfigError(f"{name(which)}: sets the simulated world's rewriter, which does nothing with "
+                              f"{name('backend')} openai")
+        try:  # the knobs' ranges (RewriterModel's own checks)
+            rewriter_model(self.sim_rewriter, **knobs)
+        except ConfigError as exc:
+            raise ConfigError(f"{name('sim_rewriter_knobs')}: {str(exc).removeprefix('sim rewriter: ')}") from None
 
     def identity(self) -> dict[str, Any]:
         """The arguments that decide the result (not where it is written, not how it is shown)."""
@@ -120,6 +157,20 @@ class RunOptions:
             if d[k] == RunOptions.__dataclass_fields__[k].default:
                 d.pop(k)
         return d
+
+
+# How RunOptions.check names an option by default: its flag of `benchfill run`, where the flag is not the
+# field's name with dashes (a flag that turns it off: the field, then the flag).
+_FLAGS = {"sim_rewriter": "--rewriter", "sim_rewriter_knobs": "--rewriter-knobs", "confirm": "confirm (--no-confirm)",
+          "progress": "progress (--quiet)"}
+
+
+def option_flag(field_name: str) -> str:
+    return _FLAGS.get(field_name, "--" + field_name.replace("_", "-"))
+
+
+def _not_number(value: Any) -> bool:
+    return isinstance(value, bool) or not isinstance(value, (int, float))
 
 
 def run_id_for(opts: RunOptions, name: str | None = None) -> str:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from benchfill import locks
 from benchfill.errors import BenchfillError, ConfigError, validation_line
 
 # Run options a sweep sets itself (per benchmark, strategy and seed), so not in [options].
@@ -94,6 +95,7 @@ class RunPlan:
     seed: int
     opts: Any  # RunOptions
     run_dir: Path
+    entry: int = 0  # its benchmark's index in the file's benchmarks
 
     @property
     def units(self) -> list[int]:
@@ -117,10 +119,12 @@ class Sweep:
 
 
 def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | None = None) -> Sweep:
-    """Read and check a sweep file; ``store``/``runs_dir`` override the file's. Paths in the file are
-    relative to the file."""
+    """Read and check a sweep file; ``store``/``runs_dir`` override the file's. Paths in the file (a SQLite
+    store's among them) are relative to the file; ``store`` and ``runs_dir`` given here, as on the command
+    line, to the current directory (as ``benchfill run --store/--runs-dir``)."""
     from benchfill.data import read_mapping
     from benchfill.run import RunOptions, run_id_for, runs_root
+    from benchfill.store import absolute_url
 
     path = Path(path)
     data = read_mapping(path)
@@ -145,11 +149,17 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
         from benchfill.store import check_store_url
 
         check_store_url(store or cfg.store or "", "--store" if store else f"{path}: field store")
-    store = store or cfg.store
-    root = rel(runs_dir) if runs_dir else (rel(cfg.runs_dir) if cfg.runs_dir else None)
+    store = absolute_url(store) if store else (_store_in_file(cfg.store, here) if cfg.store else None)
+    if cfg.data_dir and not Path(rel(cfg.data_dir) or "").is_dir():
+        raise ConfigError(f"{path}: field data_dir: {rel(cfg.data_dir)}: no such folder")
+    if runs_dir:
+        root: str | None = str(Path(os.path.expanduser(runs_dir)).resolve())
+    else:
+        root = rel(cfg.runs_dir) if cfg.runs_dir else None
     runs: list[RunPlan] = []
     rows: set[str] = set()
     taken: set[Path] = set()  # the run directories of the plans so far: no two runs share one
+    owner: dict[Path, int] = {}  # run directory -> the benchmark entry whose run it is
     for i, b in enumerate(cfg.benchmarks):
         where = f"{path}: field benchmarks.{i}"
         if not b.name and not (b.items and b.spec):
@@ -175,19 +185,53 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
                     opts.runs_dir = root
                 opts.runs_dir = str(runs_root(opts).resolve())  # the same directory from any node
                 try:  # every unit's options, before any work (a run would refuse them only when it starts)
-                    opts.check()
+                    opts.check(_field_namer(cfg, i))
                 except ConfigError as exc:
-                    raise ConfigError(f"{where} (options, seed {seed}, strategy {strategy}): {exc}") from None
+                    raise ConfigError(f"{path}: field {exc}") from None
                 if b.items:
                     run_dir = custom_run_dir(b.row, opts, taken)
                     opts.run_id = run_dir.name
                 else:
                     run_dir = Path(opts.runs_dir) / run_id_for(opts)
+                    if owner.get(run_dir, i) != i:  # one run directory: the runs would be counted twice
+                        raise ConfigError(f"{where}: same benchmark and settings as benchmarks.{owner[run_dir]} "
+                                          "(one run)")
                 taken.add(run_dir)
-                runs.append(RunPlan(b.row, strategy, seed, opts, run_dir))
+                owner[run_dir] = i
+                runs.append(RunPlan(b.row, strategy, seed, opts, run_dir, entry=i))
     name = cfg.name or path.stem
     out_dir = Path(runs[0].opts.runs_dir) / f"sweep-{name}"
     return Sweep(name, str(path), cfg, runs, out_dir, store)
+
+
+def _field_namer(cfg: SweepConfig, i: int):
+    """How ``RunOptions.check`` names an option of benchmark ``i``'s runs: the field of the file that sets
+    it (its own ``options``, the sweep's ``[options]``, or the sweep field a run option comes from)."""
+    b = cfg.benchmarks[i]
+    own = {"gaps": f"benchmarks.{i}.gaps" if b.gaps else "gaps", "seed": "seeds", "strategy": "strategies",
+           "backend": "backend", "config": "config"}
+
+    def name(option: str) -> str:
+        if option in b.options:
+            return f"benchmarks.{i}.options.{option}"
+        if option in cfg.options:
+            return f"options.{option}"
+        return own.get(option, f"options.{option}")
+
+    return name
+
+
+def _store_in_file(url: str, here: Path) -> str:
+    """The file's ``store`` with a relative SQLite path made absolute from the file's folder, as every other
+    path in the file (``store.absolute_url`` makes it so from the current directory)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)  # a valid URL by now (check_store_url)
+    db = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not db or db == ":memory:" or db.startswith("file:") \
+            or Path(db).is_absolute():
+        return url
+    return parsed.set(database=str((here / db).resolve())).render_as_string(hide_password=False)
 
 
 def custom_run_dir(row: str, opts: Any, taken: set[Path]) -> Path:
@@ -242,6 +286,31 @@ def _check_options(options: dict[str, Any], known: set[str], where: str) -> None
             raise ConfigError(f"{where}.{k}: not a run option (see `benchfill run --help`)")
 
 
+def _hold_sweep(sweep: Sweep) -> tuple[list[Path], int | None]:
+    """The folders made for the table (outermost first), and a lock on ``sweep-<name>/`` held till the
+    sweep ends: a second sweep of the file (or of another one of the same name and runs_dir) is refused,
+    since it would run the same runs at once (the same run directories, the same simulated worlds'
+    ports) and write the same table."""
+    made: list[Path] = []
+    missing = []
+    d = sweep.out_dir
+    while not d.exists():
+        missing.append(d)
+        d = d.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+            made.append(d)
+        except FileExistsError:  # made by another process at the same moment
+            pass
+    try:
+        lock = locks.hold(sweep.out_dir, wait=False)
+    except BlockingIOError:
+        raise ConfigError(f"{sweep.source}: sweep {sweep.name} is in progress in another process (it holds "
+                          f"{sweep.out_dir}); wait for it to end") from None
+    return made, lock
+
+
 def check_benchmarks(sweep: Sweep) -> None:
     """Read every benchmark once before any work, so a bad name or file fails in seconds."""
     from benchfill.run import load_benchmark
@@ -251,6 +320,9 @@ def check_benchmarks(sweep: Sweep) -> None:
         if plan.row in seen:
             continue
         seen.add(plan.row)
+        name = plan.opts.benchmark
+        where = f"{sweep.source}: field benchmarks.{plan.entry}: benchmark {plan.row}" + (
+            f" ({name})" if name and name != plan.row else "")
         try:
             bench = load_benchmark(plan.opts)
             if getattr(bench, "matrix", None) is None and getattr(bench, "responses_path", None):
@@ -258,10 +330,12 @@ def check_benchmarks(sweep: Sweep) -> None:
 
                 read_responses(bench.responses_path, items=bench.items)
         except BenchfillError as exc:
-            raise type(exc)(f"{sweep.source}: benchmark {plan.row}: {exc}") from exc
+            # (a registered benchmark's own errors start with "benchmark <name>:" already)
+            raise type(exc)(f"{where}: {str(exc).removeprefix(f'benchmark {name}: ')}") from exc
         if plan.opts.gaps > len(bench.items) + 1:
-            raise ConfigError(f"{sweep.source}: benchmark {plan.row}: {plan.opts.gaps} gaps asked, but "
-                              f"{len(bench.items)} items bound at most {len(bench.items) + 1}")
+            gaps = f"benchmarks.{plan.entry}.gaps" if sweep.config.benchmarks[plan.entry].gaps else "gaps"
+            raise ConfigError(f"{sweep.source}: field {gaps}: {plan.opts.gaps} gaps asked, but benchmark "
+                              f"{plan.row}'s {len(bench.items)} items bound at most {len(bench.items) + 1}")
 
 
 def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = None,
@@ -277,12 +351,24 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
     if executor not in ("local", "ray"):
         raise ConfigError(f"--executor: unknown executor {executor!r} (choose from local, ray)")
     check_benchmarks(sweep)
-    tracker = Progress(sweep, progress)
-    if executor == "ray":
-        failed = executors.run_ray(sweep, tracker, ray_address)
-    else:
-        failed = executors.run_local(sweep, tracker)
-    table = write_table(sweep)
+    made, lock = _hold_sweep(sweep)
+    try:
+        tracker = Progress(sweep, progress)
+        try:
+            if executor == "ray":
+                failed = executors.run_ray(sweep, tracker, ray_address)
+            else:
+                failed = executors.run_local(sweep, tracker)
+        except BaseException:
+            for d in reversed(made):  # refused before any work (Ray's checks): the folders this made go
+                try:
+                    d.rmdir()
+                except OSError:  # not empty: a run began there
+                    break
+            raise
+        table = write_table(sweep)
+    finally:
+        locks.release(lock)
     tracker.final()
     if failed:
         first = failed[0]

@@ -13,12 +13,23 @@ FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6,
 @pytest.mark.parametrize(
     ("bad", "pattern"),
     [
-        ({"children": 0}, r"--children must be at least 1, got 0"),
-        ({"rounds": -1}, r"--rounds must be at least 1"),
-        ({"gaps": -2}, r"--gaps must be at least 1"),
-        ({"near_duplicate": 140.0}, r"--near-duplicate: a number in \[0, 100\]"),
-        ({"confirm_se": float("nan")}, r"--confirm-se: a z standard error in \(0, 1\)"),
-        ({"rounds": "two"}, r"--rounds: a whole number, got 'two'"),
+        ({"children": 0}, r"^--children: must be at least 1, got 0$"),
+        ({"rounds": -1}, r"^--rounds: must be at least 1"),
+        ({"gaps": -2}, r"^--gaps: must be at least 1"),
+        ({"near_duplicate": 140.0}, r"^--near-duplicate: a number in \[0, 100\]"),
+        ({"confirm_se": float("nan")}, r"^--confirm-se: a z standard error in \(0, 1\)"),
+        ({"confirm_cap": True}, r"^--confirm-cap: a positive number of fixed-protocol budgets, got True"),
+        ({"rounds": "two"}, r"^--rounds: a whole number, got 'two'"),
+        # Refused only once the run was under way, or never: a typo, or a string where a bool goes
+        # ("no" and "false" are truthy: confirmation on, unconfined code allowed).
+        ({"annotation": "fixd"}, r"^--annotation: unknown protocol 'fixd' \(choose from fixed, adaptive\)$"),
+        ({"confirm": "no"}, r"^confirm \(--no-confirm\): true or false, got 'no'$"),
+        ({"allow_unconfined": "false"}, r"^--allow-unconfined: true or false, got 'false'$"),
+        ({"progress": 0}, r"^progress \(--quiet\): true or false, got 0$"),
+        ({"sim_rewriter": "kindd"}, r"^--rewriter: unknown preset 'kindd' \(choose from kind, realistic, hostile\)$"),
+        ({"sim_rewriter_knobs": {"driftt": 1.0}}, r"^--rewriter-knobs: unknown knob 'driftt' \(knobs: bias, "),
+        ({"sim_rewriter_knobs": {"drift": "1"}}, r"^--rewriter-knobs: drift must be a number, got '1'$"),
+        ({"sim_rewriter_knobs": {"judge_fpr": 2.0}}, r"^--rewriter-knobs: judge_fpr must lie in \[0, 1\], got 2\.0$"),
     ],
 )
 def test_options_no_run_can_use_are_refused_by_run_and_dry_run_alike(tmp_path, bad, pattern):
@@ -27,6 +38,14 @@ def test_options_no_run_can_use_are_refused_by_run_and_dry_run_alike(tmp_path, b
         with pytest.raises(ConfigError, match=pattern):
             call(opts)
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_the_rewriter_with_real_endpoints_is_refused_naming_both_flags(tmp_path):
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), backend="openai", config=str(tmp_path / "p.toml"),
+                      **{**FAST, "sim_rewriter": None, "sim_rewriter_knobs": {"drift": 1.0}})
+    with pytest.raises(ConfigError, match=r"^--rewriter-knobs: sets the simulated world's rewriter, which does "
+                                          r"nothing with --backend openai$"):
+        opts.check()
 
 
 def test_dry_run_refuses_more_gaps_than_the_benchmark_has(tmp_path):

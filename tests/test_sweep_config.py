@@ -51,11 +51,31 @@ sim_probes = 6
     ('benchmarks = [{name = "demo", options = {parentz = 2}}]\n', "field benchmarks.0.options.parentz: not a run option"),
     ('backend = "openai"\nbenchmarks = [{name = "demo"}]\n', "field config: backend openai needs a config file"),
     ('benchmarks = [{name = "demo"\n', "sweep.toml:"),
-    ('benchmarks = [{name = "demo"}]\nseeds = [-1]\n', "field benchmarks.0 (options, seed -1, strategy benchfill): "
-     "--seed must be at least 0"),
-    ('benchmarks = [{name = "demo"}]\n[options]\nrounds = "two"\n', "--rounds: a whole number, got 'two'"),
-    ('benchmarks = [{name = "demo"}]\n[options]\nrounds = 0\n', "--rounds must be at least 1, got 0"),
-    ('benchmarks = [{name = "demo"}]\n[options]\nconfirm_se = 0\n', "--confirm-se: a z standard error in (0, 1)"),
+    ('benchmarks = [{name = "demo"}]\nseeds = [-1]\n', "field seeds: must be at least 0, got -1"),
+    ('benchmarks = [{name = "demo"}]\n[options]\nrounds = "two"\n', "field options.rounds: a whole number, got 'two'"),
+    ('benchmarks = [{name = "demo"}]\n[options]\nrounds = 0\n', "field options.rounds: must be at least 1, got 0"),
+    ('benchmarks = [{name = "demo"}]\n[options]\nconfirm_se = 0\n',
+     "field options.confirm_se: a z standard error in (0, 1)"),
+    ('benchmarks = [{name = "demo"}, {name = "aime24", options = {rounds = "2"}}]\n',
+     "field benchmarks.1.options.rounds: a whole number, got '2'"),
+    # Options a run would refuse only once under way (after other runs' work), or never: "no" and "false"
+    # are truthy (confirmation on, unconfined code allowed).
+    ('benchmarks = [{name = "demo"}]\n[options]\nannotation = "fixd"\n',
+     "field options.annotation: unknown protocol 'fixd' (choose from fixed, adaptive)"),
+    ('benchmarks = [{name = "demo", options = {confirm = "no"}}]\n',
+     "field benchmarks.0.options.confirm: true or false, got 'no'"),
+    ('benchmarks = [{name = "demo"}]\n[options]\nallow_unconfined = "false"\n',
+     "field options.allow_unconfined: true or false, got 'false'"),
+    ('benchmarks = [{name = "demo"}]\n[options]\nsim_rewriter = "kindd"\n',
+     "field options.sim_rewriter: unknown preset 'kindd' (choose from kind, realistic, hostile)"),
+    ('benchmarks = [{name = "demo", options = {sim_rewriter_knobs = {driftt = 1}}}]\n',
+     "field benchmarks.0.options.sim_rewriter_knobs: unknown knob 'driftt'"),
+    ('benchmarks = [{name = "demo", options = {sim_rewriter_knobs = {slip = 2}}}]\n',
+     "field benchmarks.0.options.sim_rewriter_knobs: slip must lie in [0, 1], got 2.0"),
+    # One registered benchmark under two labels with the same settings: one run directory, counted twice.
+    ('benchmarks = [{name = "demo"}, {name = "demo", label = "demo again"}]\n',
+     "field benchmarks.1: same benchmark and settings as benchmarks.0 (one run)"),
+    ('data_dir = "nowhere"\nbenchmarks = [{name = "aime24"}]\n', "field data_dir: "),
 ])
 def test_bad_sweep_files_fail_in_one_line_naming_the_field(tmp_path, body, message):
     path = _write(tmp_path, body)
@@ -69,7 +89,8 @@ def test_unknown_benchmark_fails_before_any_work(tmp_path, capsys):
     path = _write(tmp_path, GOOD.replace('name = "demo"', 'name = "no-such-bench"'))
     assert main(["sweep", "--config", str(path), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"benchfill: error: {path}: benchmark no-such-bench:")
+    assert len(err) == 1 and err[0].startswith(f"benchfill: error: {path}: field benchmarks.0: benchmark no-such-bench: "
+                                               "unknown benchmark 'no-such-bench'")
     assert not (tmp_path / "runs").exists()
 
 

@@ -296,8 +296,16 @@ class SimServer:
         import uvicorn
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+            # Listening here, not in uvicorn's thread: with SO_REUSEADDR two processes may both bind a port
+            # that neither listens on yet, and the second listen() fails. It must fail here, where the caller
+            # sees it (a busy port), not in the thread, after start() has returned.
+            sock.listen(2048)
+        except OSError:
+            sock.close()
+            raise
         self.port = sock.getsockname()[1]
         self._server = uvicorn.Server(uvicorn_config(self.app))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
