@@ -46,6 +46,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from _common import shared_data  # noqa: E402  (../shared/data, or $BENCHFILL_SHARED_DATA)
 
+from benchfill.sim.world import DISCRIMINATION_SD  # noqa: E402
+
 SETS = ("demo", "aime25", "humaneval", "mbpp", "livecodebench-codegen", "cruxeval-output", "chembench")
 QUICK_SETS = ("demo", "aime25", "humaneval")
 STRATEGIES = ("benchfill", "benchfill/nosteer", "benchfill/paper", "benchfill/prescreen", "baseline", "oracle")
@@ -194,6 +196,7 @@ CONFIRMATION = None  # set in main(); None: the Annotator's default (tests impor
 ADAPTIVE = None
 # ``--ability-blind``: the annotator as before it knew the probes' ability error (every probe exact).
 ABILITY_BLIND = False
+DISCRIMINATION = None  # the world's sd of log item discrimination; None: the world's default
 
 
 # ``--accept-within F``: the share of a gap's half-width around the target within which a confirmed candidate
@@ -233,7 +236,8 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
     spec = bench.spec
     world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
                              answer_field=spec.answer_field, matrix=bench.matrix, seed=seed,
-                             rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal, n_probes=PANEL[0])
+                             rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal, n_probes=PANEL[0],
+                             **({} if DISCRIMINATION is None else {"discrimination_sd": DISCRIMINATION}))
     services = WorldServices(world, spec, seed)
     bench_items = world.original_items()  # the texts as the world serves them (with their signal, if any)
     # As a run does: the panel's rollouts join the given matrix on anchor items (all items without one).
@@ -374,13 +378,13 @@ _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -663,13 +667,19 @@ def main() -> None:
                     help="the probe panel: N probes, K trials each per item (default 12x8, a run's default)")
     ap.add_argument("--jobs", type=int, default=1, metavar="N",
                     help="run the (cell, seed) pairs on N processes (default 1); the figures do not change")
+    ap.add_argument("--discrimination", type=float, metavar="SD",
+                    help="the world's sd of log item discrimination (default: the world's, "
+                         "benchfill.sim.world.DISCRIMINATION_SD; 0: the 1PL the annotator fits)")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION
     from benchfill.search.annotate import AdaptiveSettings, ConfirmSettings
 
     PANEL = args.panel
+    if args.discrimination is not None and not 0 <= args.discrimination <= 2:
+        ap.error(f"--discrimination: expected an sd of log a in [0, 2], got {args.discrimination}")
+    DISCRIMINATION = args.discrimination
     if args.jobs < 1:
         ap.error(f"--jobs: expected a positive number of processes, got {args.jobs}")
     ABILITY_BLIND = args.ability_blind
@@ -711,6 +721,7 @@ def main() -> None:
     print(f"bench_search: top-{K} gaps, T={args.rounds} R={SHAPE.get('parents', 4)} C={SHAPE.get('children', 4)}{first} L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
           f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
+          f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD:g}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"

@@ -59,6 +59,9 @@ class RunOptions:
     prescreen: str = "off"  # "on": skip children whose text puts them far outside the gap (search/prescreen.py)
     sim_probes: int = 12
     sim_latency_ms: float = 0.0
+    # sim backend: sd of log item discrimination (benchfill.sim.world.DISCRIMINATION_SD; 0: the 1PL the
+    # annotator fits, kinder than real data)
+    sim_discrimination: float = 0.35
     sim_rewriter: str | None = None  # sim backend: rewriter preset (default realistic), docs/sim-rewriter.md
     sim_rewriter_knobs: dict[str, float] = field(default_factory=dict)
     runs_dir: str | None = None
@@ -104,7 +107,8 @@ class RunOptions:
                 raise ConfigError(f"{name(key)}: must be at least {least}, got {value}")
         for key, value, lo, hi in (("tolerance", self.tolerance, 0.0, 1.0),
                                    ("near_duplicate", self.near_duplicate, 0.0, 100.0),
-                                   ("sim_latency_ms", self.sim_latency_ms, 0.0, float("inf"))):
+                                   ("sim_latency_ms", self.sim_latency_ms, 0.0, float("inf")),
+                                   ("sim_discrimination", self.sim_discrimination, 0.0, 2.0)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
                 raise ConfigError(f"{name(key)}: a number in [{lo:g}, {hi:g}], got {value!r}")
         if self.steering not in ("on", "off"):
@@ -151,6 +155,8 @@ class RunOptions:
         for k in ("runs_dir", "store", "run_id", "progress", "data_dir", "allow_unconfined"):
             d.pop(k)
         d["backend"] = self.resolved_backend()
+        if d["backend"] != "sim":  # a world knob: real runs keep the ids they had
+            d.pop("sim_discrimination")
         if self.prescreen == "off":  # added later: runs without it keep the ids they had
             d.pop("prescreen")
         for k in ("confirm_se", "confirm_cap"):  # the same, for these

@@ -9,6 +9,7 @@ import math
 import openai
 import pytest
 
+from benchfill.errors import ConfigError
 from benchfill.sim import SimServer, World
 from evaluators import get_evaluator
 
@@ -53,7 +54,9 @@ def test_math_success_rate_matches_formula_under_the_real_grader(shared_data):
             assert graded == srv.stats["models"][probe]["correct"] - before
             # ...and the rate matches the formula within 4 binomial standard deviations.
             p = world.p_correct(probe, world.lookup(item["id"]))
-            assert p == pytest.approx(1 / (1 + math.exp(-(world.abilities[probe] - world.true_difficulty(item["id"])))))
+            a = world.discrimination(world.lookup(item["id"]))  # the item's own, drawn from its text
+            assert a != 1.0 and a == world.discrimination(world.lookup(item["id"]))
+            assert p == pytest.approx(1 / (1 + math.exp(-a * (world.abilities[probe] - world.true_difficulty(item["id"])))))
             sd = math.sqrt(p * (1 - p) / len(replies))
             assert abs(graded / len(replies) - p) <= 4 * sd + 1e-9
 
@@ -91,3 +94,26 @@ def test_code_answers_pass_or_fail_the_real_tests(shared_data):
     grades = grader.grade_pairs(pairs)
     assert sum(g.correct for g in grades) == correct
     assert 0 < correct < len(pairs)  # both kinds of answer were exercised
+
+
+def test_item_discrimination_spreads_as_set_and_is_the_items_own(shared_data):
+    """log a ~ N(0, sd^2) over items, drawn from each item's text: the same item has the same a in every
+    world of that seed; sd 0 is the 1PL the annotator fits (a = 1 everywhere)."""
+    from benchfill.run import RunOptions
+    from benchfill.sim.world import DISCRIMINATION_SD
+
+    assert RunOptions.__dataclass_fields__["sim_discrimination"].default == DISCRIMINATION_SD
+    items = load(shared_data, "mmlu-pro", 400)
+    kw = dict(evaluator="multiple_choice", text_field="question", answer_field="answer", seed=2, n_probes=3)
+    world, again = World.from_items(items, **kw), World.from_items(items, **kw)
+    assert world.discrimination_sd == DISCRIMINATION_SD
+    log_a = [math.log(world.discrimination(world.lookup(it["id"]))) for it in items]
+    assert log_a == [math.log(again.discrimination(again.lookup(it["id"]))) for it in items]
+    mean = sum(log_a) / len(log_a)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in log_a) / (len(log_a) - 1))
+    assert abs(mean) < 4 * DISCRIMINATION_SD / math.sqrt(len(log_a))  # 4 standard errors
+    assert abs(sd / DISCRIMINATION_SD - 1) < 4 / math.sqrt(2 * (len(log_a) - 1))
+    flat = World.from_items(items, **kw, discrimination_sd=0.0)
+    assert {flat.discrimination(flat.lookup(it["id"])) for it in items} == {1.0}
+    with pytest.raises(ConfigError, match="discrimination_sd must lie in"):
+        World.from_items(items, **kw, discrimination_sd=-0.1)

@@ -53,6 +53,9 @@ def register(subparsers) -> None:
     p.add_argument("--near-duplicate", type=float, default=90.0, help="similarity (0-100) that flags a child")
     p.add_argument("--sim-probes", type=int, default=12, help="sim backend: number of probe models")
     p.add_argument("--sim-latency-ms", type=float, default=0.0, help="sim backend: per-request latency")
+    p.add_argument("--sim-discrimination", type=float, default=0.35, metavar="SD",
+                   help="sim backend: sd of log item discrimination (default 0.35, as 2PL fits of real matrices; "
+                        "0: every item fits the 1PL the annotator assumes, kinder than real data)")
     from benchfill.cli.sim import add_rewriter_arguments
 
     add_rewriter_arguments(p)

@@ -484,6 +484,7 @@ def start_sim(opts, bench, run_dir: Path, url: str | None = None):
                              answer_field=spec.answer_field, matrix=matrix, n_probes=opts.sim_probes,
                              seed=opts.seed, state_path=run_dir / "sim_world_state.jsonl",
                              latency_ms=opts.sim_latency_ms, rewriter=opts.sim_rewriter,
+                             discrimination_sd=opts.sim_discrimination,
                              rewriter_knobs=opts.sim_rewriter_knobs)
     if opts.store:  # one world for the runs that share a store: it knows their children (shared memory)
         world.siblings = functools.partial(_sibling_states, run_dir, opts.store)

@@ -25,6 +25,12 @@ from benchfill.sim.latent import draw_latent, probe_names
 from benchfill.sim.rewriter import DEFAULT_PRESET, RewriterModel, rewriter_model
 
 DEFAULT_FAULT_MIX = {"429": 0.4, "500": 0.3, "timeout": 0.15, "malformed": 0.15}
+# Items differ in how sharply they separate weaker from stronger models: P(correct) = g + (1 - g) *
+# sigmoid(a (theta - b)), with log a ~ N(0, sd^2) per item. A world with a = 1 everywhere is the very
+# 1PL the annotator fits, and so kinder than real data: 2PL MAP fits of the shared matrices give
+# sd(log a) 0.44 (livecodebench-codegen), 0.37 (mbpp), 0.33 (mmlu-pro), 0.31 (humaneval), under a
+# shrinking prior. docs/sim-rewriter.md ("Item discrimination") measures what it does to the search.
+DISCRIMINATION_SD = 0.35
 
 
 @dataclass
@@ -39,6 +45,7 @@ class SimItem:
     valid: bool = True
     parent: str | None = None  # parent item id, for generated children
     origin: str = "original"
+    discrimination: float | None = None  # a, drawn from the item's key on first use (World.p_correct)
 
 
 @dataclass
@@ -72,6 +79,7 @@ class World:
     # The text's difficulty signal (benchfill/sim/signal.py): its strength in [0, 1], 0 = none, and
     # the original items' latent mean and sd that standardize it.
     text_signal: float = 0.0
+    discrimination_sd: float = DISCRIMINATION_SD  # sd of log a over items (0: the 1PL the annotator fits)
     signal_mean: float = 0.0
     signal_sd: float = 1.0
     aliases: dict[str, str] = field(default_factory=dict)  # unmarked text key -> marked key (originals)
@@ -115,6 +123,9 @@ class World:
             v = knobs.get(name)
             if v is not None and not 0.0 <= v <= 1.0:
                 raise ConfigError(f"sim: {name} must lie in [0, 1], got {v}")
+        v = knobs.get("discrimination_sd")
+        if v is not None and not (math.isfinite(v) and 0.0 <= v <= 2.0):
+            raise ConfigError(f"sim: discrimination_sd must lie in [0, 2], got {v}")
         rewriter_knobs = dict(rewriter_knobs or {})
         for name, knob in (("judge_recall", "judge_recall"), ("judge_fpr", "judge_fpr"), ("invalid_rate", "invalid_base")):
             if knobs.get(name) is not None:  # the first world's keywords, kept as shorthands
@@ -236,9 +247,17 @@ class World:
         return item.valid
 
     def p_correct(self, probe: str, item: SimItem) -> float:
-        """P(correct) = g + (1 - g) * sigmoid(theta - b)."""
-        x = self.abilities[probe] - item.difficulty
+        """P(correct) = g + (1 - g) * sigmoid(a (theta - b)), a the item's discrimination."""
+        x = self.discrimination(item) * (self.abilities[probe] - item.difficulty)
         return item.chance + (1.0 - item.chance) / (1.0 + math.exp(-x))
+
+    def discrimination(self, item: SimItem) -> float:
+        """The item's a = exp(sd * N(0, 1)), drawn from its text's key: the same item, the same a, in
+        every run and process of this world."""
+        if item.discrimination is None:
+            sd = self.discrimination_sd
+            item.discrimination = math.exp(sd * self.rng("discrimination", item.key).gauss(0.0, 1.0)) if sd else 1.0
+        return item.discrimination
 
     def p_slip(self, probe: str) -> float:
         """P(a wrong reply of ``probe`` gives an invalid item's stated wrong key): weaker probes make
@@ -277,7 +296,7 @@ class World:
             if self.state_path is not None:
                 self.state_path.parent.mkdir(parents=True, exist_ok=True)
                 with open(self.state_path, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"world_seed": self.seed, **asdict(item)}) + "\n")
+                    fh.write(json.dumps({"world_seed": self.seed, **_stored(item)}) + "\n")
                     fh.flush()
         return item
 
@@ -320,3 +339,9 @@ class World:
 
     def uniform(self, *parts: object) -> float:
         return texts.uniform(self.seed, *parts)
+
+
+def _stored(item: SimItem) -> dict[str, Any]:
+    """What the state file keeps of an item: not its discrimination, which the world draws again from the
+    item's key under its own ``discrimination_sd``."""
+    return {k: v for k, v in asdict(item).items() if k != "discrimination"}
