@@ -89,7 +89,11 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         true_devs = [r["true_deviation"] for r in records if r.get("true_deviation") is not None]
         rep["true_target_deviation (simulated)"] = float(np.mean(true_devs)) if true_devs else None
         true_z = [r["true_z"] for r in records if r.get("true_z") is not None]
-        if true_z:
+        unknown = sum(1 for r in records if r.get("chosen_id") and r.get("true_z") is None)
+        # A chosen item the world cannot place (another machine's run on a shared store) leaves the true
+        # figures over a subset: said, and no true top-k sum, which would count its gap as unfilled.
+        rep["true_z_unknown (simulated)"] = unknown
+        if true_z and not unknown:
             rep["top_k_sum_after_true (simulated)"] = top_k_gap_sum(np.concatenate([z, true_z]), k)
         rep["sim_rewriter"] = backend.get("sim_rewriter")
     _write(run_dir / "report.json", json.dumps(rep, indent=1, default=_jsonable))
@@ -381,6 +385,10 @@ def _markdown(rep: dict[str, Any]) -> str:
         lines.append(f"With the world's true difficulties on this fit's scale (simulated): top-{k} sum "
                      f"{true_sum:.4f} ({100 * (1 - true_sum / rep['top_k_sum_before']):.1f}% reduction); "
                      f"rewriter preset {(rep.get('sim_rewriter') or {}).get('preset', '?')}.")
+    if rep.get("true_z_unknown (simulated)"):
+        lines.append(f"The world knows no true difficulty for {rep['true_z_unknown (simulated)']} chosen item(s) (made by "
+                     "a run it cannot read: another machine's, on the shared store): no true top-k sum is given, and "
+                     "the true deviation is over the other gaps.")
     if rep.get("isolation"):
         lines.append(f"Generated programs ran {'under bubblewrap' if rep['isolation'] == 'bubblewrap' else 'UNCONFINED'}.")
     lines += ["", "## Gaps before", "", "| # | left | right | width | between |", "| --- | --- | --- | --- | --- |"]

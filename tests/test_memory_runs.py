@@ -115,3 +115,19 @@ def test_a_finished_run_run_again_is_restored_whole_with_the_same_report(tmp_pat
     with sqlite3.connect(d / "store.db") as db:
         kinds = dict(db.execute("select key, kind from modelcall"))
     assert not [k for k in asked if kinds.get(k) in ("rewriter", "judge")]
+
+
+@pytest.mark.slow
+def test_the_simulated_world_knows_the_children_of_runs_in_other_folders_on_the_store(tmp_path):
+    """A run in another --runs-dir on the same store: its world reads the first run's children (through
+    the state file the first run recorded in the store), so reused children have a true z and the true
+    figures cover every gap."""
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    first = _run(tmp_path / "a", url, "--gaps", "3", "--seed", "0")
+    second = _run(tmp_path / "b", url, "--gaps", "5", "--seed", "1")
+    reused = [g for g in second["gaps"] if (g["memory"] or {}).get("reused_from")]
+    assert reused and all(g["true_z"] is not None for g in reused)
+    assert second["true_z_unknown (simulated)"] == 0 and second["top_k_sum_after_true (simulated)"] is not None
+    chosen = [g for g in second["gaps"] if g.get("chosen_id")]
+    assert all(g.get("true_z") is not None for g in chosen)
+    assert first["run_id"] in {g["memory"]["reused_from"]["run_id"] for g in reused}

@@ -381,7 +381,7 @@ async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = 
     backend = opts.resolved_backend()
     server = world = None
     if backend == "sim":
-        world, server, config = start_sim(opts, bench, run_dir, url=sim_url)
+        world, server, config = start_sim(opts, bench, run_dir, url=sim_url, store=store)
     else:
         from benchfill.config import load_config
 
@@ -450,23 +450,44 @@ def _matrix_digest(matrix) -> str:
     return h.hexdigest()
 
 
-def _sibling_states(run_dir: Path, store: str) -> list[Path]:
-    """The simulated world's state files of the other runs beside ``run_dir`` on the same store, found
-    anew at each call: a run begun after this one shares its children too (``World.refresh``)."""
+SIM_STATE_META = "sim_state"  # a simulated run's world state file, kept in its run meta for runs elsewhere
+
+
+def _sibling_states(run_dir: Path, url: str, store=None) -> list[Path]:
+    """The simulated world's state files of the other runs on the same store, found anew at each call (a
+    run begun after this one shares its children too, ``World.refresh``): those the store's runs recorded
+    (any folder on this machine), and those beside ``run_dir`` (runs from before the record)."""
     from benchfill.store import absolute_url
 
-    out, store = [], absolute_url(store)  # as store.url holds it
+    own = (run_dir / "sim_world_state.jsonl").resolve()
+    found, url = set(), absolute_url(url)  # as store.url holds it
     for other in sorted(run_dir.parent.glob("*/store.url")):
         try:
-            same = absolute_url(other.read_text().split("\n", 1)[0].strip()) == store
+            same = absolute_url(other.read_text().split("\n", 1)[0].strip()) == url
         except OSError:  # a folder being made or removed
             continue
         if other.parent != run_dir and same:
-            out.append(other.parent / "sim_world_state.jsonl")
-    return out
+            found.add((other.parent / "sim_world_state.jsonl").resolve())
+    if store is not None:
+        try:
+            rows = _all_runs_meta(store)
+        except Exception:  # the store busy or gone for a moment: the folder scan stands
+            rows = []
+        found.update(Path(json.loads(r.value_json)).resolve() for r in rows)
+    return sorted(p for p in found if p != own)
 
 
-def start_sim(opts, bench, run_dir: Path, url: str | None = None):
+def _all_runs_meta(store) -> list:
+    """Every run's ``SIM_STATE_META`` row (``Store.all`` reads this run's only)."""
+    from sqlmodel import select
+
+    from benchfill.schema import RunMeta
+
+    with store.session() as s:
+        return list(s.exec(select(RunMeta).where(RunMeta.key == SIM_STATE_META)))
+
+
+def start_sim(opts, bench, run_dir: Path, url: str | None = None, store=None):
     """The simulated world over the benchmark's items, served in-process, and a config pointing at it.
 
     With ``url``, the same world is already served there (by a sweep, for every unit of the run):
@@ -487,7 +508,9 @@ def start_sim(opts, bench, run_dir: Path, url: str | None = None):
                              discrimination_sd=opts.sim_discrimination,
                              rewriter_knobs=opts.sim_rewriter_knobs)
     if opts.store:  # one world for the runs that share a store: it knows their children (shared memory)
-        world.siblings = functools.partial(_sibling_states, run_dir, opts.store)
+        if store is not None:  # where this run's children are, for the runs in other folders on the store
+            store.set_meta(SIM_STATE_META, str((run_dir / "sim_world_state.jsonl").resolve()))
+        world.siblings = functools.partial(_sibling_states, run_dir, opts.store, store)
         world.refresh()
     # The cache key holds the endpoint URL, port included: a stable port per run directory lets a
     # resumed run hit the cache; a busy port falls back to any free one (then calls are repeated).
