@@ -177,7 +177,8 @@ def test_an_error_body_echoing_the_key_never_reaches_the_error(monkeypatch):
 
 def test_a_reply_with_no_choices_is_asked_again_and_never_crashes_the_call(tmp_path):
     """HTTP 200 with "choices": [] (litellm hands it on as it is): retried like a cut-off body; once the
-    attempts are spent, an EndpointError that says so, never an IndexError."""
+    attempts are spent, an empty reply, so the call ends as a Failure (a repair turn first) and the run goes
+    on: never an IndexError, and never a stop that every rerun would meet again (a filtered prompt)."""
     from loopback_openai import LoopbackOpenAI
 
     def ask(srv, store, stats, retry=NO_WAIT):
@@ -190,12 +191,19 @@ def test_a_reply_with_no_choices_is_asked_again_and_never_crashes_the_call(tmp_p
         v = ask(srv, Store(tmp_path / "s.db"), stats)
         assert isinstance(v, Verdict) and v.reason.startswith("answer ")
         assert stats.retries == 2 and stats.requests == 3 and stats.calls == 1
-    with LoopbackOpenAI(models=("sim-judge",), faults=["no_choices"] * 20) as srv:
+    with LoopbackOpenAI(models=("sim-judge",), faults=["no_choices"] * 100) as srv:
         stats = LLMStats()
-        with pytest.raises(EndpointError, match=r"judge openai/sim-judge at .*: reply has no choices$"):
-            ask(srv, Store(tmp_path / "t.db"), stats, RetryConfig(max_attempts=3, initial_wait_s=0, max_wait_s=0,
-                                                                  jitter_s=0))
-        assert stats.requests == 3 and stats.calls == 0
+        three = RetryConfig(max_attempts=3, initial_wait_s=0, max_wait_s=0, jitter_s=0)
+        store = Store(tmp_path / "t.db")
+        out = asyncio.run(judge(cfg(srv, "sim-judge"), {"problem": "1+1?", "answer": "2"}, spec=SPEC, store=store,
+                                retry=three, stats=stats, format_prompt=fmt_judge))  # the real parse: "" is malformed
+        turns = cfg(srv, "sim-judge").max_repairs + 1
+        assert isinstance(out, Failure) and "malformed" in out.reason and out.replies == [""] * turns
+        assert stats.requests == 3 * turns and stats.failures == 1
+        sent = stats.requests
+        again = asyncio.run(judge(cfg(srv, "sim-judge"), {"problem": "1+1?", "answer": "2"}, spec=SPEC, store=store,
+                                  retry=three, stats=stats, format_prompt=fmt_judge))
+        assert isinstance(again, Failure) and stats.requests == sent  # a rerun: from the cache, not asked again
 
 
 def test_hosted_models_of_one_provider_share_its_bound(monkeypatch):
