@@ -111,12 +111,7 @@ def test_a_code_run_grades_unconfined_when_allowed_and_records_it(shared_data, t
     import subprocess
     import sys
 
-    items = tmp_path / "items.jsonl"
-    items.write_text("".join((shared_data / "humaneval" / "items.jsonl").read_text().splitlines(True)[:8]))
-    spec = tmp_path / "spec.toml"
-    spec.write_text('name = "tiny-code"\ntext_field = "prompt"\nanswer_field = "canonical_solution"\n'
-                    'tests_field = "test"\nentry_point_field = "entry_point"\nevaluator = "code"\n'
-                    'solver_prompt = "code"\n')
+    items, spec = _tiny_code(tmp_path, shared_data, 8)
     runs = tmp_path / "runs"
     (tmp_path / "bin").mkdir()
     env = {**os.environ, "PATH": str(tmp_path / "bin"), ALLOW_ENV: "0"}
@@ -137,12 +132,7 @@ def test_a_code_run_grades_under_bubblewrap_and_records_it(shared_data, tmp_path
 
     from benchfill.store import Store
 
-    items = tmp_path / "items.jsonl"
-    items.write_text("".join((shared_data / "humaneval" / "items.jsonl").read_text().splitlines(True)[:16]))
-    spec = tmp_path / "spec.toml"
-    spec.write_text('name = "tiny-code"\ntext_field = "prompt"\nanswer_field = "canonical_solution"\n'
-                    'tests_field = "test"\nentry_point_field = "entry_point"\nevaluator = "code"\n'
-                    'solver_prompt = "code"\n')
+    items, spec = _tiny_code(tmp_path, shared_data, 16)
     runs = tmp_path / "runs"
     # Four children, not one: a lone child placed beyond the benchmark's range is never chosen, and the
     # review queue this test reads would be empty.
@@ -156,3 +146,14 @@ def test_a_code_run_grades_under_bubblewrap_and_records_it(shared_data, tmp_path
     store = Store(run_dir / "store.db")
     assert store.get_meta("isolation") == "bubblewrap"
     store.close()
+
+
+def _tiny_code(tmp_path, shared_data, n: int):
+    """The first ``n`` HumanEval items as a custom code benchmark: its items file and spec."""
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join((shared_data / "humaneval" / "items.jsonl").read_text().splitlines(True)[:n]))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "tiny-code"\ntext_field = "prompt"\nanswer_field = "canonical_solution"\n'
+                    'tests_field = "test"\nentry_point_field = "entry_point"\nevaluator = "code"\n'
+                    'solver_prompt = "code"\n')
+    return items, spec

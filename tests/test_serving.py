@@ -159,10 +159,7 @@ def read_until(stream, marker: str, timeout_s: float = 30) -> str:
 
 def test_start_pins_each_server_keeps_keys_off_argv_waits_and_stops_on_ctrl_c(host):
     tmp, cfg, ports, rec = host
-    proc = subprocess.Popen([sys.executable, "-m", "benchfill", "probes", "serve", "--config", str(cfg),
-                             "--gpus", "2x80", "--start", "--log-dir", str(tmp / "logs"), "--poll", "0.1",
-                             "--wait", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=ctrl_c_as_at_a_terminal)
+    proc = _serve_start(cfg, tmp, ctrl_c_as_at_a_terminal)
     try:
         err = read_until(proc.stderr, "all 3 servers ready")
         r = records(rec)
@@ -365,10 +362,7 @@ def test_a_closed_terminal_stops_every_server_as_ctrl_c_does(host):
     """SIGHUP (the terminal closed, the ssh session dropped) ends `probes serve --start` through the same
     cleanup as Ctrl-C: the servers run in sessions of their own, so the hangup reaches none of them."""
     tmp, cfg, ports, rec = host
-    proc = subprocess.Popen([sys.executable, "-m", "benchfill", "probes", "serve", "--config", str(cfg),
-                             "--gpus", "2x80", "--start", "--log-dir", str(tmp / "logs"), "--poll", "0.1",
-                             "--wait", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=hangup_as_at_a_terminal)
+    proc = _serve_start(cfg, tmp, hangup_as_at_a_terminal)
     try:
         read_until(proc.stderr, "all 3 servers ready")
         pids = [r["pid"] for r in records(rec).values()]
@@ -491,3 +485,11 @@ def test_serve_options_refuse_what_they_cannot_use(host, capsys):
         assert not (tmp / "serve.sh").exists()
     assert main(base + ["--vllm-arg=--api-server-count=2"]) == 0  # another option of the same prefix passes
     assert "--api-server-count=2" in capsys.readouterr().out
+
+
+def _serve_start(cfg, tmp, preexec):
+    """`probes serve --start` of the host fixture's panel on two 80 GB GPUs, as a terminal would start it."""
+    return subprocess.Popen([sys.executable, "-m", "benchfill", "probes", "serve", "--config", str(cfg),
+                             "--gpus", "2x80", "--start", "--log-dir", str(tmp / "logs"), "--poll", "0.1",
+                             "--wait", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=preexec)

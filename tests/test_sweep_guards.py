@@ -14,22 +14,11 @@ import types
 from pathlib import Path
 
 import pytest
+from test_sweep_config import GOOD  # the smallest sweep that runs
 
 from benchfill.cli import main
 from benchfill.errors import BenchfillError
 from benchfill.sweep import check_benchmarks, load_sweep
-
-GOOD = """
-benchmarks = [{name = "demo"}]
-strategies = ["benchfill"]
-gaps = 1
-runs_dir = "runs"
-[options]
-rounds = 1
-parents = 2
-children = 2
-sim_probes = 6
-"""
 
 
 def _write(folder: Path, body: str, name: str = "sweep.toml") -> Path:
