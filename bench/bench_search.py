@@ -186,6 +186,7 @@ class SimSetup:
         extra = {} if CONFIRMATION is None else {"confirmation": CONFIRMATION}
         if ADAPTIVE is not None:
             extra["adaptive"] = ADAPTIVE
+        extra["misfit"] = MISFIT
         return Annotator(self.services, self.probes, self.chance, self.fit.b_min, self.fit.b_max, "adaptive", **extra)
 
 
@@ -197,6 +198,7 @@ ADAPTIVE = None
 # ``--ability-blind``: the annotator as before it knew the probes' ability error (every probe exact).
 ABILITY_BLIND = False
 DISCRIMINATION = None  # the world's sd of log item discrimination; None: the world's default
+MISFIT = 0.35  # the sd of log discrimination the annotator allows for (Annotator.misfit; a run's --misfit)
 
 
 # ``--accept-within F``: the share of a gap's half-width around the target within which a confirmed candidate
@@ -378,13 +380,13 @@ _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -670,16 +672,22 @@ def main() -> None:
     ap.add_argument("--discrimination", type=float, metavar="SD",
                     help="the world's sd of log item discrimination (default: the world's, "
                          "benchfill.sim.world.DISCRIMINATION_SD; 0: the 1PL the annotator fits)")
+    ap.add_argument("--misfit", type=float, default=0.35, metavar="SD",
+                    help="the sd of log a the annotator allows for (a run's --misfit, default 0.35; 0: the "
+                         "annotator before it, which took every item to fit the 1PL)")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT
     from benchfill.search.annotate import AdaptiveSettings, ConfirmSettings
 
     PANEL = args.panel
     if args.discrimination is not None and not 0 <= args.discrimination <= 2:
         ap.error(f"--discrimination: expected an sd of log a in [0, 2], got {args.discrimination}")
     DISCRIMINATION = args.discrimination
+    if not 0 <= args.misfit <= 2:
+        ap.error(f"--misfit: expected an sd of log a in [0, 2], got {args.misfit}")
+    MISFIT = args.misfit
     if args.jobs < 1:
         ap.error(f"--jobs: expected a positive number of processes, got {args.jobs}")
     ABILITY_BLIND = args.ability_blind
@@ -722,6 +730,7 @@ def main() -> None:
           f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD:g}"
+          f"; annotator's misfit allowance sd {MISFIT:g}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"

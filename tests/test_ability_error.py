@@ -55,6 +55,28 @@ def test_variance_worked_by_hand():
     assert math.isclose(ann._fixed_se(0.0), math.sqrt(1 / total) / 6.0)
 
 
+
+def test_the_misfit_allowance_worked_by_hand():
+    """With log a ~ N(0, s^2) the 1PL misplaces an item by (1 - a) times the probes' information-weighted
+    lean from it: E[(1 - a)^2] = 1 - 2 e^(s^2/2) + e^(2 s^2) times the lean squared; balanced probes cancel."""
+    from dataclasses import replace
+
+    ann = replace(_annotator(None, {"lo": -1.0, "hi": 1.0, "at": 0.0}, 0.0), misfit=0.35)
+    m2 = 1 - 2 * math.exp(0.35**2 / 2) + math.exp(2 * 0.35**2)  # 0.1512
+    assert math.isclose(m2, 0.15117, rel_tol=1e-3)
+    _, inherited = ann._variance(0.0, {"hi": 8})  # one probe a logit above: the lean is 1
+    assert math.isclose(inherited, m2)
+    _, inherited = ann._variance(0.0, {"lo": 8, "hi": 8})  # one each side, equal information: no lean
+    assert math.isclose(inherited, 0.0, abs_tol=1e-15)
+    _, inherited = ann._variance(0.0, {"hi": 8, "at": 8})  # shares I_hi / (I_hi + 2) at lean 1
+    i_hi = 8 * math.exp(-1) / (1 + math.exp(-1)) ** 2
+    assert math.isclose(inherited, m2 * (i_hi / (i_hi + 2)) ** 2)
+    # The next probe after "hi": "at" (sampling 1/(I_hi + 2) = 0.280, misfit 0.151 * 0.44^2 = 0.029) beats
+    # "lo" (1/(2 I_hi) = 0.318, no lean) at s = 0.35; at s = 0.8 (E[(1-a)^2] = 1.84) balancing wins.
+    assert [p.name for p in ann._next_probes(0.0, 1, 8, {"hi": 8})] == ["at"]
+    assert [p.name for p in replace(ann, misfit=0.8)._next_probes(0.0, 1, 8, {"hi": 8})] == ["lo"]
+
+
 def test_exact_abilities_keep_the_most_informative_probes_and_uncertain_ones_spread():
     abilities = {"near": 0.0, "next": 0.5, "far": 2.0}
     exact = _annotator(None, abilities, 0.0)

@@ -159,7 +159,7 @@ class Backend:
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
         confirmation = ConfirmSettings(z_se=self.opts.confirm_se, max_budgets=self.opts.confirm_cap)
         self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation,
-                                   confirmation=confirmation)
+                                   confirmation=confirmation, misfit=self.opts.misfit)
         self.record_traffic()  # the panel's rollouts, kept as the fit is
         return self.fit, source
 
@@ -325,7 +325,7 @@ class Backend:
         the services, so the shared ``services.phase`` never changes under concurrent work."""
         a = self.annotator
         confirmer = Annotator(self.services.with_phase("confirm"), a.probes, a.chance, a.b_min, a.b_max,
-                              a.protocol, a.adaptive, a.confirmation)
+                              a.protocol, a.adaptive, a.confirmation, a.misfit)
         return await confirmer.confirm(c.item_id, c.item, f"confirm:s{self.opts.seed}:{c.item_id}",
                                        c.annotation.difficulty, band=band, resume=resume)
 

@@ -57,12 +57,14 @@ class Annotation:
     order: dict[str, Any] | None = None  # the order screen's record (benchfill/search/screen.py)
     spot: list[dict[str, Any]] = field(default_factory=list)  # the screen's own rollouts (not in the estimate)
     ability_z_se: float = 0.0  # the part of the placement error inherited from the probes' ability error (z)
+    misfit_z_se: float = 0.0  # the part the item's own discrimination may add (Annotator.misfit; z)
 
     @property
     def placement_z_se(self) -> float:
-        """The z standard error of where the item sits on the fitted scale: sampling and the panel's
-        ability error together (``z_se`` alone compares children placed through the same probes)."""
-        return math.sqrt(self.z_se**2 + self.ability_z_se**2)
+        """The z standard error of where the item sits on the fitted scale: sampling, the panel's ability
+        error and the 1PL misfit allowance together (``z_se`` alone compares children placed through the
+        same probes)."""
+        return math.sqrt(self.z_se**2 + self.ability_z_se**2 + self.misfit_z_se**2)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +79,7 @@ class Annotation:
             "order": self.order,
             "spot_results": self.spot,
             "ability_z_se": self.ability_z_se,
+            "misfit_z_se": self.misfit_z_se,
         }
 
 
@@ -125,6 +128,11 @@ class Annotator:
     protocol: str = "adaptive"
     adaptive: AdaptiveSettings = field(default_factory=AdaptiveSettings)
     confirmation: ConfirmSettings = field(default_factory=ConfirmSettings)
+    # The sd of log discrimination allowed for: the 1PL places an item of slope a at b + (1 - a) * (the
+    # information-weighted mean of theta_j - b over the probes asked), an error no rollout at those probes
+    # removes. Allowing for it adds E[(1 - a)^2] (that mean)^2 to the placement's variance, so the probes
+    # are chosen to balance about the item and the stated se carries what is left. 0: a = 1, as before.
+    misfit: float = 0.0
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -302,7 +310,17 @@ class Annotator:
         if total <= 0:
             return math.inf, 0.0
         ability = sum((info[p.name] / total) ** 2 * p.ability_se**2 for p in self.probes)
-        return 1.0 / total, ability
+        return 1.0 / total, ability + self._misfit(b, info, total)
+
+    def _misfit(self, b: float, info: dict[str, float], total: float) -> float:
+        """The variance the item's own discrimination may add: E[(1 - a)^2] (sum w_j (theta_j - b))^2,
+        log a ~ N(0, misfit^2), w_j the probes' shares of the information."""
+        if not self.misfit or total <= 0:
+            return 0.0
+        s2 = self.misfit**2
+        m2 = 1.0 - 2.0 * math.exp(s2 / 2) + math.exp(2 * s2)
+        lean = sum(info[p.name] / total * (p.ability - b) for p in self.probes)
+        return m2 * lean**2
 
     def _next_probes(self, b: float, width: int, batch: int, trials: dict[str, int]) -> list[Probe]:
         """``width`` probes for the next batch, chosen one at a time to lower the total variance of
@@ -364,7 +382,13 @@ class Annotator:
         est = online_calibrate(c, k, theta, chance=self.chance)
         b = float(est.difficulty)
         se = float(est.se) if est.se is not None and np.isfinite(est.se) else math.inf
-        ability_z_se = math.sqrt(self._variance(b, trials)[1]) / self.span
+        infos = self._infos(b)
+        info = {p.name: trials.get(p.name, 0) * infos[p.name] for p in self.probes}
+        total = sum(info.values())
+        misfit = self._misfit(b, info, total) if math.isfinite(b) else 0.0
+        inherited = self._variance(b, trials, infos)[1]
+        ability_z_se = math.sqrt(max(inherited - misfit, 0.0)) / self.span
+        misfit_z_se = math.sqrt(misfit) / self.span
         flags = list(getattr(est, "flags", []) or [])
         z = self.to_z(b)
         if not 0.0 <= z <= 1.0:
@@ -373,7 +397,7 @@ class Annotator:
             {"probe": p.name, "ability": p.ability, "correct": correct[p.name], "trials": trials[p.name]} for p in used
         ]
         return Annotation(b, se, z, se / self.span, int(k.sum()), results, sorted(set(flags)),
-                          ability_z_se=ability_z_se)
+                          ability_z_se=ability_z_se, misfit_z_se=misfit_z_se)
 
 
 def _split(room: int, sizes: list[int]) -> list[int]:
