@@ -71,30 +71,6 @@ def test_a_second_run_on_the_same_store_builds_on_the_first(tmp_path):
           f"{e['rollouts']} rollouts, {alone['gaps_filled']} filled")
     assert alone["memory"]["earlier_runs"] == [] and alone["memory"]["gaps_reused"] == 0
     assert s["model_calls"] < e["model_calls"] and s["rollouts"] < e["rollouts"]
-    # One item, two queues: a reviewer of the first run turns the reused child down there, so the second
-    # run, whose reviewer accepted it, does not release it; the first run sees a rejection made here too.
-    from benchfill.release import release
-    from benchfill.review import ReviewBoard
-    from benchfill.review.server import _item_body
-
-    got, made = reused[0]["chosen_id"], queue[reused[0]["chosen_id"]]["reused_from"]["item_id"]
-    with ReviewBoard(second["_dir"]) as b:
-        b.decide(got, "ann", "accept")
-        assert b.outcomes()[got].status == "accepted"
-    with ReviewBoard(first["_dir"]) as b:
-        b.decide(made, "bob", "reject", reason="the answer is wrong")
-    with ReviewBoard(second["_dir"]) as b:
-        o = b.outcomes()[got]
-        assert o.status == "rejected" and o.rejected_by == ["bob"] and o.accepted_by == ["ann"]
-        assert [(d.run_id, d.item_id) for d in o.decisions] == [(second["run_id"], got), (first["run_id"], got)]
-        page = _item_body(b.entry(got), o, run=b.store.run_id)  # the page says where each decision was made
-        assert "bob: reject" in page and f"in run {first['run_id']}" in page and f"in run {second['run_id']}" not in page
-    rel = release(second["_dir"], "1.0.0", out=tmp_path / "releases")
-    assert got not in rel.added and made not in rel.added
-    with ReviewBoard(second["_dir"]) as b:  # and the other way round: a rejection in the reusing run counts
-        b.decide(got, "cy", "reject", reason="ambiguous")
-    with ReviewBoard(first["_dir"]) as b:
-        assert b.outcomes()[made].rejected_by == ["bob", "cy"]
 
 
 def test_a_finished_run_run_again_is_restored_whole_with_the_same_report(tmp_path, monkeypatch):
@@ -131,3 +107,56 @@ def test_the_simulated_world_knows_the_children_of_runs_in_other_folders_on_the_
     chosen = [g for g in second["gaps"] if g.get("chosen_id")]
     assert all(g.get("true_z") is not None for g in chosen)
     assert first["run_id"] in {g["memory"]["reused_from"]["run_id"] for g in reused}
+
+
+
+@pytest.mark.slow
+def test_a_reused_child_counts_the_decisions_made_on_it_where_it_was_made(tmp_path):
+    """A run that reuses another's child queues it as "X@A": a reviewer of the first run turned it down
+    there, so the second run, whose reviewer accepted it, does not release it, and the review page says in
+    which run each decision was made. (The first run's decision is written as its board writes one: its
+    reviewers see only the first run's picks, and which child the memory reuses is the memory's choice.)"""
+    from benchfill.release import release
+    from benchfill.review import ReviewBoard
+    from benchfill.review.server import _item_body
+    from benchfill.schema import ReviewDecision
+    from benchfill.store import Store
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    first = _run(tmp_path / "a", url, "--gaps", "3", "--seed", "0")
+    second = _run(tmp_path / "a", url, "--gaps", "5", "--seed", "0")
+    queue = {q["item_id"]: q for q in map(json.loads, (second["_dir"] / "review_queue.jsonl").read_text().splitlines())}
+    reused = [i for i, q in queue.items() if q.get("reused_from")]
+    assert reused, "the second run reused nothing of the first"
+    got, made = reused[0], queue[reused[0]]["reused_from"]["item_id"]
+    with ReviewBoard(second["_dir"]) as b:
+        b.decide(got, "ann", "accept")
+        assert b.outcomes()[got].status == "accepted"
+    store = Store(url, run_id=first["run_id"])
+    try:
+        with store.session() as s:
+            s.add(ReviewDecision(run_id=first["run_id"], item_id=made, reviewer="bob", decision="reject",
+                                 reason="the answer is wrong", source="page"))
+    finally:
+        store.close()
+    with ReviewBoard(second["_dir"]) as b:
+        o = b.outcomes()[got]
+        assert o.status == "rejected" and o.rejected_by == ["bob"] and o.accepted_by == ["ann"]
+        assert [(d.run_id, d.item_id) for d in o.decisions] == [(second["run_id"], got), (first["run_id"], got)]
+        page = _item_body(b.entry(got), o, run=b.store.run_id)  # the page says where each decision was made
+        assert "bob: reject" in page and f"in run {first['run_id']}" in page and f"in run {second['run_id']}" not in page
+    rel = release(second["_dir"], "1.0.0", out=tmp_path / "releases")
+    assert got not in rel.added and made not in rel.added
+    # And the other way round: a decision another run made on one of the first run's picks, under the name
+    # it reuses it by, counts in the first run.
+    with ReviewBoard(first["_dir"]) as b:
+        pick = b.entries[0].item_id
+    store = Store(url, run_id=second["run_id"])
+    try:
+        with store.session() as s:
+            s.add(ReviewDecision(run_id=second["run_id"], item_id=f"{pick}@{first['run_id']}", reviewer="cy",
+                                 decision="reject", reason="ambiguous", source="page"))
+    finally:
+        store.close()
+    with ReviewBoard(first["_dir"]) as b:
+        assert b.outcomes()[pick].rejected_by == ["cy"] and b.outcomes()[pick].status == "rejected"
