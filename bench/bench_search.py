@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from _common import shared_data  # noqa: E402  (../shared/data, or $BENCHFILL_SHARED_DATA)
 
+from benchfill.run import RunOptions  # noqa: E402
 from benchfill.sim.world import DISCRIMINATION_SD  # noqa: E402
 
 SETS = ("demo", "aime25", "humaneval", "mbpp", "livecodebench-codegen", "cruxeval-output", "chembench")
@@ -198,7 +199,7 @@ ADAPTIVE = None
 # ``--ability-blind``: the annotator as before it knew the probes' ability error (every probe exact).
 ABILITY_BLIND = False
 DISCRIMINATION = None  # the world's sd of log item discrimination; None: the world's default
-MISFIT = 0.35  # the sd of log discrimination the annotator allows for (Annotator.misfit; a run's --misfit)
+MISFIT = RunOptions.misfit  # the sd of log discrimination the annotator allows for (a run's --misfit)
 
 
 # ``--accept-within F``: the share of a gap's half-width around the target within which a confirmed candidate
@@ -672,8 +673,8 @@ def main() -> None:
     ap.add_argument("--discrimination", type=float, metavar="SD",
                     help="the world's sd of log item discrimination (default: the world's, "
                          "benchfill.sim.world.DISCRIMINATION_SD; 0: the 1PL the annotator fits)")
-    ap.add_argument("--misfit", type=float, default=0.35, metavar="SD",
-                    help="the sd of log a the annotator allows for (a run's --misfit, default 0.35; 0: the "
+    ap.add_argument("--misfit", type=float, default=RunOptions.misfit, metavar="SD",
+                    help=f"the sd of log a the annotator allows for (a run's --misfit, default {RunOptions.misfit:g}; 0: the "
                          "annotator before it, which took every item to fit the 1PL)")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")

@@ -263,7 +263,7 @@ def _list_index(node: list, part: str, override: str) -> int:
     raise ConfigError(f"override {override!r}: no element {part!r} (use an index or a probe name)")
 
 
-def _reject_secrets(node: Any, src: str, path: str = "", field: str = "") -> None:
+def _reject_secrets(node: Any, src: str, path: str = "", endpoint: bool = False) -> None:
     if isinstance(node, dict):
         for k, v in node.items():
             where = f"{path}.{k}" if path else str(k)
@@ -278,14 +278,14 @@ def _reject_secrets(node: Any, src: str, path: str = "", field: str = "") -> Non
                     "put the key in a variable (e.g. VLLM_API_KEY) and name that variable here"
                 )
             # a replica given as {base_url = ...} is an endpoint by its own key
-            _reject_secrets(v, src, where, str(k) if str(k) in _ENDPOINT_FIELDS else field)
+            _reject_secrets(v, src, where, str(k) in _ENDPOINT_FIELDS or endpoint)
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            _reject_secrets(v, src, f"{path}[{i}]", field)
+            _reject_secrets(v, src, f"{path}[{i}]", endpoint)
     elif isinstance(node, str):
         # an endpoint's URL: no user-info of any kind; any other URL: no password; either: no secret in
         # its query string (?token=, ?api_key=, ...)
-        what = (url_credentials(node.strip(), user=True) if field else None) or text_credentials(node)
+        what = (url_credentials(node.strip(), user=True) if endpoint else None) or text_credentials(node)
         if what or SECRET_VALUE.search(node):
             raise ConfigError(
                 f"{src}: field {path}: looks like a literal credential{f' (the URL carries {what})' if what else ''}; "

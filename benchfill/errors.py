@@ -46,4 +46,9 @@ def validation_line(src: str, exc: ValidationError, prefix: str = "") -> str:
 class Terminated(KeyboardInterrupt):
     """SIGTERM (a scheduler's stop, `kill`), ended as Ctrl-C ends a command: every cleanup Ctrl-C runs
     (temp files, stopped servers, a half-built release) runs for it too, where the default handler would
-    end the process on the spot. The CLI says so and exits 143."""
+    end the process on the spot. The CLI says so and exits 128 + the signal: 143 for SIGTERM, 129 for the
+    SIGHUP a command that asks for it turns into this too."""
+
+    def __init__(self, signum: int = 15) -> None:  # 15: SIGTERM (the signal module is not needed here)
+        super().__init__()
+        self.signum = signum

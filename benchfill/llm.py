@@ -119,7 +119,10 @@ async def judge(cfg: LLMConfig, child: dict[str, Any], *, spec, store=None, seed
 
 
 # -- the call path ---------------------------------------------------------------------------------
-NO_CHOICES = "reply has no choices"
+class _NoChoices(TruncatedReply):
+    """A 200 whose "choices" is empty (litellm passes it on): asked again, as a cut-off body is."""
+
+
 async def _ask(role: str, cfg: LLMConfig, prompt: str, read: Callable[[str], Any], store, seed: int,
                retry: RetryConfig | None, stats: LLMStats | None):
     stats = stats if stats is not None else LLMStats()
@@ -186,14 +189,12 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
                     resp = await litellm.acompletion(**kwargs)
                     latency = time.perf_counter() - t0
                 if not resp.choices:  # a 200 with "choices": [] (litellm passes it on): ask again
-                    raise TruncatedReply(NO_CHOICES)
-    except TruncatedReply as exc:
-        if str(exc) != NO_CHOICES:
-            raise EndpointError(f"{role} {cfg.model} at {where}: {_describe(exc, cfg.api_key_env)}") from None
+                    raise _NoChoices("reply has no choices")
+    except _NoChoices:
         # No choices on every attempt: the endpoint answers, but not this prompt (a content filter, say).
         # An empty reply, which the caller cannot read: a repair turn, then a Failure of this one call; the
         # run goes on, and a rerun finds the same empty reply in the cache rather than stopping again.
-        log.info("%s %s at %s: %s on every attempt", role, cfg.model, where, NO_CHOICES)
+        log.info("%s %s at %s: reply has no choices on every attempt", role, cfg.model, where)
         resp, latency = None, 0.0
     except Exception as exc:
         if not (status_of(exc) is not None or is_retryable(exc)):

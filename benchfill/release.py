@@ -170,12 +170,12 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     moment = datetime.now(UTC)
     now = moment.isoformat(timespec="seconds")
     record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version)
-    rows, z_before, z_after, added = _rows(board, version, now, record)
+    outcomes = board.outcomes()  # (once: it reads every queued item's decisions, in every run)
+    rows, z_before, z_after, added = _rows(board, outcomes, version, now, record)
     prev_dir = bench_dir / previous[-1] if previous else None
     prev_rows = _load_rows(prev_dir) if prev_dir else {}
     run_name = run_dir.resolve().name
     added = _own_ids(rows, added, prev_rows, run_name)
-    outcomes = board.outcomes()
     carry = carry_forward(
         rows, prev_rows, previous[-1] if previous else "",
         _released_at(prev_dir) if prev_dir else None, outcomes, remove or {}, PROVENANCE, run_name,
@@ -277,7 +277,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
                          changed=carry.changed, pending=pending, rule_note=note)  # fmt: skip
 
 
-def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
+def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: ScaleOfRecord
           ) -> tuple[list[dict], list[float], list[float], list[str]]:
     fit = _run_fit(board.run_dir)
     to_record = record.mapping(fit, board.run_dir)
@@ -335,7 +335,7 @@ def _rows(board: ReviewBoard, version: str, now: str, record: ScaleOfRecord
             z_before.append(float(z[i]))
         rows.append(row)
     z_after, added = list(z_before), []
-    for item_id, res in board.outcomes().items():
+    for item_id, res in outcomes.items():
         if not res.released:
             continue
         rec = board.entry(item_id).record

@@ -87,7 +87,7 @@ def carry_forward(
             continue
         if item_id in now_ids or item_id in reused:  # released again (by the same run, or one that made it
             # too, or one that reused it): kept, and its first release stays on record, as a carried row's does
-            again = now_ids[item_id] if item_id in now_ids else reused[item_id][0]
+            again = now_ids[item_id] if item_id in now_ids else reused[item_id]
             if again["id"] != item_id:  # a reused item keeps its released id, and the run that made it
                 carry.aliases[again["id"]] = item_id
                 again["id"], again["run_id"] = item_id, row.get("run_id")
@@ -105,15 +105,15 @@ def carry_forward(
         rows.append(dict(row))  # kept as released, provenance included (released_in: its first release)
         carry.carried.append(item_id)
     # A removed item goes even if this run would release it again.
-    gone = {id(reused[i][0]) for i in carry.removed if i in reused}  # under its reused name too
+    gone = {id(reused[i]) for i in carry.removed if i in reused}  # under its reused name too
     rows[:] = [r for r in rows if r["id"] not in carry.removed and id(r) not in gone]
     return carry
 
 
 def _reused(rows: list[dict[str, Any]], gen_before: Mapping[str, dict[str, Any]],
-             run_id: str | None) -> dict[str, tuple[dict[str, Any], str]]:
+             run_id: str | None) -> dict[str, dict[str, Any]]:
     """The previous release's generated items of another run that this run releases again under another
-    name, the one being a child the other reused: released id -> (this run's row, this run's own id of it).
+    name, the one being a child the other reused: released id -> this run's row of it.
 
     A run that reuses run A's child "X" names it "X@A" (benchfill.engine.memory_store.foreign_id; and
     where the previous release holds another run's "X@A", release._own_ids makes it "X@A@<this run>");
@@ -130,7 +130,7 @@ def _reused(rows: list[dict[str, Any]], gen_before: Mapping[str, dict[str, Any]]
             base, sep, origin = local.rpartition(RUN_SEP)
             if sep and origin and (base, origin) not in released:  # the other run reused one of origin's
                 released[(base, origin)] = item_id
-    out: dict[str, tuple[dict[str, Any], str]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for r in rows:
         if r.get("origin") != "generated":
             continue
@@ -138,7 +138,7 @@ def _reused(rows: list[dict[str, Any]], gen_before: Mapping[str, dict[str, Any]]
         base, sep, made_by = own_id.rpartition(RUN_SEP)
         hit = released.get((base, made_by) if sep else (own_id, run_id))
         if hit is not None and hit != r["id"] and hit not in out:
-            out[hit] = (r, own_id)
+            out[hit] = r
     return out
 
 

@@ -306,10 +306,11 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         from benchfill.report import review_records
 
         # The review queue lives in the store (review and release read it there, PostgreSQL included).
-        queue = review_records(results, opts, run_id_for(opts), bench, fit, backend.summary())
+        summary = backend.summary()  # (once: it records and sums every process's traffic)
+        queue = review_records(results, opts, run_id_for(opts), bench, fit, summary)
         _record_review_queue(store, queue)
         write_report(run_dir, opts=opts, run_id=run_id_for(opts), bench=bench, fit=fit, gaps=chosen_gaps,
-                     results=results, oracle_z=oracle_z, backend=backend.summary(), matrix_source=matrix_source,
+                     results=results, oracle_z=oracle_z, backend=summary, matrix_source=matrix_source,
                      queue=queue)
     except BaseException:
         if fresh and not started and opts.store is None:
@@ -363,8 +364,6 @@ def _input_hashes(opts: RunOptions, items: list[dict[str, Any]]) -> dict[str, st
 def _hold_run(run_dir: Path, run_id: str, exclusive: bool = True) -> int | None:
     """Take the run directory's lock (``locks.hold``), or refuse in one line naming the process that holds
     it. ``exclusive`` False: a shared hold (a sweep's units of one run). None where there is no such lock."""
-    from benchfill import locks
-
     path = run_dir / LOCK_FILE
     try:
         fd = locks.hold(path, shared=not exclusive, wait=False)

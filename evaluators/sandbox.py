@@ -53,6 +53,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from benchfill.errors import ConfigError
+from evaluators.sandbox_runner import SCRATCH_UNUSABLE  # its exit status when the scratch areas stay dirty
 
 MEMORY_BYTES = 1 << 30  # address space, per process
 FILE_BYTES = 16 << 20
@@ -67,7 +68,6 @@ UNCONFINED_REFUSAL = ("code items run generated programs and no confinement is a
                       "apt-get install bubblewrap); pass --allow-unconfined to run them without one")
 
 _RUNNER = (Path(__file__).parent / "sandbox_runner.py").read_text(encoding="utf-8")
-SCRATCH_UNUSABLE = 3  # the runner's exit status when it could not empty the scratch areas (sandbox_runner.py)
 
 # Read-only from the host under bubblewrap, where they exist: the system, and what the dynamic loader
 # reads from /etc. Links (/bin -> usr/bin on a merged /usr) are made links again.
@@ -186,15 +186,17 @@ def _bwrap_command(bwrap: str, python: str, binds: tuple[str, ...]) -> list[str]
     return [*cmd, python, "-I", "-c", _RUNNER]
 
 
-def _processes_of(uid: int) -> int:
-    count = 0
+def _pids_of(uid: int) -> list[int]:
+    """The processes owned by ``uid`` (a process gone while read is left out)."""
+    pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                count += os.stat(f"/proc/{entry}").st_uid == uid
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    pids.append(int(entry))
             except OSError:
                 continue
-    return count
+    return pids
 
 
 def _launch(programs: list[str], timeout: float, cpu_seconds: int, bwrap: str | None) -> list[Outcome]:
@@ -234,7 +236,7 @@ def _launch_once(programs: list[str], timeout: float, cpu_seconds: int,
             if uid is not None:
                 os.chown(scratch, uid, uid)
             else:  # RLIMIT_NPROC counts the user's processes on the whole host: allow the program its own
-                request["processes"] = _processes_of(os.getuid()) + MAX_PROCESSES
+                request["processes"] = len(_pids_of(os.getuid())) + MAX_PROCESSES
         extra = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True, **extra)
@@ -273,10 +275,9 @@ def _end_sandbox(proc: subprocess.Popen, uid: int | None) -> None:
     except OSError:
         pass
     if uid is not None:
-        for entry in os.listdir("/proc"):
+        for pid in _pids_of(uid):
             try:
-                if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
-                    os.kill(int(entry), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except OSError:
                 continue
 

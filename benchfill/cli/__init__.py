@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         again = "; rerun the same command to resume" if getattr(args, "resumable", False) else ""
         print(f"benchfill: {'terminated' if isinstance(exc, Terminated) else 'interrupted'}{again}", file=sys.stderr)
-        return 128 + getattr(exc, "signum", signal.SIGTERM) if isinstance(exc, Terminated) else 130
+        return 128 + exc.signum if isinstance(exc, Terminated) else 130
     except BrokenPipeError:
         return 0
     except OSError as exc:
@@ -107,9 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 def _terminated(signum, frame) -> None:
     from benchfill.errors import Terminated
 
-    exc = Terminated()
-    exc.signum = signum  # the exit status says which signal: 143 for SIGTERM, 129 for SIGHUP
-    raise exc
+    raise Terminated(signum)  # the exit status says which signal
 
 
 def _on_sigterm(hangup: bool = False) -> dict:

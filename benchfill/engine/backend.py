@@ -14,6 +14,7 @@ import contextlib
 import copy
 import functools
 import json
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -104,8 +105,6 @@ class Backend:
         self.prescreen = None  # benchfill/search/prescreen.py, trained by train_prescreen when asked for
         self.shared = None  # the store's search memory (engine/memory_store.py), opened by plan_memory
         self.memory_plan: dict | None = None
-        import uuid
-
         self.traffic_key = f"{TRAFFIC_META}{uuid.uuid4().hex}"
 
     def record_traffic(self) -> None:

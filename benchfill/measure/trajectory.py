@@ -271,14 +271,14 @@ def _count(raw: object, where: str) -> int:
         return 1
     value: int | None = None
     if isinstance(raw, bool):
-        value = None  # JSON true is not a count, though Python would read it as 1
+        pass  # JSON true is not a count, though Python would read it as 1
     elif isinstance(raw, int):
         value = raw
     elif isinstance(raw, float) and raw.is_integer():
         value = int(raw)  # 2.0, as some writers put an integer column
     elif isinstance(raw, str):
         try:
-            value = int(raw.strip())
+            value = int(raw)
         except ValueError:
             value = None
     if value is None:

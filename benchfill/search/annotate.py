@@ -304,13 +304,20 @@ class Annotator:
         probes' errors being independent. One probe: w = 1, its error in full; k equal probes: 1/k.
         ``infos`` (``_infos(b)``) spares recomputing them when the caller has them.
         """
+        sampling, ability, misfit = self._parts(b, trials, infos)
+        return sampling, ability + misfit
+
+    def _parts(self, b: float, trials: dict[str, int], infos: dict[str, float] | None = None
+               ) -> tuple[float, float, float]:
+        """``_variance``'s sampling part, and its inherited part split into the probes' ability error and
+        the misfit allowance (``_misfit``; none at an infinite b, an item with no finite estimate)."""
         infos = self._infos(b) if infos is None else infos
         info = {p.name: trials.get(p.name, 0) * infos[p.name] for p in self.probes}
         total = sum(info.values())
         if total <= 0:
-            return math.inf, 0.0
+            return math.inf, 0.0, 0.0
         ability = sum((info[p.name] / total) ** 2 * p.ability_se**2 for p in self.probes)
-        return 1.0 / total, ability + self._misfit(b, info, total)
+        return 1.0 / total, ability, self._misfit(b, info, total) if math.isfinite(b) else 0.0
 
     def _misfit(self, b: float, info: dict[str, float], total: float) -> float:
         """The variance the item's own discrimination may add: E[(1 - a)^2] (sum w_j (theta_j - b))^2,
@@ -382,13 +389,8 @@ class Annotator:
         est = online_calibrate(c, k, theta, chance=self.chance)
         b = float(est.difficulty)
         se = float(est.se) if est.se is not None and np.isfinite(est.se) else math.inf
-        infos = self._infos(b)
-        info = {p.name: trials.get(p.name, 0) * infos[p.name] for p in self.probes}
-        total = sum(info.values())
-        misfit = self._misfit(b, info, total) if math.isfinite(b) else 0.0
-        inherited = self._variance(b, trials, infos)[1]
-        ability_z_se = math.sqrt(max(inherited - misfit, 0.0)) / self.span
-        misfit_z_se = math.sqrt(misfit) / self.span
+        _, ability, misfit = self._parts(b, trials)
+        ability_z_se, misfit_z_se = math.sqrt(ability) / self.span, math.sqrt(misfit) / self.span
         flags = list(getattr(est, "flags", []) or [])
         z = self.to_z(b)
         if not 0.0 <= z <= 1.0:

@@ -327,10 +327,11 @@ class World:
         read (the replicas of a fleet share one world, and a child one of them wrote is asked of another),
         and those the runs sharing its store registered (``siblings``): their children become parents and
         references here, and a child read only at start-up would miss every run begun after it."""
+        others = list(self.siblings()) if self.siblings is not None else []  # (a store query: not under the lock)
         with self._lock:
             if self.state_path is not None:
                 self._load_state()
-            for path in self.siblings() if self.siblings is not None else ():
+            for path in others:
                 if path != self.state_path:
                     self._load_state(path)
 
