@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import math
 import os
 import sys
 import time
@@ -46,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from _common import shared_data  # noqa: E402  (../shared/data, or $BENCHFILL_SHARED_DATA)
 
+from benchfill.cli.argtypes import misfit_sd  # noqa: E402
 from benchfill.run import RunOptions  # noqa: E402
 from benchfill.sim.world import DISCRIMINATION_SD  # noqa: E402
 
@@ -180,6 +182,7 @@ class SimSetup:
     z: np.ndarray
     items: dict  # benchmark item id -> fields, as the world serves them
     z_of: dict  # benchmark item id -> fitted z
+    misfit: float  # the annotator's misfit allowance (a run's --misfit, resolved as the run resolves "auto")
 
     def annotator(self):
         from benchfill.search.annotate import Annotator
@@ -187,7 +190,7 @@ class SimSetup:
         extra = {} if CONFIRMATION is None else {"confirmation": CONFIRMATION}
         if ADAPTIVE is not None:
             extra["adaptive"] = ADAPTIVE
-        extra["misfit"] = MISFIT
+        extra["misfit"] = self.misfit
         return Annotator(self.services, self.probes, self.chance, self.fit.b_min, self.fit.b_max, "adaptive", **extra)
 
 
@@ -198,8 +201,29 @@ CONFIRMATION = None  # set in main(); None: the Annotator's default (tests impor
 ADAPTIVE = None
 # ``--ability-blind``: the annotator as before it knew the probes' ability error (every probe exact).
 ABILITY_BLIND = False
-DISCRIMINATION = None  # the world's sd of log item discrimination; None: the world's default
-MISFIT = RunOptions.misfit  # the sd of log discrimination the annotator allows for (a run's --misfit)
+# The world's sd of log item discrimination; None: the world's default; "like-set": each set's own, estimated
+# from its matrix (irt/spread.py; the world's default for a set without one).
+DISCRIMINATION = None
+MISFIT = RunOptions.misfit  # the sd of log discrimination the annotator allows for (a run's --misfit, or "auto")
+
+
+def world_spread(bench) -> float | None:
+    """The world's sd of log a for ``bench`` under DISCRIMINATION (None: the world's default)."""
+    if DISCRIMINATION != "like-set":
+        return DISCRIMINATION
+    return None if bench.matrix is None else set_spread(bench)
+
+
+_SPREADS: dict = {}
+
+
+def set_spread(bench) -> float:
+    """The spread of log discrimination in ``bench``'s own matrix (no floor), once per set and process."""
+    from benchfill.irt.spread import discrimination_spread
+
+    if bench.spec.name not in _SPREADS:
+        _SPREADS[bench.spec.name] = discrimination_spread(bench.matrix).sd
+    return _SPREADS[bench.spec.name]
 
 
 # ``--accept-within F``: the share of a gap's half-width around the target within which a confirmed candidate
@@ -217,6 +241,35 @@ WIDENS = True
 
 # ``--panel NxK``: the probe panel, N probes answering K times each (the benchmark phase and the fixed protocol).
 PANEL = (12, 8)
+
+
+def world_sd_arg(text: str) -> float | str:
+    """``--discrimination``: an sd of log a in [0, 2], or ``like-set``."""
+    if text.strip().lower() == "like-set":
+        return "like-set"
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not 0 <= v <= 2:
+        raise argparse.ArgumentTypeError(f"expected like-set or an sd of log a in [0, 2], got {text!r}")
+    return v
+
+
+def print_spreads(sets) -> None:
+    """Per set: the spread of log discrimination its own matrix shows, what the world draws, and what the
+    annotator's allowance ``auto`` makes of the matrix without the panel's rows (a run adds them)."""
+    from benchfill.irt.spread import ALLOWANCE_FLOOR
+
+    rows = []
+    for name in sets:
+        bench = _BENCHES[name][0]
+        own = None if bench.matrix is None else set_spread(bench)
+        world = world_spread(bench)
+        rows.append(f"{name} {'-' if own is None else f'{own:.2f}'} / "
+                    f"{DISCRIMINATION_SD if world is None else round(world, 2)} / "
+                    + (f"{max(own if own is not None else 0.0, ALLOWANCE_FLOOR):.2f}" if MISFIT == "auto" else f"{MISFIT}"))
+    print("sd of log discrimination, the set's own matrix / the world's / the allowance: " + "; ".join(rows), flush=True)
 
 
 def panel_arg(text: str) -> tuple[int, int]:
@@ -240,7 +293,7 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
     world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
                              answer_field=spec.answer_field, matrix=bench.matrix, seed=seed,
                              rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal, n_probes=PANEL[0],
-                             **({} if DISCRIMINATION is None else {"discrimination_sd": DISCRIMINATION}))
+                             **({} if world_spread(bench) is None else {"discrimination_sd": world_spread(bench)}))
     services = WorldServices(world, spec, seed)
     bench_items = world.original_items()  # the texts as the world serves them (with their signal, if any)
     # As a run does: the panel's rollouts join the given matrix on anchor items (all items without one).
@@ -255,7 +308,13 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
     by_id = {it["id"]: it for it in bench_items}
     items = {i: by_id[i] for i in ids if i in by_id}
     z_of = {i: float(v) for i, v in zip(ids, z, strict=True) if i in by_id}
-    return SimSetup(world, services, fit, probes, chance, ids, z, items, z_of)
+    if MISFIT == "auto":  # as a run resolves it (Backend._misfit): from the matrix the run fits
+        from benchfill.irt.spread import misfit_allowance
+
+        misfit = misfit_allowance(matrix, seed=seed)[0]
+    else:
+        misfit = float(MISFIT)
+    return SimSetup(world, services, fit, probes, chance, ids, z, items, z_of, misfit)
 
 
 async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
@@ -670,11 +729,12 @@ def main() -> None:
                     help="the probe panel: N probes, K trials each per item (default 12x8, a run's default)")
     ap.add_argument("--jobs", type=int, default=1, metavar="N",
                     help="run the (cell, seed) pairs on N processes (default 1); the figures do not change")
-    ap.add_argument("--discrimination", type=float, metavar="SD",
+    ap.add_argument("--discrimination", type=world_sd_arg, metavar="SD",
                     help="the world's sd of log item discrimination (default: the world's, "
-                         "benchfill.sim.world.DISCRIMINATION_SD; 0: the 1PL the annotator fits)")
-    ap.add_argument("--misfit", type=float, default=RunOptions.misfit, metavar="SD",
-                    help=f"the sd of log a the annotator allows for (a run's --misfit, default {RunOptions.misfit:g}; 0: the "
+                         "benchfill.sim.world.DISCRIMINATION_SD; 0: the 1PL the annotator fits; like-set: each set's "
+                         "own, estimated from its matrix)")
+    ap.add_argument("--misfit", type=misfit_sd, default=RunOptions.misfit, metavar="SD",
+                    help=f"the sd of log a the annotator allows for (a run's --misfit, default {RunOptions.misfit}; 0: the "
                          "annotator before it, which took every item to fit the 1PL)")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
@@ -683,11 +743,7 @@ def main() -> None:
     from benchfill.search.annotate import AdaptiveSettings, ConfirmSettings
 
     PANEL = args.panel
-    if args.discrimination is not None and not 0 <= args.discrimination <= 2:
-        ap.error(f"--discrimination: expected an sd of log a in [0, 2], got {args.discrimination}")
     DISCRIMINATION = args.discrimination
-    if not 0 <= args.misfit <= 2:
-        ap.error(f"--misfit: expected an sd of log a in [0, 2], got {args.misfit}")
     MISFIT = args.misfit
     if args.jobs < 1:
         ap.error(f"--jobs: expected a positive number of processes, got {args.jobs}")
@@ -730,8 +786,8 @@ def main() -> None:
     print(f"bench_search: top-{K} gaps, T={args.rounds} R={SHAPE.get('parents', 4)} C={SHAPE.get('children', 4)}{first} L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
           f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
-          f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD:g}"
-          f"; annotator's misfit allowance sd {MISFIT:g}"
+          f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
+          f"; annotator's misfit allowance sd {MISFIT}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"
@@ -742,6 +798,7 @@ def main() -> None:
     t_all = time.perf_counter()
     for name in dict.fromkeys([*sets, *QUICK_SETS]):
         _BENCHES[name] = load_set(name, max_items, 0)
+    print_spreads(sets)
     jobs = [(f"preset {p}", p, {}, s) for p in args.presets for s in sets]
     if not args.no_grid:
         for combo in itertools.product(*grid.values()):

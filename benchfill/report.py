@@ -320,11 +320,29 @@ def _optimism(rep: dict[str, Any]) -> str:
     return ""
 
 
+def _misfit_words(rep: dict[str, Any]) -> str:
+    """What the stated se allows for the chosen items' own discrimination (``--misfit``)."""
+    m = (rep.get("backend") or {}).get("misfit")
+    if not m:
+        return "no allowance for the items' own discrimination"
+    if not m["sd"]:
+        return "no allowance for the items' own discrimination (`--misfit 0`: each item taken to fit the 1PL)"
+    est = m.get("estimate")
+    if m.get("given"):
+        src = "as given by `--misfit`"
+    elif est:
+        src = (f"estimated from the run's response matrix, {est['models']} models x {est['items']} items: "
+               f"{est['sd']:.2f}" + (f", raised to the floor {m['floor']:g}" if est["sd"] < m["sd"] else ""))
+    else:
+        src = f"the floor {m['floor']:g}: {m.get('why', 'no estimate')}"
+    return f"an allowance for their own discrimination (sd of log a {m['sd']:.2f}, {src})"
+
+
 def _placement(rep: dict[str, Any]) -> str:
     """Which difficulty the after-figures place each chosen item at, and what that means for them."""
     placed_by = rep.get("placed_by") or []
-    se = ("the interval carries that estimate's standard error: its sampling and the probe panel's own ability "
-          "error, which the item inherits.")
+    se = ("the interval carries that estimate's standard error: its sampling, the probe panel's own ability "
+          f"error, which the item inherits, and {_misfit_words(rep)}.")
     if not placed_by:
         return "No item was placed: the after-figures are the before-figures."
     if placed_by == ["oracle"]:

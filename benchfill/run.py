@@ -44,9 +44,10 @@ class RunOptions:
     # Looser is cheaper and places less exactly (docs/sim-rewriter.md measures the trade).
     confirm_se: float = 0.02
     confirm_cap: float = 4.0
-    # The sd of log item discrimination the annotator allows for (search/annotate.py, Annotator.misfit): a
-    # judgement from 2PL fits of public matrices (0.31-0.44); 0: every item taken to fit the 1PL exactly.
-    misfit: float = 0.35
+    # The sd of log item discrimination the annotator allows for (search/annotate.py, Annotator.misfit).
+    # "auto": the benchmark's own, estimated from its matrix (irt/spread.py), at least 0.35; 0: every item
+    # taken to fit the 1PL exactly.
+    misfit: float | str = "auto"
     backend: str | None = None  # default: openai when --config gives a probe panel, else sim
     config: str | None = None
     seed: int = 0
@@ -112,9 +113,10 @@ class RunOptions:
                                    ("near_duplicate", self.near_duplicate, 0.0, 100.0),
                                    ("sim_latency_ms", self.sim_latency_ms, 0.0, float("inf")),
                                    ("sim_discrimination", self.sim_discrimination, 0.0, 2.0),
-                                   ("misfit", self.misfit, 0.0, 2.0)):
+                                   ("misfit", 0.0 if self.misfit == "auto" else self.misfit, 0.0, 2.0)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-                raise ConfigError(f"{name(key)}: a number in [{lo:g}, {hi:g}], got {value!r}")
+                auto = " or auto" if key == "misfit" else ""
+                raise ConfigError(f"{name(key)}: a number in [{lo:g}, {hi:g}]{auto}, got {value!r}")
         if self.steering not in ("on", "off"):
             raise ConfigError(f"{name('steering')}: {self.steering!r} is neither on nor off")
         if self.selection not in ("posterior", "closest"):

@@ -48,3 +48,13 @@ folds = _bounded(_int, lambda v: v >= 2, "at least 2", "folds")  # K of K-fold c
 port = _bounded(_int, lambda v: 0 <= v <= 65535, "a port, 0 to 65535", "port")  # 0: any free one
 nonneg_float = _bounded(finite_float, lambda v: v >= 0, "0 or more", "nonneg_float")
 positive_float = _bounded(finite_float, lambda v: v > 0, "more than 0", "positive_float")  # a timeout
+
+
+def misfit_sd(text: str) -> float | str:
+    """``--misfit``: ``auto`` or an sd of log discrimination in [0, 2]."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    v = finite_float(text)
+    if not 0.0 <= v <= 2.0:
+        raise argparse.ArgumentTypeError(f"must be auto or an sd of log discrimination in [0, 2], got {text.strip()}")
+    return v

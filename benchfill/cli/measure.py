@@ -21,6 +21,9 @@ def register(subparsers: Any) -> None:
     _fit_args(p)
     p.add_argument("--out", default="fit.json", help="where to write the fit (default: fit.json)")
     p.add_argument("--bic", action="store_true", help="compare 1PL and 2PL by BIC")
+    p.add_argument("--spread", action="store_true",
+                   help="estimate how item discrimination spreads (sd of log a, empirical-Bayes 2PL): what "
+                        "`run --misfit auto` allows for")
     p.add_argument("--loo", action="store_true", help="leave-one-model-out robustness of the difficulties")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_fit)
@@ -195,6 +198,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
     }
     if args.bic:
         summary["bic"] = compare_models(matrix, guessing=not args.no_guessing)
+    if args.spread:
+        from benchfill.irt.spread import discrimination_spread
+
+        summary["discrimination_spread"] = discrimination_spread(matrix, guessing=not args.no_guessing,
+                                                                 seed=args.seed).to_dict()
     if args.loo:
         loo = leave_one_model_out(matrix, engine="map", model=args.model, guessing=not args.no_guessing)
         summary["leave_one_model_out"] = loo
@@ -215,6 +223,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.bic:
         b = summary["bic"]
         print(f"BIC: 1pl {b['bic_1pl']:.1f}, 2pl {b['bic_2pl']:.1f} -> {b['selected']} preferred")
+    if args.spread:
+        sp = summary["discrimination_spread"]
+        print(f"item discrimination: sd of log a {sp['sd']:.3f} (Laplace EM {sp['raw_sd']:.3f}, bootstrap-corrected; "
+              f"{sp['models']} models x {sp['items']} items with both right and wrong answers; "
+              f"the data determine {100 * sp['information']:.0f}% of it)")
     if args.loo:
         lo = summary["leave_one_model_out"]
         undefined = (f"; {lo['undefined']} of {lo['refits']} refits left out, without a correlation "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchfill.cli.argtypes import nonneg_int
+from benchfill.cli.argtypes import misfit_sd, nonneg_int
 
 
 def register(subparsers) -> None:
@@ -27,9 +27,10 @@ def register(subparsers) -> None:
                    help="skip re-annotating each selected item with fresh rollouts")
     p.add_argument("--confirm-se", type=float, default=0.02, metavar="SE",
                    help="confirm until the sampling z standard error is at most this (default 0.02)")
-    p.add_argument("--misfit", type=float, default=0.35, metavar="SD",
+    p.add_argument("--misfit", type=misfit_sd, default="auto", metavar="SD",
                    help="the sd of log item discrimination the annotator allows for: probes balanced about each "
-                        "item, and its se carries what the 1PL misses (default 0.35; 0: items fit the 1PL exactly)")
+                        "item, and its se carries what the 1PL misses (default auto: the benchmark's own, "
+                        "estimated from its matrix, at least 0.35; 0: items fit the 1PL exactly)")
     p.add_argument("--confirm-cap", type=float, default=4.0, metavar="BUDGETS",
                    help="... or until this many fixed-protocol budgets of rollouts (default 4); looser is "
                         "cheaper and places less exactly")

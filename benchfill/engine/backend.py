@@ -37,6 +37,8 @@ SENT = {"model_calls": 0, "rollouts": 0}
 # its own key, so that the report counts every process of a run (a resumed one, a sweep's units) and a
 # process that writes its figures again only replaces them.
 TRAFFIC_META = "traffic/"
+# The run meta key of the misfit allowance ``--misfit auto`` resolved to, and what it rests on (Backend._misfit).
+MISFIT_META = "misfit"
 
 
 class TrafficServices:
@@ -101,6 +103,7 @@ class Backend:
         self.rc = None
         self.fit = None
         self.annotator: Annotator | None = None
+        self.misfit: dict | None = None  # the misfit allowance and what it rests on (_misfit)
         self.services: TrafficServices | None = None
         self.prescreen = None  # benchfill/search/prescreen.py, trained by train_prescreen when asked for
         self.shared = None  # the store's search memory (engine/memory_store.py), opened by plan_memory
@@ -158,9 +161,31 @@ class Backend:
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
         confirmation = ConfirmSettings(z_se=self.opts.confirm_se, max_budgets=self.opts.confirm_cap)
         self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation,
-                                   confirmation=confirmation, misfit=self.opts.misfit)
+                                   confirmation=confirmation, misfit=self._misfit(matrix, digest))
         self.record_traffic()  # the panel's rollouts, kept as the fit is
         return self.fit, source
+
+    def _misfit(self, matrix, digest: str) -> float:
+        """The annotator's misfit allowance: ``--misfit SD``, or with ``auto`` the benchmark's own spread of
+        log discrimination (irt/spread.py), estimated once from the matrix of record and kept with it, so a
+        resumed run and every unit of a sweep allow the same."""
+        if self.opts.misfit != "auto":
+            self.misfit = {"sd": float(self.opts.misfit), "estimate": None, "given": True}
+            return float(self.opts.misfit)
+        saved = self.store.get_meta(MISFIT_META)
+        if saved and saved.get("matrix") == digest:
+            self.misfit = {k: v for k, v in saved.items() if k != "matrix"}
+            return float(saved["sd"])
+        from benchfill.irt.spread import misfit_allowance
+
+        if self.opts.progress:
+            import sys
+
+            print("estimating how item discrimination spreads (the misfit allowance) ...", file=sys.stderr, flush=True)
+        sd, record = misfit_allowance(matrix, seed=self.opts.seed)
+        self.store.set_meta(MISFIT_META, {**record, "matrix": digest})
+        self.misfit = record
+        return sd
 
     def _anchors(self, matrix) -> list[dict]:
         """The anchor items this run chose when it began, else a new choice, recorded: a resumed run and
@@ -362,6 +387,7 @@ class Backend:
             # The panel's fitted abilities and their standard errors: every placement inherits the latter.
             out["probe_abilities"] = {p.name: {"ability": round(p.ability, 4), "se": round(p.ability_se, 4)}
                                       for p in self.annotator.probes}
+            out["misfit"] = self.misfit  # the allowance for the items' own discrimination, and its source
         if self.prescreen is not None:
             out["prescreen"] = self.prescreen.summary()
         if self.memory_plan is not None:

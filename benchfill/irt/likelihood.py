@@ -79,8 +79,11 @@ class Posterior:
     unnormalised log posterior and its gradient, the interface the samplers and optimisers use.
     """
 
-    def __init__(self, matrix: ResponseMatrix, *, model: str = "1pl", guessing: bool = True) -> None:
+    def __init__(self, matrix: ResponseMatrix, *, model: str = "1pl", guessing: bool = True,
+                 log_a_prior: tuple[float, float] = (0.0, LOG_DISCRIMINATION_SD)) -> None:
         self.model = model
+        # (mean, sd) of the 2PL's log a_i prior: the spread estimate (irt/spread.py) varies it.
+        self.log_a_mean, self.log_a_sd = float(log_a_prior[0]), float(log_a_prior[1])
         self.m, self.n = matrix.n_models, matrix.n_items
         self.correct = np.asarray(matrix.correct, dtype=float)
         self.trials = np.asarray(matrix.trials, dtype=float)
@@ -127,7 +130,8 @@ class Posterior:
         theta, b, log_a = self.split(x)
         lp = -0.5 * float(theta @ theta + b @ b)
         if log_a is not None:
-            lp -= 0.5 * float(log_a @ log_a) / LOG_DISCRIMINATION_SD**2
+            d = log_a - self.log_a_mean
+            lp -= 0.5 * float(d @ d) / self.log_a_sd**2
         return lp
 
     def _logp_grad_1pl(self, x: np.ndarray) -> tuple[float, np.ndarray]:
@@ -177,7 +181,7 @@ class Posterior:
             a = np.exp(log_a)
             grad[: self.m] = r @ a - theta
             grad[self.m : self.m + self.n] = -a * r.sum(axis=0) - b
-            grad[self.m + self.n :] = (r * eta).sum(axis=0) - log_a / LOG_DISCRIMINATION_SD**2
+            grad[self.m + self.n :] = (r * eta).sum(axis=0) - (log_a - self.log_a_mean) / self.log_a_sd**2
         return ll + self.log_prior(x), grad
 
     def log_likelihood(self, x: np.ndarray) -> float:
