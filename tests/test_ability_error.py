@@ -57,24 +57,59 @@ def test_variance_worked_by_hand():
 
 
 def test_the_misfit_allowance_worked_by_hand():
-    """With log a ~ N(0, s^2) the 1PL misplaces an item by (1 - a) times the probes' information-weighted
-    lean from it: E[(1 - a)^2] = 1 - 2 e^(s^2/2) + e^(2 s^2) times the lean squared; balanced probes cancel."""
+    """With log a ~ N(0, s^2), one probe a logit above an item at b = 0 places an item of slope a at 1 - 1/a
+    (it expects the same answers): E[(1/a - 1)^2] = 1 - 2 e^(s^2/2) + e^(2 s^2), log a being symmetric.
+    Balanced probes cancel for every a; near a = 1 the variance is s^2 times the information-weighted lean
+    squared (the linear form the allowance had before)."""
     from dataclasses import replace
 
     ann = replace(_annotator(None, {"lo": -1.0, "hi": 1.0, "at": 0.0}, 0.0), misfit=0.35)
     m2 = 1 - 2 * math.exp(0.35**2 / 2) + math.exp(2 * 0.35**2)  # 0.1512
     assert math.isclose(m2, 0.15117, rel_tol=1e-3)
     _, inherited = ann._variance(0.0, {"hi": 8})  # one probe a logit above: the lean is 1
-    assert math.isclose(inherited, m2)
+    assert math.isclose(inherited, m2, rel_tol=1e-6)  # seven Gauss-Hermite nodes
     _, inherited = ann._variance(0.0, {"lo": 8, "hi": 8})  # one each side, equal information: no lean
     assert math.isclose(inherited, 0.0, abs_tol=1e-15)
-    _, inherited = ann._variance(0.0, {"hi": 8, "at": 8})  # shares I_hi / (I_hi + 2) at lean 1
     i_hi = 8 * math.exp(-1) / (1 + math.exp(-1)) ** 2
-    assert math.isclose(inherited, m2 * (i_hi / (i_hi + 2)) ** 2)
-    # The next probe after "hi": "at" (sampling 1/(I_hi + 2) = 0.280, misfit 0.151 * 0.44^2 = 0.029) beats
-    # "lo" (1/(2 I_hi) = 0.318, no lean) at s = 0.35; at s = 0.8 (E[(1-a)^2] = 1.84) balancing wins.
+    _, inherited = replace(ann, misfit=0.02)._variance(0.0, {"hi": 8, "at": 8})  # the linear limit
+    assert math.isclose(inherited, (math.exp(0.02**2) - 1) * (i_hi / (i_hi + 2)) ** 2, rel_tol=2e-3)
+    # The next probe after "hi": "at" (more information, a small lean) at s = 0.35; at s = 0.8 balancing wins.
     assert [p.name for p in ann._next_probes(0.0, 1, 8, {"hi": 8})] == ["at"]
     assert [p.name for p in replace(ann, misfit=0.8)._next_probes(0.0, 1, 8, {"hi": 8})] == ["lo"]
+
+
+def test_the_misfit_allowance_agrees_with_a_direct_integral():
+    """The nonlinear allowance against scipy: for each a, the root of the expected count (brentq), squared
+    off b and integrated over the lognormal (quad). A flat item is pulled toward the probes by far more
+    than (1 - a) times their lean: at s = 0.8 the allowance is well above the linear form's."""
+    from dataclasses import replace
+
+    from scipy.integrate import quad
+    from scipy.optimize import brentq
+    from scipy.special import expit
+
+    base = _annotator(None, {"lo": -1.0, "hi": 1.0, "at": 0.0, "far": 2.5}, 0.0)
+    trials = {"hi": 8, "at": 16, "far": 8}
+    theta = {"lo": -1.0, "hi": 1.0, "at": 0.0, "far": 2.5}
+
+    def count(b: float, a: float) -> float:
+        return sum(n * expit(a * (theta[k] - b)) for k, n in trials.items())
+
+    for s, b in ((0.35, 0.3), (0.8, 0.3), (0.8, -0.6)):
+        def sq(x: float, s: float = s, b: float = b) -> float:
+            a = math.exp(s * x)
+            return (b - brentq(lambda bb: count(bb, a) - count(b, 1.0), -500, 500)) ** 2 * math.exp(-x * x / 2)
+
+        want = quad(sq, -7, 7, limit=200)[0] / math.sqrt(2 * math.pi)
+        ann = replace(base, misfit=s)
+        infos = ann._infos(b)
+        info = {p.name: trials.get(p.name, 0) * infos[p.name] for p in ann.probes}
+        got = ann._misfit(b, trials, info, sum(info.values()))
+        assert math.isclose(got, want, rel_tol=0.03), (s, b, got, want)
+        lean = sum(info[k] * (theta[k] - b) for k in info) / sum(info.values())
+        linear = (1 - 2 * math.exp(s * s / 2) + math.exp(2 * s * s)) * lean**2
+        if s == 0.8:
+            assert got > 1.3 * linear
 
 
 def test_exact_abilities_keep_the_most_informative_probes_and_uncertain_ones_spread():
@@ -188,3 +223,17 @@ def test_the_chance_a_chosen_item_truly_lies_inside_its_gap_worked_by_hand():
     assert result(0.5, 0.0).inside_probability == 1.0 and result(0.7, 0.0).inside_probability == 0.0
     empty = GapResult(0, 0.4, 0.6, 0.5, "benchfill", [], None, 1, Spend())
     assert empty.inside_probability is None
+
+
+def test_the_placement_allows_for_flat_items_leaning_toward_the_probes():
+    """One probe a logit above a 1PL estimate of 0: an item of slope a that expects the same answers sits
+    at 1 - 1/a, so the placement is E[1 - 1/a] = 1 - e^(s^2/2) and its misfit variance
+    Var(1/a) = e^(2 s^2) - e^(s^2). s = 0.5: -0.133148 and 0.364696. Without an allowance, the 1PL's own."""
+    from dataclasses import replace
+
+    ann = replace(_annotator(None, {"hi": 1.0, "lo": -1.0}, 0.0), misfit=0.5)
+    b, var = ann._unlean(0.0, {"hi": 8, "lo": 0})
+    assert math.isclose(b, 1 - math.exp(0.125), rel_tol=1e-6) and math.isclose(b, -0.133148, rel_tol=1e-5)
+    assert math.isclose(var, math.exp(0.5) - math.exp(0.25), rel_tol=1e-5) and math.isclose(var, 0.364696, rel_tol=1e-5)
+    b, var = ann._unlean(0.0, {"hi": 8, "lo": 8})  # balanced: every slope expects these answers at 0
+    assert abs(b) < 1e-12 and var < 1e-24

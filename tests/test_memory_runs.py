@@ -149,8 +149,8 @@ def test_a_reused_child_counts_the_decisions_made_on_it_where_it_was_made(tmp_pa
     assert got not in rel.added and made not in rel.added
     # And the other way round: a decision another run made on one of the first run's picks, under the name
     # it reuses it by, counts in the first run.
-    with ReviewBoard(first["_dir"]) as b:
-        pick = b.entries[0].item_id
+    with ReviewBoard(first["_dir"]) as b:  # (one bob has not turned down above)
+        pick = next(e.item_id for e in b.entries if e.item_id != made)
     store = Store(url, run_id=second["run_id"])
     try:
         with store.session() as s:
