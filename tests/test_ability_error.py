@@ -237,3 +237,30 @@ def test_the_placement_allows_for_flat_items_leaning_toward_the_probes():
     assert math.isclose(var, math.exp(0.5) - math.exp(0.25), rel_tol=1e-5) and math.isclose(var, 0.364696, rel_tol=1e-5)
     b, var = ann._unlean(0.0, {"hi": 8, "lo": 8})  # balanced: every slope expects these answers at 0
     assert abs(b) < 1e-12 and var < 1e-24
+
+
+def test_the_selection_counts_a_childs_own_misfit_but_not_the_shared_ability_error():
+    """The posterior selection weighs each child's confirmed z by its own uncertainty: the sampling se and
+    the misfit se (0.01 and 0.05: 0.051), not the ability se that children placed through the same probes
+    share. Two children confirmed 0.0625 above the target: the one whose probes leaned is the less certain,
+    so the prior (children of this parent and ask land on the target, sd 0.05) pulls it further toward the
+    target, and it wins; an ability se alone changes nothing (the tie goes by id)."""
+    from benchfill.search import Annotation
+    from benchfill.search.loop import Child
+    from benchfill.search.selection import select_posterior
+    from benchfill.search.services import Verdict
+    from benchfill.search.steering import Steering
+
+    ann = _annotator(None, TRUE_ABILITY, 0.0)
+    ok = Verdict(True, "", "toy")
+
+    def child(name: str, z: float, **parts) -> Child:
+        return Child(name, "p", "p", 1, {"id": name}, ok, Annotation(0.0, 0.1, z, 0.01, 96, **parts), ask=0.5,
+                     parent_z=0.3)
+
+    leaned = child("b", 0.5625, misfit_z_se=0.05)
+    assert ann.resolution_or_se(leaned.annotation) == math.hypot(0.01, 0.05)
+    assert select_posterior([child("a", 0.5625), leaned], 0.5, Steering(), ann) is leaned
+    shared = child("b", 0.5625, ability_z_se=0.05)
+    assert ann.resolution_or_se(shared.annotation) == 0.01
+    assert select_posterior([child("a", 0.5625), shared], 0.5, Steering(), ann).item_id == "a"
