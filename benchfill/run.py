@@ -45,7 +45,7 @@ class RunOptions:
     confirm_se: float = 0.02
     confirm_cap: float = 4.0
     # The sd of log item discrimination the annotator allows for (search/annotate.py, Annotator.misfit).
-    # "auto": the benchmark's own, estimated from its matrix (irt/spread.py), at least 0.35; 0: every item
+    # "auto": the benchmark's own, estimated from its matrix (irt/spread.py), at least 0.5; 0: every item
     # taken to fit the 1PL exactly.
     misfit: float | str = "auto"
     backend: str | None = None  # default: openai when --config gives a probe panel, else sim
@@ -65,7 +65,7 @@ class RunOptions:
     sim_latency_ms: float = 0.0
     # sim backend: sd of log item discrimination (benchfill.sim.world.DISCRIMINATION_SD; 0: the 1PL the
     # annotator fits, kinder than real data)
-    sim_discrimination: float = 0.35
+    sim_discrimination: float = 0.5
     sim_rewriter: str | None = None  # sim backend: rewriter preset (default realistic), docs/sim-rewriter.md
     sim_rewriter_knobs: dict[str, float] = field(default_factory=dict)
     runs_dir: str | None = None

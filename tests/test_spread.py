@@ -67,7 +67,7 @@ def test_too_few_models_or_items_are_refused_by_name_and_the_allowance_falls_bac
 
 
 def test_the_allowance_is_the_estimate_above_the_floor_and_the_floor_below_it():
-    wide, _ = _drawn(0.6, 12, 150, 8)
+    wide, _ = _drawn(0.8, 12, 150, 8)
     sd, record = misfit_allowance(wide)
     assert sd == pytest.approx(record["estimate"]["sd"], abs=1e-4) and sd > ALLOWANCE_FLOOR
     flat, _ = _drawn(0.0, 12, 150, 8)

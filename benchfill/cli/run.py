@@ -30,7 +30,7 @@ def register(subparsers) -> None:
     p.add_argument("--misfit", type=misfit_sd, default="auto", metavar="SD",
                    help="the sd of log item discrimination the annotator allows for: probes balanced about each "
                         "item, and its se carries what the 1PL misses (default auto: the benchmark's own, "
-                        "estimated from its matrix, at least 0.35; 0: items fit the 1PL exactly)")
+                        "estimated from its matrix, at least 0.5; 0: items fit the 1PL exactly)")
     p.add_argument("--confirm-cap", type=float, default=4.0, metavar="BUDGETS",
                    help="... or until this many fixed-protocol budgets of rollouts (default 4); looser is "
                         "cheaper and places less exactly")
@@ -57,8 +57,8 @@ def register(subparsers) -> None:
     p.add_argument("--near-duplicate", type=float, default=90.0, help="similarity (0-100) that flags a child")
     p.add_argument("--sim-probes", type=int, default=12, help="sim backend: number of probe models")
     p.add_argument("--sim-latency-ms", type=float, default=0.0, help="sim backend: per-request latency")
-    p.add_argument("--sim-discrimination", type=float, default=0.35, metavar="SD",
-                   help="sim backend: sd of log item discrimination (default 0.35, as 2PL fits of real matrices; "
+    p.add_argument("--sim-discrimination", type=float, default=0.5, metavar="SD",
+                   help="sim backend: sd of log item discrimination (default 0.5, the median of real matrices; "
                         "0: every item fits the 1PL the annotator assumes, kinder than real data)")
     from benchfill.cli.sim import add_rewriter_arguments
 

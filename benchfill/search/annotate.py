@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from scipy.special import expit
 
 from benchfill.search.services import Probe, SearchServices
 
@@ -316,17 +317,34 @@ class Annotator:
         sampling, ability, misfit = self._parts(b, trials, infos)
         return sampling, ability + misfit
 
-    def _parts(self, b: float, trials: dict[str, int], infos: dict[str, float] | None = None
-               ) -> tuple[float, float, float]:
+    def _parts(self, b: float, trials: dict[str, int], infos: dict[str, float] | None = None,
+               misfit: float | None = None) -> tuple[float, float, float]:
         """``_variance``'s sampling part, and its inherited part split into the probes' ability error and
-        the misfit allowance (``_misfit``; none at an infinite b, an item with no finite estimate)."""
+        the misfit allowance (``_misfit``; none at an infinite b, an item with no finite estimate).
+        ``misfit``: that allowance, where the caller has it (``_misfit_after``)."""
         infos = self._infos(b) if infos is None else infos
         info = {p.name: trials.get(p.name, 0) * infos[p.name] for p in self.probes}
         total = sum(info.values())
         if total <= 0:
             return math.inf, 0.0, 0.0
         ability = sum((info[p.name] / total) ** 2 * p.ability_se**2 for p in self.probes)
-        return 1.0 / total, ability, self._misfit(b, trials, info, total) if math.isfinite(b) else 0.0
+        if misfit is None:
+            misfit = self._misfit(b, trials, info, total) if math.isfinite(b) else 0.0
+        return 1.0 / total, ability, misfit
+
+    def _misfit_after(self, b: float, trials: dict[str, int], candidates: list[Probe], batch: int,
+                      infos: dict[str, float]) -> dict[str, float]:
+        """``_misfit`` of the design after ``batch`` more answers of each candidate probe, all at once."""
+        if not self.misfit or not math.isfinite(b):
+            return {p.name: 0.0 for p in candidates}
+        base = np.array([float(trials.get(p.name, 0)) for p in self.probes])
+        index = {p.name: j for j, p in enumerate(self.probes)}
+        n = np.repeat(base[None, :], len(candidates), axis=0)
+        for row, p in enumerate(candidates):
+            n[row, index[p.name]] += batch
+        info = n * np.array([infos[p.name] for p in self.probes])
+        nodes = self._slopes_of(b, n, info / info.sum(axis=1, keepdims=True))
+        return {p.name: float(_GH_W @ (b - nodes[row]) ** 2) for row, p in enumerate(candidates)}
 
     def _misfit(self, b: float, trials: dict[str, int], info: dict[str, float], total: float) -> float:
         """The variance the item's own discrimination may add, E over log a ~ N(0, misfit^2) of (b - b_a)^2.
@@ -355,20 +373,25 @@ class Annotator:
 
     def _slopes(self, b: float, trials: dict[str, int], info: dict[str, float], total: float) -> np.ndarray:
         """b_a at each Gauss-Hermite node of log a (``_misfit``)."""
-        asked = [p for p in self.probes if trials.get(p.name, 0) > 0]
-        theta = np.array([p.ability for p in asked])
-        n = np.array([float(trials[p.name]) for p in asked])
+        n = np.array([[float(trials.get(p.name, 0)) for p in self.probes]])
+        return self._slopes_of(b, n, np.array([info[p.name] for p in self.probes]) / max(total, 1e-300))[0]
+
+    def _slopes_of(self, b: float, n: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """b_a per design and node: ``n`` holds each design's trials per probe (designs x probes, in
+        ``self.probes``' order), ``weights`` their information shares (where Newton starts, the linear
+        answer). All designs at once: the probe choice weighs one design per candidate probe."""
+        theta = np.array([p.ability for p in self.probes])
         g = self.chance
-        target = float(n @ (g + (1 - g) / (1 + np.exp(np.clip(b - theta, -700, 700)))))
+        target = n @ (g + (1 - g) * expit(theta - b))  # the answers the 1PL expects at b
         a = np.exp(self.misfit * _GH_X)
-        mean = sum(info[p.name] * p.ability for p in asked) / total
-        bp = mean + (b - mean) / a  # the linear answer, where Newton starts
+        mean = np.atleast_2d(weights) @ theta
+        bp = mean[:, None] + (b - mean[:, None]) / a[None, :]
         for _ in range(30):
-            s = 1 / (1 + np.exp(np.clip(-a[:, None] * (theta[None, :] - bp[:, None]), -700, 700)))
-            f = (n * (g + (1 - g) * s)).sum(axis=1) - target
-            slope = (n * (1 - g) * a[:, None] * s * (1 - s)).sum(axis=1)  # minus d(expected count)/d b_a
+            s = expit(a[None, :, None] * (theta[None, None, :] - bp[:, :, None]))
+            f = (n[:, None, :] * (g + (1 - g) * s)).sum(axis=2) - target[:, None]
+            slope = (n[:, None, :] * ((1 - g) * a[None, :, None] * s * (1 - s))).sum(axis=2)  # -d count / d b_a
             step = np.clip(f / np.maximum(slope, 1e-300), -2.0, 2.0)
-            bp = bp + step
+            bp += step
             if float(np.max(np.abs(step))) < 1e-7:
                 break
         return bp
@@ -381,12 +404,15 @@ class Annotator:
         n = dict(trials)
         chosen: list[Probe] = []
         for _ in range(min(width, len(self.probes))):
-            def cost(p: Probe) -> tuple[float, float, str]:
+            left = [p for p in self.probes if p not in chosen]
+            misfit = self._misfit_after(b, n, left, batch, infos)
+
+            def cost(p: Probe, misfit: dict[str, float] = misfit) -> tuple[float, float, str]:
                 after = dict(n)
                 after[p.name] = after.get(p.name, 0) + batch
-                return (sum(self._variance(b, after, infos)), -infos[p.name], p.name)
+                return (sum(self._parts(b, after, infos, misfit=misfit[p.name])), -infos[p.name], p.name)
 
-            best = min((p for p in self.probes if p not in chosen), key=cost)
+            best = min(left, key=cost)
             chosen.append(best)
             n[best.name] = n.get(best.name, 0) + batch
         return chosen
