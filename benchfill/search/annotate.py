@@ -465,7 +465,7 @@ class Annotator:
             # for flat items than for steep ones (E[1/a] > 1), so it sits off on average (docs/sim-rewriter.md,
             # "Flat items").
             b, misfit = self._unlean(b, trials)
-            _, ability, _ = self._parts(b, trials)
+            _, ability, _ = self._parts(b, trials, misfit=misfit)
         else:
             _, ability, misfit = self._parts(b, trials)
         ability_z_se, misfit_z_se = math.sqrt(ability) / self.span, math.sqrt(misfit) / self.span
