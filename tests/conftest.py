@@ -100,3 +100,12 @@ def shared_data():
         if cand and Path(cand).is_dir():
             return Path(cand)
     raise RuntimeError("../shared/data not found; set BENCHFILL_SHARED_DATA")
+
+
+def ctrl_c_as_at_a_terminal():
+    """In the child, before exec: SIGINT back to its default. Run as a background job, the suite starts
+    with SIGINT ignored, which its children would inherit: Python then never raises KeyboardInterrupt, and
+    bash cannot trap a signal ignored on entry, so the Ctrl-C these tests send would go unseen."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

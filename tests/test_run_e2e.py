@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from cache_lookups import count_cache_lookups
+from conftest import ctrl_c_as_at_a_terminal
 
 from benchfill.errors import BenchfillError
 from benchfill.run import RunOptions, run, run_id_for
@@ -192,10 +193,8 @@ def test_a_run_stopped_mid_call_prints_no_never_awaited_warning(tmp_path, sig):
     litellm's request coroutines that the cancelled calls never started (and so never sent) do not surface
     as Python's "RuntimeWarning: coroutine ... was never awaited"."""
     args, env, root = _small_demo_run(tmp_path)
-    # Each call takes 50 ms: the search's rewriter and judge calls otherwise all finish within half a second
-    # of the first, and a signal sent on a loaded machine could land after them (the run then ends, exit 0).
-    args += ["--sim-latency-ms", "50"]
-    p = subprocess.Popen(args, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(args, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=ctrl_c_as_at_a_terminal)
     # the first rewriter or judge call stored: others are then in flight through litellm
     _wait_for(tmp_path, p, "select count(*) from modelcall where kind in ('rewriter', 'judge')")
     assert p.poll() is None, "the run ended before it was signalled"

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ctrl_c_as_at_a_terminal
 
 from benchfill import placement
 from benchfill.config import load_config
@@ -72,13 +73,6 @@ host = args[args.index("--host") + 1]
 ThreadingHTTPServer.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 ThreadingHTTPServer((host, port), Handler).serve_forever()
 '''
-
-
-def ctrl_c_as_at_a_terminal():
-    """In the child, before exec: SIGINT back to its default. Run as a background job, the suite starts
-    with SIGINT ignored, which its children would inherit: Python then never raises KeyboardInterrupt, and
-    bash cannot trap a signal ignored on entry, so the Ctrl-C these tests send would go unseen."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def free_ports(n):
