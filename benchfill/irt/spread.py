@@ -76,7 +76,7 @@ def discrimination_spread(
         # average, by CORRECTION_STEPS multiplicative steps on the same draws (common random numbers).
         for _ in range(CORRECTION_STEPS):
             rng = np.random.default_rng(seed)
-            again = [_em(_draw(sub, theta, b, sd, rng), guessing, seed)[0] for _ in range(replicates)]
+            again = [_em(_draw(sub, theta, b, sd, rng, guessing), guessing, seed)[0] for _ in range(replicates)]
             sd = sd * raw / max(float(np.mean(again)), MIN_SD)
     return Spread(sd=sd, raw_sd=raw, items=sub.n_items, models=sub.n_models, iterations=iterations,
                   converged=converged, information=information)
@@ -106,11 +106,12 @@ def _em(sub: ResponseMatrix, guessing: bool, seed: int, tol: float = 1e-3, max_i
     return tau, fit.ability, fit.difficulty, max_iter, False, share
 
 
-def _draw(sub: ResponseMatrix, theta: np.ndarray, b: np.ndarray, tau: float, rng: np.random.Generator
-          ) -> ResponseMatrix:
-    """A matrix of the same shape and trials, from the fitted abilities and difficulties and fresh slopes."""
+def _draw(sub: ResponseMatrix, theta: np.ndarray, b: np.ndarray, tau: float, rng: np.random.Generator,
+          guessing: bool = True) -> ResponseMatrix:
+    """A matrix of the same shape and trials, from the fitted abilities and difficulties and fresh slopes
+    (with the guessing floor only where the fit used one)."""
     a = np.exp(rng.normal(0.0, tau, len(b)))
-    g = np.asarray(sub.chance, dtype=float)
+    g = np.asarray(sub.chance, dtype=float) if guessing else np.zeros(len(b))
     p = g + (1.0 - g) / (1.0 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
     trials = np.asarray(sub.trials)
     return ResponseMatrix(sub.models, sub.item_ids, rng.binomial(trials, p), trials, g, sub.source)

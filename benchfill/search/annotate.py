@@ -39,7 +39,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 
 from benchfill.search.services import Probe, SearchServices
 
@@ -380,6 +379,9 @@ class Annotator:
         """b_a per design and node: ``n`` holds each design's trials per probe (designs x probes, in
         ``self.probes``' order), ``weights`` their information shares (where Newton starts, the linear
         answer). All designs at once: the probe choice weighs one design per candidate probe."""
+        # Imported here: scipy stays off the start-up of commands that annotate nothing.
+        from scipy.special import expit
+
         theta = np.array([p.ability for p in self.probes])
         g = self.chance
         target = n @ (g + (1 - g) * expit(theta - b))  # the answers the 1PL expects at b
