@@ -12,6 +12,7 @@ import asyncio
 import math
 
 import numpy as np
+import pytest
 
 from benchfill.search import Annotator, Probe, derive_seed
 
@@ -237,6 +238,82 @@ def test_the_placement_allows_for_flat_items_leaning_toward_the_probes():
     assert math.isclose(var, math.exp(0.5) - math.exp(0.25), rel_tol=1e-5) and math.isclose(var, 0.364696, rel_tol=1e-5)
     b, var = ann._unlean(0.0, {"hi": 8, "lo": 8})  # balanced: every slope expects these answers at 0
     assert abs(b) < 1e-12 and var < 1e-24
+
+
+def test_one_probe_says_nothing_about_the_slope_so_the_answers_leave_the_prior():
+    """With one probe, every slope expects the given answers at its own b_a, so the likelihood is flat
+    over log a and the answer-weighted placement is the prior's: the hand-worked E[1 - 1/a] above, on
+    its even grid (to the grid's own error)."""
+    from dataclasses import replace
+
+    ann = replace(_annotator(None, {"hi": 1.0, "lo": -1.0}, 0.0), misfit=0.5)
+    b, var = ann._unlean(0.0, {"hi": 8, "lo": 0}, {"hi": 4, "lo": 0})
+    assert math.isclose(b, 1 - math.exp(0.125), rel_tol=2e-3)
+    assert math.isclose(var, math.exp(0.5) - math.exp(0.25), rel_tol=5e-3)
+
+
+@pytest.mark.parametrize("slope", [0.4, 1.0, 2.2])
+def test_answers_spread_over_probes_recover_the_items_slope_and_place_it(slope):
+    """Recovery: an item of slope a at b = 2, answered by four probes all below it (abilities 0 to 1.5,
+    2,000 answers each, the expected counts). The 1PL pulls a flat item toward the probes and pushes a
+    steep one away, and the prior alone cannot tell which it is (it places both near the 1PL's a = 1
+    answer). The answers can: the fall of the right answers across the probes shows the slope, so the
+    answer-weighted placement lands on b = 2 and its misfit part all but vanishes."""
+    from dataclasses import replace
+
+    from benchfill.irt.online import online_calibrate
+
+    abilities = {"p0": 0.0, "p1": 0.5, "p2": 1.0, "p3": 1.5}
+    ann = replace(_annotator(None, abilities, 0.0), misfit=0.5)
+    n = 2000
+    trials = {k: n for k in abilities}
+    correct = {k: round(n / (1 + math.exp(-slope * (t - 2.0)))) for k, t in abilities.items()}
+    names = sorted(abilities)
+    est = online_calibrate(np.array([correct[k] for k in names], float), np.array([n] * 4, float),
+                           np.array([abilities[k] for k in names]))
+    prior_b, prior_var = ann._unlean(est.difficulty, trials)
+    b, var = ann._unlean(est.difficulty, trials, correct)
+    # a flat item's b_a moves fast with a, so even a well-pinned slope leaves it some spread (0.12 at a = 0.4)
+    assert abs(b - 2.0) < 0.03 and math.sqrt(var) < 0.15 and var < prior_var / 4
+    if slope != 1.0:  # the prior alone stays off by most of the 1PL's own error (1.35 and 3.38)
+        assert abs(prior_b - 2.0) > 0.5 and abs(prior_b - 2.0) > 20 * abs(b - 2.0)
+
+
+def test_uncertain_probe_abilities_temper_what_the_answers_say_about_the_slope():
+    """The same flat item (a = 0.4 at b = 2, 50 answers from each of four probes below it), placed through
+    probes whose abilities are exact and through probes whose abilities are uncertain by 0.3 logits: the
+    fall of the answers across the probes is then partly the probes' own error, so the answers move the
+    placement less far from the prior's. (Its spread need not grow: b_a moves fastest with a where the
+    slope is flattest, so a posterior sure of a flat slope can spread b more than a vaguer one.) With
+    exact abilities, the likelihood is the binomial's (tempering by a share of 1 changes nothing)."""
+    from dataclasses import replace
+
+    from benchfill.irt.online import online_calibrate
+
+    abilities = {"p0": 0.0, "p1": 0.5, "p2": 1.0, "p3": 1.5}
+    n = 50
+    trials = {k: n for k in abilities}
+    correct = {k: round(n / (1 + math.exp(-0.4 * (t - 2.0)))) for k, t in abilities.items()}
+    names = sorted(abilities)
+    est = online_calibrate(np.array([correct[k] for k in names], float), np.array([n] * 4, float),
+                           np.array([abilities[k] for k in names]))
+    placed = {}
+    for se in (0.0, 0.3):
+        ann = replace(_annotator(None, abilities, se), misfit=0.5)
+        placed[se] = (ann._unlean(est.difficulty, trials), ann._unlean(est.difficulty, trials, correct))
+    (prior_b, _), (exact_b, _) = placed[0.0]
+    _, (loose_b, _) = placed[0.3]
+    assert prior_b + 0.05 < loose_b < exact_b - 0.05  # the answers say flatter (higher), uncertain ones less firmly
+    # by hand: with exact abilities the tempered likelihood is the binomial's, up to a constant per slope
+    ann = replace(_annotator(None, abilities, 0.0), misfit=0.5)
+    x = np.array([-1.0, 0.0, 1.0])
+    nodes = np.array([1.6, 2.0, 2.4])
+    nn = np.full(4, float(n))
+    cc = np.array([float(correct[k]) for k in names])
+    theta = np.array([abilities[k] for k in names])
+    p = 1 / (1 + np.exp(-np.exp(0.5 * x)[:, None] * (theta[None, :] - nodes[:, None])))
+    binomial = (cc * np.log(p) + (nn - cc) * np.log(1 - p)).sum(axis=1)
+    assert np.allclose(ann._slope_log_lik(nodes, x, nn, cc), binomial - binomial.max())
 
 
 def test_the_selection_counts_a_childs_own_misfit_but_not_the_shared_ability_error():

@@ -25,7 +25,8 @@ whole placement error most, sampling and the panel's ability error together
 (``Annotator._variance``): the most informative probes when abilities are exact, a wider spread
 when they are not (aime25's 15 items leave each probe's ability uncertain by about 0.3 logits,
 0.045 z). An annotation keeps the parts apart: ``z_se`` is the sampling error, and ``misfit_z_se``
-what the item's own discrimination may add (``Annotator.misfit``); both are the child's own, and
+what the item's own discrimination may add (``Annotator.misfit``; the answers' fall across the
+probes weighs the slopes it allows for, ``Annotator._unlean``); both are the child's own, and
 the selection compares them together (``resolution_or_se``). ``ability_z_se`` is the inherited part,
 shared by children of one gap (they are placed through the same probes near the target), and
 ``placement_z_se`` all three, which is what the report's intervals carry.
@@ -46,6 +47,11 @@ PROTOCOLS = ("fixed", "adaptive")
 # Gauss-Hermite nodes and weights for an expectation over a standard normal (Annotator._misfit).
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(7)
 _GH_W = _GH_W / _GH_W.sum()
+# An even grid for the placement, where the answers reweigh the slopes (Annotator._unlean): a likelihood
+# sharper than the prior falls between Gauss-Hermite nodes, whose spacing widens away from the centre.
+_POST_X = np.linspace(-4.0, 4.0, 81)
+_POST_W = np.exp(-0.5 * _POST_X**2)
+_POST_W = _POST_W / _POST_W.sum()
 
 
 @dataclass
@@ -137,6 +143,8 @@ class Annotator:
     # removes. Allowing for it adds E[(1 - a)^2] (that mean)^2 to the placement's variance, so the probes
     # are chosen to balance about the item and the stated se carries what is left. 0: a = 1, as before.
     misfit: float = 0.0
+    # Weigh the slopes by the answers when placing an item (``_unlean``), not by the prior alone.
+    slope_weights: bool = True
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -359,23 +367,70 @@ class Annotator:
             return 0.0
         return float(_GH_W @ (b - self._slopes(b, trials, info, total)) ** 2)
 
-    def _unlean(self, b: float, trials: dict[str, int]) -> tuple[float, float]:
-        """The mean of b_a over log a ~ N(0, misfit^2) (``_misfit``'s b_a), and their variance about it."""
+    def _unlean(self, b: float, trials: dict[str, int],
+                correct: dict[str, int] | None = None) -> tuple[float, float]:
+        """The mean of b_a over log a (``_misfit``'s b_a), and their variance about it.
+
+        With ``correct``, the slopes are weighed by how well each explains the answers (the prior times the
+        likelihood at b_a, ``_slope_log_lik``, on an even grid): a posterior over log a, not the prior alone. b_a is the
+        difficulty an item of slope a must have to expect the answers given in all, so what tells the slopes
+        apart is how the answers fall across the probes: steeply from the weak ones to the strong ones, or
+        not. The prior alone placed every child as if it had the benchmark's typical slope, and a flat one,
+        pulled toward the probes by far more, kept that error through its confirmation (the same item, the
+        same probes). Chosen for landing on the target, children with a < 0.7 (a quarter of all) were over a
+        third of those chosen, and sat 0.06-0.08 z low (docs/sim-rewriter.md, "The answers weigh the slopes")."""
         infos = self._infos(b)
         info = {p.name: trials.get(p.name, 0) * infos[p.name] for p in self.probes}
         total = sum(info.values())
         if total <= 0:
             return b, 0.0
-        nodes = self._slopes(b, trials, info, total)
-        centre = float(_GH_W @ nodes)
-        return centre, float(_GH_W @ (nodes - centre) ** 2)
+        if correct is None:
+            nodes = self._slopes(b, trials, info, total)
+            centre = float(_GH_W @ nodes)
+            return centre, float(_GH_W @ (nodes - centre) ** 2)
+        n = np.array([float(trials.get(p.name, 0)) for p in self.probes])
+        c = np.array([float(correct.get(p.name, 0)) for p in self.probes])
+        weights = np.array([info[p.name] for p in self.probes]) / total
+        nodes = self._slopes_of(b, n[None, :], weights, _POST_X)[0]
+        w = _POST_W * np.exp(self._slope_log_lik(nodes, _POST_X, n, c))
+        w = w / w.sum()
+        centre = float(w @ nodes)
+        return centre, float(w @ (nodes - centre) ** 2)
+
+    def _slope_log_lik(self, nodes: np.ndarray, x: np.ndarray, n: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Log-likelihood of the answers (``c`` right of ``n`` per probe) for an item of slope a = e^(misfit x)
+        at b_a (``nodes``), less its largest value.
+
+        Each probe's term is tempered by the share of its count's variance that sampling makes: a probe's
+        ability is itself uncertain, which moves its expected count by n p'(theta) se(theta), and read as
+        exact, two probes half a logit apart with abilities 0.2 off would pass for a slope 40% off. Taken
+        at face value, the answers made the stated se too narrow (1.21 times for kind, from 1.09)."""
+        from scipy.special import expit
+
+        theta = np.array([p.ability for p in self.probes])
+        ability_se = np.array([p.ability_se for p in self.probes])
+        a = np.exp(self.misfit * x)
+        s = expit(a[:, None] * (theta[None, :] - nodes[:, None]))
+        g = self.chance
+        p = np.clip(g + (1 - g) * s, 1e-300, 1.0)
+        q = np.clip((1 - g) * (1 - s), 1e-300, 1.0)
+        sampling = n * p * q
+        shift = n * (1 - g) * a[:, None] * s * (1 - s) * ability_se
+        share = sampling / np.maximum(sampling + shift**2, 1e-300)
+        # against the saturated fit (each probe's own rate), so that a term near zero, not one that is merely
+        # tempered more, is what a good slope earns
+        rate = np.divide(c, n, out=np.zeros_like(c), where=n > 0)
+        right = np.where(c > 0, c * (np.log(p) - np.log(np.maximum(rate, 1e-300))), 0.0)
+        wrong = np.where(n - c > 0, (n - c) * (np.log(q) - np.log(np.maximum(1 - rate, 1e-300))), 0.0)
+        ll = (share * (right + wrong)).sum(axis=1)
+        return ll - ll.max()
 
     def _slopes(self, b: float, trials: dict[str, int], info: dict[str, float], total: float) -> np.ndarray:
         """b_a at each Gauss-Hermite node of log a (``_misfit``)."""
         n = np.array([[float(trials.get(p.name, 0)) for p in self.probes]])
         return self._slopes_of(b, n, np.array([info[p.name] for p in self.probes]) / max(total, 1e-300))[0]
 
-    def _slopes_of(self, b: float, n: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    def _slopes_of(self, b: float, n: np.ndarray, weights: np.ndarray, x: np.ndarray = _GH_X) -> np.ndarray:
         """b_a per design and node: ``n`` holds each design's trials per probe (designs x probes, in
         ``self.probes``' order), ``weights`` their information shares (where Newton starts, the linear
         answer). All designs at once: the probe choice weighs one design per candidate probe."""
@@ -385,7 +440,7 @@ class Annotator:
         theta = np.array([p.ability for p in self.probes])
         g = self.chance
         target = n @ (g + (1 - g) * expit(theta - b))  # the answers the 1PL expects at b
-        a = np.exp(self.misfit * _GH_X)
+        a = np.exp(self.misfit * x)
         mean = np.atleast_2d(weights) @ theta
         bp = mean[:, None] + (b - mean[:, None]) / a[None, :]
         for _ in range(30):
@@ -466,7 +521,7 @@ class Annotator:
             # spread as the misfit part: the 1PL's own b leans toward the probes' mean ability, by far more
             # for flat items than for steep ones (E[1/a] > 1), so it sits off on average (docs/sim-rewriter.md,
             # "Flat items").
-            b, misfit = self._unlean(b, trials)
+            b, misfit = self._unlean(b, trials, correct if self.slope_weights else None)
             _, ability, _ = self._parts(b, trials, misfit=misfit)
         else:
             _, ability, misfit = self._parts(b, trials)
