@@ -16,6 +16,7 @@ import functools
 import json
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -347,9 +348,7 @@ class Backend:
         selection; with ``band``, stopped early once its answers rule that band out; with ``resume``,
         taken on from such a confirmation. The rollouts are labelled phase "confirm" through a copy of
         the services, so the shared ``services.phase`` never changes under concurrent work."""
-        a = self.annotator
-        confirmer = Annotator(self.services.with_phase("confirm"), a.probes, a.chance, a.b_min, a.b_max,
-                              a.protocol, a.adaptive, a.confirmation, a.misfit)
+        confirmer = replace(self.annotator, services=self.services.with_phase("confirm"))
         return await confirmer.confirm(c.item_id, c.item, f"confirm:s{self.opts.seed}:{c.item_id}",
                                        c.annotation.difficulty, band=band, resume=resume)
 
