@@ -335,7 +335,8 @@ def _misfit_words(rep: dict[str, Any]) -> str:
                f"{est['sd']:.2f}" + (f", raised to the floor {m['floor']:g}" if est["sd"] < m["sd"] else ""))
     else:
         src = f"the floor {m['floor']:g}: {m.get('why', 'no estimate')}"
-    return f"an allowance for their own discrimination (sd of log a {m['sd']:.2f}, {src})"
+    return (f"an allowance for their own discrimination (sd of log a {m['sd']:.2f}, {src}; how each item's "
+            "answers fall across the probes weighs the slopes it allows for)")
 
 
 def _placement(rep: dict[str, Any]) -> str:

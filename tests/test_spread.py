@@ -101,7 +101,7 @@ def test_a_run_resolves_auto_once_records_it_and_says_what_it_allowed(tmp_path, 
     assert rep["backend"]["misfit"]["sd"] == ALLOWANCE_FLOOR
     text = (d / "report.md").read_text()
     assert f"sd of log a {ALLOWANCE_FLOOR:.2f}, estimated from the run's response matrix" in text
-    assert "raised to the floor" in text
+    assert "raised to the floor" in text and "answers fall across the probes weighs the slopes" in text
 
     def no_estimate(*a, **kw):
         raise AssertionError("a resumed run estimates again")
