@@ -252,6 +252,22 @@ def test_one_probe_says_nothing_about_the_slope_so_the_answers_leave_the_prior()
     assert math.isclose(var, math.exp(0.5) - math.exp(0.25), rel_tol=5e-3)
 
 
+FOUR_BELOW = {"p0": 0.0, "p1": 0.5, "p2": 1.0, "p3": 1.5}  # four probes below an item at b = 2
+
+
+def _answers_below(slope: float, n: int) -> tuple[dict, dict, float]:
+    """Trials, the expected right answers of an item of ``slope`` at b = 2 from each of FOUR_BELOW, and the
+    1PL's estimate from them (where the placement starts)."""
+    from benchfill.irt.online import online_calibrate
+
+    trials = {k: n for k in FOUR_BELOW}
+    correct = {k: round(n / (1 + math.exp(-slope * (t - 2.0)))) for k, t in FOUR_BELOW.items()}
+    names = sorted(FOUR_BELOW)
+    est = online_calibrate(np.array([correct[k] for k in names], float), np.array([n] * 4, float),
+                           np.array([FOUR_BELOW[k] for k in names]))
+    return trials, correct, est.difficulty
+
+
 @pytest.mark.parametrize("slope", [0.4, 1.0, 2.2])
 def test_answers_spread_over_probes_recover_the_items_slope_and_place_it(slope):
     """Recovery: an item of slope a at b = 2, answered by four probes all below it (abilities 0 to 1.5,
@@ -261,18 +277,10 @@ def test_answers_spread_over_probes_recover_the_items_slope_and_place_it(slope):
     answer-weighted placement lands on b = 2 and its misfit part all but vanishes."""
     from dataclasses import replace
 
-    from benchfill.irt.online import online_calibrate
-
-    abilities = {"p0": 0.0, "p1": 0.5, "p2": 1.0, "p3": 1.5}
-    ann = replace(_annotator(None, abilities, 0.0), misfit=0.5)
-    n = 2000
-    trials = {k: n for k in abilities}
-    correct = {k: round(n / (1 + math.exp(-slope * (t - 2.0)))) for k, t in abilities.items()}
-    names = sorted(abilities)
-    est = online_calibrate(np.array([correct[k] for k in names], float), np.array([n] * 4, float),
-                           np.array([abilities[k] for k in names]))
-    prior_b, prior_var = ann._unlean(est.difficulty, trials)
-    b, var = ann._unlean(est.difficulty, trials, correct)
+    ann = replace(_annotator(None, FOUR_BELOW, 0.0), misfit=0.5)
+    trials, correct, start = _answers_below(slope, 2000)
+    prior_b, prior_var = ann._unlean(start, trials)
+    b, var = ann._unlean(start, trials, correct)
     # a flat item's b_a moves fast with a, so even a well-pinned slope leaves it some spread (0.12 at a = 0.4)
     assert abs(b - 2.0) < 0.03 and math.sqrt(var) < 0.15 and var < prior_var / 4
     if slope != 1.0:  # the prior alone stays off by most of the 1PL's own error (1.35 and 3.38)
@@ -288,29 +296,23 @@ def test_uncertain_probe_abilities_temper_what_the_answers_say_about_the_slope()
     exact abilities, the likelihood is the binomial's (tempering by a share of 1 changes nothing)."""
     from dataclasses import replace
 
-    from benchfill.irt.online import online_calibrate
-
-    abilities = {"p0": 0.0, "p1": 0.5, "p2": 1.0, "p3": 1.5}
     n = 50
-    trials = {k: n for k in abilities}
-    correct = {k: round(n / (1 + math.exp(-0.4 * (t - 2.0)))) for k, t in abilities.items()}
-    names = sorted(abilities)
-    est = online_calibrate(np.array([correct[k] for k in names], float), np.array([n] * 4, float),
-                           np.array([abilities[k] for k in names]))
+    trials, correct, start = _answers_below(0.4, n)
     placed = {}
     for se in (0.0, 0.3):
-        ann = replace(_annotator(None, abilities, se), misfit=0.5)
-        placed[se] = (ann._unlean(est.difficulty, trials), ann._unlean(est.difficulty, trials, correct))
+        ann = replace(_annotator(None, FOUR_BELOW, se), misfit=0.5)
+        placed[se] = (ann._unlean(start, trials), ann._unlean(start, trials, correct))
     (prior_b, _), (exact_b, _) = placed[0.0]
     _, (loose_b, _) = placed[0.3]
     assert prior_b + 0.05 < loose_b < exact_b - 0.05  # the answers say flatter (higher), uncertain ones less firmly
     # by hand: with exact abilities the tempered likelihood is the binomial's, up to a constant per slope
-    ann = replace(_annotator(None, abilities, 0.0), misfit=0.5)
+    ann = replace(_annotator(None, FOUR_BELOW, 0.0), misfit=0.5)
     x = np.array([-1.0, 0.0, 1.0])
     nodes = np.array([1.6, 2.0, 2.4])
+    names = sorted(FOUR_BELOW)  # the annotator's probe order
     nn = np.full(4, float(n))
     cc = np.array([float(correct[k]) for k in names])
-    theta = np.array([abilities[k] for k in names])
+    theta = np.array([FOUR_BELOW[k] for k in names])
     p = 1 / (1 + np.exp(-np.exp(0.5 * x)[:, None] * (theta[None, :] - nodes[:, None])))
     binomial = (cc * np.log(p) + (nn - cc) * np.log(1 - p)).sum(axis=1)
     assert np.allclose(ann._slope_log_lik(nodes, x, nn, cc), binomial - binomial.max())
