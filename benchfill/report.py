@@ -8,6 +8,7 @@ filled gaps shaded (Figure 5) and target deviation per round (Figure 8).
 from __future__ import annotations
 
 import json
+import math
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -133,6 +134,9 @@ def _gap_record(r, fit) -> dict[str, Any]:
         return rec
     z_placed, se_placed, by = r.placed
     rec.update({"placed_z": z_placed, "placed_z_se": se_placed, "placed_by": by,
+                # the part of that se more rollouts shrink; the rest (the item's unknown slope, the probes'
+                # abilities) only a probe near the gap removes
+                "placed_sampling_z_se": (c.confirmation or c.annotation).z_se,
                 "placed_deviation": abs(z_placed - r.target_z), "ask": c.ask,
                 # the chance it truly lies inside, by that estimate and its se: near 0.5 where the gap
                 # is narrower than the se, whatever "filled" says
@@ -482,15 +486,34 @@ def _inside_lines(rep: dict[str, Any]) -> list[str]:
                  f"gap {r['gap_index']} {r['inside_probability']:.2f}" for r in chosen)
              + f" (expected {rep['gaps_expected_inside']:.1f} of {len(rep['gaps'])} gaps)."]
     narrow = [r for r in chosen if r["width"] / 2 < r["placed_z_se"]]
-    if narrow:
+    # Beyond the panel's reach: what no rollout removes is itself wider than the half-width (a report
+    # from before the field has no sampling part, and keeps the rollout remedy).
+    reach = [r for r in narrow if _fixed_se(r) >= r["width"] / 2]
+    rollouts = [r for r in narrow if r not in reach]
+    if rollouts:
         # --confirm-se sets the confirmation's precision: it does nothing for an item placed unconfirmed
         fix = ("a confirmation on fresh rollouts (rerun without `--no-confirm`; `--confirm-se` sets its precision) "
-               "resolves it, at more rollouts" if any(r["placed_by"] == "annotated" for r in narrow)
+               "resolves it, at more rollouts" if any(r["placed_by"] == "annotated" for r in rollouts)
                else "a tighter `--confirm-se` resolves it, at more rollouts")
         lines.append("**Narrower than the estimate resolves**: " + "; ".join(
-            f"gap {r['gap_index']} (half-width {r['width'] / 2:.4f} against se {r['placed_z_se']:.4f})" for r in narrow)
+            f"gap {r['gap_index']} (half-width {r['width'] / 2:.4f} against se {r['placed_z_se']:.4f})" for r in rollouts)
             + f". Whether its item lies inside is near chance; {fix}.")
+    if reach:
+        lines.append("**Beyond the probe panel's reach**: " + "; ".join(
+            f"gap {r['gap_index']} (half-width {r['width'] / 2:.4f} against se {r['placed_z_se']:.4f}, "
+            f"{_fixed_se(r):.4f} of it beyond any rollout)" for r in reach)
+            + ". Whether its item lies inside is near chance, and more rollouts do not change that: most of the "
+              "se comes from the item's unknown slope (or the probes' fitted abilities), which leans far when every "
+              "probe sits on one side of it. A probe model whose ability lies near the gap resolves it.")
     return lines
+
+
+def _fixed_se(r: dict[str, Any]) -> float:
+    """The part of a chosen item's placement se that no rollout removes (0 where the record lacks the split)."""
+    sampling = r.get("placed_sampling_z_se")
+    if sampling is None:
+        return 0.0
+    return math.sqrt(max(r["placed_z_se"] ** 2 - sampling**2, 0.0))
 
 
 def _f(v) -> str:

@@ -279,7 +279,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
             gap_items = {i: by_id[i] for i in ids if i in by_id}
             z_of = {i: float(v) for i, v in zip(ids, z, strict=True) if i in by_id}
             if opts.confirm and opts.strategy != "oracle":
-                for line in narrow_gaps(chosen_gaps, opts.confirm_se):
+                for line in narrow_gaps(chosen_gaps, opts.confirm_se, backend.annotator):
                     show(line)
             if opts.strategy == "oracle":
                 results, oracle_z = [], oracle_fill(z, opts.gaps)
@@ -447,27 +447,48 @@ def _benchmark_from_config(opts: RunOptions) -> None:
     opts.benchmark = name
 
 
-def narrow_gaps(gaps, confirm_se: float) -> list[str]:
+def narrow_gaps(gaps, confirm_se: float, annotator=None) -> list[str]:
     """A warning per gap narrower than the confirmation resolves: with a half-width below the confirmed
     estimate's standard error, an item confirmed inside the gap is little more likely to lie there than
     one confirmed just outside, so "filled" would be near chance (on the whole of a large benchmark the
     largest gaps can be that narrow; docs/sim-rewriter.md, "Where a set falls short"). An se of half the
     half-width puts an item confirmed on the target inside with probability 0.95; the sampling se shrinks
-    as one over the root of the rollouts, so halving it costs four times the confirming ones."""
+    as one over the root of the rollouts, so halving it costs four times the confirming ones.
+
+    With the run's ``annotator``, a gap is first checked against what a confirmation can reach there at
+    all (``Annotator.outlook``): where the part of the placement error that no rollout removes (the item's
+    unknown slope, the probes' ability error) is itself wider than the half-width, the gap lies beyond the
+    panel's reach, and the remedy is a probe model near it, not a tighter ``--confirm-se`` (four of the
+    seven sets the bench uses have their largest gaps beyond the strongest or the weakest of their
+    panel's models: docs/sim-rewriter.md, "The panel's reach")."""
     out = []
     for g, gap in enumerate(gaps):
         half = gap.width / 2
+        # At an end of the axis a miss is worse than no fill: an item truly beyond the hardest (easiest)
+        # item opens a new gap there, which can raise the top-k sum (the whole of CRUXEval-output).
+        end = "hardest" if gap.right >= 1.0 else "easiest" if gap.left <= 0.0 else ""
+        tail = (f", and one truly beyond the benchmark's {end} item opens a new gap there (a child likely to "
+                "lie beyond it is set aside, so the gap may stay open)" if end else "")
+        if annotator is not None:
+            target = (gap.left + gap.right) / 2
+            o = annotator.outlook(target)
+            fixed = math.hypot(o.ability_z_se, o.misfit_z_se)
+            if fixed >= half:
+                near = min(annotator.probes, key=lambda p: abs(annotator.to_z(p.ability) - target))
+                out.append(f"gap {g}: beyond the probe panel's reach: at its target (z {target:.3f}) a confirmation "
+                           f"places an item to a z se of {o.placement_z_se:.3f} at best, and {fixed:.3f} of that no "
+                           f"rollout removes (the item's unknown slope {o.misfit_z_se:.3f}, the probes' abilities "
+                           f"{o.ability_z_se:.3f}), against a half-width of {half:.4f} z: whether its item lies inside "
+                           f"will be near chance{tail}; the panel's nearest probe, {near.name}, sits at z "
+                           f"{annotator.to_z(near.ability):.2f}, and a probe model of ability near z {target:.2f} "
+                           "would resolve it")
+                continue
         if half < confirm_se:
             want = half / 2
-            # At an end of the axis a miss is worse than no fill: an item truly beyond the hardest (easiest)
-            # item opens a new gap there, which can raise the top-k sum (the whole of CRUXEval-output).
-            end = "hardest" if gap.right >= 1.0 else "easiest" if gap.left <= 0.0 else ""
             out.append(f"gap {g}: half-width {half:.4f} z is below the confirmation's z se ({confirm_se:g}): whether "
-                       f"its item lies inside will be near chance"
-                       + (f", and one truly beyond the benchmark's {end} item opens a new gap there (a child "
-                          "likely to lie beyond it is set aside, so the gap may stay open)" if end else "")
-                       + f"; --confirm-se {want:.2g} (and a --confirm-cap to match) would resolve it, at about "
-                       f"{(confirm_se / want) ** 2:.0f}x the confirming rollouts")
+                       f"its item lies inside will be near chance{tail}; --confirm-se {want:.2g} (and a "
+                       f"--confirm-cap to match) would resolve it, at about {(confirm_se / want) ** 2:.0f}x the "
+                       "confirming rollouts")
     return out
 
 

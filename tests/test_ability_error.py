@@ -343,3 +343,50 @@ def test_the_selection_counts_a_childs_own_misfit_but_not_the_shared_ability_err
     shared = child("b", 0.5625, ability_z_se=0.05)
     assert ann.resolution_or_se(shared.annotation) == 0.01
     assert select_posterior([child("a", 0.5625), shared], 0.5, Steering(), ann).item_id == "a"
+
+
+def test_what_a_confirmation_can_reach_worked_by_hand():
+    """``Annotator.outlook``: one probe at theta 0, exact, 8 trials (the cap: four budgets, 32 rollouts), span 6.
+    An item at the probe: information 1/4 per answer, sampling variance 1/8, no lean. An item a logit above it:
+    information e^-1 / (1 + e^-1)^2 per answer, and an item of slope a expects the same answers at b_a = 1/a,
+    so the slope adds E[(1 - 1/a)^2] = 1 - 2 e^(s^2/2) + e^(2 s^2) at s = 0.5, which no rollout removes."""
+    from dataclasses import replace
+
+    ann = replace(_annotator(None, {"p": 0.0}, 0.0), misfit=0.5)
+    at = ann.outlook(ann.to_z(0.0))
+    assert at.rollouts == 32 and at.stop == "expected"  # the cap: 0.059 z is short of the 0.02 target
+    assert math.isclose(at.z_se, math.sqrt(1 / 8) / 6) and at.misfit_z_se == 0.0 and at.ability_z_se == 0.0
+    above = ann.outlook(ann.to_z(1.0))
+    info = math.exp(-1) / (1 + math.exp(-1)) ** 2
+    assert math.isclose(above.z_se, math.sqrt(1 / (32 * info)) / 6)
+    m2 = 1 - 2 * math.exp(0.5**2 / 2) + math.exp(2 * 0.5**2)  # 0.3824
+    assert math.isclose(above.misfit_z_se, math.sqrt(m2) / 6, rel_tol=1e-4)
+    assert math.isclose(above.placement_z_se, math.hypot(above.z_se, above.misfit_z_se))
+
+
+def test_a_gap_beyond_the_panels_strongest_probe_is_named_before_the_search():
+    """Probes from -3 to 1 on a scale to 3: amid them a confirmation reaches the 0.02 target and the slope
+    adds little; past the strongest, every probe leans the same way and the slope's part alone is wider
+    than a 0.03 half-width. The run's warning names that gap, the nearest probe and the remedy, and says
+    nothing of the gap amid the probes, nor of --confirm-se for the far one."""
+    from dataclasses import replace
+
+    from benchfill.run import narrow_gaps
+
+    abilities = {n: a for n, a in TRUE_ABILITY.items() if a <= 1.0}
+    ann = replace(_annotator(None, abilities, 0.0), misfit=0.5)
+    amid, past = ann.outlook(0.4), ann.outlook(0.9)
+    assert amid.z_se <= 0.02 and amid.misfit_z_se < 0.01
+    assert past.misfit_z_se > 0.1 > 0.03
+
+    def gap(left, right):
+        return type("G", (), {"left": left, "right": right, "width": right - left})()
+
+    assert narrow_gaps([gap(0.37, 0.43)], 0.02, ann) == []
+    (line,) = narrow_gaps([gap(0.37, 0.43), gap(0.87, 0.93)], 0.02, ann)
+    assert line.startswith("gap 1: beyond the probe panel's reach") and "no rollout removes (the item's unknown slope" in line
+    strongest = max(abilities, key=abilities.get)
+    assert f"nearest probe, {strongest}, sits at z {ann.to_z(1.0):.2f}" in line and "--confirm-se" not in line
+    # without the annotator (or where the panel reaches), the rollout advice as before
+    (line,) = narrow_gaps([gap(0.5, 0.52)], 0.02, ann)
+    assert "--confirm-se 0.005" in line

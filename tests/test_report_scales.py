@@ -136,6 +136,24 @@ def test_figures_at_the_annotated_difficulty_are_called_optimistic_and_the_advic
     assert summary_lines(conf)[0].endswith("after-figures by confirmed z")
 
 
+def test_a_gap_beyond_the_panels_reach_is_not_told_to_spend_more_rollouts():
+    # Confirmed to a sampling se of 0.005 with a placement se of 0.03 against a half-width of 0.02: the 0.0296
+    # that no rollout removes (the slope, the abilities) is wider than the gap, so the remedy is a probe near it.
+    from benchfill.report import _markdown
+
+    conf = _rep(placed_by=["confirmed"], confirm=True)
+    conf["gaps"][0].update(placed_by="confirmed", confirmed_z=0.321, placed_sampling_z_se=0.005)
+    md = _markdown(conf)
+    reach = md.split("**Beyond the probe panel's reach**")[1].split("\n")[0]
+    assert "gap 0 (half-width 0.0200 against se 0.0300, 0.0296 of it beyond any rollout)" in reach
+    assert "A probe model whose ability lies near the gap resolves it" in reach
+    assert "Narrower than the estimate resolves" not in md and "--confirm-se" not in reach
+    # most of it sampling: the rollout advice, as before
+    conf["gaps"][0].update(placed_sampling_z_se=0.028)
+    md = _markdown(conf)
+    assert "Beyond the probe panel's reach" not in md and "a tighter `--confirm-se` resolves it" in md
+
+
 def test_the_oracle_and_the_baseline_are_not_said_to_steer_and_the_oracle_is_a_bound():
     from benchfill.report import _markdown, summary_lines
 

@@ -278,6 +278,35 @@ class Annotator:
         ann.stop = "cap"
         return ann
 
+    def outlook(self, z: float) -> Annotation:
+        """What a confirmation can state for an item at ``z`` before any is run: its design followed
+        with the answers the 1PL expects there (the estimate stays at ``z``), to the precision target or
+        the cap. Its ``placement_z_se`` is the best such an item's placement can be.
+
+        Rollouts shrink only the sampling part. The misfit part (the item's unknown slope) is taken from
+        the prior, since no answers say yet how the item falls across the probes, and it grows with how
+        far the probes sit from the item: beyond the panel's strongest probe, every probe leans the same
+        way, and no number of rollouts tells a flat item from a steep one. There a probe nearer the gap
+        is the remedy, not a tighter ``--confirm-se``."""
+        s = self.confirmation
+        b = self.b_min + z * self.span
+        cap = s.cap(self.fixed_budget)
+        trials = {p.name: 0 for p in self.probes}
+        sampling = ability = misfit = math.inf
+        while sum(trials.values()) < cap:
+            chosen = self._next_probes(b, s.width, s.batch, trials)
+            for p, n in zip(chosen, _split(cap - sum(trials.values()), [s.batch] * len(chosen)), strict=True):
+                trials[p.name] += n
+            sampling, ability, misfit = self._parts(b, trials)
+            if math.sqrt(sampling) / self.span <= s.z_se:
+                break
+        ann = Annotation(b, math.sqrt(sampling), z, math.sqrt(sampling) / self.span, sum(trials.values()),
+                         [{"probe": p.name, "ability": p.ability, "correct": None, "trials": trials[p.name]}
+                          for p in self.probes if trials[p.name]],
+                         ["expected"], stop="expected", ability_z_se=math.sqrt(ability) / self.span,
+                         misfit_z_se=math.sqrt(misfit) / self.span)
+        return ann
+
     def resolution(self, ann: Annotation) -> float:
         """The z standard error an annotation can vouch for: its own, but never looser than
         the fixed protocol's at its estimate (a screened child is not precise)."""
