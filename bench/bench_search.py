@@ -158,6 +158,15 @@ class Outcome:
     open_for_widening: int = 0
     # Confirmations that ran to the cap (ConfirmSettings.max_budgets) before their precision target.
     at_cap: int = 0
+    # The panel's reach (Annotator.outlook): the placement se a confirmation can state at each top-3 target at
+    # best, averaged, and the gaps where the part no rollout removes is wider than the half-width ("beyond
+    # reach"); and what the strategy leaves with those gaps dropped: the true reduction of the chosen items of
+    # the other gaps, their rollouts, and how many of them were confirmed inside.
+    reach_se: float = float("nan")
+    beyond_reach: int = 0
+    red_reach: float = 0.0
+    rollouts_reach: int = 0
+    filled_reach: int = 0
 
 
 @dataclass
@@ -374,6 +383,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         return res
 
     out: dict[str, Outcome] = {}
+    reach = [sim.annotator().outlook((g.left + g.right) / 2) for g in gaps]
+    beyond = [math.hypot(o.ability_z_se, o.misfit_z_se) >= g.width / 2 for o, g in zip(reach, gaps, strict=True)]
     results = {s: await strategy(s) for s in ("benchfill", "benchfill/nosteer", "benchfill/paper")}
     # A screen that found no usable signal never fires: its run would repeat the defaults' exactly.
     results["benchfill/prescreen"] = await strategy("benchfill/prescreen") if screen.active else results["benchfill"]
@@ -417,7 +428,13 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              sum(r.inside_probability or 0.0 for r in res),
                              sum("widens_coverage" in c.flags for r in res for c in r.children),
                              sum(r.chosen is None and any("widens_coverage" in c.flags for c in r.children) for r in res),
-                             at_cap=sum(c.confirmation.stop == "cap" for _, c in confirmed))
+                             at_cap=sum(c.confirmation.stop == "cap" for _, c in confirmed),
+                             reach_se=float(np.mean([o.placement_z_se for o in reach])), beyond_reach=sum(beyond),
+                             red_reach=red([t for (r, _), t in zip(chosen, true_z, strict=True)
+                                            if not beyond[r.gap_index]]),
+                             rollouts_reach=sum(r.spend.rollouts for r in res if not beyond[r.gap_index]),
+                             filled_reach=sum(r.left < c.confirmation.z < r.right for r, c in chosen
+                                              if not beyond[r.gap_index]))
     r = red(oracle_fill(z, K))
     out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
@@ -599,9 +616,11 @@ def print_shortfall(cells: list[Cell]) -> None:
     print("\nWhere benchfill's share of the oracle's true top-3 reduction goes (mean over seeds): plan = an item exactly "
           "on each top-3 gap's target; measured = an item confirmed exactly on it, off by this run's measurement error; "
           "reached = benchfill; half-width = the top-3 gaps' mean half-width, against |conf-true|, the chosen items' "
-          "measurement error")
+          "measurement error; reach se = the placement se a confirmation can state at the targets at best "
+          "(Annotator.outlook), beyond = gaps per seed where the part of it no rollout removes is wider than the "
+          "half-width")
     head = (f"{'rewriter':<34}{'set':<22}{'plan':>7}{'measured':>10}{'reached':>9}{'|conf-true|':>13}{'|conf-target|':>15}"
-            f"{'half-width':>12}")
+            f"{'half-width':>12}{'reach se':>10}{'beyond':>8}")
     print(head)
     print("-" * len(head))
     for c in cells:
@@ -610,11 +629,25 @@ def print_shortfall(cells: list[Cell]) -> None:
         plan, meas, got = shortfall(c)
         o = c.out["benchfill"]
         print(f"{c.label:<34}{c.set:<22}{plan:>7.2f}{meas:>10.2f}{got:>9.2f}{np.mean([x.conf_err for x in o]):>13.4f}"
-              f"{np.mean([x.dev_conf for x in o]):>15.4f}{np.mean([x.half_width for x in o]):>12.4f}")
+              f"{np.mean([x.dev_conf for x in o]):>15.4f}{np.mean([x.half_width for x in o]):>12.4f}"
+              f"{np.mean([x.reach_se for x in o]):>10.4f}{np.mean([x.beyond_reach for x in o]):>8.2f}")
     print(f"{'rewriter':<34}{'plan':>16}{'measured':>16}{'reached':>16}   (mean over sets, min set)")
     for label in dict.fromkeys(c.label for c in cells):
         rows = np.array([shortfall(c) for c in cells if c.label == label])
         print(f"{label:<34}" + "".join(f"{f'{np.nanmean(v):.2f} ({np.nanmin(v):.2f})':>16}" for v in rows.T))
+    print("benchfill with the gaps beyond the panel's reach dropped (what-if, same runs): gaps beyond reach, share of "
+          "the oracle over all gaps and with those dropped (mean over sets), rollouts per filled gap both ways")
+    for label in dict.fromkeys(c.label for c in cells):
+        cs = [c for c in cells if c.label == label]
+        outs = [o for c in cs for o in c.out["benchfill"]]
+        share = [np.mean([o.red_true for o in c.out["benchfill"]]) / np.mean([o.red_true for o in c.out["oracle"]])
+                 for c in cs]
+        kept = [np.mean([o.red_reach for o in c.out["benchfill"]]) / np.mean([o.red_true for o in c.out["oracle"]])
+                for c in cs]
+        per = sum(o.rollouts for o in outs) / max(sum(o.filled_confirmed for o in outs), 1)
+        per_kept = sum(o.rollouts_reach for o in outs) / max(sum(o.filled_reach for o in outs), 1)
+        print(f"{label:<34}{sum(o.beyond_reach for o in outs):>5} of {K * len(outs):<5}{np.mean(share):>8.2f}"
+              f"{np.mean(kept):>8.2f}{per:>9.0f}{per_kept:>9.0f}")
 
 
 def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
