@@ -211,6 +211,9 @@ CONFIRMATION = None  # set in main(); None: the Annotator's default (tests impor
 ADAPTIVE = None
 # ``--ability-blind``: the annotator as before it knew the probes' ability error (every probe exact).
 ABILITY_BLIND = False
+# ``--reach-probes``: what-if: the panel plus two probes whose abilities are the easiest and the hardest items'
+# difficulties, so that no gap lies beyond its reach (the remedy a run's warning names).
+REACH_PROBES = False
 PRIOR_SLOPES = False  # ``--prior-slopes``: place items by the prior over slopes alone, as before the answers weighed them
 # The world's sd of log item discrimination; None: the world's default; "like-set": each set's own, estimated
 # from its matrix (irt/spread.py; the world's default for a set without one).
@@ -305,6 +308,9 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
                              answer_field=spec.answer_field, matrix=bench.matrix, seed=seed,
                              rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal, n_probes=PANEL[0],
                              **({} if world_spread(bench) is None else {"discrimination_sd": world_spread(bench)}))
+    if REACH_PROBES:  # what-if: the panel plus a probe at the easiest and one at the hardest item's difficulty
+        latent = [it.difficulty for it in world.items.values() if it.origin == "original"]
+        world.abilities.update({"sim-probe-easiest": min(latent), "sim-probe-hardest": max(latent)})
     services = WorldServices(world, spec, seed)
     bench_items = world.original_items()  # the texts as the world serves them (with their signal, if any)
     # As a run does: the panel's rollouts join the given matrix on anchor items (all items without one).
@@ -459,13 +465,13 @@ _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -756,6 +762,9 @@ def main() -> None:
     ap.add_argument("--ability-blind", action="store_true",
                     help="what-if: the annotator takes every probe's ability as exact (as before it knew "
                          "their standard errors), to show what knowing them buys")
+    ap.add_argument("--reach-probes", action="store_true",
+                    help="what-if: the panel plus a probe at the easiest and one at the hardest item's difficulty, "
+                         "so that no gap lies beyond the panel's reach (the remedy a run's warning names)")
     ap.add_argument("--prior-slopes", action="store_true",
                     help="what-if: the annotator places each item by the prior over its slope alone (as before the "
                          "answers weighed the slopes; Annotator.slope_weights off)")
@@ -777,7 +786,7 @@ def main() -> None:
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES
     from benchfill.search.annotate import AdaptiveSettings, ConfirmSettings
 
     PANEL = args.panel
@@ -787,6 +796,7 @@ def main() -> None:
         ap.error(f"--jobs: expected a positive number of processes, got {args.jobs}")
     ABILITY_BLIND = args.ability_blind
     PRIOR_SLOPES = args.prior_slopes
+    REACH_PROBES = args.reach_probes
     WIDENS = not args.take_widening
     if args.accept_within is not None and not 0 < args.accept_within <= 1:
         ap.error(f"--accept-within: expected a share of the half-width in (0, 1], got {args.accept_within}")
@@ -827,6 +837,7 @@ def main() -> None:
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
           f"; annotator's misfit allowance sd {MISFIT}{' (slopes by the prior alone)' if PRIOR_SLOPES else ''}"
+          f"{'; two probes added at the easiest and the hardest items' if REACH_PROBES else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"
