@@ -717,6 +717,8 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
 
 
 def main() -> None:
+    from benchfill.search.annotate import AdaptiveSettings, ConfirmSettings
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="presets on the quick sets, a reduced grid")
     ap.add_argument("--sets", nargs="*", help=f"difficulty sets for the presets (of {', '.join(SETS)})")
@@ -731,6 +733,9 @@ def main() -> None:
                     help="confirmation stops at this z standard error (default 0.02, a run's default)")
     ap.add_argument("--confirm-cap", type=float, default=4.0, metavar="BUDGETS",
                     help="... or after this many fixed-protocol budgets of rollouts (default 4)")
+    ap.add_argument("--confirm-floor", type=float, default=ConfirmSettings.floor_share, metavar="F",
+                    help="what-if: ... or once its sampling se is at most F times the part no rollout removes, "
+                         "after one fixed budget (default 0: never, as a run does)")
     ap.add_argument("--outside-lr", type=float, default=2.0, metavar="LR",
                     help="a confirmation stops early once its answers rule out the band where the item would matter "
                          "(its gap; for a runner-up, nearer the target than the child confirmed nearest) by this "
@@ -787,7 +792,6 @@ def main() -> None:
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
     global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES
-    from benchfill.search.annotate import AdaptiveSettings, ConfirmSettings
 
     PANEL = args.panel
     DISCRIMINATION = args.discrimination
@@ -826,14 +830,17 @@ def main() -> None:
         if not 0 < args.stop_inner <= 1:
             ap.error(f"--stop-inner: expected a share of the half-width in (0, 1], got {args.stop_inner}")
         SHAPE["stop_inner"] = args.stop_inner
-    CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap, outside_lr=args.outside_lr)
+    if not 0 <= args.confirm_floor < 1:
+        ap.error(f"--confirm-floor: expected a share in [0, 1), got {args.confirm_floor}")
+    CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap, outside_lr=args.outside_lr,
+                                   floor_share=args.confirm_floor)
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
     seeds = list(range(args.seeds))
     grid = QUICK_GRID if args.quick else GRID
     first = f" R1={SHAPE['first_parents']}" if "first_parents" in SHAPE else ""
     print(f"bench_search: top-{K} gaps, T={args.rounds} R={SHAPE.get('parents', 4)} C={SHAPE.get('children', 4)}{first} L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
-          f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
+          f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}{f', or {args.confirm_floor:g} of the part no rollout removes' if args.confirm_floor else ''}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
           f"; annotator's misfit allowance sd {MISFIT}{' (slopes by the prior alone)' if PRIOR_SLOPES else ''}"

@@ -390,3 +390,29 @@ def test_a_gap_beyond_the_panels_strongest_probe_is_named_before_the_search():
     # without the annotator (or where the panel reaches), the rollout advice as before
     (line,) = narrow_gaps([gap(0.5, 0.52)], 0.02, ann)
     assert "--confirm-se 0.005" in line
+
+
+def test_a_confirmation_past_the_panel_stops_once_the_slopes_part_dominates():
+    """``ConfirmSettings.floor_share`` (off by default): past the strongest probe the item's unknown slope adds
+    far more than the 0.02 z sampling target, so at 0.5 the confirmation stops once its sampling se is half that
+    part (after one fixed budget), well before the cap; amid the probes the rule never fires, and the
+    confirmation is the same as without it."""
+    from dataclasses import replace
+
+    abilities = {n: a for n, a in TRUE_ABILITY.items() if a <= 1.0}
+    never = replace(_annotator(Panel({"far": 2.5, "amid": 0.0}), abilities, 0.0), misfit=0.5)
+    assert never.confirmation.floor_share == 0.0
+    ann = replace(never, confirmation=replace(never.confirmation, floor_share=0.5))
+    cap = ann.confirmation.cap(ann.fixed_budget)
+    far = asyncio.run(ann.confirm("far", {}, "far:c", 2.5))
+    assert far.stop == "precise" and ann.fixed_budget <= far.rollouts < cap
+    fixed = math.hypot(far.ability_z_se, far.misfit_z_se)
+    assert ann.confirmation.z_se < far.z_se <= 0.5 * fixed
+    full = asyncio.run(never.confirm("far", {}, "far:c", 2.5))
+    assert full.rollouts > far.rollouts
+    # what it gives up: a placement se within 12% of its floor, against a little less with every rollout spent
+    assert far.placement_z_se <= 1.12 * fixed * (1 + 1e-9) and full.placement_z_se < far.placement_z_se
+    amid, amid0 = (asyncio.run(a.confirm("amid", {}, "amid:c", 0.0)) for a in (ann, never))
+    assert (amid.rollouts, amid.z, amid.stop) == (amid0.rollouts, amid0.z, amid0.stop)
+    # the outlook follows the same rule
+    assert ann.outlook(ann.to_z(2.5)).rollouts < never.outlook(never.to_z(2.5)).rollouts
