@@ -41,6 +41,15 @@ def test_diagnose_every_shared_responses_file(shared_data, capsys):
         narrow = d["notes"]["narrower_than_confirmation"]
         assert narrow["confirm_se"] == 0.02
         assert narrow["gaps"] == [i for i, w in enumerate(widths, start=1) if 0 < w and w / 2 < 0.02], f
+        # the listed gaps beyond every model the matrix holds: their midpoint outside the span of the abilities' z
+        lo, hi = d["notes"]["beyond_models"]["ability_z"]
+        assert lo < hi
+        assert d["notes"]["beyond_models"]["gaps"] == [
+            i for i, g in enumerate(d["gaps"], start=1) if 0 < g["width"] and not lo <= (g["left"] + g["right"]) / 2 <= hi]
+        if f.parent.name in ("mbpp", "cruxeval-output"):  # their five largest gaps all lie past every model
+            assert d["notes"]["beyond_models"]["gaps"] == [1, 2, 3, 4, 5], f
+        if f.parent.name == "humaneval":  # its fifth, [0.726, 0.763], lies below the strongest (z 0.77)
+            assert d["notes"]["beyond_models"]["gaps"] == [1, 2, 3, 4]
         if f.parent.name == "mmlu-pro":
             assert d["notes"]["guessing"] is True and d["n_items"] == 12032
             assert len(narrow["gaps"]) >= 4  # 12,032 items: four of its five largest gaps are under 0.04 wide
@@ -53,6 +62,7 @@ def test_diagnose_table_on_demo_with_plot(tmp_path, capsys):
     assert "DDM (W1 to uniform" in out and "max gap" in out and "top-3 gap sum" in out
     assert "Monte-Carlo" in out and "seed 0" in out and "exact" in out
     assert "narrower than a run's confirmation" not in out  # the demo's top-3 gaps are 0.075-0.15 wide
+    assert "beyond every model here" not in out  # ... and amid its 12 models' abilities
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(png.parent.glob(".ecdf-*"))  # no temp file left behind
 

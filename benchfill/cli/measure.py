@@ -291,6 +291,17 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     report.notes["narrower_than_confirmation"] = {
         "confirm_se": se,
         "gaps": [i for i, g in enumerate(report.gaps, start=1) if 1e-12 < g.width and g.width / 2 < se]}
+    # Gaps beyond every model the matrix holds: a run's probes would all sit on one side of an item placed
+    # there, and its unknown slope then leans the placement far (docs/sim-rewriter.md, "The panel's reach").
+    import numpy as np
+
+    ability_z = f.normalize(np.asarray(f.ability, dtype=float))
+    if ability_z.size:
+        lo, hi = float(ability_z.min()), float(ability_z.max())
+        report.notes["beyond_models"] = {
+            "ability_z": [lo, hi],
+            "gaps": [i for i, g in enumerate(report.gaps, start=1)
+                     if 1e-12 < g.width and not lo <= (g.left + g.right) / 2 <= hi]}
     if args.plot:
         from benchfill.plots import plot_ecdf
 
@@ -338,6 +349,14 @@ def _print_report(r: Any) -> None:
               f"{'are' if len(narrow['gaps']) > 1 else 'is'} narrower than a run's confirmation resolves (half-width "
               f"below its z se, {narrow['confirm_se']:g}): an item confirmed inside would lie there little more "
               "often than one confirmed just outside; run --confirm-se tightens it, at more rollouts")
+    beyond = n.get("beyond_models") or {}
+    if beyond.get("gaps"):
+        lo, hi = beyond["ability_z"]
+        print(f"  {'all' if len(beyond['gaps']) == len(r.gaps) else len(beyond['gaps'])} of these "
+              f"lie{'' if len(beyond['gaps']) > 1 else 's'} beyond every model here (their abilities span z {lo:.2f} "
+              f"to {hi:.2f}): a run's probes would all sit on one side of an item placed there, whose unknown "
+              "slope then leans its placement far; a probe model of matching strength resolves it, more rollouts "
+              "do not")
     if "extreme_items" in n:
         _print_extremes(n["extreme_items"])
     if "plot" in n:
