@@ -318,12 +318,11 @@ class Annotator:
             if s.precise(math.sqrt(sampling) / self.span, math.sqrt(ability + misfit) / self.span,
                          sum(trials.values()), self.fixed_budget):
                 break
-        ann = Annotation(b, math.sqrt(sampling), z, math.sqrt(sampling) / self.span, sum(trials.values()),
-                         [{"probe": p.name, "ability": p.ability, "correct": None, "trials": trials[p.name]}
-                          for p in self.probes if trials[p.name]],
-                         ["expected"], stop="expected", ability_z_se=math.sqrt(ability) / self.span,
-                         misfit_z_se=math.sqrt(misfit) / self.span)
-        return ann
+        return Annotation(b, math.sqrt(sampling), z, math.sqrt(sampling) / self.span, sum(trials.values()),
+                          [{"probe": p.name, "ability": p.ability, "correct": None, "trials": trials[p.name]}
+                           for p in self.probes if trials[p.name]],
+                          ["expected"], stop="expected", ability_z_se=math.sqrt(ability) / self.span,
+                          misfit_z_se=math.sqrt(misfit) / self.span)
 
     def resolution(self, ann: Annotation) -> float:
         """The z standard error an annotation can vouch for: its own, but never looser than
