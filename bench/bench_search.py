@@ -390,7 +390,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
 
     out: dict[str, Outcome] = {}
     reach = [sim.annotator().outlook((g.left + g.right) / 2) for g in gaps]
-    beyond = [math.hypot(o.ability_z_se, o.misfit_z_se) >= g.width / 2 for o, g in zip(reach, gaps, strict=True)]
+    beyond = [o.fixed_z_se >= g.width / 2 for o, g in zip(reach, gaps, strict=True)]  # as a run's warning has it
     results = {s: await strategy(s) for s in ("benchfill", "benchfill/nosteer", "benchfill/paper")}
     # A screen that found no usable signal never fires: its run would repeat the defaults' exactly.
     results["benchfill/prescreen"] = await strategy("benchfill/prescreen") if screen.active else results["benchfill"]

@@ -472,7 +472,7 @@ def narrow_gaps(gaps, confirm_se: float, annotator=None) -> list[str]:
         if annotator is not None:
             target = (gap.left + gap.right) / 2
             o = annotator.outlook(target)
-            fixed = math.hypot(o.ability_z_se, o.misfit_z_se)
+            fixed = o.fixed_z_se
             if fixed >= half:
                 near = min(annotator.probes, key=lambda p: abs(annotator.to_z(p.ability) - target))
                 out.append(f"gap {g}: beyond the probe panel's reach: at its target (z {target:.3f}) a confirmation "

@@ -406,7 +406,8 @@ def test_a_confirmation_past_the_panel_stops_once_the_slopes_part_dominates():
     cap = ann.confirmation.cap(ann.fixed_budget)
     far = asyncio.run(ann.confirm("far", {}, "far:c", 2.5))
     assert far.stop == "precise" and ann.fixed_budget <= far.rollouts < cap
-    fixed = math.hypot(far.ability_z_se, far.misfit_z_se)
+    fixed = far.fixed_z_se
+    assert math.isclose(fixed, math.hypot(far.ability_z_se, far.misfit_z_se))
     assert ann.confirmation.z_se < far.z_se <= 0.5 * fixed
     full = asyncio.run(never.confirm("far", {}, "far:c", 2.5))
     assert full.rollouts > far.rollouts

@@ -76,6 +76,12 @@ class Annotation:
         same probes)."""
         return math.sqrt(self.z_se**2 + self.ability_z_se**2 + self.misfit_z_se**2)
 
+    @property
+    def fixed_z_se(self) -> float:
+        """The part of ``placement_z_se`` that more rollouts on the same probes do not remove: the panel's
+        ability error and the misfit allowance together."""
+        return math.hypot(self.ability_z_se, self.misfit_z_se)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "difficulty": self.difficulty,
@@ -283,8 +289,8 @@ class Annotator:
             # The sampling error is the target: the ability part does not shrink with more rollouts,
             # and these have already been spread over the probes to thin it as far as they can. Where that
             # part and the slope's are wide (past the panel's reach), sampling need only fall to a share of them.
-            if "no_finite_mle" not in ann.flags and s.precise(ann.z_se, math.hypot(ann.ability_z_se, ann.misfit_z_se),
-                                                               sum(trials.values()), self.fixed_budget):
+            if "no_finite_mle" not in ann.flags and s.precise(ann.z_se, ann.fixed_z_se, sum(trials.values()),
+                                                               self.fixed_budget):
                 ann.stop = "precise"
                 return ann
             if (band is not None and s.outside_lr > 0 and sum(trials.values()) >= s.outside_min
