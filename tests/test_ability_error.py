@@ -417,3 +417,24 @@ def test_a_confirmation_past_the_panel_stops_once_the_slopes_part_dominates():
     assert (amid.rollouts, amid.z, amid.stop) == (amid0.rollouts, amid0.z, amid0.stop)
     # the outlook follows the same rule
     assert ann.outlook(ann.to_z(2.5)).rollouts < never.outlook(never.to_z(2.5)).rollouts
+
+
+def test_a_chosen_item_beyond_the_panels_reach_is_flagged_wherever_it_appears():
+    """``GapResult.mark_outside``: an item confirmed inside a gap of half-width 0.03 with 0.08 z of its se beyond
+    any rollout is flagged ``beyond_reach`` (its flags reach the report, the review queue and the page), but not
+    ``outside_gap``; one whose fixed part is narrower than the gap is flagged with neither."""
+    from benchfill.search.annotate import Annotation
+    from benchfill.search.loop import Child, GapResult, Spend
+
+    def result(misfit: float) -> GapResult:
+        conf = Annotation(2.0, 0.1, 0.5, 0.02, 384, ability_z_se=0.01, misfit_z_se=misfit)
+        child = Child("c", "p", "p", 1, {"id": "c"}, annotation=conf, confirmation=conf)
+        return GapResult(0, 0.47, 0.53, 0.5, "benchfill", [child], child, 1, Spend())
+
+    far = result(0.08)
+    far.mark_outside()
+    far.mark_outside()  # once only
+    assert far.filled and far.chosen.flags == ["beyond_reach"]
+    near = result(0.02)
+    near.mark_outside()
+    assert near.chosen.flags == []

@@ -192,6 +192,9 @@ Every row of `{DATA_FILE}` carries the benchmark's own fields and:
 `released_in`, `released_at`. Lists and objects are JSON-encoded strings. Every difficulty and z of a row
 (`gap_left`, `gap_right` and `target_z` included) is on the scale of record, and a generated row's flag
 `outside_gap` is decided on it; `true_difficulty` is a simulated item's true difficulty, on that scale too.
+The flag `beyond_reach` says that the part of a row's placement error that no rollout removes (the probes'
+abilities, the item's unknown slope) was wider than its gap's half-width: whether it lies in its gap is
+near chance, whatever its z, until probes nearer its difficulty place it.
 A field of the benchmark's own named like one of these (a `difficulty` label, say) is the column `item_<name>`.
 
 `manifest.json` holds the sha256 of every file; check it with `benchfill release verify DIR`.

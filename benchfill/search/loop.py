@@ -219,9 +219,17 @@ class GapResult:
         return _normal_cdf((self.right - z) / se) - _normal_cdf((self.left - z) / se)
 
     def mark_outside(self) -> None:
-        """Flag a chosen item whose placed z is outside its gap (``outside_gap``), wherever it appears."""
-        if self.chosen is not None and not self.filled and "outside_gap" not in self.chosen.flags:
-            self.chosen.flags.append("outside_gap")
+        """Flag a chosen item whose placed z is outside its gap (``outside_gap``), and one whose placement
+        error that no rollout removes is itself wider than the gap's half-width (``beyond_reach``: every
+        probe sat on one side of it, so inside or outside is near chance whatever its z), wherever it appears."""
+        c = self.chosen
+        if c is None:
+            return
+        if not self.filled and "outside_gap" not in c.flags:
+            c.flags.append("outside_gap")
+        a = c.confirmation or c.annotation
+        if a.fixed_z_se >= (self.right - self.left) / 2 and "beyond_reach" not in c.flags:
+            c.flags.append("beyond_reach")
 
     @property
     def deviations_by_round(self) -> dict[int, list[float]]:
