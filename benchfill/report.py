@@ -8,7 +8,6 @@ filled gaps shaded (Figure 5) and target deviation per round (Figure 8).
 from __future__ import annotations
 
 import json
-import math
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -134,9 +133,9 @@ def _gap_record(r, fit) -> dict[str, Any]:
         return rec
     z_placed, se_placed, by = r.placed
     rec.update({"placed_z": z_placed, "placed_z_se": se_placed, "placed_by": by,
-                # the part of that se more rollouts shrink; the rest (the item's unknown slope, the probes'
-                # abilities) only a probe near the gap removes
-                "placed_sampling_z_se": (c.confirmation or c.annotation).z_se,
+                # the part of that se no rollout removes (the item's unknown slope, the probes' abilities):
+                # only a probe near the gap does
+                "placed_fixed_z_se": (c.confirmation or c.annotation).fixed_z_se,
                 "placed_deviation": abs(z_placed - r.target_z), "ask": c.ask,
                 # the chance it truly lies inside, by that estimate and its se: near 0.5 where the gap
                 # is narrower than the se, whatever "filled" says
@@ -487,7 +486,7 @@ def _inside_lines(rep: dict[str, Any]) -> list[str]:
              + f" (expected {rep['gaps_expected_inside']:.1f} of {len(rep['gaps'])} gaps)."]
     narrow = [r for r in chosen if r["width"] / 2 < r["placed_z_se"]]
     # Beyond the panel's reach: what no rollout removes is itself wider than the half-width (a report
-    # from before the field has no sampling part, and keeps the rollout remedy).
+    # from before the field has none, and keeps the rollout remedy).
     reach = [r for r in narrow if _fixed_se(r) >= r["width"] / 2]
     rollouts = [r for r in narrow if r not in reach]
     if rollouts:
@@ -509,11 +508,8 @@ def _inside_lines(rep: dict[str, Any]) -> list[str]:
 
 
 def _fixed_se(r: dict[str, Any]) -> float:
-    """The part of a chosen item's placement se that no rollout removes (0 where the record lacks the split)."""
-    sampling = r.get("placed_sampling_z_se")
-    if sampling is None:
-        return 0.0
-    return math.sqrt(max(r["placed_z_se"] ** 2 - sampling**2, 0.0))
+    """The part of a chosen item's placement se that no rollout removes (0 where the record lacks it)."""
+    return r.get("placed_fixed_z_se") or 0.0
 
 
 def _f(v) -> str:

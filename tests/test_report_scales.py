@@ -142,14 +142,14 @@ def test_a_gap_beyond_the_panels_reach_is_not_told_to_spend_more_rollouts():
     from benchfill.report import _markdown
 
     conf = _rep(placed_by=["confirmed"], confirm=True)
-    conf["gaps"][0].update(placed_by="confirmed", confirmed_z=0.321, placed_sampling_z_se=0.005)
+    conf["gaps"][0].update(placed_by="confirmed", confirmed_z=0.321, placed_fixed_z_se=(0.03**2 - 0.005**2) ** 0.5)
     md = _markdown(conf)
     reach = md.split("**Beyond the probe panel's reach**")[1].split("\n")[0]
     assert "gap 0 (half-width 0.0200 against se 0.0300, 0.0296 of it beyond any rollout)" in reach
     assert "A probe model whose ability lies near the gap resolves it" in reach
     assert "Narrower than the estimate resolves" not in md and "--confirm-se" not in reach
     # most of it sampling: the rollout advice, as before
-    conf["gaps"][0].update(placed_sampling_z_se=0.028)
+    conf["gaps"][0].update(placed_fixed_z_se=(0.03**2 - 0.028**2) ** 0.5)
     md = _markdown(conf)
     assert "Beyond the probe panel's reach" not in md and "a tighter `--confirm-se` resolves it" in md
 
