@@ -214,6 +214,11 @@ ABILITY_BLIND = False
 # ``--reach-probes``: what-if: the panel plus two probes whose abilities are the easiest and the hardest items'
 # difficulties, so that no gap lies beyond its reach (the remedy a run's warning names).
 REACH_PROBES = False
+# ``--world-matrix``: what-if: the benchmark's published matrix redrawn from the world (same models, items and
+# trials; each model at its fitted ability, each item at its latent b and the world's own slope), so that the
+# published rows and the probe panel's rows answer by one model. The real rows follow the items' real slopes,
+# the panel's rows the world's drawn ones, and a 1PL fit of the two together places the probes off the items.
+WORLD_MATRIX = False
 PRIOR_SLOPES = False  # ``--prior-slopes``: place items by the prior over slopes alone, as before the answers weighed them
 # The world's sd of log item discrimination; None: the world's default; "like-set": each set's own, estimated
 # from its matrix (irt/spread.py; the world's default for a set without one).
@@ -283,7 +288,10 @@ def print_spreads(sets) -> None:
         rows.append(f"{name} {'-' if own is None else f'{own:.2f}'} / "
                     f"{DISCRIMINATION_SD if world is None else round(world, 2)} / "
                     + (f"{max(own if own is not None else 0.0, ALLOWANCE_FLOOR):.2f}" if MISFIT == "auto" else f"{MISFIT}"))
-    print("sd of log discrimination, the set's own matrix / the world's / the allowance: " + "; ".join(rows), flush=True)
+    # redrawn, the matrix a run fits shows the world's spread, and ``auto`` makes its allowance of that
+    redrawn = " (with --world-matrix the allowance is made of the redrawn matrix instead)" if WORLD_MATRIX else ""
+    print("sd of log discrimination, the set's own matrix / the world's / the allowance: " + "; ".join(rows) + redrawn,
+          flush=True)
 
 
 def panel_arg(text: str) -> tuple[int, int]:
@@ -312,11 +320,12 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
         latent = [it.difficulty for it in world.items.values() if it.origin == "original"]
         world.abilities.update({"sim-probe-easiest": min(latent), "sim-probe-hardest": max(latent)})
     services = WorldServices(world, spec, seed)
+    given = bench.matrix if bench.matrix is None or not WORLD_MATRIX else world_matrix(world, bench.matrix, seed)
     bench_items = world.original_items()  # the texts as the world serves them (with their signal, if any)
     # As a run does: the panel's rollouts join the given matrix on anchor items (all items without one).
-    anchors = bench_items if bench.matrix is None else anchor_items(bench.matrix, bench_items)
+    anchors = bench_items if given is None else anchor_items(given, bench_items)
     panel = services.panel_matrix(anchors, trials=PANEL[1])
-    matrix = panel if bench.matrix is None else _stack(bench.matrix, panel)
+    matrix = panel if given is None else _stack(given, panel)
     fit = irt_fit(matrix, engine="map", seed=seed)
     probes = panel_probes(fit, [(p, PANEL[1]) for p in world.probes], ability_error=not ABILITY_BLIND)
     chance = float(np.median(fit.chance)) if len(fit.chance) else 0.0
@@ -332,6 +341,25 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
     else:
         misfit = float(MISFIT)
     return SimSetup(world, services, fit, probes, chance, ids, z, items, z_of, misfit)
+
+
+def world_matrix(world, matrix, seed: int, trials: np.ndarray | None = None):
+    """``matrix`` redrawn from ``world`` (--world-matrix): each of its models at the ability the world's own fit
+    of it gives (benchfill.sim.latent), each item at its latent b, with the world's slope and guessing floor;
+    the same trials (or ``trials``), and pairs never tried stay untried."""
+    from benchfill.matrix import ResponseMatrix
+    from benchfill.sim.latent import _fit_matrix
+
+    theta = np.asarray(_fit_matrix(matrix).ability, dtype=float)
+    items = [world.lookup(i) for i in matrix.item_ids]
+    b = np.array([it.difficulty for it in items])
+    a = np.array([world.discrimination(it) for it in items])
+    g = np.array([it.chance for it in items])
+    p = g + (1 - g) / (1 + np.exp(-a * (theta[:, None] - b[None, :])))
+    n = np.asarray(matrix.trials if trials is None else trials, dtype=np.int64)
+    correct = np.random.default_rng([seed, 0x3A7]).binomial(n, p)
+    return ResponseMatrix(matrix.models, matrix.item_ids, correct.astype(np.int64), n.copy(),
+                          np.asarray(matrix.chance, dtype=float).copy(), f"{matrix.source} (redrawn from the world)")
 
 
 async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
@@ -465,13 +493,13 @@ _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -770,6 +798,9 @@ def main() -> None:
     ap.add_argument("--reach-probes", action="store_true",
                     help="what-if: the panel plus a probe at the easiest and one at the hardest item's difficulty, "
                          "so that no gap lies beyond the panel's reach (the remedy a run's warning names)")
+    ap.add_argument("--world-matrix", action="store_true",
+                    help="what-if: each set's published matrix redrawn from the world (its models at their fitted "
+                         "abilities, the world's slopes), so that published and panel rows answer by one model")
     ap.add_argument("--prior-slopes", action="store_true",
                     help="what-if: the annotator places each item by the prior over its slope alone (as before the "
                          "answers weighed the slopes; Annotator.slope_weights off)")
@@ -791,7 +822,7 @@ def main() -> None:
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX
 
     PANEL = args.panel
     DISCRIMINATION = args.discrimination
@@ -801,6 +832,7 @@ def main() -> None:
     ABILITY_BLIND = args.ability_blind
     PRIOR_SLOPES = args.prior_slopes
     REACH_PROBES = args.reach_probes
+    WORLD_MATRIX = args.world_matrix
     WIDENS = not args.take_widening
     if args.accept_within is not None and not 0 < args.accept_within <= 1:
         ap.error(f"--accept-within: expected a share of the half-width in (0, 1], got {args.accept_within}")
@@ -845,6 +877,7 @@ def main() -> None:
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
           f"; annotator's misfit allowance sd {MISFIT}{' (slopes by the prior alone)' if PRIOR_SLOPES else ''}"
           f"{'; two probes added at the easiest and the hardest items' if REACH_PROBES else ''}"
+          f"{'; published matrices redrawn from the world' if WORLD_MATRIX else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"

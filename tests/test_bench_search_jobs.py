@@ -29,10 +29,11 @@ def test_jobs_on_worker_processes_match_one_process():
     assert repr(asdict(one[0].out["benchfill"][0])) != repr(asdict(one[0].out["benchfill"][1]))
 
 
-@pytest.mark.parametrize("what_if", ["ADAPTIVE", "SHAPE"])
+@pytest.mark.parametrize("what_if", ["ADAPTIVE", "SHAPE", "WORLD_MATRIX"])
 def test_a_what_if_reaches_the_worker_processes(monkeypatch, what_if):
-    # --first-batch and --children travel to the workers with the other option globals: with each, two
-    # processes give the one process's figures, and those differ from the defaults' (so it took effect there)
+    # --first-batch, --children and --world-matrix travel to the workers with the other option globals: with
+    # each, two processes give the one process's figures, and those differ from the defaults' (so it took
+    # effect there; demo has a published matrix to redraw)
     from benchfill.search.annotate import AdaptiveSettings
 
     bench_search._BENCHES["demo"] = bench_search.load_set("demo", 60, 0)
@@ -43,7 +44,8 @@ def test_a_what_if_reaches_the_worker_processes(monkeypatch, what_if):
         return repr(asdict(cell.out["benchfill"][0]))
 
     default = figures(1)
-    value = AdaptiveSettings(first_batch=2, min_rollouts=4) if what_if == "ADAPTIVE" else {"children": 2}
+    value = {"ADAPTIVE": AdaptiveSettings(first_batch=2, min_rollouts=4), "SHAPE": {"children": 2},
+             "WORLD_MATRIX": True}[what_if]
     monkeypatch.setattr(bench_search, what_if, value)
     one = figures(1)
     assert figures(2) == one
@@ -67,3 +69,38 @@ def test_measurement_limited_reduction_worked_by_hand():
     assert bench_search.measurement_limited(red, [0.75, 0.3], [0.0, 0.1]) == pytest.approx(0.375)
     assert bench_search.measurement_limited(red, [0.75, 0.3], [0.0]) == pytest.approx(4 / 9)
     assert np.isnan(bench_search.measurement_limited(red, [0.75, 0.3], []))
+
+
+def test_world_matrix_answers_by_the_worlds_own_model():
+    # --world-matrix: the published matrix redrawn from the world, every model at the ability the world's fit of
+    # the real matrix gives it. Same models, items and trials; the answers follow the world's 2PL (its latent b,
+    # its slopes, its guessing floor): with the trials scaled up, each pair's rate comes back to the world's
+    # chance of a right answer, and a model the world never kept as a probe still answers at its fitted ability.
+    import numpy as np
+
+    from benchfill.sim import World
+    from benchfill.sim.latent import _fit_matrix
+
+    bench, _ = bench_search.load_set("aime25", 150, 0)
+    real = bench.matrix
+    spec = bench.spec
+    world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
+                             answer_field=spec.answer_field, matrix=real, seed=3, rewriter="kind")
+    redrawn = bench_search.world_matrix(world, real, seed=3)
+    assert (redrawn.models, redrawn.item_ids) == (real.models, real.item_ids)
+    assert np.array_equal(redrawn.trials, real.trials)
+    assert (redrawn.correct <= redrawn.trials).all()
+    assert "redrawn from the world" in redrawn.source
+
+    many = real.trials * 4000
+    rate = bench_search.world_matrix(world, real, seed=3, trials=many).correct / np.maximum(many, 1)
+    theta = np.asarray(_fit_matrix(real).ability, dtype=float)
+    for i, item_id in enumerate(real.item_ids):
+        it = world.lookup(item_id)
+        p = it.chance + (1 - it.chance) / (1 + np.exp(-world.discrimination(it) * (theta - it.difficulty)))
+        tried = many[:, i] > 0
+        se = np.sqrt(p * (1 - p) / np.maximum(many[:, i], 1))
+        assert np.all(np.abs(rate[tried, i] - p[tried]) <= 5 * se[tried] + 1e-9), item_id
+    # and not the real answers: the real matrix's rates are not those chances (the test could tell them apart)
+    real_rate = real.correct / np.maximum(real.trials, 1)
+    assert np.abs(real_rate - rate)[real.trials > 0].mean() > 0.05
