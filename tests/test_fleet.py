@@ -5,6 +5,7 @@ down. Real openai clients against real loopback servers; a dead replica is a por
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import socket
 import time
@@ -182,7 +183,8 @@ def test_bound_tracks_slots_and_hands_them_over_in_order():
 
 
 # -- failures ----------------------------------------------------------------------------------------
-def test_a_dead_replica_is_ejected_and_its_requests_served_by_the_other(tmp_path):
+def test_a_dead_replica_is_ejected_and_its_requests_served_by_the_other(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="benchfill.fleet")
     gone = dead_url()
     with LoopbackOpenAI(models=("m1", "m2")) as alone:
         single, _ = run(Store(tmp_path / "one.db"), ProbePanel(
@@ -191,7 +193,14 @@ def test_a_dead_replica_is_ejected_and_its_requests_served_by_the_other(tmp_path
         res, stats = run(Store(tmp_path / "s.db"), fleet_panel([gone, good.base_url], ("m1", "m2")))
     assert stats.failures == 0 and outcome(res) == outcome(single)  # the same graded results
     dead = stats.replicas[gone]
-    assert dead["calls"] == 0 and dead["ejections"] == 1 and 3 <= dead["failures"] <= 3 + 3
+    assert dead["calls"] == 0 and 3 <= dead["failures"] <= 3 + 3
+    # Taken out once by its failed requests; a run still going when the 0.2 s cool-down ends (a loaded
+    # machine: CI took 22 min) sees its health check fail and keep it out, which counts another ejection
+    # but no failed request.
+    why = [r.getMessage().split(": ", 1)[1] for r in caplog.records if gone in r.getMessage()
+           and "out of service" in r.getMessage()]
+    assert len(why) == dead["ejections"] >= 1 and why[0].startswith("3 failed attempts in a row")
+    assert all(w.startswith("health check failed") for w in why[1:]), why
     assert stats.replicas[good.base_url]["calls"] == 24 and stats.retries == dead["failures"]
 
 
