@@ -25,7 +25,7 @@ the world's roles, no HTTP), which is what makes hundreds of cells affordable on
     python bench/bench_search.py --quick    # presets on the quick sets, a reduced grid (< 15 min)
     python bench/bench_search.py            # presets on all sets, the full grid on the quick sets
     python bench/bench_search.py --quick --no-grid --text-signal 0.8   # the pre-screen's saving
-    python bench/bench_search.py --jobs 16 --seeds 10    # the (cell, seed) pairs on 16 processes
+    python bench/bench_search.py --jobs 16 --seeds 10    # on 16 processes (default: every CPU it may use)
 """
 
 from __future__ import annotations
@@ -491,6 +491,12 @@ _BENCHES: dict = {}
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def _cpus() -> int:
+    """The CPUs this process may use: on this project's 2-core machine one process left --quick at
+    925 s, past its 15-minute bound, and the figures do not depend on the number of processes."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
     return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX
@@ -810,8 +816,9 @@ def main() -> None:
                          "first candidate confirmed inside the gap ends it)")
     ap.add_argument("--panel", type=panel_arg, default="12x8", metavar="NxK",
                     help="the probe panel: N probes, K trials each per item (default 12x8, a run's default)")
-    ap.add_argument("--jobs", type=int, default=1, metavar="N",
-                    help="run the (cell, seed) pairs on N processes (default 1); the figures do not change")
+    ap.add_argument("--jobs", type=int, default=_cpus(), metavar="N",
+                    help=f"run the (cell, seed) pairs on N processes (default: the CPUs this process may use, "
+                         f"{_cpus()} here); the figures do not change")
     ap.add_argument("--discrimination", type=world_sd_arg, metavar="SD",
                     help="the world's sd of log item discrimination (default: the world's, "
                          "benchfill.sim.world.DISCRIMINATION_SD; 0: the 1PL the annotator fits; like-set: each set's "
