@@ -363,7 +363,16 @@ def world_matrix(world, matrix, seed: int, trials: np.ndarray | None = None):
 
 
 async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
-                   text_signal: float = 0.0) -> dict[str, Outcome]:
+                   text_signal: float = 0.0, strategies: tuple[str, ...] = STRATEGIES) -> dict[str, Outcome]:
+    """Every strategy of ``strategies`` on one seed's world. They run in the order of ``STRATEGIES`` on one
+    world, each on its own annotator, so a strategy's figures do not depend on which come after it: a
+    caller that needs only benchfill's (a test) names it alone. The baseline is matched to benchfill's
+    rounds and rewrites, so it needs benchfill."""
+    unknown = set(strategies) - set(STRATEGIES)
+    if unknown:
+        raise ValueError(f"unknown strategies {sorted(unknown)}; known: {', '.join(STRATEGIES)}")
+    if "baseline" in strategies and "benchfill" not in strategies:
+        raise ValueError("the baseline is matched to benchfill's spend: name benchfill too")
     from benchfill import coverage
     from benchfill.search import SearchSettings, baseline_search, benchfill_search, oracle_fill
     from benchfill.search.loop import GapSearch
@@ -419,13 +428,17 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     out: dict[str, Outcome] = {}
     reach = [sim.annotator().outlook((g.left + g.right) / 2) for g in gaps]
     beyond = [o.fixed_z_se >= g.width / 2 for o, g in zip(reach, gaps, strict=True)]  # as a run's warning has it
-    results = {s: await strategy(s) for s in ("benchfill", "benchfill/nosteer", "benchfill/paper")}
-    # A screen that found no usable signal never fires: its run would repeat the defaults' exactly.
-    results["benchfill/prescreen"] = await strategy("benchfill/prescreen") if screen.active else results["benchfill"]
-    matched = {r.gap_index: r.rounds_used for r in results["benchfill"]}
-    # the same number of rewrites as benchfill asked for on each gap (its rounds may vary in width)
-    asked = {r.gap_index: r.spend.rewriter_calls for r in results["benchfill"]}
-    results["baseline"] = await strategy("baseline", matched, asked)
+    results = {s: await strategy(s) for s in ("benchfill", "benchfill/nosteer", "benchfill/paper") if s in strategies}
+    if "benchfill/prescreen" in strategies:
+        # A screen that found no usable signal never fires: its run would repeat the defaults' exactly.
+        results["benchfill/prescreen"] = (await strategy("benchfill/prescreen") if screen.active
+                                          else await strategy("benchfill") if "benchfill" not in results
+                                          else results["benchfill"])
+    if "baseline" in strategies:
+        matched = {r.gap_index: r.rounds_used for r in results["benchfill"]}
+        # the same number of rewrites as benchfill asked for on each gap (its rounds may vary in width)
+        asked = {r.gap_index: r.spend.rewriter_calls for r in results["benchfill"]}
+        results["baseline"] = await strategy("baseline", matched, asked)
     for label, res in results.items():
         chosen = [(r, r.chosen) for r in res if r.chosen is not None]
         true_z = [truth(c) for _, c in chosen]
@@ -469,8 +482,9 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              rollouts_reach=sum(r.spend.rollouts for r in res if not beyond[r.gap_index]),
                              filled_reach=sum(r.left < c.confirmation.z < r.right for r, c in chosen
                                               if not beyond[r.gap_index]))
-    r = red(oracle_fill(z, K))
-    out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
+    if "oracle" in strategies:
+        r = red(oracle_fill(z, K))
+        out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
     return out
 
 
@@ -511,17 +525,20 @@ def _init_worker(benches: dict, options: tuple) -> None:
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
     """One (cell, seed) of the sweep: every seed's world and run depend on the seed alone, so the
     figures do not depend on which process runs it or in what order (--jobs 1 and --jobs N agree)."""
-    j, label, preset, knobs, set_name, seed, rounds, text_signal = task
-    return j, seed, asyncio.run(run_seed(_BENCHES[set_name][0], preset, knobs, seed, rounds, text_signal))
+    j, label, preset, knobs, set_name, seed, rounds, text_signal, strategies = task
+    return j, seed, asyncio.run(run_seed(_BENCHES[set_name][0], preset, knobs, seed, rounds, text_signal,
+                                         strategies))
 
 
-def run_jobs(jobs: list[tuple], seeds: list[int], rounds: int, text_signal: float, workers: int) -> list[Cell]:
-    """Every (cell, seed) of ``jobs``, on ``workers`` processes; the cells in the order of ``jobs``."""
+def run_jobs(jobs: list[tuple], seeds: list[int], rounds: int, text_signal: float, workers: int,
+             strategies: tuple[str, ...] = STRATEGIES) -> list[Cell]:
+    """Every (cell, seed) of ``jobs``, on ``workers`` processes; the cells in the order of ``jobs``. Only
+    ``strategies`` are run (``run_seed``); the tables print all of them, so ``main`` runs them all."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
     cells = [Cell(label, s, list(seeds)) for label, _, _, s in jobs]
-    tasks = [(j, label, preset, knobs, s, seed, rounds, text_signal)
+    tasks = [(j, label, preset, knobs, s, seed, rounds, text_signal, strategies)
              for j, (label, preset, knobs, s) in enumerate(jobs) for seed in seeds]
     got: dict[int, dict[int, dict[str, Outcome]]] = {}
     t0 = time.perf_counter()

@@ -29,6 +29,19 @@ def test_jobs_on_worker_processes_match_one_process():
     assert repr(asdict(one[0].out["benchfill"][0])) != repr(asdict(one[0].out["benchfill"][1]))
 
 
+def test_benchfill_alone_gives_the_figures_it_gives_beside_the_other_strategies():
+    # the tests that need only benchfill's figures run it alone; the strategies after it on each world
+    # must not change them (each has its own annotator and rewrite keys)
+    bench_search._BENCHES["demo"] = bench_search.load_set("demo", 60, 0)
+    jobs = [("preset hostile", "hostile", {}, "demo")]
+    (every,) = bench_search.run_jobs(jobs, [1], 3, 0.0, workers=1)
+    (alone,) = bench_search.run_jobs(jobs, [1], 3, 0.0, workers=1, strategies=("benchfill",))
+    assert alone.out.keys() == {"benchfill"}
+    assert repr(asdict(alone.out["benchfill"][0])) == repr(asdict(every.out["benchfill"][0]))
+    with pytest.raises(ValueError, match="name benchfill too"):
+        bench_search.run_jobs(jobs, [1], 3, 0.0, workers=1, strategies=("baseline",))
+
+
 @pytest.mark.parametrize("what_if", ["ADAPTIVE", "SHAPE", "WORLD_MATRIX"])
 def test_a_what_if_reaches_the_worker_processes(monkeypatch, what_if):
     # --first-batch, --children and --world-matrix travel to the workers with the other option globals: with
@@ -40,7 +53,7 @@ def test_a_what_if_reaches_the_worker_processes(monkeypatch, what_if):
     jobs = [("preset kind", "kind", {}, "demo")]
 
     def figures(workers):
-        (cell,) = bench_search.run_jobs(jobs, [0], 3, 0.0, workers=workers)
+        (cell,) = bench_search.run_jobs(jobs, [0], 3, 0.0, workers=workers, strategies=("benchfill",))
         return repr(asdict(cell.out["benchfill"][0]))
 
     default = figures(1)
