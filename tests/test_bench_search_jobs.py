@@ -30,8 +30,8 @@ def test_jobs_on_worker_processes_match_one_process():
 
 
 def test_benchfill_alone_gives_the_figures_it_gives_beside_the_other_strategies():
-    # the tests that need only benchfill's figures run it alone; the strategies after it on each world
-    # must not change them (each has its own annotator and rewrite keys)
+    # the tests that need only benchfill's figures run it alone; benchfill runs first on each world, so
+    # the strategies after it must not change them
     bench_search._BENCHES["demo"] = bench_search.load_set("demo", 60, 0)
     jobs = [("preset hostile", "hostile", {}, "demo")]
     (every,) = bench_search.run_jobs(jobs, [1], 3, 0.0, workers=1)
