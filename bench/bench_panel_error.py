@@ -7,6 +7,8 @@ midpoint, placed through the two probes nearest it (what the annotator did befor
 ability errors) and through all of them. Side by side, per set over seeds:
 
   ability rms    rms of (fitted theta - the world's theta mapped onto the fit), logits
+  shared         rms over seeds of that error's mean over the panel: the part all probes share (an offset of
+                 the whole panel), which no number of probes averages away
   fit's se       rms of the fit's Laplace standard errors of those abilities
   2 nearest      rms placement error (z) of a midpoint item through the two probes nearest it
   all probes     the same through all the probes (information-weighted)
@@ -61,10 +63,10 @@ def main() -> None:
                     help="the probe panel: N probes, K trials (default 12x8)")
     args = ap.parse_args()
     bs.PANEL = args.panel
-    print(f"{'set':<24}{'items':>6}{'ability rms':>13}{'fit se':>9}{'2 nearest (z)':>15}{'all probes (z)':>16}"
+    print(f"{'set':<24}{'items':>6}{'ability rms':>13}{'shared':>8}{'fit se':>9}{'2 nearest (z)':>15}{'all probes (z)':>16}"
           f"{'share ceiling':>15}{'half-width':>12}")
     for name in args.sets:
-        resid, ses, near2, every, red_ceiling, red_oracle, half = [], [], [], [], [], [], []
+        resid, shared, ses, near2, every, red_ceiling, red_oracle, half = [], [], [], [], [], [], [], []
         for seed in range(args.seeds):
             bench, _ = bs.load_set(name, args.max_items, seed)
             sim = bs.sim_setup(bench, "realistic", {}, seed)
@@ -72,6 +74,7 @@ def main() -> None:
             se = dict(zip(sim.fit.models, sim.fit.ability_se, strict=True))
             probes = sorted(sim.probes, key=lambda q: q.name)
             resid += [q.ability - scale.fitted_b(sim.world.abilities[q.name]) for q in probes]
+            shared.append(float(np.mean(resid[-len(probes):])))
             ses += [se[q.name] for q in probes]
             span = sim.fit.b_max - sim.fit.b_min
             th_hat = np.array([q.ability for q in probes])
@@ -92,7 +95,7 @@ def main() -> None:
         def rms(x):
             return float(np.sqrt(np.mean(np.square(x))))
 
-        print(f"{name:<24}{len(sim.ids):>6}{rms(resid):>13.3f}{rms(ses):>9.3f}{rms(near2):>15.4f}{rms(every):>16.4f}"
+        print(f"{name:<24}{len(sim.ids):>6}{rms(resid):>13.3f}{rms(shared):>8.3f}{rms(ses):>9.3f}{rms(near2):>15.4f}{rms(every):>16.4f}"
               f"{np.mean(red_ceiling) / np.mean(red_oracle):>15.2f}{np.mean(half):>12.4f}", flush=True)
 
 
