@@ -14,8 +14,11 @@ ability errors) and through all of them. Side by side, per set over seeds:
   all probes     the same through all the probes (information-weighted)
   share ceiling  the share of the oracle's true top-3 reduction (bench_search.py's) that a search reaches
                  when each gap's chosen item is placed EXACTLY on its target through all the probes: its
-                 true z then sits off the target by that placement error. No number of rollouts and no
-                 better search lifts a share above this with this panel.
+                 true z then sits off the target by that placement error. It is the limit of the 1PL's
+                 placement of an item of latent slope 1; the annotator weighs the slopes by the answers,
+                 and where the fitted scale is compressed against the latent one (bench_search.py
+                 --world-matrix) a search has reached more (docs/sim-rewriter.md, "Where issue 10's bars
+                 stand").
   half-width     the top-3 gaps' mean half-width (z), against which the placement errors count: on a
                  whole set (a large --max-items) the gaps are narrower than on bench_search.py's subsample
 
