@@ -97,15 +97,15 @@ def test_knobs_are_checked_and_parsed():
         rewriter_model("kind", judge_recall=1.5)
 
 
-def _true_deviation(preset: str, seeds) -> float:
+def _benchfill(preset: str, seeds) -> list:
+    """benchfill's outcome on each seed's world (bench_search.run_seed, demo)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
     import bench_search
 
     bench, _ = bench_search.load_set("demo", 60, 0)
     # benchfill alone: the other strategies come after it on each world and cannot change its figures
-    devs = [asyncio.run(bench_search.run_seed(bench, preset, {}, s, 8, strategies=("benchfill",)))["benchfill"].dev_true
+    return [asyncio.run(bench_search.run_seed(bench, preset, {}, s, 8, strategies=("benchfill",)))["benchfill"]
             for s in seeds]
-    return float(np.mean(devs))
 
 
 @pytest.mark.slow
@@ -114,8 +114,13 @@ def test_steering_holds_the_hostile_rewriter_within_twice_the_kind_deviation():
     against the hostile rewriter: its true deviation from the target stays within twice what it
     gets from the kind rewriter (paired worlds, six seeds, the bench's in-process world)."""
     seeds = range(6)
-    kind, hostile = _true_deviation("kind", seeds), _true_deviation("hostile", seeds)
-    assert hostile <= 2 * kind, (kind, hostile)
+    kind, hostile = _benchfill("kind", seeds), _benchfill("hostile", seeds)
+    dev_kind, dev_hostile = (float(np.mean([o.dev_true for o in out])) for out in (kind, hostile))
+    assert dev_hostile <= 2 * dev_kind, (dev_kind, dev_hostile)
+    # Steering is what reacts to this rewriter: its children come out a logit easier than it meant, so the
+    # search learns to ask for harder ones than the target (a shift up the z axis) on every seed. (Without
+    # steering these seeds also stay within the bound; docs/sim-rewriter.md, "Where issue 10's bars stand".)
+    assert all(o.steer_shift > 0 for o in hostile), [o.steer_shift for o in hostile]
 
 
 def test_a_childs_truth_does_not_hang_on_which_request_reached_the_world_first(monkeypatch):
