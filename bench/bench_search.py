@@ -430,10 +430,10 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     beyond = [o.fixed_z_se >= g.width / 2 for o, g in zip(reach, gaps, strict=True)]  # as a run's warning has it
     results = {s: await strategy(s) for s in ("benchfill", "benchfill/nosteer", "benchfill/paper") if s in strategies}
     if "benchfill/prescreen" in strategies:
-        # A screen that found no usable signal never fires: its run would repeat the defaults' exactly.
-        results["benchfill/prescreen"] = (await strategy("benchfill/prescreen") if screen.active
-                                          else await strategy("benchfill") if "benchfill" not in results
-                                          else results["benchfill"])
+        if screen.active:
+            results["benchfill/prescreen"] = await strategy("benchfill/prescreen")
+        else:  # a screen that found no usable signal never fires: its run would repeat the defaults' exactly
+            results["benchfill/prescreen"] = results.get("benchfill") or await strategy("benchfill")
     if "baseline" in strategies:
         matched = {r.gap_index: r.rounds_used for r in results["benchfill"]}
         # the same number of rewrites as benchfill asked for on each gap (its rounds may vary in width)
