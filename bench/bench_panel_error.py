@@ -23,7 +23,7 @@ ability errors) and through all of them. Side by side, per set over seeds:
                  whole set (a large --max-items) the gaps are narrower than on bench_search.py's subsample
 
     python bench/bench_panel_error.py            # demo, aime25, humaneval; seeds 0-5; at most 60 items; 12x8
-    python bench/bench_panel_error.py --panel 24x8   # a larger probe panel
+    python bench/bench_panel_error.py --panel 12x8 24x8 48x8   # panels side by side, in one run
     python bench/bench_panel_error.py --sets demo aime25 humaneval mbpp livecodebench-codegen \
         cruxeval-output chembench --max-items 150    # the full sweep's sets
 """
@@ -54,24 +54,41 @@ def placed_b(world, probes, chance: float, b_true: float, used) -> float:
 def main() -> None:
     import bench_search as bs
 
-    from benchfill import coverage
-    from benchfill.search import oracle_fill
-    from benchfill.sim.truth import true_scale
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", nargs="*", default=["demo", "aime25", "humaneval"])
     ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--max-items", type=int, default=60, help="subsample larger sets (bench_search: 60 quick, 150)")
-    ap.add_argument("--panel", type=bs.panel_arg, default="12x8", metavar="NxK",
-                    help="the probe panel: N probes, K trials (default 12x8)")
+    ap.add_argument("--panel", type=bs.panel_arg, nargs="+", default=[(12, 8)], metavar="NxK",
+                    help="the probe panel: N probes, K trials (default 12x8); several: each in turn, and their "
+                         "share ceilings side by side at the end")
     args = ap.parse_args()
-    bs.PANEL = args.panel
+    ceilings: dict[tuple[int, int], dict[str, float]] = {}
+    for panel in args.panel:
+        bs.PANEL = panel
+        print(f"panel {panel[0]}x{panel[1]}")
+        ceilings[panel] = panel_rows(bs, args.sets, args.seeds, args.max_items)
+    if len(args.panel) > 1:
+        labels = [f"{n}x{k}" for n, k in args.panel]
+        print("\nshare ceiling by panel")
+        print(f"{'set':<24}" + "".join(f"{x:>10}" for x in labels))
+        for name in args.sets:
+            print(f"{name:<24}" + "".join(f"{ceilings[p][name]:>10.2f}" for p in args.panel))
+        print(f"{'mean':<24}" + "".join(f"{np.mean(list(ceilings[p].values())):>10.2f}" for p in args.panel))
+
+
+def panel_rows(bs, sets: list[str], seeds: int, max_items: int) -> dict[str, float]:
+    """The table's rows for the panel ``bs.PANEL`` holds; each set's share ceiling."""
+    from benchfill import coverage
+    from benchfill.search import oracle_fill
+    from benchfill.sim.truth import true_scale
+
     print(f"{'set':<24}{'items':>6}{'ability rms':>13}{'shared':>8}{'fit se':>9}{'2 nearest (z)':>15}{'all probes (z)':>16}"
           f"{'share ceiling':>15}{'half-width':>12}")
-    for name in args.sets:
+    ceiling = {}
+    for name in sets:
         resid, shared, ses, near2, every, red_ceiling, red_oracle, half = [], [], [], [], [], [], [], []
-        for seed in range(args.seeds):
-            bench, _ = bs.load_set(name, args.max_items, seed)
+        for seed in range(seeds):
+            bench, _ = bs.load_set(name, max_items, seed)
             sim = bs.sim_setup(bench, "realistic", {}, seed)
             scale = true_scale(sim.world, sim.fit)
             se = dict(zip(sim.fit.models, sim.fit.ability_se, strict=True))
@@ -98,8 +115,10 @@ def main() -> None:
         def rms(x):
             return float(np.sqrt(np.mean(np.square(x))))
 
+        ceiling[name] = float(np.mean(red_ceiling) / np.mean(red_oracle))
         print(f"{name:<24}{len(sim.ids):>6}{rms(resid):>13.3f}{rms(shared):>8.3f}{rms(ses):>9.3f}{rms(near2):>15.4f}{rms(every):>16.4f}"
-              f"{np.mean(red_ceiling) / np.mean(red_oracle):>15.2f}{np.mean(half):>12.4f}", flush=True)
+              f"{ceiling[name]:>15.2f}{np.mean(half):>12.4f}", flush=True)
+    return ceiling
 
 
 if __name__ == "__main__":
