@@ -29,6 +29,21 @@ _REFUSES_N = re.compile(r"(\bn\b|\bn=|\bn >|samples|best_of)", re.IGNORECASE)
 # same request may be served by another replica; if none does, the request itself is at fault.
 _REPLICA_REFUSALS = (401, 403, 404)
 
+# The SDK's pool (1,000 connections, 100 kept idle), forgetting an idle connection after 4 s instead of 5.
+# uvicorn, and so vLLM and the simulated world, closes a connection idle for 5 s. With the pool keeping it
+# as long, a request sent on a connection idle just under 5 s (the loop held by a fit between rounds)
+# reaches a server that is closing it: it fails and is retried after a backoff. After pauses of 3.96 to
+# 5.04 s the SDK's 5 s pool lost 30 of 330 such requests (all after pauses of 4.97 to 4.99 s), this one
+# none (bench/bench_keepalive.py).
+POOL_KEEPALIVE_S = 4.0
+
+
+def pool_limits():
+    """The probe clients' connection pool (httpx2 is imported here: off the start-up path)."""
+    import httpx2
+
+    return httpx2.Limits(max_connections=1000, max_keepalive_connections=100, keepalive_expiry=POOL_KEEPALIVE_S)
+
 
 class RefusesN(Exception):
     """The endpoint will not give several samples per request."""
@@ -72,7 +87,7 @@ class ProbeHttp:
                     # per request against 2.8 ms for the default httpx2 pool, whose bookkeeping grows
                     # with the connections it holds (bench/bench_traffic.py). Its 1,000 connections
                     # exceed any bound.
-                    http = openai.DefaultAioHttpClient()
+                    http = openai.DefaultAioHttpClient(limits=pool_limits())
                     self.clients[key] = openai.AsyncOpenAI(
                         base_url=url, api_key=key_from_env(p.api_key_env) or "EMPTY",
                         max_retries=0, timeout=p.timeout_s, http_client=http)

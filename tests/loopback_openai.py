@@ -56,6 +56,7 @@ class LoopbackOpenAI(ThreadedServer):
         self.successes: Counter = Counter()
         self.auth_seen: list[str] = []
         self.bodies: list[dict] = []
+        self.client_ports: list[int] = []  # each request's client port: a new one is a new connection
         self.inflight = self.peak_inflight = 0
         self.serve(Starlette(routes=[Route("/v1/models", self._models),
                                      Route("/v1/chat/completions", self._chat, methods=["POST"])]))
@@ -77,6 +78,7 @@ class LoopbackOpenAI(ThreadedServer):
 
     async def _answer(self, request: Request):
         self.auth_seen.append(request.headers.get("authorization", ""))
+        self.client_ports.append(request.client.port)
         body = await request.json()
         self.bodies.append(body)
         prompt = body["messages"][-1]["content"]

@@ -254,6 +254,30 @@ def test_a_request_asked_twice_at_once_is_sent_once_and_serves_both(tmp_path):
         assert again.requests == 0 and again.cache_hits == len(twins)
 
 
+def test_the_pool_forgets_an_idle_connection_before_the_server_closes_it(tmp_path):
+    """uvicorn (vLLM's server, the simulated world's) closes a connection idle for 5 s. The probe
+    clients' pool lets one go after 4 s, so a request after a pause of 4.5 s (the loop held by a fit)
+    opens a new connection instead of sending on one the server may be closing (bench/bench_keepalive.py:
+    with the SDK's 5 s pool such requests fail and are retried). A shorter pause reuses the connection."""
+    import time
+
+    async def go(srv, pan):
+        async with RolloutClient(Store(tmp_path / "s.db"), pan, SPEC, YesGrader(), prompt_fn=prompt) as rc:
+            seen = []
+            for seed, pause in enumerate((0.5, 4.5)):
+                await rc.rollouts(ITEMS[:1], seed=2 * seed)
+                time.sleep(pause)  # blocks the loop, as a fit does
+                await rc.rollouts(ITEMS[:1], seed=2 * seed + 1)
+                seen.append(srv.client_ports[-2:])
+            return seen, rc.stats
+
+    with LoopbackOpenAI(models=("m1",)) as srv:
+        (short, long), stats = asyncio.run(go(srv, ProbePanel([ProbeConfig(
+            name="p", base_url=srv.base_url, model="m1", trials=4, concurrency=1)], NO_WAIT)))
+    assert short[0] == short[1] and long[0] != long[1]
+    assert stats.retries == 0 and stats.calls == 4
+
+
 def test_an_error_body_echoing_the_request_headers_never_shows_the_key(tmp_path, monkeypatch):
     """A careless gateway's 401 repeats the request's headers, the probe's key among them: neither the
     failed rollouts' errors nor the run's error line may show it (probe_http.describe_error scrubs)."""

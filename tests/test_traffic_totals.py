@@ -24,8 +24,11 @@ def test_a_resumed_run_reports_the_traffic_of_all_its_processes(tmp_path):
     d = run(opts)
     resumed = _traffic(d)
     assert resumed["processes"] == 2 and 0 < resumed["this_process"]["requests"] < resumed["requests"]
-    for key in ("requests", "calls", "failures", "prompt_tokens", "completion_tokens"):
-        assert resumed[key] == whole[key], key
+    # A retry is the machine's timing, not the run's work (a request that met the server closing an idle
+    # connection, bench/bench_keepalive.py): the first attempts are the run's, and all of them are counted.
+    keys = ("calls", "failures", "prompt_tokens", "completion_tokens")
+    assert ({k: resumed[k] for k in keys}, resumed["requests"] - resumed["retries"]) == \
+        ({k: whole[k] for k in keys}, whole["requests"] - whole["retries"]), (resumed, whole)
     again = _traffic(run(opts))  # everything from the store's cache: nothing sent, nothing lost
     assert again["processes"] == 3 and again["this_process"]["requests"] == 0
     assert (again["requests"], again["calls"]) == (resumed["requests"], resumed["calls"])
