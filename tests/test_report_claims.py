@@ -101,9 +101,15 @@ def test_the_expected_after_figures_average_over_the_new_items_error_worked_by_h
     assert "after_expected" not in before_after([0.0, 1.0], [0.5], [0.0], 1)  # no error, no average
 
 
-def test_after_figures_are_the_confirmed_ones_with_an_interval(tmp_path):
-    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), sim_rewriter="kind", **FAST)
-    d = run(opts)
+@pytest.fixture(scope="module")
+def kind_run(tmp_path_factory):
+    """One short run with the kind rewriter, read by the tests below (each copies it before changing it)."""
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path_factory.mktemp("kind")), sim_rewriter="kind", **FAST)
+    return opts, run(opts)
+
+
+def test_after_figures_are_the_confirmed_ones_with_an_interval(kind_run):
+    opts, d = kind_run
     rep, md = _report(d)
     fit = json.loads((d / "fit.json").read_text())
     b = np.asarray(fit["difficulty"], dtype=float)
@@ -144,12 +150,14 @@ def test_after_figures_are_the_confirmed_ones_with_an_interval(tmp_path):
             assert q["true_difficulty"] == pytest.approx(fit["b_min"] + g["true_z"] * (fit["b_max"] - fit["b_min"]))
 
 
-def test_the_review_queue_is_read_from_the_store(tmp_path):
+def test_the_review_queue_is_read_from_the_store(kind_run, tmp_path):
     """Review works from the store alone (as it must with a PostgreSQL store): the JSONL the report
     writes is an export, and removing it changes nothing the board sees."""
+    import shutil
+
     from benchfill.review import ReviewBoard
 
-    d = run(RunOptions(benchmark="demo", runs_dir=str(tmp_path), sim_rewriter="kind", **FAST))
+    d = Path(shutil.copytree(kind_run[1], tmp_path / kind_run[1].name))  # the board's decisions go to the copy
     exported = [json.loads(x) for x in (d / "review_queue.jsonl").read_text().splitlines()]
     (d / "review_queue.jsonl").unlink()
     with ReviewBoard(d) as board:
