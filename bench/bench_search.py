@@ -122,7 +122,7 @@ class Outcome:
     steer_shift: float = 0.0
     prescreened: int = 0  # children the pre-screen kept from annotation
     false_skips: int = 0  # ... of which the true z lay inside the gap
-    screen_on: bool = False  # did the pre-screen find a usable signal (else its run is the defaults')
+    screen_on: bool = False  # benchfill/prescreen's: did the pre-screen find a usable signal (else its run is the defaults')
     filled_confirmed: int = 0  # gaps whose chosen item's confirmed z lies inside (the report's "filled")
     conf_err: float = 0.0  # mean |confirmed z - true z| of the chosen items: the measurement's own error
     conf_z2: list = field(default_factory=list)  # ((confirmed z - true z) / its placement se)^2 per chosen item
@@ -389,8 +389,10 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     def truth(c) -> float:  # a child's true z, on the benchmark's fitted scale
         return scale.z(world.true_difficulty(str(c.item[spec.text_field])))
 
-    # As a run with --prescreen on does: one predictor per run, on the benchmark's items and fitted z.
-    screen = train_prescreen(items, z_of, text_field=spec.text_field, seed=seed)
+    # As a run with --prescreen on does: one predictor per run, on the benchmark's items and fitted z (only
+    # when its strategy runs: training takes up to a second or so).
+    screen = (train_prescreen(items, z_of, text_field=spec.text_field, seed=seed)
+              if "benchfill/prescreen" in strategies else None)
 
     def red(zs: list[float]) -> float:
         return 1 - coverage.top_k_gap_sum(np.concatenate([z, zs]), K) / before if zs else 0.0
@@ -459,7 +461,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         out[label] = Outcome(red(true_z), red(conf_z), red(ann_z), float(np.mean(devs)),
                              sum(r.spend.rollouts for r in res), sum(r.spend.model_calls for r in res),
                              sum(r.left < t < r.right for (r, _), t in zip(chosen, true_z, strict=True)),
-                             float(np.mean(shifts)) if shifts else 0.0, len(skipped), false, screen.active,
+                             float(np.mean(shifts)) if shifts else 0.0, len(skipped), false,
+                             label == "benchfill/prescreen" and screen.active,
                              sum(r.left < c.confirmation.z < r.right for r, c in chosen),
                              float(np.mean([abs(c - t) for c, t in zip(conf_z, true_z, strict=True)])) if chosen else 0.0,
                              [((c.confirmation.z - t) / c.confirmation.placement_z_se) ** 2
