@@ -311,7 +311,10 @@ class RolloutClient:
         self.cache.add(make_call("probe", key, served_by, p.model, req, {"texts": texts, "usage": usage},
                                  int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
                                  latency, body_json=self._bodies.pop(key, None)))
-        await asyncio.sleep(0)  # the other replies of this turn of the loop join the write
+        # The other replies of this turn of the loop join the write. This turn also keeps the call in flight
+        # (``_fetch`` lets it go on return) while its reply is already in the cache: a batch that looked the
+        # key up before the reply came starts its task one turn later, and finds one or the other.
+        await asyncio.sleep(0)
         self.cache.flush()  # a no-op where one of them has written it already
         return texts
 
