@@ -1,13 +1,13 @@
 """Probe requests lost to the server's keep-alive timeout after a pause (the flaky traffic-totals test, s21).
 
-A run's event loop stops sending while it fits the IRT model between rounds; on a busy machine that takes
-seconds. The probe client keeps its idle connections in a pool. uvicorn, and so vLLM and the simulated
+A run's event loop stops sending while it does the run's own CPU work (the benchmark's fit, the search's
+arithmetic); on a busy machine that takes seconds. The probe client keeps its idle connections in a pool. uvicorn, and so vLLM and the simulated
 world, closes a connection idle for 5 s. When the pool keeps one for as long (the openai SDK's default
 ``keepalive_expiry`` is 5 s), a request sent on a connection idle for just under 5 s reaches a server that
 closes it at that moment: the request fails and is retried. The run's figures survive (retries are
 counted), but a retry waits out a backoff and the traffic counts depend on the machine's timing.
 
-For each pause, the client sends a batch, blocks its event loop for the pause (a fit), then sends another
+For each pause, the client sends a batch, blocks its event loop for the pause (CPU work), then sends another
 batch on the pooled connections, and counts the requests of that batch that failed. The server is the
 simulated world on loopback (``SimServer``, uvicorn's 5 s keep-alive as vLLM's). Columns, in one run:
 the bare SDK client with its default pool, the same with benchfill's pool (``probe_http.pool_limits``),
@@ -44,7 +44,7 @@ async def bare(url: str, model: str, prompt: str, pauses: list[float], batch: in
     try:
         for pause in pauses:
             await asyncio.gather(*(ask() for _ in range(batch)))
-            time.sleep(pause)  # the loop held, as by a fit between rounds
+            time.sleep(pause)  # the loop held, as by the run's CPU work
             got = await asyncio.gather(*(ask() for _ in range(batch)), return_exceptions=True)
             failed.append(sum(isinstance(g, Exception) for g in got))
     finally:

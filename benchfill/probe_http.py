@@ -31,10 +31,10 @@ _REPLICA_REFUSALS = (401, 403, 404)
 
 # The SDK's pool (1,000 connections, 100 kept idle), forgetting an idle connection after 4 s instead of 5.
 # uvicorn, and so vLLM and the simulated world, closes a connection idle for 5 s. With the pool keeping it
-# as long, a request sent on a connection idle just under 5 s (the loop held by a fit between rounds)
-# reaches a server that is closing it: it fails and is retried after a backoff. After pauses of 3.96 to
-# 5.04 s the SDK's 5 s pool lost 30 of 330 such requests (all after pauses of 4.97 to 4.99 s), this one
-# none (bench/bench_keepalive.py).
+# as long, a request sent on a connection idle just under 5 s (the loop busy with the run's own work: the
+# benchmark's fit, the search's arithmetic) reaches a server that is closing it: it fails and is retried
+# after a backoff. After pauses of 3.96 to 5.04 s the SDK's 5 s pool lost 30 of 330 such requests (all
+# after pauses of 4.97 to 4.99 s), this one none (bench/bench_keepalive.py).
 POOL_KEEPALIVE_S = 4.0
 
 

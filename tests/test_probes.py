@@ -256,7 +256,7 @@ def test_a_request_asked_twice_at_once_is_sent_once_and_serves_both(tmp_path):
 
 def test_the_pool_forgets_an_idle_connection_before_the_server_closes_it(tmp_path):
     """uvicorn (vLLM's server, the simulated world's) closes a connection idle for 5 s. The probe
-    clients' pool lets one go after 4 s, so a request after a pause of 4.5 s (the loop held by a fit)
+    clients' pool lets one go after 4 s, so a request after a pause of 4.5 s (the loop busy with the run's own work)
     opens a new connection instead of sending on one the server may be closing (bench/bench_keepalive.py:
     with the SDK's 5 s pool such requests fail and are retried). A shorter pause reuses the connection."""
     import time
@@ -264,10 +264,10 @@ def test_the_pool_forgets_an_idle_connection_before_the_server_closes_it(tmp_pat
     async def go(srv, pan):
         async with RolloutClient(Store(tmp_path / "s.db"), pan, SPEC, YesGrader(), prompt_fn=prompt) as rc:
             seen = []
-            for seed, pause in enumerate((0.5, 4.5)):
-                await rc.rollouts(ITEMS[:1], seed=2 * seed)
-                time.sleep(pause)  # blocks the loop, as a fit does
-                await rc.rollouts(ITEMS[:1], seed=2 * seed + 1)
+            for i, pause in enumerate((0.5, 4.5)):  # new seeds each time: calls, not cache hits
+                await rc.rollouts(ITEMS[:1], seed=2 * i)
+                time.sleep(pause)  # blocks the loop, as the run's CPU work does
+                await rc.rollouts(ITEMS[:1], seed=2 * i + 1)
                 seen.append(srv.client_ports[-2:])
             return seen, rc.stats
 
