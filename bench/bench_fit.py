@@ -5,8 +5,11 @@
 (b) NUTS with the paper's recipe (4 chains, 1,000 warm-up, 1,000 draws, target 0.95):
     benchfill's sampler vs PyMC's pm.sample on the same simulated data; wall seconds, max
     R-hat, min bulk ESS, divergences, and agreement of posterior means and sds.
+(c) Online calibration of one new item (``online_calibrate``: 12 probes x 8 trials, chance 0.1), as the
+    search places each child: 1,000 items, benchfill's Newton vs scipy's bounded scalar minimiser of the
+    same likelihood (xatol 1e-8), ms a call and the largest difference in b.
 
-    python bench/bench_fit.py [--skip-pymc] [--seed 0]
+    python bench/bench_fit.py [--skip-pymc] [--skip-map] [--skip-nuts] [--seed 0]
 """
 
 from __future__ import annotations
@@ -133,11 +136,42 @@ def bench_nuts(seed: int, skip_pymc: bool) -> None:
           f"{np.max(np.abs(b_sd - ours.difficulty_se)):.3f}, mean ratio {np.mean(ours.difficulty_se / b_sd):.3f}")
 
 
+def bench_online(seed: int) -> None:
+    from scipy.optimize import minimize_scalar
+
+    from benchfill.irt import online_calibrate
+
+    theta, chance = np.linspace(-2.0, 2.5, 12), 0.1
+    k = np.full(12, 8)
+    rng = np.random.default_rng(seed)
+    b_true = rng.uniform(-1.5, 2.0, 1000)  # inside the panel's reach: every item has a finite MLE
+    p = chance + (1 - chance) / (1 + np.exp(b_true[:, None] - theta[None, :]))
+    cs = rng.binomial(k, p)
+    online_calibrate(cs[0], k, theta, chance=chance)  # imports and first-call costs out of the timing
+    t0 = time.perf_counter()
+    ours = [online_calibrate(c, k, theta, chance=chance) for c in cs]
+    t_ours = time.perf_counter() - t0
+
+    def negll(b, c):
+        q = chance + (1 - chance) / (1 + np.exp(b - theta))
+        return -np.sum(c * np.log(q) + (k - c) * np.log1p(-q))
+
+    t0 = time.perf_counter()
+    ref = [minimize_scalar(negll, bounds=(-10, 10), args=(c,), method="bounded", options={"xatol": 1e-8}) for c in cs]
+    t_ref = time.perf_counter() - t0
+    finite = [i for i, e in enumerate(ours) if e.finite_mle]
+    diff = max(abs(ours[i].difficulty - ref[i].x) for i in finite)
+    print(f"online_calibrate, 1,000 items x 12 probes x 8 trials: {1e3 * t_ours / len(cs):.3f} ms a call; "
+          f"scipy bounded minimize_scalar {1e3 * t_ref / len(cs):.3f} ms ({t_ref / t_ours:.1f}x); "
+          f"max |b difference| {diff:.1e} over the {len(finite)} items with a finite MLE")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-pymc", action="store_true", help="only benchfill's NUTS (quick runs)")
     ap.add_argument("--skip-map", action="store_true")
     ap.add_argument("--skip-nuts", action="store_true")
+    ap.add_argument("--skip-online", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     print(f"cpus available: {len(os.sched_getaffinity(0))}, load average: {os.getloadavg()[0]:.1f}")
@@ -145,6 +179,8 @@ def main() -> None:
         bench_map()
     if not args.skip_nuts:
         bench_nuts(args.seed, args.skip_pymc)
+    if not args.skip_online:
+        bench_online(args.seed)
 
 
 if __name__ == "__main__":

@@ -39,12 +39,10 @@ def _sandbox_uid_processes() -> list[int]:
 
 def test_all_canonical_solutions_pass(humaneval):
     assert len(humaneval) == 164
-    start = time.perf_counter()
+    # in one sandbox batch; how fast is bench/bench_evaluators.py's to measure, not a timed test's
     grades = CODE.grade_pairs([(item["canonical_solution"], item) for item in humaneval])
-    elapsed = time.perf_counter() - start
     failed = [(item["id"], g.reason) for item, g in zip(humaneval, grades, strict=True) if not g.correct]
     assert failed == []
-    assert elapsed < 30, f"164 HumanEval problems took {elapsed:.1f}s"
 
 
 def test_broken_solutions_fail(humaneval):

@@ -1,8 +1,6 @@
-"""Online calibration of one new item: recovery, standard errors, edge cases, speed."""
+"""Online calibration of one new item: recovery, standard errors, edge cases (its speed: bench/bench_fit.py)."""
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 import pytest
@@ -97,13 +95,3 @@ def test_an_item_hundreds_of_logits_away_gives_zero_information_without_nan_or_w
         warnings.simplefilter("error")  # exp overflow once made p NaN (inf * 0) with a RuntimeWarning
         np.testing.assert_array_equal(item_information(1000.0, THETA), np.zeros(THETA.size))
         np.testing.assert_array_equal(item_information(-1000.0, THETA, 0.25), np.zeros(THETA.size))
-
-
-def test_fast_enough_for_a_search_loop():
-    rng = np.random.default_rng(1)
-    k = np.full(12, 8)
-    cs = rng.binomial(k, 0.5, size=(1000, 12))
-    t0 = time.perf_counter()
-    for c in cs:
-        online_calibrate(c, k, THETA, chance=0.1)
-    assert time.perf_counter() - t0 < 2.0  # ~0.3 ms a call here; generous for a loaded machine
