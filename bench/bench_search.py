@@ -126,6 +126,7 @@ class Outcome:
     filled_confirmed: int = 0  # gaps whose chosen item's confirmed z lies inside (the report's "filled")
     conf_err: float = 0.0  # mean |confirmed z - true z| of the chosen items: the measurement's own error
     conf_z2: list = field(default_factory=list)  # ((confirmed z - true z) / its placement se)^2 per chosen item
+    conf_valid: list = field(default_factory=list)  # ... and whether that item's stated answer is right
     # What any pre-screen could save at most: annotation rollouts on children after the first round (the
     # screen's warm-up) whose true z lies outside their gap, and of those, more than FAR z outside it.
     outside_rollouts: int = 0
@@ -467,6 +468,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              float(np.mean([abs(c - t) for c, t in zip(conf_z, true_z, strict=True)])) if chosen else 0.0,
                              [((c.confirmation.z - t) / c.confirmation.placement_z_se) ** 2
                               for (_, c), t in zip(chosen, true_z, strict=True) if c.confirmation.placement_z_se > 0],
+                             [world.is_valid(str(c.item[spec.text_field]))
+                              for _, c in chosen if c.confirmation.placement_z_se > 0],
                              sum(n for n, d in miss if d > 0), sum(n for n, d in miss if d > FAR),
                              red(targets), red_meas,
                              float(np.mean([abs(c - r.target_z) for (r, _), c in zip(chosen, conf_z, strict=True)]))
