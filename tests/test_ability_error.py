@@ -233,10 +233,10 @@ def test_the_placement_allows_for_flat_items_leaning_toward_the_probes():
     from dataclasses import replace
 
     ann = replace(_annotator(None, {"hi": 1.0, "lo": -1.0}, 0.0), misfit=0.5)
-    b, var = ann._unlean(0.0, {"hi": 8, "lo": 0})
+    b, var, _ = ann._unlean(0.0, {"hi": 8, "lo": 0})
     assert math.isclose(b, 1 - math.exp(0.125), rel_tol=1e-6) and math.isclose(b, -0.133148, rel_tol=1e-5)
     assert math.isclose(var, math.exp(0.5) - math.exp(0.25), rel_tol=1e-5) and math.isclose(var, 0.364696, rel_tol=1e-5)
-    b, var = ann._unlean(0.0, {"hi": 8, "lo": 8})  # balanced: every slope expects these answers at 0
+    b, var, _ = ann._unlean(0.0, {"hi": 8, "lo": 8})  # balanced: every slope expects these answers at 0
     assert abs(b) < 1e-12 and var < 1e-24
 
 
@@ -247,7 +247,7 @@ def test_one_probe_says_nothing_about_the_slope_so_the_answers_leave_the_prior()
     from dataclasses import replace
 
     ann = replace(_annotator(None, {"hi": 1.0, "lo": -1.0}, 0.0), misfit=0.5)
-    b, var = ann._unlean(0.0, {"hi": 8, "lo": 0}, {"hi": 4, "lo": 0})
+    b, var, _ = ann._unlean(0.0, {"hi": 8, "lo": 0}, {"hi": 4, "lo": 0})
     assert math.isclose(b, 1 - math.exp(0.125), rel_tol=2e-3)
     assert math.isclose(var, math.exp(0.5) - math.exp(0.25), rel_tol=5e-3)
 
@@ -279,8 +279,8 @@ def test_answers_spread_over_probes_recover_the_items_slope_and_place_it(slope):
 
     ann = replace(_annotator(None, FOUR_BELOW, 0.0), misfit=0.5)
     trials, correct, start = _answers_below(slope, 2000)
-    prior_b, prior_var = ann._unlean(start, trials)
-    b, var = ann._unlean(start, trials, correct)
+    prior_b, prior_var, _ = ann._unlean(start, trials)
+    b, var, _ = ann._unlean(start, trials, correct)
     # a flat item's b_a moves fast with a, so even a well-pinned slope leaves it some spread (0.12 at a = 0.4)
     assert abs(b - 2.0) < 0.03 and math.sqrt(var) < 0.15 and var < prior_var / 4
     if slope != 1.0:  # the prior alone stays off by most of the 1PL's own error (1.35 and 3.38)
@@ -301,7 +301,7 @@ def test_uncertain_probe_abilities_temper_what_the_answers_say_about_the_slope()
     placed = {}
     for se in (0.0, 0.3):
         ann = replace(_annotator(None, FOUR_BELOW, se), misfit=0.5)
-        placed[se] = (ann._unlean(start, trials), ann._unlean(start, trials, correct))
+        placed[se] = (ann._unlean(start, trials)[:2], ann._unlean(start, trials, correct)[:2])
     (prior_b, _), (exact_b, _) = placed[0.0]
     _, (loose_b, _) = placed[0.3]
     assert prior_b + 0.05 < loose_b < exact_b - 0.05  # the answers say flatter (higher), uncertain ones less firmly
@@ -438,3 +438,40 @@ def test_a_chosen_item_beyond_the_panels_reach_is_flagged_wherever_it_appears():
     near = result(0.02)
     near.mark_outside()
     assert near.chosen.flags == []
+
+
+def test_a_flat_items_placement_moves_further_with_the_answers_noise_worked_by_hand():
+    """One probe a logit above a 1PL estimate of 0: an item of slope a sits at b_a = 1 - 1/a, and its
+    expected count's slope in b there is a times the 1PL's (the probe meets it at the same p), with the
+    same binomial variance. So b_a moves 1/a times as far as the 1PL's b for the same noise, and their
+    mean over the prior by E[1/a] = e^(s^2/2): the sampling variance is e^(s^2) times the 1PL's. s = 0.5:
+    1.284025. With no allowance every a is 1: a factor of 1."""
+    from dataclasses import replace
+
+    ann = replace(_annotator(None, {"hi": 1.0, "lo": -1.0}, 0.0), misfit=0.5)
+    _, _, factor = ann._unlean(0.0, {"hi": 8, "lo": 0})
+    assert math.isclose(factor, math.exp(0.25), rel_tol=1e-6) and math.isclose(factor, 1.284025, rel_tol=1e-6)
+    flat = replace(ann, misfit=0.0)
+    assert flat._sampling_factor(0.0, np.array([0.0, 8.0]), np.array([0.0]), np.array([0.0]), np.array([1.0])) == 1.0
+
+
+@pytest.mark.parametrize("slope", [0.4, 2.2])
+def test_the_stated_placement_se_covers_flat_and_steep_items_alike(slope):
+    """Recovery: an item of slope a at b = 1.2 (between the two strongest of four probes, abilities 0 to 1.5),
+    50 binomial answers from each, placed 500 times. The rms of (placed b - 1.2) / stated placement se is
+    near 1 for a flat item and a steep one. Read through the 1PL's sampling se, as before, it was 1.71 for
+    a = 0.4 (a flat item's placement moves 1/a times as far with the noise) and 0.59 for a = 2.2."""
+    from dataclasses import replace
+
+    ann = replace(_annotator(None, FOUR_BELOW, 0.0), misfit=0.5)
+    names = [p.name for p in ann.probes]
+    theta = np.array([FOUR_BELOW[k] for k in names])
+    p = 1 / (1 + np.exp(-slope * (theta - 1.2)))
+    rng = np.random.default_rng(11)
+    r = []
+    for _ in range(500):
+        a = ann._estimate(dict(zip(names, map(int, rng.binomial(50, p)), strict=True)), dict.fromkeys(names, 50))
+        if math.isfinite(a.difficulty) and "no_finite_mle" not in a.flags:
+            r.append((a.difficulty - 1.2) / (a.placement_z_se * ann.span))
+    rms = float(np.sqrt(np.mean(np.square(r))))
+    assert len(r) > 450 and 0.8 < rms < 1.2, rms

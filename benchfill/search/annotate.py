@@ -24,7 +24,9 @@ over several probes averages it down. So each batch goes to the probes that lowe
 whole placement error most, sampling and the panel's ability error together
 (``Annotator._variance``): the most informative probes when abilities are exact, a wider spread
 when they are not (aime25's 15 items leave each probe's ability uncertain by about 0.3 logits,
-0.045 z). An annotation keeps the parts apart: ``z_se`` is the sampling error, and ``misfit_z_se``
+0.045 z). An annotation keeps the parts apart: ``z_se`` is the sampling error (of the placement, the
+mean of the slopes' b_a: a flat item's moves further with the answers' noise than the 1PL's b,
+``Annotator._sampling_factor``), and ``misfit_z_se``
 what the item's own discrimination may add (``Annotator.misfit``; the answers' fall across the
 probes weighs the slopes it allows for, ``Annotator._unlean``); both are the child's own, and
 the selection compares them together (``resolution_or_se``). ``ability_z_se`` is the inherited part,
@@ -420,8 +422,9 @@ class Annotator:
         return float(_GH_W @ (b - self._slopes(b, trials, info, total)) ** 2)
 
     def _unlean(self, b: float, trials: dict[str, int],
-                correct: dict[str, int] | None = None) -> tuple[float, float]:
-        """The mean of b_a over log a (``_misfit``'s b_a), and their variance about it.
+                correct: dict[str, int] | None = None) -> tuple[float, float, float]:
+        """The mean of b_a over log a (``_misfit``'s b_a), their variance about it, and the ratio of that
+        mean's sampling variance to the 1PL's b's (``_sampling_factor``).
 
         With ``correct``, the slopes are weighed by how well each explains the answers (the prior times the
         likelihood at b_a, ``_slope_log_lik``, on an even grid): a posterior over log a, not the prior alone. b_a is the
@@ -435,19 +438,48 @@ class Annotator:
         info = {p.name: trials.get(p.name, 0) * infos[p.name] for p in self.probes}
         total = sum(info.values())
         if total <= 0:
-            return b, 0.0
+            return b, 0.0, 1.0
+        n = np.array([float(trials.get(p.name, 0)) for p in self.probes])
         if correct is None:
             nodes = self._slopes(b, trials, info, total)
             centre = float(_GH_W @ nodes)
-            return centre, float(_GH_W @ (nodes - centre) ** 2)
-        n = np.array([float(trials.get(p.name, 0)) for p in self.probes])
+            return centre, float(_GH_W @ (nodes - centre) ** 2), self._sampling_factor(b, n, nodes, _GH_X, _GH_W)
         c = np.array([float(correct.get(p.name, 0)) for p in self.probes])
         weights = np.array([info[p.name] for p in self.probes]) / total
         nodes = self._slopes_of(b, n[None, :], weights, _POST_X)[0]
         w = _POST_W * np.exp(self._slope_log_lik(nodes, _POST_X, n, c))
         w = w / w.sum()
         centre = float(w @ nodes)
-        return centre, float(w @ (nodes - centre) ** 2)
+        return centre, float(w @ (nodes - centre) ** 2), self._sampling_factor(b, n, nodes, _POST_X, w)
+
+    def _sampling_factor(self, b: float, n: np.ndarray, nodes: np.ndarray, x: np.ndarray, w: np.ndarray) -> float:
+        """How much more (or less) the placed difficulty, the mean of b_a over the slopes (``_unlean``), moves
+        with the answers' sampling noise than the 1PL's own b does: its sampling variance over the 1PL's.
+
+        b_a solves "expected right answers = observed", so it moves with the count by 1 / D_a, D_a the
+        expected count's slope in b for an item of slope a (about a times the 1PL's): a flat item's b_a moves
+        1/a times as far as the 1PL's b for the same noise. Their mean moves by sum w_a / D_a, and the count
+        itself varies by sum w_a V_a, V_a its binomial variance for that item. The 1PL's se, which the
+        search and the report read, is V_1 / D_1^2 at b; taken as it was, it made a flat item's stated
+        se too narrow by that factor (bench/bench_intervals.py: the flattest third of the children had
+        an rms error over stated se of 1.55 with the sampling part, about 1.1 without it). Here the
+        ratio: 1 with no misfit allowance (every a is 1 and b_a is b)."""
+        from scipy.special import expit
+
+        theta = np.array([p.ability for p in self.probes])
+        g = self.chance
+        a = np.exp(self.misfit * x)
+
+        def slope_and_var(bs: np.ndarray, av: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            s = expit(av[:, None] * (theta[None, :] - bs[:, None]))
+            prob = g + (1 - g) * s
+            return (n * (1 - g) * av[:, None] * s * (1 - s)).sum(axis=1), (n * prob * (1 - prob)).sum(axis=1)
+
+        d1, v1 = slope_and_var(np.array([b]), np.array([1.0]))
+        da, va = slope_and_var(np.asarray(nodes, dtype=float), a)
+        if d1[0] <= 0 or v1[0] <= 0 or np.any(da <= 0):
+            return 1.0  # no finite sensitivity to compare (every probe far off): the 1PL's se stands
+        return float((w @ va) / v1[0] * (d1[0] * (w @ (1.0 / da))) ** 2)
 
     def _slope_log_lik(self, nodes: np.ndarray, x: np.ndarray, n: np.ndarray, c: np.ndarray) -> np.ndarray:
         """Log-likelihood of the answers (``c`` right of ``n`` per probe) for an item of slope a = e^(misfit x)
@@ -574,7 +606,8 @@ class Annotator:
             # spread as the misfit part: the 1PL's own b leans toward the probes' mean ability, by far more
             # for flat items than for steep ones (E[1/a] > 1), so it sits off on average (docs/sim-rewriter.md,
             # "Flat items").
-            b, misfit = self._unlean(b, trials, correct if self.slope_weights else None)
+            b, misfit, factor = self._unlean(b, trials, correct if self.slope_weights else None)
+            se *= math.sqrt(factor)
             _, ability, _ = self._parts(b, trials, misfit=misfit)
         else:
             _, ability, misfit = self._parts(b, trials)
