@@ -459,7 +459,7 @@ def test_a_flat_items_placement_moves_further_with_the_answers_noise_worked_by_h
 def test_the_stated_placement_se_covers_flat_and_steep_items_alike(slope):
     """Recovery: an item of slope a at b = 1.2 (between the two strongest of four probes, abilities 0 to 1.5),
     50 binomial answers from each, placed 500 times. The rms of (placed b - 1.2) / stated placement se is
-    near 1 for a flat item and a steep one. Read through the 1PL's sampling se, as before, it was 1.71 for
+    near 1 for a flat item and a steep one. Read through the 1PL's sampling se, as before, it was 1.72 for
     a = 0.4 (a flat item's placement moves 1/a times as far with the noise) and 0.59 for a = 2.2."""
     from dataclasses import replace
 

@@ -459,11 +459,12 @@ class Annotator:
         b_a solves "expected right answers = observed", so it moves with the count by 1 / D_a, D_a the
         expected count's slope in b for an item of slope a (about a times the 1PL's): a flat item's b_a moves
         1/a times as far as the 1PL's b for the same noise. Their mean moves by sum w_a / D_a, and the count
-        itself varies by sum w_a V_a, V_a its binomial variance for that item. The 1PL's se, which the
-        search and the report read, is V_1 / D_1^2 at b; taken as it was, it made a flat item's stated
-        se too narrow by that factor (bench/bench_intervals.py: the flattest third of the children had
-        an rms error over stated se of 1.55 with the sampling part, about 1.1 without it). Here the
-        ratio: 1 with no misfit allowance (every a is 1 and b_a is b)."""
+        itself varies by sum w_a V_a, V_a its binomial variance for that item. The 1PL's own sampling
+        variance is V_1 / D_1^2 at b (exactly so without a guessing floor); read as the placement's, it made
+        a flat item's stated se too narrow and a steep one's too wide (bench/bench_intervals.py: rms error
+        over stated se 1.55 for the flattest third of the children and 0.83 for the steepest; with the
+        sampling part made negligible, about 1.1 for both). The ratio of the two variances, then: 1 with no
+        misfit allowance (every a is 1 and b_a is b)."""
         from scipy.special import expit
 
         theta = np.array([p.ability for p in self.probes])
