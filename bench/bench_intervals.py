@@ -38,11 +38,10 @@ import time
 import numpy as np
 from _common import ROOT
 
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything might import litellm
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 import bench_search as bs  # noqa: E402
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 async def unselected(bench, preset: str, seed: int, n: int) -> list[tuple[float, bool, float]]:
