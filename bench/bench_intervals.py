@@ -93,7 +93,10 @@ def main() -> None:
     ap.add_argument("--confirm-cap", type=float, default=None, metavar="BUDGETS",
                     help="... or this many fixed-protocol budgets (default: a run's, 4)")
     ap.add_argument("--no-search", action="store_true", help="the unselected children only (no search runs)")
+    ap.add_argument("--own-sampling", action="store_true",
+                    help="what-if: the annotator states the placement's own sampling se (bench_search.py's)")
     args = ap.parse_args()
+    bs.OWN_SAMPLING = args.own_sampling
     unknown = set(args.sets) - set(bs.SETS)
     if unknown:
         sys.exit(f"bench_intervals: unknown sets {sorted(unknown)}; known: {', '.join(bs.SETS)}")
@@ -106,7 +109,8 @@ def main() -> None:
                                           max_budgets=d.max_budgets if args.confirm_cap is None else args.confirm_cap)
     print(f"# confirmation intervals against the truth: presets {', '.join(args.presets)}; sets {', '.join(args.sets)} "
           f"(max {args.max_items} items); seeds {seeds}; {args.children} unselected children per set and seed"
-          f"{'' if bs.CONFIRMATION is None else f'; confirmation to z se {bs.CONFIRMATION.z_se:g}, cap {bs.CONFIRMATION.max_budgets:g} budgets'}",
+          f"{'' if bs.CONFIRMATION is None else f'; confirmation to z se {bs.CONFIRMATION.z_se:g}, cap {bs.CONFIRMATION.max_budgets:g} budgets'}"
+          f"{'; the placement states its own sampling se' if bs.OWN_SAMPLING else ''}",
           flush=True)
     t0 = time.perf_counter()
     for name in args.sets:

@@ -202,6 +202,7 @@ class SimSetup:
             extra["adaptive"] = ADAPTIVE
         extra["misfit"] = self.misfit
         extra["slope_weights"] = not PRIOR_SLOPES
+        extra["own_sampling"] = OWN_SAMPLING
         return Annotator(self.services, self.probes, self.chance, self.fit.b_min, self.fit.b_max, "adaptive", **extra)
 
 
@@ -220,6 +221,7 @@ REACH_PROBES = False
 # published rows and the probe panel's rows answer by one model. The real rows follow the items' real slopes,
 # the panel's rows the world's drawn ones, and a 1PL fit of the two together places the probes off the items.
 WORLD_MATRIX = False
+OWN_SAMPLING = False  # ``--own-sampling``: the annotator states the placement's own sampling se, not the 1PL's
 PRIOR_SLOPES = False  # ``--prior-slopes``: place items by the prior over slopes alone, as before the answers weighed them
 # The world's sd of log item discrimination; None: the world's default; "like-set": each set's own, estimated
 # from its matrix (irt/spread.py; the world's default for a set without one).
@@ -519,13 +521,13 @@ def _cpus() -> int:
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -830,6 +832,9 @@ def main() -> None:
     ap.add_argument("--world-matrix", action="store_true",
                     help="what-if: each set's published matrix redrawn from the world (its models at their fitted "
                          "abilities, the world's slopes), so that published and panel rows answer by one model")
+    ap.add_argument("--own-sampling", action="store_true",
+                    help="what-if: the annotator states the placement's own sampling se (Annotator._sampling_factor), "
+                         "not the 1PL's, and the search reads it")
     ap.add_argument("--prior-slopes", action="store_true",
                     help="what-if: the annotator places each item by the prior over its slope alone (as before the "
                          "answers weighed the slopes; Annotator.slope_weights off)")
@@ -852,7 +857,7 @@ def main() -> None:
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING
 
     PANEL = args.panel
     DISCRIMINATION = args.discrimination
@@ -861,6 +866,7 @@ def main() -> None:
         ap.error(f"--jobs: expected a positive number of processes, got {args.jobs}")
     ABILITY_BLIND = args.ability_blind
     PRIOR_SLOPES = args.prior_slopes
+    OWN_SAMPLING = args.own_sampling
     REACH_PROBES = args.reach_probes
     WORLD_MATRIX = args.world_matrix
     WIDENS = not args.take_widening
@@ -906,6 +912,7 @@ def main() -> None:
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
           f"; annotator's misfit allowance sd {MISFIT}{' (slopes by the prior alone)' if PRIOR_SLOPES else ''}"
+          f"{'; the placement states its own sampling se' if OWN_SAMPLING else ''}"
           f"{'; two probes added at the easiest and the hardest items' if REACH_PROBES else ''}"
           f"{'; published matrices redrawn from the world' if WORLD_MATRIX else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"

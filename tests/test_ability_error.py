@@ -455,23 +455,26 @@ def test_a_flat_items_placement_moves_further_with_the_answers_noise_worked_by_h
     assert flat._sampling_factor(0.0, np.array([0.0, 8.0]), np.array([0.0]), np.array([0.0]), np.array([1.0])) == 1.0
 
 
-@pytest.mark.parametrize("slope", [0.4, 2.2])
-def test_the_stated_placement_se_covers_flat_and_steep_items_alike(slope):
+@pytest.mark.parametrize(("slope", "default_rms"), [(0.4, 1.72), (2.2, 0.59)])
+def test_the_placements_own_sampling_se_covers_flat_and_steep_items_alike(slope, default_rms):
     """Recovery: an item of slope a at b = 1.2 (between the two strongest of four probes, abilities 0 to 1.5),
-    50 binomial answers from each, placed 500 times. The rms of (placed b - 1.2) / stated placement se is
-    near 1 for a flat item and a steep one. Read through the 1PL's sampling se, as before, it was 1.72 for
-    a = 0.4 (a flat item's placement moves 1/a times as far with the noise) and 0.59 for a = 2.2."""
+    50 binomial answers from each, placed 500 times. With the placement's own sampling se (``own_sampling``,
+    a what-if) the rms of (placed b - 1.2) / stated placement se is near 1 for a flat item and a steep one.
+    Through the 1PL's sampling se (the default) it is 1.72 for a = 0.4 (a flat item's placement moves 1/a
+    times as far with the noise) and 0.59 for a = 2.2: the same answers, the same placements."""
     from dataclasses import replace
 
-    ann = replace(_annotator(None, FOUR_BELOW, 0.0), misfit=0.5)
-    names = [p.name for p in ann.probes]
+    names = sorted(FOUR_BELOW)
     theta = np.array([FOUR_BELOW[k] for k in names])
     p = 1 / (1 + np.exp(-slope * (theta - 1.2)))
-    rng = np.random.default_rng(11)
-    r = []
-    for _ in range(500):
-        a = ann._estimate(dict(zip(names, map(int, rng.binomial(50, p)), strict=True)), dict.fromkeys(names, 50))
-        if math.isfinite(a.difficulty) and "no_finite_mle" not in a.flags:
-            r.append((a.difficulty - 1.2) / (a.placement_z_se * ann.span))
-    rms = float(np.sqrt(np.mean(np.square(r))))
-    assert len(r) > 450 and 0.8 < rms < 1.2, rms
+    answers = np.random.default_rng(11).binomial(50, p, size=(500, len(names)))
+    for own, lo, hi in ((True, 0.8, 1.2), (False, default_rms - 0.02, default_rms + 0.02)):
+        ann = replace(_annotator(None, FOUR_BELOW, 0.0), misfit=0.5, own_sampling=own)
+        assert [q.name for q in ann.probes] == names
+        r = []
+        for row in answers:
+            a = ann._estimate(dict(zip(names, map(int, row), strict=True)), dict.fromkeys(names, 50))
+            if math.isfinite(a.difficulty) and "no_finite_mle" not in a.flags:
+                r.append((a.difficulty - 1.2) / (a.placement_z_se * ann.span))
+        rms = float(np.sqrt(np.mean(np.square(r))))
+        assert len(r) > 450 and lo < rms < hi, (own, rms)

@@ -197,13 +197,11 @@ def test_the_confirmations_precision_is_the_users_to_set(tmp_path, capsys):
 
 def test_every_confirmation_is_kept_in_the_store_and_listed_in_the_report(tmp_path):
     # The realistic rewriter's first candidates often land in the outer half of a gap, so the search
-    # confirms runners-up before it stops: each one's confirmed z is in the store and the report. Seed 2:
-    # a run whose gaps compare confirmed children and cut some short, so every check below has something
-    # to check (seed 0 stopped cutting any short once the placement's sampling se became its own).
+    # confirms runners-up before it stops: each one's confirmed z is in the store and the report.
     from benchfill.schema import Candidate
     from benchfill.store import Store
 
-    d = run(RunOptions(benchmark="demo", runs_dir=str(tmp_path), gaps=3, rounds=4, progress=False, seed=2))
+    d = run(RunOptions(benchmark="demo", runs_dir=str(tmp_path), gaps=3, rounds=4, progress=False))
     rep, md = _report(d)
     listed = {c["id"]: c for g in rep["gaps"] for c in g["confirmed_children"]}
     several = [g for g in rep["gaps"] if len(g["confirmed_children"]) > 1]
@@ -218,7 +216,7 @@ def test_every_confirmation_is_kept_in_the_store_and_listed_in_the_report(tmp_pa
     # were confirmed) does not.
     from benchfill.run import dry_run
 
-    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), gaps=3, rounds=4, progress=False, seed=2)
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), gaps=3, rounds=4, progress=False)
     bound = dry_run(opts)["confirmation_rollouts_max"]
     spent = [sum(c["rollouts"] for c in g["confirmed_children"]) for g in rep["gaps"]]
     assert sum(spent) <= bound and max(spent) > bound / 3 / (4 + 2 * 6)

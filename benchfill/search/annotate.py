@@ -24,9 +24,9 @@ over several probes averages it down. So each batch goes to the probes that lowe
 whole placement error most, sampling and the panel's ability error together
 (``Annotator._variance``): the most informative probes when abilities are exact, a wider spread
 when they are not (aime25's 15 items leave each probe's ability uncertain by about 0.3 logits,
-0.045 z). An annotation keeps the parts apart: ``z_se`` is the sampling error (of the placement, the
-mean of the slopes' b_a: a flat item's moves further with the answers' noise than the 1PL's b,
-``Annotator._sampling_factor``), and ``misfit_z_se``
+0.045 z). An annotation keeps the parts apart: ``z_se`` is the sampling error (the 1PL's; the
+placement, the mean of the slopes' b_a, moves further with the answers' noise for a flat item and less
+for a steep one, ``Annotator._sampling_factor``, a what-if), and ``misfit_z_se``
 what the item's own discrimination may add (``Annotator.misfit``; the answers' fall across the
 probes weighs the slopes it allows for, ``Annotator._unlean``); both are the child's own, and
 the selection compares them together (``resolution_or_se``). ``ability_z_se`` is the inherited part,
@@ -168,6 +168,11 @@ class Annotator:
     misfit: float = 0.0
     # Weigh the slopes by the answers when placing an item (``_unlean``), not by the prior alone.
     slope_weights: bool = True
+    # What-if, off: state the placement's own sampling se (``_sampling_factor``) instead of the 1PL's. It makes
+    # the intervals as honest for flat and steep items as for middling ones, but the search reads the same se,
+    # and its figures came out no better, some worse (docs/sim-rewriter.md, "A flat item's placement moves
+    # further with the answers' noise").
+    own_sampling: bool = False
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -608,7 +613,8 @@ class Annotator:
             # for flat items than for steep ones (E[1/a] > 1), so it sits off on average (docs/sim-rewriter.md,
             # "Flat items").
             b, misfit, factor = self._unlean(b, trials, correct if self.slope_weights else None)
-            se *= math.sqrt(factor)
+            if self.own_sampling:
+                se *= math.sqrt(factor)
             _, ability, _ = self._parts(b, trials, misfit=misfit)
         else:
             _, ability, misfit = self._parts(b, trials)
