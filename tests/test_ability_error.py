@@ -448,9 +448,10 @@ def test_a_flat_items_placement_moves_further_with_the_answers_noise_worked_by_h
     1.284025. With no allowance every a is 1: a factor of 1."""
     from dataclasses import replace
 
-    ann = replace(_annotator(None, {"hi": 1.0, "lo": -1.0}, 0.0), misfit=0.5)
+    ann = replace(_annotator(None, {"hi": 1.0, "lo": -1.0}, 0.0), misfit=0.5, own_sampling=True)
     _, _, factor = ann._unlean(0.0, {"hi": 8, "lo": 0})
     assert math.isclose(factor, math.exp(0.25), rel_tol=1e-6) and math.isclose(factor, 1.284025, rel_tol=1e-6)
+    assert replace(ann, own_sampling=False)._unlean(0.0, {"hi": 8, "lo": 0})[2] == 1.0  # off: the 1PL's se
     flat = replace(ann, misfit=0.0)
     assert flat._sampling_factor(0.0, np.array([0.0, 8.0]), np.array([0.0]), np.array([0.0]), np.array([1.0])) == 1.0
 
