@@ -842,6 +842,10 @@ def main() -> None:
                     help="a candidate confirmed within F of the gap's half-width from the target ends the search; "
                          "farther out, its runners-up are confirmed first (default: the search's, 0.5; 1: the "
                          "first candidate confirmed inside the gap ends it)")
+    ap.add_argument("--end-inside", action="store_true",
+                    help="what-if: after the last round, confirm runners-up only until one lands anywhere inside "
+                         "the gap, as before (SearchSettings.settle_at_end off; default: until one lands within "
+                         "--accept-within of the target, as at a stop)")
     ap.add_argument("--panel", type=panel_arg, default="12x8", metavar="NxK",
                     help="the probe panel: N probes, K trials each per item (default 12x8, a run's default)")
     ap.add_argument("--jobs", type=int, default=_cpus(), metavar="N",
@@ -894,6 +898,8 @@ def main() -> None:
         if not 0 < args.width < 1:
             ap.error(f"--width: expected a chance in (0, 1), got {args.width}")
         SHAPE["width"] = args.width
+    if args.end_inside:
+        SHAPE["settle_at_end"] = False
     if args.stop_inner is not None:
         if not 0 < args.stop_inner <= 1:
             ap.error(f"--stop-inner: expected a share of the half-width in (0, 1], got {args.stop_inner}")

@@ -415,6 +415,42 @@ def test_a_candidate_confirmed_in_the_outer_half_of_the_gap_has_its_runners_up_c
     assert settle(kids) == (False, ["a"], 64)
 
 
+def test_a_gap_that_ran_out_of_rounds_confirms_runners_up_until_one_lands_in_its_inner_half():
+    # After the last round the rule of a stop holds too: the first child confirmed inside the gap, at its
+    # edge, does not end the confirming while a runner-up may land nearer the target.
+    from benchfill.search.annotate import Annotation
+    from benchfill.search.loop import Child, _chosen_at_end
+    from benchfill.search.selection import chooser
+    from benchfill.search.services import Spend
+    from benchfill.search.steering import Steering
+
+    class Memory:
+        def update(self, *args):
+            pass
+
+    _, _, ann = _setup("adaptive")
+    choose = chooser("posterior", Steering(), ann)
+    gap = GapSearch(0, 0.30, 0.70, {}, {})  # target 0.5; the inner half lies within 0.1 of it
+    truth = {"a": 0.31, "b": 0.75, "c": 0.57, "d": 0.45}
+
+    async def confirm(c, band=None, resume=None):
+        return Annotation(0.0, 0.1, truth[c.item_id], 0.01, 64)
+
+    def end(**kw):
+        kids = [Child(cid, "q0", "q0", 1, {"id": cid}, Verdict(True, "ok", "judge"), Annotation(0.0, 0.1, z, 0.03, 8))
+                for cid, z in (("a", 0.50), ("b", 0.53), ("c", 0.56), ("d", 0.58))]
+        spend = Spend()
+        chosen = asyncio.run(_chosen_at_end(kids, gap, choose, confirm, spend, Memory(), SearchSettings(**kw)))
+        return chosen.item_id, [c.item_id for c in kids if c.confirmation is not None], spend.rollouts
+
+    # a lands inside at the edge (0.31), b outside, c in the inner half: c is chosen, d never confirmed
+    assert end() == ("c", ["a", "b", "c"], 192)
+    # the rule before: a, confirmed inside, ended the confirming and was chosen
+    assert end(settle_at_end=False) == ("a", ["a"], 64)
+    # within ``confirmations`` only: with two, c is never reached and a stays the choice
+    assert end(confirmations=2) == ("a", ["a", "b"], 128)
+
+
 def test_the_search_sets_aside_children_that_would_widen_the_coverage_and_flags_them():
     # A benchmark every 0.005 z but for its top end gap [0.985, 1]; every confirmation places a child at its
     # true z with a placement se of 0.015, wider than that gap's half-width. Children confirmed near the

@@ -67,6 +67,10 @@ class SearchSettings:
     # same child again in 70 of 72 gaps tried. 1 = any candidate confirmed inside ends the search at once
     # (docs/sim-rewriter.md, "Where the share of the oracle goes").
     accept_within: float = 0.5
+    # With a confirmer: after the last round, runners-up are confirmed until one lands in that inner part
+    # too, not merely inside the gap (within ``confirmations``). False keeps the rule before: the first
+    # runner-up confirmed anywhere inside ends the confirming, however near the gap's edge it lies.
+    settle_at_end: bool = True
     # Target steering (benchfill/search/steering.py): ask the rewriter for what its learned response
     # maps onto the target, with references around that ask. False keeps the paper's protocol.
     steering: bool = True
@@ -333,8 +337,7 @@ async def benchfill_search(
     if confirm is None:
         chosen = _final(children, gap, choose)
     else:
-        await _confirm_runners_up(children, gap, choose, confirm, spend, memory, settings.confirmations)
-        chosen = await _confirmed_final(children, gap, choose, confirm, spend, memory, settings.confirmations)
+        chosen = await _chosen_at_end(children, gap, choose, confirm, spend, memory, settings)
     for c in in_range(children):  # on the range, yet set aside for widening the coverage: the report says so
         if c is not chosen and gap.widens(c) and "widens_coverage" not in c.flags:
             c.flags.append("widens_coverage")
@@ -477,13 +480,14 @@ async def _settled(best: Child, children: list[Child], gap: GapSearch, choose, c
     is then the best of those confirmed inside (``_final``)."""
     if not await _confirmed_inside(best, gap, confirm, spend, memory):
         return False
-    half = settings.accept_within * (gap.right - gap.left) / 2
-
-    def near(c: Child) -> bool:
-        return _inside(c, gap) and abs(c.confirmation.z - gap.target_z) <= half
-
-    await _confirm_runners_up(children, gap, choose, confirm, spend, memory, settings.confirmations, until=near)
+    await _confirm_runners_up(children, gap, choose, confirm, spend, memory, settings.confirmations,
+                              until=lambda c: _inner(c, gap, settings))
     return True
+
+
+def _inner(c: Child, gap: GapSearch, settings: SearchSettings) -> bool:
+    """Confirmed inside the gap and within ``settings.accept_within`` of its half-width of the target."""
+    return _inside(c, gap) and abs(c.confirmation.z - gap.target_z) <= settings.accept_within * (gap.right - gap.left) / 2
 
 
 async def _confirm_runners_up(children: list[Child], gap: GapSearch, choose, confirm: Confirm, spend: Spend,
@@ -499,6 +503,18 @@ async def _confirm_runners_up(children: list[Child], gap: GapSearch, choose, con
         best = min((abs(c.confirmation.z - gap.target_z) for c in children if _inside(c, gap)), default=None)
         band = None if best is None else (gap.target_z - best, gap.target_z + best)
         await _confirmed_inside(pick, gap, confirm, spend, memory, band)
+
+
+async def _chosen_at_end(children: list[Child], gap: GapSearch, choose, confirm: Confirm, spend: Spend,
+                         memory: Memory, settings: SearchSettings) -> Child | None:
+    """The gap's chosen child once the search has ended. Runners-up are confirmed first, as at a stop,
+    until one lands in the gap's inner part (``settings.accept_within``; anywhere inside with
+    ``settle_at_end`` off) or ``settings.confirmations`` children are confirmed: a gap that ran out its
+    rounds is a hard one, and the first child confirmed inside it often sits at its edge, where it
+    splits the gap into one nearly as wide and one of nothing."""
+    until = (lambda c: _inner(c, gap, settings)) if settings.settle_at_end else None
+    await _confirm_runners_up(children, gap, choose, confirm, spend, memory, settings.confirmations, until)
+    return await _confirmed_final(children, gap, choose, confirm, spend, memory, settings.confirmations)
 
 
 def _final(children: list[Child], gap: GapSearch, choose) -> Child | None:
