@@ -282,16 +282,16 @@ async def benchfill_search(
     """One gap's search. With ``confirm`` (fresh rollouts on a child), a stop is only taken once
     the candidate's confirmed z lies inside the gap: a candidate confirmed outside is set aside and
     the search goes on; one confirmed in the gap's outer part has its runners-up confirmed before the
-    stop (``settings.accept_within``); after the last round, runners-up are confirmed (at most
-    ``settings.confirmations`` in all) until one lands inside."""
+    stop (``settings.accept_within``); after the last round, runners-up are confirmed the same way (at
+    most ``settings.confirmations`` in all), until one lands in the inner part."""
     settings = settings or SearchSettings()
     target = gap.target_z
     if restore is not None:
         t, children, spend, response = restore.round, list(restore.children), restore.spend, restore.response
         memory = restore.memory
     else:
-        t, children, spend, response = 0, [], Spend(), Steering()  # the response is kept whether or not
-        # it steers: the posterior selection uses it too
+        # The response is kept whether or not it steers: the posterior selection uses it too.
+        t, children, spend, response = 0, [], Spend(), Steering()
         memory = (Memory.nearest(gap.memory, target, settings.memory_size) if gap.memory is not None
                   else Memory.near_gap(list(gap.z), list(gap.z.values()), target, settings.memory_size))
     items = dict(gap.items)
