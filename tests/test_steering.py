@@ -65,3 +65,17 @@ def test_asks_stay_on_the_prompt_scale_and_near_the_target():
     ask = st.ask(0.95, 0.9)
     assert ask <= 1.0 and ask - 0.95 <= st.max_shift + 1e-12
     assert st.summary()["asks"] == 1
+
+
+def test_the_kept_fit_follows_every_new_child_and_every_change_of_the_prior():
+    """The response is fitted once per state: the fit kept between calls is the one a fresh fit gives,
+    after each new child and after a caller changes the prior."""
+    st = Steering()
+    fresh = lambda: Steering(points=list(st.points), parents=list(st.parents), share_sd=st.share_sd).response()  # noqa: E731
+    assert st.response() == fresh()
+    for n in (1, 2, 30):
+        _observe(st, offset=0.05, share=0.5, n=n, noise=0.04, seed=n)
+        assert st.response() == fresh()
+    before = st.response()
+    st.share_sd = 0.5
+    assert st.response() == fresh() != before
