@@ -255,6 +255,8 @@ ACCEPT_WITHIN = None
 # ``--parents R``, ``--children C``, ``--first-parents R1``: what-ifs on the round's shape (SearchSettings.parents,
 # .children and .first_parents; the paper's R and C), as keyword arguments; empty: the search's defaults.
 SHAPE: dict = {}
+# the benchfill strategies' selection rule (--selection; the paper's protocol and the baseline keep "closest")
+SELECTION = "posterior"
 
 # ``--take-widening``: what-if: take a confirmed child even where it would widen the top-k gap sum in
 # expectation (GapSearch.top_k 0), as before that check.
@@ -403,7 +405,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     async def strategy(label: str, rounds_matched=None, children_matched=None):
         ann = sim.annotator()
         settings = SearchSettings(rounds=rounds, steering=label in ("benchfill", "benchfill/prescreen"),
-                                  selection="closest" if label in ("benchfill/paper", "baseline") else "posterior",
+                                  selection="closest" if label in ("benchfill/paper", "baseline") else SELECTION,
                                   **SHAPE, **({} if ACCEPT_WITHIN is None else {"accept_within": ACCEPT_WITHIN}))
         gs = [GapSearch(g, gap.left, gap.right, items, z_of, screen if label == "benchfill/prescreen" else None,
                         top_k=K if WIDENS else 0)
@@ -521,13 +523,13 @@ def _cpus() -> int:
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -842,6 +844,9 @@ def main() -> None:
                     help="a candidate confirmed within F of the gap's half-width from the target ends the search; "
                          "farther out, its runners-up are confirmed first (default: the search's, 0.5; 1: the "
                          "first candidate confirmed inside the gap ends it)")
+    ap.add_argument("--selection", choices=("posterior", "reduction"), default="posterior",
+                    help="how benchfill picks a gap's child (SearchSettings.selection; default posterior: least expected "
+                         "squared deviation from the target; reduction: least expected top-3 gap sum with it added)")
     ap.add_argument("--end-inside", action="store_true",
                     help="what-if: after the last round, confirm runners-up only until one lands anywhere inside "
                          "the gap, as before (SearchSettings.settle_at_end off; default: until one lands within "
@@ -861,7 +866,7 @@ def main() -> None:
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION
 
     PANEL = args.panel
     DISCRIMINATION = args.discrimination
@@ -900,6 +905,7 @@ def main() -> None:
         SHAPE["width"] = args.width
     if args.end_inside:
         SHAPE["settle_at_end"] = False
+    SELECTION = args.selection
     if args.stop_inner is not None:
         if not 0 < args.stop_inner <= 1:
             ap.error(f"--stop-inner: expected a share of the half-width in (0, 1], got {args.stop_inner}")
@@ -919,6 +925,7 @@ def main() -> None:
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
           f"; annotator's misfit allowance sd {MISFIT}{' (slopes by the prior alone)' if PRIOR_SLOPES else ''}"
           f"{'; the placement states its own sampling se' if OWN_SAMPLING else ''}"
+          f"{f'; selection {SELECTION}' if SELECTION != 'posterior' else ''}"
           f"{'; two probes added at the easiest and the hardest items' if REACH_PROBES else ''}"
           f"{'; published matrices redrawn from the world' if WORLD_MATRIX else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"

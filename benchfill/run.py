@@ -57,7 +57,7 @@ class RunOptions:
     references: int = 16
     tolerance: float = 0.01
     steering: str = "on"  # "on" | "off" (the paper's protocol)
-    selection: str = "posterior"  # "posterior" | "closest" (the paper's rule)
+    selection: str = "posterior"  # "posterior" | "reduction" | "closest" (the paper's rule)
     rounds_matched: int | None = None  # baseline: T_g to match (default: rounds)
     near_duplicate: float = 90.0
     prescreen: str = "off"  # "on": skip children whose text puts them far outside the gap (search/prescreen.py)
@@ -119,8 +119,9 @@ class RunOptions:
                 raise ConfigError(f"{name(key)}: a number in [{lo:g}, {hi:g}]{auto}, got {value!r}")
         if self.steering not in ("on", "off"):
             raise ConfigError(f"{name('steering')}: {self.steering!r} is neither on nor off")
-        if self.selection not in ("posterior", "closest"):
-            raise ConfigError(f"{name('selection')}: unknown rule {self.selection!r} (choose from posterior, closest)")
+        if self.selection not in ("posterior", "reduction", "closest"):
+            raise ConfigError(f"{name('selection')}: unknown rule {self.selection!r} "
+                              "(choose from posterior, reduction, closest)")
         if self.prescreen not in ("on", "off"):
             raise ConfigError(f"{name('prescreen')}: {self.prescreen!r} is neither on nor off")
         if _not_number(self.confirm_se) or not 0 < self.confirm_se < 1:

@@ -47,9 +47,10 @@ def register(subparsers) -> None:
     p.add_argument("--steering", choices=("on", "off"), default="on",
                    help="target steering: ask for what the learned rewriter response maps onto the target "
                         "(off: the paper's protocol, ask for the target itself)")
-    p.add_argument("--selection", choices=("posterior", "closest"), default="posterior",
-                   help="pick the child with the least expected squared deviation (posterior) or the least "
-                        "annotated deviation (closest, the paper's rule)")
+    p.add_argument("--selection", choices=("posterior", "reduction", "closest"), default="posterior",
+                   help="pick the child with the least expected squared deviation (posterior), the least expected "
+                        "top-k gap sum with it added (reduction: k = --gaps), or the least annotated deviation "
+                        "(closest, the paper's rule)")
     p.add_argument("--rounds-matched", type=int, help="baseline: rounds of budget to match (default --rounds)")
     p.add_argument("--prescreen", choices=("on", "off"), default="off",
                    help="skip annotating children whose text predicts a difficulty far outside the gap "

@@ -75,8 +75,9 @@ class SearchSettings:
     # maps onto the target, with references around that ask. False keeps the paper's protocol.
     steering: bool = True
     # How the chosen child is picked: "posterior" (least expected squared deviation, the annotation
-    # shrunk toward where the learned response says a child of that parent and ask lands) or
-    # "closest" (the paper's: least annotated deviation, which the winner's curse favours).
+    # shrunk toward where the learned response says a child of that parent and ask lands), "reduction"
+    # (the same estimate, scored by the expected top-k gap sum with the child added: ``top_k`` of the
+    # GapSearch) or "closest" (the paper's: least annotated deviation, which the winner's curse favours).
     selection: str = "posterior"
     # Parents in the first round only (0: ``parents``); later rounds keep the paper's R. A what-if
     # (bench_search.py --first-parents): it did not lower the kind rewriter's rollouts, so it is off.
@@ -154,6 +155,21 @@ class GapSearch:
     @cached_property
     def _axis(self) -> np.ndarray:
         return np.fromiter(self.z.values(), dtype=float, count=len(self.z))
+
+    @cached_property
+    def scored(self) -> tuple[np.ndarray, int, float, float]:
+        """(axis, k, left, right) the "reduction" selection scores a child on: the benchmark's z with the
+        run's other gaps (the rest of the axis's ``top_k`` widest) split at their targets, as if each were
+        filled where it is aimed, k, and this gap. A child then counts for what it adds to the run's top-k
+        sum."""
+        from benchfill.coverage import gaps as widest
+
+        axis = self._axis
+        if self.top_k < 1 or not axis.size:
+            return axis, self.top_k, self.left, self.right
+        others = [(g.left + g.right) / 2 for g in widest(axis, k=self.top_k)
+                  if not (abs(g.left - self.left) < 1e-12 and abs(g.right - self.right) < 1e-12)]
+        return np.concatenate([axis, others]), self.top_k, self.left, self.right
 
     def widens(self, c: Child) -> bool:
         """Would the benchmark's top-k gap sum grow, in expectation, with ``c`` at its confirmed z (that
@@ -304,7 +320,8 @@ async def benchfill_search(
                 gap.prescreen.screen(c, gap.gap_index, gap.left, gap.right)
     stop = "rounds"
     steering = response if settings.steering else None
-    choose = chooser(settings.selection, response, annotator)
+    choose = chooser(settings.selection, response, annotator,
+                     gap.scored if settings.selection == "reduction" else None)
     restored = restore is not None and t > 0  # its stop test is still to be made
     while True:
         if not restored:
