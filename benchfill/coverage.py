@@ -183,16 +183,20 @@ _WEIGHTS = np.exp(-0.5 * _GRID**2)
 _WEIGHTS /= _WEIGHTS.sum()
 
 
-def expected_top_k_change(z: Any, new_z: float, se: float, k: int = 5) -> float:
+def expected_top_k_change(z: Any, new_z: float, se: float, k: int = 5,
+                          only_in: tuple[float, float] | None = None) -> float:
     """E[top-k gap sum with one more item] - top-k gap sum now, the new item's true z ~ N(new_z, se^2).
 
     An item inside [0, 1] only splits a gap, so the change is never positive there; only the chance
     that the item truly lies beyond the easiest or hardest item, where it opens a new gap, can make
-    it positive. se 0 (or nan): the item exactly at ``new_z``."""
+    it positive. se 0 (or nan): the item exactly at ``new_z``. ``only_in`` (left, right): a landing on
+    [0, 1] outside that gap counts as no change (the item was made for that gap alone)."""
     now = top_k_gap_sum(z, k)
-    if not se > 0:
-        return float(top_k_with_one(z, new_z, k)[0] - now)
-    return float(np.dot(_WEIGHTS, top_k_with_one(z, new_z + se * _GRID, k)) - now)
+    x = new_z + se * _GRID if se > 0 else np.array([new_z], dtype=float)
+    sums = top_k_with_one(z, x, k)
+    if only_in is not None:
+        sums = np.where(((x <= only_in[0]) | (x >= only_in[1])) & (x >= 0.0) & (x <= 1.0), now, sums)
+    return float((np.dot(_WEIGHTS, sums) if se > 0 else sums[0]) - now)
 
 
 def gaps(z: Any, *, k: int = 5, item_ids: Any = None) -> list[Gap]:

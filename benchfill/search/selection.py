@@ -121,15 +121,9 @@ def select_reduction(children: list, target_z: float, response: Steering, annota
 def _expected_in_gap(axis: Any, k: int, gap: tuple[float, float], m: float, sd: float) -> float:
     """E[top-k gap sum of ``axis`` with one item at x], x ~ N(m, sd^2), where a landing outside ``gap`` but
     on [0, 1] counts as no change (``select_reduction``) and one beyond an end as the widening it is."""
-    import numpy as np
+    from benchfill.coverage import expected_top_k_change, top_k_gap_sum
 
-    from benchfill.coverage import _GRID, _WEIGHTS, top_k_gap_sum, top_k_with_one
-
-    x = m + sd * _GRID if sd > 0 else np.array([m])
-    sums = top_k_with_one(axis, x, k)
-    elsewhere = ((x <= gap[0]) | (x >= gap[1])) & (x >= 0.0) & (x <= 1.0)
-    sums = np.where(elsewhere, top_k_gap_sum(axis, k), sums)
-    return float(sums[0] if sd <= 0 else np.dot(_WEIGHTS, sums))
+    return top_k_gap_sum(axis, k) + expected_top_k_change(axis, m, sd, k, only_in=gap)
 
 
 def in_range(children: list) -> list:
