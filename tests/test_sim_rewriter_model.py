@@ -95,6 +95,13 @@ def test_knobs_are_checked_and_parsed():
         rewriter_model("friendly")
     with pytest.raises(ConfigError, match="judge_recall must lie in"):
         rewriter_model("kind", judge_recall=1.5)
+    # a mean share outside the range a call's share is clipped to: with no spread (kind) it was used as given,
+    # and a negative one moved every child away from the target
+    with pytest.raises(ConfigError, match=r"share must lie in \[0, 1.5\], got -1"):
+        rewriter_model("kind", share=-1.0)
+    with pytest.raises(ConfigError, match="share must lie in"):
+        rewriter_model("realistic", share=2.0)
+    assert rewriter_model("kind", share=1.5).share == 1.5
 
 
 def _benchfill(preset: str, seeds) -> list:

@@ -23,6 +23,10 @@ from typing import Any
 
 from benchfill.errors import ConfigError
 
+# A call's share of the perceived move is drawn about ``share`` and clipped to [0, SHARE_MAX]: a child never
+# moves away from what the rewriter aimed at, nor overshoots it by more than half the distance.
+SHARE_MAX = 1.5
+
 
 @dataclass(frozen=True)
 class RewriterModel:
@@ -59,6 +63,8 @@ class RewriterModel:
         for name in ("perception_noise", "anchor", "share_sd", "noise", "invalid_slope"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"sim rewriter: {name} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 <= self.share <= SHARE_MAX:  # the range a call's drawn share is clipped to (sim/roles.py)
+            raise ConfigError(f"sim rewriter: share must lie in [0, {SHARE_MAX:g}], got {self.share}")
         if self.anchor > 1:
             raise ConfigError(f"sim rewriter: anchor must lie in [0, 1], got {self.anchor}")
         if self.anchor_reach <= 0 or self.easier_share < 0 or self.easier_noise <= 0:

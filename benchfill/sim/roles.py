@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 from benchfill.sim import signal, texts
-from benchfill.sim.rewriter import anchored_aim, shown_references
+from benchfill.sim.rewriter import SHARE_MAX, anchored_aim, shown_references
 from benchfill.sim.world import SimItem, World
 
 UNKNOWN_REPLY = "I am not able to solve this problem."
@@ -116,7 +116,7 @@ def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, ask
         z_parent, seen_parent = 0.5, aim
     move = aim - seen_parent
     # (a draw only where there is a spread, so the kind preset keeps the first world's stream)
-    share = max(0.0, min(1.5, m.share + m.share_sd * rng.gauss(0.0, 1.0))) if m.share_sd else m.share
+    share = max(0.0, min(SHARE_MAX, m.share + m.share_sd * rng.gauss(0.0, 1.0))) if m.share_sd else m.share
     spread = m.noise
     if move < 0:  # making an item easier is the less reliable direction
         share *= m.easier_share
