@@ -618,18 +618,32 @@ def paired(cells: list[Cell]) -> list[tuple[Cell, np.ndarray, np.ndarray, bool]]
     return rows
 
 
+def _se(d: np.ndarray) -> float:
+    """The standard error of a paired mean difference over seeds (0 with one seed)."""
+    return float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else 0.0
+
+
 def print_paired(cells: list[Cell]) -> None:
-    print("\nbenchfill (defaults) - baseline, paired by seed: mean [min, max] over seeds; "
+    print("\nbenchfill (defaults) - baseline, paired by seed: mean ± its standard error [min, max] over seeds; "
           "holds = deviation no larger and reduction no smaller on average")
-    head = f"{'rewriter':<34}{'set':<22}{'d true dev':>26}{'d top3 red (true)':>26}{'calls bf/bl':>13}{'holds':>7}"
+    head = f"{'rewriter':<34}{'set':<22}{'d true dev':>34}{'d top3 red (true)':>34}{'calls bf/bl':>13}{'holds':>7}"
     print(head)
     print("-" * len(head))
+    short = []  # cells that do not hold, with how many standard errors the worse half falls short by
     for c, d_dev, d_red, ok in paired(cells):
         calls = f"{np.mean([o.calls for o in c.out['benchfill']]):.0f}/{np.mean([o.calls for o in c.out['baseline']]):.0f}"
-        print(f"{c.label:<34}{c.set:<22}{d_dev.mean():>+9.4f} [{d_dev.min():+.3f},{d_dev.max():+.3f}]"
-              f"{d_red.mean():>+9.4f} [{d_red.min():+.3f},{d_red.max():+.3f}]{calls:>13}{'yes' if ok else 'NO':>7}")
-    n_ok = sum(ok for *_, ok in paired(cells))
-    print(f"holds in {n_ok} of {len(cells)} cells")
+        print(f"{c.label:<34}{c.set:<22}{d_dev.mean():>+9.4f}±{_se(d_dev):.4f} [{d_dev.min():+.3f},{d_dev.max():+.3f}]"
+              f"{d_red.mean():>+9.4f}±{_se(d_red):.4f} [{d_red.min():+.3f},{d_red.max():+.3f}]{calls:>13}"
+              f"{'yes' if ok else 'NO':>7}")
+        if not ok:
+            t = [d_dev.mean() / _se(d_dev) if d_dev.mean() > 0 and _se(d_dev) > 0 else 0.0,
+                 -d_red.mean() / _se(d_red) if d_red.mean() < 0 and _se(d_red) > 0 else 0.0]
+            short.append(max(t))
+    n_ok = len(cells) - len(short)
+    beyond = sum(t > 2 for t in short)
+    print(f"holds in {n_ok} of {len(cells)} cells"
+          + (f"; of the {len(short)} that do not, {beyond} fall short by more than two standard errors of the "
+             f"paired mean (largest {max(short):.1f})" if short else ""))
 
 
 def print_prescreen(cells: list[Cell], text_signal: float) -> None:

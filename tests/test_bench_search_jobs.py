@@ -117,3 +117,24 @@ def test_world_matrix_answers_by_the_worlds_own_model():
     # and not the real answers: the real matrix's rates are not those chances (the test could tell them apart)
     real_rate = real.correct / np.maximum(real.trials, 1)
     assert np.abs(real_rate - rate)[real.trials > 0].mean() > 0.05
+
+
+def test_paired_table_gives_each_mean_its_standard_error(capsys):
+    # two cells of three seeds. Cell a: deviations 0.05 better each seed, reductions -0.1, 0.0, +0.2 against
+    # the baseline: mean +0.033, it holds. Cell b: reductions 0.1, 0.2, 0.3 worse: mean -0.2, sd 0.1, se 0.1/sqrt(3)
+    # = 0.0577, short by 3.5 se; its deviation is better. So one cell of two holds, and the one that does not
+    # falls short by more than two standard errors.
+    outcome = bench_search.Outcome
+
+    def cell(name, reds):
+        c = bench_search.Cell("preset kind", name, [0, 1, 2])
+        c.out = {"benchfill": [outcome(0.3 + r, 0, 0, 0.05, 0, 10, 0) for r in reds],
+                 "baseline": [outcome(0.3, 0, 0, 0.10, 0, 10, 0) for _ in reds]}
+        return c
+
+    bench_search.print_paired([cell("a", [-0.1, 0.0, 0.2]), cell("b", [-0.1, -0.2, -0.3])])
+    out = capsys.readouterr().out
+    (row_b,) = [line for line in out.splitlines() if line.startswith("preset kind") and " b " in line]
+    assert "-0.0500±0.0000" in row_b and "-0.2000±0.0577 [-0.300,-0.100]" in row_b and row_b.endswith("NO")
+    assert "holds in 1 of 2 cells; of the 1 that do not, 1 fall short by more than two standard errors" in out
+    assert "(largest 3.5)" in out
