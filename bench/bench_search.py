@@ -631,14 +631,14 @@ def print_paired(cells: list[Cell]) -> None:
     print("-" * len(head))
     short = []  # cells that do not hold, with how many standard errors the worse half falls short by
     for c, d_dev, d_red, ok in paired(cells):
+        se_dev, se_red = _se(d_dev), _se(d_red)
         calls = f"{np.mean([o.calls for o in c.out['benchfill']]):.0f}/{np.mean([o.calls for o in c.out['baseline']]):.0f}"
-        print(f"{c.label:<34}{c.set:<22}{d_dev.mean():>+9.4f}±{_se(d_dev):.4f} [{d_dev.min():+.3f},{d_dev.max():+.3f}]"
-              f"{d_red.mean():>+9.4f}±{_se(d_red):.4f} [{d_red.min():+.3f},{d_red.max():+.3f}]{calls:>13}"
+        print(f"{c.label:<34}{c.set:<22}{d_dev.mean():>+9.4f}±{se_dev:.4f} [{d_dev.min():+.3f},{d_dev.max():+.3f}]"
+              f"{d_red.mean():>+9.4f}±{se_red:.4f} [{d_red.min():+.3f},{d_red.max():+.3f}]{calls:>13}"
               f"{'yes' if ok else 'NO':>7}")
         if not ok:
-            t = [d_dev.mean() / _se(d_dev) if d_dev.mean() > 0 and _se(d_dev) > 0 else 0.0,
-                 -d_red.mean() / _se(d_red) if d_red.mean() < 0 and _se(d_red) > 0 else 0.0]
-            short.append(max(t))
+            short.append(max(d_dev.mean() / se_dev if d_dev.mean() > 0 and se_dev > 0 else 0.0,
+                             -d_red.mean() / se_red if d_red.mean() < 0 and se_red > 0 else 0.0))
     n_ok = len(cells) - len(short)
     beyond = sum(t > 2 for t in short)
     print(f"holds in {n_ok} of {len(cells)} cells"
@@ -677,7 +677,7 @@ def print_prescreen(cells: list[Cell], text_signal: float) -> None:
               "what a screen that knew the truth could skip")
         d = np.array(d_all)
         print(f"all cells: rollouts saved {1 - tot_ps / tot_bf:.1%} ({tot_bf:.0f} -> {tot_ps:.0f}); "
-              f"true deviation ps - bf {d.mean():+.4f} (se {d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else 0:.4f},"
+              f"true deviation ps - bf {d.mean():+.4f} (se {_se(d):.4f},"
               f" {int(np.sum(d > 1e-12))} of {d.size} seeds worse, {int(np.sum(d < -1e-12))} better)")
 
 
