@@ -229,6 +229,26 @@ def test_export_keeps_a_filled_sheet_until_it_is_imported(tmp_path, shared_data)
     assert list(csv.DictReader(csv_path.open(encoding="utf-8")))[0]["status"] == "accepted"
 
 
+def test_export_takes_a_sheet_imported_under_a_reviewer_or_overridden_since(tmp_path, shared_data):
+    # The README's way: reviewer cells left empty, the name given on import. Export once refused such a
+    # sheet for good, and a row that a later decision overrides sent export and import to each other.
+    run = make_run(tmp_path, shared_data)
+    _, csv_path = export_queue(run)
+    _edit_sheet(csv_path, r0={"decision": "accept"})
+    with pytest.raises(DataError, match=r"holds 1 decision\(s\) not imported yet"):
+        export_queue(run)
+    assert import_decisions(run, csv_path, reviewer="alice") == 1
+    export_queue(run)  # imported under --reviewer: a fresh sheet may replace it
+    _edit_sheet(csv_path, r1={"reviewer": "carol", "decision": "accept"})
+    later, _ = _sheet(run, tmp_path, r1={"reviewer": "carol", "decision": "reject", "reason": "two answers"})
+    assert import_decisions(run, later) == 1
+    with pytest.raises(DataError, match=r"carol decided 'reject'.*after this sheet was exported"):
+        import_decisions(run, csv_path)  # the first sheet's accept would undo the later reject
+    export_queue(run)  # ... and cannot be imported any more: it does not hold the export back
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    assert rows[1]["status"] == "rejected" and rows[1]["decision"] == ""
+
+
 def test_a_reviewer_can_withdraw_a_mistaken_decision(tmp_path, shared_data):
     run = make_run(tmp_path, shared_data)
     with ReviewBoard(run) as board:

@@ -253,8 +253,15 @@ def _where(source: str) -> str:
 
 
 def _unimported(board: ReviewBoard, path: Path) -> int:
-    """How many filled decisions of the sheet at ``path`` the store does not hold (as that reviewer's latest)."""
-    latest = {(d.item_id, d.reviewer): d for d in board.decisions()}
+    """How many filled decisions of the sheet at ``path`` the store neither holds nor has moved past.
+
+    A row counts as imported when the store holds its decision from this very sheet (whoever the import's
+    ``--reviewer`` made of an empty reviewer cell), or as its reviewer's latest. A row that a decision made
+    after the sheet's export overrides (on the page, in another sheet) cannot be imported any more (import
+    refuses to undo the newer one), so it does not hold the export back either: else export and import
+    would each send the user to the other."""
+    decisions = board.decisions()
+    latest = {(d.item_id, d.reviewer): d for d in decisions}
     n = 0
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
@@ -262,9 +269,21 @@ def _unimported(board: ReviewBoard, path: Path) -> int:
                 decision = (row.get("decision") or "").strip().lower()
                 if not decision:
                     continue
-                prev = latest.get(((row.get("item_id") or "").strip(), (row.get("reviewer") or "").strip()))
-                if prev is None or prev.decision != decision:
-                    n += 1
+                item_id, who = (row.get("item_id") or "").strip(), (row.get("reviewer") or "").strip()
+                try:
+                    exported = as_utc(datetime.fromisoformat((row.get(EXPORTED_AT) or "").strip()))
+                except ValueError:
+                    exported = None
+                mine = [d for d in decisions if d.item_id == item_id and (not who or d.reviewer == who)]
+                sheet = f"sheet:{exported.isoformat()}" if exported else None
+                if sheet and any(d.source == sheet and d.decision == decision for d in mine):
+                    continue
+                prev = latest.get((item_id, who))
+                if prev is not None and prev.decision == decision:
+                    continue
+                if exported and any(d.source != sheet and as_utc(d.created_at) > exported for d in mine):
+                    continue
+                n += 1
     except (UnicodeDecodeError, csv.Error):
         return 1  # unreadable as a sheet, yet filled in by someone: not ours to overwrite
     return n
