@@ -154,8 +154,17 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     target = bench_dir / version
     recorded = board.store.all(Release, Release.version == version)
     if recorded:
+        where = Path(recorded[0].path)
+        if where.resolve() == target.resolve() and _changelog_behind(bench_dir, target, version) \
+                and not verify_release(target, recorded[0].manifest_sha256):
+            # killed between the store's row and the benchmark's changelog: the rerun writes the changelog
+            _write_changelog(bench_dir, (target / "CHANGELOG.md").read_text(encoding="utf-8"))
+            return _result_of(board, target, version, recorded[0].manifest_sha256)
+        if not (where / MANIFEST).is_file():
+            raise BenchfillError(f"release {version} of {bench} was made by this run (its store records it at "
+                                 f"{where}, which holds no release now); versions are immutable: give a new one")
         raise BenchfillError(f"release {version} of {bench} already exists (this run's store records it at "
-                             f"{recorded[0].path}); versions are immutable")
+                             f"{where}); versions are immutable")
     if target.exists():
         if not (target / MANIFEST).is_file():
             raise BenchfillError(f"{target} exists but is not a release (no {MANIFEST}); move it away")
@@ -173,6 +182,8 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     outcomes = board.outcomes()  # (once: it reads every queued item's decisions, in every run)
     rows, z_before, z_after, added = _rows(board, outcomes, version, now, record)
     prev_dir = bench_dir / previous[-1] if previous else None
+    if prev_dir is not None:  # its rows are carried into this one: an altered file would be released as ours
+        _check_previous(board, prev_dir)
     prev_rows = _load_rows(prev_dir) if prev_dir else {}
     run_name = run_dir.resolve().name
     added = _own_ids(rows, added, prev_rows, run_name)
@@ -265,7 +276,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     with board.store.session() as s:
-        s.add(Release(run_id=board.store.run_id, version=version, path=str(target), manifest_sha256=digest))
+        s.add(Release(run_id=board.store.run_id, version=version, path=str(target.resolve()), manifest_sha256=digest))
     _write_changelog(bench_dir, changelog)
     pending = [i for i, o in outcomes.items() if o.status == "pending"]
     note = ""
@@ -518,6 +529,18 @@ class ScaleOfRecord:
         return True
 
 
+def _check_previous(board: ReviewBoard, prev_dir: Path) -> None:
+    """Refuse to build on a release that does not verify against its manifest, or, where this run's store
+    recorded it, whose manifest is not the one recorded."""
+    want = prev_dir.resolve()
+    recorded = next((r.manifest_sha256 for r in board.store.all(Release) if Path(r.path).resolve() == want), None)
+    problems = verify_release(prev_dir, recorded)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise BenchfillError(f"the latest release, which this one would carry forward, does not verify: "
+                             f"{problems[0]}{more}; restore it (benchfill release verify {prev_dir})")
+
+
 def _released_at(path: Path) -> str | None:
     m = _manifest(path)
     return m.get("released_at_us") or m.get("released_at")
@@ -552,9 +575,25 @@ def _finish_interrupted(board: ReviewBoard, target: Path, bench_dir: Path, versi
         return None
     digest = _sha256(target / MANIFEST)
     with board.store.session() as s:
-        s.add(Release(run_id=board.store.run_id, version=version, path=str(target), manifest_sha256=digest))
+        s.add(Release(run_id=board.store.run_id, version=version, path=str(target.resolve()), manifest_sha256=digest))
     _write_changelog(bench_dir, (target / "CHANGELOG.md").read_text(encoding="utf-8"))
     _sweep_stale(bench_dir, version)
+    return _result_of(board, target, version, digest, rows)
+
+
+def _changelog_behind(bench_dir: Path, target: Path, version: str) -> bool:
+    """Whether the benchmark's changelog is not yet the one of ``version``, its latest release."""
+    if _versions(bench_dir)[-1:] != [version]:
+        return False  # a later release wrote it since
+    top = bench_dir / "CHANGELOG.md"
+    mine = target / "CHANGELOG.md"
+    return mine.is_file() and (not top.is_file() or top.read_bytes() != mine.read_bytes())
+
+
+def _result_of(board: ReviewBoard, target: Path, version: str, digest: str,
+               rows: list[dict] | None = None) -> ReleaseResult:
+    """The result of a release that an interrupted command published, as its rerun reports it."""
+    rows = list(_load_rows(target).values()) if rows is None else rows
     gen = [r for r in rows if r.get("origin") == "generated"]
     pending = [i for i, o in board.outcomes().items() if o.status == "pending"]
     return ReleaseResult(version, target, sum(r.get("origin") == "original" for r in rows), len(gen), digest,

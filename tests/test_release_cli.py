@@ -153,7 +153,8 @@ def test_release_names_pending_items_and_ignores_strays_and_stale_temp_folders(t
 
     shutil.rmtree(root / "1.0.0")  # gone from disk, still in the store
     assert main(["release", str(run), "--version", "1.0.0"]) == 2
-    assert "this run's store records it at" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "its store records it at" in err and "which holds no release now" in err
 
 
 def test_diff_refuses_a_data_file_with_a_repeated_or_odd_line(tmp_path, shared_data, capsys):
@@ -227,3 +228,74 @@ def test_a_release_without_a_rule_uses_the_one_the_review_page_was_served_with(t
     assert "30 original + 2 generated item(s)" in out
     assert ("note: released under the rule given (accepted by at least 1 reviewer(s) and rejected by at most 0), "
             "not the one the review page was served with (accepted by at least 2") in err
+
+
+def test_a_release_does_not_carry_an_altered_earlier_one_forward(tmp_path, shared_data, capsys):
+    """Its rows are carried into the new release, whose fresh manifest would vouch for them: an answer
+    changed in the earlier release's data once shipped in the next one, which verified clean."""
+    from benchfill.review import ReviewBoard
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    root = tmp_path / "releases" / "aime24"
+    data = root / "1.0.0" / "data" / "test.jsonl"
+    kept = data.read_text(encoding="utf-8")
+    rows = [json.loads(line) for line in kept.splitlines()]
+    rows[-1]["answer"] = "tampered"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["release", str(run), "--version", "1.1.0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not verify" in err[0] and "test.jsonl: sha256 differs" in err[0]
+    assert not (root / "1.1.0").exists()
+    data.write_text(kept, encoding="utf-8")  # restored: the release goes ahead
+    assert main(["release", str(run), "--version", "1.1.0"]) == 0
+
+
+def test_the_store_keeps_where_a_release_is_whatever_folder_it_was_made_from(tmp_path, shared_data, capsys,
+                                                                             monkeypatch):
+    """A release made with a relative --out was recorded relative to the folder it was made from, so
+    `verify --run` from anywhere else said the store recorded no release there. A recorded release whose
+    folder is gone is named as such, not as one that exists."""
+    import shutil
+
+    run = make_run(tmp_path, shared_data)
+    monkeypatch.chdir(tmp_path)
+    assert main(["release", str(run), "--version", "1.0.0", "--out", "rel"]) == 0
+    monkeypatch.chdir(run)
+    rel = tmp_path / "rel" / "aime24" / "1.0.0"
+    assert main(["release", "verify", str(rel), "--run", str(run)]) == 0
+    shutil.rmtree(tmp_path / "rel")
+    capsys.readouterr()
+    assert main(["release", str(run), "--version", "1.0.0", "--out", str(tmp_path / "other")]) == 2
+    err = capsys.readouterr().err
+    assert "was made by this run" in err and "which holds no release now" in err
+
+
+def test_a_release_killed_before_its_changelog_is_finished_by_the_rerun(tmp_path, shared_data, capsys,
+                                                                        monkeypatch):
+    """The store's row is written, then the benchmark's changelog: a kill in between left the changelog
+    behind, and the rerun said 'already exists'."""
+    import benchfill.release as rel
+    from benchfill.review import ReviewBoard
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+
+    def killed(bench_dir, text):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rel, "_write_changelog", killed)
+    with pytest.raises(KeyboardInterrupt):
+        rel.release(run, "1.0.0")
+    monkeypatch.undo()
+    root = tmp_path / "releases" / "aime24"
+    assert not (root / "CHANGELOG.md").exists()
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    assert "finished the interrupted release 1.0.0" in capsys.readouterr().out
+    assert (root / "CHANGELOG.md").read_bytes() == (root / "1.0.0" / "CHANGELOG.md").read_bytes()
+    assert main(["release", str(run), "--version", "1.0.0"]) == 2  # finished: immutable as any
+    assert "already exists" in capsys.readouterr().err
