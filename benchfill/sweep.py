@@ -36,7 +36,7 @@ _SET_BY_SWEEP = {"benchmark", "items", "responses", "spec", "data_dir", "gaps", 
 class BenchmarkEntry(BaseModel):
     """One benchmark of the sweep: a registered name, or items + spec (+ responses) of any other."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "3" for 3 is a mistake to name, not to coerce
     name: str | None = Field(None, min_length=1)
     items: str | None = None
     spec: str | None = None
@@ -53,7 +53,7 @@ class BenchmarkEntry(BaseModel):
 
 
 class SweepConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "3" for 3 is a mistake to name, not to coerce
     name: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     benchmarks: list[BenchmarkEntry] = Field(min_length=1)
     strategies: list[str] = Field(default_factory=lambda: ["benchfill", "baseline", "oracle"], min_length=1)

@@ -30,6 +30,10 @@ FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6,
         ({"sim_rewriter_knobs": {"driftt": 1.0}}, r"^--rewriter-knobs: unknown knob 'driftt' \(knobs: bias, "),
         ({"sim_rewriter_knobs": {"drift": "1"}}, r"^--rewriter-knobs: drift must be a number, got '1'$"),
         ({"sim_rewriter_knobs": {"judge_fpr": 2.0}}, r"^--rewriter-knobs: judge_fpr must lie in \[0, 1\], got 2\.0$"),
+        # the run's folder is <runs dir>/<run id>: these once wrote it outside the runs dir, or nested
+        ({"run_id": "../evil"}, r"^--run-id: a plain folder name .*, got '\.\./evil'$"),
+        ({"run_id": "a/b"}, r"^--run-id: a plain folder name"),
+        ({"run_id": ".."}, r"^--run-id: a plain folder name"),
     ],
 )
 def test_options_no_run_can_use_are_refused_by_run_and_dry_run_alike(tmp_path, bad, pattern):

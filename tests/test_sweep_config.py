@@ -44,6 +44,10 @@ sim_probes = 6
     ('benchmarks = [{name = "demo"}]\nstrategies = ["best"]\n', "field strategies: Value error, unknown strategy 'best'"),
     ('benchmarks = []\n', "field benchmarks: List should have at least 1 item"),
     ('benchmarks = [{name = "demo", gaps = 0}]\n', "field benchmarks.0.gaps: Input should be greater than or equal to 1"),
+    # a string where a number belongs is named, not read as the number ("3" once ran 3 gaps)
+    ('benchmarks = [{name = "demo"}]\ngaps = "3"\n', "field gaps: Input should be a valid integer"),
+    ('benchmarks = [{name = "demo", gaps = "2"}]\n', "field benchmarks.0.gaps: Input should be a valid integer"),
+    ('benchmarks = [{name = "demo"}]\nseeds = ["1"]\n', "field seeds.0: Input should be a valid integer"),
     ('benchmarks = [{name = "demo"}]\n[options]\nroundz = 2\n', "field options.roundz: not a run option"),
     ('benchmarks = [{name = "demo"}]\n[options]\nseed = 2\n', "field options.seed: set by the sweep itself"),
     ('benchmarks = [{gaps = 2}]\n', "field benchmarks.0: name a benchmark (name = ...) or give items and spec"),
