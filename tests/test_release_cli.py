@@ -299,3 +299,25 @@ def test_a_release_killed_before_its_changelog_is_finished_by_the_rerun(tmp_path
     assert (root / "CHANGELOG.md").read_bytes() == (root / "1.0.0" / "CHANGELOG.md").read_bytes()
     assert main(["release", str(run), "--version", "1.0.0"]) == 2  # finished: immutable as any
     assert "already exists" in capsys.readouterr().err
+
+
+def test_release_flags_that_do_not_apply_and_a_malformed_sha256_are_named(tmp_path, shared_data, capsys):
+    """`release verify DIR --version 2.0.0` verified and ignored the flag; `--sha256 abc` was reported as
+    a rewritten manifest."""
+    run = make_run(tmp_path, shared_data)
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    v1 = str(tmp_path / "releases" / "aime24" / "1.0.0")
+    for argv, message in (
+        (["release", "verify", v1, "--version", "2.0.0"], "--version: does not apply to `benchfill release verify`"),
+        (["release", "diff", v1, v1, "--run", str(run)], "--run: does not apply to `benchfill release diff`"),
+        (["release", str(run), "--version", "1.1.0", "--sha256", "0" * 64],
+         "--sha256: does not apply to `benchfill release`"),
+        (["release", "verify", v1, "--sha256", "abc"], "--sha256: not a sha256 (64 hexadecimal digits), got 'abc'"),
+        (["release", "verify", v1, "--sha256", "0" * 64, "--run", str(run)], "--sha256 and --run: give one"),
+    ):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (argv, err)
+    assert not (tmp_path / "releases" / "aime24" / "1.1.0").exists()
+    assert main(["release", "verify", v1, "--run", str(run)]) == 0

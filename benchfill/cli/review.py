@@ -7,6 +7,7 @@ handler so `--help` stays fast.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from benchfill.cli.argtypes import port
@@ -113,11 +114,24 @@ def _import(args) -> int:
     return 0
 
 
+# release's flags (flag, dest, default), and the modes each applies to where not the release itself
+_RELEASE_FLAGS = (("--version", "release_version", None), ("--out", "out", None), ("--remove", "remove", []),
+                  ("--removed-by", "removed_by", None), ("--reason", "reason", ""), ("--sha256", "sha256", None),
+                  ("--run", "run", None), ("--min-accepts", "min_accepts", None),
+                  ("--max-rejects", "max_rejects", None))
+_FLAG_MODES = {"--sha256": ("verify",), "--run": ("verify",)}
+
+
 def _release(args) -> int:
     from benchfill.errors import BenchfillError, ConfigError
     from benchfill.release import diff_releases, release, verify_release
 
     words = args.args
+    mode = words[0] if words[0] in ("diff", "verify") else "release"
+    given = [flag for flag, dest, default in _RELEASE_FLAGS
+             if getattr(args, dest) != default and mode not in _FLAG_MODES.get(flag, ("release",))]
+    if given:  # a flag that would be ignored: say so rather than act as if it were used
+        raise ConfigError(f"{given[0]}: does not apply to `benchfill release{'' if mode == 'release' else ' ' + mode}`")
     if words[0] == "diff":
         if len(words) != 3:
             raise ConfigError("usage: benchfill release diff A B (two release directories)")
@@ -127,6 +141,10 @@ def _release(args) -> int:
         if len(words) != 2:
             raise ConfigError("usage: benchfill release verify DIR [--sha256 HEX | --run RUN]")
         want = args.sha256
+        if want is not None and args.run is not None:
+            raise ConfigError("--sha256 and --run: give one (--run reads the sha256 its store recorded)")
+        if want is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", want.strip()):
+            raise ConfigError(f"--sha256: not a sha256 (64 hexadecimal digits), got {want!r}")
         if args.run is not None:
             from benchfill.release import recorded_sha256
 
