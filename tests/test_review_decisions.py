@@ -249,6 +249,20 @@ def test_export_takes_a_sheet_imported_under_a_reviewer_or_overridden_since(tmp_
     assert rows[1]["status"] == "rejected" and rows[1]["decision"] == ""
 
 
+def test_a_fresh_sheet_shows_the_standing_edit(tmp_path, shared_data):
+    # An imported edit changed what would be released, yet a re-exported sheet showed neither who edited
+    # the item nor to what.
+    run = make_run(tmp_path, shared_data)
+    _, csv_path = export_queue(run)
+    _edit_sheet(csv_path, r0={"reviewer": "bob", "decision": "edit", "edited_answer": "99"})
+    assert import_decisions(run, csv_path) == 1
+    export_queue(run)
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    assert rows[0]["edited_by"] == "bob" and json.loads(rows[0]["edited_to"]) == {"answer": "99"}
+    assert rows[1]["edited_by"] == "" and rows[1]["edited_to"] == ""
+    assert import_decisions(run, csv_path) == 0  # the sheet still reads back: its rows are still their items
+
+
 def test_a_reviewer_can_withdraw_a_mistaken_decision(tmp_path, shared_data):
     run = make_run(tmp_path, shared_data)
     with ReviewBoard(run) as board:

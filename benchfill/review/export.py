@@ -28,7 +28,8 @@ CSV_COLUMNS = (
     "annotated_difficulty", "annotated_se", "annotated_z",
     "confirmed_difficulty", "confirmed_se", "confirmed_z", "confirmed_z_se", "inside_probability", "ecdf_position",
     "probe_results", "judge_valid", "judge_reason", "rewriter_model", "judge_model", "flags",
-    "simulated", "true_difficulty", "true_z", "status", "accepted_by", "rejected_by", "exported_at",
+    "simulated", "true_difficulty", "true_z", "status", "accepted_by", "rejected_by", "edited_by", "edited_to",
+    "exported_at",
 ) + DECISION_COLUMNS  # fmt: skip
 # The sheet's export time, on every row: a decision recorded elsewhere after it (the page, another sheet) is
 # newer than anything the sheet can say, and import refuses to undo it.
@@ -51,6 +52,9 @@ def review_record(entry: QueueEntry, standing: Outcome | None = None) -> dict[st
             "accepted_by": standing.accepted_by,
             "rejected_by": standing.rejected_by,
             "edited_by": standing.edited_by,
+            # what the edit changed, not the whole edited item
+            "edited_fields": {k: v for k, v in (standing.edited_fields or {}).items() if entry.child.get(k) != v}
+            or None,
         }
     return rec
 
@@ -83,6 +87,10 @@ def _csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         **_truth(rec), "status": review.get("status", ""),
         "accepted_by": ";".join(review.get("accepted_by", [])),
         "rejected_by": ";".join(review.get("rejected_by", [])),
+        # the standing edit, which the item would be released as (child_text stays the queue's, by which
+        # an import checks that a row is still its item)
+        "edited_by": review.get("edited_by"),
+        "edited_to": json.dumps(review["edited_fields"], ensure_ascii=False) if review.get("edited_fields") else "",
     }  # fmt: skip
     row.update({c: "" for c in DECISION_COLUMNS})
     return {k: ("" if v is None else v) for k, v in row.items()}
