@@ -52,7 +52,12 @@ class Target:
         if self.name == "beta":
             from scipy.stats import beta
 
-            return beta.ppf(tau, *self.params)
+            with np.errstate(all="ignore"):
+                q = beta.ppf(tau, *self.params)
+            if not np.all(np.isfinite(q)):  # scipy overflows on some huge parameters (parse_target tries a few)
+                raise ConfigError(f"--target {self.describe()}: its quantiles at {n} levels are not all finite "
+                                  "numbers; give smaller Beta parameters")
+            return q
         return self.quantile(tau)
 
     def quantile(self, tau: np.ndarray) -> np.ndarray:
@@ -95,7 +100,17 @@ def parse_target(spec: str | Path | Target | None) -> Target:
             raise ConfigError(f"--target {spec!r}: expected beta:A,B with two positive numbers") from None
         if not (a > 0 and b > 0):
             raise ConfigError(f"--target {spec!r}: Beta parameters must be positive")
-        return Target("beta", (a, b))
+        if not (np.isfinite(a) and np.isfinite(b)):
+            raise ConfigError(f"--target {spec!r}: Beta parameters must be finite numbers")
+        target = Target("beta", (a, b))
+        # Where scipy's quantiles overflow (beta:1e308,1e308, beta:1e200,2) they are NaN at every level: one
+        # small grid finds them before a fit, where DDM would come out nan
+        try:
+            target.grid(3)
+        except ConfigError:
+            raise ConfigError(f"--target {spec!r}: Beta parameters too large to compute its quantiles; "
+                              "give smaller ones") from None
+        return target
     path = Path(spec)
     if not path.is_file():
         raise ConfigError(f"--target {spec!r}: not 'uniform', 'beta:A,B' or an existing file of quantiles")
@@ -290,11 +305,12 @@ def _summary(x: np.ndarray) -> dict[str, float]:
     }
 
 
-def check_spread(fit: Any, matrix: Any = None) -> None:
+def check_spread(fit: Any, matrix: Any = None, fit_source: str | None = None) -> None:
     """Refuse a scale on which coverage gaps are undefined: a matrix whose items all have the same
     responses from every model (every model solves every item, say), or a fit whose difficulties
-    are all equal. Their normalized difficulties are floating-point noise, so would be their gaps."""
-    source = getattr(matrix, "source", None) or "the fit"
+    are all equal. Their normalized difficulties are floating-point noise, so would be their gaps.
+    ``fit_source``: the file a saved fit came from, named in errors about its difficulties."""
+    source = getattr(matrix, "source", None) or fit_source or "the fit"
     n = len(getattr(fit, "item_ids", ()) or ())
     if n == 1:  # one item sits alone on the axis: there is no spacing between items to speak of
         raise DataError(f"{source}: one item; coverage gaps need at least two")
@@ -307,6 +323,7 @@ def check_spread(fit: Any, matrix: Any = None) -> None:
                 f"{source}: all {matrix.n_items} items are {solved}, so they share one difficulty and "
                 "coverage gaps are undefined; add models or items that tell them apart"
             )
+    source = fit_source or source  # a saved fit's difficulties are the file's, not the responses'
     b = np.asarray(fit.difficulty, dtype=float)
     if not np.all(np.isfinite(b)):
         i = int(np.flatnonzero(~np.isfinite(b))[0])

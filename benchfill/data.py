@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,7 @@ def read_responses(
     *,
     items: Sequence[dict[str, Any]] | str | Path | None = None,
     min_models: int = 2,
+    items_source: str | Path | None = None,
 ) -> ResponseMatrix:
     """A response matrix from a long-format file (``model,item_id,correct,trials``).
 
@@ -87,11 +89,12 @@ def read_responses(
     ``options``/``choices`` list. Items without any response are left out, and so are items
     whose rows all have trials 0: with no attempt there is no difficulty to measure, and a fit
     would place them by its prior alone. Their ids are kept in ``matrix.untried`` for the caller
-    to report (the library prints nothing).
+    to report (the library prints nothing). ``items_source``: the file a list of ``items`` was read from,
+    named in errors about an item.
     """
     path = Path(path)
     if isinstance(items, (str, Path)):
-        items = read_items(items)
+        items_source, items = items, read_items(items)
     rows = _jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".json") else _csv_rows(path)
 
     model_index: dict[str, int] = {}
@@ -140,8 +143,9 @@ def read_responses(
         chance = np.array([floor[i] for i in item_ids])
         single = [i for i in item_ids if floor[i] >= 1.0]
         if single:
-            raise DataError(f"item {single[0]!r}: one answer option gives a guessing floor of 1 (every answer "
-                            "right, nothing to learn about its difficulty); give it two options or more, or none")
+            raise DataError(f"{_item_line(items_source, single[0])}item {single[0]!r}: one answer option gives a "
+                            "guessing floor of 1 (every answer right, nothing to learn about its difficulty); give it "
+                            "two options or more, or none")
     tried = trials_m.sum(axis=0) > 0  # some item has trials (checked above), so some column stays
     untried = tuple(i for i, t in zip(item_ids, tried, strict=True) if not t)
     if untried:
@@ -169,6 +173,83 @@ def extreme_items(matrix: ResponseMatrix, items: Sequence[dict[str, Any]] | None
         "none_correct": ids[(tried > 0) & (right == 0)].tolist(),
         "no_responses": missing + [i for i in matrix.untried if i not in set(missing)],
     }
+
+
+def _item_line(source: str | Path | None, item_id: str) -> str:
+    """``path:line: `` of item ``item_id`` in the JSONL file ``source``, as an error's prefix; ``''`` when it
+    is not known (items from the Hub, or built in). Looked up only for an error, so the reading stays lean."""
+    if source is None or not Path(source).is_file():
+        return ""
+    try:
+        line = next((n for n, obj in jsonl_objects(source) if str(obj.get("id")) == item_id), None)
+    except DataError:
+        line = None
+    return f"{source}:{line}: " if line else f"{source}: "
+
+
+def read_reference_scores(path: str | Path) -> dict[str, float]:
+    """Model scores from JSON ``{model: score}`` or CSV/TSV lines ``model,score`` (a header line allowed).
+
+    A model named twice, a score that is a JSON boolean and a line with more than two columns are refused
+    with the file and line: each would otherwise be read as something nobody wrote (the last score
+    winning, true as 1.0, 'm0,0.1' as a model's name)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: reference ranking file not found")
+    text = read_text(path)
+    scores: dict[str, float] = {}
+    if path.suffix.lower() == ".json":
+        def lines_of(key: str) -> list[int]:  # json keeps no positions: found again in the text, for the message
+            found = re.finditer(re.escape(json.dumps(key, ensure_ascii=False)) + r"\s*:", text)
+            return [text.count("\n", 0, m.start()) + 1 for m in found]
+
+        def at(key: str, k: int = 0) -> str:
+            lines = lines_of(key)
+            return f"{path}:{lines[k]}" if len(lines) > k else str(path)
+
+        def pairs(kv: list[tuple[str, Any]]) -> dict[str, Any]:
+            seen: dict[str, Any] = {}
+            for k, v in kv:
+                if k in seen:
+                    lines = lines_of(k)
+                    first = f"first on line {lines[0]}" if len(lines) > 1 else "named twice"
+                    raise DataError(f"{at(k, 1)}: model {k!r} again ({first})")
+                seen[k] = v
+            return seen
+
+        try:
+            obj = json.loads(text, object_pairs_hook=pairs)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}: expected a JSON object {{model: score}}, found {type(obj).__name__}")
+        for m, v in obj.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                raise DataError(f"{at(m)}: model {m!r}: score {json.dumps(v)} is not a number")
+            try:
+                scores[m] = float(v)
+            except ValueError:
+                raise DataError(f"{at(m)}: model {m!r}: score {v!r} is not a number") from None
+        return scores
+    first_line: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.replace("\t", ",").split(",")]
+        try:
+            score = float(parts[1]) if len(parts) == 2 else None
+        except ValueError:
+            score = None
+        if score is None:
+            if lineno == 1 and len(parts) <= 2:  # a header line
+                continue
+            raise DataError(f"{path}:{lineno}: expected 'model,score', found {len(parts)} column(s)"
+                            if len(parts) != 2 else f"{path}:{lineno}: score {parts[1]!r} is not a number")
+        if parts[0] in first_line:
+            raise DataError(f"{path}:{lineno}: model {parts[0]!r} again (first on line {first_line[parts[0]]})")
+        first_line[parts[0]] = lineno
+        scores[parts[0]] = score
+    return scores
 
 
 def untried_note(matrix: ResponseMatrix) -> str | None:

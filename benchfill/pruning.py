@@ -9,7 +9,6 @@ better-matched measure also ranks models more like the reference.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,30 +48,10 @@ def model_scores(matrix: ResponseMatrix, items: np.ndarray | None = None) -> np.
 
 def read_reference(path: str | Path, models: tuple[str, ...]) -> np.ndarray:
     """Reference scores per model from JSON ``{model: score}`` or CSV/TSV lines ``model,score``."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: reference ranking file not found")
-    from benchfill.data import read_text
+    from benchfill.data import read_reference_scores
 
-    text = read_text(path)
-    scores: dict[str, float] = {}
-    if path.suffix.lower() == ".json":
-        try:
-            obj = json.loads(text)
-            scores = {str(m): float(s) for m, s in obj.items()}
-        except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
-            raise DataError(f"{path}: expected a JSON object {{model: score}}") from None
-    else:
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            parts = [p.strip() for p in line.replace("\t", ",").rsplit(",", 1)]
-            try:
-                scores[parts[0]] = float(parts[1])
-            except (IndexError, ValueError):
-                if lineno == 1:  # a header line
-                    continue
-                raise DataError(f"{path}:{lineno}: expected 'model,score'") from None
+    path = Path(path)
+    scores = read_reference_scores(path)  # each line checked: a model twice, a boolean, a third column
     missing = [m for m in models if m not in scores]
     if missing:
         raise DataError(f"{path}: no reference score for model {missing[0]!r}")

@@ -48,6 +48,10 @@ folds = _bounded(_int, lambda v: v >= 2, "at least 2", "folds")  # K of K-fold c
 port = _bounded(_int, lambda v: 0 <= v <= 65535, "a port, 0 to 65535", "port")  # 0: any free one
 nonneg_float = _bounded(finite_float, lambda v: v >= 0, "0 or more", "nonneg_float")
 positive_float = _bounded(finite_float, lambda v: v > 0, "more than 0", "positive_float")  # a timeout
+# NUTS draws per chain: split R-hat halves each chain and takes a variance in each half, so it needs two draws
+# a half (benchfill.irt.convergence.MIN_DRAWS, not imported here: numpy would slow every --help).
+mcmc_draws = _bounded(_int, lambda v: v >= 4, "at least 4 (split R-hat needs two draws in each half of a chain)",
+                      "mcmc_draws")
 
 
 def misfit_sd(text: str) -> float | str:

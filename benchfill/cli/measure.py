@@ -12,12 +12,12 @@ import os
 import sys
 from typing import Any
 
-from benchfill.cli.argtypes import nonneg_int, positive_int
+from benchfill.cli.argtypes import mcmc_draws, nonneg_int, positive_int
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("fit", help="fit IRT on a response matrix and save the fit")
-    _input_args(p)
+    _input_args(p, saved_fit=False)
     _fit_args(p)
     p.add_argument("--out", default="fit.json", help="where to write the fit (default: fit.json)")
     p.add_argument("--bic", action="store_true", help="compare 1PL and 2PL by BIC")
@@ -45,12 +45,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reference", metavar="FILE", help="reference model scores (JSON {model: score} or CSV model,score); "
                    "default: the full benchmark")
     p.add_argument("--n-random", type=positive_int, default=30, help="random subsets for the baseline (default 30)")
-    p.add_argument("--out", metavar="FILE", help="write the kept items (JSONL when items are known, else ids)")
+    p.add_argument("--out", metavar="FILE", help="write the kept items as JSONL: their lines from the items file "
+                   "when items are known, else {\"id\": ...} lines")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_calibrate)
 
 
-def _input_args(p: argparse.ArgumentParser) -> None:
+def _input_args(p: argparse.ArgumentParser, saved_fit: bool = True) -> None:
     g = p.add_argument_group("input")
     g.add_argument("--benchmark", metavar="NAME", help="a registered benchmark ('demo' is built in)")
     g.add_argument("--data-dir", metavar="DIR", help="where registered benchmarks' files live")
@@ -59,18 +60,28 @@ def _input_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--guessing-options", type=int, metavar="N",
                    help="chance 1/N on every item, in place of the per-item floors that --items or --benchmark give "
                    "(1 / each item's number of options; mmlu-pro's items have 2 to 10)")
-    g.add_argument("--fit", dest="fit_path", metavar="FILE", help="use a saved fit instead of fitting (diagnose, calibrate)")
+    if saved_fit:
+        g.add_argument("--fit", dest="fit_path", metavar="FILE", help="use a saved fit instead of fitting")
+    else:  # `fit` makes the fit it would read
+        p.set_defaults(fit_path=None)
+
+
+# The options that shape a fit, with their defaults: a saved fit (--fit) settles them itself.
+FIT_DEFAULTS = {"engine": "map", "model": "1pl", "no_guessing": False, "chains": 4, "warmup": 1000, "draws": 1000}
 
 
 def _fit_args(p: argparse.ArgumentParser) -> None:
+    d = FIT_DEFAULTS
     g = p.add_argument_group("IRT fit")
-    g.add_argument("--engine", choices=("map", "nuts"), default="map", help="map (default) or nuts (posterior draws)")
-    g.add_argument("--model", choices=("1pl", "2pl"), default="1pl")
+    g.add_argument("--engine", choices=("map", "nuts"), default=d["engine"],
+                   help="map (default) or nuts (posterior draws)")
+    g.add_argument("--model", choices=("1pl", "2pl"), default=d["model"])
     g.add_argument("--no-guessing", action="store_true", help="ignore the per-item guessing floor")
     g.add_argument("--seed", type=nonneg_int, default=0)
-    g.add_argument("--chains", type=int, default=4)
-    g.add_argument("--warmup", type=int, default=1000)
-    g.add_argument("--draws", type=int, default=1000)
+    g.add_argument("--chains", type=positive_int, default=d["chains"], help="NUTS chains (default 4)")
+    g.add_argument("--warmup", type=nonneg_int, default=d["warmup"], help="NUTS warm-up draws per chain (default 1000)")
+    g.add_argument("--draws", type=mcmc_draws, default=d["draws"],
+                   help="NUTS draws per chain, at least 4 for split R-hat (default 1000)")
 
 
 def _target_arg(p: argparse.ArgumentParser) -> None:
@@ -90,6 +101,9 @@ def load_matrix(args: argparse.Namespace) -> tuple[Any, list[dict] | None]:
 
     if args.benchmark and args.responses:
         raise ConfigError("give either --benchmark or --responses, not both")
+    if args.benchmark and args.items:  # the benchmark brings its own items; --items would be dropped or mixed in
+        raise ConfigError(f"--items {args.items}: --benchmark {args.benchmark} brings its own items; "
+                          "give --items with --responses")
     if args.items and args.items.startswith("hf:"):  # a Hugging Face dataset (benchfill.hub)
         from benchfill.hub import load_items
 
@@ -111,13 +125,19 @@ def load_matrix(args: argparse.Namespace) -> tuple[Any, list[dict] | None]:
             matrix, items = bench.matrix, list(bench.items)
         else:
             if not bench.responses_path:
-                raise DataError(f"benchmark {args.benchmark}: no responses file; pass --responses")
-            items = items or list(bench.items)
-            matrix = read_responses(bench.responses_path, items=items)
+                # --responses goes with its items file, not with --benchmark (refused above)
+                from benchfill.hub import HubRef
+
+                spec = bench.spec
+                where = bench.items_path or HubRef(spec.hf_dataset or "ORG/NAME", spec.hf_config, spec.hf_split)
+                raise DataError(f"benchmark {args.benchmark}: no responses file; pass --responses FILE "
+                                f"--items {where} instead of --benchmark")
+            items = list(bench.items)
+            matrix = read_responses(bench.responses_path, items=items, items_source=bench.items_path)
             chance = dict(zip((it["id"] for it in bench.items), bench.chance, strict=True))
             matrix = matrix.with_chance([chance.get(i, 0.0) for i in matrix.item_ids])
     elif args.responses:
-        matrix = read_responses(args.responses, items=items)
+        matrix = read_responses(args.responses, items=items, items_source=args.items)
     else:
         raise ConfigError("no input: give --responses FILE or --benchmark NAME")
     warn_untried(matrix)
@@ -132,8 +152,14 @@ def fit_or_load(args: argparse.Namespace, matrix: Any) -> Any:
     from benchfill.irt.fit import IrtFit
 
     if args.fit_path:
-        from benchfill.errors import DataError
+        from benchfill.errors import ConfigError, DataError
 
+        # options the saved fit settles itself: given anyway, they would be ignored without a word
+        given = [k for k, d in FIT_DEFAULTS.items() if getattr(args, k) != d]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise ConfigError(f"{flag}: --fit {args.fit_path} is a saved fit with its own engine and settings; "
+                              "give one or the other")
         f = IrtFit.load(args.fit_path)  # a malformed file: DataError naming it
         if matrix is not None and tuple(f.item_ids) != tuple(matrix.item_ids):
             if sorted(f.item_ids) != sorted(matrix.item_ids):
@@ -173,14 +199,14 @@ def _dump(obj: Any) -> None:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
+    from benchfill.cli.output import check_out_file
     from benchfill.data import extreme_items
     from benchfill.errors import ConfigError
     from benchfill.irt import compare_models, leave_one_model_out, matrix_checks
 
-    if not args.out or os.path.isdir(args.out):
+    if not args.out:
         raise ConfigError(f"--out {args.out!r}: give a file to write the fit to")
-    if args.fit_path:
-        raise ConfigError("--fit: `fit` makes a fit; use --fit with diagnose, calibrate, profile or detect")
+    check_out_file(args.out, "--out")
     matrix, items = load_matrix(args)
     f = fit_or_load(args, matrix)
     summary: dict[str, Any] = {
@@ -239,6 +265,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _fmt(v: Any) -> str:
+    if v is None:  # a figure a saved fit holds as null: it did not exist (NaN)
+        return "undefined"
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
@@ -262,15 +290,17 @@ NUTS_CHECKS = ("max_rhat", "min_ess_bulk", "divergences", "chains", "draws")
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
+    from benchfill.cli.output import check_out_file
     from benchfill.coverage import check_spread, diagnose, parse_target
     from benchfill.data import extreme_items
     from benchfill.errors import ConfigError
 
     if args.k < 1:
         raise ConfigError(f"--k must be at least 1, got {args.k}")
+    check_out_file(args.plot, "--plot")
     target = parse_target(args.target)
     matrix, items, f = _inputs(args)
-    check_spread(f, matrix)
+    check_spread(f, matrix, fit_source=args.fit_path)
     report = diagnose(f, k=args.k, target=target, seed=args.seed)
     report.notes = {
         "source": _source(args, matrix),
@@ -367,12 +397,17 @@ def _print_report(r: Any) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    from benchfill.cli.output import check_out_file
     from benchfill.coverage import check_spread, parse_target
+    from benchfill.data import read_reference_scores
     from benchfill.pruning import calibrate
 
+    check_out_file(args.out, "--out")
     target = parse_target(args.target)
+    if args.reference:  # a bad line named before the fit, not after it
+        read_reference_scores(args.reference)
     matrix, items, f = _inputs(args)
-    check_spread(f, matrix)  # as diagnose does: no ranking on a scale of noise
+    check_spread(f, matrix, fit_source=args.fit_path)  # as diagnose does: no ranking on a scale of noise
     result = calibrate(
         f, args.size, target=target, matrix=matrix, reference=args.reference, n_random=args.n_random, seed=args.seed
     )

@@ -29,6 +29,25 @@ def dumps(obj: Any, **kw: Any) -> str:
     return json.dumps(plain(obj), allow_nan=False, **kw)
 
 
+def check_out_file(path: str | None, flag: str) -> None:
+    """Refuse, before any work, an output path no file can be written to: an existing folder, or a path
+    under a file. Found only at the end, the rename into place would name the command's own temp file."""
+    if path is None:
+        return
+    from pathlib import Path
+
+    from benchfill.errors import ConfigError
+
+    out = Path(path)
+    if out.is_dir():
+        raise ConfigError(f"{flag} {path!r}: is a folder; give a file")
+    for parent in out.parents:  # the nearest one that exists decides
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"{flag} {path!r}: {parent} is a file, not a folder")
+            return
+
+
 def warn_untried(*matrices: Any) -> None:
     """One line on stderr per response file whose items with trials 0 only were left out (``read_responses``)."""
     import sys

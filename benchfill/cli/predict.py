@@ -76,7 +76,14 @@ def _progress(msg: str) -> None:
 
 
 def _load(args):
+    from benchfill.errors import ConfigError
     from benchfill.predict.target import load_targets
+
+    # A benchmark named twice would pool its items twice: copies of an item land on both sides of a fold
+    # split (a rho near 1 that means nothing), and the response AUC's shapes no longer match
+    twice = next((b for k, b in enumerate(args.benchmark) if b in args.benchmark[:k]), None)
+    if twice is not None:
+        raise ConfigError(f"--benchmark: {twice} given twice")
 
     return load_targets(args.benchmark, args.data_dir, seed=args.seed, progress=_progress)
 
@@ -92,16 +99,16 @@ def _blocks(args, labelled, families):
 
 
 def cmd_train(args) -> int:
-    import os
-
     from benchfill.benchmarks import registered_spec
+    from benchfill.cli.output import check_out_file
     from benchfill.errors import ConfigError
     from benchfill.predict.entropy import Scorer
     from benchfill.predict.features import parse_families
     from benchfill.predict.predictor import train
 
-    if not args.out or os.path.isdir(args.out):  # refused before the training, not after it
+    if not args.out:  # refused before the training, not after it
         raise ConfigError(f"--out {args.out!r}: give a file to write the predictor to")
+    check_out_file(args.out, "--out")
     for s in args.scorer:  # a malformed scorer or one with credentials in its URL, before any work
         Scorer.parse(s)
     families = parse_families(args.families)
@@ -169,11 +176,13 @@ def cmd_score(args) -> int:
     import warnings
     from pathlib import Path
 
+    from benchfill.cli.output import check_out_file
     from benchfill.data import read_items
     from benchfill.errors import DataError
     from benchfill.predict.predictor import Predictor
     from benchfill.predict.target import FieldFallbackWarning
 
+    check_out_file(args.out, "--out")
     pred = Predictor.load(args.predictor)
     items = read_items(args.items)
     try:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+# Draws per chain split R-hat needs: each chain is split in two halves, and each half takes a variance.
+MIN_DRAWS = 4
+
 
 def _split(draws: np.ndarray) -> np.ndarray:
     """Split every chain in two halves (dropping a middle draw if odd): (2 chains, n/2, p)."""

@@ -44,9 +44,13 @@ def fit(
 
         fn = fit_map_1pl if model == "1pl" else fit_map_2pl
         return fn(matrix, guessing=guessing, seed=seed, progress=progress)
-    for name, value in (("chains", chains), ("draws", draws)):
-        if value < 1:
-            raise ConfigError(f"{name}: must be at least 1, got {value}")
+    from benchfill.irt.convergence import MIN_DRAWS
+
+    if chains < 1:
+        raise ConfigError(f"chains: must be at least 1, got {chains}")
+    if draws < MIN_DRAWS:  # fewer leave split R-hat and the bulk ESS undefined (NaN)
+        raise ConfigError(f"draws: must be at least {MIN_DRAWS} (split R-hat needs two in each half of a chain), "
+                          f"got {draws}")
     if warmup < 0:
         raise ConfigError(f"warmup: must be non-negative, got {warmup}")
     if not 0.0 < target_accept < 1.0:

@@ -134,7 +134,9 @@ class IrtFit:
                 draws_tmp = path.with_name(path.name + ".draws.tmp")
                 draws_tmp.write_bytes(data)
                 draws_tmp.replace(path.with_name(d["draws_file"]))  # a new name: the old pair stays whole
-            tmp.write_text(json.dumps(d, indent=1))
+            # NaN and Infinity are not JSON (jq and most parsers refuse them): an undefined figure, such as
+            # R-hat over too few draws or a Laplace se that does not exist, is written as null
+            tmp.write_text(json.dumps(_finite_or_none(d), indent=1, allow_nan=False))
             tmp.replace(path)
         finally:
             tmp.unlink(missing_ok=True)
@@ -233,11 +235,29 @@ class IrtFit:
             discrimination=None if disc is None else numbers("discrimination", len(item_ids), "items"),
             b_min=scalar("b_min"),
             b_max=scalar("b_max"),
-            log_likelihood=d.get("log_likelihood", float("nan")),
+            log_likelihood=_number_or_nan(d.get("log_likelihood")),
             diagnostics=d.get("diagnostics", {}),
             seed=d.get("seed"),
             **kw,
         )
+
+
+def _finite_or_none(obj: Any) -> Any:
+    """``obj`` with every float that is not finite made None (null in JSON)."""
+    if isinstance(obj, dict):
+        return {k: _finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_none(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def _number_or_nan(v: Any) -> float:
+    """A saved scalar that may be null (written for NaN) or absent, as a float."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan")
 
 
 def _why(exc: BaseException) -> str:

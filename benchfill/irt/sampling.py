@@ -10,7 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from benchfill.irt.convergence import ess_bulk, rhat
+from benchfill.irt.convergence import MIN_DRAWS, ess_bulk, rhat
 from benchfill.irt.fit import IrtFit
 from benchfill.irt.likelihood import LOG_DISCRIMINATION_SD, Posterior
 from benchfill.irt.nuts import ChainResult, sample_chain
@@ -173,8 +173,8 @@ def fit_nuts(
                 progress(f"nuts chain {c + 1}/{chains} done")
     seconds = time.perf_counter() - start
     stacked = np.stack([r.draws for r in results])  # (chains, draws, dim)
-    r_hat = rhat(stacked) if draws >= 4 else np.full(post.dim, np.nan)
-    ess = ess_bulk(stacked) if draws >= 4 else np.full(post.dim, np.nan)
+    r_hat = rhat(stacked) if draws >= MIN_DRAWS else np.full(post.dim, np.nan)
+    ess = ess_bulk(stacked) if draws >= MIN_DRAWS else np.full(post.dim, np.nan)
     flat = stacked.reshape(-1, post.dim)
     theta, b, log_a = post.split(flat.T)
     mean = flat.mean(axis=0)
@@ -194,8 +194,8 @@ def fit_nuts(
         ability_draws=np.ascontiguousarray(theta.T),
         log_likelihood=post.log_likelihood(mean),
         diagnostics={
-            "max_rhat": float(np.nanmax(r_hat)),
-            "min_ess_bulk": float(np.nanmin(ess)),
+            "max_rhat": _extreme(np.nanmax, r_hat),
+            "min_ess_bulk": _extreme(np.nanmin, ess),
             "divergences": int(sum(r.divergences for r in results)),
             "chains": chains,
             "warmup": warmup,
@@ -208,3 +208,10 @@ def fit_nuts(
         },
         seed=seed,
     )
+
+
+def _extreme(reduce: Callable[[np.ndarray], float], values: np.ndarray) -> float:
+    """The largest R-hat or least ESS over parameters, NaN where none is defined (numpy would warn
+    "All-NaN slice" on the way); a saved fit writes it as null."""
+    finite = values[~np.isnan(values)]
+    return float(reduce(finite)) if finite.size else float("nan")

@@ -156,9 +156,13 @@ def benchmark_targets(
     from benchfill.irt import fit
 
     bench = get_benchmark(name, data_dir)
-    if bench.responses_path is None:
-        raise DataError(f"benchmark {name}: no responses.csv next to {bench.items_path}; no difficulty to learn from")
     spec = bench.spec
+    if bench.responses_path is None:
+        # items built in (the demo, its matrix simulated in memory) or from the Hub have no folder to name
+        where = (f"no responses.csv next to {bench.items_path}" if bench.items_path
+                 else "built in, without a responses.csv" if bench.matrix is not None
+                 else f"items from Hugging Face dataset {spec.hf_dataset}, without a responses.csv")
+        raise DataError(f"benchmark {name}: {where}; no difficulty to learn from")
     items = bench.items
     if progress:
         progress(f"{name}: fitting 1PL on {bench.responses_path}")
