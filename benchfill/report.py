@@ -309,7 +309,9 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
         lines.insert(3, f"  ({BELOW_INTERVAL})")
     spend = rep.get("spend") or {}
     if spend:
-        lines.append(f"  spend        {spend.get('model_calls', 0)} model calls, {spend.get('rollouts', 0)} rollouts")
+        screen = f" (+ {spend['screen_rollouts']} spot-check rollouts)" if spend.get("screen_rollouts") else ""
+        lines.append(f"  spend        {spend.get('model_calls', 0)} model calls, {spend.get('rollouts', 0)} rollouts"
+                     + screen)
     return lines
 
 

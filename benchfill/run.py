@@ -509,9 +509,12 @@ def progress_printer(enabled: bool):
 
 
 def planned_budget(
-    opts: RunOptions, n_items: int, probe_trials: list[int], have_responses: bool | str
+    opts: RunOptions, n_items: int, probe_trials: list[int], have_responses: bool | str,
+    max_repairs: tuple[int, int] = (0, 0),
 ) -> dict[str, Any]:
-    """The most a run can spend (``--dry-run``); early stops and the adaptive protocol spend less."""
+    """The most a run can spend (``--dry-run``); early stops and the adaptive protocol spend less.
+    ``max_repairs``: the rewriter's and the judge's repair turns allowed after a malformed reply."""
+    from benchfill.search.screen import DEFAULT_SCREEN
     per_child = sum(probe_trials)
     if opts.strategy == "oracle":
         children = 0
@@ -536,7 +539,11 @@ def planned_budget(
         "judge_calls": opts.gaps * children,
         "benchmark_probe_requests": bench_items * len(probe_trials),
         "benchmark_rollouts": bench_rollouts,
+        # a repair turn is one more call to the model: at most max_repairs after each first call
+        "repair_calls_max": opts.gaps * children * (max_repairs[0] + max_repairs[1]),
         "annotation_rollouts_max": opts.gaps * children * per_child,
+        # the order screen's spot checks at both ends of the probe axis, on each annotated child
+        "screen_rollouts_max": opts.gaps * children * DEFAULT_SCREEN.spot_steps * DEFAULT_SCREEN.spot_trials * 2,
         "confirmation_rollouts_max": (opts.gaps * _confirmations_max(opts, children)
                                       * _confirm_cap(per_child, opts.confirm_cap) if opts.confirm and children else 0),
     }
@@ -546,8 +553,9 @@ def planned_budget(
     out["annotation"] = opts.annotation
     out["figures"] = "upper bounds" + (" (adaptive annotation: actual spend is typically much lower)"
                                        if opts.annotation == "adaptive" and children else "")
-    out["model_calls_max"] = out["rewriter_calls"] + out["judge_calls"]
-    out["rollouts_max"] = bench_rollouts + out["annotation_rollouts_max"] + out["confirmation_rollouts_max"]
+    out["model_calls_max"] = out["rewriter_calls"] + out["judge_calls"] + out["repair_calls_max"]
+    out["rollouts_max"] = (bench_rollouts + out["annotation_rollouts_max"] + out["screen_rollouts_max"]
+                           + out["confirmation_rollouts_max"])
     return out
 
 
@@ -638,7 +646,10 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
         raise ConfigError(f"--gaps {opts.gaps}: {bench.name} has {len(bench.items)} items, so at most "
                           f"{len(bench.items) + 1} gaps")
     if opts.resolved_backend() == "sim":
+        from benchfill.config import LLMConfig
+
         trials, names = [8] * opts.sim_probes, None
+        repairs = (LLMConfig(model="sim").max_repairs,) * 2  # the sim backend's rewriter and judge (engine/backend.py)
     else:
         from benchfill.config import load_config
         from benchfill.engine.backend import _require_panel
@@ -646,6 +657,7 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
         cfg = load_config(opts.config)
         _require_panel(cfg, opts.config)
         trials, names = [p.trials for p in cfg.probes], {p.name for p in cfg.probes}
+        repairs = (cfg.rewriter.max_repairs, cfg.judge.max_repairs)
     # The panel's own rollouts on every item are needed unless the given matrix already holds it.
     have: bool | str = False
     if bench.matrix is not None:
@@ -655,7 +667,7 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
 
         have = (bool(names) and names <= set(read_responses(bench.responses_path, items=bench.items).models)) or "matrix"
     out = {"run_id": run_id_for(opts), "backend": opts.resolved_backend(), "strategy": opts.strategy}
-    out.update(planned_budget(opts, len(bench.items), trials, have))
+    out.update(planned_budget(opts, len(bench.items), trials, have, repairs))
     return out
 
 

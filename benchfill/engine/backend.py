@@ -42,6 +42,13 @@ TRAFFIC_META = "traffic/"
 MISFIT_META = "misfit"
 
 
+def _repairs_of(res) -> int:
+    """Calls beyond the first that a rewrite or judge took: its repair turns, or, failed, one per reply after
+    the first (``benchfill.llm``)."""
+    replies = getattr(res, "replies", None)
+    return max(len(replies) - 1, 0) if replies is not None else int(getattr(res, "repairs", 0))
+
+
 class TrafficServices:
     """``SearchServices`` over the rewriter, the judge and the probe panel of a config."""
 
@@ -51,6 +58,7 @@ class TrafficServices:
         from benchfill.llm import LLMStats
 
         self.llm_stats = LLMStats()
+        self._repairs: dict[str, int] = {}  # key -> repair turns of its rewrite and judge, until taken
 
     async def rewrite(self, parent: dict[str, Any], target_z: float, references: list[Reference], key: str):
         from benchfill import llm
@@ -63,6 +71,7 @@ class TrafficServices:
                                 stats=self.llm_stats)
         if not res.cached:
             SENT["model_calls"] += 1
+        self._repairs[key] = self._repairs.get(key, 0) + _repairs_of(res)
         if not res:  # a counted failure: the replies stayed unreadable after the repairs allowed
             return None
         child = {k: v for k, v in res.child.items() if k != "id"}
@@ -77,6 +86,7 @@ class TrafficServices:
                               stats=self.llm_stats)
         if not res.cached:
             SENT["model_calls"] += 1
+        self._repairs[key] = self._repairs.get(key, 0) + _repairs_of(res)
         if not res:
             return Verdict(False, f"judge reply unreadable: {res.reason}", self.config.judge.model)
         return Verdict(bool(res.valid), str(res.reason), self.config.judge.model)
@@ -89,6 +99,10 @@ class TrafficServices:
         if not got[0].cached and not key.rsplit(":", 1)[-1].startswith("spot"):
             SENT["rollouts"] += got[0].trials
         return int(got[0].correct)
+
+    def repair_calls(self, key: str) -> int:
+        """The repair turns the rewrite and judge of ``key`` took since last asked (``SearchServices``)."""
+        return self._repairs.pop(key, 0)
 
     def with_phase(self, phase: str) -> TrafficServices:
         """The same services whose rollouts are recorded under another phase (e.g. "confirm")."""

@@ -574,6 +574,12 @@ def child_id(strategy: str, gap_index: int, rnd: int, parent_index: int, child_i
     return f"{tag}-g{gap_index}-r{rnd}-p{parent_index}-c{child_index}"
 
 
+def _repair_calls(services: SearchServices, key: str) -> int:
+    """The repair turns the services' rewrite and judge of ``key`` took (``SearchServices``), 0 where not told."""
+    told = getattr(services, "repair_calls", None)
+    return int(told(key)) if told is not None else 0
+
+
 async def _make_child(
     gap: GapSearch,
     services: SearchServices,
@@ -599,11 +605,13 @@ async def _make_child(
     item = await services.rewrite(parent_item, ask, refs, key)
     if item is None:
         spend.failures += 1
+        spend.repair_calls += _repair_calls(services, key)
         child.flags.append("rewrite_failed")
         return child
     child.item = item
     spend.judge_calls += 1
     child.verdict = await services.judge(item, key)
+    spend.repair_calls += _repair_calls(services, key)
     if not child.verdict.valid:
         child.flags.append("judged_invalid")
         return child

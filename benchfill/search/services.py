@@ -41,12 +41,13 @@ class Spend:
     screen_rollouts: int = 0  # the order screen's spot checks (benchfill/search/screen.py), not in ``rollouts``
     rewriter_calls: int = 0
     judge_calls: int = 0
+    repair_calls: int = 0  # the rewriter's and judge's repair turns after a malformed reply: calls made too
     failures: int = 0
     prescreened: int = 0  # judged-valid children the text pre-screen kept from annotation
 
     @property
     def model_calls(self) -> int:
-        return self.rewriter_calls + self.judge_calls
+        return self.rewriter_calls + self.judge_calls + self.repair_calls
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -54,6 +55,7 @@ class Spend:
             "screen_rollouts": self.screen_rollouts,
             "rewriter_calls": self.rewriter_calls,
             "judge_calls": self.judge_calls,
+            "repair_calls": self.repair_calls,
             "model_calls": self.model_calls,
             "failures": self.failures,
             "prescreened": self.prescreened,
@@ -81,6 +83,9 @@ class SearchServices(Protocol):
 
     async def rollouts(self, item_id: str, item: dict[str, Any], probe: str, n: int, key: str) -> int:
         """Grade ``n`` fresh samples of ``probe`` on the item; the number correct."""
+
+    # Optional: ``repair_calls(key) -> int``, the repair turns the rewrite and judge of ``key`` took (each one
+    # a call to the model beyond the first), taken once. Services that never repair leave it out.
 
 
 def derive_seed(seed: int, *parts: object) -> int:

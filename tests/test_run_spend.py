@@ -1,0 +1,43 @@
+"""What a run reports as spent is what the endpoints served, and the dry run's bounds hold it.
+
+A repair turn (the rewriter's reply could not be read, so the model is asked again) is a call to the model,
+and the order screen's spot checks are rollouts: the report once left the first out of its spend and the
+dry run left both out of the bounds it calls upper bounds."""
+
+from __future__ import annotations
+
+import json
+
+from benchfill.benchmarks import get_benchmark
+from benchfill.run import RunOptions, dry_run, run
+from benchfill.sim import SimServer, World
+
+
+def test_repairs_and_spot_checks_are_spent_and_bounded(tmp_path):
+    bench = get_benchmark("demo")
+    world = World.from_items(bench.items, evaluator=bench.spec.evaluator, text_field=bench.spec.text_field,
+                             answer_field=bench.spec.answer_field, matrix=bench.matrix, n_probes=4, seed=3,
+                             rewriter_malformed_rate=0.5)
+    with SimServer(world) as srv:
+        probes = "".join(f'[[probes]]\nname = "{m}"\nmodel = "{m}"\nbase_url = "{srv.base_url}"\ntrials = 2\n'
+                         for m in world.probes)
+        cfg = tmp_path / "panel.toml"
+        cfg.write_text(probes + f'[rewriter]\nmodel = "openai/sim-rewriter"\napi_base = "{srv.base_url}"\n'
+                       f'[judge]\nmodel = "openai/sim-judge"\napi_base = "{srv.base_url}"\ntemperature = 0.0\n')
+        opts = RunOptions(benchmark="demo", config=str(cfg), runs_dir=str(tmp_path / "runs"), gaps=1, rounds=2,
+                          parents=2, children=2, references=8, progress=False, seed=3, confirm=False)
+        plan = dry_run(opts)
+        d = run(opts)
+        served = srv.stats["models"]
+    rep = json.loads((d / "report.json").read_text())
+    spend = rep["spend"]
+    llm_calls = served["sim-rewriter"]["successes"] + served["sim-judge"]["successes"]
+    print(f"spend {spend}; the server answered {llm_calls} rewriter and judge calls; dry run {plan}")
+    assert spend["repair_calls"] > 0  # half the rewriter's replies malformed: some were repaired
+    assert spend["model_calls"] == llm_calls  # every call the server answered is in the spend
+    assert spend["model_calls"] <= plan["model_calls_max"]
+    assert spend["screen_rollouts"] > 0
+    assert spend["rollouts"] + spend["screen_rollouts"] <= plan["annotation_rollouts_max"] + plan["screen_rollouts_max"]
+    from benchfill.report import summary_lines
+
+    assert any(f"(+ {spend['screen_rollouts']} spot-check rollouts)" in line for line in summary_lines(rep))
