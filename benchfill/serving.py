@@ -40,6 +40,11 @@ class EndpointCheck:
     # not reachable, but another replica of the same probe is ok: the fleet ejects a dead replica and
     # serves the probe. One that answers but refuses the key or lacks the model is never spare.
     spare: bool = False
+    skipped: bool = False  # a hosted provider's model (no api_base): not asked, and said so
+
+    @property
+    def status(self) -> str:
+        return "skip" if self.skipped else "ok" if self.ok else "FAIL"
 
     @property
     def ok(self) -> bool:
@@ -60,15 +65,23 @@ def check_endpoints(cfg: Config, timeout_s: float = 5.0) -> list[EndpointCheck]:
         fleet = p.endpoints if p.replicas is not None else []
         targets += [(p.name, url, p.model, p.api_key_env, i + 1 if fleet else 0, max(len(fleet), 1))
                     for i, (url, _) in enumerate(p.endpoints)]
+    hosted = []
     for role in ("rewriter", "judge"):
         llm = getattr(cfg, role)
-        if llm is not None and llm.api_base:  # hosted providers have no /v1/models worth asking
+        if llm is not None and llm.api_base:
             served = llm.model.split("/", 1)[1] if "/" in llm.model else llm.model
             targets.append((role, llm.api_base.rstrip("/"), served, llm.api_key_env, 0, 1))
+        elif llm is not None:  # a hosted provider's: no /v1/models worth asking, but not passed over in silence
+            hosted.append(EndpointCheck(role, "(hosted)", llm.model, False, False, "hosted provider (no api_base): "
+                                        "not checked; its first call will tell", skipped=True))
     listed: dict[tuple[str, str | None], tuple[bool, set[str], str]] = {}
     out = []
     with httpx.Client(timeout=timeout_s) as client:
         for name, url, model, key_env, replica, replicas in targets:
+            if key_env and not key_from_env(key_env):  # asked without it, the server's 401 would not say why
+                out.append(EndpointCheck(name, url, model, True, False, f"api_key_env: environment variable "
+                                         f"{key_env} is not set", replica, replicas))
+                continue
             if (url, key_env) not in listed:
                 listed[(url, key_env)] = _models(client, url, key_from_env(key_env))
             reachable, ids, detail = listed[(url, key_env)]
@@ -81,7 +94,7 @@ def check_endpoints(cfg: Config, timeout_s: float = 5.0) -> list[EndpointCheck]:
     served = {c.name for c in out if c.replica and c.ok}
     for c in out:
         c.spare = bool(c.replica) and not c.reachable and c.name in served
-    return out
+    return out + hosted
 
 
 def _models(client, url: str, key: str | None) -> tuple[bool, set[str] | None, str]:

@@ -182,6 +182,27 @@ def test_probes_check_reports_each_endpoint(tmp_path, capsys):
     assert cap.err.startswith("benchfill: error: 2 of 3 endpoints not ready; first: b")
 
 
+def test_probes_check_names_an_unset_key_variable_and_a_hosted_model_it_does_not_ask(tmp_path, capsys,
+                                                                                      monkeypatch):
+    """An api_key_env that is not set showed only as the server's HTTP 401, and a rewriter without an
+    api_base was left out of the list without a word."""
+    from benchfill.cli import main
+
+    monkeypatch.delenv("BF_UNSET_KEY_VAR", raising=False)
+    with LoopbackOpenAI(models=("m1",)) as srv:
+        path = tmp_path / "cfg.toml"
+        path.write_text(f'[[probes]]\nname = "a"\nbase_url = "{srv.base_url}"\nmodel = "m1"\n'
+                        f'[[probes]]\nname = "b"\nbase_url = "{srv.base_url}"\nmodel = "m1"\n'
+                        'api_key_env = "BF_UNSET_KEY_VAR"\n[rewriter]\nmodel = "openai/gpt-4o"\n')
+        assert main(["probes", "check", "--config", str(path)]) == 3
+    cap = capsys.readouterr()
+    lines = cap.out.splitlines()
+    assert [ln.split()[:2] for ln in lines] == [["ok", "a"], ["FAIL", "b"], ["skip", "rewriter"]]
+    assert "api_key_env: environment variable BF_UNSET_KEY_VAR is not set" in lines[1]
+    assert "hosted provider (no api_base): not checked" in lines[2]
+    assert cap.err.startswith("benchfill: error: 1 of 3 endpoints not ready; first: b")
+
+
 def test_retry_classification_and_retry_after():
     import httpx
 

@@ -61,8 +61,8 @@ def check_cmd(args: argparse.Namespace) -> int:
     checks = check_endpoints(cfg, timeout_s=args.timeout)
     width = max(len(c.label) for c in checks)
     for c in checks:
-        print(f"{'ok  ' if c.ok else 'FAIL'}  {c.label:<{width}}  {c.base_url}  {c.model}  {c.detail}")
-    bad = [c for c in checks if not c.ok]
+        print(f"{c.status:<4}  {c.label:<{width}}  {c.base_url}  {c.model}  {c.detail}")
+    bad = [c for c in checks if not c.ok and not c.skipped]
     if bad:
         # A fleet that keeps one replica still serves its probe; say so, but a check is a check.
         spare = sum(c.spare for c in bad)

@@ -454,7 +454,7 @@ def _require_endpoints(config, source) -> None:
     from benchfill.errors import EndpointError
     from benchfill.serving import check_endpoints
 
-    bad = [c for c in check_endpoints(config) if not c.ok and not c.spare]  # a fleet needs one replica up
+    bad = [c for c in check_endpoints(config) if not (c.ok or c.spare or c.skipped)]  # a fleet needs one replica up
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         c = bad[0]
