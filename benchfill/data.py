@@ -390,8 +390,32 @@ def _count(value: Any, name: str, path: Path, lineno: int) -> int:
     return value
 
 
+def _unique_keys_loader():
+    """PyYAML's safe loader, refusing a key given twice in one mapping: YAML keeps the last silently,
+    where TOML refuses it, so a second ``model:`` under a probe would replace the first without a word."""
+    import yaml
+    from yaml.constructor import ConstructorError
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:  # the keys as written (a merge "<<" brings keys one may override)
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise ConstructorError(None, None, f"key {key!r} given twice (first on line {seen[key]})",
+                                           key_node.start_mark)
+                seen[key] = key_node.start_mark.line + 1
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeys
+
+
 def read_mapping(path: Path) -> dict[str, Any]:
     """A TOML (.toml) or YAML (.yaml/.yml) file that holds a mapping: a config or a benchmark spec."""
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder, not a config file")
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     text = read_text(path)
@@ -404,7 +428,7 @@ def read_mapping(path: Path) -> dict[str, Any]:
         elif suffix in (".yaml", ".yml"):
             import yaml
 
-            data = yaml.safe_load(text) or {}
+            data = yaml.load(text, Loader=_unique_keys_loader()) or {}
         else:
             raise ConfigError(f"{path}: unknown config format {suffix!r} (use .toml, .yaml or .yml)")
     except ConfigError:

@@ -101,6 +101,17 @@ def test_errors_name_file_and_field(tmp_path):
         load_config(write(tmp_path, "a: 1\nb: [\n", "bad.yaml"))
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match=r"a folder, not a config file"):
+        load_config(tmp_path)
+    # YAML kept the last of a key given twice, where TOML refuses it: the second model replaced the first
+    dup = "probes:\n  - name: p1\n    base_url: http://h:1/v1\n    model: first\n    model: second\n"
+    with pytest.raises(ConfigError, match=r"dup.yaml:5: cannot parse config: key 'model' given twice \(first on line 4\)"):
+        load_config(write(tmp_path, dup, "dup.yaml"))
+    with pytest.raises(ConfigError, match=r"key 'x' given twice"):
+        load_config(write(tmp_path, "benchmark: {x: 1, x: 2}\n", "flow.yaml"))
+    # a string where a number belongs is named, not read as the number
+    with pytest.raises(ConfigError, match=r"field probes.0.trials: Input should be a valid integer"):
+        load_config(write(tmp_path, TOML.replace("trials = 8", 'trials = "8"')))
     with pytest.raises(ConfigError, match="unknown config format"):
         load_config(write(tmp_path, "{}", "cfg.ini"))
     with pytest.raises(ConfigError, match="unknown benchmark 'nope'; known: aime24"):
@@ -163,3 +174,11 @@ def test_a_key_pasted_into_api_key_env_is_refused(tmp_path, name):
 def test_real_variable_names_in_api_key_env_load(tmp_path, name):
     text = TOML.replace('api_key_env = "VLLM_API_KEY"', f'api_key_env = "{name}"')
     assert load_config(write(tmp_path, text)).probes[0].api_key_env == name
+
+
+def test_a_yaml_merge_key_may_still_be_overridden(tmp_path):
+    # the duplicate-key check reads the keys as written: a key a merge ("<<") brings in may be set again
+    text = ("x-probe: &probe {base_url: 'http://h:1/v1', model: m, trials: 8}\n"
+            "probes:\n  - <<: *probe\n    name: p1\n    trials: 4\n")
+    cfg = load_config(write(tmp_path, text.replace("x-probe", "benchmark"), "merge.yaml"))
+    assert cfg.probes[0].trials == 4 and cfg.probes[0].model == "m"
