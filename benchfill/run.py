@@ -240,6 +240,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         raise ConfigError(f"--gaps {opts.gaps}: {bench.name} has {len(items)} items, so at most {len(items) + 1} gaps")
     run_dir = runs_root(opts) / run_id_for(opts)
     fresh = not run_dir.exists()
+    made = [d for d in (run_dir, *run_dir.parents) if not d.exists()]  # the runs dir too, where this makes it
     run_dir.mkdir(parents=True, exist_ok=True)
     # One process at a time works in a run directory (a sweep's units, which search different gaps of one
     # run, share it among themselves); held until this process ends, however it ends.
@@ -248,13 +249,13 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     try:
         store = open_run_store(run_dir, opts.store)
     except BaseException:
-        _give_up(run_dir, fresh, lock)
+        _give_up(made, lock)
         raise
     try:  # a store named by URL may be shared: the same command from another folder has this run id too
         let_go = store.hold_run(exclusive=gaps_only is None) if opts.store else (lambda: None)
     except BaseException:
         store.close()
-        _give_up(run_dir, fresh, lock)
+        _give_up(made, lock)
         raise
     started = False
     try:
@@ -326,7 +327,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         if fresh and not started and opts.store is None:
             # Stopped before any work (bad config, endpoint down, a bug, Ctrl-C): leave no empty run directory.
             store.close()
-            shutil.rmtree(run_dir, ignore_errors=True)
+            _remove_made(made)
         raise
     finally:
         let_go()
@@ -335,12 +336,24 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     return run_dir
 
 
-def _give_up(run_dir: Path, fresh: bool, lock) -> None:
+def _give_up(made: list[Path], lock) -> None:
     """Stopped before the store was ready (it cannot be opened, or another process holds the run): a run
     directory this command made holds nothing yet, and goes."""
     locks.release(lock)
-    if fresh:
-        shutil.rmtree(run_dir, ignore_errors=True)
+    _remove_made(made)
+
+
+def _remove_made(made: list[Path]) -> None:
+    """Remove the run directory this command made (``made[0]``, if it made it), then the folders it made
+    above it (the runs dir of a first run) where nothing else has been written into them since."""
+    if not made:
+        return
+    shutil.rmtree(made[0], ignore_errors=True)
+    for d in made[1:]:
+        try:
+            d.rmdir()
+        except OSError:
+            break
 
 
 def _sha256_of(path: str) -> str:
