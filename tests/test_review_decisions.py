@@ -249,6 +249,28 @@ def test_export_takes_a_sheet_imported_under_a_reviewer_or_overridden_since(tmp_
     assert rows[1]["status"] == "rejected" and rows[1]["decision"] == ""
 
 
+def test_export_still_keeps_a_sheet_whose_decisions_an_import_could_record(tmp_path, shared_data):
+    # What settles a row must be what import would do with it: a blank reviewer cell is no one's until the
+    # file is imported under a name, and a decision changed back to an earlier one is new again.
+    run = make_run(tmp_path, shared_data)
+    _, csv_path = export_queue(run)
+    _edit_sheet(csv_path, r0={"decision": "reject", "reason": "wrong key"})  # reviewer cell left empty
+    with ReviewBoard(run) as board:
+        board.decide(CHILD_IDS[0], "bob", "accept", source="page")  # someone else, after the export
+    with pytest.raises(DataError, match=r"holds 1 decision\(s\) not imported yet"):
+        export_queue(run)
+    assert import_decisions(run, csv_path, reviewer="ann") == 1
+    _edit_sheet(csv_path, r0={"decision": "accept", "reason": ""})  # ann changes her mind in the sheet
+    assert import_decisions(run, csv_path, reviewer="ann") == 1
+    _edit_sheet(csv_path, r0={"decision": "reject", "reason": "wrong key"})  # and back, byte for byte as first
+    with pytest.raises(DataError, match=r"holds 1 decision\(s\) not imported yet"):
+        export_queue(run)
+    assert import_decisions(run, csv_path, reviewer="ann") == 1
+    export_queue(run)
+    with ReviewBoard(run) as board:
+        assert board.outcomes()[CHILD_IDS[0]].rejected_by == ["ann"]
+
+
 def test_a_fresh_sheet_shows_the_standing_edit(tmp_path, shared_data):
     # An imported edit changed what would be released, yet a re-exported sheet showed neither who edited
     # the item nor to what.

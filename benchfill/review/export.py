@@ -168,6 +168,10 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
                     "that. Export a fresh sheet, or clear this row")
             fresh.append(r)
         board.record(fresh)
+        # this file, as it stands, holds nothing more to import: export may replace it (_unimported)
+        sha = _sheet_sha256(path)
+        done = [pair for pair in board.store.get_meta(IMPORTED_SHEETS, []) if pair[0] != sha]
+        board.store.set_meta(IMPORTED_SHEETS, [*done, [sha, reviewer or ""]][-KEEP_SHEETS:])
         return len(fresh)
 
 
@@ -260,41 +264,78 @@ def _where(source: str) -> str:
     return "through the library"
 
 
-def _unimported(board: ReviewBoard, path: Path) -> int:
-    """How many filled decisions of the sheet at ``path`` the store neither holds nor has moved past.
+# run meta: [sha256 of a sheet file as it was imported, the --reviewer it was imported with], latest last
+IMPORTED_SHEETS = "review/imported_sheets"
+KEEP_SHEETS = 500
 
-    A row counts as imported when the store holds its decision from this very sheet (whoever the import's
-    ``--reviewer`` made of an empty reviewer cell), or as its reviewer's latest. A row that a decision made
-    after the sheet's export overrides (on the page, in another sheet) cannot be imported any more (import
-    refuses to undo the newer one), so it does not hold the export back either: else export and import
-    would each send the user to the other."""
-    decisions = board.decisions()
-    latest = {(d.item_id, d.reviewer): d for d in decisions}
-    n = 0
+
+def _sheet_sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _unimported(board: ReviewBoard, path: Path) -> int:
+    """How many filled decisions of the sheet at ``path`` an import could still record: as import reads them.
+
+    A row is settled when its reviewer's latest decision says the same (import would skip it), or when that
+    latest decision was made elsewhere after the sheet's export (import refuses to undo it, so the row cannot
+    be recorded any more, and holding the export back for it would send the user from export to import and
+    back). A row whose reviewer cell is empty takes the name ``--reviewer`` gives on import, which export
+    cannot know: it is read with the name this very file (byte for byte) was last imported with, and
+    counts as not imported where the file as it stands never was."""
     try:
+        digest = _sheet_sha256(path)
+        named = next((w for h, w in reversed(board.store.get_meta(IMPORTED_SHEETS, [])) if h == digest), None)
         with path.open(newline="", encoding="utf-8-sig") as fh:
-            for row in csv.DictReader(fh):
-                decision = (row.get("decision") or "").strip().lower()
-                if not decision:
-                    continue
-                item_id, who = (row.get("item_id") or "").strip(), (row.get("reviewer") or "").strip()
-                try:
-                    exported = as_utc(datetime.fromisoformat((row.get(EXPORTED_AT) or "").strip()))
-                except ValueError:
-                    exported = None
-                mine = [d for d in decisions if d.item_id == item_id and (not who or d.reviewer == who)]
-                sheet = f"sheet:{exported.isoformat()}" if exported else None
-                if sheet and any(d.source == sheet and d.decision == decision for d in mine):
-                    continue
-                prev = latest.get((item_id, who))
-                if prev is not None and prev.decision == decision:
-                    continue
-                if exported and any(d.source != sheet and as_utc(d.created_at) > exported for d in mine):
-                    continue
-                n += 1
+            rows = list(csv.DictReader(fh))
     except (UnicodeDecodeError, csv.Error):
         return 1  # unreadable as a sheet, yet filled in by someone: not ours to overwrite
+    by_item: dict[str, list] = {}
+    for d in board.decisions():
+        by_item.setdefault(d.item_id, []).append(d)
+    exported = None
+    for row in rows:
+        try:
+            exported = as_utc(datetime.fromisoformat((row.get(EXPORTED_AT) or "").strip()))
+            break
+        except ValueError:
+            continue
+    sheet = f"sheet:{exported.isoformat()}" if exported else None
+    n = 0
+    for row in rows:
+        decision = (row.get("decision") or "").strip().lower()
+        if not decision:
+            continue
+        item_id = (row.get("item_id") or "").strip()
+        who = (row.get("reviewer") or "").strip() or (named or "")
+        prev = None
+        for d in by_item.get(item_id, ()):  # oldest first: the reviewer's last one stands
+            if d.reviewer == who:
+                prev = d
+        if not who or not _settled(board, row, who, prev, decision, sheet, exported):
+            n += 1
     return n
+
+
+def _settled(board: ReviewBoard, row: dict[str, Any], reviewer: str, prev, decision: str, sheet: str | None,
+             exported: datetime | None) -> bool:
+    """Would import leave this row of ``reviewer`` alone: their latest decision says the same, or was made
+    elsewhere after the sheet's export (``import_decisions``'s own two tests)?"""
+    if prev is None:
+        return False
+    if exported is not None and prev.source != sheet and as_utc(prev.created_at) > exported:
+        return True
+    if prev.decision != decision:
+        return False
+    try:  # the reason and an edit's text count too, as import compares them
+        edit = decision == "edit"
+        new = board.prepare(prev.item_id, reviewer, decision, row.get("reason") or "",
+                            text=(row.get("edited_text") or None) if edit else None,
+                            answer=(row.get("edited_answer") or None) if edit else None)
+    except BenchfillError:
+        return decision == "withdraw"  # withdrawn already: nothing left to withdraw, nothing to record
+    return _same(prev, new)
 
 
 def _same(prev, new) -> bool:
