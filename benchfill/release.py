@@ -154,7 +154,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     target = bench_dir / version
     recorded = board.store.all(Release, Release.version == version)
     if recorded:
-        where = Path(recorded[0].path)
+        where = Path(recorded[0].path) if Path(recorded[0].path).is_absolute() else target  # (see _recorded)
         if where.resolve() == target.resolve() and _changelog_behind(bench_dir, target, version) \
                 and not verify_release(target, recorded[0].manifest_sha256):
             # killed between the store's row and the benchmark's changelog: the rerun writes the changelog
@@ -530,15 +530,38 @@ class ScaleOfRecord:
 
 
 def _check_previous(board: ReviewBoard, prev_dir: Path) -> None:
-    """Refuse to build on a release that does not verify against its manifest, or, where this run's store
-    recorded it, whose manifest is not the one recorded."""
-    want = prev_dir.resolve()
-    recorded = next((r.manifest_sha256 for r in board.store.all(Release) if Path(r.path).resolve() == want), None)
-    problems = verify_release(prev_dir, recorded)
+    """Refuse to build on a release whose data or changelog (what this one reads from it) no longer match
+    its manifest, or, where this run's store recorded it, whose manifest is not the one recorded. Other
+    files (a desktop's .DS_Store) are not this release's business: ``release verify`` names them."""
+    mpath = prev_dir / MANIFEST
+    try:
+        listed = json.loads(mpath.read_text(encoding="utf-8")).get("files") or {}
+    except (OSError, ValueError, AttributeError):
+        listed = None
+    problems = [] if isinstance(listed, dict) else [f"{mpath}: missing or unreadable"]
+    for name in (DATA_FILE, "CHANGELOG.md") if not problems else ():
+        info, path = listed.get(name), prev_dir / name
+        if not isinstance(info, dict) or not path.is_file() or _sha256(path) != info.get("sha256"):
+            problems.append(f"{path}: does not match its manifest (modified or missing)")
+    recorded = _recorded(board.store.all(Release), prev_dir)
+    if not problems and recorded is not None and _sha256(mpath) != recorded.manifest_sha256:
+        problems.append(f"{mpath}: not the manifest this run recorded for {prev_dir.name} (rewritten)")
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BenchfillError(f"the latest release, which this one would carry forward, does not verify: "
                              f"{problems[0]}{more}; restore it (benchfill release verify {prev_dir})")
+
+
+def _recorded(rows: list, release_dir: Path):
+    """The store's row of the release at ``release_dir``, or None. A row written before paths were kept
+    absolute holds the path as given, relative to a folder no longer known: matched by its benchmark and
+    version (one run releases a version once)."""
+    want = release_dir.resolve()
+    for r in rows:
+        path = Path(r.path)
+        if path.resolve() == want if path.is_absolute() else path.parts[-2:] == want.parts[-2:]:
+            return r
+    return None
 
 
 def _released_at(path: Path) -> str | None:
@@ -731,13 +754,10 @@ def recorded_sha256(release_dir: str | Path, run_dir: str | Path) -> str | None:
 
     store = open_run_store(Path(run_dir), create=False)
     try:
-        want = Path(release_dir).resolve()
-        for r in store.all(Release):
-            if Path(r.path).resolve() == want:
-                return r.manifest_sha256
+        row = _recorded(store.all(Release), Path(release_dir))
     finally:
         store.close()
-    return None
+    return None if row is None else row.manifest_sha256
 
 
 def diff_releases(a: str | Path, b: str | Path) -> ReleaseDiff:

@@ -248,10 +248,34 @@ def test_a_release_does_not_carry_an_altered_earlier_one_forward(tmp_path, share
     capsys.readouterr()
     assert main(["release", str(run), "--version", "1.1.0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "does not verify" in err[0] and "test.jsonl: sha256 differs" in err[0]
+    assert len(err) == 1 and "does not verify" in err[0] and "test.jsonl: does not match its manifest" in err[0]
     assert not (root / "1.1.0").exists()
     data.write_text(kept, encoding="utf-8")  # restored: the release goes ahead
+    (root / "1.0.0" / ".DS_Store").write_bytes(b"\0")  # a file no release reads does not hold it back
     assert main(["release", str(run), "--version", "1.1.0"]) == 0
+    # a manifest rewritten to fit changed data: only the sha256 the store recorded tells, also where the
+    # store holds the path as an older benchfill wrote it (relative to a folder it no longer knows)
+    from sqlalchemy import text
+
+    from benchfill.release import manifest_sha256
+    from benchfill.store import open_run_store
+
+    store = open_run_store(run, create=False)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE release SET path = 'releases/aime24/' || version"))
+    store.close()
+    v11 = root / "1.1.0"
+    manifest = json.loads((v11 / "manifest.json").read_text())
+    rows = (v11 / "data" / "test.jsonl").read_text(encoding="utf-8").splitlines()
+    (v11 / "data" / "test.jsonl").write_text("\n".join(rows[:-1]) + "\n", encoding="utf-8")
+    import hashlib
+
+    manifest["files"]["data/test.jsonl"]["sha256"] = hashlib.sha256((v11 / "data" / "test.jsonl").read_bytes()).hexdigest()
+    (v11 / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert manifest_sha256(v11)  # (verifies on its own files now)
+    capsys.readouterr()
+    assert main(["release", str(run), "--version", "1.2.0"]) == 2
+    assert "manifest.json: not the manifest this run recorded for 1.1.0" in capsys.readouterr().err
 
 
 def test_the_store_keeps_where_a_release_is_whatever_folder_it_was_made_from(tmp_path, shared_data, capsys,
