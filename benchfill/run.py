@@ -119,10 +119,12 @@ class RunOptions:
                 raise ConfigError(f"{name(key)}: a number in [{lo:g}, {hi:g}]{auto}, got {value!r}")
         if self.steering not in ("on", "off"):
             raise ConfigError(f"{name('steering')}: {self.steering!r} is neither on nor off")
-        # the run's folder is <runs dir>/<run id>: "../x" or "a/b" would write it elsewhere
-        if self.run_id is not None and (not isinstance(self.run_id, str) or not RUN_ID.fullmatch(self.run_id)):
-            raise ConfigError(f"{name('run_id')}: a plain folder name (letters, digits, '.', '_', '-', not "
-                              f"starting with '.' or '-'), got {self.run_id!r}")
+        # the run's folder is <runs dir>/<run id>: "../x" or "a/b" would write it elsewhere (any other name a
+        # folder may have is kept: runs made under it before must still resume)
+        rid = self.run_id
+        if rid and (not isinstance(rid, str) or rid.strip() in ("", ".", "..")
+                                or any(c in rid for c in "/\\\0")):
+            raise ConfigError(f"{name('run_id')}: a plain folder name (no '/', not '.' or '..'), got {rid!r}")
         if self.selection not in ("posterior", "reduction", "closest"):
             raise ConfigError(f"{name('selection')}: unknown rule {self.selection!r} "
                               "(choose from posterior, reduction, closest)")
@@ -180,9 +182,6 @@ class RunOptions:
 # field's name with dashes (a flag that turns it off: the field, then the flag).
 _FLAGS = {"sim_rewriter": "--rewriter", "sim_rewriter_knobs": "--rewriter-knobs", "confirm": "confirm (--no-confirm)",
           "progress": "progress (--quiet)"}
-
-
-RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")
 
 
 def option_flag(field_name: str) -> str:

@@ -69,8 +69,8 @@ class TrafficServices:
         res = await llm.rewrite(self.config.rewriter, shown, target_z, refs, spec=self.spec, store=self.store,
                                 seed=derive_seed(self.seed, "rewrite", key), retry=self.config.retry,
                                 stats=self.llm_stats)
-        if not res.cached:
-            SENT["model_calls"] += 1
+        if not res.cached:  # its repair turns were sent too
+            SENT["model_calls"] += 1 + _repairs_of(res)
         self._repairs[key] = self._repairs.get(key, 0) + _repairs_of(res)
         if not res:  # a counted failure: the replies stayed unreadable after the repairs allowed
             return None
@@ -84,8 +84,8 @@ class TrafficServices:
         res = await llm.judge(self.config.judge, shown, spec=self.spec, store=self.store,
                               seed=derive_seed(self.seed, "judge", key), retry=self.config.retry,
                               stats=self.llm_stats)
-        if not res.cached:
-            SENT["model_calls"] += 1
+        if not res.cached:  # its repair turns were sent too
+            SENT["model_calls"] += 1 + _repairs_of(res)
         self._repairs[key] = self._repairs.get(key, 0) + _repairs_of(res)
         if not res:
             return Verdict(False, f"judge reply unreadable: {res.reason}", self.config.judge.model)
