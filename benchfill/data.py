@@ -390,26 +390,35 @@ def _count(value: Any, name: str, path: Path, lineno: int) -> int:
     return value
 
 
-def _unique_keys_loader():
-    """PyYAML's safe loader, refusing a key given twice in one mapping: YAML keeps the last silently,
-    where TOML refuses it, so a second ``model:`` under a probe would replace the first without a word."""
+def _yaml_unique_keys(text: str):
+    """The YAML document's data, refusing a key given twice in one mapping: YAML keeps the last silently,
+    where TOML refuses it, so a second ``model:`` under a probe would replace the first without a word. The
+    keys are checked as written, on the composed nodes (before a merge "<<" brings keys one may override)."""
     import yaml
     from yaml.constructor import ConstructorError
 
-    class UniqueKeys(yaml.SafeLoader):
-        def construct_mapping(self, node, deep=False):
-            seen: dict[Any, int] = {}
-            for key_node, _ in node.value:  # the keys as written (a merge "<<" brings keys one may override)
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    seen_nodes: set[int] = set()
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:  # an alias: checked where it was anchored
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for key_node, value_node in node.value:
+                stack += [key_node, value_node]
                 if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                     continue
-                key = self.construct_object(key_node)
-                if key in seen:
-                    raise ConstructorError(None, None, f"key {key!r} given twice (first on line {seen[key]})",
-                                           key_node.start_mark)
-                seen[key] = key_node.start_mark.line + 1
-            return super().construct_mapping(node, deep=deep)
-
-    return UniqueKeys
+                key = (key_node.tag, key_node.value)
+                if key in first:
+                    raise ConstructorError(None, None, f"key {key_node.value!r} given twice (first on line "
+                                           f"{first[key]})", key_node.start_mark)
+                first[key] = key_node.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return yaml.safe_load(text)
 
 
 def read_mapping(path: Path) -> dict[str, Any]:
@@ -426,9 +435,7 @@ def read_mapping(path: Path) -> dict[str, Any]:
 
             data = tomllib.loads(text)
         elif suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.load(text, Loader=_unique_keys_loader()) or {}
+            data = _yaml_unique_keys(text) or {}
         else:
             raise ConfigError(f"{path}: unknown config format {suffix!r} (use .toml, .yaml or .yml)")
     except ConfigError:

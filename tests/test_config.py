@@ -182,3 +182,6 @@ def test_a_yaml_merge_key_may_still_be_overridden(tmp_path):
             "probes:\n  - <<: *probe\n    name: p1\n    trials: 4\n")
     cfg = load_config(write(tmp_path, text.replace("x-probe", "benchmark"), "merge.yaml"))
     assert cfg.probes[0].trials == 4 and cfg.probes[0].model == "m"
+    # a merge of a mapping that itself merges, anchored deeper than its alias (once read as a duplicate)
+    nested = "benchmark:\n  base: &base {k: 0}\n  a: {b: {c: &x {<<: *base, k: 1}}}\n  d: {<<: *x, k: 2}\n"
+    assert load_config(write(tmp_path, nested, "nested.yaml")).benchmark["d"] == {"k": 2}
