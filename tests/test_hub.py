@@ -149,7 +149,7 @@ def test_a_fresh_run_directory_is_removed_whatever_stops_the_run_before_its_work
                                  backend="sim", runs_dir=str(tmp_path / "runs"), progress=False)  # fmt: skip
     with pytest.raises(RuntimeError, match="disk gone"):
         run_module.run(opts)
-    assert list((tmp_path / "runs").iterdir()) == []
+    assert not (tmp_path / "runs").exists()  # nor the runs dir it made
 
 
 def test_a_malformed_line_of_a_local_data_file_is_named_and_no_progress_bar_is_drawn(tmp_path, capsys):

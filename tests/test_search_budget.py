@@ -19,7 +19,13 @@ def test_planned_budget_is_an_upper_bound_stated_as_such():
         # at the end: 20 children.
         assert got["confirmation_rollouts_max"] == 3 * 20 * round(ConfirmSettings().max_budgets * 96)
         assert got["benchmark_rollouts"] == 48 * 96
-        assert got["rollouts_max"] == 48 * 96 + 384 * 96 + got["confirmation_rollouts_max"]
+        # the order screen's spot checks: at most 6 steps x 4 trials at both ends of the axis, per child
+        assert got["screen_rollouts_max"] == 384 * 6 * 4 * 2
+        assert got["rollouts_max"] == 48 * 96 + 384 * 96 + 384 * 48 + got["confirmation_rollouts_max"]
+        # a repair turn is a model call: none allowed unless told (the dry run passes the config's)
+        assert got["repair_calls_max"] == 0 and got["model_calls_max"] == 2 * 384
+        repaired = planned_budget(opts, n_items=48, probe_trials=trials, have_responses=False, max_repairs=(2, 1))
+        assert repaired["model_calls_max"] == 2 * 384 + 384 * 3
         assert got["figures"].startswith("upper bounds") and got["annotation"] == annotation
     assert "adaptive" in got["figures"]
 
