@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from benchfill.data import read_mapping
 from benchfill.errors import ConfigError, DataError, validation_line
@@ -56,7 +56,9 @@ def strip_release_columns(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 class BenchmarkSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1)
+    # names its run and release folders: letters, digits, '.', '_' and '-' (a release refused it otherwise,
+    # after the run and its review)
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     text_field: str = "problem"
     answer_field: str = "answer"
     options_field: str | None = None
@@ -71,6 +73,13 @@ class BenchmarkSpec(BaseModel):
     hf_config: str | None = None
     hf_split: str = "test"
     id_field: str | None = None  # the dataset column holding item ids (default: id, task_id, ...)
+
+    @field_validator("chance")
+    @classmethod
+    def _a_floor(cls, v: float | str) -> float | str:
+        if v != "options" and not 0.0 <= v < 1.0:  # a floor of 1 or more: every answer right by guessing
+            raise ValueError(f"a guessing floor in [0, 1) or 'options', got {v!r}")
+        return v
 
     @classmethod
     def from_file(cls, path: str | Path) -> BenchmarkSpec:
@@ -90,6 +99,33 @@ class BenchmarkSpec(BaseModel):
             return cls.model_validate(data)
         except ValidationError as exc:
             raise ConfigError(validation_line(str(path), exc)) from exc
+
+    def required_fields(self) -> list[str]:
+        """The fields every item needs: its text, its answer and what the grader reads (``ConfigError`` naming
+        the evaluator where no grader of that name is registered)."""
+        from evaluators import spec_item_fields
+
+        try:
+            extra = spec_item_fields(self)
+        except ConfigError as exc:
+            raise ConfigError(f"benchmark {self.name}: {exc}") from None
+        return list(dict.fromkeys([self.text_field, self.answer_field, *extra]))
+
+    def check_runnable(self, where: str) -> None:
+        """Refuse, before any work, a spec whose grader or solver prompt does not exist (``where``: its file)."""
+        from benchfill.prompts import _template_path
+        from evaluators import spec_item_fields
+
+        try:
+            spec_item_fields(self)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: field {exc}") from None
+        solver = self.solver_prompt or self.evaluator
+        try:
+            _template_path(f"solver_{solver}", None)
+        except ConfigError:
+            raise ConfigError(f"{where}: field solver_prompt: no solver template {solver!r} "
+                              f"(prompts/solver_{solver}.txt)") from None
 
     def chance_of(self, item: dict[str, Any]) -> float:
         if self.chance == "options":
@@ -207,6 +243,7 @@ def custom_benchmark(items: str | Path, spec_file: str | Path, responses: str | 
     """Any other benchmark: an items file (or ``hf:ORG/NAME[:CONFIG][:SPLIT]``, whose local folder is looked
     for under ``data_dir``, else ``$BENCHFILL_DATA_DIR``), a spec file and optionally a response matrix."""
     spec = BenchmarkSpec.from_file(spec_file)
+    spec.check_runnable(str(spec_file))
     if isinstance(items, str) and items.startswith("hf:"):
         from benchfill.hub import load_items
 
@@ -230,4 +267,5 @@ def read_items_jsonl(path: Path | None, spec: BenchmarkSpec) -> list[dict[str, A
 
     if path is None:
         raise DataError(f"benchmark {spec.name}: no items file")
-    return strip_release_columns(read_items(path, required=(spec.text_field, spec.answer_field), spec_name=spec.name))
+    return strip_release_columns(read_items(path, required=spec.required_fields(), spec_name=spec.name,
+                                            text_field=spec.text_field, id_field=spec.id_field))

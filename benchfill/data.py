@@ -23,29 +23,44 @@ RESPONSE_FIELDS = ("model", "item_id", "correct", "trials")
 CHOICE_FIELDS = ("options", "choices")
 
 
-def read_items(path: str | Path, *, required: Sequence[str] = (), spec_name: str = "") -> list[dict[str, Any]]:
-    """Items from a JSONL file: one object per line with a unique ``id`` (kept as a string)
-    and every field named in ``required`` (the benchmark spec's text and answer fields)."""
+def read_items(path: str | Path, *, required: Sequence[str] = (), spec_name: str = "", text_field: str | None = None,
+               id_field: str | None = None) -> list[dict[str, Any]]:
+    """Items from a JSONL file: one object per line with a unique ``id`` (kept as a string; read from
+    ``id_field`` where the spec names one) and every field named in ``required`` (the benchmark spec's text,
+    answer and grader fields), none of them null, and ``text_field`` a text."""
     path = Path(path)
     items: list[dict[str, Any]] = []
     first_line: dict[str, int] = {}
+    id_name = id_field or "id"
     for lineno, obj in jsonl_objects(path):
-        item_id = obj.get("id")
+        item_id = obj.get(id_name)
         if isinstance(item_id, bool) or not isinstance(item_id, (str, int)) or str(item_id) == "":
-            raise DataError(f"{path}:{lineno}: missing or invalid field 'id'")
+            raise DataError(f"{path}:{lineno}: missing or invalid field {id_name!r}")
         item_id = str(item_id)
         if item_id in first_line:
             raise DataError(f"{path}:{lineno}: duplicate item id {item_id!r} (first on line {first_line[item_id]})")
         first_line[item_id] = lineno
-        for f in required:
-            if f not in obj:
-                spec = f" (spec {spec_name})" if spec_name else ""
-                raise DataError(f"{path}:{lineno}: item {item_id} lacks field {f!r}{spec}")
+        check_item_fields(obj, item_id, required, text_field, f"{path}:{lineno}", spec_name)
         obj["id"] = item_id
         items.append(obj)
     if not items:
         raise DataError(f"{path}: empty items file")
     return items
+
+
+def check_item_fields(obj: dict[str, Any], item_id: str, required: Sequence[str], text_field: str | None,
+                      where: str, spec_name: str = "") -> None:
+    """Every field of ``required`` present and not null, and ``text_field`` a text: a null answer would be
+    graded as the string "None", and a question that is a JSON object shown to the probes as one."""
+    spec = f" (spec {spec_name})" if spec_name else ""
+    for f in required:
+        if f not in obj:
+            raise DataError(f"{where}: item {item_id} lacks field {f!r}{spec}")
+        if obj[f] is None:
+            raise DataError(f"{where}: item {item_id}: field {f!r} is null{spec}")
+    if text_field is not None and text_field in obj and not isinstance(obj[text_field], str):
+        raise DataError(f"{where}: item {item_id}: field {text_field!r} is not text "
+                        f"(a JSON {type(obj[text_field]).__name__}){spec}")
 
 
 def guessing_floor(item: dict[str, Any], options_field: str | None = None) -> float:

@@ -175,11 +175,18 @@ def load_items(ref: str | HubRef, spec: Any = None, data_dir: str | Path | None 
     if id_field is not None and id_field not in columns:
         raise DataError(f"{ref}: no id column {id_field!r} (columns: {', '.join(columns)})")
     name = ref.repo.rstrip("/").rsplit("/", 1)[-1]
-    items, seen = [], set()
-    for n, row in enumerate(rows):
-        item_id = str(row[id_field]) if id_field else f"{name}-{n}"
+    from benchfill.data import check_item_fields
+
+    required = spec.required_fields() if spec is not None else []
+    items, seen = [], {}
+    for n, row in enumerate(rows, start=1):
+        item_id = str(row[id_field]) if id_field else f"{name}-{n - 1}"
         if item_id in seen:
-            raise DataError(f"{ref}: duplicate item id {item_id!r} in column {id_field!r} (row {n})")
-        seen.add(item_id)
+            raise DataError(f"{ref}: duplicate item id {item_id!r} in column {id_field!r} (row {n}; first in row "
+                            f"{seen[item_id]})")
+        seen[item_id] = n
+        # a column a row lacks comes back as None (datasets fills it): as null as in a JSONL file
+        check_item_fields(row, item_id, required, getattr(spec, "text_field", None), f"{ref} row {n}",
+                          getattr(spec, "name", ""))
         items.append({**row, "id": item_id})
     return items

@@ -430,6 +430,9 @@ def load_benchmark(opts: RunOptions):
     from benchfill.benchmarks import custom_benchmark, get_benchmark
 
     if opts.items or opts.spec:
+        if opts.benchmark:  # the run would be named after one benchmark and made of the other
+            raise ConfigError(f"--benchmark {opts.benchmark} with --items/--spec: name a registered benchmark, "
+                              "or give items and a spec, not both")
         if not (opts.items and opts.spec):
             raise ConfigError("a custom benchmark needs both --items and --spec")
         return custom_benchmark(opts.items, opts.spec, opts.responses, opts.data_dir)

@@ -351,6 +351,10 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
     if executor not in ("local", "ray"):
         raise ConfigError(f"--executor: unknown executor {executor!r} (choose from local, ray)")
     check_benchmarks(sweep)
+    if sweep.store:  # a store that cannot be opened fails every unit, one at a time: say so once, first
+        from benchfill.store import Store
+
+        Store(sweep.store, run_id="").close()
     made, lock = _hold_sweep(sweep)
     try:
         tracker = Progress(sweep, progress)

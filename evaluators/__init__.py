@@ -30,7 +30,7 @@ from benchfill.errors import ConfigError
 from evaluators.base import Evaluator, Grade, field_name
 
 __all__ = ["EVALUATORS", "Evaluator", "Grade", "evaluator_for_run", "field_name", "get_evaluator", "isolation_of",
-           "register", "require_confinement"]
+           "register", "require_confinement", "spec_item_fields"]
 
 # name -> Evaluator subclass (or any zero-argument-compatible factory returning one)
 EVALUATORS: dict[str, Callable[..., Evaluator]] = {}
@@ -69,6 +69,15 @@ def get_evaluator(name: str, **options: Any) -> Evaluator:
         return factory(**options)
     except TypeError as exc:
         raise ConfigError(f"evaluator {name!r}: bad options {sorted(options)}: {exc}") from None
+
+
+def spec_item_fields(spec: Any) -> list[str]:
+    """The item fields the spec's grader reads beyond the answer (``Evaluator.item_fields``), by the spec's
+    names; ``ConfigError`` for a grader no one registered."""
+    factory = EVALUATORS.get(spec.evaluator)
+    if factory is None:
+        raise ConfigError(f"evaluator: unknown name {spec.evaluator!r} (known: {', '.join(sorted(EVALUATORS))})")
+    return [field_name(spec, attr, default) for attr, default in getattr(factory, "item_fields", ())]
 
 
 def isolation_of(name: str) -> str | None:

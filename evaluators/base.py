@@ -43,6 +43,10 @@ class Evaluator:
     per-call start-up cost (the code sandbox) override them to batch.
     """
 
+    # The spec fields (attribute, default name) it reads from every item beyond the answer: a run checks
+    # them on loading, not when the first probe's answer comes back to be graded.
+    item_fields: tuple[tuple[str, str], ...] = ()
+
     name: str = ""
     # Grading takes long enough (a sandbox launch per batch) to run in worker processes, off the
     # event loop of a run (benchfill.grading); such a grader must pickle.

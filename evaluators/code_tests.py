@@ -48,6 +48,8 @@ class CodeTests(Evaluator):
     None, the user set ``BENCHFILL_ALLOW_UNCONFINED=1``.
     """
 
+    item_fields = (("tests_field", "test"), ("entry_point_field", "entry_point"))
+
     offload = True
 
     def __init__(self, timeout: float = 10.0, cpu_seconds: int = 10, allow_unconfined: bool | None = None):

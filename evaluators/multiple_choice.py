@@ -63,6 +63,8 @@ def _reference_letter(item: dict, answer_name: str, n_options: int) -> str:
 class MultipleChoice(Evaluator):
     """Grades ``The answer is (X)`` / ``Answer: X`` / a lone letter against the reference letter."""
 
+    item_fields = (("options_field", "options"),)
+
     def _options(self, item: dict, spec: Any) -> list:
         name = field_name(spec, "options_field", "options")
         options = item_field(item, name, "options_field")

@@ -52,7 +52,8 @@ def test_no_data_is_a_clear_error(tmp_path, monkeypatch):
 def test_custom_benchmark_from_spec_file(tmp_path):
     (tmp_path / "spec.toml").write_text('[benchmark]\nname = "mine"\ntext_field = "q"\nanswer_field = "a"\n'
                                         'evaluator = "multiple_choice"\nchance = 0.25\n')
-    (tmp_path / "items.jsonl").write_text(json.dumps({"id": "x", "q": "?", "a": "B"}) + "\n\n")
+    (tmp_path / "items.jsonl").write_text(json.dumps({"id": "x", "q": "?", "a": "B", "options": list("ABCD")})
+                                          + "\n\n")
     b = custom_benchmark(tmp_path / "items.jsonl", tmp_path / "spec.toml")
     assert b.spec.name == "mine" and b.items[0]["q"] == "?" and list(b.chance) == [0.25]
     (tmp_path / "spec.json").write_text('{"name": "j", "chance": "often"}')
@@ -65,9 +66,41 @@ def test_custom_benchmark_from_spec_file(tmp_path):
     ('{"id": "", "q": "?", "a": "1"}', r"items.jsonl:2: missing or invalid field 'id'"),
     ('{"id": "a", "q": "?", "a": "1"}', r"items.jsonl:2: duplicate item id 'a'"),
     ("{oops", r"items.jsonl:2: malformed JSON"),
+    # graded as the string "None", or shown to the probes as a JSON object: found when the items are read
+    ('{"id": "b", "q": "?", "a": null}', r"items.jsonl:2: item b: field 'a' is null \(spec m\)"),
+    ('{"id": "b", "q": {"x": 1}, "a": "1"}', r"items.jsonl:2: item b: field 'q' is not text \(a JSON dict\)"),
 ])
 def test_bad_items_name_file_and_line(tmp_path, line, msg):
     (tmp_path / "spec.json").write_text('{"name": "m", "text_field": "q", "answer_field": "a"}')
     (tmp_path / "items.jsonl").write_text('{"id": "a", "q": "?", "a": "1"}\n' + line + "\n")
     with pytest.raises(DataError, match=msg):
         _ = custom_benchmark(tmp_path / "items.jsonl", tmp_path / "spec.json").items
+
+
+@pytest.mark.parametrize("spec,items_line,msg", [
+    # found once the probes' answers came back to be graded, after the benchmark's rollouts (and the run
+    # folder they left blocked the corrected command)
+    ('{"name": "m", "evaluator": "multiple_choice"}', '{"id": "a", "problem": "?", "answer": "B"}',
+     r"items.jsonl:1: item a lacks field 'options' \(spec m\)"),
+    ('{"name": "m", "evaluator": "code", "text_field": "prompt"}', '{"id": "a", "prompt": "def f(): pass", "answer": "x"}',
+     r"items.jsonl:1: item a lacks field 'test'"),
+    ('{"name": "m", "evaluator": "nosuch"}', '{"id": "a", "problem": "?", "answer": "1"}',
+     r"spec.json: field evaluator: unknown name 'nosuch'"),
+    ('{"name": "m", "solver_prompt": "nosuch"}', '{"id": "a", "problem": "?", "answer": "1"}',
+     r"spec.json: field solver_prompt: no solver template 'nosuch'"),
+    # a traceback from the guessing floor; a name the release refused after the run and its review
+    ('{"name": "m", "chance": 1.5}', '{"id": "a", "problem": "?", "answer": "1"}',
+     r"spec.json: field chance: Value error, a guessing floor in \[0, 1\) or 'options', got 1.5"),
+    ('{"name": "My quiz/v2"}', '{"id": "a", "problem": "?", "answer": "1"}', r"spec.json: field name: "),
+])
+def test_a_spec_no_run_can_use_is_refused_when_read(tmp_path, spec, items_line, msg):
+    (tmp_path / "spec.json").write_text(spec)
+    (tmp_path / "items.jsonl").write_text(items_line + "\n")
+    with pytest.raises((ConfigError, DataError), match=msg):
+        _ = custom_benchmark(tmp_path / "items.jsonl", tmp_path / "spec.json").items
+
+
+def test_the_spec_id_field_names_the_ids_of_a_local_file_too(tmp_path):
+    (tmp_path / "spec.json").write_text('{"name": "m", "id_field": "qid"}')
+    (tmp_path / "items.jsonl").write_text('{"qid": 7, "problem": "?", "answer": "1"}\n')
+    assert [it["id"] for it in custom_benchmark(tmp_path / "items.jsonl", tmp_path / "spec.json").items] == ["7"]

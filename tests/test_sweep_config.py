@@ -369,3 +369,13 @@ def test_a_store_with_a_password_fails_before_any_run(tmp_path):
             load_sweep(_write(tmp_path, GOOD), store=url)
         assert "s3cret" not in str(err.value)
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_store_that_cannot_be_opened_fails_the_sweep_once_before_any_run(tmp_path):
+    """Every unit failed on it one at a time, and a table of blank rows was written."""
+    from benchfill.sweep import run_sweep
+
+    sweep = load_sweep(_write(tmp_path, GOOD), store="postgresql+psycopg://u@127.0.0.1:9/db", runs_dir=str(tmp_path / "runs"))
+    with pytest.raises(ConfigError, match=r"^cannot open store postgresql\+psycopg://u@127\.0\.0\.1:9/db: "):
+        run_sweep(sweep, progress=False)
+    assert not (tmp_path / "runs").exists() and not sweep.out_dir.exists()
