@@ -254,3 +254,17 @@ def test_out_of_range_sampler_options_are_refused_with_any_engine(tmp_path, caps
     out = tmp_path / "fit.json"
     _usage_error(capsys, ["fit", "--benchmark", "demo", "--out", str(out), *argv], pattern)
     assert not out.exists()
+
+
+def test_items_beside_a_saved_fit_must_be_the_fits(tmp_path, capsys):
+    """`diagnose --fit F --items other.jsonl` ignored the items file, whoever's it was."""
+    fit_path = tmp_path / "fit.json"
+    assert main(["fit", "--responses", _responses(tmp_path), "--out", str(fit_path)]) == 0
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"id": f"x{i}", "problem": "?", "answer": "1"}) + "\n" for i in range(6)))
+    capsys.readouterr()
+    _one_line(*_err(capsys, ["diagnose", "--fit", str(fit_path), "--items", str(other)]),
+              r"--items .*other\.jsonl: \d+ of the fit's \d+ items are not in it \(e\.g\. 'q\d'\)")
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text("".join(json.dumps({"id": f"q{i}", "problem": "?", "answer": "1"}) + "\n" for i in range(6)))
+    assert main(["diagnose", "--fit", str(fit_path), "--items", str(mine)]) == 0

@@ -96,7 +96,7 @@ def _target_arg(p: argparse.ArgumentParser) -> None:
 def load_matrix(args: argparse.Namespace) -> tuple[Any, list[dict] | None]:
     """The response matrix (and items, when known) named by --benchmark or --responses/--items."""
     from benchfill.cli.output import warn_untried
-    from benchfill.data import read_items, read_responses
+    from benchfill.data import read_responses
     from benchfill.errors import ConfigError, DataError
 
     if args.benchmark and args.responses:
@@ -104,12 +104,7 @@ def load_matrix(args: argparse.Namespace) -> tuple[Any, list[dict] | None]:
     if args.benchmark and args.items:  # the benchmark brings its own items; --items would be dropped or mixed in
         raise ConfigError(f"--items {args.items}: --benchmark {args.benchmark} brings its own items; "
                           "give --items with --responses")
-    if args.items and args.items.startswith("hf:"):  # a Hugging Face dataset (benchfill.hub)
-        from benchfill.hub import load_items
-
-        items = load_items(args.items, data_dir=args.data_dir or os.environ.get("BENCHFILL_DATA_DIR"))
-    else:
-        items = read_items(args.items) if args.items else None
+    items = _items_arg(args)
     if args.benchmark == "demo":
         from benchfill.demo import demo_benchmark
 
@@ -178,9 +173,32 @@ def fit_or_load(args: argparse.Namespace, matrix: Any) -> Any:
     )
 
 
+def _items_arg(args: argparse.Namespace) -> list[dict] | None:
+    """The items of --items (a JSONL file, or hf:ORG/NAME), or None."""
+    if not args.items:
+        return None
+    if args.items.startswith("hf:"):  # a Hugging Face dataset (benchfill.hub)
+        from benchfill.hub import load_items
+
+        return load_items(args.items, data_dir=args.data_dir or os.environ.get("BENCHFILL_DATA_DIR"))
+    from benchfill.data import read_items
+
+    return read_items(args.items)
+
+
 def _inputs(args: argparse.Namespace) -> tuple[Any, list[dict] | None, Any]:
     if args.fit_path and not (args.responses or args.benchmark):
-        return None, None, fit_or_load(args, None)
+        f = fit_or_load(args, None)
+        items = _items_arg(args)
+        if items is not None:  # the file must be the fit's: it names and writes out the fit's items
+            from benchfill.errors import DataError
+
+            have = {it["id"] for it in items}
+            odd = [i for i in f.item_ids if i not in have]
+            if odd:
+                raise DataError(f"--items {args.items}: {len(odd)} of the fit's {len(f.item_ids)} items are not in "
+                                f"it (e.g. {odd[0]!r}); give the items file the fit was made from")
+        return None, items, f
     matrix, items = load_matrix(args)
     return matrix, items, fit_or_load(args, matrix)
 
