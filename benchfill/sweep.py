@@ -351,7 +351,8 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
     if executor not in ("local", "ray"):
         raise ConfigError(f"--executor: unknown executor {executor!r} (choose from local, ray)")
     check_benchmarks(sweep)
-    if sweep.store:  # a store that cannot be opened fails every unit, one at a time: say so once, first
+    if sweep.store and executor == "local":  # one that cannot be opened fails every unit, one at a time: say so
+        # once, first (the Ray path opens it once itself, after its own checks)
         from benchfill.store import Store
 
         Store(sweep.store, run_id="").close()
