@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -58,7 +59,7 @@ class BenchmarkSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # names its run and release folders: letters, digits, '.', '_' and '-' (a release refused it otherwise,
     # after the run and its review)
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(min_length=1)
     text_field: str = "problem"
     answer_field: str = "answer"
     options_field: str | None = None
@@ -73,6 +74,14 @@ class BenchmarkSpec(BaseModel):
     hf_config: str | None = None
     hf_split: str = "test"
     id_field: str | None = None  # the dataset column holding item ids (default: id, task_id, ...)
+
+    @field_validator("name")
+    @classmethod
+    def _a_folder_name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v):
+            raise ValueError(f"{v!r} must be letters, digits, '.', '_' or '-' (it names the run's and the "
+                             "release's folders)")
+        return v
 
     @field_validator("chance")
     @classmethod
@@ -123,9 +132,8 @@ class BenchmarkSpec(BaseModel):
         solver = self.solver_prompt or self.evaluator
         try:
             _template_path(f"solver_{solver}", None)
-        except ConfigError:
-            raise ConfigError(f"{where}: field solver_prompt: no solver template {solver!r} "
-                              f"(prompts/solver_{solver}.txt)") from None
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: field solver_prompt {solver!r}: {exc}") from None
 
     def chance_of(self, item: dict[str, Any]) -> float:
         if self.chance == "options":
@@ -267,5 +275,6 @@ def read_items_jsonl(path: Path | None, spec: BenchmarkSpec) -> list[dict[str, A
 
     if path is None:
         raise DataError(f"benchmark {spec.name}: no items file")
-    return strip_release_columns(read_items(path, required=spec.required_fields(), spec_name=spec.name,
-                                            text_field=spec.text_field, id_field=spec.id_field))
+    # a release's rows lose its columns before the check: a field it shipped as item_<name> is <name> again
+    return read_items(path, required=spec.required_fields(), spec_name=spec.name, text_field=spec.text_field,
+                      id_field=spec.id_field, clean=lambda row: strip_release_columns([row]))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +24,21 @@ CHOICE_FIELDS = ("options", "choices")
 
 
 def read_items(path: str | Path, *, required: Sequence[str] = (), spec_name: str = "", text_field: str | None = None,
-               id_field: str | None = None) -> list[dict[str, Any]]:
-    """Items from a JSONL file: one object per line with a unique ``id`` (kept as a string; read from
-    ``id_field`` where the spec names one) and every field named in ``required`` (the benchmark spec's text,
-    answer and grader fields), none of them null, and ``text_field`` a text."""
+               id_field: str | None = None, clean: Callable[[dict[str, Any]], Any] | None = None
+               ) -> list[dict[str, Any]]:
+    """Items from a JSONL file: one object per line with a unique ``id`` (kept as a string; read from the
+    spec's ``id_field`` in a file whose rows have no ``id``) and every field named in ``required`` (the
+    benchmark spec's text, answer and grader fields), none of them null, and ``text_field`` a text.
+    ``clean``: applied to each object before it is checked (a release's columns taken off its rows)."""
     path = Path(path)
     items: list[dict[str, Any]] = []
     first_line: dict[str, int] = {}
-    id_name = id_field or "id"
     for lineno, obj in jsonl_objects(path):
+        if clean is not None:
+            clean(obj)
+        # a row with an id keeps it: a release's rows carry the release's ids, and copy the id_field column
+        # from parent to child
+        id_name = "id" if "id" in obj or not id_field else id_field
         item_id = obj.get(id_name)
         if isinstance(item_id, bool) or not isinstance(item_id, (str, int)) or str(item_id) == "":
             raise DataError(f"{path}:{lineno}: missing or invalid field {id_name!r}")

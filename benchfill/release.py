@@ -544,6 +544,12 @@ def _check_previous(board: ReviewBoard, prev_dir: Path) -> None:
         if not isinstance(info, dict) or not path.is_file() or _sha256(path) != info.get("sha256"):
             problems.append(f"{path}: does not match its manifest (modified or missing)")
     recorded = _recorded(board.store.all(Release), prev_dir)
+    if recorded is not None and not Path(recorded.path).is_absolute() and not problems:
+        # an older row, matched by benchmark and version only: this release must be the one this run made
+        run_name = board.run_dir.resolve().name
+        ours = any(r.get("released_in") == prev_dir.name and r.get("run_id") == run_name
+                   for r in _load_rows(prev_dir).values())
+        recorded = recorded if ours else None
     if not problems and recorded is not None and _sha256(mpath) != recorded.manifest_sha256:
         problems.append(f"{mpath}: not the manifest this run recorded for {prev_dir.name} (rewritten)")
     if problems:

@@ -87,11 +87,12 @@ def test_bad_items_name_file_and_line(tmp_path, line, msg):
     ('{"name": "m", "evaluator": "nosuch"}', '{"id": "a", "problem": "?", "answer": "1"}',
      r"spec.json: field evaluator: unknown name 'nosuch'"),
     ('{"name": "m", "solver_prompt": "nosuch"}', '{"id": "a", "problem": "?", "answer": "1"}',
-     r"spec.json: field solver_prompt: no solver template 'nosuch'"),
+     r"spec.json: field solver_prompt 'nosuch': prompt 'solver_nosuch': no file solver_nosuch.txt"),
     # a traceback from the guessing floor; a name the release refused after the run and its review
     ('{"name": "m", "chance": 1.5}', '{"id": "a", "problem": "?", "answer": "1"}',
      r"spec.json: field chance: Value error, a guessing floor in \[0, 1\) or 'options', got 1.5"),
-    ('{"name": "My quiz/v2"}', '{"id": "a", "problem": "?", "answer": "1"}', r"spec.json: field name: "),
+    ('{"name": "My quiz/v2"}', '{"id": "a", "problem": "?", "answer": "1"}',
+     r"spec.json: field name: Value error, 'My quiz/v2' must be letters, digits"),
 ])
 def test_a_spec_no_run_can_use_is_refused_when_read(tmp_path, spec, items_line, msg):
     (tmp_path / "spec.json").write_text(spec)
@@ -104,3 +105,8 @@ def test_the_spec_id_field_names_the_ids_of_a_local_file_too(tmp_path):
     (tmp_path / "spec.json").write_text('{"name": "m", "id_field": "qid"}')
     (tmp_path / "items.jsonl").write_text('{"qid": 7, "problem": "?", "answer": "1"}\n')
     assert [it["id"] for it in custom_benchmark(tmp_path / "items.jsonl", tmp_path / "spec.json").items] == ["7"]
+    # rows with an id keep it: a release's rows carry the release's ids, and a child copies its parent's qid
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "qid": 7, "problem": "?", "answer": "1"}\n'
+                                          '{"id": "a-child", "qid": 7, "problem": "??", "answer": "2"}\n')
+    items = custom_benchmark(tmp_path / "items.jsonl", tmp_path / "spec.json").items
+    assert [it["id"] for it in items] == ["a", "a-child"]
