@@ -8,21 +8,13 @@ import re
 
 import numpy as np
 import pytest
+from test_cli_files import MATRIX, _err
 
 from benchfill.cli import main
 from benchfill.irt.fit import IrtFit
 
-MATRIX = "model,item_id,correct,trials\n" + "".join(
-    f"m{m},q{i},{min(i + m, 4) if (i + m) % 3 else 0},4\n" for m in range(4) for i in range(6))
 
-
-def _err(capsys, argv) -> tuple[int, str]:
-    rc = main(argv)
-    out, err = capsys.readouterr()
-    return rc, err
-
-
-def _one_line(rc: int, err: str, pattern: str) -> None:
+def _one_line(rc: int, err: str, pattern: str) -> None:  # (test_cli_files': with the exit code of a refusal)
     assert rc == 2, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert re.search(pattern, err), err
