@@ -168,6 +168,9 @@ class Outcome:
     red_reach: float = 0.0
     rollouts_reach: int = 0
     filled_reach: int = 0
+    # The order screen's spot checks at the ends of the probe axis (search/screen.py): probe rollouts too, but
+    # not in ``rollouts`` (annotation and confirmation), the figure the rollout bar has been read on
+    screen_rollouts: int = 0
 
 
 @dataclass
@@ -491,7 +494,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                                             if not beyond[r.gap_index]]),
                              rollouts_reach=sum(r.spend.rollouts for r in res if not beyond[r.gap_index]),
                              filled_reach=sum(r.left < c.confirmation.z < r.right for r, c in chosen
-                                              if not beyond[r.gap_index]))
+                                              if not beyond[r.gap_index]),
+                             screen_rollouts=sum(r.spend.screen_rollouts for r in res))
     if "oracle" in strategies:
         r = red(oracle_fill(z, K))
         out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
@@ -789,6 +793,11 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
                       f"{per_filled:.0f} per filled gap (confirmed inside; filled {sum(o.filled_confirmed for o in kind)}"
                       f" of {K * len(kind)}) vs {rollouts_ref:.0f} per gap before this change, when every chosen item "
                       f"counted as filled (ratio {per_filled / rollouts_ref:.2f}; bar 1.20)")
+                with_screen = sum(o.rollouts + o.screen_rollouts for o in kind) / max(
+                    sum(o.filled_confirmed for o in kind), 1)
+                print(f"kind, {strategy}: with the order screen's spot checks too (the figure above counts "
+                      f"annotation and confirmation only): {with_screen:.0f} per filled gap "
+                      f"(ratio {with_screen / rollouts_ref:.2f})")
 
 
 def main() -> None:
