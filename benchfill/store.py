@@ -348,10 +348,28 @@ def _remembered(path: Path) -> tuple[str, str]:
     return lines[0], lines[1] if len(lines) > 1 else path.parent.name
 
 
+WAL_SWITCH_S = 30.0  # as long as the busy timeout the connection is opened with
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    import sqlite3
+    import time
+
     cur = dbapi_conn.cursor()
     # WAL: readers (the review page) never block the one writer; NORMAL sync is durable across a kill.
-    cur.execute("PRAGMA journal_mode=WAL")
+    # Two connections switching a new file to WAL at once can deadlock on its lock, and SQLite then answers
+    # "database is locked" at once instead of waiting out the busy timeout (measured: about 1 in 350 opens of
+    # a new store by six threads at once, as a sweep's units do): the switch is tried again until it is made.
+    deadline, wait = time.monotonic() + WAL_SWITCH_S, 0.01
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(wait)
+            wait = min(wait * 2, 0.5)
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
