@@ -219,6 +219,7 @@ ABILITY_BLIND = False
 # ``--reach-probes``: what-if: the panel plus two probes whose abilities are the easiest and the hardest items'
 # difficulties, so that no gap lies beyond its reach (the remedy a run's warning names).
 REACH_PROBES = False
+SPOT_ON = "all"  # what-if: the order screen's spot checks on "contenders" only (ScreenSettings.spot_on)
 # ``--world-matrix``: what-if: the benchmark's published matrix redrawn from the world (same models, items and
 # trials; each model at its fitted ability, each item at its latent b and the world's own slope), so that the
 # published rows and the probe panel's rows answer by one model. The real rows follow the items' real slopes,
@@ -376,6 +377,12 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     world, each on its own annotator, so a strategy's figures do not depend on which come after it: a
     caller that needs only benchfill's (a test) names it alone. The baseline is matched to benchfill's
     rounds and rewrites, so it needs benchfill."""
+    from dataclasses import replace
+
+    from benchfill.search import screen
+
+    if screen.DEFAULT_SCREEN.spot_on != SPOT_ON:  # --spot-on (in every process: workers start afresh)
+        screen.DEFAULT_SCREEN = replace(screen.DEFAULT_SCREEN, spot_on=SPOT_ON)
     unknown = set(strategies) - set(STRATEGIES)
     if unknown:
         raise ValueError(f"unknown strategies {sorted(unknown)}; known: {', '.join(STRATEGIES)}")
@@ -527,13 +534,13 @@ def _cpus() -> int:
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -851,6 +858,9 @@ def main() -> None:
     ap.add_argument("--ability-blind", action="store_true",
                     help="what-if: the annotator takes every probe's ability as exact (as before it knew "
                          "their standard errors), to show what knowing them buys")
+    ap.add_argument("--spot-on", choices=("all", "contenders"), default="all",
+                    help="what-if: the order screen spot-checks every annotated child (all, the default) or only "
+                         "those the annotation did not rule out as far from the target (ScreenSettings.spot_on)")
     ap.add_argument("--reach-probes", action="store_true",
                     help="what-if: the panel plus a probe at the easiest and one at the hardest item's difficulty, "
                          "so that no gap lies beyond the panel's reach (the remedy a run's warning names)")
@@ -889,7 +899,7 @@ def main() -> None:
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON
 
     PANEL = args.panel
     DISCRIMINATION = args.discrimination
@@ -900,6 +910,7 @@ def main() -> None:
     PRIOR_SLOPES = args.prior_slopes
     OWN_SAMPLING = args.own_sampling
     REACH_PROBES = args.reach_probes
+    SPOT_ON = args.spot_on
     WORLD_MATRIX = args.world_matrix
     WIDENS = not args.take_widening
     if args.accept_within is not None and not 0 < args.accept_within <= 1:
@@ -950,6 +961,7 @@ def main() -> None:
           f"{'; the placement states its own sampling se' if OWN_SAMPLING else ''}"
           f"{f'; selection {SELECTION}' if SELECTION != 'posterior' else ''}"
           f"{'; two probes added at the easiest and the hardest items' if REACH_PROBES else ''}"
+          f"{'; the order screen spot-checks contenders only' if SPOT_ON != 'all' else ''}"
           f"{'; published matrices redrawn from the world' if WORLD_MATRIX else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
