@@ -416,9 +416,21 @@ def _yaml_unique_keys(text: str):
     where TOML refuses it, so a second ``model:`` under a probe would replace the first without a word. The
     keys are checked as written, on the composed nodes (before a merge "<<" brings keys one may override)."""
     import yaml
+
+    loader = yaml.SafeLoader(text)  # composed once: checked, then constructed from the same nodes
+    try:
+        root = loader.get_single_node()
+        _check_unique_keys(root)
+        return loader.construct_document(root) if root is not None else None
+    finally:
+        loader.dispose()
+
+
+def _check_unique_keys(root) -> None:
+    """Raise at the second of a key given twice in one mapping of the composed document (merges left out)."""
+    import yaml
     from yaml.constructor import ConstructorError
 
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
     seen_nodes: set[int] = set()
     stack = [root] if root is not None else []
     while stack:
@@ -439,7 +451,6 @@ def _yaml_unique_keys(text: str):
                 first[key] = key_node.start_mark.line + 1
         elif isinstance(node, yaml.SequenceNode):
             stack += node.value
-    return yaml.safe_load(text)
 
 
 def read_mapping(path: Path) -> dict[str, Any]:

@@ -59,12 +59,16 @@ def _load_builtins() -> None:
         importlib.import_module(module)
 
 
-def get_evaluator(name: str, **options: Any) -> Evaluator:
-    """A fresh evaluator for ``name``; ``options`` go to its constructor (e.g. ``timeout``)."""
+def _factory(name: str) -> Callable[..., Evaluator]:
     factory = EVALUATORS.get(name)
     if factory is None:
-        known = ", ".join(sorted(EVALUATORS))
-        raise ConfigError(f"evaluator: unknown name {name!r} (known: {known})")
+        raise ConfigError(f"evaluator: unknown name {name!r} (known: {', '.join(sorted(EVALUATORS))})")
+    return factory
+
+
+def get_evaluator(name: str, **options: Any) -> Evaluator:
+    """A fresh evaluator for ``name``; ``options`` go to its constructor (e.g. ``timeout``)."""
+    factory = _factory(name)
     try:
         return factory(**options)
     except TypeError as exc:
@@ -74,9 +78,7 @@ def get_evaluator(name: str, **options: Any) -> Evaluator:
 def spec_item_fields(spec: Any) -> list[str]:
     """The item fields the spec's grader reads beyond the answer (``Evaluator.item_fields``), by the spec's
     names; ``ConfigError`` for a grader no one registered."""
-    factory = EVALUATORS.get(spec.evaluator)
-    if factory is None:
-        raise ConfigError(f"evaluator: unknown name {spec.evaluator!r} (known: {', '.join(sorted(EVALUATORS))})")
+    factory = _factory(spec.evaluator)
     return [field_name(spec, attr, default) for attr, default in getattr(factory, "item_fields", ())]
 
 

@@ -69,9 +69,10 @@ class TrafficServices:
         res = await llm.rewrite(self.config.rewriter, shown, target_z, refs, spec=self.spec, store=self.store,
                                 seed=derive_seed(self.seed, "rewrite", key), retry=self.config.retry,
                                 stats=self.llm_stats)
+        extra = _repairs_of(res)
         if not res.cached:  # its repair turns were sent too
-            SENT["model_calls"] += 1 + _repairs_of(res)
-        self._repairs[key] = self._repairs.get(key, 0) + _repairs_of(res)
+            SENT["model_calls"] += 1 + extra
+        self._repairs[key] = self._repairs.get(key, 0) + extra
         if not res:  # a counted failure: the replies stayed unreadable after the repairs allowed
             return None
         child = {k: v for k, v in res.child.items() if k != "id"}
@@ -84,9 +85,10 @@ class TrafficServices:
         res = await llm.judge(self.config.judge, shown, spec=self.spec, store=self.store,
                               seed=derive_seed(self.seed, "judge", key), retry=self.config.retry,
                               stats=self.llm_stats)
+        extra = _repairs_of(res)
         if not res.cached:  # its repair turns were sent too
-            SENT["model_calls"] += 1 + _repairs_of(res)
-        self._repairs[key] = self._repairs.get(key, 0) + _repairs_of(res)
+            SENT["model_calls"] += 1 + extra
+        self._repairs[key] = self._repairs.get(key, 0) + extra
         if not res:
             return Verdict(False, f"judge reply unreadable: {res.reason}", self.config.judge.model)
         return Verdict(bool(res.valid), str(res.reason), self.config.judge.model)

@@ -8,6 +8,7 @@ Reviewers who prefer a spreadsheet fill the decision columns of the CSV
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import tempfile
@@ -169,7 +170,7 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
             fresh.append(r)
         board.record(fresh)
         # this file, as it stands, holds nothing more to import: export may replace it (_unimported)
-        sha = _sheet_sha256(path)
+        sha = _sheet_sha256(path.read_bytes())
         done = [pair for pair in board.store.get_meta(IMPORTED_SHEETS, []) if pair[0] != sha]
         board.store.set_meta(IMPORTED_SHEETS, [*done, [sha, reviewer or ""]][-KEEP_SHEETS:])
         return len(fresh)
@@ -269,10 +270,10 @@ IMPORTED_SHEETS = "review/imported_sheets"
 KEEP_SHEETS = 500
 
 
-def _sheet_sha256(path: Path) -> str:
+def _sheet_sha256(data: bytes) -> str:
     import hashlib
 
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(data).hexdigest()
 
 
 def _unimported(board: ReviewBoard, path: Path) -> int:
@@ -285,10 +286,10 @@ def _unimported(board: ReviewBoard, path: Path) -> int:
     cannot know: it is read with the name this very file (byte for byte) was last imported with, and
     counts as not imported where the file as it stands never was."""
     try:
-        digest = _sheet_sha256(path)
+        data = path.read_bytes()  # read once: its digest and its rows
+        digest = _sheet_sha256(data)
         named = next((w for h, w in reversed(board.store.get_meta(IMPORTED_SHEETS, [])) if h == digest), None)
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.DictReader(fh))
+        rows = list(csv.DictReader(io.StringIO(data.decode("utf-8-sig"), newline="")))
     except (UnicodeDecodeError, csv.Error):
         return 1  # unreadable as a sheet, yet filled in by someone: not ours to overwrite
     by_item: dict[str, list] = {}
