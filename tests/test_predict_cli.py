@@ -102,7 +102,7 @@ def test_residuals_refuse_feature_options_a_saved_predictor_settles(shared_data,
     assert main(["predict", "residuals", "--benchmark", "aime25", "--data-dir", str(shared_data),
                  "--predictor", str(out), "--families", "length"]) == 2
     err = capsys.readouterr().err
-    assert "--families: --predictor" in err and "brings its own families and embedder" in err
+    assert "--families: --predictor" in err and "brings its own families, embedder and scorers" in err
 
 
 def test_score_warns_or_refuses_when_the_items_lack_the_predictors_text_field(tmp_path, capsys):

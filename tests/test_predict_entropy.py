@@ -140,3 +140,86 @@ def test_a_scorer_error_body_echoing_the_key_is_scrubbed(monkeypatch):
     with pytest.raises(EndpointError, match="HTTP 401: denied; request headers were") as err:
         feats.trajectory(feats.scorers[0], "a b")
     assert "s3cret" not in str(err.value)
+
+
+def test_the_trajectory_cache_resumes_without_asking_again_and_drops_a_cut_last_line(tmp_path):
+    cache = tmp_path / "entropy.jsonl"
+    seen = []
+    texts = ["one two", "one two three", "a b c d"]
+    with LogprobServer() as srv:
+        first = EntropyFeatures([Scorer.parse(srv.url("flat"))], concurrency=2, cache=str(cache),
+                                on_progress=lambda s, done, total: seen.append((s.model, done, total)))
+        _, X1 = first(texts[:2])
+        assert len(srv.requests) == 2 and first.computed == 2
+        assert sorted(seen) == [("flat", 1, 2), ("flat", 2, 2)]
+        # a crash mid-write leaves a cut last line: it is dropped and that text scored again
+        with open(cache, "a", encoding="utf-8") as fh:
+            fh.write('{"model": "flat", "max_to')
+        again = EntropyFeatures([Scorer.parse(srv.url("flat"))],
+                                cache=str(cache))
+        _, X2 = again(texts)
+        assert len(srv.requests) == 3 and again.computed == 1  # only the new text was asked for
+        assert X2[:2] == pytest.approx(X1)
+        assert X2[2, SUMMARY_NAMES.index("mean")] == pytest.approx(np.log(2))
+        # another max_tokens is another trajectory: asked for, not taken from the cache
+        other = EntropyFeatures([Scorer.parse(srv.url("flat"), max_tokens=1)], cache=str(cache))
+        other(texts[:1])
+        assert len(srv.requests) == 4
+    lines = cache.read_text().splitlines()
+    assert len(lines) == 4 and all(line.endswith("}") for line in lines)
+    cache.write_text("not json\n")
+    with pytest.raises(ConfigError, match=r"entropy.jsonl:1: not a trajectory record"):
+        EntropyFeatures([Scorer.parse("flat@http://127.0.0.1:1/v1")], cache=str(cache))
+
+
+def test_the_cli_says_how_far_the_scorer_is_and_a_rerun_asks_only_for_the_rest(shared_data, tmp_path, capsys):
+    from benchfill.cli import main
+
+    cache = tmp_path / "answers.jsonl"
+    pred = tmp_path / "aime.json"
+    with LogprobServer() as srv:
+        args = ["--benchmark", "aime25", "--data-dir", str(shared_data), "--families", "length,entropy",
+                "--scorer", srv.url("flat"), "--scorer-cache", str(cache)]
+        assert main(["predict", "evaluate", *args]) == 0
+        err = capsys.readouterr().err
+        assert "scorer flat: 15/15 items" in err and len(srv.requests) == 15
+        # train, then residuals with the saved predictor, through the same cache: nothing asked again
+        assert main(["predict", "train", *args, "--out", str(pred)]) == 0
+        assert main(["predict", "residuals", "--benchmark", "aime25", "--data-dir", str(shared_data),
+                     "--predictor", str(pred), "--scorer-cache", str(cache), "--threshold", "0"]) == 0
+        assert len(srv.requests) == 15
+        assert "scorer flat: 15/15 items" in capsys.readouterr().err
+    assert len(cache.read_text().splitlines()) == 15
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--families", "length", "--scorer", "m@http://127.0.0.1:1/v1"],
+     "--scorer: applies only to the entropy family, which --families leaves out"),
+    (["--families", "length", "--scorer-cache", "c.jsonl"],
+     "--scorer-cache: applies only to the entropy family, which --families leaves out"),
+    (["--families", "length,entropy"],
+     "--families: the entropy family needs a scorer (--scorer MODEL@URL, an endpoint that returns logprobs)"),
+])
+@pytest.mark.parametrize("command", ["evaluate", "residuals"])
+def test_scorer_options_that_do_not_fit_the_families_are_refused_before_the_fit(shared_data, capsys, command,
+                                                                                  args, said):
+    from benchfill.cli import main
+
+    rc = main(["predict", command, "--benchmark", "aime25", "--data-dir", str(shared_data), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [f"benchfill: error: {said}"]  # no "fitting 1PL" line: nothing ran before it
+
+
+def test_residuals_with_a_predictor_refuses_a_scorer_of_its_own(shared_data, tmp_path, capsys):
+    from benchfill.cli import main
+
+    pred = tmp_path / "p.json"
+    assert main(["predict", "train", "--benchmark", "aime25", "--data-dir", str(shared_data), "--families",
+                 "length", "--out", str(pred)]) == 0
+    capsys.readouterr()
+    for extra, said in ((["--scorer", "m@http://127.0.0.1:1/v1"], "--scorer: --predictor"),
+                        (["--scorer-cache", "c.jsonl"], f"--scorer-cache: --predictor {pred} uses no scorer")):
+        rc = main(["predict", "residuals", "--benchmark", "aime25", "--data-dir", str(shared_data),
+                   "--predictor", str(pred), *extra])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1 and said in err[0]

@@ -68,6 +68,8 @@ def _feature_args(p: argparse.ArgumentParser) -> None:
                    help="minilm (all-MiniLM-L6-v2, the 'embed' extra) or hashing (no model; default)")
     p.add_argument("--scorer", action="append", default=[], metavar="MODEL@URL",
                    help="a scorer with logprobs for the entropy family (repeat for cross-scorer gaps)")
+    p.add_argument("--scorer-cache", metavar="FILE",
+                   help="keep the scorers' answers in this JSON-lines file; a rerun asks only for the rest")
     p.add_argument("--regressor", choices=("ridge", "forest"), default="ridge")
 
 
@@ -88,13 +90,32 @@ def _load(args):
     return load_targets(args.benchmark, args.data_dir, seed=args.seed, progress=_progress)
 
 
+def _check_scorers(args, families) -> None:
+    """The scorer options against the families, before any work (an IRT fit can take a while)."""
+    from benchfill.errors import ConfigError
+    from benchfill.predict.entropy import Scorer
+
+    for s in args.scorer:  # a malformed scorer or one with credentials in its URL
+        Scorer.parse(s)
+    if "entropy" in families and not args.scorer:
+        raise ConfigError("--families: the entropy family needs a scorer (--scorer MODEL@URL, an endpoint that "
+                          "returns logprobs)")
+    if "entropy" not in families:
+        given = "--scorer" if args.scorer else "--scorer-cache" if args.scorer_cache else None
+        if given:
+            raise ConfigError(f"{given}: applies only to the entropy family, which --families leaves out")
+
+
 def _blocks(args, labelled, families):
     from benchfill.predict.embed import get_embedder
-    from benchfill.predict.entropy import EntropyFeatures, Scorer
+    from benchfill.predict.entropy import EntropyFeatures, Scorer, progress_lines
     from benchfill.predict.features import build_blocks
 
     embed = get_embedder(args.embedder) if "embedding" in families else None
-    entropy = EntropyFeatures([Scorer.parse(s) for s in args.scorer]) if "entropy" in families else None
+    entropy = None
+    if "entropy" in families:
+        entropy = EntropyFeatures([Scorer.parse(s) for s in args.scorer], cache=args.scorer_cache,
+                                  on_progress=progress_lines(_progress))
     return build_blocks(labelled.texts, families, seed=args.seed, embedder=embed, entropy=entropy)
 
 
@@ -102,21 +123,19 @@ def cmd_train(args) -> int:
     from benchfill.benchmarks import registered_spec
     from benchfill.cli.output import check_out_file
     from benchfill.errors import ConfigError
-    from benchfill.predict.entropy import Scorer
     from benchfill.predict.features import parse_families
     from benchfill.predict.predictor import train
 
     if not args.out:  # refused before the training, not after it
         raise ConfigError(f"--out {args.out!r}: give a file to write the predictor to")
     check_out_file(args.out, "--out")
-    for s in args.scorer:  # a malformed scorer or one with credentials in its URL, before any work
-        Scorer.parse(s)
     families = parse_families(args.families)
+    _check_scorers(args, families)
     labelled = _load(args)
     spec = registered_spec(args.benchmark[0])
     pred, cv = train(labelled, families, embedder=args.embedder, scorers=args.scorer, regressor=args.regressor,
                      folds=args.folds, seed=args.seed, text_field=spec.text_field, options_field=spec.options_field,
-                     progress=_progress)
+                     progress=_progress, scorer_cache=args.scorer_cache)
     pred.save(args.out)
     rho, pacc = cv.rho, cv.pacc
     print(f"{args.out}: {len(labelled)} items, families {','.join(families)}; {len(cv.fold_names)}-fold "
@@ -133,6 +152,7 @@ def cmd_evaluate(args) -> int:
     from benchfill.predict.models import DifficultyModel
 
     families = parse_families(args.families)
+    _check_scorers(args, families)
     labelled = _load(args)
     groups = {"kfold": None, "lobo": labelled.benchmark, "category": labelled.category}[args.split]
     folds = args.folds
@@ -219,22 +239,27 @@ def cmd_residuals(args) -> int:
     from benchfill.predict.predictor import Predictor
     from benchfill.predict.residuals import format_flags, residual_flags
 
-    labelled = _load(args)
     if args.predictor:
         from benchfill.errors import ConfigError
 
         # options the predictor settles itself: given anyway, they would be ignored without a word
         given = [f for f, v, d in (("--families", args.families, "length,structural,embedding"),
-                                   ("--embedder", args.embedder, "hashing")) if v != d]
+                                   ("--embedder", args.embedder, "hashing"), ("--scorer", args.scorer, [])) if v != d]
         if given:
-            raise ConfigError(f"{given[0]}: --predictor {args.predictor} brings its own families and embedder; "
-                              "give one or the other")
+            raise ConfigError(f"{given[0]}: --predictor {args.predictor} brings its own families, embedder and "
+                              "scorers; give one or the other")
         pred = Predictor.load(args.predictor)
         families = pred.families
+        if args.scorer_cache and "entropy" not in families:
+            raise ConfigError(f"--scorer-cache: --predictor {args.predictor} uses no scorer")
+        pred.with_scorer_cache(args.scorer_cache, _progress)
+        labelled = _load(args)
         oof = pred.predict_texts(labelled.texts)
         how = f"predictor {args.predictor} (trained on {', '.join(pred.scales)})"
     else:
         families = parse_families(args.families)
+        _check_scorers(args, families)
+        labelled = _load(args)
         splits = make_splits("kfold", len(labelled), folds=min(args.folds, len(labelled)), seed=args.seed,
                              min_test=1)  # only the out-of-fold predictions are used
         oof = cross_validate(_blocks(args, labelled, families), labelled.z, labelled.benchmark, splits,

@@ -10,8 +10,11 @@ total variation). With several scorers, the pairwise absolute gaps between their
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -74,16 +77,70 @@ class Scorer:
         return cls(model=model, base_url=url, **kw)
 
 
-class EntropyFeatures:
-    """Callable texts -> (names, matrix): each scorer's summaries, then the cross-scorer gaps."""
+def progress_lines(say: Callable[[str], None], every: int = 50) -> Callable[[Scorer, int, int], None]:
+    """An ``on_progress`` that says "scorer M: n/N items" every ``every`` items and at the last one."""
+    def on_progress(s: Scorer, done: int, total: int) -> None:
+        if done % every == 0 or done == total:
+            say(f"scorer {s.model}: {done}/{total} items")
+    return on_progress
 
-    def __init__(self, scorers: Sequence[Scorer], concurrency: int = 8, timeout_s: float = 120.0):
+
+class EntropyFeatures:
+    """Callable texts -> (names, matrix): each scorer's summaries, then the cross-scorer gaps.
+
+    ``cache``: a JSON-lines file of trajectories, read at start and appended to as each reply arrives, so
+    that scoring thousands of items with a real model resumes where a crash or a stop left it. A
+    trajectory is kept under the scorer's model name, ``max_tokens`` and ``top_logprobs`` and the text's
+    digest, not its URL (the same model served on another port is the same scorer). ``on_progress`` is
+    called with (scorer, done, total) as replies arrive.
+    """
+
+    def __init__(self, scorers: Sequence[Scorer], concurrency: int = 8, timeout_s: float = 120.0,
+                 cache: str | None = None, on_progress: Callable[[Scorer, int, int], None] | None = None):
         if not scorers:
             raise ConfigError("entropy features need at least one scorer")
         self.scorers = list(scorers)
         self.concurrency = concurrency
         self.timeout_s = timeout_s
         self._clients: dict[Scorer, object] = {}
+        self.cache = cache
+        self.on_progress = on_progress
+        self.memo: dict[tuple, list[float]] = {}
+        self.computed = 0  # trajectories asked of a scorer (not from the cache)
+        self._lock = threading.Lock()
+        if cache and os.path.exists(cache):
+            self._read_cache(cache)
+
+    @staticmethod
+    def _key(s: Scorer, text: str) -> tuple:
+        return (s.model, s.max_tokens, s.top_logprobs, hashlib.blake2b(text.encode(), digest_size=16).hexdigest())
+
+    def _read_cache(self, path: str) -> None:
+        good = 0  # bytes up to the last whole record
+        with open(path, "rb") as fh:
+            for n, raw in enumerate(fh, 1):
+                if not raw.endswith(b"\n"):  # the last line, cut by a crash mid-write: dropped, scored again
+                    break
+                try:
+                    r = json.loads(raw)
+                    key = (r["model"], r["max_tokens"], r["top_logprobs"], r["text"])
+                    H = [float(h) for h in r["H"]]
+                except (ValueError, KeyError, TypeError):
+                    raise ConfigError(f"{path}:{n}: not a trajectory record of the entropy cache") from None
+                self.memo[key] = H
+                good += len(raw)
+        if good < os.path.getsize(path):
+            with open(path, "r+b") as fh:
+                fh.truncate(good)
+
+    def _remember(self, key: tuple, H: list[float]) -> None:
+        with self._lock:
+            self.memo[key] = H
+            self.computed += 1
+            if self.cache:
+                rec = {"model": key[0], "max_tokens": key[1], "top_logprobs": key[2], "text": key[3], "H": H}
+                with open(self.cache, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(rec) + "\n")
 
     def _client(self, s: Scorer):
         if s not in self._clients:
@@ -118,11 +175,25 @@ class EntropyFeatures:
                 names += [f"gap:{self.scorers[a].model}-{self.scorers[b].model}:{n}" for n in SUMMARY_NAMES]
         return names
 
+    def _cached_trajectory(self, s: Scorer, text: str, count: list[int], total: int) -> list[float]:
+        key = self._key(s, text)
+        H = self.memo.get(key)
+        if H is None:
+            H = self.trajectory(s, text)
+            self._remember(key, H)
+        with self._lock:
+            count[0] += 1
+            done = count[0]
+        if self.on_progress:
+            self.on_progress(s, done, total)
+        return H
+
     def __call__(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
         per_scorer = []
         for s in self.scorers:
+            count = [0]
             with ThreadPoolExecutor(self.concurrency) as pool:
-                trajs = list(pool.map(lambda t, s=s: self.trajectory(s, t), texts))
+                trajs = list(pool.map(lambda t, s=s, count=count: self._cached_trajectory(s, t, count, len(texts)), texts))
             per_scorer.append(np.array([summarize(h) for h in trajs]).reshape(len(texts), len(SUMMARY_NAMES)))
         cols = list(per_scorer)
         for a in range(len(per_scorer)):

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from benchfill.errors import ConfigError, DataError
-from benchfill.predict.entropy import EntropyFeatures, Scorer
+from benchfill.predict.entropy import EntropyFeatures, Scorer, progress_lines
 from benchfill.predict.evaluate import CrossValidation, cross_validate, make_splits
 from benchfill.predict.features import build_blocks
 from benchfill.predict.models import DifficultyModel
@@ -72,6 +72,14 @@ class Predictor:
         if "entropy" in self.families and self._entropy is None:
             self._entropy = EntropyFeatures([Scorer.parse(s) for s in self.scorers])
         return self._embed, self._entropy
+
+    def with_scorer_cache(self, cache: str | None, progress: Callable[[str], None] | None = None) -> Predictor:
+        """Keep the scorers' answers in ``cache`` (JSON lines; a rerun asks only for the rest) and say how far
+        they are through ``progress``: a real scorer answers an item in seconds. No-op without entropy."""
+        if "entropy" in self.families:
+            self._entropy = EntropyFeatures([Scorer.parse(s) for s in self.scorers], cache=cache,
+                                            on_progress=progress_lines(progress) if progress else None)
+        return self
 
     def warm_up(self) -> Predictor:
         """Load the embedding model (if any) now, so the first scored item does not pay for it."""
@@ -258,12 +266,16 @@ def train(
     text_field: str | None = None,
     options_field: str | None = None,
     progress: Callable[[str], None] | None = None,
+    scorer_cache: str | None = None,
 ) -> tuple[Predictor, CrossValidation]:
-    """Cross-validate (K-fold, for the residual sd), then fit on every labelled item."""
+    """Cross-validate (K-fold, for the residual sd), then fit on every labelled item.
+
+    ``scorer_cache``: a JSON-lines file that keeps the scorers' trajectories, so a stopped run resumes
+    (``EntropyFeatures``)."""
     pred = Predictor(families=list(families), model=DifficultyModel(regressor=regressor, seed=seed),
                      residual_sd=float("nan"), embedder=embedder, scorers=list(scorers), seed=seed,
                      text_field=text_field, options_field=options_field, scales=dict(labelled.scales))
-    embed, entropy = pred._features()
+    embed, entropy = pred.with_scorer_cache(scorer_cache, progress)._features()
     blocks = build_blocks(labelled.texts, families, seed=seed, embedder=embed, entropy=entropy)
     k = min(folds, len(labelled) // 3)  # each fold holds out three items or more (its rank correlation)
     if k < folds and progress:
