@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from loopback_openai import ThreadedServer
@@ -189,7 +191,15 @@ def test_the_cli_says_how_far_the_scorer_is_and_a_rerun_asks_only_for_the_rest(s
                      "--predictor", str(pred), "--scorer-cache", str(cache), "--threshold", "0"]) == 0
         assert len(srv.requests) == 15
         assert "scorer flat: 15/15 items" in capsys.readouterr().err
-    assert len(cache.read_text().splitlines()) == 15
+        # score two new items: one the scorer has answered (an aime25 problem), one it has not
+        items = tmp_path / "new.jsonl"
+        aime = json.loads((shared_data / "aime25" / "items.jsonl").read_text().splitlines()[0])
+        items.write_text(json.dumps({"id": "old", "problem": aime["problem"]}) + "\n"
+                         + json.dumps({"id": "new", "problem": "Find x if 2x = 6."}) + "\n")
+        assert main(["predict", "score", "--predictor", str(pred), "--items", str(items),
+                     "--scorer-cache", str(cache)]) == 0
+        assert len(srv.requests) == 16 and "scorer flat: 2/2 items" in capsys.readouterr().err
+    assert len(cache.read_text().splitlines()) == 16
 
 
 @pytest.mark.parametrize("args, said", [
@@ -223,3 +233,7 @@ def test_residuals_with_a_predictor_refuses_a_scorer_of_its_own(shared_data, tmp
                    "--predictor", str(pred), *extra])
         err = capsys.readouterr().err.strip().splitlines()
         assert rc == 2 and len(err) == 1 and said in err[0]
+    rc = main(["predict", "score", "--predictor", str(pred), "--items", str(tmp_path / "none.jsonl"),
+               "--scorer-cache", "c.jsonl"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [f"benchfill: error: --scorer-cache: --predictor {pred} uses no scorer"]

@@ -40,6 +40,8 @@ def register(subparsers: Any) -> None:
                    help="items JSONL with the predictor's text field (its training benchmark's, e.g. prompt)")
     s.add_argument("--benchmark", metavar="NAME", help="put predictions on this training benchmark's scales")
     s.add_argument("--out", metavar="FILE", help="write JSONL here instead of stdout")
+    s.add_argument("--scorer-cache", metavar="FILE",
+                   help="a predictor with the entropy family: keep its scorers' answers here (a rerun resumes)")
     s.set_defaults(func=cmd_score)
 
     r = sub.add_parser("residuals", help="items whose observed difficulty is far from the predicted one, ranked")
@@ -204,6 +206,11 @@ def cmd_score(args) -> int:
 
     check_out_file(args.out, "--out")
     pred = Predictor.load(args.predictor)
+    if args.scorer_cache and "entropy" not in pred.families:
+        from benchfill.errors import ConfigError
+
+        raise ConfigError(f"--scorer-cache: --predictor {args.predictor} uses no scorer")
+    pred.with_scorer_cache(args.scorer_cache, _progress)
     items = read_items(args.items)
     try:
         with warnings.catch_warnings(record=True) as caught:
