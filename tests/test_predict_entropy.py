@@ -145,7 +145,7 @@ def test_a_scorer_error_body_echoing_the_key_is_scrubbed(monkeypatch):
 
 
 def test_the_trajectory_cache_resumes_without_asking_again_and_drops_a_cut_last_line(tmp_path):
-    cache = tmp_path / "entropy.jsonl"
+    cache = tmp_path / "new-folder" / "entropy.jsonl"  # made on the first answer
     seen = []
     texts = ["one two", "one two three", "a b c d"]
     with LogprobServer() as srv:
@@ -169,9 +169,12 @@ def test_the_trajectory_cache_resumes_without_asking_again_and_drops_a_cut_last_
         assert len(srv.requests) == 4
     lines = cache.read_text().splitlines()
     assert len(lines) == 4 and all(line.endswith("}") for line in lines)
+    assert set(json.loads(lines[0])) == {"model", "max_tokens", "top_logprobs", "digest", "H"}  # no text, no URL
     cache.write_text("not json\n")
     with pytest.raises(ConfigError, match=r"entropy.jsonl:1: not a trajectory record"):
         EntropyFeatures([Scorer.parse("flat@http://127.0.0.1:1/v1")], cache=str(cache))
+    with pytest.raises(ConfigError, match=r"^--scorer-cache .*new-folder: a folder; give a file"):
+        EntropyFeatures([Scorer.parse("flat@http://127.0.0.1:1/v1")], cache=str(cache.parent))
 
 
 def test_the_cli_says_how_far_the_scorer_is_and_a_rerun_asks_only_for_the_rest(shared_data, tmp_path, capsys):

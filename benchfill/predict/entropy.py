@@ -108,6 +108,8 @@ class EntropyFeatures:
         self.memo: dict[tuple, list[float]] = {}
         self.computed = 0  # trajectories asked of a scorer (not from the cache)
         self._lock = threading.Lock()
+        if cache and os.path.isdir(cache):
+            raise ConfigError(f"--scorer-cache {cache}: a folder; give a file (JSON lines)")
         if cache and os.path.exists(cache):
             self._read_cache(cache)
 
@@ -123,7 +125,7 @@ class EntropyFeatures:
                     break
                 try:
                     r = json.loads(raw)
-                    key = (r["model"], r["max_tokens"], r["top_logprobs"], r["text"])
+                    key = (r["model"], r["max_tokens"], r["top_logprobs"], r["digest"])
                     H = [float(h) for h in r["H"]]
                 except (ValueError, KeyError, TypeError):
                     raise ConfigError(f"{path}:{n}: not a trajectory record of the entropy cache") from None
@@ -138,7 +140,8 @@ class EntropyFeatures:
             self.memo[key] = H
             self.computed += 1
             if self.cache:
-                rec = {"model": key[0], "max_tokens": key[1], "top_logprobs": key[2], "text": key[3], "H": H}
+                os.makedirs(os.path.dirname(os.path.abspath(self.cache)), exist_ok=True)
+                rec = {"model": key[0], "max_tokens": key[1], "top_logprobs": key[2], "digest": key[3], "H": H}
                 with open(self.cache, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(rec) + "\n")
 
