@@ -163,12 +163,15 @@ def test_the_trajectory_cache_resumes_without_asking_again_and_drops_a_cut_last_
         assert len(srv.requests) == 3 and again.computed == 1  # only the new text was asked for
         assert X2[:2] == pytest.approx(X1)
         assert X2[2, SUMMARY_NAMES.index("mean")] == pytest.approx(np.log(2))
+        # a text given twice in one call is asked once and gets one trajectory
+        _, X3 = again(["e f", "e f"])
+        assert len(srv.requests) == 4 and (X3[0] == X3[1]).all()
         # another max_tokens is another trajectory: asked for, not taken from the cache
         other = EntropyFeatures([Scorer.parse(srv.url("flat"), max_tokens=1)], cache=str(cache))
         other(texts[:1])
-        assert len(srv.requests) == 4
+        assert len(srv.requests) == 5
     lines = cache.read_text().splitlines()
-    assert len(lines) == 4 and all(line.endswith("}") for line in lines)
+    assert len(lines) == 5 and all(line.endswith("}") for line in lines)
     assert set(json.loads(lines[0])) == {"model", "max_tokens", "top_logprobs", "digest", "H"}  # no text, no URL
     cache.write_text("not json\n")
     with pytest.raises(ConfigError, match=r"entropy.jsonl:1: not a trajectory record"):

@@ -193,11 +193,16 @@ class EntropyFeatures:
 
     def __call__(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
         per_scorer = []
+        # each distinct text asked once: a server's answers at temperature 0 still vary a little with what
+        # else shares its batch, and a text asked twice at once would get two trajectories, not one
+        distinct = list(dict.fromkeys(texts))
         for s in self.scorers:
             count = [0]
             with ThreadPoolExecutor(self.concurrency) as pool:
-                trajs = list(pool.map(lambda t, s=s, count=count: self._cached_trajectory(s, t, count, len(texts)), texts))
-            per_scorer.append(np.array([summarize(h) for h in trajs]).reshape(len(texts), len(SUMMARY_NAMES)))
+                got = list(pool.map(lambda t, s=s, count=count: self._cached_trajectory(s, t, count, len(distinct)),
+                                    distinct))
+            summary = dict(zip(distinct, (summarize(h) for h in got), strict=True))
+            per_scorer.append(np.array([summary[t] for t in texts]).reshape(len(texts), len(SUMMARY_NAMES)))
         cols = list(per_scorer)
         for a in range(len(per_scorer)):
             for b in range(a + 1, len(per_scorer)):
