@@ -8,6 +8,12 @@ rollout. Paper (17 agentic benchmarks, ridge): full set rho 0.399 K-fold, 0.225 
 
     nice -n 10 .venv/bin/python bench/bench_predict.py --embedder minilm --cache /tmp/bf-embed
     (--embedder hashing needs no extra; --scorer MODEL@URL adds the entropy family from a served model)
+
+A real scorer on CPU answers an item in seconds, so with --scorer the entropy family is measured on a
+stratified sample of mmlu-pro (--scorer-sample items, spread evenly over its 14 categories, seed 0) and on
+all of humaneval, with every other family beside it on the same items; the full-set tables run as well,
+without it. Trajectories are kept in --scorer-cache (default: entropy.jsonl in --cache), so a stopped run
+resumes. bench/scorer.md says how to serve Gemma 3 270M with llama.cpp's server offline.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from benchfill.predict.embed import CachedEmbedder, get_embedder
 from benchfill.predict.entropy import EntropyFeatures, Scorer
 from benchfill.predict.evaluate import auc_table, cross_validate, make_splits
@@ -26,14 +34,17 @@ from benchfill.predict.features import build_blocks
 from benchfill.predict.predictor import train
 from benchfill.predict.target import load_targets
 
-PAPER = {"kfold": {"random": "~0", "length": "0.086", "all": "0.399"},
-         "lobo": {"random": "~0", "length": "0.101", "all": "0.225"}}
+# section 5.1: the entropy family from Qwen3-8B-Base over a reasoning trace; its embeddings are another model's
+PAPER = {"kfold": {"random": "~0", "length": "0.086", "embedding": "0.107", "entropy": "0.193", "all": "0.399"},
+         "lobo": {"random": "~0", "length": "0.101", "embedding": "0.017", "entropy": "0.137", "all": "0.225"}}
 
 
 def table(title: str, labelled, blocks, split: str, folds: int, groups=None) -> None:
     splits = make_splits(split, len(labelled), groups=groups, folds=folds, seed=0)
     fam = {b.family: b for b in blocks}
     sets = [[f] for f in fam] + [[f for f in fam if f != "random"]]
+    if "entropy" in fam:  # what the entropy family adds to the others
+        sets.insert(-1, [f for f in fam if f not in ("random", "entropy")])
     paper = PAPER["kfold" if split == "kfold" else "lobo"]
     print(f"\n{title}: {len(labelled)} items, {split} ({len(splits)} folds), ridge; mean ± sd over folds")
     print(f"  {'features':<40} {'rho':>15} {'pairwise acc':>15}   paper rho ({'KF' if split == 'kfold' else 'LOBO'})")
@@ -42,11 +53,47 @@ def table(title: str, labelled, blocks, split: str, folds: int, groups=None) -> 
         t0 = time.perf_counter()
         cv = cross_validate([fam[f] for f in s], labelled.z, labelled.benchmark, splits, split_name=split)
         name = "+".join(s) if len(s) > 1 else s[0]
-        ref = paper.get("all" if len(s) > 1 else s[0], "")
+        ref = paper.get(s[0], "") if len(s) == 1 else paper["all"] if s is sets[-1] else ""  # the paper's full set
         print(f"  {name:<40} {cv.rho[0]:>7.3f} ± {cv.rho[1]:.3f} {cv.pacc[0]:>7.3f} ± {cv.pacc[1]:.3f}   {ref:<6}"
               f" ({time.perf_counter() - t0:.1f} s)")
         last = cv
     return last
+
+
+def stratified_sample(lab, n: int, seed: int = 0):
+    """n items spread evenly over the categories (all of a category smaller than its share), sorted.
+
+    Each category's items are put in one seeded order and the first n/14 taken, so a larger sample holds
+    a smaller one: a second run with a larger n asks the scorer only for the items it adds.
+    """
+    cats = sorted(set(lab.category))
+    per = n // len(cats)
+    idx = []
+    for k, c in enumerate(cats):
+        members = np.flatnonzero(np.array(lab.category) == c)
+        idx += np.random.default_rng([seed, k]).permutation(members)[:per].tolist()
+    return np.sort(np.array(idx))
+
+
+def scored_tables(name: str, lab, blocks, entropy, args) -> None:
+    """Every family beside the entropy family, on the items the scorer answered."""
+    idx = stratified_sample(lab, args.scorer_sample) if name == "mmlu-pro" else np.arange(len(lab))
+    sub = lab.subset(idx)
+    t0 = time.perf_counter()
+    asked = entropy.computed
+    (eblock,) = build_blocks(sub.texts, ["entropy"], entropy=entropy)
+    took = time.perf_counter() - t0
+    n_new = entropy.computed - asked
+    lengths = np.rint(np.expm1(eblock.X[:, [k for k, nm in enumerate(eblock.names) if nm.endswith(":n_tokens")]]))
+    print(f"\n{name}: the scorer answered {len(sub)} items ({n_new} this run in {took:.0f} s"
+          + (f", {took / n_new:.2f} s of wall time per item at concurrency {args.scorer_concurrency}" if n_new else
+             ", all from the cache") + f"); answer length median "
+          f"{np.median(lengths):.0f} tokens, {np.mean(lengths >= args.scorer_max_tokens):.0%} cut at max_tokens")
+    sub_blocks = [b.rows(idx) for b in blocks] + [eblock]
+    label = f"{name}, scored sample"
+    if name == "mmlu-pro":
+        table(label, sub, sub_blocks, "category", args.folds, groups=sub.category)
+    table(label, sub, sub_blocks, "kfold", args.folds)
 
 
 def main() -> int:
@@ -55,12 +102,33 @@ def main() -> int:
     ap.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     ap.add_argument("--cache", metavar="DIR", help="keep embeddings here between runs (the timing is kept with them)")
     ap.add_argument("--scorer", action="append", default=[], metavar="MODEL@URL")
+    ap.add_argument("--scorer-sample", type=int, default=1400, metavar="N",
+                    help="mmlu-pro items the scorer answers, spread evenly over the categories (default 1400; "
+                         "0: humaneval only)")
+    ap.add_argument("--scorer-max-tokens", type=int, default=256, metavar="N")
+    ap.add_argument("--scorer-cache", metavar="FILE", help="trajectories kept between runs (JSON lines)")
+    ap.add_argument("--scorer-concurrency", type=int, default=2, metavar="N")
     ap.add_argument("--folds", type=int, default=10)
     args = ap.parse_args()
-    entropy = EntropyFeatures([Scorer.parse(s) for s in args.scorer]) if args.scorer else None
-    families = ["random", "length", "structural", "embedding"] + (["entropy"] if entropy else [])
-    if not entropy:
+    entropy = None
+    if args.scorer:
+        cache = args.scorer_cache or (str(Path(args.cache) / "entropy.jsonl") if args.cache else None)
+        if cache:
+            Path(cache).parent.mkdir(parents=True, exist_ok=True)
+
+        def progress(s, done, total):
+            if done % 50 == 0 or done == total:
+                print(f"  [{s.model}] {done}/{total} items ({entropy.computed} asked this run)",
+                      file=sys.stderr, flush=True)
+
+        entropy = EntropyFeatures([Scorer.parse(s, max_tokens=args.scorer_max_tokens) for s in args.scorer],
+                                  concurrency=args.scorer_concurrency, timeout_s=600, cache=cache,
+                                  on_progress=progress)
+        print(f"entropy family: scorers {', '.join(args.scorer)}, max_tokens {args.scorer_max_tokens}, "
+              f"top_logprobs 20; on {args.scorer_sample} mmlu-pro items and all of humaneval")
+    else:
         print("entropy family: not run (no --scorer: it needs a served model that returns logprobs)")
+    families = ["random", "length", "structural", "embedding"]
 
     results = {}
     for name in ("mmlu-pro", "humaneval"):
@@ -79,7 +147,7 @@ def main() -> int:
             inner.load()
         load_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        blocks = build_blocks(lab.texts, families, embedder=emb, entropy=entropy)
+        blocks = build_blocks(lab.texts, families, embedder=emb)
         feat_s = time.perf_counter() - t0
         if emb.computed == len(set(lab.texts)):  # embedded from scratch: this run's time is the figure
             shown = {"seconds": emb.seconds}
@@ -96,6 +164,8 @@ def main() -> int:
             cv = table("mmlu-pro", lab, blocks, "kfold", args.folds)
         else:
             cv = table("humaneval", lab, blocks, "kfold", args.folds)
+        if entropy and (name != "mmlu-pro" or args.scorer_sample > 0):
+            scored_tables(name, lab, blocks, entropy, args)
         print("  response AUC (section 4.2): a constant prediction keeps most of the oracle's AUC")
         for a in auc_table(lab, cv.oof):
             print(f"    {a['predictor']:<44} AUC {a['auc']:.3f}  rho {a['rho']:.3f}  pacc {a['pacc']:.3f}")
@@ -115,7 +185,7 @@ def main() -> int:
           f"sandbox alone, no generation ({grade_s * 1e3:.0f} ms):")
     n = 50
     for emb_name in dict.fromkeys([args.embedder, "hashing"]):
-        pred, _ = train(lab, [f for f in families if f != "random"], embedder=emb_name, scorers=args.scorer,
+        pred, _ = train(lab, [f for f in families if f != "random"], embedder=emb_name,
                         text_field="prompt")
         pred.warm_up()
         t0 = time.perf_counter()
