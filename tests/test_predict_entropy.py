@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import numpy as np
@@ -24,9 +25,11 @@ PATTERNS = {"rising": [1, 2, 4, 8], "flat": None}
 class LogprobServer(ThreadedServer):
     """Answers /v1/chat/completions with ``logprobs.content`` and ``top_logprobs`` like vLLM/OpenAI do."""
 
-    def __init__(self, no_logprobs: bool = False):
+    def __init__(self, no_logprobs: bool = False, delay_s: float = 0.0):
         self.no_logprobs = no_logprobs
+        self.delay_s = delay_s  # each answer waits this long, so that requests overlap when they can
         self.requests: list[dict] = []
+        self.in_flight = self.most_in_flight = 0
         self.serve(Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])]))
 
     def url(self, model: str) -> str:
@@ -35,6 +38,10 @@ class LogprobServer(ThreadedServer):
     async def _chat(self, request: Request):
         body = await request.json()
         self.requests.append(body)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(self.delay_s)
+        self.in_flight -= 1
         prompt = body["messages"][-1]["content"]
         ks = PATTERNS[body["model"]] or [2] * len(prompt.split())
         k_top = body.get("top_logprobs") or 1
@@ -180,6 +187,19 @@ def test_the_trajectory_cache_resumes_without_asking_again_and_drops_a_cut_last_
         EntropyFeatures([Scorer.parse("flat@http://127.0.0.1:1/v1")], cache=str(cache.parent))
 
 
+def test_scorer_concurrency_bounds_the_requests_in_flight(shared_data, tmp_path, capsys):
+    from benchfill.cli import main
+
+    with LogprobServer(delay_s=0.05) as srv:
+        assert main(["predict", "evaluate", "--benchmark", "aime25", "--data-dir", str(shared_data), "--families",
+                     "length,entropy", "--scorer", srv.url("flat"), "--scorer-concurrency", "1"]) == 0
+        assert len(srv.requests) == 15 and srv.most_in_flight == 1
+    with LogprobServer(delay_s=0.05) as srv:  # the default asks eight at a time
+        assert main(["predict", "evaluate", "--benchmark", "aime25", "--data-dir", str(shared_data), "--families",
+                     "length,entropy", "--scorer", srv.url("flat")]) == 0
+        assert srv.most_in_flight > 1
+
+
 def test_the_cli_says_how_far_the_scorer_is_and_a_rerun_asks_only_for_the_rest(shared_data, tmp_path, capsys):
     from benchfill.cli import main
 
@@ -215,6 +235,8 @@ def test_the_cli_says_how_far_the_scorer_is_and_a_rerun_asks_only_for_the_rest(s
      "--scorer-cache: applies only to the entropy family, which --families leaves out"),
     (["--families", "length,entropy"],
      "--families: the entropy family needs a scorer (--scorer MODEL@URL, an endpoint that returns logprobs)"),
+    (["--families", "length", "--scorer-concurrency", "1"],
+     "--scorer-concurrency: applies only to the entropy family, which --families leaves out"),
 ])
 @pytest.mark.parametrize("command", ["evaluate", "residuals"])
 def test_scorer_options_that_do_not_fit_the_families_are_refused_before_the_fit(shared_data, capsys, command,
@@ -239,7 +261,7 @@ def test_residuals_with_a_predictor_refuses_a_scorer_of_its_own(shared_data, tmp
                    "--predictor", str(pred), *extra])
         err = capsys.readouterr().err.strip().splitlines()
         assert rc == 2 and len(err) == 1 and said in err[0]
-    rc = main(["predict", "score", "--predictor", str(pred), "--items", str(tmp_path / "none.jsonl"),
-               "--scorer-cache", "c.jsonl"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and err == [f"benchfill: error: --scorer-cache: --predictor {pred} uses no scorer"]
+    for opt, val in (("--scorer-cache", "c.jsonl"), ("--scorer-concurrency", "1")):
+        rc = main(["predict", "score", "--predictor", str(pred), "--items", str(tmp_path / "none.jsonl"), opt, val])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and err == [f"benchfill: error: {opt}: --predictor {pred} uses no scorer"]

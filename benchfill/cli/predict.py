@@ -42,6 +42,8 @@ def register(subparsers: Any) -> None:
     s.add_argument("--out", metavar="FILE", help="write JSONL here instead of stdout")
     s.add_argument("--scorer-cache", metavar="FILE",
                    help="a predictor with the entropy family: keep its scorers' answers here (a rerun resumes)")
+    s.add_argument("--scorer-concurrency", type=positive_int, metavar="N",
+                   help="items asked of a scorer at a time (default 8; 1 makes a server's answers repeatable)")
     s.set_defaults(func=cmd_score)
 
     r = sub.add_parser("residuals", help="items whose observed difficulty is far from the predicted one, ranked")
@@ -72,6 +74,8 @@ def _feature_args(p: argparse.ArgumentParser) -> None:
                    help="a scorer with logprobs for the entropy family (repeat for cross-scorer gaps)")
     p.add_argument("--scorer-cache", metavar="FILE",
                    help="keep the scorers' answers in this JSON-lines file; a rerun asks only for the rest")
+    p.add_argument("--scorer-concurrency", type=positive_int, metavar="N",
+                   help="items asked of a scorer at a time (default 8; 1 makes a server's answers repeatable)")
     p.add_argument("--regressor", choices=("ridge", "forest"), default="ridge")
 
 
@@ -103,9 +107,19 @@ def _check_scorers(args, families) -> None:
         raise ConfigError("--families: the entropy family needs a scorer (--scorer MODEL@URL, an endpoint that "
                           "returns logprobs)")
     if "entropy" not in families:
-        given = "--scorer" if args.scorer else "--scorer-cache" if args.scorer_cache else None
+        given = next((o for o, v in (("--scorer", args.scorer), ("--scorer-cache", args.scorer_cache),
+                                     ("--scorer-concurrency", args.scorer_concurrency)) if v), None)
         if given:
             raise ConfigError(f"{given}: applies only to the entropy family, which --families leaves out")
+
+
+def _check_predictor_scorer(args, pred) -> None:
+    from benchfill.errors import ConfigError
+
+    given = next((o for o, v in (("--scorer-cache", args.scorer_cache),
+                                 ("--scorer-concurrency", args.scorer_concurrency)) if v), None)
+    if given and "entropy" not in pred.families:
+        raise ConfigError(f"{given}: --predictor {args.predictor} uses no scorer")
 
 
 def _blocks(args, labelled, families):
@@ -117,7 +131,7 @@ def _blocks(args, labelled, families):
     entropy = None
     if "entropy" in families:
         entropy = EntropyFeatures([Scorer.parse(s) for s in args.scorer], cache=args.scorer_cache,
-                                  on_progress=progress_lines(_progress))
+                                  concurrency=args.scorer_concurrency or 8, on_progress=progress_lines(_progress))
     return build_blocks(labelled.texts, families, seed=args.seed, embedder=embed, entropy=entropy)
 
 
@@ -137,7 +151,8 @@ def cmd_train(args) -> int:
     spec = registered_spec(args.benchmark[0])
     pred, cv = train(labelled, families, embedder=args.embedder, scorers=args.scorer, regressor=args.regressor,
                      folds=args.folds, seed=args.seed, text_field=spec.text_field, options_field=spec.options_field,
-                     progress=_progress, scorer_cache=args.scorer_cache)
+                     progress=_progress, scorer_cache=args.scorer_cache,
+                     scorer_concurrency=args.scorer_concurrency)
     pred.save(args.out)
     rho, pacc = cv.rho, cv.pacc
     print(f"{args.out}: {len(labelled)} items, families {','.join(families)}; {len(cv.fold_names)}-fold "
@@ -206,11 +221,8 @@ def cmd_score(args) -> int:
 
     check_out_file(args.out, "--out")
     pred = Predictor.load(args.predictor)
-    if args.scorer_cache and "entropy" not in pred.families:
-        from benchfill.errors import ConfigError
-
-        raise ConfigError(f"--scorer-cache: --predictor {args.predictor} uses no scorer")
-    pred.with_scorer_cache(args.scorer_cache, _progress)
+    _check_predictor_scorer(args, pred)
+    pred.with_scorer(args.scorer_cache, _progress, args.scorer_concurrency)
     items = read_items(args.items)
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -257,9 +269,8 @@ def cmd_residuals(args) -> int:
                               "scorers; give one or the other")
         pred = Predictor.load(args.predictor)
         families = pred.families
-        if args.scorer_cache and "entropy" not in families:
-            raise ConfigError(f"--scorer-cache: --predictor {args.predictor} uses no scorer")
-        pred.with_scorer_cache(args.scorer_cache, _progress)
+        _check_predictor_scorer(args, pred)
+        pred.with_scorer(args.scorer_cache, _progress, args.scorer_concurrency)
         labelled = _load(args)
         oof = pred.predict_texts(labelled.texts)
         how = f"predictor {args.predictor} (trained on {', '.join(pred.scales)})"

@@ -73,11 +73,15 @@ class Predictor:
             self._entropy = EntropyFeatures([Scorer.parse(s) for s in self.scorers])
         return self._embed, self._entropy
 
-    def with_scorer_cache(self, cache: str | None, progress: Callable[[str], None] | None = None) -> Predictor:
-        """Keep the scorers' answers in ``cache`` (JSON lines; a rerun asks only for the rest) and say how far
-        they are through ``progress``: a real scorer answers an item in seconds. No-op without entropy."""
+    def with_scorer(self, cache: str | None = None, progress: Callable[[str], None] | None = None,
+                    concurrency: int | None = None) -> Predictor:
+        """How the scorers are asked: keep their answers in ``cache`` (JSON lines; a rerun asks only for the
+        rest), say how far they are through ``progress`` (a real scorer answers an item in seconds), and ask
+        ``concurrency`` items at a time (default 8; 1 makes a server's answers repeatable, see
+        docs/predict.md). No-op without the entropy family."""
         if "entropy" in self.families:
             self._entropy = EntropyFeatures([Scorer.parse(s) for s in self.scorers], cache=cache,
+                                            concurrency=concurrency or 8,
                                             on_progress=progress_lines(progress) if progress else None)
         return self
 
@@ -267,15 +271,15 @@ def train(
     options_field: str | None = None,
     progress: Callable[[str], None] | None = None,
     scorer_cache: str | None = None,
+    scorer_concurrency: int | None = None,
 ) -> tuple[Predictor, CrossValidation]:
     """Cross-validate (K-fold, for the residual sd), then fit on every labelled item.
 
-    ``scorer_cache``: a JSON-lines file that keeps the scorers' trajectories, so a stopped run resumes
-    (``EntropyFeatures``)."""
+    ``scorer_cache``, ``scorer_concurrency``: how the scorers are asked (``Predictor.with_scorer``)."""
     pred = Predictor(families=list(families), model=DifficultyModel(regressor=regressor, seed=seed),
                      residual_sd=float("nan"), embedder=embedder, scorers=list(scorers), seed=seed,
                      text_field=text_field, options_field=options_field, scales=dict(labelled.scales))
-    embed, entropy = pred.with_scorer_cache(scorer_cache, progress)._features()
+    embed, entropy = pred.with_scorer(scorer_cache, progress, scorer_concurrency)._features()
     blocks = build_blocks(labelled.texts, families, seed=seed, embedder=embed, entropy=entropy)
     k = min(folds, len(labelled) // 3)  # each fold holds out three items or more (its rank correlation)
     if k < folds and progress:
