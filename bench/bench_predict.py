@@ -13,7 +13,7 @@ A real scorer on CPU answers an item in seconds, so with --scorer the entropy fa
 stratified sample of mmlu-pro (--scorer-sample items, spread evenly over its 14 categories, seed 0) and on
 all of humaneval, with every other family beside it on the same items; the full-set tables run as well,
 without it. Trajectories are kept in --scorer-cache (default: entropy.jsonl in --cache), so a stopped run
-resumes. bench/scorer.md says how to serve Gemma 3 270M with llama.cpp's server offline.
+resumes. bench/scorer/serve.sh serves Gemma 3 270M on llama.cpp's server offline (docs/predict.md).
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def main() -> int:
                          "12032: all of them, about 7 hours on 2 cores; 0: humaneval only)")
     ap.add_argument("--scorer-max-tokens", type=int, default=256, metavar="N")
     ap.add_argument("--scorer-cache", metavar="FILE", help="trajectories kept between runs (JSON lines)")
-    ap.add_argument("--scorer-concurrency", type=int, default=2, metavar="N")
+    ap.add_argument("--scorer-concurrency", type=int, default=4, metavar="N",
+                    help="items asked at a time (default 4, serve.sh's slots; 1 makes the answers repeatable)")
     ap.add_argument("--benchmarks", nargs="+", choices=("mmlu-pro", "humaneval"), default=["mmlu-pro", "humaneval"])
     ap.add_argument("--folds", type=int, default=10)
     args = ap.parse_args()
@@ -127,8 +128,9 @@ def main() -> int:
         entropy = EntropyFeatures([Scorer.parse(s, max_tokens=args.scorer_max_tokens) for s in args.scorer],
                                   concurrency=args.scorer_concurrency, timeout_s=600, cache=cache,
                                   on_progress=progress)
+        on = {"mmlu-pro": f"{min(args.scorer_sample, 12032)} mmlu-pro items", "humaneval": "all of humaneval"}
         print(f"entropy family: scorers {', '.join(args.scorer)}, max_tokens {args.scorer_max_tokens}, "
-              f"top_logprobs 20; on {args.scorer_sample} mmlu-pro items and all of humaneval")
+              f"top_logprobs 20; on {' and '.join(on[b] for b in args.benchmarks)}")
     else:
         print("entropy family: not run (no --scorer: it needs a served model that returns logprobs)")
     families = ["random", "length", "structural", "embedding"]
@@ -167,11 +169,11 @@ def main() -> int:
             cv = table("mmlu-pro", lab, blocks, "kfold", args.folds)
         else:
             cv = table("humaneval", lab, blocks, "kfold", args.folds)
-        if entropy and (name != "mmlu-pro" or args.scorer_sample > 0):
-            scored_tables(name, lab, blocks, entropy, args)
         print("  response AUC (section 4.2): a constant prediction keeps most of the oracle's AUC")
         for a in auc_table(lab, cv.oof):
             print(f"    {a['predictor']:<44} AUC {a['auc']:.3f}  rho {a['rho']:.3f}  pacc {a['pacc']:.3f}")
+        if entropy and (name != "mmlu-pro" or args.scorer_sample > 0):  # after the AUC of the full set's table
+            scored_tables(name, lab, blocks, entropy, args)
         results[name] = lab
 
     if "humaneval" not in results:
