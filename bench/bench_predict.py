@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from benchfill.predict.embed import CachedEmbedder, get_embedder
-from benchfill.predict.entropy import EntropyFeatures, Scorer
+from benchfill.predict.entropy import EntropyFeatures, Scorer, progress_lines
 from benchfill.predict.evaluate import auc_table, cross_validate, make_splits
 from benchfill.predict.features import build_blocks
 from benchfill.predict.predictor import train
@@ -117,17 +117,9 @@ def main() -> int:
     entropy = None
     if args.scorer:
         cache = args.scorer_cache or (str(Path(args.cache) / "entropy.jsonl") if args.cache else None)
-        if cache:
-            Path(cache).parent.mkdir(parents=True, exist_ok=True)
-
-        def progress(s, done, total):
-            if done % 50 == 0 or done == total:
-                print(f"  [{s.model}] {done}/{total} items ({entropy.computed} asked this run)",
-                      file=sys.stderr, flush=True)
-
         entropy = EntropyFeatures([Scorer.parse(s, max_tokens=args.scorer_max_tokens) for s in args.scorer],
                                   concurrency=args.scorer_concurrency, timeout_s=600, cache=cache,
-                                  on_progress=progress)
+                                  on_progress=progress_lines(lambda m: print(f"  {m}", file=sys.stderr, flush=True)))
         on = {"mmlu-pro": f"{min(args.scorer_sample, 12032)} mmlu-pro items", "humaneval": "all of humaneval"}
         print(f"entropy family: scorers {', '.join(args.scorer)}, max_tokens {args.scorer_max_tokens}, "
               f"top_logprobs 20; on {' and '.join(on[b] for b in args.benchmarks)}")

@@ -106,20 +106,23 @@ def _check_scorers(args, families) -> None:
     if "entropy" in families and not args.scorer:
         raise ConfigError("--families: the entropy family needs a scorer (--scorer MODEL@URL, an endpoint that "
                           "returns logprobs)")
-    if "entropy" not in families:
-        given = next((o for o, v in (("--scorer", args.scorer), ("--scorer-cache", args.scorer_cache),
-                                     ("--scorer-concurrency", args.scorer_concurrency)) if v), None)
-        if given:
-            raise ConfigError(f"{given}: applies only to the entropy family, which --families leaves out")
+    given = _scorer_option_given(args)
+    if given and "entropy" not in families:
+        raise ConfigError(f"{given}: applies only to the entropy family, which --families leaves out")
 
 
 def _check_predictor_scorer(args, pred) -> None:
     from benchfill.errors import ConfigError
 
-    given = next((o for o, v in (("--scorer-cache", args.scorer_cache),
-                                 ("--scorer-concurrency", args.scorer_concurrency)) if v), None)
+    given = _scorer_option_given(args)  # --scorer itself is refused beside --predictor before this
     if given and "entropy" not in pred.families:
         raise ConfigError(f"{given}: --predictor {args.predictor} uses no scorer")
+
+
+def _scorer_option_given(args) -> str | None:
+    """The first scorer option given on the command line (``score`` has no --scorer)."""
+    return next((o for o, v in (("--scorer", getattr(args, "scorer", None)), ("--scorer-cache", args.scorer_cache),
+                                ("--scorer-concurrency", args.scorer_concurrency)) if v), None)
 
 
 def _blocks(args, labelled, families):
