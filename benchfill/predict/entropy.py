@@ -184,11 +184,10 @@ class EntropyFeatures:
         if H is None:
             H = self.trajectory(s, text)
             self._remember(key, H)
-        with self._lock:
+        with self._lock:  # said under the lock, so that n/N lines come out in order and N/N last
             count[0] += 1
-            done = count[0]
-        if self.on_progress:
-            self.on_progress(s, done, total)
+            if self.on_progress:
+                self.on_progress(s, count[0], total)
         return H
 
     def __call__(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
