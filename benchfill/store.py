@@ -353,23 +353,19 @@ WAL_SWITCH_S = 30.0  # as long as the busy timeout the connection is opened with
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     import sqlite3
-    import time
+
+    from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
     cur = dbapi_conn.cursor()
     # WAL: readers (the review page) never block the one writer; NORMAL sync is durable across a kill.
     # Two connections switching a new file to WAL at once can deadlock on its lock, and SQLite then answers
     # "database is locked" at once instead of waiting out the busy timeout (measured: about 1 in 350 opens of
     # a new store by six threads at once, as a sweep's units do): the switch is tried again until it is made.
-    deadline, wait = time.monotonic() + WAL_SWITCH_S, 0.01
-    while True:
-        try:
+    locked = retry_if_exception(lambda exc: isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc))
+    for attempt in Retrying(retry=locked, stop=stop_after_delay(WAL_SWITCH_S), reraise=True,
+                            wait=wait_exponential(multiplier=0.01, max=0.5)):
+        with attempt:
             cur.execute("PRAGMA journal_mode=WAL")
-            break
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(wait)
-            wait = min(wait * 2, 0.5)
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()

@@ -196,7 +196,7 @@ def test_a_version_4_store_records_the_world_of_its_memory_entries(tmp_path):
     assert indexes["ix_reviewdecision_run_item"] == ["run_id", "item_id"]
 
 
-def test_the_switch_to_wal_is_tried_again_when_a_new_file_is_locked():
+def test_the_switch_to_wal_is_tried_again_when_a_new_file_is_locked(monkeypatch):
     """Two connections switching a new file to WAL at once can deadlock on its lock, and SQLite then answers
     "database is locked" at once, without waiting out the busy timeout: about 1 in 350 opens of a new store by
     six threads at once failed so (a stress script; too rare for a test to meet). The switch is tried again;
@@ -228,3 +228,7 @@ def test_the_switch_to_wal_is_tried_again_when_a_new_file_is_locked():
     assert conn.cur.ran[0] == "PRAGMA journal_mode=WAL" and not conn.cur.errors
     with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
         _sqlite_pragmas(Conn([sqlite3.OperationalError("disk I/O error")]), None)
+    # A lock that never lifts is raised as it came once the switch's deadline has passed.
+    monkeypatch.setattr("benchfill.store.WAL_SWITCH_S", 0.05)
+    with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+        _sqlite_pragmas(Conn([sqlite3.OperationalError("database is locked")] * 1000), None)
