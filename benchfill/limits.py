@@ -15,11 +15,20 @@ one server give that server 32 slots, used by both.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["EndpointBound", "endpoint_bound", "endpoint_key"]
+__all__ = ["EndpointBound", "endpoint_bound", "endpoint_key", "watch_stalls"]
+
+log = logging.getLogger("benchfill.limits")
+
+# A stalled endpoint (accepts the connection, never answers) holds each request for its whole timeout_s,
+# 600 s by default, and retries start the wait again: without a word the run looks hung. The first notice
+# comes after this long without an answer, the next ones after twice as long each time.
+STALL_NOTICE_S = 60.0
 
 
 class EndpointBound:
@@ -31,9 +40,12 @@ class EndpointBound:
     endpoints at once can take whichever frees first.
     """
 
-    def __init__(self, cap: int):
-        self.cap = cap
+    def __init__(self, cap: int, name: str = ""):
+        self.cap, self.name = cap, name
         self.in_flight = 0
+        self.stall_said = 0.0  # the silence ``watch_stalls`` last reported, until the next answer
+        # When the endpoint last ended a call, or became busy after an idle spell: the silence watched.
+        self.quiet_since = time.monotonic()
         self._waiters: deque[asyncio.Future] = deque()
         self._listeners: list[Callable[[], None]] = []
 
@@ -50,6 +62,8 @@ class EndpointBound:
     def try_take(self) -> bool:
         """Take a slot if one is free and nobody is queued for it; never waits."""
         if self.in_flight < self.cap and not self._waiters:
+            if self.in_flight == 0:
+                self.quiet_since = time.monotonic()
             self.in_flight += 1
             return True
         return False
@@ -69,6 +83,10 @@ class EndpointBound:
             raise
 
     def release(self) -> None:
+        self.quiet_since = time.monotonic()
+        if self.stall_said:
+            self.stall_said = 0.0
+            log.warning("%s answers again", _shown(self.name))
         if not self._hand_over():
             self.in_flight -= 1
             self._freed()
@@ -109,7 +127,32 @@ def endpoint_bound(endpoint: str, cap: int) -> EndpointBound:
     key = endpoint_key(endpoint)
     bound = table.get(key)
     if bound is None:
-        bound = table[key] = EndpointBound(cap)
+        bound = table[key] = EndpointBound(cap, key)
     else:
         bound.widen(cap)
     return bound
+
+
+async def watch_stalls(notice_s: float | None = None) -> None:
+    """Log a warning (``benchfill.limits``) for each endpoint of the running loop that has calls in flight
+    and has ended none for ``notice_s`` seconds (``STALL_NOTICE_S``), again at twice that silence, four
+    times, ..., and once more when it answers again. Runs until cancelled; ``benchfill.netguard.run`` keeps
+    one beside every run."""
+    first = STALL_NOTICE_S if notice_s is None else notice_s
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(min(first, 5.0) / 2)
+        now = time.monotonic()
+        for bound in list(_BOUNDS.get(loop, {}).values()):
+            quiet = now - bound.quiet_since
+            if bound.in_flight and quiet >= max(first, 2 * bound.stall_said):
+                bound.stall_said = quiet
+                log.warning("waiting on %s: %d request%s in flight and no answer for %.0f s (a request gives up "
+                            "after its timeout_s and is retried)", _shown(bound.name), bound.in_flight,
+                            "" if bound.in_flight == 1 else "s", quiet)
+
+
+def _shown(endpoint: str) -> str:
+    from benchfill.redact import redact_url
+
+    return redact_url(endpoint) or "an endpoint"

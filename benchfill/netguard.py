@@ -114,6 +114,9 @@ async def _stoppable(coro: Coroutine[Any, Any, T]) -> T:
         added = True
     except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
         added = False
+    from benchfill.limits import watch_stalls
+
+    watch = asyncio.ensure_future(watch_stalls())  # says so when an endpoint stops answering
     try:
         return await coro
     except asyncio.CancelledError:
@@ -121,6 +124,7 @@ async def _stoppable(coro: Coroutine[Any, Any, T]) -> T:
             raise Terminated() from None
         raise
     finally:
+        watch.cancel()
         if added:
             loop.remove_signal_handler(signal.SIGTERM)
             signal.signal(signal.SIGTERM, previous)  # removal leaves the default, not the CLI's handler

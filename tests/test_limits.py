@@ -110,3 +110,27 @@ def test_concurrency_is_read_from_the_config(tmp_path):
     assert cfg.rewriter.concurrency == 5 and cfg.judge.concurrency == 8
     with pytest.raises(Exception, match="rewriter.concurrency"):
         load_config(path, ["rewriter.concurrency=0"])
+
+
+def test_an_endpoint_that_stops_answering_is_named_until_it_answers_again(monkeypatch, caplog):
+    """A stalled endpoint holds each request for its whole timeout_s (600 s by default) with nothing said:
+    the run looked hung. The watch beside every run names the endpoint, how many requests wait on it and for
+    how long, and says when it answers again; a prompt endpoint gets no word."""
+    import logging
+
+    from benchfill import netguard
+
+    monkeypatch.setattr("benchfill.limits.STALL_NOTICE_S", 0.3)
+
+    with caplog.at_level(logging.WARNING, logger="benchfill.limits"), LoopbackOpenAI(latency_s=1.5) as slow:
+        netguard.run(judges(llm(slow), 2))
+    said = [r.getMessage() for r in caplog.records if r.name == "benchfill.limits"]
+    assert said[0].startswith(f"waiting on {slow.base_url}: 2 requests in flight and no answer for "), said
+    assert said[-1] == f"{slow.base_url} answers again"
+    # later notices come at twice the silence of the one before, not every poll
+    assert 2 <= len(said) <= 4, said
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="benchfill.limits"), LoopbackOpenAI() as fast:
+        netguard.run(judges(llm(fast), 2))
+    assert not [r for r in caplog.records if r.name == "benchfill.limits"]
