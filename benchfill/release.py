@@ -214,7 +214,9 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         "release_rule_params": board.rule.to_dict(),
         "seed": board.store.get_meta("seed"),
         "backend": board.store.get_meta("backend"),
-        "simulated": any(r["simulated"] for r in rows),
+        # A simulated run with nothing accepted still places the original items by its simulated panel's answers
+        # (and may establish the benchmark's scale of record), so the card says so too.
+        "simulated": any(r["simulated"] for r in rows) or board.store.get_meta("backend") == "sim",
         "scale_of_record": record.describe(),
         "edited_unplaced": sum(1 for r in rows if r["origin"] == "generated" and r.get("edited")),
         # generated items whose z lies outside the gap they were made for (by the row's own numbers)
@@ -297,20 +299,10 @@ def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: Sc
     z = [record.z(b) for b in b_rec]
     run_span = float(fit.b_max - fit.b_min)
     stretch = abs(to_record(1.0) - to_record(0.0))  # how the map onto the record scales a standard error
-    run_z = np.asarray(fit.z, dtype=float)
 
     def z_on_record(zr: float | None) -> float | None:
         """A z of the run's fit on the record, through the map the difficulties take."""
         return None if zr is None else record.z(to_record(float(fit.b_min) + float(zr) * run_span))
-
-    def edge_on_record(zr: float | None) -> float | None:
-        """A gap's edge on the record: the record's z of the original item that bounds it in the run (a gap
-        lies between two neighbouring items), so that the edges are the ones the release's own before-figures
-        have; a point of no item's (a record written otherwise) is mapped as a z."""
-        if zr is None:
-            return None
-        i = int(np.argmin(np.abs(run_z - float(zr)))) if run_z.size else -1
-        return float(z[i]) if i >= 0 and abs(run_z[i] - float(zr)) <= 1e-9 else z_on_record(zr)
 
     def est_on_record(est: dict[str, Any]) -> dict[str, Any]:
         """An estimate of the run (difficulty, se, z, placement_z_se) on the scale of record, z_se added."""
@@ -356,7 +348,12 @@ def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: Sc
         conf = est_on_record(rec.get("confirmed") or {})
         gap = rec.get("gap") or {}
         best, source = (conf, "confirmed") if conf.get("z") is not None else (ann, "annotated")
-        edges = sorted(e for e in (edge_on_record(gap.get("left")), edge_on_record(gap.get("right"))) if e is not None)
+        # The gap's edges go through the same map as the target and the estimates, not to where the record puts
+        # the two originals that bound it: the record's fit places those originals a little off that map (two
+        # fits disagree item by item), far enough to swap neighbours, and a row then flagged the wrong child, its
+        # target outside its own gap. Mapped alike, the child, its target and its edges keep the order the run
+        # measured them in (one panel's fit), and the flag agrees with the report and the review queue.
+        edges = sorted(e for e in (z_on_record(gap.get("left")), z_on_record(gap.get("right"))) if e is not None)
         gap_left, gap_right = (edges[0], edges[1]) if len(edges) == 2 else (None, None)
         flags = list(rec.get("flags") or [])
         if best.get("z") is not None and gap_left is not None:  # outside its gap by the row's own numbers

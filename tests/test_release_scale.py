@@ -1,5 +1,5 @@
 """A release from a run that is not the scale of record's: every difficulty and z of a generated row on the
-scale of record (the gap's edges and the target included), its flag ``outside_gap`` decided there, the
+scale of record (the gap's edges and the target included, through the one map), its flag ``outside_gap`` as the run's, the
 simulated truth mapped alike; and the card says which items lie outside their gap, and gives the run's
 own top-k beside its top-5."""
 
@@ -99,17 +99,22 @@ def test_a_release_from_another_run_puts_every_column_of_a_new_row_on_the_scale_
         assert row["annotated_z"] == pytest.approx(z_rec(ann["difficulty"]), abs=1e-9)
         assert row["annotated_se"] == pytest.approx(slope * ann["se"])
         assert row["target_z"] == pytest.approx(z_rec(float(fit_b.denormalize(rec["target_z"]))), abs=1e-9)
-        # the gap's edges are where the release puts the two originals that bound it
-        right_id = order[order.index(rec["ancestor_id"]) + 1]
-        assert (row["gap_left"], row["gap_right"]) == (originals[rec["ancestor_id"]], originals[right_id])
+        # the gap's edges go through the target's map, not to where the record puts the two originals that
+        # bound it: the child, its target and its edges keep the order the run measured them in
+        for edge, side in ((row["gap_left"], "left"), (row["gap_right"], "right")):
+            assert edge == pytest.approx(z_rec(float(fit_b.denormalize(rec["gap"][side]))), abs=1e-9)
+        assert row["gap_left"] < row["target_z"] < row["gap_right"]
         inside = row["gap_left"] < row["z"] < row["gap_right"]
-        assert ("outside_gap" in json.loads(row["flags"])) == (not inside)
+        assert ("outside_gap" in json.loads(row["flags"])) == (not inside) == ("outside_gap" in rec["flags"])
         # the simulated truth, on the fitted scale in the record, is on the record's scale too
         assert row["true_difficulty"] == pytest.approx(icpt + slope * rec["true_difficulty"], abs=1e-9)
-    # Child 0 lies below its gap in run b; on the record, where its gap's left edge sits lower, it is inside.
+    # The record places child 0's left edge item lower than the map of run b does (SHIFT): there the child
+    # would lie inside the gap between the two originals, and the card would have flagged none; the run
+    # measured the child and that edge item with one panel, and the child below the item.
+    right_id = order[order.index(recs[0]["ancestor_id"]) + 1]
     zero = new[CHILD_IDS[0]]
-    assert recs[0]["flags"] == ["outside_gap"] and zero["gap_left"] < zero["z"] < zero["gap_right"]
-    assert "outside_gap" not in json.loads(zero["flags"])
+    assert originals[recs[0]["ancestor_id"]] < zero["z"] < originals[right_id]
+    assert json.loads(zero["flags"]) == ["outside_gap"]
     # A record written before the fitted-scale truth holds the world's own scale: released as unknown.
     assert all(r["true_difficulty"] is None for r in _rows(a) if r["origin"] == "generated")
 
@@ -126,8 +131,8 @@ def test_the_card_names_the_items_outside_their_gap_and_gives_the_runs_top_k(tmp
     card = (res.path / "README.md").read_text()
     meta = yaml.safe_load(card.split("---\n")[1])["benchfill"]
     assert meta["outside_gap"] == outside and meta["run_top_k"] == 3
-    assert f"1 generated item(s) lie outside the gap they were made for, by their z on this scale (flag " \
-           f"`outside_gap` in column `flags`): `{CHILD_IDS[0]}`" in card
+    assert f"1 generated item(s) lie outside the gap they were made for, as the run measured the item and its " \
+           f"gap, both mapped onto this scale (flag `outside_gap` in column `flags`): `{CHILD_IDS[0]}`" in card
     log = (res.path / "CHANGELOG.md").read_text()
     assert f"- outside their gap (flag `outside_gap`): `{CHILD_IDS[0]}`" in log
     # the run report's top-3 beside the card's top-5, computed the same way, and why they differ

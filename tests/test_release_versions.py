@@ -200,3 +200,16 @@ def test_card_after_figures_carry_the_run_reports_interval(tmp_path, shared_data
     assert f"| top-5 gap sum | {before['top5_gap_sum']} | {after['top5_gap_sum']} | {lo:.4f} to {hi:.4f} |" in card
     assert "| figure | before | after | after, 90% interval |" in card
     assert f"({100 * ba['reduction_expected']:.1f}% below before;" in card
+
+
+def test_a_release_of_a_simulated_run_with_nothing_accepted_is_marked_simulated(tmp_path, shared_data):
+    """No generated row carries the flag, yet the simulated panel's answers placed the original items (and the
+    release may establish the benchmark's scale of record): the card and its metadata say simulated."""
+    import yaml
+
+    run = make_run(tmp_path, shared_data)
+    res = release(run, "0.1.0")
+    assert res.n_generated == 0
+    card = (res.path / "README.md").read_text()
+    assert yaml.safe_load(card.split("---\n")[1])["benchfill"]["simulated"] is True
+    assert "This release comes from a run on the **simulated** world" in card

@@ -146,17 +146,18 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
             averaged += (f"Averaged over those draws, the top-{CARD_TOP_K} gap sum is {expected[key]:.4f} "
                          f"({100 * (1 - expected[key] / before[key]):.1f}% below before; an item truly beyond the "
                          "easiest or hardest original opens a new gap).\n")
-    sim = (
-        "\n> New items in this release come from the **simulated** world: their texts, answers, the judge's "
-        "verdicts and their difficulties are simulated, not an LLM's.\n"
-        if meta.get("simulated")
-        else ""
-    )
+    sim = ""
+    if meta.get("simulated"):
+        sim = ("\n> New items in this release come from the **simulated** world: their texts, answers, the judge's "
+               "verdicts and their difficulties are simulated, not an LLM's.\n" if meta.get("n_generated") else
+               "\n> This release comes from a run on the **simulated** world: the probe answers that place its items "
+               "are simulated, not a model's.\n")
     outside = meta.get("outside_gap") or []
     if outside:
-        sim += (f"\n> {len(outside)} generated item(s) lie outside the gap they were made for, by their z on this "
-                f"scale (flag `outside_gap` in column `flags`): {', '.join(f'`{i}`' for i in outside)}. Each adds an "
-                "item to the axis, but not where the gap was.\n")
+        listed = ", ".join(f"`{i}`" for i in outside)
+        sim += (f"\n> {len(outside)} generated item(s) lie outside the gap they were made for, as the run measured "
+                f"the item and its gap, both mapped onto this scale (flag `outside_gap` in column `flags`): {listed}. "
+                "Each adds an item to the axis, but not where the gap was.\n")
     if meta.get("edited_unplaced"):
         sim += (f"\n> {meta['edited_unplaced']} generated item(s) were edited in review after their difficulty was "
                 "measured (column `edited`); they are released but not counted in the after-figures, whose "
@@ -190,8 +191,10 @@ Every row of `{DATA_FILE}` carries the benchmark's own fields and:
 `probe_panel`, `probe_results`, `rewriter_model`, `judge_model`, `judge_reason`, `flags`, `reviews`,
 `edited`, `edited_by`, `original_fields`, `simulated`, `true_difficulty`, `run_id`, `proposed_at`,
 `released_in`, `released_at`. Lists and objects are JSON-encoded strings. Every difficulty and z of a row
-(`gap_left`, `gap_right` and `target_z` included) is on the scale of record, and a generated row's flag
-`outside_gap` is decided on it; `true_difficulty` is a simulated item's true difficulty, on that scale too.
+(`gap_left`, `gap_right` and `target_z` included) is on the scale of record. A generated row's estimates,
+target and gap edges are its run's, all mapped onto the record by one line, so its flag `outside_gap` says
+what the run measured; an original item keeps the record's own position, which can sit a little off that
+line. `true_difficulty` is a simulated item's true difficulty, on that scale too.
 The flag `beyond_reach` says that the part of a row's placement error that no rollout removes (the probes'
 abilities, the item's unknown slope) was wider than its gap's half-width: whether it lies in its gap is
 near chance, whatever its z, until probes nearer its difficulty place it.
