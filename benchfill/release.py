@@ -29,7 +29,7 @@ from benchfill import calling_module, locks
 from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.measure.before_after import before_after
-from benchfill.release_carry import RUN_SEP, carry_forward
+from benchfill.release_carry import RUN_SEP, carry_forward, keep_out
 from benchfill.review.board import ReviewBoard
 from benchfill.review.card import (
     CARD_TOP_K,
@@ -67,6 +67,7 @@ class ReleaseResult:
     changed: dict[str, list[str]] = field(default_factory=dict)  # id -> item fields changed
     pending: list[str] = field(default_factory=list)  # this run's items still awaiting review (not released)
     resumed: bool = False  # published by an interrupted command, recorded by this one
+    held: dict[str, str] = field(default_factory=dict)  # this run's accepted items an earlier release removed
     rule_note: str = ""  # set when the release's rule is not the one the review page was served with
 
 
@@ -158,7 +159,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         if where.resolve() == target.resolve() and _changelog_behind(bench_dir, target, version) \
                 and not verify_release(target, recorded[0].manifest_sha256):
             # killed between the store's row and the benchmark's changelog: the rerun writes the changelog
-            _write_changelog(bench_dir, (target / "CHANGELOG.md").read_text(encoding="utf-8"))
+            _write_changelog(bench_dir, _read_text(target / "CHANGELOG.md"))
             return _result_of(board, target, version, recorded[0].manifest_sha256)
         if not (where / MANIFEST).is_file():
             raise BenchfillError(f"release {version} of {bench} was made by this run (its store records it at "
@@ -191,7 +192,10 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         rows, prev_rows, previous[-1] if previous else "",
         _released_at(prev_dir) if prev_dir else None, outcomes, remove or {}, PROVENANCE, run_name,
     )  # fmt: skip
-    added = [i for i in (carry.aliases.get(i, i) for i in added) if i not in carry.before]
+    removed_before = _manifest(prev_dir).get("removed") if prev_dir else None
+    kept = keep_out(rows, removed_before if isinstance(removed_before, dict) else {}, carry.removed, prev_rows,
+                    outcomes, version, moment.isoformat(timespec="microseconds"), run_name)
+    added = [i for i in (carry.aliases.get(i, i) for i in added) if i not in carry.before and i not in kept.held]
     for r in rows:  # a row carried from a release made before a column existed
         for col in PROVENANCE:
             r.setdefault(col, None)
@@ -238,8 +242,8 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     meta["coverage"] = {"before": before, "after": after}
     entry = changelog_entry(version, now[:10], meta["run_id"], added, meta["release_rule"], before, after,
                             outside=[i for i in added if i in meta["outside_gap"]])
-    entry += carry.changelog()
-    old_log = (bench_dir / previous[-1] / "CHANGELOG.md").read_text(encoding="utf-8") if previous else ""
+    entry += carry.changelog() + kept.changelog()
+    old_log = _read_text(bench_dir / previous[-1] / "CHANGELOG.md") if previous else ""
     changelog = entry + ("\n" + old_log.split("\n", 2)[2] if old_log.startswith("# Changelog") else "")
     changelog = f"# Changelog of {bench}\n\n{changelog}"
 
@@ -261,24 +265,32 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         # still told apart (before or after) when the next release carries items forward.
         manifest = {"benchmark": bench, "version": version, "released_at": now,
                     "released_at_us": moment.isoformat(timespec="microseconds"), "data_files": [DATA_FILE],
-                    "provenance_columns": list(PROVENANCE), "files": _hashes(tmp)}  # fmt: skip
+                    "provenance_columns": list(PROVENANCE), "files": _hashes(tmp),
+                    # removals still in force: a later release from the run that made them keeps them out
+                    "removed": kept.removed}  # fmt: skip
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         digest = _sha256(tmp / MANIFEST)
         _publishable(tmp)
-        # The first release of a benchmark fixes its scale (later ones reuse it): written before the
-        # release appears, so that no release stands without it, and taken back if the rename fails.
-        fixed = record.write(bench_dir)
-        try:
-            tmp.rename(target)  # atomic; fails if the version appeared meanwhile
-        except BaseException:
-            if fixed:
-                (bench_dir / ScaleOfRecord.FILE).unlink(missing_ok=True)
-            raise
+        # The store's row is written (flushed, which takes the store's write lock) before the release
+        # appears and committed after: a store that cannot take it (read-only, full) fails the release with
+        # nothing published, and a kill between the rename and the commit leaves what _finish_interrupted
+        # records on the rerun.
+        with board.store.session() as s:
+            s.add(Release(run_id=board.store.run_id, version=version, path=str(target.resolve()),
+                          manifest_sha256=digest))
+            s.flush()
+            # The first release of a benchmark fixes its scale (later ones reuse it): written before the
+            # release appears, so that no release stands without it, and taken back if the rename fails.
+            fixed = record.write(bench_dir)
+            try:
+                tmp.rename(target)  # atomic; fails if the version appeared meanwhile
+            except BaseException:
+                if fixed:
+                    (bench_dir / ScaleOfRecord.FILE).unlink(missing_ok=True)
+                raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    with board.store.session() as s:
-        s.add(Release(run_id=board.store.run_id, version=version, path=str(target.resolve()), manifest_sha256=digest))
     _write_changelog(bench_dir, changelog)
     pending = [i for i, o in outcomes.items() if o.status == "pending"]
     note = ""
@@ -287,7 +299,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
                 f"served with ({board.kept_rule.describe()})")
     return ReleaseResult(version, target, len(z_before), meta["n_generated"], digest,
                          added=added, carried=carry.carried, removed=list(carry.removed),
-                         changed=carry.changed, pending=pending, rule_note=note)  # fmt: skip
+                         changed=carry.changed, pending=pending, rule_note=note, held=kept.held)  # fmt: skip
 
 
 def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: ScaleOfRecord
@@ -538,7 +550,7 @@ def _check_previous(board: ReviewBoard, prev_dir: Path) -> None:
     problems = [] if isinstance(listed, dict) else [f"{mpath}: missing or unreadable"]
     for name in (DATA_FILE, "CHANGELOG.md") if not problems else ():
         info, path = listed.get(name), prev_dir / name
-        if not isinstance(info, dict) or not path.is_file() or _sha256(path) != info.get("sha256"):
+        if not isinstance(info, dict) or path.is_symlink() or not path.is_file() or _sha256(path) != info.get("sha256"):
             problems.append(f"{path}: does not match its manifest (modified or missing)")
     recorded = _recorded(board.store.all(Release), prev_dir)
     if recorded is not None and not Path(recorded.path).is_absolute() and not problems:
@@ -602,7 +614,7 @@ def _finish_interrupted(board: ReviewBoard, target: Path, bench_dir: Path, versi
     digest = _sha256(target / MANIFEST)
     with board.store.session() as s:
         s.add(Release(run_id=board.store.run_id, version=version, path=str(target.resolve()), manifest_sha256=digest))
-    _write_changelog(bench_dir, (target / "CHANGELOG.md").read_text(encoding="utf-8"))
+    _write_changelog(bench_dir, _read_text(target / "CHANGELOG.md"))
     _sweep_stale(bench_dir, version)
     return _result_of(board, target, version, digest, rows)
 
@@ -736,14 +748,57 @@ def verify_release(path: str | Path, manifest_sha256: str | None = None) -> list
                         f"{path.resolve().parent.name!r}")
     problems += [f"{path / name}: a release must list it in its manifest" for name in REQUIRED_FILES
                  if name not in listed]
-    actual = _hashes(path)
+    files, odd = _regular_files(path)
+    problems += odd
+    actual = {name: {"sha256": _sha256(p)} for name, p in files.items() if p.name != MANIFEST}
     for name, info in sorted(listed.items()):
         if name not in actual:
             problems.append(f"{path / name}: listed in the manifest but missing")
         elif actual[name]["sha256"] != info.get("sha256"):
             problems.append(f"{path / name}: sha256 differs from the manifest (modified)")
     problems += [f"{path / n}: not in the manifest (added)" for n in sorted(set(actual) - set(listed))]
+    if "README.md" in files and DATA_FILE in files:
+        problems += _card_against_data(files["README.md"], files[DATA_FILE])
     return problems
+
+
+def _regular_files(root: Path) -> tuple[dict[str, Path], list[str]]:
+    """A release's regular files by relative name, and a problem for everything else in it: a symbolic link
+    (its target, perhaps outside the release, would be what the manifest vouches for), a pipe or a device."""
+    files, problems = {}, []
+    for folder, dirs, names in os.walk(root):
+        for name in sorted(dirs + names):
+            p = Path(folder) / name
+            rel = p.relative_to(root).as_posix()
+            if p.is_symlink():
+                problems.append(f"{root / rel}: a symbolic link; a release holds regular files only")
+            elif name in names:
+                if p.is_file():
+                    files[rel] = p
+                else:
+                    problems.append(f"{root / rel}: not a regular file; a release holds regular files only")
+        dirs[:] = [d for d in dirs if not (Path(folder) / d).is_symlink()]
+    return files, problems
+
+
+def _card_against_data(card: Path, data: Path) -> list[str]:
+    """The card's ``data_sha256`` (its front matter) against the data: a manifest rewritten to fit edited
+    data still lists the card, which then names other data than the release holds."""
+    import yaml
+
+    try:
+        text = card.read_text(encoding="utf-8")
+        front = text.split("\n---\n", 1)[0].removeprefix("---\n") if text.startswith("---\n") else ""
+        head = yaml.safe_load(front)
+    except (UnicodeDecodeError, yaml.YAMLError):
+        head = None
+    meta = head.get("benchfill") if isinstance(head, dict) else None
+    want = meta.get("data_sha256") if isinstance(meta, dict) else None
+    if not isinstance(want, str):
+        return [f"{card}: its front matter names no benchfill.data_sha256 to check {DATA_FILE} against"]
+    if _sha256(data) != want:
+        return [f"{data}: sha256 differs from the card's data_sha256 ({card.name}): the data is not the card's"]
+    return []
 
 
 def manifest_sha256(release_dir: str | Path) -> str:
@@ -765,6 +820,10 @@ def recorded_sha256(release_dir: str | Path, run_dir: str | Path) -> str | None:
 
 def diff_releases(a: str | Path, b: str | Path) -> ReleaseDiff:
     """Items added, removed and changed (by item fields, not provenance) from release ``a`` to ``b``."""
+    names = [_manifest(Path(p)).get("benchmark") for p in (a, b)]
+    if all(names) and names[0] != names[1]:
+        raise ConfigError(f"{a} is a release of {names[0]!r} and {b} one of {names[1]!r} (their {MANIFEST}): "
+                          "diff compares releases of one benchmark")
     ra, rb = _load_rows(Path(a)), _load_rows(Path(b))
     d = ReleaseDiff(a=_version_of(Path(a)), b=_version_of(Path(b)))
     d.added = [i for i in rb if i not in ra]
@@ -784,8 +843,12 @@ def _load_rows(path: Path) -> dict[str, dict]:
     if not data.is_file():
         raise DataError(f"{path}: not a benchfill release (no {DATA_FILE})")
     rows, first = {}, {}
-    with data.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
+    with data.open("rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataError(f"{data} line {n}: not UTF-8 text") from None
             if not line.strip():
                 continue
             try:
@@ -803,10 +866,24 @@ def _load_rows(path: Path) -> dict[str, dict]:
 
 
 def _manifest(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    """A release's manifest; {} where it has none. One it has but that cannot be read is the user's to fix."""
+    mpath = path / MANIFEST
+    if not mpath.is_file():
         return {}
+    try:
+        manifest = json.loads(_read_text(mpath))
+    except json.JSONDecodeError:
+        raise DataError(f"{mpath}: not valid JSON") from None
+    if not isinstance(manifest, dict):
+        raise DataError(f"{mpath}: not a benchfill manifest (a JSON object was expected)")
+    return manifest
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not UTF-8 text") from None
 
 
 def _version_of(path: Path) -> str:

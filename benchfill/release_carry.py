@@ -147,3 +147,77 @@ def _parse_time(value: Any) -> datetime | None:
         return as_utc(datetime.fromisoformat(str(value)))
     except ValueError:
         return None
+
+
+@dataclass
+class KeptOut:
+    """Items an earlier release removed, against this run's wish to release them again."""
+
+    held: dict[str, str] = field(default_factory=dict)  # id -> why it stays out (kept out of this release)
+    restored: dict[str, str] = field(default_factory=dict)  # id -> who put it back
+    removed: dict[str, dict[str, Any]] = field(default_factory=dict)  # the record for this release's manifest
+
+    def changelog(self) -> str:
+        out = [f"- `{i}` stays removed ({why}); an accept or edit of it made after its removal puts it back"
+               for i, why in self.held.items()]
+        out += [f"- `{i}` back after its removal ({why})" for i, why in self.restored.items()]
+        return "".join(line + "\n" for line in out)
+
+
+def keep_out(
+    rows: list[dict[str, Any]],
+    removed_before: Mapping[str, Any],
+    removed_now: Mapping[str, str],
+    previous_rows: Mapping[str, dict[str, Any]],
+    outcomes: Mapping[str, Any],
+    version: str,
+    released_at: str,
+    run_id: str,
+) -> KeptOut:
+    """Drop from ``rows`` (in place) this run's items that an earlier release removed, unless a reviewer
+    accepted or edited the item after that release: the run's own decisions still pass them, and without a
+    record of the removal each later release from the run would add them back.
+
+    ``removed_before`` is the previous release's record of removed items (its manifest's ``removed``: id ->
+    run_id, removed_in, removed_at, why); ``removed_now`` the items ``carry_forward`` removed from it.
+    Returns the record this release keeps: every removal still in force, this release's included.
+    """
+    kept = KeptOut()
+    record = {str(i): dict(e) for i, e in removed_before.items() if isinstance(e, dict)}
+    for item_id, why in removed_now.items():
+        record[item_id] = {"run_id": (previous_rows.get(item_id) or {}).get("run_id"), "removed_in": version,
+                           "removed_at": released_at, "why": why}  # fmt: skip
+    by_maker = {_made_as(i, e.get("run_id")): i for i, e in record.items()}
+    keep = []
+    for r in rows:
+        hit = None
+        if r.get("origin") == "generated" and r["id"] not in previous_rows and r.get("released_in") == version:
+            hit = by_maker.get(_made_as(str(r["id"]), r.get("run_id")))
+        if hit is None:
+            keep.append(r)
+            continue
+        entry = record[hit]
+        since = _parse_time(entry.get("removed_at"))
+        res = outcomes.get(str(r["id"]).removesuffix(f"{RUN_SEP}{run_id}"))
+        back = [d for d in (res.decisions if res else []) if d.decision in ("accept", "edit")
+                and since is not None and as_utc(d.created_at) > since]  # fmt: skip
+        if back:
+            kept.restored[r["id"]] = (f"removed in {entry.get('removed_in')}; "
+                                      + ", ".join(f"{d.decision}ed again by {d.reviewer}" for d in back))
+            del record[hit]
+            keep.append(r)
+        else:
+            kept.held[r["id"]] = f"removed in {entry.get('removed_in')}: {entry.get('why')}"
+    rows[:] = keep
+    released = {_made_as(str(r["id"]), r.get("run_id")) for r in rows if r.get("origin") == "generated"}
+    kept.removed = {i: e for i, e in record.items() if _made_as(i, e.get("run_id")) not in released}
+    return kept
+
+
+def _made_as(item_id: str, run_id: Any) -> tuple[str, str]:
+    """(the id its run gave it, that run): one key for an item under every name a release gives it
+    ("X" of run A, "X@A" as run B reused it, "X@B" after a clash; see ``_reused``)."""
+    run = str(run_id or "")
+    local = item_id.removesuffix(f"{RUN_SEP}{run}") if run else item_id
+    base, sep, origin = local.rpartition(RUN_SEP)
+    return (base, origin) if sep and origin else (local, run)

@@ -108,9 +108,13 @@ def test_verify_catches_a_manifest_rewritten_to_fit_edited_files(tmp_path, share
     fake = v1.parent / "9.9.9"
     shutil.copytree(v1, fake)
     data = fake / "data" / "test.jsonl"
+    old_sha = hashlib.sha256(data.read_bytes()).hexdigest()
     data.write_text(data.read_text().replace('"answer": ', '"answer": 1', 1))
     m = json.loads((fake / "manifest.json").read_text())
-    m["files"]["data/test.jsonl"]["sha256"] = hashlib.sha256(data.read_bytes()).hexdigest()
+    m["files"]["data/test.jsonl"]["sha256"] = new_sha = hashlib.sha256(data.read_bytes()).hexdigest()
+    card = fake / "README.md"  # the card names its data's sha256: rewritten to fit as well
+    card.write_text(card.read_text().replace(old_sha, new_sha))
+    m["files"]["README.md"]["sha256"] = hashlib.sha256(card.read_bytes()).hexdigest()
     (fake / "manifest.json").write_text(json.dumps(m))
     assert main(["release", "verify", str(fake)]) == 2
     assert "names version '1.0.0', the folder is '9.9.9'" in capsys.readouterr().err

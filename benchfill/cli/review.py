@@ -189,4 +189,10 @@ def _release(args) -> int:
         more = f" (+{len(res.pending) - 5})" if len(res.pending) > 5 else ""
         print(f"note: {len(res.pending)} item(s) of this run still await review and are not in {res.version}: "
               f"{', '.join(res.pending[:5])}{more}", file=sys.stderr)
+    if res.held:
+        import sys
+
+        print(f"note: {len(res.held)} accepted item(s) of this run stay out of {res.version}, removed from an "
+              f"earlier release: {', '.join(res.held)} (an accept or edit of one made after its removal puts it "
+              "back)", file=sys.stderr)
     return 0
