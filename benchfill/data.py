@@ -143,15 +143,22 @@ def read_responses(
         ts.append(trials)
     if not mi:
         raise DataError(f"{path}: no responses (empty file)")
-    if len(model_index) < min_models:  # IRT needs two; a before/after test (benchfill detect) needs one
-        raise DataError(f"{path}: responses from {len(model_index)} model; IRT needs at least two models")
-
     if not any(ts):
         raise DataError(f"{path}: no responses: every row has trials 0")
     correct_m = np.zeros((len(model_index), len(item_index)), dtype=np.int64)
     trials_m = np.zeros_like(correct_m)
     np.add.at(correct_m, (mi, ii), cs)
     np.add.at(trials_m, (mi, ii), ts)
+    # A model that attempted nothing has no ability: kept, it would count towards the models IRT needs
+    # and sit at its prior in every figure made from the abilities.
+    attempted = trials_m.sum(axis=1) > 0  # some row has trials (checked above), so some model stays
+    models = tuple(m for m, a in zip(model_index, attempted, strict=True) if a)
+    idle = tuple(m for m, a in zip(model_index, attempted, strict=True) if not a)
+    correct_m, trials_m = correct_m[attempted], trials_m[attempted]
+    if len(models) < min_models:  # IRT needs two; a before/after test (benchfill detect) needs one
+        also = f" ({len(idle)} more with trials 0 only: {', '.join(idle[:3])}{', ...' if len(idle) > 3 else ''})"
+        raise DataError(f"{path}: responses from {len(models)} model{also if idle else ''}; IRT needs at least "
+                        "two models")
 
     item_ids = tuple(item_index)
     chance = np.zeros(len(item_ids))
@@ -172,7 +179,7 @@ def read_responses(
     if untried:
         correct_m, trials_m, chance = correct_m[:, tried], trials_m[:, tried], chance[tried]
         item_ids = tuple(i for i, t in zip(item_ids, tried, strict=True) if t)
-    return ResponseMatrix(tuple(model_index), item_ids, correct_m, trials_m, chance, str(path), untried)
+    return ResponseMatrix(models, item_ids, correct_m, trials_m, chance, str(path), untried, idle)
 
 
 def extreme_items(matrix: ResponseMatrix, items: Sequence[dict[str, Any]] | None = None) -> dict[str, list[str]]:
@@ -274,13 +281,15 @@ def read_reference_scores(path: str | Path) -> dict[str, float]:
 
 
 def untried_note(matrix: ResponseMatrix) -> str | None:
-    """One line naming the items ``read_responses`` left out for having trials 0 only, or None."""
-    ids = matrix.untried
-    if not ids:
-        return None
-    more = f" ... (+{len(ids) - 10})" if len(ids) > 10 else ""
-    return (f"{matrix.source}: {len(ids)} item(s) with trials 0 only have no difficulty and are left out: "
-            f"{', '.join(ids[:10])}{more}")
+    """One line naming the items and the models ``read_responses`` left out for having trials 0 only, or None."""
+    def listed(names: tuple[str, ...]) -> str:
+        return ", ".join(names[:10]) + (f" ... (+{len(names) - 10})" if len(names) > 10 else "")
+
+    ids, models = matrix.untried, matrix.untried_models
+    parts = ([f"{len(ids)} item(s) with trials 0 only have no difficulty and are left out: {listed(ids)}"] if ids
+             else []) + ([f"{len(models)} model(s) with trials 0 only have no ability and are left out: "
+                          f"{listed(models)}"] if models else [])
+    return f"{matrix.source}: {'; '.join(parts)}" if parts else None
 
 
 # -- parsing helpers ---------------------------------------------------------------------------

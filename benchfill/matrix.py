@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -16,7 +16,8 @@ class ResponseMatrix:
     ``trials == 0`` and contributes nothing to any likelihood.
     ``chance[i]`` is the guessing floor of item ``i`` (0 for free-response).
     ``untried`` names items the source file listed only with trials 0, left out of the matrix:
-    with no attempt they have no difficulty, and the prior alone would place them.
+    with no attempt they have no difficulty, and the prior alone would place them. ``untried_models``
+    names such models: with no attempt they have no ability, yet would count towards the models IRT needs.
     """
 
     models: tuple[str, ...]
@@ -26,6 +27,7 @@ class ResponseMatrix:
     chance: np.ndarray = field(default=None)  # float64, shape (n_items,)
     source: str = ""  # file the matrix was read from, for messages and reports
     untried: tuple[str, ...] = ()  # items of the source with trials 0 only, not in item_ids
+    untried_models: tuple[str, ...] = ()  # models of the source with trials 0 only, not in models
 
     def __post_init__(self) -> None:
         shape = (len(self.models), len(self.item_ids))
@@ -74,17 +76,16 @@ class ResponseMatrix:
 
     def with_chance(self, chance: np.ndarray | float) -> ResponseMatrix:
         c = np.broadcast_to(np.asarray(chance, dtype=float), (self.n_items,)).copy()
-        return ResponseMatrix(self.models, self.item_ids, self.correct, self.trials, c, self.source, self.untried)
+        return replace(self, chance=c)
 
     def drop_models(self, keep: np.ndarray) -> ResponseMatrix:
         """A copy with only the models where ``keep`` is true (used by leave-one-model-out)."""
         keep = np.asarray(keep, dtype=bool)
         models = tuple(m for m, k in zip(self.models, keep, strict=True) if k)
-        return ResponseMatrix(models, self.item_ids, self.correct[keep], self.trials[keep], self.chance, self.source,
-                              self.untried)
+        return replace(self, models=models, correct=self.correct[keep], trials=self.trials[keep])
 
     def select_items(self, idx: np.ndarray) -> ResponseMatrix:
         idx = np.asarray(idx)
         ids = tuple(self.item_ids[i] for i in idx)
-        return ResponseMatrix(self.models, ids, self.correct[:, idx], self.trials[:, idx], self.chance[idx], self.source,
-                              self.untried)
+        return replace(self, item_ids=ids, correct=self.correct[:, idx], trials=self.trials[:, idx],
+                       chance=self.chance[idx])

@@ -5,8 +5,10 @@ matplotlib is imported inside the function: importing this module costs nothing.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,31 @@ import numpy as np
 from benchfill.coverage import Target, gaps, parse_target
 
 GAP_COLORS = ("#e41a1c", "#ff7f00", "#4daf4a", "#377eb8", "#984ea3")
+PLOT_FORMATS = ("png", "pdf", "svg")  # what a plot file's name may end in; the ending names the format
 
 
+def plot_format(path: str | Path) -> str | None:
+    """The format that ``path``'s ending names, or None where it names none of ``PLOT_FORMATS``."""
+    fmt = Path(path).suffix.lower().lstrip(".")
+    return fmt if fmt in PLOT_FORMATS else None
+
+
+def literal_text(draw: Callable) -> Callable:
+    """Make ``draw`` set its text as written: an item id or a file name may hold '$', which matplotlib
+    otherwise takes for the start of a formula, and fails on when it does not parse as one."""
+
+    @functools.wraps(draw)
+    def drawn(*args: Any, **kwargs: Any) -> Any:
+        import matplotlib
+
+        # Text objects read the setting when made (tick labels: when drawn), so the saving is inside too
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return drawn
+
+
+@literal_text
 def plot_ecdf(
     z: Any,
     path: str | Path,
@@ -26,7 +51,7 @@ def plot_ecdf(
     title: str = "",
     after: Any = None,
 ) -> Path:
-    """Write a PNG: the items' ECDF, the target's CDF, and the k widest gaps shaded with their widths.
+    """Write a plot, as ``path``'s ending says (``PLOT_FORMATS``): the items' ECDF, the target's CDF, and the k widest gaps shaded with their widths.
 
     ``after`` (optional) draws a second ECDF, e.g. the benchmark after gap filling.
     The file is written to a temporary name and renamed, so a failure leaves no half file.
@@ -63,20 +88,32 @@ def plot_ecdf(
             ax.set_title(title, fontsize=10, pad=14)
         ax.legend(loc="lower right", fontsize=8, frameon=False)
         fig.tight_layout()
-        return save_png(fig, path)
+        return save_figure(fig, path)
     finally:
         plt.close(fig)
 
 
 def save_png(fig: Any, path: str | Path) -> Path:
-    """Write ``fig`` as PNG through a temporary file and a rename (no half-written plot after a
-    kill), readable by others (mkstemp makes 0600; a plot is for sharing)."""
+    """``save_figure`` as PNG, whatever the name."""
+    return save_figure(fig, path, "png")
+
+
+def save_figure(fig: Any, path: str | Path, fmt: str | None = None) -> Path:
+    """Write ``fig`` in ``fmt`` (default: the format ``path``'s ending names) through a temporary file and
+    a rename (no half-written plot after a kill), readable by others (mkstemp makes 0600; a plot is for
+    sharing)."""
     path = Path(path)
+    fmt = fmt or plot_format(path)
+    if fmt is None:
+        from benchfill.errors import ConfigError
+
+        raise ConfigError(f"{path}: a plot's name must end in "
+                          + ", ".join(f".{s}" for s in PLOT_FORMATS[:-1]) + f" or .{PLOT_FORMATS[-1]}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".png", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=f".{fmt}", dir=path.parent)
     os.close(fd)
     try:
-        fig.savefig(tmp, format="png")
+        fig.savefig(tmp, format=fmt)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:

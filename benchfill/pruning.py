@@ -9,7 +9,7 @@ better-matched measure also ranks models more like the reference.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,13 @@ def prune_to_target(z: Any, k: int, target: Target | str | None = None) -> np.nd
 
 
 def model_scores(matrix: ResponseMatrix, items: np.ndarray | None = None) -> np.ndarray:
-    """Each model's benchmark score: the mean over items of its success rate (untried pairs skipped)."""
+    """Each model's benchmark score: the mean over items of its success rate (untried pairs skipped);
+    NaN for a model that tried none of ``items``."""
     rate = matrix.success_rate if items is None else matrix.success_rate[:, items]
-    with np.errstate(invalid="ignore"):
-        return np.nanmean(rate, axis=1)
+    tried = ~np.isnan(rate)
+    n = tried.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):  # nanmean would warn on a model with no pair
+        return np.where(n > 0, np.where(tried, rate, 0.0).sum(axis=1) / np.maximum(n, 1), np.nan)
 
 
 def read_reference(path: str | Path, models: tuple[str, ...]) -> np.ndarray:
@@ -64,10 +67,23 @@ def read_reference(path: str | Path, models: tuple[str, ...]) -> np.ndarray:
     return ref
 
 
-def _agreement(scores: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
+MIN_RANKED = 3  # with two models a rank correlation is +1 or -1 whatever the scores: no evidence
+
+
+def _agreement(scores: np.ndarray, reference: np.ndarray) -> tuple[float, float, str | None]:
+    """(Spearman, Kendall, None) over the models with a score, or (NaN, NaN, why) where the
+    correlations are undefined: too few such models, or no spread on one side. Decided here, not
+    left to scipy, which warns on stderr and returns NaN without a reason."""
     from scipy.stats import kendalltau, spearmanr
 
-    return float(spearmanr(scores, reference).statistic), float(kendalltau(scores, reference).statistic)
+    has = ~np.isnan(scores)
+    s, r = scores[has], reference[has]
+    if s.size < MIN_RANKED:
+        return np.nan, np.nan, f"{s.size} model(s) with responses, {MIN_RANKED} needed"
+    if np.ptp(s) == 0 or np.ptp(r) == 0:
+        return np.nan, np.nan, "every model scores the same" + (" on the kept items" if np.ptp(s) == 0 else
+                                                          " in the reference")
+    return float(spearmanr(s, r).statistic), float(kendalltau(s, r).statistic), None
 
 
 @dataclass
@@ -79,8 +95,9 @@ class CalibrationResult:
     ddm_before: float
     ddm_after: float
     ddm_random: float | None = None  # mean over random subsets of size k
-    ranking: dict[str, Any] | None = None  # spearman/kendall for full, calibrated, random
+    ranking: dict[str, Any] | None = None  # spearman/kendall for full, calibrated, random; NaN where undefined
     seed: int = 0
+    notes: list[str] = field(default_factory=list)  # one line each: what the ranking left out or could not do
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,7 +119,9 @@ def calibrate(
     ``fit_or_z`` is an ``IrtFit`` or normalized difficulties. With ``matrix``
     (the responses the difficulties came from, same item order) the model
     rankings are compared with ``reference``: a file of model scores, an array
-    of scores in ``matrix.models`` order, or, when None, the full benchmark.
+    of scores in ``matrix.models`` order, or, when None, the full benchmark. Each ranking leaves out
+    the models with no responses on its items; with fewer than three models there is no ranking
+    (``ranking`` stays None). ``notes`` says, a line each, what was left out or undefined.
     """
     if hasattr(fit_or_z, "z") and hasattr(fit_or_z, "item_ids"):
         z = np.asarray(fit_or_z.z, dtype=float)
@@ -128,10 +147,9 @@ def calibrate(
         if reference is not None:  # a ranking needs the models' responses; saying nothing would drop it
             raise ConfigError("reference: ranking agreement needs the responses (--responses or --benchmark)")
         return result
+    source = matrix.source or "responses"
     if tuple(matrix.item_ids) != tuple(ids):
-        raise DataError(f"{matrix.source or 'responses'}: items differ from the fitted items")
-    if matrix.n_models < 3:
-        raise DataError(f"{matrix.source or 'responses'}: rank agreement needs at least three models")
+        raise DataError(f"{source}: items differ from the fitted items")
     if reference is None:
         ref, ref_name = model_scores(matrix), "full benchmark"
     elif isinstance(reference, (str, Path)):
@@ -141,15 +159,31 @@ def calibrate(
         if ref.shape != (matrix.n_models,) or not np.all(np.isfinite(ref)):
             raise ConfigError(f"reference: {ref.size} scores for {matrix.n_models} models; give one finite "
                               "score per model, in matrix.models order")
+    if matrix.n_models < MIN_RANKED:  # the pruning stands on its own; only the ranking figure is skipped
+        result.notes.append(f"{source}: rank agreement needs at least {MIN_RANKED} models, found "
+                            f"{matrix.n_models}; not computed")
+        return result
     full = _agreement(model_scores(matrix), ref)
-    cal = _agreement(model_scores(matrix, chosen), ref)
-    rnd = np.array([_agreement(model_scores(matrix, r), ref) for r in randoms]) if randoms else None
+    kept = model_scores(matrix, chosen)
+    cal = _agreement(kept, ref)
+    absent = [m for m, v in zip(matrix.models, kept, strict=True) if np.isnan(v)]
+    if absent:
+        result.notes.append(f"calibrated: {len(absent)} model(s) with no responses on the kept items are left out "
+                            f"of its ranking: {', '.join(absent[:10])}{' ...' if len(absent) > 10 else ''}")
+    for name, (_, _, why) in (("full", full), ("calibrated", cal)):
+        if why:
+            result.notes.append(f"{name}: rank agreement undefined ({why})")
+    rnd = [_agreement(model_scores(matrix, r), ref) for r in randoms]
+    defined = [a for a in rnd if a[2] is None]
     result.ranking = {
         "reference": ref_name,
         "full": {"spearman": full[0], "kendall": full[1]},
         "calibrated": {"spearman": cal[0], "kendall": cal[1]},
-        "random": None
-        if rnd is None
-        else {"spearman": float(np.nanmean(rnd[:, 0])), "kendall": float(np.nanmean(rnd[:, 1])), "n": n_random},
+        "random": None if not randoms else {
+            "spearman": float(np.mean([a[0] for a in defined])) if defined else np.nan,
+            "kendall": float(np.mean([a[1] for a in defined])) if defined else np.nan,
+            "n": n_random,
+            "undefined": len(rnd) - len(defined),  # subsets that tie every model: left out of the means
+        },
     }
     return result

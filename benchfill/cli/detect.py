@@ -6,6 +6,7 @@ A thin layer over benchfill.measure.detect; numpy and the library are imported i
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from benchfill.cli.argtypes import nonneg_int
@@ -37,7 +38,7 @@ def register(subparsers: Any) -> None:
 def cmd_detect(args: argparse.Namespace) -> int:
     from benchfill.cli.output import warn_untried
     from benchfill.data import read_responses
-    from benchfill.errors import ConfigError
+    from benchfill.errors import ConfigError, DataError
     from benchfill.measure.detect import detect
 
     if args.permutations < 0:
@@ -52,10 +53,18 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
         f = IrtFit.load(args.fit)  # a malformed file: DataError naming it
         difficulty = dict(zip(f.item_ids, (float(z) for z in f.z), strict=True))
+        # a fit of another benchmark would put every item in no band, and the bands would say nothing
+        ids = [i for i in before.item_ids if i in set(after.item_ids)]
+        if ids and not any(i in difficulty for i in ids):
+            raise DataError(f"{args.fit}: none of the {len(ids)} items of {args.before} and {args.after} is in the "
+                            f"fit (e.g. {ids[0]!r}); give the fit of this benchmark")
     res = detect(
         before, after, model_before=args.model_before or args.model, model_after=args.model_after or args.model,
         difficulty=difficulty, bands=args.bands, permutations=args.permutations, alpha=args.alpha, seed=args.seed,
     )  # fmt: skip
+    if difficulty is not None and res.unplaced:
+        print(f"benchfill: warning: {args.fit}: {res.unplaced} of the {res.n_items} items tested are not in the "
+              "fit and are in no band", file=sys.stderr)
     if args.json:
         from benchfill.cli.output import dumps
 

@@ -34,7 +34,8 @@ def register(subparsers: Any) -> None:
     _target_arg(p)
     p.add_argument("--k", type=int, default=5, help="number of largest gaps summed and listed (default 5)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--plot", metavar="PNG", help="write an ECDF plot with the largest gaps shaded")
+    p.add_argument("--plot", metavar="FILE", help="write an ECDF plot with the largest gaps shaded, as the name's "
+                   "ending says: .png, .pdf or .svg")
     p.set_defaults(func=cmd_diagnose)
 
     p = subparsers.add_parser("calibrate", help="prune to k items matching a target distribution (Appendix D)")
@@ -45,8 +46,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reference", metavar="FILE", help="reference model scores (JSON {model: score} or CSV model,score); "
                    "default: the full benchmark")
     p.add_argument("--n-random", type=positive_int, default=30, help="random subsets for the baseline (default 30)")
-    p.add_argument("--out", metavar="FILE", help="write the kept items as JSONL: their lines from the items file "
-                   "when items are known, else {\"id\": ...} lines")
+    p.add_argument("--out", metavar="FILE", help="write the kept items as JSONL: their lines from the --items file "
+                   "as written there, a benchmark's items as JSON, else {\"id\": ...} lines")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_calibrate)
 
@@ -66,22 +67,43 @@ def _input_args(p: argparse.ArgumentParser, saved_fit: bool = True) -> None:
         p.set_defaults(fit_path=None)
 
 
-# The options that shape a fit, with their defaults: a saved fit (--fit) settles them itself.
+# The options that shape a fit, with their defaults: a saved fit (--fit) settles them itself. argparse
+# gives them None, so that one given at its default value is still seen as given (fit_options).
 FIT_DEFAULTS = {"engine": "map", "model": "1pl", "no_guessing": False, "chains": 4, "warmup": 1000, "draws": 1000}
+NUTS_OPTIONS = ("chains", "warmup", "draws")
 
 
 def _fit_args(p: argparse.ArgumentParser) -> None:
-    d = FIT_DEFAULTS
     g = p.add_argument_group("IRT fit")
-    g.add_argument("--engine", choices=("map", "nuts"), default=d["engine"],
-                   help="map (default) or nuts (posterior draws)")
-    g.add_argument("--model", choices=("1pl", "2pl"), default=d["model"])
-    g.add_argument("--no-guessing", action="store_true", help="ignore the per-item guessing floor")
+    g.add_argument("--engine", choices=("map", "nuts"), default=None, help="map (default) or nuts (posterior draws)")
+    g.add_argument("--model", choices=("1pl", "2pl"), default=None)
+    g.add_argument("--no-guessing", action="store_true", default=None, help="ignore the per-item guessing floor")
     g.add_argument("--seed", type=nonneg_int, default=0)
-    g.add_argument("--chains", type=positive_int, default=d["chains"], help="NUTS chains (default 4)")
-    g.add_argument("--warmup", type=nonneg_int, default=d["warmup"], help="NUTS warm-up draws per chain (default 1000)")
-    g.add_argument("--draws", type=mcmc_draws, default=d["draws"],
+    g.add_argument("--chains", type=positive_int, default=None, help="NUTS chains (default 4)")
+    g.add_argument("--warmup", type=nonneg_int, default=None, help="NUTS warm-up draws per chain (default 1000)")
+    g.add_argument("--draws", type=mcmc_draws, default=None,
                    help="NUTS draws per chain, at least 4 for split R-hat (default 1000)")
+
+
+def fit_options(args: argparse.Namespace) -> None:
+    """Refuse options that would be ignored without a word, then give those not given their defaults."""
+    from benchfill.errors import ConfigError
+
+    given = [k for k in (*FIT_DEFAULTS, "guessing_options") if getattr(args, k) is not None]
+    if args.fit_path and given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ConfigError(f"{flag}: --fit {args.fit_path} is a saved fit with its own engine and settings; "
+                          "give one or the other")
+    if args.no_guessing and args.guessing_options is not None:
+        raise ConfigError(f"--guessing-options {args.guessing_options}: --no-guessing turns the guessing floor off; "
+                          "give one or the other")
+    nuts = [k for k in NUTS_OPTIONS if k in given]
+    if nuts and (args.engine or FIT_DEFAULTS["engine"]) != "nuts":
+        raise ConfigError(f"--{nuts[0]}: sets the NUTS sampler, and --engine {args.engine or FIT_DEFAULTS['engine']} "
+                          "does not sample; give --engine nuts or leave it out")
+    for k, d in FIT_DEFAULTS.items():
+        if getattr(args, k) is None:
+            setattr(args, k, d)
 
 
 def _target_arg(p: argparse.ArgumentParser) -> None:
@@ -147,14 +169,8 @@ def fit_or_load(args: argparse.Namespace, matrix: Any) -> Any:
     from benchfill.irt.fit import IrtFit
 
     if args.fit_path:
-        from benchfill.errors import ConfigError, DataError
+        from benchfill.errors import DataError
 
-        # options the saved fit settles itself: given anyway, they would be ignored without a word
-        given = [k for k, d in FIT_DEFAULTS.items() if getattr(args, k) != d]
-        if given:
-            flag = "--" + given[0].replace("_", "-")
-            raise ConfigError(f"{flag}: --fit {args.fit_path} is a saved fit with its own engine and settings; "
-                              "give one or the other")
         f = IrtFit.load(args.fit_path)  # a malformed file: DataError naming it
         if matrix is not None and tuple(f.item_ids) != tuple(matrix.item_ids):
             if sorted(f.item_ids) != sorted(matrix.item_ids):
@@ -203,6 +219,16 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, list[dict] | None, Any]:
     return matrix, items, fit_or_load(args, matrix)
 
 
+def _input_files(args: argparse.Namespace) -> dict[str, str | None]:
+    """The files a command reads, by option: an output must not be one of them."""
+    files = {"--responses": args.responses, "--items": args.items, "--fit": args.fit_path,
+             "--reference": getattr(args, "reference", None)}
+    target = getattr(args, "target", None)
+    if target and target != "uniform" and not target.startswith("beta:"):  # a file of quantiles
+        files["--target"] = target
+    return files
+
+
 def _source(args: argparse.Namespace, matrix: Any) -> str:
     return args.benchmark or (matrix.source if matrix is not None else args.fit_path)
 
@@ -222,9 +248,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from benchfill.errors import ConfigError
     from benchfill.irt import compare_models, leave_one_model_out, matrix_checks
 
+    fit_options(args)
     if not args.out:
         raise ConfigError(f"--out {args.out!r}: give a file to write the fit to")
-    check_out_file(args.out, "--out")
+    check_out_file(args.out, "--out", _input_files(args))
     matrix, items = load_matrix(args)
     f = fit_or_load(args, matrix)
     summary: dict[str, Any] = {
@@ -315,7 +342,14 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
     if args.k < 1:
         raise ConfigError(f"--k must be at least 1, got {args.k}")
-    check_out_file(args.plot, "--plot")
+    fit_options(args)
+    check_out_file(args.plot, "--plot", _input_files(args))
+    if args.plot is not None:
+        from benchfill.plots import PLOT_FORMATS, plot_format
+
+        if plot_format(args.plot) is None:
+            raise ConfigError(f"--plot {args.plot!r}: the name's ending gives the format; give one ending in "
+                              + ", ".join(f".{s}" for s in PLOT_FORMATS[:-1]) + f" or .{PLOT_FORMATS[-1]}")
     target = parse_target(args.target)
     matrix, items, f = _inputs(args)
     check_spread(f, matrix, fit_source=args.fit_path)
@@ -420,7 +454,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from benchfill.data import read_reference_scores
     from benchfill.pruning import calibrate
 
-    check_out_file(args.out, "--out")
+    fit_options(args)
+    check_out_file(args.out, "--out", _input_files(args))
     target = parse_target(args.target)
     if args.reference:  # a bad line named before the fit, not after it
         read_reference_scores(args.reference)
@@ -430,7 +465,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         f, args.size, target=target, matrix=matrix, reference=args.reference, n_random=args.n_random, seed=args.seed
     )
     if args.out:
-        _write_selection(args.out, result.selected, items)
+        local = args.items if args.items and not args.items.startswith("hf:") else None  # hf: has no lines
+        _write_selection(args.out, result.selected, items, local)
     if args.json:
         _dump(result.to_dict())
         return 0
@@ -443,26 +479,41 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         rnd = rk["random"] or {"spearman": float("nan"), "kendall": float("nan")}
         print(f"  ranking agreement with {rk['reference']}:")
         for key in ("spearman", "kendall"):
-            print(f"    {key:<9} full {rk['full'][key]:.3f}   calibrated {rk['calibrated'][key]:.3f}   "
-                  f"random {rnd[key]:.3f}")
+            print(f"    {key:<9} full {_figure(rk['full'][key])}   calibrated {_figure(rk['calibrated'][key])}   "
+                  f"random {_figure(rnd[key])}")
+    for note in result.notes:  # why a figure is missing or undefined
+        print(f"  note: {note}")
     if args.out:
         print(f"kept items written to {args.out}")
     return 0
 
 
-def _write_selection(path: str, selected: list[str], items: list[dict] | None) -> None:
+def _figure(x: float) -> str:
+    """A correlation to three places, or a word where it is undefined (the notes say why)."""
+    return "undefined" if x is None or x != x else f"{x:.3f}"
+
+
+def _write_selection(path: str, selected: list[str], items: list[dict] | None, items_file: str | None) -> None:
+    """The kept items as JSONL: from ``items_file``, their lines as written there (read_items made every id a
+    string and may have added fields; a copy is what the help promises)."""
     import os
     import tempfile
     from pathlib import Path
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    by_id = {it["id"]: it for it in items} if items else {}
+    lines = {it["id"]: json.dumps(it) for it in items or []}
+    if items_file is not None:
+        from benchfill.data import read_text
+
+        for line in read_text(items_file).split("\n"):  # read_items read it whole: every line is an object
+            if line.strip():
+                lines[str(json.loads(line)["id"])] = line.rstrip("\r")
     fd, tmp = tempfile.mkstemp(prefix=".calibrated-", dir=out.parent)
     try:
-        with os.fdopen(fd, "w") as fh:
+        with open(fd, "w", encoding="utf-8") as fh:
             for i in selected:
-                fh.write(json.dumps(by_id.get(i, {"id": i})) + "\n")
+                fh.write(lines.get(i, json.dumps({"id": i})) + "\n")
         os.chmod(tmp, 0o644)  # mkstemp makes 0600
         os.replace(tmp, out)
     finally:

@@ -29,11 +29,14 @@ def dumps(obj: Any, **kw: Any) -> str:
     return json.dumps(plain(obj), allow_nan=False, **kw)
 
 
-def check_out_file(path: str | None, flag: str) -> None:
-    """Refuse, before any work, an output path no file can be written to: an existing folder, or a path
-    under a file. Found only at the end, the rename into place would name the command's own temp file."""
+def check_out_file(path: str | None, flag: str, inputs: dict[str, str | None] | None = None) -> None:
+    """Refuse, before any work, an output path no file can be written to: a folder (or a name ending in a
+    separator), a path under a file, a folder that takes no new file, or one of the command's own input files
+    (``inputs``: {option: path}). Found only at the end, the work would be lost, the rename into place would
+    name the command's own temp file, or the input would be gone."""
     if path is None:
         return
+    import os
     from pathlib import Path
 
     from benchfill.errors import ConfigError
@@ -41,10 +44,67 @@ def check_out_file(path: str | None, flag: str) -> None:
     out = Path(path)
     if out.is_dir():
         raise ConfigError(f"{flag} {path!r}: is a folder; give a file")
-    for parent in out.parents:  # the nearest one that exists decides
+    # Path() drops a trailing separator, and the write would then make a file where a folder was meant
+    if path.endswith(tuple(s for s in (os.sep, os.altsep) if s)):
+        raise ConfigError(f"{flag} {path!r}: ends in a separator, naming a folder; give a file")
+    _check_not_input(out, path, flag, inputs)
+    _check_writable(out.parent, path, flag)
+
+
+def check_out_dir(path: str | None, flag: str, names: tuple[str, ...],
+                  inputs: dict[str, str | None] | None = None) -> None:
+    """``check_out_file`` for an output folder that is to receive the files ``names``."""
+    if path is None:
+        return
+    from pathlib import Path
+
+    from benchfill.errors import ConfigError
+
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{flag} {out}: exists and is not a folder")
+    for name in names:
+        if (out / name).is_dir():
+            raise ConfigError(f"{flag} {out}: {out / name} is a folder, where {name} is to be written")
+        _check_not_input(out / name, path, flag, inputs, f"{out / name} ")
+    _check_writable(out, path, flag)
+
+
+def _check_not_input(out: Any, path: str, flag: str, inputs: dict[str, str | None] | None, what: str = "") -> None:
+    import os
+
+    from benchfill.errors import ConfigError
+
+    for in_flag, in_path in (inputs or {}).items():
+        if not in_path:
+            continue
+        try:
+            same = os.path.samefile(out, in_path)  # a link or another spelling of the same file counts
+        except (OSError, ValueError):  # either one missing: they cannot be one file
+            continue
+        if same:
+            raise ConfigError(f"{flag} {path!r}: {what}is the {in_flag} file, which writing would overwrite; "
+                              "give another path")
+
+
+def _check_writable(folder: Any, path: str, flag: str) -> None:
+    """The nearest existing folder at or above ``folder`` must take a new file. Tried for real, with a
+    file made and removed: os.access says yes to root, and to a folder marked immutable."""
+    import os
+    import tempfile
+
+    from benchfill.errors import ConfigError
+
+    for parent in (folder, *folder.parents):  # the nearest one that exists decides
         if parent.exists():
             if not parent.is_dir():
                 raise ConfigError(f"{flag} {path!r}: {parent} is a file, not a folder")
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".benchfill-probe-", dir=parent)
+            except OSError as exc:
+                raise ConfigError(f"{flag} {path!r}: cannot write in {parent} ({exc.strerror or exc})") from None
+            os.close(fd)
+            os.unlink(probe)
             return
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -45,7 +46,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from benchfill.cli.output import warn_untried
+    from benchfill.cli.output import check_out_dir, warn_untried
     from benchfill.data import read_responses
     from benchfill.errors import ConfigError
     from benchfill.measure.order_test import MAX_DRAWS
@@ -55,13 +56,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise ConfigError(f"--alpha must be in (0, 1), got {args.alpha}")
     if not 19 <= args.draws <= MAX_DRAWS:  # fewer cannot reach o <= .05; more only runs out of memory
         raise ConfigError(f"--draws must be in 19..{MAX_DRAWS}, got {args.draws}")
-    if args.out:  # refused before the profiling, not after it: a folder in the way of an output file
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"--out {out}: exists and is not a folder")
-        for name in OUTPUTS:
-            if (out / name).is_dir():
-                raise ConfigError(f"--out {out}: {out / name} is a folder, where {name} is to be written")
+    # refused before the profiling, not after it: a folder in the way of an output file, or no way to write
+    check_out_dir(args.out, "--out", OUTPUTS, inputs={"--responses": args.responses, "--items": args.items,
+                                                      "--answers": args.answers, "--fit": args.fit_path})
     matrix = read_responses(args.responses, items=args.items)
     warn_untried(matrix)
     if args.subset and args.subset > matrix.n_items:
@@ -103,22 +100,22 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _write_outputs(bp: Any, result: dict, out: Path) -> None:
+    from benchfill.cli.output import dumps
     from benchfill.measure.profiles_plots import plot_histograms, plot_trajectories
 
     out.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".profile-", suffix=".json", dir=out)
+    # All three are made in a folder of their own and moved in only once all are: a plot that fails leaves
+    # the folder as it was, not a new profile.json beside an earlier run's plots
+    work = Path(tempfile.mkdtemp(prefix=".profile-", dir=out))
     try:
-        with os.fdopen(fd, "w") as fh:
-            from benchfill.cli.output import dumps
-
-            fh.write(dumps(result, indent=1))
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the plots beside it are 0644
-        os.replace(tmp, out / "profile.json")
+        (work / "profile.json").write_text(dumps(result, indent=1), encoding="utf-8")
+        os.chmod(work / "profile.json", 0o644)  # as the plots beside it
+        plot_trajectories(bp, work / "trajectories.png")
+        plot_histograms(bp, work / "histograms.png")
+        for name in OUTPUTS:
+            os.replace(work / name, out / name)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    plot_trajectories(bp, out / "trajectories.png")
-    plot_histograms(bp, out / "histograms.png")
+        shutil.rmtree(work, ignore_errors=True)
     print(f"wrote {out / 'profile.json'}, {out / 'trajectories.png'}, {out / 'histograms.png'}", file=sys.stderr)
 
 
@@ -145,8 +142,12 @@ def _print_table(bp: Any, result: dict, top: int) -> None:
                   f"{p.width:6.3f} {p.validity:6.3f}  {traj}")
     if "subset" in result:
         r = result["subset"]
+        def pm(pair) -> str:  # mean ± sd over draws; a word where no draw defined it (the notes say why)
+            m, sd = pair
+            return "undefined" if m is None or m != m else f"{m:.3f}±{sd:.3f}"
+
         print(f"\nsubsets of {r['size']} items ({r['repeats']} draws): "
-              f"profile-guided NDR {r['ndr_profile'][0]:.3f}±{r['ndr_profile'][1]:.3f}, "
-              f"tau-b {r['tau_profile'][0]:.3f}±{r['tau_profile'][1]:.3f}; "
-              f"random NDR {r['ndr_random'][0]:.3f}±{r['ndr_random'][1]:.3f}, "
-              f"tau-b {r['tau_random'][0]:.3f}±{r['tau_random'][1]:.3f}")
+              f"profile-guided NDR {pm(r['ndr_profile'])}, tau-b {pm(r['tau_profile'])}; "
+              f"random NDR {pm(r['ndr_random'])}, tau-b {pm(r['tau_random'])}")
+        for note in r.get("notes") or ():
+            print(f"  note: {note}")

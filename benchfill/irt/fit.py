@@ -221,6 +221,22 @@ class IrtFit:
         if d["model"] not in ("1pl", "2pl") or d["engine"] not in ("map", "nuts"):
             raise DataError(f"{source}: fields 'model' and 'engine' must be 1pl/2pl and map/nuts, "
                             f"found {d['model']!r} and {d['engine']!r}")
+        for key, ids in (("models", models), ("item_ids", item_ids)):
+            twice = _first_repeat(ids)
+            if twice is not None:  # a gap or a difficulty would be read off the wrong item
+                raise DataError(f"{source}: field {key!r} names {twice!r} twice")
+        difficulty = numbers("difficulty", len(item_ids), "items")
+        chance = numbers("chance", len(item_ids), "items")
+        outside = np.flatnonzero(~((chance >= 0) & (chance < 1)))
+        if outside.size:  # the guessing floor is a probability, and a floor of 1 leaves nothing to learn
+            i = int(outside[0])
+            raise DataError(f"{source}: field 'chance' of item {item_ids[i]!r} is {chance[i]:g}, not in [0, 1)")
+        b_min, b_max = scalar("b_min"), scalar("b_max")
+        # The scale is the fitted benchmark's own: z = 0 at its easiest item and 1 at its hardest. A pair that
+        # is not its difficulties' min and max (swapped, equal, shifted) would place every item wrongly.
+        if difficulty.size and not (_same(b_min, difficulty.min()) and _same(b_max, difficulty.max())):
+            raise DataError(f"{source}: fields 'b_min' and 'b_max' ({b_min:g}, {b_max:g}) are not the lowest and "
+                            f"highest of field 'difficulty' ({difficulty.min():g}, {difficulty.max():g})")
         disc = d.get("discrimination")
         return cls(
             model=d["model"],
@@ -229,17 +245,31 @@ class IrtFit:
             item_ids=item_ids,
             ability=numbers("ability", len(models), "models"),
             ability_se=numbers("ability_se", len(models), "models", finite=False),
-            difficulty=numbers("difficulty", len(item_ids), "items"),
+            difficulty=difficulty,
             difficulty_se=numbers("difficulty_se", len(item_ids), "items", finite=False),
-            chance=numbers("chance", len(item_ids), "items"),
+            chance=chance,
             discrimination=None if disc is None else numbers("discrimination", len(item_ids), "items"),
-            b_min=scalar("b_min"),
-            b_max=scalar("b_max"),
+            b_min=b_min,
+            b_max=b_max,
             log_likelihood=_number_or_nan(d.get("log_likelihood")),
             diagnostics=d.get("diagnostics", {}),
             seed=d.get("seed"),
             **kw,
         )
+
+
+def _first_repeat(names: tuple[str, ...]) -> str | None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
+def _same(a: float, b: float) -> bool:
+    """Equal up to the rounding a JSON round trip or a hand-copied digit string could leave."""
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
 def _finite_or_none(obj: Any) -> Any:

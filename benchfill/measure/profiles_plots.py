@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from benchfill.measure.profiles import BenchmarkProfile, ItemProfile
-from benchfill.plots import save_png
+from benchfill.plots import literal_text, save_png
 
 
+@literal_text
 def plot_trajectories(bp: BenchmarkProfile, path: str | Path, *, items: Sequence[ItemProfile] | None = None,
                       top: int = 12) -> Path:
     """One small panel per item: correctness (dots), isotonic fit (line), entropy when known."""
@@ -49,6 +50,7 @@ def plot_trajectories(bp: BenchmarkProfile, path: str | Path, *, items: Sequence
         plt.close(fig)
 
 
+@literal_text
 def plot_histograms(bp: BenchmarkProfile, path: str | Path, *, bins: int = 20) -> Path:
     """Position and width of the rising items, validity of all items (section 3.3)."""
     plt = _pyplot()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchfill.errors import DataError
 from benchfill.matrix import ResponseMatrix
 from benchfill.measure.profiles import BenchmarkProfile
 
@@ -73,9 +74,10 @@ def model_scores(matrix: ResponseMatrix, models: Sequence[str], item_ids: Sequen
     rows = [matrix.models.index(m) for m in models]
     cols = slice(None) if item_ids is None else [matrix.item_ids.index(i) for i in item_ids]
     k, t = matrix.correct[rows][:, cols], matrix.trials[rows][:, cols]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rate = np.where(t > 0, k / np.maximum(t, 1), np.nan)
-    return np.nanmean(rate, axis=1)
+    tried = (t > 0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN for a model that tried none; nanmean would warn
+        rate = np.where(t > 0, k / np.maximum(t, 1), 0.0)
+        return np.where(tried > 0, rate.sum(axis=1) / np.maximum(tried, 1), np.nan)
 
 
 def ndr(subset_scores: np.ndarray, full_scores: np.ndarray) -> float:
@@ -87,8 +89,13 @@ def ndr(subset_scores: np.ndarray, full_scores: np.ndarray) -> float:
 
 
 def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> float:
+    """Kendall's tau-b; NaN where it is undefined (fewer than two values, or one side all tied), decided
+    here rather than by scipy, which warns on stderr."""
     from scipy.stats import kendalltau
 
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
     return float(kendalltau(a, b, variant="b").statistic)
 
 
@@ -100,6 +107,7 @@ class SubsetEvaluation:
     tau_profile: tuple[float, float]
     ndr_random: tuple[float, float]
     tau_random: tuple[float, float]
+    notes: tuple[str, ...] = ()  # one line each: models left out of draws, figures undefined in some draws
 
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -117,23 +125,45 @@ def evaluate_subsets(
     """Profile-guided against random subsets of ``size`` items, on a reference model axis.
 
     ``reference_models`` (weakest first) default to the profile's own axis; pass models the
-    profile did not see to evaluate out of sample.
+    profile did not see to evaluate out of sample. A draw compares only the models with responses
+    on its items (a sparse matrix leaves some without); a figure undefined in a draw (fewer than two
+    such models, or all tied) is left out of its mean and sd, NaN when no draw defines it; ``notes``
+    says so. Refused (DataError) when the models all score the same on the full benchmark.
     """
     ref = list(reference_models) if reference_models is not None else list(bp.axis.models)
     full = model_scores(matrix, ref)
     ref = [ref[i] for i in np.argsort(full, kind="stable")]  # the reference axis: full-benchmark order
     full = np.sort(full, kind="stable")
+    if np.ptp(full) == 0:
+        raise DataError(f"{matrix.source or 'responses'}: every model has the same score on the full benchmark; "
+                        "there is no ranking for a subset to keep")
     pool = [p.item_id for p in bp.items]
     rng = np.random.default_rng(seed)
     out = {"p": ([], []), "r": ([], [])}
+    absent: dict[str, set[str]] = {"p": set(), "r": set()}
     for r in range(repeats):
         for key, ids in (("p", select_subset(bp, size, seed=seed + r)),
                          ("r", rng.choice(pool, size=size, replace=False).tolist())):
             s = model_scores(matrix, ref, ids)
-            out[key][0].append(ndr(s, full))
-            out[key][1].append(kendall_tau_b(s, full))
+            has = ~np.isnan(s)
+            absent[key].update(m for m, h in zip(ref, has, strict=True) if not h)
+            out[key][0].append(ndr(s[has], full[has]) if has.sum() >= 2 else float("nan"))
+            out[key][1].append(kendall_tau_b(s[has], full[has]))
 
     def ms(v: list[float]) -> tuple[float, float]:
-        return float(np.nanmean(v)), float(np.nanstd(v))
+        d = [x for x in v if not np.isnan(x)]
+        return (float(np.mean(d)), float(np.std(d))) if d else (float("nan"), float("nan"))
 
-    return SubsetEvaluation(size, repeats, ms(out["p"][0]), ms(out["p"][1]), ms(out["r"][0]), ms(out["r"][1]))
+    notes = []
+    for key, method in (("p", "profile-guided"), ("r", "random")):
+        if absent[key]:
+            names = sorted(absent[key])
+            notes.append(f"{method}: {len(names)} model(s) with no responses on some subsets are left out of those "
+                         f"subsets' comparison: {', '.join(names[:10])}{' ...' if len(names) > 10 else ''}")
+        for figure, values in (("NDR", out[key][0]), ("tau-b", out[key][1])):
+            undefined = int(np.isnan(values).sum())
+            if undefined:
+                notes.append(f"{method}: {figure} undefined in {undefined} of {repeats} draws (fewer than two models "
+                             "with responses, or all tied); left out of its mean and sd")
+    return SubsetEvaluation(size, repeats, ms(out["p"][0]), ms(out["p"][1]), ms(out["r"][0]), ms(out["r"][1]),
+                            tuple(notes))

@@ -1,0 +1,198 @@
+"""Outputs of fit, diagnose, calibrate and profile that went wrong without a word: an output over one of the
+command's own inputs, a folder that takes no file found only after the work, options dropped, a '$' that
+broke the plots, a plot in another format than its name, a folder name made a file, and items rewritten."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+from test_cli_files import MATRIX, _err, _one_line
+from test_cli_profile import _write_responses
+
+from benchfill.cli import main
+
+
+def _responses(tmp_path, name: str = "r.csv", text: str = MATRIX) -> str:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return str(p)
+
+
+def _saved_fit(tmp_path, capsys) -> str:
+    path = str(tmp_path / "f.json")
+    assert main(["fit", "--responses", _responses(tmp_path), "--out", path]) == 0
+    capsys.readouterr()
+    return path
+
+
+# -- 1. an output that is one of the command's inputs ---------------------------------------------
+
+
+@pytest.mark.parametrize(("argv", "pattern"), [
+    (["diagnose", "--responses", "r.csv", "--plot", "r.csv"], r"--plot 'r\.csv': is the --responses file"),
+    (["diagnose", "--responses", "r.csv", "--plot", "./sub/../r.csv"], r"--plot .*: is the --responses file"),
+    (["fit", "--responses", "r.csv", "--out", "r.csv"], r"--out 'r\.csv': is the --responses file"),
+    (["calibrate", "--responses", "r.csv", "--items", "it.jsonl", "--size", "2", "--out", "it.jsonl"],
+     r"--out 'it\.jsonl': is the --items file"),
+    (["calibrate", "--responses", "r.csv", "--size", "2", "--target", "q.txt", "--out", "link.txt"],
+     r"--out 'link\.txt': is the --target file"),
+    (["profile", "--responses", "r.csv", "--fit", "p/profile.json", "--out", "p"],
+     r"--out .p.: p/profile\.json is the --fit file"),
+])
+def test_an_output_that_is_an_input_is_refused(tmp_path, monkeypatch, capsys, argv, pattern):
+    monkeypatch.chdir(tmp_path)
+    _responses(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "it.jsonl").write_text("".join(json.dumps({"id": f"q{i}"}) + "\n" for i in range(6)))
+    (tmp_path / "q.txt").write_text("0.2 0.5 0.8\n")
+    (tmp_path / "link.txt").symlink_to("q.txt")
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "profile.json").write_text("{}")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    _one_line(*_err(capsys, argv), pattern)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+# -- 2. a folder that takes no new file, found before the work ------------------------------------
+
+
+@pytest.fixture
+def locked(tmp_path):
+    """A folder no file can be made in, even by root: immutable where chattr can, else read-only for a user
+    other than root, else a link to a folder of /proc (where nobody can make a file)."""
+    path = tmp_path / "imm"
+    path.mkdir()
+    immutable = bool(shutil.which("chattr")) and subprocess.run(["chattr", "+i", str(path)],
+                                                                 capture_output=True).returncode == 0
+    if not immutable:
+        path.chmod(0o555)
+        try:
+            (path / "probe").touch()
+        except OSError:
+            pass
+        else:
+            (path / "probe").unlink()
+            path.chmod(0o755)
+            path.rmdir()
+            path.symlink_to("/proc/sys", target_is_directory=True)
+    with pytest.raises(OSError):
+        (path / "probe").touch()
+    yield path
+    if immutable:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    if not path.is_symlink():
+        path.chmod(0o755)
+
+
+@pytest.mark.parametrize(("argv", "flag", "out"), [
+    (["fit", "--out"], "--out", "imm/f.json"),
+    (["calibrate", "--size", "2", "--out"], "--out", "imm/sub/c.jsonl"),
+    (["diagnose", "--plot"], "--plot", "imm/p.png"),
+    (["profile", "--draws", "19", "--out"], "--out", "imm"),
+    (["profile", "--draws", "19", "--out"], "--out", "imm/new"),
+])
+def test_an_unwritable_folder_is_named_before_the_work(tmp_path, locked, monkeypatch, capsys, argv, flag, out):
+    monkeypatch.chdir(tmp_path)
+    listed = os.listdir(locked)
+    rc, err = _err(capsys, [argv[0], "--responses", _responses(tmp_path), *argv[1:], out])
+    _one_line(rc, err, rf"{flag} '{out}': cannot write in imm \(")  # the user's path, not a temp file's
+    assert "profiling" not in err and ".tmp" not in err and os.listdir(locked) == listed
+
+
+# -- 3. options that contradict each other ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("argv", "pattern"), [
+    (["diagnose", "--guessing-options", "4", "--no-guessing"], r"--guessing-options 4: --no-guessing"),
+    (["fit", "--guessing-options", "4", "--no-guessing"], r"--guessing-options 4: --no-guessing"),
+    (["fit", "--engine", "map", "--chains", "8", "--warmup", "5"], r"--chains: .*--engine map does not sample"),
+    (["fit", "--warmup", "1000"], r"--warmup: .*--engine map"),  # at its default value: still given
+    (["calibrate", "--size", "2", "--draws", "10"], r"--draws: .*--engine map"),
+    (["diagnose", "FIT", "--guessing-options", "4"], r"--guessing-options: --fit .*f\.json is a saved fit"),
+    (["diagnose", "FIT", "--engine", "map"], r"--engine: --fit .*f\.json is a saved fit"),
+])
+def test_conflicting_options_are_refused(tmp_path, monkeypatch, capsys, argv, pattern):
+    monkeypatch.chdir(tmp_path)
+    inputs = ["--fit", _saved_fit(tmp_path, capsys)] if "FIT" in argv else ["--responses", _responses(tmp_path)]
+    argv = [a for a in argv if a != "FIT"]
+    out = ["--out", "new.json"] if argv[0] == "fit" else []
+    _one_line(*_err(capsys, [argv[0], *inputs, *argv[1:], *out]), pattern)
+    assert not (tmp_path / "new.json").exists()
+
+
+def test_the_fit_defaults_are_unchanged(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    assert main(["fit", "--responses", _responses(tmp_path), "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["engine"], summary["model"]) == ("map", "1pl")
+    assert main(["fit", "--responses", _responses(tmp_path), "--out", str(out), "--engine", "nuts", "--chains", "2",
+                 "--warmup", "20", "--draws", "20", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["fit_diagnostics"]["chains"] == 2 and summary["fit_diagnostics"]["draws"] == 20
+
+
+# -- 4. a '$' in a file name or an item id ---------------------------------------------------------
+
+
+def test_a_dollar_in_a_file_name_is_plotted_as_written(tmp_path, capsys):
+    r = _responses(tmp_path, name=r"r$\bad{$.csv")
+    png = tmp_path / "m.png"
+    assert main(["diagnose", "--responses", r, "--plot", str(png)]) == 0
+    assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_dollar_in_an_item_id_gives_every_profile_output(tmp_path, capsys):
+    resp = _write_responses(tmp_path / "responses.csv")
+    resp.write_text(resp.read_text().replace(",q0,", ",$\\bad{$,"))  # q0 is the flagged item
+    out = tmp_path / "prof2"
+    assert main(["profile", "--responses", str(resp), "--out", str(out), "--draws", "199"]) == 0
+    assert json.loads((out / "profile.json").read_text())["flagged"][0]["item_id"] == "$\\bad{$"
+    assert sorted(p.name for p in out.iterdir()) == ["histograms.png", "profile.json", "trajectories.png"]
+
+
+# -- 5. the plot's format is its name's ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "magic"), [("p.png", b"\x89PNG"), ("p.pdf", b"%PDF"), ("p.SVG", b"<?xml")])
+def test_a_plot_is_written_in_the_format_its_name_says(tmp_path, capsys, name, magic):
+    path = tmp_path / name
+    assert main(["diagnose", "--responses", _responses(tmp_path), "--plot", str(path)]) == 0
+    assert path.read_bytes().startswith(magic)
+    if name.endswith("SVG"):
+        assert b"<svg" in path.read_bytes()[:1000]
+
+
+@pytest.mark.parametrize("name", ["p.txt", "p"])
+def test_a_plot_name_without_a_format_is_refused(tmp_path, capsys, name):
+    _one_line(*_err(capsys, ["diagnose", "--responses", _responses(tmp_path), "--plot", str(tmp_path / name)]),
+              r"--plot '.*': .*ending in \.png, \.pdf or \.svg")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]
+
+
+# -- 6. a folder name where a file is wanted -------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["fit", "--out"], ["calibrate", "--size", "2", "--out"]])
+def test_an_output_ending_in_a_separator_is_refused(tmp_path, monkeypatch, capsys, argv):
+    monkeypatch.chdir(tmp_path)
+    _one_line(*_err(capsys, [argv[0], "--responses", _responses(tmp_path), *argv[1:], "newdir" + os.sep]),
+              r"--out 'newdir/': ends in a separator, naming a folder; give a file")
+    assert not (tmp_path / "newdir").exists()
+
+
+# -- 7. calibrate copies the kept items' lines -----------------------------------------------------
+
+
+def test_calibrate_copies_the_kept_items_lines(tmp_path, capsys):
+    r = _responses(tmp_path, text=MATRIX.replace(",q", ","))  # item ids 0..5
+    lines = [f'{{"id": {i},  "text": "caf\\u00e9 {i}",  "n": 1.50}}' for i in range(6)]
+    items = tmp_path / "items.jsonl"
+    items.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    out = tmp_path / "kept.jsonl"
+    assert main(["calibrate", "--responses", r, "--items", str(items), "--size", "3", "--out", str(out)]) == 0
+    kept = out.read_text(encoding="utf-8").splitlines()
+    assert len(kept) == 3 and set(kept) <= set(lines)
