@@ -224,8 +224,8 @@ class Fleet:
                 log.warning("%s; waiting %.1f s for the first health check", self.down_message(), left)
             await self._sleep(self._awaiting, left)  # a freed slot of a replica out of service is no news
 
-    def release(self, r: Replica, ok: bool | None, detail: str = "") -> None:
-        r.bound.release()
+    def release(self, r: Replica, ok: bool | None, detail: str = "", answered: bool = True) -> None:
+        r.bound.release(answered)
         r.outcome(ok, detail)
 
     def down_message(self) -> str:

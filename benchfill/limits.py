@@ -82,11 +82,14 @@ class EndpointBound:
                 self._waiters.remove(fut)
             raise
 
-    def release(self) -> None:
-        self.quiet_since = time.monotonic()
-        if self.stall_said:
-            self.stall_said = 0.0
-            log.warning("%s answers again", _shown(self.name))
+    def release(self, answered: bool = True) -> None:
+        """Free the slot; ``answered`` False where the call got no reply (a timeout, a dropped connection, a
+        cancellation), which leaves the endpoint's silence running."""
+        if answered:
+            self.quiet_since = time.monotonic()
+            if self.stall_said:
+                self.stall_said = 0.0
+                log.warning("%s answers again", _shown(self.name))
         if not self._hand_over():
             self.in_flight -= 1
             self._freed()
@@ -107,8 +110,8 @@ class EndpointBound:
         await self.take()
         return self
 
-    async def __aexit__(self, *exc) -> None:
-        self.release()
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        self.release(answered=exc_type is None or replied(exc))
 
 
 _BOUNDS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, EndpointBound]] = weakref.WeakKeyDictionary()
@@ -150,6 +153,18 @@ async def watch_stalls(notice_s: float | None = None) -> None:
                 log.warning("waiting on %s: %d request%s in flight and no answer for %.0f s (a request gives up "
                             "after its timeout_s and is retried)", _shown(bound.name), bound.in_flight,
                             "" if bound.in_flight == 1 else "s", quiet)
+
+
+def replied(exc: BaseException | None) -> bool:
+    """Whether a failed call still heard from its endpoint: an error status is a reply, but not the 408 or
+    the synthetic 500 that the SDKs give a timeout or a dropped connection (matched by class name along the
+    MRO, as benchfill.retry does, so that no SDK is imported here)."""
+    from benchfill.retry import status_of
+
+    if exc is None or status_of(exc) in (None, 408):
+        return False
+    names = {c.__name__ for c in type(exc).__mro__}
+    return not names & {"APIConnectionError", "APITimeoutError", "Timeout", "TimeoutError", "TransportError"}
 
 
 def _shown(endpoint: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from benchfill.config import ProbeConfig, key_from_env
 from benchfill.fleet import Fleet, Replica, new_tally
-from benchfill.limits import endpoint_bound
+from benchfill.limits import endpoint_bound, replied
 from benchfill.redact import scrub
 from benchfill.retry import TruncatedReply, call_with_retries, is_retryable, status_of
 
@@ -132,19 +132,20 @@ class ProbeHttp:
         async def attempt() -> tuple[list[str], dict, float, str]:
             replica = await fleet.acquire(avoid=failed_on)  # per attempt: a backoff wait holds no slot
             ok: bool | None = None
-            detail = ""
+            detail, answered = "", False
             try:
                 counts.requests += 1
                 t0 = time.perf_counter()
                 texts, usage = await _complete(replica.client, p.model, args, n)
                 latency = time.perf_counter() - t0
-                ok = True
+                ok = answered = True
                 for other, said in refused.items():
                     if other is not replica:
                         other.refused(said)
                 return texts, usage, latency, replica.url
             except Exception as exc:
                 ok = _health(exc)
+                answered = replied(exc)  # an error status is a reply; a timeout is none
                 detail = describe_error(exc, self.key_envs)
                 if status_of(exc) in _REPLICA_REFUSALS and len(fleet.replicas) > 1:
                     refused[replica] = detail
@@ -152,7 +153,7 @@ class ProbeHttp:
                         raise ReplicaRefused(f"{replica.url} refused it: {detail}") from exc
                 raise
             finally:
-                fleet.release(replica, ok, detail)
+                fleet.release(replica, ok, detail, answered)
                 if ok is False or replica in refused:
                     failed_on.add(replica)
 

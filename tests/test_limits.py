@@ -134,3 +134,33 @@ def test_an_endpoint_that_stops_answering_is_named_until_it_answers_again(monkey
     with caplog.at_level(logging.WARNING, logger="benchfill.limits"), LoopbackOpenAI() as fast:
         netguard.run(judges(llm(fast), 2))
     assert not [r for r in caplog.records if r.name == "benchfill.limits"]
+
+
+def test_a_call_that_times_out_or_is_cancelled_is_no_answer(monkeypatch, caplog):
+    """Only a reply ends the silence: calls that time out against a hung endpoint, or that a Ctrl-C
+    cancels, leave it unanswered, and no "answers again" follows them."""
+    import logging
+
+    from benchfill import netguard
+
+    monkeypatch.setattr("benchfill.limits.STALL_NOTICE_S", 0.3)
+    once = RetryConfig(max_attempts=1, initial_wait_s=0, max_wait_s=0, jitter_s=0)
+
+    async def timed_out(cfg):
+        return await asyncio.gather(*(
+            judge(cfg, {"problem": f"t{i}"}, spec=SPEC, retry=once, format_prompt=lambda c, s: c["problem"],
+                  parse=verdict) for i in range(2)), return_exceptions=True)
+
+    async def cancelled(cfg):
+        task = asyncio.ensure_future(judges(cfg, 2, tag="c"))
+        await asyncio.sleep(1.0)  # past the first notice
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    with caplog.at_level(logging.WARNING, logger="benchfill.limits"), LoopbackOpenAI(latency_s=3.0) as hung:
+        cfg = LLMConfig(model="openai/m1", api_base=hung.base_url, timeout_s=1.0, max_repairs=0)
+        netguard.run(timed_out(cfg))
+        netguard.run(cancelled(llm(hung)))
+    said = [r.getMessage() for r in caplog.records if r.name == "benchfill.limits"]
+    assert sum(m.startswith(f"waiting on {hung.base_url}:") for m in said) >= 2, said
+    assert not [m for m in said if m.endswith("answers again")], said
