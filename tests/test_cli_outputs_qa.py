@@ -49,7 +49,7 @@ def test_an_output_that_is_an_input_is_refused(tmp_path, monkeypatch, capsys, ar
     (tmp_path / "sub").mkdir()
     (tmp_path / "it.jsonl").write_text("".join(json.dumps({"id": f"q{i}"}) + "\n" for i in range(6)))
     (tmp_path / "q.txt").write_text("0.2 0.5 0.8\n")
-    (tmp_path / "link.txt").symlink_to("q.txt")
+    os.link(tmp_path / "q.txt", tmp_path / "link.txt")  # a hard link: one file under two names
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "profile.json").write_text("{}")
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
@@ -196,3 +196,18 @@ def test_calibrate_copies_the_kept_items_lines(tmp_path, capsys):
     assert main(["calibrate", "--responses", r, "--items", str(items), "--size", "3", "--out", str(out)]) == 0
     kept = out.read_text(encoding="utf-8").splitlines()
     assert len(kept) == 3 and set(kept) <= set(lines)
+
+
+def test_an_output_that_is_a_link_or_a_device_is_refused_and_left_alone(tmp_path, monkeypatch, capsys):
+    """The write goes to a file beside the path and is renamed into place: given a link or a device, it
+    replaced them (a QA run as root turned the machine's /dev/null into a regular file that way)."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "target.json"
+    target.write_text("{}")
+    (tmp_path / "link.json").symlink_to(target)
+    os.mkfifo(tmp_path / "pipe.json")
+    for name, pattern in (("link.json", r"--out 'link.json': is a link \(to .*target\.json\)"),
+                          ("pipe.json", r"--out 'pipe.json': is not a regular file")):
+        _one_line(*_err(capsys, ["fit", "--responses", _responses(tmp_path), "--out", name]), pattern)
+    assert (tmp_path / "link.json").is_symlink() and target.read_text() == "{}"
+    assert not (tmp_path / "pipe.json").is_file() and (tmp_path / "pipe.json").exists()

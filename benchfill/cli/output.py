@@ -42,8 +42,16 @@ def check_out_file(path: str | None, flag: str, inputs: dict[str, str | None] | 
     from benchfill.errors import ConfigError
 
     out = Path(path)
+    # The file is written beside its path and renamed into place: that would replace a link, or a device such
+    # as /dev/null (run as root, a regular file then stood where the device was), not write through them.
+    if out.is_symlink():
+        raise ConfigError(f"{flag} {path!r}: is a link (to {os.readlink(out)}); give the file itself, which the "
+                          "write replaces whole")
     if out.is_dir():
         raise ConfigError(f"{flag} {path!r}: is a folder; give a file")
+    if out.exists() and not out.is_file():
+        raise ConfigError(f"{flag} {path!r}: is not a regular file (a device, a pipe or a socket); give a file, "
+                          "which the write replaces whole")
     # Path() drops a trailing separator, and the write would then make a file where a folder was meant
     if path.endswith(tuple(s for s in (os.sep, os.altsep) if s)):
         raise ConfigError(f"{flag} {path!r}: ends in a separator, naming a folder; give a file")
