@@ -238,6 +238,8 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     if opts.gaps > len(items) + 1:  # n items bound n + 1 gaps; asking more would search them all, slowly
         raise ConfigError(f"--gaps {opts.gaps}: {bench.name} has {len(items)} items, so at most {len(items) + 1} gaps")
     run_dir = runs_root(opts) / run_id_for(opts)
+    if gaps_only is None:
+        _check_outputs(run_dir)
     fresh = not run_dir.exists()
     made = [d for d in (run_dir, *run_dir.parents) if not d.exists()]  # the runs dir too, where this makes it
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -318,6 +320,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         # The review queue lives in the store (review and release read it there, PostgreSQL included).
         summary = backend.summary()  # (once: it records and sums every process's traffic)
         queue = review_records(results, opts, run_id_for(opts), bench, fit, summary)
+        _check_outputs(run_dir)  # again: the run may have taken hours, and the folder changed meanwhile
         _record_review_queue(store, queue)
         write_report(run_dir, opts=opts, run_id=run_id_for(opts), bench=bench, fit=fit, gaps=chosen_gaps,
                      results=results, oracle_z=oracle_z, backend=summary, matrix_source=matrix_source,
@@ -333,6 +336,32 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         store.close()
         locks.release(lock)
     return run_dir
+
+
+# What a run writes into its folder besides the store (IrtFit.save, report.write_report): a file or a
+# folder, each of which is checked before the run writes any, so that one in the way stops the run at
+# once rather than after it has rewritten the others (a report beside the plots of another state).
+OUTPUT_FILES = ("fit.json", "report.json", "report.md", "review_queue.jsonl")
+PLOTS_DIR = "plots"
+PLOT_FILES = ("ecdf_before_after.png", "target_deviation.png")
+
+
+def _check_outputs(run_dir: Path) -> None:
+    """Refuse, in one line naming the path, a run folder whose outputs cannot be written where they go:
+    a folder where a file goes, a file where a folder goes (the run folder, its plots, or one above)."""
+    for d in (run_dir, *run_dir.parents):  # the nearest one there must be a folder (mkdir makes the rest)
+        if d.exists() or d.is_symlink():
+            if not d.is_dir():
+                raise ConfigError(f"{d}: not a folder, yet the run writes into {run_dir}; move it away, or "
+                                  "give another --runs-dir or --run-id")
+            break
+    plots = run_dir / PLOTS_DIR
+    if (plots.exists() or plots.is_symlink()) and not plots.is_dir():
+        raise ConfigError(f"{plots}: not a folder, where the run writes its plots; move it away")
+    for f in (*(run_dir / n for n in OUTPUT_FILES), *(plots / n for n in PLOT_FILES)):
+        if f.exists() and not f.is_file():
+            what = "a folder" if f.is_dir() else "not a regular file"
+            raise ConfigError(f"{f}: {what}, where the run writes a file; move it away")
 
 
 def _give_up(made: list[Path], lock) -> None:

@@ -137,14 +137,23 @@ def absolute_url(url: str) -> str:
     return parsed.set(database=str(Path(path).resolve())).render_as_string(hide_password=False)
 
 
+class ReadOnlyStore(ConfigError):
+    """The store cannot be written (a read-only file, folder or mount; a ``mode=ro`` URL; a read-only
+    database session): a command that would write to it is refused in one line."""
+
+
 class Store:
     """Open (and create if needed) a store at a file path or SQLAlchemy URL, as seen by one run.
 
     ``run_id`` names the run whose rows this handle reads and writes (``schema.RUN_TABLES``);
     several runs may share one store. The call cache is shared by all of them.
+
+    A store that cannot be written opens for reading (``read_only``; the review page shows its queue);
+    ``writable`` True refuses it at once (``ReadOnlyStore``), for a command that will write. A write
+    to it through ``session`` is refused the same way, in one line, wherever it comes.
     """
 
-    def __init__(self, target: str | Path, run_id: str = ""):
+    def __init__(self, target: str | Path, run_id: str = "", *, writable: bool = False):
         url = _url(target)
         self.url = url
         self.run_id = run_id
@@ -156,20 +165,50 @@ class Store:
                 self.engine = create_engine(url, pool_pre_ping=True)
             with self.engine.begin() as conn:
                 self.schema_version = _upgrade(conn, redact_url(url), run_id)
+                self.read_only = _cannot_write(conn)
         except ConfigError:
             raise
+        except DBAPIError as exc:
+            if _is_read_only(exc):  # one it cannot write yet must create or upgrade: no use even for reading
+                raise self.read_only_error() from exc
+            raise self._cannot_open(exc) from exc
         except Exception as exc:  # bad URL, unreachable server, unwritable file
-            # One line: the driver's own message, without SQLAlchemy's SQL text and link to its docs.
-            detail = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-            said = " ".join(str(detail).split())
-            said = scrub(said, values=_secrets_of(url))  # a driver's message may quote its connection string
-            raise ConfigError(f"cannot open store {redact_url(url)}: {exc.__class__.__name__}: {said}") from exc
+            raise self._cannot_open(exc) from exc
+        if writable and self.read_only:
+            self.close()
+            raise self.read_only_error()
+
+    def _cannot_open(self, exc: Exception) -> ConfigError:
+        # One line: the driver's own message, without SQLAlchemy's SQL text and link to its docs.
+        detail = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+        said = " ".join(str(detail).split())
+        said = scrub(said, values=_secrets_of(self.url))  # a driver's message may quote its connection string
+        return ConfigError(f"cannot open store {redact_url(self.url)}: {exc.__class__.__name__}: {said}")
+
+    @property
+    def where(self) -> str:
+        """The store as a user names it: the database file of SQLite, else the URL without secrets."""
+        db = self.engine.url.database
+        if self.engine.dialect.name == "sqlite" and db and db != ":memory:" and not db.startswith("file:"):
+            return db
+        return redact_url(self.url)
+
+    def read_only_error(self) -> ReadOnlyStore:
+        return ReadOnlyStore(f"store {self.where}: read-only, cannot be written (a read-only or immutable file, "
+                             "folder or mount, or a read-only URL); make it writable, or copy the run elsewhere")
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as s:
-            yield s
-            s.commit()
+        try:
+            with Session(self.engine, expire_on_commit=False) as s:
+                yield s
+                s.commit()
+        except DBAPIError as exc:
+            # SQLite says so only at the first write, deep in whatever step made it: one line instead.
+            if _is_read_only(exc):
+                self.read_only = True
+                raise self.read_only_error() from exc
+            raise
 
     def hold_run(self, exclusive: bool = True) -> Callable[[], None]:
         """Hold this handle's run id against every other process on the store (another ``--runs-dir``,
@@ -246,6 +285,27 @@ class Store:
         self.engine.dispose()
 
 
+def _cannot_write(conn: Connection) -> bool:
+    """Whether SQLite refuses writes to this store. A store already at the current schema is opened
+    without a write, and SQLite grants even ``BEGIN IMMEDIATE`` on a file it cannot write: a write
+    that changes no row asks it (inside the upgrade's transaction, so it costs no lock)."""
+    if conn.dialect.name != "sqlite":
+        return False
+    try:
+        conn.execute(schema.SchemaVersion.__table__.delete().where(text("0")))
+    except DBAPIError as exc:
+        if _is_read_only(exc):
+            return True
+        raise
+    return False
+
+
+def _is_read_only(exc: DBAPIError) -> bool:
+    """SQLite's "attempt to write a readonly database"; PostgreSQL's read-only transaction (25006)."""
+    said = str(exc.orig or exc)
+    return "readonly database" in said or getattr(exc.orig, "sqlstate", None) == "25006"
+
+
 _UPGRADE_LOCK = 0x62666C6C  # "bfll": one advisory lock id for benchfill's schema upgrades
 
 
@@ -286,7 +346,8 @@ STORE_FILE = "store.db"
 STORE_URL_FILE = "store.url"
 
 
-def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool = True) -> Store:
+def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool = True,
+                   writable: bool | None = None) -> Store:
     """The store of a run: ``run_dir/store.db`` by default, or the SQLAlchemy URL given once
     (remembered in ``run_dir/store.url`` so review and release find it again).
 
@@ -297,7 +358,12 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
     A URL must not carry a password (``user:password@`` or ``?password=``, ``check_store_url``): the
     file would then hold a secret. PostgreSQL reads it from the environment (``PGPASSWORD``) or
     ``~/.pgpass`` instead.
+
+    ``writable`` (default: ``create``, a run being made or resumed) refuses a store that cannot be
+    written at once (``ReadOnlyStore``), before the command does any work it could not record.
     """
+    if writable is None:
+        writable = create
     run_dir = Path(run_dir)
     remembered = run_dir / STORE_URL_FILE
     if url:
@@ -313,7 +379,7 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
                               "or give another --run-id")
         run_dir.mkdir(parents=True, exist_ok=True)
         run_id = known[1] if known is not None else run_dir.name
-        store = Store(url, run_id=run_id)
+        store = Store(url, run_id=run_id, writable=writable)
         if known is None and _holds_a_run_of_its_own(store):
             store.close()
             raise ConfigError(f"--store {redact_url(url)}: this database is a run directory's own store (its rows "
@@ -325,11 +391,11 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
         return store
     if remembered.is_file():
         url, run_id = _remembered(remembered)
-        return Store(url, run_id=run_id)
+        return Store(url, run_id=run_id, writable=writable)
     db = run_dir / STORE_FILE
     if not create and not db.is_file():
         raise ConfigError(f"{db}: the run has no store")
-    return Store(db)
+    return Store(db, writable=writable)
 
 
 def _holds_a_run_of_its_own(store: Store) -> bool:

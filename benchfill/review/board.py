@@ -26,13 +26,16 @@ MAX_REVIEWER = 80
 
 
 class ReviewBoard:
-    """Open with ``ReviewBoard(run_dir)``; close (or use as a context manager) when done."""
+    """Open with ``ReviewBoard(run_dir)``; close (or use as a context manager) when done.
 
-    def __init__(self, run_dir: str | Path, rule: ReleaseRule | None = None):
+    ``writable``: refuse at once a store that cannot be written (a command that will record decisions);
+    otherwise a read-only store opens for reading, and a decision on it is refused when it is made."""
+
+    def __init__(self, run_dir: str | Path, rule: ReleaseRule | None = None, *, writable: bool = False):
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
             raise ConfigError(f"{self.run_dir}: no such run directory")
-        self.store = open_run_store(self.run_dir, create=False)
+        self.store = open_run_store(self.run_dir, create=False, writable=writable)
         try:
             self.entries: list[QueueEntry] = load_queue(self.run_dir, self.store)
         except BenchfillError:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchfill.errors import BenchfillError, DataError
+from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.review.board import ReviewBoard
 from benchfill.review.queue import QueueEntry, marked_diff
 from benchfill.review.rule import Outcome
@@ -115,6 +115,7 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
     out = Path(out_dir) if out_dir else Path(run_dir) / "review"
     jsonl = out / "review_queue.export.jsonl"
     csv_path = out / "review_queue.csv"
+    _check_targets(out, (jsonl, csv_path))
     with ReviewBoard(run_dir) as board:
         if csv_path.is_file():
             pending = _unimported(board, csv_path)
@@ -136,6 +137,22 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
     return jsonl, csv_path
 
 
+def _check_targets(folder: Path, files: tuple[Path, ...]) -> None:
+    """Refuse in one line, before anything is written, a path that cannot take its file: the export
+    writes its files one after the other, and one refused only at its turn would leave the other new."""
+    for f in files:
+        if f.exists() and not f.is_file():
+            what = "a folder" if f.is_dir() else "not a regular file"
+            raise ConfigError(f"{f}: {what}, where the export writes a file; move it away, or export elsewhere "
+                              "with --out")
+    for d in (folder, *folder.parents):  # the nearest one there must be a folder (mkdir makes the rest)
+        if d.exists() or d.is_symlink():
+            if not d.is_dir():
+                raise ConfigError(f"{d}: not a folder, yet the export's files go in {folder}; move it away, or "
+                                  "export elsewhere with --out")
+            break
+
+
 def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | None = None) -> int:
     """Record the decisions filled into an exported CSV; returns how many were recorded.
 
@@ -143,7 +160,10 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
     refused (``DataError`` naming its line) when it is cut short or too long, names an item whose
     ancestor or text is not the queue's (a re-sorted sheet), repeats an item and reviewer of an earlier
     row, fills an edit's cells under "accept" or "reject", or would undo a decision its reviewer made
-    after the sheet was exported, on the page or in another sheet. ``reviewer`` fills rows whose
+    after the sheet was exported, on the page or in another sheet. A sheet made by hand (the columns
+    item_id, reviewer, decision and any of the rest, no ``exported_at``) carries no export time: its rows
+    may add decisions, never replace one its reviewer has recorded; a decided row of an exported sheet
+    whose ``exported_at`` cell was cleared is refused. ``reviewer`` fills rows whose
     reviewer cell (or column) is empty. A row that repeats the reviewer's latest decision verbatim is
     skipped, so importing the same file twice is harmless; a sheet edited and imported again replaces
     what it said before.
@@ -151,7 +171,7 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
     path = Path(csv_file)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    with ReviewBoard(run_dir) as board:
+    with ReviewBoard(run_dir, writable=True) as board:
         rows, lines, exported = _read_sheet(board, path, reviewer)
         sheet = f"sheet:{exported.isoformat()}" if exported else "sheet"
         latest = {(d.item_id, d.reviewer): d for d in board.decisions()}
@@ -161,6 +181,15 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
             prev = latest.get((r.item_id, r.reviewer))
             if prev is not None and _same(prev, r):
                 continue
+            if prev is not None and exported is None:
+                # No export time (a sheet made by hand, or one whose column was cut): nothing shows it was
+                # filled in after that decision, so it may add decisions but replace none.
+                raise DataError(
+                    f"{path} line {line}: {r.reviewer} decided {prev.decision!r} on '{r.item_id}' at "
+                    f"{as_utc(prev.created_at).isoformat(timespec='seconds')} ({_where(prev.source)}), and this "
+                    f"sheet has no '{EXPORTED_AT}' column to show it was filled in after that; its {r.decision!r} "
+                    "would replace it. Make the change on the review page or in a freshly exported sheet "
+                    "(benchfill review export), or clear this row")
             if prev is not None and exported is not None and prev.source != sheet and as_utc(prev.created_at) > exported:
                 raise DataError(
                     f"{path} line {line}: {r.reviewer} decided {prev.decision!r} on '{r.item_id}' at "
@@ -204,6 +233,10 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
                 decision = (row.get("decision") or "").strip().lower()
                 if not decision:
                     continue
+                if EXPORTED_AT in fields and not stamp:  # an exported row's time, cleared: the guard's key
+                    raise DataError(f"{where}: field '{EXPORTED_AT}' is empty; an exported sheet has its export "
+                                    "time on every row, by which import refuses to undo a later decision. "
+                                    "Fill your decisions into a freshly exported sheet (benchfill review export)")
                 item_id = (row.get("item_id") or "").strip()
                 who = (row.get("reviewer") or "").strip() or (reviewer or "")
                 edit = decision == "edit"
@@ -322,10 +355,12 @@ def _unimported(board: ReviewBoard, path: Path) -> int:
 def _settled(board: ReviewBoard, row: dict[str, Any], reviewer: str, prev, decision: str, sheet: str | None,
              exported: datetime | None) -> bool:
     """Would import leave this row of ``reviewer`` alone: their latest decision says the same, or was made
-    elsewhere after the sheet's export (``import_decisions``'s own two tests)?"""
+    elsewhere after the sheet's export (``import_decisions``'s own tests)?"""
     if prev is None:
         return False
-    if exported is not None and prev.source != sheet and as_utc(prev.created_at) > exported:
+    if exported is None:  # a sheet without an export time replaces no decision: import refuses it
+        return True
+    if prev.source != sheet and as_utc(prev.created_at) > exported:
         return True
     if prev.decision != decision:
         return False

@@ -32,6 +32,7 @@ from benchfill.errors import BenchfillError
 from benchfill.review.board import ReviewBoard
 from benchfill.review.queue import QueueEntry, text_diff
 from benchfill.review.rule import Outcome, ReleaseRule, latest_per_reviewer
+from benchfill.store import ReadOnlyStore
 
 HOST = "127.0.0.1"
 COOKIE = "benchfill_token"
@@ -102,6 +103,8 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
                 fields["item_id"] or "", fields["reviewer"] or "", fields["decision"] or "",
                 fields["reason"] or "", text=fields["text"], answer=fields["answer"], source="page",
             )  # fmt: skip
+        except ReadOnlyStore as exc:  # the server's trouble, not the reviewer's input
+            return JSONResponse({"error": str(exc)}, status_code=503)
         except BenchfillError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse({"id": row.id, "item_id": row.item_id, "decision": row.decision})
@@ -348,7 +351,11 @@ def serve(run_dir: str | Path, port: int = 0, rule: ReleaseRule | None = None) -
     """Serve the review page until interrupted, printing its URL (with the token) first."""
     with ReviewServer(run_dir, port, rule) as srv:
         print(f"review page for {srv.board.benchmark}: {srv.url}", flush=True)
-        print("decisions are saved as they are made; press Ctrl-C to stop", flush=True)
+        if srv.board.store.read_only:
+            print(f"note: store {srv.board.store.where} is read-only: the page shows the queue, and refuses "
+                  "decisions; press Ctrl-C to stop", flush=True)
+        else:
+            print("decisions are saved as they are made; press Ctrl-C to stop", flush=True)
         try:
             while srv.thread is not None and srv.thread.is_alive():
                 srv.thread.join(0.5)
