@@ -28,6 +28,8 @@ INSTALL_RAY = "--executor ray needs Ray, an optional extra: pip install 'benchfi
 # -- local -------------------------------------------------------------------------------------------
 def run_local(sweep, tracker) -> list[tuple[str, str]]:
     """Every run in this process, one after another (its gaps searched concurrently, as in a run)."""
+    from dataclasses import replace
+
     from benchfill import netguard
     from benchfill.run import execute
 
@@ -36,8 +38,11 @@ def run_local(sweep, tracker) -> list[tuple[str, str]]:
         n = max(len(plan.units), 1)
         tracker.started(n)
         before = _sent()
+        # In this process a run can say how its rounds go, as `benchfill run` does: a unit can take minutes
+        # (a large benchmark's anchor rollouts), and the sweep's own line moves only when one ends.
+        opts = replace(plan.opts, progress=tracker.enabled, progress_label=plan.label)
         try:
-            run_dir = netguard.run(execute(plan.opts))
+            run_dir = netguard.run(execute(opts))
         except BenchfillError as exc:
             tracker.failure(n)
             failed.append((plan.label, str(exc)))

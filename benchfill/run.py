@@ -72,6 +72,7 @@ class RunOptions:
     store: str | None = None  # a SQLAlchemy URL (PostgreSQL); default runs/<id>/store.db
     run_id: str | None = None
     progress: bool = True
+    progress_label: str = ""  # said before each progress line (a sweep's run, among others in one process)
     allow_unconfined: bool = False  # run generated code even where no sandbox (bubblewrap) is available
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -165,7 +166,7 @@ class RunOptions:
     def identity(self) -> dict[str, Any]:
         """The arguments that decide the result (not where it is written, not how it is shown)."""
         d = asdict(self)
-        for k in ("runs_dir", "store", "run_id", "progress", "data_dir", "allow_unconfined"):
+        for k in ("runs_dir", "store", "run_id", "progress", "progress_label", "data_dir", "allow_unconfined"):
             d.pop(k)
         d["backend"] = self.resolved_backend()
         if d["backend"] != "sim":  # a world knob: real runs keep the ids they had
@@ -246,7 +247,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     # One process at a time works in a run directory (a sweep's units, which search different gaps of one
     # run, share it among themselves); held until this process ends, however it ends.
     lock = _hold_run(run_dir, run_id_for(opts), exclusive=gaps_only is None)
-    show = progress_printer(opts.progress)
+    show = progress_printer(opts.progress, opts.progress_label)
     try:
         store = open_run_store(run_dir, opts.store)
     except BaseException:
@@ -544,10 +545,10 @@ def narrow_gaps(gaps, confirm_se: float, annotator=None) -> list[str]:
     return out
 
 
-def progress_printer(enabled: bool):
+def progress_printer(enabled: bool, label: str = ""):
     def show(msg: str) -> None:
         if enabled:
-            print(msg, file=sys.stderr, flush=True)
+            print(f"{label}: {msg}" if label else msg, file=sys.stderr, flush=True)
 
     return show
 

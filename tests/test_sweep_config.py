@@ -8,6 +8,7 @@ table, and no call is made again.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,13 @@ def test_a_rerun_says_its_calls_were_replayed_not_made(tmp_path, capsys):
         return tuple(int(g or 0) for g in got.groups())
 
     run_sweep(load_sweep(path))
+    err = capsys.readouterr().err
+    capsys.readouterr()
+    print(err, file=sys.stderr, end="")  # read again by last_line
+    # Between the sweep's own lines, each run says how its rounds go, named by the run (a unit can take minutes)
+    label = load_sweep(path).runs[0].label
+    assert re.search(rf"^{re.escape(label)}: gap 0 \[[0-9.]+, [0-9.]+\] round 1/\d+: ", err, re.M), err
+    assert re.search(rf"^{re.escape(label)}: fitting IRT on ", err, re.M), err
     calls, none, rollouts, also_none = last_line()
     assert calls > 0 and rollouts > 0 and none == also_none == 0  # the first run makes every call
     run_sweep(load_sweep(path))

@@ -167,11 +167,7 @@ class Backend:
         digest = _matrix_digest(matrix)
         self.fit = self._fit_of_record(digest)
         if self.fit is None:
-            if self.opts.progress:
-                import sys
-
-                print(f"fitting IRT on {matrix.n_models} models x {matrix.n_items} items ...", file=sys.stderr,
-                      flush=True)
+            self._say(f"fitting IRT on {matrix.n_models} models x {matrix.n_items} items ...")
             self.fit = irt_fit(matrix, engine="map", seed=self.opts.seed)
             self._record_fit(digest)
         probes = panel_probes(self.fit, [(p.name, p.trials) for p in self.config.probes])
@@ -181,6 +177,12 @@ class Backend:
                                    confirmation=confirmation, misfit=self._misfit(matrix, digest))
         self.record_traffic()  # the panel's rollouts, kept as the fit is
         return self.fit, source
+
+    def _say(self, msg: str) -> None:
+        """A progress line on stderr, as the run's own (``benchfill.run.progress_printer``)."""
+        from benchfill.run import progress_printer
+
+        progress_printer(self.opts.progress, self.opts.progress_label)(msg)
 
     def _misfit(self, matrix, digest: str) -> float:
         """The annotator's misfit allowance: ``--misfit SD``, or with ``auto`` the benchmark's own spread of
@@ -195,10 +197,7 @@ class Backend:
             return float(saved["sd"])
         from benchfill.irt.spread import misfit_allowance
 
-        if self.opts.progress:
-            import sys
-
-            print("estimating how item discrimination spreads (the misfit allowance) ...", file=sys.stderr, flush=True)
+        self._say("estimating how item discrimination spreads (the misfit allowance) ...")
         sd, record = misfit_allowance(matrix, seed=self.opts.seed)
         self.store.set_meta(MISFIT_META, {**record, "matrix": digest})
         self.misfit = record
@@ -245,22 +244,21 @@ class Backend:
         return None, ""
 
     async def _panel_matrix(self, items):
-        import sys
 
         from benchfill.matrix import ResponseMatrix
 
         res = []
         seed = derive_seed(self.opts.seed, "benchmark")
-        if self.opts.progress:  # the first minutes of a run on a large benchmark: say what they are
-            print(f"benchmark rollouts: {len(self.config.probes)} probes x {len(items)} items, to place the panel "
-                  "on the benchmark's scale ...", file=sys.stderr, flush=True)
+        # the first minutes of a run on a large benchmark: say what they are
+        self._say(f"benchmark rollouts: {len(self.config.probes)} probes x {len(items)} items, to place the panel "
+                  "on the benchmark's scale ...")
         for start in range(0, len(items), BENCHMARK_BATCH):
             batch = items[start : start + BENCHMARK_BATCH]
             res += await self.rc.rollouts(batch, seed=seed, phase="benchmark")
-            if self.opts.progress and len(items) > BENCHMARK_BATCH:
+            if len(items) > BENCHMARK_BATCH:
                 st = self.rc.stats
-                print(f"benchmark rollouts: {start + len(batch)}/{len(items)} items "
-                      f"({st.requests} requests, {st.cache_hits} from the cache)", file=sys.stderr, flush=True)
+                self._say(f"benchmark rollouts: {start + len(batch)}/{len(items)} items "
+                          f"({st.requests} requests, {st.cache_hits} from the cache)")
         models = [p.name for p in self.config.probes]
         mi, ii = {m: j for j, m in enumerate(models)}, {it["id"]: i for i, it in enumerate(items)}
         correct = np.zeros((len(models), len(items)), dtype=np.int64)
@@ -352,10 +350,7 @@ class Backend:
         spec = self.bench.spec
         self.prescreen = train_prescreen(items, z_of, text_field=spec.text_field,
                                          options_field=spec.options_field, seed=self.opts.seed)
-        if self.opts.progress:
-            import sys
-
-            print(f"pre-screen {self.prescreen.reason}", file=sys.stderr, flush=True)
+        self._say(f"pre-screen {self.prescreen.reason}")
 
     async def confirm_child(self, c: Child, band: tuple[float, float] | None = None,
                             resume: Annotation | None = None) -> Annotation:
