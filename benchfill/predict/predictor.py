@@ -76,13 +76,15 @@ class Predictor:
     def with_scorer(self, cache: str | None = None, progress: Callable[[str], None] | None = None,
                     concurrency: int | None = None) -> Predictor:
         """How the scorers are asked: keep their answers in ``cache`` (JSON lines; a rerun asks only for the
-        rest), say how far they are through ``progress`` (a real scorer answers an item in seconds), and ask
+        rest), say how far they are through ``progress`` (a real scorer answers an item in seconds; a scorer
+        silent for a minute is named there too), and ask
         ``concurrency`` items at a time (default 8; 1 makes a server's answers repeatable, see
         docs/predict.md). No-op without the entropy family."""
         if "entropy" in self.families:
             self._entropy = EntropyFeatures([Scorer.parse(s) for s in self.scorers], cache=cache,
                                             concurrency=concurrency or 8,
-                                            on_progress=progress_lines(progress) if progress else None)
+                                            on_progress=progress_lines(progress) if progress else None,
+                                            on_stall=progress)
         return self
 
     def warm_up(self) -> Predictor:
@@ -210,8 +212,13 @@ def check_predictor_dict(d: dict[str, Any], where: str | Path) -> None:
     for bench, sc in scales.items():
         for key in ("mean", "sd", "b_min", "b_max"):
             v = sc.get(key) if isinstance(sc, dict) else None
-            if not _is_number(v) or not math.isfinite(v) or (key == "sd" and v < 0):
-                raise bad(f"scales.{bench}.{key}", "missing" if v is None else f"is {v!r}, not a finite number")
+            if not _is_number(v) or not math.isfinite(v):
+                raise bad(f"scales.{bench}.{key}", "missing" if v is None else f"is {_json(v)}, not a finite number")
+        # b = mean + sd z and axis = (b - b_min) / (b_max - b_min): a zero sd or span makes every item alike
+        if sc["sd"] <= 0:
+            raise bad(f"scales.{bench}.sd", f"is {sc['sd']!r}; it must be > 0")
+        if sc["b_min"] >= sc["b_max"]:
+            raise bad(f"scales.{bench}.b_min", f"is {sc['b_min']!r}, not below b_max {sc['b_max']!r}")
 
     model = d.get("model")
     if not isinstance(model, dict):
@@ -233,29 +240,48 @@ def check_predictor_dict(d: dict[str, Any], where: str | Path) -> None:
         name = f"model.transforms[{k}]"
         cols = widths[fam]
         for key in ("mean", "scale"):
-            if not _is_vector(tr.get(key) if isinstance(tr, dict) else None, cols):
+            v = tr.get(key) if isinstance(tr, dict) else None
+            if not _is_list(v, cols):
                 raise bad(f"{name}.{key}", f"must be {cols} numbers (the {fam!r} family's columns)")
+            _check_entries(v, f"{name}.{key}", bad)
         comps = tr.get("components")
         if comps is None:
             n_coef += cols
-        elif (isinstance(comps, list) and comps and len(comps) <= cols
-              and all(_is_vector(row, cols) for row in comps)):
+        elif isinstance(comps, list) and comps and len(comps) <= cols and all(_is_list(r, cols) for r in comps):
+            for r, row in enumerate(comps):
+                _check_entries(row, f"{name}.components[{r}]", bad)
             n_coef += len(comps)
         else:
             raise bad(f"{name}.components", f"must be null or rows of {cols} numbers")
     coef = model.get("coef")
-    if not _is_vector(coef, n_coef):
+    if not _is_list(coef, n_coef):
         size = len(coef) if isinstance(coef, list) else type(coef).__name__
         raise bad("model.coef", f"has {size} entries where the transforms give {n_coef} columns")
+    _check_entries(coef, "model.coef", bad)
 
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _is_vector(v: Any, n: int) -> bool:
-    return (isinstance(v, list) and len(v) == n
-            and all(_is_number(x) and math.isfinite(x) for x in v))
+def _is_list(v: Any, n: int) -> bool:
+    return isinstance(v, list) and len(v) == n
+
+
+def _check_entries(v: list[Any], name: str, bad: Callable[[str, str], DataError]) -> None:
+    """Every entry a finite number: a null, NaN or string among them would make every prediction NaN or fail
+    in numpy, and the count alone says nothing of which entry is wrong."""
+    k = next((k for k, x in enumerate(v) if not (_is_number(x) and math.isfinite(x))), None)
+    if k is not None:
+        raise bad(name, f"has a non-number at index {k}: {_json(v[k])}; every entry must be a finite number")
+
+
+def _json(v: Any) -> str:
+    """A value as the file spells it (null, NaN, "x"), not as Python does."""
+    try:
+        return json.dumps(v)
+    except (TypeError, ValueError):
+        return repr(v)
 
 
 def train(

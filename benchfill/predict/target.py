@@ -36,6 +36,26 @@ def item_text(item: dict[str, Any], text_field: str | None = None, options_field
     return text
 
 
+def json_kind(v: Any) -> str:
+    """A value's type in JSON's words (a Python dict is a JSON object)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    return {str: "string", list: "list", dict: "object"}.get(type(v), type(v).__name__)
+
+
+class ItemFieldError(DataError):
+    """An item whose field cannot be read; ``index`` is its place among the items handed in, so that a
+    caller who read them from a file can name its line."""
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
 class FieldFallbackWarning(UserWarning):
     """Items scored from another field than the one the predictor was trained on (the message names both)."""
 
@@ -55,7 +75,9 @@ def resolve_text_fields(items: Sequence[dict[str, Any]], text_field: str | None 
 
     Items without it fall back to the one field of ``TEXT_FIELDS`` they all have, with a note; a choice
     that is not clear-cut is refused (``DataError``): some items have ``text_field`` and others do not,
-    the items hold several candidate fields, or no one field is common to all of them.
+    the items hold several candidate fields, or no one field is common to all of them. So is an item whose
+    ``text_field`` holds something else than text (``ItemFieldError``, naming the item's place). The
+    options follow the same rule (``_options_field``).
     """
     def has(it: dict[str, Any], f: str) -> bool:
         return isinstance(it.get(f), str)
@@ -64,20 +86,27 @@ def resolve_text_fields(items: Sequence[dict[str, Any]], text_field: str | None 
         return str(it.get("id", "?"))
 
     notes: list[str] = []
+    if text_field:  # the predictor's field holding something else than text would be skipped without a word
+        wrong = next((k for k, it in enumerate(items) if it.get(text_field) is not None and not has(it, text_field)),
+                     None)
+        if wrong is not None:
+            raise ItemFieldError(f"item {iid(items[wrong])}: field {text_field!r} is a JSON "
+                                 f"{json_kind(items[wrong][text_field])}, not text", wrong)
     if text_field and all(has(it, text_field) for it in items):
         chosen = text_field
     else:
         if text_field:
-            lacking = [it for it in items if not has(it, text_field)]
+            lacking = [k for k, it in enumerate(items) if not has(it, text_field)]
             if len(lacking) < len(items):
-                raise DataError(f"item {iid(lacking[0])} has no text field {text_field!r} (the predictor's) while "
-                                f"{len(items) - len(lacking)} of {len(items)} items have it; give every item that field")
+                raise ItemFieldError(f"item {iid(items[lacking[0]])} has no text field {text_field!r} (the predictor's) "
+                                     f"while {len(items) - len(lacking)} of {len(items)} items have it; give every "
+                                     "item that field", lacking[0])
         common = [f for f in TEXT_FIELDS if all(has(it, f) for it in items)]
         if not common:
             looked = tuple(dict.fromkeys((text_field, *TEXT_FIELDS))) if text_field else TEXT_FIELDS
-            bare = next((it for it in items if not any(has(it, f) for f in looked)), None)
+            bare = next((k for k, it in enumerate(items) if not any(has(it, f) for f in looked)), None)
             if bare is not None:
-                raise DataError(f"item {iid(bare)}: no text field (looked for {', '.join(looked)})")
+                raise ItemFieldError(f"item {iid(items[bare])}: no text field (looked for {', '.join(looked)})", bare)
             first = {f: next(it for it in items if has(it, f)) for f in TEXT_FIELDS if any(has(it, f) for it in items)}
             raise DataError("items differ in their text field (" + ", ".join(
                 f"item {iid(it)}: {f!r}" for f, it in first.items()) + "); give every item the same one")
@@ -88,14 +117,48 @@ def resolve_text_fields(items: Sequence[dict[str, Any]], text_field: str | None 
         if text_field:
             notes.append(f"no text field {text_field!r} (the predictor's); scoring the items' {chosen!r} "
                          f"instead (rename it to {text_field!r} to make the choice explicit)")
-    if options_field:
-        used = sorted({next((f for f in (options_field, *OPTION_FIELDS) if isinstance(it.get(f), list)), None)
-                       for it in items} - {None, options_field})
-        if used:
-            notes.append(f"no options field {options_field!r} (the predictor's); reading the items' "
-                         f"{' and '.join(repr(f) for f in used)} as their options instead (rename it to "
-                         f"{options_field!r} to make the choice explicit)")
-    return TextFields(chosen, options_field, tuple(notes))
+    options = _options_field(items, options_field)
+    if options_field and options and options != options_field:
+        notes.append(f"no options field {options_field!r} (the predictor's); reading the items' {options!r} as "
+                     f"their options instead (rename it to {options_field!r} to make the choice explicit)")
+    return TextFields(chosen, options, tuple(notes))
+
+
+def _options_field(items: Sequence[dict[str, Any]], options_field: str | None) -> str | None:
+    """The one field all ``items`` read their options from, or None where none has options.
+
+    The text field's rule holds for the options too: every item through one field, and a field that holds
+    something else than a list of option texts is refused, as is a file where some items have options and
+    others none (read as items without options, they would be scored as another kind of item).
+    """
+    looked = tuple(dict.fromkeys((options_field, *OPTION_FIELDS))) if options_field else OPTION_FIELDS
+    where: list[str | None] = []
+    for k, it in enumerate(items):
+        f = next((f for f in looked if it.get(f) is not None), None)  # null: no options, as a missing field
+        where.append(f)
+        if f is None:
+            continue
+        v = it[f]
+        if not isinstance(v, list):
+            raise ItemFieldError(f"item {it.get('id', '?')}: field {f!r} is a JSON {json_kind(v)}, not a list of "
+                                 "option texts", k)
+        bad = next((j for j, o in enumerate(v) if not isinstance(o, (str, int, float)) or isinstance(o, bool)), None)
+        if bad is not None:
+            raise ItemFieldError(f"item {it.get('id', '?')}: field {f!r} entry {bad} is a JSON {json_kind(v[bad])}, "
+                                 "not an option text", k)
+    used = list(dict.fromkeys(f for f in where if f is not None))
+    if not used:
+        return None
+    if len(used) > 1:
+        first = {f: items[where.index(f)] for f in used}
+        raise DataError("items differ in their options field (" + ", ".join(
+            f"item {it.get('id', '?')}: {f!r}" for f, it in first.items()) + "); give every item the same one")
+    if None in where:
+        k = where.index(None)
+        have = len(items) - where.count(None)
+        raise ItemFieldError(f"item {items[k].get('id', '?')} has no options field {used[0]!r} while {have} of "
+                             f"{len(items)} items have it; give every item its options, or none of them", k)
+    return used[0]
 
 
 def standardize_within(values: np.ndarray, groups: Sequence[str]) -> np.ndarray:
