@@ -71,7 +71,7 @@ class RunOptions:
     runs_dir: str | None = None
     store: str | None = None  # a SQLAlchemy URL (PostgreSQL); default runs/<id>/store.db
     run_id: str | None = None
-    progress: bool = True
+    progress: bool = False  # lines on stderr as the run goes (the CLI's default; a library caller asks for them)
     progress_label: str = ""  # said before each progress line (a sweep's run, among others in one process)
     allow_unconfined: bool = False  # run generated code even where no sandbox (bubblewrap) is available
     extra: dict[str, Any] = field(default_factory=dict)

@@ -339,11 +339,12 @@ def check_benchmarks(sweep: Sweep) -> None:
 
 
 def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = None,
-              progress: bool = True) -> dict[str, Any]:
+              progress: bool = False) -> dict[str, Any]:
     """Run (or resume) every run of the sweep; write and return the table.
 
     Units that failed leave their run without a report; the table is written for the rest and the
-    failure raised after it (rerun the sweep to resume them).
+    failure raised after it (rerun the sweep to resume them). ``progress``: lines on stderr as it goes
+    (the CLI's default).
     """
     from benchfill import executors
     from benchfill.sweep_table import write_table

@@ -25,17 +25,19 @@ def test_public_names_import_from_the_package_and_import_stays_light():
     assert out.stdout.strip() == "True"
 
 
-def test_run_works_inside_a_running_event_loop(tmp_path):
+def test_run_works_inside_a_running_event_loop_and_says_nothing_unasked(tmp_path, capfd):
     import benchfill
 
     opts = benchfill.RunOptions(benchmark="demo", backend="sim", runs_dir=str(tmp_path), run_id="r", gaps=1,
-                                rounds=1, parents=2, children=2, progress=False)
+                                rounds=1, parents=2, children=2)
 
     async def cell():  # what a notebook cell does: a loop is already running
         return benchfill.run(opts)
 
     run_dir = asyncio.run(cell())
     assert (run_dir / "report.json").is_file() and (run_dir / "report.md").is_file()
+    # a library call prints no progress unless asked (the CLI asks; --quiet does not)
+    assert capfd.readouterr() == ("", "")
 
 
 def test_collect_responses_works_inside_a_running_event_loop(tmp_path):

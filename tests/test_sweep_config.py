@@ -185,7 +185,7 @@ def test_a_rerun_says_its_calls_were_replayed_not_made(tmp_path, capsys):
         assert got and line.endswith(": finished"), line
         return tuple(int(g or 0) for g in got.groups())
 
-    run_sweep(load_sweep(path))
+    run_sweep(load_sweep(path), progress=True)
     err = capsys.readouterr().err
     capsys.readouterr()
     print(err, file=sys.stderr, end="")  # read again by last_line
@@ -195,14 +195,14 @@ def test_a_rerun_says_its_calls_were_replayed_not_made(tmp_path, capsys):
     assert re.search(rf"^{re.escape(label)}: fitting IRT on ", err, re.M), err
     calls, none, rollouts, also_none = last_line()
     assert calls > 0 and rollouts > 0 and none == also_none == 0  # the first run makes every call
-    run_sweep(load_sweep(path))
+    run_sweep(load_sweep(path), progress=True)
     assert last_line() == (calls, calls, rollouts, rollouts)  # every gap restored: nothing made again
     (db,) = (tmp_path / "runs").glob("demo-benchfill-*/store.db")
     store = Store(db)
     with store.engine.begin() as conn:  # as if killed before the search saved its state: it runs again
         conn.execute(text("DELETE FROM gapstate"))
     store.close()
-    run_sweep(load_sweep(path))
+    run_sweep(load_sweep(path), progress=True)
     assert last_line() == (calls, calls, rollouts, rollouts)  # ... every call from the cache
 
 
