@@ -57,6 +57,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         exc.args = (exc.problems[-1],)
         raise
     written = write(result, args.out)
+    for line in result.warnings():
+        print(f"benchfill: warning: {line}", file=sys.stderr)
     print("\n".join(result.lines()))
     print("wrote " + ", ".join(str(p) for p in written))
     return 0

@@ -92,20 +92,26 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
         raise DataError(f"{path}: no scored samples")
     out = LogContent(source=str(path), model=model, task=task)
     per_item: dict[str, list[int]] = {}
+    texts: set[str] = set()
     for s in samples:
         where = f"{path} sample {s.id} epoch {s.epoch}"
-        if not s.scores:
-            continue  # an unscored sample (errored or cancelled) is no trial
+        item_id = f"{task}/{s.id}"
+        if item_id not in texts:
+            texts.add(item_id)
+            out.items.append(ItemText(item_id, task, _fields(s, task), str(path)))
+        if s.error is not None or not s.scores:
+            # a finished eval that tolerated errors (fail_on_error=False or a share) keeps the samples that
+            # failed, unscored: the model never answered them, so they are no trial, right or wrong, and
+            # are reported rather than left to look like items the run did not hold
+            out.errored[item_id] = out.errored.get(item_id, 0) + 1
+            continue
         if used not in s.scores:
             raise DataError(f"{where}: no scorer {used!r} (the log has {', '.join(s.scores)})")
-        item_id = f"{task}/{s.id}"
-        if item_id not in per_item:
-            out.items.append(ItemText(item_id, task, _fields(s, task), str(path)))
         per_item.setdefault(item_id, []).append(_binary(s.scores[used].value, used, threshold, to_float, where))
     for item_id, hits in per_item.items():
         out.records.append(Record(model, task, item_id, sum(hits), len(hits), str(path)))
     if not out.records:
-        raise DataError(f"{path}: no scored samples")
+        raise DataError(f"{path}: no scored samples" + (f" (all {len(samples)} errored)" if out.errored else ""))
     epochs = log.eval.config.epochs if log.eval.config and log.eval.config.epochs else 1
     out.scoring = f"scorer {used}" + (f" >= {threshold}" if threshold is not None else "") + f"; {epochs} epoch(s) = trials"
     return out, used

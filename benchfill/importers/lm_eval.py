@@ -222,7 +222,11 @@ def _read_samples(path: Path, rows: list[tuple[int, str, dict[str, Any]]], task:
 
 def _count(sample: dict[str, Any], metric: str, repeats: int, threshold: float | None, where: str) -> tuple[int, int]:
     value = sample[metric]
-    filtered = sample.get("filtered_resps") or []
+    filtered = sample.get("filtered_resps")
+    if filtered is None:
+        filtered = []
+    if not isinstance(filtered, list):  # lm-eval writes a list (each request's responses); it counts the repeats
+        raise DataError(f"{where}: field 'filtered_resps' must be a list, found {_shown(filtered)}")
     seen = len(filtered[0]) if repeats > 1 and filtered and isinstance(filtered[0], list) else 1
     if threshold is None and seen > 1 and isinstance(value, (int, float)) and not isinstance(value, bool):
         k = value * seen
@@ -264,9 +268,20 @@ def _arg_index(key: str) -> int:
 def _model_name(results: dict[str, Any], path: Path) -> str:
     name = results.get("model_name")
     if name:
-        return str(name)
+        if not isinstance(name, str):
+            raise DataError(f"{path}: field 'model_name' must be a string, found {_shown(name)}")
+        return name
     cfg = results.get("config") or {}
+    # a results file is edited or written by other tools too: a field of another type is named, not a traceback
+    if not isinstance(cfg, dict):
+        raise DataError(f"{path}: field 'config' must be an object (lm-eval's run settings), found {_shown(cfg)}")
     if not cfg.get("model"):
         raise DataError(f"{path}: no model_name or config.model; not an lm-eval results file")
+    if not isinstance(cfg["model"], str):
+        raise DataError(f"{path}: field 'config.model' must be a string, found {_shown(cfg['model'])}")
     args = cfg.get("model_args")
-    return f"{cfg['model']}({args})" if args else str(cfg["model"])
+    return f"{cfg['model']}({args})" if args else cfg["model"]
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)[:60]

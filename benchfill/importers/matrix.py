@@ -61,6 +61,7 @@ class LogContent:
     records: list[Record] = field(default_factory=list)
     items: list[ItemText] = field(default_factory=list)
     scoring: str = ""  # how the metric's values became correct/trials, for import.json
+    errored: dict[str, int] = field(default_factory=dict)  # item id -> its samples (epochs) that errored
 
 
 @dataclass
@@ -77,13 +78,15 @@ class ImportResult:
     sources: list[dict[str, Any]]
     partial: dict[str, int] = field(default_factory=dict)  # model -> items it has, when fewer than all
     summed: list[str] = field(default_factory=list)
+    errored: dict[str, list[str]] = field(default_factory=dict)  # model -> item ids with a sample that errored
+    errored_samples: int = 0
 
     def summary(self) -> dict[str, Any]:
         return {
             "tool": self.tool, "task": self.task, "metric": self.metric, "threshold": self.threshold,
             "models": len(self.models), "items": len(self.item_ids),
             "item_texts": len(self.items), "partial_models": self.partial, "summed": self.summed,
-            "sources": self.sources,
+            "errored": self.errored, "sources": self.sources,
         }  # fmt: skip
 
     def lines(self) -> list[str]:
@@ -93,6 +96,20 @@ class ImportResult:
         out += [f"partial: {m} has {n} of {len(self.item_ids)} items" for m, n in self.partial.items()]
         out += [f"summed: {s}" for s in self.summed]
         return out
+
+    def warnings(self, cap: int = 10) -> list[str]:
+        """One line naming the samples that errored (the first ``cap`` ids; import.json lists all)."""
+        if not self.errored:
+            return []
+        total = sum(map(len, self.errored.values()))
+        parts, left = [], cap
+        for m, ids in self.errored.items():
+            if left > 0:
+                parts.append(f"{m}: {', '.join(ids[:left])}")
+                left -= len(ids[:left])
+        more = f" and {total - cap} more" if total > cap else ""
+        return [f"{self.errored_samples} sample(s) errored and count as no trial, right or wrong (import.json "
+                f"'errored' lists them): {'; '.join(parts)}{more}"]  # fmt: skip
 
 
 def score(value: Any, metric: str, threshold: float | None, where: str) -> int:
@@ -167,6 +184,10 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
             trials[key] = trials.get(key, 0) + r.trials
     if not trials:
         raise ImportProblems([f"{logs[0].source if logs else 'the logs'}: no scored samples"])
+    errored: dict[str, dict[str, int]] = {}
+    for log in logs:
+        for i, n in log.errored.items():
+            errored.setdefault(log.model, {})[i] = errored.get(log.model, {}).get(i, 0) + n
     per_model = {m: sum(1 for i in item_ids if (m, i) in trials) for m in models}
     partial = {m: n for m, n in per_model.items() if n < len(item_ids)}
     return ImportResult(
@@ -176,6 +197,8 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
                for i, t in sorted(texts.items(), key=lambda kv: _natural(kv[0]))},
         sources=[{"file": log.source, "model": log.model, "task": log.task, "scoring": log.scoring} for log in logs],
         partial=partial, summed=summed,
+        errored={m: sorted(ids, key=_natural) for m, ids in errored.items()},
+        errored_samples=sum(n for ids in errored.values() for n in ids.values()),
     )  # fmt: skip
 
 

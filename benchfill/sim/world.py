@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchfill.data import guessing_floor
-from benchfill.errors import ConfigError
+from benchfill.errors import ConfigError, DataError
 from benchfill.matrix import ResponseMatrix
 from benchfill.sim import signal, texts
 from benchfill.sim.latent import draw_latent, probe_names
@@ -89,7 +89,7 @@ class World:
     originals: list[dict[str, Any]] = field(default_factory=list)  # the original items' fields, in order
     by_id: dict[str, str] = field(default_factory=dict)  # id -> key
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _read_to: dict = field(default_factory=dict, repr=False)  # state file -> how far it has been read
+    _read_to: dict = field(default_factory=dict, repr=False)  # state file -> (bytes, lines) read so far
     # The state files of the other runs that share this world (a shared store), found anew at each refresh:
     # a run started after this one writes children this one's rewriter and probes are then asked about.
     siblings: Callable[[], Iterable[Path]] | None = field(default=None, repr=False)
@@ -311,18 +311,18 @@ class World:
         path = path or self.state_path
         if path is None or not path.exists():
             return
-        fields = set(SimItem.__dataclass_fields__)
-        with open(path, encoding="utf-8") as fh:
-            fh.seek(self._read_to.get(path, 0))
+        offset, n = self._read_to.get(path, (0, 0))
+        # binary: a line of another encoding is reported by its number, not met as a decode error mid-read
+        with open(path, "rb") as fh:
+            fh.seek(offset)
             while line := fh.readline():
-                if not line.endswith("\n"):  # being written by another server: read it next time
+                if not line.endswith(b"\n"):  # being written by another server: read it next time
                     break
-                self._read_to[path] = fh.tell()
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a crash: that child was never answered
-                self._add(SimItem(**{k: v for k, v in rec.items() if k in fields}))
+                n += 1
+                rec = _child_record(line, path, n)
+                self._read_to[path] = (fh.tell(), n)
+                if rec is not None:
+                    self._add(SimItem(**{k: v for k, v in rec.items() if k in _RECORD_FIELDS}))
 
     def refresh(self) -> None:
         """Read the children other servers of this world appended to the shared state file since the last
@@ -348,3 +348,50 @@ def _stored(item: SimItem) -> dict[str, Any]:
     """What the state file keeps of an item: not its discrimination, which the world draws again from the
     item's key under its own ``discrimination_sd``."""
     return {k: v for k, v in asdict(item).items() if k != "discrimination"}
+
+
+# What a state line must hold to be a child (``_stored``): the fields SimItem cannot do without
+# (``_REQUIRED``), and the JSON types its users take every field to have.
+_RECORD_FIELDS = frozenset(SimItem.__dataclass_fields__)
+_REQUIRED = ("key", "id", "fields", "difficulty", "chance", "answer", "stated")
+_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "key": ((str,), "a string"), "id": ((str,), "a string"), "fields": ((dict,), "an object"),
+    "difficulty": ((int, float), "a number"), "chance": ((int, float), "a number"), "answer": ((str,), "a string"),
+    "stated": ((str,), "a string"), "valid": ((bool,), "true or false"), "parent": ((str, type(None)), "a string or null"),
+    "origin": ((str,), "a string"), "discrimination": ((int, float, type(None)), "a number or null"),
+}  # fmt: skip
+
+
+def _child_record(line: bytes, path: Path, n: int) -> dict[str, Any] | None:
+    """The child a state file's line holds, None for a line to pass over, or a DataError naming the line.
+
+    Passed over: a blank line, and one that starts as every record does ("{") but is not JSON: a server
+    killed mid-write leaves such a line (the next server's record appended to it), and that child was never
+    answered. Anything else is not this world's writing (a hand edit, another file), and loading it would
+    fail far from the file or quietly put a wrong item in the world.
+    """
+    def bad(why: str) -> DataError:
+        return DataError(f"{path} line {n}: not a child record ({why})")
+
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad("not UTF-8 text") from None
+    if not text.strip():
+        return None
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError:
+        if text.lstrip().startswith("{"):
+            return None
+        raise bad("not JSON") from None
+    if not isinstance(rec, dict):
+        kind = {list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(rec), "number")
+        raise bad(f"a JSON {kind}, not an object")
+    missing = [k for k in _REQUIRED if k not in rec]
+    if missing:
+        raise bad(f"no {', '.join(missing)}")
+    for k, (types, what) in _TYPES.items():
+        if k in rec and (not isinstance(rec[k], types) or (bool not in types and isinstance(rec[k], bool))):
+            raise bad(f"field {k!r} must be {what}, found {json.dumps(rec[k], ensure_ascii=False)[:40]}")
+    return rec
