@@ -203,11 +203,14 @@ def test_state_lines_a_crash_left_are_still_passed_over(items, tmp_path):
         fh.write(CUT)  # being written: no newline yet
     again = _world(items, state)
     assert again.lookup("c1").difficulty == 0.3 and again.lookup("c2").parent is None
-    with state.open("ab") as fh:  # the cut line ends after all, then a bad one: named by its line in the file
-        fh.write(b"\n[2]\n")
+    # A record written after a line a crash cut short ends that line first: joined to it, it was lost.
+    again.register_child(SimItem("k3", "c3", {"problem": "p3", "answer": "3"}, 0.2, 0.0, "3", "3"))
+    assert _world(items, state).lookup("c3").difficulty == 0.2
+    with state.open("ab") as fh:  # then a bad line: named by its line in the file
+        fh.write(b"[2]\n")
     from benchfill.errors import DataError
 
-    with pytest.raises(DataError, match=rf"^{state} line 6: not a child record \(a JSON list"):
+    with pytest.raises(DataError, match=rf"^{state} line 7: not a child record \(a JSON list"):
         again.refresh()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -297,8 +298,16 @@ class World:
             self._add(item)
             if self.state_path is not None:
                 self.state_path.parent.mkdir(parents=True, exist_ok=True)
-                with open(self.state_path, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"world_seed": self.seed, **_stored(item)}) + "\n")
+                line = (json.dumps({"world_seed": self.seed, **_stored(item)}) + "\n").encode()
+                with open(self.state_path, "ab+") as fh:
+                    # A line a killed server cut short would swallow this record (the reader passes over the
+                    # joined line): end it first. Each record is one write, so only a crash leaves one cut.
+                    end = fh.seek(0, os.SEEK_END)
+                    if end:
+                        fh.seek(end - 1)
+                        if fh.read(1) != b"\n":
+                            line = b"\n" + line
+                    fh.write(line)  # appended at the end, wherever the read left the position
                     fh.flush()
         return item
 
