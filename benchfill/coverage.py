@@ -14,6 +14,7 @@ scipy is imported only when a Beta target is asked for.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import numpy as np
 from benchfill.errors import ConfigError, DataError
 
 UNIFORM_MC_DRAWS = 2000
+FIT_OR_Z = "an IrtFit or an array of normalized difficulties"  # what diagnose and calibrate take
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,30 @@ def parse_target(spec: str | Path | Target | None) -> Target:
 # -- metrics on one vector of normalized difficulties ---------------------------------------------
 
 
+def check_k(k: Any, arg: str = "k", *, at_least_one: bool = True) -> int:
+    """``k`` as an int (of at least 1 unless the caller checks its range), for the public entry points: a
+    string or a float would otherwise fail as a TypeError deep in a comparison or a slice. numpy's
+    integers are ints here."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise ConfigError(f"{arg}: expected an int, got {type(k).__name__} {k!r}")
+    if at_least_one and k < 1:
+        raise ConfigError(f"{arg} must be at least 1, got {k}")
+    return int(k)
+
+
+def z_of(values: Any, arg: str = "z", what: str = "an array of normalized difficulties") -> np.ndarray:
+    """Normalized difficulties given to a public entry point as an array (anything numpy reads as numbers),
+    refused in one line naming ``arg`` otherwise: numpy reads None as one NaN, "0.5" as 0.5 and fails on
+    "abc" with a bare ValueError."""
+    why = f"{arg}: expected {what}, got {type(values).__name__}"
+    if values is None or isinstance(values, (str, bytes)):
+        raise ConfigError(why)
+    try:
+        return np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ConfigError(why) from None
+
+
 def _as_z(z: Any) -> np.ndarray:
     z = np.asarray(z, dtype=float).ravel()
     if z.size == 0:
@@ -216,9 +242,8 @@ def expected_top_k_change(z: Any, new_z: float, se: float, k: int = 5,
 
 def gaps(z: Any, *, k: int = 5, item_ids: Any = None) -> list[Gap]:
     """The k widest gaps, widest first (ties: leftmost first), with the items bounding them."""
-    if k < 1:
-        raise ConfigError(f"k must be at least 1, got {k}")
-    z = _as_z(z)
+    k = check_k(k)
+    z = _as_z(z_of(z))
     ids = [None] * z.size if item_ids is None else [str(i) for i in item_ids]
     if len(ids) != z.size:
         raise DataError(f"{len(ids)} item ids for {z.size} difficulties")
@@ -343,7 +368,7 @@ def _reach_the_ends(rows: np.ndarray) -> bool:
 def diagnose(
     fit_or_z: Any,
     *,
-    k: int = 5,
+    k: int | None = None,
     target: Target | str | None = None,
     item_ids: Any = None,
     draws: np.ndarray | None = None,
@@ -355,7 +380,10 @@ def diagnose(
     ``fit_or_z`` is an ``IrtFit`` (its ``z``, item ids and, for NUTS, its
     per-draw normalized difficulties are used) or an array of normalized
     difficulties. ``draws`` (shape (n_draws, n_items)) overrides the fit's.
+    ``k``: how many of the largest gaps to sum and list; by default 5, or all n + 1 when there are fewer.
     """
+    if k is not None:
+        k = check_k(k)
     n_models = None
     if hasattr(fit_or_z, "z") and hasattr(fit_or_z, "item_ids"):
         check_spread(fit_or_z)
@@ -364,9 +392,15 @@ def diagnose(
         draws = fit_or_z.z_draws if draws is None else draws
         n_models = int(fit_or_z.n_models)
     else:
-        z = _as_z(fit_or_z)
+        z = _as_z(z_of(fit_or_z, "fit_or_z", FIT_OR_Z))
     tgt = parse_target(target)
     n = z.size
+    # n items bound n + 1 gaps: a larger k would report the whole axis (a sum of 1) as the top-k sum.
+    # Refused as a run refuses --gaps beyond them; the default takes what there is.
+    if k is None:
+        k = min(5, n + 1)
+    elif k > n + 1:
+        raise ConfigError(f"k: {k} gaps asked for, but {n} items bound only {n + 1}")
     g = max_gap(z)
     # The like-for-like baseline: a fit's z are min-max normalized, so the easiest and hardest items sit
     # on 0 and 1 and only the n - 2 others fall freely; n uniform points normalized the same way are

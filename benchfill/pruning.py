@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from benchfill.coverage import Target, ddm, parse_target
+from benchfill.coverage import FIT_OR_Z, Target, check_k, ddm, parse_target, z_of
 from benchfill.errors import ConfigError, DataError
 from benchfill.matrix import ResponseMatrix
 
@@ -123,11 +123,12 @@ def calibrate(
     the models with no responses on its items; with fewer than three models there is no ranking
     (``ranking`` stays None). ``notes`` says, a line each, what was left out or undefined.
     """
+    k = check_k(k, at_least_one=False)  # its range, 1..n, is prune_to_target's to check
     if hasattr(fit_or_z, "z") and hasattr(fit_or_z, "item_ids"):
         z = np.asarray(fit_or_z.z, dtype=float)
         item_ids = fit_or_z.item_ids if item_ids is None else item_ids
     else:
-        z = np.asarray(fit_or_z, dtype=float)
+        z = z_of(fit_or_z, "fit_or_z", FIT_OR_Z)
     ids = [str(i) for i in (item_ids if item_ids is not None else range(z.size))]
     tgt = parse_target(target)
     chosen = prune_to_target(z, k, tgt)

@@ -29,7 +29,7 @@ from benchfill import calling_module, locks
 from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.measure.before_after import before_after
-from benchfill.release_carry import RUN_SEP, carry_forward, keep_out
+from benchfill.release_carry import RUN_SEP, carry_forward, check_remove, keep_out
 from benchfill.review.board import ReviewBoard
 from benchfill.review.card import (
     CARD_TOP_K,
@@ -113,6 +113,16 @@ def release(
     Releases into one benchmark folder take turns (a lock on the folder): a second one waits, then
     builds on the first.
     """
+    # Types first, each naming its argument: a wrong one would fail deep inside as a TypeError (re.match on
+    # an int version) or an AttributeError, which reads as a bug in benchfill rather than in the call.
+    if not isinstance(version, str):
+        raise ConfigError(f"version: expected a string such as '1.0.0', got {type(version).__name__} {version!r}")
+    for name, value, optional in (("run_dir", run_dir, False), ("out", out, True)):
+        if not (isinstance(value, (str, os.PathLike)) or (optional and value is None)):
+            raise ConfigError(f"{name}: expected a path (str or pathlib.Path), got {type(value).__name__}")
+    if rule is not None and not isinstance(rule, ReleaseRule):
+        raise ConfigError(f"rule: expected a ReleaseRule or None, got {type(rule).__name__}")
+    check_remove(remove)
     semver_key(version)  # a version that is not one is refused before anything is read
     run_dir = Path(run_dir)
     with ReviewBoard(run_dir, rule) as board:

@@ -44,6 +44,19 @@ class Carry:
         return "\n".join(out) + "\n"
 
 
+def check_remove(remove: Any) -> None:
+    """Refuse a ``remove`` that is not a mapping of item id -> who removed it and why (None: no reason
+    given). A list of ids would otherwise fail deep in ``carry_forward`` as a TypeError on indexing."""
+    if remove is None:
+        return
+    if not isinstance(remove, Mapping):
+        raise ConfigError(f"remove: expected a mapping of item id -> who removed it and why, got "
+                          f"{type(remove).__name__}")
+    for item_id, why in remove.items():
+        if not isinstance(item_id, str) or not (why is None or isinstance(why, str)):
+            raise ConfigError(f"remove: expected item id (a string) -> reason (a string), got {item_id!r} -> {why!r}")
+
+
 def carry_forward(
     rows: list[dict[str, Any]],
     previous_rows: Mapping[str, dict[str, Any]],

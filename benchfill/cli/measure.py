@@ -32,7 +32,8 @@ def register(subparsers: Any) -> None:
     _input_args(p)
     _fit_args(p)
     _target_arg(p)
-    p.add_argument("--k", type=int, default=5, help="number of largest gaps summed and listed (default 5)")
+    p.add_argument("--k", type=int, help="number of largest gaps summed and listed (default 5, or all when "
+                   "fewer); at most the number of items + 1")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--plot", metavar="FILE", help="write an ECDF plot with the largest gaps shaded, as the name's "
                    "ending says: .png, .pdf or .svg")
@@ -340,7 +341,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from benchfill.data import extreme_items
     from benchfill.errors import ConfigError
 
-    if args.k < 1:
+    if args.k is not None and args.k < 1:
         raise ConfigError(f"--k must be at least 1, got {args.k}")
     fit_options(args)
     check_out_file(args.plot, "--plot", _input_files(args))
@@ -353,6 +354,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     target = parse_target(args.target)
     matrix, items, f = _inputs(args)
     check_spread(f, matrix, fit_source=args.fit_path)
+    if args.k is not None and args.k > f.n_items + 1:  # as run refuses --gaps beyond them
+        raise ConfigError(f"--k {args.k}: {_source(args, matrix)} has {f.n_items} items, so at most "
+                          f"{f.n_items + 1} gaps")
     report = diagnose(f, k=args.k, target=target, seed=args.seed)
     report.notes = {
         "source": _source(args, matrix),
@@ -387,7 +391,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.plot:
         from benchfill.plots import plot_ecdf
 
-        plot_ecdf(f.z, args.plot, k=args.k, target=target, title=str(report.notes["source"]))
+        plot_ecdf(f.z, args.plot, k=report.k, target=target, title=str(report.notes["source"]))
         report.notes["plot"] = args.plot
     if args.json:
         _dump(report.to_dict())

@@ -97,9 +97,11 @@ def _serve(args) -> int:
 
 
 def _import(args) -> int:
-    from benchfill.errors import ConfigError
+    from benchfill.errors import ConfigError, DataError
     from benchfill.review import import_decisions
 
+    if not args.file.is_file():  # before guessing its run from where it lies, which a missing file cannot tell
+        raise DataError(f"{args.file}: no such file")
     run = args.run
     if run is None:
         guess = args.file.resolve().parent.parent

@@ -179,10 +179,13 @@ class Backend:
         return self.fit, source
 
     def _say(self, msg: str) -> None:
-        """A progress line on stderr, as the run's own (``benchfill.run.progress_printer``)."""
-        from benchfill.run import progress_printer
+        """A progress line on stderr, as the run's own (``benchfill.run.progress_printer``, which imports
+        this module: not imported back)."""
+        if self.opts.progress:
+            import sys
 
-        progress_printer(self.opts.progress, self.opts.progress_label)(msg)
+            label = self.opts.progress_label
+            print(f"{label}: {msg}" if label else msg, file=sys.stderr, flush=True)
 
     def _misfit(self, matrix, digest: str) -> float:
         """The annotator's misfit allowance: ``--misfit SD``, or with ``auto`` the benchmark's own spread of

@@ -55,6 +55,9 @@ def matrix_checks(matrix: ResponseMatrix) -> dict[str, dict[str, Any]]:
     rate have no order and are left out of the denominator; a tie on the item is no inversion.
     Item pairs likewise, ordered by the items' mean solve rates and compared model by model.
     """
+    from benchfill.irt.engine import require_matrix
+
+    require_matrix(matrix)
     p = matrix.success_rate
     seen = ~np.isnan(p)
     with np.errstate(invalid="ignore"):
@@ -108,8 +111,9 @@ def leave_one_model_out(matrix: ResponseMatrix, *, engine: str = "map", **fit_kw
     from scipy.stats import ConstantInputWarning, pearsonr, spearmanr
 
     from benchfill.errors import DataError
-    from benchfill.irt.engine import fit
+    from benchfill.irt.engine import fit, require_matrix
 
+    require_matrix(matrix)
     if matrix.n_models < 3 or matrix.n_items < 2:  # each refit needs two models; a correlation two items
         raise DataError(f"{matrix.source}: leave-one-model-out needs at least 3 models and 2 items, "
                         f"found {matrix.n_models} and {matrix.n_items}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from benchfill.errors import ConfigError
 from benchfill.irt.fit import IrtFit
@@ -10,6 +11,14 @@ from benchfill.matrix import ResponseMatrix
 
 ENGINES = ("map", "nuts")
 MODELS = ("1pl", "2pl")
+
+
+def require_matrix(matrix: Any, arg: str = "matrix") -> None:
+    """Refuse anything but a ResponseMatrix, naming ``arg``: a path or None would otherwise fail deep inside
+    as an AttributeError, which reads as a bug in benchfill rather than in the call."""
+    if not isinstance(matrix, ResponseMatrix):
+        raise ConfigError(f"{arg}: expected a ResponseMatrix, got {type(matrix).__name__} "
+                          "(read one with benchfill.read_responses)")
 
 
 def fit(
@@ -33,6 +42,7 @@ def fit(
     means and sds with all chains' draws stacked and the convergence diagnostics
     (max_rhat, min_ess_bulk, divergences). Both record the log likelihood (for BIC) and ``seed``.
     """
+    require_matrix(matrix)
     if engine not in ENGINES:
         raise ConfigError(f"engine: unknown IRT engine {engine!r} (choose one of {', '.join(ENGINES)})")
     if model not in MODELS:

@@ -53,14 +53,15 @@ class IrtFit:
 
     def normalize(self, b: np.ndarray | float) -> np.ndarray:
         """z = (b - b_min) / (b_max - b_min) on this benchmark's scale; not clipped."""
+        b = _numbers(b, "b", "a difficulty or an array of difficulties")
         span = self.b_max - self.b_min
         if span <= 0:
             # Every item at one difficulty: the scale degenerates; put them all mid-axis.
             return np.full(np.shape(b), 0.5)
-        return (np.asarray(b, dtype=float) - self.b_min) / span
+        return (b - self.b_min) / span
 
     def denormalize(self, z: np.ndarray | float) -> np.ndarray:
-        return self.b_min + np.asarray(z, dtype=float) * (self.b_max - self.b_min)
+        return self.b_min + _numbers(z, "z", "a normalized difficulty or an array of them") * (self.b_max - self.b_min)
 
     @property
     def z(self) -> np.ndarray:
@@ -256,6 +257,21 @@ class IrtFit:
             seed=d.get("seed"),
             **kw,
         )
+
+
+def _numbers(value: Any, arg: str, what: str) -> np.ndarray:
+    """``value`` as a float array, or a ConfigError naming ``arg``: numpy reads None as NaN and "1" as 1.0,
+    and fails on "x" with a bare ValueError."""
+    if value is None or isinstance(value, (str, bytes)):
+        from benchfill.errors import ConfigError
+
+        raise ConfigError(f"{arg}: expected {what}, got {type(value).__name__}")
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        from benchfill.errors import ConfigError
+
+        raise ConfigError(f"{arg}: expected {what}, got {type(value).__name__}") from None
 
 
 def _first_repeat(names: tuple[str, ...]) -> str | None:

@@ -11,8 +11,11 @@ faster than scipy's bounded scalar minimiser, which gives no standard error (ben
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from benchfill.errors import DataError
 
 # Beyond this distance (logits) from the probes' abilities the likelihood is flat to
 # machine precision: a Newton iterate that runs past it is chasing an MLE at infinity.
@@ -30,6 +33,25 @@ class OnlineEstimate:
     @property
     def finite_mle(self) -> bool:
         return "no_finite_mle" not in self.flags
+
+
+class ProbeCountError(DataError, ValueError):
+    """Probe counts ``online_calibrate`` cannot use. Still a ValueError, which it raised before, so that
+    callers that caught that keep working."""
+
+
+def _per_probe(value: Any, arg: str) -> np.ndarray:
+    """``value`` as a flat float vector; anything else raises naming ``arg``. None and strings are refused
+    by type: numpy reads None as one NaN and "5" as 5.0, which would give an estimate for no data."""
+    if value is None or isinstance(value, (str, bytes)):
+        raise ProbeCountError(f"{arg}: expected numbers, one per probe, got {type(value).__name__}")
+    try:
+        v = np.asarray(value, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ProbeCountError(f"{arg}: expected numbers, one per probe, got {type(value).__name__}") from None
+    if not np.isfinite(v).all():
+        raise ProbeCountError(f"{arg}: every value must be a finite number")
+    return v
 
 
 def _curves(b: float, theta: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -140,13 +162,17 @@ def online_calibrate(
     "at_or_below_chance", "no_trials"). Pass ``prior_mean`` = the mean of the original items'
     difficulties to shrink such items toward the benchmark rather than toward 0.
     """
-    c = np.asarray(correct, dtype=float).ravel()
-    k = np.asarray(trials, dtype=float).ravel()
-    theta = np.asarray(abilities, dtype=float).ravel()
+    c = _per_probe(correct, "correct")
+    k = _per_probe(trials, "trials")
+    theta = _per_probe(abilities, "abilities")
     if not (c.shape == k.shape == theta.shape):
-        raise ValueError("correct, trials and abilities must have one entry per probe")
-    if np.any(c < 0) or np.any(c > k):
-        raise ValueError("need 0 <= correct <= trials for every probe")
+        raise ProbeCountError(f"correct, trials and abilities must have one entry per probe, got {c.size}, "
+                              f"{k.size} and {theta.size}")
+    bad = (c < 0) | (c > k)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise ProbeCountError(f"correct: need 0 <= correct <= trials for every probe; probe {j} has "
+                              f"{c[j]:g} of {k[j]:g}")
     used = k > 0
     c, k, theta = c[used], k[used], theta[used]
     g = np.full(theta.shape, float(chance))

@@ -25,7 +25,13 @@ from benchfill.predict.entropy import EntropyFeatures, Scorer, progress_lines
 from benchfill.predict.evaluate import CrossValidation, cross_validate, make_splits
 from benchfill.predict.features import build_blocks
 from benchfill.predict.models import DifficultyModel
-from benchfill.predict.target import FieldFallbackWarning, LabelledItems, item_text, resolve_text_fields
+from benchfill.predict.target import (
+    TEXT_FIELDS,
+    FieldFallbackWarning,
+    LabelledItems,
+    item_text,
+    resolve_text_fields,
+)
 
 FORMAT = "benchfill-difficulty-predictor/1"
 
@@ -301,7 +307,19 @@ def train(
 ) -> tuple[Predictor, CrossValidation]:
     """Cross-validate (K-fold, for the residual sd), then fit on every labelled item.
 
-    ``scorer_cache``, ``scorer_concurrency``: how the scorers are asked (``Predictor.with_scorer``)."""
+    ``scorer_cache``, ``scorer_concurrency``: how the scorers are asked (``Predictor.with_scorer``).
+    ``text_field``: the field the predictor reads new items through; at least one training item must have it."""
+    if text_field is not None:
+        if not isinstance(text_field, str):
+            raise ConfigError(f"text_field: expected a field name (a string), got {type(text_field).__name__}")
+        # The texts were read already (a missing field falls back to another), so a name no training item
+        # has would only be saved, and every item scored later read through a field the training never saw.
+        # Items pooled without their raw fields ({}) cannot tell, and are not asked.
+        if any(labelled.items) and not any(isinstance(it.get(text_field), str) for it in labelled.items):
+            have = sorted({f for it in labelled.items for f, v in it.items() if isinstance(v, str)} &
+                          set(TEXT_FIELDS))
+            raise ConfigError(f"text_field: no training item has a text field {text_field!r}"
+                              + (f" (they have {', '.join(repr(f) for f in have)})" if have else ""))
     pred = Predictor(families=list(families), model=DifficultyModel(regressor=regressor, seed=seed),
                      residual_sd=float("nan"), embedder=embedder, scorers=list(scorers), seed=seed,
                      text_field=text_field, options_field=options_field, scales=dict(labelled.scales))

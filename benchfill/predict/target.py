@@ -8,14 +8,14 @@ pairwise accuracy). Standardizing within each benchmark removes that confound.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchfill.errors import DataError
+from benchfill.errors import ConfigError, DataError
 
 # Fields tried, in order, when an item's spec is not known (a new item handed to a trained predictor).
 TEXT_FIELDS = ("problem", "question", "prompt", "text", "input")
@@ -304,4 +304,14 @@ def pool(parts: Sequence[LabelledItems]) -> LabelledItems:
 
 def load_targets(names: Sequence[str], data_dir: str | Path | None = None, *, seed: int = 0,
                  progress: Callable[[str], None] | None = None) -> LabelledItems:
+    """The registered benchmarks ``names`` (a list), each fitted and labelled, pooled as one set."""
+    # A bare string is a sequence of its letters ("unknown benchmark 'h'"); refused rather than taken as one
+    # name, so that a list is the one way to say it.
+    if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
+        raise ConfigError(f"names: expected a list of benchmark names, got {type(names).__name__} {names!r}"
+                          + (f" (write [{names!r}])" if isinstance(names, str) else ""))
+    names = list(names)  # a generator is read once, here
+    bad = next((n for n in names if not isinstance(n, str)), None)
+    if bad is not None:
+        raise ConfigError(f"names: expected benchmark names (strings), got {type(bad).__name__} {bad!r}")
     return pool([benchmark_targets(n, data_dir, seed=seed, progress=progress) for n in names])

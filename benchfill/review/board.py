@@ -88,6 +88,13 @@ class ReviewBoard:
     ) -> ReviewDecision:
         """Record one reviewer's decision; for "edit", ``text`` and/or ``answer`` replace the child's.
         ``source``: where it was made ("page", "sheet:<export time>"; ReviewDecision.source)."""
+        # Checked by type here, at the library's door: a number would fail in prepare's .strip() as an
+        # AttributeError. None stays allowed where prepare reads it as empty and says which field is.
+        # ``answer`` may be a number (an edited numeric answer keeps its JSON type).
+        for name, value in (("item_id", item_id), ("reviewer", reviewer), ("decision", decision),
+                            ("reason", reason), ("text", text), ("source", source)):
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{name}: expected a string, got {type(value).__name__} {value!r}")
         row = self.prepare(item_id, reviewer, decision, reason, text, answer, source)
         self.record([row])
         return row
