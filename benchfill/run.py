@@ -350,19 +350,11 @@ PLOT_FILES = ("ecdf_before_after.png", "target_deviation.png")
 def _check_outputs(run_dir: Path) -> None:
     """Refuse, in one line naming the path, a run folder whose outputs cannot be written where they go:
     a folder where a file goes, a file where a folder goes (the run folder, its plots, or one above)."""
-    for d in (run_dir, *run_dir.parents):  # the nearest one there must be a folder (mkdir makes the rest)
-        if d.exists() or d.is_symlink():
-            if not d.is_dir():
-                raise ConfigError(f"{d}: not a folder, yet the run writes into {run_dir}; move it away, or "
-                                  "give another --runs-dir or --run-id")
-            break
+    from benchfill.outputs import check_targets
+
     plots = run_dir / PLOTS_DIR
-    if (plots.exists() or plots.is_symlink()) and not plots.is_dir():
-        raise ConfigError(f"{plots}: not a folder, where the run writes its plots; move it away")
-    for f in (*(run_dir / n for n in OUTPUT_FILES), *(plots / n for n in PLOT_FILES)):
-        if f.exists() and not f.is_file():
-            what = "a folder" if f.is_dir() else "not a regular file"
-            raise ConfigError(f"{f}: {what}, where the run writes a file; move it away")
+    check_targets(run_dir, (*(run_dir / n for n in OUTPUT_FILES), *(plots / n for n in PLOT_FILES)), (plots,),
+                  what="the run", hint="give another --runs-dir or --run-id")
 
 
 def _give_up(made: list[Path], lock) -> None:

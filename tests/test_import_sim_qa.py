@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_sweep_config import GOOD as SWEEP  # a one-run sweep of demo
 
 from benchfill.cli import main
 
@@ -214,17 +215,6 @@ def test_state_lines_a_crash_left_are_still_passed_over(items, tmp_path):
         again.refresh()
 
 
-SWEEP = """
-benchmarks = [{name = "demo"}]
-strategies = ["benchfill"]
-gaps = 1
-runs_dir = "runs"
-[options]
-rounds = 1
-parents = 2
-children = 2
-sim_probes = 6
-"""
 
 
 def test_a_resumed_sweep_names_a_bad_state_line(tmp_path, capsys):

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchfill.errors import BenchfillError, ConfigError, DataError
+from benchfill.errors import BenchfillError, DataError
 from benchfill.review.board import ReviewBoard
 from benchfill.review.queue import QueueEntry, marked_diff
 from benchfill.review.rule import Outcome
@@ -115,7 +115,9 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
     out = Path(out_dir) if out_dir else Path(run_dir) / "review"
     jsonl = out / "review_queue.export.jsonl"
     csv_path = out / "review_queue.csv"
-    _check_targets(out, (jsonl, csv_path))
+    from benchfill.outputs import check_targets
+
+    check_targets(out, (jsonl, csv_path), what="the export", hint="export elsewhere with --out")
     with ReviewBoard(run_dir) as board:
         if csv_path.is_file():
             pending = _unimported(board, csv_path)
@@ -135,22 +137,6 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
 
     _atomic_write(csv_path, write_csv)
     return jsonl, csv_path
-
-
-def _check_targets(folder: Path, files: tuple[Path, ...]) -> None:
-    """Refuse in one line, before anything is written, a path that cannot take its file: the export
-    writes its files one after the other, and one refused only at its turn would leave the other new."""
-    for f in files:
-        if f.exists() and not f.is_file():
-            what = "a folder" if f.is_dir() else "not a regular file"
-            raise ConfigError(f"{f}: {what}, where the export writes a file; move it away, or export elsewhere "
-                              "with --out")
-    for d in (folder, *folder.parents):  # the nearest one there must be a folder (mkdir makes the rest)
-        if d.exists() or d.is_symlink():
-            if not d.is_dir():
-                raise ConfigError(f"{d}: not a folder, yet the export's files go in {folder}; move it away, or "
-                                  "export elsewhere with --out")
-            break
 
 
 def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | None = None) -> int:
