@@ -162,11 +162,11 @@ class EntropyFeatures:
 
     def _client(self, s: Scorer):
         if s not in self._clients:
-            import httpx
-            from openai import OpenAI
+            from openai import OpenAI, Timeout
 
-            # a host that does not take the connection is known in seconds; the answer may take minutes
-            timeout = httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s))
+            # A host that does not take the connection is known in seconds; the answer may take minutes.
+            # The SDK's own Timeout: its transport (httpx2) refuses another library's (httpx's) from 2.17 on.
+            timeout = Timeout(self.timeout_s, connect=min(10.0, self.timeout_s))
             self._clients[s] = OpenAI(base_url=s.base_url, api_key=os.environ.get(s.api_key_env) or "none",
                                       timeout=timeout, max_retries=TRIES - 1)
         return self._clients[s]
