@@ -21,8 +21,11 @@ PLOT_FORMATS = ("png", "pdf", "svg")  # what a plot file's name may end in; the 
 
 
 def plot_format(path: str | Path) -> str | None:
-    """The format that ``path``'s ending names, or None where it names none of ``PLOT_FORMATS``."""
+    """The format that ``path``'s ending names; PNG for a name without one (as before formats were read from
+    the ending); None for an ending that names none of ``PLOT_FORMATS``."""
     fmt = Path(path).suffix.lower().lstrip(".")
+    if not fmt:
+        return "png"
     return fmt if fmt in PLOT_FORMATS else None
 
 

@@ -157,7 +157,8 @@ def test_a_dollar_in_an_item_id_gives_every_profile_output(tmp_path, capsys):
 # -- 5. the plot's format is its name's ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "magic"), [("p.png", b"\x89PNG"), ("p.pdf", b"%PDF"), ("p.SVG", b"<?xml")])
+@pytest.mark.parametrize(("name", "magic"), [("p.png", b"\x89PNG"), ("p.pdf", b"%PDF"), ("p.SVG", b"<?xml"),
+                                             ("p", b"\x89PNG")])  # no ending: PNG, as before endings were read
 def test_a_plot_is_written_in_the_format_its_name_says(tmp_path, capsys, name, magic):
     path = tmp_path / name
     assert main(["diagnose", "--responses", _responses(tmp_path), "--plot", str(path)]) == 0
@@ -166,8 +167,8 @@ def test_a_plot_is_written_in_the_format_its_name_says(tmp_path, capsys, name, m
         assert b"<svg" in path.read_bytes()[:1000]
 
 
-@pytest.mark.parametrize("name", ["p.txt", "p"])
-def test_a_plot_name_without_a_format_is_refused(tmp_path, capsys, name):
+@pytest.mark.parametrize("name", ["p.txt", "p.jpg"])
+def test_a_plot_name_ending_in_no_format_it_writes_is_refused(tmp_path, capsys, name):
     _one_line(*_err(capsys, ["diagnose", "--responses", _responses(tmp_path), "--plot", str(tmp_path / name)]),
               r"--plot '.*': .*ending in \.png, \.pdf or \.svg")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]

@@ -147,6 +147,11 @@ def test_verify_checks_the_data_against_the_card_and_refuses_links(tmp_path, sha
     data.write_bytes(pristine)
     (v1 / "manifest.json").write_bytes(manifest)
     assert main(["release", "verify", str(v1), "--run", str(run)]) == 0
+    # A card from before data_sha256 (releases of 2026-11-29 and earlier) is left to the manifest
+    card = v1 / "README.md"
+    card.write_text("".join(x for x in card.read_text().splitlines(True) if "data_sha256:" not in x))
+    _refit_manifest(v1, "README.md")
+    assert main(["release", "verify", str(v1)]) == 0
     os.mkfifo(v1 / "plots" / "pipe")
     assert main(["release", "verify", str(v1)]) == 2
     assert "pipe: not a regular file" in capsys.readouterr().err

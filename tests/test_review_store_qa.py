@@ -148,3 +148,14 @@ def test_a_run_checks_its_outputs_before_writing_any(tmp_path, capsys):
     assert main(_run(tmp_path, "out")) == 2
     assert "report.md: a folder, where the run writes a file" in _one_line_error(capsys)
     assert (run / "report.json").stat().st_mtime_ns == written[run / "report.json"]
+
+
+def test_export_of_a_path_that_is_no_run_says_so(tmp_path, capsys):
+    """A file given for the run is named as no run, not as something in the export's way to move."""
+    from benchfill.cli import main
+
+    report = tmp_path / "report.json"
+    report.write_text("{}")
+    assert main(["review", "export", str(report)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err == f"benchfill: error: {report}: no such run directory", err

@@ -48,7 +48,8 @@ def register(subparsers: Any) -> None:
                    "default: the full benchmark")
     p.add_argument("--n-random", type=positive_int, default=30, help="random subsets for the baseline (default 30)")
     p.add_argument("--out", metavar="FILE", help="write the kept items as JSONL: their lines from the --items file "
-                   "as written there, a benchmark's items as JSON, else {\"id\": ...} lines")
+                   "as written there, a benchmark's items as JSON, else {\"id\": ...} lines; not the --items "
+                   "file itself (pruned in place, the full benchmark would be gone)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_calibrate)
 

@@ -117,8 +117,8 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
     csv_path = out / "review_queue.csv"
     from benchfill.outputs import check_targets
 
-    check_targets(out, (jsonl, csv_path), what="the export", hint="export elsewhere with --out")
-    with ReviewBoard(run_dir) as board:
+    with ReviewBoard(run_dir) as board:  # first: a path that is no run is named as such
+        check_targets(out, (jsonl, csv_path), what="the export", hint="export elsewhere with --out")
         if csv_path.is_file():
             pending = _unimported(board, csv_path)
             if pending:
