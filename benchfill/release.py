@@ -447,10 +447,15 @@ def _own_ids(rows: list[dict], added: list[str], previous: dict[str, dict], run_
     run meets the same clash and finds its item again under ``<id>@<run>``."""
     renamed = {}
     for r in rows:
-        prev = previous.get(r["id"])
-        if r["origin"] == "generated" and prev is not None and prev.get("origin") == "generated" and (
-                prev.get("run_id") not in (None, run_name)):
-            renamed[r["id"]] = r["id"] = f"{r['id']}{RUN_SEP}{run_name}"
+        if r["origin"] != "generated":
+            continue
+        prev, alias = previous.get(r["id"]), f"{r['id']}{RUN_SEP}{run_name}"
+        clash = prev is not None and prev.get("origin") == "generated" and prev.get("run_id") not in (None, run_name)
+        # Released under the alias before, it keeps it once the clash is gone (the other run's item removed):
+        # under its bare id it would come back as a second copy beside the one carried forward.
+        kept = (previous.get(alias) or {}).get("run_id") == run_name
+        if clash or kept:
+            renamed[r["id"]] = r["id"] = alias
     return [renamed.get(i, i) for i in added]
 
 

@@ -158,10 +158,8 @@ def test_every_cache_a_test_can_fill_is_a_temp_folder():
         assert str(path).startswith(tmp), path
 
 
-def test_two_runs_that_name_their_items_alike_keep_both_items(tmp_path, shared_data):
-    """Runs name children by gap, round, parent and child, so a second run on the benchmark names other
-    items as the first did. Its release keeps the first run's items as carried and adds its own as
-    ``<id>@<run>``; a later release from it finds them again there."""
+def _two_runs_alike(tmp_path, shared_data):
+    """Run a and run b, whose first child has one id and two texts, both accepted."""
     first = make_run(tmp_path, shared_data, "run-a")
     second = make_run(tmp_path, shared_data, "run-b")
     queue = second / "review_queue.jsonl"  # other items under the same ids
@@ -185,6 +183,14 @@ def test_two_runs_that_name_their_items_alike_keep_both_items(tmp_path, shared_d
     for run in (first, second):
         with ReviewBoard(run) as b:
             b.decide(CHILD_IDS[0], "ann", "accept")
+    return first, second
+
+
+def test_two_runs_that_name_their_items_alike_keep_both_items(tmp_path, shared_data):
+    """Runs name children by gap, round, parent and child, so a second run on the benchmark names other
+    items as the first did. Its release keeps the first run's items as carried and adds its own as
+    ``<id>@<run>``; a later release from it finds them again there."""
+    first, second = _two_runs_alike(tmp_path, shared_data)
     v1 = release(first, "1.0.0")
     v11 = release(second, "1.1.0")
     assert v11.carried == [CHILD_IDS[0]] and v11.changed == {} and v11.added == [f"{CHILD_IDS[0]}@run-b"]
@@ -239,3 +245,16 @@ def test_a_run_released_after_one_that_reused_its_child_ships_it_once():
     carry = carry_forward(rows, prev, "1.0.0", None, {}, {}, PROVENANCE, "A")
     assert [(r["id"], r["released_in"]) for r in rows] == [("bf-g0@A", "1.0.0")]
     assert carry.aliases == {"bf-g0": "bf-g0@A"} and carry.carried == ["bf-g0@A"]
+
+
+def test_a_run_keeps_the_name_it_was_released_under_when_the_clash_is_removed(tmp_path, shared_data):
+    """Run a's item removed, its name is free again; run b's item of that name keeps "<id>@run-b", the name
+    it was released under (it came back as a second copy under the bare id, beside the carried one)."""
+    first, second = _two_runs_alike(tmp_path, shared_data)
+    release(first, "1.0.0")
+    release(second, "1.1.0")
+    freed = release(second, "1.2.0", remove={CHILD_IDS[0]: "x: a duplicate"})
+    again = release(second, "1.3.0")
+    assert freed.removed == [CHILD_IDS[0]] and again.added == [] and again.carried == [f"{CHILD_IDS[0]}@run-b"]
+    ids = [r["id"] for r in map(json.loads, (again.path / "data" / "test.jsonl").read_text().splitlines())]
+    assert CHILD_IDS[0] not in ids and len(ids) == len(set(ids))
