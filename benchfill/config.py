@@ -39,7 +39,7 @@ ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 class RetryConfig(BaseModel):
     """How hard to retry what is worth retrying (429, 5xx, timeouts, dropped connections)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)  # "8" for 8 is a mistake to name, not to coerce
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # "8" for 8: a mistake to name; inf too
     max_attempts: int = Field(6, ge=1, le=50)
     initial_wait_s: float = Field(0.5, ge=0)
     max_wait_s: float = Field(30.0, ge=0)
@@ -49,7 +49,7 @@ class RetryConfig(BaseModel):
 class ReplicaConfig(BaseModel):
     """One replica of a probe fleet: an endpoint serving the same model, with its own bound."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)  # "8" for 8 is a mistake to name, not to coerce
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # "8" for 8: a mistake to name; inf too
     base_url: str = Field(min_length=1, description="endpoint URL ending in /v1")
     concurrency: int | None = Field(None, ge=1, description="requests in flight to this replica "
                                     "(default: the probe's concurrency)")
@@ -63,7 +63,7 @@ class ReplicaConfig(BaseModel):
 class FleetPolicy(BaseModel):
     """When a replica of a fleet is taken out of service and when it is asked again (docs/fleets.md)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)  # "8" for 8 is a mistake to name, not to coerce
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # "8" for 8: a mistake to name; inf too
     eject_after: int = Field(5, ge=1, description="consecutive failed attempts that take a replica out")
     error_rate: float = Field(0.5, gt=0, le=1, description="share of failed attempts in the window that "
                               "takes a replica out")
@@ -84,7 +84,7 @@ class ProbeConfig(BaseModel):
     one endpoint (as before fleets) and ``fleet:<name>`` for a fleet.
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True)  # "8" for 8 is a mistake to name, not to coerce
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # "8" for 8: a mistake to name; inf too
     name: str = Field(min_length=1)
     base_url: str | None = Field(None, min_length=1, description="endpoint URL ending in /v1")
     replicas: list[ReplicaConfig] | None = Field(None, min_length=1, description="endpoints serving the "
@@ -149,7 +149,7 @@ class ProbeConfig(BaseModel):
 class LLMConfig(BaseModel):
     """The rewriter or the judge: a litellm model string and its settings."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)  # "8" for 8 is a mistake to name, not to coerce
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # "8" for 8: a mistake to name; inf too
     model: str = Field(min_length=1, description="litellm model string, e.g. openai/gpt-4o")
     api_base: str | None = None
     api_key_env: str | None = Field(None, pattern=ENV_NAME)
@@ -162,7 +162,7 @@ class LLMConfig(BaseModel):
 
 
 class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)  # "8" for 8 is a mistake to name, not to coerce
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # "8" for 8: a mistake to name; inf too
     probes: list[ProbeConfig] = Field(default_factory=list)
     rewriter: LLMConfig | None = None
     judge: LLMConfig | None = None
@@ -176,10 +176,18 @@ class Config(BaseModel):
     @classmethod
     def _unique_names(cls, v: list[ProbeConfig]) -> list[ProbeConfig]:
         seen: set[str] = set()
+        alike: dict[tuple, str] = {}
         for p in v:
             if p.name in seen:
                 raise ValueError(f"probe name {p.name!r} appears twice")
             seen.add(p.name)
+            # One model on one server with one sampling: the same answers under two names (the call cache
+            # even shares them), which the IRT fit would count as two models agreeing on everything.
+            same = (p.key_endpoint, p.model, p.temperature, p.top_p, p.max_tokens)
+            if same in alike:
+                raise ValueError(f"probes {alike[same]!r} and {p.name!r} are one model ({p.model}) served at one "
+                                 "endpoint with the same sampling: their answers are one model's; keep one")
+            alike[same] = p.name
         return v
 
     def benchmark_spec(self):

@@ -40,7 +40,8 @@ def validation_line(src: str, exc: ValidationError, prefix: str = "") -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(err["loc"]))
     more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{src}: field {loc}: {err['msg']}{more}"
+    said = err["msg"].removeprefix("Value error, ")  # pydantic's label for our own validators' messages
+    return f"{src}: field {loc}: {said}{more}"
 
 
 class Terminated(KeyboardInterrupt):

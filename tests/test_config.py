@@ -185,3 +185,20 @@ def test_a_yaml_merge_key_may_still_be_overridden(tmp_path):
     # a merge of a mapping that itself merges, anchored deeper than its alias (once read as a duplicate)
     nested = "benchmark:\n  base: &base {k: 0}\n  a: {b: {c: &x {<<: *base, k: 1}}}\n  d: {<<: *x, k: 2}\n"
     assert load_config(write(tmp_path, nested, "nested.yaml")).benchmark["d"] == {"k": 2}
+
+
+def test_an_infinite_number_and_two_probes_that_are_one_model_are_refused(tmp_path):
+    """timeout_s = inf passed the check and ended the run in a traceback from aiohttp; two names for one
+    model at one endpoint with one sampling gave the fit the same answers twice (the call cache shares them)."""
+    inf = tmp_path / "inf.toml"
+    inf.write_text('[[probes]]\nname = "p1"\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\ntimeout_s = inf\n')
+    with pytest.raises(ConfigError, match=r"^.*inf\.toml: field probes\.0\.timeout_s: Input should be a finite number$"):
+        load_config(inf)
+    probe = '[[probes]]\nname = "{}"\nbase_url = "http://127.0.0.1:1/v1{}"\nmodel = "m"\n{}'
+    dup = tmp_path / "dup.toml"
+    dup.write_text(probe.format("p1", "", "") + probe.format("p2", "/", "trials = 4\n"))
+    with pytest.raises(ConfigError, match=r"field probes: probes 'p1' and 'p2' are one model \(m\) served at one "
+                                          r"endpoint with the same sampling"):
+        load_config(dup)
+    dup.write_text(probe.format("p1", "", "") + probe.format("p2", "", "temperature = 1.0\n"))
+    assert [p.name for p in load_config(dup).probes] == ["p1", "p2"]  # another sampling: another probe
