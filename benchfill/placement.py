@@ -196,6 +196,11 @@ def servers(cfg: Config, env: Mapping[str, str] = os.environ) -> list[Server]:
         if p.replicas is not None:  # one server per model here; a fleet's replicas run on their own hosts
             raise ConfigError(f"probes.{p.name}.replicas: probes serve plans one server per model; start each "
                               "replica of a fleet on its own host (docs/fleets.md)")
+        if urlsplit(p.base_url).scheme != "http":
+            # vLLM serves plain HTTP here: a client asking https:// of it would fail every call while the
+            # readiness checks, which ask http://, pass
+            raise ConfigError(f"probes.{p.name}.base_url: {p.base_url}: probes serve starts plain-HTTP servers; "
+                              "give an http:// URL (TLS belongs to a proxy in front, served separately)")
         by_model.setdefault(p.model, []).append(p)
     ports, hosts = {}, {}
     for model, probes in by_model.items():

@@ -166,15 +166,40 @@ def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def vllm_commands(plan: Plan, seed: int = 0, extra: list[str] | None = None) -> list[ServeCommand]:
-    """The plan as ``vllm serve`` commands, in the plan's order."""
-    for a in extra or []:
-        # vLLM's parser takes --api_key and unique prefixes (--api-k) as --api-key too
-        opt = a.strip().split("=", 1)[0].split(" ", 1)[0].replace("_", "-")
+# The flags each planned command sets, and where their values come from. vLLM's parser keeps the last of a
+# repeated flag, so a --vllm-arg setting one (appended after them) would silently overrule the plan: a share
+# over what the GPU has left, a port the probes do not call, a name they do not ask for.
+PLANNED_FLAGS = {
+    "--host": "the probe's base_url", "--port": "the probe's base_url", "--served-model-name": "the probe's model",
+    "--seed": "the config's seed", "--max-num-seqs": "the probes' concurrency x trials",
+    "--gpu-memory-utilization": "the plan's share of the GPU",
+    "--max-model-len": "the probes' max_prompt_tokens + max_tokens",
+    "--tensor-parallel-size": "the plan's GPUs per server",
+}
+_SHORT_FLAGS = {"-tp": "--tensor-parallel-size"}  # vLLM's short spelling
+
+
+def check_vllm_args(extra: list[str]) -> None:
+    """Refuse a --vllm-arg that passes a key or sets a flag the plan sets; named without its value."""
+    for a in extra:
+        # vLLM's parser takes --api_key and unique prefixes (--api-k) as --api-key too; "--flag value"
+        # arrives as one argument when quoted so
+        opt = a.strip().split("=", 1)[0].split(" ", 1)[0]
+        opt = _SHORT_FLAGS.get(opt, opt.replace("_", "-"))
         if len(opt) > len("--api-") and "--api-key".startswith(opt):
             raise ConfigError(f"--vllm-arg {opt}: a key on the command line is readable by every process and "
                               "would be written into the script; set the probe's api_key_env instead (each "
                               "server gets that key as VLLM_API_KEY)")
+        owned = [f for f in PLANNED_FLAGS if len(opt) > 2 and f.startswith(opt)]
+        if owned:
+            raise ConfigError(f"--vllm-arg {opt}: sets {owned[0]}, which the plan sets from "
+                              f"{PLANNED_FLAGS[owned[0]]}; vLLM would keep the last value and overrule the plan; "
+                              "change it there instead")
+
+
+def vllm_commands(plan: Plan, seed: int = 0, extra: list[str] | None = None) -> list[ServeCommand]:
+    """The plan as ``vllm serve`` commands, in the plan's order."""
+    check_vllm_args(extra or [])
     wave_of = {id(p): w for w, wave in enumerate(plan.waves()) for p in wave}
     out = []
     for p in plan.placements:
@@ -309,6 +334,7 @@ def write_script(cmds: list[ServeCommand], path: str | Path, table: str = "", lo
     lines += [f'echo "all {len(cmds)} servers ready; Ctrl-C stops them" >&2',
               "wait -n || true",
               'echo "a vllm server exited; stopping the others (see $LOG_DIR)" >&2', "exit 3", ""]
+    path.parent.mkdir(parents=True, exist_ok=True)  # as the other writers do: a new folder is made
     tmp = path.with_name(path.name + ".tmp")
     try:
         tmp.write_text("\n".join(lines))

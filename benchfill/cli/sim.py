@@ -98,8 +98,10 @@ def _benchmark_inputs(args: argparse.Namespace) -> tuple[list[dict], dict[str, A
 
 
 def serve_cmd(args: argparse.Namespace) -> int:
+    import re
     import socket
 
+    from benchfill.config import ENV_NAME, looks_like_key
     from benchfill.errors import ConfigError
     from benchfill.sim import SimApp, World
     from benchfill.sim.server import uvicorn_config
@@ -108,6 +110,14 @@ def serve_cmd(args: argparse.Namespace) -> int:
         raise ConfigError("sim: missing subcommand; try 'benchfill sim serve --help'")
     api_key = None
     if args.api_key_env:
+        # as a config's api_key_env is checked, and never echoed: a key pasted in place of the name would
+        # otherwise land in the terminal and its scrollback
+        if looks_like_key(args.api_key_env):
+            raise ConfigError("sim serve: --api-key-env: looks like a key, not the name of an environment variable; "
+                              "put the key in a variable (e.g. SIM_API_KEY) and name that variable here")
+        if not re.fullmatch(ENV_NAME, args.api_key_env):
+            raise ConfigError("sim serve: --api-key-env: not an environment variable's name (letters, digits and "
+                              "underscores, not starting with a digit)")
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
             raise ConfigError(f"sim serve: --api-key-env {args.api_key_env}: that environment variable is not set")

@@ -76,10 +76,22 @@ def serve_cmd(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from benchfill import placement
+    from benchfill.cli.output import check_out_file
     from benchfill.config import load_config
     from benchfill.errors import ConfigError
-    from benchfill.serving import start_servers, stop_servers, vllm_commands, watch, write_script
+    from benchfill.serving import (
+        check_vllm_args,
+        start_servers,
+        stop_servers,
+        vllm_commands,
+        watch,
+        write_script,
+    )
 
+    # refused before the plan is made (an nvidia-smi call, a walk of the HF cache): the script's path, and a
+    # --vllm-arg that would overrule the plan or pass a key
+    check_out_file(args.write, "--write", {"--config": args.config, "--nvidia-smi": args.nvidia_smi})
+    check_vllm_args(args.vllm_arg)
     cfg = load_config(args.config, args.set)
     if not cfg.probes:
         raise ConfigError(f"{args.config}: no probes to serve")
@@ -116,9 +128,11 @@ def serve_cmd(args: argparse.Namespace) -> int:
         print(f"all {len(procs)} servers ready; Ctrl-C stops them", file=sys.stderr, flush=True)
         watch(cmds, procs, args.log_dir)
     except KeyboardInterrupt:
-        if not procs:
-            raise
-        print(f"stopping {len(procs)} servers", file=sys.stderr)
+        if procs:
+            print(f"stopping {len(procs)} servers", file=sys.stderr)
+        # raised on past the cleanup below: the exit status says the command was stopped (130, or 128 + the
+        # signal for SIGTERM/SIGHUP), not that it finished, for a script or scheduler that reads it
+        raise
     finally:
         stop_servers(procs)
     return 0
