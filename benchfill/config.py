@@ -182,11 +182,12 @@ class Config(BaseModel):
                 raise ValueError(f"probe name {p.name!r} appears twice")
             seen.add(p.name)
             # One model on one server with one sampling: the same answers under two names (the call cache
-            # even shares them), which the IRT fit would count as two models agreeing on everything.
-            same = (p.key_endpoint, p.model, p.temperature, p.top_p, p.max_tokens)
+            # even shares them), which the IRT fit would count as two models agreeing on everything. Another
+            # key may reach another model behind a gateway that routes by key: not the same probe.
+            same = (p.key_endpoint, p.model, p.api_key_env, p.temperature, p.top_p, p.max_tokens)
             if same in alike:
                 raise ValueError(f"probes {alike[same]!r} and {p.name!r} are one model ({p.model}) served at one "
-                                 "endpoint with the same sampling: their answers are one model's; keep one")
+                                 "endpoint with the same key and sampling: their answers are one model's; keep one")
             alike[same] = p.name
         return v
 
