@@ -280,6 +280,17 @@ def read_reference_scores(path: str | Path) -> dict[str, float]:
     return scores
 
 
+def json_kind(v: Any) -> str:
+    """A value's type in JSON's words (a Python dict is a JSON object)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    return {str: "string", list: "list", dict: "object"}.get(type(v), type(v).__name__)
+
+
 def untried_note(matrix: ResponseMatrix) -> str | None:
     """One line naming the items and the models ``read_responses`` left out for having trials 0 only, or None."""
     def listed(names: tuple[str, ...]) -> str:

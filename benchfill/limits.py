@@ -111,6 +111,8 @@ class EndpointBound:
         return self
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
+        from benchfill.retry import replied
+
         self.release(answered=exc_type is None or replied(exc))
 
 
@@ -153,18 +155,6 @@ async def watch_stalls(notice_s: float | None = None) -> None:
                 log.warning("waiting on %s: %d request%s in flight and no answer for %.0f s (a request gives up "
                             "after its timeout_s and is retried)", _shown(bound.name), bound.in_flight,
                             "" if bound.in_flight == 1 else "s", quiet)
-
-
-def replied(exc: BaseException | None) -> bool:
-    """Whether a failed call still heard from its endpoint: an error status is a reply, but not the 408 or
-    the synthetic 500 that the SDKs give a timeout or a dropped connection (matched by class name along the
-    MRO, as benchfill.retry does, so that no SDK is imported here)."""
-    from benchfill.retry import status_of
-
-    if exc is None or status_of(exc) in (None, 408):
-        return False
-    names = {c.__name__ for c in type(exc).__mro__}
-    return not names & {"APIConnectionError", "APITimeoutError", "Timeout", "TimeoutError", "TransportError"}
 
 
 def _shown(endpoint: str) -> str:

@@ -16,9 +16,9 @@ from typing import Any
 
 from benchfill.config import ProbeConfig, key_from_env
 from benchfill.fleet import Fleet, Replica, new_tally
-from benchfill.limits import endpoint_bound, replied
+from benchfill.limits import endpoint_bound
 from benchfill.redact import scrub
-from benchfill.retry import TruncatedReply, call_with_retries, is_retryable, status_of
+from benchfill.retry import TruncatedReply, call_with_retries, is_retryable, replied, status_of
 
 # What a server says when it will not give several samples per request (vLLM with some samplers,
 # some hosted APIs): then ask one sample per request instead.

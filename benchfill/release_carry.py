@@ -147,9 +147,7 @@ def _reused(rows: list[dict[str, Any]], gen_before: Mapping[str, dict[str, Any]]
     for r in rows:
         if r.get("origin") != "generated":
             continue
-        own_id = str(r["id"]).removesuffix(f"{RUN_SEP}{run_id}")
-        base, sep, made_by = own_id.rpartition(RUN_SEP)
-        hit = released.get((base, made_by) if sep else (own_id, run_id))
+        hit = released.get(_made_as(str(r["id"]), run_id))
         if hit is not None and hit != r["id"] and hit not in out:
             out[hit] = r
     return out

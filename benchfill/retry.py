@@ -23,20 +23,18 @@ from tenacity import (
 from benchfill.config import RetryConfig
 
 # Exception classes (matched by name along the MRO, so no SDK is imported here) that mean the
-# request may not have reached the model or the reply was lost on the way back.
-_TRANSIENT = {
+# request may not have reached the model or no reply came back...
+_NO_REPLY = {
     "APIConnectionError",  # openai / litellm: connection refused, reset, dropped
     "APITimeoutError",
     "Timeout",  # litellm
     "TimeoutException",  # httpx
     "TransportError",  # httpx: ConnectError, ReadError, RemoteProtocolError...
-    "RateLimitError",
-    "InternalServerError",
-    "ServiceUnavailableError",
     "TimeoutError",
     "ConnectionError",  # builtins: ConnectionResetError, BrokenPipeError...
-    "TruncatedReply",
 }
+# ... or that the reply says to ask again, or was lost on the way back.
+_TRANSIENT = _NO_REPLY | {"RateLimitError", "InternalServerError", "ServiceUnavailableError", "TruncatedReply"}
 
 
 class TruncatedReply(Exception):
@@ -59,6 +57,14 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, asyncio.TimeoutError):
         return True
     return any(cls.__name__ in _TRANSIENT for cls in type(exc).__mro__)
+
+
+def replied(exc: BaseException | None) -> bool:
+    """Whether a failed call still heard from its endpoint: an error status is a reply, but not the 408 or
+    the synthetic 500 that the SDKs give a timeout or a dropped connection."""
+    if exc is None or status_of(exc) in (None, 408):
+        return False
+    return not any(cls.__name__ in _NO_REPLY for cls in type(exc).__mro__)
 
 
 def async_retrying(cfg: RetryConfig, on_retry: Callable[[RetryCallState], None] | None = None) -> AsyncRetrying:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from benchfill.data import json_kind
 from benchfill.errors import ConfigError, DataError
 
 # Fields tried, in order, when an item's spec is not known (a new item handed to a trained predictor).
@@ -34,17 +35,6 @@ def item_text(item: dict[str, Any], text_field: str | None = None, options_field
     if options:
         text += "\n" + "\n".join(f"{LETTERS[k % 26]}. {o}" for k, o in enumerate(options))
     return text
-
-
-def json_kind(v: Any) -> str:
-    """A value's type in JSON's words (a Python dict is a JSON object)."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, (int, float)):
-        return "number"
-    return {str: "string", list: "list", dict: "object"}.get(type(v), type(v).__name__)
 
 
 class ItemFieldError(DataError):

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchfill.data import guessing_floor
+from benchfill.data import guessing_floor, json_kind
 from benchfill.errors import ConfigError, DataError
 from benchfill.matrix import ResponseMatrix
 from benchfill.sim import signal, texts
@@ -395,8 +395,7 @@ def _child_record(line: bytes, path: Path, n: int) -> dict[str, Any] | None:
             return None
         raise bad("not JSON") from None
     if not isinstance(rec, dict):
-        kind = {list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(rec), "number")
-        raise bad(f"a JSON {kind}, not an object")
+        raise bad(f"a JSON {json_kind(rec)}, not an object")
     missing = [k for k in _REQUIRED if k not in rec]
     if missing:
         raise bad(f"no {', '.join(missing)}")
