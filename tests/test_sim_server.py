@@ -137,3 +137,42 @@ def test_a_run_directory_keeps_its_port_below_the_ephemeral_range(tmp_path):
     assert all(20000 <= p < 32000 for p in ports)
     assert len(set(ports)) > 1700  # spread (about 1,840 expected of 12,000 values), so two rarely share one
     assert sim_port(tmp_path / "run-7") == ports[7] == sim_port(tmp_path / "x" / ".." / "run-7")
+
+
+def test_a_stop_answers_a_waiting_request_503_not_a_traceback(aime_items):
+    # Ctrl-C on `sim serve` while a request waits out its latency: the client gets a retryable 503 that
+    # says why, and the log a warning, not uvicorn's "Exception in ASGI application" and a bare 500.
+    import threading
+    import time
+
+    world = World.from_items(aime_items, evaluator="math", text_field="problem", answer_field="answer", seed=7,
+                             latency_ms=5000)
+    srv = SimServer(world).start()
+    answer: dict = {}
+
+    def ask():
+        answer["r"] = httpx.post(srv.base_url + "/chat/completions", timeout=30,
+                                 json={"model": "sim-probe-01", "messages": solver_prompt(aime_items[0]["problem"])})
+
+    t = threading.Thread(target=ask)
+    t.start()
+    deadline = time.monotonic() + 10
+    while srv.stats["models"].get("sim-probe-01", {}).get("requests", 0) < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    import logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # uvicorn's loggers do not propagate to pytest's capture
+    logging.getLogger("uvicorn.error").addHandler(handler)
+    try:
+        srv.stop()
+    finally:
+        logging.getLogger("uvicorn.error").removeHandler(handler)
+    t.join(timeout=10)
+    logged = "\n".join(r.getMessage() for r in records)
+    r = answer["r"]
+    assert r.status_code == 503
+    assert "shutting down" in r.json()["error"]["message"]
+    assert "Exception in ASGI application" not in logged
+    assert "1 request(s) still in flight answered 503" in logged

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import random
 import socket
 import threading
@@ -71,7 +72,20 @@ class SimApp:
             await _respond(send, *_error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"))
             return
         if path == "/v1/chat/completions" and method == "POST":
-            await self._chat(await _body(receive), receive, send)
+            started = False
+
+            async def tracked(msg: dict) -> None:
+                nonlocal started
+                started = started or msg["type"] == "http.response.start"
+                await send(msg)
+
+            try:
+                await self._chat(await _body(receive), receive, tracked)
+            except asyncio.CancelledError:
+                # The server is stopping (Ctrl-C) while this request waits out its latency: answer it as a
+                # server going away does, a retryable 503, instead of uvicorn's traceback and bare 500.
+                if not started:
+                    await _respond(send, *_error(503, "The simulated world is shutting down.", "server_error"))
         elif path == "/v1/models" and method == "GET":
             await _respond(send, 200, _dumps(self._models()))
         elif path == "/sim/truth" and method == "POST":
@@ -269,8 +283,22 @@ def uvicorn_config(app: SimApp, **kw: Any):
             "http": "httptools" if importlib.util.find_spec("httptools") else "h11"}
     # proxy_headers off: nothing stands in front of the simulated world, and uvicorn's proxy
     # middleware would inspect every request's headers for nothing.
-    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
-                          timeout_graceful_shutdown=1, **fast, **kw)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
+                            timeout_graceful_shutdown=1, **fast, **kw)
+    # Made after the Config, which sets up uvicorn's loggers: a stop with requests still waiting is not
+    # an error of the world's; SimApp answers each of them 503.
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _StopWording) for f in logger.filters):
+        logger.addFilter(_StopWording())
+    return config
+
+
+class _StopWording(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith("Cancel %s running task(s)"):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg = "stopping: %s request(s) still in flight answered 503 (shutting down)"
+        return True
 
 
 class SimServer:
