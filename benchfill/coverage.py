@@ -23,7 +23,6 @@ import numpy as np
 
 from benchfill.errors import ConfigError, DataError
 
-UNIFORM_MC_DRAWS = 2000
 FIT_OR_Z = "an IrtFit or an array of normalized difficulties"  # what diagnose and calibrate take
 
 
@@ -273,26 +272,54 @@ def expected_uniform_max_gap(n: int) -> float:
     return float(np.sum(1.0 / np.arange(1, n + 2)) / (n + 1))
 
 
-def uniform_max_gaps(n: int, *, draws: int = UNIFORM_MC_DRAWS, seed: int = 0) -> np.ndarray:
-    """Seeded Monte-Carlo of the max spacing of n uniform points.
+def uniform_max_gap_cdf(x: Any, n: int) -> np.ndarray:
+    """P(max spacing of n iid U(0,1) points with end points 0 and 1 <= x), exact, for each x.
 
-    The n + 1 spacings of n uniforms are distributed as normalized iid exponentials,
-    which avoids sorting and keeps large benchmarks cheap.
+    The inclusion-exclusion sum over the n + 1 spacings (Whitworth; Feller, vol. II, I.9):
+    F(x) = sum_j (-1)^j C(n+1, j) (1 - j x)_+^n. Its terms alternate and can exceed 1 by far where F is
+    tiny; there the sum is taken in decimal arithmetic with the digits the largest term needs. (A
+    Monte-Carlo of 2,000 sets, used before, put humaneval's P at 0.931 against the exact 0.945.)
     """
-    rng = np.random.default_rng(seed)
-    out = np.empty(draws)
-    chunk = max(1, 4_000_000 // (n + 1))
-    for start in range(0, draws, chunk):
-        e = rng.exponential(size=(min(chunk, draws - start), n + 1))
-        out[start : start + e.shape[0]] = e.max(axis=1) / e.sum(axis=1)
-    return out
+    if n < 0:
+        raise ConfigError(f"n must be 0 or more, got {n}")
+    xs = np.atleast_1d(np.asarray(x, dtype=float))
+    j_all = np.arange(n + 2)
+    # log C(n+1, j) for j = 0..n+1, by cumulative sums (no scipy here)
+    log_c = np.concatenate(([0.0], np.cumsum(np.log(n + 1 - j_all[:-1]) - np.log(j_all[:-1] + 1))))
+    out = np.empty(xs.size)
+    for i, v in enumerate(xs):
+        if v >= 1.0:
+            out[i] = 1.0
+            continue
+        if v * (n + 1) <= 1.0:  # the largest of n + 1 spacings summing to 1 is at least 1 / (n + 1)
+            out[i] = 0.0
+            continue
+        j = j_all[j_all * v < 1.0]
+        log_t = log_c[: j.size] + n * np.log1p(-j * v)
+        top = float(log_t.max()) / np.log(10.0)
+        if top <= 3.0:  # float's cancellation error stays below 1e-12
+            out[i] = float(np.sum(np.where(j % 2 == 1, -1.0, 1.0) * np.exp(log_t)))
+        else:
+            out[i] = _cdf_decimal(v, n, j.size, digits=int(top) + 25)
+    return np.clip(out, 0.0, 1.0)
 
 
-def prob_max_gap_exceeds_uniform(observed: Any, n: int, *, draws: int = UNIFORM_MC_DRAWS, seed: int = 0) -> float:
-    """P(observed max gap > max gap of n uniform points), averaged over observed values (draws)."""
-    ref = np.sort(uniform_max_gaps(n, draws=draws, seed=seed))
-    obs = np.atleast_1d(np.asarray(observed, dtype=float))
-    return float(np.mean(np.searchsorted(ref, obs, side="left") / ref.size))
+def _cdf_decimal(x: float, n: int, terms: int, digits: int) -> float:
+    from decimal import Decimal, localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = digits
+        xd, total, c = Decimal(x), Decimal(0), 1
+        for j in range(terms):
+            term = c * (1 - j * xd) ** n
+            total += -term if j % 2 else term
+            c = c * (n + 1 - j) // (j + 1)
+        return float(total)
+
+
+def prob_max_gap_exceeds_uniform(observed: Any, n: int) -> float:
+    """P(observed max gap > max gap of n uniform points), exact, averaged over observed values (draws)."""
+    return float(np.mean(uniform_max_gap_cdf(observed, n)))
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -373,7 +400,6 @@ def diagnose(
     item_ids: Any = None,
     draws: np.ndarray | None = None,
     seed: int = 0,
-    uniform_draws: int = UNIFORM_MC_DRAWS,
 ) -> CoverageReport:
     """Coverage diagnostics of one benchmark.
 
@@ -422,12 +448,12 @@ def diagnose(
         normalized = _reach_the_ends(draws)
         m = n - 2 if normalized else n
         expected = expected_uniform_max_gap(m)
-        p_exceed = prob_max_gap_exceeds_uniform(d_gap, m, draws=uniform_draws, seed=seed)
+        p_exceed = prob_max_gap_exceeds_uniform(d_gap, m)
         # Over the draws, as the probability is: the posterior mean of the max gap, not the max gap of the
         # posterior-mean z (the headline figure, which averaging narrows); "ratio_of" says which it is.
         observed, ratio_of = float(np.mean(d_gap)), "posterior mean max gap"
     else:
-        p_exceed = prob_max_gap_exceeds_uniform(g, m, draws=uniform_draws, seed=seed)
+        p_exceed = prob_max_gap_exceeds_uniform(g, m)
         observed, ratio_of = g, "max gap"
     how = "min-max normalized as the items are" if normalized else "between fixed ends 0 and 1"
     uniform = {
@@ -436,8 +462,7 @@ def diagnose(
         "baseline": f"{n} uniform points, {how}",
         "free_points": m,
         "p_observed_exceeds": p_exceed,
-        "p_method": f"Monte-Carlo, {uniform_draws} sets, seed {seed}"
-        + (", averaged over posterior draws" if draws is not None else ""),
+        "p_method": "exact" + (", averaged over posterior draws" if draws is not None else ""),
         "ratio": observed / expected,
         "ratio_of": ratio_of,
         "observed_max_gap": observed,

@@ -60,7 +60,7 @@ def test_diagnose_table_on_demo_with_plot(tmp_path, capsys):
     assert main(["diagnose", "--benchmark", "demo", "--plot", str(png), "--k", "3"]) == 0
     out = capsys.readouterr().out
     assert "DDM (W1 to uniform" in out and "max gap" in out and "top-3 gap sum" in out
-    assert "Monte-Carlo" in out and "seed 0" in out and "exact" in out
+    assert "exact: H_(m+1)/(m+1)" in out and "P(observed > uniform)" in out and "(exact)" in out
     assert "narrower than a run's confirmation" not in out  # the demo's top-3 gaps are 0.075-0.15 wide
     assert "beyond every model here" not in out  # ... and amid its 12 models' abilities
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

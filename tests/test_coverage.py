@@ -16,7 +16,7 @@ from benchfill.coverage import (
     prob_max_gap_exceeds_uniform,
     spacings,
     top_k_gap_sum,
-    uniform_max_gaps,
+    uniform_max_gap_cdf,
 )
 from benchfill.errors import BenchfillError
 
@@ -139,16 +139,26 @@ def test_expected_uniform_max_gap_exact():
     assert expected_uniform_max_gap(2) == pytest.approx(11 / 18)  # H_3 / 3
 
 
-def test_uniform_monte_carlo_matches_exact_distribution():
-    m = uniform_max_gaps(2, draws=40000, seed=1)
-    assert m.mean() == pytest.approx(11 / 18, abs=0.005)
-    # n = 2: P(M > x) = 3(1-x)^2 - 3(1-2x)_+^2 + (1-3x)_+^2; at x = .5 it is .75.
-    assert prob_max_gap_exceeds_uniform(0.5, 2, draws=40000, seed=1) == pytest.approx(0.25, abs=0.01)
+def test_uniform_max_gap_cdf_by_hand_and_against_sampling():
+    # n = 2: P(M > x) = 3(1-x)^2 - 3(1-2x)_+^2 + (1-3x)_+^2, so P(M <= .5) = .25 and P(M <= .4) = 1 - .96 - ...
     x = 0.4
-    exact_gt = 3 * (1 - x) ** 2 - 3 * (1 - 2 * x) ** 2
-    assert np.mean(m > x) == pytest.approx(exact_gt, abs=0.01)
-    # Seeded: the same seed gives the same draws.
-    assert np.array_equal(uniform_max_gaps(5, draws=10, seed=3), uniform_max_gaps(5, draws=10, seed=3))
+    assert uniform_max_gap_cdf(x, 2)[0] == pytest.approx(1 - (3 * (1 - x) ** 2 - 3 * (1 - 2 * x) ** 2))
+    assert prob_max_gap_exceeds_uniform(0.5, 2) == pytest.approx(0.25)
+    # one point: its larger side is at least 1/2; no point: the one gap is the whole axis
+    assert list(uniform_max_gap_cdf([0.49, 0.5, 0.75, 1.0], 1)) == pytest.approx([0.0, 0.0, 0.5, 1.0])
+    assert list(uniform_max_gap_cdf([0.99, 1.0], 0)) == [0.0, 1.0]
+    # humaneval's 162 free points at its max gap: 0.9446 (mpmath, 50 digits: 0.94458051717...)
+    assert uniform_max_gap_cdf(0.047995, 162)[0] == pytest.approx(0.9445805171771763, abs=1e-12)
+    # the mean of the distribution, by integrating 1 - F, is the exact H_(n+1)/(n+1)
+    survival = 1 - uniform_max_gap_cdf(np.linspace(0, 1, 20001), 40)
+    mean = np.sum(survival[1:] + survival[:-1]) / 2 / 20000  # trapezoids
+    assert mean == pytest.approx(expected_uniform_max_gap(40), abs=1e-6)
+    # deep in the lower tail the alternating terms reach 1e11: the decimal sum, still a probability
+    tail = uniform_max_gap_cdf(0.0005, 12000)[0]
+    assert 0 < tail < 1e-12
+    # against sampling: 8 free points, spacings as normalized exponentials, 200,000 sets (se 0.0011)
+    e = np.random.default_rng(1).exponential(size=(200_000, 9))
+    assert np.mean(e.max(1) / e.sum(1) <= 0.3) == pytest.approx(uniform_max_gap_cdf(0.3, 8)[0], abs=0.004)
 
 
 def test_diagnose_on_plain_z():
@@ -161,7 +171,8 @@ def test_diagnose_on_plain_z():
     assert [g["width"] for g in d["gaps"]] == pytest.approx([0.5, 0.3])
     assert d["gaps"][0]["left_item"] == "c"
     assert d["uniform"]["ratio"] == pytest.approx(0.5 / expected_uniform_max_gap(4))
-    assert "seed 0" in d["uniform"]["p_method"]
+    assert d["uniform"]["p_method"] == "exact"
+    assert d["uniform"]["p_observed_exceeds"] == pytest.approx(uniform_max_gap_cdf(0.5, d["uniform"]["free_points"])[0])
     assert d["posterior"] is None
 
 
@@ -261,7 +272,7 @@ def test_the_uniform_baseline_is_calibrated_on_normalized_uniform_benchmarks():
     for _ in range(200):
         z = rng.random(10)
         z = (z - z.min()) / np.ptp(z)
-        u = diagnose(z, uniform_draws=1000, seed=int(rng.integers(1 << 30))).uniform
+        u = diagnose(z).uniform
         ps.append(u["p_observed_exceeds"])
         ratios.append(u["ratio"])
         assert u["free_points"] == 8 and u["expected_max_gap"] == pytest.approx(expected_uniform_max_gap(8))
