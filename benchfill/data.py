@@ -203,6 +203,19 @@ def extreme_items(matrix: ResponseMatrix, items: Sequence[dict[str, Any]] | None
     }
 
 
+def extreme_models(matrix: ResponseMatrix) -> dict[str, list[str]]:
+    """Models that solved every item they tried, and models that solved none.
+
+    Such a model's answers say only "above (below) every item": only the prior holds its fitted ability
+    finite, and it places no item between others. A user must see them, as the items.
+    """
+    tried = matrix.trials.sum(axis=1)
+    right = matrix.correct.sum(axis=1)
+    ids = np.asarray(matrix.models, dtype=object)
+    return {"all_correct": ids[(tried > 0) & (right == tried)].tolist(),
+            "none_correct": ids[(tried > 0) & (right == 0)].tolist()}
+
+
 def _item_line(source: str | Path | None, item_id: str) -> str:
     """``path:line: `` of item ``item_id`` in the JSONL file ``source``, as an error's prefix; ``''`` when it
     is not known (items from the Hub, or built in). Looked up only for an error, so the reading stays lean."""

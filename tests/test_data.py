@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from benchfill.data import extreme_items, item_chance, read_items, read_responses, untried_note
+from benchfill.data import extreme_items, extreme_models, item_chance, read_items, read_responses, untried_note
 from benchfill.errors import DataError
 
 
@@ -50,6 +50,21 @@ def test_jsonl_responses_and_item_file_order_and_chance(tmp_path):
     assert m.chance.tolist() == pytest.approx([0.25, 0.5])
     assert m.correct.tolist() == [[1, 1], [0, 0]]
     assert m.trials.tolist() == [[1, 1], [1, 0]]
+
+
+def test_models_that_solved_all_or_nothing_are_named(tmp_path, capsys):
+    # C tried only q1 and solved it: all it tried; D solved nothing; a trial-0 cell counts for nothing
+    f = _write(tmp_path / "r.csv", "model,item_id,correct,trials\nA,q1,1,2\nA,q2,0,2\nB,q1,2,2\nB,q2,1,2\n"
+                                   "C,q1,2,2\nC,q2,0,0\nD,q1,0,2\nD,q2,0,3\n")
+    assert extreme_models(read_responses(f)) == {"all_correct": ["C"], "none_correct": ["D"]}
+    from benchfill.cli import main
+
+    assert main(["diagnose", "--responses", str(f), "--k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "models that solved every item they tried (1): C; only the prior holds their abilities finite" in out
+    assert "models that solved no item (1): D;" in out
+    assert main(["fit", "--responses", str(f), "--out", str(tmp_path / "f.json"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["extreme_models"] == {"all_correct": ["C"], "none_correct": ["D"]}
 
 
 def test_extreme_items_are_reported(tmp_path):

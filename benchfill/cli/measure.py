@@ -246,7 +246,7 @@ def _dump(obj: Any) -> None:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from benchfill.cli.output import check_out_file
-    from benchfill.data import extreme_items
+    from benchfill.data import extreme_items, extreme_models
     from benchfill.errors import ConfigError
     from benchfill.irt import compare_models, leave_one_model_out, matrix_checks
 
@@ -267,6 +267,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "out": args.out,
         "matrix_checks": matrix_checks(matrix),
         "extreme_items": extreme_items(matrix, items),
+        "extreme_models": extreme_models(matrix),
         "fit_diagnostics": f.diagnostics,
     }
     if args.bic:
@@ -290,6 +291,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         op = ">=" if "information" in name else "<="
         print(f"  {name:<24} {c['value']:.3f}  ({op} {c['threshold']})  {'pass' if c['passed'] else 'FAIL'}")
     _print_extremes(summary["extreme_items"])
+    _print_extreme_models(summary["extreme_models"])
     if f.diagnostics:
         print("fit diagnostics: " + ", ".join(f"{k}={_fmt(v)}" for k, v in f.diagnostics.items()
                                                if not isinstance(v, (dict, list))))
@@ -331,6 +333,15 @@ def _print_extremes(ext: dict[str, list[str]]) -> None:
             print(f"items {label} ({len(ids)}): {', '.join(ids[:10])}{more}")
 
 
+def _print_extreme_models(ext: dict[str, list[str]]) -> None:
+    for key, label in (("all_correct", "solved every item they tried"), ("none_correct", "solved no item")):
+        ids = ext.get(key) or []
+        if ids:
+            more = f" ... (+{len(ids) - 10})" if len(ids) > 10 else ""
+            print(f"models that {label} ({len(ids)}): {', '.join(ids[:10])}{more}; only the prior "
+                  "holds their abilities finite")
+
+
 # -- diagnose -------------------------------------------------------------------------------------
 
 NUTS_CHECKS = ("max_rhat", "min_ess_bulk", "divergences", "chains", "draws")
@@ -339,7 +350,7 @@ NUTS_CHECKS = ("max_rhat", "min_ess_bulk", "divergences", "chains", "draws")
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from benchfill.cli.output import check_out_file
     from benchfill.coverage import check_spread, diagnose, parse_target
-    from benchfill.data import extreme_items
+    from benchfill.data import extreme_items, extreme_models
     from benchfill.errors import ConfigError
 
     if args.k is not None and args.k < 1:
@@ -368,6 +379,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         report.notes["fit"]["convergence"] = {k: f.diagnostics.get(k) for k in NUTS_CHECKS}
     if matrix is not None:
         report.notes["extreme_items"] = extreme_items(matrix, items)
+        report.notes["extreme_models"] = extreme_models(matrix)
     # Gaps a run could fill only by chance at its default confirmation: half-width below the confirmed
     # estimate's z se, so an item confirmed inside lies there little more often than one confirmed outside.
     # Gaps of width 0 are not counted: nothing fits in them (the end gaps 0 -> easiest and hardest -> 1
@@ -446,6 +458,8 @@ def _print_report(r: Any) -> None:
               "do not")
     if "extreme_items" in n:
         _print_extremes(n["extreme_items"])
+    if "extreme_models" in n:
+        _print_extreme_models(n["extreme_models"])
     if "plot" in n:
         print(f"plot written to {n['plot']}")
 
