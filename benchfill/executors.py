@@ -150,11 +150,12 @@ def _require_shared_store(sweep) -> None:
     from benchfill.store import check_store_url
 
     url = sweep.store or ""
+    where = (sweep.store_given or f"{sweep.source}: field store") if url else f"{sweep.source}: field store"
     if not url.startswith("postgresql"):
         what = f"got {url.split(':', 1)[0]}" if url else "none given, so each run would keep its own SQLite file"
-        raise ConfigError(f"{sweep.source}: field store: --executor ray needs a PostgreSQL URL every node "
+        raise ConfigError(f"{where}: --executor ray needs a PostgreSQL URL every node "
                           f"can reach (store = \"postgresql+psycopg://user@host/db\" or --store; {what})")
-    check_store_url(url, f"{sweep.source}: field store")
+    check_store_url(url, where)
 
 
 class _Driver:

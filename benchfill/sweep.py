@@ -116,6 +116,7 @@ class Sweep:
     out_dir: Path
     store: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    store_given: str = ""  # where the store came from, for messages: "--store" or "FILE: field store"
 
 
 def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | None = None) -> Sweep:
@@ -127,6 +128,7 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
     from benchfill.store import absolute_url
 
     path = Path(path)
+    store_arg = store
     data = read_mapping(path)
     try:
         cfg = SweepConfig.model_validate(data)
@@ -201,7 +203,8 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
                 runs.append(RunPlan(b.row, strategy, seed, opts, run_dir, entry=i))
     name = cfg.name or path.stem
     out_dir = Path(runs[0].opts.runs_dir) / f"sweep-{name}"
-    return Sweep(name, str(path), cfg, runs, out_dir, store)
+    return Sweep(name, str(path), cfg, runs, out_dir, store,
+                 store_given="--store" if store_arg else f"{path}: field store")
 
 
 def _field_namer(cfg: SweepConfig, i: int):

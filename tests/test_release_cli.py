@@ -66,7 +66,7 @@ def test_cli_import_names_the_bad_row(tmp_path, shared_data, capsys):
     stray = tmp_path / "elsewhere.csv"
     stray.write_text(csv_path.read_text())
     assert main(["review", "import", str(stray)]) == 2
-    assert "pass --run RUN" in capsys.readouterr().err
+    assert "does not lie in a run's review/ folder); pass --run RUN" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -255,6 +255,10 @@ def test_ray_executor_refuses_a_sqlite_store(shared_data, tmp_path):
     with pytest.raises(ConfigError, match=r"s\.toml: field store: --executor ray needs a PostgreSQL URL"):
         run_sweep(sweep, executor="ray", ray_address="127.0.0.1:1", progress=False)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    # a SQLite --store on the command line is named as the command line's, not the file's
+    given = load_sweep(tmp_path / "s.toml", store=f"sqlite:///{tmp_path / 'x.db'}")
+    with pytest.raises(ConfigError, match=r"^--store: --executor ray needs a PostgreSQL URL .*got sqlite"):
+        run_sweep(given, executor="ray", ray_address="127.0.0.1:1", progress=False)
 
 
 def test_without_ray_the_executor_says_how_to_install(shared_data, tmp_path, monkeypatch):

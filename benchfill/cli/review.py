@@ -34,7 +34,8 @@ def register(subparsers) -> None:
         description=f"Record the decisions filled into an exported review_queue.csv. {DECISION_HELP}",
     )
     p.add_argument("file", type=Path, help="the CSV (columns reviewer, decision, reason, edited_text, edited_answer)")
-    p.add_argument("--run", type=Path, help="run directory (default: the run the CSV was exported from)")
+    p.add_argument("--run", type=Path, help="run directory (default: the run whose review/ folder holds the CSV, where "
+                   "'review export' writes it without --out)")
     p.add_argument("--reviewer", help="reviewer name for rows whose reviewer cell is empty")
     p.set_defaults(func=_import)
 
@@ -107,7 +108,8 @@ def _import(args) -> int:
         guess = args.file.resolve().parent.parent
         has_store = (guess / "store.db").is_file() or (guess / "store.url").is_file()
         if not (has_store and (guess / "review_queue.jsonl").is_file()):
-            raise ConfigError(f"{args.file}: cannot tell which run it belongs to; pass --run RUN")
+            raise ConfigError(f"{args.file}: cannot tell which run it belongs to (it does not lie in a run's review/ "
+                              "folder); pass --run RUN")
         run = guess
     n = import_decisions(run, args.file, reviewer=args.reviewer)
     print(f"recorded {n} decision(s) from {args.file} in the store of {run}")
