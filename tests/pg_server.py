@@ -22,23 +22,47 @@ def _bin(name: str) -> str:
     return found[-1]
 
 
+class PgServer:
+    """One cluster: ``url``, and ``stop()`` / ``start()`` for tests of a server that goes away mid-command."""
+
+    def __init__(self, base: Path, port: int) -> None:
+        self.base, self.port = base, port
+        self.data, self.sock = base / "data", base / "sock"
+        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        self.url = f"postgresql+psycopg://postgres@/benchfill?host={self.sock}&port={port}"
+
+    def _run(self, *cmd: str) -> None:
+        subprocess.run([*self.as_user, *cmd], check=True, capture_output=True, text=True)
+
+    def start(self) -> None:
+        opts = f"-k {self.sock} -p {self.port} -c listen_addresses='' -c fsync=off"
+        self._run(_bin("pg_ctl"), "-D", str(self.data), "-o", opts, "-w", "-t", "60", "-l", str(self.base / "log"),
+                  "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        subprocess.run([*self.as_user, _bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"],
+                       capture_output=True)
+
+
 @contextmanager
-def postgres_url(port: int = 54329):
+def postgres_server(port: int = 54329):
     base = Path(tempfile.mkdtemp(prefix="bf-pg-"))
-    data, sock = base / "data", base / "sock"
-    sock.mkdir()
-    as_user: list[str] = []
+    pg = PgServer(base, port)
+    pg.sock.mkdir()
     if os.geteuid() == 0:
         shutil.chown(base, "postgres")
-        shutil.chown(sock, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True, text=True)  # noqa: E731
+        shutil.chown(pg.sock, "postgres")
     try:
-        run(_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
-        opts = f"-k {sock} -p {port} -c listen_addresses='' -c fsync=off"
-        run(_bin("pg_ctl"), "-D", str(data), "-o", opts, "-w", "-t", "60", "-l", str(base / "log"), "start")
-        run(_bin("createdb"), "-h", str(sock), "-p", str(port), "-U", "postgres", "benchfill")
-        yield f"postgresql+psycopg://postgres@/benchfill?host={sock}&port={port}"
+        pg._run(_bin("initdb"), "-D", str(pg.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        pg.start()
+        pg._run(_bin("createdb"), "-h", str(pg.sock), "-p", str(port), "-U", "postgres", "benchfill")
+        yield pg
     finally:
-        subprocess.run([*as_user, _bin("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        pg.stop("immediate")
         shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def postgres_url(port: int = 54329):
+    with postgres_server(port) as pg:
+        yield pg.url

@@ -62,3 +62,36 @@ def test_a_version_4_store_on_postgresql_records_the_world_of_its_memory_entries
     store.close()
     assert got == {("", "original"): False, ("sim-run", "generated"): True, ("lost-run", "generated"): None}
     assert "(benchmark, scale, simulated, z)" in near
+
+
+def test_a_server_that_stops_mid_run_is_one_line_and_a_rerun_resumes(tmp_path):
+    # The server goes away while gaps are searched: one line naming the store (not SQLAlchemy's traceback
+    # with its SQL), exit 2; once it answers again, the same command resumes from what was written.
+    import os
+    import subprocess
+    import sys
+
+    from pg_server import postgres_server
+
+    with postgres_server(port=54339) as server:
+        cmd = [sys.executable, "-m", "benchfill", "run", "--benchmark", "demo", "--backend", "sim",
+               "--runs-dir", str(tmp_path / "runs"), "--run-id", "gone", "--gaps", "3", "--rounds", "3",
+               "--parents", "2", "--children", "3", "--sim-probes", "6", "--seed", "8", "--store", server.url]
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "round 1/3" in line:
+                break
+        server.stop()
+        lines += proc.stderr.readlines()
+        assert proc.wait(timeout=120) == 2, "".join(lines)
+        err = "".join(lines)
+        assert "Traceback" not in err and "[SQL:" not in err
+        assert lines[-1].startswith(f"benchfill: error: store {server.url} stopped answering (")
+        assert lines[-1].rstrip().endswith("rerun the same command to resume once it answers")
+        server.start()
+        again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        assert again.returncode == 0, again.stderr
+        assert "restored after round" in again.stderr

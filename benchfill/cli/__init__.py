@@ -98,10 +98,39 @@ def main(argv: list[str] | None = None) -> int:
         where = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
         print(f"benchfill: error: {where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        line = _store_trouble(exc, getattr(args, "store", None))
+        if line is None:
+            raise
+        again = "; what was written is kept: rerun the same command to resume once it answers" \
+            if getattr(args, "resumable", False) else ""
+        print(f"benchfill: error: {line}{again}", file=sys.stderr)
+        return 2
     finally:
         for sig, handler in previous.items():
             if handler is not None:  # None: set outside Python, nothing to put back
                 signal.signal(sig, handler)
+
+
+def _store_trouble(exc: BaseException, url: str | None = None) -> str | None:
+    """One line for a store that stopped answering mid-command (a PostgreSQL server stopped or unreachable,
+    a SQLite file locked past its timeout, a full disk): the user's to fix, and a rerun resumes. Errors of
+    the SQL itself (no such table, a syntax error) stay tracebacks: those are bugs."""
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    if sa_exc is None or not isinstance(exc, sa_exc.DBAPIError):
+        return None
+    orig = exc.orig
+    psycopg = sys.modules.get("psycopg")
+    lost = exc.connection_invalidated or (psycopg is not None and isinstance(orig, psycopg.OperationalError))
+    if not lost and type(orig).__module__ == "sqlite3" and type(orig).__name__ == "OperationalError":
+        lost = any(w in str(orig).lower() for w in ("locked", "disk", "unable to open", "readonly", "busy"))
+    if not lost:
+        return None
+    from benchfill.redact import redact_url, scrub
+
+    said = scrub(" ".join(str(orig if orig is not None else exc).split()))
+    which = f"store {redact_url(url)}" if isinstance(url, str) and url else "the store"
+    return f"{which} stopped answering ({type(orig or exc).__name__}: {said})"
 
 
 def _terminated(signum, frame) -> None:
