@@ -167,8 +167,12 @@ def _memory_summary(results, backend: dict) -> dict[str, Any] | None:
     return {
         **mem,
         "gaps_reused": sum(bool(s.get("reused_from")) for s in shared),
-        "entries_from_earlier_runs": sum(s.get("entries_from_earlier_runs", 0) for s in shared),
-        "parents_from_earlier_runs": sum(len(s.get("parents_from_earlier_runs", [])) for s in shared),
+        # distinct entries: the gaps' memories overlap where gaps lie near each other (summed, a run that
+        # read 38 earlier children said 51). A summary written before the entries were kept sums.
+        "entries_from_earlier_runs": (len({e for s in shared for e in s["earlier_entries"]})
+                                      if all("earlier_entries" in s for s in shared)
+                                      else sum(s.get("entries_from_earlier_runs", 0) for s in shared)),
+        "parents_from_earlier_runs": len({p for s in shared for p in s.get("parents_from_earlier_runs", [])}),
         "children_of_earlier_parents": sum(s.get("children_of_earlier_parents", 0) for s in shared),
         "earlier_runs": sorted({run for s in shared for run in s.get("earlier_runs", [])}),
     }
@@ -187,7 +191,7 @@ def _memory_lines(rep: dict[str, Any]) -> list[str]:
         return []
     lines = ["", "## Shared memory", "",
              f"Scale {m['scale']}; {m['entries_from_earlier_runs']} entries from earlier runs "
-             f"({', '.join(m['earlier_runs']) or 'none'}) seeded the gaps' memories; "
+             f"({', '.join(m['earlier_runs']) or 'none'}) seeded the searched gaps' memories; "
              f"{m['parents_from_earlier_runs']} of them were parents ({m['children_of_earlier_parents']} children); "
              f"{m['gaps_reused']} gap(s) filled by reusing an earlier run's child (no rewrite paid for)."]
     for sc, k in (m.get("linked") or {}).items():

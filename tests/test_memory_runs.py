@@ -57,6 +57,13 @@ def test_a_second_run_on_the_same_store_builds_on_the_first(tmp_path):
     # Reuse: a gap the first run's confirmed child fits is filled by it, for nothing.
     reused = [g for g in second["gaps"] if (g["memory"] or {}).get("reused_from")]
     assert m["gaps_reused"] == len(reused) >= 1
+    # The seeded entries are counted once however many gaps' memories held them, and a reused gap, never
+    # searched, reads none: at most the first run's children, and the searched gaps' distinct entries.
+    searched = [g["memory"] for g in second["gaps"] if not (g["memory"] or {}).get("reused_from")]
+    distinct = {e for s in searched for e in s["earlier_entries"]}
+    assert m["entries_from_earlier_runs"] == len(distinct) <= len(earlier)
+    assert all(g["memory"]["entries_from_earlier_runs"] == 0 for g in reused)
+    assert f"{len(distinct)} entries from earlier runs ({first['run_id']}) seeded the searched gaps' memories" in md
     queue = {q["item_id"]: q for q in map(json.loads, (second["_dir"] / "review_queue.jsonl").read_text().splitlines())}
     for g in reused:
         assert g["chosen_id"].endswith(f"@{first['run_id']}") and "reused" in g["flags"]

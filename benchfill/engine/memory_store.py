@@ -465,18 +465,23 @@ def reuse_result(gap_plan: dict[str, Any], g: int, left: float, right: float) ->
     """A gap filled by an earlier run's child: no round, no spend."""
     c = child_from_dict(gap_plan["reuse"]["child"])
     res = GapResult(g, left, right, (left + right) / 2, "benchfill", [c], c, 0, Spend(), [], "reused", None)
-    res.shared = {**shared_summary(gap_plan, res), "reused_from": gap_plan["reuse"]["from"]}
+    # not searched: its seed memory was read by nothing, so it counts no entries; the run it came from counts
+    reused_from = gap_plan["reuse"]["from"]
+    res.shared = {**shared_summary(gap_plan, res, searched=False), "reused_from": reused_from,
+                  "earlier_runs": [reused_from["run_id"]]}
     return res
 
 
-def shared_summary(gap_plan: dict[str, Any] | None, res: GapResult) -> dict[str, Any]:
-    """How much of a gap's search came from earlier runs: entries in its first memory, parents
-    (children made from an earlier run's child), and those runs."""
+def shared_summary(gap_plan: dict[str, Any] | None, res: GapResult, searched: bool = True) -> dict[str, Any]:
+    """How much of a gap's search came from earlier runs: entries in its first memory (``earlier_entries``,
+    named ``item@run`` as this run names them, so a run's summary counts an entry several gaps shared once), parents (children made
+    from an earlier run's child), and those runs."""
     if gap_plan is None:
         return {}
-    earlier = {e.item_id: e.source for e in seed_entries(gap_plan) if e.source}
+    earlier = {e.item_id: e.source for e in seed_entries(gap_plan) if e.source} if searched else {}
     from_earlier = [c for c in res.children if c.parent_id in earlier and "reused" not in c.flags]
     return {"entries_from_earlier_runs": len(earlier),
+            "earlier_entries": sorted(earlier),
             "children_of_earlier_parents": len(from_earlier),
             "parents_from_earlier_runs": sorted({c.parent_id for c in from_earlier}),
             "earlier_runs": sorted(set(earlier.values()))}
