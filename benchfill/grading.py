@@ -18,6 +18,8 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from benchfill.workers import owned_pool
+
 __all__ = ["Grading", "default_workers"]
 
 _MIN_CHUNK = 8  # below this many replies a batch is not split further: a launch costs ~50 ms
@@ -97,7 +99,7 @@ class Grading:
             workers = self.workers or default_workers()
             # forkserver: a clean process to fork workers from (this one may run threads)
             method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-            self._pool = ProcessPoolExecutor(workers, mp_context=mp.get_context(method))
+            self._pool = owned_pool(workers, method)
             self.workers = workers
         pairs = [(t, item) for item, texts, _ in pending for t in texts]
         size = max(_MIN_CHUNK, math.ceil(len(pairs) / self.workers))

@@ -6,7 +6,6 @@ import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -15,6 +14,7 @@ from benchfill.irt.fit import IrtFit
 from benchfill.irt.likelihood import LOG_DISCRIMINATION_SD, Posterior
 from benchfill.irt.nuts import ChainResult, sample_chain
 from benchfill.matrix import ResponseMatrix
+from benchfill.workers import owned_pool
 
 _TARGET = None  # the Whitened posterior, set before forking so workers inherit it without pickling
 
@@ -159,7 +159,7 @@ def fit_nuts(
     start = time.perf_counter()
     n_workers = _workers(chains)
     if n_workers > 1 and "fork" in mp.get_all_start_methods():
-        with ProcessPoolExecutor(n_workers, mp_context=mp.get_context("fork")) as pool:
+        with owned_pool(n_workers, "fork") as pool:
             results = []
             for c, r in enumerate(pool.map(_run_chain, jobs)):
                 results.append(r)
