@@ -346,6 +346,21 @@ STORE_FILE = "store.db"
 STORE_URL_FILE = "store.url"
 
 
+def _refuse_a_lost_file(url: str, remembered: Path) -> None:
+    """A run's remembered SQLite store must still be there: opening it would make a new, empty file, and
+    review decisions would go into that copy, lost once the real one is back (a moved file, an unmounted
+    disk). PostgreSQL says so itself (no such database)."""
+    try:
+        u = make_url(url)
+    except Exception:  # noqa: BLE001  (Store refuses a bad URL in one line of its own)
+        return
+    db = u.database or ""
+    if u.get_backend_name() == "sqlite" and db and db != ":memory:" and not db.startswith("file:") \
+            and not Path(db).exists():
+        raise ConfigError(f"store {redact_url(url)} (named in {remembered}): {db}: no such file, and the run's rows "
+                          "are in it: put it back (a moved file, a disk not mounted), or start a new run")
+
+
 def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool = True,
                    writable: bool | None = None) -> Store:
     """The store of a run: ``run_dir/store.db`` by default, or the SQLAlchemy URL given once
@@ -377,6 +392,8 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
             # Starting over into the new store would hide this run's own rows: its gaps, its review decisions.
             raise ConfigError(f"{run_dir / STORE_FILE}: this run already has its own store; rerun without --store, "
                               "or give another --run-id")
+        if known is not None:
+            _refuse_a_lost_file(url, remembered)
         run_dir.mkdir(parents=True, exist_ok=True)
         run_id = known[1] if known is not None else run_dir.name
         store = Store(url, run_id=run_id, writable=writable)
@@ -391,6 +408,7 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
         return store
     if remembered.is_file():
         url, run_id = _remembered(remembered)
+        _refuse_a_lost_file(url, remembered)
         return Store(url, run_id=run_id, writable=writable)
     db = run_dir / STORE_FILE
     if not create and not db.is_file():

@@ -78,9 +78,29 @@ def test_runs_named_to_one_store_url_stay_apart_and_remember_their_id(tmp_path, 
         assert main(["review", "export", str(run)]) == 0
 
 
+def test_a_remembered_sqlite_store_that_is_gone_is_refused_not_made_again(tmp_path, capsys):
+    # A moved shared store (or a disk not mounted): review and release would otherwise open a new, empty
+    # file and record the reviewer's decisions there, lost once the real one is back.
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    run = tmp_path / "runs" / "r1"
+    common = ["run", "--benchmark", "demo", "--backend", "sim", "--runs-dir", str(tmp_path / "runs"), "--gaps", "1",
+              "--rounds", "1", "--parents", "2", "--children", "2", "--quiet", "--store", url, "--run-id", "r1"]  # fmt: skip
+    assert main(common) == 0
+    (tmp_path / "shared.db").rename(tmp_path / "moved.db")
+    capsys.readouterr()
+    for argv in (["review", "export", str(run)], ["release", str(run), "--version", "1.0.0"], common):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"(named in {run / 'store.url'}): {tmp_path / 'shared.db'}: no such file" in err
+        assert not (tmp_path / "shared.db").exists()
+    (tmp_path / "moved.db").rename(tmp_path / "shared.db")  # put back: all is as it was
+    assert main(["review", "export", str(run)]) == 0
+
+
 def test_a_remembered_url_from_before_keeps_the_directory_name_as_run_id(tmp_path):
     run = tmp_path / "runs" / "legacy"
     run.mkdir(parents=True)
+    Store(f"sqlite:///{tmp_path / 's.db'}").close()  # the store the run wrote to (a missing one is refused)
     (run / "store.url").write_text(f"sqlite:///{tmp_path / 's.db'}\n")
     s = open_run_store(run)
     assert s.run_id == "legacy"
