@@ -177,6 +177,8 @@ class Store:
         if writable and self.read_only:
             self.close()
             raise self.read_only_error()
+        global LAST_OPENED
+        LAST_OPENED = self.where
 
     def _cannot_open(self, exc: Exception) -> ConfigError:
         # One line: the driver's own message, without SQLAlchemy's SQL text and link to its docs.
@@ -344,6 +346,11 @@ def _upgrade(conn: Connection, where: str, run_id: str = "") -> int:
 
 STORE_FILE = "store.db"
 STORE_URL_FILE = "store.url"
+
+
+# The store this process opened last, as a user names it: what the CLI names when a store stops answering
+# mid-command (a command works on one store; the error, raised deep in a step, does not say which).
+LAST_OPENED: str | None = None
 
 
 def _refuse_a_lost_file(url: str, remembered: Path) -> None:

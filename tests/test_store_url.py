@@ -142,3 +142,42 @@ def test_an_in_memory_sqlite_store_is_refused_in_one_line(tmp_path, url, capsys)
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "SQLite database in memory" in err
+
+
+def test_a_store_that_fails_mid_command_is_one_line_and_a_bug_stays_a_traceback(tmp_path):
+    # The errors themselves, made by real SQLite through SQLAlchemy: a lock held past the wait, pages
+    # damaged after the file opened, and SQL that is wrong (a bug: no one-line error hides it).
+    import os
+    import sqlite3
+
+    from sqlalchemy import create_engine, text
+
+    from benchfill.cli import _store_trouble
+
+    db = tmp_path / "s.db"
+    with sqlite3.connect(db) as con:
+        con.execute("create table t (x)")
+        con.executemany("insert into t values (?)", [(os.urandom(500),) for _ in range(2000)])
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("begin exclusive")
+    engine = create_engine(f"sqlite:///{db}", connect_args={"timeout": 0.1})
+
+    def error_of(sql: str) -> Exception:
+        with pytest.raises(Exception) as got, engine.begin() as con:
+            con.execute(text(sql))
+        return got.value
+
+    line = _store_trouble(error_of("insert into t values (1)"), f"sqlite:///{db}")
+    assert line == (f"store sqlite:///{db} stopped answering (OperationalError: database is locked, held by another "
+                    "process past the 30 s wait)")
+    holder.rollback()
+    holder.close()
+    assert _store_trouble(error_of("select * from no_such_table")) is None
+    size = db.stat().st_size
+    with open(db, "r+b") as fh:
+        for at in (size // 3, size // 2, 2 * size // 3):
+            fh.seek(at)
+            fh.write(b"\xff" * 4096)  # no b-tree page starts so
+    engine.dispose()
+    line = _store_trouble(error_of("select count(*), sum(length(x)) from t"), f"sqlite:///{db}")
+    assert line is not None and line.startswith(f"store sqlite:///{db} is damaged (database disk image is malformed)")

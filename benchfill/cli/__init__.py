@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if line is None:
             raise
         again = "; what was written is kept: rerun the same command to resume once it answers" \
-            if getattr(args, "resumable", False) else ""
+            if getattr(args, "resumable", False) and "stopped answering" in line else ""
         print(f"benchfill: error: {line}{again}", file=sys.stderr)
         return 2
     finally:
@@ -122,15 +122,25 @@ def _store_trouble(exc: BaseException, url: str | None = None) -> str | None:
     orig = exc.orig
     psycopg = sys.modules.get("psycopg")
     lost = exc.connection_invalidated or (psycopg is not None and isinstance(orig, psycopg.OperationalError))
+    damaged = False
     if not lost and type(orig).__module__ == "sqlite3" and type(orig).__name__ == "OperationalError":
         lost = any(w in str(orig).lower() for w in ("locked", "disk", "unable to open", "readonly", "busy"))
-    if not lost:
+    if not lost and type(orig).__module__ == "sqlite3" and type(orig).__name__ == "DatabaseError":
+        # pages that opening the file did not read (the open itself refuses a damaged header in one line)
+        damaged = any(w in str(orig).lower() for w in ("malformed", "not a database"))
+    if not lost and not damaged:
         return None
     from benchfill.redact import redact_url, scrub
 
     said = scrub(" ".join(str(orig if orig is not None else exc).split()))
-    which = f"store {redact_url(url)}" if isinstance(url, str) and url else "the store"
-    return f"{which} stopped answering ({type(orig or exc).__name__}: {said})"
+    store_mod = sys.modules.get("benchfill.store")
+    opened = getattr(store_mod, "LAST_OPENED", None)
+    which = (f"store {redact_url(url)}" if isinstance(url, str) and url
+             else f"store {opened}" if opened else "the store")
+    if damaged:
+        return f"{which} is damaged ({said}); restore it from a copy, or start the run again with another --run-id"
+    held = ", held by another process past the 30 s wait" if "locked" in said.lower() else ""
+    return f"{which} stopped answering ({type(orig or exc).__name__}: {said}{held})"
 
 
 def _terminated(signum, frame) -> None:
