@@ -96,14 +96,16 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         if true_z and not unknown:
             rep["top_k_sum_after_true (simulated)"] = top_k_gap_sum(np.concatenate([z, true_z]), k)
         rep["sim_rewriter"] = backend.get("sim_rewriter")
-    _write(run_dir / "report.json", json.dumps(rep, indent=1, default=_jsonable))
-    _write(run_dir / "report.md", _markdown(rep))
+    # The plots first and the report last: a run stopped in between leaves no report.md that names plots
+    # not yet drawn (a rerun redoes it all).
+    _plots(run_dir / "plots", z, after, gaps, results, rep)
     # An export for spreadsheets and scripts; review itself reads the queue from the store.
     _write(run_dir / "review_queue.jsonl", "".join(
         json.dumps(q, default=_jsonable) + "\n"
         for q in (queue if queue is not None else review_records(results, opts, run_id, bench, fit, backend))
     ))
-    _plots(run_dir / "plots", z, after, gaps, results, rep)
+    _write(run_dir / "report.md", _markdown(rep))
+    _write(run_dir / "report.json", json.dumps(rep, indent=1, default=_jsonable))
     return rep
 
 

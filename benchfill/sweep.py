@@ -381,7 +381,8 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
     tracker.final()
     if failed:
         first = failed[0]
-        raise BenchfillError(f"{len(failed)} of {tracker.total} units failed (first: {first[0]}: {first[1]}); "
+        # units, as the progress line counts them (a run that fails locally fails all its units at once)
+        raise BenchfillError(f"{tracker.failed} of {tracker.total} units failed (first: {first[0]}: {first[1]}); "
                              f"the table of the runs that finished is at {table['paths']['table.md']}; "
                              "rerun the sweep to resume")
     return table

@@ -83,10 +83,13 @@ def write_table(sweep) -> dict[str, Any]:
     table = collect(sweep)
     out = Path(sweep.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _write(out / "table.json", json.dumps(table, indent=1) + "\n")
-    _write(out / "table.md", markdown(table))
+    # A sweep stopped while writing left its temp file (the sweep's lock is held here: none is in use)
+    for stale in out.glob(".table*"):  # .table.md-*, .table.json-*, .table-*.png
+        stale.unlink(missing_ok=True)
     if table["rows"]:
         _plot(table, out / "table.png")
+    _write(out / "table.md", markdown(table))
+    _write(out / "table.json", json.dumps(table, indent=1) + "\n")
     table["paths"] = {name: str(out / name) for name in ("table.md", "table.json", "table.png")}
     return table
 

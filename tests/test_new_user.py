@@ -111,3 +111,24 @@ def test_every_extra_named_in_the_dependencies_is_one_the_package_provides():
             assert extra in provided, f"{m.group(1)} provides no extra {extra!r} (it has {sorted(provided)})"
             checked += 1
     assert not any(d.startswith("math-verify[") for d in deps) or checked
+
+
+def test_a_run_stopped_while_drawing_its_plots_leaves_no_report_naming_them(tmp_path, monkeypatch):
+    # report.json and report.md are written last: a stop during the plots left a whole-looking report.md
+    # whose plots were never drawn. A rerun writes it all.
+    import benchfill.report as report
+
+    args = ["run", "--benchmark", "demo", "--backend", "sim", "--gaps", "1", "--rounds", "1", "--parents", "2",
+            "--children", "2", "--runs-dir", str(tmp_path / "runs"), "--run-id", "r", "--quiet"]
+    drawn = report._plots
+
+    def stopped(folder, *a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "_plots", stopped)
+    assert main(args) == 130
+    run = tmp_path / "runs" / "r"
+    assert not (run / "report.md").exists() and not (run / "report.json").exists()
+    monkeypatch.setattr(report, "_plots", drawn)
+    assert main(args) == 0
+    assert (run / "report.json").is_file() and (run / "plots" / "ecdf_before_after.png").is_file()

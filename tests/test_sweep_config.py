@@ -146,6 +146,16 @@ runs_dir = "runs"
     table = collect(sweep)
     assert table["missing_runs"] == ["demo/benchfill/seed0"]
     assert table["rows"][0]["strategies"]["benchfill"]["reduction"] == pytest.approx(0.3)
+    # A sweep stopped while writing its table left temp files; the next table removes them.
+    from benchfill.sweep_table import write_table
+
+    out = Path(sweep.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in (".table-dgesxsdz.png", ".table.md-abc123", ".table.json-x9"):
+        (out / stale).write_bytes(b"")
+    write_table(sweep)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".table")) == []
+    assert {"table.md", "table.json", "table.png"} <= {p.name for p in out.iterdir()}
 
 
 def test_rerun_resumes_without_new_calls(tmp_path):

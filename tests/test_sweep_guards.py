@@ -141,3 +141,23 @@ def test_bench_sweep_compares_the_simulated_true_column():
 
     assert bench_sweep._cells(table(0.1)) != bench_sweep._cells(table(0.2))
     assert bench_sweep._cells(table(0.1)) == {("demo", "benchfill"): (0.25, 0.01, 16, 232, 0.1)}
+
+
+def test_a_run_that_fails_counts_its_units_as_the_progress_line_does(tmp_path, capsys):
+    # A run another process holds fails all its units at once: the error said "1 of 3 units failed"
+    # (runs) under a progress line that said 3 failed (units).
+    from benchfill import locks
+    from benchfill.run import LOCK_FILE
+
+    path = _write(tmp_path, GOOD.replace("gaps = 1", "gaps = 2"))
+    plan = load_sweep(path).runs[0]
+    n = len(plan.units)
+    assert n > 1
+    plan.run_dir.mkdir(parents=True)
+    held = locks.hold(plan.run_dir / LOCK_FILE, wait=False)  # as another process's run holds it
+    try:
+        assert main(["sweep", "--config", str(path), "--quiet"]) != 0
+    finally:
+        locks.release(held)
+    err = capsys.readouterr().err
+    assert f"benchfill: error: {n} of {n} units failed (first: demo/benchfill/seed0: run " in err
