@@ -130,6 +130,21 @@ def test_a_save_cut_short_leaves_the_old_fit_with_its_own_draws(tmp_path, monkey
     new.save(path)  # the next save finishes and leaves one draws file, its own
     assert np.array_equal(IrtFit.load(path).difficulty_draws, new.difficulty_draws)
     assert len(list(tmp_path.glob("fit.json.draws*.npz"))) == 1 and not list(tmp_path.glob("*.tmp"))
+    assert not list(tmp_path.glob(".*"))
+
+
+def test_saves_to_one_path_at_once_each_land_whole(tmp_path):
+    # One temp name per path (fit.json.tmp) let one save rename the other's file away: FileNotFoundError.
+    # (Two NUTS fits saved to one path at once can still remove each other's draws: last writer wins.)
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "fit.json"
+    fits = [_fit(difficulty=np.full(3, float(k))) for k in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(40):
+            list(pool.map(lambda f: f.save(path), fits))
+    assert float(IrtFit.load(path).difficulty[0]) in (0.0, 1.0)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_a_fit_of_the_same_items_in_another_order_is_the_same_fit(tmp_path, capsys):

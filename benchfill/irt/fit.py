@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import tempfile
 from dataclasses import dataclass, field, replace
 from glob import escape as glob_escape
 from pathlib import Path
@@ -123,7 +125,10 @@ class IrtFit:
         fit paired with another's posterior. Draws files the fit no longer names are removed after."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
+        # temp files of their own (not NAME.tmp): two saves to one path at once each rename whole files
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        tmp = Path(name)
         d = self.to_dict()
         draws_tmp = None
         try:
@@ -132,12 +137,16 @@ class IrtFit:
                 np.savez_compressed(buf, difficulty=self.difficulty_draws, ability=self.ability_draws)
                 data = buf.getvalue()
                 d["draws_file"] = f"{path.name}.draws-{hashlib.sha256(data).hexdigest()[:16]}.npz"
-                draws_tmp = path.with_name(path.name + ".draws.tmp")
+                fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.draws.", suffix=".tmp")
+                os.close(fd)
+                draws_tmp = Path(name)
                 draws_tmp.write_bytes(data)
+                os.chmod(draws_tmp, 0o644)
                 draws_tmp.replace(path.with_name(d["draws_file"]))  # a new name: the old pair stays whole
             # NaN and Infinity are not JSON (jq and most parsers refuse them): an undefined figure, such as
             # R-hat over too few draws or a Laplace se that does not exist, is written as null
             tmp.write_text(json.dumps(_finite_or_none(d), indent=1, allow_nan=False))
+            os.chmod(tmp, 0o644)
             tmp.replace(path)
         finally:
             tmp.unlink(missing_ok=True)

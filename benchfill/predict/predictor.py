@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -144,9 +145,13 @@ class Predictor:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
+        # a temp file of its own (not NAME.tmp): two saves to one path at once each rename a whole file
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        tmp = Path(name)
         try:
             tmp.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
+            os.chmod(tmp, 0o644)  # mkstemp makes 0600; a predictor is for sharing
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
