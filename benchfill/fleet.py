@@ -113,12 +113,15 @@ class Replica:
             self.eject(f"refused a request another replica served: {detail}")
 
     def eject(self, reason: str) -> None:
+        # an outage is counted once: a failed health check lengthens the one under way (a replica down
+        # for the whole run said "5 ejections")
+        if self.out_until is None:
+            self.counts["ejections"] += 1
         self.strikes += 1
         cooldown = min(self.policy.cooldown_s * 2 ** (self.strikes - 1), self.policy.max_cooldown_s)
         self.out_until = self.clock() + cooldown
         self.consecutive = 0
         self.recent.clear()
-        self.counts["ejections"] += 1
         # What the replica said (an error body, a health check's) may echo the request's headers: the
         # reason is logged and shown again in FleetDown's line, so it is scrubbed once here.
         self.reason = reason = scrub(reason, env=self.key_envs)

@@ -195,11 +195,11 @@ def test_a_dead_replica_is_ejected_and_its_requests_served_by_the_other(tmp_path
     dead = stats.replicas[gone]
     assert dead["calls"] == 0 and 3 <= dead["failures"] <= 3 + 3
     # Taken out once by its failed requests; a run still going when the 0.2 s cool-down ends (a loaded
-    # machine: CI took 22 min) sees its health check fail and keep it out, which counts another ejection
-    # but no failed request.
+    # machine: CI took 22 min) sees its health check fail and keep it out: said again, but the same
+    # outage (one ejection) and no failed request.
     why = [r.getMessage().split(": ", 1)[1] for r in caplog.records if gone in r.getMessage()
            and "out of service" in r.getMessage()]
-    assert len(why) == dead["ejections"] >= 1 and why[0].startswith("3 failed attempts in a row")
+    assert dead["ejections"] == 1 and len(why) >= 1 and why[0].startswith("3 failed attempts in a row")
     assert all(w.startswith("health check failed") for w in why[1:]), why
     assert stats.replicas[good.base_url]["calls"] == 24 and stats.retries == dead["failures"]
 
@@ -357,6 +357,28 @@ def test_a_replica_failing_half_its_attempts_is_taken_out_by_its_error_rate():
     assert seen == [True, True, True, False, False]
     assert r.reason == "2 of its last 4 attempts failed, last: HTTP 500"
     assert counts["http://x/v1"] == {"requests": 0, "calls": 3, "failures": 2, "ejections": 1}
+
+
+def test_a_failed_health_check_lengthens_the_outage_and_is_not_another_ejection():
+    from benchfill.fleet import Replica
+
+    policy = FleetPolicy(eject_after=1, cooldown_s=5, max_cooldown_s=60)
+
+    async def go():
+        counts: dict = {}
+        now = [0.0]
+        r = Replica("http://x/v1", None, EndpointBound(1), policy, lambda: counts, clock=lambda: now[0])
+        r.ejectable = True
+        r.outcome(False, "refused")  # out for 5 s
+        until = r.out_until
+        now[0] = 5.0
+        r.eject("health check failed: ConnectError")  # what a failed check does: out again, for 10 s
+        longer = r.out_until - now[0]
+        r.close()
+        return counts["http://x/v1"], until, longer
+    c, until, longer = asyncio.run(go())
+    assert until == 5.0 and longer == 10.0  # the cool-down doubled: the same outage, told again
+    assert c["ejections"] == 1 and c["failures"] == 1
 
 
 def test_a_run_starts_while_each_fleet_keeps_a_replica_up(tmp_path):
