@@ -349,3 +349,21 @@ def test_release_flags_that_do_not_apply_and_a_malformed_sha256_are_named(tmp_pa
         assert len(err) == 1 and message in err[0], (argv, err)
     assert not (tmp_path / "releases" / "aime24" / "1.1.0").exists()
     assert main(["release", "verify", v1, "--run", str(run)]) == 0
+
+
+def test_two_imports_of_one_sheet_at_once_record_it_once(tmp_path, shared_data):
+    # Each import read the decisions before the other wrote, and both recorded every row.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benchfill.review import import_decisions
+    from benchfill.review.board import ReviewBoard
+
+    run = make_run(tmp_path, shared_data)
+    assert main(["review", "export", str(run)]) == 0
+    sheet = run / "review" / "review_queue.csv"
+    _fill(sheet, {i: {"reviewer": "ann", "decision": "accept"} for i in CHILD_IDS})
+    with ThreadPoolExecutor(3) as pool:
+        counts = list(pool.map(lambda _: import_decisions(run, sheet), range(3)))
+    assert sorted(counts) == [0, 0, len(CHILD_IDS)]
+    with ReviewBoard(run) as board:
+        assert len(board.decisions()) == len(CHILD_IDS)

@@ -157,6 +157,18 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
     path = Path(csv_file)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
+    # One import at a time per run: two imports of one sheet at once each read the decisions before the
+    # other wrote, and both recorded every row (a flock on the run's folder: no lock file is left)
+    from benchfill import locks
+
+    held = locks.hold(Path(run_dir))
+    try:
+        return _import_held(run_dir, path, reviewer)
+    finally:
+        locks.release(held)
+
+
+def _import_held(run_dir: str | Path, path: Path, reviewer: str | None) -> int:
     with ReviewBoard(run_dir, writable=True) as board:
         rows, lines, exported = _read_sheet(board, path, reviewer)
         sheet = f"sheet:{exported.isoformat()}" if exported else "sheet"
