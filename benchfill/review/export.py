@@ -94,7 +94,22 @@ def _csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         "edited_to": json.dumps(review["edited_fields"], ensure_ascii=False) if review.get("edited_fields") else "",
     }  # fmt: skip
     row.update({c: "" for c in DECISION_COLUMNS})
-    return {k: ("" if v is None else v) for k, v in row.items()}
+    return {k: _inert("" if v is None else v) for k, v in row.items()}
+
+
+# A cell a spreadsheet would run as a formula (or DDE) when the reviewer opens the sheet: an LLM's text, or
+# a benchmark's id, that starts so. Written with a leading apostrophe (OWASP's advice), read back without.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _inert(v: Any) -> Any:
+    return "'" + v if isinstance(v, str) and v.startswith(FORMULA_START) else v
+
+
+def _as_written(v: str) -> str:
+    """A cell of the sheet as the queue holds it: the apostrophe ``_inert`` put before a formula's start
+    taken off again (a spreadsheet that saved the cell may also have dropped it)."""
+    return v[1:] if v.startswith("'") and v[1:].startswith(FORMULA_START) else v
 
 
 def _truth(rec: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +250,7 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
                     raise DataError(f"{where}: field '{EXPORTED_AT}' is empty; an exported sheet has its export "
                                     "time on every row, by which import refuses to undo a later decision. "
                                     "Fill your decisions into a freshly exported sheet (benchfill review export)")
-                item_id = (row.get("item_id") or "").strip()
+                item_id = _as_written(row.get("item_id") or "").strip()
                 who = (row.get("reviewer") or "").strip() or (reviewer or "")
                 edit = decision == "edit"
                 edited = [c for c in ("edited_text", "edited_answer") if (row.get(c) or "").strip()]
@@ -268,11 +283,11 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
 def _same_item(entry: QueueEntry, row: dict[str, Any]) -> None:
     """The row's ancestor and child text, where the sheet has them, must be the queue's: a sheet sorted on
     one column only moves decisions onto other items."""
-    ancestor = (row.get("ancestor_id") or "").strip()
-    if ancestor and ancestor != str(entry.record["ancestor_id"]):
-        raise BenchfillError(f"item '{entry.item_id}' has ancestor '{entry.record['ancestor_id']}' in the queue, "
-                             f"the row says '{ancestor}' (a re-sorted sheet?)")
-    text = row.get("child_text")
+    ancestor = _as_written(row.get("ancestor_id") or "").strip()
+    if ancestor and ancestor != str(entry.record["ancestor_id"]).strip():  # an id may end in a space or a tab
+        raise BenchfillError(f"item '{entry.item_id}' has ancestor {entry.record['ancestor_id']!r} in the queue, "
+                             f"the row says {ancestor!r} (a re-sorted sheet?)")
+    text = _as_written(row.get("child_text") or "")
     if text and " ".join(text.split()) != " ".join(str(entry.child.get(entry.text_field, "")).split()):
         raise BenchfillError(f"item '{entry.item_id}': the row's child_text is not the queue's text of that item "
                              "(a re-sorted sheet?)")
