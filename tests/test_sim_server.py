@@ -141,7 +141,7 @@ def test_a_run_directory_keeps_its_port_below_the_ephemeral_range(tmp_path):
 
 def test_a_stop_answers_a_waiting_request_503_not_a_traceback(aime_items):
     # Ctrl-C on `sim serve` while a request waits out its latency: the client gets a retryable 503 that
-    # says why, and the log a warning, not uvicorn's "Exception in ASGI application" and a bare 500.
+    # says why, at once, not uvicorn's "Exception in ASGI application" and a bare 500 after its grace.
     import threading
     import time
 
@@ -175,4 +175,4 @@ def test_a_stop_answers_a_waiting_request_503_not_a_traceback(aime_items):
     assert r.status_code == 503
     assert "shutting down" in r.json()["error"]["message"]
     assert "Exception in ASGI application" not in logged
-    assert "1 request(s) still in flight answered 503" in logged
+    assert "Cancel" not in logged  # answered before uvicorn's grace ran out: nothing left for it to cancel

@@ -104,7 +104,7 @@ def serve_cmd(args: argparse.Namespace) -> int:
     from benchfill.config import ENV_NAME, looks_like_key
     from benchfill.errors import ConfigError
     from benchfill.sim import SimApp, World
-    from benchfill.sim.server import uvicorn_config
+    from benchfill.sim.server import sim_uvicorn_server
 
     if getattr(args, "sim_command", None) != "serve":
         raise ConfigError("sim: missing subcommand; try 'benchfill sim serve --help'")
@@ -141,8 +141,6 @@ def serve_cmd(args: argparse.Namespace) -> int:
           f"{len(items)} items, {len(world.abilities)} probes, rewriter {world.rewriter_model}, "
           f"judge {world.judge_model}", flush=True)
     print(f"serving http://{HOST}:{port}/v1", flush=True)
-    import uvicorn
-
-    uvicorn.Server(uvicorn_config(SimApp(world))).run(sockets=[sock])
+    sim_uvicorn_server(SimApp(world)).run(sockets=[sock])
     print("benchfill sim: stopped", file=sys.stderr)
     return 0

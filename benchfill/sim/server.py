@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import random
 import socket
 import threading
@@ -55,6 +54,25 @@ class SimApp:
         # prompt text -> (prompt hash, item): the per-prompt work is done once.
         self._prompts: dict[str, tuple[str, Any]] = {}
         self._auth = f"Bearer {world.api_key}".encode() if world.api_key else None
+        # Set when the server begins to stop (Ctrl-C, SimServer.stop): a request still waiting out its
+        # latency is answered 503 at once, so none is left for uvicorn to cancel (its traceback, a bare 500).
+        self._stopping: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def begin_stop(self) -> None:
+        """From any thread: answer every waiting request 503 now."""
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+
+    async def _wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or raise ``asyncio.CancelledError`` at once if the server begins to stop."""
+        if self._stopping is None:
+            self._loop, self._stopping = asyncio.get_running_loop(), asyncio.Event()
+        try:
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        except TimeoutError:
+            return
+        raise asyncio.CancelledError("the server is stopping")
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -82,8 +100,9 @@ class SimApp:
             try:
                 await self._chat(await _body(receive), receive, tracked)
             except asyncio.CancelledError:
-                # The server is stopping (Ctrl-C) while this request waits out its latency: answer it as a
-                # server going away does, a retryable 503, instead of uvicorn's traceback and bare 500.
+                # The server is stopping (Ctrl-C) while this request waits out its latency (begin_stop, or
+                # uvicorn cancelling it after its grace): answer it as a server going away does, a retryable
+                # 503, instead of uvicorn's traceback and bare 500.
                 if not started:
                     await _respond(send, *_error(503, "The simulated world is shutting down.", "server_error"))
         elif path == "/v1/models" and method == "GET":
@@ -153,9 +172,9 @@ class SimApp:
         # the rest of a plain request's bookkeeping).
         attempt = _LazyRandom(w.seed * 1_000_003 + self._attempt)
         if w.latency_jitter_ms > 0:
-            await asyncio.sleep(max(w.latency_ms + w.latency_jitter_ms * (2 * attempt.random() - 1), 0.0) / 1000)
+            await self._wait(max(w.latency_ms + w.latency_jitter_ms * (2 * attempt.random() - 1), 0.0) / 1000)
         elif w.latency_ms > 0:
-            await asyncio.sleep(w.latency_ms / 1000)
+            await self._wait(w.latency_ms / 1000)
         if w.fault_rate > 0 and attempt.random() < w.fault_rate:
             kind = _pick(w.fault_mix, attempt.random())
             counts["faults"] += 1
@@ -283,22 +302,21 @@ def uvicorn_config(app: SimApp, **kw: Any):
             "http": "httptools" if importlib.util.find_spec("httptools") else "h11"}
     # proxy_headers off: nothing stands in front of the simulated world, and uvicorn's proxy
     # middleware would inspect every request's headers for nothing.
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
-                            timeout_graceful_shutdown=1, **fast, **kw)
-    # Made after the Config, which sets up uvicorn's loggers: a stop with requests still waiting is not
-    # an error of the world's; SimApp answers each of them 503.
-    logger = logging.getLogger("uvicorn.error")
-    if not any(isinstance(f, _StopWording) for f in logger.filters):
-        logger.addFilter(_StopWording())
-    return config
+    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
+                          timeout_graceful_shutdown=1, **fast, **kw)
 
 
-class _StopWording(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str) and record.msg.startswith("Cancel %s running task(s)"):
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-            record.msg = "stopping: %s request(s) still in flight answered 503 (shutting down)"
-        return True
+def sim_uvicorn_server(app: SimApp, **kw: Any):
+    """A uvicorn server for the world whose stop (a signal, or ``should_exit``) first answers every request
+    still waiting out its latency 503 (``SimApp.begin_stop``)."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            app.begin_stop()
+            super().handle_exit(sig, frame)
+
+    return _Server(uvicorn_config(app, **kw))
 
 
 class SimServer:
@@ -321,7 +339,6 @@ class SimServer:
         return self.app.snapshot()
 
     def start(self) -> SimServer:
-        import uvicorn
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
@@ -335,7 +352,7 @@ class SimServer:
             sock.close()
             raise
         self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn_config(self.app))
+        self._server = sim_uvicorn_server(self.app)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
                                         name=f"benchfill-sim:{self.port}", daemon=True)
         self._thread.start()
@@ -348,6 +365,7 @@ class SimServer:
 
     def stop(self) -> None:
         if self._server is not None and self._thread is not None:
+            self.app.begin_stop()
             self._server.should_exit = True
             self._thread.join(timeout=10)
             self._server = self._thread = None
