@@ -195,6 +195,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     prev_dir = bench_dir / previous[-1] if previous else None
     if prev_dir is not None:  # its rows are carried into this one: an altered file would be released as ours
         _check_previous(board, prev_dir)
+        _check_scale(bench_dir, prev_dir, record)
     prev_rows = _load_rows(prev_dir) if prev_dir else {}
     run_name = run_dir.resolve().name
     added = _own_ids(rows, added, prev_rows, run_name)
@@ -276,6 +277,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         manifest = {"benchmark": bench, "version": version, "released_at": now,
                     "released_at_us": moment.isoformat(timespec="microseconds"), "data_files": [DATA_FILE],
                     "provenance_columns": list(PROVENANCE), "files": _hashes(tmp),
+                    "scale_of_record_sha256": record.sha256(bench_dir),
                     # removals still in force: a later release from the run that made them keeps them out
                     "removed": kept.removed}  # fmt: skip
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -540,17 +542,41 @@ class ScaleOfRecord:
         return {"run_id": self.run_id, "established_in": self.established_in, "b_min": self.b_min,
                 "b_max": self.b_max, "shared_items": self.shared, "intercept": self.intercept, "slope": self.slope}
 
+    def content(self) -> bytes:
+        return json.dumps({"b": self.b, "b_min": self.b_min, "b_max": self.b_max, "run_id": self.run_id,
+                           "established_in": self.established_in}, indent=1).encode("utf-8")
+
+    def sha256(self, bench_dir: Path) -> str:
+        """The sha256 of the benchmark's scale file as this release places its items on it: the file's, or,
+        for the first release, the one it is about to write. Each manifest keeps it, so an edited file is
+        caught by the next release and by ``release verify`` (it moves every "before" figure)."""
+        path = bench_dir / self.FILE
+        return _sha256(path) if path.is_file() else hashlib.sha256(self.content()).hexdigest()
+
     def write(self, bench_dir: Path) -> bool:
         """Write the scale of record unless the benchmark has one; True if this call wrote it."""
         path = bench_dir / self.FILE
         if path.exists():
             return False
         tmp = bench_dir / f".{self.FILE}.tmp"
-        tmp.write_text(json.dumps({"b": self.b, "b_min": self.b_min, "b_max": self.b_max, "run_id": self.run_id,
-                                   "established_in": self.established_in}, indent=1), encoding="utf-8")
+        tmp.write_bytes(self.content())
         tmp.chmod(0o644)
         tmp.replace(path)
         return True
+
+
+def _check_scale(bench_dir: Path, prev_dir: Path, record: ScaleOfRecord) -> None:
+    """The scale file must be the one the latest release was placed on (a manifest from before this was
+    kept holds none): edited, it would move every original item's z, and "the same before figures in every
+    release" would silently stop holding."""
+    try:
+        kept = json.loads((prev_dir / MANIFEST).read_text(encoding="utf-8")).get("scale_of_record_sha256")
+    except (OSError, ValueError, AttributeError):
+        return  # _check_previous has refused an unreadable manifest
+    if kept and (now := record.sha256(bench_dir)) != kept:
+        raise BenchfillError(f"{bench_dir / ScaleOfRecord.FILE}: sha256 {now[:16]}... is not the one release "
+                             f"{prev_dir.name} was placed on ({kept[:16]}...): the file was edited; restore it, "
+                             "since every release places the original items by it")
 
 
 def _check_previous(board: ReviewBoard, prev_dir: Path) -> None:
@@ -774,6 +800,10 @@ def verify_release(path: str | Path, manifest_sha256: str | None = None) -> list
     problems += [f"{path / n}: not in the manifest (added)" for n in sorted(set(actual) - set(listed))]
     if "README.md" in files and DATA_FILE in files:
         problems += _card_against_data(files["README.md"], files[DATA_FILE])
+    # beside it where the release still sits in its benchmark's folder (one copied out alone has none)
+    kept, scale = manifest.get("scale_of_record_sha256"), path.parent / ScaleOfRecord.FILE
+    if kept and scale.is_file() and _sha256(scale) != kept:
+        problems.append(f"{scale}: sha256 differs from the one release {path.name} was placed on (modified)")
     return problems
 
 

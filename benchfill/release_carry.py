@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from benchfill import untrusted
 from benchfill.errors import ConfigError
 from benchfill.schema import as_utc
 
@@ -37,10 +38,11 @@ class Carry:
         """The CHANGELOG lines for this release's entry (none for a first release)."""
         if not self.previous:
             return ""
-        out = [f"- {len(self.carried)} generated item(s) carried forward from {self.previous}"
-               + (": " + ", ".join(f"`{i}`" for i in self.carried) if self.carried else "")]
-        out += [f"- removed `{i}` ({why})" for i, why in self.removed.items()]
-        out += [f"- changed `{i}` ({', '.join(f)})" for i, f in self.changed.items()]
+        # ids and reasons are untrusted text (a benchmark's, a reviewer's): kept literal (benchfill.mdtext)
+        out = [f"- {len(self.carried)} generated item(s) carried forward from {untrusted.md_text(self.previous)}"
+               + (": " + ", ".join(untrusted.md_code(i) for i in self.carried) if self.carried else "")]
+        out += [f"- removed {untrusted.md_code(i)} ({untrusted.md_text(why)})" for i, why in self.removed.items()]
+        out += [f"- changed {untrusted.md_code(i)} ({untrusted.md_text(', '.join(f))})" for i, f in self.changed.items()]
         return "\n".join(out) + "\n"
 
 
@@ -169,9 +171,9 @@ class KeptOut:
     removed: dict[str, dict[str, Any]] = field(default_factory=dict)  # the record for this release's manifest
 
     def changelog(self) -> str:
-        out = [f"- `{i}` stays removed ({why}); an accept or edit of it made after its removal puts it back"
-               for i, why in self.held.items()]
-        out += [f"- `{i}` back after its removal ({why})" for i, why in self.restored.items()]
+        out = [f"- {untrusted.md_code(i)} stays removed ({untrusted.md_text(why)}); an accept or edit of it made after its removal puts "
+               "it back" for i, why in self.held.items()]
+        out += [f"- {untrusted.md_code(i)} back after its removal ({untrusted.md_text(why)})" for i, why in self.restored.items()]
         return "".join(line + "\n" for line in out)
 
 

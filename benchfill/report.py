@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from benchfill import untrusted
 from benchfill.search.screen import order_record
 
 
@@ -204,7 +205,7 @@ def _memory_lines(rep: dict[str, Any]) -> list[str]:
     for g in rep["gaps"]:
         rf = (g.get("memory") or {}).get("reused_from")
         if rf:
-            lines.append(f"- gap {g['gap_index']}: **reused** {rf['item_id']} of run {rf['run_id']} "
+            lines.append(f"- gap {g['gap_index']}: **reused** {untrusted.md_code(rf['item_id'])} of run {untrusted.md_code(rf['run_id'])} "
                          f"(confirmed z {rf['z_then']:.4f} then, {rf['z_now']:.4f} on this scale)")
     return lines
 
@@ -373,6 +374,11 @@ def _placement(rep: dict[str, Any]) -> str:
             f"items on fresh rollouts. {se[0].upper()}{se[1:]}")
 
 
+def _item_cell(item_id: str | None) -> str:
+    """A gap's side in a table: the item's id as code (ids are the benchmark's: untrusted), or the axis's end."""
+    return "end" if item_id is None else untrusted.md_code(item_id, table=True)
+
+
 def _markdown(rep: dict[str, Any]) -> str:
     lines = []
     if rep["simulated"]:
@@ -386,7 +392,7 @@ def _markdown(rep: dict[str, Any]) -> str:
                 + ". Counted over every process of this run, a resumed one's included.")
     k = rep["top_k"]
     lines += [
-        "", f"# benchfill run {rep['run_id']}", "",
+        "", f"# benchfill run {untrusted.md_text(rep['run_id'])}", "",
         f"Benchmark **{rep['benchmark']}** ({rep['n_items']} items, responses: {rep['responses']}); "
         f"strategy **{rep['strategy']}**, annotation **{rep['annotation']}**, steering **{_steering(rep)}**, "
         f"seed {rep['seed']}.", "",
@@ -424,7 +430,7 @@ def _markdown(rep: dict[str, Any]) -> str:
     lines += ["", "## Gaps before", "", "| # | left | right | width | between |", "| --- | --- | --- | --- | --- |"]
     for i, g in enumerate(rep["gaps_before"]):
         lines.append(f"| {i} | {g['left']:.4f} | {g['right']:.4f} | {g['width']:.4f} | "
-                     f"{g['left_item']} / {g['right_item']} |")
+                     f"{_item_cell(g['left_item'])} / {_item_cell(g['right_item'])} |")
     lines += ["", "## Per gap", "", "Rounds show why the search stopped: at the tolerance, once the best child "
               "could not be told apart from the target at the annotation's precision (indistinct), or after "
               "the last round.", "", "| gap | target | chosen (ancestor) | annotated z ± se | confirmed z | "
@@ -445,7 +451,8 @@ def _markdown(rep: dict[str, Any]) -> str:
             continue
         sp = r.get("spend", {})
         lines.append(
-            f"| {r['gap_index']} | {r['target_z']:.4f} | {r.get('chosen_id')} ({r.get('ancestor_id', '')}) | "
+            f"| {r['gap_index']} | {r['target_z']:.4f} | {untrusted.md_code(r.get('chosen_id'), table=True)} "
+            f"({untrusted.md_code(r.get('ancestor_id', ''), table=True)}) | "
             f"{r['annotated_z']:.4f} ± {r.get('annotated_z_se', 0):.4f} | {_f(r.get('confirmed_z'))} | "
             f"{_f(r.get('true_z'))} | {_rounds(r)} | {sp.get('rollouts', 0)} | "
             f"{sp.get('model_calls', 0)} | {', '.join(r.get('flags', []))} |")
@@ -460,7 +467,7 @@ def _markdown(rep: dict[str, Any]) -> str:
                   "the chosen one marked *; a confirmation cut short stopped once its answers ruled out the gap, "
                   "or beating a child confirmed nearer the target):"]
         lines += [f"- gap {r['gap_index']} (target {r['target_z']:.4f}): " + ", ".join(
-            f"{c['id']}{'*' if c['id'] == r.get('chosen_id') else ''} {c['z']:.4f}{_confirmed_note(c)}"
+            f"{untrusted.md_code(c['id'])}{'*' if c['id'] == r.get('chosen_id') else ''} {c['z']:.4f}{_confirmed_note(c)}"
             for c in r["confirmed_children"]) for r in confirmed]
     lines += _memory_lines(rep)
     if steer_lines:

@@ -25,6 +25,7 @@ from typing import Any
 
 from benchfill import calling_module, locks
 from benchfill.errors import ConfigError
+from benchfill.untrusted import terminal
 
 BACKENDS = ("sim", "openai")
 
@@ -120,12 +121,14 @@ class RunOptions:
                 raise ConfigError(f"{name(key)}: a number in [{lo:g}, {hi:g}]{auto}, got {value!r}")
         if self.steering not in ("on", "off"):
             raise ConfigError(f"{name('steering')}: {self.steering!r} is neither on nor off")
-        # the run's folder is <runs dir>/<run id>: "../x" or "a/b" would write it elsewhere (any other name a
-        # folder may have is kept: runs made under it before must still resume)
+        # the run's folder is <runs dir>/<run id>: "../x" or "a/b" would write it elsewhere; a control character
+        # (a newline, a terminal escape) or a bidi override would reach every message, report and card that
+        # names the run. Any other name a folder may have is kept: runs made under it before must still resume.
         rid = self.run_id
         if rid and (not isinstance(rid, str) or rid.strip() in ("", ".", "..")
-                                or any(c in rid for c in "/\\\0")):
-            raise ConfigError(f"{name('run_id')}: a plain folder name (no '/', not '.' or '..'), got {rid!r}")
+                                or any(c in rid for c in "/\\\0") or terminal(rid) != rid):
+            raise ConfigError(f"{name('run_id')}: a plain folder name (no '/', not '.' or '..', no control "
+                              f"character), got {rid!r}")
         if self.selection not in ("posterior", "reduction", "closest"):
             raise ConfigError(f"{name('selection')}: unknown rule {self.selection!r} "
                               "(choose from posterior, reduction, closest)")

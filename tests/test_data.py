@@ -7,7 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from benchfill.data import extreme_items, extreme_models, item_chance, read_items, read_responses, untried_note
+from benchfill.data import (
+    extreme_items,
+    extreme_models,
+    item_chance,
+    read_items,
+    read_responses,
+    untried_note,
+)
 from benchfill.errors import DataError
 
 

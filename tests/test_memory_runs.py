@@ -70,7 +70,7 @@ def test_a_second_run_on_the_same_store_builds_on_the_first(tmp_path):
         assert g["status"] == "filled" and g["spend"]["model_calls"] == 0 and g["spend"]["rollouts"] == 0
         assert g["left"] < g["confirmed_z"] < g["right"]
         assert queue[g["chosen_id"]]["reused_from"]["run_id"] == first["run_id"]
-        assert f"**reused** {queue[g['chosen_id']]['reused_from']['item_id']}" in md
+        assert f"**reused** `{queue[g['chosen_id']]['reused_from']['item_id']}`" in md
     # Measurably cheaper than the same run on an empty store.
     s, e = second["spend"], alone["spend"]
     print(f"second run on the shared store: {s['model_calls']} model calls, {s['rollouts']} rollouts, "

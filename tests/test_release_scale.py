@@ -148,3 +148,32 @@ def test_the_card_names_the_items_outside_their_gap_and_gives_the_runs_top_k(tmp
             f"{lo:.4f} to {hi:.4f} |") in card
     assert "The top-3 row uses the k of run `run-b` (its --gaps), as that run's report does" in card
     assert f"top-3 gap sum {before['top3_gap_sum']} -> {after['top3_gap_sum']}" in log
+
+
+def test_an_edited_scale_of_record_is_caught_by_the_next_release_and_by_verify(tmp_path, shared_data):
+    # Halving every b of the file moved the next release's "before" figures (max gap 0.1355 -> 0.2689) with
+    # no word, though the card says they are the same in every release.
+    from benchfill.errors import BenchfillError
+    from benchfill.release import verify_release
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run, writable=True) as board:
+        board.decide(CHILD_IDS[0], "ann", "accept")
+    out = tmp_path / "releases"
+    first = release(run, "1.0.0", out=out)
+    assert verify_release(first.path) == []
+    path = out / "aime24" / "scale_of_record.json"
+    kept = path.read_bytes()
+    scale = json.loads(kept)
+    scale["b"] = {k: 0.5 * v for k, v in scale["b"].items()}
+    path.write_text(json.dumps(scale, indent=1))
+    with ReviewBoard(run, writable=True) as board:
+        board.decide(CHILD_IDS[1], "ann", "accept")
+    with pytest.raises(BenchfillError, match=r"scale_of_record\.json: sha256 .* is not the one release 1\.0\.0 was "
+                                             r"placed on .*the file was edited; restore it"):
+        release(run, "1.1.0", out=out)
+    assert not (out / "aime24" / "1.1.0").exists()
+    assert verify_release(first.path) == [f"{path}: sha256 differs from the one release 1.0.0 was placed on (modified)"]
+    path.write_bytes(kept)  # restored: all is as it was
+    assert verify_release(first.path) == []
+    assert release(run, "1.1.0", out=out).version == "1.1.0"

@@ -225,10 +225,10 @@ def test_every_confirmation_is_kept_in_the_store_and_listed_in_the_report(tmp_pa
     g = several[0]
     assert f"- gap {g['gap_index']} (target {g['target_z']:.4f}): " in md
     chosen = g["chosen_id"]
-    assert chosen is None or f"{chosen}* {listed[chosen]['z']:.4f}" in md
+    assert chosen is None or f"`{chosen}`* {listed[chosen]['z']:.4f}" in md
     cut = [c for g in several for c in g["confirmed_children"] if c["cut_short"]]
     assert cut, "no confirmation was cut short: the test shows nothing"
-    assert all(f"{c['id']} {c['z']:.4f} (" in md and f"cut short at {c['rollouts']} rollouts)" in md for c in cut)
+    assert all(f"`{c['id']}` {c['z']:.4f} (" in md and f"cut short at {c['rollouts']} rollouts)" in md for c in cut)
 
 
 def test_how_sure_filled_is_and_a_gap_narrower_than_the_confirmation(tmp_path, capsys):

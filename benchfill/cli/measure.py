@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from benchfill.cli.argtypes import mcmc_draws, nonneg_int, positive_int
+from benchfill.untrusted import terminal as shown
 
 
 def register(subparsers: Any) -> None:
@@ -330,7 +331,7 @@ def _print_extremes(ext: dict[str, list[str]]) -> None:
         ids = ext.get(key) or []
         if ids:
             more = f" ... (+{len(ids) - 10})" if len(ids) > 10 else ""
-            print(f"items {label} ({len(ids)}): {', '.join(ids[:10])}{more}")
+            print(f"items {label} ({len(ids)}): {', '.join(map(shown, ids[:10]))}{more}")
 
 
 def _print_extreme_models(ext: dict[str, list[str]]) -> None:
@@ -338,7 +339,7 @@ def _print_extreme_models(ext: dict[str, list[str]]) -> None:
         ids = ext.get(key) or []
         if ids:
             more = f" ... (+{len(ids) - 10})" if len(ids) > 10 else ""
-            print(f"models that {label} ({len(ids)}): {', '.join(ids[:10])}{more}; only the prior "
+            print(f"models that {label} ({len(ids)}): {', '.join(map(shown, ids[:10]))}{more}; only the prior "
                   "holds their abilities finite")
 
 
@@ -441,7 +442,7 @@ def _print_report(r: Any) -> None:
     print(f"  {'#':>2}  {'left':>6}  {'right':>6}  {'width':>6}  left item -> right item")
     for i, g in enumerate(r.gaps, start=1):
         print(f"  {i:>2}  {g.left:6.3f}  {g.right:6.3f}  {g.width:6.3f}  "
-              f"{g.left_item or '(0)'} -> {g.right_item or '(1)'}")
+              f"{shown(g.left_item or '(0)')} -> {shown(g.right_item or '(1)')}")
     narrow = n.get("narrower_than_confirmation") or {}
     if narrow.get("gaps"):
         print(f"  {'all' if len(narrow['gaps']) == len(r.gaps) else len(narrow['gaps'])} of these "

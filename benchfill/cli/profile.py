@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchfill.cli.argtypes import nonneg_int, positive_int
+from benchfill.untrusted import terminal as shown
 
 OUTPUTS = ("profile.json", "trajectories.png", "histograms.png")  # what --out DIR receives
 
@@ -138,7 +139,7 @@ def _print_table(bp: Any, result: dict, top: int) -> None:
         print(f"  {'item':<28} {'o':>7} {'D':>8} {'x':>6} {'w':>6} {'v':>6}  correctness along the axis")
         for p in flagged[:top]:
             traj = " ".join("." if c != c else f"{min(int(c * 10), 9)}" for c in p.correctness)
-            print(f"  {p.item_id[:28]:<28} {p.order_consistency:7.4f} {p.statistic:8.2f} {p.position:6.3f} "
+            print(f"  {shown(p.item_id)[:28]:<28} {p.order_consistency:7.4f} {p.statistic:8.2f} {p.position:6.3f} "
                   f"{p.width:6.3f} {p.validity:6.3f}  {traj}")
     if "subset" in result:
         r = result["subset"]

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from benchfill.untrusted import terminal
+
 HARDER = "harder than predicted: infeasible item, wrong answer key or strict evaluator?"
 EASIER = "easier than predicted: familiarity, contamination or a shortcut?"
 
@@ -62,7 +64,7 @@ def format_flags(flags: list[ResidualFlag]) -> str:
         return "no item past the threshold"
     lines = [f"{'#':>3} {'item':<16} {'z':>6} {'z_hat':>6} {'r':>6} {'r/sd':>5}  reading / text"]
     for f in flags:
-        lines.append(f"{f.rank:>3} {f.item_id:<16} {f.z:>6.2f} {f.z_hat:>6.2f} {f.residual:>+6.2f} "
+        lines.append(f"{f.rank:>3} {terminal(f.item_id):<16} {f.z:>6.2f} {f.z_hat:>6.2f} {f.residual:>+6.2f} "
                      f"{f.score:>+5.1f}  {f.reading}")
-        lines.append(f"{'':>4}{f.excerpt}")
+        lines.append(f"{'':>4}{terminal(f.excerpt)}")
     return "\n".join(lines)

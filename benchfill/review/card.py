@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchfill import untrusted
+
 DATA_FILE = "data/test.jsonl"
 PLOT_FILE = "plots/ecdf_before_after.png"
 CARD_TOP_K = 5  # the card's gap-sum figure; a release is not tied to one run's --gaps
@@ -154,7 +156,7 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
                "are simulated, not a model's.\n")
     outside = meta.get("outside_gap") or []
     if outside:
-        listed = ", ".join(f"`{i}`" for i in outside)
+        listed = ", ".join(untrusted.md_code(i) for i in outside)
         sim += (f"\n> {len(outside)} generated item(s) lie outside the gap they were made for, as the run measured "
                 f"the item and its gap, both mapped onto this scale (flag `outside_gap` in column `flags`): {listed}. "
                 "Each adds an item to the axis, but not where the gap was.\n")
@@ -169,7 +171,7 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
 # {meta["benchmark"]} {meta["version"]}
 
 The original {meta["benchmark"]} items ({meta["n_original"]}) plus {meta["n_generated"]} generated item(s)
-accepted in human review ({meta["release_rule"]}). Made by benchfill from run `{meta["run_id"]}`.
+accepted in human review ({meta["release_rule"]}). Made by benchfill from run {untrusted.md_code(meta["run_id"])}.
 {sim}
 ## Coverage of the difficulty axis
 
@@ -212,7 +214,7 @@ def _scale_line(meta: dict[str, Any]) -> str:
     rec = meta.get("scale_of_record")
     if not rec:
         return ""
-    line = (f"The scale of record of {meta['benchmark']} is the IRT fit of run `{rec['run_id']}`, fixed by its first "
+    line = (f"The scale of record of {meta['benchmark']} is the IRT fit of run {untrusted.md_code(rec['run_id'])}, fixed by its first "
             f"release ({rec['established_in']}): every release places the original items where it does, so their "
             "\"before\" figures are the same in every release.")
     if meta.get("run_id") != rec["run_id"]:
@@ -228,23 +230,23 @@ def _top_k_note(meta: dict[str, Any], run_row: tuple) -> str:
     k = meta["run_top_k"]
     return (f"\nThe top-{CARD_TOP_K} gap sum is the card's own figure, the same k for every release of "
             f"{meta['benchmark']} whatever run made it, so that releases compare. The top-{k} row uses the k of "
-            f"run `{meta['run_id']}` (its --gaps), as that run's report does; the two reports still differ where this "
+            f"run {untrusted.md_code(meta['run_id'])} (its --gaps), as that run's report does; the two reports still differ where this "
             "release holds other new items than the run chose (only those accepted in review, and those carried from "
             "earlier releases) or places them on a scale of record that is not the run's own fit.\n")
 
 
 def changelog_entry(version: str, date: str, run_id: str, added: list[str], rule: str, before: dict, after: dict,
                     outside: list[str] | None = None) -> str:
-    ids = ", ".join(f"`{i}`" for i in added) if added else "none"
+    ids = ", ".join(untrusted.md_code(i) for i in added) if added else "none"
     extra = "".join(f", {k.replace('top', 'top-').replace('_gap_sum', ' gap sum')} {before[k]} -> {after[k]}"
                     for k in before if k.endswith("_gap_sum") and k != f"top{CARD_TOP_K}_gap_sum")
     out = (
         f"### {version} ({date})\n\n"
-        f"- {len(added)} generated item(s) added from run `{run_id}`: {ids}\n"
+        f"- {len(added)} generated item(s) added from run {untrusted.md_code(run_id)}: {ids}\n"
         f"- release rule: {rule}\n"
         f"- max gap {before['max_gap']} -> {after['max_gap']}, "
         f"top-5 gap sum {before['top5_gap_sum']} -> {after['top5_gap_sum']}{extra}\n"
     )
     if outside:
-        out += f"- outside their gap (flag `outside_gap`): {', '.join(f'`{i}`' for i in outside)}\n"
+        out += f"- outside their gap (flag `outside_gap`): {', '.join(untrusted.md_code(i) for i in outside)}\n"
     return out

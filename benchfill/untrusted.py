@@ -1,0 +1,50 @@
+"""Untrusted text (a benchmark's ids and items, an LLM's output, a reviewer's reason, a run id) in what
+benchfill writes: Markdown (report.md, a release's dataset card and CHANGELOG.md) and a terminal.
+
+In Markdown such text may hold a ``|`` that adds a table column, a newline that ends a row or opens a
+heading, raw HTML that a renderer (the Hugging Face Hub's, GitHub's) shows or runs, or backticks that close
+a code span; in a terminal, an escape sequence that retitles or recolours it. Each helper keeps it one
+literal piece of text where it is put.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["md_code", "md_text", "terminal"]
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~])")  # what opens a form: emphasis, code, link, tag, cell
+
+
+def _one_line(s: object) -> str:
+    return " ".join(str(s).split())  # newlines, tabs and runs of spaces: one space
+
+
+def md_text(s: object) -> str:
+    """``s`` as literal inline text, in prose or a table cell: one line, Markdown's punctuation
+    backslash-escaped (no emphasis, link, heading, HTML tag or table column forms), ``&`` as an entity."""
+    return _MD_SPECIAL.sub(r"\\\1", _one_line(s).replace("&", "&amp;"))
+
+
+def md_code(s: object, *, table: bool = False) -> str:
+    """``s`` as an inline code span: one line, fenced by more backticks than any run inside it (CommonMark),
+    so nothing in it closes the span; HTML in a code span is shown, not run. ``table``: ``|`` escaped, which
+    GitHub's tables need even inside code."""
+    body = _one_line(s)
+    if table:
+        body = body.replace("|", "\\|")
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") or not body.strip() else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
+# C0 and C1 controls, DEL, and the bidirectional overrides and isolates: what makes a terminal do things
+_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal(s: object) -> str:
+    """A name from the user's data (an item or model id) as printed: a control character (an escape sequence
+    can retitle or recolour the terminal, a newline splits a row) or a bidi override written as its escape,
+    ``\\x1b``, ``\\n``, ``\\u202e``, so what is printed is what is there."""
+    return _UNSHOWN.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(s))
