@@ -36,6 +36,10 @@ def test_requests_without_the_token_are_refused(server):
     assert r.status_code == 403 and "restarted server prints a new one" in r.json()["error"]  # JSON for the script
     ok = httpx.get(server.url)
     assert ok.status_code == 200 and all(i in ok.text for i in CHILD_IDS)
+    # no answer is sniffed into another type: a text/plain 404 that echoes an item id stays text
+    missing = httpx.get(server.url.replace("/?", "/item/%3Cb%3Ex%3C%2Fb%3E?"))
+    assert missing.status_code == 404 and missing.headers["x-content-type-options"] == "nosniff"
+    assert ok.headers["x-content-type-options"] == "nosniff" and r.headers["x-content-type-options"] == "nosniff"
     assert "HttpOnly" in ok.headers["set-cookie"] and "SameSite=strict" in ok.headers["set-cookie"]
     # Named for this server: two review pages on 127.0.0.1 (cookies ignore the port) keep their own tokens.
     name = ok.headers["set-cookie"].split("=", 1)[0]

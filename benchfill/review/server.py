@@ -120,6 +120,13 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
     cookie = f"{COOKIE}_{hashlib.sha256(token.encode()).hexdigest()[:12]}"
 
     async def guard(request: Request, call_next):
+        response = await _guarded(request, call_next)
+        # every answer is what its Content-Type says: a text/plain 404 echoing an item id is never sniffed
+        # into HTML by a browser
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    async def _guarded(request: Request, call_next):
         if request.headers.get("host", "") not in hosts:
             return PlainTextResponse("forbidden host", status_code=403)
         given = request.query_params.get("token") or request.headers.get(HEADER) or request.cookies.get(cookie, "")
