@@ -42,7 +42,11 @@ def read_items(path: str | Path, *, required: Sequence[str] = (), spec_name: str
         item_id = obj.get(id_name)
         if isinstance(item_id, bool) or not isinstance(item_id, (str, int)) or str(item_id) == "":
             raise DataError(f"{path}:{lineno}: missing or invalid field {id_name!r}")
-        item_id = str(item_id)
+        # stripped, as the responses readers strip the names they read: "demo-001\t" here and "demo-001"
+        # there are one item (unstripped, a responses file could never name it)
+        item_id = str(item_id).strip()
+        if not item_id:
+            raise DataError(f"{path}:{lineno}: missing or invalid field {id_name!r}")
         if item_id in first_line:
             raise DataError(f"{path}:{lineno}: duplicate item id {item_id!r} (first on line {first_line[item_id]})")
         first_line[item_id] = lineno

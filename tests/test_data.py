@@ -209,3 +209,16 @@ def test_guessing_floor_is_one_rule_for_files_specs_and_the_simulated_world():
     world = World.from_items(items, evaluator="multiple_choice", text_field="question", answer_field="answer")
     assert {i: world.items[k].chance for i, k in world.by_id.items()} == expected
     assert guessing_floor({"choices": ["a", "b"]}) == 0.5 and guessing_floor({"options": "abc"}) == 0.0
+
+
+def test_an_item_id_with_spaces_around_it_is_the_name_the_responses_give(tmp_path):
+    # The responses readers strip names; the items reader did not, so a responses file could never name
+    # "a\t" ("item 'a' is not in the items file").
+    items = _write(tmp_path / "items.jsonl", '{"id": "a\\t", "problem": "x"}\n{"id": " b ", "problem": "y"}\n')
+    got = read_items(items, required=("problem",))
+    assert [it["id"] for it in got] == ["a", "b"]
+    resp = _write(tmp_path / "r.csv", "model,item_id,correct,trials\nm,a,1,1\nm,b,0,1\nn,a,0,1\nn,b,1,1\n")
+    assert read_responses(resp, items=got).item_ids == ("a", "b")
+    dup = _write(tmp_path / "dup.jsonl", '{"id": "a", "problem": "x"}\n{"id": "a ", "problem": "y"}\n')
+    with pytest.raises(DataError, match=r"dup.jsonl:2: duplicate item id 'a' \(first on line 1\)"):
+        read_items(dup, required=("problem",))
