@@ -54,7 +54,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         f = IrtFit.load(args.fit)  # a malformed file: DataError naming it
         difficulty = dict(zip(f.item_ids, (float(z) for z in f.z), strict=True))
         # a fit of another benchmark would put every item in no band, and the bands would say nothing
-        ids = [i for i in before.item_ids if i in set(after.item_ids)]
+        shared = set(after.item_ids)  # once: made per item, it took 22 s at 24,000 items
+        ids = [i for i in before.item_ids if i in shared]
         if ids and not any(i in difficulty for i in ids):
             raise DataError(f"{args.fit}: none of the {len(ids)} items of {args.before} and {args.after} is in the "
                             f"fit (e.g. {ids[0]!r}); give the fit of this benchmark")
