@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import select
+import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -30,7 +31,14 @@ def die_with(owner: int) -> None:
 
     A pidfd (Linux 5.3) becomes readable when its process exits: one blocking wait, no polling. Elsewhere
     the owner is looked for once a second. (Not the parent-death signal: under forkserver a worker's
-    parent is the server, which outlives the owner.)"""
+    parent is the server, which outlives the owner.)
+
+    The owner alone decides when its workers stop: Ctrl-C reaches the terminal's whole process group, and a
+    worker that raised it inside a task would report it as the task's error and take the next queued task
+    (a stopped NUTS fit ran its queued chains for 21 s more); SIGTERM, which a fork copied the owner's
+    handler for, ends a worker at once (``Process.terminate``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         fd = os.pidfd_open(owner)
     except ProcessLookupError:  # gone before this worker started

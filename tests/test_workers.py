@@ -54,3 +54,58 @@ def test_workers_end_when_their_owner_is_killed(tmp_path, method):
             os.killpg(owner.pid, signal.SIGKILL)  # whatever is left of the test's own group
         except ProcessLookupError:
             pass
+
+
+NUTS = textwrap.dedent("""
+    import signal, sys
+    import benchfill.irt.sampling as sampling
+    from benchfill.demo import demo_benchmark
+
+    def stop(sig, frame):
+        raise KeyboardInterrupt  # as benchfill's commands turn SIGTERM into a stop
+
+    if __name__ == "__main__":
+        signal.signal(signal.SIGTERM, stop)
+        sampling.PROGRESS_EVERY_S = 0.5
+        sampling._workers = lambda chains: 2  # the pool, whatever this machine's cores
+        try:
+            sampling.fit_nuts(demo_benchmark(0).matrix, chains=4, warmup=50_000, draws=50_000,
+                              progress=lambda s: print(s, flush=True))
+        except KeyboardInterrupt:
+            print("stopped", flush=True)
+""")
+
+
+@pytest.mark.parametrize("to_group", [True, False])
+def test_a_stopped_nuts_fit_ends_its_chains_at_once(tmp_path, to_group):
+    # The pool's shutdown waited for every queued chain, and a worker that got the stop itself reported it
+    # as its chain's error and took the next: a stopped fit on mmlu-pro ran on for minutes.
+    script = tmp_path / "nuts.py"
+    script.write_text(NUTS)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+                            start_new_session=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("nuts iterations"):
+                break
+        assert lines and lines[-1].startswith("nuts iterations"), lines  # said while the chains run
+        workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                                  text=True).stdout.split()]
+        start = time.monotonic()
+        if to_group:
+            os.killpg(proc.pid, signal.SIGTERM)  # the whole group, as a terminal's Ctrl-C reaches it
+        else:
+            proc.send_signal(signal.SIGTERM)  # the command alone, as `kill PID` does
+        assert proc.wait(timeout=30) == 0 and "stopped" in proc.stdout.read()
+        assert time.monotonic() - start < 5
+        deadline = time.monotonic() + 5
+        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(p) for p in workers)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -278,11 +278,13 @@ def sample_chain(
     draws: int = 1000,
     target_accept: float = 0.95,
     max_depth: int = 10,
+    on_step: Callable[[int], None] | None = None,
 ) -> ChainResult:
     """Warm-up (dual averaging, windowed diagonal metric), then ``draws`` draws of one chain.
 
     ``tree``: ``tree_for(logp_grad, compiled=True)``, made once where the density is defined (so
-    that numba's cache finds it); by default the tree runs as Python.
+    that numba's cache finds it); by default the tree runs as Python. ``on_step(n)``: told every 10
+    iterations how many are done (a chain on a large benchmark takes minutes).
     """
     tree = tree or tree_for(logp_grad)
     rng = np.random.default_rng(seed)
@@ -303,6 +305,8 @@ def sample_chain(
         with np.errstate(all="ignore"):
             x, g, lp, accept, divergent, depth, n_lf = tree(x, g, lp, eps, inv_mass, max_depth, data, rng)
         leapfrogs += n_lf
+        if on_step is not None and it % 10 == 9:
+            on_step(it + 1)
         if it < warmup:
             m += 1
             h_bar += ((target_accept - accept) - h_bar) / (m + t0)

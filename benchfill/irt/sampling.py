@@ -17,6 +17,10 @@ from benchfill.matrix import ResponseMatrix
 from benchfill.workers import owned_pool
 
 _TARGET = None  # the Whitened posterior, set before forking so workers inherit it without pickling
+# Iterations done per chain, shared with forked workers (a chain on mmlu-pro runs for minutes: its progress
+# is said every PROGRESS_EVERY_S seconds, where before nothing was printed until a chain ended)
+_DONE = None
+PROGRESS_EVERY_S = 15.0
 
 
 class Whitened:
@@ -108,7 +112,13 @@ def _run_chain(args: tuple[int, int, int, int, float]) -> ChainResult:
     # (overdispersed, so that R-hat can detect chains that fail to meet).
     y0 = np.random.default_rng([seed, chain, 1]).uniform(-2.0, 2.0, target.post.dim)
     data = target.compiled_data()
-    kw = dict(seed=(seed, chain), warmup=warmup, draws=draws, target_accept=target_accept)
+    done = _DONE
+
+    def on_step(n: int) -> None:
+        if done is not None:
+            done[chain] = n
+
+    kw = dict(seed=(seed, chain), warmup=warmup, draws=draws, target_accept=target_accept, on_step=on_step)
     if data is not None:  # 1PL: the compiled density, so the whole tree runs compiled
         from benchfill.irt.nuts_kernel import logp_grad, transition
 
@@ -117,6 +127,37 @@ def _run_chain(args: tuple[int, int, int, int, float]) -> ChainResult:
         result = sample_chain(_python_logp_grad, y0, data=target, **kw)
     result.draws = np.array([target.to_x(y) for y in result.draws])
     return result
+
+
+def _chains_in_workers(jobs: list, n_workers: int, total: int, progress: Callable[[str], None] | None
+                       ) -> list[ChainResult]:
+    """The chains in ``n_workers`` forked processes, in chain order. Their iterations are said every
+    PROGRESS_EVERY_S seconds; a stop (Ctrl-C, SIGTERM) ends the workers at once: the pool's own shutdown
+    waited for every queued chain to run to its end (minutes each on a large benchmark)."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    pool = owned_pool(n_workers, "fork")
+    try:
+        futures = [pool.submit(_run_chain, job) for job in jobs]
+        pending, told, last = set(futures), 0, time.monotonic()
+        while pending:
+            _, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            finished = len(futures) - len(pending)
+            if progress and finished > told:
+                progress(f"nuts chain {finished}/{len(jobs)} done")
+                told, last = finished, time.monotonic()
+            elif progress and time.monotonic() - last >= PROGRESS_EVERY_S:
+                progress("nuts iterations " + ", ".join(f"{_DONE[c]}/{total}" for c in range(len(jobs)))
+                         + f" (chains 1-{len(jobs)}; warm-up first)")
+                last = time.monotonic()
+        return [f.result() for f in futures]
+    except BaseException:
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.kill()  # a chain has nothing to clean up
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def _workers(chains: int) -> int:
@@ -158,19 +199,19 @@ def fit_nuts(
     jobs = [(seed, c, warmup, draws, target_accept) for c in range(chains)]
     start = time.perf_counter()
     n_workers = _workers(chains)
-    if n_workers > 1 and "fork" in mp.get_all_start_methods():
-        with owned_pool(n_workers, "fork") as pool:
+    global _DONE
+    _DONE = mp.get_context("fork").Array("l", chains, lock=False) if "fork" in mp.get_all_start_methods() else None
+    try:
+        if n_workers > 1 and _DONE is not None:
+            results = _chains_in_workers(jobs, n_workers, warmup + draws, progress)
+        else:
             results = []
-            for c, r in enumerate(pool.map(_run_chain, jobs)):
-                results.append(r)
+            for c, job in enumerate(jobs):
+                results.append(_run_chain(job))
                 if progress:
                     progress(f"nuts chain {c + 1}/{chains} done")
-    else:
-        results = []
-        for c, job in enumerate(jobs):
-            results.append(_run_chain(job))
-            if progress:
-                progress(f"nuts chain {c + 1}/{chains} done")
+    finally:
+        _DONE = None
     seconds = time.perf_counter() - start
     stacked = np.stack([r.draws for r in results])  # (chains, draws, dim)
     r_hat = rhat(stacked) if draws >= MIN_DRAWS else np.full(post.dim, np.nan)
