@@ -14,7 +14,7 @@ import errno
 import ipaddress
 import os
 import socket
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -128,6 +128,34 @@ async def _stoppable(coro: Coroutine[Any, Any, T]) -> T:
         if added:
             loop.remove_signal_handler(signal.SIGTERM)
             signal.signal(signal.SIGTERM, previous)  # removal leaves the default, not the CLI's handler
+
+
+async def off_loop(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+    """``fn(*args, **kw)`` in a daemon thread, awaited: a long computation inside a run (a fit, the misfit
+    allowance: 20 s on mmlu-pro) would hold the loop, and Ctrl-C and SIGTERM, which the loop handles, would
+    wait for it to end. A stop does not wait for the thread either (``asyncio.to_thread``'s are joined at
+    exit): what it computes is recomputed by the rerun."""
+    import threading
+
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not done.done():
+            done.set_result(value) if ok else done.set_exception(value)
+
+    def work() -> None:
+        try:
+            ok, value = True, fn(*args, **kw)
+        except BaseException as exc:  # noqa: BLE001  (the caller's error, raised where it awaits)
+            ok, value = False, exc
+        try:
+            loop.call_soon_threadsafe(settle, ok, value)
+        except RuntimeError:  # the loop has closed: nobody waits any more
+            pass
+
+    threading.Thread(target=work, name=f"benchfill-{getattr(fn, '__name__', 'work')}", daemon=True).start()
+    return await done
 
 
 def _check(address) -> None:

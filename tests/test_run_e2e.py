@@ -203,3 +203,36 @@ def test_a_run_stopped_mid_call_prints_no_never_awaited_warning(tmp_path, sig):
     word = "interrupted" if sig == signal.SIGINT else "terminated"
     assert p.returncode == (130 if sig == signal.SIGINT else 143) and f"benchfill: {word}" in err, err
     assert "never awaited" not in err and "Traceback" not in err, err
+
+
+def test_a_stop_during_the_misfit_step_is_heard_at_once(tmp_path, monkeypatch):
+    # The misfit allowance (20 s on mmlu-pro) ran on the event loop, which handles Ctrl-C and SIGTERM:
+    # a stop waited for it to end. Here it takes 60 s; the stop must not wait.
+    import threading
+    import time
+
+    import benchfill.irt.spread as spread
+    from benchfill.cli import main
+
+    started = threading.Event()
+
+    def slow(*a, **kw):
+        started.set()
+        time.sleep(60)
+        raise AssertionError("the stop waited for the misfit step")
+
+    monkeypatch.setattr(spread, "misfit_allowance", slow)
+
+    signalled = []
+
+    def stop():
+        if started.wait(120):
+            time.sleep(0.5)
+            signalled.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop, daemon=True).start()
+    args = ["run", "--benchmark", "demo", "--backend", "sim", "--gaps", "1", "--rounds", "1",
+            "--runs-dir", str(tmp_path), "--quiet"]
+    assert main(args) == 143
+    assert signalled and time.monotonic() - signalled[0] < 5

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from benchfill.errors import ConfigError
+from benchfill.netguard import off_loop
 from benchfill.search.annotate import Annotation, Annotator, ConfirmSettings
 from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, benchfill_search
 from benchfill.search.screen import screen_child
@@ -168,13 +169,15 @@ class Backend:
         self.fit = self._fit_of_record(digest)
         if self.fit is None:
             self._say(f"fitting IRT on {matrix.n_models} models x {matrix.n_items} items ...")
-            self.fit = irt_fit(matrix, engine="map", seed=self.opts.seed)
+            # off the event loop: it holds Ctrl-C and SIGTERM for as long as it runs (seconds on mmlu-pro)
+            self.fit = await off_loop(irt_fit, matrix, engine="map", seed=self.opts.seed)
             self._record_fit(digest)
         probes = panel_probes(self.fit, [(p.name, p.trials) for p in self.config.probes])
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
         confirmation = ConfirmSettings(z_se=self.opts.confirm_se, max_budgets=self.opts.confirm_cap)
+        misfit = await self._misfit(matrix, digest)
         self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation,
-                                   confirmation=confirmation, misfit=self._misfit(matrix, digest))
+                                   confirmation=confirmation, misfit=misfit)
         self.record_traffic()  # the panel's rollouts, kept as the fit is
         return self.fit, source
 
@@ -187,7 +190,7 @@ class Backend:
             label = self.opts.progress_label
             print(f"{label}: {msg}" if label else msg, file=sys.stderr, flush=True)
 
-    def _misfit(self, matrix, digest: str) -> float:
+    async def _misfit(self, matrix, digest: str) -> float:
         """The annotator's misfit allowance: ``--misfit SD``, or with ``auto`` the benchmark's own spread of
         log discrimination (irt/spread.py), estimated once from the matrix of record and kept with it, so a
         resumed run and every unit of a sweep allow the same."""
@@ -201,7 +204,7 @@ class Backend:
         from benchfill.irt.spread import misfit_allowance
 
         self._say("estimating how item discrimination spreads (the misfit allowance) ...")
-        sd, record = misfit_allowance(matrix, seed=self.opts.seed)
+        sd, record = await off_loop(misfit_allowance, matrix, seed=self.opts.seed)  # 20 s on mmlu-pro
         self.store.set_meta(MISFIT_META, {**record, "matrix": digest})
         self.misfit = record
         return sd
