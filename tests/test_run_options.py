@@ -31,7 +31,7 @@ FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6,
         ({"sim_rewriter_knobs": {"drift": "1"}}, r"^--rewriter-knobs: drift must be a number, got '1'$"),
         ({"sim_rewriter_knobs": {"judge_fpr": 2.0}}, r"^--rewriter-knobs: judge_fpr must lie in \[0, 1\], got 2\.0$"),
         # the run's folder is <runs dir>/<run id>: these once wrote it outside the runs dir, or nested
-        ({"run_id": "../evil"}, r"^--run-id: a plain folder name \(no '/', not '\.' or '\.\.'\), got '\.\./evil'$"),
+        ({"run_id": "../evil"}, r"^--run-id: a plain folder name \(no '/', not '\.' or '\.\.', no control character\), got '\.\./evil'$"),
         ({"run_id": " "}, r"^--run-id: a plain folder name"),
         # the run was named after the benchmark and made of the items
         ({"items": "mine.jsonl", "spec": "mine.toml"}, r"^--benchmark demo with --items/--spec: name a registered"),
