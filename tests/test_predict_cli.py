@@ -56,7 +56,10 @@ def test_evaluate_each_family_and_the_auc_table(shared_data, capsys):
     rc = main(["predict", "evaluate", "--benchmark", "humaneval", "--data-dir", str(shared_data), "--each",
                "--families", "length,structural", "--folds", "5", "--json"])
     assert rc == 0
-    res = json.loads(capsys.readouterr().out)
+    got = capsys.readouterr()
+    res = json.loads(got.out)
+    # each fold said on stderr as it ends (half a minute in all on mmlu-pro), per family set
+    assert got.err.count("  kfold 5/5 fold4: rho ") == 4 and "families length+structural:" in got.err
     fams = [r["families"] for r in res["results"]]
     assert fams == [["random"], ["length"], ["structural"], ["length", "structural"]]
     by = {"+".join(r["families"]): r for r in res["results"]}
@@ -71,7 +74,9 @@ def test_residual_flags_on_aime25_list_items_with_their_text(shared_data, capsys
     rc = main(["predict", "residuals", "--benchmark", "aime25", "--data-dir", str(shared_data),
                "--families", "length,structural", "--threshold", "1.0", "--json"])
     assert rc == 0
-    flags = json.loads(capsys.readouterr().out)
+    got = capsys.readouterr()
+    flags = json.loads(got.out)
+    assert "  kfold 10/10 fold9\n" in got.err  # progress, without a fold's rho of one to three items
     assert flags and [f["rank"] for f in flags] == list(range(1, len(flags) + 1))
     scores = [abs(f["score"]) for f in flags]
     assert scores == sorted(scores, reverse=True) and min(scores) >= 1.0

@@ -230,9 +230,12 @@ def cmd_evaluate(args) -> int:
     all_blocks = {b.family: b for b in _blocks(args, labelled, list(dict.fromkeys([*families, *sum(sets, [])])))}
     results = []
     for fams in sets:
+        # each fold said on stderr, as train says them: on mmlu-pro the folds take half a minute
+        if len(sets) > 1:
+            _progress(f"families {'+'.join(fams)}:")
         cv = cross_validate([all_blocks[f] for f in fams], labelled.z, labelled.benchmark, splits,
                             make_model=lambda: DifficultyModel(regressor=args.regressor, seed=args.seed),
-                            split_name=args.split)
+                            split_name=args.split, progress=_progress)
         results.append(cv)
     aucs = auc_table(labelled, results[-1].oof if not np.any(np.isnan(results[-1].oof)) else None)
     if args.json:
@@ -341,7 +344,8 @@ def cmd_residuals(args) -> int:
         splits = make_splits("kfold", len(labelled), folds=min(args.folds, len(labelled)), seed=args.seed,
                              min_test=1)  # only the out-of-fold predictions are used
         oof = cross_validate(_blocks(args, labelled, families), labelled.z, labelled.benchmark, splits,
-                             make_model=lambda: DifficultyModel(regressor=args.regressor, seed=args.seed)).oof
+                             make_model=lambda: DifficultyModel(regressor=args.regressor, seed=args.seed),
+                             progress=lambda m: _progress(m.split(":")[0])).oof  # a fold's rho: of 1-3 items
         how = f"{len(splits)}-fold out of fold"
     flags = residual_flags(labelled, oof, threshold=args.threshold, top=args.top)
     if args.json:
