@@ -153,3 +153,17 @@ def test_score_warns_or_refuses_when_the_items_lack_the_predictors_text_field(tm
     saved = train(lab, ["length", "structural"], folds=3, text_field="prompt", options_field="options")[0].save(saved)
     rc, out, err = score([{"id": "a", "prompt": text, "choices": ["1", "2"]}])
     assert rc == 0 and err.count("\n") == 1 and "reading the items' 'choices' as their options instead" in err
+
+
+def test_the_residuals_table_lists_fifty_and_says_how_many_more(shared_data, capsys):
+    # on mmlu-pro 1,712 items were flagged: 3,426 lines of table by default
+    base = ["predict", "residuals", "--benchmark", "humaneval", "--data-dir", str(shared_data), "--families",
+            "length,structural", "--threshold", "0.2"]
+    assert main(base) == 0
+    out = capsys.readouterr().out.splitlines()
+    flagged = int(out[0].split("; ")[1].split(" flagged")[0])
+    assert flagged > 50 and out[-1] == (f"... and {flagged - 50} more, less far from their predictions (--top N "
+                                        "lists N, --json all of them)")
+    assert main([*base, "--json"]) == 0 and len(json.loads(capsys.readouterr().out)) == flagged
+    assert main([*base, "--top", "60"]) == 0
+    assert "more, less far" not in capsys.readouterr().out
