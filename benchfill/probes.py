@@ -157,9 +157,15 @@ class RolloutClient:
         return self
 
     async def __aexit__(self, *exc) -> None:
-        self.cache.flush()
-        self.grading.close()
-        await self.http.close()
+        # each step whatever the one before did: a store gone mid-run fails the flush, and the HTTP sessions
+        # left open then said "Unclosed client session" after the command's one-line error
+        try:
+            self.cache.flush()
+        finally:
+            try:
+                self.grading.close()
+            finally:
+                await self.http.close()
 
     # -- public ---------------------------------------------------------------------------------
     async def rollouts(self, items: Sequence[dict], trials: int | None = None, seed: int = 0,
