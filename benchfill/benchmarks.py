@@ -175,6 +175,7 @@ class Benchmark:
     responses_path: Path | None = None
     _items: list[dict[str, Any]] | None = field(default=None, repr=False)
     matrix: Any = None  # a ResponseMatrix when the benchmark ships one in memory (demo)
+    _read_matrix: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self._items is not None:
@@ -189,6 +190,19 @@ class Benchmark:
         if self._items is None:
             self._items = read_items_jsonl(self.items_path, self.spec)
         return self._items
+
+    def given_matrix(self) -> Any:
+        """The benchmark's own response matrix (a ResponseMatrix), or None: the one it ships in memory, or its
+        responses file, read once (a run asked for it twice: 6 s at start-up on mmlu-pro)."""
+        if self.matrix is not None:
+            return self.matrix
+        if self.responses_path is None:
+            return None
+        if self._read_matrix is None:
+            from benchfill.data import read_responses
+
+            self._read_matrix = read_responses(self.responses_path, items=self.items)
+        return self._read_matrix
 
     @property
     def chance(self) -> np.ndarray:

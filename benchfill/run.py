@@ -703,9 +703,7 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
     if bench.matrix is not None:
         have = "matrix"
     elif bench.responses_path is not None:
-        from benchfill.data import read_responses
-
-        have = (bool(names) and names <= set(read_responses(bench.responses_path, items=bench.items).models)) or "matrix"
+        have = (bool(names) and names <= set(bench.given_matrix().models)) or "matrix"
     out = {"run_id": run_id_for(opts), "backend": opts.resolved_backend(), "strategy": opts.strategy}
     out.update(planned_budget(opts, len(bench.items), trials, have, repairs))
     return out

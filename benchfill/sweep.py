@@ -328,10 +328,7 @@ def check_benchmarks(sweep: Sweep) -> None:
             f" ({name})" if name and name != plan.row else "")
         try:
             bench = load_benchmark(plan.opts)
-            if getattr(bench, "matrix", None) is None and getattr(bench, "responses_path", None):
-                from benchfill.data import read_responses  # a malformed row fails here, before any run starts
-
-                read_responses(bench.responses_path, items=bench.items)
+            bench.given_matrix()  # a malformed row fails here, before any run starts
         except BenchfillError as exc:
             # (a registered benchmark's own errors start with "benchmark <name>:" already)
             raise type(exc)(f"{where}: {str(exc).removeprefix(f'benchmark {name}: ')}") from exc

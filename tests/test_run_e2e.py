@@ -222,6 +222,9 @@ def test_a_stop_during_the_misfit_step_is_heard_at_once(tmp_path, monkeypatch):
         raise AssertionError("the stop waited for the misfit step")
 
     monkeypatch.setattr(spread, "misfit_allowance", slow)
+    import benchfill.engine.backend as backend
+
+    monkeypatch.setattr(backend, "_MEMO", {})  # not the allowance an earlier test's run left in this process
 
     signalled = []
 

@@ -114,6 +114,23 @@ class TrafficServices:
         return other
 
 
+# What this process computed from a matrix, by its digest and seed: the runs of a local sweep (one per
+# strategy and seed, on one benchmark) each fitted the same matrix and estimated the same spread again,
+# about half of such a sweep's time on mmlu-pro. Both are deterministic in (matrix, seed) in one process.
+_MEMO: dict[tuple, Any] = {}
+_MEMO_MAX = 8
+
+
+def _memo_get(key: tuple) -> Any:
+    return copy.deepcopy(_MEMO.get(key))
+
+
+def _memo_put(key: tuple, value: Any) -> None:
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[key] = copy.deepcopy(value)
+
+
 class Backend:
     def __init__(self, name: str, opts, bench, store, run_dir: Path, config, world=None, server=None):
         self.name, self.opts, self.bench, self.store, self.run_dir = name, opts, bench, store, run_dir
@@ -168,9 +185,15 @@ class Backend:
         digest = _matrix_digest(matrix)
         self.fit = self._fit_of_record(digest)
         if self.fit is None:
-            self._say(f"fitting IRT on {matrix.n_models} models x {matrix.n_items} items ...")
-            # off the event loop: it holds Ctrl-C and SIGTERM for as long as it runs (seconds on mmlu-pro)
-            self.fit = await off_loop(irt_fit, matrix, engine="map", seed=self.opts.seed)
+            self.fit = _memo_get(("fit", digest, self.opts.seed))
+            if self.fit is not None:
+                self._say(f"fitting IRT on {matrix.n_models} models x {matrix.n_items} items: made already in this "
+                          "process, for another run of the same matrix and seed")
+            else:
+                self._say(f"fitting IRT on {matrix.n_models} models x {matrix.n_items} items ...")
+                # off the event loop: it holds Ctrl-C and SIGTERM for as long as it runs (seconds on mmlu-pro)
+                self.fit = await off_loop(irt_fit, matrix, engine="map", seed=self.opts.seed)
+                _memo_put(("fit", digest, self.opts.seed), self.fit)
             self._record_fit(digest)
         probes = panel_probes(self.fit, [(p.name, p.trials) for p in self.config.probes])
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
@@ -203,8 +226,13 @@ class Backend:
             return float(saved["sd"])
         from benchfill.irt.spread import misfit_allowance
 
-        self._say("estimating how item discrimination spreads (the misfit allowance) ...")
-        sd, record = await off_loop(misfit_allowance, matrix, seed=self.opts.seed)  # 20 s on mmlu-pro
+        key = ("misfit", digest, self.opts.seed)
+        got = _memo_get(key)
+        if got is None:
+            self._say("estimating how item discrimination spreads (the misfit allowance) ...")
+            got = await off_loop(misfit_allowance, matrix, seed=self.opts.seed)  # 20 s on mmlu-pro
+            _memo_put(key, got)
+        sd, record = got
         self.store.set_meta(MISFIT_META, {**record, "matrix": digest})
         self.misfit = record
         return sd
@@ -241,12 +269,10 @@ class Backend:
         self.store.set_meta("fit_matrix", digest)
 
     def _given_matrix(self):
-        from benchfill.data import read_responses
-
         if self.bench.matrix is not None:
             return self.bench.matrix, "built-in demo responses"
         if self.bench.responses_path is not None:
-            return read_responses(self.bench.responses_path, items=self.bench.items), str(self.bench.responses_path)
+            return self.bench.given_matrix(), str(self.bench.responses_path)
         return None, ""
 
     async def _panel_matrix(self, items):
@@ -537,11 +563,7 @@ def start_sim(opts, bench, run_dir: Path, url: str | None = None, store=None):
     from benchfill.sim import SimServer, World
 
     spec = bench.spec
-    matrix = bench.matrix
-    if matrix is None and bench.responses_path is not None:
-        from benchfill.data import read_responses
-
-        matrix = read_responses(bench.responses_path, items=bench.items)
+    matrix = bench.given_matrix()
     world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
                              answer_field=spec.answer_field, matrix=matrix, n_probes=opts.sim_probes,
                              seed=opts.seed, state_path=run_dir / "sim_world_state.jsonl",
