@@ -185,11 +185,11 @@ def test_bound_tracks_slots_and_hands_them_over_in_order():
 # -- failures ----------------------------------------------------------------------------------------
 def test_a_dead_replica_is_ejected_and_its_requests_served_by_the_other(tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger="benchfill.fleet")
-    gone = dead_url()
     with LoopbackOpenAI(models=("m1", "m2")) as alone:
         single, _ = run(Store(tmp_path / "one.db"), ProbePanel(
             [ProbeConfig(name=f"p-{m}", base_url=alone.base_url, model=m, trials=2) for m in ("m1", "m2")], NO_WAIT))
     with LoopbackOpenAI(models=("m1", "m2")) as good:
+        gone = dead_url()  # after the server binds: a port freed before could be given to it
         res, stats = run(Store(tmp_path / "s.db"), fleet_panel([gone, good.base_url], ("m1", "m2")))
     assert stats.failures == 0 and outcome(res) == outcome(single)  # the same graded results
     dead = stats.replicas[gone]
@@ -246,8 +246,8 @@ def test_a_replica_that_comes_back_is_taken_back_after_its_health_check(tmp_path
 def test_probes_check_reports_every_replica(tmp_path, capsys):
     from benchfill.cli import main
 
-    gone = dead_url()
     with LoopbackOpenAI(models=("m1",)) as a, LoopbackOpenAI(models=("m1",)) as b:
+        gone = dead_url()  # after the servers bind: a port freed before could be given to one of them
         cfg = tmp_path / "cfg.toml"
         cfg.write_text(f'[[probes]]\nname = "p1"\nmodel = "m1"\nreplicas = ["{a.base_url}", "{b.base_url}"]\n')
         assert main(["probes", "check", "--config", str(cfg)]) == 0
@@ -398,8 +398,8 @@ def test_a_call_never_goes_back_to_a_replica_it_failed_on_while_another_is_up(tm
     """A dead replica (never ejected here) has a free slot whenever asked; a healthy one answers 429 twice
     per request. A 429 must not make the call forget the dead replica: with four attempts every request is
     served (dead, 429, 429, served), where going back to the dead one ran the attempts out."""
-    gone = dead_url()
     with LoopbackOpenAI(faults=[429, 429]) as busy:
+        gone = dead_url()  # after the server binds: a port freed before could be given to it
         res, stats = run(Store(tmp_path / "s.db"), fleet_panel(
             [gone, busy.base_url], policy=FAST.model_copy(update={"eject_after": 1000, "error_rate": 1.0}),
             retry=NO_WAIT.model_copy(update={"max_attempts": 4})), strict=False)
