@@ -3,7 +3,7 @@
 A ``ProcessPoolExecutor`` worker waits on its call queue, and holds that queue's write end itself, so when
 its owner is killed outright (SIGKILL, the OOM killer) no end-of-file ever reaches it: the workers, and
 with forkserver the server they were forked from and the resource tracker, live on orphaned (a killed
-run on a code benchmark left four such processes, 46 MB each, until a reboot). Each worker here watches
+run on a code benchmark left four such processes running, the workers 46 MB each). Each worker watches
 its owner and exits when the owner does. A clean shutdown is unchanged.
 """
 
