@@ -149,3 +149,14 @@ def test_a_failed_cache_write_leaves_no_temp_file(tmp_path, monkeypatch):
     cal = calibration([2, 2, 5], draws=49, cache_dir=tmp_path)  # still computed, just not kept
     assert cal.null.shape[1] == 49
     assert list((tmp_path / "order-calibration").iterdir()) == []
+
+
+def test_the_null_in_batches_is_the_null_in_one(monkeypatch):
+    # Simulated in bounded batches of references (9,999 draws on livecodebench-codegen held 3.9 GiB in one):
+    # the same draws, so the same o, whatever the batch size.
+    t = (4, 8, 3, 4, 5, 8, 2, 6, 4, 4, 8, 3)
+    monkeypatch.setattr(order_test, "BATCH_CELLS", 10**9)  # every reference in one batch, as before
+    whole = order_test._simulate(t, 199, 3).null
+    for cells in (199 * len(t), 5 * 199 * len(t) + 1, 1):  # one reference a batch, five, and the floor of one
+        monkeypatch.setattr(order_test, "BATCH_CELLS", cells)
+        assert np.array_equal(order_test._simulate(t, 199, 3).null, whole)

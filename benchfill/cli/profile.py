@@ -55,7 +55,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     if not 0 < args.alpha < 1:
         raise ConfigError(f"--alpha must be in (0, 1), got {args.alpha}")
-    if not 19 <= args.draws <= MAX_DRAWS:  # fewer cannot reach o <= .05; more only runs out of memory
+    if not 19 <= args.draws <= MAX_DRAWS:  # fewer cannot reach o <= .05; more resolve o below 1e-4, finer than any alpha
         raise ConfigError(f"--draws must be in 19..{MAX_DRAWS}, got {args.draws}")
     # refused before the profiling, not after it: a folder in the way of an output file, or no way to write
     check_out_dir(args.out, "--out", OUTPUTS, inputs={"--responses": args.responses, "--items": args.items,

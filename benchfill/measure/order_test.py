@@ -33,10 +33,12 @@ from scipy.special import xlogy
 from benchfill.measure.trajectory import isotonic_fit
 
 DEFAULT_DRAWS = 999
-# The null is simulated in one (references x draws, models) batch, ~100 x draws x n x 8 bytes several
-# times over: 9,999 draws on a 58-model axis is ~0.5 GB per copy, and o resolves to 1e-4, far finer
-# than any alpha needs. Past it memory runs out before precision matters.
+# o resolves to 1 / (draws + 1): 9,999 draws give 1e-4, far finer than any alpha needs.
 MAX_DRAWS = 9999
+# The null is simulated in batches of references of at most this many (draw, model) cells: in one batch,
+# 9,999 draws on a 58-model axis held ~0.5 GB several times over (3.9 GiB on livecodebench-codegen). The
+# draws are the same either way: the generator fills the cells in the same order.
+BATCH_CELLS = 4_000_000
 CALIBRATION_VERSION = 1  # bump when the reference family or the statistic changes
 
 # Levels of the reference family. The least favourable monotone null for an isotonic LR test is
@@ -136,9 +138,15 @@ def _simulate(trials: tuple[int, ...], draws: int, seed: int) -> Calibration:
     digest = hashlib.sha256(repr((trials, seed)).encode()).digest()
     rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
     t = np.asarray(trials, dtype=np.int64)
-    # all references at once: one (R * B, n) batch through the fit, no per-reference overhead
-    k = rng.binomial(t, refs[:, None, :], size=(len(refs), draws, n)).reshape(-1, n)
-    null = np.sort(lr_statistic(k, t).reshape(len(refs), draws), axis=1)
+    # references in batches: each (r * B, n) batch goes through the fit at once (no per-reference overhead),
+    # and memory stays bounded whatever the draws
+    per = max(1, BATCH_CELLS // max(draws * n, 1))
+    parts = []
+    for i in range(0, len(refs), per):
+        group = refs[i : i + per]
+        k = rng.binomial(t, group[:, None, :], size=(len(group), draws, n)).reshape(-1, n)
+        parts.append(lr_statistic(k, t).reshape(len(group), draws))
+    null = np.sort(np.concatenate(parts), axis=1)
     return Calibration(trials, draws, seed, refs, null)
 
 
