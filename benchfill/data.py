@@ -200,11 +200,8 @@ def extreme_items(matrix: ResponseMatrix, items: Sequence[dict[str, Any]] | None
     ids = np.asarray(matrix.item_ids, dtype=object)
     answered = set(matrix.item_ids)
     missing = [it["id"] for it in items or () if it["id"] not in answered]
-    return {
-        "all_correct": ids[(tried > 0) & (right == tried)].tolist(),
-        "none_correct": ids[(tried > 0) & (right == 0)].tolist(),
-        "no_responses": missing + [i for i in matrix.untried if i not in set(missing)],
-    }
+    return {**_all_or_none(ids, right, tried),
+            "no_responses": missing + [i for i in matrix.untried if i not in set(missing)]}
 
 
 def extreme_models(matrix: ResponseMatrix) -> dict[str, list[str]]:
@@ -213,9 +210,12 @@ def extreme_models(matrix: ResponseMatrix) -> dict[str, list[str]]:
     Such a model's answers say only "above (below) every item": only the prior holds its fitted ability
     finite, and it places no item between others. A user must see them, as the items.
     """
-    tried = matrix.trials.sum(axis=1)
-    right = matrix.correct.sum(axis=1)
     ids = np.asarray(matrix.models, dtype=object)
+    return _all_or_none(ids, matrix.correct.sum(axis=1), matrix.trials.sum(axis=1))
+
+
+def _all_or_none(ids: np.ndarray, right: np.ndarray, tried: np.ndarray) -> dict[str, list[str]]:
+    """The names (of items or models) whose tried answers were all right, and those whose were all wrong."""
     return {"all_correct": ids[(tried > 0) & (right == tried)].tolist(),
             "none_correct": ids[(tried > 0) & (right == 0)].tolist()}
 

@@ -150,7 +150,7 @@ def _require_shared_store(sweep) -> None:
     from benchfill.store import check_store_url
 
     url = sweep.store or ""
-    where = (sweep.store_given or f"{sweep.source}: field store") if url else f"{sweep.source}: field store"
+    where = sweep.store_given if url and sweep.store_given else f"{sweep.source}: field store"
     if not url.startswith("postgresql"):
         what = f"got {url.split(':', 1)[0]}" if url else "none given, so each run would keep its own SQLite file"
         raise ConfigError(f"{where}: --executor ray needs a PostgreSQL URL every node "

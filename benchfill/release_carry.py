@@ -38,7 +38,7 @@ class Carry:
         """The CHANGELOG lines for this release's entry (none for a first release)."""
         if not self.previous:
             return ""
-        # ids and reasons are untrusted text (a benchmark's, a reviewer's): kept literal (benchfill.mdtext)
+        # ids and reasons are untrusted text (a benchmark's, a reviewer's): kept literal (benchfill.untrusted)
         out = [f"- {len(self.carried)} generated item(s) carried forward from {untrusted.md_text(self.previous)}"
                + (": " + ", ".join(untrusted.md_code(i) for i in self.carried) if self.carried else "")]
         out += [f"- removed {untrusted.md_code(i)} ({untrusted.md_text(why)})" for i, why in self.removed.items()]

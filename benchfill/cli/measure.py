@@ -328,19 +328,19 @@ def _print_extremes(ext: dict[str, list[str]]) -> None:
     labels = (("all_correct", "solved by every model"), ("none_correct", "solved by no model"),
               ("no_responses", "without responses, not on the scale"))
     for key, label in labels:
-        ids = ext.get(key) or []
-        if ids:
-            more = f" ... (+{len(ids) - 10})" if len(ids) > 10 else ""
-            print(f"items {label} ({len(ids)}): {', '.join(map(shown, ids[:10]))}{more}")
+        _print_names(f"items {label}", ext.get(key) or [])
 
 
 def _print_extreme_models(ext: dict[str, list[str]]) -> None:
     for key, label in (("all_correct", "solved every item they tried"), ("none_correct", "solved no item")):
-        ids = ext.get(key) or []
-        if ids:
-            more = f" ... (+{len(ids) - 10})" if len(ids) > 10 else ""
-            print(f"models that {label} ({len(ids)}): {', '.join(map(shown, ids[:10]))}{more}; only the prior "
-                  "holds their abilities finite")
+        _print_names(f"models that {label}", ext.get(key) or [], "; only the prior holds their abilities finite")
+
+
+def _print_names(what: str, ids: list[str], tail: str = "") -> None:
+    """``what (n): the first ten, ... (+rest)``; nothing for no names."""
+    if ids:
+        more = f" ... (+{len(ids) - 10})" if len(ids) > 10 else ""
+        print(f"{what} ({len(ids)}): {', '.join(map(shown, ids[:10]))}{more}{tail}")
 
 
 # -- diagnose -------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from benchfill.coverage import z_of
+
 
 @dataclass
 class IrtFit:
@@ -55,7 +57,7 @@ class IrtFit:
 
     def normalize(self, b: np.ndarray | float) -> np.ndarray:
         """z = (b - b_min) / (b_max - b_min) on this benchmark's scale; not clipped."""
-        b = _numbers(b, "b", "a difficulty or an array of difficulties")
+        b = z_of(b, "b", "a difficulty or an array of difficulties")
         span = self.b_max - self.b_min
         if span <= 0:
             # Every item at one difficulty: the scale degenerates; put them all mid-axis.
@@ -63,7 +65,7 @@ class IrtFit:
         return (b - self.b_min) / span
 
     def denormalize(self, z: np.ndarray | float) -> np.ndarray:
-        return self.b_min + _numbers(z, "z", "a normalized difficulty or an array of them") * (self.b_max - self.b_min)
+        return self.b_min + z_of(z, "z", "a normalized difficulty or an array of them") * (self.b_max - self.b_min)
 
     @property
     def z(self) -> np.ndarray:
@@ -266,21 +268,6 @@ class IrtFit:
             seed=d.get("seed"),
             **kw,
         )
-
-
-def _numbers(value: Any, arg: str, what: str) -> np.ndarray:
-    """``value`` as a float array, or a ConfigError naming ``arg``: numpy reads None as NaN and "1" as 1.0,
-    and fails on "x" with a bare ValueError."""
-    if value is None or isinstance(value, (str, bytes)):
-        from benchfill.errors import ConfigError
-
-        raise ConfigError(f"{arg}: expected {what}, got {type(value).__name__}")
-    try:
-        return np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        from benchfill.errors import ConfigError
-
-        raise ConfigError(f"{arg}: expected {what}, got {type(value).__name__}") from None
 
 
 def _first_repeat(names: tuple[str, ...]) -> str | None:

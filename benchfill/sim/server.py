@@ -339,7 +339,6 @@ class SimServer:
         return self.app.snapshot()
 
     def start(self) -> SimServer:
-
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
