@@ -2,7 +2,8 @@
 
 An import holds its output folder while it writes (benchfill/importers/matrix.py); a run holds its run
 directory while it works (benchfill/run.py), and its run id in a SQLite store that several runs share
-(``hold_byte``, through benchfill/store.py). Where the platform or the file system has no such lock
+(``hold_byte``, through benchfill/store.py); a fit's save holds its path while it writes the fit and its
+posterior draws (``transient``, benchfill/irt/fit.py). Where the platform or the file system has no such lock
 (Windows, some network mounts) there is none, and the callers fall back to what they did without.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -88,3 +91,41 @@ def release_byte(handle: tuple[str, int] | None) -> None:
         if not _HELD[handle]:
             del _HELD[handle]
             fcntl.lockf(_FILES[handle[0]], fcntl.LOCK_UN, 1, handle[1])
+
+
+@contextmanager
+def transient(path: Path) -> Iterator[None]:
+    """An exclusive flock on a lock file at ``path`` that exists only while it is held, so that nothing is
+    left beside what the caller writes. The holder removes the file before letting go; a waiter that then
+    finds its descriptor no longer names the file at ``path`` (removed, or made anew by a third process)
+    opens it again. Where no flock can be taken, nothing is held."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # no flock on this file system
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            yield
+            return
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder before us removed the file we waited on
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # while still held: a waiter then sees its file is gone and retries
+        os.close(fd)

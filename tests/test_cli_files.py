@@ -135,7 +135,6 @@ def test_a_save_cut_short_leaves_the_old_fit_with_its_own_draws(tmp_path, monkey
 
 def test_saves_to_one_path_at_once_each_land_whole(tmp_path):
     # One temp name per path (fit.json.tmp) let one save rename the other's file away: FileNotFoundError.
-    # (Two NUTS fits saved to one path at once can still remove each other's draws: last writer wins.)
     from concurrent.futures import ThreadPoolExecutor
 
     path = tmp_path / "fit.json"
@@ -145,6 +144,24 @@ def test_saves_to_one_path_at_once_each_land_whole(tmp_path):
             list(pool.map(lambda f: f.save(path), fits))
     assert float(IrtFit.load(path).difficulty[0]) in (0.0, 1.0)
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_nuts_fits_saved_to_one_path_at_once_keep_the_draws_their_json_names(tmp_path):
+    # Each save removes the draws files its own fit does not name: unserialized, a save whose JSON landed
+    # first removed the draws of the one whose JSON landed last, and that fit no longer loaded.
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "fit.json"
+    rng = np.random.default_rng(0)
+    fits = [_fit(engine="nuts", difficulty_draws=rng.normal(k, 1, size=(400, 3)), ability_draws=np.zeros((400, 2)))
+            for k in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(30):
+            list(pool.map(lambda f: f.save(path), fits))
+            back = IrtFit.load(path)  # its draws are there
+            assert any(np.array_equal(back.difficulty_draws, f.difficulty_draws) for f in fits)
+            named = json.loads(path.read_text())["draws_file"]
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.json", named]  # no lock or temp file left
 
 
 def test_a_fit_of_the_same_items_in_another_order_is_the_same_fit(tmp_path, capsys):

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from benchfill import locks
 from benchfill.coverage import z_of
 
 
@@ -127,37 +128,40 @@ class IrtFit:
         fit paired with another's posterior. Draws files the fit no longer names are removed after."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        # temp files of their own (not NAME.tmp): two saves to one path at once each rename whole files
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        tmp = Path(name)
-        d = self.to_dict()
-        draws_tmp = None
-        try:
-            if self.difficulty_draws is not None:
-                buf = io.BytesIO()  # hashed as written, not read back from disk
-                np.savez_compressed(buf, difficulty=self.difficulty_draws, ability=self.ability_draws)
-                data = buf.getvalue()
-                d["draws_file"] = f"{path.name}.draws-{hashlib.sha256(data).hexdigest()[:16]}.npz"
-                fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.draws.", suffix=".tmp")
-                os.close(fd)
-                draws_tmp = Path(name)
-                draws_tmp.write_bytes(data)
-                os.chmod(draws_tmp, 0o644)
-                draws_tmp.replace(path.with_name(d["draws_file"]))  # a new name: the old pair stays whole
-            # NaN and Infinity are not JSON (jq and most parsers refuse them): an undefined figure, such as
-            # R-hat over too few draws or a Laplace se that does not exist, is written as null
-            tmp.write_text(json.dumps(_finite_or_none(d), indent=1, allow_nan=False))
-            os.chmod(tmp, 0o644)
-            tmp.replace(path)
-        finally:
-            tmp.unlink(missing_ok=True)
-            if draws_tmp is not None:
-                draws_tmp.unlink(missing_ok=True)
-        keep = d.get("draws_file")
-        for old in path.parent.glob(f"{glob_escape(path.name)}.draws*.npz"):  # earlier fits' posteriors
-            if old.name != keep:
-                old.unlink(missing_ok=True)
+        # two saves to one path at once take turns: each removes the draws files its fit does not name,
+        # which would otherwise take the other's, named by the JSON that lands last
+        with locks.transient(path.with_name(f".{path.name}.lock")):
+            # temp files of their own (not NAME.tmp): two saves to one path at once each rename whole files
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.close(fd)
+            tmp = Path(name)
+            d = self.to_dict()
+            draws_tmp = None
+            try:
+                if self.difficulty_draws is not None:
+                    buf = io.BytesIO()  # hashed as written, not read back from disk
+                    np.savez_compressed(buf, difficulty=self.difficulty_draws, ability=self.ability_draws)
+                    data = buf.getvalue()
+                    d["draws_file"] = f"{path.name}.draws-{hashlib.sha256(data).hexdigest()[:16]}.npz"
+                    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.draws.", suffix=".tmp")
+                    os.close(fd)
+                    draws_tmp = Path(name)
+                    draws_tmp.write_bytes(data)
+                    os.chmod(draws_tmp, 0o644)
+                    draws_tmp.replace(path.with_name(d["draws_file"]))  # a new name: the old pair stays whole
+                # NaN and Infinity are not JSON (jq and most parsers refuse them): an undefined figure, such as
+                # R-hat over too few draws or a Laplace se that does not exist, is written as null
+                tmp.write_text(json.dumps(_finite_or_none(d), indent=1, allow_nan=False))
+                os.chmod(tmp, 0o644)
+                tmp.replace(path)
+            finally:
+                tmp.unlink(missing_ok=True)
+                if draws_tmp is not None:
+                    draws_tmp.unlink(missing_ok=True)
+            keep = d.get("draws_file")
+            for old in path.parent.glob(f"{glob_escape(path.name)}.draws*.npz"):  # earlier fits' posteriors
+                if old.name != keep:
+                    old.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path: str | Path) -> IrtFit:
