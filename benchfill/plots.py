@@ -44,6 +44,26 @@ def literal_text(draw: Callable) -> Callable:
     return drawn
 
 
+# Gap labels: narrow neighbouring gaps put their widths side by side, and a label is about 0.05 of the axis
+# wide at this size; one that would touch the label before it in its row goes a row up.
+LABEL_ROW = 0.045  # in data units of the ECDF axis, one label's height and a little
+LABEL_SPACING = 0.06  # in z, a label's width and a little, on the axis of about 1.04
+
+
+def _label_rows(xs: list[float]) -> list[int]:
+    """For labels centred at ``xs``, the row each goes in (0 the lowest): the lowest row whose last label,
+    left to right, lies at least ``LABEL_SPACING`` away."""
+    rows = [0] * len(xs)
+    last: list[float] = []  # the rightmost label's x in each row
+    for i in sorted(range(len(xs)), key=lambda i: xs[i]):
+        row = next((r for r, x in enumerate(last) if xs[i] - x >= LABEL_SPACING), len(last))
+        if row == len(last):
+            last.append(xs[i])
+        last[row] = xs[i]
+        rows[i] = row
+    return rows
+
+
 @literal_text
 def plot_ecdf(
     z: Any,
@@ -68,10 +88,13 @@ def plot_ecdf(
     tgt = parse_target(target)
     fig, ax = plt.subplots(figsize=(5.5, 4.0), dpi=120)
     try:
-        for i, g in enumerate(gaps(z, k=k)):
+        widest = gaps(z, k=k)
+        rows = _label_rows([(g.left + g.right) / 2 for g in widest])
+        for i, (g, row) in enumerate(zip(widest, rows, strict=True)):
             color = GAP_COLORS[i % len(GAP_COLORS)]
             ax.axvspan(g.left, g.right, color=color, alpha=0.18, lw=0)
-            ax.text((g.left + g.right) / 2, 1.02, f"{g.width:.2f}", ha="center", va="bottom", fontsize=7, color=color)
+            ax.text((g.left + g.right) / 2, 1.02 + LABEL_ROW * row, f"{g.width:.2f}", ha="center", va="bottom",
+                    fontsize=7, color=color, clip_on=False)
         grid = np.linspace(0, 1, 201)
         ax.plot(grid, _target_cdf(tgt, grid), "--", color="grey", lw=1.2, label=f"target ({tgt.describe()})")
         n = z.size
@@ -88,7 +111,7 @@ def plot_ecdf(
         ax.set_xlabel("normalized difficulty z")
         ax.set_ylabel("ECDF")
         if title:
-            ax.set_title(title, fontsize=10, pad=14)
+            ax.set_title(title, fontsize=10, pad=14 + 10 * max(rows, default=0))  # above the labels' rows
         ax.legend(loc="lower right", fontsize=8, frameon=False)
         fig.tight_layout()
         return save_figure(fig, path)
