@@ -32,7 +32,9 @@ BACKENDS = ("sim", "openai")
 
 @dataclass
 class RunOptions:
-    benchmark: str | None = "demo"
+    # None: the one a config's [benchmark] names, else (with no --items/--spec either) the built-in demo
+    # (``default_benchmark``); the CLI asks for one instead
+    benchmark: str | None = None
     items: str | None = None
     responses: str | None = None
     spec: str | None = None
@@ -218,6 +220,7 @@ def run(opts: RunOptions) -> Path:
     from benchfill import netguard
 
     _benchmark_from_config(opts)
+    default_benchmark(opts)
     return netguard.run(execute(opts))  # uvloop where installed, unless held to loopback
 
 
@@ -473,6 +476,14 @@ def load_benchmark(opts: RunOptions):
     return bench
 
 
+def default_benchmark(opts: RunOptions) -> None:
+    """A library caller's run that names nothing (no benchmark, items, spec, or config naming one) is of the
+    built-in demo, as ``RunOptions()`` promises; set after the config is read, so that neither a config's
+    [benchmark] nor --items/--spec meets a benchmark the caller never gave."""
+    if not (opts.benchmark or opts.items or opts.spec):
+        opts.benchmark = "demo"
+
+
 def _benchmark_from_config(opts: RunOptions) -> None:
     """The config file's [benchmark] section names the benchmark when --benchmark does not (and must agree
     when both do); a section that is not {name = ...} is checked and refused, never ignored. For a single
@@ -681,6 +692,7 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
     """The plan without any model call: the benchmark is read, nothing is written."""
     opts.check()
     _benchmark_from_config(opts)
+    default_benchmark(opts)
     bench = load_benchmark(opts)
     if opts.gaps > len(bench.items) + 1:
         raise ConfigError(f"--gaps {opts.gaps}: {bench.name} has {len(bench.items)} items, so at most "

@@ -180,3 +180,27 @@ def test_a_run_in_progress_in_another_process_is_refused_and_left_alone(tmp_path
         holder.kill()  # the kernel drops its lock
         holder.wait()
     assert run(opts) == d and (d / "report.json").is_file()
+
+
+def test_a_library_run_that_names_no_benchmark_takes_its_items_or_config_and_else_the_demo(tmp_path, capsys):
+    # RunOptions once defaulted benchmark to "demo": a caller's own items, or a config naming its benchmark,
+    # were refused for a --benchmark they never gave
+    import json
+
+    from benchfill.cli import main
+
+    (tmp_path / "spec.toml").write_text('[benchmark]\nname = "mine"\ntext_field = "q"\nanswer_field = "a"\n'
+                                        'evaluator = "math"\n')
+    (tmp_path / "mine.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "q": f"{i} + {i}?", "a": str(2 * i)})
+                                                 + "\n" for i in range(12)))
+    plan = dry_run(RunOptions(items=str(tmp_path / "mine.jsonl"), spec=str(tmp_path / "spec.toml"),
+                              runs_dir=str(tmp_path), **FAST))
+    assert plan["run_id"].startswith("mine-")
+    cfg = tmp_path / "panel.toml"
+    cfg.write_text('[benchmark]\nname = "demo"\n')
+    assert dry_run(RunOptions(config=str(cfg), backend="sim", runs_dir=str(tmp_path), **FAST))["run_id"].startswith("demo-")
+    assert dry_run(RunOptions(runs_dir=str(tmp_path), **FAST))["run_id"].startswith("demo-")  # nothing named
+    # the command line names what it runs
+    assert main(["run", "--dry-run", "--runs-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "name a benchmark (--benchmark NAME; demo is built in)" in err

@@ -91,6 +91,10 @@ def handle(args: argparse.Namespace) -> int:
     from benchfill import run as run_mod
 
     opts = options(args)
+    if not (opts.benchmark or opts.items or opts.spec or opts.config):  # the library would run the demo
+        from benchfill.errors import ConfigError
+
+        raise ConfigError("name a benchmark (--benchmark NAME; demo is built in) or give --items and --spec")
     if args.dry_run:
         for key, value in run_mod.dry_run(opts).items():
             print(f"{key}: {value}")
