@@ -6,6 +6,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from benchfill.errors import DataError
+
 
 @dataclass(frozen=True)
 class ResponseMatrix:
@@ -30,33 +32,41 @@ class ResponseMatrix:
     untried_models: tuple[str, ...] = ()  # models of the source with trials 0 only, not in models
 
     def __post_init__(self) -> None:
+        # A user's error (a library caller builds one from their own arrays): DataError, one line naming
+        # the field, like a file read through data.read_responses
+        where = f"{self.source}: " if self.source else "ResponseMatrix: "
+        for name, ids in (("models", self.models), ("item_ids", self.item_ids)):
+            seen: set[str] = set()
+            twice = next((i for i in ids if i in seen or seen.add(i)), None)
+            if twice is not None:  # the columns would merge in every dict keyed by id; a saved fit is refused
+                raise DataError(f"{where}{name} names {twice!r} twice")
         shape = (len(self.models), len(self.item_ids))
         counts = {}
         for name in ("correct", "trials"):
             a = np.asarray(getattr(self, name))
             if a.shape != shape:
-                raise ValueError(f"{name} must have shape {shape} (models x items), got {a.shape}")
+                raise DataError(f"{where}{name} must have shape {shape} (models x items), got {a.shape}")
             if a.dtype.kind not in "iu":
                 if a.dtype.kind not in "fb" or not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
-                    raise ValueError(f"{name} must hold whole numbers of answers")
+                    raise DataError(f"{where}{name} must hold whole numbers of answers")
                 a = a.astype(np.int64)
             if a.size and a.min() < 0:
-                raise ValueError(f"{name} must not be negative")
+                raise DataError(f"{where}{name} must not be negative")
             counts[name] = a
             object.__setattr__(self, name, a)
         if np.any(counts["correct"] > counts["trials"]):
             j, i = np.argwhere(counts["correct"] > counts["trials"])[0]
-            raise ValueError(f"correct > trials for model {self.models[j]!r} on item {self.item_ids[i]!r}")
+            raise DataError(f"{where}correct > trials for model {self.models[j]!r} on item {self.item_ids[i]!r}")
         if self.chance is None:
             object.__setattr__(self, "chance", np.zeros(len(self.item_ids)))
         chance = np.asarray(self.chance, dtype=float)
         if chance.shape != (len(self.item_ids),):
-            raise ValueError(f"chance must hold one guessing floor per item, shape {(len(self.item_ids),)}, "
+            raise DataError(f"{where}chance must hold one guessing floor per item, shape {(len(self.item_ids),)}, "
                              f"got {chance.shape}")
         bad = np.flatnonzero(~((chance >= 0) & (chance < 1)))  # NaN fails both
         if bad.size:
             i = int(bad[0])
-            raise ValueError(f"item {self.item_ids[i]!r}: guessing floor {chance[i]} is not in [0, 1) "
+            raise DataError(f"{where}item {self.item_ids[i]!r}: guessing floor {chance[i]} is not in [0, 1) "
                              "(a floor of 1 means every answer is right, which says nothing about difficulty)")
         object.__setattr__(self, "chance", chance)
 

@@ -296,12 +296,20 @@ def test_library_inputs_a_user_can_get_wrong_are_named():
     from benchfill.measure.detect import detect
 
     ones = np.ones((2, 2), dtype=int)
-    with pytest.raises(ValueError, match=r"item 'y': guessing floor 1\.0 is not in \[0, 1\)"):
+    # DataError, a BenchfillError, as a file's errors are (a plain ValueError escaped `except BenchfillError`)
+    with pytest.raises(DataError, match=r"^ResponseMatrix: item 'y': guessing floor 1\.0 is not in \[0, 1\)"):
         ResponseMatrix(("a", "b"), ("x", "y"), ones, ones, np.array([0.25, 1.0]))
-    with pytest.raises(ValueError, match=r"correct > trials for model 'b' on item 'x'"):
-        ResponseMatrix(("a", "b"), ("x", "y"), np.array([[1, 1], [3, 1]]), ones * 2)
-    with pytest.raises(ValueError, match="correct must hold whole numbers"):
+    with pytest.raises(DataError, match=r"^mine\.csv: correct > trials for model 'b' on item 'x'"):
+        ResponseMatrix(("a", "b"), ("x", "y"), np.array([[1, 1], [3, 1]]), ones * 2, source="mine.csv")
+    with pytest.raises(DataError, match="correct must hold whole numbers"):
         ResponseMatrix(("a", "b"), ("x", "y"), np.array([[0.5, 1], [1, 1]]), ones)
+    with pytest.raises(DataError, match="correct must have shape"):
+        ResponseMatrix(("a", "b"), ("x", "y"), np.ones((2, 3), dtype=int), ones)
+    # a fit of such a matrix saved, but did not load again ("field 'item_ids' names 'x' twice")
+    with pytest.raises(DataError, match=r"^ResponseMatrix: item_ids names 'x' twice$"):
+        ResponseMatrix(("a", "b"), ("x", "x"), ones, ones)
+    with pytest.raises(DataError, match=r"^ResponseMatrix: models names 'a' twice$"):
+        ResponseMatrix(("a", "a"), ("x", "y"), ones, ones)
     m = ResponseMatrix(("a", "b"), ("x", "y"), [[1, 0], [1, 1]], [[1, 1], [1, 1]])  # lists are fine
     assert m.correct.dtype == np.int64
     # Hugging Face's multiple-choice layout (ARC): choices as {"text": [...], "label": [...]}
@@ -353,3 +361,22 @@ def test_paired_arguments_of_the_library_must_pair(tmp_path, capsys):
         calibrate(np.linspace(0, 1, 6), 3, matrix=m, item_ids=list(m.item_ids), reference=[1.0, 2.0])
     one = _matrix(tmp_path, "model,item_id,correct,trials\na,q,1,2\nb,q,0,2\n", "one.csv")
     _one_line(*_err(capsys, ["diagnose", "--responses", str(one)]), r"one item; coverage gaps need at least two")
+
+
+def test_a_probe_the_given_matrix_also_holds_keeps_its_own_row_when_the_panel_joins_it():
+    # Some probes not in the given matrix: the panel's rollouts join it, one row per probe. A probe the
+    # matrix also held came in twice under one name (now refused); the given row is renamed instead.
+    from benchfill.engine.backend import _stack, panel_probes
+    from benchfill.irt import fit as irt_fit
+    from benchfill.matrix import ResponseMatrix
+
+    rng = np.random.default_rng(1)
+    given = ResponseMatrix(("m1", "p1", "m2"), tuple(f"q{i}" for i in range(8)), rng.integers(0, 5, (3, 8)),
+                           np.full((3, 8), 4))
+    panel = ResponseMatrix(("p1", "p2"), ("q0", "q3", "q9"), np.array([[4, 3, 1], [1, 0, 0]]), np.full((2, 3), 4))
+    both = _stack(given, panel)
+    assert both.models == ("m1", "p1 (given)", "m2", "p1", "p2") and both.n_items == 9
+    assert list(both.correct[3, [0, 3, 8]]) == [4, 3, 1] and both.trials[3].sum() == 12  # p1: the panel's row
+    fit = irt_fit(both, engine="map", seed=0)
+    p1, _ = panel_probes(fit, [("p1", 4), ("p2", 4)])
+    assert p1.ability == pytest.approx(float(fit.ability[3]))

@@ -644,12 +644,17 @@ def panel_probes(fit, panel: list[tuple[str, int]], *, ability_error: bool = Tru
 
 
 def _stack(a, b):
-    """Two response matrices over the union of their items (pairs never tried stay at zero trials)."""
+    """Two response matrices over the union of their items (pairs never tried stay at zero trials).
+
+    A model in both (a probe of the panel that the given matrix also holds, when other probes are not in
+    it) keeps its rows apart: ``a``'s is renamed "NAME (given)", so that NAME is ``b``'s, the rollouts of
+    the run's own prompts, which place the probe (a published row may have answered other prompts)."""
     from benchfill.matrix import ResponseMatrix
 
     ids = list(a.item_ids) + [i for i in b.item_ids if i not in set(a.item_ids)]
     col = {i: k for k, i in enumerate(ids)}
-    models = list(a.models) + list(b.models)
+    taken = set(b.models)
+    models = [f"{m} (given)" if m in taken else m for m in a.models] + list(b.models)
     correct = np.zeros((len(models), len(ids)), dtype=np.int64)
     trials = np.zeros_like(correct)
     chance = np.zeros(len(ids))
