@@ -66,7 +66,7 @@ def test_answers_file_adds_entropy(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--alpha", "2"], "--alpha"),
     (["--responses", "MISSING.csv"], "MISSING.csv"),
-    (["--draws", "100000000"], "--draws must be in 19..9999, got 100000000"),
+    (["--draws", "100000000"], "--draws must be a whole number in 19..9999, got 100000000"),
 ])
 def test_bad_input_is_one_line_and_nonzero(tmp_path, capsys, args, message):
     resp = _write_responses(tmp_path / "responses.csv", n_items=5)

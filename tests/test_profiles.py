@@ -260,3 +260,16 @@ def test_isotonic_fit_without_numba_gives_the_same_fit():
     t = rng.integers(1, 11, size=(50, 30)).astype(float)
     k = rng.binomial(t.astype(int), rng.uniform(0, 1, size=t.shape)).astype(float)
     assert np.allclose(_scipy_rows(k, t), isotonic_fit(k, t))
+
+
+def test_the_library_refuses_the_settings_the_command_line_refuses():
+    # profile() once took alpha 2 (every item flagged), draws 0 (nothing could be flagged) and a text seed
+    from benchfill.errors import ConfigError
+
+    m = ResponseMatrix(("a", "b", "c"), ("x", "y"), np.array([[0, 1], [1, 1], [2, 2]]), np.full((3, 2), 2))
+    for kw, said in (({"alpha": 2}, r"^alpha must be in \(0, 1\), got 2$"), ({"alpha": -1}, "alpha must be"),
+                     ({"draws": 0}, r"^draws must be a whole number in 19\.\.9999, got 0$"),
+                     ({"draws": -5}, "draws must be"), ({"draws": 99.5}, "draws must be"),
+                     ({"seed": "x"}, r"^seed must be a non-negative whole number, got 'x'$")):
+        with pytest.raises(ConfigError, match=said):
+            profile(m, cache_dir=False, **kw)

@@ -50,13 +50,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from benchfill.cli.output import check_out_dir, warn_untried
     from benchfill.data import read_responses
     from benchfill.errors import ConfigError
-    from benchfill.measure.order_test import MAX_DRAWS
-    from benchfill.measure.profiles import profile
+    from benchfill.measure.profiles import check_settings, profile
 
-    if not 0 < args.alpha < 1:
-        raise ConfigError(f"--alpha must be in (0, 1), got {args.alpha}")
-    if not 19 <= args.draws <= MAX_DRAWS:  # fewer cannot reach o <= .05; more resolve o below 1e-4, finer than any alpha
-        raise ConfigError(f"--draws must be in 19..{MAX_DRAWS}, got {args.draws}")
+    check_settings(args.alpha, args.draws, args.seed, name=lambda key: f"--{key}")  # before any work
     # refused before the profiling, not after it: a folder in the way of an output file, or no way to write
     check_out_dir(args.out, "--out", OUTPUTS, inputs={"--responses": args.responses, "--items": args.items,
                                                       "--answers": args.answers, "--fit": args.fit_path})

@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 from scipy.special import betaln
 
-from benchfill.errors import DataError
+from benchfill.errors import ConfigError, DataError
 from benchfill.irt.fit import IrtFit
 from benchfill.matrix import ResponseMatrix
-from benchfill.measure.order_test import DEFAULT_DRAWS, calibration, lr_statistic
+from benchfill.measure.order_test import DEFAULT_DRAWS, MAX_DRAWS, calibration, lr_statistic
 from benchfill.measure.trajectory import (
     ModelAxis,
     answer_entropy,
@@ -139,6 +139,18 @@ class BenchmarkProfile:
         }
 
 
+def check_settings(alpha: Any, draws: Any, seed: Any = 0, name: Callable[[str], str] = str) -> None:
+    """Refuse an order test no profile can run, naming the setting as ``name`` gives it (the CLI: its flag).
+    An alpha outside (0, 1) flags every item or none; fewer than 19 draws cannot reach a p of .05, and more
+    than MAX_DRAWS resolve p below 1e-4, finer than any alpha."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise ConfigError(f"{name('alpha')} must be in (0, 1), got {alpha!r}")
+    if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or not 19 <= draws <= MAX_DRAWS:
+        raise ConfigError(f"{name('draws')} must be a whole number in 19..{MAX_DRAWS}, got {draws!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ConfigError(f"{name('seed')} must be a non-negative whole number, got {seed!r}")
+
+
 def profile(
     matrix: ResponseMatrix,
     *,
@@ -164,6 +176,7 @@ def profile(
     does not know are otherwise ignored. ``progress`` receives a line per order calibration (one
     per distinct trials vector). A matrix in which no item was tried by two models is refused.
     """
+    check_settings(alpha, draws, seed)
     if answers:
         match_answers(answers, matrix)
     axis = model_axis(matrix, fit=fit, order=order, fit_source=fit_source)
