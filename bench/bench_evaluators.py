@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from evaluators import get_evaluator
-from evaluators.sandbox import isolation
+from benchfill.evaluators import get_evaluator
+from benchfill.evaluators.sandbox import isolation
 
 DATA = Path(os.environ.get("BENCHFILL_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

@@ -172,7 +172,7 @@ def main() -> int:
         return 0
     # what the pre-screen would pay per child: one item's features and prediction, model already loaded
     lab = results["humaneval"]
-    from evaluators import get_evaluator
+    from benchfill.evaluators import get_evaluator
 
     code = get_evaluator("code")
     code.grade("    pass\n", lab.items[0])

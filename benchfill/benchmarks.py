@@ -66,7 +66,7 @@ class BenchmarkSpec(BaseModel):
     tests_field: str | None = None
     entry_point_field: str | None = None
     evaluator: str = "math"  # a name in the evaluators registry
-    solver_prompt: str = "math"  # a solver template under prompts/
+    solver_prompt: str = "math"  # a solver template under benchfill/prompts/
     # Guessing floor: a constant, or "options" for 1 / (number of options) of each item.
     chance: float | Literal["options"] = 0.0
     source: str = ""
@@ -112,7 +112,7 @@ class BenchmarkSpec(BaseModel):
     def required_fields(self) -> list[str]:
         """The fields every item needs: its text, its answer and what the grader reads (``ConfigError`` naming
         the evaluator where no grader of that name is registered)."""
-        from evaluators import spec_item_fields
+        from benchfill.evaluators import spec_item_fields
 
         try:
             extra = spec_item_fields(self)
@@ -122,8 +122,8 @@ class BenchmarkSpec(BaseModel):
 
     def check_runnable(self, where: str) -> None:
         """Refuse, before any work, a spec whose grader or solver prompt does not exist (``where``: its file)."""
+        from benchfill.evaluators import spec_item_fields
         from benchfill.prompts import _template_path
-        from evaluators import spec_item_fields
 
         try:
             spec_item_fields(self)

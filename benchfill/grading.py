@@ -62,7 +62,7 @@ class Grading:
 
     def grader(self) -> Any:
         if self.evaluator is None:
-            from evaluators import get_evaluator
+            from benchfill.evaluators import get_evaluator
 
             self.evaluator = get_evaluator(self.spec.evaluator)
         return self.evaluator

@@ -219,7 +219,7 @@ def _total_spend(results) -> dict[str, int]:
 
 
 def _isolation(bench) -> str | None:
-    from evaluators import isolation_of
+    from benchfill.evaluators import isolation_of
 
     return isolation_of(bench.spec.evaluator)
 

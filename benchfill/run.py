@@ -238,7 +238,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
 
     opts.check()
     bench = load_benchmark(opts)
-    from evaluators import require_confinement
+    from benchfill.evaluators import require_confinement
 
     isolation = require_confinement(bench.spec.evaluator, opts.allow_unconfined)  # refuses before any work
     items = bench.items

@@ -8,8 +8,8 @@ import socket
 import pytest
 
 from benchfill.cli import main
-from evaluators import require_confinement
-from evaluators.sandbox import ALLOW_ENV, UNCONFINED_REFUSAL, Unconfined
+from benchfill.evaluators import require_confinement
+from benchfill.evaluators.sandbox import ALLOW_ENV, UNCONFINED_REFUSAL, Unconfined
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_an_allowed_run_does_not_allow_the_next_one_in_the_same_process(no_bwrap
 def test_the_permission_travels_with_the_grader_to_its_workers(no_bwrap):
     import pickle
 
-    from evaluators import evaluator_for_run
+    from benchfill.evaluators import evaluator_for_run
 
     item = {"prompt": "def f():\n", "test": "def check(c):\n    assert c() == 1\n", "entry_point": "f"}
     allowed = pickle.loads(pickle.dumps(evaluator_for_run("code", allow_unconfined=True)))  # as a worker gets it

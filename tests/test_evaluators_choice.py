@@ -8,8 +8,8 @@ from itertools import islice
 import pytest
 
 from benchfill.errors import DataError
-from evaluators import get_evaluator
-from evaluators.multiple_choice import extract_choice
+from benchfill.evaluators import get_evaluator
+from benchfill.evaluators.multiple_choice import extract_choice
 
 MC = get_evaluator("multiple_choice")
 

@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from evaluators import get_evaluator
-from evaluators.code_tests import build_program, extract_code
-from evaluators.sandbox import isolation, run_programs
+from benchfill.evaluators import get_evaluator
+from benchfill.evaluators.code_tests import build_program, extract_code
+from benchfill.evaluators.sandbox import isolation, run_programs
 
 CODE = get_evaluator("code", timeout=3.0, cpu_seconds=3)
 
@@ -205,7 +205,7 @@ def test_hostile_candidates_graded_wrong_through_the_evaluator(humaneval):
 def test_programs_run_under_bubblewrap():
     # CI installs bubblewrap (.ci/run): every hostile-code test above ran inside it
     assert isolation() == "bubblewrap" == CODE.isolation()
-    from evaluators import isolation_of
+    from benchfill.evaluators import isolation_of
 
     assert isolation_of("code") == "bubblewrap" and isolation_of("math") is None
     # the sandbox sees its own loopback, a read-only system and a private, empty /tmp
@@ -218,7 +218,7 @@ def test_programs_run_under_bubblewrap():
 
 
 def test_without_bubblewrap_programs_are_refused_unless_allowed(monkeypatch, tmp_path):
-    from evaluators.sandbox import ALLOW_ENV, UNCONFINED_REFUSAL, Unconfined
+    from benchfill.evaluators.sandbox import ALLOW_ENV, UNCONFINED_REFUSAL, Unconfined
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
     monkeypatch.delenv(ALLOW_ENV, raising=False)
@@ -242,7 +242,7 @@ def test_sandbox_works_with_an_interpreter_under_tmp(tmp_path):
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    sandbox = os.path.join(os.path.dirname(__file__), "..", "evaluators", "sandbox.py")
+    sandbox = os.path.join(os.path.dirname(__file__), "..", "benchfill", "evaluators", "sandbox.py")
     probe = (
         "import importlib.util, sys\n"
         f"sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(sandbox)))!r})\n"

@@ -8,9 +8,9 @@ import signal
 
 import pytest
 
-from evaluators import get_evaluator
-from evaluators.math_answers import as_number, extract_answer, last_boxed
-from evaluators.math_worker import MathVerifier
+from benchfill.evaluators import get_evaluator
+from benchfill.evaluators.math_answers import as_number, extract_answer, last_boxed
+from benchfill.evaluators.math_worker import MathVerifier
 
 MATH = get_evaluator("math")
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from benchfill.errors import ConfigError, DataError
-from evaluators import EVALUATORS, Evaluator, Grade, get_evaluator, register
+from benchfill.evaluators import EVALUATORS, Evaluator, Grade, get_evaluator, register
 
 
 def test_builtins_registered_by_name():

@@ -11,10 +11,10 @@ from loopback_openai import LoopbackOpenAI, reply
 
 from benchfill.benchmarks import BenchmarkSpec
 from benchfill.config import ProbeConfig, RetryConfig
+from benchfill.evaluators import Evaluator, Grade, get_evaluator
 from benchfill.grading import Grading
 from benchfill.probes import ProbePanel, RolloutClient
 from benchfill.store import Store
-from evaluators import Evaluator, Grade, get_evaluator
 
 ITEM = {"id": "add", "prompt": "def add(a, b):\n", "entry_point": "add",
         "test": "def check(f):\n    assert f(2, 3) == 5\n"}

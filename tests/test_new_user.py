@@ -132,3 +132,25 @@ def test_a_run_stopped_while_drawing_its_plots_leaves_no_report_naming_them(tmp_
     monkeypatch.setattr(report, "_plots", drawn)
     assert main(args) == 0
     assert (run / "report.json").is_file() and (run / "plots" / "ecdf_before_after.png").is_file()
+
+
+def test_a_run_beside_a_users_own_prompts_and_evaluators_folders_uses_benchfills(tmp_path):
+    # `python -m` puts the working folder first on the import path: benchfill's templates and graders were
+    # top-level packages named prompts and evaluators, and a user's own (both common names in LLM projects)
+    # took their place ("no file solver_math.txt in the defaults", or an ImportError)
+    import os
+    import subprocess
+    import sys
+
+    for name in ("prompts", "evaluators"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([sys.executable, "-m", "benchfill", "run", "--benchmark", "demo", "--gaps", "1", "--rounds",
+                           "1", "--parents", "1", "--children", "2", "--sim-probes", "4", "--references", "4",
+                           "--runs-dir", "runs", "--quiet"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / done.stdout.strip() / "report.json").read_text())
+    assert report["backend"]["backend"] == "sim" and report["gaps_filled"] + report["gaps_outside"] <= 1 and report["gaps"]

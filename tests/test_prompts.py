@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from benchfill.errors import ConfigError
+from benchfill.evaluators import get_evaluator
 from benchfill.prompts import (
     MalformedReply,
     format_judge_prompt,
@@ -20,7 +21,6 @@ from benchfill.prompts import (
     placeholders,
     render,
 )
-from evaluators import get_evaluator
 
 DEFAULTS = ["solver_math", "solver_multiple_choice", "solver_code", "rewriter", "judge"]
 MATH_SPEC = SimpleNamespace(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.sandbox import run_programs
+from benchfill.evaluators.sandbox import run_programs
 
 
 def _one(source: str, timeout: float = 5.0):
@@ -22,7 +22,7 @@ def test_host_files_are_out_of_sight(tmp_path):
     """A read-only bind of / let a program read every file of the host and connect() to every socket file
     (D-Bus, PostgreSQL, Docker's). The sandbox's root now holds only the interpreter's directories and what
     the loader needs: the folders where a host's sockets live (/run, /var/run, /home) are not there."""
-    from evaluators import sandbox
+    from benchfill.evaluators import sandbox
 
     secret = tmp_path / "secret.txt"
     secret.write_text("api key")
@@ -148,7 +148,7 @@ def test_a_pass_is_not_faked_by_replacing_os_write():
 
 def test_the_scratch_cleaner_removes_what_a_program_can_make(tmp_path):
     """The runner's own cleaner, directly: deep, closed, linked, with a kept mount's way left alone."""
-    from evaluators import sandbox_runner as runner
+    from benchfill.evaluators import sandbox_runner as runner
 
     outside = tmp_path / "outside.txt"
     outside.write_text("keep me")
@@ -181,7 +181,7 @@ def test_the_scratch_cleaner_removes_what_a_program_can_make(tmp_path):
 
 
 def test_programs_after_a_dead_or_unusable_sandbox_get_a_fresh_one(monkeypatch):
-    from evaluators import sandbox
+    from benchfill.evaluators import sandbox
 
     launches = []
     script = iter([
@@ -205,7 +205,7 @@ def test_programs_after_a_dead_or_unusable_sandbox_get_a_fresh_one(monkeypatch):
 def test_a_kernel_refusing_the_user_namespace_guard_still_gets_a_sandbox(monkeypatch, tmp_path):
     import shutil
 
-    from evaluators import sandbox
+    from benchfill.evaluators import sandbox
 
     real = shutil.which("bwrap")
     fake = tmp_path / "bwrap"

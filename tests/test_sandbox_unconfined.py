@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from evaluators.sandbox import ALLOW_ENV, run_programs
+from benchfill.evaluators.sandbox import ALLOW_ENV, run_programs
 
 
 @pytest.fixture

@@ -105,9 +105,9 @@ def _invalid_child(world, bench):
 
 
 def test_the_sims_slip_makes_an_invalid_childs_correctness_fall_with_ability_on_both_paths():
+    from benchfill.evaluators import get_evaluator
     from benchfill.sim import roles
     from benchfill.sim.direct import WorldServices
-    from evaluators import get_evaluator
 
     bench, world = _sim(invalid_base=1.0, invalid_max=1.0)
     child = _invalid_child(world, bench)

@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from benchfill.errors import ConfigError
+from benchfill.evaluators import get_evaluator
 from benchfill.sim import SimServer, World
-from evaluators import get_evaluator
 
 
 def load(shared_data, name: str, limit: int | None = None) -> list[dict]:

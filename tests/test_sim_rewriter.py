@@ -14,8 +14,8 @@ import litellm
 import numpy as np
 import pytest
 
+from benchfill.evaluators import get_evaluator
 from benchfill.sim import SimServer, World
-from evaluators import get_evaluator
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def test_children_registry_survives_a_restart(items, tmp_path):
 
 
 def test_the_products_own_templates_and_parsers_round_trip(shared_data):
-    """The pipeline's real prompts (prompts/) are what the world reads; its parsers read the replies."""
+    """The pipeline's real prompts (benchfill/prompts/) are what the world reads; its parsers read the replies."""
     from benchfill.benchmarks import get_benchmark
     from benchfill.prompts import (
         format_judge_prompt,

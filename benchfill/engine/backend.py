@@ -458,7 +458,7 @@ async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = 
     b = None
     try:
         b = Backend(backend, opts, bench, store, run_dir, config, world, server)
-        from evaluators import evaluator_for_run
+        from benchfill.evaluators import evaluator_for_run
 
         # the run's own permission to run programs unconfined goes with the grader to its workers
         evaluator = evaluator_for_run(bench.spec.evaluator, opts.allow_unconfined)

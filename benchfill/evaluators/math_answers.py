@@ -7,7 +7,7 @@ else the last "the answer is X". Comparison, cheapest first:
    ``"0.5"``) compare exactly as rationals, in this process;
 2. anything else goes to math-verify (symbolic and numeric equivalence) in a
    persistent worker process with its own timeout and a memory cap
-   (``evaluators.math_worker``). Nothing is ever passed to ``eval``.
+   (``benchfill.evaluators.math_worker``). Nothing is ever passed to ``eval``.
 
 Answers longer than ``MAX_ANSWER_CHARS`` are graded wrong unparsed: a size cap keeps
 a pathological response from reaching the parser.
@@ -19,9 +19,9 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from evaluators import register
-from evaluators.base import Evaluator, Grade, field_name, item_field
-from evaluators.math_worker import MathVerifier, VerifierFailed, shared_verifier
+from benchfill.evaluators import register
+from benchfill.evaluators.base import Evaluator, Grade, field_name, item_field
+from benchfill.evaluators.math_worker import MathVerifier, VerifierFailed, shared_verifier
 
 MAX_ANSWER_CHARS = 300
 MAX_REFERENCE_CHARS = 1000

@@ -53,7 +53,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from benchfill.errors import ConfigError
-from evaluators.sandbox_runner import SCRATCH_UNUSABLE  # its exit status when the scratch areas stay dirty
+from benchfill.evaluators.sandbox_runner import (
+    SCRATCH_UNUSABLE,  # its exit status when the scratch areas stay dirty
+)
 
 MEMORY_BYTES = 1 << 30  # address space, per process
 FILE_BYTES = 16 << 20

@@ -12,8 +12,8 @@ import string
 from typing import Any
 
 from benchfill.errors import DataError
-from evaluators import register
-from evaluators.base import Evaluator, Grade, field_name, item_field
+from benchfill.evaluators import register
+from benchfill.evaluators.base import Evaluator, Grade, field_name, item_field
 
 LETTERS = string.ascii_uppercase[:10]
 

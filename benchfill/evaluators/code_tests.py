@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from evaluators import register
-from evaluators.base import Evaluator, Grade, field_name, item_field
-from evaluators.sandbox import isolation, run_programs
+from benchfill.evaluators import register
+from benchfill.evaluators.base import Evaluator, Grade, field_name, item_field
+from benchfill.evaluators.sandbox import isolation, run_programs
 
 MAX_CODE_CHARS = 100_000
 

@@ -1,8 +1,8 @@
 """Prompt templates: strict loading, a user override directory, fillers and reply parsers.
 
 Templates are ``.txt`` files with ``str.format`` placeholders (``{name}``; a literal
-brace is written ``{{`` or ``}}``). The defaults ship in the top-level ``prompts``
-package; a file of the same name in ``user_dir`` (or ``$BENCHFILL_PROMPTS_DIR``)
+brace is written ``{{`` or ``}}``). The defaults ship beside this module, as
+``benchfill/prompts/*.txt``; a file of the same name in ``user_dir`` (or ``$BENCHFILL_PROMPTS_DIR``)
 replaces the default. Rendering is strict both ways: a placeholder without a
 value and a value without a placeholder are both ``ConfigError``s, so a typo in
 an override fails at once instead of sending a half-filled prompt to a paid model.
@@ -44,9 +44,9 @@ def _template_path(name: str, user_dir: str | os.PathLike | None) -> tuple[str, 
         candidate = Path(override) / f"{stem}.txt"
         if candidate.is_file():
             return candidate.read_text(encoding="utf-8"), str(candidate)
-    default = files("prompts") / f"{stem}.txt"
+    default = files(__name__) / f"{stem}.txt"
     if default.is_file():
-        return default.read_text(encoding="utf-8"), f"prompts/{stem}.txt"
+        return default.read_text(encoding="utf-8"), f"benchfill/prompts/{stem}.txt"
     searched = f"{override} and the defaults" if override else "the defaults"
     raise ConfigError(f"prompt {stem!r}: no file {stem}.txt in {searched}")
 

@@ -1,6 +1,6 @@
 """Graders registered by name: ``math``, ``multiple_choice``, ``code``.
 
-    from evaluators import get_evaluator
+    from benchfill.evaluators import get_evaluator
     ev = get_evaluator("math")
     ev.grade(response, item, spec)  # -> Grade(correct, extracted, reason)
 
@@ -8,7 +8,7 @@ Adding a grader: subclass ``Evaluator`` and decorate it with ``@register("name")
 in any module imported before ``get_evaluator("name")`` is called (a benchmark
 plugin, a conftest, the user's script):
 
-    from evaluators import Evaluator, Grade, register
+    from benchfill.evaluators import Evaluator, Grade, register
 
     @register("exact_match")
     class ExactMatch(Evaluator):
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchfill.errors import ConfigError
-from evaluators.base import Evaluator, Grade, field_name
+from benchfill.evaluators.base import Evaluator, Grade, field_name
 
 __all__ = ["EVALUATORS", "Evaluator", "Grade", "evaluator_for_run", "field_name", "get_evaluator", "isolation_of",
            "register", "require_confinement", "spec_item_fields"]
@@ -36,9 +36,9 @@ __all__ = ["EVALUATORS", "Evaluator", "Grade", "evaluator_for_run", "field_name"
 EVALUATORS: dict[str, Callable[..., Evaluator]] = {}
 
 _BUILTIN_MODULES = {
-    "math": "evaluators.math_answers",
-    "multiple_choice": "evaluators.multiple_choice",
-    "code": "evaluators.code_tests",
+    "math": "benchfill.evaluators.math_answers",
+    "multiple_choice": "benchfill.evaluators.multiple_choice",
+    "code": "benchfill.evaluators.code_tests",
 }
 
 
@@ -93,7 +93,7 @@ def require_confinement(name: str, allow_unconfined: bool = False) -> str | None
     confinement) when the grader would run programs unconfined and neither ``allow_unconfined`` nor
     the user's ``BENCHFILL_ALLOW_UNCONFINED=1`` allows it. It changes nothing: the permission reaches the
     grader through ``evaluator_for_run``, not through this process's environment, so it ends with the run."""
-    from evaluators import sandbox
+    from benchfill.evaluators import sandbox
 
     found = isolation_of(name)
     if found == "unconfined" and not (allow_unconfined or sandbox.unconfined_allowed()):

@@ -44,7 +44,7 @@ class MathVerifier:
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         return subprocess.Popen(
-            [sys.executable, "-m", "evaluators.math_worker", str(self.check_timeout)],
+            [sys.executable, "-m", "benchfill.evaluators.math_worker", str(self.check_timeout)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
