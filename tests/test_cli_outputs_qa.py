@@ -212,3 +212,24 @@ def test_an_output_that_is_a_link_or_a_device_is_refused_and_left_alone(tmp_path
         _one_line(*_err(capsys, ["fit", "--responses", _responses(tmp_path), "--out", name]), pattern)
     assert (tmp_path / "link.json").is_symlink() and target.read_text() == "{}"
     assert not (tmp_path / "pipe.json").is_file() and (tmp_path / "pipe.json").exists()
+
+
+@pytest.mark.parametrize("args", [["diagnose", "--responses", "{r}", "--k", "5"], ["--version"], ["diagnose", "--help"]])
+def test_a_reader_that_stops_early_gets_no_traceback_and_exit_141(tmp_path, args):
+    # `benchfill ... | head -1`: the closed pipe was found at the interpreter's last flush ("Exception
+    # ignored ... BrokenPipeError", exit 120), or in argparse's print (a traceback)
+    import sys
+
+    r = tmp_path / "r.csv"
+    r.write_text(MATRIX)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    for unbuffered in ("", "1"):
+        proc = subprocess.Popen([sys.executable, "-m", "benchfill", *(a.format(r=r) for a in args)], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**env, **({"PYTHONUNBUFFERED": "1"} if unbuffered else {})})
+        proc.stdout.close()  # gone before anything is written: the first write meets a closed pipe
+        err = proc.stderr.read().decode()
+        rc = proc.wait(timeout=60)
+        assert err == "", err
+        # argparse's help writer swallows a failed write itself (unbuffered, nothing is left to fail)
+        assert rc == 141 or (rc == 0 and "--help" in args and unbuffered), rc

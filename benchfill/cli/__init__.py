@@ -64,6 +64,24 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:  # argparse's --help and --version end by SystemExit: flushed here too
+            sys.stdout.flush()  # here, not at exit: a reader gone is then a BrokenPipeError this catches
+    except BrokenPipeError:
+        # The reader of our stdout stopped early (`| head`): say nothing more, and exit as a Unix tool
+        # killed by SIGPIPE does (141), not 0 for output cut short. stdout goes to /dev/null first: the
+        # interpreter flushes it at exit, and a flush into the closed pipe printed "Exception ignored".
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # no real stdout (a caller's capture): nothing to flush
+            pass
+        return 141
+
+
+def _main(argv: list[str] | None) -> int:
     # litellm must never fetch its model cost map from the network.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if os.environ.get("BENCHFILL_LOOPBACK_ONLY"):
@@ -89,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchfill: {'terminated' if isinstance(exc, Terminated) else 'interrupted'}{again}", file=sys.stderr)
         return 128 + exc.signum if isinstance(exc, Terminated) else 130
     except BrokenPipeError:
-        return 0
+        raise  # main's
     except OSError as exc:
         # A file the user named that cannot be read or written (a folder where a file is wanted, a path
         # under a file, no permission): the user's to fix, so one line. Without a file it is a bug.
