@@ -233,3 +233,17 @@ def test_a_reader_that_stops_early_gets_no_traceback_and_exit_141(tmp_path, args
         assert err == "", err
         # argparse's help writer swallows a failed write itself (unbuffered, nothing is left to fail)
         assert rc == 141 or (rc == 0 and "--help" in args and unbuffered), rc
+
+
+def test_an_ascii_terminal_gets_escapes_not_a_traceback_halfway_through_a_table(tmp_path):
+    import sys
+
+    r = tmp_path / "r.csv"
+    r.write_text("model,item_id,correct,trials\n" + "".join(f"m{j},{i},{(j + k) % 3},2\n" for j in range(3)
+                                                            for k, i in enumerate(("café", "b", "c"))),
+                 encoding="utf-8")
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run([sys.executable, "-m", "benchfill", "diagnose", "--responses", str(r)], cwd=tmp_path,
+                          env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"caf\\xe9" in done.stdout and b"Traceback" not in done.stderr

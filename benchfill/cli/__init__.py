@@ -82,6 +82,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    for stream in (sys.stdout, sys.stderr):
+        # A terminal or pipe that is not UTF-8 (PYTHONIOENCODING=ascii, PYTHONUTF8=0 under LANG=C): "±", an
+        # item id's "é" or a HumanEval text's arrow would stop the command mid-table with a traceback, after
+        # its files were written; written as escapes instead
+        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if enc and enc != "utf8" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     # litellm must never fetch its model cost map from the network.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if os.environ.get("BENCHFILL_LOOPBACK_ONLY"):
