@@ -248,3 +248,15 @@ def test_an_ascii_terminal_gets_escapes_not_a_traceback_halfway_through_a_table(
                           env=env, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode()
     assert b"caf\\xe9" in done.stdout and b"Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("argv", "usage"), [(["diagnose", "--nope"], "usage: benchfill diagnose "),
+                                             (["review", "import", "x", "--nope"], "usage: benchfill review import "),
+                                             (["sim"], "usage: benchfill sim "), (["probes"], "usage: benchfill probes ")])
+def test_a_command_given_an_unknown_option_or_no_action_shows_its_own_usage(capsys, argv, usage):
+    # an unknown option showed the top level's usage; `sim` with no action printed the top level's help
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    out, err = capsys.readouterr()
+    assert stop.value.code == 2 and out == "" and err.startswith(usage), err
+    assert "unrecognized arguments: --nope" in err or "required: ACTION" in err

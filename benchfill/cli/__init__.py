@@ -46,6 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser ``args`` were parsed by: ``benchfill review import`` -> import's."""
+    while True:
+        chosen = next((a.choices[getattr(args, a.dest)] for a in parser._actions
+                       if isinstance(a, argparse._SubParsersAction) and getattr(args, a.dest, None) in a.choices),
+                      None)
+        if chosen is None:
+            return parser
+        parser = chosen
+
+
 class _VersionAction(argparse.Action):
     """Looks the version up only when asked: importlib.metadata costs ~30 ms on every start-up."""
 
@@ -97,7 +108,9 @@ def _main(argv: list[str] | None) -> int:
         if netguard.enabled():
             netguard.install()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the command they were given to, with its usage, not the top level's
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -14,7 +14,7 @@ HOST = "127.0.0.1"  # loopback only: the simulated world is never exposed to a n
 
 def register(subparsers: Any) -> None:
     sim = subparsers.add_parser("sim", help="the simulated world (offline OpenAI-compatible backend)")
-    sub = sim.add_subparsers(dest="sim_command", metavar="SUBCOMMAND")
+    sub = sim.add_subparsers(dest="sim_command", metavar="ACTION", required=True)
     serve = sub.add_parser("serve", help="serve a seeded simulated world on 127.0.0.1")
     src = serve.add_argument_group("benchmark (one of --benchmark or --items)")
     src.add_argument("--benchmark", help="a registered benchmark name (or 'demo')")

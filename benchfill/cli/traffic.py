@@ -11,7 +11,7 @@ from benchfill.cli.argtypes import positive_float
 
 def register(subparsers: Any) -> None:
     probes = subparsers.add_parser("probes", help="the probe panel: check endpoints, serve models with vLLM")
-    sub = probes.add_subparsers(dest="probes_command", metavar="SUBCOMMAND")
+    sub = probes.add_subparsers(dest="probes_command", metavar="ACTION", required=True)
 
     check = sub.add_parser("check", help="does each endpoint (each replica of a fleet) answer /v1/models "
                            "and serve its model?")
@@ -41,7 +41,6 @@ def register(subparsers: Any) -> None:
     # a closed terminal (SIGHUP) stops the servers as Ctrl-C does: they run in sessions of their own,
     # so nothing else would
     serve.set_defaults(func=serve_cmd, stop_on_hangup=True)
-    probes.set_defaults(func=lambda args: probes.print_help() or 2)
 
 
 def _config_args(p: argparse.ArgumentParser) -> None:
