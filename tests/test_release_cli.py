@@ -52,6 +52,14 @@ def test_cli_export_import_release_verify_diff(tmp_path, shared_data, capsys):
     (v1 / "README.md").write_text((v1 / "README.md").read_text() + "\nhand edit\n")
     assert main(["release", "verify", str(v1)]) == 2
     assert "README.md: sha256 differs from the manifest" in capsys.readouterr().err
+    (v1 / "plot.png").unlink(missing_ok=True)
+    for name in ("CHANGELOG.md", "data/test.jsonl"):
+        (v1 / name).write_text((v1 / name).read_text() + "\n")
+    assert main(["release", "verify", str(v1)]) == 2  # several problems: all on stderr, the error line first
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and lines[0].startswith("benchfill: error: release does not verify (")
+    assert len(lines) >= 3 and all(line.startswith("  ") for line in lines[1:])
 
 
 def test_cli_import_names_the_bad_row(tmp_path, shared_data, capsys):

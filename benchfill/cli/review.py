@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 from benchfill.cli.argtypes import port
@@ -127,7 +128,7 @@ _FLAG_MODES = {"--sha256": ("verify",), "--run": ("verify",)}
 
 
 def _release(args) -> int:
-    from benchfill.errors import BenchfillError, ConfigError
+    from benchfill.errors import ConfigError
     from benchfill.release import diff_releases, release, verify_release
 
     words = args.args
@@ -157,9 +158,14 @@ def _release(args) -> int:
                 raise ConfigError(f"--run {args.run}: its store records no release at {words[1]}")
         problems = verify_release(Path(words[1]), want)
         if problems:
+            # all on stderr, the error line first: stdout carries only what verifies
+            from benchfill.untrusted import terminal
+
+            print(f"benchfill: error: release does not verify ({len(problems)} problem(s)): {terminal(problems[0])}",
+                  file=sys.stderr)
             for p in problems[1:]:
-                print(p)
-            raise BenchfillError(f"release does not verify ({len(problems)} problem(s)): {problems[0]}")
+                print(f"  {terminal(p)}", file=sys.stderr)
+            return 2
         from benchfill.release import manifest_sha256
 
         digest = manifest_sha256(words[1])
@@ -184,18 +190,12 @@ def _release(args) -> int:
         print(f"from the previous release: {len(res.carried)} carried forward, {len(res.removed)} removed, "
               f"{len(res.changed)} changed")
     if res.rule_note:
-        import sys
-
         print(f"note: {res.rule_note}", file=sys.stderr)
     if res.pending:
-        import sys
-
         more = f" (+{len(res.pending) - 5})" if len(res.pending) > 5 else ""
         print(f"note: {len(res.pending)} item(s) of this run still await review and are not in {res.version}: "
               f"{', '.join(res.pending[:5])}{more}", file=sys.stderr)
     if res.held:
-        import sys
-
         print(f"note: {len(res.held)} accepted item(s) of this run stay out of {res.version}, removed from an "
               f"earlier release: {', '.join(res.held)} (an accept or edit of one made after its removal puts it "
               "back)", file=sys.stderr)
