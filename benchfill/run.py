@@ -267,12 +267,13 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         raise
     started = False
     try:
-        inputs = _input_hashes(opts, items)  # (read once: the items and responses files may be large)
-        _same_run(store, opts, run_id_for(opts), inputs)  # a resume must not mix two runs' settings or files
+        inputs = _input_hashes(opts, items, bench)  # (read once: the items and responses files may be large)
+        _same_run(store, opts, run_id_for(opts), inputs, bench)  # a resume must not mix two runs' settings or files
         if not store.get_meta("options"):  # from the start: a run killed during its fit is checked too
             store.set_meta("options", opts.identity())
-        if inputs and not store.get_meta(INPUTS_META):  # (a run from before: recorded now)
-            store.set_meta(INPUTS_META, inputs)
+        recorded = store.get_meta(INPUTS_META) or {}
+        if inputs.keys() - recorded.keys():  # (a run from before they were all recorded: the rest recorded now)
+            store.set_meta(INPUTS_META, {**inputs, **recorded})
         if opts.config and not store.get_meta("config_sha256"):
             store.set_meta("config_sha256", _sha256_of(opts.config))
         _record_originals(store, items)
@@ -392,23 +393,33 @@ INPUT_FILES = ("items", "spec", "responses")  # the options of RunOptions.identi
 LOCK_FILE = ".run.lock"
 
 
-def _input_hashes(opts: RunOptions, items: list[dict[str, Any]]) -> dict[str, str]:
+def _input_hashes(opts: RunOptions, items: list[dict[str, Any]], bench: Any = None) -> dict[str, str]:
     """The content of the files the run id names only by path: two benchmarks in two folders run with one
     relative command get one run id, and a file edited in place keeps it. ``--items hf:...`` names a
-    dataset, not a file: its loaded ``items`` are hashed (canonical JSON) instead."""
+    dataset, not a file: its loaded ``items`` are hashed (canonical JSON) instead. A registered ``bench``'s
+    own files (``BENCHMARK_FILES``), which the run id names only by the benchmark's name, are hashed too:
+    its data folder's items or responses edited, or another data folder given, is not the same run."""
     from benchfill.hub import is_hub
+
+    def canonical(rows: list[dict[str, Any]]) -> str:
+        text = json.dumps(rows, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
 
     out = {}
     for k in INPUT_FILES:
         value = getattr(opts, k)
         if not value:
             continue
-        if k == "items" and is_hub(value):
-            canonical = json.dumps(items, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-            out[k] = hashlib.sha256(canonical.encode()).hexdigest()
-        else:
-            out[k] = _sha256_of(value)
+        out[k] = canonical(items) if k == "items" and is_hub(value) else _sha256_of(value)
+    if bench is not None and not opts.items:
+        # (the demo, or a benchmark read from the Hub when no data folder holds it: its rows)
+        out["benchmark_items"] = _sha256_of(bench.items_path) if bench.items_path else canonical(items)
+        if bench.responses_path and not opts.responses:
+            out["benchmark_responses"] = _sha256_of(bench.responses_path)
     return out
+
+
+BENCHMARK_FILES = {"benchmark_items": "items", "benchmark_responses": "responses"}  # _input_hashes' keys
 
 
 def _hold_run(run_dir: Path, run_id: str, exclusive: bool = True) -> int | None:
@@ -427,7 +438,7 @@ def _hold_run(run_dir: Path, run_id: str, exclusive: bool = True) -> int | None:
     return fd
 
 
-def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str]) -> None:
+def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], bench: Any = None) -> None:
     """Refuse to resume a run whose stored settings differ from these (a reused --run-id, or a config file
     edited in place, which keeps the run id): the rest of the run would mix two runs' work."""
     stored = store.get_meta("options")
@@ -440,6 +451,13 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str]) -> N
                               "Resume with the run's own settings, or give another --run-id")
     recorded = store.get_meta(INPUTS_META) or {}  # none for a run from before they were recorded
     for k, now_sha in inputs.items():
+        if recorded.get(k) not in (None, now_sha) and k in BENCHMARK_FILES:
+            what = BENCHMARK_FILES[k]
+            path = getattr(bench, f"{what}_path", None)
+            where = f"{path}: benchmark {opts.benchmark}'s {what}" if path else f"benchmark {opts.benchmark}'s {what}"
+            raise ConfigError(f"{where} are not those run {run_id} was made with (the run id names the benchmark, "
+                              "not its files: edited since, or another data folder); restore them to resume, or "
+                              "give another --run-id for a new run")
         if recorded.get(k) not in (None, now_sha):
             if k == "items" and str(opts.items).startswith("hf:"):
                 raise ConfigError(f"--items {opts.items}: the dataset's rows are not those run {run_id} was made "

@@ -204,3 +204,26 @@ def test_a_library_run_that_names_no_benchmark_takes_its_items_or_config_and_els
     assert main(["run", "--dry-run", "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "name a benchmark (--benchmark NAME; demo is built in)" in err
+
+
+def test_a_registered_benchmarks_files_edited_since_the_run_began_are_refused_on_resume(tmp_path, shared_data):
+    # The run id names a registered benchmark by its name only: its items edited in the data folder were
+    # rerun in the same run folder, silently, mixing two benchmarks' work
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(shared_data / "aime25", data / "aime25")
+    opts = dict(benchmark="aime25", data_dir=str(data), runs_dir=str(tmp_path / "runs"), **FAST)
+    d = run(RunOptions(**opts))
+    assert run(RunOptions(**opts)) == d  # untouched: it resumes (here: it is done)
+    items = data / "aime25" / "items.jsonl"
+    kept = items.read_bytes()
+    items.write_bytes(kept.replace(b'"answer": "', b'"answer": "1', 1))
+    with pytest.raises(ConfigError, match=r"aime25/items\.jsonl: benchmark aime25's items are not those run "
+                                          r"aime25-benchfill-\w+ was made with .*restore them to resume"):
+        run(RunOptions(**opts))
+    items.write_bytes(kept)
+    responses = data / "aime25" / "responses.csv"
+    responses.write_text(responses.read_text() + "\n")
+    with pytest.raises(ConfigError, match=r"responses\.csv: benchmark aime25's responses are not those"):
+        run(RunOptions(**opts))
