@@ -97,7 +97,8 @@ def load_rows(ref: HubRef, data_dir: str | Path | None = None, default_split: st
     try:
         import datasets
     except ImportError:
-        raise DataError(f"{ref}: reading Hugging Face datasets needs the datasets library: pip install datasets") from None
+        raise DataError(f"{ref}: reading Hugging Face datasets needs the datasets library, an optional extra: "
+                        "pip install 'benchfill[hub]'") from None
     folder = _local_folder(ref, data_dir)
     try:
         with _offline():

