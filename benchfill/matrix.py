@@ -70,6 +70,11 @@ class ResponseMatrix:
                              "(a floor of 1 means every answer is right, which says nothing about difficulty)")
         object.__setattr__(self, "chance", chance)
 
+    def __repr__(self) -> str:  # the default printed every id and count: 99,000 characters on mmlu-pro
+        where = f", source={self.source!r}" if self.source else ""
+        return (f"ResponseMatrix({self.n_models} models x {self.n_items} items, {int(self.trials.sum())} trials"
+                f"{where})")
+
     @property
     def n_models(self) -> int:
         return len(self.models)

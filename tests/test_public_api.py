@@ -59,3 +59,14 @@ def test_collect_responses_works_inside_a_running_event_loop(tmp_path):
 
         matrix = asyncio.run(cell())
     assert matrix.trials.shape == (2, 6) and (matrix.trials == 2).all()
+
+
+def test_a_matrix_and_a_fit_print_as_a_summary_not_every_id(shared_data):
+    # the dataclass repr printed every item id and count: about 99,000 characters for mmlu-pro in a notebook
+    from benchfill.data import read_responses
+    from benchfill.irt import fit
+
+    m = read_responses(shared_data / "humaneval" / "responses.csv")
+    assert repr(m) == f"ResponseMatrix(49 models x 164 items, {int(m.trials.sum())} trials, source={m.source!r})"
+    f = fit(m)
+    assert repr(f).startswith("IrtFit(1pl by map, 49 models x 164 items, b in [") and len(repr(f)) < 120

@@ -48,6 +48,11 @@ class IrtFit:
             self.b_min = float(np.min(self.difficulty))
             self.b_max = float(np.max(self.difficulty))
 
+    def __repr__(self) -> str:  # the default printed every id and array: 99,000 characters on mmlu-pro
+        draws = "" if self.difficulty_draws is None else f", {len(self.difficulty_draws)} draws"
+        return (f"IrtFit({self.model} by {self.engine}, {self.n_models} models x {self.n_items} items, "
+                f"b in [{self.b_min:.3g}, {self.b_max:.3g}]{draws}, seed={self.seed})")
+
     @property
     def n_items(self) -> int:
         return len(self.item_ids)
