@@ -243,11 +243,14 @@ def _litellm():
     """litellm, imported on first use, with its network look-ups, telemetry and chatter off."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_LOG", "ERROR")
+    names = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm")
+    # a level the host application gave one of these loggers before stands (litellm's import resets them)
+    chosen = {n: logging.getLogger(n).level for n in names}
     import litellm
 
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     litellm.drop_params = True  # providers without `seed` still answer
-    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    for name in names:
+        logging.getLogger(name).setLevel(chosen[name] or logging.ERROR)
     return litellm

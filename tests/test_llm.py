@@ -251,3 +251,20 @@ def test_a_refused_connection_says_why_not_http_500():
                                                                  jitter_s=0)))
     said = str(err.value)
     assert "Connection error. (ConnectionRefusedError: " in said and "HTTP 500" not in said, said
+
+
+def test_a_level_the_host_gave_litellms_logger_stands():
+    # a library caller's own logging choice was overridden: every use set litellm's loggers to ERROR
+    import logging
+
+    from benchfill.llm import _litellm
+
+    lg = logging.getLogger("LiteLLM")
+    before = lg.level
+    try:
+        lg.setLevel(logging.DEBUG)
+        _litellm()
+        assert lg.level == logging.DEBUG
+        assert logging.getLogger("LiteLLM Router").level != logging.NOTSET  # the others: quiet, as before
+    finally:
+        lg.setLevel(before)
