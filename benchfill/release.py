@@ -229,6 +229,11 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         "release_rule_params": board.rule.to_dict(),
         "seed": board.store.get_meta("seed"),
         "backend": board.store.get_meta("backend"),
+        # what a third party needs to make the run again: the tool's version, the run's settings, and the
+        # content of the files it read (files named by name only: a local path says nothing to a reader)
+        "benchfill_version": _tool_version(),
+        "run_options": _run_options(board.store.get_meta("options")),
+        "inputs_sha256": board.store.get_meta(_inputs_meta()),
         # A simulated run with nothing accepted still places the original items by its simulated panel's answers
         # (and may establish the benchmark's scale of record), so the card says so too.
         "simulated": any(r["simulated"] for r in rows) or board.store.get_meta("backend") == "sim",
@@ -618,6 +623,33 @@ def _recorded(rows: list, release_dir: Path):
         if path.resolve() == want if path.is_absolute() else path.parts[-2:] == want.parts[-2:]:
             return r
     return None
+
+
+def _inputs_meta() -> str:
+    from benchfill.run import INPUTS_META
+
+    return INPUTS_META
+
+
+def _tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("benchfill")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _run_options(options: Any) -> dict[str, Any] | None:
+    """The run's recorded settings for the card: its file options by file name, and ``extra`` (free-form,
+    a library caller's) left out."""
+    if not isinstance(options, dict):
+        return None
+    out = {k: v for k, v in options.items() if k != "extra"}
+    for k in ("items", "responses", "spec", "config"):
+        if isinstance(out.get(k), str) and not out[k].startswith("hf:"):
+            out[k] = Path(out[k]).name
+    return out
 
 
 def _released_at(path: Path) -> str | None:

@@ -98,6 +98,17 @@ def test_review_and_release_a_real_demo_run(tmp_path, capsys):
     ds = datasets.load_dataset(str(runs / "releases" / "demo" / "0.1.0"), split="test")
     generated = [r for r in ds if r["origin"] == "generated"]
     assert len(generated) == len(records) and all(r["simulated"] and r["ancestor_id"] for r in generated)
+    # what a third party needs to make the run again is in the card: the version, the settings, the inputs
+    from importlib.metadata import version
+
+    import yaml
+
+    card = (runs / "releases" / "demo" / "0.1.0" / "README.md").read_text()
+    meta = yaml.safe_load(card.split("---")[1])["benchfill"]
+    assert meta["benchfill_version"] == version("benchfill")
+    assert meta["run_options"]["benchmark"] == "demo" and meta["run_options"]["rounds"] == 1
+    assert meta["run_options"]["children"] == 2 and "extra" not in meta["run_options"]
+    assert len(meta["inputs_sha256"]["benchmark_items"]) == 64
 
 
 def test_verify_catches_a_manifest_rewritten_to_fit_edited_files(tmp_path, shared_data, capsys):
