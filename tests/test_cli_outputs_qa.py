@@ -260,3 +260,22 @@ def test_a_command_given_an_unknown_option_or_no_action_shows_its_own_usage(caps
     out, err = capsys.readouterr()
     assert stop.value.code == 2 and out == "" and err.startswith(usage), err
     assert "unrecognized arguments: --nope" in err or "required: ACTION" in err
+
+
+def test_import_release_and_export_name_their_out_flag_before_any_work(tmp_path, capsys):
+    # import read every log first and then named an internal temp file; release said "afile/demo: Not a
+    # directory"; review export, in a folder that takes no file, named its temp file too
+    from pathlib import Path
+
+    logs = Path(__file__).parent / "fixtures" / "lm_eval" / "logs" / "b"
+    (tmp_path / "afile").write_text("x")
+    for argv, said in ((["import", "lm-eval", str(logs), "--out", str(tmp_path / "afile")], "exists and is not a folder"),
+                       (["import", "lm-eval", str(logs), "--out", str(tmp_path / "afile" / "x")], "is a file, not a folder"),
+                       (["release", str(tmp_path / "norun"), "--version", "1.0.0", "--out", str(tmp_path / "afile")],
+                        "exists and is not a folder"),
+                       (["review", "export", str(tmp_path / "norun"), "--out", str(tmp_path / "afile" / "r")],
+                        "is a file, not a folder")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("benchfill: error: --out ") and said in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

@@ -37,9 +37,14 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from benchfill.cli.output import check_out_dir
     from benchfill.errors import ConfigError
     from benchfill.importers import ImportProblems, import_logs, write
+    from benchfill.importers.matrix import OUTPUTS
 
+    # before the logs are read (thousands of samples, or a large inspect log): a file where the folder goes,
+    # a folder that takes no file, an output that is one of the logs
+    check_out_dir(args.out, "--out", OUTPUTS, inputs={f"log {p}": p for p in args.paths})
     metric = args.metric
     if args.filter is not None:
         # lm-eval names a metric under a filter "METRIC,FILTER" (its results file's keys); the reader takes that

@@ -86,6 +86,10 @@ def _rule(args):
 def _export(args) -> int:
     from benchfill.review import export_queue
 
+    if args.out is not None:  # named by its flag: a read-only folder was named by an internal temp file
+        from benchfill.cli.output import check_out_dir
+
+        check_out_dir(str(args.out), "--out", ("review_queue.export.jsonl", "review_queue.csv"))
     jsonl, csv_path = export_queue(args.run, args.out)
     print(f"wrote {jsonl}\nwrote {csv_path}")
     return 0
@@ -179,6 +183,10 @@ def _release(args) -> int:
     if args.remove and not args.removed_by:
         raise ConfigError("release: --remove needs --removed-by NAME (the reviewer removing the items)")
     why = f"{args.removed_by}: {args.reason}" if args.reason else f"removed by {args.removed_by}"
+    if args.out is not None:  # named by its flag, before the run is read: a file in the way, no write access
+        from benchfill.cli.output import check_out_dir
+
+        check_out_dir(str(args.out), "--out", ())
     res = release(Path(words[0]), args.release_version, out=args.out, rule=_rule(args),
                   remove=dict.fromkeys(args.remove, why))
     print(
