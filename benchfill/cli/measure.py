@@ -79,9 +79,9 @@ NUTS_OPTIONS = ("chains", "warmup", "draws")
 def _fit_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("IRT fit")
     g.add_argument("--engine", choices=("map", "nuts"), default=None, help="map (default) or nuts (posterior draws)")
-    g.add_argument("--model", choices=("1pl", "2pl"), default=None)
+    g.add_argument("--model", choices=("1pl", "2pl"), default=None, help="1pl (default) or 2pl")
     g.add_argument("--no-guessing", action="store_true", default=None, help="ignore the per-item guessing floor")
-    g.add_argument("--seed", type=nonneg_int, default=0)
+    g.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
     g.add_argument("--chains", type=positive_int, default=None, help="NUTS chains (default 4)")
     g.add_argument("--warmup", type=nonneg_int, default=None, help="NUTS warm-up draws per chain (default 1000)")
     g.add_argument("--draws", type=mcmc_draws, default=None,

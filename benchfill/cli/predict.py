@@ -63,7 +63,7 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", required=True, nargs="+", metavar="NAME",
                    help="registered benchmarks with items and responses (e.g. humaneval mmlu-pro aime25)")
     p.add_argument("--data-dir", metavar="DIR", help="where their files live (default $BENCHFILL_DATA_DIR)")
-    p.add_argument("--seed", type=nonneg_int, default=0)
+    p.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
 
 
 def _feature_args(p: argparse.ArgumentParser) -> None:
@@ -77,7 +77,7 @@ def _feature_args(p: argparse.ArgumentParser) -> None:
                    help="keep the scorers' answers in this JSON-lines file; a rerun asks only for the rest")
     p.add_argument("--scorer-concurrency", type=positive_int, metavar="N",
                    help="items asked of a scorer at a time (default 8; 1 makes a server's answers repeatable)")
-    p.add_argument("--regressor", choices=("ridge", "forest"), default="ridge")
+    p.add_argument("--regressor", choices=("ridge", "forest"), default="ridge", help="default ridge")
 
 
 TABLE_TOP = 50  # residuals: flagged items the table lists without --top

@@ -26,7 +26,7 @@ def register(subparsers) -> None:
     p = rsub.add_parser("serve", help="serve the review page on 127.0.0.1 (URL with a session token)")
     p.add_argument("run", type=Path, help="run directory")
     p.add_argument("--port", type=port, default=0, help="port on 127.0.0.1 (default: any free port)")
-    _rule_args(p)
+    _rule_args(p, kept="the rule the run's page was served with before")
     p.set_defaults(func=_serve)
 
     p = rsub.add_parser(
@@ -44,6 +44,11 @@ def register(subparsers) -> None:
         "release",
         help="write a versioned release; `release diff A B`; `release verify DIR`",
         description="benchfill release RUN --version X.Y.Z | benchfill release diff A B | benchfill release verify DIR",
+        # (argparse writes nargs="+" as "X [X ...]", which repeated the three forms)
+        usage="benchfill release RUN --version X.Y.Z [--out DIR] [--min-accepts N] [--max-rejects N]\n"
+              "                         [--remove ITEM_ID --removed-by NAME [--reason R]]\n"
+              "       benchfill release diff A B\n"
+              "       benchfill release verify DIR [--sha256 HEX | --run RUN]",
     )
     rel.add_argument("args", nargs="+", metavar="RUN | diff A B | verify DIR")
     rel.add_argument("--version", dest="release_version", help="semantic version of the new release (X.Y.Z)")
@@ -67,10 +72,9 @@ DECISION_HELP = (
 )
 
 
-def _rule_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--min-accepts", type=int, help="release rule: accepts needed (default: the rule the review "
-                   "page was served with, else 1)")
-    p.add_argument("--max-rejects", type=int, help="release rule: rejects tolerated (default: the page's, else 0)")
+def _rule_args(p: argparse.ArgumentParser, kept: str = "the rule the review page was last served with") -> None:
+    p.add_argument("--min-accepts", type=int, help=f"release rule: accepts needed (default: {kept}, else 1)")
+    p.add_argument("--max-rejects", type=int, help=f"release rule: rejects tolerated (default: {kept}, else 0)")
 
 
 def _rule(args):

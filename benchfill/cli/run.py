@@ -20,7 +20,8 @@ def register(subparsers) -> None:
     p.add_argument("--spec", help="benchmark spec file (TOML/YAML/JSON) for --items")
     p.add_argument("--data-dir", help="local data directory (default $BENCHFILL_DATA_DIR)")
     p.add_argument("--gaps", type=int, default=3, help="number of largest gaps to fill (default 3)")
-    p.add_argument("--strategy", default="benchfill", choices=("benchfill", "baseline", "oracle"))
+    p.add_argument("--strategy", default="benchfill", choices=("benchfill", "baseline", "oracle"),
+                   help="the search (default benchfill), the paper's budget-matched baseline, or the oracle")
     p.add_argument("--annotation", default="adaptive", choices=("adaptive", "fixed"),
                    help="rollout protocol for annotation (default adaptive; fixed is the paper's)")
     p.add_argument("--no-confirm", dest="confirm", action="store_false",
@@ -38,26 +39,26 @@ def register(subparsers) -> None:
                    help="sim: the simulated world in-process; openai: endpoints from --config "
                         "(default: openai when --config is given, else sim)")
     p.add_argument("--config", help="config file (TOML/YAML): probe panel, rewriter, judge")
-    p.add_argument("--seed", type=nonneg_int, default=0)
-    p.add_argument("--rounds", type=int, default=8, help="T, at most this many rounds per gap")
-    p.add_argument("--parents", type=int, default=4, help="R, parents per round")
-    p.add_argument("--children", type=int, default=4, help="C, children per parent")
-    p.add_argument("--references", type=int, default=16, help="L, reference list size")
-    p.add_argument("--tolerance", type=float, default=0.01, help="early stop on the normalized scale")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
+    p.add_argument("--rounds", type=int, default=8, help="T, at most this many rounds per gap (default 8)")
+    p.add_argument("--parents", type=int, default=4, help="R, parents per round (default 4)")
+    p.add_argument("--children", type=int, default=4, help="C, children per parent (default 4)")
+    p.add_argument("--references", type=int, default=16, help="L, reference list size (default 16)")
+    p.add_argument("--tolerance", type=float, default=0.01, help="early stop on the normalized scale (default 0.01)")
     p.add_argument("--steering", choices=("on", "off"), default="on",
                    help="target steering: ask for what the learned rewriter response maps onto the target "
-                        "(off: the paper's protocol, ask for the target itself)")
+                        "(default on; off: the paper's protocol, ask for the target itself)")
     p.add_argument("--selection", choices=("posterior", "reduction", "closest"), default="posterior",
                    help="pick the child with the least expected squared deviation (posterior), the least expected "
                         "top-k gap sum with it added (reduction: k = --gaps), or the least annotated deviation "
-                        "(closest, the paper's rule)")
+                        "(closest, the paper's rule); default posterior")
     p.add_argument("--rounds-matched", type=int, help="baseline: rounds of budget to match (default --rounds)")
     p.add_argument("--prescreen", choices=("on", "off"), default="off",
                    help="skip annotating children whose text predicts a difficulty far outside the gap "
-                        "(a predictor trained on the benchmark's items; docs/predict.md)")
-    p.add_argument("--near-duplicate", type=float, default=90.0, help="similarity (0-100) that flags a child")
-    p.add_argument("--sim-probes", type=int, default=12, help="sim backend: number of probe models")
-    p.add_argument("--sim-latency-ms", type=float, default=0.0, help="sim backend: per-request latency")
+                        "(a predictor trained on the benchmark's items; docs/predict.md); default off")
+    p.add_argument("--near-duplicate", type=float, default=90.0, help="similarity (0-100) that flags a child (default 90)")
+    p.add_argument("--sim-probes", type=int, default=12, help="sim backend: number of probe models (default 12)")
+    p.add_argument("--sim-latency-ms", type=float, default=0.0, help="sim backend: per-request latency (default 0)")
     p.add_argument("--sim-discrimination", type=float, default=0.5, metavar="SD",
                    help="sim backend: sd of log item discrimination (default 0.5, the median of real matrices; "
                         "0: every item fits the 1PL the annotator assumes, kinder than real data)")
