@@ -226,8 +226,8 @@ def cmd_evaluate(args) -> int:
     folds = args.folds
     if args.split == "kfold" and folds > len(labelled) // 3 >= 2:
         folds = len(labelled) // 3
-        print(f"--folds {args.folds}: {len(labelled)} items allow {folds} folds of three or more; using {folds}",
-              file=sys.stderr)
+        print(f"benchfill: warning: --folds {args.folds}: {len(labelled)} items allow {folds} folds of three or "
+              f"more; using {folds}", file=sys.stderr)
     splits = make_splits(args.split, len(labelled), groups=groups, folds=folds, seed=args.seed)
     sets = [[f] for f in dict.fromkeys(["random", *families])] if args.each else []
     sets.append(list(families))
