@@ -150,3 +150,17 @@ def test_fit_round_trips_through_save_and_load(tmp_path):
     g = IrtFit.load(tmp_path / "fit.json")
     np.testing.assert_allclose(g.difficulty, f.difficulty)
     assert g.diagnostics["converged"] and g.seed == 0
+
+
+def test_a_matrix_nobody_tried_and_a_seed_that_is_no_number_are_refused():
+    # the priors alone placed every model and item, and fit.seed came back as the string given
+    from benchfill.errors import BenchfillError
+    from benchfill.irt import fit
+
+    zero = ResponseMatrix(("a", "b"), ("x", "y"), np.zeros((2, 2), int), np.zeros((2, 2), int), source="r.csv")
+    with pytest.raises(BenchfillError, match=r"^r\.csv: no model tried any item"):
+        fit(zero)
+    ok = ResponseMatrix(("a", "b"), ("x", "y"), np.array([[1, 0], [2, 1]]), np.full((2, 2), 2))
+    with pytest.raises(BenchfillError, match=r"^seed: a whole number \(or None\), got 'x'$"):
+        fit(ok, seed="x")
+    assert fit(ok, seed=np.int64(3)).seed == 3

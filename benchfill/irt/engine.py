@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from benchfill.errors import ConfigError
+import numpy as np
+
+from benchfill.errors import ConfigError, DataError
 from benchfill.irt.fit import IrtFit
 from benchfill.matrix import ResponseMatrix
 
@@ -49,6 +51,10 @@ def fit(
         raise ConfigError(f"model: unknown IRT model {model!r} (choose one of {', '.join(MODELS)})")
     if matrix.n_models == 0 or matrix.n_items == 0:
         raise ConfigError(f"{matrix.source or 'responses'}: the response matrix is empty")
+    if not matrix.trials.any():  # the priors alone would place every model and item: numbers that mean nothing
+        raise DataError(f"{matrix.source or 'responses'}: no model tried any item (every trial count is 0)")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise ConfigError(f"seed: a whole number (or None), got {seed!r}")
     if engine == "map":
         from benchfill.irt.map import fit_map_1pl, fit_map_2pl
 
