@@ -343,7 +343,9 @@ class CoverageReport:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["gaps"] = [asdict(g) for g in self.gaps]
+        # rank 1 the widest: the table's "#", and what the notes' gap lists (narrower_than_confirmation,
+        # beyond_models) name, where a list index would start at 0
+        d["gaps"] = [{"rank": r, **asdict(g)} for r, g in enumerate(self.gaps, start=1)]
         return d
 
 

@@ -37,6 +37,7 @@ def test_diagnose_every_shared_responses_file(shared_data, capsys):
         assert widths == sorted(widths, reverse=True) and widths[0] == pytest.approx(d["max_gap"])
         assert d["top_k_sum"] == pytest.approx(sum(widths))
         assert {"left", "right", "width", "left_item", "right_item"} <= set(d["gaps"][0])
+        assert [g["rank"] for g in d["gaps"]] == [1, 2, 3, 4, 5]  # what the notes' gap lists name
         # the listed gaps a run's default confirmation (z se 0.02) cannot resolve: half-width below it
         narrow = d["notes"]["narrower_than_confirmation"]
         assert narrow["confirm_se"] == 0.02
