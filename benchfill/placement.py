@@ -138,16 +138,30 @@ def param_count(cfg: dict) -> int:
     heads = c["num_attention_heads"]
     kv_heads = c.get("num_key_value_heads") or heads
     hd = c.get("head_dim") or h // heads
-    attn = 2 * h * heads * hd + 2 * h * kv_heads * hd
-    if c.get("attention_bias") or c.get("model_type") == "qwen2":  # Qwen2 carries q/k/v biases
-        attn += heads * hd + 2 * kv_heads * hd
-    experts = c.get("num_local_experts") or c.get("num_experts") or 1
-    if experts > 1:
-        mlp = experts * 3 * h * (c.get("moe_intermediate_size") or c["intermediate_size"]) + h * experts
+    if c.get("kv_lora_rank"):  # multi-head latent attention (DeepSeek-V2/V3): low-rank q and kv projections
+        nope, rope, v = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+        q_rank = c.get("q_lora_rank")
+        attn = (h * q_rank + q_rank * heads * (nope + rope) if q_rank else h * heads * (nope + rope))
+        attn += h * (c["kv_lora_rank"] + rope) + c["kv_lora_rank"] * heads * (nope + v) + heads * v * h
     else:
-        mlp = 3 * h * c["intermediate_size"]  # gate, up, down
+        attn = 2 * h * heads * hd + 2 * h * kv_heads * hd
+        if c.get("attention_bias") or c.get("model_type") == "qwen2":  # Qwen2 carries q/k/v biases
+            attn += heads * hd + 2 * kv_heads * hd
+    # Mixture of experts: Mixtral's num_local_experts, Qwen-MoE's num_experts, DeepSeek's n_routed_experts
+    # (with n_shared_experts always on, and its first first_k_dense_replace layers dense)
+    experts = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 1
+    dense = 3 * h * c["intermediate_size"]  # gate, up, down
+    if experts > 1:
+        inter = c.get("moe_intermediate_size") or c["intermediate_size"]
+        shared = (c.get("n_shared_experts") or 0) * 3 * h * inter
+        if c.get("shared_expert_intermediate_size"):  # Qwen2-MoE: one shared expert and its gate
+            shared += 3 * h * c["shared_expert_intermediate_size"] + h
+        n_dense = min(c.get("first_k_dense_replace") or 0, layers)
+        mlp_all = n_dense * dense + (layers - n_dense) * (experts * 3 * h * inter + h * experts + shared)
+    else:
+        mlp_all = layers * dense
     embed = vocab * h * (1 if c.get("tie_word_embeddings", cfg.get("tie_word_embeddings")) else 2)
-    return layers * (attn + mlp + 2 * h) + embed + h
+    return layers * (attn + 2 * h) + mlp_all + embed + h
 
 
 def bytes_per_param(cfg: dict) -> float:
@@ -161,11 +175,19 @@ def bytes_per_param(cfg: dict) -> float:
 
 
 def kv_bytes_per_token(cfg: dict) -> int:
-    """Keys and values of every layer for one token, in the default 16-bit KV cache."""
+    """Keys and values of every layer for one token, in the default 16-bit KV cache. Under multi-head
+    latent attention vLLM caches one compressed latent per layer (kv_lora_rank + qk_rope_head_dim)."""
     c = {**cfg, **cfg.get("text_config", {})}
+    if c.get("kv_lora_rank"):
+        return c["num_hidden_layers"] * (c["kv_lora_rank"] + c["qk_rope_head_dim"]) * 2
     heads = c["num_attention_heads"]
     hd = c.get("head_dim") or c["hidden_size"] // heads
-    return 2 * c["num_hidden_layers"] * (c.get("num_key_value_heads") or heads) * hd * 2
+    return 2 * c["num_hidden_layers"] * kv_heads_of(c) * hd * 2
+
+
+def kv_heads_of(cfg: dict) -> int:
+    c = {**cfg, **cfg.get("text_config", {})}
+    return c.get("num_key_value_heads") or c["num_attention_heads"]
 
 
 @dataclass
@@ -182,11 +204,22 @@ class Server:
     kv_gib: float
     source: str  # where the estimate came from
     heads: int | None = None  # tensor parallelism must divide the attention heads
+    kv_heads: int | None = None  # ... and divide the KV heads, or be a multiple of them (each then copied)
     generation: dict = field(default_factory=dict)  # temperature / top_p of generation_config.json
     host: str = "127.0.0.1"  # the address the server listens on: its probes' URL host (loopback by default)
 
     def per_gpu_gib(self, tp: int) -> float:
-        return (self.weights_gib + self.kv_gib) / tp + OVERHEAD_GIB
+        # With more GPUs than KV heads, vLLM copies the KV heads: each GPU holds 1/kv_heads of the cache
+        return self.weights_gib / tp + self.kv_gib / min(tp, self.kv_heads or tp) + OVERHEAD_GIB
+
+    def tp_fits(self, tp: int) -> bool:
+        """A tensor-parallel size vLLM accepts for this model: dividing its attention heads, and its KV heads
+        dividing by it or dividing it."""
+        if tp == 1:
+            return True
+        if self.heads and self.heads % tp:
+            return False
+        return not self.kv_heads or self.kv_heads % tp == 0 or tp % self.kv_heads == 0
 
 
 def servers(cfg: Config, env: Mapping[str, str] = os.environ) -> list[Server]:
@@ -241,7 +274,7 @@ def _sized(model, probes, port, key_env, seqs, mml, trials, gpu_memory_gb, env) 
     if where is None:
         if gpu_memory_gb is None:
             raise ConfigError(f"probes.{probes[0]}.gpu_memory_gb: {model} has no config.json in the Hugging Face "
-                              f"cache ({hf_hub_dir(env)}); fetch it (huggingface-cli download {model} config.json) "
+                              f"cache ({hf_hub_dir(env)}); fetch it (hf download {model} config.json generation_config.json) "
                               "or give the GiB its server needs")
         return Server(model, probes, port, key_env, seqs, mml, max(gpu_memory_gb - OVERHEAD_GIB, 0.0), 0.0,
                       "gpu_memory_gb")
@@ -250,6 +283,8 @@ def _sized(model, probes, port, key_env, seqs, mml, trials, gpu_memory_gb, env) 
         weights = _weights_bytes(where, cfg)
         kv = trials * mml * kv_bytes_per_token(cfg)
         heads = {**cfg, **cfg.get("text_config", {})}["num_attention_heads"]
+        # (MLA's one latent per layer is copied to every GPU, as a single KV head would be)
+        kv_heads = 1 if {**cfg, **cfg.get("text_config", {})}.get("kv_lora_rank") else kv_heads_of(cfg)
     except (ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
         raise ConfigError(f"{where / 'config.json'}: cannot size {model} from it ({exc.__class__.__name__}: "
                           f"{str(exc)[:80]}); set probes.{probes[0]}.gpu_memory_gb") from None
@@ -264,7 +299,8 @@ def _sized(model, probes, port, key_env, seqs, mml, trials, gpu_memory_gb, env) 
                    if k in ("temperature", "top_p") and isinstance(v, int | float)}
         except ValueError:
             gen = {}
-    return Server(model, probes, port, key_env, seqs, mml, weights / GIB, kv / GIB, "config.json", heads, gen)
+    return Server(model, probes, port, key_env, seqs, mml, weights / GIB, kv / GIB, "config.json", heads, kv_heads,
+                  gen)
 
 
 def _weights_bytes(where: Path, cfg: dict) -> float:
@@ -339,7 +375,7 @@ def plan(servers_: list[Server], gpus: list[Gpu]) -> Plan:
     """Largest server first, each onto the GPU(s) with the most room (spreading the servers gives each more
     KV cache and compute); if that leaves a server out, again onto the GPU(s) with the least room that
     still fits (best fit packs tighter). A server that fits no single GPU takes the smallest
-    tensor-parallel size (a power of two dividing its attention heads) that fits.
+    tensor-parallel size vLLM accepts for it (``Server.tp_fits``) that fits.
     A panel that fits neither way is refused with one line saying by how much.
     """
     if not gpus:
@@ -357,7 +393,7 @@ def _place(servers_: list[Server], gpus: list[Gpu], spread: bool) -> Plan:
     placed: dict[int, Placement] = {}
     for i in order:
         s = servers_[i]
-        tps = [t for t in (1, 2, 4, 8, 16) if t <= len(gpus) and (t == 1 or not s.heads or s.heads % t == 0)]
+        tps = [t for t in (1, 2, 4, 8, 16) if t <= len(gpus) and s.tp_fits(t)]
         for tp in tps:
             need = {g: math.ceil(1000 * s.per_gpu_gib(tp) / total[g]) for g in room}
             chosen, need_m = _fit(room, need, tp, spread)

@@ -286,3 +286,37 @@ def test_serve_names_the_config_with_the_probe_it_cannot_size(tmp_path, monkeypa
     assert main(["probes", "serve", "--config", str(cfg), "--gpus", "1x80"]) == 2
     assert capsys.readouterr().err.startswith(f"benchfill: error: {cfg}: probes.nocfg.gpu_memory_gb: org/unknown "
                                               "has no config.json")
+
+
+def test_deepseek_mixture_of_experts_and_latent_attention_are_sized_as_published():
+    # n_routed_experts was not read: DeepSeek-V2-Lite came out at 2.69B parameters, not 15.7B, and was
+    # planned onto a GPU it cannot load on. Dimensions from the models' published config.json files.
+    lite = {"hidden_size": 2048, "num_hidden_layers": 27, "vocab_size": 102400, "num_attention_heads": 16,
+            "num_key_value_heads": 16, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+            "n_routed_experts": 64, "n_shared_experts": 2, "first_k_dense_replace": 1, "kv_lora_rank": 512,
+            "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128}
+    v3 = {**lite, "hidden_size": 7168, "num_hidden_layers": 61, "vocab_size": 129280, "num_attention_heads": 128,
+          "num_key_value_heads": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+          "n_routed_experts": 256, "n_shared_experts": 1, "first_k_dense_replace": 3, "q_lora_rank": 1536}
+    assert placement.param_count(lite) / 1e9 == pytest.approx(15.7, rel=0.02)
+    assert placement.param_count(v3) / 1e9 == pytest.approx(671, rel=0.02)
+    # the cache holds one latent per layer and token: 27 x (512 + 64) x 2 bytes
+    assert placement.kv_bytes_per_token(lite) == 27 * (512 + 64) * 2
+    mixtral = {"hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 32000, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "intermediate_size": 14336, "num_local_experts": 8}
+    assert placement.param_count(mixtral) / 1e9 == pytest.approx(46.7, rel=0.02)
+
+
+def test_tensor_parallelism_respects_the_kv_heads_and_their_copies():
+    # 40 heads, 10 KV heads (Phi-3-medium): tp 4 divides neither way, and vLLM refuses it at load
+    phi = placement.Server("phi", ["phi"], 8000, None, 16, 1024, 26.0, 30.0, "config.json", heads=40, kv_heads=10)
+    assert [t for t in (1, 2, 4, 8) if phi.tp_fits(t)] == [1, 2]
+    with pytest.raises(ConfigError, match="does not fit"):  # it needs 4 GPUs of 24 GiB: planned at tp 4 before
+        placement.plan([phi], placement.parse_gpus_option("4x24"))
+    assert placement.plan([phi], placement.parse_gpus_option("4x40")).placements[0].tp == 2
+    # 16 heads, 2 KV heads (Qwen2.5-3B): tp 4 copies each KV head to two GPUs, each holding half the cache
+    qwen = placement.Server("q", ["q"], 8000, None, 16, 1024, 5.7, 140.8, "config.json", heads=16, kv_heads=2)
+    assert qwen.tp_fits(4) and qwen.per_gpu_gib(4) == pytest.approx(5.7 / 4 + 140.8 / 2 + OVERHEAD_GIB)
+    assert qwen.per_gpu_gib(2) == pytest.approx(5.7 / 2 + 140.8 / 2 + OVERHEAD_GIB)
+    with pytest.raises(ConfigError, match="does not fit"):  # planned at tp 4 as 38.6 GiB a GPU before
+        placement.plan([qwen], placement.parse_gpus_option("4x48"))
