@@ -107,7 +107,12 @@ def _models(client, url: str, key: str | None) -> tuple[bool, set[str] | None, s
     except Exception as exc:  # noqa: BLE001  (refused, DNS, timeout: all mean "not answering")
         return False, None, f"unreachable: {exc.__class__.__name__}: {scrub(str(exc), values=[key])[:120]}"
     if r.status_code != 200:
-        return r.status_code < 500, None, f"/v1/models answered HTTP {r.status_code}"
+        why = {401: " (the key was refused" + ("" if key else ": none was sent; set the probe's api_key_env") + ")",
+               403: " (the key was refused)",
+               404: " (no /models here: does the base_url end in /v1?)"}.get(r.status_code, "")
+        from urllib.parse import urlsplit
+
+        return r.status_code < 500, None, f"{urlsplit(url).path}/models answered HTTP {r.status_code}{why}"
     try:
         return True, {m["id"] for m in r.json()["data"]}, "ok"
     except (ValueError, KeyError, TypeError):
@@ -175,8 +180,12 @@ PLANNED_FLAGS = {
     "--gpu-memory-utilization": "the plan's share of the GPU",
     "--max-model-len": "the probes' max_prompt_tokens + max_tokens",
     "--tensor-parallel-size": "the plan's GPUs per server",
+    # each would have a server use more GPUs than the plan gives it (CUDA_VISIBLE_DEVICES holds tp of them)
+    "--data-parallel-size": "the plan's GPUs per server", "--pipeline-parallel-size": "the plan's GPUs per server",
+    "--model": "the probe's model",  # (vllm serve takes the model as its argument)
 }
-_SHORT_FLAGS = {"-tp": "--tensor-parallel-size"}  # vLLM's short spelling
+# vLLM's short spellings
+_SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-dp": "--data-parallel-size", "-pp": "--pipeline-parallel-size"}
 
 
 def check_vllm_args(extra: list[str]) -> None:

@@ -504,7 +504,8 @@ def test_a_replica_that_answers_but_refuses_the_key_or_lacks_the_model_is_no_spa
     cfg = tmp_path / "cfg.toml"
     with LoopbackOpenAI() as up, Refusing(401) as locked, LoopbackOpenAI(models=("m1-other",)) as other, \
             Sick(503) as sick:
-        for bad, detail in [(locked, "/v1/models answered HTTP 401"),
+        for bad, detail in [(locked, "/v1/models answered HTTP 401 (the key was refused: none was sent; set the "
+                                     "probe's api_key_env)"),
                             (other, "does not serve 'm1' (serves: m1-other)")]:
             cfg.write_text(f'[[probes]]\nname = "p1"\nmodel = "m1"\nreplicas = ["{up.base_url}", "{bad.base_url}"]\n')
             checks = check_endpoints(load_config(cfg))

@@ -125,3 +125,15 @@ def test_sim_serve_refuses_a_key_or_a_non_name_as_api_key_env_without_echoing_it
     err = capsys.readouterr().err
     assert err.startswith("benchfill: error: sim serve: --api-key-env: ") and name not in err
     assert err.count("\n") == 1
+
+
+def test_vllm_args_that_would_use_more_gpus_than_planned_or_another_model_are_refused():
+    # the plan pins CUDA_VISIBLE_DEVICES to tp GPUs: data or pipeline parallelism fails at start-up
+    from benchfill.errors import ConfigError
+    from benchfill.serving import check_vllm_args
+
+    for arg, owned in (("--data-parallel-size=2", "--data-parallel-size"), ("-pp 2", "--pipeline-parallel-size"),
+                       ("-dp=2", "--data-parallel-size"), ("--model=foo", "--model")):
+        with pytest.raises(ConfigError, match=rf"^--vllm-arg \S+: sets {owned}, which the plan sets"):
+            check_vllm_args([arg])
+    check_vllm_args(["--enforce-eager", "--generation-config=vllm"])
