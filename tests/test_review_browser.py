@@ -202,11 +202,77 @@ def _like_answer(old, new: str):
     return type(old)(new) if isinstance(old, (int, float)) and not isinstance(old, bool) else new
 
 
-def _text_a_textarea_would_change(run, item_id: str, text: str) -> None:
+def _text_a_textarea_would_change(run, item_id: str, text: str, field: str = "problem") -> None:
     """Give a queued item a text a browser's textarea normalizes (a leading newline, CRLF line ends)."""
     queue = run / "review_queue.jsonl"
     recs = [json.loads(x) for x in queue.read_text().splitlines()]
     for r in recs:
         if r["item_id"] == item_id:
-            r["child"]["problem"] = text
+            r["child"][field] = text
     queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def test_a_code_answer_survives_an_edit_of_the_text_and_a_stale_page_is_refused(tmp_path, shared_data, browser):
+    # The answer sat in a one-line <input>, which drops line breaks: every edit of the text sent it back
+    # flattened (a HumanEval solution released as a SyntaxError). And a page drawn before another reviewer's
+    # edit recorded an accept of an item its reviewer never saw.
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    run = make_run(tmp_path, shared_data)
+    code = "\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n"
+    _text_a_textarea_would_change(run, CHILD_IDS[0], code, field="answer")
+    wait = WebDriverWait(browser, 10)
+    with ReviewServer(run) as srv:
+        browser.get(srv.url)
+        browser.find_element(By.ID, "reviewer").send_keys("ann")
+        browser.get(f"http://127.0.0.1:{srv.port}/item/{CHILD_IDS[0]}")
+        assert browser.find_element(By.ID, "child-answer").tag_name == "pre"  # shown with its lines
+        box = browser.find_element(By.ID, "edit-text")
+        box.send_keys(" Use recursion.")
+        _decide(browser, wait, By, CHILD_IDS[0], "edit", "ann: edit")
+        with ReviewBoard(run) as board:
+            [edit] = board.decisions(CHILD_IDS[0])
+            assert json.loads(edit.edited_json)["answer"] == code  # byte for byte
+        # bob's page is drawn; carol edits the item; bob's accept of what he saw is refused
+        browser.get(f"http://127.0.0.1:{srv.port}/item/{CHILD_IDS[1]}")
+        with ReviewBoard(run) as board:
+            board.decide(CHILD_IDS[1], "carol", "edit", text="Carol's wording of the problem.")
+        browser.find_element(By.ID, "accept").click()
+        wait.until(lambda d: "changed since you opened it" in d.find_element(By.ID, "status").text)
+        assert "the edit by carol is now the one in force" in browser.find_element(By.ID, "status").text
+        with ReviewBoard(run) as board:
+            assert [(d.reviewer, d.decision) for d in board.decisions(CHILD_IDS[1])] == [("carol", "edit")]
+        browser.refresh()  # drawn again, it shows carol's edit, and the accept goes through
+        _decide(browser, wait, By, CHILD_IDS[1], "accept", "ann: accept", lands_on=CHILD_IDS[2])
+
+
+def test_leaving_a_page_with_typed_unsaved_text_asks_first(tmp_path, shared_data, browser):
+    # a reload, or n / p / q after Esc, emptied a typed reason or edit without a word. (WebDriver accepts a
+    # leave-page prompt by itself on navigation, so the page's handler is asked directly.)
+    from selenium.webdriver.common.by import By
+
+    ask = ("var ev = new Event('beforeunload', {cancelable: true}); window.dispatchEvent(ev);"
+           "return ev.defaultPrevented;")
+    run = make_run(tmp_path, shared_data)
+    with ReviewServer(run) as srv:
+        browser.get(srv.url)
+        browser.get(f"http://127.0.0.1:{srv.port}/item/{CHILD_IDS[0]}")
+        assert browser.execute_script(ask) is False  # nothing typed: it goes at once
+        browser.find_element(By.ID, "reject-reason").send_keys("the answer is ambiguous")
+        assert browser.execute_script(ask) is True
+        browser.find_element(By.ID, "reject-reason").clear()
+        browser.find_element(By.ID, "edit-answer").send_keys("7")
+        assert browser.execute_script(ask) is True
+
+
+def test_a_narrow_window_does_not_scroll_sideways(tmp_path, shared_data, browser):
+    # at 400 px (a phone, a side pane, 200% zoom) the reason box's size="60" made the item page 536 px wide
+    run = make_run(tmp_path, shared_data)
+    width = "return document.documentElement.scrollWidth <= window.innerWidth"
+    with ReviewServer(run) as srv:
+        browser.set_window_size(400, 800)
+        browser.get(srv.url)
+        assert browser.execute_script(width)  # the queue table scrolls in its own box
+        browser.get(f"http://127.0.0.1:{srv.port}/item/{CHILD_IDS[0]}")
+        assert browser.execute_script(width)

@@ -365,3 +365,25 @@ def test_a_sheet_runs_no_formula_and_still_round_trips(tmp_path, shared_data):
         w.writeheader()
         w.writerows(rows)
     assert import_decisions(run, csv_path) == 3
+
+
+def test_an_edit_builds_on_the_edit_in_force_and_a_stale_version_is_refused(tmp_path, shared_data):
+    # bob changed only the answer of an item carol had reworded: the edit was built from the proposal, and
+    # carol's wording was dropped from what a release would ship
+    from benchfill.review.board import Changed
+
+    run = make_run(tmp_path, shared_data)
+    item = CHILD_IDS[0]
+    with ReviewBoard(run) as board:
+        proposal = board.version(item)
+        board.decide(item, "carol", "edit", text="Carol's wording.")
+        with pytest.raises(Changed, match=r"changed since you opened it \(the edit by carol is now the one in force\)"):
+            board.decide(item, "bob", "accept", seen=proposal)
+        board.decide(item, "bob", "edit", answer="61", seen=board.version(item))
+        shipped = board.outcomes()[item].edited_fields
+        old = board.entry(item).child["answer"]  # (the answer keeps its JSON type)
+        assert shipped["problem"] == "Carol's wording." and str(shipped["answer"]) == "61"
+        assert type(shipped["answer"]) is type(old)
+        assert board.outcomes()[item].edited_by == "bob"
+        board.decide(item, "bob", "withdraw", seen=proposal)  # a withdraw takes back one's own: never stale
+        assert board.standing(item)["problem"] == "Carol's wording."

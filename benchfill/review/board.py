@@ -25,6 +25,10 @@ DECISIONS = ("accept", "reject", "edit", "withdraw")
 MAX_REVIEWER = 80
 
 
+class Changed(BenchfillError):
+    """A decision on an item that was edited since the reviewer opened it."""
+
+
 class ReviewBoard:
     """Open with ``ReviewBoard(run_dir)``; close (or use as a context manager) when done.
 
@@ -70,6 +74,17 @@ class ReviewBoard:
         self.store.set_meta("release_rule", self.rule.to_dict())
         self.kept_rule = self.rule
 
+    def standing(self, item_id: str) -> dict[str, Any]:
+        """The item as a release would ship it now: the edit in force, else the proposal."""
+        return self.outcomes()[item_id].edited_fields or self.entry(item_id).child
+
+    def version(self, item_id: str) -> str:
+        """A short digest of ``standing``: what a reviewer saw, to be checked when they decide."""
+        import hashlib
+
+        text = json.dumps(self.standing(item_id), sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def entry(self, item_id: str) -> QueueEntry:
         try:
             return self._by_id[item_id]
@@ -85,9 +100,13 @@ class ReviewBoard:
         text: str | None = None,
         answer: str | None = None,
         source: str = "",
+        seen: str | None = None,
     ) -> ReviewDecision:
-        """Record one reviewer's decision; for "edit", ``text`` and/or ``answer`` replace the child's.
-        ``source``: where it was made ("page", "sheet:<export time>"; ReviewDecision.source)."""
+        """Record one reviewer's decision; for "edit", ``text`` and/or ``answer`` replace those of the item as
+        it stands (the edit in force, else the proposal). ``source``: where it was made ("page",
+        "sheet:<export time>"; ReviewDecision.source). ``seen``: the ``version`` of the item the reviewer
+        decided on (the page sends it): an item edited since by someone else is refused (``Changed``), not
+        accepted or edited unseen."""
         # Checked by type here, at the library's door: a number would fail in prepare's .strip() as an
         # AttributeError. None stays allowed where prepare reads it as empty and says which field is.
         # ``answer`` may be a number (an edited numeric answer keeps its JSON type).
@@ -95,6 +114,14 @@ class ReviewBoard:
                             ("reason", reason), ("text", text), ("source", source)):
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{name}: expected a string, got {type(value).__name__} {value!r}")
+        if seen is not None and (decision or "").strip().lower() != "withdraw":
+            self.entry(item_id)  # an unknown id is named as such first
+            now = self.version(item_id)
+            if seen != now:
+                by = self.outcomes()[item_id].edited_by
+                raise Changed(f"decision on '{item_id}': the item changed since you opened it ("
+                              + (f"the edit by {by} is now the one in force" if by else "the edit you saw was withdrawn")
+                              + "); reload it to see it as it stands. Nothing was recorded")
         row = self.prepare(item_id, reviewer, decision, reason, text, answer, source)
         self.record([row])
         return row
@@ -130,7 +157,9 @@ class ReviewBoard:
             raise BenchfillError(f"decision on '{item_id}': field 'reason' is required to reject")
         edited_json = None
         if decision == "edit":
-            edited = self._edited(entry, text, answer)
+            # on the item as it stands: a change of the answer alone keeps an earlier edit's text
+            # (the edit in force, restated: a sheet imported again repeats its reviewer's own, which import skips)
+            edited = self._edited(entry, text, answer, self.standing(item_id))
             if edited == entry.child:
                 raise BenchfillError(f"decision on '{item_id}': the edit changes neither text nor answer")
             edited_json = json.dumps(edited, ensure_ascii=False)
@@ -146,10 +175,10 @@ class ReviewBoard:
                 s.add(row)
 
     @staticmethod
-    def _edited(entry: QueueEntry, text: str | None, answer: str | None) -> dict[str, Any]:
+    def _edited(entry: QueueEntry, text: str | None, answer: str | None, base: dict[str, Any]) -> dict[str, Any]:
         if text is None and answer is None:
             raise BenchfillError(f"decision on '{entry.item_id}': an edit needs a new text or answer")
-        edited = dict(entry.child)
+        edited = dict(base)
         if text is not None:
             if not text.strip():
                 raise BenchfillError(f"decision on '{entry.item_id}': edited text is empty")

@@ -16,12 +16,23 @@
   function changed(id) { var el = document.getElementById(id); return el && el.value !== el.defaultValue ? el.value : null; }
   function typing(el) { return !!el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName)); }
 
-  function send(itemId, decision) {
+  // Typed and not saved: a reload, a key that leaves (n, p, q) or a closed tab asks first
+  var leaving = false;
+  function unsaved() {
+    return !!(field("reject-reason") || field("edit-reason") || changed("edit-text") !== null ||
+              changed("edit-answer") !== null);
+  }
+  window.addEventListener("beforeunload", function (ev) {
+    if (!leaving && unsaved()) { ev.preventDefault(); ev.returnValue = ""; }
+  });
+
+  function send(itemId, decision, seen) {
     if (busy) { return; }
     var reviewer = who.value.trim();
     if (!reviewer) { status.textContent = "Enter your name as reviewer first."; who.focus(); return; }
     localStorage.setItem("benchfill-reviewer", reviewer);
-    var body = { item_id: itemId, reviewer: reviewer, decision: decision };
+    // seen: the item as this page drew it; one edited since by someone else is refused, not decided unseen
+    var body = { item_id: itemId, reviewer: reviewer, decision: decision, seen: seen || null };
     if (decision === "reject") { body.reason = field("reject-reason"); }
     if (decision === "edit") {
       // Only what the reviewer changed: a textarea normalizes line ends and a leading newline, so sending it
@@ -43,6 +54,7 @@
       });
     }).then(function (res) {
       if (!res.ok) { busy = false; status.textContent = "Not recorded: " + res.data.error; return; }
+      leaving = true;  // saved: what was typed is in the store
       var done = "Recorded: " + decision + " on " + itemId + " by " + reviewer;
       status.textContent = done;
       sessionStorage.setItem("benchfill-recorded", done);  // shown again by the page that loads next
@@ -61,7 +73,7 @@
   }
 
   document.querySelectorAll("button[data-decision]").forEach(function (b) {
-    b.addEventListener("click", function () { send(b.dataset.item, b.dataset.decision); });
+    b.addEventListener("click", function () { send(b.dataset.item, b.dataset.decision, b.dataset.seen); });
   });
   document.querySelectorAll("a.pending").forEach(function (a) {  // "next pending" is next for this reviewer
     var href = a.getAttribute("href");

@@ -29,7 +29,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from benchfill.errors import BenchfillError
-from benchfill.review.board import ReviewBoard
+from benchfill.review.board import Changed, ReviewBoard
 from benchfill.review.queue import QueueEntry, text_diff
 from benchfill.review.rule import Outcome, ReleaseRule, latest_per_reviewer
 from benchfill.store import ReadOnlyStore
@@ -63,9 +63,9 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
             f"<h1>Review queue ({len(board.entries)} proposed items)</h1>"
             "<p class='keys'><a class='pending' href='/next' aria-keyshortcuts='n'>Review your next pending "
             "item</a> (key <kbd>n</kbd>; an item page shows its keys at the top)</p>"
-            "<table id='queue'><tr><th>item</th>"
+            "<div id='queue-wrap'><table id='queue'><tr><th>item</th>"
             "<th>gap</th><th>target z</th><th>confirmed z</th><th>judge</th><th>flags</th><th>status</th></tr>"
-            f"{rows}</table>"
+            f"{rows}</table></div>"
         )
         return page("benchfill review queue", body)
 
@@ -78,7 +78,8 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         ids = [e.item_id for e in board.entries]
         at = ids.index(item_id)
         near = (ids[at - 1] if at else None, ids[at + 1] if at + 1 < len(ids) else None)
-        return page(f"review {item_id}", _item_body(entry, board.outcomes()[item_id], *near, run=board.store.run_id))
+        return page(f"review {item_id}", _item_body(entry, board.outcomes()[item_id], *near, run=board.store.run_id,
+                                                    seen=board.version(item_id)))
 
     async def next_pending(request: Request) -> Response:
         # Where the page goes after an accept or a reject, and the queue page's "n".
@@ -95,16 +96,19 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
             return JSONResponse({"error": "body is not JSON"}, status_code=400)
         if not isinstance(data, dict):
             return JSONResponse({"error": "body must be a JSON object"}, status_code=400)
-        fields = {k: data.get(k) for k in ("item_id", "reviewer", "decision", "reason", "text", "answer")}
+        fields = {k: data.get(k) for k in ("item_id", "reviewer", "decision", "reason", "text", "answer", "seen")}
         if any(v is not None and not isinstance(v, str) for v in fields.values()):
             return JSONResponse({"error": "every field must be a string"}, status_code=400)
         try:
             row = board.decide(
                 fields["item_id"] or "", fields["reviewer"] or "", fields["decision"] or "",
                 fields["reason"] or "", text=fields["text"], answer=fields["answer"], source="page",
+                seen=fields["seen"],
             )  # fmt: skip
         except ReadOnlyStore as exc:  # the server's trouble, not the reviewer's input
             return JSONResponse({"error": str(exc)}, status_code=503)
+        except Changed as exc:  # another reviewer's edit landed since the page was drawn
+            return JSONResponse({"error": str(exc)}, status_code=409)
         except BenchfillError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse({"id": row.id, "item_id": row.item_id, "decision": row.decision})
@@ -131,9 +135,10 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
             return PlainTextResponse("forbidden host", status_code=403)
         given = request.query_params.get("token") or request.headers.get(HEADER) or request.cookies.get(cookie, "")
         if not secrets.compare_digest(given.encode(), token.encode()):
-            message = "forbidden: this page needs the token printed by `benchfill review serve`"
+            message = ("forbidden: this page needs the token printed by `benchfill review serve` (a restarted "
+                       "server prints a new one, and with the default --port 0 a new port too)")
             if request.url.path.startswith("/api/"):  # the page's script reads JSON
-                return JSONResponse({"error": message + " (a restarted server prints a new one)"}, status_code=403)
+                return JSONResponse({"error": message + "; copy what you typed before you open it"}, status_code=403)
             return PlainTextResponse(message, status_code=403)
         response = await call_next(request)
         if request.query_params.get("token"):
@@ -198,7 +203,8 @@ def _num(x: Any, fmt: str = "{:.3f}") -> str:
 
 
 def _flags(e: QueueEntry) -> str:
-    return "".join(f"<span class='flag'>{escape(str(f))}</span>" for f in e.flags)
+    # a space between: read aloud or copied they were one word ("near_duplicateoutside_gap")
+    return " ".join(f"<span class='flag'>{escape(str(f))}</span>" for f in e.flags)
 
 
 def _queue_row(e: QueueEntry, o: Outcome) -> str:
@@ -237,7 +243,9 @@ def _truth(r: dict) -> str:
             f"comparable with the estimates above): {_num(r.get('true_difficulty'))}</li>")
 
 
-def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | None = None, run: str = "") -> str:
+def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | None = None, run: str = "",
+               seen: str = "") -> str:
+    """``seen``: the item's version (``ReviewBoard.version``) as drawn; each decision sends it back."""
     r = e.record
     pieces = text_diff(str(e.ancestor.get(e.text_field, "")), str(e.child.get(e.text_field, "")))
     old = "".join(escape(t) if op == "=" else f"<del>{escape(t)}</del>" for op, t in pieces if op != "+")
@@ -267,9 +275,8 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
         shown = "".join(escape(t) if op == "=" else (f"<del>{escape(t)}</del>" if op == "-" else f"<ins>{escape(t)}</ins>")
                         for op, t in cut)
         edited = (f'<div class="edited"><h2>To be released: the edit by {escape(str(o.edited_by))}</h2>'
-                  f'<pre id="edited-text">{shown}</pre><p>Reference answer: <code id="edited-answer">'
-                  f'{escape(str(current.get(e.answer_field)))}</code> (proposed: '
-                  f'{escape(str(e.child.get(e.answer_field)))})</p><p>Only the edit and accepts made after it count '
+                  f'<pre id="edited-text">{shown}</pre><div>Reference answer: {_answer("edited-answer", current, e)} '
+                  f'(proposed: {_answer("", e.child, e)})</div><p>Only the edit and accepts made after it count '
                   "toward releasing it; the difficulty below was measured on the proposed item.</p></div>")
     return f"""
 {_item_nav(e.item_id, prev, next_)}
@@ -277,9 +284,9 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
 <p>Status: {_status(o)} &middot; gap {r.get("gap_index", "")} {_gap(r)} &middot; {_flags(e)}</p>
 <div class="side">
  <div><h2>Ancestor {escape(str(r.get("ancestor_id")))}</h2><pre id="ancestor-text">{old}</pre>
-  <p>Reference answer: <code id="ancestor-answer">{escape(str(e.ancestor.get(e.answer_field)))}</code></p></div>
+  <div>Reference answer: {_answer("ancestor-answer", e.ancestor, e)}</div></div>
  <div><h2>Proposed item</h2><pre id="child-text">{new}</pre>
-  <p>Reference answer: <code id="child-answer">{escape(str(e.child.get(e.answer_field)))}</code></p></div>
+  <div>Reference answer: {_answer("child-answer", e.child, e)}</div></div>
 </div>
 {edited}
 <h2>Difficulty</h2>
@@ -289,17 +296,32 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
 <h2>Judge</h2><p>{"valid" if judge.get("valid") else "invalid"} ({escape(str(judge.get("model", r.get("judge_model", ""))))}): {escape(str(judge.get("reason", "")))}</p>
 <h2>Decisions</h2><ul id="decisions">{decisions}</ul>
 <div class="actions">
-<button id="accept" data-item="{iid}" data-decision="accept" aria-keyshortcuts="a">Accept</button>
+<button id="accept" data-item="{iid}" data-seen="{seen}" data-decision="accept" aria-keyshortcuts="a">Accept</button>
 <button id="withdraw" data-item="{iid}" data-decision="withdraw" title="take back your own decision on this item">Withdraw my decision</button>
-<fieldset><legend>Reject</legend><input id="reject-reason" placeholder="reason (required)" size="60"
+<fieldset><legend>Reject</legend><input id="reject-reason" placeholder="reason (required)"
  aria-label="reason for rejecting" aria-keyshortcuts="r" data-submit="reject">
-<button id="reject" data-item="{iid}" data-decision="reject">Reject</button></fieldset>
+<button id="reject" data-item="{iid}" data-seen="{seen}" data-decision="reject">Reject</button></fieldset>
 <fieldset><legend>Edit and accept</legend>
-<textarea id="edit-text" aria-label="edited text" aria-keyshortcuts="e" data-submit="edit">{escape(str(current.get(e.text_field, "")))}</textarea>
-<label>Answer <input id="edit-answer" value="{escape(str(current.get(e.answer_field, "")))}" data-submit="edit"></label>
-<input id="edit-reason" placeholder="note (optional)" size="40" aria-label="note on the edit" data-submit="edit">
-<button id="edit" data-item="{iid}" data-decision="edit">Save edit</button></fieldset>
+<textarea id="edit-text" aria-label="edited text" aria-keyshortcuts="e" data-submit="edit">
+{escape(str(current.get(e.text_field, "")))}</textarea>
+<label for="edit-answer">Answer</label>
+<textarea id="edit-answer" rows="{_rows(current.get(e.answer_field, ""))}" data-submit="edit">
+{escape(str(current.get(e.answer_field, "")))}</textarea>
+<input id="edit-reason" placeholder="note (optional)" aria-label="note on the edit" data-submit="edit">
+<button id="edit" data-item="{iid}" data-seen="{seen}" data-decision="edit">Save edit</button></fieldset>
 </div>"""
+
+
+def _answer(id_: str, item: dict, e: QueueEntry) -> str:
+    """A reference answer as written: a code item's solution keeps its lines and indentation."""
+    text = str(item.get(e.answer_field))
+    tag = "pre" if "\n" in text else "code"
+    named = f' id="{id_}"' if id_ else ""
+    return f'<{tag} class="answer"{named}>{escape(text)}</{tag}>'
+
+
+def _rows(answer: Any) -> int:
+    return min(max(str(answer).count("\n") + 1, 1), 20)
 
 
 class ReviewServer:
