@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from benchfill.data import read_mapping
+from benchfill.data import read_mapping, read_text
 from benchfill.errors import ConfigError, DataError, validation_line
 
 # The columns a benchfill release adds to every row of its data file (benchfill.release): provenance, not
@@ -95,10 +95,10 @@ class BenchmarkSpec(BaseModel):
         """Read a spec from TOML, YAML or JSON; a bad field is named with the file."""
         path = Path(path)
         if path.suffix.lower() == ".json":
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                raise ConfigError(f"{path}: spec file not found") from None
+            if not path.exists():
+                raise ConfigError(f"{path}: spec file not found")
+            try:  # (read_text: a byte-order mark dropped, another encoding named in one line)
+                data = json.loads(read_text(path))
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"{path}:{exc.lineno}: cannot parse spec: {exc.msg}") from exc
         else:

@@ -241,6 +241,9 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     from benchfill.evaluators import require_confinement
 
     isolation = require_confinement(bench.spec.evaluator, opts.allow_unconfined)  # refuses before any work
+    from benchfill.prompts import check_overrides
+
+    prompt_warnings = check_overrides()  # a bad override: refused before the run's folder is made
     items = bench.items
     if opts.gaps > len(items) + 1:  # n items bound n + 1 gaps; asking more would search them all, slowly
         raise ConfigError(f"--gaps {opts.gaps}: {bench.name} has {len(items)} items, so at most {len(items) + 1} gaps")
@@ -254,6 +257,8 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     # run, share it among themselves); held until this process ends, however it ends.
     lock = _hold_run(run_dir, run_id_for(opts), exclusive=gaps_only is None)
     show = progress_printer(opts.progress, opts.progress_label)
+    for line in prompt_warnings:
+        show(f"warning: {line}")
     try:
         store = open_run_store(run_dir, opts.store)
     except BaseException:
@@ -491,6 +496,7 @@ def load_benchmark(opts: RunOptions):
         if not Path(opts.responses).is_file():
             raise DataError(f"{opts.responses}: responses file not found")
         bench.responses_path = Path(opts.responses)
+        bench.matrix = None  # the demo's own, in memory, would have been used instead: the file is the user's
     return bench
 
 
@@ -733,9 +739,16 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
     if bench.matrix is not None:
         have = "matrix"
     elif bench.responses_path is not None:
-        have = (bool(names) and names <= set(bench.given_matrix().models)) or "matrix"
+        # read, not only named: a malformed file is refused here, as the run would refuse it
+        given = bench.given_matrix()
+        have = (bool(names) and names <= set(given.models)) or "matrix"
+    from benchfill.prompts import check_overrides
+
+    warnings = check_overrides()  # a bad override is refused here too, not at the run's first call
     out = {"run_id": run_id_for(opts), "backend": opts.resolved_backend(), "strategy": opts.strategy}
     out.update(planned_budget(opts, len(bench.items), trials, have, repairs))
+    if warnings:
+        out["warnings"] = "; ".join(warnings)
     return out
 
 

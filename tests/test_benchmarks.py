@@ -110,3 +110,13 @@ def test_the_spec_id_field_names_the_ids_of_a_local_file_too(tmp_path):
                                           '{"id": "a-child", "qid": 7, "problem": "??", "answer": "2"}\n')
     items = custom_benchmark(tmp_path / "items.jsonl", tmp_path / "spec.json").items
     assert [it["id"] for it in items] == ["a", "a-child"]
+
+
+def test_a_json_spec_with_a_byte_order_mark_is_read_and_one_in_utf16_named(tmp_path):
+    # the JSON spec was read by hand: a BOM was "cannot parse spec", UTF-16 a UnicodeDecodeError traceback
+    spec = {"name": "mine", "text_field": "q", "answer_field": "a", "evaluator": "math"}
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(spec).encode())
+    assert BenchmarkSpec.from_file(tmp_path / "bom.json").name == "mine"
+    (tmp_path / "wide.json").write_text(json.dumps(spec), encoding="utf-16")
+    with pytest.raises(DataError, match=r"wide\.json: not a UTF-8 text file"):
+        BenchmarkSpec.from_file(tmp_path / "wide.json")

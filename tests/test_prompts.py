@@ -191,3 +191,42 @@ def test_solver_prompt_and_evaluator_agree_on_reply_format(shared_data):
     aime = _first(shared_data, "aime24")
     assert r"\boxed{}" in format_solver_prompt(aime, MATH_SPEC)
     assert get_evaluator("math").grade(f"Work.\n\\boxed{{{aime['answer']}}}", aime, MATH_SPEC).correct
+
+
+def test_an_override_folder_a_run_cannot_use_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    # A misspelt placeholder was found at the run's first rewrite, after its folder and fit were made, and
+    # --dry-run passed it; a UTF-16 file was a traceback; a folder that does not exist, or a misspelt file
+    # name, left the built-in prompts in use without a word.
+    from benchfill.cli import main
+    from benchfill.prompts import check_overrides
+
+    over = tmp_path / "prompts"
+    over.mkdir()
+    monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(over))
+    assert check_overrides() == []
+    (over / "rewritter.txt").write_text("x")
+    assert check_overrides() == [f"{over / 'rewritter.txt'}: overrides no prompt (they are judge, rewriter, "
+                                 "solver_code, solver_math, solver_multiple_choice, or solver_NAME for a spec's "
+                                 "solver_prompt); it is not used"]
+    (over / "solver_terse.txt").write_text("Answer: {problem}")  # a spec's own solver template: fine
+    assert len(check_overrides()) == 1
+    rewriter = load_prompt("rewriter")
+    for text, said in ((rewriter.replace("{parent}", "{parnet}"), r"missing \{parent\}; unknown \{parnet\}"),
+                       (rewriter + "\nstray { brace", r"rewriter\.txt: expected '}' before end of string \(write a literal"),
+                       (rewriter.replace("{references}", ""), r"missing \{references\} \(the built-in rewriter uses")):
+        (over / "rewriter.txt").write_text(text)
+        with pytest.raises(ConfigError, match=said):
+            check_overrides()
+    (over / "rewriter.txt").write_text(rewriter.replace("{parent}", "{parnet}"))
+    runs = tmp_path / "runs"
+    for extra in ([], ["--dry-run"]):
+        assert main(["run", "--benchmark", "demo", "--gaps", "1", "--runs-dir", str(runs), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "rewriter.txt: missing {parent}" in err, err
+    assert not runs.exists()  # nothing made
+    (over / "rewriter.txt").write_text(rewriter, encoding="utf-16")
+    with pytest.raises(ConfigError, match=r"rewriter\.txt: not a UTF-8 text file"):
+        check_overrides()
+    monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match=r"^BENCHFILL_PROMPTS_DIR .*nowhere: no such folder"):
+        check_overrides()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchfill.errors import ConfigError
+from benchfill.errors import ConfigError, DataError
 from benchfill.run import RunOptions, dry_run, run, run_id_for
 
 FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6, progress=False, sim_rewriter="kind")
@@ -227,3 +227,12 @@ def test_a_registered_benchmarks_files_edited_since_the_run_began_are_refused_on
     responses.write_text(responses.read_text() + "\n")
     with pytest.raises(ConfigError, match=r"responses\.csv: benchmark aime25's responses are not those"):
         run(RunOptions(**opts))
+
+
+def test_a_dry_run_reads_the_responses_it_names(tmp_path):
+    # --dry-run planned from a responses file the run itself refuses (correct = -1); and the demo's own matrix,
+    # in memory, was used in place of a responses file given for it, by the run too
+    bad = tmp_path / "r.csv"
+    bad.write_text("model,item_id,correct,trials\nm1,demo-001,1,2\nm2,demo-001,-1,2\n")
+    with pytest.raises(DataError, match=r"r\.csv:3: field 'correct' is negative"):
+        dry_run(RunOptions(benchmark="demo", responses=str(bad), runs_dir=str(tmp_path), **FAST))

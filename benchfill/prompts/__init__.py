@@ -43,12 +43,64 @@ def _template_path(name: str, user_dir: str | os.PathLike | None) -> tuple[str, 
     if override:
         candidate = Path(override) / f"{stem}.txt"
         if candidate.is_file():
-            return candidate.read_text(encoding="utf-8"), str(candidate)
+            return _read(candidate), str(candidate)
     default = files(__name__) / f"{stem}.txt"
     if default.is_file():
         return default.read_text(encoding="utf-8"), f"benchfill/prompts/{stem}.txt"
     searched = f"{override} and the defaults" if override else "the defaults"
     raise ConfigError(f"prompt {stem!r}: no file {stem}.txt in {searched}")
+
+
+def _read(path: Path) -> str:
+    from benchfill.data import read_text  # a byte-order mark dropped; another encoding named in one line
+    from benchfill.errors import DataError
+
+    try:
+        return read_text(path)
+    except DataError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def check_overrides(user_dir: str | os.PathLike | None = None) -> list[str]:
+    """Refuse, before any work, an override folder a run cannot use: one that does not exist (its overrides
+    would be passed over in silence), or a template in it whose placeholders are not those its filler
+    gives (found only at the first call otherwise, after the run's folder and fit were made). Returns a
+    warning for each ``.txt`` file there that overrides no prompt (a misspelt name). A ``solver_NAME``
+    file is a solver template of its own (a spec's ``solver_prompt``), which is filled with ``problem``."""
+    override = user_dir if user_dir is not None else os.environ.get(PROMPTS_DIR_ENV)
+    if not override:
+        return []
+    folder = Path(override)
+    if not folder.is_dir():
+        named = str(override) if user_dir is not None else f"{PROMPTS_DIR_ENV} {override}"
+        raise ConfigError(f"{named}: no such folder; its prompt overrides would be passed over (unset it to use "
+                          "the built-in prompts)")
+    defaults = {p.name.removesuffix(".txt"): p for p in files(__name__).iterdir() if p.name.endswith(".txt")}
+    warnings = []
+    for f in sorted(folder.iterdir()):
+        stem = f.name.removesuffix(".txt")
+        if not f.name.endswith(".txt") or stem.startswith("."):
+            continue
+        if not f.is_file():
+            raise ConfigError(f"{f}: a folder where a prompt template goes")
+        if stem in defaults:
+            want = placeholders(defaults[stem].read_text(encoding="utf-8"))
+            allowed = want
+        elif stem.startswith("solver_") and _NAME.fullmatch(stem):
+            want = allowed = {"problem"}  # (format_solver_prompt fills only that for a solver of its own)
+        else:
+            warnings.append(f"{f}: overrides no prompt (they are {', '.join(sorted(defaults))}, or solver_NAME "
+                            "for a spec's solver_prompt); it is not used")
+            continue
+        got = placeholders(_read(f), str(f))
+        missing, unknown = sorted(want - got), sorted(got - allowed)
+        if missing or unknown:
+            said = "; ".join(x for x in (f"missing {', '.join('{' + m + '}' for m in missing)}" if missing else "",
+                                         f"unknown {', '.join('{' + u + '}' for u in unknown)}" if unknown else "")
+                             if x)
+            raise ConfigError(f"{f}: {said} (the built-in {stem} uses {', '.join(sorted(want)) or 'none'}; a "
+                              "literal brace is written {{ or }})")
+    return warnings
 
 
 def load_prompt(name: str, user_dir: str | os.PathLike | None = None) -> str:
@@ -78,11 +130,11 @@ def render(name: str, user_dir: str | os.PathLike | None = None, **variables: An
     wanted = placeholders(template, where)
     missing = sorted(wanted - variables.keys())
     if missing:
-        raise ConfigError(f"{where}: missing variable {missing[0]!r} (needs {', '.join(sorted(wanted))})")
+        raise ConfigError(f"{where}: missing variable {missing[0]!r} (needs {', '.join(sorted(wanted)) or 'none'})")
     unused = sorted(variables.keys() - wanted)
     if unused:
         raise ConfigError(
-            f"{where}: unused variable {unused[0]!r} (template uses {', '.join(sorted(wanted))})"
+            f"{where}: unused variable {unused[0]!r} (template uses {', '.join(sorted(wanted)) or 'none'})"
         )
     return template.format(**variables)
 
