@@ -92,7 +92,7 @@ class ProbeConfig(BaseModel):
     fleet_id: str | None = Field(None, min_length=1, description="the model's identity in cache keys "
                                  "(default: the URL of a single endpoint, fleet:<name> for replicas)")
     model: str = Field(min_length=1, description="served model name")
-    temperature: float = Field(0.6, ge=0)
+    temperature: float = Field(0.6, ge=0, le=2)  # OpenAI's range: a 5 is a typo, refused by the server at run time
     top_p: float = Field(0.95, gt=0, le=1)
     max_tokens: int = Field(4096, ge=1)
     trials: int = Field(8, ge=1, description="samples per item")
@@ -153,7 +153,7 @@ class LLMConfig(BaseModel):
     model: str = Field(min_length=1, description="litellm model string, e.g. openai/gpt-4o")
     api_base: str | None = None
     api_key_env: str | None = Field(None, pattern=ENV_NAME)
-    temperature: float = Field(0.7, ge=0)
+    temperature: float = Field(0.7, ge=0, le=2)
     max_tokens: int = Field(4096, ge=1)
     timeout_s: float = Field(600.0, gt=0)
     max_repairs: int = Field(2, ge=0, description="extra calls after a malformed reply")

@@ -511,6 +511,8 @@ def read_mapping(path: Path) -> dict[str, Any]:
         raise
     except Exception as exc:  # tomllib.TOMLDecodeError / yaml.YAMLError carry the line
         msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        if getattr(exc, "problem", None):  # YAML: the first line is the context ("while scanning ..."); this is why
+            msg = " ".join(str(exc.problem).split())
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}{where}: cannot parse config: {msg}") from exc

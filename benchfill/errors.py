@@ -37,10 +37,20 @@ class EndpointError(BenchfillError):
 
 def validation_line(src: str, exc: ValidationError, prefix: str = "") -> str:
     """A pydantic validation error as one line naming the source and the first bad field."""
-    err = exc.errors()[0]
+    # a misspelt key shows as two errors, the field it should have been "required" and the key given "extra";
+    # the second names what the user wrote
+    errors = exc.errors()
+    err = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0])
     loc = ".".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(err["loc"]))
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
     said = err["msg"].removeprefix("Value error, ")  # pydantic's label for our own validators' messages
+    rest = len(errors) - 1
+    if err.get("type") == "extra_forbidden":
+        said = "not a field here"
+        wanted = [str(e["loc"][-1]) for e in errors if e.get("type") == "missing" and e["loc"][:-1] == err["loc"][:-1]]
+        if wanted:  # the required field beside it is, most likely, what the key was meant to be
+            said += f" (is it {wanted[0]}, which is missing?)"
+            rest -= 1
+    more = f" (and {rest} more)" if rest > 0 else ""
     return f"{src}: field {loc}: {said}{more}"
 
 

@@ -121,6 +121,9 @@ class RunOptions:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
                 auto = " or auto" if key == "misfit" else ""
                 raise ConfigError(f"{name(key)}: a number in [{lo:g}, {hi:g}]{auto}, got {value!r}")
+        for key in ("steering", "prescreen"):  # YAML reads a bare on/off as true/false
+            if isinstance(getattr(self, key), bool):
+                setattr(self, key, "on" if getattr(self, key) else "off")
         if self.steering not in ("on", "off"):
             raise ConfigError(f"{name('steering')}: {self.steering!r} is neither on nor off")
         # the run's folder is <runs dir>/<run id>: "../x" or "a/b" would write it elsewhere; a control character

@@ -91,7 +91,7 @@ def test_values_that_look_like_keys_are_rejected(tmp_path, value):
 def test_errors_name_file_and_field(tmp_path):
     with pytest.raises(ConfigError, match=r"cfg.toml: field probes.0.trials: .*greater than or equal to 1"):
         load_config(write(tmp_path, TOML.replace("trials = 8", "trials = 0")))
-    with pytest.raises(ConfigError, match=r"field probes.1.model: Field required \(and 1 more\)"):
+    with pytest.raises(ConfigError, match=r"field probes.1.modle: not a field here \(is it model, which is missing\?\)$"):
         load_config(write(tmp_path, TOML.replace('model = "other"', 'modle = "other"')))
     with pytest.raises(ConfigError, match=r"field probes: .*appears twice"):
         load_config(write(tmp_path, TOML.replace('name = "p2"', 'name = "p1"')))
@@ -203,3 +203,24 @@ def test_an_infinite_number_and_two_probes_that_are_one_model_are_refused(tmp_pa
     for other in ("temperature = 1.0\n", 'api_key_env = "BF_OTHER_KEY"\n'):  # another sampling, or a key a
         dup.write_text(probe.format("p1", "", "") + probe.format("p2", "", other))  # gateway may route elsewhere
         assert [p.name for p in load_config(dup).probes] == ["p1", "p2"]
+
+
+def test_a_yaml_error_says_what_is_wrong_and_a_temperature_past_two_is_refused(tmp_path):
+    # the YAML line kept only its context ("while scanning for the next token"), not the tab it found
+    with pytest.raises(ConfigError, match=r"tabs\.yaml:2: cannot parse config: found character '\\t' that cannot "
+                                          r"start any token"):
+        load_config(write(tmp_path, "probes:\n\t- name: p1\n", "tabs.yaml"))
+    # OpenAI's range is [0, 2]: a 5 was planned, and refused by the server at every call
+    with pytest.raises(ConfigError, match=r"field probes.0.temperature: Input should be less than or equal to 2"):
+        load_config(write(tmp_path, TOML.replace("trials = 8", "trials = 8\ntemperature = 5")))
+    with pytest.raises(ConfigError, match=r"field judge.temperature: Input should be less than or equal to 2"):
+        load_config(write(tmp_path, TOML.replace("temperature = 0.0", "temperature = 2.5")))
+
+
+def test_a_bare_yaml_on_or_off_is_read_as_meant():
+    # YAML 1.1 reads off as false: "False is neither on nor off"
+    from benchfill.run import RunOptions
+
+    opts = RunOptions(benchmark="demo", steering=False, prescreen=True)
+    opts.check()
+    assert (opts.steering, opts.prescreen) == ("off", "on")

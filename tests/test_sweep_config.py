@@ -41,7 +41,7 @@ sim_probes = 6
 
 
 @pytest.mark.parametrize("body, message", [
-    ('benchmarks = [{name = "demo"}]\nstratgies = ["benchfill"]\n', "field stratgies: Extra inputs are not permitted"),
+    ('benchmarks = [{name = "demo"}]\nstratgies = ["benchfill"]\n', "field stratgies: not a field here"),
     ('benchmarks = [{name = "demo"}]\nstrategies = ["best"]\n', "field strategies: unknown strategy 'best'"),
     ('benchmarks = []\n', "field benchmarks: List should have at least 1 item"),
     ('benchmarks = [{name = "demo", gaps = 0}]\n', "field benchmarks.0.gaps: Input should be greater than or equal to 1"),
