@@ -315,8 +315,19 @@ def _hold_sweep(sweep: Sweep) -> tuple[list[Path], int | None]:
 
 
 def check_benchmarks(sweep: Sweep) -> None:
-    """Read every benchmark once before any work, so a bad name or file fails in seconds."""
+    """Read every benchmark once before any work, so a bad name or file fails in seconds; and the panel
+    config, which every unit would otherwise fail on, one at a time, after the sweep's folder was made."""
     from benchfill.run import load_benchmark
+
+    configs = {plan.opts.config for plan in sweep.runs if plan.opts.config}
+    for path in sorted(configs):
+        from benchfill.config import load_config
+        from benchfill.engine.backend import _require_panel
+
+        try:
+            _require_panel(load_config(path), path)
+        except BenchfillError as exc:
+            raise type(exc)(f"{sweep.source}: field config: {exc}") from exc
 
     seen: set[str] = set()
     for plan in sweep.runs:

@@ -99,6 +99,21 @@ def test_unknown_benchmark_fails_before_any_work(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_panel_config_a_unit_cannot_use_fails_before_any_work(tmp_path, capsys):
+    # every unit failed on it, one at a time, and the sweep wrote an empty table ("1 of 1 units failed")
+    (tmp_path / "panel.toml").write_text('[[probes]]\nname = "p"\nbase_url = "http://127.0.0.1:9/v1"\n'
+                                         'model = "m"\ntemprature = 0.6\n[rewriter]\nmodel = "openai/r"\n'
+                                         '[judge]\nmodel = "openai/j"\n')
+    body = GOOD.replace("gaps = 1", 'gaps = 1\nbackend = "openai"\nconfig = "panel.toml"')
+    path = _write(tmp_path, body)
+    for what in ("temprature: not a field here", "nopanel.toml: config file not found"):
+        assert main(["sweep", "--config", str(path), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"benchfill: error: {path}: field config: ") and what in err[0], err
+        assert not (tmp_path / "runs").exists()
+        path.write_text(body.replace('config = "panel.toml"', 'config = "nopanel.toml"'))
+
+
 def _report(run_id: str, seed: int, before: float, after: float, dev: float | None, calls: int, rollouts: int):
     return {"run_id": run_id, "seed": seed, "n_items": 10, "top_k": 3, "top_k_sum_before": before,
             "top_k_sum_after": after, "top_k_reduction": 1 - after / before, "target_deviation": dev,
