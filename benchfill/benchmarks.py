@@ -55,6 +55,14 @@ def strip_release_columns(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 class BenchmarkSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # names its run and release folders: letters, digits, '.', '_' and '-' (a release refused it otherwise,
@@ -81,6 +89,16 @@ class BenchmarkSpec(BaseModel):
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v):
             raise ValueError(f"{v!r} must be letters, digits, '.', '_' or '-' (it names the run's and the "
                              "release's folders)")
+        return v
+
+    @field_validator("chance", mode="before")
+    @classmethod
+    def _a_floor_as_written(cls, v: Any) -> Any:
+        # before pydantic's union: "0.25" was taken as 0.25, true as 1.0, and "option" named the union's
+        # arms ("field chance.float: ... (and 1 more)")
+        if isinstance(v, bool) or (isinstance(v, str) and v != "options") or not isinstance(v, int | float | str):
+            hint = " (a number is written without quotes)" if isinstance(v, str) and _is_number(v) else ""
+            raise ValueError(f"a guessing floor in [0, 1) or 'options', got {v!r}{hint}")
         return v
 
     @field_validator("chance")

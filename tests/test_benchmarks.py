@@ -120,3 +120,13 @@ def test_a_json_spec_with_a_byte_order_mark_is_read_and_one_in_utf16_named(tmp_p
     (tmp_path / "wide.json").write_text(json.dumps(spec), encoding="utf-16")
     with pytest.raises(DataError, match=r"wide\.json: not a UTF-8 text file"):
         BenchmarkSpec.from_file(tmp_path / "wide.json")
+
+
+@pytest.mark.parametrize(("chance", "said"), [('"0.25"', r"got '0\.25' \(a number is written without quotes\)"),
+                                              ("true", "got True$"), ('"option"', "got 'option'$")])
+def test_a_spec_chance_that_is_not_a_number_or_options_is_named(tmp_path, chance, said):
+    # "0.25" was taken as 0.25, true as 1.0, and "option" named pydantic's union ("field chance.float")
+    (tmp_path / "spec.toml").write_text(f'[benchmark]\nname = "mine"\nchance = {chance}\n')
+    with pytest.raises(ConfigError, match=r"spec\.toml: field chance: a guessing floor in \[0, 1\) or 'options', "
+                                          + said):
+        BenchmarkSpec.from_file(tmp_path / "spec.toml")
