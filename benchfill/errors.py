@@ -50,6 +50,8 @@ def validation_line(src: str, exc: ValidationError, prefix: str = "") -> str:
         if wanted:  # the required field beside it is, most likely, what the key was meant to be
             said += f" (is it {wanted[0]}, which is missing?)"
             rest -= 1
+    if err.get("type") == "list_type" and isinstance(err.get("input"), dict) and err["loc"]:
+        said += f" (in TOML, a list of tables is written [[{err['loc'][-1]}]], once per entry)"
     more = f" (and {rest} more)" if rest > 0 else ""
     return f"{src}: field {loc}: {said}{more}"
 

@@ -224,3 +224,9 @@ def test_a_bare_yaml_on_or_off_is_read_as_meant():
     opts = RunOptions(benchmark="demo", steering=False, prescreen=True)
     opts.check()
     assert (opts.steering, opts.prescreen) == ("off", "on")
+
+
+def test_a_single_probes_table_is_told_to_repeat(tmp_path):
+    with pytest.raises(ConfigError, match=r"field probes: Input should be a valid list \(in TOML, a list of tables "
+                                          r"is written \[\[probes\]\], once per entry\)"):
+        load_config(write(tmp_path, '[probes]\nname = "p1"\nbase_url = "http://127.0.0.1:8001/v1"\nmodel = "m"\n'))
