@@ -112,9 +112,11 @@ class BenchmarkSpec(BaseModel):
     def from_file(cls, path: str | Path) -> BenchmarkSpec:
         """Read a spec from TOML, YAML or JSON; a bad field is named with the file."""
         path = Path(path)
+        if not path.exists():  # (read_mapping would call it a config file)
+            raise ConfigError(f"{path}: spec file not found")
+        if path.suffix.lower() not in (".json", ".toml", ".yaml", ".yml"):
+            raise ConfigError(f"{path}: unknown spec format {path.suffix!r} (use .toml, .yaml, .yml or .json)")
         if path.suffix.lower() == ".json":
-            if not path.exists():
-                raise ConfigError(f"{path}: spec file not found")
             try:  # (read_text: a byte-order mark dropped, another encoding named in one line)
                 data = json.loads(read_text(path))
             except json.JSONDecodeError as exc:

@@ -130,3 +130,11 @@ def test_a_spec_chance_that_is_not_a_number_or_options_is_named(tmp_path, chance
     with pytest.raises(ConfigError, match=r"spec\.toml: field chance: a guessing floor in \[0, 1\) or 'options', "
                                           + said):
         BenchmarkSpec.from_file(tmp_path / "spec.toml")
+
+
+def test_a_missing_spec_or_one_of_another_format_is_named_as_a_spec(tmp_path):
+    with pytest.raises(ConfigError, match=r"nope\.toml: spec file not found$"):
+        BenchmarkSpec.from_file(tmp_path / "nope.toml")
+    (tmp_path / "spec.txt").write_text('name = "x"\n')
+    with pytest.raises(ConfigError, match=r"spec\.txt: unknown spec format '\.txt' \(use \.toml, \.yaml, \.yml or \.json\)"):
+        BenchmarkSpec.from_file(tmp_path / "spec.txt")
