@@ -9,6 +9,7 @@ which is falsy and never raises, so one bad reply never stops a run.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ from benchfill.config import LLMConfig, RetryConfig, key_from_env
 from benchfill.errors import ConfigError, EndpointError
 from benchfill.limits import endpoint_bound
 from benchfill.redact import scrub
-from benchfill.retry import TruncatedReply, async_retrying, is_retryable, status_of
+from benchfill.retry import AttemptTimeout, TruncatedReply, async_retrying, is_retryable, status_of
 
 log = logging.getLogger("benchfill.llm")
 
@@ -186,7 +187,10 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
                 async with bound:  # per attempt: a backoff wait holds no slot
                     stats.requests += 1
                     t0 = time.perf_counter()
-                    resp = await litellm.acompletion(**kwargs)
+                    try:  # timeout_s bounds the whole attempt, not each read (a reply dripped a byte at a time)
+                        resp = await asyncio.wait_for(litellm.acompletion(**kwargs), cfg.timeout_s)
+                    except TimeoutError:
+                        raise AttemptTimeout(f"no whole reply within timeout_s {cfg.timeout_s:g} s") from None
                     latency = time.perf_counter() - t0
                 if not resp.choices:  # a 200 with "choices": [] (litellm passes it on): ask again
                     raise _NoChoices("reply has no choices")

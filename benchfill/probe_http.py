@@ -9,6 +9,7 @@ the rollouts, their cache and their grading.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -18,7 +19,14 @@ from benchfill.config import ProbeConfig, key_from_env
 from benchfill.fleet import Fleet, Replica, new_tally
 from benchfill.limits import endpoint_bound
 from benchfill.redact import scrub
-from benchfill.retry import TruncatedReply, call_with_retries, is_retryable, replied, status_of
+from benchfill.retry import (
+    AttemptTimeout,
+    TruncatedReply,
+    call_with_retries,
+    is_retryable,
+    replied,
+    status_of,
+)
 
 # What a server says when it will not give several samples per request (vLLM with some samplers,
 # some hosted APIs): then ask one sample per request instead.
@@ -136,7 +144,12 @@ class ProbeHttp:
             try:
                 counts.requests += 1
                 t0 = time.perf_counter()
-                texts, usage = await _complete(replica.client, p.model, args, n)
+                # timeout_s bounds the whole attempt: the SDK's is per read, and a server dripping a byte
+                # at a time held a call (and the run waiting on it) for as long as it dripped
+                try:
+                    texts, usage = await asyncio.wait_for(_complete(replica.client, p.model, args, n), p.timeout_s)
+                except TimeoutError:
+                    raise AttemptTimeout(f"no whole reply within timeout_s {p.timeout_s:g} s") from None
                 latency = time.perf_counter() - t0
                 ok = answered = True
                 for other, said in refused.items():

@@ -41,6 +41,11 @@ class TruncatedReply(Exception):
     """A 200 whose body is not a complete reply (cut off on the way): worth asking again."""
 
 
+class AttemptTimeout(TimeoutError):
+    """No whole reply within the attempt's ``timeout_s`` (the SDKs' timeouts bound each read, not the
+    attempt): no reply, worth asking again."""
+
+
 def status_of(exc: BaseException) -> int | None:
     code = getattr(exc, "status_code", None)
     if code is None:

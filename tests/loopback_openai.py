@@ -18,7 +18,7 @@ from collections import Counter
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 
@@ -96,6 +96,20 @@ class LoopbackOpenAI(ThreadedServer):
             if fault == "timeout":  # outlive the client's timeout; the client gives up first
                 await asyncio.sleep(1.0)
                 return JSONResponse({"error": {"message": "too late"}}, status_code=504)
+            if fault == "drip":  # a whole, valid reply, ten bytes every 0.1 s: no single read waits long
+                n = body.get("n", 1)
+                payload = json.dumps({
+                    "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": i, "finish_reason": "stop", "message": {"role": "assistant",
+                                 "content": reply(body["model"], prompt, body.get("seed"), i)}} for i in range(n)],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+
+                async def drip():
+                    for i in range(0, len(payload), 10):
+                        yield payload[i:i + 10]
+                        await asyncio.sleep(0.1)
+
+                return StreamingResponse(drip(), media_type="application/json")
             if fault == "no_choices":  # a 200 that holds no reply
                 return JSONResponse({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                      "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 0,

@@ -206,6 +206,20 @@ def test_a_reply_with_no_choices_is_asked_again_and_never_crashes_the_call(tmp_p
         assert isinstance(again, Failure) and stats.requests == sent  # a rerun: from the cache, not asked again
 
 
+def test_a_judge_reply_dripped_past_timeout_s_is_cut_off_and_retried(tmp_path):
+    # litellm's timeout bounds each read: a judge dripping its reply held the run past timeout_s
+    from loopback_openai import LoopbackOpenAI
+
+    with LoopbackOpenAI(models=("sim-judge",), faults=["drip"]) as srv:
+        stats = LLMStats()
+        v = asyncio.run(judge(LLMConfig(model="openai/sim-judge", api_base=srv.base_url, timeout_s=0.6),
+                              {"problem": "1+1?", "answer": "2"},
+            spec=SPEC, store=Store(tmp_path / "s.db"), retry=NO_WAIT, stats=stats, format_prompt=fmt_judge,
+            parse=lambda reply: (True, reply)))
+        # the dripped reply is whole and valid: only a cut-off makes the second request
+        assert isinstance(v, Verdict) and stats.retries == 1 and stats.requests == 2
+
+
 def test_hosted_models_of_one_provider_share_its_bound(monkeypatch):
     """"gpt-4o" and "gpt-4o-mini" (no provider prefix) both go to openai: one bound of `concurrency`
     for the two, as for "openai/gpt-4o", not one each."""

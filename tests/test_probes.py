@@ -90,6 +90,15 @@ def test_timeout_is_retried(tmp_path):
         assert stats.retries == 2 and all(r.trials == 4 for r in res)
 
 
+def test_a_reply_dripped_past_timeout_s_is_cut_off_and_retried(tmp_path):
+    # timeout_s reached the SDK as a per-read timeout: a server sending a byte at a time held the call (and
+    # the run) for as long as it dripped; each attempt now ends at timeout_s
+    with LoopbackOpenAI(faults=["drip"]) as srv:
+        res, stats = run(Store(tmp_path / "s.db"), panel(srv.base_url, timeout_s=0.6), items=ITEMS[:2])
+        # the dripped replies are whole and valid: only a cut-off makes the second request of each
+        assert stats.retries == 2 and stats.requests == 4 and all(r.trials == 4 for r in res)
+
+
 def test_other_4xx_is_not_retried_and_fails_with_a_clear_error(tmp_path):
     with LoopbackOpenAI(faults=[400]) as srv:
         store = Store(tmp_path / "s.db")
