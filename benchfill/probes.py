@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -147,6 +148,12 @@ class RolloutClient:
         # key -> the call now in flight for it: a request asked twice at once (two items in the same
         # words, concurrent searches) is sent once; once it is done the cache answers.
         self._inflight: dict[str, asyncio.Future] = {}
+        # Answers a server sent empty (content null or blank), per probe: graded wrong, as an answer cut off
+        # at max_tokens is; a server that sends them all (a reasoning parser that leaves the answer in
+        # reasoning_content, say) would move every difficulty without a word, so half or more is warned of
+        self._answers: Counter[str] = Counter()
+        self._empty: Counter[str] = Counter()
+        self._warned: set[str] = set()
 
     @property
     def evaluator(self):
@@ -309,6 +316,7 @@ class RolloutClient:
 
     async def _call(self, p: ProbeConfig, req: dict, key: str) -> list[str]:
         texts, usage, latency, served_by = await self.http.call(p, req, self.stats)
+        self._count_empty(p, texts)
         self.stats.calls += 1
         self.stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
         self.stats.completion_tokens += int(usage.get("completion_tokens") or 0)
@@ -323,6 +331,18 @@ class RolloutClient:
         await asyncio.sleep(0)
         self.cache.flush()  # a no-op where one of them has written it already
         return texts
+
+    EMPTY_WARN_AFTER = 16  # answers of a probe before its share of empty ones is judged
+
+    def _count_empty(self, p: ProbeConfig, texts: list[str]) -> None:
+        self._answers[p.name] += len(texts)
+        self._empty[p.name] += sum(1 for t in texts if not t.strip())
+        n, empty = self._answers[p.name], self._empty[p.name]
+        if p.name not in self._warned and n >= self.EMPTY_WARN_AFTER and 2 * empty >= n:
+            self._warned.add(p.name)
+            log.warning("probe %s at %s: %d of its %d answers so far came back empty (content null or blank) and "
+                        "are graded wrong; is the server putting the answer elsewhere (a reasoning parser's "
+                        "reasoning_content), or cutting it at max_tokens?", p.name, _where(p), empty, n)
 
     def _record(self, results: list[Rollout], phase: str) -> None:
         from sqlalchemy import insert

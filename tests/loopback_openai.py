@@ -110,6 +110,13 @@ class LoopbackOpenAI(ThreadedServer):
                         await asyncio.sleep(0.1)
 
                 return StreamingResponse(drip(), media_type="application/json")
+            if fault == "null_content":  # a 200 whose every choice holds no answer (content null)
+                n = body.get("n", 1)
+                return JSONResponse({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                     "choices": [{"index": i, "finish_reason": "length",
+                                                  "message": {"role": "assistant", "content": None}}
+                                                 for i in range(n)],
+                                     "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}})
             if fault == "no_choices":  # a 200 that holds no reply
                 return JSONResponse({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                      "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 0,

@@ -99,6 +99,17 @@ def test_a_reply_dripped_past_timeout_s_is_cut_off_and_retried(tmp_path):
         assert stats.retries == 2 and stats.requests == 4 and all(r.trials == 4 for r in res)
 
 
+def test_a_probe_whose_answers_come_back_empty_is_warned_of_once(tmp_path, caplog):
+    # content null on every reply: all graded wrong, the difficulties moved, and not a word said
+    import logging
+
+    with LoopbackOpenAI(faults=["null_content"]) as srv, caplog.at_level(logging.WARNING, "benchfill.probes"):
+        res, stats = run(Store(tmp_path / "s.db"), panel(srv.base_url))
+    assert all(r.trials == 4 and r.correct == 0 for r in res)  # graded wrong, as documented
+    said = [r.getMessage() for r in caplog.records if "came back empty" in r.getMessage()]
+    assert len(said) == 1 and "16 of its 16 answers" in said[0], said
+
+
 def test_other_4xx_is_not_retried_and_fails_with_a_clear_error(tmp_path):
     with LoopbackOpenAI(faults=[400]) as srv:
         store = Store(tmp_path / "s.db")
