@@ -156,6 +156,19 @@ class CallCache:
                     s.merge(ModelCall(**row))
 
 
+MAX_TOKENS_COUNTED = 10_000_000  # a reply's usage beyond this is not a count any server means
+
+
+def token_count(value: object) -> int:
+    """A usage count as a server reported it, when it is one: a whole number in [0, MAX_TOKENS_COUNTED];
+    anything else (negative, 10^15, "lots") counts 0, so that one server's nonsense does not become the
+    run's traffic figures."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return 0
+    n = int(value)
+    return n if 0 <= n <= MAX_TOKENS_COUNTED else 0
+
+
 def make_call(kind: str, key: str, endpoint: str, model: str, request: dict[str, Any], response: Any,
               prompt_tokens: int = 0, completion_tokens: int = 0, latency_s: float = 0.0,
               body_json: str | None = None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchfill.cache import CallCache, make_call, request_key
+from benchfill.cache import CallCache, make_call, request_key, token_count
 from benchfill.config import LLMConfig, RetryConfig, key_from_env
 from benchfill.errors import ConfigError, EndpointError
 from benchfill.limits import endpoint_bound
@@ -120,6 +120,9 @@ async def judge(cfg: LLMConfig, child: dict[str, Any], *, spec, store=None, seed
 
 
 # -- the call path ---------------------------------------------------------------------------------
+REPAIR_ECHO_CHARS = 20_000  # of a malformed reply, shown back in a repair turn (about 5,000 tokens)
+
+
 class _NoChoices(TruncatedReply):
     """A 200 whose "choices" is empty (litellm passes it on): asked again, as a cut-off body is."""
 
@@ -141,9 +144,12 @@ async def _ask(role: str, cfg: LLMConfig, prompt: str, read: Callable[[str], Any
             log.info("%s reply malformed (%s); repair %d of %d", role, why, repair + 1, cfg.max_repairs)
             if repair < cfg.max_repairs:
                 stats.repairs += 1
-            # The repair turn shows the model its own reply and what was wrong with it.
+            # The repair turn shows the model its own reply and what was wrong with it; a runaway reply only
+            # in part (a 10 MB one was sent back whole, on every repair turn: paid for, or refused as too long)
+            shown = reply if len(reply) <= REPAIR_ECHO_CHARS else (
+                f"{reply[:REPAIR_ECHO_CHARS]}\n[... {len(reply) - REPAIR_ECHO_CHARS} more characters cut]")
             messages = messages + [
-                {"role": "assistant", "content": reply},
+                {"role": "assistant", "content": shown},
                 {"role": "user", "content": f"Your reply could not be read: {why}. "
                                             "Answer again in exactly the format asked for."},
             ]
@@ -206,7 +212,7 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
         raise EndpointError(f"{role} {cfg.model} at {where}: {_describe(exc, cfg.api_key_env)}") from None
     text = "" if resp is None else resp.choices[0].message.content or ""
     usage = getattr(resp, "usage", None)
-    pt, ct = int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+    pt, ct = token_count(getattr(usage, "prompt_tokens", 0)), token_count(getattr(usage, "completion_tokens", 0))
     stats.calls += 1
     stats.prompt_tokens += pt
     stats.completion_tokens += ct

@@ -193,7 +193,9 @@ async def _complete(client: Any, model: str, args: dict[str, Any], n: int) -> tu
     if len(choices) != n:
         raise TruncatedReply(f"asked for {n} samples, got {len(choices)}")
     texts = [(c.message.content if c.message is not None else None) or "" for c in choices]
-    usage = reply.usage.model_dump() if reply.usage is not None else {}
+    # (warnings off: a server whose usage is not numbers is the server's trouble, counted 0, not three
+    # multi-line pydantic notices on stderr)
+    usage = reply.usage.model_dump(warnings=False) if reply.usage is not None else {}
     return texts, usage
 
 

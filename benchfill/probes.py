@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from benchfill.cache import CallCache, make_call, request_json, request_key
+from benchfill.cache import CallCache, make_call, request_json, request_key, token_count
 from benchfill.config import Config, FleetPolicy, ProbeConfig, RetryConfig
 from benchfill.errors import EndpointError
 from benchfill.fleet import FleetDown, new_tally
@@ -209,7 +209,8 @@ class RolloutClient:
             self._record(results, phase)
         failed = [r for r in results if r.error]
         if failed and strict:
-            raise EndpointError(f"{len(failed)} of {len(results)} probe calls failed after retries "
+            retried = "after retries " if self.stats.retries else ""  # (a 4xx is not retried)
+            raise EndpointError(f"{len(failed)} of {len(results)} probe calls failed {retried}"
                                 f"(completed calls are cached; rerun to resume); first: {failed[0].error}")
         return results
 
@@ -318,13 +319,13 @@ class RolloutClient:
         texts, usage, latency, served_by = await self.http.call(p, req, self.stats)
         self._count_empty(p, texts)
         self.stats.calls += 1
-        self.stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-        self.stats.completion_tokens += int(usage.get("completion_tokens") or 0)
+        pt, ct = token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens"))
+        self.stats.prompt_tokens += pt
+        self.stats.completion_tokens += ct
         self.stats.latency_s += latency
         # The row records the replica that served it (its endpoint column); its key does not.
         self.cache.add(make_call("probe", key, served_by, p.model, req, {"texts": texts, "usage": usage},
-                                 int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
-                                 latency, body_json=self._bodies.pop(key, None)))
+                                 pt, ct, latency, body_json=self._bodies.pop(key, None)))
         # The other replies of this turn of the loop join the write. This turn also keeps the call in flight
         # (``_fetch`` lets it go on return) while its reply is already in the cache: a batch that looked the
         # key up before the reply came starts its task one turn later, and finds one or the other.

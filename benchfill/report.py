@@ -303,9 +303,10 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
     """The headline of a finished run (report.json's dict), for a terminal: the confirmed after-figures
     with their interval, the gaps filled and those flagged outside_gap, in a few lines."""
     k = rep["top_k"]
-    placed_by = ", ".join(rep.get("placed_by") or []) or "none"
+    placed_by = ", ".join(rep.get("placed_by") or [])
     outside = [str(g["gap_index"]) for g in rep["gaps"] if "outside_gap" in (g.get("flags") or [])]
-    lines = [f"{rep['run_id']}{' (SIMULATED)' if rep['simulated'] else ''}: after-figures by {placed_by} z"
+    by = f"after-figures by {placed_by} z" if placed_by else "no item placed: the after-figures are the before"
+    lines = [f"{rep['run_id']}{' (SIMULATED)' if rep['simulated'] else ''}: {by}"
              + _optimism(rep),
              f"  max gap      {rep['max_gap_before']:.4f} -> {_with_interval(rep, 'max_gap', rep['max_gap_after'])}",
              f"  top-{k} sum    {rep['top_k_sum_before']:.4f} -> {_with_interval(rep, f'top{k}_gap_sum', rep['top_k_sum_after'])}"

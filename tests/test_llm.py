@@ -282,3 +282,27 @@ def test_a_level_the_host_gave_litellms_logger_stands():
         assert logging.getLogger("LiteLLM Router").level != logging.NOTSET  # the others: quiet, as before
     finally:
         lg.setLevel(before)
+
+
+def test_a_runaway_malformed_reply_is_shown_back_in_part(monkeypatch):
+    # a 10 MB malformed reply went back whole in every repair turn: paid for, or refused as too long
+    import benchfill.llm as llm
+
+    sent: list[list[dict]] = []
+
+    async def complete(role, cfg, messages, seed, store, retry, stats):
+        sent.append(messages)
+        return ("x" * 1_000_000 if len(sent) == 1 else "<verdict>valid</verdict><reason>ok</reason>"), False
+
+    monkeypatch.setattr(llm, "_complete", complete)
+    v = asyncio.run(judge(LLMConfig(model="openai/j"), {"problem": "1+1?", "answer": "2"}, spec=SPEC,
+                          format_prompt=fmt_judge))
+    assert isinstance(v, Verdict) and v.repairs == 1
+    echoed = sent[1][1]["content"]
+    assert len(echoed) < llm.REPAIR_ECHO_CHARS + 100 and echoed.endswith("[... 980000 more characters cut]")
+
+
+def test_usage_counts_that_are_not_counts_are_counted_zero():
+    from benchfill.cache import token_count
+
+    assert [token_count(v) for v in (12, 12.0, 0, -5, 10**15, "lots", None, True, float("nan"))] == [12, 12] + [0] * 7

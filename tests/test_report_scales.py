@@ -134,6 +134,9 @@ def test_figures_at_the_annotated_difficulty_are_called_optimistic_and_the_advic
     assert "at its **confirmed** difficulty (measured on fresh rollouts" in md and "optimistic" not in md
     assert "a tighter `--confirm-se` resolves it, at more rollouts" in md
     assert summary_lines(conf)[0].endswith("after-figures by confirmed z")
+    # nothing placed: it said "after-figures by none z"
+    assert summary_lines(_rep(placed_by=[], confirm=True))[0].endswith(": no item placed: the after-figures are "
+                                                                        "the before")
 
 
 def test_a_gap_beyond_the_panels_reach_is_not_told_to_spend_more_rollouts():
