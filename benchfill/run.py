@@ -28,6 +28,7 @@ from benchfill.errors import ConfigError
 from benchfill.untrusted import terminal
 
 BACKENDS = ("sim", "openai")
+EXTRA_KEYS = {"anchor_items"}  # RunOptions.extra: anchor items for a benchmark with a matrix (a sweep sets it)
 
 
 @dataclass
@@ -121,6 +122,9 @@ class RunOptions:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
                 auto = " or auto" if key == "misfit" else ""
                 raise ConfigError(f"{name(key)}: a number in [{lo:g}, {hi:g}]{auto}, got {value!r}")
+        if not isinstance(self.extra, dict) or set(self.extra) - EXTRA_KEYS:  # a misspelt key did nothing
+            unknown = sorted(set(self.extra) - EXTRA_KEYS) if isinstance(self.extra, dict) else self.extra
+            raise ConfigError(f"{name('extra')}: unknown {unknown!r} (it takes {', '.join(sorted(EXTRA_KEYS))})")
         for key in ("steering", "prescreen"):  # YAML reads a bare on/off as true/false
             if isinstance(getattr(self, key), bool):
                 setattr(self, key, "on" if getattr(self, key) else "off")
@@ -190,7 +194,7 @@ class RunOptions:
 # How RunOptions.check names an option by default: its flag of `benchfill run`, where the flag is not the
 # field's name with dashes (a flag that turns it off: the field, then the flag).
 _FLAGS = {"sim_rewriter": "--rewriter", "sim_rewriter_knobs": "--rewriter-knobs", "confirm": "confirm (--no-confirm)",
-          "progress": "progress (--quiet)"}
+          "progress": "progress (--quiet)", "extra": "extra"}  # (extra has no flag: a library caller's or a sweep's)
 
 
 def option_flag(field_name: str) -> str:

@@ -36,6 +36,7 @@ FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6,
         # the run was named after the benchmark and made of the items
         ({"items": "mine.jsonl", "spec": "mine.toml"}, r"^--benchmark demo with --items/--spec: name a registered"),
         ({"run_id": "a/b"}, r"^--run-id: a plain folder name"),
+        ({"extra": {"anchor_itemz": 5}}, r"^extra: unknown \['anchor_itemz'\] \(it takes anchor_items\)$"),
         ({"run_id": ".."}, r"^--run-id: a plain folder name"),
     ],
 )
