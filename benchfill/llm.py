@@ -193,8 +193,11 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
                 async with bound:  # per attempt: a backoff wait holds no slot
                     stats.requests += 1
                     t0 = time.perf_counter()
-                    try:  # timeout_s bounds the whole attempt, not each read (a reply dripped a byte at a time)
-                        resp = await asyncio.wait_for(litellm.acompletion(**kwargs), cfg.timeout_s)
+                    # timeout_s bounds the whole attempt, not each read (a reply dripped a byte at a time);
+                    # asyncio.timeout, not wait_for, which can swallow a stop's cancellation on 3.11
+                    try:
+                        async with asyncio.timeout(cfg.timeout_s):
+                            resp = await litellm.acompletion(**kwargs)
                     except TimeoutError:
                         raise AttemptTimeout(f"no whole reply within timeout_s {cfg.timeout_s:g} s") from None
                     latency = time.perf_counter() - t0

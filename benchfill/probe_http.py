@@ -146,8 +146,11 @@ class ProbeHttp:
                 t0 = time.perf_counter()
                 # timeout_s bounds the whole attempt: the SDK's is per read, and a server dripping a byte
                 # at a time held a call (and the run waiting on it) for as long as it dripped
+                # (asyncio.timeout, not wait_for: 3.11's wait_for runs the call as a task of its own and can
+                # swallow a cancellation that lands as it finishes, and a stopped run then went on calling)
                 try:
-                    texts, usage = await asyncio.wait_for(_complete(replica.client, p.model, args, n), p.timeout_s)
+                    async with asyncio.timeout(p.timeout_s):
+                        texts, usage = await _complete(replica.client, p.model, args, n)
                 except TimeoutError:
                     raise AttemptTimeout(f"no whole reply within timeout_s {p.timeout_s:g} s") from None
                 latency = time.perf_counter() - t0
