@@ -36,8 +36,7 @@ class ResponseMatrix:
         # the field, like a file read through data.read_responses
         where = f"{self.source}: " if self.source else "ResponseMatrix: "
         for name, ids in (("models", self.models), ("item_ids", self.item_ids)):
-            seen: set[str] = set()
-            twice = next((i for i in ids if i in seen or seen.add(i)), None)
+            twice = first_repeat(ids)
             if twice is not None:  # the columns would merge in every dict keyed by id; a saved fit is refused
                 raise DataError(f"{where}{name} names {twice!r} twice")
         shape = (len(self.models), len(self.item_ids))
@@ -104,3 +103,13 @@ class ResponseMatrix:
         ids = tuple(self.item_ids[i] for i in idx)
         return replace(self, item_ids=ids, correct=self.correct[:, idx], trials=self.trials[:, idx],
                        chance=self.chance[idx])
+
+
+def first_repeat(names: tuple[str, ...]) -> str | None:
+    """The first name that appears a second time, or None."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None

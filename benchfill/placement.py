@@ -282,9 +282,10 @@ def _sized(model, probes, port, key_env, seqs, mml, trials, gpu_memory_gb, env) 
         cfg = json.loads((where / "config.json").read_text())
         weights = _weights_bytes(where, cfg)
         kv = trials * mml * kv_bytes_per_token(cfg)
-        heads = {**cfg, **cfg.get("text_config", {})}["num_attention_heads"]
+        c = {**cfg, **cfg.get("text_config", {})}
+        heads = c["num_attention_heads"]
         # (MLA's one latent per layer is copied to every GPU, as a single KV head would be)
-        kv_heads = 1 if {**cfg, **cfg.get("text_config", {})}.get("kv_lora_rank") else kv_heads_of(cfg)
+        kv_heads = 1 if c.get("kv_lora_rank") else kv_heads_of(c)
     except (ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
         raise ConfigError(f"{where / 'config.json'}: cannot size {model} from it ({exc.__class__.__name__}: "
                           f"{str(exc)[:80]}); set probes.{probes[0]}.gpu_memory_gb") from None

@@ -209,8 +209,8 @@ class RolloutClient:
             self._record(results, phase)
         failed = [r for r in results if r.error]
         if failed and strict:
-            retried = "after retries " if self.stats.retries else ""  # (a 4xx is not retried)
-            raise EndpointError(f"{len(failed)} of {len(results)} probe calls failed {retried}"
+            # (not "after retries": a 4xx is not retried, and the client's count is not this batch's)
+            raise EndpointError(f"{len(failed)} of {len(results)} probe calls failed "
                                 f"(completed calls are cached; rerun to resume); first: {failed[0].error}")
         return results
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from benchfill import calling_module, locks
+from benchfill import __version__, calling_module, locks
 from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.measure.before_after import before_after
@@ -42,6 +42,7 @@ from benchfill.review.card import (
     ecdf_plot,
 )
 from benchfill.review.rule import ReleaseRule
+from benchfill.run import INPUTS_META
 from benchfill.schema import Item, Release
 
 MANIFEST = "manifest.json"
@@ -231,9 +232,9 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         "backend": board.store.get_meta("backend"),
         # what a third party needs to make the run again: the tool's version, the run's settings, and the
         # content of the files it read (files named by name only: a local path says nothing to a reader)
-        "benchfill_version": _tool_version(),
+        "benchfill_version": __version__,
         "run_options": _run_options(board.store.get_meta("options")),
-        "inputs_sha256": board.store.get_meta(_inputs_meta()),
+        "inputs_sha256": board.store.get_meta(INPUTS_META),
         # A simulated run with nothing accepted still places the original items by its simulated panel's answers
         # (and may establish the benchmark's scale of record), so the card says so too.
         "simulated": any(r["simulated"] for r in rows) or board.store.get_meta("backend") == "sim",
@@ -623,21 +624,6 @@ def _recorded(rows: list, release_dir: Path):
         if path.resolve() == want if path.is_absolute() else path.parts[-2:] == want.parts[-2:]:
             return r
     return None
-
-
-def _inputs_meta() -> str:
-    from benchfill.run import INPUTS_META
-
-    return INPUTS_META
-
-
-def _tool_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("benchfill")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def _run_options(options: Any) -> dict[str, Any] | None:

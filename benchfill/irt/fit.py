@@ -20,6 +20,7 @@ import numpy as np
 
 from benchfill import locks
 from benchfill.coverage import z_of
+from benchfill.matrix import first_repeat
 
 
 @dataclass
@@ -243,7 +244,7 @@ class IrtFit:
             raise DataError(f"{source}: fields 'model' and 'engine' must be 1pl/2pl and map/nuts, "
                             f"found {d['model']!r} and {d['engine']!r}")
         for key, ids in (("models", models), ("item_ids", item_ids)):
-            twice = _first_repeat(ids)
+            twice = first_repeat(ids)
             if twice is not None:  # a gap or a difficulty would be read off the wrong item
                 raise DataError(f"{source}: field {key!r} names {twice!r} twice")
         difficulty = numbers("difficulty", len(item_ids), "items")
@@ -277,15 +278,6 @@ class IrtFit:
             seed=d.get("seed"),
             **kw,
         )
-
-
-def _first_repeat(names: tuple[str, ...]) -> str | None:
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            return name
-        seen.add(name)
-    return None
 
 
 def _same(a: float, b: float) -> bool:

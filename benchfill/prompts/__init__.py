@@ -93,13 +93,11 @@ def check_overrides(user_dir: str | os.PathLike | None = None) -> list[str]:
                             "for a spec's solver_prompt); it is not used")
             continue
         got = placeholders(_read(f), str(f))
-        missing, unknown = sorted(want - got), sorted(got - allowed)
-        if missing or unknown:
-            said = "; ".join(x for x in (f"missing {', '.join('{' + m + '}' for m in missing)}" if missing else "",
-                                         f"unknown {', '.join('{' + u + '}' for u in unknown)}" if unknown else "")
-                             if x)
-            raise ConfigError(f"{f}: {said} (the built-in {stem} uses {', '.join(sorted(want)) or 'none'}; a "
-                              "literal brace is written {{ or }})")
+        said = [f"{what} {', '.join('{' + n + '}' for n in sorted(names))}"
+                for what, names in (("missing", want - got), ("unknown", got - allowed)) if names]
+        if said:
+            raise ConfigError(f"{f}: {'; '.join(said)} (the built-in {stem} uses {', '.join(sorted(want)) or 'none'}; "
+                              "a literal brace is written {{ or }})")
     return warnings
 
 

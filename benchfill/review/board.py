@@ -74,15 +74,17 @@ class ReviewBoard:
         self.store.set_meta("release_rule", self.rule.to_dict())
         self.kept_rule = self.rule
 
-    def standing(self, item_id: str) -> dict[str, Any]:
-        """The item as a release would ship it now: the edit in force, else the proposal."""
-        return self.outcomes()[item_id].edited_fields or self.entry(item_id).child
+    def standing(self, item_id: str, outcome: Outcome | None = None) -> dict[str, Any]:
+        """The item as a release would ship it now: the edit in force, else the proposal (``outcome``: the
+        item's, where the caller has it already; each reading of the outcomes reads every decision)."""
+        outcome = outcome or self.outcomes()[item_id]
+        return outcome.edited_fields or self.entry(item_id).child
 
-    def version(self, item_id: str) -> str:
+    def version(self, item_id: str, outcome: Outcome | None = None) -> str:
         """A short digest of ``standing``: what a reviewer saw, to be checked when they decide."""
         import hashlib
 
-        text = json.dumps(self.standing(item_id), sort_keys=True, ensure_ascii=False, default=str)
+        text = json.dumps(self.standing(item_id, outcome), sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def entry(self, item_id: str) -> QueueEntry:
@@ -114,15 +116,18 @@ class ReviewBoard:
                             ("reason", reason), ("text", text), ("source", source)):
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{name}: expected a string, got {type(value).__name__} {value!r}")
-        if seen is not None and (decision or "").strip().lower() != "withdraw":
+        kind = (decision or "").strip().lower()
+        checked = seen is not None and kind != "withdraw"
+        now = None
+        if checked or kind == "edit":
             self.entry(item_id)  # an unknown id is named as such first
-            now = self.version(item_id)
-            if seen != now:
-                by = self.outcomes()[item_id].edited_by
-                raise Changed(f"decision on '{item_id}': the item changed since you opened it ("
-                              + (f"the edit by {by} is now the one in force" if by else "the edit you saw was withdrawn")
-                              + "); reload it to see it as it stands. Nothing was recorded")
-        row = self.prepare(item_id, reviewer, decision, reason, text, answer, source)
+            now = self.outcomes()[item_id]  # read once, for the check and for the edit's base
+        if checked and seen != self.version(item_id, now):
+            by = now.edited_by
+            raise Changed(f"decision on '{item_id}': the item changed since you opened it ("
+                          + (f"the edit by {by} is now the one in force" if by else "the edit you saw was withdrawn")
+                          + "); reload it to see it as it stands. Nothing was recorded")
+        row = self.prepare(item_id, reviewer, decision, reason, text, answer, source, outcome=now)
         self.record([row])
         return row
 
@@ -135,8 +140,10 @@ class ReviewBoard:
         text: str | None = None,
         answer: str | None = None,
         source: str = "",
+        outcome: Outcome | None = None,
     ) -> ReviewDecision:
-        """A checked, not yet stored decision (so a batch can be checked whole before any write)."""
+        """A checked, not yet stored decision (so a batch can be checked whole before any write).
+        ``outcome``: the item's standing, where the caller read it already (a sheet reads all once)."""
         entry = self.entry(item_id)
         reviewer = (reviewer or "").strip()
         reason = (reason or "").strip()
@@ -159,7 +166,7 @@ class ReviewBoard:
         if decision == "edit":
             # on the item as it stands: a change of the answer alone keeps an earlier edit's text
             # (the edit in force, restated: a sheet imported again repeats its reviewer's own, which import skips)
-            edited = self._edited(entry, text, answer, self.standing(item_id))
+            edited = self._edited(entry, text, answer, self.standing(item_id, outcome))
             if edited == entry.child:
                 raise BenchfillError(f"decision on '{item_id}': the edit changes neither text nor answer")
             edited_json = json.dumps(edited, ensure_ascii=False)

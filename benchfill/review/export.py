@@ -223,6 +223,7 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
     rows, lines = [], []
     exported: datetime | None = None
     first_line: dict[tuple[str, str], int] = {}
+    standing = None  # the queue's outcomes, read at the sheet's first edit
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
@@ -260,10 +261,13 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
                 try:
                     entry = board.entry(item_id)
                     _same_item(entry, row)
+                    if edit and standing is None:  # every decision read once for the sheet, not once per row
+                        standing = board.outcomes()
                     rows.append(board.prepare(
                         item_id, who, decision, row.get("reason") or "",
                         text=(row.get("edited_text") or None) if edit else None,
                         answer=(row.get("edited_answer") or None) if edit else None,
+                        outcome=standing[item_id] if edit else None,
                     ))  # fmt: skip
                 except BenchfillError as exc:
                     raise DataError(f"{where}: {exc}") from None
