@@ -102,6 +102,24 @@ def test_memory_no_rlimit_counts_is_refused():
     assert outcome.passed, outcome.detail
 
 
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="seccomp numbers known for these")
+def test_the_kernel_keyrings_are_refused():
+    # keyrings belong to no namespace: a program read the session keyring of whoever started the grader,
+    # planted keys there that outlived grading, and could use up the user's key quota
+    nums = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}[os.uname().machine]
+    probe = (
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"add_key, request_key, keyctl = {nums}\n"
+        "p = b'planted'\n"
+        "assert libc.syscall(add_key, b'user', b'qa', p, len(p), -3) == -1 and ctypes.get_errno() == 1\n"
+        "assert libc.syscall(request_key, b'user', b'qa', None, 0) == -1 and ctypes.get_errno() == 1\n"
+        "assert libc.syscall(keyctl, 0, -3, 0) == -1 and ctypes.get_errno() == 1\n"  # KEYCTL_GET_KEYRING_ID
+    )
+    outcome = _one(probe)
+    assert outcome.passed, outcome.detail
+
+
 _LITTER = """
 import os, socket
 os.mkdir('closed')

@@ -24,10 +24,14 @@ _MAX_MESSAGE = 512  # a result is "P" or "F" and 200 characters: a program writi
 
 # System calls no program may make. SysV shared memory, semaphores and message queues and memfd hold
 # memory that no rlimit counts (SysV objects also outlive the program that made them, until the batch
-# ends). Per architecture: its audit number, then shmget, semget, msgget, memfd_create.
+# ends). The kernel's keyrings belong to no namespace: bwrap's new session is only setsid, so a program
+# could read the session keyring of whoever started benchfill (a Kerberos ticket, an fscrypt key), plant
+# keys there that outlive grading, and use up the user's key quota (as Docker's default profile does,
+# they are refused). Per architecture: its audit number, then shmget, semget, msgget, memfd_create,
+# add_key, request_key, keyctl.
 _REFUSED = {
-    "x86_64": (0xC000003E, (29, 64, 68, 319)),
-    "aarch64": (0xC00000B7, (194, 190, 186, 279)),
+    "x86_64": (0xC000003E, (29, 64, 68, 319, 248, 249, 250)),
+    "aarch64": (0xC00000B7, (194, 190, 186, 279, 217, 218, 219)),
 }
 _X32_BIT = 0x40000000  # x86_64's x32 system calls: the same calls under other numbers
 
