@@ -306,7 +306,9 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
     placed_by = ", ".join(rep.get("placed_by") or [])
     outside = [str(g["gap_index"]) for g in rep["gaps"] if "outside_gap" in (g.get("flags") or [])]
     by = f"after-figures by {placed_by} z" if placed_by else "no item placed: the after-figures are the before"
-    lines = [f"{rep['run_id']}{' (SIMULATED)' if rep['simulated'] else ''}: {by}"
+    marks = "".join(f" ({m})" for m, on in (("SIMULATED", rep["simulated"]),
+                                               ("UNCONFINED", rep.get("isolation") == "unconfined")) if on)
+    lines = [f"{rep['run_id']}{marks}: {by}"
              + _optimism(rep),
              f"  max gap      {rep['max_gap_before']:.4f} -> {_with_interval(rep, 'max_gap', rep['max_gap_after'])}",
              f"  top-{k} sum    {rep['top_k_sum_before']:.4f} -> {_with_interval(rep, f'top{k}_gap_sum', rep['top_k_sum_after'])}"

@@ -266,6 +266,10 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     show = progress_printer(opts.progress, opts.progress_label)
     for line in prompt_warnings:
         show(f"warning: {line}")
+    if isolation == "unconfined":  # allowed, perhaps by a BENCHFILL_ALLOW_UNCONFINED=1 set long ago: said at
+        # once, --quiet or not, as a security matter is no progress line
+        print(f"benchfill: warning: {run_id_for(opts)}: generated programs will run UNCONFINED (no bubblewrap "
+              "sandbox), with this user's rights", file=sys.stderr, flush=True)
     try:
         store = open_run_store(run_dir, opts.store)
     except BaseException:

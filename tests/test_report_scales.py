@@ -137,6 +137,9 @@ def test_figures_at_the_annotated_difficulty_are_called_optimistic_and_the_advic
     # nothing placed: it said "after-figures by none z"
     assert summary_lines(_rep(placed_by=[], confirm=True))[0].endswith(": no item placed: the after-figures are "
                                                                         "the before")
+    # generated programs that ran unconfined are said in the headline, beside SIMULATED
+    assert summary_lines(_rep(isolation="unconfined"))[0].startswith("r (SIMULATED) (UNCONFINED): ")
+    assert summary_lines(_rep(isolation="bubblewrap", simulated=False))[0].startswith("r: ")
 
 
 def test_a_gap_beyond_the_panels_reach_is_not_told_to_spend_more_rollouts():
