@@ -180,3 +180,13 @@ def test_an_empty_or_cut_cache_file_is_recomputed_not_a_traceback(tmp_path, caps
     assert json.loads(capsys.readouterr().out) == first
     assert sorted((tmp_path / "cache" / "order-calibration").iterdir()) == files  # rewritten, no temp files left
     order_test.clear_memory_cache()
+
+
+def test_the_calibration_count_reaches_its_total_when_an_item_has_one_model(tmp_path, capsys):
+    # q4 is tried by one model only: it is not profiled, and its trials vector had counted in the total
+    resp = tmp_path / "two.csv"
+    resp.write_text("model,item_id,correct,trials\nA,q1,0,1\nB,q1,1,1\nA,q2,1,1\nB,q2,0,1\nA,q3,1,1\nB,q3,1,1\n"
+                    "A,q4,0,1\n")
+    assert main(["profile", "--responses", str(resp), "--no-cache", "--draws", "19", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "order calibration 1/1: 2 models, trials 1, 3 items" in err and "1/2" not in err

@@ -192,7 +192,8 @@ def profile(
     q = np.full((n_items, 3), np.nan)
     patterns, inverse = np.unique(t_all > 0, axis=0, return_inverse=True)
     inverse = inverse.ravel()
-    n_vectors, done = len(np.unique(t_all, axis=0)), 0
+    # the calibrations the loop will run: one per trials vector of an item two or more models tried
+    n_vectors, done = len(np.unique(t_all[(t_all > 0).sum(axis=1) >= 2], axis=0)), 0
     for g, present in enumerate(patterns):
         members = np.flatnonzero(inverse == g)
         if present.sum() < 2:
