@@ -110,6 +110,20 @@ def test_residuals_refuse_feature_options_a_saved_predictor_settles(shared_data,
     assert "--families: --predictor" in err and "brings its own families, embedder and scorers" in err
 
 
+def test_residuals_refuse_a_predictor_trained_on_the_same_benchmark(shared_data, tmp_path, capsys):
+    # its predictions there are in sample: the residuals shrink and the rho flatters, yet the table called them held out
+    out = tmp_path / "aime.json"
+    assert main(["predict", "train", "--benchmark", "aime25", "--data-dir", str(shared_data),
+                 "--families", "length,structural", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["predict", "residuals", "--benchmark", "aime25", "--data-dir", str(shared_data),
+                 "--predictor", str(out), "--json"]) == 2
+    got = capsys.readouterr()
+    assert got.out == "" and got.err.strip().splitlines() == [
+        f"benchfill: error: --predictor {out} was trained on aime25: its residuals there are in sample, not held "
+        "out; leave out --predictor for out-of-fold residuals"]
+
+
 def test_score_warns_or_refuses_when_the_items_lack_the_predictors_text_field(tmp_path, capsys):
     # a predictor trained on items whose text is in "prompt" (as humaneval's is)
     train_items = [{"id": f"t{k}", "prompt": " and ".join(["the sum of two primes"] * (k % 9 + 1)) + "?"}

@@ -211,10 +211,13 @@ def test_the_cli_says_how_far_the_scorer_is_and_a_rerun_asks_only_for_the_rest(s
         assert main(["predict", "evaluate", *args]) == 0
         err = capsys.readouterr().err
         assert "scorer flat: 15/15 items" in err and len(srv.requests) == 15
-        # train, then residuals with the saved predictor, through the same cache: nothing asked again
+        # train, then score the same items with the saved predictor, through the same cache: nothing asked again
         assert main(["predict", "train", *args, "--out", str(pred)]) == 0
-        assert main(["predict", "residuals", "--benchmark", "aime25", "--data-dir", str(shared_data),
-                     "--predictor", str(pred), "--scorer-cache", str(cache), "--threshold", "0"]) == 0
+        trained = tmp_path / "aime-i.jsonl"  # the matrix covers AIME I only: the items trained on
+        trained.write_text("".join(ln + "\n" for ln in (shared_data / "aime25" / "items.jsonl").read_text().splitlines()
+                                   if '"2025-I-' in ln))
+        assert main(["predict", "score", "--predictor", str(pred), "--items", str(trained),
+                     "--scorer-cache", str(cache)]) == 0
         assert len(srv.requests) == 15
         assert "scorer flat: 15/15 items" in capsys.readouterr().err
         # score two new items: one the scorer has answered (an aime25 problem), one it has not

@@ -16,6 +16,7 @@ import time
 from importlib.util import find_spec
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_predict_entropy import LogprobServer
 
@@ -256,11 +257,12 @@ def test_score_reads_the_options_of_every_item_through_one_field(toy, tmp_path, 
     assert rc == 2 and err.strip().splitlines() == [f"benchfill: error: {items}: items differ in their options field "
                                                     "(item a: 'options', item b: 'choices'); give every item the same one"]
     # items without options at all are items of another kind, scored as such; null is no options too
-    rc, out, err = score([{"id": "a", "prompt": "p?"}, {"id": "b", "prompt": "q?", "options": None}])
+    p, q = "the sum of two primes?", "the sum of two primes and the sum of two primes?"  # texts like the training's
+    rc, out, err = score([{"id": "a", "prompt": p}, {"id": "b", "prompt": q, "options": None}])
     assert rc == 0 and err == "" and len(out.splitlines()) == 2
     # numbers are option texts as the training items' strings are
-    rc, out, _ = score([{"id": "a", "prompt": "p?", "options": [1, 2]}])
-    rc2, out2, _ = score([{"id": "a", "prompt": "p?", "options": ["1", "2"]}])
+    rc, out, _ = score([{"id": "a", "prompt": p, "options": [1, 2]}])
+    rc2, out2, _ = score([{"id": "a", "prompt": p, "options": ["1", "2"]}])
     assert rc == rc2 == 0 and json.loads(out)["z"] == json.loads(out2)["z"]
 
 
@@ -276,6 +278,12 @@ def test_score_reads_the_options_of_every_item_through_one_field(toy, tmp_path, 
      "field 'model.coef' has a non-number at index 0: \"0.5\"; every entry must be a finite number"),
     (lambda d: d["model"]["transforms"][1]["scale"].__setitem__(3, None),
      "field 'model.transforms[1].scale' has a non-number at index 3: null; every entry must be a finite number"),
+    (lambda d: d["model"]["transforms"][1]["hi"].__setitem__(4, None),
+     "field 'model.transforms[1].hi' has a non-number at index 4: null; every entry must be a finite number"),
+    (lambda d: d["model"]["transforms"][0].pop("lo"),
+     "field 'model.transforms[0].lo' missing where the other bound is given"),
+    (lambda d: d["model"]["transforms"][0].__setitem__("hi", [1.0, 2.0]),
+     "field 'model.transforms[0].hi' must be null or 1 numbers (the 'length' family's columns)"),
     (lambda d: d["scales"]["toy"].__setitem__("sd", 0),
      "field 'scales.toy.sd' is 0; it must be > 0"),
     (lambda d: d["scales"]["toy"].__setitem__("sd", -1.5),
@@ -328,3 +336,42 @@ def test_minilm_without_its_extra_is_refused_before_the_fit(shared_data, tmp_pat
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
     assert err[0].startswith("benchfill: error: --embedder minilm needs the 'embed' extra (")
+
+
+
+def test_a_text_unlike_every_training_items_is_clipped_to_their_range_and_said(toy, tmp_path, capsys):
+    # one 20,000-character literal had a mean word length of 20,000: the linear model took it to z -52
+    pred_path, _ = toy
+    pred = Predictor.load(pred_path)
+    plain = {"id": "plain", "prompt": "the sum of two primes and the sum of two primes?", "options": ["1", "2", "3"]}
+    blob = {"id": "blob", "prompt": "the sum of " + "x" * 20000 + "?", "options": ["1", "2", "3"]}
+    p_plain, p_blob = pred.predict_items([plain, blob])
+    assert p_plain.beyond_training == [] and "mean_word_len" in p_blob.beyond_training
+    # the clipped design row is at most 3 sds past the training range in each column: a bounded prediction
+    lo = np.hstack([t.apply(t.lo[None, :] - 3 * t.scale) for t in pred.model.transforms])
+    hi = np.hstack([t.apply(t.hi[None, :] + 3 * t.scale) for t in pred.model.transforms])
+    bound = float(np.abs(pred.model.model.coef) @ np.maximum(np.abs(lo), np.abs(hi)).ravel())
+    assert abs(p_blob.z - pred.model.model.intercept) <= bound + 1e-9 and bound < 60
+    items = tmp_path / "new.jsonl"
+    items.write_text(json.dumps(plain) + "\n" + json.dumps(blob) + "\n")
+    assert main(["predict", "score", "--predictor", str(pred_path), "--items", str(items)]) == 0
+    out = capsys.readouterr()
+    rows = [json.loads(ln) for ln in out.out.splitlines()]
+    assert rows[0]["beyond_training"] == [] and "mean_word_len" in rows[1]["beyond_training"]
+    (warn,) = [ln for ln in out.err.splitlines() if "beyond the training items' range" in ln]
+    assert warn.startswith(f"benchfill: warning: {items}: 1 of 2 items lie beyond") and "item blob" in warn
+
+
+def test_too_few_items_or_texts_that_do_not_vary_are_refused_in_one_line():
+    import warnings
+
+    five = labelled_items("toy", [{"id": f"t{k}", "prompt": "q" * (k + 1)} for k in range(5)],
+                          [float(k) for k in range(5)], text_field="prompt")
+    with pytest.raises(DataError, match=r"^5 items are too few to train a predictor: .* at least 6 "):
+        train(five, ["length"], folds=10, text_field="prompt")
+    same = labelled_items("toy", [{"id": f"t{k}", "prompt": "the same text"} for k in range(20)],
+                          [float(k) for k in range(20)], text_field="prompt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # numpy's "Mean of empty slice" came before "nan ± nan"
+        with pytest.raises(DataError, match=r"give the same features for every item .* nothing saved"):
+            train(same, ["length", "structural"], folds=5, text_field="prompt")

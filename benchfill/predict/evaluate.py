@@ -87,6 +87,9 @@ def make_splits(kind: str, n: int, *, groups: Sequence[Any] | None = None, folds
     folds that have one would rest on a few of them; 1 where only the out-of-fold predictions are used)."""
     if kind == "kfold":
         most = n // min_test
+        if most < 2:  # "need 2 <= K <= 1" said the same, in a form nobody could act on
+            raise ConfigError(f"{n} items are too few for K-fold: it needs at least {2 * min_test} (two folds of "
+                              f"{min_test} held-out items or more)")
         if folds < 2 or folds > most:
             raise ConfigError(f"--folds: need 2 <= K <= {most} for {n} items (each fold holds out at least "
                               f"{min_test}), got {folds}")
@@ -106,6 +109,14 @@ def make_splits(kind: str, n: int, *, groups: Sequence[Any] | None = None, folds
     return [(name, np.flatnonzero(g != name), np.flatnonzero(g == name)) for name in names]
 
 
+def _mean_sd(values: np.ndarray) -> tuple[float, float]:
+    """Mean and sd over the folds that have a figure; NaN, without numpy's warning, when none has one
+    (every fold's predictions tied: texts whose features do not vary)."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    return (float(v.mean()), float(v.std())) if v.size else (float("nan"), float("nan"))
+
+
 @dataclass
 class CrossValidation:
     families: list[str]
@@ -120,11 +131,11 @@ class CrossValidation:
 
     @property
     def rho(self) -> tuple[float, float]:
-        return float(np.nanmean(self.fold_rho)), float(np.nanstd(self.fold_rho))
+        return _mean_sd(self.fold_rho)
 
     @property
     def pacc(self) -> tuple[float, float]:
-        return float(np.nanmean(self.fold_pacc)), float(np.nanstd(self.fold_pacc))
+        return _mean_sd(self.fold_pacc)
 
     def residual_sd(self, target: np.ndarray) -> float:
         ok = ~np.isnan(self.oof)

@@ -46,6 +46,9 @@ class Prediction:
     difficulty_sd: float | None = None
     axis: float | None = None  # the coverage tools' normalized difficulty in [0, 1] (not clipped)
     axis_sd: float | None = None
+    # features of the item's text beyond the training items' range by more than a training sd: clipped to it,
+    # so the prediction extrapolates and its error may well exceed sd
+    beyond_training: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,9 +105,12 @@ class Predictor:
         return self
 
     def predict_texts(self, texts: Sequence[str]) -> np.ndarray:
+        return self._predict(texts)[0]
+
+    def _predict(self, texts: Sequence[str]) -> tuple[np.ndarray, list[list[str]]]:
         embed, entropy = self._features()
         blocks = build_blocks(texts, self.families, seed=self.seed, embedder=embed, entropy=entropy)
-        return self.model.predict(blocks)
+        return self.model.predict(blocks), self.model.beyond(blocks)
 
     def predict_items(self, items: Sequence[dict[str, Any]], benchmark: str | None = None) -> list[Prediction]:
         if benchmark is None and len(self.scales) == 1:
@@ -117,10 +123,10 @@ class Predictor:
         for note in fields.notes:
             warnings.warn(note, FieldFallbackWarning, stacklevel=2)
         texts = [item_text(it, fields.text_field, fields.options_field) for it in items]
-        z = self.predict_texts(texts)
+        z, beyond = self._predict(texts)
         out = []
-        for zi in z:
-            p = Prediction(z=float(zi), sd=self.residual_sd, benchmark=benchmark)
+        for zi, far in zip(z, beyond, strict=True):
+            p = Prediction(z=float(zi), sd=self.residual_sd, benchmark=benchmark, beyond_training=far)
             if benchmark is not None:
                 sc = self.scales[benchmark]
                 p.difficulty = sc["mean"] + sc["sd"] * p.z
@@ -255,6 +261,13 @@ def check_predictor_dict(d: dict[str, Any], where: str | Path) -> None:
             if not _is_list(v, cols):
                 raise bad(f"{name}.{key}", f"must be {cols} numbers (the {fam!r} family's columns)")
             _check_entries(v, f"{name}.{key}", bad)
+        if (tr.get("lo") is None) != (tr.get("hi") is None):  # the training range: both or neither
+            raise bad(f"{name}.{'lo' if tr.get('lo') is None else 'hi'}", "missing where the other bound is given")
+        for key in ("lo", "hi"):
+            if tr.get(key) is not None:
+                if not _is_list(tr[key], cols):
+                    raise bad(f"{name}.{key}", f"must be null or {cols} numbers (the {fam!r} family's columns)")
+                _check_entries(tr[key], f"{name}.{key}", bad)
         comps = tr.get("components")
         if comps is None:
             n_coef += cols
@@ -331,10 +344,16 @@ def train(
     embed, entropy = pred.with_scorer(scorer_cache, progress, scorer_concurrency)._features()
     blocks = build_blocks(labelled.texts, families, seed=seed, embedder=embed, entropy=entropy)
     k = min(folds, len(labelled) // 3)  # each fold holds out three items or more (its rank correlation)
+    if k < 2:
+        raise DataError(f"{len(labelled)} items are too few to train a predictor: its stated error comes from "
+                        "K-fold, which needs at least 6 (two folds of three held-out items or more)")
     if k < folds and progress:
         progress(f"--folds {folds}: {len(labelled)} items allow {k} folds of three or more; using {k}")
     cv = cross_validate(blocks, labelled.z, labelled.benchmark, make_splits("kfold", len(labelled), folds=k, seed=seed),
                         make_model=lambda: DifficultyModel(regressor=regressor, seed=seed), progress=progress)
+    if np.isnan(cv.fold_rho).all():  # every fold predicted one value for all its items: it ranks nothing
+        raise DataError(f"{len(labelled)} items: the families {', '.join(families)} give the same features for "
+                        "every item (identical or empty texts?), so the predictor would rank nothing; nothing saved")
     pred.residual_sd = cv.residual_sd(labelled.z)
     pred.cv = cv.summary()
     pred.model.fit(blocks, labelled.z)
