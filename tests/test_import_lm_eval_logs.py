@@ -237,3 +237,33 @@ def test_symlinked_model_folders_are_followed_once(tmp_path):
     (logs / "dummy-a" / "loop").symlink_to(logs, target_is_directory=True)  # a link to an ancestor
     res = import_logs("lm-eval", [logs], task="tiny_mc")
     assert res.models == ["dummy-a", "dummy-b"] and len(res.sources) == 2
+
+
+# multiple choice, into a run ---------------------------------------------------------------------------
+
+
+def test_a_multiple_choice_import_runs_with_the_multiple_choice_grader(tmp_path, capsys):
+    # lm-eval logs the answer's index as a string ("0"), which the grader took for a letter and refused:
+    # items.jsonl gives each multiple-choice item its option letter as "answer"
+    out = tmp_path / "mc"
+    assert main(["import", "lm-eval", str(LOGS / "a"), str(LOGS / "b"), "--task", "tiny_mc", "--out", str(out)]) == 0
+    items = [json.loads(ln) for ln in (out / "items.jsonl").read_text().splitlines()]
+    assert items and all(it["answer"] == "ABCD"[int(it["target"])] for it in items)
+    assert all(it["choices"][int(it["target"])] == it["doc"]["answer"] for it in items)
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[benchmark]\nname = "tiny-mc"\ntext_field = "text"\nanswer_field = "answer"\n'
+                    'options_field = "choices"\nevaluator = "multiple_choice"\nsolver_prompt = "multiple_choice"\n'
+                    'chance = "options"\n')
+    capsys.readouterr()
+    rc = main(["run", "--items", str(out / "items.jsonl"), "--spec", str(spec), "--responses",
+               str(out / "responses.csv"), "--backend", "sim", "--gaps", "1", "--rounds", "1", "--parents", "1",
+               "--children", "2", "--quiet", "--runs-dir", str(tmp_path / "runs"), "--run-id", "mc"])
+    assert rc == 0, capsys.readouterr().err
+    assert (tmp_path / "runs" / "mc" / "report.json").exists()
+
+
+def test_the_answer_letter_reads_an_index_a_letter_or_the_options_text():
+    choices = ["lol", "4", "Paris", "blue"]
+    got = [lm_eval._answer_letter(t, choices) for t in ("0", 3, " 2", "B", "Paris", "4", "9", "E", "x", None, True)]
+    # "4" is an index out of range before it is an option's text: an index is what lm-eval logs for choices
+    assert got == ["A", "D", "C", "B", "C", None, None, None, None, None, None]

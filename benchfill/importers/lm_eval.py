@@ -252,11 +252,30 @@ def _item_fields(sample: dict[str, Any], task: str, recipe: dict[str, Any]) -> d
     conts = [a.get("arg_1") for a in firsts if isinstance(a, dict)]
     if len(conts) > 1 and all(isinstance(c, str) for c in conts):
         fields["choices"] = [c.strip() for c in conts]
+        letter = _answer_letter(target, fields["choices"])
+        if letter is not None:
+            fields["answer"] = letter
     fields["doc"] = sample.get("doc")
     if fields["doc"] is not None:
         fields["identity"] = json.dumps({"doc": fields["doc"], "prompt": recipe}, sort_keys=True, ensure_ascii=False,
                                         default=str)
     return fields
+
+
+def _answer_letter(target: Any, choices: list[str]) -> str | None:
+    """The option letter of a multiple-choice target, which the multiple_choice grader and the rewriter's
+    prompts read: lm-eval logs the answer's index ("0", as str(0) since 0.4.6), or the answer's text or
+    letter where the task's doc_to_target gives one. None where none of these reads unambiguously."""
+    letters = "ABCDEFGHIJ"  # the multiple_choice grader's ten
+    if isinstance(target, bool) or target is None or len(choices) > len(letters):
+        return None
+    t = str(target).strip()
+    if t.isascii() and t.isdigit():  # an index, never an option's text: "4" of 4 options is no answer
+        return letters[int(t)] if int(t) < len(choices) else None
+    if len(t) == 1 and t in letters[:len(choices)]:
+        return t
+    same = [k for k, c in enumerate(choices) if c == t]
+    return letters[same[0]] if len(same) == 1 else None
 
 
 def _arg_index(key: str) -> int:
