@@ -267,3 +267,57 @@ def test_the_answer_letter_reads_an_index_a_letter_or_the_options_text():
     got = [lm_eval._answer_letter(t, choices) for t in ("0", 3, " 2", "B", "Paris", "4", "9", "E", "x", None, True)]
     # "4" is an index out of range before it is an option's text: an index is what lm-eval logs for choices
     assert got == ["A", "D", "C", "B", "C", None, None, None, None, None, None]
+
+
+# models that would drop out or merge, and pass@k --------------------------------------------------------
+
+
+def test_a_gzipped_samples_file_is_read_and_a_results_file_without_samples_is_refused(tmp_path, capsys):
+    import gzip
+
+    mix = tmp_path / "mix"
+    _copy("a", mix / "a")
+    _copy("b", mix / "b")
+    for p in (mix / "b").rglob("samples_*.jsonl"):  # gzipped: read as it is
+        p.with_name(p.name + ".gz").write_bytes(gzip.compress(p.read_bytes()))
+        p.unlink()
+    plain = import_logs("lm-eval", [LOGS / "a", LOGS / "b"], task="tiny_mc")
+    zipped = import_logs("lm-eval", [mix], task="tiny_mc")
+    assert (zipped.models, zipped.correct, zipped.trials) == (plain.models, plain.correct, plain.trials)
+    # a run made without --log_samples: its model had dropped out of the matrix without a word
+    alone = mix / "c"
+    alone.mkdir()
+    shutil.copy(next((LOGS / "c").rglob("results_*.json")), alone)
+    err = _fails(["import", "lm-eval", str(mix), "--task", "tiny_mc", "--out", str(tmp_path / "out")], capsys)
+    assert str(alone) in err and "no samples_<task>_" in err and "without lm_eval --log_samples" in err
+    assert not (tmp_path / "out").exists()
+    # a gzipped log cut short is named
+    (alone / next(alone.iterdir()).name).unlink()
+    cut = next((mix / "b").rglob("samples_tiny_mc_*.jsonl.gz"))
+    cut.write_bytes(cut.read_bytes()[:-40])
+    err = _fails(["import", "lm-eval", str(mix), "--task", "tiny_mc", "--out", str(tmp_path / "out")], capsys)
+    assert f"{cut}: not a readable gzip file" in err
+
+
+def test_two_checkpoints_under_one_name_are_refused_even_with_sum(tmp_path, capsys):
+    # lm-eval's model_name keeps only pretrained=: another revision of the model has the same name
+    two = _copy("a-again", tmp_path / "step2000")
+    _edit(next(two.rglob("results_*.json")),
+          lambda r: r["config"]["model_args"].update(revision="step2000") or r)
+    for extra in ([], ["--sum"]):
+        err = _fails(["import", "lm-eval", str(LOGS / "a"), str(two), "--task", "tiny_mc", "--out",
+                      str(tmp_path / "out"), *extra], capsys)
+        assert "model dummy-a on task tiny_mc again, loaded otherwise than in" in err and "revision" in err
+        assert "two models under one name" in err and "pass --sum" not in err
+
+
+def test_pass_at_k_is_not_read_as_a_share_of_the_repeats(tmp_path, capsys):
+    # one right of ten makes pass@10 1.0: read as a share, it was 10 correct of 10
+    run = _copy("a", tmp_path / "he")
+    samples = next(run.rglob("samples_tiny_qa_*.jsonl"))
+    _edit(samples, lambda s: s.update({"pass@10": 1.0, "metrics": [*s["metrics"], "pass@10"]}))
+    err = _fails(["import", "lm-eval", str(run), "--task", "tiny_qa", "--metric", "pass@10", "--out",
+                  str(tmp_path / "out")], capsys)
+    assert "metric 'pass@10' is the chance that one of 10 responses passes, not a share of the 4 repeats" in err
+    res = import_logs("lm-eval", [run], task="tiny_qa", metric="pass@10", threshold=1.0)
+    assert set(res.trials.values()) == {1} and set(res.correct.values()) == {1}

@@ -24,6 +24,7 @@ reaches the threshold). Item ids are ``<task>/<doc_id>``.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -33,7 +34,8 @@ from benchfill.errors import DataError
 from benchfill.importers.files import find_files
 from benchfill.importers.matrix import ItemText, LogContent, Record, score
 
-SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl$")
+SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl(?:\.gz)?$")
+RESULTS = re.compile(r"^results_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.json$")
 DEFAULT_METRICS = ("acc", "exact_match")  # the first one a sample carries is the default
 # The keys lm-eval writes on every sample; lm-eval 0.4.3-0.4.6 named no metrics, so there the other keys are they.
 LOGGED = frozenset({"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics",
@@ -44,8 +46,27 @@ PROMPT_KEYS = ("doc_to_text", "description", "num_fewshot", "gen_prefix")
 
 
 def find_logs(paths: list[str | Path]) -> list[Path]:
-    """Samples files named directly or found under the directories named, each file once."""
-    return find_files(paths, lambda q: SAMPLES.match(q.name) is not None)
+    """Samples files named directly or found under the directories named, each file once (gzipped too).
+
+    A results file found under a folder with no samples file of its time beside it is refused: that
+    model's run was made without ``--log_samples`` (or its samples were moved), and importing the rest
+    would leave the model out of the matrix without a word."""
+    samples = find_files(paths, lambda q: SAMPLES.match(q.name) is not None)
+    folders = [p for p in paths if Path(p).is_dir()]
+    results = find_files(folders, lambda q: RESULTS.match(q.name) is not None) if folders else []
+    alone = [q for q in results if not _samples_beside(q)]
+    if alone:
+        from benchfill.importers.matrix import ImportProblems
+
+        raise ImportProblems([f"{q}: no samples_<task>_{RESULTS.match(q.name)['time']}.jsonl beside it: that run "
+                              "was made without lm_eval --log_samples, or its samples were moved; its model would "
+                              "be left out (move the results file away to import the rest)" for q in alone])
+    return samples
+
+
+def _samples_beside(results: Path) -> bool:
+    time = RESULTS.match(results.name)["time"]
+    return any(SAMPLES.match(x.name) for x in results.parent.glob(f"samples_*_{time}.jsonl*"))
 
 
 def task_of(path: Path) -> str | None:
@@ -89,11 +110,16 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
     # not the logged prompt, which a model's own chat template renders (--apply_chat_template)
     recipe = {k: config.get(k) for k in PROMPT_KEYS}
     name, _, wanted = (metric or "").partition(",")
-    log = LogContent(source=str(path), model=model, task=task)
+    cfg = results.get("config")
+    args = cfg.get("model_args") if isinstance(cfg, dict) else None
+    settings = "" if not args else args if isinstance(args, str) else json.dumps(args, sort_keys=True, default=str)
+    log = LogContent(source=str(path), model=model, task=task, settings=settings)
     try:
         rows = _read_rows(path, task, config)
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a UTF-8 text file") from None
+    except (OSError, EOFError) as exc:  # a gzipped log cut short, or not gzip at all
+        raise DataError(f"{path}: not a readable gzip file ({exc.__class__.__name__})") from None
     if not rows:
         raise DataError(f"{path}: no samples (an empty or truncated log)")
     chosen = _choose_filter(path, rows, wanted or None)
@@ -127,7 +153,7 @@ def _results_path(path: Path, time: str) -> Path:
 def _read_rows(path: Path, task: str, config: dict[str, Any]) -> list[tuple[int, str, dict[str, Any]]]:
     """Every sample of the file as (line number, filter, sample)."""
     rows = []
-    with path.open(encoding="utf-8") as fh:
+    with (gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else path.open(encoding="utf-8")) as fh:
         for n, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -229,6 +255,11 @@ def _count(sample: dict[str, Any], metric: str, repeats: int, threshold: float |
         raise DataError(f"{where}: field 'filtered_resps' must be a list, found {_shown(filtered)}")
     seen = len(filtered[0]) if repeats > 1 and filtered and isinstance(filtered[0], list) else 1
     if threshold is None and seen > 1 and isinstance(value, (int, float)) and not isinstance(value, bool):
+        at = re.fullmatch(r"pass@(\d+)", metric.split(",")[0])
+        if at and int(at[1]) > 1:  # the chance that one of k passes: 1.0 for one right of ten is no share
+            raise DataError(f"{where}: metric {metric!r} is the chance that one of {at[1]} responses passes, "
+                            f"not a share of the {seen} repeats; import pass@1, or pass --threshold T to count "
+                            "a document whose score reaches T as one correct trial")
         k = value * seen
         if abs(k - round(k)) < 1e-6 and 0 <= round(k) <= seen:
             return int(round(k)), seen

@@ -62,6 +62,9 @@ class LogContent:
     items: list[ItemText] = field(default_factory=list)
     scoring: str = ""  # how the metric's values became correct/trials, for import.json
     errored: dict[str, int] = field(default_factory=dict)  # item id -> its samples (epochs) that errored
+    # how the model was loaded (lm-eval's model_args): one name may cover two checkpoints, which lm-eval
+    # names alike (model_name keeps only pretrained=), and whose trials must not be added together
+    settings: str = ""
 
 
 @dataclass
@@ -147,17 +150,24 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
     if not logs:
         raise ImportProblems([f"no log holds task {task!r}"])
     first_of: dict[tuple[str, str], str] = {}
+    settings_of: dict[tuple[str, str], str] = {}
     summed = []
     for log in logs:
         key = (log.model, log.task)
         if key in first_of:
+            if log.settings != settings_of[key]:
+                problems.append(f"{log.source}: model {log.model} on task {log.task} again, loaded otherwise than in "
+                                f"{first_of[key]} ({log.settings or 'no model_args'} against "
+                                f"{settings_of[key] or 'no model_args'}): two models under one name; give one results "
+                                "file another model_name to import both")  # fmt: skip
+                continue
             if not sum_repeats:
                 problems.append(f"{log.source}: model {log.model} on task {log.task} again (first in "
                                 f"{first_of[key]}); pass --sum to add the two runs' trials")  # fmt: skip
                 continue
             summed.append(f"{log.model} on {log.task}: {first_of[key]} + {log.source}")
         else:
-            first_of[key] = log.source
+            first_of[key], settings_of[key] = log.source, log.settings
     texts: dict[str, tuple[dict[str, Any], str]] = {}
     for log in logs:
         for it in log.items:
