@@ -237,8 +237,14 @@ def key_from_env(var: str | None) -> str | None:
 
 # -- helpers ---------------------------------------------------------------------------------------
 def _apply_override(data: dict[str, Any], override: str, src: str) -> None:
+    # An error names the override by its key alone: its value may be a key pasted where a name was meant
+    # (probes.q9.api_key=sk-...), and the error line goes to the terminal and the logs
     if "=" not in override:
-        raise ConfigError(f"override {override!r}: expected KEY=VALUE, e.g. probes.0.trials=16")
+        from benchfill.redact import scrub
+
+        head = scrub(override.strip().split()[0] if override.strip() else "")
+        raise ConfigError(f"override {head!r}{' ...' if head != override.strip() else ''}: expected KEY=VALUE, "
+                          "e.g. probes.0.trials=16")
     dotted, raw = override.split("=", 1)
     try:
         value: Any = json.loads(raw)
@@ -249,27 +255,27 @@ def _apply_override(data: dict[str, Any], override: str, src: str) -> None:
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         if isinstance(node, list):
-            idx = _list_index(node, part, override)
+            idx = _list_index(node, part, dotted.strip())
             if last:
                 node[idx] = value
             else:
                 node = node[idx]
             continue
         if not isinstance(node, dict):
-            raise ConfigError(f"override {override!r}: {'.'.join(parts[:i])} is not a section")
+            raise ConfigError(f"override {dotted.strip()!r}: {'.'.join(parts[:i])} is not a section")
         if last:
             node[part] = value
         else:
             node = node.setdefault(part, {})
 
 
-def _list_index(node: list, part: str, override: str) -> int:
+def _list_index(node: list, part: str, dotted: str) -> int:
     if part.isdigit() and int(part) < len(node):
         return int(part)
     for j, el in enumerate(node):
         if isinstance(el, dict) and el.get("name") == part:
             return j
-    raise ConfigError(f"override {override!r}: no element {part!r} (use an index or a probe name)")
+    raise ConfigError(f"override {dotted!r}: no element {part!r} (use an index or a probe name)")
 
 
 def _reject_secrets(node: Any, src: str, path: str = "", endpoint: bool = False) -> None:

@@ -70,6 +70,19 @@ def test_overrides_by_index_name_and_new_key(tmp_path):
         load_config(write(tmp_path, TOML), ["seed"])
 
 
+
+@pytest.mark.parametrize("override, said", [
+    ("probes.q9.api_key=LEAKTESTpanelDDDDDDDDzz", "override 'probes.q9.api_key': no element 'q9'"),
+    ("seed.x.y=LEAKTESTpanelDDDDDDDDzz", "override 'seed.x.y': seed is not a section"),
+    ("rewriter.api_key LEAKTESTpanelDDDDDDDDzz", "override 'rewriter.api_key' ...: expected KEY=VALUE"),
+])
+def test_an_override_that_fails_is_named_by_its_key_not_its_value(tmp_path, override, said):
+    # the value may be a key pasted where a name was meant: the error line reaches the terminal and the logs
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, TOML + "seed = 3\n"), [override])
+    assert said in str(err.value) and "LEAKTEST" not in str(err.value)
+
+
 @pytest.mark.parametrize("line", [
     'api_key = "abc123"',
     'token = "whatever"',
