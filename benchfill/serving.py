@@ -24,7 +24,7 @@ from typing import TextIO
 from benchfill.config import Config, key_from_env
 from benchfill.errors import ConfigError, EndpointError
 from benchfill.placement import Plan
-from benchfill.redact import scrub
+from benchfill.redact import SECRET_VALUE, scrub
 
 
 @dataclass
@@ -184,6 +184,8 @@ PLANNED_FLAGS = {
     "--data-parallel-size": "the plan's GPUs per server", "--pipeline-parallel-size": "the plan's GPUs per server",
     "--model": "the probe's model",  # (vllm serve takes the model as its argument)
 }
+# where vLLM (through huggingface_hub) finds a Hub token: its value is masked in the log lines shown
+HUB_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 # vLLM's short spellings
 _SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-dp": "--data-parallel-size", "-pp": "--pipeline-parallel-size"}
 
@@ -199,6 +201,13 @@ def check_vllm_args(extra: list[str]) -> None:
             raise ConfigError(f"--vllm-arg {opt}: a key on the command line is readable by every process and "
                               "would be written into the script; set the probe's api_key_env instead (each "
                               "server gets that key as VLLM_API_KEY)")
+        if len(opt) > len("--hf-") and "--hf-token".startswith(opt):
+            raise ConfigError(f"--vllm-arg {opt}: a token on the command line is readable by every process and "
+                              "would be written into the script; vLLM reads HF_TOKEN from its environment, "
+                              "which the servers inherit")
+        if SECRET_VALUE.search(a):  # a key's shape under any flag (a model's own --hf-overrides, a typo)
+            raise ConfigError(f"--vllm-arg {opt}: its value looks like a key or token, which would be written "
+                              "into the script and shown in every process list; pass it through the environment")
         owned = [f for f in PLANNED_FLAGS if len(opt) > 2 and f.startswith(opt)]
         if owned:
             raise ConfigError(f"--vllm-arg {opt}: sets {owned[0]}, which the plan sets from "
@@ -444,8 +453,8 @@ def fail(c: ServeCommand, log_dir: Path, what: str, out: TextIO) -> None:
         tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL:]
     except OSError:
         tail = []
-    for line in tail:
-        print(f"  | {line}", file=out)
+    for line in tail:  # a server's own words: its key (and a token it was given) masked, as every echo is
+        print(f"  | {scrub(line, env=[c.key_env, *HUB_TOKEN_ENV])}", file=out)
     gpus = ",".join(map(str, c.gpus))
     raise EndpointError(f"vllm for {c.model} on port {c.port} (GPU {gpus}) {what}; log: {log}"
                         + (" (last lines above)" if tail else " (empty)"))

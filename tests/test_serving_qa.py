@@ -137,3 +137,28 @@ def test_vllm_args_that_would_use_more_gpus_than_planned_or_another_model_are_re
         with pytest.raises(ConfigError, match=rf"^--vllm-arg \S+: sets {owned}, which the plan sets"):
             check_vllm_args([arg])
     check_vllm_args(["--enforce-eager", "--generation-config=vllm"])
+
+
+def test_a_hub_token_never_reaches_the_script_nor_the_log_tail_shown(tmp_path, monkeypatch):
+    # --vllm-arg=--hf-token=... was written into serve.sh and onto vLLM's command line; a server's log
+    # tail was shown as it was
+    from benchfill.errors import ConfigError, EndpointError
+    from benchfill.serving import ServeCommand, check_vllm_args, fail
+
+    token = "hf_LEAKTESTccccccccccccccccccccccc"
+    for arg in (f"--hf-token={token}", f"--hf_token={token}", f"--hf-tok={token}", "--hf-token",
+                f"--hf-overrides={token}", "--served-model-name sk-LEAKTESTaaaaaaaaaaaa"):
+        with pytest.raises(ConfigError, match=r"^--vllm-arg --\S+: ") as err:
+            check_vllm_args([arg])
+        assert "LEAKTEST" not in str(err.value)
+    check_vllm_args(["--hf-config-path=org/cfg"])  # another option of the --hf- prefix passes
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("MY_PROBE_KEY", "LEAKTESTpanelDDDDDDDDzz")
+    cmd = ServeCommand(model="org/a", port=8001, argv=[], gpus=(0,), wave=0, key_env="MY_PROBE_KEY")
+    (tmp_path / "vllm-8001.log").write_text(f"args: --hf-token={token}\nVLLM_API_KEY=LEAKTESTpanelDDDDDDDDzz\n")
+    import io
+
+    out = io.StringIO()
+    with pytest.raises(EndpointError):
+        fail(cmd, tmp_path, "exited with code 1", out)
+    assert "LEAKTEST" not in out.getvalue() and out.getvalue().count("  | ") == 2
