@@ -141,6 +141,7 @@ _HEADER = re.compile(
 # "Bearer authentication" is left alone.
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+(?=[A-Za-z0-9._~+/=\-]*[0-9_.~+/=\-])[A-Za-z0-9._~+/=\-]{8,}")
 _MIN_KNOWN = 6  # a known value shorter than this is not masked (it would garble the text, "EMPTY" among them)
+_ECHO_HEAD = 8  # a key's first characters before a run of * or an ellipsis: the server's masked echo of it
 
 
 def env_values(names: Iterable[str | None]) -> list[str]:
@@ -156,6 +157,9 @@ def scrub(text: str, *, env: Iterable[str | None] = (), values: Iterable[str | N
     known = sorted({v for v in [*env_values(env), *values] if v and len(v) >= _MIN_KNOWN}, key=len, reverse=True)
     for v in known:
         text = text.replace(v, MASK)
+    for v in known:  # a server's own masked echo, OpenAI's "sk-LEAKT****AAAA": the head and tail are the key's
+        if len(v) >= 2 * _ECHO_HEAD:
+            text = re.sub(re.escape(v[:_ECHO_HEAD]) + r"[^\s*\u2026]*(?:\*+|\u2026|\.{3})[A-Za-z0-9_\-]*", MASK, text)
     text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) + ' ' if m.group(3) else ''}{MASK}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
     return _KEY_SHAPES.sub(MASK, text)

@@ -344,3 +344,15 @@ def test_describe_error_scrubs_known_keys_and_credential_shapes(monkeypatch):
     said = describe_error(exc, ["BENCHFILL_TEST_PROBE_KEY", None])
     assert said == ("ConnectionError: refused; headers {'Authorization': 'Basic ***', 'api-key': '***', "
                     "'x-api-key': '***'}, sent *** as Bearer *** with ***")
+
+
+def test_a_servers_masked_echo_of_a_known_key_is_masked_too(monkeypatch):
+    # OpenAI's 401 says "Incorrect API key provided: sk-LEAKT****AAAA": the key's first eight and last four
+    from benchfill.redact import scrub
+
+    monkeypatch.setenv("BENCHFILL_TEST_PROBE_KEY", "LEAKTESTpanelDDDDDDDDzz")
+    for echo in ("LEAKTEST****DDzz", "LEAKTESTpa...Dzz", "LEAKTEST\u2026DDzz", "LEAKTESTpanel**"):
+        said = scrub(f"HTTP 401: Incorrect API key provided: {echo}. You passed", env=["BENCHFILL_TEST_PROBE_KEY"])
+        assert said == "HTTP 401: Incorrect API key provided: ***. You passed", said
+    # the first eight characters alone, without a mask after them, are not the key's echo: words stay
+    assert scrub("LEAKTEST is the test's name", env=["BENCHFILL_TEST_PROBE_KEY"]) == "LEAKTEST is the test's name"
