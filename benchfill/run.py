@@ -726,6 +726,10 @@ def _record_review_queue(store, records: list[dict[str, Any]]) -> None:
 def dry_run(opts: RunOptions) -> dict[str, Any]:
     """The plan without any model call: the benchmark is read, nothing is written."""
     opts.check()
+    if opts.store:  # refused as the run refuses it: a URL with a password would not run, so it is no plan
+        from benchfill.store import check_store_url
+
+        check_store_url(opts.store)
     _benchmark_from_config(opts)
     default_benchmark(opts)
     bench = load_benchmark(opts)

@@ -181,3 +181,13 @@ def test_a_store_that_fails_mid_command_is_one_line_and_a_bug_stays_a_traceback(
     engine.dispose()
     line = _store_trouble(error_of("select count(*), sum(length(x)) from t"), f"sqlite:///{db}")
     assert line is not None and line.startswith(f"store sqlite:///{db} is damaged (database disk image is malformed)")
+
+
+def test_dry_run_refuses_a_store_url_with_a_password_as_the_run_does(tmp_path, capsys):
+    # the plan had printed with exit 0 for a command that would not run
+    from benchfill.cli import main
+
+    url = "postgresql+psycopg://bob:LEAKTESTpgFFFFFF@127.0.0.1:1/db"
+    rc = main(["run", "--benchmark", "demo", "--gaps", "1", "--runs-dir", str(tmp_path), "--store", url, "--dry-run"])
+    got = capsys.readouterr()
+    assert rc == 2 and got.out == "" and "--store: the URL carries a password" in got.err and "LEAKTEST" not in got.err
