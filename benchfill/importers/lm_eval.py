@@ -153,7 +153,8 @@ def _results_path(path: Path, time: str) -> Path:
 def _read_rows(path: Path, task: str, config: dict[str, Any]) -> list[tuple[int, str, dict[str, Any]]]:
     """Every sample of the file as (line number, filter, sample)."""
     rows = []
-    with (gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else path.open(encoding="utf-8")) as fh:
+    # utf-8-sig: a BOM (an editor's save) is dropped, where it had made line 1 "not valid JSON"
+    with (gzip.open(path, "rt", encoding="utf-8-sig") if path.name.endswith(".gz") else path.open(encoding="utf-8-sig")) as fh:
         for n, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
