@@ -321,3 +321,11 @@ def test_pass_at_k_is_not_read_as_a_share_of_the_repeats(tmp_path, capsys):
     assert "metric 'pass@10' is the chance that one of 10 responses passes, not a share of the 4 repeats" in err
     res = import_logs("lm-eval", [run], task="tiny_qa", metric="pass@10", threshold=1.0)
     assert set(res.trials.values()) == {1} and set(res.correct.values()) == {1}
+
+
+def test_a_samples_file_saved_with_a_bom_is_read(tmp_path):
+    run = _copy("a", tmp_path / "bom")
+    p = next(run.rglob("samples_tiny_mc_*.jsonl"))
+    p.write_bytes(b"\xef\xbb\xbf" + p.read_bytes())  # an editor's save: line 1 was "not valid JSON"
+    got, want = import_logs("lm-eval", [run], task="tiny_mc"), import_logs("lm-eval", [LOGS / "a"], task="tiny_mc")
+    assert (got.correct, got.trials) == (want.correct, want.trials)
