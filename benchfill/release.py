@@ -44,6 +44,7 @@ from benchfill.review.card import (
 from benchfill.review.rule import ReleaseRule
 from benchfill.run import INPUTS_META
 from benchfill.schema import Item, Release
+from benchfill.store import simulated_run
 
 MANIFEST = "manifest.json"
 BEFORE_EDIT = ", before the edit"  # a difficulty_source measured on the item a reviewer then edited
@@ -237,7 +238,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         "inputs_sha256": board.store.get_meta(INPUTS_META),
         # A simulated run with nothing accepted still places the original items by its simulated panel's answers
         # (and may establish the benchmark's scale of record), so the card says so too.
-        "simulated": any(r["simulated"] for r in rows) or board.store.get_meta("backend") == "sim",
+        "simulated": any(r["simulated"] for r in rows) or simulated_run(board.store),
         "scale_of_record": record.describe(),
         "edited_unplaced": sum(1 for r in rows if r["origin"] == "generated" and r.get("edited")),
         # generated items whose z lies outside the gap they were made for (by the row's own numbers)

@@ -86,7 +86,7 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
     rep["target_deviation"] = float(np.mean(devs)) if devs else None
     ann_devs = [r["deviation"] for r in records if r.get("deviation") is not None]
     rep["target_deviation_annotated"] = float(np.mean(ann_devs)) if ann_devs else None
-    if simulated:
+    if simulated and not backend.get("sim_endpoints"):  # the truth is the in-process world's (sim serve's is its own)
         true_devs = [r["true_deviation"] for r in records if r.get("true_deviation") is not None]
         rep["true_target_deviation (simulated)"] = float(np.mean(true_devs)) if true_devs else None
         true_z = [r["true_z"] for r in records if r.get("true_z") is not None]
@@ -384,7 +384,11 @@ def _item_cell(item_id: str | None) -> str:
 
 def _markdown(rep: dict[str, Any]) -> str:
     lines = []
-    if rep["simulated"]:
+    if rep["simulated"] and rep["backend"].get("sim_endpoints"):  # `sim serve` behind a config
+        lines.append(f"**SIMULATED RUN**: the configured endpoints serve benchfill's simulated world (`sim serve`: "
+                     f"{', '.join(untrusted.md_text(e) for e in rep['backend']['sim_endpoints'])}); no real LLM "
+                     "answered (backend " + untrusted.md_text(rep["backend"]["backend"]) + ").")
+    elif rep["simulated"]:
         lines.append("**SIMULATED RUN**: every model here is the simulated world (backend sim); no real LLM was called.")
     else:
         lines.append(f"Run against real endpoints (backend {rep['backend']['backend']}).")

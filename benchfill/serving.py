@@ -41,6 +41,9 @@ class EndpointCheck:
     # serves the probe. One that answers but refuses the key or lacks the model is never spare.
     spare: bool = False
     skipped: bool = False  # a hosted provider's model (no api_base): not asked, and said so
+    # the model is benchfill's simulated world (`sim serve`, which lists it as owned by SIM_OWNER): a run
+    # on it is a simulated run, whatever its backend is called
+    simulated: bool = False
 
     @property
     def status(self) -> str:
@@ -86,19 +89,23 @@ def check_endpoints(cfg: Config, timeout_s: float = 5.0) -> list[EndpointCheck]:
                 listed[(url, key_env)] = _models(client, url, key_from_env(key_env))
             reachable, ids, detail = listed[(url, key_env)]
             serves = ids is not None and model in ids
+            simulated = serves and ids[model] == SIM_OWNER
             if ids is not None and not serves:
                 shown = ", ".join(sorted(ids)[:8]) + (" ..." if len(ids) > 8 else "")
                 detail = f"does not serve {model!r} (serves: {shown or 'nothing'})"
             out.append(EndpointCheck(name, url, model, reachable, serves, detail if not serves else "ok",
-                                     replica, replicas))
+                                     replica, replicas, simulated=simulated))
     served = {c.name for c in out if c.replica and c.ok}
     for c in out:
         c.spare = bool(c.replica) and not c.reachable and c.name in served
     return out + hosted
 
 
-def _models(client, url: str, key: str | None) -> tuple[bool, set[str] | None, str]:
-    """(reachable, the models listed or None, detail). Unreachable: no answer, or a 5xx (a sick server,
+SIM_OWNER = "benchfill-sim"  # the owned_by of every model the simulated world's server lists (sim/server.py's OWNER)
+
+
+def _models(client, url: str, key: str | None) -> tuple[bool, dict[str, str | None] | None, str]:
+    """(reachable, the models listed, each with its owner, or None, detail). Unreachable: no answer, or a 5xx (a sick server,
     or a proxy before a dead one), which the fleet ejects and checks again. A 4xx or a body that is not
     a model list is an answer: that server refuses the key or serves something else, and stays so."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -114,7 +121,7 @@ def _models(client, url: str, key: str | None) -> tuple[bool, set[str] | None, s
 
         return r.status_code < 500, None, f"{urlsplit(url).path}/models answered HTTP {r.status_code}{why}"
     try:
-        return True, {m["id"] for m in r.json()["data"]}, "ok"
+        return True, {m["id"]: m.get("owned_by") for m in r.json()["data"]}, "ok"
     except (ValueError, KeyError, TypeError):
         return True, None, "/v1/models answered something that is not a model list"
 

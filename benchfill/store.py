@@ -462,6 +462,15 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+SIM_ENDPOINTS_META = "sim_endpoints"  # a run's configured endpoints found serving the simulated world
+
+
+def simulated_run(store) -> bool:
+    """Whether the store's run is on the simulated world: the sim backend, or endpoints of `sim serve`
+    behind a config (whose backend is called openai)."""
+    return store.get_meta("backend") == "sim" or bool(store.get_meta(SIM_ENDPOINTS_META))
+
+
 def check_store_url(url: str, where: str = "--store") -> None:
     """Refuse a store URL that is no SQLAlchemy URL or that carries a password, in one line naming
     ``where`` (the option or the file's field): every path that opens a store by a URL it was given

@@ -13,7 +13,7 @@ from benchfill.run import RunOptions, dry_run, run
 from benchfill.sim import SimServer, World
 
 
-def test_repairs_and_spot_checks_are_spent_and_bounded(tmp_path):
+def test_repairs_and_spot_checks_are_spent_and_bounded(tmp_path, capsys):
     bench = get_benchmark("demo")
     world = World.from_items(bench.items, evaluator=bench.spec.evaluator, text_field=bench.spec.text_field,
                              answer_field=bench.spec.answer_field, matrix=bench.matrix, n_probes=4, seed=3,
@@ -41,3 +41,16 @@ def test_repairs_and_spot_checks_are_spent_and_bounded(tmp_path):
     from benchfill.report import summary_lines
 
     assert any(f"(+ {spend['screen_rollouts']} spot-check rollouts)" in line for line in summary_lines(rep))
+    # `sim serve` behind a config is the simulated world, whatever the backend is called: said at the start, in
+    # the report, and in the shared memory, whose real runs must never read its children as real ones
+    assert "serve benchfill's simulated world (sim serve): this run is a simulated run" in capsys.readouterr().err
+    assert rep["simulated"] is True and rep["backend"]["backend"] == "openai"
+    assert rep["backend"]["sim_endpoints"] == sorted({f"{n} at {srv.base_url}" for n in
+                                                      [*world.probes, "rewriter", "judge"]})
+    assert (d / "report.md").read_text().startswith("**SIMULATED RUN**: the configured endpoints serve")
+    assert "true_target_deviation (simulated)" not in rep  # the world's truth is sim serve's own, not this run's
+    import sqlite3
+
+    rows = sqlite3.connect(d / "store.db").execute(
+        "select simulated, count(*) from memoryrecord where origin = 'generated' group by simulated").fetchall()
+    assert rows and all(bool(sim) for sim, _ in rows), rows

@@ -14,6 +14,7 @@ import contextlib
 import copy
 import functools
 import json
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -29,6 +30,7 @@ from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, b
 from benchfill.search.screen import screen_child
 from benchfill.search.services import Probe, Reference, Verdict, derive_seed
 from benchfill.search.strategies import baseline_search
+from benchfill.store import SIM_ENDPOINTS_META
 
 # The search's calls this process has sent rather than served from the store's cache. The search's
 # ``Spend`` counts a cache hit as a call (it was paid for once, by an earlier run), so a sweep tells a
@@ -438,6 +440,9 @@ class Backend:
         if self.world is not None:
             out["simulated"] = True
             out["sim_rewriter"] = {"preset": self.world.rewriter_preset, "knobs": self.world.rewriter.to_dict()}
+        elif self.store.get_meta(SIM_ENDPOINTS_META):
+            out["simulated"] = True
+            out["sim_endpoints"] = self.store.get_meta(SIM_ENDPOINTS_META)
         return out
 
 
@@ -454,7 +459,14 @@ async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = 
 
         config = load_config(opts.config)
         _require_panel(config, opts.config)
-        await asyncio.to_thread(_require_endpoints, config, opts.config)
+        checks = await asyncio.to_thread(_require_endpoints, config, opts.config)
+        # `sim serve` behind a config: the world is simulated whatever the backend is called, and is said
+        # so in the report, the review records, the release card and the shared memory
+        sim_endpoints = sorted({f"{c.name} at {c.base_url}" for c in checks if c.simulated})
+        if sim_endpoints:
+            store.set_meta(SIM_ENDPOINTS_META, sim_endpoints)
+            print(f"benchfill: note: {opts.config}: {', '.join(sim_endpoints)} serve benchfill's simulated world "
+                  "(sim serve): this run is a simulated run", file=sys.stderr, flush=True)
     b = None
     try:
         b = Backend(backend, opts, bench, store, run_dir, config, world, server)
@@ -477,18 +489,20 @@ async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = 
             server.stop()
 
 
-def _require_endpoints(config, source) -> None:
+def _require_endpoints(config, source) -> list:
     """Fail in seconds, before any work, when an endpoint is down: retries would otherwise spend
-    minutes backing off on every call of the first batch."""
+    minutes backing off on every call of the first batch. The checks, when all is well."""
     from benchfill.errors import EndpointError
     from benchfill.serving import check_endpoints
 
-    bad = [c for c in check_endpoints(config) if not (c.ok or c.spare or c.skipped)]  # a fleet needs one replica up
+    checks = check_endpoints(config)
+    bad = [c for c in checks if not (c.ok or c.spare or c.skipped)]  # a fleet needs one replica up
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         c = bad[0]
         raise EndpointError(f"{source}: {c.name} at {c.base_url}: {c.detail}{more}; "
                             f"see `benchfill probes check --config {source}`")
+    return checks
 
 
 def _require_panel(config, source) -> None:

@@ -46,6 +46,7 @@ from benchfill.search.loop import Child, GapResult
 from benchfill.search.memory import NO_PARENT_FLAGS, MemoryEntry, may_parent
 from benchfill.search.services import Spend
 from benchfill.search.snapshot import annotation_from_dict, annotation_to_dict, child_from_dict, child_to_dict
+from benchfill.store import simulated_run
 
 MIN_SHARED = 10  # benchmark items two fits must share before one's entries are mapped onto the other
 MIN_CORRELATION = 0.9  # ... and how closely their z must agree
@@ -136,7 +137,7 @@ class SharedMemory:
         self.store, self.benchmark, self.run_id = store, benchmark, store.run_id
         self.now = {str(i): float(v) for i, v in zip(item_ids, z, strict=True)}
         self.scale = scale_id(item_ids, z)
-        self.simulated = store.get_meta("backend") == "sim" if simulated is None else bool(simulated)
+        self.simulated = simulated_run(store) if simulated is None else bool(simulated)
         self.links: dict[str, Link] = {}
         self.left_out: dict[str, str] = {}  # scale (or "scale (whose children)") -> why its entries are not used
         self.rules: dict[str, ReleaseRule] = {}  # run -> the release rule it kept

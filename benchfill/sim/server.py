@@ -42,6 +42,8 @@ _PROMPT_CACHE_MAX = 200_000
 def _error(status: int, message: str, kind: str, code: str | None = None) -> tuple[int, bytes]:
     return status, _dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
 
+OWNER = "benchfill-sim"  # every model listed is owned by it: a client tells the simulated world by it
+
 
 class SimApp:
     """ASGI callable. One instance per server; counts are per instance."""
@@ -121,11 +123,11 @@ class SimApp:
 
     def _models(self) -> dict[str, Any]:
         w = self.world
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "benchfill-sim", "role": "probe",
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": OWNER, "role": "probe",
                  "source_model": w.source_models.get(m, "")} for m in w.abilities]
-        data += [{"id": w.rewriter_model, "object": "model", "created": 0, "owned_by": "benchfill-sim",
+        data += [{"id": w.rewriter_model, "object": "model", "created": 0, "owned_by": OWNER,
                   "role": "rewriter"},
-                 {"id": w.judge_model, "object": "model", "created": 0, "owned_by": "benchfill-sim", "role": "judge"}]
+                 {"id": w.judge_model, "object": "model", "created": 0, "owned_by": OWNER, "role": "judge"}]
         return {"object": "list", "data": data}
 
     def _truth(self, raw: bytes) -> tuple[int, bytes]:
