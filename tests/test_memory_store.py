@@ -395,3 +395,44 @@ def test_a_run_reads_only_the_children_of_its_own_world_and_says_how_many_it_lef
         assert said[0] == f"{mem.scale} ({whose})" and said[1].startswith("1 children made ")
         assert plan["gaps"]["0"]["reuse"]["from"]["item_id"] == own.split("@")[0]
         mem.store.close()
+
+
+def test_memory_list_and_forget_through_the_cli(store, capsys):
+    # a user had no way to see the shared memory, nor to drop a bad run's children from it, but raw SQL
+    from benchfill.cli import main
+    from benchfill.engine.memory_store import memory_contents
+
+    _fill(store)
+    where = str(store.url) if store.url.startswith("postgresql") else store.engine.url.database
+    assert main(["memory", "list", "--store", where, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    by = {(r["run_id"], r["origin"], r["scales"]): r for r in rows}
+    assert by[("r1", "generated", 1)]["entries"] == 9 and by[("r1", "generated", 1)]["world"] == "real"
+    assert by[("r1", "generated", 1)]["confirmed"] == 4  # good, flagged, rejected, edited (coarse was cut short)
+    assert by[("r1", "generated", 1)]["may_parent"] == 6  # not invalid, flagged, or copy
+    assert by[("", "original", 1)]["entries"] == 30
+    assert main(["memory", "list", "--store", where]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["benchmark", "run", "world", "entries", "confirmed", "may", "parent", "fits"]
+    assert table[1].split()[:4] == ["toy", "(its", "own", "items)"] and table[2].split()[:4] == ["toy", "r1", "real", "9"]
+    # forget: a dry run removes nothing; then r1's children go, the benchmark's own items stay
+    assert main(["memory", "forget", "--store", where, "--run", "r1", "--dry-run"]) == 0
+    assert capsys.readouterr().out == "would forget 9 entries of run r1\n"
+    assert main(["memory", "forget", "--store", where, "--run", "r1", "--benchmark", BENCH]) == 0
+    assert capsys.readouterr().out == "forgot 9 entries of run r1 (toy)\n"
+    assert [(r["run_id"], r["origin"]) for r in memory_contents(store)] == [("", "original")]
+    # a run the memory does not hold is named, with one line
+    assert main(["memory", "forget", "--store", where, "--run", "r1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"benchfill: error: --run r1: no children of that run in the memory of {store.where} (it holds "
+                   "no run's children)"]
+
+
+def test_memory_commands_refuse_a_store_that_is_not_there(tmp_path, capsys):
+    from benchfill.cli import main
+
+    for where, said in ((str(tmp_path / "none.db"), "no such file or run directory"),
+                        (f"sqlite:///{tmp_path / 'none.db'}", "no such SQLite file")):
+        assert main(["memory", "list", "--store", where]) == 2
+        assert said in capsys.readouterr().err
+    assert not (tmp_path / "none.db").exists()  # not made empty by a look

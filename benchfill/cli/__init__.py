@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "benchfill.cli.traffic",  # probes check / probes serve
     "benchfill.cli.sim",  # sim serve
     "benchfill.cli.review",  # review export / serve / import, release
+    "benchfill.cli.memory",  # memory list / forget (the store's search memory)
     "benchfill.cli.detect",  # detect (localized-improvement test)
     "benchfill.cli.importers",  # import lm-eval / inspect
     "benchfill.cli.predict",  # predict train / evaluate / score / residuals

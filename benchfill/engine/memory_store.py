@@ -35,7 +35,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import func, or_, text
+from sqlalchemy import case, func, or_, text
+from sqlalchemy import delete as sql_delete
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -486,3 +487,40 @@ def shared_summary(gap_plan: dict[str, Any] | None, res: GapResult, searched: bo
             "children_of_earlier_parents": len(from_earlier),
             "parents_from_earlier_runs": sorted({c.parent_id for c in from_earlier}),
             "earlier_runs": sorted(set(earlier.values()))}
+
+
+# -- looking after the memory (``benchfill memory list | forget``) ---------------------------------------------
+
+
+def memory_contents(store, benchmark: str | None = None) -> list[dict[str, Any]]:
+    """What the store's memory holds, per benchmark and run: the benchmark's own items (run ``""``, per
+    fit), and each run's children with their world, how many were confirmed and how many may parent."""
+    world = {True: "simulated", False: "real", None: "unknown"}
+    with store.session() as s:
+        q = select(MemoryRecord.benchmark, MemoryRecord.run_id, MemoryRecord.origin, MemoryRecord.simulated,
+                   func.count(), func.sum(case((col(MemoryRecord.confirmed), 1), else_=0)),
+                   func.sum(case((col(MemoryRecord.parent_ok), 1), else_=0)),
+                   func.count(func.distinct(MemoryRecord.scale)))
+        if benchmark is not None:
+            q = q.where(MemoryRecord.benchmark == benchmark)
+        rows = s.exec(q.group_by(MemoryRecord.benchmark, MemoryRecord.run_id, MemoryRecord.origin,
+                                 MemoryRecord.simulated)).all()
+    out = [{"benchmark": b, "run_id": r, "origin": o, "world": "-" if o == "original" else world[sim],
+            "entries": int(n), "confirmed": int(c or 0), "may_parent": int(p or 0), "scales": int(sc)}
+           for b, r, o, sim, n, c, p, sc in rows]
+    return sorted(out, key=lambda d: (d["benchmark"], d["origin"] != "original", d["run_id"], d["world"]))
+
+
+def forget_run(store, run_id: str, benchmark: str | None = None, *, dry_run: bool = False) -> int:
+    """Remove one run's children from the memory (all its benchmarks', or one's), so that no later run takes
+    them as parents, references or reuse; the run's own rows (its gaps, candidates, review) stay. Returns
+    how many entries were (or, ``dry_run``, would be) removed. A run resumed afterwards records the children
+    it annotates from then on again."""
+    with store.session() as s:
+        where = [MemoryRecord.run_id == run_id, MemoryRecord.origin == "generated"]
+        if benchmark is not None:
+            where.append(MemoryRecord.benchmark == benchmark)
+        n = int(s.exec(select(func.count()).select_from(MemoryRecord).where(*where)).one())
+        if n and not dry_run:
+            s.exec(sql_delete(MemoryRecord).where(*where))
+    return n

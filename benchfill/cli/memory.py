@@ -1,0 +1,100 @@
+"""``benchfill memory list | forget``: what a store's search memory holds, and dropping one run's children
+from it (docs/memory.md, "Looking after the memory")."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "memory", help="what a store's search memory holds (list), or drop one run's children from it (forget)",
+        description="The search memory: every annotated item of a benchmark, kept in the store for later runs "
+                    "(docs/memory.md).",
+    )
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    ls = sub.add_parser("list", help="per benchmark and run: entries, their world, confirmed, may parent")
+    _store_args(ls)
+    ls.add_argument("--json", action="store_true", help="the rows as JSON")
+    ls.set_defaults(func=handle_list)
+    fg = sub.add_parser("forget", help="remove one run's children from the memory (its own gaps and review stay)")
+    _store_args(fg)
+    fg.add_argument("--run", required=True, metavar="RUN_ID", help="the run whose children to forget (memory list "
+                                                                  "names them)")
+    fg.add_argument("--dry-run", action="store_true", help="say how many entries would go; remove nothing")
+    fg.set_defaults(func=handle_forget)
+
+
+def _store_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", required=True, metavar="URL|FILE|RUN_DIR",
+                   help="a shared store's SQLAlchemy URL or SQLite file, or a run directory (its own store)")
+    p.add_argument("--benchmark", metavar="NAME", help="this benchmark's entries only (default: every one)")
+
+
+def _open(where: str, writable: bool):
+    from pathlib import Path
+
+    from benchfill.errors import ConfigError
+    from benchfill.store import Store, check_store_url, open_run_store
+
+    path = Path(where)
+    if "://" not in where and path.is_dir():
+        return open_run_store(path, create=False, writable=writable)
+    if "://" in where:
+        check_store_url(where)
+        from sqlalchemy.engine import make_url
+
+        db = make_url(where).database if where.startswith("sqlite") else None
+        if db is not None and not Path(db).is_file():  # opening it would make an empty database
+            raise ConfigError(f"--store {where}: no such SQLite file")
+    elif not path.is_file():
+        raise ConfigError(f"--store {where}: no such file or run directory")
+    return Store(where, writable=writable)
+
+
+def handle_list(args: argparse.Namespace) -> int:
+    from benchfill.engine.memory_store import memory_contents
+
+    store = _open(args.store, writable=False)
+    try:
+        rows = memory_contents(store, args.benchmark)
+    finally:
+        store.close()
+    if args.json:
+        from benchfill.cli.output import dumps
+
+        print(dumps(rows, indent=1))
+        return 0
+    if not rows:
+        print(f"{store.where}: the memory holds nothing" + (f" of {args.benchmark}" if args.benchmark else ""))
+        return 0
+    from benchfill import untrusted
+
+    print(f"{'benchmark':<16} {'run':<28} {'world':<9} {'entries':>7} {'confirmed':>9} {'may parent':>10} {'fits':>4}")
+    for r in rows:
+        run = "(its own items)" if r["origin"] == "original" else untrusted.terminal(r["run_id"] or "(a run's own store)")
+        print(f"{untrusted.terminal(r['benchmark']):<16} {run:<28} {r['world']:<9} {r['entries']:>7} "
+              f"{r['confirmed'] if r['origin'] != 'original' else '-':>9} "
+              f"{r['may_parent'] if r['origin'] != 'original' else '-':>10} {r['scales']:>4}")
+    return 0
+
+
+def handle_forget(args: argparse.Namespace) -> int:
+    from benchfill.engine.memory_store import forget_run, memory_contents
+    from benchfill.errors import ConfigError
+
+    store = _open(args.store, writable=not args.dry_run)
+    try:
+        n = forget_run(store, args.run, args.benchmark, dry_run=args.dry_run)
+        if not n:
+            runs = sorted({r["run_id"] for r in memory_contents(store, args.benchmark) if r["origin"] == "generated"})
+            shown = ", ".join(runs[:8]) + (" ..." if len(runs) > 8 else "")
+            raise ConfigError(f"--run {args.run}: no children of that run in the memory of {store.where}"
+                              + (f" for {args.benchmark}" if args.benchmark else "")
+                              + (f" (runs there: {shown})" if runs else " (it holds no run's children)"))
+    finally:
+        store.close()
+    verb = "would forget" if args.dry_run else "forgot"
+    print(f"{verb} {n} entr{'y' if n == 1 else 'ies'} of run {args.run}"
+          + (f" ({args.benchmark})" if args.benchmark else ""))
+    return 0
