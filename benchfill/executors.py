@@ -75,6 +75,8 @@ def run_unit(opts_fields: dict[str, Any], gap: int | None, sim_url: str | None) 
     from benchfill import cache, netguard
     from benchfill.run import RunOptions, execute
 
+    if netguard.enabled():  # a Ray worker is no CLI process: it holds itself to loopback here, as the CLI does
+        netguard.install()
     cache.write_through(True)
     opts = RunOptions(**opts_fields)
     before = _sent()

@@ -26,9 +26,15 @@ for _var in ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_M
     os.environ.pop(_var, None)
 os.environ["MPLCONFIGDIR"] = os.path.join(_CACHE_ROOT, "matplotlib")
 os.environ["BENCHFILL_CACHE_DIR"] = os.path.join(_CACHE_ROOT, "benchfill")  # order-test calibrations (search screen)
-# inspect_ai keeps traces and sample buffers in the XDG data folder
-for _var in ("XDG_DATA_HOME", "XDG_STATE_HOME"):
+# inspect_ai keeps traces and sample buffers in the XDG data folder; arviz its daily warning, dconf and
+# chromium their state in the cache and config folders; PyTensor (pymc's backend) compiles under ~/.pytensor.
+# HOME itself is a temp folder too, for whatever else writes under ~ (it had: ~/.pytensor, ~/.cache/arviz,
+# ~/.config/chromium, ~/.cache/dconf).
+for _var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
     os.environ[_var] = os.path.join(_CACHE_ROOT, _var.lower())
+os.environ["HOME"] = os.path.join(_CACHE_ROOT, "home")
+os.makedirs(os.environ["HOME"])
+os.environ["PYTENSOR_FLAGS"] = f"base_compiledir={os.path.join(_CACHE_ROOT, 'pytensor')}"
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Processes the tests start (the CLI, probe workers) hold themselves to loopback too (benchfill.netguard).
@@ -71,14 +77,18 @@ def _guarded_getaddrinfo(host, *args, **kwargs):
     return _real_getaddrinfo(host, *args, **kwargs)
 
 
+# Held for the whole test process, from here on: a module- or session-scoped fixture runs outside any
+# test's own fixtures, and a function-scoped guard had left such fixtures (probe traffic among them) free.
+socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = (
+    _guarded_connect, _guarded_connect_ex, _guarded_getaddrinfo)
+
+
 @pytest.fixture(autouse=True)
 def _no_network(request, monkeypatch):
-    if request.node.get_closest_marker("live"):
-        yield
-        return
-    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
-    monkeypatch.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
+    if request.node.get_closest_marker("live"):  # (none in CI) the real functions, for this test alone
+        monkeypatch.setattr(socket.socket, "connect", _real_connect)
+        monkeypatch.setattr(socket.socket, "connect_ex", _real_connect_ex)
+        monkeypatch.setattr(socket, "getaddrinfo", _real_getaddrinfo)
     yield
 
 

@@ -42,3 +42,34 @@ def test_processes_the_tests_start_are_held_to_loopback_too():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "NetworkBlocked" in out.stderr and "192.0.2.1" in out.stderr
     assert "(loopback only)" in out.stderr
+
+
+def test_a_ray_workers_unit_holds_itself_to_loopback_too():
+    # a Ray worker is no CLI process: run_unit had never installed the guard its environment asked for
+    import subprocess
+    import sys
+
+    code = ("from benchfill.executors import run_unit; import socket\n"
+            "try:\n"
+            "    run_unit({'benchmark': 'demo', 'gaps': 0}, None, None)\n"
+            "except Exception:\n"
+            "    pass\n"
+            "socket.getaddrinfo('usage-stats.ray.io', 443)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "NetworkBlocked" in out.stderr and "usage-stats.ray.io" in out.stderr
+
+
+def test_a_fixture_outside_any_test_is_held_to_loopback(remote_lookup_in_a_module_fixture):
+    # the guard was a function-scoped fixture: a module fixture (probe traffic among them) ran unguarded
+    assert isinstance(remote_lookup_in_a_module_fixture, NetworkBlocked)
+
+
+@pytest.fixture(scope="module")
+def remote_lookup_in_a_module_fixture():
+    try:
+        socket.getaddrinfo("example.com", 80)
+    except NetworkBlocked as exc:
+        return exc
+    except OSError as exc:  # a real look-up was tried
+        return exc
+    return None

@@ -172,9 +172,11 @@ def _restored_model_calls(d: Path) -> int:
                    for (s,) in c.execute("select state_json from gapstate"))
 
 
-def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_rerun_resumes(tmp_path):
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_rerun_resumes(tmp_path, monkeypatch):
     """A scheduler's SIGTERM ends the command through the same cleanup as Ctrl-C, says so, exits 143, and
-    the same command then finishes the run."""
+    the same command then finishes the run from where it stopped."""
+    from benchfill.cli import main
+
     args, env, root = _small_demo_run(tmp_path)
     p = subprocess.Popen(args, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for_a_round(tmp_path, p)
@@ -182,9 +184,18 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_rerun_resumes(tmp_path):
     err = p.communicate(timeout=60)[1]
     assert p.returncode == 143 and "benchfill: terminated; rerun the same command to resume" in err, err
     assert "Traceback" not in err
-    assert subprocess.run(args, env=env, cwd=root, timeout=300).returncode == 0
     (d,) = list(tmp_path.iterdir())
-    assert json.loads((d / "report.json").read_text())["gaps_filled"] >= 0
+    restored = _restored_model_calls(d)
+    assert restored > 0 and not (d / "report.json").exists()
+    # the same command, in this process to count what it asks the call cache: no completed round replayed
+    asked = count_cache_lookups(monkeypatch)
+    assert main(args[3:]) == 0
+    with sqlite3.connect(d / "store.db") as c:
+        kinds = dict(c.execute("select key, kind from modelcall"))
+    model_calls = sum(k in ("rewriter", "judge") for k in kinds.values())
+    looked_up = sum(kinds.get(k) in ("rewriter", "judge") for k in asked)
+    assert looked_up <= model_calls - restored, (looked_up, model_calls, restored)
+    assert (d / "report.json").exists()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])

@@ -38,8 +38,9 @@ def _alive(pid: int) -> bool:
 def test_workers_end_when_their_owner_is_killed(tmp_path, method):
     script = tmp_path / "owner.py"
     script.write_text(OWNER)
+    # its own TMPDIR: a forkserver whose owner is killed never removes its pymp-* folder
     owner = subprocess.Popen([sys.executable, str(script), method], stdout=subprocess.PIPE, text=True,
-                             cwd=tmp_path, start_new_session=True)
+                             cwd=tmp_path, start_new_session=True, env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         workers = [int(p) for p in owner.stdout.readline().split()]
         assert len(workers) == 2 and all(_alive(p) for p in workers)
