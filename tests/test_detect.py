@@ -157,3 +157,33 @@ def test_bad_input_is_one_clear_error():
     two = ResponseMatrix(("a", "b"), ("q",), np.array([[1], [2]]), np.array([[4], [4]]))
     with pytest.raises(DataError, match="2 models; name one"):
         detect(two, two)
+
+
+def test_the_float_weights_of_rollout_counts_past_the_integer_lattice_by_hand():
+    # Rollout counts whose least common multiple passes 2^30 take the float path. Two items, one with two
+    # rollouts after and a million before, one with a million after and four before: item i weighs
+    # 1/t_after + 1/t_before, and p = P(sum_i w_i (x_i - observed_i) >= 0) is summed over the two
+    # hypergeometric laws (three and five outcomes). Weights of 1/t_after alone (the before term dropped)
+    # had passed every test: p would be 0.406 here, against 0.328.
+    from scipy.stats import hypergeom
+
+    cb, tb, ca, ta = [500_001, 1], [1_000_003, 4], [1, 500_016], [2, 1_000_033]
+    assert int(np.lcm.reduce(np.array(ta + tb, dtype=np.int64))) > 1 << 30
+
+    def p_by_hand(w):
+        k = [ca[i] + cb[i] for i in range(2)]
+        law = [{x: hypergeom.pmf(x, ta[i] + tb[i], k[i], ta[i])
+                for x in range(max(0, k[i] - tb[i]), min(k[i], ta[i]) + 1)} for i in range(2)]
+        return sum(pa * pb for xa, pa in law[0].items() for xb, pb in law[1].items()
+                   if w[0] * (xa - ca[0]) + w[1] * (xb - ca[1]) >= -1e-12)
+
+    exact = p_by_hand([1 / ta[i] + 1 / tb[i] for i in range(2)])
+    assert exact == pytest.approx(0.328, abs=0.001) and p_by_hand([1 / t for t in ta]) == pytest.approx(0.406, abs=0.001)
+    _, p = stratified_permutation_test(cb, tb, ca, ta, permutations=20_000, seed=5)
+    assert abs(p - exact) < 4 * np.sqrt(exact * (1 - exact) / 20_000), (p, exact)
+
+
+def test_a_p_value_is_never_zero():
+    # no permutation reaches an observed result this extreme: p is 1 / (1 + permutations), not 0
+    gain, p = stratified_permutation_test([0], [1000], [1000], [1000], permutations=99, seed=0)
+    assert gain == 1.0 and p == pytest.approx(1 / 100)

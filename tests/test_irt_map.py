@@ -164,3 +164,22 @@ def test_a_matrix_nobody_tried_and_a_seed_that_is_no_number_are_refused():
     with pytest.raises(BenchfillError, match=r"^seed: a whole number \(or None\), got 'x'$"):
         fit(ok, seed="x")
     assert fit(ok, seed=np.int64(3)).seed == 3
+
+
+def test_the_2pl_log_posterior_and_its_gradient_by_hand():
+    # One model, one item, one trial, answered right: log p = log sigmoid(a (theta - b)), and the priors
+    # theta, b ~ N(0, 1), log a ~ N(0, 0.5^2) (the documented LOG_DISCRIMINATION_SD). An sd of 0.71 in the
+    # prior (dividing by the sd, not its square) had passed every test, log posterior and gradient alike.
+    from benchfill.irt.likelihood import LOG_DISCRIMINATION_SD
+
+    assert LOG_DISCRIMINATION_SD == 0.5
+    post = Posterior(ResponseMatrix(["m"], ["q"], np.array([[1.0]]), np.array([[1.0]])), model="2pl",
+                     guessing=False)
+    theta, b, log_a = 0.3, -0.2, 0.4
+    a = np.exp(log_a)
+    eta = a * (theta - b)
+    lp, grad = post.logp_grad(np.array([theta, b, log_a]))
+    want = -np.log1p(np.exp(-eta)) - 0.5 * (theta**2 + b**2) - 0.5 * log_a**2 / 0.25
+    assert lp == pytest.approx(want, rel=1e-12)
+    r = 1.0 / (1.0 + np.exp(eta))  # d log sigmoid(eta) / d eta
+    assert grad == pytest.approx([r * a - theta, -r * a - b, r * eta - log_a / 0.25], rel=1e-12)

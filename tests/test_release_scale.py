@@ -177,3 +177,19 @@ def test_an_edited_scale_of_record_is_caught_by_the_next_release_and_by_verify(t
     path.write_bytes(kept)  # restored: all is as it was
     assert verify_release(first.path) == []
     assert release(run, "1.1.0", out=out).version == "1.1.0"
+
+
+def test_the_after_interval_is_the_level_it_says_worked_by_hand():
+    # Items at 0, 0.2 and 1; a new one at 0.8 +- 0.01 splits the gap [0.2, 1] into 0.6 + e and 0.2 - e: the
+    # max gap (and top-1 sum) is 0.6 + e, e ~ N(0, 0.01^2), so the 90% interval is 0.6 -+ 1.645 x 0.01. An
+    # 80% interval labelled 90% had passed (the tests checked only lo < after < hi).
+    from scipy.stats import norm
+
+    from benchfill.measure.before_after import before_after
+
+    r = before_after([0.0, 0.2, 1.0], [0.8], [0.01], 1, seed=0)
+    half = norm.ppf(0.95) * 0.01
+    assert r["interval_level"] == 0.9
+    for name in ("max_gap", "top1_gap_sum"):
+        lo, hi = r["after_interval"][name]
+        assert lo == pytest.approx(0.6 - half, abs=0.0012) and hi == pytest.approx(0.6 + half, abs=0.0012)

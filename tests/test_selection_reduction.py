@@ -33,6 +33,8 @@ def test_the_expected_sum_is_flat_in_the_middle_and_pays_only_for_the_tails_work
     assert _expected_in_gap(AXIS, 1, GAP, 0.9, 0.0) == pytest.approx(0.5)  # the larger piece, 0.5
     # outside the gap but on the axis: this gap stays open, whatever other spacing it splits
     assert _expected_in_gap(AXIS, 1, GAP, 0.3, 0.0) == pytest.approx(0.6)
+    # ... and with k = 2 the spacing it splits would count if it could: 0.6 + 0.2 = 0.8; it stays 0.6 + 0.4
+    assert _expected_in_gap(AXIS, 2, GAP, 0.2, 0.0) == pytest.approx(1.0)
     # x ~ N(0.7, 0.06): 0.4 plus the two tails past 0.6 and 0.8, each sd * (phi(h) - h * sf(h)), h = 0.1 / 0.06
     h = 0.1 / 0.06
     want = 0.4 + 2 * 0.06 * (norm.pdf(h) - h * norm.sf(h))

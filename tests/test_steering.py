@@ -79,3 +79,59 @@ def test_the_kept_fit_follows_every_new_child_and_every_change_of_the_prior():
     before = st.response()
     st.share_sd = 0.5
     assert st.response() == fresh() != before
+
+
+def _symmetric(st: Steering, d: float, se: float, n: int = 50, parent: str = "") -> None:
+    """Children on the "no correction" line, half d above it and half d below, at the same asks: the fit
+    stays at (0, 1) exactly, and every residual is +-d."""
+    for i in range(n):
+        ask = 0.5 + 0.2 * (i / (n - 1) - 0.5)
+        for sign in (1, -1):
+            st.observe(0.5, ask, ask + sign * d, se, parent)
+
+
+def test_the_residual_sd_is_what_the_annotation_error_does_not_explain_by_hand():
+    # sigma^2 = (nu0 sigma0^2 + sum max(r^2 - se^2, 0)) / (nu0 + n): residuals of 0.05 with an se of 0.03
+    st = Steering()
+    _symmetric(st, d=0.05, se=0.03)
+    offset, share, sigma = st.response()
+    assert offset == pytest.approx(0.0, abs=1e-12) and share == pytest.approx(1.0, abs=1e-12)
+    n = 100
+    assert sigma == pytest.approx(np.sqrt((4 * 0.05**2 + n * (0.05**2 - 0.03**2)) / (4 + n)), rel=1e-9)  # 0.0404
+
+
+def test_one_wild_child_pulls_the_offset_no_harder_than_one_at_two_sds():
+    # Huber weights: a child 0.5 above the line counts as one 2 sd above it. The others' residuals cancel
+    # (and their asks balance, so the share's equation is apart), so by hand, with s2 = sigma^2 + se^2 and
+    # the prior's precision 1 / 0.1^2 = 100 on the offset:
+    #   offset = w r / (100 / s2 + w + 100), w = (2 sqrt(s2) / r) / s2, r = 0.5 - offset (Huber)
+    #   offset = (0.5 / s2) / (101 / s2 + 100)                                        (plain: 4.6 times as far)
+    st = Steering()
+    _symmetric(st, d=0.01, se=0.02)
+    st.observe(0.5, 0.5, 1.0, 0.02)
+    offset, share, sigma = st.response()
+    s2, r = sigma**2 + 0.02**2, 0.5 - offset
+    w = 2 * np.sqrt(s2) / r / s2
+    assert offset == pytest.approx(w * 0.5 / (100 / s2 + w + 100), rel=1e-6) and share == pytest.approx(1.0)
+    assert offset < (0.5 / s2) / (101 / s2 + 100) / 4
+
+
+def test_a_parents_own_offset_takes_the_median_of_its_childrens_residuals():
+    st = Steering()
+    _symmetric(st, d=0.0, se=0.01)
+    for r in (0.06, 0.06, 0.06, 0.3):  # one wild child of the parent: the median stays 0.06, the mean 0.12
+        st.observe(0.5, 0.5, 0.5 + r, 0.01, "odd")
+    base = st.parent_offset("")
+    resid_median = 0.06 - base  # the gap's offset moved a little toward these children too
+    assert st.parent_offset("odd") - base == pytest.approx(resid_median * 4 / (4 + 2), abs=2e-3)
+
+
+def test_a_childs_residual_is_left_out_of_its_parents_offset_when_its_se_is_wide():
+    # an estimate with an se past three residual sds says little of where the parent's children land
+    st = Steering()
+    _symmetric(st, d=0.0, se=0.01)
+    st.observe(0.5, 0.5, 0.56, 0.01, "odd")
+    st.observe(0.5, 0.5, 0.56, 0.01, "odd")
+    st.observe(0.5, 0.5, 0.0, 1.0, "odd")
+    base = st.parent_offset("")
+    assert st.parent_offset("odd") - base == pytest.approx((0.06 - base) * 2 / (2 + 2), abs=2e-3)
