@@ -65,7 +65,11 @@ def test_reference_family_is_monotone_and_includes_flat():
     refs = reference_profiles(6)
     assert np.all(np.diff(refs, axis=1) >= 0)
     assert np.any(np.all(refs == 0.5, axis=1))
-    assert len(refs) > 50
+    # by count: 15 flat levels, 21 linear rises (pairs of 7 levels), 10 steps (pairs of 5) at each of 5 cuts
+    assert len(refs) == 15 + 21 + 10 * 5
+    pos = np.linspace(0.0, 1.0, 6)
+    assert any(np.allclose(r, 0.1 + 0.8 * pos) for r in refs)  # a linear rise from 0.1 to 0.9
+    assert any(np.array_equal(r, [0.2, 0.2, 0.2, 0.8, 0.8, 0.8]) for r in refs)  # a step at the middle
 
 
 def test_calibration_is_computed_once_and_reused(tmp_path, monkeypatch):
