@@ -385,13 +385,14 @@ def _item_cell(item_id: str | None) -> str:
 def _markdown(rep: dict[str, Any]) -> str:
     lines = []
     if rep["simulated"] and rep["backend"].get("sim_endpoints"):  # `sim serve` behind a config
-        lines.append(f"**SIMULATED RUN**: the configured endpoints serve benchfill's simulated world (`sim serve`: "
-                     f"{', '.join(untrusted.md_text(e) for e in rep['backend']['sim_endpoints'])}); no real LLM "
+        lines.append(f"**SIMULATED RUN**: the configured endpoints serve benchfill's simulated world (`sim serve` "
+                     f"at {', '.join(untrusted.md_text(e) for e in rep['backend']['sim_endpoints'])}); no real LLM "
                      "answered (backend " + untrusted.md_text(rep["backend"]["backend"]) + ").")
     elif rep["simulated"]:
         lines.append("**SIMULATED RUN**: every model here is the simulated world (backend sim); no real LLM was called.")
     else:
         lines.append(f"Run against real endpoints (backend {rep['backend']['backend']}).")
+    if rep["backend"].get("backend") != "sim":
         served = (rep["backend"].get("traffic") or {}).get("replicas") or {}
         if len(served) > 1:  # several endpoints, a probe fleet's replicas among them (docs/fleets.md)
             lines.append("Probe calls per endpoint: " + "; ".join(

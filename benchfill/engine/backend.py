@@ -462,11 +462,11 @@ async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = 
         checks = await asyncio.to_thread(_require_endpoints, config, opts.config)
         # `sim serve` behind a config: the world is simulated whatever the backend is called, and is said
         # so in the report, the review records, the release card and the shared memory
-        sim_endpoints = sorted({f"{c.name} at {c.base_url}" for c in checks if c.simulated})
+        sim_endpoints = sorted({c.base_url for c in checks if c.simulated})
         if sim_endpoints:
             store.set_meta(SIM_ENDPOINTS_META, sim_endpoints)
-            print(f"benchfill: note: {opts.config}: {', '.join(sim_endpoints)} serve benchfill's simulated world "
-                  "(sim serve): this run is a simulated run", file=sys.stderr, flush=True)
+            print(f"benchfill: note: {opts.config}: {', '.join(sim_endpoints)} serve{'s' if len(sim_endpoints) == 1 else ''} "
+                  "benchfill's simulated world (sim serve): this run is a simulated run", file=sys.stderr, flush=True)
     b = None
     try:
         b = Backend(backend, opts, bench, store, run_dir, config, world, server)
