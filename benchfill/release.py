@@ -44,7 +44,7 @@ from benchfill.review.card import (
 from benchfill.review.rule import ReleaseRule
 from benchfill.run import INPUTS_META
 from benchfill.schema import Item, Release
-from benchfill.store import simulated_run
+from benchfill.store import run_name, simulated_run
 
 MANIFEST = "manifest.json"
 BEFORE_EDIT = ", before the edit"  # a difficulty_source measured on the item a reviewer then edited
@@ -168,6 +168,8 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     recorded = board.store.all(Release, Release.version == version)
     if recorded:
         where = Path(recorded[0].path) if Path(recorded[0].path).is_absolute() else target  # (see _recorded)
+        if not (where / MANIFEST).is_file() and (target / MANIFEST).is_file():
+            where = target  # the project folder moved since: the release is here, beside the run
         if where.resolve() == target.resolve() and _changelog_behind(bench_dir, target, version) \
                 and not verify_release(target, recorded[0].manifest_sha256):
             # killed between the store's row and the benchmark's changelog: the rerun writes the changelog
@@ -191,7 +193,8 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         raise BenchfillError(f"version {version} is not newer than the latest release {previous[-1]} in {bench_dir}")
     moment = datetime.now(UTC)
     now = moment.isoformat(timespec="seconds")
-    record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version)
+    name = run_name(board.store, board.run_dir, keep=True)
+    record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version, name)
     outcomes = board.outcomes()  # (once: it reads every queued item's decisions, in every run)
     rows, z_before, z_after, added = _rows(board, outcomes, version, now, record)
     prev_dir = bench_dir / previous[-1] if previous else None
@@ -199,15 +202,14 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         _check_previous(board, prev_dir)
         _check_scale(bench_dir, prev_dir, record)
     prev_rows = _load_rows(prev_dir) if prev_dir else {}
-    run_name = run_dir.resolve().name
-    added = _own_ids(rows, added, prev_rows, run_name)
+    added = _own_ids(rows, added, prev_rows, name)
     carry = carry_forward(
         rows, prev_rows, previous[-1] if previous else "",
-        _released_at(prev_dir) if prev_dir else None, outcomes, remove or {}, PROVENANCE, run_name,
+        _released_at(prev_dir) if prev_dir else None, outcomes, remove or {}, PROVENANCE, name,
     )  # fmt: skip
     removed_before = _manifest(prev_dir).get("removed") if prev_dir else None
     kept = keep_out(rows, removed_before if isinstance(removed_before, dict) else {}, carry.removed, prev_rows,
-                    outcomes, version, moment.isoformat(timespec="microseconds"), run_name)
+                    outcomes, version, moment.isoformat(timespec="microseconds"), name)
     added = [i for i in (carry.aliases.get(i, i) for i in added) if i not in carry.before and i not in kept.held]
     for r in rows:  # a row carried from a release made before a column existed
         for col in PROVENANCE:
@@ -223,7 +225,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     meta = {
         "benchmark": bench,
         "version": version,
-        "run_id": run_dir.resolve().name,
+        "run_id": name,
         "released_at": now,
         "n_original": len(z_before),
         "n_generated": sum(1 for r in rows if r["origin"] == "generated"),
@@ -324,7 +326,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
 def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: ScaleOfRecord
           ) -> tuple[list[dict], list[float], list[float], list[str]]:
     fit = _run_fit(board.run_dir)
-    to_record = record.mapping(fit, board.run_dir)
+    to_record = record.mapping(fit, board.run_dir, run_name(board.store, board.run_dir))
     pos = {item_id: i for i, item_id in enumerate(fit.item_ids)}
     b_rec = [record.b.get(i, to_record(float(b))) for i, b in zip(fit.item_ids, fit.difficulty, strict=True)]
     z = [record.z(b) for b in b_rec]
@@ -354,7 +356,7 @@ def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: Sc
     originals.sort(key=lambda it: pos.get(it.id, len(pos)))
     base = dict.fromkeys(PROVENANCE)
     base.update({"probe_panel": "[]", "probe_results": "[]", "flags": "[]", "reviews": "[]", "edited": False,
-                 "simulated": False, "run_id": board.run_dir.resolve().name, "released_in": version,
+                 "simulated": False, "run_id": run_name(board.store, board.run_dir), "released_in": version,
                  "released_at": now})  # fmt: skip
     rows, z_before = [], []
     own: dict[str, dict[str, Any]] = {}  # original item id -> its fields
@@ -516,10 +518,10 @@ class ScaleOfRecord:
             raise DataError(f"{path}: not a scale of record ({exc})") from None
 
     @classmethod
-    def from_run(cls, run_dir: Path, version: str) -> ScaleOfRecord:
+    def from_run(cls, run_dir: Path, version: str, name: str | None = None) -> ScaleOfRecord:
         fit = _run_fit(run_dir)
         b = {i: float(v) for i, v in zip(fit.item_ids, fit.difficulty, strict=True)}
-        return cls(b, float(fit.b_min), float(fit.b_max), run_dir.resolve().name, version)
+        return cls(b, float(fit.b_min), float(fit.b_max), name or run_dir.resolve().name, version)
 
     def z(self, b: float) -> float:
         span = self.b_max - self.b_min
@@ -530,9 +532,9 @@ class ScaleOfRecord:
         span = self.b_max - self.b_min
         return 0.0 if span <= 0 else se / span
 
-    def mapping(self, fit, run_dir: Path):
-        """b on this run's fit -> b on the record (the identity for the record's own run)."""
-        if run_dir.resolve().name == self.run_id:
+    def mapping(self, fit, run_dir: Path, name: str | None = None):
+        """b on this run's fit -> b on the record (the identity for the record's own run, ``name``)."""
+        if (name or run_dir.resolve().name) == self.run_id:
             self.shared = len(self.b)
             return lambda b: b
         pairs = [(float(v), self.b[i]) for i, v in zip(fit.item_ids, fit.difficulty, strict=True) if i in self.b]
@@ -600,11 +602,12 @@ def _check_previous(board: ReviewBoard, prev_dir: Path) -> None:
         info, path = listed.get(name), prev_dir / name
         if not isinstance(info, dict) or path.is_symlink() or not path.is_file() or _sha256(path) != info.get("sha256"):
             problems.append(f"{path}: does not match its manifest (modified or missing)")
-    recorded = _recorded(board.store.all(Release), prev_dir)
-    if recorded is not None and not Path(recorded.path).is_absolute() and not problems:
-        # an older row, matched by benchmark and version only: this release must be the one this run made
-        run_name = board.run_dir.resolve().name
-        ours = any(r.get("released_in") == prev_dir.name and r.get("run_id") == run_name
+    recorded, exact = _recorded(board.store.all(Release), prev_dir)
+    if recorded is not None and not exact and not problems:
+        # matched by benchmark and version only (an older row, or a project folder moved since): this
+        # release must be the one this run made
+        name = run_name(board.store, board.run_dir)
+        ours = any(r.get("released_in") == prev_dir.name and r.get("run_id") == name
                    for r in _load_rows(prev_dir).values())
         recorded = recorded if ours else None
     if not problems and recorded is not None and _sha256(mpath) != recorded.manifest_sha256:
@@ -615,16 +618,18 @@ def _check_previous(board: ReviewBoard, prev_dir: Path) -> None:
                              f"{problems[0]}{more}; restore it (benchfill release verify {prev_dir})")
 
 
-def _recorded(rows: list, release_dir: Path):
-    """The store's row of the release at ``release_dir``, or None. A row written before paths were kept
-    absolute holds the path as given, relative to a folder no longer known: matched by its benchmark and
-    version (one run releases a version once)."""
+def _recorded(rows: list, release_dir: Path) -> tuple[Any, bool]:
+    """The store's row of the release at ``release_dir`` and whether its path is the release's own, or
+    (None, False). A row written before paths were kept absolute holds the path as given, relative to a
+    folder no longer known, and a project folder may have moved since its release (the "rewritten" check
+    had then stopped without a word): matched by its benchmark and version (one run releases a version
+    once), not exactly."""
     want = release_dir.resolve()
-    for r in rows:
-        path = Path(r.path)
-        if path.resolve() == want if path.is_absolute() else path.parts[-2:] == want.parts[-2:]:
-            return r
-    return None
+    same = [r for r in rows if Path(r.path).is_absolute() and Path(r.path).resolve() == want]
+    if same:
+        return same[0], True
+    alike = [r for r in rows if Path(r.path).parts[-2:] == want.parts[-2:]]
+    return (alike[0], False) if alike else (None, False)
 
 
 def _run_options(options: Any) -> dict[str, Any] | None:
@@ -666,10 +671,10 @@ def _finish_interrupted(board: ReviewBoard, target: Path, bench_dir: Path, versi
     uninterrupted one would have. None where the folder is another's, or does not verify."""
     if verify_release(target):
         return None
-    run_name = board.run_dir.resolve().name
+    name = run_name(board.store, board.run_dir)
     rows = list(_load_rows(target).values())
     mine = [r for r in rows if r.get("released_in") == version]
-    if not mine or any(r.get("run_id") != run_name for r in mine):
+    if not mine or any(r.get("run_id") != name for r in mine):
         return None
     digest = _sha256(target / MANIFEST)
     with board.store.session() as s:
@@ -877,7 +882,11 @@ def recorded_sha256(release_dir: str | Path, run_dir: str | Path) -> str | None:
 
     store = open_run_store(Path(run_dir), create=False)
     try:
-        row = _recorded(store.all(Release), Path(release_dir))
+        row, exact = _recorded(store.all(Release), Path(release_dir))
+        if row is not None and not exact:  # matched by benchmark and version: only a release this run made
+            name = run_name(store, run_dir)
+            row = row if any(r.get("released_in") == Path(release_dir).resolve().name and r.get("run_id") == name
+                             for r in _load_rows(Path(release_dir)).values()) else None
     finally:
         store.close()
     return None if row is None else row.manifest_sha256

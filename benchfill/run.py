@@ -241,7 +241,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     from benchfill.engine.backend import open_backend
     from benchfill.report import write_report
     from benchfill.search import NearDuplicateIndex, oracle_fill
-    from benchfill.store import open_run_store
+    from benchfill.store import open_run_store, run_name
 
     opts.check()
     bench = load_benchmark(opts)
@@ -302,6 +302,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
             store.set_meta("seed", opts.seed)
             store.set_meta("config", backend.config.redacted())
             store.set_meta("backend", backend.name)
+            run_name(store, run_dir, keep=True)  # its name in releases, whatever its folder is called later
             store.set_meta("strategy", opts.strategy)
             store.set_meta("isolation", isolation)  # how generated code was confined, if any ran
             store.set_meta("options", opts.identity())

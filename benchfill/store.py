@@ -462,6 +462,24 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+RUN_NAME_META = "run_name"  # the run's name in releases (``run_name``)
+
+
+def run_name(store, run_dir: str | Path, *, keep: bool = False) -> str:
+    """The run's name in its releases' rows (``run_id``, the ``<id>@<run>`` of a clash): its folder's name
+    when it was made, kept in its store, so that a run folder renamed or moved between two releases is
+    still the run that made the first one (by its new folder's name, its item came back as a second copy,
+    and an item removed from a release came back as newly accepted). A run made before the name was kept
+    takes its folder's name now (``keep``: and keeps it)."""
+    name = store.get_meta(RUN_NAME_META)
+    if isinstance(name, str) and name:
+        return name
+    name = store.run_id or Path(run_dir).resolve().name
+    if keep:
+        store.set_meta(RUN_NAME_META, name)
+    return name
+
+
 SIM_ENDPOINTS_META = "sim_endpoints"  # a run's configured endpoints found serving the simulated world
 
 

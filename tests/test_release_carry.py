@@ -258,3 +258,41 @@ def test_a_run_keeps_the_name_it_was_released_under_when_the_clash_is_removed(tm
     assert freed.removed == [CHILD_IDS[0]] and again.added == [] and again.carried == [f"{CHILD_IDS[0]}@run-b"]
     ids = [r["id"] for r in map(json.loads, (again.path / "data" / "test.jsonl").read_text().splitlines())]
     assert CHILD_IDS[0] not in ids and len(ids) == len(set(ids))
+
+
+def test_a_run_folder_renamed_between_releases_is_still_the_run_that_made_them(tmp_path, shared_data):
+    # The run's name in releases was its folder's name at each release: renamed, its item came back as a
+    # second copy ("<id>@<new name>"), and an item removed from a release came back as newly accepted.
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        for cid in CHILD_IDS:
+            b.decide(cid, "ann", "accept")
+    v1 = release(run, "1.0.0")
+    v11 = release(run, "1.1.0", remove={CHILD_IDS[0]: "bob: wrong key"})
+    assert sorted(v1.added) == sorted(CHILD_IDS) and v11.removed == [CHILD_IDS[0]]
+    moved = run.rename(tmp_path / "aime24-v1")
+    v12 = release(moved, "1.2.0")
+    rows = [json.loads(x) for x in (v12.path / "data" / "test.jsonl").read_text().splitlines()]
+    generated = sorted(r["id"] for r in rows if r["origin"] == "generated")
+    assert generated == sorted(CHILD_IDS[1:]) and v12.added == [] and v12.n_generated == 3
+    assert {r["run_id"] for r in rows} == {"run-aime24-test"}  # the name it was made and first released under
+    assert f"`{CHILD_IDS[0]}` stays removed" in (v12.path / "CHANGELOG.md").read_text()
+
+
+def test_a_moved_project_still_checks_the_previous_release_against_the_run_that_made_it(tmp_path, shared_data):
+    # The store records a release by its absolute path: moved with its runs, the "rewritten" check stopped
+    # without a word, and `release verify --run` said the store recorded no release there.
+    from benchfill.release import manifest_sha256, recorded_sha256
+
+    run = make_run(tmp_path / "p1", shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    release(run, "1.0.0")
+    (tmp_path / "p1").rename(tmp_path / "p2")
+    run, prev = tmp_path / "p2" / run.name, tmp_path / "p2" / "releases" / "aime24" / "1.0.0"
+    assert recorded_sha256(prev, run) == manifest_sha256(prev)
+    manifest = prev / "manifest.json"
+    os.chmod(manifest, 0o644)
+    manifest.write_text(manifest.read_text() + " ")  # rewritten: its files still match what it lists
+    with pytest.raises(Exception, match=r"not the manifest this run recorded for 1\.0\.0 \(rewritten\)"):
+        release(run, "1.1.0")
