@@ -11,6 +11,7 @@ replays the completed work from the cache and repeats no paid call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -20,6 +21,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +190,9 @@ class RunOptions:
         for k in ("confirm_se", "confirm_cap"):  # the same, for these
             if d[k] == RunOptions.__dataclass_fields__[k].default:
                 d.pop(k)
+        for k in PATH_OPTIONS:  # one file, however it is spelt or wherever the command runs from: one run
+            if isinstance(d.get(k), str) and d[k] and not d[k].startswith("hf:"):
+                d[k] = str(Path(d[k]).expanduser().resolve())
         return d
 
 
@@ -266,6 +271,9 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     show = progress_printer(opts.progress, opts.progress_label)
     for line in prompt_warnings:
         show(f"warning: {line}")
+    if fresh and not opts.run_id and gaps_only is None:
+        for line in earlier_runs(run_dir, opts.identity()):
+            show(f"note: {line}")
     if isolation == "unconfined":  # allowed, perhaps by a BENCHFILL_ALLOW_UNCONFINED=1 set long ago: said at
         # once, --quiet or not, as a security matter is no progress line
         print(f"benchfill: warning: {run_id_for(opts)}: generated programs will run UNCONFINED (no bubblewrap "
@@ -405,14 +413,15 @@ def _sha256_of(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+PATH_OPTIONS = ("items", "spec", "responses", "config")  # the options that name a file (compared by content)
 INPUTS_META = "inputs_sha256"  # option -> sha256 of the file it names (items, spec, responses)
 INPUT_FILES = ("items", "spec", "responses")  # the options of RunOptions.identity that name a file by its path
 LOCK_FILE = ".run.lock"
 
 
 def _input_hashes(opts: RunOptions, items: list[dict[str, Any]], bench: Any = None) -> dict[str, str]:
-    """The content of the files the run id names only by path: two benchmarks in two folders run with one
-    relative command get one run id, and a file edited in place keeps it. ``--items hf:...`` names a
+    """The content of the files the run id names only by path (resolved: one file however it is spelt):
+    a file edited in place keeps the run id, and a run id given for another file names that run. ``--items hf:...`` names a
     dataset, not a file: its loaded ``items`` are hashed (canonical JSON) instead. A registered ``bench``'s
     own files (``BENCHMARK_FILES``), which the run id names only by the benchmark's name, are hashed too:
     its data folder's items or responses edited, or another data folder given, is not the same run."""
@@ -455,13 +464,54 @@ def _hold_run(run_dir: Path, run_id: str, exclusive: bool = True) -> int | None:
     return fd
 
 
+def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list[str]:
+    """A line for each earlier run of the same benchmark and strategy beside a run about to start anew
+    (newest first) that is unfinished, or that an older benchfill made (the settings that differ are ones
+    one of the two versions lacks): what settings it differs in. "Rerun the same command to resume"
+    starts a new run instead where the run id changed: another benchfill added settings, or a setting was
+    given otherwise; said, not left to be found.
+    Each store is only read (SQLite, read-only: an older version's store is not upgraded by a look)."""
+    import sqlite3
+
+    prefix = run_dir.name.rsplit("-", 1)[0] + "-"
+    siblings = sorted((d for d in run_dir.parent.glob(f"{glob_escape(prefix)}*")
+                       if d != run_dir and d.is_dir() and (d / "store.db").is_file()),
+                      key=lambda d: d.stat().st_mtime, reverse=True)
+    out = []
+    for d in siblings[:most]:
+        try:
+            with contextlib.closing(sqlite3.connect(f"{(d / 'store.db').resolve().as_uri()}?mode=ro", uri=True)) as db:
+                row = db.execute("select value_json from runmeta where key = 'options'").fetchone()
+        except sqlite3.Error:
+            continue
+        stored = json.loads(row[0]) if row else {}
+        if not isinstance(stored, dict):
+            continue
+        now = json.loads(json.dumps(identity, default=str))
+        differ = sorted(k for k in stored.keys() | now.keys()
+                        if (Path(str(stored.get(k))).name != Path(str(now.get(k))).name if k in PATH_OPTIONS
+                            else stored.get(k) != now.get(k)))
+        state = "finished" if (d / "report.json").is_file() else "unfinished"
+        # A finished run of other settings is one the user chose to make (another seed): said only where the
+        # settings that differ are ones a version of benchfill lacked, the run an older version made
+        if state == "finished" and any(k in stored and k in now for k in differ):
+            continue
+        what = (f"settings that differ: {', '.join(differ)}" if differ else
+                "the same settings, its files given by another path")
+        out.append(f"{d} is an earlier {state} run of this benchmark and strategy ({what}); this run starts anew "
+                   f"beside it" + (", and its review decisions stay there" if state == "finished" else ""))
+    return out
+
+
 def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], bench: Any = None) -> None:
     """Refuse to resume a run whose stored settings differ from these (a reused --run-id, or a config file
     edited in place, which keeps the run id): the rest of the run would mix two runs' work."""
     stored = store.get_meta("options")
     if stored:
         now = json.loads(json.dumps(opts.identity(), default=str))
-        differ = sorted(k for k in stored.keys() & now.keys() if stored[k] != now[k])
+        # A file is compared by its content below, not by how its path is spelt: a run made before paths
+        # were resolved, or from another folder, resumes with the same files
+        differ = sorted(k for k in stored.keys() & now.keys() if k not in PATH_OPTIONS and stored[k] != now[k])
         if differ:
             k = differ[0]
             raise ConfigError(f"run {run_id} was made with {k} = {stored[k]!r}; this command asks {now[k]!r}. "
@@ -481,8 +531,8 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
                                   "with (the run id names the dataset, not its rows: another copy, or a newer "
                                   "revision); give another --run-id for a new run")
             raise ConfigError(f"--{k} {getattr(opts, k)}: not the file run {run_id} was made with (the run id names "
-                              "the path, not the content: another folder's file, or this one edited); give "
-                              "another --run-id for a new run")
+                              "the path, not the content: this file edited, or another file given this run's id); "
+                              "give another --run-id for a new run")
     digest = store.get_meta("config_sha256")
     if opts.config and digest and digest != _sha256_of(opts.config):
         raise ConfigError(f"{opts.config}: changed since run {run_id} started (the run id names the file, not its "

@@ -134,8 +134,10 @@ def test_two_benchmarks_run_with_one_relative_command_on_one_store_are_not_mixed
     monkeypatch.chdir(tmp_path / "A")
     d = run(RunOptions(**opts))
     run_id = d.name
-    monkeypatch.chdir(tmp_path / "B")  # the same command, the same run id, another benchmark
-    assert run_id_for(RunOptions(**opts)) == run_id
+    monkeypatch.chdir(tmp_path / "B")  # the same command, another benchmark: another run (its files' paths)
+    assert run_id_for(RunOptions(**opts)) != run_id
+    # and given the first run's id, refused by the files' content
+    opts["run_id"] = run_id
     with pytest.raises(ConfigError, match=r"^--items items\.jsonl: not the file run .* was made with .*--run-id"):
         run(RunOptions(**opts))
     store = Store(url, run_id=run_id)
@@ -155,7 +157,7 @@ def test_two_benchmarks_run_with_one_relative_command_on_one_store_are_not_mixed
     finally:
         store.close()
     assert items == {f"What is {i} plus {i}?" for i in range(24)}  # none of B's rows
-    assert run(RunOptions(**{**opts, "run_id": "b-own"})).name == "b-own"  # another --run-id: a run of its own
+    assert run(RunOptions(**{**opts, "run_id": None})).name != run_id  # a run of its own
 
 
 def test_a_run_in_progress_in_another_process_is_refused_and_left_alone(tmp_path):
@@ -237,3 +239,43 @@ def test_a_dry_run_reads_the_responses_it_names(tmp_path):
     bad.write_text("model,item_id,correct,trials\nm1,demo-001,1,2\nm2,demo-001,-1,2\n")
     with pytest.raises(DataError, match=r"r\.csv:3: field 'correct' is negative"):
         dry_run(RunOptions(benchmark="demo", responses=str(bad), runs_dir=str(tmp_path), **FAST))
+
+
+def test_one_file_however_its_path_is_spelt_is_one_run(tmp_path, monkeypatch):
+    # the run id hashed the path as typed: items.jsonl, ./items.jsonl and its absolute path were three runs,
+    # and the same command from another folder a fourth
+    sub = tmp_path / "b" / "sub"
+    sub.mkdir(parents=True)
+    (sub / "items.jsonl").write_text('{"id": "q1", "problem": "What is 1 plus 1?", "answer": "2"}\n')
+    (sub / "spec.toml").write_text('[benchmark]\nname = "mine"\n')
+    monkeypatch.chdir(sub)
+    ids = {run_id_for(RunOptions(items=p, spec="spec.toml", **FAST))
+           for p in ("items.jsonl", "./items.jsonl", str(sub / "items.jsonl"), "../sub/items.jsonl")}
+    monkeypatch.chdir(tmp_path / "b")
+    ids.add(run_id_for(RunOptions(items="sub/items.jsonl", spec="sub/spec.toml", **FAST)))
+    assert len(ids) == 1
+
+
+def test_an_earlier_unfinished_run_beside_a_new_one_is_named_with_what_differs(tmp_path):
+    # "rerun the same command to resume" started a new run beside an older version's interrupted one, silently
+    from benchfill.run import earlier_runs
+    from benchfill.store import Store
+
+    runs = tmp_path / "runs"
+    now = RunOptions(benchmark="demo", **FAST).identity()
+    for name, options, finished in (("demo-benchfill-0000000001", {**now, "seed": 5}, False),
+                                    ("demo-benchfill-0000000002", {k: v for k, v in now.items() if k != "misfit"}, True),
+                                    ("demo-benchfill-0000000003", {**now, "seed": 9}, True),  # chosen: not named
+                                    ("demo-baseline-0000000004", {**now, "seed": 5}, False)):  # another strategy
+        (runs / name).mkdir(parents=True)
+        store = Store(runs / name / "store.db")
+        store.set_meta("options", options)
+        store.close()
+        if finished:
+            (runs / name / "report.json").write_text("{}")
+    lines = earlier_runs(runs / "demo-benchfill-ffffffffff", now)
+    assert sorted(lines) == sorted([
+        f"{runs / 'demo-benchfill-0000000001'} is an earlier unfinished run of this benchmark and strategy "
+        "(settings that differ: seed); this run starts anew beside it",
+        f"{runs / 'demo-benchfill-0000000002'} is an earlier finished run of this benchmark and strategy "
+        "(settings that differ: misfit); this run starts anew beside it, and its review decisions stay there"])
