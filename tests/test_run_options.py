@@ -158,6 +158,14 @@ def test_two_benchmarks_run_with_one_relative_command_on_one_store_are_not_mixed
         store.close()
     assert items == {f"What is {i} plus {i}?" for i in range(24)}  # none of B's rows
     assert run(RunOptions(**{**opts, "run_id": None})).name != run_id  # a run of its own
+    # a run made before paths were resolved recorded them as typed: it resumes under its id all the same
+    store = Store(url, run_id=run_id)
+    try:
+        store.set_meta("options", {**store.get_meta("options"), "items": "items.jsonl", "spec": "spec.toml"})
+    finally:
+        store.close()
+    monkeypatch.chdir(tmp_path / "A")
+    assert run(RunOptions(**opts)) == d
 
 
 def test_a_run_in_progress_in_another_process_is_refused_and_left_alone(tmp_path):
