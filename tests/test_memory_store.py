@@ -436,3 +436,29 @@ def test_memory_commands_refuse_a_store_that_is_not_there(tmp_path, capsys):
         assert main(["memory", "list", "--store", where]) == 2
         assert said in capsys.readouterr().err
     assert not (tmp_path / "none.db").exists()  # not made empty by a look
+
+
+def test_a_simulated_run_reads_no_child_of_another_simulated_world(store):
+    # A store an older benchfill filled (its world drew no item discrimination) or a run with another
+    # --sim-discrimination: their confirmed children had filled this run's gaps outright, unmeasured here.
+    world = {"backend": "sim", "sim_discrimination": 0.5}
+    metas = {"r1": {"backend": "sim"}, "r3": world, "r4": {"backend": "sim", "sim_discrimination": 0.35}}
+    for run, options in metas.items():
+        other = Store(store.url, run_id=run)
+        other.set_meta("options", options)
+        mem = SharedMemory(other, BENCH, IDS, Z_NOW, simulated=True)
+        mem.record_originals()
+        mem.record_child(0, _child(f"{run}-kid", 0.5, confirmed=0.5))
+        other.close()
+    store.set_meta("options", world)
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW, simulated=True)
+    names = {f.name for f in mem.nearest(0.5, 10)}
+    assert "r3-kid@r3" in names and not names & {"r1-kid@r1", "r4-kid@r4"}
+    assert mem.reusable(0.45, 0.55).name == "r3-kid@r3"
+    assert mem.left_out == {
+        "run r1 (another simulated world)": "1 children made in another simulated world (item discrimination sd 0; "
+        "this run's: item discrimination sd 0.5): measured against other probes' answers, so none is a parent, a "
+        "reference or reused",
+        "run r4 (another simulated world)": "1 children made in another simulated world (item discrimination sd "
+        "0.35; this run's: item discrimination sd 0.5): measured against other probes' answers, so none is a "
+        "parent, a reference or reused"}

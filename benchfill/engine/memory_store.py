@@ -142,6 +142,7 @@ class SharedMemory:
         self.links: dict[str, Link] = {}
         self.left_out: dict[str, str] = {}  # scale (or "scale (whose children)") -> why its entries are not used
         self.rules: dict[str, ReleaseRule] = {}  # run -> the release rule it kept
+        self.elsewhere: dict[str, Any] = {}  # run -> its simulated world, where it is not this run's (_worlds)
 
     # -- writing -----------------------------------------------------------------------------
     def record_originals(self) -> None:
@@ -194,6 +195,15 @@ class SharedMemory:
                 scales.add(nxt)
             self.links = {self.scale: Link(self.scale, 1.0, 0.0, len(self.now), 1.0, 0.0)}
             self.left_out = {}
+            self.elsewhere = self._worlds(s) if self.simulated else {}
+            if self.elsewhere:
+                counts = s.exec(select(MemoryRecord.run_id, func.count()).where(
+                    *kids, MemoryRecord.simulated == True, col(MemoryRecord.run_id).in_(sorted(self.elsewhere)),  # noqa: E712
+                ).group_by(MemoryRecord.run_id)).all()
+                mine = _world_name(_world_of(self.store.get_meta("options")))
+                for run, n in sorted(counts):
+                    self.left_out[f"run {run} (another simulated world)"] = _ELSEWHERE.format(
+                        n=n, theirs=_world_name(self.elsewhere[run]), mine=mine)
             mine, other = ("simulated", "real") if self.simulated else ("real", "simulated")
             for world, why in ((not self.simulated, _OTHER_WORLD[mine]), (None, _NO_WORLD)):
                 counts = s.exec(select(MemoryRecord.scale, func.count()).where(
@@ -241,7 +251,8 @@ class SharedMemory:
         they are restored, not retrieved), and on the current scale the benchmark's items (False)."""
         on = select(MemoryRecord).where(MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc)
         not_own = or_(MemoryRecord.origin == "original", MemoryRecord.run_id != self.run_id)
-        kids = on.where(MemoryRecord.simulated == self.simulated, MemoryRecord.origin == "generated", not_own)
+        kids = on.where(MemoryRecord.simulated == self.simulated, MemoryRecord.origin == "generated", not_own,
+                        *self._not_elsewhere())
         if sc != self.scale:
             return [kids]
         if not self.simulated:  # the benchmark's items and the real children: one range
@@ -266,7 +277,7 @@ class SharedMemory:
                     MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == sc,
                     MemoryRecord.simulated == self.simulated, MemoryRecord.origin == "generated",
                     MemoryRecord.confirmed == True, MemoryRecord.parent_ok == True,  # noqa: E712
-                    MemoryRecord.run_id != self.run_id)
+                    MemoryRecord.run_id != self.run_id, *self._not_elsewhere())
                 sides = (base.where(MemoryRecord.z >= mid, MemoryRecord.z < hi).order_by(col(MemoryRecord.z).asc()),
                          base.where(MemoryRecord.z < mid, MemoryRecord.z > lo).order_by(col(MemoryRecord.z).desc()))
                 for q in sides:
@@ -282,6 +293,24 @@ class SharedMemory:
                         limit *= 4
         best.sort(key=lambda f: (abs(f.z - target), f.name))
         return best[0] if best else None
+
+    def _worlds(self, s: Session) -> dict[str, Any]:
+        """The runs of this store whose simulated world is not this run's: another item discrimination
+        (``--sim-discrimination``; an older benchfill's runs had none: 0), or the world of ``sim serve``
+        behind a config, which this one cannot see into. Their children were measured against other
+        probes' answers: a confirmed z there is not one here (one had been reused as a gap's fill)."""
+        mine = _world_of(self.store.get_meta("options"))
+        rows = s.exec(select(RunMeta.run_id, RunMeta.value_json).where(RunMeta.key == "options",
+                                                                      RunMeta.run_id != self.run_id)).all()
+        out = {}
+        for run, value in rows:
+            theirs = _world_of(json.loads(value))
+            if theirs != mine:
+                out[run] = theirs
+        return out
+
+    def _not_elsewhere(self) -> list:
+        return [col(MemoryRecord.run_id).notin_(sorted(self.elsewhere))] if self.elsewhere else []
 
     def reviewed(self, s: Session, rows: list[MemoryRecord]) -> dict[tuple[str, str], Outcome]:
         """Where review left each generated row that has decisions, keyed (run, item): the release rule's
@@ -350,6 +379,21 @@ _OTHER_WORLD = {
                  "so none is a parent, a reference or reused",
 }
 _NO_WORLD = "{n} children of runs that recorded no backend (simulated or real unknown), so none is read"
+_ELSEWHERE = ("{n} children made in another simulated world ({theirs}; this run's: {mine}): measured against "
+              "other probes' answers, so none is a parent, a reference or reused")
+
+
+def _world_of(options: Any) -> tuple:
+    """A simulated run's world, by its recorded settings: the in-process world and its item discrimination
+    (absent before the world drew one: the 1PL world, 0), or a `sim serve` world behind a config."""
+    opts = options if isinstance(options, dict) else {}
+    if opts.get("backend", "sim") != "sim":
+        return ("served",)
+    return ("sim", float(opts.get("sim_discrimination", 0.0) or 0.0))
+
+
+def _world_name(world: tuple) -> str:
+    return "sim serve's" if world[0] == "served" else f"item discrimination sd {world[1]:g}"
 
 
 # What keeps an earlier child from being reused as a gap's pick, beyond what keeps it from being a parent:
