@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -185,6 +186,14 @@ class Store:
         detail = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
         said = " ".join(str(detail).split())
         said = scrub(said, values=_secrets_of(self.url))  # a driver's message may quote its connection string
+        # SQLite's own words name no cause a user can act on: what they mean where a file is concerned
+        db = self.engine.url.database if hasattr(self, "engine") and self.engine.dialect.name == "sqlite" else None
+        if db and "disk i/o error" in said.lower():
+            said += " (a full disk?)"
+        elif db and "unable to open database file" in said.lower() and Path(db).is_file() \
+                and not os.access(Path(db).parent, os.W_OK):
+            said += (" (its folder is read-only: SQLite writes its journal beside the file; make the folder "
+                     "writable, or copy the run elsewhere)")
         return ConfigError(f"cannot open store {redact_url(self.url)}: {exc.__class__.__name__}: {said}")
 
     @property
@@ -410,8 +419,13 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
                               "carry no run id); name a database of its own for runs to share")
         if known is None:
             tmp = remembered.with_suffix(".tmp")
-            tmp.write_text(f"{url}\n{run_id}\n")
-            tmp.replace(remembered)
+            try:
+                tmp.write_text(f"{url}\n{run_id}\n")
+                tmp.replace(remembered)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                store.close()
+                raise
         return store
     if remembered.is_file():
         url, run_id = _remembered(remembered)

@@ -279,3 +279,25 @@ def test_import_release_and_export_name_their_out_flag_before_any_work(tmp_path,
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("benchfill: error: --out ") and said in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+@pytest.mark.parametrize("raised, said", [
+    (OSError(28, "No space left on device"), "benchfill: error: no space left on device: free some; what was "
+                                               "written before is kept"),
+    (OSError(24, "Too many open files"), "benchfill: error: too many open files (the process's limit, ulimit -n): "
+                                          "raise it; what was written before is kept"),
+    (MemoryError(), "benchfill: error: out of memory (a limit such as ulimit -v, or the machine's)"),
+])
+def test_a_machine_out_of_room_files_or_memory_is_one_line(tmp_path, monkeypatch, capsys, raised, said):
+    # a write or close that meets a full disk names no file: it had been a traceback and exit 1
+    from benchfill.irt.fit import IrtFit
+
+    def fail(self, path):
+        raise raised
+
+    monkeypatch.setattr(IrtFit, "save", fail)
+    responses = tmp_path / "r.csv"
+    _write_responses(responses)
+    rc = main(["fit", "--responses", str(responses), "--out", str(tmp_path / "fit.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1] == said and not (tmp_path / "fit.json").exists()

@@ -215,6 +215,32 @@ def test_state_lines_a_crash_left_are_still_passed_over(items, tmp_path):
         again.refresh()
 
 
+def test_a_child_whose_record_cannot_be_written_is_not_known_either(items, tmp_path, monkeypatch):
+    # Held in memory before its write: the write failed (no file descriptor left), the client's retry found
+    # the child in memory and was answered, and the world's other processes never learned of it.
+    import builtins
+
+    from benchfill.sim.world import SimItem
+
+    state = tmp_path / "st.jsonl"
+    world = _world(items, state)
+    real_open = builtins.open
+
+    def no_fd(path, *a, **k):
+        if str(path) == str(state):
+            raise OSError(24, "Too many open files", str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", no_fd)
+    child = SimItem("k9", "c9", {"problem": "p9", "answer": "9"}, 0.4, 0.0, "9", "9")
+    with pytest.raises(OSError):
+        world.register_child(child)
+    assert world.lookup("c9") is None
+    monkeypatch.setattr(builtins, "open", real_open)
+    world.register_child(child)  # the retry
+    assert _world(items, state).lookup("c9").difficulty == 0.4
+
+
 
 
 def test_a_resumed_sweep_names_a_bad_state_line(tmp_path, capsys):

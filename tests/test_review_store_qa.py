@@ -159,3 +159,46 @@ def test_export_of_a_path_that_is_no_run_says_so(tmp_path, capsys):
     assert main(["review", "export", str(report)]) != 0
     err = capsys.readouterr().err.strip()
     assert err == f"benchfill: error: {report}: no such run directory", err
+
+
+def test_a_decision_the_store_cannot_write_is_a_503_that_says_why(tmp_path, shared_data, monkeypatch):
+    # a full disk had answered "Internal Server Error", and the page said "Not recorded: Internal Server Error"
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewServer(run) as srv:
+        def full(*a, **k):
+            raise OperationalError("INSERT INTO reviewdecision ...", {}, sqlite3.OperationalError("database or disk is full"))
+
+        monkeypatch.setattr(srv.board, "decide", full)
+        r = httpx.post(f"http://127.0.0.1:{srv.port}/api/decision", headers={"X-Benchfill-Token": srv.token},
+                       json={"item_id": CHILD_IDS[0], "reviewer": "ann", "decision": "accept"})
+        assert r.status_code == 503
+        assert r.json()["error"] == (f"store {srv.board.store.where}: the decision could not be written (database or "
+                                     "disk is full); nothing was recorded: decide again once it can be")
+
+
+def test_a_report_or_plot_write_that_fails_leaves_no_temp_file(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchfill.report import _savefig, _write
+
+    def full(*a):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError):
+        _write(tmp_path / "report.json", "{}")
+    fig = plt.figure()
+    with pytest.raises(OSError):
+        _savefig(fig, tmp_path / "ecdf.png")
+    plt.close(fig)
+    assert list(tmp_path.iterdir()) == []

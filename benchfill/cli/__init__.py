@@ -8,6 +8,7 @@ function. Modules here import nothing heavy at module level, so that
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import signal
@@ -131,11 +132,23 @@ def _main(argv: list[str] | None) -> int:
         raise  # main's
     except OSError as exc:
         # A file the user named that cannot be read or written (a folder where a file is wanted, a path
-        # under a file, no permission): the user's to fix, so one line. Without a file it is a bug.
+        # under a file, no permission): the user's to fix, so one line. The machine out of room or of file
+        # descriptors is the user's too, whichever write or open met it (a write or close names no file).
+        # Anything else without a file is a bug.
+        again = "; rerun the same command to resume" if getattr(args, "resumable", False) else ""
+        if exc.errno in _RESOURCES:
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"benchfill: error: {where}{_RESOURCES[exc.errno]}; what was written before is kept{again}",
+                  file=sys.stderr)
+            return 2
         if exc.filename is None:
             raise
         where = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
         print(f"benchfill: error: {where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        again = "; rerun the same command to resume" if getattr(args, "resumable", False) else ""
+        print(f"benchfill: error: out of memory (a limit such as ulimit -v, or the machine's){again}", file=sys.stderr)
         return 2
     except Exception as exc:
         line = _store_trouble(exc, getattr(args, "store", None))
@@ -149,6 +162,14 @@ def _main(argv: list[str] | None) -> int:
         for sig, handler in previous.items():
             if handler is not None:  # None: set outside Python, nothing to put back
                 signal.signal(sig, handler)
+
+
+_RESOURCES = {
+    errno.ENOSPC: "no space left on device: free some",
+    errno.EDQUOT: "disk quota exceeded: free some of yours",
+    errno.EMFILE: "too many open files (the process's limit, ulimit -n): raise it",
+    errno.ENFILE: "too many open files on the machine",
+}
 
 
 def _store_trouble(exc: BaseException, url: str | None = None) -> str | None:

@@ -21,6 +21,7 @@ from string import Template
 from typing import Any
 from urllib.parse import quote
 
+from sqlalchemy.exc import DBAPIError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -29,6 +30,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from benchfill.errors import BenchfillError
+from benchfill.redact import scrub
 from benchfill.review.board import Changed, ReviewBoard
 from benchfill.review.queue import QueueEntry, text_diff
 from benchfill.review.rule import Outcome, ReleaseRule, latest_per_reviewer
@@ -107,6 +109,10 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
             )  # fmt: skip
         except ReadOnlyStore as exc:  # the server's trouble, not the reviewer's input
             return JSONResponse({"error": str(exc)}, status_code=503)
+        except DBAPIError as exc:  # the store's too (a full disk, a lock held past its wait): said, not a bare 500
+            said = scrub(" ".join(str(exc.orig or exc).split()))[:200]
+            return JSONResponse({"error": f"store {board.store.where}: the decision could not be written ({said}); "
+                                          "nothing was recorded: decide again once it can be"}, status_code=503)
         except Changed as exc:  # another reviewer's edit landed since the page was drawn
             return JSONResponse({"error": str(exc)}, status_code=409)
         except BenchfillError as exc:

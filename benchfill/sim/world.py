@@ -295,7 +295,9 @@ class World:
             existing = self.items.get(item.key)
             if existing is not None:
                 return existing
-            self._add(item)
+            # On file first, then in memory: a write that fails (a full disk, no file descriptor left) fails
+            # the request, whose retry registers the child again. Held in memory first, the retry found it
+            # and answered, and the child was never written: the world's other processes knew it not.
             if self.state_path is not None:
                 self.state_path.parent.mkdir(parents=True, exist_ok=True)
                 line = (json.dumps({"world_seed": self.seed, **_stored(item)}) + "\n").encode()
@@ -309,6 +311,7 @@ class World:
                             line = b"\n" + line
                     fh.write(line)  # appended at the end, wherever the read left the position
                     fh.flush()
+            self._add(item)
         return item
 
     def load_registry(self, path: Path) -> None:
