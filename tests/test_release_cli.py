@@ -386,3 +386,24 @@ def test_two_imports_of_one_sheet_at_once_record_it_once(tmp_path, shared_data):
     assert sorted(counts) == [0, 0, len(CHILD_IDS)]
     with ReviewBoard(run) as board:
         assert len(board.decisions()) == len(CHILD_IDS)
+
+
+def test_a_release_the_store_could_not_record_says_a_rerun_finishes_it(tmp_path, shared_data, capsys, monkeypatch):
+    # the store's line had not said that the same command completes the release
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    import benchfill.release as rel
+
+    run = make_run(tmp_path, shared_data)
+
+    def full(*a, **kw):  # the store fails as the release is recorded
+        raise OperationalError("INSERT INTO release ...", {}, sqlite3.OperationalError("database or disk is full"))
+
+    monkeypatch.setattr(rel.ScaleOfRecord, "write", full)
+    assert main(["release", str(run), "--version", "1.0.0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("benchfill: error: store ") and "database or disk is full" in err[-1]
+    assert err[-1].endswith("rerun the same command to resume once it answers")
+    assert not (tmp_path / "releases" / "aime24" / "1.0.0").exists()  # nothing published

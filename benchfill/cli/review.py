@@ -60,7 +60,9 @@ def register(subparsers) -> None:
     rel.add_argument("--sha256", metavar="HEX", help="verify: the manifest's sha256 as `release` printed it")
     rel.add_argument("--run", type=Path, help="verify: the run whose store recorded the release's manifest sha256")
     _rule_args(rel)
-    rel.set_defaults(func=_release)
+    # a release stopped after its folder was published and before the store recorded it is finished by the
+    # same command ("finished the interrupted release"): the stop's or the store's line says to rerun it
+    rel.set_defaults(func=_release, resumable=True)
 
 
 # The words of benchfill.review.DECISIONS (not imported here: --help stays light; a test keeps them equal).
