@@ -114,6 +114,8 @@ class BenchmarkSpec(BaseModel):
         path = Path(path)
         if not path.exists():  # (read_mapping would call it a config file)
             raise ConfigError(f"{path}: spec file not found")
+        if path.is_dir():
+            raise ConfigError(f"{path}: a folder, not a spec file")
         if path.suffix.lower() not in (".json", ".toml", ".yaml", ".yml"):
             raise ConfigError(f"{path}: unknown spec format {path.suffix!r} (use .toml, .yaml, .yml or .json)")
         if path.suffix.lower() == ".json":
@@ -296,10 +298,10 @@ def custom_benchmark(items: str | Path, spec_file: str | Path, responses: str | 
                          _items=load_items(items, spec, data_dir or os.environ.get("BENCHFILL_DATA_DIR")))  # fmt: skip
     items_path = Path(items)
     if not items_path.is_file():
-        raise DataError(f"{items_path}: items file not found")
+        raise DataError(f"{items_path}: {'a folder, not an items file' if items_path.is_dir() else 'items file not found'}")
     resp = Path(responses) if responses else None
     if resp is not None and not resp.is_file():
-        raise DataError(f"{resp}: responses file not found")
+        raise DataError(f"{resp}: {'a folder, not a responses file' if resp.is_dir() else 'responses file not found'}")
     return Benchmark(spec=spec, items_path=items_path, responses_path=resp)
 
 

@@ -220,6 +220,8 @@ def run_id_for(opts: RunOptions, name: str | None = None) -> str:
         # a dataset, not a file: "hf:acme/quiz::test" names its runs "acme_quiz_test-...", not "quiz::test-..."
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", opts.items[3:]).strip("._-")[:64] or "hf"
     name = name or opts.benchmark or Path(opts.items or "custom").stem
+    if len(name.encode()) > 200:  # a folder name holds 255 bytes: a long items file's stem is cut, as a sweep's label
+        name = name.encode()[:64].decode(errors="ignore")
     return f"{name}-{opts.strategy}-{digest}"
 
 

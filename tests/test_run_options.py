@@ -287,3 +287,21 @@ def test_an_earlier_unfinished_run_beside_a_new_one_is_named_with_what_differs(t
         "(settings that differ: seed); this run starts anew beside it",
         f"{runs / 'demo-benchfill-0000000002'} is an earlier finished run of this benchmark and strategy "
         "(settings that differ: misfit); this run starts anew beside it, and its review decisions stay there"])
+
+
+def test_a_long_items_file_stem_is_cut_in_the_run_id_and_folders_are_named_as_folders(tmp_path, capsys):
+    # a 240-character stem made "File name too long"; --items or --spec given a folder said "not found"
+    from benchfill.cli import main
+
+    stem = "x" * 240
+    rid = run_id_for(RunOptions(items=str(tmp_path / f"{stem}.jsonl"), spec="s.toml", benchmark=None, **FAST))
+    assert rid.startswith("x" * 64 + "-benchfill-") and len(rid) < 100
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "spec.toml").write_text('[benchmark]\nname = "mine"\n')
+    (tmp_path / "items.jsonl").write_text('{"id": "q1", "problem": "1 + 1?", "answer": "2"}\n')
+    for args, said in ((["--items", str(tmp_path / "folder"), "--spec", str(tmp_path / "spec.toml")],
+                        f"{tmp_path / 'folder'}: a folder, not an items file"),
+                       (["--items", str(tmp_path / "items.jsonl"), "--spec", str(tmp_path / "folder")],
+                        f"{tmp_path / 'folder'}: a folder, not a spec file")):
+        assert main(["run", *args, "--runs-dir", str(tmp_path / "runs"), "--dry-run"]) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == f"benchfill: error: {said}"
