@@ -79,6 +79,9 @@ def _guarded_getaddrinfo(host, *args, **kwargs):
 
 # Held for the whole test process, from here on: a module- or session-scoped fixture runs outside any
 # test's own fixtures, and a function-scoped guard had left such fixtures (probe traffic among them) free.
+# Marked as benchfill.netguard marks its own, so a CLI called in process (which installs that guard when
+# BENCHFILL_LOOPBACK_ONLY is set) finds a guard in place and leaves this one alone.
+_guarded_connect._benchfill_guard = True
 socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = (
     _guarded_connect, _guarded_connect_ex, _guarded_getaddrinfo)
 
