@@ -480,26 +480,49 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
                        if d != run_dir and d.is_dir() and (d / "store.db").is_file()),
                       key=lambda d: d.stat().st_mtime, reverse=True)
     out = []
-    for d in siblings[:most]:
+    digests: dict[str, str | None] = {}
+
+    def digest(path: str) -> str | None:  # this run's file's content, hashed once for all the siblings
+        if path not in digests:
+            try:
+                digests[path] = _sha256_of(path)
+            except OSError:
+                digests[path] = None
+        return digests[path]
+
+    for d in siblings[:20]:  # (a runs folder of many seeds: a look at the newest twenty, at most three named)
+        if len(out) == most:
+            break
         try:
             with contextlib.closing(sqlite3.connect(f"{(d / 'store.db').resolve().as_uri()}?mode=ro", uri=True)) as db:
-                row = db.execute("select value_json from runmeta where key = 'options'").fetchone()
+                meta = dict(db.execute("select key, value_json from runmeta where key in ('options', ?)",
+                                       (INPUTS_META,)).fetchall())
         except sqlite3.Error:
             continue
-        stored = json.loads(row[0]) if row else {}
-        if not isinstance(stored, dict):
+        stored = json.loads(meta.get("options") or "{}")
+        files = json.loads(meta.get(INPUTS_META) or "{}")
+        if not isinstance(stored, dict) or not isinstance(files, dict):
             continue
         now = json.loads(json.dumps(identity, default=str))
-        differ = sorted(k for k in stored.keys() | now.keys()
-                        if (Path(str(stored.get(k))).name != Path(str(now.get(k))).name if k in PATH_OPTIONS
-                            else stored.get(k) != now.get(k)))
+        differ = []
+        for k in sorted(stored.keys() | now.keys()):
+            if k not in PATH_OPTIONS:
+                if stored.get(k) != now.get(k):
+                    differ.append(k)
+            elif bool(stored.get(k)) != bool(now.get(k)):
+                differ.append(k)
+            elif now.get(k) and not str(now[k]).startswith("hf:"):  # by content where the run recorded it
+                if files.get(k) is not None and files[k] != digest(now[k]):
+                    differ.append(k)
         state = "finished" if (d / "report.json").is_file() else "unfinished"
-        # A finished run of other settings is one the user chose to make (another seed): said only where the
-        # settings that differ are ones a version of benchfill lacked, the run an older version made
-        if state == "finished" and any(k in stored and k in now for k in differ):
+        # A finished run is one the user made and may mean to keep beside this one (another seed, another
+        # file): said only where the settings that differ are ones a version of benchfill lacked
+        if state == "finished" and (not differ or any(k in stored and k in now for k in differ)):
             continue
-        what = (f"settings that differ: {', '.join(differ)}" if differ else
-                "the same settings, its files given by another path")
+        if not differ:  # the same run under an id of another version's making
+            what = "the same settings and files"
+        else:
+            what = f"settings that differ: {', '.join(differ)}"
         out.append(f"{d} is an earlier {state} run of this benchmark and strategy ({what}); this run starts anew "
                    f"beside it" + (", and its review decisions stay there" if state == "finished" else ""))
     return out
@@ -512,8 +535,10 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
     if stored:
         now = json.loads(json.dumps(opts.identity(), default=str))
         # A file is compared by its content below, not by how its path is spelt: a run made before paths
-        # were resolved, or from another folder, resumes with the same files
-        differ = sorted(k for k in stored.keys() & now.keys() if k not in PATH_OPTIONS and stored[k] != now[k])
+        # were resolved, or from another folder, resumes with the same files; a file given to one and not
+        # to the other (a --responses dropped) is a difference here
+        differ = sorted(k for k in stored.keys() & now.keys()
+                        if (bool(stored[k]) != bool(now[k]) if k in PATH_OPTIONS else stored[k] != now[k]))
         if differ:
             k = differ[0]
             raise ConfigError(f"run {run_id} was made with {k} = {stored[k]!r}; this command asks {now[k]!r}. "

@@ -274,7 +274,8 @@ def test_an_earlier_unfinished_run_beside_a_new_one_is_named_with_what_differs(t
     for name, options, finished in (("demo-benchfill-0000000001", {**now, "seed": 5}, False),
                                     ("demo-benchfill-0000000002", {k: v for k, v in now.items() if k != "misfit"}, True),
                                     ("demo-benchfill-0000000003", {**now, "seed": 9}, True),  # chosen: not named
-                                    ("demo-baseline-0000000004", {**now, "seed": 5}, False)):  # another strategy
+                                    ("demo-baseline-0000000004", {**now, "seed": 5}, False),  # another strategy
+                                    ("demo-benchfill-0000000005", now, True)):  # the same, finished: not named
         (runs / name).mkdir(parents=True)
         store = Store(runs / name / "store.db")
         store.set_meta("options", options)
@@ -287,6 +288,22 @@ def test_an_earlier_unfinished_run_beside_a_new_one_is_named_with_what_differs(t
         "(settings that differ: seed); this run starts anew beside it",
         f"{runs / 'demo-benchfill-0000000002'} is an earlier finished run of this benchmark and strategy "
         "(settings that differ: misfit); this run starts anew beside it, and its review decisions stay there"])
+    # a file of the same name with other content differs; the same content does not
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": "q1", "problem": "1 + 1?", "answer": "2"}\n')
+    mine = RunOptions(items=str(items), spec=str(tmp_path / "s.toml"), benchmark=None, **FAST).identity()
+    for name, sha in (("items-benchfill-0000000006", "0" * 64), ("items-benchfill-0000000007", None)):
+        (runs / name).mkdir(parents=True)
+        store = Store(runs / name / "store.db")
+        store.set_meta("options", {**mine, "items": "elsewhere/items.jsonl", "spec": "s.toml"})
+        store.set_meta("inputs_sha256", {} if sha is None else {"items": sha})
+        store.close()
+    lines = earlier_runs(runs / "items-benchfill-ffffffffff", mine)
+    assert sorted(lines) == sorted([
+        f"{runs / 'items-benchfill-0000000006'} is an earlier unfinished run of this benchmark and strategy "
+        "(settings that differ: items); this run starts anew beside it",
+        f"{runs / 'items-benchfill-0000000007'} is an earlier unfinished run of this benchmark and strategy "
+        "(the same settings and files); this run starts anew beside it"])
 
 
 def test_a_long_items_file_stem_is_cut_in_the_run_id_and_folders_are_named_as_folders(tmp_path, capsys):
@@ -305,3 +322,21 @@ def test_a_long_items_file_stem_is_cut_in_the_run_id_and_folders_are_named_as_fo
                         f"{tmp_path / 'folder'}: a folder, not a spec file")):
         assert main(["run", *args, "--runs-dir", str(tmp_path / "runs"), "--dry-run"]) == 2
         assert capsys.readouterr().err.strip().splitlines()[-1] == f"benchfill: error: {said}"
+
+
+def test_a_file_given_to_one_run_and_not_to_the_other_is_refused_on_resume(tmp_path, monkeypatch):
+    # files are compared by content on resume, not by path; a --responses dropped had then passed unseen and
+    # the run's report was rewritten from another fit
+    import random
+
+    _custom(tmp_path / "A", [f"What is {i} plus {i}?" for i in range(24)])
+    rng = random.Random(1)
+    rows = [f"m{m},q{i:02d},{rng.randint(0, 4)},4" for m in range(8) for i in range(24)]
+    (tmp_path / "A" / "resp.csv").write_text("model,item_id,correct,trials\n" + "\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path / "A")
+    opts = dict(items="items.jsonl", spec="spec.toml", benchmark=None, backend="sim", runs_dir=str(tmp_path / "runs"),
+                **FAST)
+    d = run(RunOptions(**opts, responses="resp.csv"))
+    with pytest.raises(ConfigError, match=rf"^run {d.name} was made with responses = '.*resp\.csv'; this command "
+                                          r"asks None\."):
+        run(RunOptions(**opts, run_id=d.name))
