@@ -329,3 +329,34 @@ def test_a_samples_file_saved_with_a_bom_is_read(tmp_path):
     p.write_bytes(b"\xef\xbb\xbf" + p.read_bytes())  # an editor's save: line 1 was "not valid JSON"
     got, want = import_logs("lm-eval", [run], task="tiny_mc"), import_logs("lm-eval", [LOGS / "a"], task="tiny_mc")
     assert (got.correct, got.trials) == (want.correct, want.trials)
+
+
+def test_a_lone_results_file_of_a_model_whose_samples_another_run_logged_is_no_loss(tmp_path):
+    # an earlier quick run without --log_samples beside the logged one: the model is not left out, so the
+    # folder imports (it had been refused, the message claiming the model would be lost)
+    root = tmp_path / "lm"
+    _copy("b", root / "b")
+    res = next((root / "b").rglob("results_*.json"))
+    shutil.copy(res, res.with_name("results_2026-11-29T10-00-00.000000.json"))
+    got = import_logs("lm-eval", [root], task="tiny_mc")
+    assert got.models == import_logs("lm-eval", [LOGS / "b"], task="tiny_mc").models
+
+
+def test_a_samples_file_beside_its_gzipped_copy_is_one_log(tmp_path):
+    import gzip
+
+    run = _copy("b", tmp_path / "b")
+    p = next(run.rglob("samples_tiny_mc_*.jsonl"))
+    p.with_name(p.name + ".gz").write_bytes(gzip.compress(p.read_bytes()))
+    got = import_logs("lm-eval", [run], task="tiny_mc", sum_repeats=True)  # --sum had doubled every trial
+    want = import_logs("lm-eval", [LOGS / "b"], task="tiny_mc")
+    assert (got.correct, got.trials, got.summed) == (want.correct, want.trials, [])
+
+
+def test_two_runs_of_one_checkpoint_on_other_devices_are_summed():
+    # only the model_args that pick the weights tell two models apart: a device or a batch size does not
+    assert lm_eval._weights("pretrained=m1,device=cuda:1,batch_size=8") == lm_eval._weights({"pretrained": "m1"})
+    assert lm_eval._weights("dtype=bfloat16,pretrained=m1") == lm_eval._weights({"pretrained": "m1", "dtype": "bfloat16"})
+    assert lm_eval._weights({"pretrained": "m1", "revision": "step2000"}) == "pretrained=m1, revision=step2000"
+    assert lm_eval._answer_letter("2", ["1", "2", "3", "4"]) is None  # the index 2 or the text "2": unclear
+    assert lm_eval._answer_letter("1", ["0", "1", "2"]) == "B"  # both readings agree

@@ -46,27 +46,47 @@ PROMPT_KEYS = ("doc_to_text", "description", "num_fewshot", "gen_prefix")
 
 
 def find_logs(paths: list[str | Path]) -> list[Path]:
-    """Samples files named directly or found under the directories named, each file once (gzipped too).
-
-    A results file found under a folder with no samples file of its time beside it is refused: that
-    model's run was made without ``--log_samples`` (or its samples were moved), and importing the rest
-    would leave the model out of the matrix without a word."""
+    """Samples files named directly or found under the directories named, each file once, gzipped too. A
+    file beside its own gzipped copy is one log (read twice, ``--sum`` had doubled its trials)."""
     samples = find_files(paths, lambda q: SAMPLES.match(q.name) is not None)
+    plain = {q.resolve() for q in samples if not q.name.endswith(".gz")}
+    return [q for q in samples if not (q.name.endswith(".gz") and q.resolve().with_suffix("") in plain)]
+
+
+def unsampled(paths: list[str | Path], samples: list[Path], task: str | None = None) -> list[str]:
+    """A line for each results file under the folders named whose model and task (``task``, where one is
+    chosen) no samples file holds: that model was run without ``--log_samples`` (or its samples were moved),
+    and importing the rest would leave it out of the matrix without a word. A results file of a model and
+    task whose samples another run of it logged is no loss, and passed over."""
     folders = [p for p in paths if Path(p).is_dir()]
     results = find_files(folders, lambda q: RESULTS.match(q.name) is not None) if folders else []
-    alone = [q for q in results if not _samples_beside(q)]
-    if alone:
-        from benchfill.importers.matrix import ImportProblems
-
-        raise ImportProblems([f"{q}: no samples_<task>_{RESULTS.match(q.name)['time']}.jsonl beside it: that run "
-                              "was made without lm_eval --log_samples, or its samples were moved; its model would "
-                              "be left out (move the results file away to import the rest)" for q in alone])
-    return samples
-
-
-def _samples_beside(results: Path) -> bool:
-    time = RESULTS.match(results.name)["time"]
-    return any(SAMPLES.match(x.name) for x in results.parent.glob(f"samples_*_{time}.jsonl*"))
+    covered: set[tuple[str, str]] = set()
+    for q in samples:
+        m = SAMPLES.match(q.name)
+        if m is None:  # a file named directly that is no samples file: read_log names it
+            continue
+        try:
+            model = _model_of(_results_path(q, m["time"]))
+        except DataError:  # read_log names what is wrong with it
+            continue
+        if model is not None:
+            covered.add((model, m["task"]))
+    out = []
+    for q in results:
+        if any(SAMPLES.match(x.name) for x in q.parent.glob(f"samples_*_{RESULTS.match(q.name)['time']}.jsonl*")):
+            continue
+        model = _model_of(q)
+        if model is None:  # not a results file lm-eval wrote: nothing of a model is lost
+            continue
+        data = json.loads(q.read_text(encoding="utf-8"))
+        tasks = {t for part in ("configs", "results") if isinstance(data.get(part), dict) for t in data[part]}
+        lost = sorted(t for t in tasks if (task is None or t == task) and (model, t) not in covered)
+        if lost:
+            out.append(f"{q}: no samples_<task>_{RESULTS.match(q.name)['time']}.jsonl beside it, and no other log "
+                       f"holds model {model} on {', '.join(lost)}: that run was made without lm_eval --log_samples, "
+                       "or its samples were moved; the model would be left out (move the results file away, or "
+                       "choose another --task, to import the rest)")
+    return out
 
 
 def task_of(path: Path) -> str | None:
@@ -111,8 +131,7 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
     recipe = {k: config.get(k) for k in PROMPT_KEYS}
     name, _, wanted = (metric or "").partition(",")
     cfg = results.get("config")
-    args = cfg.get("model_args") if isinstance(cfg, dict) else None
-    settings = "" if not args else args if isinstance(args, str) else json.dumps(args, sort_keys=True, default=str)
+    settings = _weights(cfg.get("model_args") if isinstance(cfg, dict) else None)
     log = LogContent(source=str(path), model=model, task=task, settings=settings)
     try:
         rows = _read_rows(path, task, config)
@@ -303,6 +322,8 @@ def _answer_letter(target: Any, choices: list[str]) -> str | None:
         return None
     t = str(target).strip()
     if t.isascii() and t.isdigit():  # an index, never an option's text: "4" of 4 options is no answer
+        if t in choices and choices.index(t) != int(t):  # "2" of ["1", "2", "3"]: an index or a text, unclear
+            return None
         return letters[int(t)] if int(t) < len(choices) else None
     if len(t) == 1 and t in letters[:len(choices)]:
         return t
@@ -314,6 +335,30 @@ def _arg_index(key: str) -> int:
     """The N of an lm-eval request key "gen_args_N"; a key without one sorts last."""
     tail = key.rsplit("_", 1)[-1]
     return int(tail) if tail.isascii() and tail.isdigit() else 1 << 30
+
+
+def _model_of(results: Path) -> str | None:
+    """The model a results file names, or None where it is no results file lm-eval wrote (read_log says why)."""
+    try:
+        data = json.loads(results.read_text(encoding="utf-8"))
+        return _model_name(data, results) if isinstance(data, dict) else None
+    except (DataError, OSError, ValueError):
+        return None
+
+
+WEIGHT_ARGS = ("pretrained", "revision", "peft", "delta", "dtype")  # the model_args that pick the weights
+
+
+def _weights(args: Any) -> str:
+    """Which weights a run loaded, from lm-eval's ``model_args`` (``"pretrained=m,revision=r"``, or a dict in
+    later versions): the keys that pick them, in one order. A device or batch size is not another model."""
+    if isinstance(args, str):
+        pairs = [a.split("=", 1) for a in args.split(",") if "=" in a]
+        args = {k.strip(): v.strip() for k, v in pairs}
+    if not isinstance(args, dict):
+        return ""
+    picked = {k: str(args[k]) for k in WEIGHT_ARGS if args.get(k) not in (None, "")}
+    return ", ".join(f"{k}={v}" for k, v in picked.items())
 
 
 def _model_name(results: dict[str, Any], path: Path) -> str:

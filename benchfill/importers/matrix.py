@@ -157,9 +157,9 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
         if key in first_of:
             if log.settings != settings_of[key]:
                 problems.append(f"{log.source}: model {log.model} on task {log.task} again, loaded otherwise than in "
-                                f"{first_of[key]} ({log.settings or 'no model_args'} against "
-                                f"{settings_of[key] or 'no model_args'}): two models under one name; give one results "
-                                "file another model_name to import both")  # fmt: skip
+                                f"{first_of[key]} ({log.settings or 'no weights named'} against "
+                                f"{settings_of[key] or 'no weights named'}): two models under one name; give one "
+                                "results file another model_name to import both")  # fmt: skip
                 continue
             if not sum_repeats:
                 problems.append(f"{log.source}: model {log.model} on task {log.task} again (first in "
