@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -239,10 +240,8 @@ def key_from_env(var: str | None) -> str | None:
 def _apply_override(data: dict[str, Any], override: str, src: str) -> None:
     # An error names the override by its key alone: its value may be a key pasted where a name was meant
     # (probes.q9.api_key=sk-...), and the error line goes to the terminal and the logs
-    if "=" not in override:
-        from benchfill.redact import scrub
-
-        head = scrub(override.strip().split()[0] if override.strip() else "")
+    if "=" not in override:  # its dotted key only, up to the first other character (a colon, a space)
+        head = re.match(r"[\w.\-]*", override.strip()).group()
         raise ConfigError(f"override {head!r}{' ...' if head != override.strip() else ''}: expected KEY=VALUE, "
                           "e.g. probes.0.trials=16")
     dotted, raw = override.split("=", 1)

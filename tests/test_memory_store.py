@@ -462,3 +462,23 @@ def test_a_simulated_run_reads_no_child_of_another_simulated_world(store):
         "run r4 (another simulated world)": "1 children made in another simulated world (item discrimination sd "
         "0.35; this run's: item discrimination sd 0.5): measured against other probes' answers, so none is a "
         "parent, a reference or reused"}
+
+
+def test_memory_forget_takes_a_run_directory_for_its_own_store(tmp_path, capsys):
+    # a run's own store keeps its children under no run id: "forget --store RUN_DIR --run RUN_DIR's name" had
+    # found nothing, and listed a run of no name
+    from benchfill.cli import main
+
+    run = tmp_path / "demo-benchfill-0123456789"
+    run.mkdir()
+    own = Store(run / "store.db")
+    mem = SharedMemory(own, BENCH, IDS, Z_NOW, simulated=True)
+    mem.record_originals()
+    mem.record_child(0, _child("kid", 0.5, confirmed=0.5))
+    own.close()
+    assert main(["memory", "list", "--store", str(run)]) == 0
+    assert capsys.readouterr().out.splitlines()[2].split()[:3] == ["toy", run.name, "simulated"]
+    assert main(["memory", "forget", "--store", str(run), "--run", "nope"]) == 2
+    assert f"(runs there: {run.name})" in capsys.readouterr().err
+    assert main(["memory", "forget", "--store", str(run), "--run", run.name]) == 0
+    assert capsys.readouterr().out == f"forgot 1 entry of run {run.name}\n"

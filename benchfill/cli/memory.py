@@ -72,7 +72,7 @@ def handle_list(args: argparse.Namespace) -> int:
 
     print(f"{'benchmark':<16} {'run':<28} {'world':<9} {'entries':>7} {'confirmed':>9} {'may parent':>10} {'fits':>4}")
     for r in rows:
-        run = "(its own items)" if r["origin"] == "original" else untrusted.terminal(r["run_id"] or "(a run's own store)")
+        run = "(its own items)" if r["origin"] == "original" else untrusted.terminal(r["run_id"] or _own_name(args.store))
         print(f"{untrusted.terminal(r['benchmark']):<16} {run:<28} {r['world']:<9} {r['entries']:>7} "
               f"{r['confirmed'] if r['origin'] != 'original' else '-':>9} "
               f"{r['may_parent'] if r['origin'] != 'original' else '-':>10} {r['scales']:>4}")
@@ -80,14 +80,20 @@ def handle_list(args: argparse.Namespace) -> int:
 
 
 def handle_forget(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from benchfill.engine.memory_store import forget_run, memory_contents
     from benchfill.errors import ConfigError
 
     store = _open(args.store, writable=not args.dry_run)
     try:
-        n = forget_run(store, args.run, args.benchmark, dry_run=args.dry_run)
+        # a run's own store keeps its rows under no run id (its folder may be renamed): named by its folder
+        own = store.run_id == "" and "://" not in args.store and Path(args.store).is_dir()
+        run = "" if own and args.run in (Path(args.store).resolve().name, "") else args.run
+        n = forget_run(store, run, args.benchmark, dry_run=args.dry_run)
         if not n:
-            runs = sorted({r["run_id"] for r in memory_contents(store, args.benchmark) if r["origin"] == "generated"})
+            runs = sorted({r["run_id"] or Path(args.store).resolve().name
+                           for r in memory_contents(store, args.benchmark) if r["origin"] == "generated"})
             shown = ", ".join(runs[:8]) + (" ..." if len(runs) > 8 else "")
             raise ConfigError(f"--run {args.run}: no children of that run in the memory of {store.where}"
                               + (f" for {args.benchmark}" if args.benchmark else "")
@@ -98,3 +104,10 @@ def handle_forget(args: argparse.Namespace) -> int:
     print(f"{verb} {n} entr{'y' if n == 1 else 'ies'} of run {args.run}"
           + (f" ({args.benchmark})" if args.benchmark else ""))
     return 0
+
+
+def _own_name(where: str) -> str:
+    """A run's own store keeps its children under no run id: they are its folder's."""
+    from pathlib import Path
+
+    return Path(where).resolve().name if "://" not in where and Path(where).is_dir() else "(a run's own store)"

@@ -300,8 +300,9 @@ def cmd_score(args) -> int:
     if far:
         names = sorted({n for _, fs in far for n in fs})
         print(f"benchfill: warning: {args.items}: {len(far)} of {len(items)} items lie beyond the training items' "
-              f"range in {', '.join(names)} (e.g. item {far[0][0]}): the predictor clips them to it, so their "
-              "error may well exceed sd (each row's beyond_training names its features)", file=sys.stderr)
+              f"range in {', '.join(names)} by more than 3 training sds (e.g. item {far[0][0]}): the predictor clips "
+              "them there, so their error may well exceed sd (each row's beyond_training names its features)",
+              file=sys.stderr)
     lines = [json.dumps({"id": it.get("id"), **p.to_dict()}) for it, p in zip(items, preds, strict=True)]
     if args.out:
         out = Path(args.out)

@@ -46,8 +46,8 @@ class Prediction:
     difficulty_sd: float | None = None
     axis: float | None = None  # the coverage tools' normalized difficulty in [0, 1] (not clipped)
     axis_sd: float | None = None
-    # features of the item's text beyond the training items' range by more than a training sd: clipped to it,
-    # so the prediction extrapolates and its error may well exceed sd
+    # features of the item's text beyond the training items' range by more than 3 training sds (CLIP_SDS):
+    # clipped there, so the prediction extrapolates and its error may well exceed sd
     beyond_training: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
