@@ -480,6 +480,7 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
                        if d != run_dir and d.is_dir() and (d / "store.db").is_file()),
                       key=lambda d: d.stat().st_mtime, reverse=True)
     out = []
+    now = json.loads(json.dumps(identity, default=str))
     digests: dict[str, str | None] = {}
 
     def digest(path: str) -> str | None:  # this run's file's content, hashed once for all the siblings
@@ -503,7 +504,6 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
         files = json.loads(meta.get(INPUTS_META) or "{}")
         if not isinstance(stored, dict) or not isinstance(files, dict):
             continue
-        now = json.loads(json.dumps(identity, default=str))
         differ = []
         for k in sorted(stored.keys() | now.keys()):
             if k not in PATH_OPTIONS:
