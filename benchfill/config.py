@@ -241,7 +241,9 @@ def _apply_override(data: dict[str, Any], override: str, src: str) -> None:
     # An error names the override by its key alone: its value may be a key pasted where a name was meant
     # (probes.q9.api_key=sk-...), and the error line goes to the terminal and the logs
     if "=" not in override:  # its dotted key only, up to the first other character (a colon, a space)
-        head = re.match(r"[\w.\-]*", override.strip()).group()
+        from benchfill.redact import scrub
+
+        head = scrub(re.match(r"[\w.\-]*", override.strip()).group())  # (a key pasted alone is a key's shape)
         raise ConfigError(f"override {head!r}{' ...' if head != override.strip() else ''}: expected KEY=VALUE, "
                           "e.g. probes.0.trials=16")
     dotted, raw = override.split("=", 1)

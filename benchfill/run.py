@@ -496,15 +496,17 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
             break
         try:
             with contextlib.closing(sqlite3.connect(f"{(d / 'store.db').resolve().as_uri()}?mode=ro", uri=True)) as db:
-                meta = dict(db.execute("select key, value_json from runmeta where key in ('options', ?)",
-                                       (INPUTS_META,)).fetchall())
+                meta = dict(db.execute("select key, value_json from runmeta where key in ('options', ?, ?)",
+                                       (INPUTS_META, "config_sha256")).fetchall())
         except sqlite3.Error:
             continue
         stored = json.loads(meta.get("options") or "{}")
         files = json.loads(meta.get(INPUTS_META) or "{}")
         if not isinstance(stored, dict) or not isinstance(files, dict):
             continue
-        differ = []
+        if meta.get("config_sha256"):  # (the panel config's content is kept apart from the other files')
+            files["config"] = json.loads(meta["config_sha256"])
+        differ, unknown, moved = [], [], []
         for k in sorted(stored.keys() | now.keys()):
             if k not in PATH_OPTIONS:
                 if stored.get(k) != now.get(k):
@@ -512,17 +514,25 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
             elif bool(stored.get(k)) != bool(now.get(k)):
                 differ.append(k)
             elif now.get(k) and not str(now[k]).startswith("hf:"):  # by content where the run recorded it
-                if files.get(k) is not None and files[k] != digest(now[k]):
+                if files.get(k) is None:
+                    unknown.append(k)
+                elif files[k] != digest(now[k]):
                     differ.append(k)
+                elif stored[k] != now[k]:
+                    moved.append(k)
         state = "finished" if (d / "report.json").is_file() else "unfinished"
         # A finished run is one the user made and may mean to keep beside this one (another seed, another
         # file): said only where the settings that differ are ones a version of benchfill lacked
         if state == "finished" and (not differ or any(k in stored and k in now for k in differ)):
             continue
-        if not differ:  # the same run under an id of another version's making
-            what = "the same settings and files"
-        else:
+        if differ:
             what = f"settings that differ: {', '.join(differ)}"
+        elif unknown:  # a run from before file contents were recorded
+            what = f"the same settings; the content of its {', '.join(unknown)} was not recorded"
+        elif moved:  # a copy of the same content at another path
+            what = f"the same settings and files' content, its {', '.join(moved)} at another path"
+        else:  # the same run under an id of another version's making
+            what = "the same settings and files"
         out.append(f"{d} is an earlier {state} run of this benchmark and strategy ({what}); this run starts anew "
                    f"beside it" + (", and its review decisions stay there" if state == "finished" else ""))
     return out

@@ -76,6 +76,7 @@ def test_overrides_by_index_name_and_new_key(tmp_path):
     ("seed.x.y=LEAKTESTpanelDDDDDDDDzz", "override 'seed.x.y': seed is not a section"),
     ("rewriter.api_key LEAKTESTpanelDDDDDDDDzz", "override 'rewriter.api_key' ...: expected KEY=VALUE"),
     ("probes.x.apikey:LEAKTESTpanelDDDDDDDDzz", "override 'probes.x.apikey' ...: expected KEY=VALUE"),
+    ("sk-proj-LEAKTEST123DEF456ghi789JKL", "override '***' ...: expected KEY=VALUE"),  # a key pasted alone
 ])
 def test_an_override_that_fails_is_named_by_its_key_not_its_value(tmp_path, override, said):
     # the value may be a key pasted where a name was meant: the error line reaches the terminal and the logs

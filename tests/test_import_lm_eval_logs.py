@@ -14,6 +14,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from benchfill.cli import main
 from benchfill.importers import import_logs, lm_eval
 
@@ -359,4 +361,28 @@ def test_two_runs_of_one_checkpoint_on_other_devices_are_summed():
     assert lm_eval._weights("dtype=bfloat16,pretrained=m1") == lm_eval._weights({"pretrained": "m1", "dtype": "bfloat16"})
     assert lm_eval._weights({"pretrained": "m1", "revision": "step2000"}) == "pretrained=m1, revision=step2000"
     assert lm_eval._answer_letter("2", ["1", "2", "3", "4"]) is None  # the index 2 or the text "2": unclear
+    assert lm_eval._answer_letter(2, ["1", "2", "3", "4"]) == "C"  # a JSON number is an index
     assert lm_eval._answer_letter("1", ["0", "1", "2"]) == "B"  # both readings agree
+
+
+def test_a_lone_results_file_of_another_task_or_another_checkpoint(tmp_path):
+    # with no --task, the task the logs agree on is the one imported: a results file of another task loses
+    # nothing; a lone results file of another checkpoint of a logged model's name is a model left out
+    root = tmp_path / "lm"
+    _copy("a", root / "a")
+    for p in (root / "a").rglob("samples_tiny_qa_*.jsonl"):
+        p.unlink()
+    res = next((root / "a").rglob("results_*.json"))
+    other = res.with_name("results_2026-11-29T10-00-00.000000.json")
+    _edit(res, lambda r: r)  # (as it is)
+    shutil.copy(res, other)
+    _edit(other, lambda r: {**r, "configs": {"tiny_qa": r["configs"]["tiny_qa"]},
+                            "results": {"tiny_qa": r["results"]["tiny_qa"]}})
+    assert import_logs("lm-eval", [root]).task == "tiny_mc"
+    _edit(other, lambda r: {**r, "configs": {"tiny_mc": RESULTS["configs"]["tiny_mc"]},
+                            "results": {"tiny_mc": RESULTS["results"]["tiny_mc"]},
+                            "config": {**r["config"], "model_args": {"pretrained": "dummy-a", "revision": "step2000"}}})
+    from benchfill.importers.matrix import ImportProblems
+
+    with pytest.raises(ImportProblems, match=r"no other log holds model dummy-a \(pretrained=dummy-a, revision=step2000\) on tiny_mc"):
+        import_logs("lm-eval", [root])

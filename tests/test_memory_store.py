@@ -480,5 +480,8 @@ def test_memory_forget_takes_a_run_directory_for_its_own_store(tmp_path, capsys)
     assert capsys.readouterr().out.splitlines()[2].split()[:3] == ["toy", run.name, "simulated"]
     assert main(["memory", "forget", "--store", str(run), "--run", "nope"]) == 2
     assert f"(runs there: {run.name})" in capsys.readouterr().err
+    for where in (str(run / "store.db"), f"sqlite:///{run / 'store.db'}"):  # its file, or a URL of it
+        assert main(["memory", "forget", "--store", where, "--run", run.name, "--dry-run"]) == 0
+        assert capsys.readouterr().out == f"would forget 1 entry of run {run.name}\n"
     assert main(["memory", "forget", "--store", str(run), "--run", run.name]) == 0
     assert capsys.readouterr().out == f"forgot 1 entry of run {run.name}\n"

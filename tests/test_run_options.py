@@ -303,7 +303,19 @@ def test_an_earlier_unfinished_run_beside_a_new_one_is_named_with_what_differs(t
         f"{runs / 'items-benchfill-0000000006'} is an earlier unfinished run of this benchmark and strategy "
         "(settings that differ: items); this run starts anew beside it",
         f"{runs / 'items-benchfill-0000000007'} is an earlier unfinished run of this benchmark and strategy "
-        "(the same settings and files); this run starts anew beside it"])
+        "(the same settings; the content of its items, spec was not recorded); this run starts anew beside it"])
+    # the panel config's content is recorded apart (config_sha256): another content is a difference
+    panel = tmp_path / "panel.toml"
+    panel.write_text("seed = 1\n")
+    cfg = RunOptions(benchmark="demo", config=str(panel), **FAST).identity()
+    (runs / "demo-benchfill-0000000008").mkdir()
+    store = Store(runs / "demo-benchfill-0000000008" / "store.db")
+    store.set_meta("options", cfg)
+    store.set_meta("config_sha256", "1" * 64)
+    store.close()
+    assert earlier_runs(runs / "demo-benchfill-ffffffffff", cfg)[0].startswith(
+        f"{runs / 'demo-benchfill-0000000008'} is an earlier unfinished run of this benchmark and strategy "
+        "(settings that differ: config)")
 
 
 def test_a_long_items_file_stem_is_cut_in_the_run_id_and_folders_are_named_as_folders(tmp_path, capsys):

@@ -80,19 +80,16 @@ def handle_list(args: argparse.Namespace) -> int:
 
 
 def handle_forget(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from benchfill.engine.memory_store import forget_run, memory_contents
     from benchfill.errors import ConfigError
 
     store = _open(args.store, writable=not args.dry_run)
     try:
         # a run's own store keeps its rows under no run id (its folder may be renamed): named by its folder
-        own = store.run_id == "" and "://" not in args.store and Path(args.store).is_dir()
-        run = "" if own and args.run in (Path(args.store).resolve().name, "") else args.run
+        run = "" if args.run in (_own_name(args.store), "") else args.run
         n = forget_run(store, run, args.benchmark, dry_run=args.dry_run)
         if not n:
-            runs = sorted({r["run_id"] or Path(args.store).resolve().name
+            runs = sorted({r["run_id"] or _own_name(args.store)
                            for r in memory_contents(store, args.benchmark) if r["origin"] == "generated"})
             shown = ", ".join(runs[:8]) + (" ..." if len(runs) > 8 else "")
             raise ConfigError(f"--run {args.run}: no children of that run in the memory of {store.where}"
@@ -107,7 +104,17 @@ def handle_forget(args: argparse.Namespace) -> int:
 
 
 def _own_name(where: str) -> str:
-    """A run's own store keeps its children under no run id: they are its folder's."""
+    """A run's own store keeps its children under no run id: they are its folder's, named as a run folder,
+    its store.db, or a sqlite URL of that file."""
     from pathlib import Path
 
-    return Path(where).resolve().name if "://" not in where and Path(where).is_dir() else "(a run's own store)"
+    if where.startswith("sqlite") and "://" in where:
+        from sqlalchemy.engine import make_url
+
+        where = make_url(where).database or ""
+    elif "://" in where:
+        return "(a run's own store)"
+    path = Path(where).resolve()
+    if path.is_dir():
+        return path.name
+    return path.parent.name if path.name == "store.db" else "(a run's own store)"

@@ -59,7 +59,9 @@ def import_logs(
             (t1, f1), (t2, f2) = list(first.items())[:2]
             raise ImportProblems([f"the logs mix tasks: {t1} ({f1}) and {t2} ({f2}); import one at a time "
                                   f"with --task NAME"])  # fmt: skip
-    lost = reader.unsampled(paths, files, task) if hasattr(reader, "unsampled") else []
+    # the task chosen, or the one the logs agree on: a results file of another task loses nothing
+    chosen = task if task is not None else next((t for t in tasks.values() if t is not None), None)
+    lost = reader.unsampled(paths, files, chosen) if hasattr(reader, "unsampled") else []
     if lost:
         raise ImportProblems(lost)
     logs, problems, used = [], [], set()

@@ -69,8 +69,8 @@ def unsampled(paths: list[str | Path], samples: list[Path], task: str | None = N
             model = _model_of(_results_path(q, m["time"]))
         except DataError:  # read_log names what is wrong with it
             continue
-        if model is not None:
-            covered.add((model, m["task"]))
+        if model is not None:  # a model is its name and its weights: two checkpoints share a name
+            covered.add((*model, m["task"]))
     out = []
     for q in results:
         if any(SAMPLES.match(x.name) for x in q.parent.glob(f"samples_*_{RESULTS.match(q.name)['time']}.jsonl*")):
@@ -80,10 +80,11 @@ def unsampled(paths: list[str | Path], samples: list[Path], task: str | None = N
             continue
         data = json.loads(q.read_text(encoding="utf-8"))
         tasks = {t for part in ("configs", "results") if isinstance(data.get(part), dict) for t in data[part]}
-        lost = sorted(t for t in tasks if (task is None or t == task) and (model, t) not in covered)
+        lost = sorted(t for t in tasks if (task is None or t == task) and (*model, t) not in covered)
         if lost:
+            who = f"{model[0]} ({model[1]})" if model[1] else model[0]
             out.append(f"{q}: no samples_<task>_{RESULTS.match(q.name)['time']}.jsonl beside it, and no other log "
-                       f"holds model {model} on {', '.join(lost)}: that run was made without lm_eval --log_samples, "
+                       f"holds model {who} on {', '.join(lost)}: that run was made without lm_eval --log_samples, "
                        "or its samples were moved; the model would be left out (move the results file away, or "
                        "choose another --task, to import the rest)")
     return out
@@ -322,7 +323,9 @@ def _answer_letter(target: Any, choices: list[str]) -> str | None:
         return None
     t = str(target).strip()
     if t.isascii() and t.isdigit():  # an index, never an option's text: "4" of 4 options is no answer
-        if t in choices and choices.index(t) != int(t):  # "2" of ["1", "2", "3"]: an index or a text, unclear
+        # "2" of ["1", "2", "3"] logged as text: an index or an option's text, unclear (a JSON number, as lm-eval
+        # before 0.4.6 logged it, is an index)
+        if isinstance(target, str) and t in choices and choices.index(t) != int(t):
             return None
         return letters[int(t)] if int(t) < len(choices) else None
     if len(t) == 1 and t in letters[:len(choices)]:
@@ -337,11 +340,15 @@ def _arg_index(key: str) -> int:
     return int(tail) if tail.isascii() and tail.isdigit() else 1 << 30
 
 
-def _model_of(results: Path) -> str | None:
-    """The model a results file names, or None where it is no results file lm-eval wrote (read_log says why)."""
+def _model_of(results: Path) -> tuple[str, str] | None:
+    """The model a results file names and the weights it loaded (``_weights``), or None where it is no
+    results file lm-eval wrote (read_log says why)."""
     try:
         data = json.loads(results.read_text(encoding="utf-8"))
-        return _model_name(data, results) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return None
+        cfg = data.get("config")
+        return _model_name(data, results), _weights(cfg.get("model_args") if isinstance(cfg, dict) else None)
     except (DataError, OSError, ValueError):
         return None
 
