@@ -264,58 +264,54 @@ def test_one_file_however_its_path_is_spelt_is_one_run(tmp_path, monkeypatch):
     assert len(ids) == 1
 
 
+def _earlier(runs, name: str, finished: bool = False, **meta) -> None:
+    """An earlier run's folder: its store with the given run meta, and a report if it finished."""
+    from benchfill.store import Store
+
+    (runs / name).mkdir(parents=True)
+    store = Store(runs / name / "store.db")
+    for key, value in meta.items():
+        store.set_meta(key, value)
+    store.close()
+    if finished:
+        (runs / name / "report.json").write_text("{}")
+
+
 def test_an_earlier_unfinished_run_beside_a_new_one_is_named_with_what_differs(tmp_path):
     # "rerun the same command to resume" started a new run beside an older version's interrupted one, silently
     from benchfill.run import earlier_runs
-    from benchfill.store import Store
 
     runs = tmp_path / "runs"
     now = RunOptions(benchmark="demo", **FAST).identity()
-    for name, options, finished in (("demo-benchfill-0000000001", {**now, "seed": 5}, False),
-                                    ("demo-benchfill-0000000002", {k: v for k, v in now.items() if k != "misfit"}, True),
-                                    ("demo-benchfill-0000000003", {**now, "seed": 9}, True),  # chosen: not named
-                                    ("demo-baseline-0000000004", {**now, "seed": 5}, False),  # another strategy
-                                    ("demo-benchfill-0000000005", now, True)):  # the same, finished: not named
-        (runs / name).mkdir(parents=True)
-        store = Store(runs / name / "store.db")
-        store.set_meta("options", options)
-        store.close()
-        if finished:
-            (runs / name / "report.json").write_text("{}")
+    _earlier(runs, "demo-benchfill-0000000001", options={**now, "seed": 5})
+    _earlier(runs, "demo-benchfill-0000000002", True, options={k: v for k, v in now.items() if k != "misfit"})
+    _earlier(runs, "demo-benchfill-0000000003", True, options={**now, "seed": 9})  # chosen: not named
+    _earlier(runs, "demo-baseline-0000000004", options={**now, "seed": 5})  # another strategy
+    _earlier(runs, "demo-benchfill-0000000005", True, options=now)  # the same, finished: not named
     lines = earlier_runs(runs / "demo-benchfill-ffffffffff", now)
+    said = " is an earlier {} run of this benchmark and strategy ({}); this run starts anew beside it"
     assert sorted(lines) == sorted([
-        f"{runs / 'demo-benchfill-0000000001'} is an earlier unfinished run of this benchmark and strategy "
-        "(settings that differ: seed); this run starts anew beside it",
-        f"{runs / 'demo-benchfill-0000000002'} is an earlier finished run of this benchmark and strategy "
-        "(settings that differ: misfit); this run starts anew beside it, and its review decisions stay there"])
-    # a file of the same name with other content differs; the same content does not
+        f"{runs / 'demo-benchfill-0000000001'}" + said.format("unfinished", "settings that differ: seed"),
+        f"{runs / 'demo-benchfill-0000000002'}" + said.format("finished", "settings that differ: misfit")
+        + ", and its review decisions stay there"])
+    # a file of the same name with other content differs; one whose content was not recorded is said so
     items = tmp_path / "items.jsonl"
     items.write_text('{"id": "q1", "problem": "1 + 1?", "answer": "2"}\n')
     mine = RunOptions(items=str(items), spec=str(tmp_path / "s.toml"), benchmark=None, **FAST).identity()
-    for name, sha in (("items-benchfill-0000000006", "0" * 64), ("items-benchfill-0000000007", None)):
-        (runs / name).mkdir(parents=True)
-        store = Store(runs / name / "store.db")
-        store.set_meta("options", {**mine, "items": "elsewhere/items.jsonl", "spec": "s.toml"})
-        store.set_meta("inputs_sha256", {} if sha is None else {"items": sha})
-        store.close()
-    lines = earlier_runs(runs / "items-benchfill-ffffffffff", mine)
-    assert sorted(lines) == sorted([
-        f"{runs / 'items-benchfill-0000000006'} is an earlier unfinished run of this benchmark and strategy "
-        "(settings that differ: items); this run starts anew beside it",
-        f"{runs / 'items-benchfill-0000000007'} is an earlier unfinished run of this benchmark and strategy "
-        "(the same settings; the content of its items, spec was not recorded); this run starts anew beside it"])
+    elsewhere = {**mine, "items": "elsewhere/items.jsonl", "spec": "s.toml"}
+    _earlier(runs, "items-benchfill-0000000006", options=elsewhere, inputs_sha256={"items": "0" * 64})
+    _earlier(runs, "items-benchfill-0000000007", options=elsewhere, inputs_sha256={})
+    assert sorted(earlier_runs(runs / "items-benchfill-ffffffffff", mine)) == sorted([
+        f"{runs / 'items-benchfill-0000000006'}" + said.format("unfinished", "settings that differ: items"),
+        f"{runs / 'items-benchfill-0000000007'}"
+        + said.format("unfinished", "the same settings; the content of its items, spec was not recorded")])
     # the panel config's content is recorded apart (config_sha256): another content is a difference
     panel = tmp_path / "panel.toml"
     panel.write_text("seed = 1\n")
     cfg = RunOptions(benchmark="demo", config=str(panel), **FAST).identity()
-    (runs / "demo-benchfill-0000000008").mkdir()
-    store = Store(runs / "demo-benchfill-0000000008" / "store.db")
-    store.set_meta("options", cfg)
-    store.set_meta("config_sha256", "1" * 64)
-    store.close()
-    assert earlier_runs(runs / "demo-benchfill-ffffffffff", cfg)[0].startswith(
-        f"{runs / 'demo-benchfill-0000000008'} is an earlier unfinished run of this benchmark and strategy "
-        "(settings that differ: config)")
+    _earlier(runs, "demo-benchfill-0000000008", options=cfg, config_sha256="1" * 64)
+    assert earlier_runs(runs / "demo-benchfill-ffffffffff", cfg)[0] == (
+        f"{runs / 'demo-benchfill-0000000008'}" + said.format("unfinished", "settings that differ: config"))
 
 
 def test_a_long_items_file_stem_is_cut_in_the_run_id_and_folders_are_named_as_folders(tmp_path, capsys):
