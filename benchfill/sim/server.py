@@ -42,6 +42,7 @@ _PROMPT_CACHE_MAX = 200_000
 def _error(status: int, message: str, kind: str, code: str | None = None) -> tuple[int, bytes]:
     return status, _dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
 
+
 OWNER = "benchfill-sim"  # every model listed is owned by it: a client tells the simulated world by it
 
 
