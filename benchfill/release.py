@@ -47,6 +47,7 @@ from benchfill.schema import Item, Release
 from benchfill.store import run_name, simulated_run
 
 MANIFEST = "manifest.json"
+PUBLISHING_META = "release_publishing"  # the release a run is publishing, until its store has recorded it
 BEFORE_EDIT = ", before the edit"  # a difficulty_source measured on the item a reviewer then edited
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -292,6 +293,10 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         digest = _sha256(tmp / MANIFEST)
         _publishable(tmp)
+        # Which release this run is about to publish, committed before it appears: a rerun after a kill
+        # finishes only the release this store was making (a copy of the run folder, whose store names the
+        # run alike, had taken its twin's release for its own interrupted one)
+        board.store.set_meta(PUBLISHING_META, {"version": version, "manifest_sha256": digest})
         # The store's row is written (flushed, which takes the store's write lock) before the release
         # appears and committed after: a store that cannot take it (read-only, full) fails the release with
         # nothing published, and a kill between the rename and the commit leaves what _finish_interrupted
@@ -312,8 +317,9 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    board.store.set_meta(PUBLISHING_META, None)
     _write_changelog(bench_dir, changelog)
-    pending = [i for i, o in outcomes.items() if o.status == "pending"]
+    pending = _pending(outcomes, rows, name)
     note = ""
     if board.kept_rule is not None and board.rule != board.kept_rule:
         note = (f"released under the rule given ({board.rule.describe()}), not the one the review page was "
@@ -677,8 +683,11 @@ def _finish_interrupted(board: ReviewBoard, target: Path, bench_dir: Path, versi
     if not mine or any(r.get("run_id") != name for r in mine):
         return None
     digest = _sha256(target / MANIFEST)
+    if board.store.get_meta(PUBLISHING_META) != {"version": version, "manifest_sha256": digest}:
+        return None  # not the release this store was publishing: another copy of the run made it
     with board.store.session() as s:
         s.add(Release(run_id=board.store.run_id, version=version, path=str(target.resolve()), manifest_sha256=digest))
+    board.store.set_meta(PUBLISHING_META, None)
     _write_changelog(bench_dir, _read_text(target / "CHANGELOG.md"))
     _sweep_stale(bench_dir, version)
     return _result_of(board, target, version, digest, rows)
@@ -698,11 +707,19 @@ def _result_of(board: ReviewBoard, target: Path, version: str, digest: str,
     """The result of a release that an interrupted command published, as its rerun reports it."""
     rows = list(_load_rows(target).values()) if rows is None else rows
     gen = [r for r in rows if r.get("origin") == "generated"]
-    pending = [i for i, o in board.outcomes().items() if o.status == "pending"]
+    pending = _pending(board.outcomes(), rows, run_name(board.store, board.run_dir))
     return ReleaseResult(version, target, sum(r.get("origin") == "original" for r in rows), len(gen), digest,
                          added=[r["id"] for r in gen if r.get("released_in") == version],
                          carried=[r["id"] for r in gen if r.get("released_in") != version], pending=pending,
                          resumed=True)
+
+
+def _pending(outcomes: dict, rows: list[dict], name: str) -> list[str]:
+    """This run's items still awaiting review that the release does not hold: one carried forward from the
+    previous release (under its own id or ``<id>@<run>``) is in it, pending or not."""
+    held = {r["id"] for r in rows if r.get("origin") == "generated"}
+    return [i for i, o in outcomes.items()
+            if o.status == "pending" and i not in held and f"{i}{RUN_SEP}{name}" not in held]
 
 
 def _write_changelog(bench_dir: Path, text: str) -> None:

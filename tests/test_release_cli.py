@@ -407,3 +407,46 @@ def test_a_release_the_store_could_not_record_says_a_rerun_finishes_it(tmp_path,
     assert err[-1].startswith("benchfill: error: store ") and "database or disk is full" in err[-1]
     assert err[-1].endswith("rerun the same command to resume once it answers")
     assert not (tmp_path / "releases" / "aime24" / "1.0.0").exists()  # nothing published
+
+
+def test_a_copy_of_a_run_does_not_take_its_twins_release_for_its_own(tmp_path, shared_data, capsys):
+    # a copy's store names the run alike: its "release 1.0.0" had "finished the interrupted release" its twin
+    # made, recorded it as its own, and carried an item its own reviewer had rejected
+    import shutil
+
+    from benchfill.review import ReviewBoard
+    from benchfill.store import Store, run_name
+
+    run = make_run(tmp_path, shared_data)
+    store = Store(run / "store.db")
+    run_name(store, run, keep=True)  # as a run made by `benchfill run` keeps it from the start
+    store.close()
+    twin = tmp_path / "copy"
+    shutil.copytree(run, twin)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    with ReviewBoard(twin) as b:
+        b.decide(CHILD_IDS[0], "bob", "reject", reason="wrong key")
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    capsys.readouterr()
+    assert main(["release", str(twin), "--version", "1.0.0", "--out", str(tmp_path / "releases")]) == 2
+    assert "release 1.0.0 of aime24 already exists" in capsys.readouterr().err
+    assert main(["release", "verify", str(tmp_path / "releases" / "aime24" / "1.0.0"), "--run", str(twin)]) == 2
+
+
+def test_the_pending_note_names_no_item_the_release_holds(tmp_path, shared_data, capsys):
+    # an item released in 1.0.0 and withdrawn after is carried forward into 1.1.0 pending: it is in 1.1.0
+    from benchfill.review import ReviewBoard
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "withdraw")
+    capsys.readouterr()
+    assert main(["release", str(run), "--version", "1.1.0"]) == 0
+    got = capsys.readouterr()
+    assert "1 carried forward" in got.out
+    note = [ln for ln in got.err.splitlines() if "still await review" in ln]
+    assert note and CHILD_IDS[0] not in note[0] and CHILD_IDS[1] in note[0]
