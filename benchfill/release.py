@@ -197,7 +197,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     name = run_name(board.store, board.run_dir, keep=True)
     record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version, name)
     outcomes = board.outcomes()  # (once: it reads every queued item's decisions, in every run)
-    rows, z_before, z_after, added = _rows(board, outcomes, version, now, record)
+    rows, z_before, z_after, added = _rows(board, outcomes, version, now, record, name)
     prev_dir = bench_dir / previous[-1] if previous else None
     if prev_dir is not None:  # its rows are carried into this one: an altered file would be released as ours
         _check_previous(board, prev_dir)
@@ -329,10 +329,10 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
                          changed=carry.changed, pending=pending, rule_note=note, held=kept.held)  # fmt: skip
 
 
-def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: ScaleOfRecord
+def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: ScaleOfRecord, name: str
           ) -> tuple[list[dict], list[float], list[float], list[str]]:
     fit = _run_fit(board.run_dir)
-    to_record = record.mapping(fit, board.run_dir, run_name(board.store, board.run_dir))
+    to_record = record.mapping(fit, board.run_dir, name)
     pos = {item_id: i for i, item_id in enumerate(fit.item_ids)}
     b_rec = [record.b.get(i, to_record(float(b))) for i, b in zip(fit.item_ids, fit.difficulty, strict=True)]
     z = [record.z(b) for b in b_rec]
@@ -362,7 +362,7 @@ def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: Sc
     originals.sort(key=lambda it: pos.get(it.id, len(pos)))
     base = dict.fromkeys(PROVENANCE)
     base.update({"probe_panel": "[]", "probe_results": "[]", "flags": "[]", "reviews": "[]", "edited": False,
-                 "simulated": False, "run_id": run_name(board.store, board.run_dir), "released_in": version,
+                 "simulated": False, "run_id": name, "released_in": version,
                  "released_at": now})  # fmt: skip
     rows, z_before = [], []
     own: dict[str, dict[str, Any]] = {}  # original item id -> its fields
@@ -454,7 +454,7 @@ def _run_top_k(board: ReviewBoard) -> int | None:
     return k if isinstance(k, int) and not isinstance(k, bool) and k >= 1 else None
 
 
-def _own_ids(rows: list[dict], added: list[str], previous: dict[str, dict], run_name: str) -> list[str]:
+def _own_ids(rows: list[dict], added: list[str], previous: dict[str, dict], name: str) -> list[str]:
     """Give this run's generated items that share an id with another run's item of the previous release
     the id ``<id>@<run>`` (in ``rows``, in place; returns ``added`` renamed alike).
 
@@ -466,11 +466,11 @@ def _own_ids(rows: list[dict], added: list[str], previous: dict[str, dict], run_
     for r in rows:
         if r["origin"] != "generated":
             continue
-        prev, alias = previous.get(r["id"]), f"{r['id']}{RUN_SEP}{run_name}"
-        clash = prev is not None and prev.get("origin") == "generated" and prev.get("run_id") not in (None, run_name)
+        prev, alias = previous.get(r["id"]), f"{r['id']}{RUN_SEP}{name}"
+        clash = prev is not None and prev.get("origin") == "generated" and prev.get("run_id") not in (None, name)
         # Released under the alias before, it keeps it once the clash is gone (the other run's item removed):
         # under its bare id it would come back as a second copy beside the one carried forward.
-        kept = (previous.get(alias) or {}).get("run_id") == run_name
+        kept = (previous.get(alias) or {}).get("run_id") == name
         if clash or kept:
             renamed[r["id"]] = r["id"] = alias
     return [renamed.get(i, i) for i in added]
@@ -608,14 +608,8 @@ def _check_previous(board: ReviewBoard, prev_dir: Path) -> None:
         info, path = listed.get(name), prev_dir / name
         if not isinstance(info, dict) or path.is_symlink() or not path.is_file() or _sha256(path) != info.get("sha256"):
             problems.append(f"{path}: does not match its manifest (modified or missing)")
-    recorded, exact = _recorded(board.store.all(Release), prev_dir)
-    if recorded is not None and not exact and not problems:
-        # matched by benchmark and version only (an older row, or a project folder moved since): this
-        # release must be the one this run made
-        name = run_name(board.store, board.run_dir)
-        ours = any(r.get("released_in") == prev_dir.name and r.get("run_id") == name
-                   for r in _load_rows(prev_dir).values())
-        recorded = recorded if ours else None
+    recorded = _recorded(board.store.all(Release), prev_dir, run_name(board.store, board.run_dir)) \
+        if not problems else None
     if not problems and recorded is not None and _sha256(mpath) != recorded.manifest_sha256:
         problems.append(f"{mpath}: not the manifest this run recorded for {prev_dir.name} (rewritten)")
     if problems:
@@ -624,18 +618,20 @@ def _check_previous(board: ReviewBoard, prev_dir: Path) -> None:
                              f"{problems[0]}{more}; restore it (benchfill release verify {prev_dir})")
 
 
-def _recorded(rows: list, release_dir: Path) -> tuple[Any, bool]:
-    """The store's row of the release at ``release_dir`` and whether its path is the release's own, or
-    (None, False). A row written before paths were kept absolute holds the path as given, relative to a
-    folder no longer known, and a project folder may have moved since its release (the "rewritten" check
-    had then stopped without a word): matched by its benchmark and version (one run releases a version
-    once), not exactly."""
+def _recorded(rows: list, release_dir: Path, name: str):
+    """The store's row of the release at ``release_dir``, or None. A row written before paths were kept
+    absolute holds the path as given, relative to a folder no longer known, and a project folder may have
+    moved since its release (the "rewritten" check had then stopped without a word): matched by its
+    benchmark and version (one run releases a version once), where the release's own rows say the run
+    ``name`` made it."""
     want = release_dir.resolve()
     same = [r for r in rows if Path(r.path).is_absolute() and Path(r.path).resolve() == want]
     if same:
-        return same[0], True
+        return same[0]
     alike = [r for r in rows if Path(r.path).parts[-2:] == want.parts[-2:]]
-    return (alike[0], False) if alike else (None, False)
+    made = alike and any(r.get("released_in") == want.name and r.get("run_id") == name
+                         for r in _load_rows(release_dir).values())
+    return alike[0] if made else None
 
 
 def _run_options(options: Any) -> dict[str, Any] | None:
@@ -899,11 +895,7 @@ def recorded_sha256(release_dir: str | Path, run_dir: str | Path) -> str | None:
 
     store = open_run_store(Path(run_dir), create=False)
     try:
-        row, exact = _recorded(store.all(Release), Path(release_dir))
-        if row is not None and not exact:  # matched by benchmark and version: only a release this run made
-            name = run_name(store, run_dir)
-            row = row if any(r.get("released_in") == Path(release_dir).resolve().name and r.get("run_id") == name
-                             for r in _load_rows(Path(release_dir)).values()) else None
+        row = _recorded(store.all(Release), Path(release_dir), run_name(store, run_dir))
     finally:
         store.close()
     return None if row is None else row.manifest_sha256

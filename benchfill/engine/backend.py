@@ -440,9 +440,9 @@ class Backend:
         if self.world is not None:
             out["simulated"] = True
             out["sim_rewriter"] = {"preset": self.world.rewriter_preset, "knobs": self.world.rewriter.to_dict()}
-        elif self.store.get_meta(SIM_ENDPOINTS_META):
+        elif endpoints := self.store.get_meta(SIM_ENDPOINTS_META):
             out["simulated"] = True
-            out["sim_endpoints"] = self.store.get_meta(SIM_ENDPOINTS_META)
+            out["sim_endpoints"] = endpoints
         return out
 
 

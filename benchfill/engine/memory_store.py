@@ -195,15 +195,14 @@ class SharedMemory:
                 scales.add(nxt)
             self.links = {self.scale: Link(self.scale, 1.0, 0.0, len(self.now), 1.0, 0.0)}
             self.left_out = {}
-            self.elsewhere = self._worlds(s) if self.simulated else {}
+            mine, self.elsewhere = self._worlds(s) if self.simulated else (None, {})
             if self.elsewhere:
                 counts = s.exec(select(MemoryRecord.run_id, func.count()).where(
                     *kids, MemoryRecord.simulated == True, col(MemoryRecord.run_id).in_(sorted(self.elsewhere)),  # noqa: E712
                 ).group_by(MemoryRecord.run_id)).all()
-                mine = _world_name(_world_of(self.store.get_meta("options")))
                 for run, n in sorted(counts):
                     self.left_out[f"run {run} (another simulated world)"] = _ELSEWHERE.format(
-                        n=n, theirs=_world_name(self.elsewhere[run]), mine=mine)
+                        n=n, theirs=_world_name(self.elsewhere[run]), mine=_world_name(mine))
             mine, other = ("simulated", "real") if self.simulated else ("real", "simulated")
             for world, why in ((not self.simulated, _OTHER_WORLD[mine]), (None, _NO_WORLD)):
                 counts = s.exec(select(MemoryRecord.scale, func.count()).where(
@@ -294,8 +293,8 @@ class SharedMemory:
         best.sort(key=lambda f: (abs(f.z - target), f.name))
         return best[0] if best else None
 
-    def _worlds(self, s: Session) -> dict[str, Any]:
-        """The runs of this store whose simulated world is not this run's: another item discrimination
+    def _worlds(self, s: Session) -> tuple[tuple, dict[str, Any]]:
+        """This run's simulated world, and the runs of this store whose world is not it: another item discrimination
         (``--sim-discrimination``; an older benchfill's runs had none: 0), or the world of ``sim serve``
         behind a config, which this one cannot see into. Their children were measured against other
         probes' answers: a confirmed z there is not one here (one had been reused as a gap's fill)."""
@@ -307,7 +306,7 @@ class SharedMemory:
             theirs = _world_of(json.loads(value))
             if theirs != mine:
                 out[run] = theirs
-        return out
+        return mine, out
 
     def _not_elsewhere(self) -> list:
         return [col(MemoryRecord.run_id).notin_(sorted(self.elsewhere))] if self.elsewhere else []

@@ -66,7 +66,7 @@ def unsampled(paths: list[str | Path], samples: list[Path], task: str | None = N
         if m is None:  # a file named directly that is no samples file: read_log names it
             continue
         try:
-            model = _model_of(_results_path(q, m["time"]))
+            model = _model_of(_results_path(q, m["time"]))[1]
         except DataError:  # read_log names what is wrong with it
             continue
         if model is not None:  # a model is its name and its weights: two checkpoints share a name
@@ -75,10 +75,9 @@ def unsampled(paths: list[str | Path], samples: list[Path], task: str | None = N
     for q in results:
         if any(SAMPLES.match(x.name) for x in q.parent.glob(f"samples_*_{RESULTS.match(q.name)['time']}.jsonl*")):
             continue
-        model = _model_of(q)
+        data, model = _model_of(q)
         if model is None:  # not a results file lm-eval wrote: nothing of a model is lost
             continue
-        data = json.loads(q.read_text(encoding="utf-8"))
         tasks = {t for part in ("configs", "results") if isinstance(data.get(part), dict) for t in data[part]}
         lost = sorted(t for t in tasks if (task is None or t == task) and (*model, t) not in covered)
         if lost:
@@ -340,17 +339,17 @@ def _arg_index(key: str) -> int:
     return int(tail) if tail.isascii() and tail.isdigit() else 1 << 30
 
 
-def _model_of(results: Path) -> tuple[str, str] | None:
-    """The model a results file names and the weights it loaded (``_weights``), or None where it is no
-    results file lm-eval wrote (read_log says why)."""
+def _model_of(results: Path) -> tuple[dict[str, Any], tuple[str, str] | None]:
+    """A results file's content, and the model it names with the weights it loaded (``_weights``), or None
+    where it is no results file lm-eval wrote (read_log says why)."""
     try:
         data = json.loads(results.read_text(encoding="utf-8"))
         if not isinstance(data, dict):
-            return None
+            return {}, None
         cfg = data.get("config")
-        return _model_name(data, results), _weights(cfg.get("model_args") if isinstance(cfg, dict) else None)
+        return data, (_model_name(data, results), _weights(cfg.get("model_args") if isinstance(cfg, dict) else None))
     except (DataError, OSError, ValueError):
-        return None
+        return {}, None
 
 
 WEIGHT_ARGS = ("pretrained", "revision", "peft", "delta", "dtype")  # the model_args that pick the weights
