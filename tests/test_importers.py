@@ -131,6 +131,37 @@ def test_bad_lm_eval_logs_give_one_line_each_and_write_nothing(tmp_path, capsys)
     assert (out / "responses.csv").read_text() == "keep me\n" and sorted(p.name for p in out.iterdir()) == ["responses.csv"]
 
 
+def test_repeated_item_texts_are_dropped_as_each_log_is_read_and_the_merge_is_unchanged():
+    """Every model's log repeats the items' texts; they are dropped once read, so the import's memory
+    follows the distinct items rather than the number of logs (bench/bench_import.py). A copy that reads
+    otherwise is kept, so the merge reports it as before."""
+    from benchfill.importers.matrix import ItemText, LogContent, Record, drop_repeated_texts, merge
+
+    def log(model: str, task: str, texts: dict[str, str]) -> LogContent:
+        out = LogContent(source=f"{model}.jsonl", model=model, task=task)
+        for i, text in texts.items():
+            out.records.append(Record(model, task, f"{task}/{i}", 1, 1, out.source))
+            out.items.append(ItemText(f"{task}/{i}", task, {"task": task, "text": text, "target": "a"}, out.source))
+        return out
+
+    alike = [log("m1", "t", {"0": "x", "1": "y"}), log("m2", "t", {"0": "x", "1": "y"}),
+             log("m3", "u", {"0": "x"})]  # fmt: skip
+    firsts: dict = {}
+    for one in alike:
+        drop_repeated_texts(one, firsts)
+    # the second log's copies go; another task's item of the same id is its own first copy
+    assert [len(one.items) for one in alike] == [2, 0, 1]
+    whole = [log("m1", "t", {"0": "x", "1": "y"}), log("m2", "t", {"0": "x", "1": "y"})]
+    assert merge("lm-eval", alike[:2], metric="acc", threshold=None).items == merge("lm-eval", whole, metric="acc", threshold=None).items
+    differ = [log("m1", "t", {"0": "x", "1": "y"}), log("m2", "t", {"0": "x", "1": "z"})]
+    firsts = {}
+    for one in differ:
+        drop_repeated_texts(one, firsts)
+    assert [it.item_id for it in differ[1].items] == ["t/1"]
+    with pytest.raises(ImportProblems, match="m2.jsonl: item t/1 reads differently than in m1.jsonl"):
+        merge("lm-eval", differ, metric="acc", threshold=None)
+
+
 # -- inspect_ai ----------------------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchfill.errors import ConfigError, DataError
-from benchfill.importers.matrix import ImportProblems, ImportResult, merge, write
+from benchfill.importers.matrix import ImportProblems, ImportResult, drop_repeated_texts, merge, write
 
 TOOLS = ("lm-eval", "inspect")
 
@@ -65,6 +65,7 @@ def import_logs(
     if lost:
         raise ImportProblems(lost)
     logs, problems, used = [], [], set()
+    firsts: dict[tuple[str, str], bytes] = {}
     for f in files:
         try:
             content, m = reader.read_log(f, metric=metric, threshold=threshold)
@@ -73,6 +74,7 @@ def import_logs(
         except DataError as exc:
             problems.append(str(exc))
         else:
+            drop_repeated_texts(content, firsts)
             logs.append(content)
             used.add(m)
     if problems:

@@ -133,17 +133,14 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
     cfg = results.get("config")
     settings = _weights(cfg.get("model_args") if isinstance(cfg, dict) else None)
     log = LogContent(source=str(path), model=model, task=task, settings=settings)
+    reader = _Samples(path, task, model, repeats if per_response else 1, threshold, recipe, log, name or None,
+                      wanted or None)  # fmt: skip
     try:
-        rows = _read_rows(path, task, config)
+        chosen, used = reader.read(config)
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a UTF-8 text file") from None
     except (OSError, EOFError) as exc:  # a gzipped log cut short, or not gzip at all
         raise DataError(f"{path}: not a readable gzip file ({exc.__class__.__name__})") from None
-    if not rows:
-        raise DataError(f"{path}: no samples (an empty or truncated log)")
-    chosen = _choose_filter(path, rows, wanted or None)
-    used = _read_samples(path, [r for r in rows if r[1] == chosen], task, model, repeats if per_response else 1,
-                         threshold, recipe, log, name or None)  # fmt: skip
     _check_complete(path, results, results_path, task, len(log.records), chosen)
     used = f"{used},{chosen}" if wanted else used
     scored = max(r.trials for r in log.records)
@@ -169,31 +166,6 @@ def _results_path(path: Path, time: str) -> Path:
     return named[0]
 
 
-def _read_rows(path: Path, task: str, config: dict[str, Any]) -> list[tuple[int, str, dict[str, Any]]]:
-    """Every sample of the file as (line number, filter, sample)."""
-    rows = []
-    # utf-8-sig: a BOM (an editor's save) is dropped, where it had made line 1 "not valid JSON"
-    with (gzip.open(path, "rt", encoding="utf-8-sig") if path.name.endswith(".gz") else path.open(encoding="utf-8-sig")) as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                sample = json.loads(line)
-            except json.JSONDecodeError:
-                raise DataError(f"{path} line {n}: not valid JSON (a truncated log?)") from None
-            # lm-eval 0.4.3-0.4.6 wrote neither "metrics" nor "filter", but always "filtered_resps"
-            if not isinstance(sample, dict) or "doc_id" not in sample or not ({"metrics", "filtered_resps"} & set(sample)):
-                raise DataError(f"{path} line {n}: not an lm-eval sample (no doc_id/metrics)")
-            if "filter" in sample:
-                filt = sample["filter"]
-                if not isinstance(filt, str) or not filt:
-                    raise DataError(f"{path} line {n}: field 'filter' must be a filter's name, found {json.dumps(filt)}")
-            else:
-                filt = _only_filter(path, task, config)
-            rows.append((n, filt, sample))
-    return rows
-
-
 def _only_filter(path: Path, task: str, config: dict[str, Any]) -> str:
     """The filter of a sample that does not name it (lm-eval before 0.4.7): the task's only one. Of
     several, lm-eval logged each document once per filter, in an order no line records (with several
@@ -205,16 +177,6 @@ def _only_filter(path: Path, task: str, config: dict[str, Any]) -> str:
                         f"them, and task {task} has {len(names)} filters ({', '.join(map(str, names))}); "
                         f"rerun it with lm-eval >= 0.4.7")  # fmt: skip
     return str(names[0]) if names and names[0] else "none"  # lm-eval's name for its default filter
-
-
-def _choose_filter(path: Path, rows: list[tuple[int, str, dict[str, Any]]], wanted: str | None) -> str:
-    filters = list(dict.fromkeys(f for _, f, _ in rows))
-    if wanted is not None and wanted not in filters:
-        raise DataError(f"{path}: no filter {wanted!r} (the log has {', '.join(filters)})")
-    if wanted is None and len(filters) > 1:
-        raise DataError(f"{path}: each document is scored under {len(filters)} filters ({', '.join(filters)}); "
-                        f"choose one with --filter NAME")  # fmt: skip
-    return wanted or filters[0]
 
 
 def _check_complete(path: Path, results: dict[str, Any], results_path: Path, task: str, docs: int, filt: str) -> None:
@@ -230,12 +192,62 @@ def _check_complete(path: Path, results: dict[str, Any], results_path: Path, tas
                         f"(n-samples.effective): an incomplete log (a killed run?)")  # fmt: skip
 
 
-def _read_samples(path: Path, rows: list[tuple[int, str, dict[str, Any]]], task: str, model: str, repeats: int,
-                  threshold: float | None, recipe: dict[str, Any], log: LogContent, used: str | None) -> str:
-    """The samples' records into ``log``; returns the metric ``used`` (found on the first sample when none
-    was asked for)."""
-    seen: set[int] = set()
-    for n, _, sample in rows:
+class _Samples:
+    """One samples file read a line at a time into ``log``: only the chosen filter's samples are kept, and
+    only what the matrix and items.jsonl need of them (a 5-shot multiple-choice line, its prompt once per
+    choice, runs to ~10 KB; holding every parsed line until the end had the import peak at twice the file's
+    size). The filter is the one asked for, else the file's only one, which is known only at its end: the
+    first filter's samples are taken as they come, and a second filter without --filter is an error."""
+
+    def __init__(self, path: Path, task: str, model: str, repeats: int, threshold: float | None,
+                 recipe: dict[str, Any], log: LogContent, used: str | None, wanted: str | None) -> None:  # fmt: skip
+        self.path, self.task, self.model, self.repeats, self.threshold = path, task, model, repeats, threshold
+        self.recipe, self.log, self.used, self.wanted = recipe, log, used, wanted
+        self.seen: set[int] = set()
+
+    def read(self, config: dict[str, Any]) -> tuple[str, str]:
+        """Every line of the file; returns (the filter chosen, the metric used)."""
+        path = self.path
+        filters: dict[str, None] = {}  # in order of first appearance
+        chosen = self.wanted
+        # utf-8-sig: a BOM (an editor's save) is dropped, where it had made line 1 "not valid JSON"
+        opened = gzip.open(path, "rt", encoding="utf-8-sig") if path.name.endswith(".gz") else path.open(encoding="utf-8-sig")
+        with opened as fh:
+            for n, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    sample = json.loads(line)
+                except json.JSONDecodeError:
+                    raise DataError(f"{path} line {n}: not valid JSON (a truncated log?)") from None
+                # lm-eval 0.4.3-0.4.6 wrote neither "metrics" nor "filter", but always "filtered_resps"
+                if not isinstance(sample, dict) or "doc_id" not in sample or not ({"metrics", "filtered_resps"} & set(sample)):
+                    raise DataError(f"{path} line {n}: not an lm-eval sample (no doc_id/metrics)")
+                if "filter" in sample:
+                    filt = sample["filter"]
+                    if not isinstance(filt, str) or not filt:
+                        raise DataError(f"{path} line {n}: field 'filter' must be a filter's name, found {json.dumps(filt)}")
+                else:
+                    filt = _only_filter(path, self.task, config)
+                filters.setdefault(filt)
+                if chosen is None:
+                    chosen = filt
+                if filt == chosen and (self.wanted is not None or len(filters) == 1):
+                    self.take(n, sample)
+        if not filters:
+            raise DataError(f"{path}: no samples (an empty or truncated log)")
+        if self.wanted is not None and self.wanted not in filters:
+            raise DataError(f"{path}: no filter {self.wanted!r} (the log has {', '.join(filters)})")
+        if self.wanted is None and len(filters) > 1:
+            raise DataError(f"{path}: each document is scored under {len(filters)} filters ({', '.join(filters)}); "
+                            f"choose one with --filter NAME")  # fmt: skip
+        assert chosen is not None and self.used is not None  # a sample of the chosen filter was taken
+        return chosen, self.used
+
+    def take(self, n: int, sample: dict[str, Any]) -> None:
+        """One sample of the chosen filter into the log's records and item texts; the metric ``used`` is
+        found on the first one when none was asked for."""
+        path = self.path
         if "metrics" in sample:
             names = sample["metrics"]
             if not isinstance(names, list) or not names or not all(isinstance(x, str) for x in names):
@@ -244,8 +256,9 @@ def _read_samples(path: Path, rows: list[tuple[int, str, dict[str, Any]]], task:
             names = [k for k in sample if k not in LOGGED]
             if not names:
                 raise DataError(f"{path} line {n}: no metric values (and no 'metrics' field)")
-        if used is None:
-            used = next((x for x in DEFAULT_METRICS if x in names), None) or names[0]
+        if self.used is None:
+            self.used = next((x for x in DEFAULT_METRICS if x in names), None) or names[0]
+        used = self.used
         if used not in sample:
             raise DataError(f"{path} line {n}: no metric {used!r} (the log has {', '.join(names)})")
         doc_id = sample["doc_id"]
@@ -254,16 +267,13 @@ def _read_samples(path: Path, rows: list[tuple[int, str, dict[str, Any]]], task:
             doc_id = int(doc_id)
         if isinstance(doc_id, bool) or not isinstance(doc_id, int):
             raise DataError(f"{path} line {n}: field 'doc_id' must be an integer, found {json.dumps(doc_id, ensure_ascii=False)}")
-        if doc_id in seen:
+        if doc_id in self.seen:
             raise DataError(f"{path} line {n}: doc_id {doc_id} twice in one log")
-        seen.add(doc_id)
-        item_id = f"{task}/{doc_id}"
-        where = f"{path} line {n}"
-        correct, trials = _count(sample, used, repeats, threshold, where)
-        log.records.append(Record(model, task, item_id, correct, trials, str(path)))
-        log.items.append(ItemText(item_id, task, _item_fields(sample, task, recipe), str(path)))
-    assert used is not None  # rows is not empty
-    return used
+        self.seen.add(doc_id)
+        item_id = f"{self.task}/{doc_id}"
+        correct, trials = _count(sample, used, self.repeats, self.threshold, f"{path} line {n}")
+        self.log.records.append(Record(self.model, self.task, item_id, correct, trials, str(path)))
+        self.log.items.append(ItemText(item_id, self.task, _item_fields(sample, self.task, self.recipe), str(path)))
 
 
 def _count(sample: dict[str, Any], metric: str, repeats: int, threshold: float | None, where: str) -> tuple[int, int]:

@@ -212,6 +212,21 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
     )  # fmt: skip
 
 
+def drop_repeated_texts(log: LogContent, firsts: dict[tuple[str, str], bytes]) -> None:
+    """Drop from ``log`` the item texts an earlier log holds alike (``firsts``: each (task, item id)'s
+    first copy, as a digest of what :func:`merge` compares), as soon as the log is read: every model's log
+    repeats the texts, and fifty models' copies of one suite held until the merge had the import's memory
+    grow with the number of logs. A copy that reads otherwise is kept for the merge to report; what the
+    merge keeps and reports is unchanged."""
+    kept = []
+    for it in log.items:
+        digest = hashlib.sha256(_text_of(it.fields).encode("utf-8")).digest()
+        first = firsts.setdefault((log.task, it.item_id), digest)
+        if first is digest or first != digest:
+            kept.append(it)
+    log.items = kept
+
+
 def _text_of(fields: dict[str, Any]) -> str:
     """What must agree between two logs' copies of one item: an importer's model-independent ``identity``
     where it gives one (lm-eval: the document and prompt settings, since a chat template renders each
