@@ -30,3 +30,74 @@ def check_targets(folder: Path, files: Iterable[Path], folders: Iterable[Path] =
         if f.exists() and not f.is_file():
             kind = "a folder" if f.is_dir() else "not a regular file"
             raise ConfigError(f"{f}: {kind}, where {what} writes a file; move it away, or {hint}")
+
+
+# A temp file (or folder) that a writer renames into place is named for the writer, ``.<name>.bf<pid>@<host>.
+# <random><suffix>``, so that the next writer of ``name`` can tell one a killed writer left (its process gone)
+# from one a live writer is filling. One whose writer cannot be asked (another host's, or one named otherwise)
+# is a killed writer's once untouched for STALE_S.
+STALE_S = 3600.0
+
+
+def temp_path(folder: Path, name: str, *, suffix: str = ".tmp", directory: bool = False) -> Path:
+    """A new temp file (or folder) in ``folder`` for the file ``name`` about to be written there, after the
+    ones earlier writers of ``name`` left when they were killed are removed (``sweep_temps``)."""
+    import os
+    import tempfile
+
+    sweep_temps(folder, name, suffix=suffix)
+    prefix = f".{name}.bf{os.getpid()}@{_host()}."
+    if directory:
+        return Path(tempfile.mkdtemp(dir=folder, prefix=prefix, suffix=suffix))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=suffix)
+    os.close(fd)
+    return Path(tmp)
+
+
+def sweep_temps(folder: Path, name: str, *, suffix: str = ".tmp") -> list[Path]:
+    """Remove the temp files (and folders) of ``name`` in ``folder`` whose writers are dead: on this host, no
+    process of their pid; elsewhere, untouched for ``STALE_S``. Returns what was removed."""
+    import glob
+    import os
+    import shutil
+    import time
+
+    removed = []
+    start = f".{name}."
+    for p in folder.glob(f"{glob.escape(start)}*{glob.escape(suffix)}"):
+        writer = p.name[len(start) : len(p.name) - len(suffix)]
+        pid, _, rest = writer.partition("@")
+        host = rest.rpartition(".")[0]
+        try:
+            if pid.startswith("bf") and pid[2:].isdigit() and host == _host():
+                if int(pid[2:]) == os.getpid() or _alive(int(pid[2:])):
+                    continue
+            elif time.time() - p.lstat().st_mtime < STALE_S:
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            removed.append(p)
+        except OSError:
+            continue  # another writer's sweep took it first, or it cannot be removed: it costs room, no more
+    return removed
+
+
+def _host() -> str:
+    import socket
+
+    # the host as one dot-free word: the name's parts are split at the last dot
+    return "".join(c if c.isalnum() or c == "-" else "_" for c in socket.gethostname()) or "host"
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: a process of another user holds the pid
+        return True
+    return True

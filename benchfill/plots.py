@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -136,8 +135,9 @@ def save_figure(fig: Any, path: str | Path, fmt: str | None = None) -> Path:
         raise ConfigError(f"{path}: a plot's name must end in "
                           + ", ".join(f".{s}" for s in PLOT_FORMATS[:-1]) + f" or .{PLOT_FORMATS[-1]}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=f".{fmt}", dir=path.parent)
-    os.close(fd)
+    from benchfill.outputs import temp_path
+
+    tmp = str(temp_path(path.parent, path.name, suffix=f".{fmt}"))  # a killed save's is removed by the next
     try:
         fig.savefig(tmp, format=fmt)
         os.chmod(tmp, 0o644)

@@ -517,7 +517,6 @@ def _write_selection(path: str, selected: list[str], items: list[dict] | None, i
     """The kept items as JSONL: from ``items_file``, their lines as written there (read_items made every id a
     string and may have added fields; a copy is what the help promises)."""
     import os
-    import tempfile
     from pathlib import Path
 
     out = Path(path)
@@ -529,9 +528,11 @@ def _write_selection(path: str, selected: list[str], items: list[dict] | None, i
         for line in read_text(items_file).split("\n"):  # read_items read it whole: every line is an object
             if line.strip():
                 lines[str(json.loads(line)["id"])] = line.rstrip("\r")
-    fd, tmp = tempfile.mkstemp(prefix=".calibrated-", dir=out.parent)
+    from benchfill.outputs import temp_path
+
+    tmp = temp_path(out.parent, out.name)  # a killed write's is removed by the next
     try:
-        with open(fd, "w", encoding="utf-8") as fh:
+        with open(tmp, "w", encoding="utf-8") as fh:
             for i in selected:
                 fh.write(lines.get(i, json.dumps({"id": i})) + "\n")
         os.chmod(tmp, 0o644)  # mkstemp makes 0600

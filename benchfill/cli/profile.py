@@ -9,7 +9,6 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +102,10 @@ def _write_outputs(bp: Any, result: dict, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     # All three are made in a folder of their own and moved in only once all are: a plot that fails leaves
     # the folder as it was, not a new profile.json beside an earlier run's plots
-    work = Path(tempfile.mkdtemp(prefix=".profile-", dir=out))
+    from benchfill.outputs import temp_path
+
+    # (a killed run's folder is removed by the next: temp_path)
+    work = temp_path(out, "profile", directory=True)
     try:
         (work / "profile.json").write_text(dumps(result, indent=1), encoding="utf-8")
         os.chmod(work / "profile.json", 0o644)  # as the plots beside it

@@ -10,7 +10,6 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field, replace
 from glob import escape as glob_escape
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 from benchfill import locks
 from benchfill.coverage import z_of
 from benchfill.matrix import first_repeat
+from benchfill.outputs import temp_path
 
 
 @dataclass
@@ -138,9 +138,7 @@ class IrtFit:
         # which would otherwise take the other's, named by the JSON that lands last
         with locks.transient(path.with_name(f".{path.name}.lock")):
             # temp files of their own (not NAME.tmp): two saves to one path at once each rename whole files
-            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            os.close(fd)
-            tmp = Path(name)
+            tmp = temp_path(path.parent, path.name)  # a killed save's is removed by the next
             d = self.to_dict()
             draws_tmp = None
             try:
@@ -149,9 +147,7 @@ class IrtFit:
                     np.savez_compressed(buf, difficulty=self.difficulty_draws, ability=self.ability_draws)
                     data = buf.getvalue()
                     d["draws_file"] = f"{path.name}.draws-{hashlib.sha256(data).hexdigest()[:16]}.npz"
-                    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.draws.", suffix=".tmp")
-                    os.close(fd)
-                    draws_tmp = Path(name)
+                    draws_tmp = temp_path(path.parent, f"{path.name}.draws")
                     draws_tmp.write_bytes(data)
                     os.chmod(draws_tmp, 0o644)
                     draws_tmp.replace(path.with_name(d["draws_file"]))  # a new name: the old pair stays whole

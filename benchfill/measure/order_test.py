@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,8 +191,10 @@ def _save(path: Path, cal: Calibration) -> None:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".cal-", suffix=".npz", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
+        from benchfill.outputs import temp_path
+
+        tmp = temp_path(path.parent, path.name, suffix=".npz")  # a killed save's is removed by the next
+        with open(tmp, "wb") as fh:
             np.savez(fh, trials=np.array(cal.trials), draws=cal.draws, seed=cal.seed,
                      version=CALIBRATION_VERSION, references=cal.references, null=cal.null)
         os.replace(tmp, path)

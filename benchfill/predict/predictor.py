@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -152,9 +151,9 @@ class Predictor:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         # a temp file of its own (not NAME.tmp): two saves to one path at once each rename a whole file
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        tmp = Path(name)
+        from benchfill.outputs import temp_path
+
+        tmp = temp_path(path.parent, path.name)  # a killed save's is removed by the next
         try:
             tmp.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
             os.chmod(tmp, 0o644)  # mkstemp makes 0600; a predictor is for sharing

@@ -11,7 +11,6 @@ import csv
 import io
 import json
 import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -399,9 +398,11 @@ def _same(prev, new) -> bool:
 
 
 def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    from benchfill.outputs import temp_path
+
+    tmp = temp_path(path.parent, path.name)  # a killed write's is removed by the next
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
             write(fh)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; the queue goes to other reviewers
         os.replace(tmp, path)
