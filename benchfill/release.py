@@ -18,7 +18,7 @@ import re
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from benchfill.review.card import (
 )
 from benchfill.review.rule import ReleaseRule
 from benchfill.run import INPUTS_META
-from benchfill.schema import Item, Release
+from benchfill.schema import Item, Release, ReviewDecision, as_utc
 from benchfill.store import run_name, simulated_run
 
 MANIFEST = "manifest.json"
@@ -70,6 +70,7 @@ class ReleaseResult:
     changed: dict[str, list[str]] = field(default_factory=dict)  # id -> item fields changed
     pending: list[str] = field(default_factory=list)  # this run's items still awaiting review (not released)
     resumed: bool = False  # published by an interrupted command, recorded by this one
+    complete: bool = False  # made before by this run, as the same command would make it now: nothing written
     held: dict[str, str] = field(default_factory=dict)  # this run's accepted items an earlier release removed
     rule_note: str = ""  # set when the release's rule is not the one the review page was served with
 
@@ -176,6 +177,11 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
             # killed between the store's row and the benchmark's changelog: the rerun writes the changelog
             _write_changelog(bench_dir, _read_text(target / "CHANGELOG.md"))
             return _result_of(board, target, version, recorded[0].manifest_sha256)
+        if where.resolve() == target.resolve() and _unchanged_since(board, recorded[0], target, remove):
+            # the same command again, its release whole and nothing decided since (a kill after its last
+            # write, or a retry): what the release is, as it said then, not an error
+            return replace(_result_of(board, target, version, recorded[0].manifest_sha256), resumed=False,
+                           complete=True)  # fmt: skip
         if not (where / MANIFEST).is_file():
             raise BenchfillError(f"release {version} of {bench} was made by this run (its store records it at "
                                  f"{where}, which holds no release now); versions are immutable: give a new one")
@@ -689,6 +695,20 @@ def _finish_interrupted(board: ReviewBoard, target: Path, bench_dir: Path, versi
     return _result_of(board, target, version, digest, rows)
 
 
+def _unchanged_since(board: ReviewBoard, recorded: Release, target: Path, remove: dict[str, str] | None) -> bool:
+    """Whether a release this run made at ``target`` is the one the same command would make now: it verifies
+    against the sha256 the store recorded, the changelog is its own, the rule is the one it was made under,
+    nothing is asked removed, and no decision on this run's items came after it."""
+    if remove or _changelog_behind(target.parent, target, recorded.version):
+        return False
+    if verify_release(target, recorded.manifest_sha256):
+        return False
+    if _card_meta(target / "README.md").get("release_rule_params") != board.rule.to_dict():
+        return False
+    made = as_utc(recorded.created_at)
+    return not any(as_utc(d.created_at) > made for d in board.store.all(ReviewDecision))
+
+
 def _changelog_behind(bench_dir: Path, target: Path, version: str) -> bool:
     """Whether the benchmark's changelog is not yet the one of ``version``, its latest release."""
     if _versions(bench_dir)[-1:] != [version]:
@@ -867,21 +887,26 @@ def _card_against_data(card: Path, data: Path) -> list[str]:
     """The card's ``data_sha256`` (its front matter) against the data: a manifest rewritten to fit edited
     data still lists the card, which then names other data than the release holds. A card without the
     field is left to the manifest (and to ``--sha256``, which pins the manifest itself)."""
+    want = _card_meta(card).get("data_sha256")
+    if not isinstance(want, str):  # a card from before the field (releases of 2026-11-29 and earlier)
+        return []
+    if _sha256(data) != want:
+        return [f"{data}: sha256 differs from the card's data_sha256 ({card.name}): the data is not the card's"]
+    return []
+
+
+def _card_meta(card: Path) -> dict[str, Any]:
+    """The ``benchfill`` block of a card's front matter (the release's meta); {} where it has none."""
     import yaml
 
     try:
         text = card.read_text(encoding="utf-8")
         front = text.split("\n---\n", 1)[0].removeprefix("---\n") if text.startswith("---\n") else ""
         head = yaml.safe_load(front)
-    except (UnicodeDecodeError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         head = None
     meta = head.get("benchfill") if isinstance(head, dict) else None
-    want = meta.get("data_sha256") if isinstance(meta, dict) else None
-    if not isinstance(want, str):  # a card from before the field (releases of 2026-11-29 and earlier)
-        return []
-    if _sha256(data) != want:
-        return [f"{data}: sha256 differs from the card's data_sha256 ({card.name}): the data is not the card's"]
-    return []
+    return meta if isinstance(meta, dict) else {}
 
 
 def manifest_sha256(release_dir: str | Path) -> str:

@@ -9,6 +9,7 @@ import pytest
 from test_review_support import CHILD_IDS, make_run
 
 from benchfill.cli import main
+from benchfill.review import ReviewBoard
 
 
 def _fill(csv_path, decisions):
@@ -34,6 +35,16 @@ def test_cli_export_import_release_verify_diff(tmp_path, shared_data, capsys):
     v1 = tmp_path / "releases" / "aime24" / "1.0.0"
     assert f"released 1.0.0: 30 original + 1 generated item(s) at {v1}" in out
 
+    # the same command again (a retry, or a kill after its last write): the release it made, not an error
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    out = capsys.readouterr().out
+    assert ("already released, as this command would release it now (nothing decided since): 1.0.0: 30 original "
+            f"+ 1 generated item(s) at {v1}") in out and "manifest sha256 " in out  # fmt: skip
+    # ... but not under another rule, nor once a decision came after it: versions are immutable
+    assert main(["release", str(run), "--version", "1.0.0", "--min-accepts", "2"]) == 2
+    assert "release 1.0.0 of aime24 already exists" in capsys.readouterr().err
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "cy", "accept")  # a second accept: a decision all the same
     assert main(["release", str(run), "--version", "1.0.0"]) == 2
     assert "release 1.0.0 of aime24 already exists" in capsys.readouterr().err
     assert main(["release", str(run), "--version", "one"]) == 2
@@ -227,7 +238,8 @@ def test_a_release_killed_after_it_appeared_is_finished_by_the_rerun(tmp_path, s
     assert "finished the interrupted release 1.0.0: 30 original + 1 generated item(s)" in out
     assert (root / "CHANGELOG.md").is_file() and not (root / ".1.0.0.abcd.tmp").exists()
     assert main(["release", "verify", str(root / "1.0.0"), "--run", str(run)]) == 0
-    assert main(["release", str(run), "--version", "1.0.0"]) == 2  # recorded now: immutable as any
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0  # recorded now: whole, as it said
+    assert "already released, as this command would release it now" in capsys.readouterr().out
 
 
 def test_a_release_without_a_rule_uses_the_one_the_review_page_was_served_with(tmp_path, shared_data, capsys):
@@ -344,7 +356,10 @@ def test_a_release_killed_before_its_changelog_is_finished_by_the_rerun(tmp_path
     assert main(["release", str(run), "--version", "1.0.0"]) == 0
     assert "finished the interrupted release 1.0.0" in capsys.readouterr().out
     assert (root / "CHANGELOG.md").read_bytes() == (root / "1.0.0" / "CHANGELOG.md").read_bytes()
-    assert main(["release", str(run), "--version", "1.0.0"]) == 2  # finished: immutable as any
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0  # finished: whole, as it said
+    assert "already released, as this command would release it now" in capsys.readouterr().out
+    (root / "1.0.0" / "data" / "test.jsonl").write_text("{}\n")  # altered since: no longer the one recorded
+    assert main(["release", str(run), "--version", "1.0.0"]) == 2
     assert "already exists" in capsys.readouterr().err
 
 

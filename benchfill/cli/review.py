@@ -195,11 +195,11 @@ def _release(args) -> int:
         check_out_dir(str(args.out), "--out", ())
     res = release(Path(words[0]), args.release_version, out=args.out, rule=_rule(args),
                   remove=dict.fromkeys(args.remove, why))
-    print(
-        ("finished the interrupted release " if res.resumed else "released ")
-        + f"{res.version}: {res.n_original} original + {res.n_generated} generated item(s) at {res.path}\n"
-        f"manifest sha256 {res.manifest_sha256}"
-    )
+    head = ("finished the interrupted release " if res.resumed
+            else "already released, as this command would release it now (nothing decided since): " if res.complete
+            else "released ")  # fmt: skip
+    print(head + f"{res.version}: {res.n_original} original + {res.n_generated} generated item(s) at {res.path}\n"
+          f"manifest sha256 {res.manifest_sha256}")  # fmt: skip
     if res.carried or res.removed or res.changed:
         print(f"from the previous release: {len(res.carried)} carried forward, {len(res.removed)} removed, "
               f"{len(res.changed)} changed")
