@@ -183,6 +183,23 @@ def test_the_float_weights_of_rollout_counts_past_the_integer_lattice_by_hand():
     assert abs(p - exact) < 4 * np.sqrt(exact * (1 - exact) / 20_000), (p, exact)
 
 
+def test_rollout_counts_whose_lcm_wraps_int64_keep_the_tests_direction():
+    # 100 rollouts an item, a few failed, so the counts run from 85 to 100: their least common multiple is
+    # past 2**63, and numpy's int64 lcm wrapped to a negative number that passed the lattice's size check,
+    # so the weights came out negative and a 20-point drop read as an improvement at p = 0.00001.
+    rng = np.random.default_rng(3)
+    n = 40
+    tb, ta = rng.integers(85, 101, n), rng.integers(85, 101, n)
+    assert int(np.lcm.reduce(np.concatenate([ta, tb]))) < 0  # what numpy makes of it
+    cb, ca = rng.binomial(tb, 0.6), rng.binomial(ta, 0.4)
+    gain, p = stratified_permutation_test(cb, tb, ca, ta, permutations=2_000, seed=0)
+    assert gain < -0.15 and p > 0.99
+    gain, p = stratified_permutation_test(ca, ta, cb, tb, permutations=2_000, seed=0)  # the other way round
+    assert gain > 0.15 and p < 0.001
+    with pytest.raises(DataError, match="too large; use permutations"):
+        exact_p_value(cb, tb, ca, ta)
+
+
 def test_a_p_value_is_never_zero():
     # no permutation reaches an observed result this extreme: p is 1 / (1 + permutations), not 0
     gain, p = stratified_permutation_test([0], [1000], [1000], [1000], permutations=99, seed=0)

@@ -21,6 +21,7 @@ The Monte Carlo p-value is ``(1 + #{T* >= T}) / (1 + B)`` (never 0, valid at any
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -148,7 +149,7 @@ def stratified_permutation_test(
     if live.size == 0:
         return gain, 1.0
     # On the integer lattice of exact_p_value when the rollout counts allow it: no float ties.
-    lcm = int(np.lcm.reduce(np.concatenate([ta[live], tb[live]])))
+    lcm = _lcm(np.concatenate([ta[live], tb[live]]))
     if lcm <= 1 << 30:
         weight, tol = lcm // ta[live] + lcm // tb[live], 0
     else:
@@ -173,6 +174,12 @@ def stratified_permutation_test(
     return gain, (1 + at_least) / (1 + permutations)
 
 
+def _lcm(counts: np.ndarray) -> int:
+    """The least common multiple of rollout counts, exact: numpy's int64 lcm wraps past 2**63 (the counts
+    85 to 100 already wrap, to a negative number that passed for a small one and turned the test around)."""
+    return math.lcm(*(int(t) for t in np.unique(counts)))
+
+
 def exact_p_value(
     correct_before: Sequence[int] | np.ndarray,
     trials_before: Sequence[int] | np.ndarray,
@@ -186,7 +193,9 @@ def exact_p_value(
     convolve exactly. Meant for small cases: the lattice must stay below a few million points.
     """
     cb, tb, ca, ta = _prepare(correct_before, trials_before, correct_after, trials_after)
-    lcm = int(np.lcm.reduce(np.concatenate([ta, tb])))
+    lcm = _lcm(np.concatenate([ta, tb]))
+    if lcm * cb.size > 5_000_000:  # the lattice spans at least n * L points
+        raise DataError("exact p-value: the permutation distribution is too large; use permutations")
     weights = lcm // ta + lcm // tb
     span = int(np.sum(weights * ta))
     if span > 5_000_000:
