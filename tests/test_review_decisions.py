@@ -169,6 +169,41 @@ def test_a_stale_sheet_cannot_undo_a_later_decision_made_on_the_page(tmp_path, s
         assert board.outcomes()[CHILD_IDS[1]].status == "rejected"
 
 
+def test_a_sheet_row_on_an_item_another_reviewer_edited_since_the_export_is_refused(tmp_path, shared_data):
+    """The page refuses a decision on an item edited since it was opened; a sheet's row was filled in on the
+    item as exported, and bob's accept counted as an accept of alice's later text, which he never saw."""
+    run = make_run(tmp_path, shared_data)
+    _, csv_path = export_queue(run, tmp_path / "export")
+    with ReviewBoard(run) as board:
+        board.decide(CHILD_IDS[0], "alice", "edit", text="Alice rewrote this item.", source="page")
+    for cells in ({"reviewer": "bob", "decision": "accept"},
+                  {"reviewer": "bob", "decision": "edit", "edited_text": "Bob fixed the old text."}):  # fmt: skip
+        sheet = tmp_path / "bob.csv"
+        sheet.write_bytes(csv_path.read_bytes())
+        _edit_sheet(sheet, r0=cells, r1={"reviewer": "bob", "decision": "accept"})
+        with pytest.raises(DataError, match=r"bob\.csv line 2: '[^']+' changed after this sheet was exported at .* "
+                                            r"\(the edit by alice is now the one in force\)"):
+            import_decisions(run, sheet)
+    _edit_sheet(sheet, r0={"reviewer": "", "decision": "", "edited_text": ""})  # the row cleared: the rest goes in
+    assert import_decisions(run, sheet) == 1
+    with ReviewBoard(run) as board:
+        assert board.outcomes()[CHILD_IDS[0]].edited_by == "alice"
+        assert board.outcomes()[CHILD_IDS[0]].accepted_by == ["alice"]
+    # a sheet's own edit, imported, then changed and imported again, is no change by someone else
+    _, fresh = export_queue(run, tmp_path / "export2")
+    _edit_sheet(fresh, r1={"reviewer": "cy", "decision": "edit", "edited_text": "Cy's text."})
+    assert import_decisions(run, fresh) == 1
+    _edit_sheet(fresh, r1={"edited_text": "Cy's better text."})
+    assert import_decisions(run, fresh) == 1
+    # an edit withdrawn after the export is a change too
+    _, third = export_queue(run, tmp_path / "export3")
+    with ReviewBoard(run) as board:
+        board.decide(CHILD_IDS[0], "alice", "withdraw", source="page")
+    _edit_sheet(third, r0={"reviewer": "dee", "decision": "reject", "reason": "too easy"})
+    with pytest.raises(DataError, match=r"changed after this sheet was exported .* \(the edit it showed was withdrawn\)"):
+        import_decisions(run, third)
+
+
 @pytest.mark.parametrize(
     ("fills", "pattern"),
     [
@@ -387,3 +422,49 @@ def test_an_edit_builds_on_the_edit_in_force_and_a_stale_version_is_refused(tmp_
         assert board.outcomes()[item].edited_by == "bob"
         board.decide(item, "bob", "withdraw", seen=proposal)  # a withdraw takes back one's own: never stale
         assert board.standing(item)["problem"] == "Carol's wording."
+
+
+def test_two_boards_on_one_run_cannot_both_edit_the_same_version(tmp_path, shared_data):
+    # Two page servers on one run (two terminals, or the page and a script): each read the item unchanged,
+    # then each wrote its edit on it, both accepted. Board A is held between its read and its write here,
+    # as a busy machine may hold it; B decides in that window.
+    import threading
+    import time
+
+    from benchfill.review.board import Changed
+
+    run = make_run(tmp_path, shared_data)
+    item = CHILD_IDS[0]
+    a, b = ReviewBoard(run, writable=True), ReviewBoard(run, writable=True)
+    seen = a.version(item)
+    read = threading.Event()
+    real = a.outcomes
+
+    def slow_outcomes(*args, **kw):
+        got = real(*args, **kw)
+        read.set()
+        time.sleep(0.5)  # between the check and the write
+        return got
+
+    a.outcomes = slow_outcomes
+    results: dict[str, object] = {}
+
+    def decide_a():
+        try:
+            results["alice"] = a.decide(item, "alice", "edit", text="Alice's text.", seen=seen)
+        except Changed as exc:
+            results["alice"] = exc
+
+    t = threading.Thread(target=decide_a)
+    t.start()
+    assert read.wait(10)
+    try:
+        results["bob"] = b.decide(item, "bob", "edit", text="Bob's text.", seen=seen)
+    except Changed as exc:
+        results["bob"] = exc
+    t.join(10)
+    a.close()
+    with b:
+        assert not isinstance(results["alice"], Changed)  # A held the run first
+        assert isinstance(results["bob"], Changed) and "the edit by alice is now the one in force" in str(results["bob"])
+        assert [d.reviewer for d in b.decisions(item)] == ["alice"]

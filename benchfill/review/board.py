@@ -118,17 +118,25 @@ class ReviewBoard:
                 raise ConfigError(f"{name}: expected a string, got {type(value).__name__} {value!r}")
         kind = (decision or "").strip().lower()
         checked = seen is not None and kind != "withdraw"
-        now = None
-        if checked or kind == "edit":
-            self.entry(item_id)  # an unknown id is named as such first
-            now = self.outcomes()[item_id]  # read once, for the check and for the edit's base
-        if checked and seen != self.version(item_id, now):
-            by = now.edited_by
-            raise Changed(f"decision on '{item_id}': the item changed since you opened it ("
-                          + (f"the edit by {by} is now the one in force" if by else "the edit you saw was withdrawn")
-                          + "); reload it to see it as it stands. Nothing was recorded")
-        row = self.prepare(item_id, reviewer, decision, reason, text, answer, source, outcome=now)
-        self.record([row])
+        # The check and the write under the run folder's lock, as a sheet's import takes it: two page servers
+        # (or a page and a script) on one run each read the item unchanged, then both wrote an edit on it
+        from benchfill import locks
+
+        held = locks.hold(self.run_dir)
+        try:
+            now = None
+            if checked or kind == "edit":
+                self.entry(item_id)  # an unknown id is named as such first
+                now = self.outcomes()[item_id]  # read once, for the check and for the edit's base
+            if checked and seen != self.version(item_id, now):
+                by = now.edited_by
+                raise Changed(f"decision on '{item_id}': the item changed since you opened it ("
+                              + (f"the edit by {by} is now the one in force" if by else "the edit you saw was withdrawn")
+                              + "); reload it to see it as it stands. Nothing was recorded")  # fmt: skip
+            row = self.prepare(item_id, reviewer, decision, reason, text, answer, source, outcome=now)
+            self.record([row])
+        finally:
+            locks.release(held)
         return row
 
     def prepare(

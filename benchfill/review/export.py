@@ -18,7 +18,7 @@ from typing import Any
 from benchfill.errors import BenchfillError, DataError
 from benchfill.review.board import ReviewBoard
 from benchfill.review.queue import QueueEntry, marked_diff
-from benchfill.review.rule import Outcome
+from benchfill.review.rule import Outcome, outcome
 from benchfill.schema import as_utc
 
 DECISION_COLUMNS = ("reviewer", "decision", "reason", "edited_text", "edited_answer")
@@ -160,7 +160,9 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
     refused (``DataError`` naming its line) when it is cut short or too long, names an item whose
     ancestor or text is not the queue's (a re-sorted sheet), repeats an item and reviewer of an earlier
     row, fills an edit's cells under "accept" or "reject", or would undo a decision its reviewer made
-    after the sheet was exported, on the page or in another sheet. A sheet made by hand (the columns
+    after the sheet was exported, on the page or in another sheet, or decides on an item whose edit in
+    force changed since the export (another reviewer's edit, or the one it showed withdrawn: the page's
+    check). A sheet made by hand (the columns
     item_id, reviewer, decision and any of the rest, no ``exported_at``) carries no export time: its rows
     may add decisions, never replace one its reviewer has recorded; a decided row of an exported sheet
     whose ``exported_at`` cell was cleared is refused. ``reviewer`` fills rows whose
@@ -187,6 +189,7 @@ def _import_held(run_dir: str | Path, path: Path, reviewer: str | None) -> int:
         rows, lines, exported = _read_sheet(board, path, reviewer)
         sheet = f"sheet:{exported.isoformat()}" if exported else "sheet"
         latest = {(d.item_id, d.reviewer): d for d in board.decisions()}
+        moved = _changed_since(board, exported, sheet, {r.item_id for r in rows}) if exported is not None else {}
         fresh = []
         for r, line in zip(rows, lines, strict=True):
             r.source = sheet
@@ -208,6 +211,12 @@ def _import_held(run_dir: str | Path, path: Path, reviewer: str | None) -> int:
                     f"{as_utc(prev.created_at).isoformat(timespec='seconds')} ({_where(prev.source)}), after this "
                     f"sheet was exported at {exported.isoformat(timespec='seconds')}; its {r.decision!r} would undo "
                     "that. Export a fresh sheet, or clear this row")
+            if r.item_id in moved and r.decision != "withdraw":
+                raise DataError(
+                    f"{path} line {line}: '{r.item_id}' changed after this sheet was exported at "
+                    f"{exported.isoformat(timespec='seconds')} ({moved[r.item_id]}), so its {r.decision!r} was "
+                    "made on the item as it stood before; the review page refuses the same. Export a fresh "
+                    "sheet, or clear this row")  # fmt: skip
             fresh.append(r)
         board.record(fresh)
         # this file, as it stands, holds nothing more to import: export may replace it (_unimported)
@@ -215,6 +224,25 @@ def _import_held(run_dir: str | Path, path: Path, reviewer: str | None) -> int:
         done = [pair for pair in board.store.get_meta(IMPORTED_SHEETS, []) if pair[0] != sha]
         board.store.set_meta(IMPORTED_SHEETS, [*done, [sha, reviewer or ""]][-KEEP_SHEETS:])
         return len(fresh)
+
+
+def _changed_since(board: ReviewBoard, exported: datetime, sheet: str, items: set[str]) -> dict[str, str]:
+    """The items of ``items`` whose edit in force is not the one the sheet showed (an edit made, or the edit
+    it showed withdrawn, after ``exported``, other than by this sheet's own earlier import), each with what
+    changed. A decision filled in on the sheet was made on the item as exported: the page's ``seen`` check,
+    for a sheet."""
+    every = board.decisions() + board._elsewhere()
+    then = [d for d in every if as_utc(d.created_at) <= exported or d.source == sheet]
+    now = board.outcomes()
+    out = {}
+    for item_id in items:
+        if item_id not in now:
+            continue  # not in the queue: _read_sheet names it
+        before = outcome(item_id, then, board.rule)
+        if before.edited_fields != now[item_id].edited_fields:
+            by = now[item_id].edited_by
+            out[item_id] = f"the edit by {by} is now the one in force" if by else "the edit it showed was withdrawn"
+    return out
 
 
 def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[list, list[int], datetime | None]:
