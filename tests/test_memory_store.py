@@ -485,3 +485,37 @@ def test_memory_forget_takes_a_run_directory_for_its_own_store(tmp_path, capsys)
         assert capsys.readouterr().out == f"would forget 1 entry of run {run.name}\n"
     assert main(["memory", "forget", "--store", str(run), "--run", run.name]) == 0
     assert capsys.readouterr().out == f"forgot 1 entry of run {run.name}\n"
+
+
+def test_memory_forget_refuses_a_run_in_progress(store, tmp_path, capsys):
+    # A forget while the run worked said "forgot 39 entries", and the run wrote them all back as each of its
+    # gaps ended. The run holds its id on a shared store (Store.hold_run), and its folder's lock on its own
+    # store; here another process holds them as a running run does.
+    import subprocess
+    import sys
+
+    from benchfill.cli import main
+    from benchfill.run import LOCK_FILE
+
+    _fill(store)
+    where = str(store.url) if store.url.startswith("postgresql") else store.engine.url.database
+    hold = ("import sys, time; from benchfill.store import Store; s = Store(sys.argv[1], run_id='r1'); "
+            "let_go = s.hold_run(); print('held', flush=True); sys.stdin.read()")  # fmt: skip
+    own = tmp_path / "demo-benchfill-0123456789"
+    own.mkdir()
+    Store(own / "store.db").close()
+    lock_own = ("import sys; from pathlib import Path; from benchfill import locks; "
+                "fd = locks.hold(Path(sys.argv[1]), wait=False); print('held', flush=True); sys.stdin.read()")  # fmt: skip
+    for code, arg, args in ((hold, str(store.url), ["--store", where, "--run", "r1"]),
+                            (lock_own, str(own / LOCK_FILE), ["--store", str(own), "--run", own.name])):  # fmt: skip
+        holder = subprocess.Popen([sys.executable, "-c", code, arg], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True)  # fmt: skip
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            for dry in ([], ["--dry-run"]):
+                assert main(["memory", "forget", *args, *dry]) == 2
+                assert "that run is in progress (another process holds it)" in capsys.readouterr().err
+        finally:
+            holder.communicate("")
+    assert main(["memory", "forget", "--store", where, "--run", "r1"]) == 0  # ended: forgotten
+    assert capsys.readouterr().out == "forgot 9 entries of run r1\n"

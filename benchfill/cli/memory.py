@@ -87,7 +87,11 @@ def handle_forget(args: argparse.Namespace) -> int:
     try:
         # a run's own store keeps its rows under no run id (its folder may be renamed): named by its folder
         run = "" if args.run in (_own_name(args.store), "") else args.run
-        n = forget_run(store, run, args.benchmark, dry_run=args.dry_run)
+        let_go = _hold_run_of(args.store, store, run, args.run)
+        try:
+            n = forget_run(store, run, args.benchmark, dry_run=args.dry_run)
+        finally:
+            let_go()
         if not n:
             runs = sorted({r["run_id"] or _own_name(args.store)
                            for r in memory_contents(store, args.benchmark) if r["origin"] == "generated"})
@@ -101,6 +105,40 @@ def handle_forget(args: argparse.Namespace) -> int:
     print(f"{verb} {n} entr{'y' if n == 1 else 'ies'} of run {args.run}"
           + (f" ({args.benchmark})" if args.benchmark else ""))
     return 0
+
+
+def _hold_run_of(where: str, store, run: str, name: str):
+    """Hold the run whose children are to go, as the run itself holds it while it works, or refuse: a running
+    run writes each finished gap's children to the memory again, so a forget during it was undone by the
+    time the run ended, after saying it forgot them. Returns the function that lets go."""
+    import copy
+    from pathlib import Path
+
+    from benchfill import locks
+    from benchfill.errors import ConfigError
+    from benchfill.run import LOCK_FILE
+
+    busy = ConfigError(f"--run {name}: that run is in progress (another process holds it); it writes each finished "
+                       "gap's children to the memory again, so forget them once it ends")  # fmt: skip
+    if run == "":  # a run's own store: the run holds its folder's lock file
+        if "://" in where:
+            from sqlalchemy.engine import make_url
+
+            where = make_url(where).database or ""
+        folder = Path(where) if Path(where).is_dir() else Path(where).parent
+        if not (folder / LOCK_FILE).is_file():
+            return lambda: None  # no run ever held it (or a benchfill before the lock)
+        try:
+            fd = locks.hold(folder / LOCK_FILE, wait=False)
+        except BlockingIOError:
+            raise busy from None
+        return lambda: locks.release(fd)
+    other = copy.copy(store)  # the same database, under the run's id: its hold is the run's (Store.hold_run)
+    other.run_id = run
+    try:
+        return other.hold_run(exclusive=True)
+    except ConfigError:
+        raise busy from None
 
 
 def _own_name(where: str) -> str:
