@@ -367,7 +367,10 @@ def check_spread(fit: Any, matrix: Any = None, fit_source: str | None = None) ->
     source = getattr(matrix, "source", None) or fit_source or "the fit"
     n = len(getattr(fit, "item_ids", ()) or ())
     if n == 1:  # one item sits alone on the axis: there is no spacing between items to speak of
-        raise DataError(f"{source}: one item; coverage gaps need at least two")
+        raise DataError(f"{source}: one item; coverage gaps need at least three")
+    if n == 2:  # min-max normalized, two items sit at 0 and 1 whatever their difficulties: every figure a constant
+        raise DataError(f"{source}: two items, which the min-max scale puts at 0 and 1 whatever their "
+                        "difficulties; coverage gaps need at least three")
     if matrix is not None and matrix.n_items > 1:
         rate = matrix.correct / np.where(matrix.trials > 0, matrix.trials, 1)
         columns = np.vstack([rate, matrix.trials > 0, np.broadcast_to(matrix.chance, rate.shape[1:])])

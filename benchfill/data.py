@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from benchfill.errors import ConfigError, DataError
-from benchfill.matrix import ResponseMatrix
+from benchfill.matrix import MAX_COUNT, ResponseMatrix
 
 RESPONSE_FIELDS = ("model", "item_id", "correct", "trials")
 CHOICE_FIELDS = ("options", "choices")
@@ -421,7 +421,6 @@ def _csv_records(reader: Any, path: Path) -> Iterator[tuple[int, list[str]]]:
         raise DataError(f"{path}: not a UTF-8 text file") from None
 
 
-MAX_COUNT = 10**9  # trials of one model on one item; far beyond any real evaluation, and no int64 sum overflows
 
 
 def _count(value: Any, name: str, path: Path, lineno: int) -> int:

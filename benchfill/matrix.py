@@ -8,6 +8,8 @@ import numpy as np
 
 from benchfill.errors import DataError
 
+MAX_COUNT = 10**9  # trials of one model on one item; far beyond any real evaluation, and no int64 sum overflows
+
 
 @dataclass(frozen=True)
 class ResponseMatrix:
@@ -48,9 +50,13 @@ class ResponseMatrix:
             if a.dtype.kind not in "iu":
                 if a.dtype.kind not in "fb" or not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
                     raise DataError(f"{where}{name} must hold whole numbers of answers")
-                a = a.astype(np.int64)
             if a.size and a.min() < 0:
                 raise DataError(f"{where}{name} must not be negative")
+            # checked before the cast: 1e300 or a uint64 past 2**63 wrapped to a negative int64 (then called
+            # negative), or passed and left the fit with no Newton step (a raw TypeError)
+            if a.size and a.max() > MAX_COUNT:
+                raise DataError(f"{where}{name} holds {a.max()}, implausibly large (at most {MAX_COUNT} a cell)")
+            a = a.astype(np.int64)
             counts[name] = a
             object.__setattr__(self, name, a)
         if np.any(counts["correct"] > counts["trials"]):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from benchfill.coverage import FIT_OR_Z, Target, check_k, ddm, parse_target, z_of
+from benchfill.coverage import FIT_OR_Z, Target, check_k, check_spread, ddm, parse_target, z_of
 from benchfill.errors import ConfigError, DataError
 from benchfill.matrix import ResponseMatrix
 
@@ -125,6 +125,9 @@ def calibrate(
     """
     k = check_k(k, at_least_one=False)  # its range, 1..n, is prune_to_target's to check
     if hasattr(fit_or_z, "z") and hasattr(fit_or_z, "item_ids"):
+        # a scale with no spread (every item solved by every model) has no distribution to match: the CLI and
+        # diagnose refused it, and the library reported a DDM that moved on floating-point noise
+        check_spread(fit_or_z, matrix)
         z = np.asarray(fit_or_z.z, dtype=float)
         item_ids = fit_or_z.item_ids if item_ids is None else item_ids
     else:

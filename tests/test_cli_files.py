@@ -360,7 +360,7 @@ def test_paired_arguments_of_the_library_must_pair(tmp_path, capsys):
     with pytest.raises(ConfigError, match="reference: 2 scores for 4 models"):
         calibrate(np.linspace(0, 1, 6), 3, matrix=m, item_ids=list(m.item_ids), reference=[1.0, 2.0])
     one = _matrix(tmp_path, "model,item_id,correct,trials\na,q,1,2\nb,q,0,2\n", "one.csv")
-    _one_line(*_err(capsys, ["diagnose", "--responses", str(one)]), r"one item; coverage gaps need at least two")
+    _one_line(*_err(capsys, ["diagnose", "--responses", str(one)]), r"one item; coverage gaps need at least three")
 
 
 def test_a_probe_the_given_matrix_also_holds_keeps_its_own_row_when_the_panel_joins_it():

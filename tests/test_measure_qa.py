@@ -121,7 +121,7 @@ def test_random_subsets_that_tie_every_model_are_left_out_of_the_mean(tmp_path):
 
 
 def test_calibrate_prunes_two_models_and_skips_only_the_ranking(tmp_path, capsys):
-    two = _write(tmp_path, "two.csv", HEADER + "A,i1,1,1\nB,i1,1,1\nA,i2,1,1\nB,i2,0,1\n")
+    two = _write(tmp_path, "two.csv", HEADER + "A,i1,1,1\nB,i1,1,1\nA,i2,1,1\nB,i2,0,1\nA,i3,0,1\nB,i3,0,1\n")
     assert main(["calibrate", "--responses", str(two), "--size", "1", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert len(d["selected"]) == 1 and d["ranking"] is None
@@ -237,3 +237,46 @@ def test_a_saved_fit_still_loads(tmp_path):
     assert (f.b_min, f.b_max) == (-0.3, 1.7) and f.z[1] == 1.0
     _fit(["i1", "i2"], [0.5, 0.5]).save(path)  # all at one difficulty: b_min = b_max is the fit's own
     assert IrtFit.load(path).b_min == IrtFit.load(path).b_max == 0.5
+
+
+def test_the_library_refuses_what_the_file_reader_leaves_out():
+    # A caller's arrays (a pivot's missing cells filled with 0): an item no model tried came back at z 0.67,
+    # a gap's edge in diagnose; counts past int64 wrapped, or left the fit with no Newton step (a TypeError).
+    import benchfill
+    from benchfill import ResponseMatrix
+
+    rng = np.random.default_rng(0)
+    trials = np.full((6, 8), 4)
+    correct = rng.integers(0, 5, (6, 8))
+    trials[:, 7] = correct[:, 7] = 0
+    models, items = tuple(f"m{j}" for j in range(6)), tuple(f"i{i}" for i in range(8))
+    with pytest.raises(DataError, match=r"1 item\(s\) no model tried \('i7'\): the prior alone would place them"):
+        benchfill.fit(ResponseMatrix(models, items, correct, trials))
+    trials[:, 7], correct[:, 7] = 4, 2
+    trials[5, :] = correct[5, :] = 0
+    with pytest.raises(DataError, match=r"1 model\(s\) that tried no item \('m5'\)"):
+        benchfill.fit(ResponseMatrix(models, items, correct, trials))
+    huge = np.full((3, 3), 2**62, dtype=np.uint64) * np.uint64(2)
+    with pytest.raises(DataError, match=r"ResponseMatrix: correct holds \d+, implausibly large \(at most 1000000000"):
+        ResponseMatrix(("a", "b", "c"), ("x", "y", "z"), huge, huge)
+    with pytest.raises(DataError, match=r"trials holds 1e\+300, implausibly large"):
+        ResponseMatrix(("a", "b", "c"), ("x", "y", "z"), np.ones((3, 3)), np.full((3, 3), 1e300))
+
+
+def test_two_items_have_no_coverage_gaps_to_report(tmp_path, capsys):
+    # min-max normalized, two items sit at 0 and 1 whatever the data: DDM 0.25, max gap 1, every time
+    two = _write(tmp_path, "two_items.csv", HEADER + "".join(f"m{j},a,{j % 2},1\nm{j},b,{(j // 2) % 2},1\n"
+                                                             for j in range(6)))  # fmt: skip
+    assert main(["diagnose", "--responses", str(two)]) == 2
+    assert "two items, which the min-max scale puts at 0 and 1 whatever their difficulties" in capsys.readouterr().err
+
+
+def test_profile_subsets_leave_tau_b_undefined_with_two_models(tmp_path):
+    from benchfill.measure.profiles import profile
+    from benchfill.measure.profiles_subset import evaluate_subsets
+
+    rows = "".join(f"{m},q{i},{(i * (j + 2)) % 5},4\n" for j, m in enumerate("AB") for i in range(12))
+    m = read_responses(_write(tmp_path, "two_models.csv", HEADER + rows), min_models=1)
+    ev = evaluate_subsets(profile(m, draws=99, cache_dir=False), m, size=4, repeats=3)
+    assert np.isnan(ev.tau_profile[0]) and np.isnan(ev.tau_random[0])
+    assert any("tau-b undefined in 3 of 3 draws (fewer than 3 models" in n for n in ev.notes)

@@ -53,6 +53,17 @@ def fit(
         raise ConfigError(f"{matrix.source or 'responses'}: the response matrix is empty")
     if not matrix.trials.any():  # the priors alone would place every model and item: numbers that mean nothing
         raise DataError(f"{matrix.source or 'responses'}: no model tried any item (every trial count is 0)")
+    # So would they place an item no model tried, or a model that tried none (a pivot's missing cells filled
+    # with 0): read_responses leaves such out, listing them; from a caller's arrays they came back as figures
+    # (the item at z 0.67, a gap's edge in diagnose)
+    for axis, what in ((0, "item(s) no model tried"), (1, "model(s) that tried no item")):
+        idle = np.flatnonzero(matrix.trials.sum(axis=axis) == 0)
+        if idle.size:
+            names = matrix.item_ids if axis == 0 else matrix.models
+            shown = ", ".join(repr(names[i]) for i in idle[:3]) + (", ..." if idle.size > 3 else "")
+            raise DataError(f"{matrix.source or 'responses'}: {idle.size} {what} ({shown}): the prior alone would "
+                            "place them; leave them out of the matrix (read_responses does, listing them in "
+                            "untried / untried_models)")  # fmt: skip
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise ConfigError(f"seed: a whole number (or None), got {seed!r}")
     if engine == "map":

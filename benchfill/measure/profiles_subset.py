@@ -23,6 +23,7 @@ import numpy as np
 from benchfill.errors import DataError
 from benchfill.matrix import ResponseMatrix
 from benchfill.measure.profiles import BenchmarkProfile
+from benchfill.pruning import MIN_RANKED
 
 
 def select_subset(bp: BenchmarkProfile, size: int, *, seed: int = 0) -> list[str]:
@@ -148,7 +149,8 @@ def evaluate_subsets(
             has = ~np.isnan(s)
             absent[key].update(m for m, h in zip(ref, has, strict=True) if not h)
             out[key][0].append(ndr(s[has], full[has]) if has.sum() >= 2 else float("nan"))
-            out[key][1].append(kendall_tau_b(s[has], full[has]))
+            # with two models tau-b is +1 or -1 whatever the scores (pruning.MIN_RANKED): no evidence
+            out[key][1].append(kendall_tau_b(s[has], full[has]) if has.sum() >= MIN_RANKED else float("nan"))
 
     def ms(v: list[float]) -> tuple[float, float]:
         d = [x for x in v if not np.isnan(x)]
@@ -163,7 +165,8 @@ def evaluate_subsets(
         for figure, values in (("NDR", out[key][0]), ("tau-b", out[key][1])):
             undefined = int(np.isnan(values).sum())
             if undefined:
-                notes.append(f"{method}: {figure} undefined in {undefined} of {repeats} draws (fewer than two models "
-                             "with responses, or all tied); left out of its mean and sd")
+                fewest = 2 if figure == "NDR" else MIN_RANKED
+                notes.append(f"{method}: {figure} undefined in {undefined} of {repeats} draws (fewer than {fewest} "
+                             "models with responses, or all tied); left out of its mean and sd")  # fmt: skip
     return SubsetEvaluation(size, repeats, ms(out["p"][0]), ms(out["p"][1]), ms(out["r"][0]), ms(out["r"][1]),
                             tuple(notes))
