@@ -22,7 +22,7 @@ import hashlib
 import importlib
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -111,6 +111,9 @@ class CallCache:
         self.store = store
         self.flush_every = flush_every
         self.flush_after_s = flush_after_s
+        # called after each write of calls (a run keeps its traffic figures with them: a process killed
+        # before its first checkpoint left answers in the cache and no count of the requests that made them)
+        self.after_flush: Callable[[], None] | None = None
         # Plain dicts, not ModelCall objects: building a SQLModel per call costs more than the HTTP call.
         self._pending: list[dict[str, Any]] = []
         self._last_flush = time.monotonic()
@@ -154,6 +157,8 @@ class CallCache:
             with self.store.session() as s:
                 for row in values:
                     s.merge(ModelCall(**row))
+        if self.after_flush is not None:
+            self.after_flush()
 
 
 MAX_TOKENS_COUNTED = 10_000_000  # a reply's usage beyond this is not a count any server means

@@ -33,3 +33,44 @@ def test_a_resumed_run_reports_the_traffic_of_all_its_processes(tmp_path):
     assert again["processes"] == 3 and again["this_process"]["requests"] == 0
     assert (again["requests"], again["calls"]) == (resumed["requests"], resumed["calls"])
     assert again["cache_hits"] > resumed["cache_hits"]
+
+
+def test_a_process_killed_before_its_first_checkpoint_is_counted_too(tmp_path):
+    # SIGKILLed during the panel's rollouts, before its first checkpoint (after the fit), a process left its
+    # answers in the cache and no count of the requests that made them: the resumed report said 1,691
+    # requests where the run sends 1,915. Its figures are now kept with each write of its calls.
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    whole = _traffic(run(RunOptions(runs_dir=str(tmp_path / "a"), **FAST)))
+    runs = tmp_path / "b"
+    cmd = [sys.executable, "-m", "benchfill", "run", "--benchmark", "demo", "--gaps", "2", "--rounds", "2",
+           "--parents", "2", "--children", "2", "--references", "8", "--sim-probes", "6", "--rewriter", "kind",
+           "--runs-dir", str(runs), "--quiet"]  # FAST, as a user types it  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})  # fmt: skip
+    calls = 0
+    deadline = time.monotonic() + 120
+    while calls < 50 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+        for db in runs.glob("*/store.db"):
+            try:
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+                    calls = con.execute("select count(*) from modelcall").fetchone()[0]
+                    fit = con.execute("select count(*) from runmeta where key like 'fit%'").fetchone()[0]
+            except sqlite3.Error:
+                continue
+    assert calls >= 50 and fit == 0, "the run was to be killed during the panel's rollouts, before its fit"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    resumed = _traffic(run(RunOptions(runs_dir=str(runs), **FAST)))
+    assert resumed["processes"] == 2
+    keys = ("calls", "failures", "prompt_tokens", "completion_tokens")
+    assert {k: resumed[k] for k in keys} == {k: whole[k] for k in keys}, (resumed, whole)
+    # every request is counted; those the kill caught in flight were sent twice, once by each process
+    sent, once = resumed["requests"] - resumed["retries"], whole["requests"] - whole["retries"]
+    assert once <= sent <= once + 64, (resumed, whole)
