@@ -23,8 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from benchfill import __version__, calling_module, locks
 from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
 from benchfill.errors import BenchfillError, ConfigError, DataError
@@ -203,8 +201,10 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     name = run_name(board.store, board.run_dir, keep=True)
     record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version, name)
     outcomes = board.outcomes()  # (once: it reads every queued item's decisions, in every run)
-    rows, z_before, z_after, added = _rows(board, outcomes, version, now, record, name)
     prev_dir = bench_dir / previous[-1] if previous else None
+    if prev_dir is not None:
+        _check_originals(board, prev_dir, bench)
+    rows, z_before, z_after, added = _rows(board, outcomes, version, now, record, name)
     if prev_dir is not None:  # its rows are carried into this one: an altered file would be released as ours
         _check_previous(board, prev_dir)
         _check_scale(bench_dir, prev_dir, record)
@@ -504,7 +504,8 @@ class ScaleOfRecord:
 
     Every later release, whatever run it comes from, places the original items where the record has
     them (so the same items give the same "before" figures in every release) and maps a new run's
-    difficulties onto the record by least squares over the original items both fits share."""
+    difficulties onto the record by the mean/sigma link over the original items both fits share, refused
+    where they correlate less than the search memory's MIN_CORRELATION."""
 
     b: dict[str, float]  # original item id -> difficulty on the record's logit scale
     b_min: float
@@ -549,14 +550,22 @@ class ScaleOfRecord:
         if (name or run_dir.resolve().name) == self.run_id:
             self.shared = len(self.b)
             return lambda b: b
-        pairs = [(float(v), self.b[i]) for i, v in zip(fit.item_ids, fit.difficulty, strict=True) if i in self.b]
-        if len(pairs) < 3:
-            raise DataError(f"{run_dir}: shares {len(pairs)} original items with the scale of record of run "
-                            f"{self.run_id}; at least 3 are needed to map its difficulties onto that scale")
-        x, y = np.array(pairs).T
-        slope, intercept = np.polyfit(x, y, 1) if np.ptp(x) > 0 else (1.0, np.mean(y - x))
-        self.slope, self.intercept = float(slope), float(intercept)
-        self.shared = len(pairs)
+        from benchfill.engine.memory_store import mean_sigma_link
+
+        then = {i: float(v) for i, v in zip(fit.item_ids, fit.difficulty, strict=True) if i in self.b}
+        link = mean_sigma_link("run", then, {i: self.b[i] for i in then}, min_shared=3)  # a small benchmark too
+        if isinstance(link, str):
+            # A least-squares line had mapped any fit at all: one that correlated -0.004 with the record (another
+            # simulated world) put its child at the record's middle with a 280-fold smaller se, as filling a gap
+            raise DataError(f"{run_dir}: its fit cannot be mapped onto the scale of record of run {self.run_id}: "
+                            + link.replace("the current fit", "the record")
+                            + "; the two fits do not measure these items alike (another simulated world or probe "
+                            "panel, or another benchmark under this name): release it under another benchmark "
+                            "name (its spec's name, or another --out)")  # fmt: skip
+        # the mean/sigma link, as the search memory links two fits (docs/memory.md): a least-squares slope
+        # shrinks by the correlation, and would pull every mapped item toward the record's mean
+        self.slope, self.intercept = float(link.a), float(link.b)
+        self.shared = len(then)
         return lambda b: self.intercept + self.slope * b
 
     def describe(self) -> dict[str, Any]:
@@ -584,6 +593,20 @@ class ScaleOfRecord:
         tmp.chmod(0o644)
         tmp.replace(path)
         return True
+
+
+def _check_originals(board: ReviewBoard, prev_dir: Path, bench: str) -> None:
+    """A run on a release's own data (``--items .../data/test.jsonl``) under the benchmark's name: the items
+    that release generated came back as originals, with no reviews, placed as the record's own, and moved
+    the "before" figures that every release of a benchmark shares."""
+    with board.store.session() as s:
+        mine = {it.id for it in s.exec(board.store.select(Item, Item.origin == "original"))}
+    back = [i for i, r in _load_rows(prev_dir).items() if r.get("origin") == "generated" and i in mine]
+    if back:
+        raise BenchfillError(f"{board.run_dir}: {len(back)} of its benchmark's items are generated items of release "
+                             f"{prev_dir.name} of {bench} ({', '.join(back[:3])}{', ...' if len(back) > 3 else ''}): "
+                             "a benchmark made from a release is another benchmark; give its spec another name, or "
+                             "release it into another --out")  # fmt: skip
 
 
 def _check_scale(bench_dir: Path, prev_dir: Path, record: ScaleOfRecord) -> None:

@@ -134,6 +134,49 @@ def test_a_release_gap_filled_again_is_released_as_a_benchmark_of_its_own(tmp_pa
     assert datasets.load_dataset(str(res.path), split="test").num_rows == len(rows)
 
 
+def test_a_release_made_by_benchfill_ids_gap_filled_again_keeps_every_item(tmp_path, shared_data):
+    """A release's generated items carry the ids a run gives its children (bf-g0-r1-p0-c0): a new run on
+    that data named its own children alike, and each took the place of the original of its id in the store,
+    so the release of it held 30 of its 32 items. Released again under the first benchmark's name, the
+    generated items came back as originals, with no reviews, and moved the "before" figures."""
+    from benchfill.schema import Item
+    from benchfill.store import open_run_store
+
+    first = make_run(tmp_path, shared_data)
+    _accept_all(first)
+    v1 = release(first, "1.0.0").path
+    rows = [json.loads(x) for x in (v1 / "data" / "test.jsonl").read_text().splitlines()]
+    names = iter(f"bf-g0-r1-p{p}-c{c}" for p in range(2) for c in range(2))
+    for r in rows:
+        if r["origin"] == "generated":
+            r["id"] = next(names)
+    data = tmp_path / "filled.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for name in ("aime24-filled", "aime24"):
+        spec = tmp_path / f"{name}.toml"
+        spec.write_text(f'[benchmark]\nname = "{name}"\ntext_field = "problem"\nanswer_field = "answer"\n')
+        given = data if name == "aime24-filled" else v1 / "data" / "test.jsonl"  # the release's own ids
+        opts = RunOptions(benchmark=None, items=str(given), spec=str(spec), backend="sim",
+                          runs_dir=str(tmp_path / f"runs-{name}"), **{**FAST, "rounds": 2})  # fmt: skip
+        second = run(opts)
+        store = open_run_store(second, create=False)
+        with store.session() as s:
+            items = list(s.exec(store.select(Item)))
+        store.close()
+        assert len([i for i in items if i.origin == "original"]) == 34
+        if name == "aime24-filled":
+            assert {i.id for i in items if i.origin == "original"} == {r["id"] for r in rows}
+            assert any(i.origin == "generated" and i.id.endswith("-new") for i in items)
+        _accept_all(second)
+        if name == "aime24-filled":
+            assert release(second, "1.0.0").n_original == 34
+        else:  # into the first benchmark's own folder, beside 1.0.0
+            with pytest.raises(BenchfillError, match=r"4 of its benchmark's items are generated items of release "
+                                                     r"1\.0\.0 of aime24 \(.*\): a benchmark made from a release is "
+                                                     r"another benchmark"):
+                release(second, "1.1.0", out=tmp_path / "releases")
+
+
 def test_an_item_field_named_like_a_release_column_ships_as_item_name_and_comes_back_as_items(tmp_path):
     """LiveCodeBench's items carry "difficulty" (easy, medium, hard): the run goes ahead, the release ships
     the field as "item_difficulty" beside its own measured "difficulty", and the release read back as a

@@ -193,3 +193,29 @@ def test_the_after_interval_is_the_level_it_says_worked_by_hand():
     for name in ("max_gap", "top1_gap_sum"):
         lo, hi = r["after_interval"][name]
         assert lo == pytest.approx(0.6 - half, abs=0.0012) and hi == pytest.approx(0.6 + half, abs=0.0012)
+
+
+def test_a_run_is_mapped_onto_the_record_by_mean_and_sigma_and_refused_when_the_fits_disagree(tmp_path):
+    # A least-squares line mapped any fit at all: one correlated -0.004 with the record (another simulated
+    # world) put its child at the record's middle with a 280-fold smaller se, counted as filling a gap. And
+    # its slope shrinks by the correlation, pulling every mapped item toward the record's mean.
+    from types import SimpleNamespace
+
+    from benchfill.errors import DataError
+    from benchfill.release import ScaleOfRecord
+
+    ids = [f"q{i}" for i in range(12)]
+    b_rec = np.linspace(-2, 2, 12)
+    record = ScaleOfRecord(dict(zip(ids, b_rec, strict=True)), -2.0, 2.0, "first", "1.0.0")
+    wobble = np.array([0.1, -0.1] * 6)
+    run_b = (b_rec + wobble - 0.3) / 1.5  # another fit of the same items: shifted, scaled, a little noise
+    to_record = record.mapping(SimpleNamespace(item_ids=ids, difficulty=run_b), tmp_path / "second")
+    # by hand: slope = sd(record) / sd(run), intercept = mean(record) - slope * mean(run)
+    slope = np.std(b_rec) / np.std(run_b)
+    assert record.slope == pytest.approx(slope) and record.intercept == pytest.approx(-slope * np.mean(run_b))
+    assert to_record(1.0) == pytest.approx(record.intercept + slope)
+    assert slope > np.polyfit(run_b, b_rec, 1)[0]  # least squares shrinks it by the correlation
+    shuffled = np.random.default_rng(0).permutation(b_rec)  # the same spread, no agreement
+    with pytest.raises(DataError, match=r"second: its fit cannot be mapped onto the scale of record of run first: "
+                                        r"its z correlate -?0\.\d+ with the record's on 12 shared items \(at least 0\.9\)"):
+        record.mapping(SimpleNamespace(item_ids=ids, difficulty=shuffled), tmp_path / "second")

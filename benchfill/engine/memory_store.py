@@ -80,11 +80,11 @@ class Link:
         return self.a * z + self.b
 
 
-def mean_sigma_link(scale: str, then: dict[str, float], now: dict[str, float]) -> Link | str:
+def mean_sigma_link(scale: str, then: dict[str, float], now: dict[str, float], min_shared: int = MIN_SHARED) -> Link | str:
     """The link from ``then`` (item -> z) to ``now``, or why there is none."""
     ids = sorted(set(then) & set(now))
-    if len(ids) < MIN_SHARED:
-        return f"shares {len(ids)} benchmark items with the current fit (at least {MIN_SHARED} needed)"
+    if len(ids) < min_shared:
+        return f"shares {len(ids)} benchmark items with the current fit (at least {min_shared} needed)"
     x = [then[i] for i in ids]
     y = [now[i] for i in ids]
     mx, my = sum(x) / len(x), sum(y) / len(y)

@@ -598,6 +598,8 @@ async def _make_child(
     ask: float | None = None,
 ) -> Child:
     cid = child_id(strategy, gap.gap_index, rnd, parent_index, child_index)
+    while cid in gap.items:  # a benchmark made from a release holds items of an earlier run under such ids:
+        cid += "-new"  # one of the same name took the original's place in the store, and left the release
     key = f"s{seed}:{cid}"
     ask = gap.target_z if ask is None else ask
     child = Child(cid, parent.item_id, parent.ancestor_id or parent.item_id, rnd, None, ask=ask, parent_z=parent.z)
