@@ -310,6 +310,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         with board.store.session() as s:
             s.add(Release(run_id=board.store.run_id, version=version, path=str(target.resolve()),
                           manifest_sha256=digest))
+            _keep_removals(s, board.store.run_id, kept.removed)
             s.flush()
             # The first release of a benchmark fixes its scale (later ones reuse it): written before the
             # release appears, so that no release stands without it, and taken back if the rename fails.
@@ -595,6 +596,20 @@ class ScaleOfRecord:
         return True
 
 
+def _keep_removals(s: Any, run_id: str, removed: dict[str, Any]) -> None:
+    """The removals in force after this release (its manifest's ``removed``), kept in the store beside its row
+    (``REMOVED_META``), as (the run that made the item, the id it gave it, when): the search memory of a
+    shared store reads them, so that a later run neither reuses nor parents an item a reviewer took out of a
+    release (three runs had reused one and called its gap filled)."""
+    from benchfill.engine.memory_store import REMOVED_META
+    from benchfill.release_carry import _made_as
+    from benchfill.schema import RunMeta
+
+    items = sorted([*_made_as(str(i), e.get("run_id")), str(e.get("removed_at") or "")]
+                   for i, e in removed.items() if isinstance(e, dict))  # fmt: skip
+    s.merge(RunMeta(run_id=run_id, key=REMOVED_META, value_json=json.dumps(items)))
+
+
 def _check_originals(board: ReviewBoard, prev_dir: Path, bench: str) -> None:
     """A run on a release's own data (``--items .../data/test.jsonl``) under the benchmark's name: the items
     that release generated came back as originals, with no reviews, placed as the record's own, and moved
@@ -712,6 +727,8 @@ def _finish_interrupted(board: ReviewBoard, target: Path, bench_dir: Path, versi
         return None  # not the release this store was publishing: another copy of the run made it
     with board.store.session() as s:
         s.add(Release(run_id=board.store.run_id, version=version, path=str(target.resolve()), manifest_sha256=digest))
+        removed = _manifest(target).get("removed")
+        _keep_removals(s, board.store.run_id, removed if isinstance(removed, dict) else {})
     board.store.set_meta(PUBLISHING_META, None)
     _write_changelog(bench_dir, _read_text(target / "CHANGELOG.md"))
     _sweep_stale(bench_dir, version)

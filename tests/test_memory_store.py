@@ -227,6 +227,56 @@ def test_a_rejection_by_a_run_that_reused_the_item_counts_too(store):
     assert not {f.row.item_id: f for f in mem.nearest(0.5, 10)}["good"].parent_ok
 
 
+def test_an_item_removed_from_a_release_is_neither_reused_nor_a_parent_until_accepted_again(store):
+    # A reviewer removed good@r1 from a release (its answer key wrong); three later runs on the store reused
+    # it all the same, calling its gap filled, since the memory read only the review decisions. A release
+    # keeps its removals in force in the store (REMOVED_META); an accept after the removal takes it back,
+    # as the next release does.
+    from datetime import UTC, datetime, timedelta
+
+    from benchfill.engine.memory_store import REMOVED_META
+    from benchfill.schema import RunMeta
+
+    _fill(store)
+    at = datetime.now(UTC) - timedelta(minutes=5)
+    with store.session() as s:  # run r2's release 1.1.0 removed it (release._keep_removals)
+        s.merge(RunMeta(run_id="r2", key=REMOVED_META, value_json=json.dumps([["good", "r1", at.isoformat()]])))
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    mem.record_originals()
+    assert mem.reusable(0.45, 0.55) is None
+    assert not {f.row.item_id: f for f in mem.nearest(0.5, 10)}["good"].parent_ok
+    with store.session() as s:  # accepted again after the removal: back, as a release takes it back
+        s.add(ReviewDecision(run_id="r1", item_id="good", reviewer="dee", decision="accept"))
+    mem = SharedMemory(store, BENCH, IDS, Z_NOW)
+    assert mem.reusable(0.45, 0.55).row.item_id == "good"
+
+
+def test_a_release_keeps_its_removals_in_force_in_the_store(tmp_path, shared_data):
+    from test_review_support import CHILD_IDS, make_run
+
+    from benchfill.engine.memory_store import REMOVED_META
+    from benchfill.release import release
+    from benchfill.review import ReviewBoard
+    from benchfill.store import open_run_store
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        for i in CHILD_IDS[:2]:
+            b.decide(i, "ann", "accept")
+    release(run, "1.0.0")
+    release(run, "1.1.0", remove={CHILD_IDS[0]: "ann: the key is wrong"})
+    own = open_run_store(run, create=False)
+    kept = own.get_meta(REMOVED_META)
+    own.close()
+    assert [e[:2] for e in kept] == [[CHILD_IDS[0], run.name]] and datetime_ok(kept[0][2])
+
+
+def datetime_ok(text: str) -> bool:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text).tzinfo is not None
+
+
 def test_a_reusable_child_that_would_widen_the_coverage_at_an_end_gap_is_searched_past(tmp_path, monkeypatch):
     # The engine reuses an earlier run's child confirmed inside a gap, but not one that, at an end of a dense
     # benchmark's axis, likely lies beyond the hardest item: the search's own children would not be taken

@@ -33,6 +33,7 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import case, func, or_, text
@@ -42,7 +43,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from benchfill.review.rule import Outcome, ReleaseRule, outcome
-from benchfill.schema import MemoryRecord, ReviewDecision, RunMeta
+from benchfill.schema import MemoryRecord, ReviewDecision, RunMeta, as_utc
 from benchfill.search.loop import Child, GapResult
 from benchfill.search.memory import NO_PARENT_FLAGS, MemoryEntry, may_parent
 from benchfill.search.services import Spend
@@ -50,6 +51,7 @@ from benchfill.search.snapshot import annotation_from_dict, annotation_to_dict, 
 from benchfill.store import simulated_run
 
 MIN_SHARED = 10  # benchmark items two fits must share before one's entries are mapped onto the other
+REMOVED_META = "release_removed"  # RunMeta: the removals in force after a run's latest release, [[item, run, at]]
 MIN_CORRELATION = 0.9  # ... and how closely their z must agree
 SEED_META = "memory_seed"
 
@@ -140,6 +142,7 @@ class SharedMemory:
         self.scale = scale_id(item_ids, z)
         self.simulated = simulated_run(store) if simulated is None else bool(simulated)
         self.links: dict[str, Link] = {}
+        self.removed: dict[tuple[str, str], datetime] = {}  # (run, item) -> when a release removed it
         self.left_out: dict[str, str] = {}  # scale (or "scale (whose children)") -> why its entries are not used
         self.rules: dict[str, ReleaseRule] = {}  # run -> the release rule it kept
         self.elsewhere: dict[str, Any] = {}  # run -> its simulated world, where it is not this run's (_worlds)
@@ -194,6 +197,7 @@ class SharedMemory:
                     MemoryRecord.scale > max(scales, default=""))).one()):
                 scales.add(nxt)
             self.links = {self.scale: Link(self.scale, 1.0, 0.0, len(self.now), 1.0, 0.0)}
+            self.removed = _removals(s)
             self.left_out = {}
             mine, self.elsewhere = self._worlds(s) if self.simulated else (None, {})
             if self.elsewhere:
@@ -239,7 +243,8 @@ class SharedMemory:
                     for q in (up, down):
                         rows += [(r, link) for r in s.exec(q)]
             review = self.reviewed(s, [r for r, _ in rows])
-        found = [Found(r, link, bool(r.parent_ok and r.valid is not False) and _stands(review.get(_key(r))))
+        found = [Found(r, link, bool(r.parent_ok and r.valid is not False)
+                       and _stands(review.get(_key(r)), self.removed.get(_key(r))))
                  for r, link in rows]
         found.sort(key=lambda f: (abs(f.z - target), f.name))
         return found[:k]
@@ -284,7 +289,7 @@ class SharedMemory:
                     while True:
                         rows = list(s.exec(q.limit(limit)))
                         review = self.reviewed(s, rows)
-                        ok = [Found(r, link, True) for r in rows if _stands(review.get(_key(r)))
+                        ok = [Found(r, link, True) for r in rows if _stands(review.get(_key(r)), self.removed.get(_key(r)))
                               and r.record_json and left < link(r.z) < right and not _barred(r)]
                         if ok or len(rows) < limit:
                             best += ok[:1]
@@ -363,10 +368,32 @@ def _key(r: MemoryRecord) -> tuple[str, str]:
     return (r.run_id, r.item_id)
 
 
-def _stands(review: Outcome | None) -> bool:
+def _stands(review: Outcome | None, removed_at: datetime | None = None) -> bool:
     """Whether review leaves a child as it was made, to be a parent or reused: not rejected under the
-    rule, and no edit standing (the release carries the edit; the text in the memory is the old one)."""
+    rule, no edit standing (the release carries the edit; the text in the memory is the old one), and not
+    removed from a release (``removed_at``) unless a reviewer accepted or edited it after that, as a
+    release takes it back (benchfill.release_carry.keep_out)."""
+    if removed_at is not None and not any(d.decision in ("accept", "edit") and as_utc(d.created_at) > removed_at
+                                          for d in (review.decisions if review else [])):  # fmt: skip
+        return False
     return review is None or (review.status != "rejected" and review.edited_fields is None)
+
+
+def _removals(s: Session) -> dict[tuple[str, str], datetime]:
+    """(run, item) -> when a release removed it, over every run of the store (``REMOVED_META``)."""
+    out: dict[tuple[str, str], datetime] = {}
+    for value in s.exec(select(RunMeta.value_json).where(RunMeta.key == REMOVED_META)).all():
+        try:
+            entries = json.loads(value)
+        except ValueError:
+            continue
+        for e in entries if isinstance(entries, list) else []:
+            try:
+                item, run, at = str(e[0]), str(e[1]), as_utc(datetime.fromisoformat(str(e[2])))
+            except (TypeError, ValueError, IndexError):
+                continue
+            out[(run, item)] = max(at, out.get((run, item), at))
+    return out
 
 
 # What a run leaves out of the memory, beside scales it cannot link: another world's children (by the
