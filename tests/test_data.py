@@ -62,7 +62,7 @@ def test_jsonl_responses_and_item_file_order_and_chance(tmp_path):
 def test_models_that_solved_all_or_nothing_are_named(tmp_path, capsys):
     # C tried only q1 and solved it: all it tried; D solved nothing; a trial-0 cell counts for nothing
     f = _write(tmp_path / "r.csv", "model,item_id,correct,trials\nA,q1,1,2\nA,q2,0,2\nB,q1,2,2\nB,q2,1,2\n"
-                                   "C,q1,2,2\nC,q2,0,0\nD,q1,0,2\nD,q2,0,3\n")
+                                   "C,q1,2,2\nC,q2,0,0\nD,q1,0,2\nD,q2,0,3\nA,q3,2,2\nB,q3,1,2\nD,q3,0,1\n")
     assert extreme_models(read_responses(f)) == {"all_correct": ["C"], "none_correct": ["D"]}
     from benchfill.cli import main
 
