@@ -260,3 +260,10 @@ def test_items_beside_a_saved_fit_must_be_the_fits(tmp_path, capsys):
     mine = tmp_path / "mine.jsonl"
     mine.write_text("".join(json.dumps({"id": f"q{i}", "problem": "?", "answer": "1"}) + "\n" for i in range(6)))
     assert main(["diagnose", "--fit", str(fit_path), "--items", str(mine)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    # items the fit never measured are said to be left out, not dropped quietly from every figure
+    more = tmp_path / "more.jsonl"
+    more.write_text(mine.read_text() + json.dumps({"id": "new1", "problem": "?", "answer": "2"}) + "\n")
+    assert main(["diagnose", "--fit", str(fit_path), "--items", str(more)]) == 0
+    assert (f"benchfill: warning: --items {more}: 1 of its items are not in the fit {fit_path} and are left out: "
+            "new1") in capsys.readouterr().err  # fmt: skip

@@ -217,6 +217,13 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, list[dict] | None, Any]:
             if odd:
                 raise DataError(f"--items {args.items}: {len(odd)} of the fit's {len(f.item_ids)} items are not in "
                                 f"it (e.g. {odd[0]!r}); give the items file the fit was made from")
+            extra = sorted(have - set(f.item_ids))
+            if extra:  # measured nowhere: said, not dropped quietly from every figure
+                import sys
+
+                print(f"benchfill: warning: --items {args.items}: {len(extra)} of its items are not in the fit "
+                      f"{args.fit_path} and are left out: {', '.join(extra[:10])}"
+                      + (f" ... (+{len(extra) - 10})" if len(extra) > 10 else ""), file=sys.stderr)  # fmt: skip
         return None, items, f
     matrix, items = load_matrix(args)
     return matrix, items, fit_or_load(args, matrix)
