@@ -279,3 +279,12 @@ def test_diagnose_with_nuts_reports_posterior_of_the_demo(capsys):
         assert post[key]["q05"] <= post[key]["mean"] <= post[key]["q95"] and post[key]["sd"] > 0
     assert "averaged over posterior draws" in d["uniform"]["p_method"]
     assert d["notes"]["fit"]["engine"] == "nuts"
+
+
+def test_fit_says_each_refit_it_makes_before_it_makes_it(tmp_path, capsys):
+    # `fit --bic --loo --spread` on mmlu-pro printed nothing for 26-48 s
+    assert main(["fit", "--benchmark", "demo", "--out", str(tmp_path / "f.json"), "--bic", "--loo", "--spread"]) == 0
+    err = capsys.readouterr().err
+    assert [x for x in err.splitlines() if x.endswith(" ...")] == [
+        "fitting the 2PL beside the 1PL (--bic) ...", "estimating how item discrimination spreads (--spread) ...",
+        "refitting without each of the 12 models in turn (--loo) ..."]  # fmt: skip

@@ -278,14 +278,22 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "extreme_models": extreme_models(matrix),
         "fit_diagnostics": f.diagnostics,
     }
+    # each of these refits the matrix (tens of seconds on mmlu-pro together): said as it starts, on stderr
+    def say(what: str) -> None:
+        if not args.json:
+            print(f"{what} ...", file=sys.stderr, flush=True)
+
     if args.bic:
+        say("fitting the 2PL beside the 1PL (--bic)")
         summary["bic"] = compare_models(matrix, guessing=not args.no_guessing)
     if args.spread:
         from benchfill.irt.spread import discrimination_spread
 
+        say("estimating how item discrimination spreads (--spread)")
         summary["discrimination_spread"] = discrimination_spread(matrix, guessing=not args.no_guessing,
                                                                  seed=args.seed).to_dict()
     if args.loo:
+        say(f"refitting without each of the {matrix.n_models} models in turn (--loo)")
         loo = leave_one_model_out(matrix, engine="map", model=args.model, guessing=not args.no_guessing)
         summary["leave_one_model_out"] = loo
     f.save(args.out)  # last: a command that fails on the way writes nothing
@@ -438,6 +446,10 @@ def _print_report(r: Any) -> None:
     if conv:
         print(f"  NUTS convergence: max R-hat {_fmt(conv['max_rhat'])}, min bulk ESS {_fmt(conv['min_ess_bulk'])}, "
               f"divergences {conv['divergences']} ({conv['chains']} chains x {conv['draws']} draws)")
+        unsure = _not_converged(conv)
+        if unsure:
+            print(f"benchfill: warning: the NUTS chains have not converged ({unsure}); the posterior figures below "
+                  "are not to be trusted: run longer chains (--draws, --warmup)", file=sys.stderr)
     if r.posterior:
         for key, label in (("ddm", "DDM"), ("max_gap", "max gap")):
             s = r.posterior[key]
@@ -518,6 +530,20 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _figure(x: float) -> str:
     """A correlation to three places, or a word where it is undefined (the notes say why)."""
     return "undefined" if x is None or x != x else f"{x:.3f}"
+
+
+def _not_converged(conv: dict[str, Any]) -> str:
+    """What falls short of the paper's bar for trusting a posterior (max R-hat <= 1.01, min bulk ESS >= 400,
+    no divergences), or "" where nothing does (or it could not be computed)."""
+    short = []
+    rhat, ess, div = conv.get("max_rhat"), conv.get("min_ess_bulk"), conv.get("divergences")
+    if isinstance(rhat, (int, float)) and rhat == rhat and rhat > 1.01:
+        short.append(f"max R-hat {rhat:.3f} > 1.01")
+    if isinstance(ess, (int, float)) and ess == ess and ess < 400:
+        short.append(f"min bulk ESS {ess:.0f} < 400")
+    if isinstance(div, int) and div > 0:
+        short.append(f"{div} divergent transitions")
+    return ", ".join(short)
 
 
 def _write_selection(path: str, selected: list[str], items: list[dict] | None, items_file: str | None) -> None:
