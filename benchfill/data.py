@@ -82,6 +82,11 @@ def guessing_floor(item: dict[str, Any], options_field: str | None = None) -> fl
     return 1.0 / len(opts) if opts else 0.0
 
 
+def options_of(value: Any) -> list | None:
+    """The options of a multiple-choice field (``_options``): a list, the texts of the Hugging Face layout, or None."""
+    return _options(value)
+
+
 def _options(value: Any) -> list | None:
     """The options of a multiple-choice field: a list, or the Hugging Face layout {"text": [...], "label": [...]}
     (ARC, CommonsenseQA); None for anything else."""

@@ -244,6 +244,7 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
             "gap": {"left": r.left, "right": r.right},
             "ancestor_id": c.ancestor_id, "ancestor": items.get(c.ancestor_id), "child": c.item,
             "text_field": bench.spec.text_field, "answer_field": bench.spec.answer_field,
+            "options_field": bench.spec.options_field,  # a reviewer must see the options a key names
             "target_z": r.target_z,
             # placement_z_se: sampling and the panel's inherited ability error, what the report's interval
             # carries (a release gives its after-figures the same interval from it)

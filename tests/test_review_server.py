@@ -97,3 +97,65 @@ def test_listens_on_loopback_only(server):
                 conftest._real_connect(s, (addr, server.port))
         finally:
             s.close()
+
+
+def _multiple_choice(run, options_field="options"):
+    """The fixture's queue as a multiple-choice benchmark's: ten options, the key a letter; the child's
+    options reshuffled and its key moved (what the simulated rewriter does)."""
+    import json
+
+    queue = run / "review_queue.jsonl"
+    recs = [json.loads(x) for x in queue.read_text().splitlines()]
+    for r in recs:
+        opts = [f"option {k} of {r['ancestor_id']}" for k in range(10)]
+        r["ancestor"] = {**r["ancestor"], "options": opts, "answer": "D"}
+        r["child"] = {**r["child"], "options": opts[::-1], "answer": "G"}  # D's text is the 7th now
+        r["answer_field"] = "answer"
+        if options_field:
+            r["options_field"] = options_field
+        else:
+            r.pop("options_field", None)
+    queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+@pytest.mark.parametrize("recorded", ["options", None])  # a queue written before the field was recorded
+def test_a_multiple_choice_item_shows_its_options_and_they_can_be_edited(tmp_path, shared_data, recorded):
+    # mmlu-pro: the page showed "Reference answer: J" and none of the ten options the key names
+    run = make_run(tmp_path, shared_data)
+    _multiple_choice(run, recorded)
+    with ReviewServer(run) as srv:
+        page = httpx.get(_base(srv) + f"/item/{CHILD_IDS[0]}?token={srv.token}").text
+        assert '<ol class="options" id="child-options"><li>A. option 9 of' in page
+        assert '<li>G. option 3 of' in page and '<ol class="options" id="ancestor-options"><li>A. option 0 of' in page
+        assert 'id="edit-options"' in page
+        h = {"X-Benchfill-Token": srv.token}
+        url = _base(srv) + "/api/decision"
+        edit = {"item_id": CHILD_IDS[0], "reviewer": "ann", "decision": "edit"}
+        r = httpx.post(url, headers=h, json={**edit, "options": "A. yes\nB. no\nC. maybe"})
+        assert r.status_code == 400 and "the answer 'G' names no option (the item has 3: A to C)" in r.json()["error"]
+        r = httpx.post(url, headers=h, json={**edit, "options": "A. yes\nB. no\nC. maybe", "answer": "B"})
+        assert r.status_code == 200
+    with ReviewBoard(run) as b:
+        shipped = b.outcomes()[CHILD_IDS[0]].edited_fields
+        assert shipped["options"] == ["yes", "no", "maybe"] and shipped["answer"] == "B"
+
+
+def test_the_sheet_shows_and_takes_options(tmp_path, shared_data):
+    import csv
+
+    from benchfill.review import export_queue, import_decisions
+
+    run = make_run(tmp_path, shared_data)
+    _multiple_choice(run)
+    _, path = export_queue(run)
+    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    assert rows[0]["child_options"].splitlines()[6].startswith("G. option 3 of")
+    assert rows[0]["ancestor_options"].splitlines()[3].startswith("D. option 3 of")
+    rows[0].update(reviewer="bo", decision="edit", edited_options="A. left\nB. right", edited_answer="A")
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert import_decisions(run, path) == 1
+    with ReviewBoard(run) as b:
+        assert b.outcomes()[CHILD_IDS[0]].edited_fields["options"] == ["left", "right"]

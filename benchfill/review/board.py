@@ -14,7 +14,7 @@ from typing import Any
 from sqlmodel import col, select
 
 from benchfill.errors import BenchfillError, ConfigError, DataError
-from benchfill.review.queue import QueueEntry, load_queue
+from benchfill.review.queue import LETTERS, QueueEntry, load_queue
 from benchfill.review.rule import Outcome, ReleaseRule, outcome
 from benchfill.schema import ReviewDecision
 from benchfill.store import open_run_store
@@ -103,6 +103,7 @@ class ReviewBoard:
         answer: str | None = None,
         source: str = "",
         seen: str | None = None,
+        options: str | None = None,
     ) -> ReviewDecision:
         """Record one reviewer's decision; for "edit", ``text`` and/or ``answer`` replace those of the item as
         it stands (the edit in force, else the proposal). ``source``: where it was made ("page",
@@ -113,7 +114,7 @@ class ReviewBoard:
         # AttributeError. None stays allowed where prepare reads it as empty and says which field is.
         # ``answer`` may be a number (an edited numeric answer keeps its JSON type).
         for name, value in (("item_id", item_id), ("reviewer", reviewer), ("decision", decision),
-                            ("reason", reason), ("text", text), ("source", source)):
+                            ("reason", reason), ("text", text), ("source", source), ("options", options)):
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{name}: expected a string, got {type(value).__name__} {value!r}")
         kind = (decision or "").strip().lower()
@@ -133,7 +134,8 @@ class ReviewBoard:
                 raise Changed(f"decision on '{item_id}': the item changed since you opened it ("
                               + (f"the edit by {by} is now the one in force" if by else "the edit you saw was withdrawn")
                               + "); reload it to see it as it stands. Nothing was recorded")  # fmt: skip
-            row = self.prepare(item_id, reviewer, decision, reason, text, answer, source, outcome=now)
+            row = self.prepare(item_id, reviewer, decision, reason, text, answer, source, outcome=now,
+                               options=options)
             self.record([row])
         finally:
             locks.release(held)
@@ -149,9 +151,11 @@ class ReviewBoard:
         answer: str | None = None,
         source: str = "",
         outcome: Outcome | None = None,
+        options: str | None = None,
     ) -> ReviewDecision:
         """A checked, not yet stored decision (so a batch can be checked whole before any write).
-        ``outcome``: the item's standing, where the caller read it already (a sheet reads all once)."""
+        ``outcome``: the item's standing, where the caller read it already (a sheet reads all once).
+        ``options``: an edit's options of a multiple-choice item, one a line (a leading "A. " is dropped)."""
         entry = self.entry(item_id)
         reviewer = (reviewer or "").strip()
         reason = (reason or "").strip()
@@ -174,7 +178,7 @@ class ReviewBoard:
         if decision == "edit":
             # on the item as it stands: a change of the answer alone keeps an earlier edit's text
             # (the edit in force, restated: a sheet imported again repeats its reviewer's own, which import skips)
-            edited = self._edited(entry, text, answer, self.standing(item_id, outcome))
+            edited = self._edited(entry, text, answer, self.standing(item_id, outcome), options)
             if edited == entry.child:
                 raise BenchfillError(f"decision on '{item_id}': the edit changes neither text nor answer")
             edited_json = json.dumps(edited, ensure_ascii=False)
@@ -190,9 +194,10 @@ class ReviewBoard:
                 s.add(row)
 
     @staticmethod
-    def _edited(entry: QueueEntry, text: str | None, answer: str | None, base: dict[str, Any]) -> dict[str, Any]:
-        if text is None and answer is None:
-            raise BenchfillError(f"decision on '{entry.item_id}': an edit needs a new text or answer")
+    def _edited(entry: QueueEntry, text: str | None, answer: str | None, base: dict[str, Any],
+                options: str | None = None) -> dict[str, Any]:  # fmt: skip
+        if text is None and answer is None and options is None:
+            raise BenchfillError(f"decision on '{entry.item_id}': an edit needs a new text, answer or options")
         edited = dict(base)
         if text is not None:
             if not text.strip():
@@ -204,6 +209,9 @@ class ReviewBoard:
             # Keep the answer's JSON type when it was a number, so graders see what they expect.
             old = entry.child.get(entry.answer_field)
             edited[entry.answer_field] = _like(old, answer)
+        if options is not None:
+            edited[_options_field(entry)] = _options_like(entry, base, options)
+        _check_key(entry, edited)
         return edited
 
     def decisions(self, item_id: str | None = None) -> list[ReviewDecision]:
@@ -251,6 +259,44 @@ class ReviewBoard:
                     if mine is not None:
                         found.append(d.model_copy(update={"item_id": mine}))
         return found
+
+
+def _options_field(entry: QueueEntry) -> str:
+    field = entry.options_field
+    if field is None:
+        raise BenchfillError(f"decision on '{entry.item_id}': the item has no options to edit")
+    return field
+
+
+def _options_like(entry: QueueEntry, base: dict[str, Any], lines: str) -> Any:
+    """Edited options, one a line, in the layout the item keeps them in: a list, or the Hugging Face
+    {"text": [...], "label": [...]} (labels kept where the count is, else letters)."""
+    import re
+
+    opts = [re.sub(r"^\s*[A-Z][.)]\s+", "", x).strip() for x in lines.splitlines() if x.strip()]
+    if len(opts) < 2:
+        raise BenchfillError(f"decision on '{entry.item_id}': edited options must be two or more, one a line")
+    old = base.get(_options_field(entry))
+    if isinstance(old, dict):
+        labels = old.get("label")
+        keep = isinstance(labels, list) and len(labels) == len(opts)
+        return {**old, "text": opts, "label": labels if keep else list(LETTERS[: len(opts)])}
+    return opts
+
+
+def _check_key(entry: QueueEntry, item: dict[str, Any]) -> None:
+    """An edit that leaves a multiple-choice key naming no option is refused (the key "J" of ten options,
+    the options cut to four)."""
+    from benchfill.data import options_of
+
+    field = entry.options_field
+    opts = None if field is None else options_of(item.get(field))
+    key = str(item.get(entry.answer_field, "")).strip()
+    if opts is None or len(key) != 1 or key.upper() not in LETTERS:
+        return  # no options, or a key that is no letter (the option's text): nothing to check it against
+    if LETTERS.index(key.upper()) >= len(opts):
+        raise BenchfillError(f"decision on '{entry.item_id}': the answer {key!r} names no option (the item has "
+                             f"{len(opts)}: A to {LETTERS[len(opts) - 1]})")
 
 
 def _like(old: Any, new: str) -> Any:

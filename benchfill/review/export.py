@@ -1,7 +1,7 @@
 """The review queue as files: JSONL (full records) and CSV (for a spreadsheet), and back.
 
 Reviewers who prefer a spreadsheet fill the decision columns of the CSV
-(reviewer, decision, reason, edited_text, edited_answer) and hand it to
+(reviewer, decision, reason, edited_text, edited_answer, edited_options) and hand it to
 ``import_decisions``; empty decision cells are skipped.
 """
 
@@ -21,10 +21,11 @@ from benchfill.review.queue import QueueEntry, marked_diff
 from benchfill.review.rule import Outcome, outcome
 from benchfill.schema import as_utc
 
-DECISION_COLUMNS = ("reviewer", "decision", "reason", "edited_text", "edited_answer")
+DECISION_COLUMNS = ("reviewer", "decision", "reason", "edited_text", "edited_answer", "edited_options")
 CSV_COLUMNS = (
     "item_id", "benchmark", "gap_index", "gap_left", "gap_right", "target_z",
     "ancestor_id", "ancestor_text", "child_text", "text_changes", "ancestor_answer", "child_answer",
+    "ancestor_options", "child_options",
     "annotated_difficulty", "annotated_se", "annotated_z",
     "confirmed_difficulty", "confirmed_se", "confirmed_z", "confirmed_z_se", "inside_probability", "ecdf_position",
     "probe_results", "judge_valid", "judge_reason", "rewriter_model", "judge_model", "flags",
@@ -46,6 +47,10 @@ def review_record(entry: QueueEntry, standing: Outcome | None = None) -> dict[st
     rec["text_changes"] = marked_diff(old_text, new_text)
     rec["ancestor_answer"] = entry.ancestor.get(entry.answer_field)
     rec["child_answer"] = entry.child.get(entry.answer_field)
+    # a multiple-choice item's options, lettered, one a line: the key names one of them
+    for side, item in (("ancestor", entry.ancestor), ("child", entry.child)):
+        lines = entry.options(item)
+        rec[f"{side}_options"] = None if lines is None else "\n".join(lines)
     if standing is not None:
         rec["review"] = {
             "status": standing.status,
@@ -75,7 +80,8 @@ def _csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         "gap_left": gap.get("left"), "gap_right": gap.get("right"), "target_z": rec.get("target_z"),
         "ancestor_id": rec["ancestor_id"], "ancestor_text": rec["ancestor_text"], "child_text": rec["child_text"],
         "text_changes": rec["text_changes"], "ancestor_answer": rec["ancestor_answer"],
-        "child_answer": rec["child_answer"],
+        "child_answer": rec["child_answer"], "ancestor_options": rec.get("ancestor_options"),
+        "child_options": rec.get("child_options"),
         "annotated_difficulty": ann.get("difficulty"), "annotated_se": ann.get("se"), "annotated_z": ann.get("z"),
         "confirmed_difficulty": conf.get("difficulty"), "confirmed_se": conf.get("se"),
         "confirmed_z": conf.get("z"), "confirmed_z_se": conf.get("placement_z_se"),
@@ -281,7 +287,7 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
                 item_id = _as_written(row.get("item_id") or "").strip()
                 who = (row.get("reviewer") or "").strip() or (reviewer or "")
                 edit = decision == "edit"
-                edited = [c for c in ("edited_text", "edited_answer") if (row.get(c) or "").strip()]
+                edited = [c for c in ("edited_text", "edited_answer", "edited_options") if (row.get(c) or "").strip()]
                 if edited and not edit:
                     raise DataError(f"{where}: {' and '.join(edited)} filled, but the decision is {decision!r}; "
                                     "write 'edit' to record the edit, or clear them")
@@ -295,6 +301,7 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
                         text=(row.get("edited_text") or None) if edit else None,
                         answer=(row.get("edited_answer") or None) if edit else None,
                         outcome=standing[item_id] if edit else None,
+                        options=(row.get("edited_options") or None) if edit else None,
                     ))  # fmt: skip
                 except BenchfillError as exc:
                     raise DataError(f"{where}: {exc}") from None
@@ -412,7 +419,8 @@ def _settled(board: ReviewBoard, row: dict[str, Any], reviewer: str, prev, decis
         edit = decision == "edit"
         new = board.prepare(prev.item_id, reviewer, decision, row.get("reason") or "",
                             text=(row.get("edited_text") or None) if edit else None,
-                            answer=(row.get("edited_answer") or None) if edit else None)
+                            answer=(row.get("edited_answer") or None) if edit else None,
+                            options=(row.get("edited_options") or None) if edit else None)
     except BenchfillError:
         return decision == "withdraw"  # withdrawn already: nothing left to withdraw, nothing to record
     return _same(prev, new)

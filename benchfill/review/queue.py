@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchfill.data import jsonl_objects
+from benchfill.data import CHOICE_FIELDS, jsonl_objects, options_of
 from benchfill.errors import DataError
 from benchfill.redact import redact_url
 
 QUEUE_FILE = "review_queue.jsonl"
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # an option's letter, as the solver's prompt gives it
 REQUIRED = ("item_id", "ancestor_id", "ancestor", "child", "text_field", "answer_field")
 
 
@@ -48,6 +49,22 @@ class QueueEntry:
     @property
     def answer_field(self) -> str:
         return self.record["answer_field"]
+
+    @property
+    def options_field(self) -> str | None:
+        """Where a multiple-choice item keeps its options: the run's spec (``options_field`` of the record),
+        else, for a queue written before it was recorded, the first of the usual fields the ancestor holds as
+        options. None for an item with no options."""
+        named = self.record.get("options_field")
+        if isinstance(named, str) and named:
+            return named if options_of(self.ancestor.get(named)) is not None else None
+        return next((f for f in CHOICE_FIELDS if options_of(self.ancestor.get(f)) is not None), None)
+
+    def options(self, item: dict[str, Any]) -> list[str] | None:
+        """``item``'s options as lines, "A. text", in their order (None where the item has none)."""
+        field = self.options_field
+        opts = None if field is None else options_of(item.get(field))
+        return None if opts is None else [f"{LETTERS[k] if k < len(LETTERS) else k + 1}. {o}" for k, o in enumerate(opts)]
 
     @property
     def flags(self) -> list[str]:

@@ -20,7 +20,7 @@
   var leaving = false;
   function unsaved() {
     return !!(field("reject-reason") || field("edit-reason") || changed("edit-text") !== null ||
-              changed("edit-answer") !== null);
+              changed("edit-answer") !== null || changed("edit-options") !== null);
   }
   window.addEventListener("beforeunload", function (ev) {
     if (!leaving && unsaved()) { ev.preventDefault(); ev.returnValue = ""; }
@@ -38,6 +38,7 @@
       // Only what the reviewer changed: a textarea normalizes line ends and a leading newline, so sending it
       // untouched would record an edit of the text nobody made.
       body.text = changed("edit-text"); body.answer = changed("edit-answer"); body.reason = field("edit-reason");
+      body.options = changed("edit-options");  // a multiple-choice item's, where the page shows them
     }
     busy = true;
     status.textContent = "Saving...";

@@ -98,14 +98,15 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
             return JSONResponse({"error": "body is not JSON"}, status_code=400)
         if not isinstance(data, dict):
             return JSONResponse({"error": "body must be a JSON object"}, status_code=400)
-        fields = {k: data.get(k) for k in ("item_id", "reviewer", "decision", "reason", "text", "answer", "seen")}
+        fields = {k: data.get(k) for k in ("item_id", "reviewer", "decision", "reason", "text", "answer", "seen",
+                                           "options")}  # fmt: skip
         if any(v is not None and not isinstance(v, str) for v in fields.values()):
             return JSONResponse({"error": "every field must be a string"}, status_code=400)
         try:
             row = board.decide(
                 fields["item_id"] or "", fields["reviewer"] or "", fields["decision"] or "",
                 fields["reason"] or "", text=fields["text"], answer=fields["answer"], source="page",
-                seen=fields["seen"],
+                seen=fields["seen"], options=fields["options"],
             )  # fmt: skip
         except ReadOnlyStore as exc:  # the server's trouble, not the reviewer's input
             return JSONResponse({"error": str(exc)}, status_code=503)
@@ -281,7 +282,8 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
         shown = "".join(escape(t) if op == "=" else (f"<del>{escape(t)}</del>" if op == "-" else f"<ins>{escape(t)}</ins>")
                         for op, t in cut)
         edited = (f'<div class="edited"><h2>To be released: the edit by {escape(str(o.edited_by))}</h2>'
-                  f'<pre id="edited-text">{shown}</pre><div>Reference answer: {_answer("edited-answer", current, e)} '
+                  f'<pre id="edited-text">{shown}</pre>{_options_list("edited-options", current, e)}'
+                  f'<div>Reference answer: {_answer("edited-answer", current, e)} '
                   f'(proposed: {_answer("", e.child, e)})</div><p>Only the edit and accepts made after it count '
                   "toward releasing it; the difficulty below was measured on the proposed item.</p></div>")
     return f"""
@@ -290,8 +292,10 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
 <p>Status: {_status(o)} &middot; gap {r.get("gap_index", "")} {_gap(r)} &middot; {_flags(e)}</p>
 <div class="side">
  <div><h2>Ancestor {escape(str(r.get("ancestor_id")))}</h2><pre id="ancestor-text">{old}</pre>
+  {_options_list("ancestor-options", e.ancestor, e)}
   <div>Reference answer: {_answer("ancestor-answer", e.ancestor, e)}</div></div>
  <div><h2>Proposed item</h2><pre id="child-text">{new}</pre>
+  {_options_list("child-options", e.child, e)}
   <div>Reference answer: {_answer("child-answer", e.child, e)}</div></div>
 </div>
 {edited}
@@ -312,10 +316,27 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
 {escape(str(current.get(e.text_field, "")))}</textarea>
 <label for="edit-answer">Answer</label>
 <textarea id="edit-answer" rows="{_rows(current.get(e.answer_field, ""))}" data-submit="edit">
-{escape(str(current.get(e.answer_field, "")))}</textarea>
+{escape(str(current.get(e.answer_field, "")))}</textarea>{_options_edit(current, e)}
 <input id="edit-reason" placeholder="note (optional)" aria-label="note on the edit" data-submit="edit">
 <button id="edit" data-item="{iid}" data-seen="{seen}" data-decision="edit">Save edit</button></fieldset>
 </div>"""
+
+
+def _options_list(id_: str, item: dict, e: QueueEntry) -> str:
+    """A multiple-choice item's options, lettered as the solver sees them ("" for an item with none): the key
+    names one, and a reviewer who cannot see them cannot check it."""
+    lines = e.options(item)
+    if lines is None:
+        return ""
+    return f'<ol class="options" id="{id_}">' + "".join(f"<li>{escape(x)}</li>" for x in lines) + "</ol>"
+
+
+def _options_edit(current: dict, e: QueueEntry) -> str:
+    lines = e.options(current)
+    if lines is None:
+        return ""
+    return (f'\n<label for="edit-options">Options, one a line</label>\n<textarea id="edit-options" '
+            f'rows="{min(len(lines), 20)}" data-submit="edit">\n{escape(chr(10).join(lines))}</textarea>')
 
 
 def _answer(id_: str, item: dict, e: QueueEntry) -> str:
