@@ -406,7 +406,9 @@ def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: Sc
             flags = [f for f in flags if f != "outside_gap"]
             if not gap_left < best["z"] < gap_right:
                 flags.append("outside_gap")
-        fields = _fields(item_id, res.edited_fields or rec["child"], own.get(rec["ancestor_id"]) or rec.get("ancestor"))
+        ancestor = own.get(rec["ancestor_id"]) or rec.get("ancestor")
+        fields = _key_index(_fields(item_id, res.edited_fields or rec["child"], ancestor), ancestor,
+                            rec.get("answer_field"))
         reviews = [{"reviewer": d.reviewer, "decision": d.decision, "reason": d.reason,
                     "at": d.created_at.isoformat(timespec="seconds")} for d in res.decisions]  # fmt: skip
         row = {**fields, **base}
@@ -824,6 +826,33 @@ def _fields(item_id: str, fields: dict[str, Any], ancestor: dict[str, Any] | Non
     if ancestor:
         fields = {k: _typed_like(v, ancestor[k]) if k in ancestor else v for k, v in fields.items()}
     return {**fields, "id": item_id}
+
+
+# A field that holds the key's option index beside its letter (mmlu-pro's answer_index: "D" -> 3)
+_KEY_INDEX = re.compile(r"(answer|label|gold|key|target)_?(index|idx)", re.IGNORECASE)
+
+
+def _key_index(fields: dict[str, Any], ancestor: dict[str, Any] | None, answer_field: Any) -> dict[str, Any]:
+    """A generated item's field that mirrors its key's option index, as its ancestor's does, set from its
+    own key: a rewriter that moved the key (the options reshuffled) left the ancestor's index behind, or
+    none (null in a column the card declares int64), and a harness that grades by the index could not
+    score the item, or scored it against the wrong option."""
+    from benchfill.review.queue import LETTERS
+
+    if not ancestor or not isinstance(answer_field, str):
+        return fields
+    mine, theirs = (str(d.get(answer_field, "")).strip().upper() for d in (fields, ancestor))
+    if len(mine) != 1 or mine not in LETTERS or len(theirs) != 1 or theirs not in LETTERS:
+        return fields
+    out = dict(fields)
+    for k, v in ancestor.items():
+        if not _KEY_INDEX.fullmatch(k) or not isinstance(v, int) or isinstance(v, bool):
+            continue
+        for base in (0, 1):  # counted from 0, or from 1
+            if v == LETTERS.index(theirs) + base:
+                out[k] = LETTERS.index(mine) + base
+                break
+    return out
 
 
 _INTEGER = re.compile(r"0|-?[1-9]\d*")

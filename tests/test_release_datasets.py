@@ -236,3 +236,20 @@ def test_a_refused_first_release_leaves_no_folder(tmp_path, shared_data):
     with pytest.raises(DataError, match="no IRT fit"):
         release(run_dir, "1.0.0")
     assert not (tmp_path / "releases").exists()
+
+
+def test_a_key_index_follows_the_generated_items_own_key():
+    # mmlu-pro's generated rows shipped answer_index null (the card declares int64), and a rewriter that
+    # copied its parent's index with the options reshuffled would ship the old option's index
+    from benchfill.release import _key_index
+
+    ancestor = {"question": "q", "options": list("abcdefghij"), "answer": "D", "answer_index": 3, "year": 3,
+                "label_idx": 4}  # fmt: skip
+    child = {"question": "q'", "options": list("jihgfedcba"), "answer": "G"}
+    got = _key_index(child, ancestor, "answer")
+    assert got["answer_index"] == 6 and got["label_idx"] == 7  # counted from 0, and from 1
+    assert "year" not in got and child.get("answer_index") is None  # an int that is no index; the input kept
+    stale = _key_index({**child, "answer_index": 3}, ancestor, "answer")
+    assert stale["answer_index"] == 6
+    assert _key_index({**child, "answer": "42"}, ancestor, "answer") == {**child, "answer": "42"}  # no letter
+    assert _key_index(child, {**ancestor, "answer": "x"}, "answer") == child
