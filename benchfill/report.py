@@ -244,7 +244,7 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
             "gap": {"left": r.left, "right": r.right},
             "ancestor_id": c.ancestor_id, "ancestor": items.get(c.ancestor_id), "child": c.item,
             "text_field": bench.spec.text_field, "answer_field": bench.spec.answer_field,
-            "options_field": bench.spec.options_field,  # a reviewer must see the options a key names
+            "options_field": getattr(bench.spec, "options_field", None),  # a reviewer must see the options a key names
             "target_z": r.target_z,
             # placement_z_se: sampling and the panel's inherited ability error, what the report's interval
             # carries (a release gives its after-figures the same interval from it)
@@ -525,9 +525,11 @@ def _inside_lines(rep: dict[str, Any]) -> list[str]:
         lines.append("**Beyond the probe panel's reach**: " + "; ".join(
             f"gap {r['gap_index']} (half-width {r['width'] / 2:.4f} against se {r['placed_z_se']:.4f}, "
             f"{_fixed_se(r):.4f} of it beyond any rollout)" for r in reach)
-            + ". Whether its item lies inside is near chance, and more rollouts do not change that: most of the "
-              "se comes from the item's unknown slope (or the probes' fitted abilities), which leans far when every "
-              "probe sits on one side of it. A probe model whose ability lies near the gap resolves it.")
+            + ". Whether its item lies inside is near chance, and no number of rollouts brings the se below the part "
+              "beyond them, which is already wider than the half-width. That part is the item's unknown slope, which "
+              "leans far when every probe sits on one side of the gap (a probe model near the gap resolves it "
+              "there), and the probes' own fitted abilities, which no added probe removes (the run's progress "
+              "lines say, per gap, which of the two it is).")
     return lines
 
 

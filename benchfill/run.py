@@ -657,13 +657,26 @@ def narrow_gaps(gaps, confirm_se: float, annotator=None) -> list[str]:
             fixed = o.fixed_z_se
             if fixed >= half:
                 near = min(annotator.probes, key=lambda p: abs(annotator.to_z(p.ability) - target))
+                span = [annotator.to_z(p.ability) for p in annotator.probes]
+                # The remedy follows the part that dominates: the slope's leans far past the panel's ends (a
+                # probe there resolves it); the probes' own ability error no added probe removes (a gap in the
+                # middle of mmlu-pro's panel, a probe right at it, was told to get a probe near it).
+                if o.misfit_z_se >= o.ability_z_se and not min(span) <= target <= max(span):
+                    remedy = (f"the panel's nearest probe, {near.name}, sits at z {annotator.to_z(near.ability):.2f}, "
+                              f"and a probe model of ability near z {target:.2f} would resolve it")
+                elif o.misfit_z_se >= o.ability_z_se:
+                    remedy = (f"most of it the item's unknown slope, though probes sit on both sides (the nearest, "
+                              f"{near.name}, at z {annotator.to_z(near.ability):.2f}): the gap is narrower than this "
+                              "panel can place an item")
+                else:
+                    remedy = ("most of it the probes' own ability error, which no added probe model removes: the gap "
+                              "is narrower than this panel can place an item (a panel placed on more of the "
+                              "benchmark's items, or with more trials each, narrows it)")
                 out.append(f"gap {g}: beyond the probe panel's reach: at its target (z {target:.3f}) a confirmation "
                            f"places an item to a z se of {o.placement_z_se:.3f} at best, and {fixed:.3f} of that no "
                            f"rollout removes (the item's unknown slope {o.misfit_z_se:.3f}, the probes' abilities "
                            f"{o.ability_z_se:.3f}), against a half-width of {half:.4f} z: whether its item lies inside "
-                           f"will be near chance{tail}; the panel's nearest probe, {near.name}, sits at z "
-                           f"{annotator.to_z(near.ability):.2f}, and a probe model of ability near z {target:.2f} "
-                           "would resolve it")
+                           f"will be near chance{tail}; {remedy}")  # fmt: skip
                 continue
         if half < confirm_se:
             want = half / 2

@@ -390,6 +390,15 @@ def test_a_gap_beyond_the_panels_strongest_probe_is_named_before_the_search():
     # without the annotator (or where the panel reaches), the rollout advice as before
     (line,) = narrow_gaps([gap(0.5, 0.52)], 0.02, ann)
     assert "--confirm-se 0.005" in line
+    # Amid the probes, with their fitted abilities uncertain (se 0.3 logits): that part dominates, and no
+    # probe model added near the gap removes it (mmlu-pro's gap 17, a probe right at it, was told to get one)
+    shaky = replace(_annotator(None, abilities, 0.3), misfit=0.5)
+    o = shaky.outlook(0.4)
+    assert o.ability_z_se > o.misfit_z_se
+    (line,) = narrow_gaps([gap(0.4 - o.ability_z_se / 2, 0.4 + o.ability_z_se / 2)], 0.02, shaky)
+    assert line.startswith("gap 0: beyond the probe panel's reach")
+    assert "most of it the probes' own ability error, which no added probe model removes" in line
+    assert "would resolve it" not in line
 
 
 def test_a_confirmation_past_the_panel_stops_once_the_slopes_part_dominates():

@@ -152,7 +152,7 @@ def test_a_gap_beyond_the_panels_reach_is_not_told_to_spend_more_rollouts():
     md = _markdown(conf)
     reach = md.split("**Beyond the probe panel's reach**")[1].split("\n")[0]
     assert "gap 0 (half-width 0.0200 against se 0.0300, 0.0296 of it beyond any rollout)" in reach
-    assert "A probe model whose ability lies near the gap resolves it" in reach
+    assert "a probe model near the gap resolves it there" in reach and "which no added probe removes" in reach
     assert "Narrower than the estimate resolves" not in md and "--confirm-se" not in reach
     # most of it sampling: the rollout advice, as before
     conf["gaps"][0].update(placed_fixed_z_se=(0.03**2 - 0.028**2) ** 0.5)
