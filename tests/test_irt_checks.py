@@ -135,3 +135,7 @@ def test_model_inversions_count_the_same_pair_by_pair_and_item_by_item():
     rate = np.nanmean(p, axis=1)
     by_pairs = _model_inversions(p, seen, rate, pairs=True)
     assert by_pairs[1] > 0 and by_pairs == _model_inversions(p, seen, rate, pairs=False)
+    # transposed, the item side: the same both ways too
+    rate_item = np.nanmean(p, axis=0)
+    by_pairs = _model_inversions(p.T, seen.T, rate_item, pairs=True)
+    assert by_pairs[1] > 0 and by_pairs == _model_inversions(p.T, seen.T, rate_item, pairs=False)
