@@ -738,17 +738,32 @@ def _finish_interrupted(board: ReviewBoard, target: Path, bench_dir: Path, versi
 
 
 def _unchanged_since(board: ReviewBoard, recorded: Release, target: Path, remove: dict[str, str] | None) -> bool:
-    """Whether a release this run made at ``target`` is the one the same command would make now: it verifies
-    against the sha256 the store recorded, the changelog is its own, the rule is the one it was made under,
-    nothing is asked removed, and no decision on this run's items came after it."""
-    if remove or _changelog_behind(target.parent, target, recorded.version):
-        return False
+    """Whether a release this run made at ``target`` is the one the same command would make now: it is the
+    benchmark's latest, verifies against the sha256 the store recorded, the changelog is its own, the rule is
+    the one it was made under, the removals asked are the ones it made, and no decision on this run's items
+    (here or in another run on the store) came after the moment it read them."""
+    if _versions(target.parent)[-1:] != [recorded.version] or _changelog_behind(target.parent, target,
+                                                                                 recorded.version):  # fmt: skip
+        return False  # a later release stands: the command would now be refused as not newer
     if verify_release(target, recorded.manifest_sha256):
         return False
     if _card_meta(target / "README.md").get("release_rule_params") != board.rule.to_dict():
         return False
-    made = as_utc(recorded.created_at)
-    return not any(as_utc(d.created_at) > made for d in board.store.all(ReviewDecision))
+    if _removed_in(target) != dict(remove or {}):
+        return False
+    stamp = _manifest(target).get("released_at_us")
+    try:  # the moment it read the decisions (the store's row is written after the files are built)
+        made = as_utc(datetime.fromisoformat(stamp)) if isinstance(stamp, str) else as_utc(recorded.created_at)
+    except ValueError:
+        made = as_utc(recorded.created_at)
+    return not any(as_utc(d.created_at) > made for d in board.store.all(ReviewDecision) + board._elsewhere())
+
+
+def _removed_in(target: Path) -> dict[str, str]:
+    """The items the release at ``target`` removed from its previous one, with why (its manifest's record)."""
+    removed = _manifest(target).get("removed")
+    return {str(i): str(e.get("why")) for i, e in (removed.items() if isinstance(removed, dict) else [])
+            if isinstance(e, dict) and e.get("removed_in") == target.name}  # fmt: skip
 
 
 def _changelog_behind(bench_dir: Path, target: Path, version: str) -> bool:
@@ -769,7 +784,7 @@ def _result_of(board: ReviewBoard, target: Path, version: str, digest: str,
     return ReleaseResult(version, target, sum(r.get("origin") == "original" for r in rows), len(gen), digest,
                          added=[r["id"] for r in gen if r.get("released_in") == version],
                          carried=[r["id"] for r in gen if r.get("released_in") != version], pending=pending,
-                         resumed=True)
+                         removed=list(_removed_in(target)), resumed=True)
 
 
 def _pending(outcomes: dict, rows: list[dict], name: str) -> list[str]:

@@ -334,3 +334,18 @@ def test_staged_files_a_killed_import_left_are_swept_by_the_next(tmp_path):
     os.utime(left, (0, 0))
     assert main(["import", "lm-eval", str(LOGS / "a"), "--task", "tiny_mc", "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["import.json", "items.jsonl", "responses.csv"]
+
+
+def test_an_inspect_before_exclude_fields_still_reads_logs(inspect_logs, monkeypatch):
+    # inspect-ai gained read_eval_log(exclude_fields=...) in 0.3.241; the declared minimum is 0.3.100, where
+    # the keyword made every log "not a readable inspect_ai eval log (TypeError ...)"
+    import inspect_ai.log
+
+    real = inspect_ai.log.read_eval_log
+
+    def before_0_3_241(log_file, header_only=False, resolve_attachments=False, format="auto"):
+        return real(log_file, header_only=header_only, resolve_attachments=resolve_attachments, format=format)
+
+    monkeypatch.setattr(inspect_ai.log, "read_eval_log", before_0_3_241)
+    res = import_logs("inspect", [inspect_logs / "main"])
+    assert res.correct[("mockllm/alpha", "arith/q1")] == 3

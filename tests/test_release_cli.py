@@ -465,3 +465,45 @@ def test_the_pending_note_names_no_item_the_release_holds(tmp_path, shared_data,
     assert "1 carried forward" in got.out
     note = [ln for ln in got.err.splitlines() if "still await review" in ln]
     assert note and CHILD_IDS[0] not in note[0] and CHILD_IDS[1] in note[0]
+
+
+def test_the_same_command_again_is_judged_by_what_it_asked_and_when_it_read(tmp_path, shared_data, capsys,
+                                                                            monkeypatch):
+    """A retry of a release with --remove was refused (any --remove counted as another command); the old
+    1.0.0 command after 1.1.0 said 1.0.0 was "as this command would release it now" (it would be refused as
+    not newer); and a decision made while the release was being built was not "since"."""
+    import benchfill.release as rel
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        for i in CHILD_IDS[:2]:
+            b.decide(i, "ann", "accept")
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    cmd = ["release", str(run), "--version", "1.1.0", "--remove", CHILD_IDS[0], "--removed-by", "ann",
+           "--reason", "key wrong"]  # fmt: skip
+    assert main(cmd) == 0
+    capsys.readouterr()
+    assert main(cmd) == 0
+    out = capsys.readouterr().out
+    assert "already released, as this command would release it now" in out and "1 removed" in out
+    assert main([*cmd[:-1], "another reason"]) == 2  # another removal asked: another command
+    assert main(["release", str(run), "--version", "1.0.0"]) == 2
+    assert "already exists" in capsys.readouterr().err
+    # bob accepts while the release reads the decisions: the retry must not call it unchanged
+    run2 = make_run(tmp_path / "two", shared_data)
+    with ReviewBoard(run2) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    real = rel._rows
+
+    def rows_then_bob(board, *args, **kw):
+        got = real(board, *args, **kw)
+        with ReviewBoard(run2) as other:
+            other.decide(CHILD_IDS[1], "bob", "accept")
+        return got
+
+    monkeypatch.setattr(rel, "_rows", rows_then_bob)
+    assert main(["release", str(run2), "--version", "1.0.0"]) == 0
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert main(["release", str(run2), "--version", "1.0.0"]) == 2
+    assert "already exists" in capsys.readouterr().err

@@ -204,6 +204,27 @@ def test_a_sheet_row_on_an_item_another_reviewer_edited_since_the_export_is_refu
         import_decisions(run, third)
 
 
+def test_one_export_copied_to_two_reviewers_is_checked_per_reviewer(tmp_path, shared_data):
+    # One sheet handed to alice and bob carries one export time: alice's import of her copy (an edit) was taken
+    # for "this sheet's own earlier import", and bob's accept of the old text then counted for her edit.
+    run = make_run(tmp_path, shared_data)
+    _, csv_path = export_queue(run)  # the run's own review/review_queue.csv
+    alice, bob = tmp_path / "alice.csv", tmp_path / "bob.csv"
+    for copy in (alice, bob):
+        copy.write_bytes(csv_path.read_bytes())
+    _edit_sheet(alice, r0={"reviewer": "alice", "decision": "edit", "edited_text": "Alice rewrote it."})
+    assert import_decisions(run, alice) == 1
+    _edit_sheet(bob, r0={"reviewer": "bob", "decision": "accept"})
+    with pytest.raises(DataError, match=r"bob\.csv line 2: .* \(the edit by alice is now the one in force\)"):
+        import_decisions(run, bob)
+    # the same row filled into the run's own sheet: import refuses it, so export does not hold it back (it had
+    # sent the user from export to import and back)
+    _edit_sheet(csv_path, r0={"reviewer": "bob", "decision": "accept"})
+    with pytest.raises(DataError, match="changed after this sheet was exported"):
+        import_decisions(run, csv_path)
+    export_queue(run)
+
+
 @pytest.mark.parametrize(
     ("fills", "pattern"),
     [

@@ -77,7 +77,10 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
         # what a sample holds beyond its input, target and scores (the transcript, the model's output) is
         # most of a log and none of the matrix: left unread, a 2,000-sample .eval log with 20 KB answers peaks
         # at 176 MB instead of 513 MB (bench/bench_import.py; inspect applies it to .eval logs only)
-        log = read_eval_log(str(path), exclude_fields=UNUSED)
+        try:
+            log = read_eval_log(str(path), exclude_fields=UNUSED)
+        except TypeError:  # inspect-ai before 0.3.241 reads a log whole (pyproject allows 0.3.100 and later)
+            log = read_eval_log(str(path))
     except Exception as exc:  # inspect raises zip, JSON and validation errors alike
         first = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ""
         raise DataError(f"{path}: not a readable inspect_ai eval log ({exc.__class__.__name__}"

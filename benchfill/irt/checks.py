@@ -139,12 +139,19 @@ def leave_one_model_out(matrix: ResponseMatrix, *, engine: str = "map", **fit_kw
     for j, name in enumerate(matrix.models):
         keep = np.ones(matrix.n_models, dtype=bool)
         keep[j] = False
-        b = fit(matrix.drop_models(keep), engine=engine, **fit_kwargs).difficulty
+        rest = matrix.drop_models(keep)
+        # an item only this model tried has no difficulty without it (fit refuses to place it by the prior):
+        # the refit and the comparison are over the items the others tried
+        tried = np.flatnonzero(rest.trials.sum(axis=0) > 0)
+        if tried.size < 2:
+            per_model[name] = {"pearson": float("nan"), "spearman": float("nan")}
+            continue
+        b = fit(rest.select_items(tried), engine=engine, **fit_kwargs).difficulty
         with warnings.catch_warnings():  # constant difficulties: NaN, counted below, not a warning per refit
             warnings.simplefilter("ignore", ConstantInputWarning)
             per_model[name] = {
-                "pearson": float(pearsonr(full, b).statistic),
-                "spearman": float(spearmanr(full, b).statistic),
+                "pearson": float(pearsonr(full[tried], b).statistic),
+                "spearman": float(spearmanr(full[tried], b).statistic),
             }
     pear = np.array([v["pearson"] for v in per_model.values()])
     spear = np.array([v["spearman"] for v in per_model.values()])

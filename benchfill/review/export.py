@@ -195,7 +195,7 @@ def _import_held(run_dir: str | Path, path: Path, reviewer: str | None) -> int:
         rows, lines, exported = _read_sheet(board, path, reviewer)
         sheet = f"sheet:{exported.isoformat()}" if exported else "sheet"
         latest = {(d.item_id, d.reviewer): d for d in board.decisions()}
-        moved = _changed_since(board, exported, sheet, {r.item_id for r in rows}) if exported is not None else {}
+        moved = _changed_since(board, exported, sheet, {(r.item_id, r.reviewer) for r in rows}) if exported else {}
         fresh = []
         for r, line in zip(rows, lines, strict=True):
             r.source = sheet
@@ -217,10 +217,10 @@ def _import_held(run_dir: str | Path, path: Path, reviewer: str | None) -> int:
                     f"{as_utc(prev.created_at).isoformat(timespec='seconds')} ({_where(prev.source)}), after this "
                     f"sheet was exported at {exported.isoformat(timespec='seconds')}; its {r.decision!r} would undo "
                     "that. Export a fresh sheet, or clear this row")
-            if r.item_id in moved and r.decision != "withdraw":
+            if (r.item_id, r.reviewer) in moved and r.decision != "withdraw":
                 raise DataError(
                     f"{path} line {line}: '{r.item_id}' changed after this sheet was exported at "
-                    f"{exported.isoformat(timespec='seconds')} ({moved[r.item_id]}), so its {r.decision!r} was "
+                    f"{exported.isoformat(timespec='seconds')} ({moved[r.item_id, r.reviewer]}), so its {r.decision!r} was "
                     "made on the item as it stood before; the review page refuses the same. Export a fresh "
                     "sheet, or clear this row")  # fmt: skip
             fresh.append(r)
@@ -232,22 +232,27 @@ def _import_held(run_dir: str | Path, path: Path, reviewer: str | None) -> int:
         return len(fresh)
 
 
-def _changed_since(board: ReviewBoard, exported: datetime, sheet: str, items: set[str]) -> dict[str, str]:
-    """The items of ``items`` whose edit in force is not the one the sheet showed (an edit made, or the edit
-    it showed withdrawn, after ``exported``, other than by this sheet's own earlier import), each with what
-    changed. A decision filled in on the sheet was made on the item as exported: the page's ``seen`` check,
-    for a sheet."""
+def _changed_since(board: ReviewBoard, exported: datetime, sheet: str,
+                   pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The (item, reviewer) pairs of ``pairs`` whose item's edit in force is not the one the sheet showed
+    that reviewer (an edit made, or the edit it showed withdrawn, after ``exported``, other than by the
+    reviewer's own earlier import of this sheet), each with what changed. A decision filled in on the sheet
+    was made on the item as exported: the page's ``seen`` check, for a sheet. The exemption is the
+    reviewer's own: one export copied to two reviewers carries one export time, and alice's import of her
+    copy is a change bob's copy never showed."""
     every = board.decisions() + board._elsewhere()
-    then = [d for d in every if as_utc(d.created_at) <= exported or d.source == sheet]
     now = board.outcomes()
-    out = {}
-    for item_id in items:
+    out: dict[tuple[str, str], str] = {}
+    for item_id, reviewer in pairs:
         if item_id not in now:
             continue  # not in the queue: _read_sheet names it
+        then = [d for d in every if d.item_id == item_id
+                and (as_utc(d.created_at) <= exported or (d.source == sheet and d.reviewer == reviewer))]  # fmt: skip
         before = outcome(item_id, then, board.rule)
         if before.edited_fields != now[item_id].edited_fields:
             by = now[item_id].edited_by
-            out[item_id] = f"the edit by {by} is now the one in force" if by else "the edit it showed was withdrawn"
+            out[item_id, reviewer] = (f"the edit by {by} is now the one in force" if by
+                                      else "the edit it showed was withdrawn")  # fmt: skip
     return out
 
 
@@ -387,17 +392,24 @@ def _unimported(board: ReviewBoard, path: Path) -> int:
         except ValueError:
             continue
     sheet = f"sheet:{exported.isoformat()}" if exported else None
-    n = 0
+    filled = []
     for row in rows:
         decision = (row.get("decision") or "").strip().lower()
-        if not decision:
-            continue
-        item_id = (row.get("item_id") or "").strip()
-        who = (row.get("reviewer") or "").strip() or (named or "")
+        if decision:
+            filled.append((row, decision, (row.get("item_id") or "").strip(),
+                           (row.get("reviewer") or "").strip() or (named or "")))  # fmt: skip
+    # rows on an item edited by another since the export: import refuses them as it refuses a row that would
+    # undo a later decision, so they are settled too (else export sends the user to import, and import back)
+    moved = _changed_since(board, exported, sheet, {(i, w) for _, d, i, w in filled if w and d != "withdraw"}) \
+        if exported is not None and sheet is not None else {}  # fmt: skip
+    n = 0
+    for row, decision, item_id, who in filled:
         prev = None
         for d in by_item.get(item_id, ()):  # oldest first: the reviewer's last one stands
             if d.reviewer == who:
                 prev = d
+        if (item_id, who) in moved:
+            continue
         if not who or not _settled(board, row, who, prev, decision, sheet, exported):
             n += 1
     return n
