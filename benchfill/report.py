@@ -528,8 +528,7 @@ def _inside_lines(rep: dict[str, Any]) -> list[str]:
             + ". Whether its item lies inside is near chance, and no number of rollouts brings the se below the part "
               "beyond them, which is already wider than the half-width. That part is the item's unknown slope, which "
               "leans far when every probe sits on one side of the gap (a probe model near the gap resolves it "
-              "there), and the probes' own fitted abilities, which no added probe removes (the run's progress "
-              "lines say, per gap, which of the two it is).")
+              "there), and the probes' own fitted abilities, which no added probe removes.")
     return lines
 
 

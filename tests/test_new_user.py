@@ -46,15 +46,19 @@ def test_a_fit_with_equal_difficulties_is_refused_by_the_library():
         diagnose(f)
 
 
-def test_diagnose_with_nuts_prints_rhat_bulk_ess_and_divergences(capsys):
+def test_diagnose_with_nuts_prints_rhat_bulk_ess_and_divergences(tmp_path, capsys):
     args = ["diagnose", "--benchmark", "demo", "--engine", "nuts", "--chains", "2", "--warmup", "150", "--draws", "100"]
     assert main(args) == 0
     got = capsys.readouterr()
     line = next(x for x in got.out.splitlines() if "NUTS convergence" in x)
     assert re.search(r"max R-hat 1\.\d+, min bulk ESS \d+(\.\d+)?, divergences \d+ \(2 chains x 100 draws\)", line)
     # 2 x 100 draws cannot reach a bulk ESS of 400: the figures were printed as if they could be trusted
-    assert re.search(r"benchfill: warning: the NUTS chains have not converged \(.*min bulk ESS \d+ < 400.*\); the "
-                     r"posterior figures below are not to be trusted", got.err)
+    warning = r"benchfill: warning: the NUTS chains have not converged \(.*min bulk ESS \d+ < 400.*\); the posterior "
+    assert re.search(warning + "figures are not to be trusted", got.err)
+    # with --json, and from `fit`, whose fit then feeds a run: the same line
+    assert main([*args, "--json"]) == 0 and re.search(warning, capsys.readouterr().err)
+    fit_args = ["fit", "--benchmark", "demo", "--engine", "nuts", "--chains", "2", "--warmup", "150", "--draws", "100"]
+    assert main([*fit_args, "--out", str(tmp_path / "f.json")]) == 0 and re.search(warning, capsys.readouterr().err)
 
 
 def test_more_gaps_than_the_benchmark_has_are_refused_at_the_start(tmp_path, capsys):

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from test_review_support import CHILD_IDS, SCRIPT_ID, make_run
 
+from benchfill.errors import BenchfillError
 from benchfill.review import ReviewBoard
 from benchfill.review.server import ReviewServer
 
@@ -132,7 +133,16 @@ def test_a_multiple_choice_item_shows_its_options_and_they_can_be_edited(tmp_pat
         url = _base(srv) + "/api/decision"
         edit = {"item_id": CHILD_IDS[0], "reviewer": "ann", "decision": "edit"}
         r = httpx.post(url, headers=h, json={**edit, "options": "A. yes\nB. no\nC. maybe"})
-        assert r.status_code == 400 and "the answer 'G' names no option (the item has 3: A to C)" in r.json()["error"]
+        assert r.status_code == 400 and "the answer 'G' names no option (the item has 3)" in r.json()["error"]
+        # an option dropped: the letter G would name another option, and the release ship the wrong key
+        lines = [x for x in page.split('id="edit-options"')[1].split(">", 1)[1].split("</textarea>")[0].splitlines()
+                 if x.strip()]  # fmt: skip
+        dropped = "\n".join(x for x in lines if not x.startswith("B. "))
+        r = httpx.post(url, headers=h, json={**edit, "options": dropped})
+        assert r.status_code == 400 and "names 'option 2 of" in r.json()["error"] and "where it named 'option 3 of" \
+            in r.json()["error"] and "give the answer too" in r.json()["error"]
+        r = httpx.post(url, headers=h, json={**edit, "options": "\n".join(f"{k}" for k in range(11))})
+        assert r.status_code == 400 and "11 options; the multiple-choice grader reads at most 10" in r.json()["error"]
         r = httpx.post(url, headers=h, json={**edit, "options": "A. yes\nB. no\nC. maybe", "answer": "B"})
         assert r.status_code == 200
     with ReviewBoard(run) as b:
@@ -159,3 +169,24 @@ def test_the_sheet_shows_and_takes_options(tmp_path, shared_data):
     assert import_decisions(run, path) == 1
     with ReviewBoard(run) as b:
         assert b.outcomes()[CHILD_IDS[0]].edited_fields["options"] == ["left", "right"]
+
+
+def test_options_of_several_lines_or_under_labels_are_edited_safely(tmp_path, shared_data):
+    import json
+
+    run = make_run(tmp_path, shared_data)
+    _multiple_choice(run)
+    queue = run / "review_queue.jsonl"
+    recs = [json.loads(x) for x in queue.read_text().splitlines()]
+    recs[0]["child"]["options"][2] = "x = 1\ny = 2"  # a code option of two lines
+    recs[1]["child"]["options"] = {"text": ["red", "green", "blue", "grey"], "label": ["1", "2", "3", "4"]}
+    recs[1]["child"]["answer"] = "3"
+    queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with ReviewBoard(run, writable=True) as b:
+        with pytest.raises(BenchfillError, match="spans several lines, which an edit of one option a line would split"):
+            b.decide(CHILD_IDS[0], "ann", "edit", options="A. a\nB. b")
+        with pytest.raises(BenchfillError, match=r"the answer '3' names no option \(the item has 2\)"):
+            b.decide(CHILD_IDS[1], "ann", "edit", options="red\nblue")  # labels relettered A, B: '3' names none
+        b.decide(CHILD_IDS[1], "ann", "edit", options="red\ngreen\nblue\ngray")  # the key's option kept
+        assert b.outcomes()[CHILD_IDS[1]].edited_fields["options"] == {"text": ["red", "green", "blue", "gray"],
+                                                                       "label": ["1", "2", "3", "4"]}

@@ -278,6 +278,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "extreme_models": extreme_models(matrix),
         "fit_diagnostics": f.diagnostics,
     }
+    if f.engine == "nuts":
+        _warn_unconverged(f.diagnostics)
     # each of these refits the matrix (tens of seconds on mmlu-pro together): said as it starts, on stderr
     def say(what: str) -> None:
         if not args.json:
@@ -393,6 +395,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     }
     if f.engine == "nuts":  # the sampler's convergence, as the README promises
         report.notes["fit"]["convergence"] = {k: f.diagnostics.get(k) for k in NUTS_CHECKS}
+        _warn_unconverged(f.diagnostics)  # on stderr, --json or not
     if matrix is not None:
         report.notes["extreme_items"] = extreme_items(matrix, items)
         report.notes["extreme_models"] = extreme_models(matrix)
@@ -446,10 +449,7 @@ def _print_report(r: Any) -> None:
     if conv:
         print(f"  NUTS convergence: max R-hat {_fmt(conv['max_rhat'])}, min bulk ESS {_fmt(conv['min_ess_bulk'])}, "
               f"divergences {conv['divergences']} ({conv['chains']} chains x {conv['draws']} draws)")
-        unsure = _not_converged(conv)
-        if unsure:
-            print(f"benchfill: warning: the NUTS chains have not converged ({unsure}); the posterior figures below "
-                  "are not to be trusted: run longer chains (--draws, --warmup)", file=sys.stderr)
+
     if r.posterior:
         for key, label in (("ddm", "DDM"), ("max_gap", "max gap")):
             s = r.posterior[key]
@@ -530,6 +530,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _figure(x: float) -> str:
     """A correlation to three places, or a word where it is undefined (the notes say why)."""
     return "undefined" if x is None or x != x else f"{x:.3f}"
+
+
+def _warn_unconverged(diagnostics: dict[str, Any]) -> None:
+    """One line on stderr where a NUTS fit's chains fall short (``_not_converged``): its posterior figures,
+    printed or written, are not to be trusted."""
+    unsure = _not_converged(diagnostics)
+    if unsure:
+        print(f"benchfill: warning: the NUTS chains have not converged ({unsure}); the posterior figures are not "
+              "to be trusted: fit again with longer chains (--draws, --warmup)", file=sys.stderr)
 
 
 def _not_converged(conv: dict[str, Any]) -> str:

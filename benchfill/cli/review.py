@@ -34,7 +34,8 @@ def register(subparsers) -> None:
         help="record decisions filled into an exported CSV",
         description=f"Record the decisions filled into an exported review_queue.csv. {DECISION_HELP}",
     )
-    p.add_argument("file", type=Path, help="the CSV (columns reviewer, decision, reason, edited_text, edited_answer)")
+    p.add_argument("file", type=Path, help="the CSV (columns reviewer, decision, reason, edited_text, edited_answer, "
+                   "edited_options)")
     p.add_argument("--run", type=Path, help="run directory (default: the run whose review/ folder holds the CSV, where "
                    "'review export' writes it without --out)")
     p.add_argument("--reviewer", help="reviewer name for rows whose reviewer cell is empty")
@@ -68,9 +69,9 @@ def register(subparsers) -> None:
 # The words of benchfill.review.DECISIONS (not imported here: --help stays light; a test keeps them equal).
 DECISION_WORDS = ("accept", "reject", "edit", "withdraw")
 DECISION_HELP = (
-    f"The decision cell takes one of: {', '.join(DECISION_WORDS)} (edit: put the new text in edited_text "
-    "and/or the new answer in edited_answer; withdraw: take back your own earlier decision); rows with an "
-    "empty decision are skipped."
+    f"The decision cell takes one of: {', '.join(DECISION_WORDS)} (edit: put the new text in edited_text, "
+    "the new answer in edited_answer and/or a multiple-choice item's options, one a line, in edited_options; "
+    "withdraw: take back your own earlier decision); rows with an empty decision are skipped."
 )
 
 

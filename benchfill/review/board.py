@@ -13,7 +13,9 @@ from typing import Any
 
 from sqlmodel import col, select
 
+from benchfill.data import options_of
 from benchfill.errors import BenchfillError, ConfigError, DataError
+from benchfill.evaluators.multiple_choice import LETTERS as GRADED
 from benchfill.review.queue import LETTERS, QueueEntry, load_queue
 from benchfill.review.rule import Outcome, ReleaseRule, outcome
 from benchfill.schema import ReviewDecision
@@ -180,7 +182,7 @@ class ReviewBoard:
             # (the edit in force, restated: a sheet imported again repeats its reviewer's own, which import skips)
             edited = self._edited(entry, text, answer, self.standing(item_id, outcome), options)
             if edited == entry.child:
-                raise BenchfillError(f"decision on '{item_id}': the edit changes neither text nor answer")
+                raise BenchfillError(f"decision on '{item_id}': the edit changes neither text, answer nor options")
             edited_json = json.dumps(edited, ensure_ascii=False)
         return ReviewDecision(
             run_id=self.store.run_id, item_id=item_id, reviewer=reviewer, decision=decision, reason=reason,
@@ -211,7 +213,7 @@ class ReviewBoard:
             edited[entry.answer_field] = _like(old, answer)
         if options is not None:
             edited[_options_field(entry)] = _options_like(entry, base, options)
-        _check_key(entry, edited)
+        _check_key(entry, base, edited, answer is not None)
         return edited
 
     def decisions(self, item_id: str | None = None) -> list[ReviewDecision]:
@@ -270,13 +272,20 @@ def _options_field(entry: QueueEntry) -> str:
 
 def _options_like(entry: QueueEntry, base: dict[str, Any], lines: str) -> Any:
     """Edited options, one a line, in the layout the item keeps them in: a list, or the Hugging Face
-    {"text": [...], "label": [...]} (labels kept where the count is, else letters)."""
+    {"text": [...], "label": [...]} (labels kept where the count is, else letters). An item with an option of
+    several lines (code) cannot be edited one a line: one option would become several."""
     import re
 
+    old = base.get(_options_field(entry))
+    if any("\n" in str(o) for o in options_of(old) or []):
+        raise BenchfillError(f"decision on '{entry.item_id}': an option of this item spans several lines, which an "
+                             "edit of one option a line would split; edit the options in the benchmark's items file")
     opts = [re.sub(r"^\s*[A-Z][.)]\s+", "", x).strip() for x in lines.splitlines() if x.strip()]
     if len(opts) < 2:
         raise BenchfillError(f"decision on '{entry.item_id}': edited options must be two or more, one a line")
-    old = base.get(_options_field(entry))
+    if len(opts) > len(GRADED):
+        raise BenchfillError(f"decision on '{entry.item_id}': {len(opts)} options; the multiple-choice grader reads "
+                             f"at most {len(GRADED)} (A to {GRADED[-1]})")
     if isinstance(old, dict):
         labels = old.get("label")
         keep = isinstance(labels, list) and len(labels) == len(opts)
@@ -284,19 +293,40 @@ def _options_like(entry: QueueEntry, base: dict[str, Any], lines: str) -> Any:
     return opts
 
 
-def _check_key(entry: QueueEntry, item: dict[str, Any]) -> None:
-    """An edit that leaves a multiple-choice key naming no option is refused (the key "J" of ten options,
-    the options cut to four)."""
-    from benchfill.data import options_of
-
+def _key_position(entry: QueueEntry, item: dict[str, Any]) -> tuple[int | None, list] | None:
+    """Which option ``item``'s key names, read as the grader reads it (a letter, "(G)", an index, or a Hugging
+    Face label), with the options; None for an item with no options."""
     field = entry.options_field
-    opts = None if field is None else options_of(item.get(field))
-    key = str(item.get(entry.answer_field, "")).strip()
-    if opts is None or len(key) != 1 or key.upper() not in LETTERS:
-        return  # no options, or a key that is no letter (the option's text): nothing to check it against
-    if LETTERS.index(key.upper()) >= len(opts):
-        raise BenchfillError(f"decision on '{entry.item_id}': the answer {key!r} names no option (the item has "
-                             f"{len(opts)}: A to {LETTERS[len(opts) - 1]})")
+    raw = None if field is None else item.get(field)
+    opts = options_of(raw)
+    if opts is None:
+        return None
+    key = item.get(entry.answer_field)
+    labels = [str(x) for x in raw["label"]] if isinstance(raw, dict) and isinstance(raw.get("label"), list) else None
+    if labels is not None and str(key).strip() in labels:
+        return labels.index(str(key).strip()), opts
+    if isinstance(key, int) and not isinstance(key, bool):
+        return key, opts
+    letter = str(key).strip().strip("()").upper()
+    return (LETTERS.index(letter) if len(letter) == 1 and letter in LETTERS else None), opts
+
+
+def _check_key(entry: QueueEntry, base: dict[str, Any], item: dict[str, Any], answer_given: bool) -> None:
+    """An edit that leaves a multiple-choice key naming no option is refused (the key "J" of ten options, the
+    options cut to four), and so is one whose options moved the option the key names without a new answer
+    (an option dropped or reordered: the letter then names another)."""
+    was, now = _key_position(entry, base), _key_position(entry, item)
+    if now is None or was is None or was[0] is None:
+        return  # no options, or a key that names none even before the edit (the option's text): not checked
+    pos, opts = now
+    if pos is None or not 0 <= pos < len(opts):
+        raise BenchfillError(f"decision on '{entry.item_id}': the answer {item.get(entry.answer_field)!r} names no "
+                             f"option (the item has {len(opts)})")
+    before = was[1][was[0]] if 0 <= was[0] < len(was[1]) else None
+    if not answer_given and opts[pos] != before:
+        raise BenchfillError(f"decision on '{entry.item_id}': with the options edited, the answer "
+                             f"{item.get(entry.answer_field)!r} names {str(opts[pos])!r}, where it named "
+                             f"{str(before)!r}; give the answer too (the option that is right)")
 
 
 def _like(old: Any, new: str) -> Any:
