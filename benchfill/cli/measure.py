@@ -280,7 +280,13 @@ def cmd_fit(args: argparse.Namespace) -> int:
     }
     if f.engine == "nuts":
         _warn_unconverged(f.diagnostics)
-    # each of these refits the matrix (tens of seconds on mmlu-pro together): said as it starts, on stderr
+    # each of these refits the matrix (tens of seconds on mmlu-pro together): said as it starts, on stderr,
+    # once what can be refused at once has been (an error stays one line)
+    if args.loo:
+        from benchfill.irt.checks import check_loo
+
+        check_loo(matrix)
+
     def say(what: str) -> None:
         if not args.json:
             print(f"{what} ...", file=sys.stderr, flush=True)

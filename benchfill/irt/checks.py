@@ -46,6 +46,16 @@ def _discordant(order: np.ndarray, values: np.ndarray) -> tuple[int, int]:
     return int(round((untied - diff) / 2)), n0 - n1
 
 
+def check_loo(matrix: ResponseMatrix) -> None:
+    """Refuse a matrix leave-one-model-out cannot run on (``DataError``): each refit needs two models, a
+    correlation two items. Callers that announce the work check first, so the error stays one line."""
+    from benchfill.errors import DataError
+
+    if matrix.n_models < 3 or matrix.n_items < 2:
+        raise DataError(f"{matrix.source}: leave-one-model-out needs at least 3 models and 2 items, "
+                        f"found {matrix.n_models} and {matrix.n_items}")
+
+
 PAIR_LOOP_MODELS = 300  # up to this many models the pairs are compared directly, one item axis pass each
 
 
@@ -127,13 +137,10 @@ def leave_one_model_out(matrix: ResponseMatrix, *, engine: str = "map", **fit_kw
 
     from scipy.stats import ConstantInputWarning, pearsonr, spearmanr
 
-    from benchfill.errors import DataError
     from benchfill.irt.engine import fit, require_matrix
 
     require_matrix(matrix)
-    if matrix.n_models < 3 or matrix.n_items < 2:  # each refit needs two models; a correlation two items
-        raise DataError(f"{matrix.source}: leave-one-model-out needs at least 3 models and 2 items, "
-                        f"found {matrix.n_models} and {matrix.n_items}")
+    check_loo(matrix)
     full = fit(matrix, engine=engine, **fit_kwargs).difficulty
     per_model: dict[str, dict[str, float]] = {}
     for j, name in enumerate(matrix.models):
