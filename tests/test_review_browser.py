@@ -271,6 +271,28 @@ def test_leaving_a_page_with_typed_unsaved_text_asks_first(tmp_path, shared_data
         assert browser.execute_script(ask) is True
 
 
+def test_an_accept_with_an_unsaved_edit_asks_first(tmp_path, shared_data, browser):
+    # "a" after typing an edit (the fieldset reads "Edit and accept") recorded a plain accept and dropped the edit
+    import time
+
+    from selenium.webdriver.common.by import By
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewServer(run) as srv:
+        browser.get(srv.url)
+        browser.get(f"http://127.0.0.1:{srv.port}/item/{CHILD_IDS[0]}")
+        browser.find_element(By.ID, "reviewer").send_keys("eve")
+        browser.find_element(By.ID, "edit-text").send_keys(" EVE'S FIX")
+        browser.find_element(By.ID, "accept").click()
+        alert = browser.switch_to.alert
+        assert "not saved and will be lost" in alert.text
+        alert.dismiss()  # kept: nothing recorded, still on the item with the text typed
+        time.sleep(0.3)
+        assert "EVE'S FIX" in browser.find_element(By.ID, "edit-text").get_attribute("value")
+        with ReviewBoard(run) as b:
+            assert b.decisions() == []
+
+
 def test_a_narrow_window_does_not_scroll_sideways(tmp_path, shared_data, browser):
     # at 400 px (a phone, a side pane, 200% zoom) the reason box's size="60" made the item page 536 px wide
     run = make_run(tmp_path, shared_data)

@@ -190,3 +190,32 @@ def test_options_of_several_lines_or_under_labels_are_edited_safely(tmp_path, sh
         b.decide(CHILD_IDS[1], "ann", "edit", options="red\ngreen\nblue\ngray")  # the key's option kept
         assert b.outcomes()[CHILD_IDS[1]].edited_fields["options"] == {"text": ["red", "green", "blue", "gray"],
                                                                        "label": ["1", "2", "3", "4"]}
+
+
+def test_the_keyed_option_reworded_in_place_and_whitespace_are_no_move(tmp_path, shared_data):
+    # The page cannot resend an unchanged answer, so a typo fixed in the right option was refused with "give
+    # the answer too" and no way out; options with a trailing space (532 of mmlu-pro's) refused any edit;
+    # Enter in the answer box shipped the key "G\n"; a sheet's CRLF line ends alone counted as an edit.
+    import json
+
+    run = make_run(tmp_path, shared_data)
+    _multiple_choice(run)
+    queue = run / "review_queue.jsonl"
+    recs = [json.loads(x) for x in queue.read_text().splitlines()]
+    recs[1]["child"]["options"] = [o + " " for o in recs[1]["child"]["options"]]
+    recs[3]["child"]["problem"] = "First line.\nSecond line."
+    queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with ReviewBoard(run, writable=True) as b:
+        e = b.entry(CHILD_IDS[0])
+        lines = e.options(e.child)
+        lines[6] = lines[6] + " (fixed)"  # G, the key: reworded where it stands
+        b.decide(CHILD_IDS[0], "ann", "edit", options="\n".join(lines))
+        assert b.outcomes()[CHILD_IDS[0]].edited_fields["options"][6].endswith("(fixed)")
+        e = b.entry(CHILD_IDS[1])
+        lines = e.options(e.child)
+        lines[0] = "A. a better distractor"
+        b.decide(CHILD_IDS[1], "bo", "edit", options="\n".join(lines))
+        with pytest.raises(BenchfillError, match="changes neither text, answer nor options"):
+            b.decide(CHILD_IDS[2], "cy", "edit", answer="G\n")  # the key G, as it was
+        with pytest.raises(BenchfillError, match="changes neither text, answer nor options"):
+            b.decide(CHILD_IDS[3], "di", "edit", text="First line.\r\nSecond line.")

@@ -200,6 +200,12 @@ class ReviewBoard:
                 options: str | None = None) -> dict[str, Any]:  # fmt: skip
         if text is None and answer is None and options is None:
             raise BenchfillError(f"decision on '{entry.item_id}': an edit needs a new text, answer or options")
+        # A spreadsheet saves a cell's line breaks as CRLF: line endings alone are no edit (they shipped as one,
+        # and the item left the after-figures as edited)
+        text, answer, options = (None if v is None else v.replace("\r\n", "\n").replace("\r", "\n")
+                                 for v in (text, answer, options))  # fmt: skip
+        if answer is not None and entry.options_field is not None:
+            answer = answer.strip()  # a multiple-choice key: "J\n" (Enter in the answer box) is "J"
         edited = dict(base)
         if text is not None:
             if not text.strip():
@@ -313,8 +319,9 @@ def _key_position(entry: QueueEntry, item: dict[str, Any]) -> tuple[int | None, 
 
 def _check_key(entry: QueueEntry, base: dict[str, Any], item: dict[str, Any], answer_given: bool) -> None:
     """An edit that leaves a multiple-choice key naming no option is refused (the key "J" of ten options, the
-    options cut to four), and so is one whose options moved the option the key names without a new answer
-    (an option dropped or reordered: the letter then names another)."""
+    options cut to four), and so is an options edit after which the key names another of the options it had
+    (one dropped or reordered: the letter then names another), unless the answer came with it. The keyed
+    option reworded in place (a typo fixed) is no move."""
     was, now = _key_position(entry, base), _key_position(entry, item)
     if now is None or was is None or was[0] is None:
         return  # no options, or a key that names none even before the edit (the option's text): not checked
@@ -322,11 +329,17 @@ def _check_key(entry: QueueEntry, base: dict[str, Any], item: dict[str, Any], an
     if pos is None or not 0 <= pos < len(opts):
         raise BenchfillError(f"decision on '{entry.item_id}': the answer {item.get(entry.answer_field)!r} names no "
                              f"option (the item has {len(opts)})")
-    before = was[1][was[0]] if 0 <= was[0] < len(was[1]) else None
-    if not answer_given and opts[pos] != before:
+    if answer_given:
+        return
+    old = [str(o).strip() for o in was[1]]
+    keyed = old[was[0]] if 0 <= was[0] < len(old) else None
+    named = str(opts[pos]).strip()
+    moved = keyed in [str(o).strip() for o in opts] and named != keyed  # the keyed option now at another letter
+    other = named != keyed and named in old  # the letter now names another of the options
+    if moved or other:
         raise BenchfillError(f"decision on '{entry.item_id}': with the options edited, the answer "
-                             f"{item.get(entry.answer_field)!r} names {str(opts[pos])!r}, where it named "
-                             f"{str(before)!r}; give the answer too (the option that is right)")
+                             f"{item.get(entry.answer_field)!r} names {named!r}, where it named {keyed!r}; give "
+                             "the answer too (the option that is right)")
 
 
 def _like(old: Any, new: str) -> Any:

@@ -30,6 +30,13 @@
     if (busy) { return; }
     var reviewer = who.value.trim();
     if (!reviewer) { status.textContent = "Enter your name as reviewer first."; who.focus(); return; }
+    // An accept (or a withdraw) while an edit or a reason is typed and not saved would leave for the next item
+    // and drop what was typed ("a" is a likely slip for "Edit and accept"): asked first, as leaving is.
+    var typed = (decision !== "edit" && (changed("edit-text") !== null || changed("edit-answer") !== null ||
+                 changed("edit-options") !== null || field("edit-reason"))) ||
+                (decision !== "reject" && field("reject-reason"));
+    if (typed && !window.confirm("What you typed in the edit or reason boxes is not saved and will be lost. " +
+                                 "Record " + decision + " anyway?")) { return; }
     localStorage.setItem("benchfill-reviewer", reviewer);
     // seen: the item as this page drew it; one edited since by someone else is refused, not decided unseen
     var body = { item_id: itemId, reviewer: reviewer, decision: decision, seen: seen || null };
