@@ -219,3 +219,48 @@ def test_the_keyed_option_reworded_in_place_and_whitespace_are_no_move(tmp_path,
             b.decide(CHILD_IDS[2], "cy", "edit", answer="G\n")  # the key G, as it was
         with pytest.raises(BenchfillError, match="changes neither text, answer nor options"):
             b.decide(CHILD_IDS[3], "di", "edit", text="First line.\r\nSecond line.")
+
+
+def _code_items(run):
+    """The fixture's queue as a code benchmark's (HumanEval's fields), the run's spec recorded as such."""
+    import json
+
+    from benchfill.store import Store
+
+    prompt = 'def add(a, b):\n    """Return a + b."""\n'
+    test = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
+    queue = run / "review_queue.jsonl"
+    recs = [json.loads(x) for x in queue.read_text().splitlines()]
+    for r in recs:
+        item = {"prompt": prompt, "canonical_solution": "    return a + b\n", "test": test, "entry_point": "add"}
+        r["ancestor"] = {**r["ancestor"], **item}
+        r["child"] = {**r["child"], **item, "prompt": prompt.replace("Return", "Give back")}
+        r["text_field"], r["answer_field"] = "prompt", "canonical_solution"
+    queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    store = Store(run / "store.db")
+    store.set_meta("benchmark", {"name": "aime24", "text_field": "prompt", "answer_field": "canonical_solution",
+                                 "tests_field": "test", "entry_point_field": "entry_point", "evaluator": "code"})
+    store.close()
+
+
+def test_a_code_items_tests_are_shown_and_an_edited_solution_must_pass_them(tmp_path, shared_data):
+    # A reviewer's edit of a HumanEval solution shipped failing its own tests (or not even parsing), and the
+    # page and the sheet never showed the tests the rewriter may have broken.
+    import csv
+
+    from benchfill.review import export_queue
+
+    run = make_run(tmp_path, shared_data)
+    _code_items(run)
+    with ReviewServer(run) as srv:
+        page = httpx.get(_base(srv) + f"/item/{CHILD_IDS[0]}?token={srv.token}").text
+        assert 'id="child-tests">def check(candidate):' in page and "entry point <code>add</code>" in page
+    with ReviewBoard(run, writable=True) as b:
+        with pytest.raises(BenchfillError, match="the edited solution fails the item's own tests"):
+            b.decide(CHILD_IDS[0], "ann", "edit", answer="    return a - b\n")
+        with pytest.raises(BenchfillError, match="the edited solution fails the item's own tests"):
+            b.decide(CHILD_IDS[0], "ann", "edit", answer="return a + b\n  x")  # does not parse
+        b.decide(CHILD_IDS[0], "ann", "edit", answer="    return b + a\n")
+    _, path = export_queue(run)
+    row = next(csv.DictReader(path.open(encoding="utf-8")))
+    assert row["child_tests"].startswith("def check(candidate):") and row["ancestor_tests"]

@@ -53,6 +53,14 @@ class ReviewBoard:
         stored = self.store.get_meta("release_rule")
         self.kept_rule = ReleaseRule(**stored) if isinstance(stored, dict) else None
         self.rule = rule or self.kept_rule or ReleaseRule()
+        spec = self.store.get_meta("benchmark")
+        self.spec: dict[str, Any] = spec if isinstance(spec, dict) else {}  # the run's BenchmarkSpec, as recorded
+
+    def code_fields(self) -> tuple[str, str] | None:
+        """(tests field, entry point field) of a code benchmark's items; None for other benchmarks."""
+        if self.spec.get("evaluator") != "code":
+            return None
+        return self.spec.get("tests_field") or "test", self.spec.get("entry_point_field") or "entry_point"
 
     def __enter__(self) -> ReviewBoard:
         return self
@@ -183,6 +191,7 @@ class ReviewBoard:
             edited = self._edited(entry, text, answer, self.standing(item_id, outcome), options)
             if edited == entry.child:
                 raise BenchfillError(f"decision on '{item_id}': the edit changes neither text, answer nor options")
+            self._check_code(entry, edited)
             edited_json = json.dumps(edited, ensure_ascii=False)
         return ReviewDecision(
             run_id=self.store.run_id, item_id=item_id, reviewer=reviewer, decision=decision, reason=reason,
@@ -221,6 +230,28 @@ class ReviewBoard:
             edited[_options_field(entry)] = _options_like(entry, base, options)
         _check_key(entry, base, edited, answer is not None)
         return edited
+
+    def _check_code(self, entry: QueueEntry, edited: dict[str, Any]) -> None:
+        """A code item's edited reference solution is run against the item's own tests, confined as a run
+        grades (a failing or unparsable one had shipped as accepted); without confinement it is not run
+        (the edit is recorded as before: the page and the sheet show the tests beside it)."""
+        if self.code_fields() is None:
+            return
+        from benchfill.benchmarks import BenchmarkSpec
+        from benchfill.evaluators import get_evaluator
+        from benchfill.evaluators.sandbox import Unconfined
+
+        try:
+            spec = BenchmarkSpec(**self.spec)
+            grade = get_evaluator("code").grade(str(edited.get(entry.answer_field, "")), edited, spec)
+        except Unconfined:
+            return
+        except (BenchfillError, ValueError, TypeError):
+            return  # a spec or item the grader cannot read: the run's own grading said so already
+        # (an Unconfined is a ConfigError, so a BenchfillError too: caught first, on purpose)
+        if not grade.correct:
+            raise BenchfillError(f"decision on '{entry.item_id}': the edited solution fails the item's own tests "
+                                 f"({' '.join(str(grade.reason).split())[:200]}); fix it, or reject the item")
 
     def decisions(self, item_id: str | None = None) -> list[ReviewDecision]:
         with self.store.session() as s:

@@ -25,7 +25,7 @@ DECISION_COLUMNS = ("reviewer", "decision", "reason", "edited_text", "edited_ans
 CSV_COLUMNS = (
     "item_id", "benchmark", "gap_index", "gap_left", "gap_right", "target_z",
     "ancestor_id", "ancestor_text", "child_text", "text_changes", "ancestor_answer", "child_answer",
-    "ancestor_options", "child_options",
+    "ancestor_options", "child_options", "ancestor_tests", "child_tests",
     "annotated_difficulty", "annotated_se", "annotated_z",
     "confirmed_difficulty", "confirmed_se", "confirmed_z", "confirmed_z_se", "inside_probability", "ecdf_position",
     "probe_results", "judge_valid", "judge_reason", "rewriter_model", "judge_model", "flags",
@@ -37,8 +37,10 @@ CSV_COLUMNS = (
 EXPORTED_AT = "exported_at"
 
 
-def review_record(entry: QueueEntry, standing: Outcome | None = None) -> dict[str, Any]:
-    """One proposed item for a reviewer: the run's record plus texts side by side and the marked diff."""
+def review_record(entry: QueueEntry, standing: Outcome | None = None,
+                  code: tuple[str, str] | None = None) -> dict[str, Any]:
+    """One proposed item for a reviewer: the run's record plus texts side by side and the marked diff (and,
+    for a code benchmark, ``code`` its (tests field, entry point field), each side's tests)."""
     rec = dict(entry.record)
     old_text = str(entry.ancestor.get(entry.text_field, ""))
     new_text = str(entry.child.get(entry.text_field, ""))
@@ -51,6 +53,8 @@ def review_record(entry: QueueEntry, standing: Outcome | None = None) -> dict[st
     for side, item in (("ancestor", entry.ancestor), ("child", entry.child)):
         lines = entry.options(item)
         rec[f"{side}_options"] = None if lines is None else "\n".join(lines)
+        # a code item's tests, which its reference answer must pass (and its entry point, when the tests call it)
+        rec[f"{side}_tests"] = None if code is None else item.get(code[0])
     if standing is not None:
         rec["review"] = {
             "status": standing.status,
@@ -81,7 +85,8 @@ def _csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         "ancestor_id": rec["ancestor_id"], "ancestor_text": rec["ancestor_text"], "child_text": rec["child_text"],
         "text_changes": rec["text_changes"], "ancestor_answer": rec["ancestor_answer"],
         "child_answer": rec["child_answer"], "ancestor_options": rec.get("ancestor_options"),
-        "child_options": rec.get("child_options"),
+        "child_options": rec.get("child_options"), "ancestor_tests": rec.get("ancestor_tests"),
+        "child_tests": rec.get("child_tests"),
         "annotated_difficulty": ann.get("difficulty"), "annotated_se": ann.get("se"), "annotated_z": ann.get("z"),
         "confirmed_difficulty": conf.get("difficulty"), "confirmed_se": conf.get("se"),
         "confirmed_z": conf.get("z"), "confirmed_z_se": conf.get("placement_z_se"),
@@ -145,7 +150,8 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
                 raise DataError(f"{csv_path}: holds {pending} decision(s) not imported yet; import it first "
                                 f"(benchfill review import {csv_path}) or move it away, then export again")
         standing = board.outcomes()
-        records = [review_record(e, standing[e.item_id]) for e in board.entries]
+        code = board.code_fields()
+        records = [review_record(e, standing[e.item_id], code) for e in board.entries]
     out.mkdir(parents=True, exist_ok=True)
     _atomic_write(jsonl, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     stamp = datetime.now(UTC).isoformat(timespec="microseconds")

@@ -81,7 +81,7 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         at = ids.index(item_id)
         near = (ids[at - 1] if at else None, ids[at + 1] if at + 1 < len(ids) else None)
         return page(f"review {item_id}", _item_body(entry, board.outcomes()[item_id], *near, run=board.store.run_id,
-                                                    seen=board.version(item_id)))
+                                                    seen=board.version(item_id), code=board.code_fields()))
 
     async def next_pending(request: Request) -> Response:
         # Where the page goes after an accept or a reject, and the queue page's "n".
@@ -251,8 +251,9 @@ def _truth(r: dict) -> str:
 
 
 def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | None = None, run: str = "",
-               seen: str = "") -> str:
-    """``seen``: the item's version (``ReviewBoard.version``) as drawn; each decision sends it back."""
+               seen: str = "", code: tuple[str, str] | None = None) -> str:
+    """``seen``: the item's version (``ReviewBoard.version``) as drawn; each decision sends it back. ``code``:
+    a code benchmark's (tests field, entry point field), whose tests are shown beside each side."""
     r = e.record
     pieces = text_diff(str(e.ancestor.get(e.text_field, "")), str(e.child.get(e.text_field, "")))
     old = "".join(escape(t) if op == "=" else f"<del>{escape(t)}</del>" for op, t in pieces if op != "+")
@@ -293,10 +294,10 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
 <div class="side">
  <div><h2>Ancestor {escape(str(r.get("ancestor_id")))}</h2><pre id="ancestor-text">{old}</pre>
   {_options_list("ancestor-options", e.ancestor, e)}
-  <div>Reference answer: {_answer("ancestor-answer", e.ancestor, e)}</div></div>
+  <div>Reference answer: {_answer("ancestor-answer", e.ancestor, e)}</div>{_tests("ancestor-tests", e.ancestor, code)}</div>
  <div><h2>Proposed item</h2><pre id="child-text">{new}</pre>
   {_options_list("child-options", e.child, e)}
-  <div>Reference answer: {_answer("child-answer", e.child, e)}</div></div>
+  <div>Reference answer: {_answer("child-answer", e.child, e)}</div>{_tests("child-tests", e.child, code)}</div>
 </div>
 {edited}
 <h2>Difficulty</h2>
@@ -329,6 +330,16 @@ def _options_list(id_: str, item: dict, e: QueueEntry) -> str:
     if lines is None:
         return ""
     return f'<ol class="options" id="{id_}">' + "".join(f"<li>{escape(x)}</li>" for x in lines) + "</ol>"
+
+
+def _tests(id_: str, item: dict, code: tuple[str, str] | None) -> str:
+    """A code item's tests and entry point, which its reference answer must pass ("" for other items): a
+    rewriter's broken tests make an item look harder, and a reviewer who cannot see them cannot tell."""
+    if code is None or item.get(code[0]) is None:
+        return ""
+    entry = escape(str(item.get(code[1], "")))
+    return (f'<details open><summary>Tests (entry point <code>{entry}</code>)</summary>'
+            f'<pre class="answer" id="{id_}">{escape(str(item.get(code[0])))}</pre></details>')
 
 
 def _options_edit(current: dict, e: QueueEntry) -> str:
