@@ -861,7 +861,13 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
     from benchfill.prompts import check_overrides
 
     warnings = check_overrides()  # a bad override is refused here too, not at the run's first call
+    from benchfill.evaluators import require_confinement
+
+    # refused here as the run refuses it (a code benchmark with no bubblewrap): a plan that would not run is none
+    isolation = require_confinement(bench.spec.evaluator, opts.allow_unconfined)
     out = {"run_id": run_id_for(opts), "backend": opts.resolved_backend(), "strategy": opts.strategy}
+    if isolation is not None:
+        out["isolation"] = isolation  # how generated programs would be confined
     out.update(planned_budget(opts, len(bench.items), trials, have, repairs))
     if warnings:
         out["warnings"] = "; ".join(warnings)

@@ -37,6 +37,14 @@ def test_a_code_run_without_confinement_refuses_in_one_line(no_bwrap, shared_dat
     assert code != 0 and len(err.splitlines()) == 1, err
     assert UNCONFINED_REFUSAL in err and "--allow-unconfined" in err and err.startswith("benchfill: error:")
     assert not runs.exists() or not any(runs.iterdir())  # refused before any work
+    # the dry run's plan said nothing of it, and the real run was then refused: refused alike now
+    code = main(["run", "--benchmark", "humaneval", "--data-dir", str(shared_data), "--runs-dir", str(runs),
+                 "--dry-run"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and UNCONFINED_REFUSAL in err, err
+    code = main(["run", "--benchmark", "humaneval", "--data-dir", str(shared_data), "--runs-dir", str(runs),
+                 "--dry-run", "--allow-unconfined"])
+    assert code == 0 and "isolation" in capsys.readouterr().out
 
 
 def test_allow_unconfined_lets_the_run_go_on(no_bwrap, shared_data, tmp_path, capsys):
