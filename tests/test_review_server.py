@@ -252,15 +252,39 @@ def test_a_code_items_tests_are_shown_and_an_edited_solution_must_pass_them(tmp_
 
     run = make_run(tmp_path, shared_data)
     _code_items(run)
+    import threading
+    import time
+
     with ReviewServer(run) as srv:
         page = httpx.get(_base(srv) + f"/item/{CHILD_IDS[0]}?token={srv.token}").text
         assert 'id="child-tests">def check(candidate):' in page and "entry point <code>add</code>" in page
+        # an edit whose tests take a while: another reviewer's page is served meanwhile (it waited for it)
+        done: dict[str, float] = {}
+
+        def slow_edit():
+            httpx.post(_base(srv) + "/api/decision", headers={"X-Benchfill-Token": srv.token}, timeout=30,
+                       json={"item_id": CHILD_IDS[1], "reviewer": "sam", "decision": "edit",
+                             "answer": "    import time\n    time.sleep(2)\n    return a + b\n"})  # fmt: skip
+            done["edit"] = time.monotonic()
+
+        t = threading.Thread(target=slow_edit)
+        t.start()
+        time.sleep(0.5)
+        assert httpx.get(srv.url).status_code == 200
+        done["page"] = time.monotonic()
+        t.join(30)
+        assert done["page"] < done["edit"]
     with ReviewBoard(run, writable=True) as b:
-        with pytest.raises(BenchfillError, match="the edited solution fails the item's own tests"):
+        assert [d.reviewer for d in b.decisions(CHILD_IDS[1])] == ["sam"]  # it passed, and was recorded
+        fails = "as edited, the item's reference solution fails its own tests"
+        with pytest.raises(BenchfillError, match=fails):
             b.decide(CHILD_IDS[0], "ann", "edit", answer="    return a - b\n")
-        with pytest.raises(BenchfillError, match="the edited solution fails the item's own tests"):
+        with pytest.raises(BenchfillError, match=fails):
             b.decide(CHILD_IDS[0], "ann", "edit", answer="return a + b\n  x")  # does not parse
+        with pytest.raises(BenchfillError, match=fails):  # shipped as written, not read out of prose
+            b.decide(CHILD_IDS[0], "ann", "edit", answer="Fixed:\n```python\ndef add(a, b):\n    return a + b\n```\n")
         b.decide(CHILD_IDS[0], "ann", "edit", answer="    return b + a\n")
     _, path = export_queue(run)
     row = next(csv.DictReader(path.open(encoding="utf-8")))
     assert row["child_tests"].startswith("def check(candidate):") and row["ancestor_tests"]
+    assert row["child_entry_point"] == row["ancestor_entry_point"] == "add"

@@ -232,26 +232,29 @@ class ReviewBoard:
         return edited
 
     def _check_code(self, entry: QueueEntry, edited: dict[str, Any]) -> None:
-        """A code item's edited reference solution is run against the item's own tests, confined as a run
-        grades (a failing or unparsable one had shipped as accepted); without confinement it is not run
-        (the edit is recorded as before: the page and the sheet show the tests beside it)."""
-        if self.code_fields() is None:
+        """A code item as edited: its reference solution, as it will ship (raw, not read out of prose as a
+        model's reply is), run against the item's own tests, confined as a run grades, or unconfined where
+        the run itself was allowed to (a failing or unparsable one had shipped as accepted). Not run without
+        confinement or without tests: the page and the sheet show the tests beside it (README)."""
+        fields = self.code_fields()
+        if fields is None or edited.get(fields[0]) is None:
             return
         from benchfill.benchmarks import BenchmarkSpec
-        from benchfill.evaluators import get_evaluator
-        from benchfill.evaluators.sandbox import Unconfined
+        from benchfill.evaluators.code_tests import build_program
+        from benchfill.evaluators.sandbox import Unconfined, run_programs
 
         try:
-            spec = BenchmarkSpec(**self.spec)
-            grade = get_evaluator("code").grade(str(edited.get(entry.answer_field, "")), edited, spec)
+            program = build_program(str(edited.get(entry.answer_field, "")), edited, BenchmarkSpec(**self.spec))
+            (outcome,) = run_programs([program], allow_unconfined=self.store.get_meta("isolation") == "unconfined")
         except Unconfined:
             return
         except (BenchfillError, ValueError, TypeError):
             return  # a spec or item the grader cannot read: the run's own grading said so already
-        # (an Unconfined is a ConfigError, so a BenchfillError too: caught first, on purpose)
-        if not grade.correct:
-            raise BenchfillError(f"decision on '{entry.item_id}': the edited solution fails the item's own tests "
-                                 f"({' '.join(str(grade.reason).split())[:200]}); fix it, or reject the item")
+        if not outcome.passed:
+            said = " ".join(f"{outcome.status}: {outcome.detail}".split())[:200]
+            raise BenchfillError(f"decision on '{entry.item_id}': as edited, the item's reference solution fails its "
+                                 f"own tests ({said}); fix it, or reject the item")
+
 
     def decisions(self, item_id: str | None = None) -> list[ReviewDecision]:
         with self.store.session() as s:

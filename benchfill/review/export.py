@@ -25,7 +25,7 @@ DECISION_COLUMNS = ("reviewer", "decision", "reason", "edited_text", "edited_ans
 CSV_COLUMNS = (
     "item_id", "benchmark", "gap_index", "gap_left", "gap_right", "target_z",
     "ancestor_id", "ancestor_text", "child_text", "text_changes", "ancestor_answer", "child_answer",
-    "ancestor_options", "child_options", "ancestor_tests", "child_tests",
+    "ancestor_options", "child_options", "ancestor_tests", "child_tests", "ancestor_entry_point", "child_entry_point",
     "annotated_difficulty", "annotated_se", "annotated_z",
     "confirmed_difficulty", "confirmed_se", "confirmed_z", "confirmed_z_se", "inside_probability", "ecdf_position",
     "probe_results", "judge_valid", "judge_reason", "rewriter_model", "judge_model", "flags",
@@ -55,6 +55,7 @@ def review_record(entry: QueueEntry, standing: Outcome | None = None,
         rec[f"{side}_options"] = None if lines is None else "\n".join(lines)
         # a code item's tests, which its reference answer must pass (and its entry point, when the tests call it)
         rec[f"{side}_tests"] = None if code is None else item.get(code[0])
+        rec[f"{side}_entry_point"] = None if code is None else item.get(code[1])
     if standing is not None:
         rec["review"] = {
             "status": standing.status,
@@ -86,7 +87,8 @@ def _csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         "text_changes": rec["text_changes"], "ancestor_answer": rec["ancestor_answer"],
         "child_answer": rec["child_answer"], "ancestor_options": rec.get("ancestor_options"),
         "child_options": rec.get("child_options"), "ancestor_tests": rec.get("ancestor_tests"),
-        "child_tests": rec.get("child_tests"),
+        "child_tests": rec.get("child_tests"), "ancestor_entry_point": rec.get("ancestor_entry_point"),
+        "child_entry_point": rec.get("child_entry_point"),
         "annotated_difficulty": ann.get("difficulty"), "annotated_se": ann.get("se"), "annotated_z": ann.get("z"),
         "confirmed_difficulty": conf.get("difficulty"), "confirmed_se": conf.get("se"),
         "confirmed_z": conf.get("z"), "confirmed_z_se": conf.get("placement_z_se"),

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from sqlalchemy.exc import DBAPIError
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -103,8 +104,10 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         if any(v is not None and not isinstance(v, str) for v in fields.values()):
             return JSONResponse({"error": "every field must be a string"}, status_code=400)
         try:
-            row = board.decide(
-                fields["item_id"] or "", fields["reviewer"] or "", fields["decision"] or "",
+            # off the event loop: an edit of a code item runs its tests (up to 10 s), and every other reviewer's
+            # page waited on it; decisions still take turns (the run folder's lock, inside decide)
+            row = await run_in_threadpool(
+                board.decide, fields["item_id"] or "", fields["reviewer"] or "", fields["decision"] or "",
                 fields["reason"] or "", text=fields["text"], answer=fields["answer"], source="page",
                 seen=fields["seen"], options=fields["options"],
             )  # fmt: skip
