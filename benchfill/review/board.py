@@ -211,9 +211,9 @@ class ReviewBoard:
             raise BenchfillError(f"decision on '{entry.item_id}': an edit needs a new text, answer or options")
         # A spreadsheet saves a cell's line breaks as CRLF: line endings alone are no edit (they shipped as one,
         # and the item left the after-figures as edited)
-        text, answer, options = (None if v is None else v.replace("\r\n", "\n").replace("\r", "\n")
-                                 for v in (text, answer, options))  # fmt: skip
-        if answer is not None and entry.options_field is not None:
+        text, answer, options = (v.replace("\r\n", "\n").replace("\r", "\n") if isinstance(v, str) else v
+                                 for v in (text, answer, options))  # fmt: skip (an answer may be a number)
+        if isinstance(answer, str) and entry.options_field is not None:
             answer = answer.strip()  # a multiple-choice key: "J\n" (Enter in the answer box) is "J"
         edited = dict(base)
         if text is not None:
