@@ -202,13 +202,13 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version, name)
     outcomes = board.outcomes()  # (once: it reads every queued item's decisions, in every run)
     prev_dir = bench_dir / previous[-1] if previous else None
+    prev_rows = _load_rows(prev_dir) if prev_dir else {}  # read once: checked here, carried below
     if prev_dir is not None:
-        _check_originals(board, prev_dir, bench)
+        _check_originals(board, prev_rows, prev_dir.name, bench)
     rows, z_before, z_after, added = _rows(board, outcomes, version, now, record, name)
     if prev_dir is not None:  # its rows are carried into this one: an altered file would be released as ours
         _check_previous(board, prev_dir)
         _check_scale(bench_dir, prev_dir, record)
-    prev_rows = _load_rows(prev_dir) if prev_dir else {}
     added = _own_ids(rows, added, prev_rows, name)
     carry = carry_forward(
         rows, prev_rows, previous[-1] if previous else "",
@@ -612,16 +612,16 @@ def _keep_removals(s: Any, run_id: str, removed: dict[str, Any]) -> None:
     s.merge(RunMeta(run_id=run_id, key=REMOVED_META, value_json=json.dumps(items)))
 
 
-def _check_originals(board: ReviewBoard, prev_dir: Path, bench: str) -> None:
+def _check_originals(board: ReviewBoard, prev_rows: dict[str, dict], prev_version: str, bench: str) -> None:
     """A run on a release's own data (``--items .../data/test.jsonl``) under the benchmark's name: the items
     that release generated came back as originals, with no reviews, placed as the record's own, and moved
     the "before" figures that every release of a benchmark shares."""
     with board.store.session() as s:
         mine = {it.id for it in s.exec(board.store.select(Item, Item.origin == "original"))}
-    back = [i for i, r in _load_rows(prev_dir).items() if r.get("origin") == "generated" and i in mine]
+    back = [i for i, r in prev_rows.items() if r.get("origin") == "generated" and i in mine]
     if back:
         raise BenchfillError(f"{board.run_dir}: {len(back)} of its benchmark's items are generated items of release "
-                             f"{prev_dir.name} of {bench} ({', '.join(back[:3])}{', ...' if len(back) > 3 else ''}): "
+                             f"{prev_version} of {bench} ({', '.join(back[:3])}{', ...' if len(back) > 3 else ''}): "
                              "a benchmark made from a release is another benchmark; give its spec another name, or "
                              "release it into another --out")  # fmt: skip
 

@@ -15,7 +15,6 @@ from sqlmodel import col, select
 
 from benchfill.data import options_of
 from benchfill.errors import BenchfillError, ConfigError, DataError
-from benchfill.evaluators.multiple_choice import LETTERS as GRADED
 from benchfill.review.queue import LETTERS, QueueEntry, load_queue
 from benchfill.review.rule import Outcome, ReleaseRule, outcome
 from benchfill.schema import ReviewDecision
@@ -320,6 +319,8 @@ def _options_like(entry: QueueEntry, base: dict[str, Any], lines: str) -> Any:
     if any("\n" in str(o) for o in options_of(old) or []):
         raise BenchfillError(f"decision on '{entry.item_id}': an option of this item spans several lines, which an "
                              "edit of one option a line would split; edit the options in the benchmark's items file")
+    from benchfill.evaluators.multiple_choice import LETTERS as GRADED  # (the graders load only when edited)
+
     opts = [re.sub(r"^\s*[A-Z][.)]\s+", "", x).strip() for x in lines.splitlines() if x.strip()]
     if len(opts) < 2:
         raise BenchfillError(f"decision on '{entry.item_id}': edited options must be two or more, one a line")

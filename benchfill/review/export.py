@@ -248,17 +248,20 @@ def _changed_since(board: ReviewBoard, exported: datetime, sheet: str,
     was made on the item as exported: the page's ``seen`` check, for a sheet. The exemption is the
     reviewer's own: one export copied to two reviewers carries one export time, and alice's import of her
     copy is a change bob's copy never showed."""
-    every = board.decisions() + board._elsewhere()
-    now = board.outcomes()
+    on: dict[str, list] = {}  # every decision on each item, this run's and other runs' (read once)
+    for d in board.decisions() + board._elsewhere():
+        on.setdefault(d.item_id, []).append(d)
+    queued = {e.item_id for e in board.entries}
     out: dict[tuple[str, str], str] = {}
     for item_id, reviewer in pairs:
-        if item_id not in now:
+        if item_id not in queued:
             continue  # not in the queue: _read_sheet names it
-        then = [d for d in every if d.item_id == item_id
-                and (as_utc(d.created_at) <= exported or (d.source == sheet and d.reviewer == reviewer))]  # fmt: skip
+        mine = on.get(item_id, [])
+        now = outcome(item_id, mine, board.rule)  # as ReviewBoard.outcomes has it
+        then = [d for d in mine if as_utc(d.created_at) <= exported or (d.source == sheet and d.reviewer == reviewer)]
         before = outcome(item_id, then, board.rule)
-        if before.edited_fields != now[item_id].edited_fields:
-            by = now[item_id].edited_by
+        if before.edited_fields != now.edited_fields:
+            by = now.edited_by
             out[item_id, reviewer] = (f"the edit by {by} is now the one in force" if by
                                       else "the edit it showed was withdrawn")  # fmt: skip
     return out
