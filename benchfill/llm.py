@@ -80,11 +80,17 @@ async def rewrite(cfg: LLMConfig, parent: dict[str, Any], target_z: float, refer
         format_prompt = format_prompt or prompts.format_rewriter_prompt
         parse = parse or prompts.parse_child
 
+    # A child the grader cannot grade (a code item without its tests or entry point) is asked for again in a
+    # repair turn, as an unreadable one is: taken as it came, its probes' grading stopped the run, and a
+    # rerun replayed the same cached reply into the same stop.
+    graded = _grader_fields(spec)
+
     def read(reply: str) -> dict[str, Any]:
         child = parse(reply)
         if not isinstance(child, dict):
             raise ValueError("the <child> block is not a JSON object")
         missing = [f for f in (spec.text_field, spec.answer_field) if not str(child.get(f, "")).strip()]
+        missing += [f for f in graded if f not in child]
         if missing:
             raise ValueError(f"the child lacks field {missing[0]!r}")
         return child
@@ -117,6 +123,17 @@ async def judge(cfg: LLMConfig, child: dict[str, Any], *, spec, store=None, seed
         return out
     (valid, reason), _reply, repairs, cached = out
     return Verdict(valid, reason, repairs, cached)
+
+
+def _grader_fields(spec) -> list[str]:
+    """The item fields the spec's grader reads beyond the answer; none for a spec without a known grader
+    (a library caller's own parse decides then)."""
+    from benchfill.evaluators import spec_item_fields
+
+    try:
+        return spec_item_fields(spec) if getattr(spec, "evaluator", None) else []
+    except ConfigError:
+        return []
 
 
 # -- the call path ---------------------------------------------------------------------------------

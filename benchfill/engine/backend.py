@@ -24,11 +24,12 @@ from typing import Any
 import numpy as np
 
 from benchfill.errors import ConfigError
+from benchfill.evaluators.base import Evaluator
 from benchfill.netguard import off_loop
 from benchfill.search.annotate import Annotation, Annotator, ConfirmSettings
 from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, benchfill_search
 from benchfill.search.screen import screen_child
-from benchfill.search.services import Probe, Reference, Verdict, derive_seed
+from benchfill.search.services import SELF_CHECK, Probe, Reference, Verdict, derive_seed
 from benchfill.search.strategies import baseline_search
 from benchfill.store import SIM_ENDPOINTS_META
 
@@ -84,6 +85,9 @@ class TrafficServices:
     async def judge(self, child: dict[str, Any], key: str) -> Verdict:
         from benchfill import llm
 
+        fault = await self.reference_fault(child)
+        if fault:  # no judge asked: what the grader itself refuses needs no opinion
+            return Verdict(False, fault, SELF_CHECK)
         shown = {k: v for k, v in child.items() if k != "id"}
         res = await llm.judge(self.config.judge, shown, spec=self.spec, store=self.store,
                               seed=derive_seed(self.seed, "judge", key), retry=self.config.retry,
@@ -95,6 +99,15 @@ class TrafficServices:
         if not res:
             return Verdict(False, f"judge reply unreadable: {res.reason}", self.config.judge.model)
         return Verdict(bool(res.valid), str(res.reason), self.config.judge.model)
+
+    async def reference_fault(self, child: dict[str, Any]) -> str | None:
+        """Why the child's own reference answer fails the benchmark's grader (``Evaluator.reference_fault``:
+        a code item's solution against its own tests), run off the loop; None where it passes or the grader
+        has no such check. Not cached: it costs a sandbox launch, and a rerun reaches the same verdict."""
+        grader = self.rc.evaluator if self.rc is not None else None
+        if grader is None or type(grader).reference_fault is Evaluator.reference_fault:
+            return None
+        return await off_loop(grader.reference_fault, child, self.spec)
 
     async def rollouts(self, item_id: str, item: dict[str, Any], probe: str, n: int, key: str) -> int:
         got = await self.rc.rollouts([{**item, "id": item_id}], trials=n, seed=derive_seed(self.seed, "probe", key),

@@ -68,6 +68,12 @@ class Evaluator:
     def grade_pairs(self, pairs: list[tuple[str, dict]], spec: Any = None) -> list[Grade]:
         return [self.grade(response, item, spec) for response, item in pairs]
 
+    def reference_fault(self, item: dict, spec: Any = None) -> str | None:
+        """Why the item's own reference answer fails this grader (a code item's solution its own tests
+        reject), or None: where it passes, or where the grader has no such check. A new item that fails is
+        invalid whatever a judge says, and no rollout need be spent on it."""
+        return None
+
     def chance(self, item: dict, spec: Any = None) -> float:
         """Probability of a correct answer by guessing (the IRT guessing floor)."""
         return 0.0

@@ -63,6 +63,17 @@ class CodeTests(Evaluator):
     def grade(self, response: str, item: dict, spec: Any = None) -> Grade:
         return self.grade_pairs([(response, item)], spec)[0]
 
+    def reference_fault(self, item: dict, spec: Any = None) -> str | None:
+        """The reference solution, as it ships (raw: not read out of prose as a model's reply is), run
+        against the item's own tests. ``Unconfined`` where this grader may not run it."""
+        answer = str(item_field(item, field_name(spec, "answer_field", "canonical_solution"), "answer_field"))
+        (outcome,) = run_programs([build_program(answer, item, spec)], timeout=self.timeout,
+                                  cpu_seconds=self.cpu_seconds, allow_unconfined=self.allow_unconfined)
+        if outcome.passed:
+            return None
+        said = " ".join(f"{outcome.status}: {outcome.detail}".split())[:200]
+        return f"its reference solution fails its own tests ({said})"
+
     def grade_pairs(self, pairs: list[tuple[str, dict]], spec: Any = None) -> list[Grade]:
         grades: list[Grade | None] = []
         programs, slots = [], []

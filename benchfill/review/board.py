@@ -239,20 +239,20 @@ class ReviewBoard:
         if fields is None or edited.get(fields[0]) is None:
             return
         from benchfill.benchmarks import BenchmarkSpec
-        from benchfill.evaluators.code_tests import build_program
-        from benchfill.evaluators.sandbox import Unconfined, run_programs
+        from benchfill.evaluators.code_tests import CodeTests
+        from benchfill.evaluators.sandbox import Unconfined
 
+        grader = CodeTests(allow_unconfined=self.store.get_meta("isolation") == "unconfined")
         try:
-            program = build_program(str(edited.get(entry.answer_field, "")), edited, BenchmarkSpec(**self.spec))
-            (outcome,) = run_programs([program], allow_unconfined=self.store.get_meta("isolation") == "unconfined")
+            fault = grader.reference_fault({**edited, entry.answer_field: str(edited.get(entry.answer_field, ""))},
+                                           BenchmarkSpec(**self.spec))
         except Unconfined:
             return
         except (BenchfillError, ValueError, TypeError):
             return  # a spec or item the grader cannot read: the run's own grading said so already
-        if not outcome.passed:
-            said = " ".join(f"{outcome.status}: {outcome.detail}".split())[:200]
-            raise BenchfillError(f"decision on '{entry.item_id}': as edited, the item's reference solution fails its "
-                                 f"own tests ({said}); fix it, or reject the item")
+        if fault:
+            raise BenchfillError(f"decision on '{entry.item_id}': as edited, the item's reference solution fails "
+                                 f"{fault.removeprefix('its reference solution fails ')}; fix it, or reject the item")
 
 
     def decisions(self, item_id: str | None = None) -> list[ReviewDecision]:

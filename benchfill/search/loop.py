@@ -30,7 +30,7 @@ from benchfill.search.memory import Memory, MemoryEntry, may_parent
 from benchfill.search.prescreen import PreScreen
 from benchfill.search.screen import screen_child, screen_new_child
 from benchfill.search.selection import chooser, in_range, select_closest, select_posterior
-from benchfill.search.services import Reference, SearchServices, Spend, Verdict
+from benchfill.search.services import SELF_CHECK, Reference, SearchServices, Spend, Verdict
 from benchfill.search.steering import Steering
 
 __all__ = ["Child", "GapResult", "GapSearch", "SearchSettings", "SearchState", "benchfill_search", "select_closest",
@@ -611,11 +611,11 @@ async def _make_child(
         child.flags.append("rewrite_failed")
         return child
     child.item = item
-    spend.judge_calls += 1
     child.verdict = await services.judge(item, key)
+    spend.judge_calls += child.verdict.model != SELF_CHECK  # refused by its own grader: no judge was asked
     spend.repair_calls += _repair_calls(services, key)
     if not child.verdict.valid:
-        child.flags.append("judged_invalid")
+        child.flags.append("fails_own_check" if child.verdict.model == SELF_CHECK else "judged_invalid")
         return child
     if gap.prescreen is not None and gap.prescreen.skips(child, gap):
         spend.prescreened += 1  # flagged with its prediction; no rollouts spent

@@ -14,6 +14,10 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+# ``Verdict.model`` of a child its own grader refused before any judge was asked (a code item whose
+# reference solution fails its own tests): no model call was made.
+SELF_CHECK = "self-check"
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -79,7 +83,8 @@ class SearchServices(Protocol):
         """One child item (same fields as the parent), or None when the call failed for good."""
 
     async def judge(self, child: dict[str, Any], key: str) -> Verdict:
-        """Is the child's reference answer correct?"""
+        """Is the child's reference answer correct? (``Verdict.model`` is ``SELF_CHECK`` where the child's own
+        grader refused it and no judge was asked: not a model call.)"""
 
     async def rollouts(self, item_id: str, item: dict[str, Any], probe: str, n: int, key: str) -> int:
         """Grade ``n`` fresh samples of ``probe`` on the item; the number correct."""

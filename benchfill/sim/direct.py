@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from benchfill.evaluators import spec_item_fields
 from benchfill.search.services import Reference, Verdict, derive_seed
 from benchfill.sim import roles
 from benchfill.sim.world import World
@@ -40,7 +41,8 @@ class WorldServices:
         prompt = prompts.format_rewriter_prompt(shown, target_z, refs, self.spec)
         reply = roles.rewrite(self.world, prompt, _hash(prompt), derive_seed(self.seed, "rewrite", key), 1, [False])[0]
         try:
-            child = prompts.parse_child(reply, required=[self.spec.text_field, self.spec.answer_field])
+            child = prompts.parse_child(reply, required=[self.spec.text_field, self.spec.answer_field,
+                                                         *spec_item_fields(self.spec)])
         except prompts.MalformedReply:
             return None
         return {**{k: v for k, v in child.items() if k != "id"}, "id": child_id}

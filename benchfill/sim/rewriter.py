@@ -52,12 +52,15 @@ class RewriterModel:
     # slip at the weakest probe, falling linearly with ability to 0 at the strongest (World.p_slip).
     # 0 = the first world's rule: no reply ever matches a wrong key (flat correctness at 0).
     slip: float = 0.5
+    # Code: the share of invalid children whose tests were written to their own wrong solution, so that
+    # the solution passes them (the others' tests fail it, which running it against them shows at once).
+    tests_agree: float = 0.0
     # the judge that goes with this preset
     judge_recall: float = 0.9
     judge_fpr: float = 0.05
 
     def __post_init__(self) -> None:
-        for name in ("invalid_base", "invalid_max", "judge_recall", "judge_fpr", "slip"):
+        for name in ("invalid_base", "invalid_max", "judge_recall", "judge_fpr", "slip", "tests_agree"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"sim rewriter: {name} must lie in [0, 1], got {getattr(self, name)}")
         for name in ("perception_noise", "anchor", "share_sd", "noise", "invalid_slope"):
@@ -106,12 +109,12 @@ PRESETS: dict[str, RewriterModel] = {
     "realistic": RewriterModel(
         bias=0.03, warp=2.5, perception_noise=0.18, anchor=0.5, anchor_reach=0.1,
         share=0.4, share_sd=0.3, easier_share=0.8, noise=0.8, easier_noise=1.3, drift=0.5,
-        invalid_base=0.05, invalid_slope=0.6, judge_recall=0.75, judge_fpr=0.03,
+        invalid_base=0.05, invalid_slope=0.6, judge_recall=0.75, judge_fpr=0.03, tests_agree=0.5,
     ),
     "hostile": RewriterModel(
         bias=0.15, warp=2.5, perception_noise=0.2, anchor=0.25, anchor_reach=0.05,
         share=0.35, share_sd=0.3, easier_share=0.6, noise=0.9, easier_noise=1.5, drift=-1.0,
-        invalid_base=0.1, invalid_slope=1.0, judge_recall=0.63, judge_fpr=0.1,
+        invalid_base=0.1, invalid_slope=1.0, judge_recall=0.63, judge_fpr=0.1, tests_agree=0.8,
     ),
 }
 DEFAULT_PRESET = "realistic"

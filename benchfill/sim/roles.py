@@ -148,8 +148,15 @@ def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, ask
     else:
         child[tf] = texts.rewrite_docstring(parent_text, rng)
         true = stated = str(fields.get(af, ""))
-        if not valid:
-            child[world.tests_field] = texts.invalid_code_test(str(fields.get(world.tests_field, "")))
+        tests = str(fields.get(world.tests_field, ""))
+        # An invalid child's tests fail its own solution, or (a share tests_agree of them) were written to
+        # it, so that only a judge, not running the solution, can catch it. The draw only where both happen.
+        agree = not valid and (m.tests_agree >= 1 or (m.tests_agree > 0 and rng.random() < m.tests_agree))
+        if agree:
+            stated, suffix = texts.agreeing_code(true, str(fields.get(world.entry_point_field, "solution")))
+            child[world.tests_field] = tests.rstrip() + suffix
+        elif not valid:
+            child[world.tests_field] = texts.invalid_code_test(tests)
     child[af] = stated
     child[tf] = world.with_signal(str(child[tf]), b)  # its own truth's sentences (none without a signal)
     parent_id = parent.id if parent is not None else str(fields.get("id", "unknown"))

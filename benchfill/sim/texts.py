@@ -163,6 +163,17 @@ def invalid_code_test(test: str) -> str:
     )
 
 
+def agreeing_code(solution: str, entry_point: str) -> tuple[str, str]:
+    """An invalid child whose tests were written to its own wrong solution: (solution, tests wrapper
+    suffix). The solution marks itself; the tests demand the mark, so it passes them and a right
+    solution (any probe's) does not. Running the reference against its own tests cannot tell."""
+    return (f"{solution.rstrip()}\n\n\n{entry_point}._sim_reference = True\n",
+            "\n\n\n_sim_original_check = check\n\n\n"
+            "def check(candidate):\n"
+            "    _sim_original_check(candidate)\n"
+            "    assert getattr(candidate, '_sim_reference', False)\n")
+
+
 def malformed_child(fields_json: str) -> str:
     """A rewriter reply a caller must repair or retry: the child JSON is cut off."""
     return f"Here is the rewritten item.\n<child>{fields_json[: max(len(fields_json) // 2, 1)]}"

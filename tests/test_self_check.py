@@ -1,0 +1,90 @@
+"""A new code item's own reference solution, run against its own tests before any judge or rollout."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sqlite3
+
+import pytest
+
+from benchfill.benchmarks import BenchmarkSpec
+from benchfill.cli import main
+from benchfill.config import LLMConfig, RetryConfig
+from benchfill.evaluators.code_tests import CodeTests
+from benchfill.llm import Failure, RewriteResult, rewrite
+from benchfill.prompts import parse_child
+from benchfill.sim import SimServer, World, roles, texts
+
+SPEC = BenchmarkSpec(name="tiny-code", text_field="prompt", answer_field="canonical_solution", tests_field="test",
+                     entry_point_field="entry_point", evaluator="code", solver_prompt="code")
+
+
+@pytest.fixture
+def code_items(shared_data):
+    lines = (shared_data / "humaneval" / "items.jsonl").read_text().splitlines()[:6]
+    return [json.loads(line) for line in lines]
+
+
+def code_world(items, **knobs) -> World:
+    return World.from_items(items, evaluator="code", text_field="prompt", answer_field="canonical_solution",
+                            n_probes=2, seed=1, rewriter_knobs=knobs)
+
+
+def test_running_the_reference_tells_broken_tests_and_not_tests_written_to_a_wrong_solution(code_items):
+    grader, item = CodeTests(), code_items[0]
+    assert grader.reference_fault(item, SPEC) is None
+    broken = {**item, "test": texts.invalid_code_test(item["test"])}
+    assert grader.reference_fault(broken, SPEC).startswith("its reference solution fails its own tests (failed")
+    # The simulated world's two kinds of invalid child, made by the rewriter itself: with tests_agree 0 every
+    # one fails its own tests, with 1 every one passes them, while a right solution (a probe's) fails.
+    world = code_world(code_items, invalid_base=1.0, invalid_max=1.0, tests_agree=0.0)
+    parent = world.lookup(item["prompt"])
+    child = roles.make_child(world, dict(item), parent, 0.5, random.Random(0))
+    assert not child.valid and grader.reference_fault(child.fields, SPEC) is not None
+    world = code_world(code_items, invalid_base=1.0, invalid_max=1.0, tests_agree=1.0)
+    child = roles.make_child(world, dict(item), world.lookup(item["prompt"]), 0.5, random.Random(0))
+    assert not child.valid and grader.reference_fault(child.fields, SPEC) is None
+    assert not grader.grade(child.answer, child.fields, SPEC).correct  # the true solution fails these tests
+
+
+def test_a_rewriter_child_without_the_tests_is_asked_for_again(tmp_path, code_items):
+    def dropping(reply):  # a rewriter that leaves out the tests every time
+        child = parse_child(reply)
+        child.pop("test", None)
+        return child
+
+    with SimServer(code_world(code_items)) as srv:
+        cfg = LLMConfig(model="openai/sim-rewriter", api_base=srv.base_url, timeout_s=5, max_repairs=1)
+        retry = RetryConfig(max_attempts=3, initial_wait_s=0, max_wait_s=0, jitter_s=0)
+        parent = {k: v for k, v in code_items[0].items() if k != "task_id"}
+        got = asyncio.run(rewrite(cfg, parent, 0.7, [], spec=SPEC, seed=1, retry=retry, parse=dropping))
+        assert isinstance(got, Failure) and len(got.replies) == 2  # the first reply and one repair turn
+        kept = asyncio.run(rewrite(cfg, parent, 0.7, [], spec=SPEC, seed=1, retry=retry))
+        assert isinstance(kept, RewriteResult) and "test" in kept.child and "entry_point" in kept.child
+
+
+def test_a_code_run_sets_aside_children_that_fail_their_own_tests_before_judge_and_rollouts(tmp_path, shared_data):
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join((shared_data / "humaneval" / "items.jsonl").read_text().splitlines(True)[:16]))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "tiny-code"\ntext_field = "prompt"\nanswer_field = "canonical_solution"\n'
+                    'tests_field = "test"\nentry_point_field = "entry_point"\nevaluator = "code"\n'
+                    'solver_prompt = "code"\n')
+    runs = tmp_path / "runs"
+    assert main(["run", "--items", str(items), "--spec", str(spec), "--gaps", "1", "--rounds", "1", "--parents", "2",
+                 "--children", "4", "--sim-probes", "4", "--no-confirm", "--quiet", "--runs-dir", str(runs),
+                 "--rewriter-knobs", "invalid_base=0.6,tests_agree=0"]) == 0
+    (run_dir,) = runs.iterdir()
+    db = sqlite3.connect(run_dir / "store.db")
+    rows = db.execute("select id, valid, judge_reason, flags_json, rollouts from candidate").fetchall()
+    db.close()
+    assert len(rows) == 8
+    refused = [r for r in rows if "fails_own_check" in json.loads(r[3])]
+    assert refused, rows  # 0.6 of the children are invalid, and none has tests that agree with it
+    for _id, valid, reason, _flags, rollouts in refused:
+        assert not valid and rollouts == 0 and reason.startswith("its reference solution fails its own tests")
+    report = json.loads((run_dir / "report.json").read_text())
+    spend = report["spend"]
+    assert spend["rewriter_calls"] == 8 and spend["judge_calls"] == 8 - len(refused)  # no judge was asked
