@@ -265,3 +265,31 @@ def test_backend_confirm_labels_its_rollouts_and_leaves_the_shared_phase_alone()
     assert Client.phases.count("annotate") == len(ann.results) and set(Client.phases[len(ann.results):]) == {"confirm"}
     assert result.spend.rollouts == ann.rollouts + child.confirmation.rollouts
     assert abs(child.confirmation.difficulty - 0.2) < 3 * child.confirmation.se
+
+
+def test_each_item_is_placed_with_its_own_guessing_floor():
+    """BenchFill Sec. 4.1, fn. 4: online calibration takes the guessing floor of the original fit, which is per
+    item (1 / its options). Four- and ten-option items of one true difficulty, answered by the 3PL with their
+    own floor at the expected counts (no sampling noise), confirmed at the annotator's precision."""
+
+    class Guessing:
+        def __init__(self):
+            self.b = {"four": 0.5, "ten": 0.5}
+
+        async def rollouts(self, item_id, item, probe, n, key):
+            g = 1 / len(item["options"])
+            return round(n * (g + (1 - g) / (1 + math.exp(-(ABILITY[probe] - self.b[item_id])))))
+
+    items = {"four": {"options": list("ABCD")}, "ten": {"options": list("ABCDEFGHIJ")}}
+    probes = [Probe(n, a, 32) for n, a in ABILITY.items()]
+
+    def placed(chance_of):
+        ann = Annotator(Guessing(), probes, chance=0.1, b_min=B_MIN, b_max=B_MAX, protocol="fixed", chance_of=chance_of)
+        return {i: asyncio.run(ann.annotate(i, it, f"k:{i}")) for i, it in items.items()}
+
+    own = placed(lambda it: 1 / len(it["options"]))
+    for a in own.values():
+        assert abs(a.difficulty - 0.5) < 0.1
+    assert own["four"].chance == 0.25 and own["ten"].chance == 0.1
+    median = placed(None)  # one floor for all (0.1, the ten-option items'): the four-option item sits too easy
+    assert abs(median["ten"].difficulty - 0.5) < 0.1 and median["four"].difficulty < 0.5 - 0.3

@@ -211,11 +211,14 @@ class Backend:
                 _memo_put(("fit", digest, self.opts.seed), self.fit)
             self._record_fit(digest)
         probes = panel_probes(self.fit, [(p.name, p.trials) for p in self.config.probes])
+        # A gap's outlook, planned before any item exists, takes the median floor; each item its own.
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
+        spec = self.bench.spec
+        chance_of = spec.chance_of if getattr(spec, "chance", None) == "options" else None
         confirmation = ConfirmSettings(z_se=self.opts.confirm_se, max_budgets=self.opts.confirm_cap)
         misfit = await self._misfit(matrix, digest)
         self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation,
-                                   confirmation=confirmation, misfit=misfit)
+                                   confirmation=confirmation, misfit=misfit, chance_of=chance_of)
         self.record_traffic()  # the panel's rollouts, kept as the fit is
         return self.fit, source
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -70,6 +71,7 @@ class Annotation:
     spot: list[dict[str, Any]] = field(default_factory=list)  # the screen's own rollouts (not in the estimate)
     ability_z_se: float = 0.0  # the part of the placement error inherited from the probes' ability error (z)
     misfit_z_se: float = 0.0  # the part the item's own discrimination may add (Annotator.misfit; z)
+    chance: float | None = None  # the item's guessing floor it was placed with (None: the annotator's)
 
     @property
     def placement_z_se(self) -> float:
@@ -98,6 +100,7 @@ class Annotation:
             "spot_results": self.spot,
             "ability_z_se": self.ability_z_se,
             "misfit_z_se": self.misfit_z_se,
+            "chance": self.chance,
         }
 
 
@@ -155,7 +158,7 @@ class Annotator:
 
     services: SearchServices
     probes: list[Probe]
-    chance: float
+    chance: float  # the guessing floor of an item ``chance_of`` does not say (a gap's outlook: no item yet)
     b_min: float
     b_max: float
     protocol: str = "adaptive"
@@ -173,6 +176,10 @@ class Annotator:
     # and its figures came out no better, some worse (docs/sim-rewriter.md, "A flat item's placement moves
     # further with the answers' noise").
     own_sampling: bool = False
+    # Each item's own guessing floor (``BenchmarkSpec.chance_of``: 1 / its number of options), as the fit of
+    # the original items had it (BenchFill, Sec. 4.1, fn. 4). None: ``chance`` for every item. With one floor
+    # for all, the benchmark's median, children of mmlu-pro's 4-option items sat 0.3-0.6 logits too easy.
+    chance_of: Callable[[dict[str, Any]], float] | None = None
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -192,16 +199,30 @@ class Annotator:
     def to_z(self, b: float) -> float:
         return (b - self.b_min) / self.span
 
+    def for_item(self, item: dict[str, Any]) -> Annotator:
+        """This annotator with ``item``'s own guessing floor (itself where the floor is the same)."""
+        return self if self.chance_of is None else self.at_chance(float(self.chance_of(item)))
+
+    def at_chance(self, chance: float | None) -> Annotator:
+        """This annotator with the guessing floor ``chance`` (None: its own)."""
+        if chance is None or chance == self.chance:
+            return self
+        return replace(self, chance=chance, chance_of=None)
+
     async def annotate(
         self, item_id: str, item: dict[str, Any], key: str, target_z: float | None = None, margin: float = math.inf
     ) -> Annotation:
         """Annotate with the configured protocol; ``margin`` is how far from the target a child may
         sit and still matter (the best deviation known when its round began)."""
+        if (own := self.for_item(item)) is not self:
+            return await own.annotate(item_id, item, key, target_z, margin)
         if self.protocol == "fixed" or target_z is None:
             return await self.fixed(item_id, item, key)
         return await self._adaptive(item_id, item, key, target_z, margin)
 
     async def fixed(self, item_id: str, item: dict[str, Any], key: str) -> Annotation:
+        if (own := self.for_item(item)) is not self:
+            return await own.fixed(item_id, item, key)
         counts = await asyncio.gather(
             *(self.services.rollouts(item_id, item, p.name, p.trials, f"{key}:{p.name}:0") for p in self.probes)
         )
@@ -277,6 +298,8 @@ class Annotator:
         ``band`` (z): where the item would matter; the confirmation stops early (``stop`` "outside")
         once its answers rule that band out. ``resume``: a confirmation of the same item and ``key``
         to go on from (one that stopped early), to the precision target."""
+        if (own := self.for_item(item)) is not self:
+            return await own.confirm(item_id, item, key, b_start, band, resume)
         s = self.confirmation
         cap = s.cap(self.fixed_budget)
         correct = {p.name: 0 for p in self.probes}
@@ -342,7 +365,7 @@ class Annotator:
         the fixed protocol's at its estimate (a screened child is not precise)."""
         if "no_finite_mle" in ann.flags or not math.isfinite(ann.z_se):
             return 0.0
-        return min(ann.z_se, self._fixed_se(ann.difficulty))
+        return min(ann.z_se, self.at_chance(ann.chance)._fixed_se(ann.difficulty))
 
     def resolution_or_se(self, ann: Annotation) -> float:
         """The z standard error that tells one child from another: the sampling error and the misfit
@@ -629,7 +652,7 @@ class Annotator:
             {"probe": p.name, "ability": p.ability, "correct": correct[p.name], "trials": trials[p.name]} for p in used
         ]
         return Annotation(b, se, z, se / self.span, int(k.sum()), results, sorted(set(flags)),
-                          ability_z_se=ability_z_se, misfit_z_se=misfit_z_se)
+                          ability_z_se=ability_z_se, misfit_z_se=misfit_z_se, chance=self.chance)
 
 
 def _split(room: int, sizes: list[int]) -> list[int]:

@@ -25,7 +25,7 @@ def annotation_to_dict(a: Annotation | None) -> dict[str, Any] | None:
         return None
     return {"difficulty": a.difficulty, "se": a.se, "z": a.z, "z_se": a.z_se, "rollouts": a.rollouts,
             "results": a.results, "flags": a.flags, "stop": a.stop, "order": a.order, "spot": a.spot,
-            "ability_z_se": a.ability_z_se, "misfit_z_se": a.misfit_z_se}
+            "ability_z_se": a.ability_z_se, "misfit_z_se": a.misfit_z_se, "chance": a.chance}
 
 
 def annotation_from_dict(d: dict[str, Any] | None) -> Annotation | None:
@@ -34,7 +34,8 @@ def annotation_from_dict(d: dict[str, Any] | None) -> Annotation | None:
     return Annotation(float(d["difficulty"]), float(d["se"]), float(d["z"]), float(d["z_se"]), int(d["rollouts"]),
                       list(d.get("results", [])), list(d.get("flags", [])), str(d.get("stop", "")), d.get("order"),
                       list(d.get("spot", [])), float(d.get("ability_z_se", 0.0)),  # 0: a snapshot from before it
-                      float(d.get("misfit_z_se", 0.0)))
+                      float(d.get("misfit_z_se", 0.0)),
+                      None if d.get("chance") is None else float(d["chance"]))  # None: a snapshot from before it
 
 
 def child_to_dict(c: Child) -> dict[str, Any]:
