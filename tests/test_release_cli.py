@@ -13,7 +13,7 @@ from benchfill.review import ReviewBoard
 
 
 def _fill(csv_path, decisions):
-    rows = list(csv.DictReader(csv_path.open()))
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8-sig")))
     for row in rows:
         row.update(decisions.get(row["item_id"], {}))
     with csv_path.open("w", newline="") as fh:

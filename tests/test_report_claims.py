@@ -47,7 +47,7 @@ def test_a_chosen_item_outside_its_gap_is_flagged_everywhere(tmp_path):
     # ... and the placement se the report's interval carries, which a release's card uses in turn
     se_by_gap = {g["gap_index"]: g["placed_z_se"] for g in chosen}
     assert all(q["confirmed"]["placement_z_se"] == se_by_gap[q["gap_index"]] > 0 for q in queue)
-    rows = list(csv.DictReader(export_queue(d)[1].open()))
+    rows = list(csv.DictReader(export_queue(d)[1].open(encoding="utf-8-sig")))
     assert [float(r["inside_probability"]) for r in rows] == [q["inside_probability"] for q in queue]
     with ReviewServer(d) as srv:
         page = httpx.get(srv.url).text

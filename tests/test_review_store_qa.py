@@ -59,7 +59,7 @@ def test_a_read_only_store_is_refused_in_one_line_and_the_page_says_so(tmp_path,
     # Reading still works (export writes files, not the store); recording decisions does not.
     assert main(["review", "export", str(run)]) == 0
     sheet = run / "review" / "review_queue.csv"
-    rows = list(csv.DictReader(sheet.open(encoding="utf-8")))
+    rows = list(csv.DictReader(sheet.open(encoding="utf-8-sig")))
     rows[0].update(reviewer="ann", decision="accept")
     _write_sheet(sheet, rows)
     capsys.readouterr()
@@ -81,12 +81,12 @@ def test_a_sheet_without_its_export_time_cannot_replace_a_recorded_decision(tmp_
     run = make_run(tmp_path, shared_data)
     _, old_path = export_queue(run, tmp_path / "old")
     _, new_path = export_queue(run, tmp_path / "new")
-    new = list(csv.DictReader(new_path.open(encoding="utf-8")))
+    new = list(csv.DictReader(new_path.open(encoding="utf-8-sig")))
     new[0].update(reviewer="bob", decision="reject", reason="two answers fit")
     _write_sheet(new_path, new)
     assert import_decisions(run, new_path) == 1
 
-    old = list(csv.DictReader(old_path.open(encoding="utf-8")))
+    old = list(csv.DictReader(old_path.open(encoding="utf-8-sig")))
     old[0].update(reviewer="bob", decision="accept")
     cut = tmp_path / "cut.csv"  # the export time's column deleted
     _write_sheet(cut, old, [c for c in old[0] if c != "exported_at"])

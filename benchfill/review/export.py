@@ -115,13 +115,15 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _inert(v: Any) -> Any:
-    return "'" + v if isinstance(v, str) and v.startswith(FORMULA_START) else v
+    # Also before apostrophes that already lead to a formula's start ("'-'.join(xs)"), which _as_written would
+    # otherwise read as the guard's and take off.
+    return "'" + v if isinstance(v, str) and v.lstrip("'").startswith(FORMULA_START) else v
 
 
 def _as_written(v: str) -> str:
     """A cell of the sheet as the queue holds it: the apostrophe ``_inert`` put before a formula's start
     taken off again (a spreadsheet that saved the cell may also have dropped it)."""
-    return v[1:] if v.startswith("'") and v[1:].startswith(FORMULA_START) else v
+    return v[1:] if v.startswith("'") and v.lstrip("'").startswith(FORMULA_START) else v
 
 
 def _truth(rec: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +165,10 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
         w.writeheader()
         w.writerows({**_csv_row(r), EXPORTED_AT: stamp} for r in records)
 
-    _atomic_write(csv_path, write_csv)
+    # With a byte-order mark: Excel reads a CSV without one in the system's code page (cp1252 on Windows), so a
+    # reviewer saw mojibake, and the import then refused the saved sheet as "re-sorted". Python reads it with
+    # encoding="utf-8-sig", as the import does.
+    _atomic_write(csv_path, write_csv, encoding="utf-8-sig")
     return jsonl, csv_path
 
 
@@ -456,12 +461,12 @@ def _same(prev, new) -> bool:
     return load(prev.edited_json) == load(new.edited_json)
 
 
-def _atomic_write(path: Path, write) -> None:
+def _atomic_write(path: Path, write, encoding: str = "utf-8") -> None:
     from benchfill.outputs import temp_path
 
     tmp = temp_path(path.parent, path.name)  # a killed write's is removed by the next
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+        with open(tmp, "w", encoding=encoding, newline="") as fh:
             write(fh)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; the queue goes to other reviewers
         os.replace(tmp, path)
