@@ -349,13 +349,42 @@ def read_text(path: str | Path) -> str:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    with _open_text(path) as fh:
+    """Each non-blank line, decoded on its own, so that bytes that are not UTF-8 are named by line and byte
+    (a whole-file decode could only say the file was not UTF-8). A byte-order mark at a line's start (a
+    file made by joining files an editor saved) is dropped."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8").removeprefix("\ufeff")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{path}:{lineno}: not UTF-8 text (byte {exc.start + 1} of the line: "
+                                f"{raw[exc.start:exc.start + 1]!r})") from None
+            if line.strip():
+                yield lineno, line
+
+
+def _no_surrogates(obj: Any, path: Path, lineno: int, where: str = "") -> None:
+    """A JSON ``"\\ud800"`` escape with no pair decodes to a string no file, store or page can hold: said
+    here, naming the field, rather than as a traceback where the text is first written."""
+    if isinstance(obj, str):
         try:
-            for lineno, line in enumerate(fh, start=1):
-                if line.strip():
-                    yield lineno, line
-        except UnicodeDecodeError:
-            raise DataError(f"{path}: not a UTF-8 text file") from None
+            obj.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DataError(f"{path}:{lineno}: field {where or '(top level)'!r} holds an unpaired surrogate "
+                            f"({obj[exc.start]!a}), not text") from None
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _no_surrogates(k, path, lineno, where)
+            _no_surrogates(v, path, lineno, f"{where}.{k}" if where else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _no_surrogates(v, path, lineno, f"{where}[{i}]")
 
 
 def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -365,9 +394,12 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
+            what = exc.msg.removesuffix(" at")  # "Invalid control character at": json's message reads on
+            raise DataError(f"{path}:{lineno}: malformed JSON ({what}, column {exc.colno})") from None
         if not isinstance(obj, dict):
             raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        if "\\u" in line:  # only an escape can make a lone surrogate
+            _no_surrogates(obj, path, lineno)
         yield lineno, obj
 
 

@@ -219,10 +219,23 @@ def run_id_for(opts: RunOptions, name: str | None = None) -> str:
     if not name and not opts.benchmark and opts.items and opts.items.startswith("hf:"):
         # a dataset, not a file: "hf:acme/quiz::test" names its runs "acme_quiz_test-...", not "quiz::test-..."
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", opts.items[3:]).strip("._-")[:64] or "hf"
-    name = name or opts.benchmark or Path(opts.items or "custom").stem
+    name = _folder_name(name or opts.benchmark or Path(opts.items or "custom").stem)
     if len(name.encode()) > 200:  # a folder name holds 255 bytes: a long items file's stem is cut, as a sweep's label
         name = name.encode()[:64].decode(errors="ignore")
     return f"{name}-{opts.strategy}-{digest}"
+
+
+def _folder_name(name: str) -> str:
+    """``name`` where it is text this system can name a folder with; else its letters, digits, '.', '_' and
+    '-' (a file name in another code page, "m\xfcller.jsonl", or any non-ASCII one under LC_ALL=C with
+    PYTHONUTF8=0, reaches Python as surrogates: the run id's encoding stopped the run with a traceback)."""
+    try:
+        name.encode()
+        os.fsencode(name)
+        return name
+    except UnicodeEncodeError:
+        text = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._-")[:64] or "items"
 
 
 def runs_root(opts: RunOptions) -> Path:

@@ -222,3 +222,25 @@ def test_an_item_id_with_spaces_around_it_is_the_name_the_responses_give(tmp_pat
     dup = _write(tmp_path / "dup.jsonl", '{"id": "a", "problem": "x"}\n{"id": "a ", "problem": "y"}\n')
     with pytest.raises(DataError, match=r"dup.jsonl:2: duplicate item id 'a' \(first on line 1\)"):
         read_items(dup, required=("problem",))
+
+
+def test_jsonl_text_errors_name_the_line_and_what_is_wrong(tmp_path):
+    # bytes that are not UTF-8, a raw control character, a lone surrogate escape: each named by line, in
+    # one line; a byte-order mark at a line's start (files joined after an editor saved them) is dropped
+    from benchfill.data import jsonl_objects
+
+    def read(data: bytes):
+        path = tmp_path / "items.jsonl"
+        path.write_bytes(data)
+        return list(jsonl_objects(path))
+
+    good = b'{"id": "a", "q": "x"}\n'
+    with pytest.raises(DataError, match=r"items\.jsonl:2: not UTF-8 text \(byte 9 of the line: b'\\xff'\)"):
+        read(good + b'{"id": "\xff"}\n')
+    with pytest.raises(DataError, match=r"items\.jsonl:2: malformed JSON \(Invalid control character, column 10\)$"):
+        read(good + b'{"id": "b\x00"}\n')
+    with pytest.raises(DataError, match=r"items\.jsonl:2: field 'meta\.tags\[1\]' holds an unpaired surrogate "
+                                        r"\('\\ud800'\), not text"):
+        read(good + b'{"id": "b", "meta": {"tags": ["ok", "x\\ud800"]}}\n')
+    assert [o["id"] for _, o in read(good + b'\xef\xbb\xbf{"id": "b"}\n')] == ["a", "b"]
+    assert read(b'{"id": "\\ud83d\\ude00"}\n')[0][1]["id"] == "\U0001F600"  # a pair is a character

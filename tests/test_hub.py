@@ -168,7 +168,7 @@ def test_a_malformed_line_of_a_local_data_file_is_named_and_no_progress_bar_is_d
     (tmp_path / "fit.json").unlink()
     assert main(fit) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"benchfill: error: hf:acme/quiz: {data}:2: malformed JSON (Expecting ',' delimiter)"]
+    assert err == [f"benchfill: error: hf:acme/quiz: {data}:2: malformed JSON (Expecting ',' delimiter, column 1)"]
     assert not (tmp_path / "fit.json").exists()
 
 

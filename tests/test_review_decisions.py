@@ -492,3 +492,15 @@ def test_two_boards_on_one_run_cannot_both_edit_the_same_version(tmp_path, share
         assert not isinstance(results["alice"], Changed)  # A held the run first
         assert isinstance(results["bob"], Changed) and "the edit by alice is now the one in force" in str(results["bob"])
         assert [d.reviewer for d in b.decisions(item)] == ["alice"]
+
+
+def test_a_lone_surrogate_in_a_decision_is_refused_in_one_line(tmp_path, shared_data):
+    # the page's JSON may carry "\ud800": it decoded to a string the store could not write (a 500 on the page)
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as board:
+        with pytest.raises(ConfigError, match=r"^reason: holds an unpaired surrogate \('\\ud800'\), not text$"):
+            board.decide(CHILD_IDS[0], "ann", "reject", "x \ud800")
+        with pytest.raises(ConfigError, match=r"^text: holds an unpaired surrogate"):
+            board.decide(CHILD_IDS[0], "ann", "edit", text="Caf\udce9")
+        assert board.decisions() == []
+        board.decide(CHILD_IDS[0], "ann", "reject", "wrong key \U0001F600")  # a character outside the BMP is text

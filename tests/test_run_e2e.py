@@ -250,3 +250,13 @@ def test_a_stop_during_the_misfit_step_is_heard_at_once(tmp_path, monkeypatch):
             "--runs-dir", str(tmp_path), "--quiet"]
     assert main(args) == 143
     assert signalled and time.monotonic() - signalled[0] < 5
+
+
+def test_an_items_file_name_that_is_not_utf8_names_its_run_in_plain_letters():
+    # bytes of another code page reach Python as surrogates: the run id's encoding stopped the run with a
+    # traceback, --dry-run included
+    import os
+
+    latin = RunOptions(items=os.fsdecode(b"/data/m\xfcller quiz.jsonl"))
+    assert run_id_for(latin).startswith("m_ller_quiz-benchfill-")
+    assert run_id_for(RunOptions(items="/data/müller.jsonl")).startswith("müller-benchfill-")  # UTF-8 stays

@@ -126,6 +126,14 @@ class ReviewBoard:
                             ("reason", reason), ("text", text), ("source", source), ("options", options)):
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{name}: expected a string, got {type(value).__name__} {value!r}")
+        for name, value in (("item_id", item_id), ("reviewer", reviewer), ("reason", reason), ("text", text),
+                            ("answer", answer), ("options", options)):
+            # a JSON "\ud800" escape decodes to a string the store cannot write: refused here, not a 500
+            if isinstance(value, str) and not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise ConfigError(f"{name}: holds an unpaired surrogate ({value[exc.start]!a}), not text") from None
         kind = (decision or "").strip().lower()
         checked = seen is not None and kind != "withdraw"
         # The check and the write under the run folder's lock, as a sheet's import takes it: two page servers
