@@ -504,3 +504,26 @@ def test_a_lone_surrogate_in_a_decision_is_refused_in_one_line(tmp_path, shared_
             board.decide(CHILD_IDS[0], "ann", "edit", text="Caf\udce9")
         assert board.decisions() == []
         board.decide(CHILD_IDS[0], "ann", "reject", "wrong key \U0001F600")  # a character outside the BMP is text
+
+
+def test_trailing_spaces_or_another_normal_form_are_no_edit(tmp_path, shared_data):
+    # an editor's trailing space, or the same letters decomposed (NFD), shipped as an edit: the item left the
+    # release's after-figures as "edited, unplaced" for a change no reader can see
+    import unicodedata
+
+    from benchfill.review.board import _same_text
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as board:
+        entry = board.entry(CHILD_IDS[0])
+        text = entry.child[entry.text_field]
+        for same in (text + "  \n", text.replace("\n", "   \n")):
+            with pytest.raises(BenchfillError, match=r"changes neither text, answer nor options"):
+                board.decide(CHILD_IDS[0], "bob", "edit", text=same)
+        other = board.entry(CHILD_IDS[1])
+        with pytest.raises(BenchfillError, match=r"changes neither"):
+            board.decide(CHILD_IDS[1], "bob", "edit", answer=str(other.child[other.answer_field]) + " ")
+        assert board.decisions() == []
+        board.decide(CHILD_IDS[0], "bob", "edit", text=" " + text)  # a leading space is a change
+    cafe = "Caf\u00e9 au lait"
+    assert _same_text(unicodedata.normalize("NFD", cafe) + "\n", cafe) and not _same_text("Cafe au lait", cafe)

@@ -8,6 +8,7 @@ decision reaches the store at once.
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -223,6 +224,12 @@ class ReviewBoard:
         if isinstance(answer, str) and entry.options_field is not None:
             answer = answer.strip()  # a multiple-choice key: "J\n" (Enter in the answer box) is "J"
         edited = dict(base)
+        # Nor are trailing spaces or another Unicode normal form of the same characters (a spreadsheet's or an
+        # editor's doing): the value as it stands is kept, so that no invisible change ships as an edit
+        if isinstance(text, str) and _same_text(text, base.get(entry.text_field)):
+            text = base[entry.text_field]
+        if isinstance(answer, str) and _same_text(answer, base.get(entry.answer_field)):
+            answer = base[entry.answer_field]
         if text is not None:
             if not text.strip():
                 raise BenchfillError(f"decision on '{entry.item_id}': edited text is empty")
@@ -383,6 +390,18 @@ def _check_key(entry: QueueEntry, base: dict[str, Any], item: dict[str, Any], an
         raise BenchfillError(f"decision on '{entry.item_id}': with the options edited, the answer "
                              f"{item.get(entry.answer_field)!r} names {named!r}, where it named {keyed!r}; give "
                              "the answer too (the option that is right)")
+
+
+
+def _same_text(new: str, old: Any) -> bool:
+    """The same text to a reader: equal once both are in NFC and trailing spaces are off every line."""
+    if not isinstance(old, str):
+        return False
+
+    def plain(v: str) -> str:
+        return "\n".join(line.rstrip() for line in unicodedata.normalize("NFC", v).rstrip().split("\n"))
+
+    return plain(new) == plain(old)
 
 
 def _like(old: Any, new: str) -> Any:
