@@ -122,6 +122,18 @@ def _url(target: str | Path) -> str:
     return f"sqlite:///{Path(s).resolve()}"
 
 
+def _driver_url(url: str) -> str:
+    """A bare ``postgresql://`` URL on psycopg 3, the driver the postgres extra installs: SQLAlchemy 2.0 takes
+    it to mean psycopg2 ("No module named 'psycopg2'"), 2.1 to mean psycopg. A named driver is kept."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url
+    if parsed.drivername == "postgresql":
+        return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    return url
+
+
 def absolute_url(url: str) -> str:
     """``url`` with a relative SQLite path made absolute (from the current directory), as a plain path
     is: a URL remembered for later commands must name the same file from wherever they run. Any other
@@ -163,7 +175,7 @@ class Store:
                 self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
                 event.listen(self.engine, "connect", _sqlite_pragmas)
             else:
-                self.engine = create_engine(url, pool_pre_ping=True)
+                self.engine = create_engine(_driver_url(url), pool_pre_ping=True)
             with self.engine.begin() as conn:
                 self.schema_version = _upgrade(conn, redact_url(url), run_id)
                 self.read_only = _cannot_write(conn)
@@ -188,6 +200,8 @@ class Store:
         said = scrub(said, values=_secrets_of(self.url))  # a driver's message may quote its connection string
         # SQLite's own words name no cause a user can act on: what they mean where a file is concerned
         db = self.engine.url.database if hasattr(self, "engine") and self.engine.dialect.name == "sqlite" else None
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").startswith("psycopg"):
+            said += "; pip install 'benchfill[postgres]'"
         if db and "disk i/o error" in said.lower():
             said += " (a full disk?)"
         elif db and "unable to open database file" in said.lower() and Path(db).is_file() \

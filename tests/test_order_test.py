@@ -163,4 +163,6 @@ def test_the_null_in_batches_is_the_null_in_one(monkeypatch):
     whole = order_test._simulate(t, 199, 3).null
     for cells in (199 * len(t), 5 * 199 * len(t) + 1, 1):  # one reference a batch, five, and the floor of one
         monkeypatch.setattr(order_test, "BATCH_CELLS", cells)
-        assert np.array_equal(order_test._simulate(t, 199, 3).null, whole)
+        # the same up to rounding: without numba, small and large batches take two isotonic fits (numpy's
+        # and scipy's) that may differ in the last bit
+        np.testing.assert_allclose(order_test._simulate(t, 199, 3).null, whole, rtol=1e-12, atol=0)

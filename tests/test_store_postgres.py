@@ -95,3 +95,11 @@ def test_a_server_that_stops_mid_run_is_one_line_and_a_rerun_resumes(tmp_path):
         again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
         assert again.returncode == 0, again.stderr
         assert "restored after round" in again.stderr
+
+
+def test_a_bare_postgresql_url_opens_on_psycopg(pg):
+    bare = pg.replace("postgresql+psycopg://", "postgresql://", 1)
+    assert bare != pg
+    store = Store(bare)
+    assert store.engine.dialect.driver == "psycopg" and store.url == bare  # the user's URL, as given
+    store.close()

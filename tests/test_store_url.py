@@ -191,3 +191,18 @@ def test_dry_run_refuses_a_store_url_with_a_password_as_the_run_does(tmp_path, c
     rc = main(["run", "--benchmark", "demo", "--gaps", "1", "--runs-dir", str(tmp_path), "--store", url, "--dry-run"])
     got = capsys.readouterr()
     assert rc == 2 and got.out == "" and "--store: the URL carries a password" in got.err and "LEAKTEST" not in got.err
+
+
+def test_a_bare_postgresql_url_takes_the_extras_driver_and_a_missing_driver_names_the_extra(monkeypatch):
+    # SQLAlchemy 2.0 read "postgresql://" as psycopg2, which the postgres extra does not install
+    import sys
+
+    from benchfill.store import Store, _driver_url
+
+    assert _driver_url("postgresql://alice@db.example/bench") == "postgresql+psycopg://alice@db.example/bench"
+    assert _driver_url("postgresql+psycopg2://alice@db.example/bench") == "postgresql+psycopg2://alice@db.example/bench"
+    assert _driver_url("sqlite:///x.db") == "sqlite:///x.db"
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as where the extra is not installed
+    with pytest.raises(ConfigError, match=r"^cannot open store postgresql://alice@db\.example/bench: "
+                                          r"ModuleNotFoundError: .*psycopg.*; pip install 'benchfill\[postgres\]'$"):
+        Store("postgresql://alice@db.example/bench")
