@@ -58,7 +58,8 @@ def is_retryable(exc: BaseException) -> bool:
     code = status_of(exc)
     if code is not None:
         # litellm labels some connection failures with a synthetic 500; that is transient too.
-        return code in (408, 429) or code >= 500
+        # but not 507: a server out of storage (the simulated world's full disk) is not back in seconds
+        return code in (408, 429) or (code >= 500 and code != 507)
     if isinstance(exc, asyncio.TimeoutError):
         return True
     return any(cls.__name__ in _TRANSIENT for cls in type(exc).__mro__)

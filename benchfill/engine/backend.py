@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from benchfill.errors import ConfigError
+from benchfill.errors import ConfigError, EndpointError
 from benchfill.evaluators.base import Evaluator
 from benchfill.netguard import off_loop
 from benchfill.search.annotate import Annotation, Annotator, ConfirmSettings
@@ -70,9 +70,15 @@ class TrafficServices:
         child_id = key.split(":", 1)[1]
         refs = [({k: v for k, v in r.item.items() if k != "id"}, r.z) for r in references]
         shown = {k: v for k, v in parent.items() if k != "id"}
-        res = await llm.rewrite(self.config.rewriter, shown, target_z, refs, spec=self.spec, store=self.store,
-                                seed=derive_seed(self.seed, "rewrite", key), retry=self.config.retry,
-                                stats=self.llm_stats)
+        try:
+            res = await llm.rewrite(self.config.rewriter, shown, target_z, refs, spec=self.spec, store=self.store,
+                                    seed=derive_seed(self.seed, "rewrite", key), retry=self.config.retry,
+                                    stats=self.llm_stats)
+        except EndpointError:
+            failed = getattr(self.world, "write_failure", None)
+            if failed is not None:  # the simulated world's own trouble (its state file's disk full), said as such
+                raise failed from None
+            raise
         extra = _repairs_of(res)
         if not res.cached:  # its repair turns were sent too
             SENT["model_calls"] += 1 + extra

@@ -102,6 +102,13 @@ class SimApp:
 
             try:
                 await self._chat(await _body(receive), receive, tracked)
+            except OSError as exc:
+                # The world could not record a child (a full disk): an error status the client may retry once
+                # there is room, and no traceback per request; a run that serves this world names the file.
+                if not started:
+                    said = f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc)
+                    await _respond(send, *_error(507, f"The simulated world could not record the item: {said}",
+                                                 "server_error"))
             except asyncio.CancelledError:
                 # The server is stopping (Ctrl-C) while this request waits out its latency (begin_stop, or
                 # uvicorn cancelling it after its grace): answer it as a server going away does, a retryable

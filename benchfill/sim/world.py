@@ -94,6 +94,9 @@ class World:
     # The state files of the other runs that share this world (a shared store), found anew at each refresh:
     # a run started after this one writes children this one's rewriter and probes are then asked about.
     siblings: Callable[[], Iterable[Path]] | None = field(default=None, repr=False)
+    # The last write of the state file that failed (a full disk), None once one succeeds: the run that serves
+    # this world says it in one line, naming the file, where its rewriter only heard an error status.
+    write_failure: OSError | None = field(default=None, repr=False)
 
     # -- construction ----------------------------------------------------------------------------
     @classmethod
@@ -299,20 +302,30 @@ class World:
             # the request, whose retry registers the child again. Held in memory first, the retry found it
             # and answered, and the child was never written: the world's other processes knew it not.
             if self.state_path is not None:
-                self.state_path.parent.mkdir(parents=True, exist_ok=True)
-                line = (json.dumps({"world_seed": self.seed, **_stored(item)}) + "\n").encode()
-                with open(self.state_path, "ab+") as fh:
-                    # A line a killed server cut short would swallow this record (the reader passes over the
-                    # joined line): end it first. Each record is one write, so only a crash leaves one cut.
-                    end = fh.seek(0, os.SEEK_END)
-                    if end:
-                        fh.seek(end - 1)
-                        if fh.read(1) != b"\n":
-                            line = b"\n" + line
-                    fh.write(line)  # appended at the end, wherever the read left the position
-                    fh.flush()
+                try:
+                    self._append(item)
+                except OSError as exc:
+                    if exc.filename is None:  # a write or flush names no file
+                        exc.filename = str(self.state_path)
+                    self.write_failure = exc
+                    raise
+                self.write_failure = None
             self._add(item)
         return item
+
+    def _append(self, item: SimItem) -> None:
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        line = (json.dumps({"world_seed": self.seed, **_stored(item)}) + "\n").encode()
+        with open(self.state_path, "ab+") as fh:
+            # A line a killed server cut short would swallow this record (the reader passes over the
+            # joined line): end it first. Each record is one write, so only a crash leaves one cut.
+            end = fh.seek(0, os.SEEK_END)
+            if end:
+                fh.seek(end - 1)
+                if fh.read(1) != b"\n":
+                    line = b"\n" + line
+            fh.write(line)  # appended at the end, wherever the read left the position
+            fh.flush()
 
     def load_registry(self, path: Path) -> None:
         """Know the children another run registered (runs that share a store share a world); its
