@@ -10,6 +10,7 @@ event loop on asyncio, not uvloop (whose C sockets would go around it): ``run`` 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import ipaddress
 import os
@@ -71,8 +72,34 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
         return _run_here(coro)
     from concurrent.futures import ThreadPoolExecutor
 
+    held: dict[str, Any] = {}
+
+    async def tracked() -> T:
+        held["loop"], held["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        return await coro
+
+    def stop() -> None:
+        if "loop" in held:
+            held["loop"].call_soon_threadsafe(held["task"].cancel)
+        with contextlib.suppress(BaseException):
+            done.result()  # the run's own cleanup, as on Ctrl-C outside a loop
+
+    # Ctrl-C stops the run at once, as it does outside a loop: a notebook's "interrupt kernel" raises
+    # KeyboardInterrupt in this thread; asyncio.run's runner only cancels its task, which waits here. Either
+    # way the pool's exit had waited for the whole run to end, and its result was thrown away.
+    outer = asyncio.current_task()
     with ThreadPoolExecutor(1, thread_name_prefix="benchfill-run") as pool:
-        return pool.submit(_run_here, coro).result()
+        done = pool.submit(_run_here, tracked())
+        while True:
+            try:
+                return done.result(timeout=0.1)
+            except TimeoutError:
+                if outer is not None and outer.cancelling():
+                    stop()
+                    raise asyncio.CancelledError from None
+            except KeyboardInterrupt:
+                stop()
+                raise
 
 
 def _run_here(coro: Coroutine[Any, Any, T]) -> T:
