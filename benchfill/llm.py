@@ -186,7 +186,8 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
     litellm = _litellm()
     kwargs: dict[str, Any] = dict(model=cfg.model, messages=messages, temperature=cfg.temperature,
                                   max_tokens=cfg.max_tokens, seed=seed, timeout=cfg.timeout_s,
-                                  num_retries=0, max_retries=0)
+                                  num_retries=0, max_retries=0,
+                                  drop_params=True)  # providers without `seed` still answer (per call, not global)
     if cfg.api_base:
         kwargs["api_base"] = cfg.api_base
     if cfg.api_key_env:
@@ -272,15 +273,20 @@ def _describe(exc: BaseException, key_env: str | None) -> str:
 def _litellm():
     """litellm, imported on first use, with its network look-ups, telemetry and chatter off."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_LOG", "ERROR")
     names = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm")
     # a level the host application gave one of these loggers before stands (litellm's import resets them)
     chosen = {n: logging.getLogger(n).level for n in names}
-    import litellm
-
+    # LITELLM_LOG is read by the import only: set for it, then as it was (it had stayed in the host's
+    # environment, and every process the host started inherited it)
+    log_env = os.environ.get("LITELLM_LOG")
+    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    try:
+        import litellm
+    finally:
+        if log_env is None:
+            os.environ.pop("LITELLM_LOG", None)
     litellm.telemetry = False
     litellm.suppress_debug_info = True
-    litellm.drop_params = True  # providers without `seed` still answer
     for name in names:
         logging.getLogger(name).setLevel(chosen[name] or logging.ERROR)
     return litellm

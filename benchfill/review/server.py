@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from benchfill.asgi import quiet_config
 from benchfill.errors import BenchfillError
 from benchfill.redact import scrub
 from benchfill.review.board import Changed, ReviewBoard
@@ -385,7 +386,7 @@ class ReviewServer:
             raise BenchfillError(f"cannot listen on {HOST}:{port}: {exc.strerror}") from None
         self.port = self.sock.getsockname()[1]
         app = create_app(self.board, self.token, self.port)
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        config = quiet_config(app, lifespan="off")
         self.server = uvicorn.Server(config)
         self.thread: threading.Thread | None = None
 

