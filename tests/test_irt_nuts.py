@@ -235,3 +235,41 @@ def test_nuts_without_numba_says_so_in_one_line(monkeypatch, capsys):
     assert main(["diagnose", "--benchmark", "demo", "--engine", "nuts"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "benchfill[nuts]" in err
+
+
+def test_two_threads_fitting_at_once_each_get_their_own_posterior(monkeypatch):
+    # A host's threads: the posterior reached the forked chains through module globals, and the second fit
+    # replaced the first's before it forked (each came back with the other's, or a reshape error)
+    import dataclasses
+    import threading
+    import time
+
+    a = simulate_responses(40, 300, 8, seed=4).matrix
+    b = dataclasses.replace(a, correct=a.trials - a.correct)  # its mirror: the difficulties change sign
+    kw = dict(engine="nuts", seed=0, warmup=100, draws=100, chains=2)
+    alone = {"a": fit(a, **kw).difficulty, "b": fit(b, **kw).difficulty}
+    got, errors = {}, []
+    from benchfill.irt import sampling
+
+    chains = sampling._chains_in_workers
+
+    def late(*args, **kwargs):  # the moment between setting the posterior and forking, made long
+        time.sleep(0.5)
+        return chains(*args, **kwargs)
+
+    monkeypatch.setattr(sampling, "_chains_in_workers", late)
+
+    def one(name, m):
+        try:
+            got[name] = fit(m, **kw).difficulty
+        except Exception as exc:  # noqa: BLE001 (said by the assertion below)
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=one, args=(n, m)) for n, m in (("a", a), ("b", b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert errors == [] and set(got) == {"a", "b"}
+    for name in got:
+        np.testing.assert_allclose(got[name], alone[name])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -21,6 +22,7 @@ _TARGET = None  # the Whitened posterior, set before forking so workers inherit 
 # is said every PROGRESS_EVERY_S seconds, where before nothing was printed until a chain ended)
 _DONE = None
 PROGRESS_EVERY_S = 15.0
+_ONE_FIT = threading.Lock()
 
 
 class Whitened:
@@ -180,6 +182,16 @@ def fit_nuts(
     target_accept: float = 0.95,
     progress: Callable[[str], None] | None = None,
 ) -> IrtFit:
+    # One fit at a time in a process: the posterior reaches the forked workers through this module's globals,
+    # and a second thread's fit replaced the first's before it forked (each got the other's posterior back,
+    # or a reshape error). A fit uses every core anyway.
+    with _ONE_FIT:
+        return _fit_nuts(matrix, model=model, guessing=guessing, seed=seed, chains=chains, warmup=warmup,
+                         draws=draws, target_accept=target_accept, progress=progress)
+
+
+def _fit_nuts(matrix: ResponseMatrix, *, model: str, guessing: bool, seed: int, chains: int, warmup: int,
+              draws: int, target_accept: float, progress: Callable[[str], None] | None) -> IrtFit:
     global _TARGET
     from benchfill.irt.map import fit_map_1pl, fit_map_2pl
 
