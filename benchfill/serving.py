@@ -9,6 +9,7 @@ process on the machine can read command lines from /proc), and a written script 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
@@ -478,16 +479,29 @@ def watch(cmds: list[ServeCommand], procs: list[subprocess.Popen], log_dir: str 
 
 
 def stop_servers(procs: list[subprocess.Popen], grace_s: float = 30.0) -> None:
-    """SIGTERM each server's process group (vLLM's engine runs in child processes), SIGKILL after grace_s."""
+    """SIGTERM each server's process group (vLLM's engine runs in child processes), SIGKILL after grace_s.
+
+    A second Ctrl-C (or SIGTERM) while they stop means "now": every group still running gets SIGKILL at
+    once. The servers run in sessions of their own, out of the terminal's reach: that Ctrl-C had left them
+    all running, holding their ports and GPU memory, and nothing said so."""
     for p in procs:
         _signal_group(p, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _signal_group(p, signal.SIGKILL)
-            p.wait()
+    try:
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(p, signal.SIGKILL)
+                p.wait()
+    except BaseException:
+        for p in procs:
+            if p.poll() is None:
+                _signal_group(p, signal.SIGKILL)
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=5)
+        raise
 
 
 def _signal_group(p: subprocess.Popen, sig: int) -> None:

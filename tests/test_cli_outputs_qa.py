@@ -301,3 +301,17 @@ def test_a_machine_out_of_room_files_or_memory_is_one_line(tmp_path, monkeypatch
     rc = main(["fit", "--responses", str(responses), "--out", str(tmp_path / "fit.json")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err[-1] == said and not (tmp_path / "fit.json").exists()
+
+
+def test_a_stop_says_to_rerun_only_where_a_rerun_resumes():
+    # release verify and diff have nothing to resume; a predictor's scorer answers kept in --scorer-cache do
+    from benchfill.cli import _resumable, build_parser
+
+    parse = build_parser().parse_args
+    assert _resumable(parse(["release", "runs/r", "--version", "1.0.0"]))
+    assert not _resumable(parse(["release", "verify", "rel/demo/1.0.0"]))
+    assert not _resumable(parse(["release", "diff", "a", "b"]))
+    train = ["predict", "train", "--benchmark", "aime25", "--families", "length,entropy", "--scorer", "m@http://h/v1",
+             "--out", "p.json"]
+    assert _resumable(parse([*train, "--scorer-cache", "s.jsonl"])) and not _resumable(parse(train))
+    assert _resumable(parse(["run", "--benchmark", "demo"]))

@@ -528,6 +528,8 @@ def test_memory_forget_takes_a_run_directory_for_its_own_store(tmp_path, capsys)
     own.close()
     assert main(["memory", "list", "--store", str(run)]) == 0
     assert capsys.readouterr().out.splitlines()[2].split()[:3] == ["toy", run.name, "simulated"]
+    assert main(["memory", "list", "--store", str(run), "--json"]) == 0  # named the same way ("" before)
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out) if r["origin"] == "generated"] == [run.name]
     assert main(["memory", "forget", "--store", str(run), "--run", "nope"]) == 2
     assert f"(runs there: {run.name})" in capsys.readouterr().err
     for where in (str(run / "store.db"), f"sqlite:///{run / 'store.db'}"):  # its file, or a URL of it

@@ -288,3 +288,25 @@ def test_a_code_items_tests_are_shown_and_an_edited_solution_must_pass_them(tmp_
     row = next(csv.DictReader(path.open(encoding="utf-8-sig")))
     assert row["child_tests"].startswith("def check(candidate):") and row["ancestor_tests"]
     assert row["child_entry_point"] == row["ancestor_entry_point"] == "add"
+
+
+@pytest.mark.parametrize("sig, rc, said", [("SIGINT", 130, "benchfill: interrupted"),
+                                           ("SIGTERM", 143, "benchfill: terminated")])
+def test_the_page_stops_on_a_signal_with_the_status_every_command_gives(tmp_path, shared_data, sig, rc, said):
+    # it exited 0 with nothing said, where the README promises 130 after Ctrl-C and 143 after SIGTERM
+    import os
+    import signal
+    import sys
+
+    run = make_run(tmp_path, shared_data)
+    proc = subprocess.Popen([sys.executable, "-m", "benchfill", "review", "serve", str(run)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ},
+                            preexec_fn=conftest.ctrl_c_as_at_a_terminal)
+    try:
+        assert proc.stdout.readline().startswith("review page for")
+        proc.send_signal(getattr(signal, sig))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == rc and err.strip().splitlines()[-1] == said

@@ -487,3 +487,21 @@ def _serve_start(cfg, tmp, preexec):
                              "--gpus", "2x80", "--start", "--log-dir", str(tmp / "logs"), "--poll", "0.1",
                              "--wait", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=preexec)
+
+
+def test_a_second_ctrl_c_while_servers_stop_kills_them_at_once(tmp_path):
+    # A server that ignores SIGTERM (a vLLM slow to shut down) and a Ctrl-C during the grace: every server
+    # was left running in its own session, holding its port, and nothing said so
+    import signal
+    import threading
+
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(120)"
+    procs = [subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE)
+             for _ in range(2)]
+    for p in procs:
+        assert p.stdout.readline().strip() == b"up"  # its handler is set
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        stop_servers(procs, grace_s=60)
+    assert time.monotonic() - t0 < 10 and all(p.poll() is not None for p in procs)

@@ -76,6 +76,13 @@ def _version() -> str:
         return "0+unknown"
 
 
+def _resumable(args) -> bool:
+    """Whether a rerun of this command goes on where it stopped (``resumable``: a flag, or a test of the
+    arguments, as for `release`, whose `verify` and `diff` have nothing to resume)."""
+    said = getattr(args, "resumable", False)
+    return bool(said(args) if callable(said) else said)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         try:
@@ -125,7 +132,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"benchfill: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        again = "; rerun the same command to resume" if getattr(args, "resumable", False) else ""
+        again = "; rerun the same command to resume" if _resumable(args) else ""
         print(f"benchfill: {'terminated' if isinstance(exc, Terminated) else 'interrupted'}{again}", file=sys.stderr)
         return 128 + exc.signum if isinstance(exc, Terminated) else 130
     except BrokenPipeError:
@@ -135,7 +142,7 @@ def _main(argv: list[str] | None) -> int:
         # under a file, no permission): the user's to fix, so one line. The machine out of room or of file
         # descriptors is the user's too, whichever write or open met it (a write or close names no file).
         # Anything else without a file is a bug.
-        again = "; rerun the same command to resume" if getattr(args, "resumable", False) else ""
+        again = "; rerun the same command to resume" if _resumable(args) else ""
         if exc.errno in _RESOURCES:
             where = f"{exc.filename}: " if exc.filename else ""
             print(f"benchfill: error: {where}{_RESOURCES[exc.errno]}; what was written before is kept{again}",
@@ -147,7 +154,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"benchfill: error: {where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     except MemoryError:
-        again = "; rerun the same command to resume" if getattr(args, "resumable", False) else ""
+        again = "; rerun the same command to resume" if _resumable(args) else ""
         print(f"benchfill: error: out of memory (a limit such as ulimit -v, or the machine's){again}", file=sys.stderr)
         return 2
     except Exception as exc:
@@ -155,7 +162,7 @@ def _main(argv: list[str] | None) -> int:
         if line is None:
             raise
         again = "; what was written is kept: rerun the same command to resume once it answers" \
-            if getattr(args, "resumable", False) and "stopped answering" in line else ""
+            if _resumable(args) and "stopped answering" in line else ""
         print(f"benchfill: error: {line}{again}", file=sys.stderr)
         return 2
     finally:

@@ -63,7 +63,11 @@ def handle_list(args: argparse.Namespace) -> int:
     if args.json:
         from benchfill.cli.output import dumps
 
-        print(dumps(rows, indent=1))
+        # a run's own store keeps its rows under no run id: named by its folder, as the table names them
+        own = _own_name(args.store)
+        own = "" if own.startswith("(") else own  # a folder's name, or nothing: not the table's placeholder
+        print(dumps([{**r, "run_id": r["run_id"] or own} if r["origin"] != "original" else r for r in rows],
+                    indent=1))
         return 0
     if not rows:
         print(f"{store.where}: the memory holds nothing" + (f" of {args.benchmark}" if args.benchmark else ""))

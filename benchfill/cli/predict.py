@@ -13,6 +13,11 @@ from typing import Any
 from benchfill.cli.argtypes import folds, nonneg_float, nonneg_int, positive_int
 
 
+def _cached(args) -> bool:
+    """A scorer's answers are kept in --scorer-cache: a rerun asks only for the rest."""
+    return bool(getattr(args, "scorer_cache", None))
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("predict", help="predict item difficulty from text (train, evaluate, score, residuals)")
     sub = p.add_subparsers(dest="predict_command", metavar="ACTION", required=True)
@@ -22,7 +27,7 @@ def register(subparsers: Any) -> None:
     _feature_args(t)
     t.add_argument("--folds", type=folds, default=10, help="K of the K-fold run that sets the stated uncertainty (10)")
     t.add_argument("--out", required=True, metavar="FILE", help="where to write the predictor (JSON)")
-    t.set_defaults(func=cmd_train)
+    t.set_defaults(func=cmd_train, resumable=_cached)
 
     e = sub.add_parser("evaluate", help="cross-validated Spearman rho and pairwise accuracy, per family and combined")
     _data_args(e)
@@ -32,7 +37,7 @@ def register(subparsers: Any) -> None:
     e.add_argument("--folds", type=folds, default=10, help="K for --split kfold (default 10)")
     e.add_argument("--each", action="store_true", help="also evaluate each family alone and the random control")
     e.add_argument("--json", action="store_true", help="print the results as JSON")
-    e.set_defaults(func=cmd_evaluate)
+    e.set_defaults(func=cmd_evaluate, resumable=_cached)
 
     s = sub.add_parser("score", help="predict the difficulty of new items with a saved predictor")
     s.add_argument("--predictor", required=True, metavar="FILE", help="a file written by 'predict train'")
@@ -47,7 +52,7 @@ def register(subparsers: Any) -> None:
                    help="a predictor with the entropy family: keep its scorers' answers here (a rerun resumes)")
     s.add_argument("--scorer-concurrency", type=positive_int, metavar="N",
                    help="items asked of a scorer at a time (default 8; 1 makes a server's answers repeatable)")
-    s.set_defaults(func=cmd_score)
+    s.set_defaults(func=cmd_score, resumable=_cached)
 
     r = sub.add_parser("residuals", help="items whose observed difficulty is far from the predicted one, ranked")
     _data_args(r)
@@ -59,7 +64,7 @@ def register(subparsers: Any) -> None:
     r.add_argument("--top", type=positive_int,
                    help=f"list at most this many (default: all with --json, the first {TABLE_TOP} in the table)")
     r.add_argument("--json", action="store_true", help="print the flags as JSON")
-    r.set_defaults(func=cmd_residuals)
+    r.set_defaults(func=cmd_residuals, resumable=_cached)
 
 
 def _data_args(p: argparse.ArgumentParser) -> None:

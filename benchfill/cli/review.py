@@ -63,7 +63,7 @@ def register(subparsers) -> None:
     _rule_args(rel)
     # a release stopped after its folder was published and before the store recorded it is finished by the
     # same command ("finished the interrupted release"): the stop's or the store's line says to rerun it
-    rel.set_defaults(func=_release, resumable=True)
+    rel.set_defaults(func=_release, resumable=lambda a: a.args[0] not in ("diff", "verify"))
 
 
 # The words of benchfill.review.DECISIONS (not imported here: --help stays light; a test keeps them equal).

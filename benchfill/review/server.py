@@ -427,8 +427,6 @@ def serve(run_dir: str | Path, port: int = 0, rule: ReleaseRule | None = None) -
                   "decisions; press Ctrl-C to stop", flush=True)
         else:
             print("decisions are saved as they are made; press Ctrl-C to stop", flush=True)
-        try:
-            while srv.thread is not None and srv.thread.is_alive():
-                srv.thread.join(0.5)
-        except KeyboardInterrupt:
-            pass
+        # Ctrl-C (and SIGTERM) stop the page, and reach the command as any stop does: "interrupted", 130 (143)
+        while srv.thread is not None and srv.thread.is_alive():
+            srv.thread.join(0.5)
