@@ -231,6 +231,8 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     z_after = z_before + [float(r["z"]) for r in placed]
     meta = {
         "benchmark": bench,
+        # where the original items came from, as the benchmark's spec says (docs/contracts.md)
+        "source": str(board.spec.get("source") or "") or None,
         "version": version,
         "run_id": name,
         "released_at": now,

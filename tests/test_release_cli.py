@@ -120,6 +120,8 @@ def test_review_and_release_a_real_demo_run(tmp_path, capsys):
     assert meta["run_options"]["benchmark"] == "demo" and meta["run_options"]["rounds"] == 1
     assert meta["run_options"]["children"] == 2 and "extra" not in meta["run_options"]
     assert len(meta["inputs_sha256"]["benchmark_items"]) == 64
+    # and where the original items came from, as the spec's source says (docs/contracts.md; it was not)
+    assert meta["source"] == "built-in seeded demo" and "\nOriginal items: built-in seeded demo.\n" in card
 
 
 def test_verify_catches_a_manifest_rewritten_to_fit_edited_files(tmp_path, shared_data, capsys):

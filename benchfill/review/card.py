@@ -172,7 +172,7 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
 
 The original {meta["benchmark"]} items ({meta["n_original"]}) plus {meta["n_generated"]} generated item(s)
 accepted in human review ({meta["release_rule"]}). Made by benchfill from run {untrusted.md_code(meta["run_id"])}.
-{sim}
+{_source_line(meta)}{sim}
 ## Coverage of the difficulty axis
 
 Normalized IRT difficulty z on the original benchmark's scale (0 = easiest original item,
@@ -208,6 +208,12 @@ A field of the benchmark's own named like one of these (a `difficulty` label, sa
 
 {changelog}
 """
+
+
+def _source_line(meta: dict[str, Any]) -> str:
+    """Where the original items came from (the spec's ``source``), as a line of its own; none where unsaid."""
+    source = meta.get("source")
+    return f"Original items: {untrusted.md_text(str(source))}.\n" if source else ""
 
 
 def _scale_line(meta: dict[str, Any]) -> str:
