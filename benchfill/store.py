@@ -208,6 +208,14 @@ class Store:
                 and not os.access(Path(db).parent, os.W_OK):
             said += (" (its folder is read-only: SQLite writes its journal beside the file; make the folder "
                      "writable, or copy the run elsewhere)")
+        elif db and "unable to open database file" in said.lower():  # SQLite's words for every cause: the cause
+            path = Path(db)
+            if path.is_dir():
+                said += f" ({path} is a folder, not a database file)"
+            elif not path.parent.is_dir():
+                said += f" (its folder {path.parent} does not exist)"
+            elif not os.access(path if path.exists() else path.parent, os.R_OK | os.W_OK):
+                said += f" (permission denied on {path if path.exists() else path.parent})"
         return ConfigError(f"cannot open store {redact_url(self.url)}: {exc.__class__.__name__}: {said}")
 
     @property
@@ -219,8 +227,24 @@ class Store:
         return redact_url(self.url)
 
     def read_only_error(self) -> ReadOnlyStore:
+        stuck = self._stuck_sidecars()
+        if stuck:  # the file may be writable, and still every write fails through them
+            return ReadOnlyStore(f"store {self.where}: read-only, cannot be written: its {' and '.join(stuck)} "
+                                 "cannot be written by you (left by an open while the store was read-only, or by "
+                                 "another user); remove them when no one has the store open")
         return ReadOnlyStore(f"store {self.where}: read-only, cannot be written (a read-only or immutable file, "
                              "folder or mount, or a read-only URL); make it writable, or copy the run elsewhere")
+
+    def _stuck_sidecars(self) -> list[str]:
+        """The SQLite WAL files beside the store that this user cannot write: a read-only open leaves them
+        behind with the file's mode (or another user's ownership), and SQLite then refuses every write."""
+        if self.engine.dialect.name != "sqlite":
+            return []
+        db = self.engine.url.database
+        if not db or db == ":memory:" or db.startswith("file:"):
+            return []
+        return [f"{Path(db).name}{end}" for end in ("-wal", "-shm")
+                if Path(f"{db}{end}").exists() and not os.access(f"{db}{end}", os.W_OK)]
 
     @contextmanager
     def session(self) -> Iterator[Session]:

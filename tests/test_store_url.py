@@ -206,3 +206,34 @@ def test_a_bare_postgresql_url_takes_the_extras_driver_and_a_missing_driver_name
     with pytest.raises(ConfigError, match=r"^cannot open store postgresql://alice@db\.example/bench: "
                                           r"ModuleNotFoundError: .*psycopg.*; pip install 'benchfill\[postgres\]'$"):
         Store("postgresql://alice@db.example/bench")
+
+
+def test_a_read_only_refusal_names_the_wal_files_that_hold_it(tmp_path, monkeypatch):
+    # A read-only open left store.db-wal and -shm with the file's mode (or another user's): once the file was
+    # writable again every write still failed, and the refusal said to make the file writable
+    import os
+
+    from benchfill.store import Store
+
+    store = Store(tmp_path / "store.db")
+    for end in ("-wal", "-shm"):
+        (tmp_path / f"store.db{end}").touch()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: not str(p).endswith(("-wal", "-shm")) and real(p, mode))
+    said = str(store.read_only_error())
+    assert said.endswith("its store.db-wal and store.db-shm cannot be written by you (left by an open while the "
+                         "store was read-only, or by another user); remove them when no one has the store open")
+    monkeypatch.undo()
+    assert "make it writable, or copy the run elsewhere" in str(store.read_only_error())
+    store.close()
+
+
+def test_a_store_that_cannot_be_opened_says_why(tmp_path):
+    # SQLite says "unable to open database file" for a missing folder and a folder alike
+    from benchfill.store import Store
+
+    with pytest.raises(ConfigError, match=r"unable to open database file \(its folder .*nosuch.dir does not exist\)$"):
+        Store(f"sqlite:///{tmp_path / 'nosuch' / 'dir' / 's.db'}")
+    (tmp_path / "sdir.db").mkdir()
+    with pytest.raises(ConfigError, match=r"unable to open database file \(.*sdir\.db is a folder, not a database file\)$"):
+        Store(f"sqlite:///{tmp_path / 'sdir.db'}")
