@@ -471,7 +471,9 @@ def _hold_run(run_dir: Path, run_id: str, exclusive: bool = True) -> int | None:
         fd = locks.hold(path, shared=not exclusive, wait=False)
     except BlockingIOError:
         holder = path.read_text(errors="replace").strip() or "unknown"
-        raise ConfigError(f"run {run_id} is in progress in another process (pid {holder}); wait for it to end, "
+        where = ("in this process, in another thread" if holder == str(os.getpid())
+                 else f"in another process (pid {holder})")
+        raise ConfigError(f"run {run_id} is in progress {where}; wait for it to end, "
                           "or give another --run-id for a new run") from None
     if fd is not None and exclusive:
         os.ftruncate(fd, 0)

@@ -167,6 +167,8 @@ class Store:
     """
 
     def __init__(self, target: str | Path, run_id: str = "", *, writable: bool = False):
+        if not isinstance(target, (str, os.PathLike)):  # Store(3) made a SQLite file named "3" here
+            raise ConfigError(f"store: expected a path or a URL, got {type(target).__name__} {target!r}")
         url = _url(target)
         self.url = url
         self.run_id = run_id

@@ -348,3 +348,25 @@ def test_a_file_given_to_one_run_and_not_to_the_other_is_refused_on_resume(tmp_p
     with pytest.raises(ConfigError, match=rf"^run {d.name} was made with responses = '.*resp\.csv'; this command "
                                           r"asks None\."):
         run(RunOptions(**opts, run_id=d.name))
+
+
+def test_a_run_held_by_another_thread_of_this_process_says_so(tmp_path):
+    # a host's two threads on one run id were told "another process", naming the host's own pid
+    from benchfill import locks
+    from benchfill.run import _hold_run
+
+    d = tmp_path / "r"
+    d.mkdir()
+    fd = _hold_run(d, "r")
+    try:
+        with pytest.raises(ConfigError, match=r"^run r is in progress in this process, in another thread; wait"):
+            _hold_run(d, "r")
+    finally:
+        locks.release(fd)
+
+
+def test_a_store_is_a_path_or_a_url():
+    from benchfill.store import Store
+
+    with pytest.raises(ConfigError, match=r"^store: expected a path or a URL, got int 3$"):
+        Store(3)
