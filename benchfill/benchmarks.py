@@ -87,8 +87,8 @@ class BenchmarkSpec(BaseModel):
     @classmethod
     def _a_folder_name(cls, v: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v):
-            raise ValueError(f"{v!r} must be letters, digits, '.', '_' or '-' (it names the run's and the "
-                             "release's folders)")
+            raise ValueError(f"{v!r} must be letters, digits, '.', '_' or '-', starting with a letter or digit (it "
+                             "names the run's and the release's folders)")
         return v
 
     @field_validator("chance", mode="before")

@@ -141,7 +141,7 @@ def read_responses(
         if item_id == "":
             raise DataError(f"{path}:{lineno}: empty field 'item_id'")
         if known is not None and item_id not in known:
-            raise DataError(f"{path}:{lineno}: item {item_id!r} is not in the items file")
+            raise DataError(f"{path}:{lineno}: item {item_id!r} is not in the items file{_same_to_a_reader(item_id, known)}")
         correct = _count(row["correct"], "correct", path, lineno)
         trials = _count(row["trials"], "trials", path, lineno)
         if correct > trials:
@@ -323,6 +323,18 @@ def untried_note(matrix: ResponseMatrix) -> str | None:
              else []) + ([f"{len(models)} model(s) with trials 0 only have no ability and are left out: "
                           f"{listed(models)}"] if models else [])
     return f"{matrix.source}: {'; '.join(parts)}" if parts else None
+
+
+def _same_to_a_reader(item_id: str, known: set[str]) -> str:
+    """", which has X" where the items file holds the same id in another Unicode normal form (NFC against NFD:
+    the two look alike and compare unequal), else ""."""
+    import unicodedata
+
+    if item_id.isascii():
+        return ""
+    nfc = unicodedata.normalize("NFC", item_id)
+    same = sorted(k for k in known if not k.isascii() and unicodedata.normalize("NFC", k) == nfc)
+    return f", which has {ascii(same[0])}: the same letters in another Unicode normal form" if same else ""
 
 
 # -- parsing helpers ---------------------------------------------------------------------------

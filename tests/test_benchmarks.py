@@ -93,6 +93,8 @@ def test_bad_items_name_file_and_line(tmp_path, line, msg):
      r"spec.json: field chance: a guessing floor in \[0, 1\) or 'options', got 1.5"),
     ('{"name": "My quiz/v2"}', '{"id": "a", "problem": "?", "answer": "1"}',
      r"spec.json: field name: 'My quiz/v2' must be letters, digits"),
+    ('{"name": "-x"}', '{"id": "a", "problem": "?", "answer": "1"}',  # letters it has: the start is what is wrong
+     r"spec.json: field name: '-x' must be letters, digits, '.', '_' or '-', starting with a letter or digit"),
 ])
 def test_a_spec_no_run_can_use_is_refused_when_read(tmp_path, spec, items_line, msg):
     (tmp_path / "spec.json").write_text(spec)

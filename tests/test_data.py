@@ -244,3 +244,17 @@ def test_jsonl_text_errors_name_the_line_and_what_is_wrong(tmp_path):
         read(good + b'{"id": "b", "meta": {"tags": ["ok", "x\\ud800"]}}\n')
     assert [o["id"] for _, o in read(good + b'\xef\xbb\xbf{"id": "b"}\n')] == ["a", "b"]
     assert read(b'{"id": "\\ud83d\\ude00"}\n')[0][1]["id"] == "\U0001F600"  # a pair is a character
+
+
+def test_an_id_in_another_unicode_normal_form_is_named_as_such(tmp_path):
+    import unicodedata
+
+    from benchfill.data import read_responses
+
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": "q-caf\\u00e9", "problem": "?", "answer": "1"}\n', encoding="utf-8")
+    nfd = unicodedata.normalize("NFD", "q-caf\u00e9")
+    (tmp_path / "r.csv").write_text(f"model,item_id,correct,trials\nm,{nfd},1,2\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"r\.csv:2: item 'q-cafe\u0301' is not in the items file, which has "
+                                        r"'q-caf\\xe9': the same letters in another Unicode normal form$"):
+        read_responses(tmp_path / "r.csv", items=items)
