@@ -39,13 +39,21 @@ def check_targets(folder: Path, files: Iterable[Path], folders: Iterable[Path] =
 STALE_S = 3600.0
 
 
+# The file this process last began to write through a temp file: a full disk's error names no file (a write
+# or close has none), and with the run folder, --out and the store on different disks the user could not
+# tell which was full. The CLI names this one as the last file being written.
+LAST_TARGET: Path | None = None
+
+
 def temp_path(folder: Path, name: str, *, suffix: str = ".tmp", directory: bool = False) -> Path:
     """A new temp file (or folder) in ``folder`` for the file ``name`` about to be written there, after the
     ones earlier writers of ``name`` left when they were killed are removed (``sweep_temps``)."""
     import os
     import tempfile
 
+    global LAST_TARGET
     sweep_temps(folder, name, suffix=suffix)
+    LAST_TARGET = folder / name
     prefix = f".{name}.bf{os.getpid()}@{_host()}."
     if directory:
         return Path(tempfile.mkdtemp(dir=folder, prefix=prefix, suffix=suffix))

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchfill import __version__, calling_module, locks
+from benchfill import __version__, calling_module, locks, outputs
 from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.measure.before_after import before_after
@@ -277,6 +277,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     changelog = f"# Changelog of {bench}\n\n{changelog}"
 
     tmp = Path(tempfile.mkdtemp(dir=bench_dir, prefix=f".{version}.", suffix=".tmp"))
+    outputs.LAST_TARGET = bench_dir / version  # a full disk's error names no file: the CLI names this one
     try:
         (tmp / "data").mkdir()
         (tmp / "plots").mkdir()

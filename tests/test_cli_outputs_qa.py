@@ -303,6 +303,27 @@ def test_a_machine_out_of_room_files_or_memory_is_one_line(tmp_path, monkeypatch
     assert rc == 2 and err[-1] == said and not (tmp_path / "fit.json").exists()
 
 
+def test_a_full_disk_names_the_file_being_written(tmp_path, monkeypatch, capsys):
+    # a write or close names no file: with the run folder, --out and the store on different disks, which was full?
+    from pathlib import Path
+
+    write = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name.startswith(".fit.json."):  # fit.json's write, into its temp file
+            raise OSError(28, "No space left on device")
+        return write(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    responses = tmp_path / "r.csv"
+    _write_responses(responses)
+    rc = main(["fit", "--responses", str(responses), "--out", str(tmp_path / "fit.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1] == (f"benchfill: error: no space left on device: free some (the last file being "
+                                   f"written: {tmp_path / 'fit.json'}); what was written before is kept")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]  # no temp file left
+
+
 def test_a_stop_says_to_rerun_only_where_a_rerun_resumes():
     # release verify and diff have nothing to resume; a predictor's scorer answers kept in --scorer-cache do
     from benchfill.cli import _resumable, build_parser

@@ -125,6 +125,9 @@ def _main(argv: list[str] | None) -> int:
         return 2
     from benchfill.errors import BenchfillError, Terminated
 
+    from benchfill import outputs
+
+    outputs.LAST_TARGET = None  # this command's own, not an earlier one's in the same process
     previous = _on_sigterm(hangup=getattr(args, "stop_on_hangup", False))
     try:
         return int(args.func(args) or 0)
@@ -145,8 +148,11 @@ def _main(argv: list[str] | None) -> int:
         again = "; rerun the same command to resume" if _resumable(args) else ""
         if exc.errno in _RESOURCES:
             where = f"{exc.filename}: " if exc.filename else ""
-            print(f"benchfill: error: {where}{_RESOURCES[exc.errno]}; what was written before is kept{again}",
-                  file=sys.stderr)
+            last = outputs.LAST_TARGET
+            writing = f" (the last file being written: {last})" if not exc.filename and last is not None \
+                and exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+            print(f"benchfill: error: {where}{_RESOURCES[exc.errno]}{writing}; what was written before is kept"
+                  f"{again}", file=sys.stderr)
             return 2
         if exc.filename is None:
             raise
