@@ -27,12 +27,17 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--port", type=port, default=8000, help="port on 127.0.0.1 (default 8000; 0: any free port)")
     serve.add_argument("--probes", type=int, default=12, help="number of simulated probe models (default 12)")
     serve.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
-    serve.add_argument("--latency-ms", type=float, default=0.0)
-    serve.add_argument("--latency-jitter-ms", type=float, default=0.0)
-    serve.add_argument("--fault-rate", type=float, default=0.0, help="share of attempts answered with a fault")
-    serve.add_argument("--retry-after-s", type=float, default=1.0, help="Retry-After sent with simulated 429s")
+    serve.add_argument("--latency-ms", type=float, default=0.0,
+                       help="milliseconds each reply waits before it is sent, as a real server's would (default 0)")
+    serve.add_argument("--latency-jitter-ms", type=float, default=0.0,
+                       help="spread of that wait, in milliseconds (default 0)")
+    serve.add_argument("--fault-rate", type=float, default=0.0,
+                       help="share of attempts answered with a fault (429, 500, a timeout, a malformed body; default 0)")
+    serve.add_argument("--retry-after-s", type=float, default=1.0,
+                       help="Retry-After sent with simulated 429s (default 1)")
     add_rewriter_arguments(serve)
-    serve.add_argument("--rewriter-malformed-rate", type=float, default=0.0)
+    serve.add_argument("--rewriter-malformed-rate", type=float, default=0.0,
+                       help="share of rewriter replies cut off, which a caller must repair or retry (default 0)")
     serve.add_argument("--state", help="JSONL registry of generated children (kept across restarts)")
     serve.add_argument("--api-key-env", help="require 'Authorization: Bearer $VAR' (the key is read from this env var)")
     serve.set_defaults(func=serve_cmd)
@@ -45,9 +50,11 @@ def add_rewriter_arguments(parser: Any) -> None:
                    help="preset of the simulated rewriter's sense of difficulty (default realistic)")
     g.add_argument("--rewriter-knobs", metavar="K=V,...",
                    help="override knobs of the preset, e.g. 'bias=0.1,share=0.4,noise=0.8,anchor=0'")
-    g.add_argument("--invalid-rate", type=float, help="share of invalid children at no change (knob invalid_base)")
-    g.add_argument("--judge-recall", type=float, help="share of invalid children the judge catches")
-    g.add_argument("--judge-fpr", type=float, help="share of valid children the judge rejects")
+    g.add_argument("--invalid-rate", type=float,
+                   help="share of invalid children at no change (knob invalid_base; default the preset's)")
+    g.add_argument("--judge-recall", type=float,
+                   help="share of invalid children the judge catches (default the preset's)")
+    g.add_argument("--judge-fpr", type=float, help="share of valid children the judge rejects (default the preset's)")
 
 
 def rewriter_knobs(args: argparse.Namespace) -> dict[str, float]:
