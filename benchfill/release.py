@@ -71,6 +71,9 @@ class ReleaseResult:
     complete: bool = False  # made before by this run, as the same command would make it now: nothing written
     held: dict[str, str] = field(default_factory=dict)  # this run's accepted items an earlier release removed
     rule_note: str = ""  # set when the release's rule is not the one the review page was served with
+    # generated items whose text is another released item's (after Unicode normal form, spacing and case):
+    # (generated id, the id of the first item with that text); released all the same, and said
+    same_text: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -336,7 +339,27 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
                 f"served with ({board.kept_rule.describe()})")
     return ReleaseResult(version, target, len(z_before), meta["n_generated"], digest,
                          added=added, carried=carry.carried, removed=list(carry.removed),
-                         changed=carry.changed, pending=pending, rule_note=note, held=kept.held)  # fmt: skip
+                         changed=carry.changed, pending=pending, rule_note=note, held=kept.held,
+                         same_text=_same_texts(rows, str(board.spec.get("text_field") or "")))  # fmt: skip
+
+
+def _same_texts(rows: list[dict[str, Any]], text_field: str) -> list[tuple[str, str]]:
+    """Generated rows whose text another row of the release already has, compared as a reader would (NFC,
+    runs of spaces as one, case folded): a reviewer's edit can make a child a copy of an original, which the
+    search's near-duplicate check never saw."""
+    import unicodedata
+
+    first: dict[str, str] = {}
+    out = []
+    for r in sorted(rows, key=lambda r: r.get("origin") != "original"):  # an original is the one copied
+        text = r.get(text_field) if text_field else None
+        if not isinstance(text, str):
+            continue
+        key = " ".join(unicodedata.normalize("NFC", text).split()).casefold()
+        if key in first and r.get("origin") == "generated":
+            out.append((str(r["id"]), first[key]))
+        first.setdefault(key, str(r["id"]))
+    return out
 
 
 def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: ScaleOfRecord, name: str

@@ -509,3 +509,17 @@ def test_the_same_command_again_is_judged_by_what_it_asked_and_when_it_read(tmp_
     capsys.readouterr()
     assert main(["release", str(run2), "--version", "1.0.0"]) == 2
     assert "already exists" in capsys.readouterr().err
+
+
+def test_a_release_names_generated_items_that_copy_another_items_text(tmp_path, shared_data, capsys):
+    # a reviewer's edit made a child an original's copy (in another case and spacing): released without a word
+    run = make_run(tmp_path, shared_data)
+    original = json.loads((shared_data / "aime24" / "items.jsonl").read_text().splitlines()[0])
+    with ReviewBoard(run) as board:
+        board.decide(CHILD_IDS[0], "ann", "edit", text="  " + original["problem"].upper().replace(" ", "   ") + "\n")
+        board.decide(CHILD_IDS[1], "ann", "accept")
+    capsys.readouterr()
+    assert main(["release", str(run), "--version", "1.0.0", "--out", str(tmp_path / "rel")]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "have the text of another item" in line]
+    assert notes == [f"note: 1 generated item(s) in 1.0.0 have the text of another item there: "
+                     f"{CHILD_IDS[0]} = {original['id']}; a reviewer's reject or edit takes one out"]

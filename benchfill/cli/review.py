@@ -210,6 +210,13 @@ def _release(args) -> int:
         more = f" (+{len(res.pending) - 5})" if len(res.pending) > 5 else ""
         print(f"note: {len(res.pending)} item(s) of this run still await review and are not in {res.version}: "
               f"{', '.join(res.pending[:5])}{more}", file=sys.stderr)
+    if res.same_text:
+        from benchfill.untrusted import terminal
+
+        pairs = ", ".join(f"{a} = {b}" for a, b in res.same_text[:5])
+        more = f" (+{len(res.same_text) - 5})" if len(res.same_text) > 5 else ""
+        print(f"note: {len(res.same_text)} generated item(s) in {res.version} have the text of another item "
+              f"there: {terminal(pairs)}{more}; a reviewer's reject or edit takes one out", file=sys.stderr)
     if res.held:
         print(f"note: {len(res.held)} accepted item(s) of this run stay out of {res.version}, removed from an "
               f"earlier release: {', '.join(res.held)} (an accept or edit of one made after its removal puts it "
