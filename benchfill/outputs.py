@@ -39,10 +39,12 @@ def check_targets(folder: Path, files: Iterable[Path], folders: Iterable[Path] =
 STALE_S = 3600.0
 
 
-# The file this process last began to write through a temp file: a full disk's error names no file (a write
-# or close has none), and with the run folder, --out and the store on different disks the user could not
-# tell which was full. The CLI names this one as the last file being written.
-LAST_TARGET: Path | None = None
+def named(exc: OSError, path: Path | str) -> None:
+    """Make ``exc`` name ``path`` where it names no file, as a full disk's write or close does not: with the
+    run folder, --out and the store on different disks, the user could not tell which was full. The writer
+    that caught it raises it again (``except OSError as exc: named(exc, path); raise``)."""
+    if exc.filename is None:
+        exc.filename = str(path)
 
 
 def temp_path(folder: Path, name: str, *, suffix: str = ".tmp", directory: bool = False) -> Path:
@@ -51,9 +53,7 @@ def temp_path(folder: Path, name: str, *, suffix: str = ".tmp", directory: bool 
     import os
     import tempfile
 
-    global LAST_TARGET
     sweep_temps(folder, name, suffix=suffix)
-    LAST_TARGET = folder / name
     prefix = f".{name}.bf{os.getpid()}@{_host()}."
     if directory:
         return Path(tempfile.mkdtemp(dir=folder, prefix=prefix, suffix=suffix))

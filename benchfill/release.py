@@ -23,10 +23,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchfill import __version__, calling_module, locks, outputs
+from benchfill import __version__, calling_module, locks
 from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.measure.before_after import before_after
+from benchfill.outputs import named
 from benchfill.release_carry import RUN_SEP, carry_forward, check_remove, keep_out
 from benchfill.review.board import ReviewBoard
 from benchfill.review.card import (
@@ -280,7 +281,6 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     changelog = f"# Changelog of {bench}\n\n{changelog}"
 
     tmp = Path(tempfile.mkdtemp(dir=bench_dir, prefix=f".{version}.", suffix=".tmp"))
-    outputs.LAST_TARGET = bench_dir / version  # a full disk's error names no file: the CLI names this one
     try:
         (tmp / "data").mkdir()
         (tmp / "plots").mkdir()
@@ -327,8 +327,11 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
                 if fixed:
                     (bench_dir / ScaleOfRecord.FILE).unlink(missing_ok=True)
                 raise
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):
+            named(exc, target)  # a full disk's write names no file
+            raise
         raise
     board.store.set_meta(PUBLISHING_META, None)
     _write_changelog(bench_dir, changelog)

@@ -202,7 +202,7 @@ def _pct(v: float | None, sd: float | None = None) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    from benchfill.outputs import temp_path
+    from benchfill.outputs import named, temp_path
 
     tmp = temp_path(path.parent, path.name)  # a killed write's is removed by the next
     try:
@@ -210,6 +210,9 @@ def _write(path: Path, text: str) -> None:
             fh.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+    except OSError as exc:
+        named(exc, path)
+        raise
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

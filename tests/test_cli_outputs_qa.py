@@ -319,9 +319,22 @@ def test_a_full_disk_names_the_file_being_written(tmp_path, monkeypatch, capsys)
     _write_responses(responses)
     rc = main(["fit", "--responses", str(responses), "--out", str(tmp_path / "fit.json")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and err[-1] == (f"benchfill: error: no space left on device: free some (the last file being "
-                                   f"written: {tmp_path / 'fit.json'}); what was written before is kept")
+    assert rc == 2 and err[-1] == (f"benchfill: error: {tmp_path / 'fit.json'}: no space left on device: free "
+                                   f"some; what was written before is kept")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]  # no temp file left
+    # a file written whole before is not named for a full disk met elsewhere after it (stdout here)
+    import io
+    import sys
+
+    class Full(io.TextIOBase):
+        def write(self, s):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.undo()
+    monkeypatch.setattr(sys, "stdout", Full())
+    rc = main(["fit", "--responses", str(responses), "--out", str(tmp_path / "fit.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1] == "benchfill: error: no space left on device: free some; what was written before is kept"
 
 
 def test_a_stop_says_to_rerun_only_where_a_rerun_resumes():

@@ -147,11 +147,8 @@ def _main(argv: list[str] | None) -> int:
         again = "; rerun the same command to resume" if _resumable(args) else ""
         if exc.errno in _RESOURCES:
             where = f"{exc.filename}: " if exc.filename else ""
-            last = outputs.LAST_TARGET
-            writing = f" (the last file being written: {last})" if not exc.filename and last is not None \
-                and exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
-            print(f"benchfill: error: {where}{_RESOURCES[exc.errno]}{writing}; what was written before is kept"
-                  f"{again}", file=sys.stderr)
+            print(f"benchfill: error: {where}{_RESOURCES[exc.errno]}; what was written before is kept{again}",
+                  file=sys.stderr)
             return 2
         if exc.filename is None:
             raise

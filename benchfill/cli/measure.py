@@ -576,7 +576,7 @@ def _write_selection(path: str, selected: list[str], items: list[dict] | None, i
         for line in read_text(items_file).split("\n"):  # read_items read it whole: every line is an object
             if line.strip():
                 lines[str(json.loads(line)["id"])] = line.rstrip("\r")
-    from benchfill.outputs import temp_path
+    from benchfill.outputs import named, temp_path
 
     tmp = temp_path(out.parent, out.name)  # a killed write's is removed by the next
     try:
@@ -585,6 +585,9 @@ def _write_selection(path: str, selected: list[str], items: list[dict] | None, i
                 fh.write(lines.get(i, json.dumps({"id": i})) + "\n")
         os.chmod(tmp, 0o644)  # mkstemp makes 0600
         os.replace(tmp, out)
+    except OSError as exc:
+        named(exc, out)
+        raise
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -102,7 +102,7 @@ def _write_outputs(bp: Any, result: dict, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     # All three are made in a folder of their own and moved in only once all are: a plot that fails leaves
     # the folder as it was, not a new profile.json beside an earlier run's plots
-    from benchfill.outputs import temp_path
+    from benchfill.outputs import named, temp_path
 
     # (a killed run's folder is removed by the next: temp_path)
     work = temp_path(out, "profile", directory=True)
@@ -113,6 +113,9 @@ def _write_outputs(bp: Any, result: dict, out: Path) -> None:
         plot_histograms(bp, work / "histograms.png")
         for name in OUTPUTS:
             os.replace(work / name, out / name)
+    except OSError as exc:
+        named(exc, out)
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"wrote {out / 'profile.json'}, {out / 'trajectories.png'}, {out / 'histograms.png'}", file=sys.stderr)

@@ -20,7 +20,7 @@ import numpy as np
 from benchfill import locks
 from benchfill.coverage import z_of
 from benchfill.matrix import first_repeat
-from benchfill.outputs import temp_path
+from benchfill.outputs import named, temp_path
 
 
 @dataclass
@@ -156,6 +156,9 @@ class IrtFit:
                 tmp.write_text(json.dumps(_finite_or_none(d), indent=1, allow_nan=False))
                 os.chmod(tmp, 0o644)
                 tmp.replace(path)
+            except OSError as exc:
+                named(exc, path)
+                raise
             finally:
                 tmp.unlink(missing_ok=True)
                 if draws_tmp is not None:

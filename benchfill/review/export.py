@@ -462,7 +462,7 @@ def _same(prev, new) -> bool:
 
 
 def _atomic_write(path: Path, write, encoding: str = "utf-8") -> None:
-    from benchfill.outputs import temp_path
+    from benchfill.outputs import named, temp_path
 
     tmp = temp_path(path.parent, path.name)  # a killed write's is removed by the next
     try:
@@ -470,6 +470,9 @@ def _atomic_write(path: Path, write, encoding: str = "utf-8") -> None:
             write(fh)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; the queue goes to other reviewers
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            named(exc, path)
+            raise
         raise
