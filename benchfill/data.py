@@ -364,19 +364,21 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """Each non-blank line, decoded on its own, so that bytes that are not UTF-8 are named by line and byte
     (a whole-file decode could only say the file was not UTF-8). A byte-order mark at a line's start (a
     file made by joining files an editor saved) is dropped."""
-    try:
-        fh = open(path, "rb")
+    try:  # text mode splits lines on \n, \r\n and \r alike; bytes that are not UTF-8 kept as surrogates
+        fh = open(path, encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except (IsADirectoryError, PermissionError) as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror})") from None
     with fh:
-        for lineno, raw in enumerate(fh, start=1):
+        for lineno, line in enumerate(fh, start=1):
+            line = line.removeprefix("\ufeff")
             try:
-                line = raw.decode("utf-8").removeprefix("\ufeff")
-            except UnicodeDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: not UTF-8 text (byte {exc.start + 1} of the line: "
-                                f"{raw[exc.start:exc.start + 1]!r})") from None
+                line.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                at = len(line[:exc.start].encode("utf-8", "surrogateescape"))
+                bad = line[exc.start].encode("utf-8", "surrogateescape")
+                raise DataError(f"{path}:{lineno}: not UTF-8 text (byte {at + 1} of the line: {bad!r})") from None
             if line.strip():
                 yield lineno, line
 

@@ -129,7 +129,10 @@ def _driver_url(url: str) -> str:
         parsed = make_url(url)
     except ArgumentError:
         return url
-    if parsed.drivername == "postgresql":
+    from importlib.util import find_spec
+
+    # only where psycopg is there: a user with psycopg2 alone, on SQLAlchemy 2.0, keeps the driver that works
+    if parsed.drivername == "postgresql" and find_spec("psycopg") is not None:
         return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     return url
 

@@ -243,6 +243,7 @@ def test_jsonl_text_errors_name_the_line_and_what_is_wrong(tmp_path):
                                         r"\('\\ud800'\), not text"):
         read(good + b'{"id": "b", "meta": {"tags": ["ok", "x\\ud800"]}}\n')
     assert [o["id"] for _, o in read(good + b'\xef\xbb\xbf{"id": "b"}\n')] == ["a", "b"]
+    assert [o["id"] for _, o in read(b'{"id": "a"}\r{"id": "b"}\r\n{"id": "c"}\r')] == ["a", "b", "c"]  # old Mac ends
     assert read(b'{"id": "\\ud83d\\ude00"}\n')[0][1]["id"] == "\U0001F600"  # a pair is a character
 
 

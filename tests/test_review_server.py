@@ -310,3 +310,19 @@ def test_the_page_stops_on_a_signal_with_the_status_every_command_gives(tmp_path
         proc.kill()
         proc.wait()
     assert proc.returncode == rc and err.strip().splitlines()[-1] == said
+
+
+def test_a_code_items_trailing_spaces_are_an_edit(tmp_path, shared_data):
+    # Trailing spaces are no edit for prose; in code they are: a prompt ending in a stray indent does not run,
+    # and the reviewer's fix, taking the spaces off, was refused as changing nothing
+    import json
+
+    run = make_run(tmp_path, shared_data)
+    _code_items(run)
+    queue = run / "review_queue.jsonl"
+    recs = [json.loads(x) for x in queue.read_text().splitlines()]
+    recs[0]["child"]["prompt"] += "    "
+    queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with ReviewBoard(run, writable=True) as b:
+        b.decide(CHILD_IDS[0], "ann", "edit", text=recs[0]["child"]["prompt"].rstrip(" "))
+        assert [d.decision for d in b.decisions(CHILD_IDS[0])] == ["edit"]

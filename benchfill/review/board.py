@@ -196,7 +196,8 @@ class ReviewBoard:
         if decision == "edit":
             # on the item as it stands: a change of the answer alone keeps an earlier edit's text
             # (the edit in force, restated: a sheet imported again repeats its reviewer's own, which import skips)
-            edited = self._edited(entry, text, answer, self.standing(item_id, outcome), options)
+            edited = self._edited(entry, text, answer, self.standing(item_id, outcome), options,
+                                  exact=self.code_fields() is not None)
             if edited == entry.child:
                 raise BenchfillError(f"decision on '{item_id}': the edit changes neither text, answer nor options")
             self._check_code(entry, edited)
@@ -214,7 +215,7 @@ class ReviewBoard:
 
     @staticmethod
     def _edited(entry: QueueEntry, text: str | None, answer: str | None, base: dict[str, Any],
-                options: str | None = None) -> dict[str, Any]:  # fmt: skip
+                options: str | None = None, exact: bool = False) -> dict[str, Any]:  # fmt: skip
         if text is None and answer is None and options is None:
             raise BenchfillError(f"decision on '{entry.item_id}': an edit needs a new text, answer or options")
         # A spreadsheet saves a cell's line breaks as CRLF: line endings alone are no edit (they shipped as one,
@@ -225,10 +226,11 @@ class ReviewBoard:
             answer = answer.strip()  # a multiple-choice key: "J\n" (Enter in the answer box) is "J"
         edited = dict(base)
         # Nor are trailing spaces or another Unicode normal form of the same characters (a spreadsheet's or an
-        # editor's doing): the value as it stands is kept, so that no invisible change ships as an edit
-        if isinstance(text, str) and _same_text(text, base.get(entry.text_field)):
+        # editor's doing): the value as it stands is kept, so that no invisible change ships as an edit. Not for
+        # code (``exact``): its text and solution are joined into the program, where a stray indent is an error
+        if not exact and isinstance(text, str) and _same_text(text, base.get(entry.text_field)):
             text = base[entry.text_field]
-        if isinstance(answer, str) and _same_text(answer, base.get(entry.answer_field)):
+        if not exact and isinstance(answer, str) and _same_text(answer, base.get(entry.answer_field)):
             answer = base[entry.answer_field]
         if text is not None:
             if not text.strip():
