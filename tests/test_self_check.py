@@ -88,3 +88,62 @@ def test_a_code_run_sets_aside_children_that_fail_their_own_tests_before_judge_a
     report = json.loads((run_dir / "report.json").read_text())
     spend = report["spend"]
     assert spend["rewriter_calls"] == 8 and spend["judge_calls"] == 8 - len(refused)  # no judge was asked
+
+
+def test_a_multiple_choice_child_its_grader_cannot_read_is_set_aside(tmp_path, shared_data, monkeypatch):
+    # A rewriter's eleventh option (or a key naming none) passed the judge, then stopped the grading of every
+    # probe's answer: "field 'options' must be a list of 2 to 10 options", exit 2, and so on every rerun
+    from benchfill.evaluators.multiple_choice import MultipleChoice
+
+    grader = MultipleChoice()
+    item = {"id": "x", "question": "?", "options": list("abcd"), "answer": "B"}
+    assert grader.reference_fault(item) is None
+    assert grader.reference_fault({**item, "options": list("abcdefghijk")}) == \
+        "field 'options' must be a list of 2 to 10 options"
+    assert grader.reference_fault({**item, "answer": "E"}) == "field 'answer' = 'E' is not one of the 4 options"
+
+    make_child = roles.make_child
+
+    def eleven(*args, **kwargs):
+        child = make_child(*args, **kwargs)
+        child.fields["options"] = list(child.fields["options"]) + ["None of the above"] * (11 - len(child.fields["options"]))
+        return child
+
+    monkeypatch.setattr(roles, "make_child", eleven)
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join((shared_data / "mmlu-pro" / "items.jsonl").read_text().splitlines(True)[:40]))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "mm"\ntext_field = "question"\nanswer_field = "answer"\noptions_field = "options"\n'
+                    'evaluator = "multiple_choice"\nsolver_prompt = "multiple_choice"\nchance = "options"\n')
+    runs = tmp_path / "runs"
+    assert main(["run", "--items", str(items), "--spec", str(spec), "--gaps", "1", "--rounds", "1", "--parents", "2",
+                 "--children", "2", "--sim-probes", "4", "--no-confirm", "--quiet", "--runs-dir", str(runs)]) == 0
+    (run_dir,) = runs.iterdir()
+    db = sqlite3.connect(run_dir / "store.db")
+    rows = db.execute("select judge_reason, flags_json, rollouts from candidate").fetchall()
+    db.close()
+    assert len(rows) == 4 and all(json.loads(f) == ["fails_own_check"] and n == 0 for _, f, n in rows)
+    assert rows[0][0] == "field 'options' must be a list of 2 to 10 options"
+
+
+def test_tests_written_to_a_wrong_solution_pass_the_probes_that_make_the_same_slip(code_items):
+    # The world failed every probe on every invalid code child, so one whose tests agree with its wrong
+    # solution could never be placed, let alone chosen: only a judge's miss, never a shipped wrong item.
+    # Now a probe's wrong reply may be that same wrong solution (the slip a wrong key draws in math), and the
+    # sandbox's grade of the world's replies agrees with the world's own count.
+    grader = CodeTests()
+    passed = {}
+    for agree in (1.0, 0.0):
+        world = code_world(code_items, invalid_base=1.0, invalid_max=1.0, tests_agree=agree)
+        item = code_items[0]
+        child = world.register_child(roles.make_child(world, dict(item), world.lookup(item["prompt"]), 0.5,
+                                                      random.Random(0)))
+        weakest = min(world.abilities, key=world.abilities.get)
+        prompt = texts.code_response(child.fields["prompt"], "")  # any prompt naming the child: its hash seeds
+        replies, _ = roles.solve(world, weakest, prompt, "h", child, 0, 40)
+        graded = [grader.grade(r, child.fields, SPEC).correct for r in replies]
+        counted = [world.graded_correct(weakest, child, world.uniform(weakest, "h", 0, i),
+                                        world.uniform("slip", weakest, "h", 0, i)) for i in range(40)]
+        assert graded == counted
+        passed[agree] = sum(graded)
+    assert passed[1.0] > 0 and passed[0.0] == 0

@@ -84,5 +84,14 @@ class MultipleChoice(Evaluator):
             return Grade(True, letter, "matches reference")
         return Grade(False, letter, f"chose {letter}, reference {reference}")
 
+    def reference_fault(self, item: dict, spec: Any = None) -> str | None:
+        """Options this grader cannot read (not a list of 2 to 10), or a key that names none of them: each
+        would stop the grading of every probe's answer (a rewriter's eleventh option, a key "E" of four)."""
+        try:
+            _reference_letter(item, field_name(spec, "answer_field", "answer"), len(self._options(item, spec)))
+        except DataError as exc:
+            return str(exc).split(": ", 1)[-1]  # said of the item already: the item's id is the caller's
+        return None
+
     def chance(self, item: dict, spec: Any = None) -> float:
         return 1.0 / len(self._options(item, spec))

@@ -45,6 +45,8 @@ def _answer_text(world: World, item: SimItem, correct: bool, u: float, slip: boo
         return texts.math_response(item.stated, False, u)
     if slip and world.evaluator == "multiple_choice":
         return texts.mc_response(item.stated)
+    if slip and world.evaluator == "code":  # the wrong solution the item's tests were written to (if they were)
+        return texts.code_response(str(item.fields[world.text_field]), item.stated)
     if world.evaluator == "math":
         return texts.math_response(item.answer if correct else texts.wrong_math_answer(item.answer, item.stated, u), correct, u)
     if world.evaluator == "multiple_choice":

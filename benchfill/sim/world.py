@@ -279,8 +279,10 @@ class World:
         solved = u_solve < self.p_correct(probe, item)
         if item.valid:
             return solved
-        if self.evaluator == "code":  # a broken test fails every program: no slip can pass it
+        if self.evaluator == "code" and item.stated == item.answer:  # a broken test fails every program
             return False
+        # A wrong key, or (code) tests written to the rewriter's own wrong solution: a wrong reply that makes
+        # the same slip passes, as the probes that misread the problem the same way would
         return not solved and u_slip < self.p_slip(probe)
 
     def role(self, model: str) -> str | None:
