@@ -8,6 +8,7 @@ local directory laid out like ``../shared/data`` (``<name>/items.jsonl`` and opt
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from benchfill.data import read_mapping, read_text
 from benchfill.errors import ConfigError, DataError, validation_line
@@ -82,6 +83,16 @@ class BenchmarkSpec(BaseModel):
     hf_config: str | None = None
     hf_split: str = "test"
     id_field: str | None = None  # the dataset column holding item ids (default: id, task_id, ...)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _multiple_choice_guesses(cls, data: Any) -> Any:
+        # A multiple-choice spec that says nothing of a floor has one: 1 / each item's options, what the fit of
+        # its responses file always took from the items (data.item_chance), while the search placed its new
+        # items, and the fit of a run without responses its originals, at 0. One definition now, the spec's.
+        if isinstance(data, dict) and data.get("evaluator") == "multiple_choice" and "chance" not in data:
+            return {**data, "chance": "options"}
+        return data
 
     @field_validator("name")
     @classmethod
@@ -223,7 +234,13 @@ class Benchmark:
         if self._read_matrix is None:
             from benchfill.data import read_responses
 
-            self._read_matrix = read_responses(self.responses_path, items=self.items)
+            matrix = read_responses(self.responses_path, items=self.items)
+            # each item's floor as the spec defines it, the one the search places new items with (read_responses
+            # takes 1 / the options of an "options" or "choices" field, whatever the spec says)
+            floor = dict(zip((str(it["id"]) for it in self.items), self.chance, strict=True))
+            self._read_matrix = dataclasses.replace(matrix, chance=np.array([floor.get(i, c) for i, c in
+                                                                             zip(matrix.item_ids, matrix.chance,
+                                                                                 strict=True)], dtype=float))
         return self._read_matrix
 
     @property

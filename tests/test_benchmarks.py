@@ -140,3 +140,25 @@ def test_a_missing_spec_or_one_of_another_format_is_named_as_a_spec(tmp_path):
     (tmp_path / "spec.txt").write_text('name = "x"\n')
     with pytest.raises(ConfigError, match=r"spec\.txt: unknown spec format '\.txt' \(use \.toml, \.yaml, \.yml or \.json\)"):
         BenchmarkSpec.from_file(tmp_path / "spec.txt")
+
+
+def test_the_fit_and_the_search_take_one_guessing_floor_the_specs(tmp_path):
+    # The fit of a responses file took 1 / the options of an "options" or "choices" field whatever the spec
+    # said, and the search placed new items by the spec's floor: a multiple-choice spec without `chance` fitted
+    # its originals at 1/4 and 1/10 and placed its children at 0 (or, with options_field "opts", the reverse)
+    from benchfill.benchmarks import custom_benchmark
+
+    rows, items = ["model,item_id,correct,trials"], []
+    for i in range(6):
+        items.append(json.dumps({"id": f"q{i}", "question": "?", "opts": list("abcd" if i % 2 else "abcdefghij"),
+                                 "choices": list("ab"), "answer": "A"}))
+        rows += [f"m{m},q{i},{(i + m) % 2},1" for m in range(3)]
+    (tmp_path / "items.jsonl").write_text("\n".join(items) + "\n")
+    (tmp_path / "r.csv").write_text("\n".join(rows) + "\n")
+    base = ('name = "quiz"\ntext_field = "question"\nanswer_field = "answer"\nevaluator = "multiple_choice"\n'
+            'solver_prompt = "multiple_choice"\noptions_field = "opts"\n')
+    for extra, floors in (("", [0.25, 0.1]), ('chance = "options"\n', [0.25, 0.1]), ("chance = 0.2\n", [0.2, 0.2])):
+        (tmp_path / "spec.toml").write_text(base + extra)
+        b = custom_benchmark(tmp_path / "items.jsonl", tmp_path / "spec.toml", tmp_path / "r.csv")
+        fitted = dict(zip(b.given_matrix().item_ids, b.given_matrix().chance, strict=True))
+        assert [fitted["q1"], fitted["q0"]] == floors and [b.spec.chance_of(json.loads(items[k])) for k in (1, 0)] == floors
