@@ -372,11 +372,12 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise DataError(f"{path}: cannot read ({exc.strerror})") from None
     with fh:
         for lineno, line in enumerate(fh, start=1):
-            line = line.removeprefix("\ufeff")
+            bom = 3 if line.startswith("\ufeff") else 0  # its bytes count in the line as stored
+            line = line[1:] if bom else line
             try:
                 line.encode("utf-8")
             except UnicodeEncodeError as exc:
-                at = len(line[:exc.start].encode("utf-8", "surrogateescape"))
+                at = bom + len(line[:exc.start].encode("utf-8", "surrogateescape"))
                 bad = line[exc.start].encode("utf-8", "surrogateescape")
                 raise DataError(f"{path}:{lineno}: not UTF-8 text (byte {at + 1} of the line: {bad!r})") from None
             if line.strip():

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from benchfill import untrusted
+from benchfill.outputs import named
 from benchfill.search.screen import order_record
 
 
@@ -586,6 +587,9 @@ def _savefig(fig, path: Path) -> None:
     try:  # a write that fails (a full disk) leaves no half-drawn file in the run folder
         fig.savefig(tmp, dpi=110, bbox_inches="tight")
         os.replace(tmp, path)
+    except OSError as exc:
+        named(exc, path)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -595,6 +599,9 @@ def _write(path: Path, text: str) -> None:
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
+    except OSError as exc:
+        named(exc, path)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -349,3 +349,22 @@ def test_a_stop_says_to_rerun_only_where_a_rerun_resumes():
              "--out", "p.json"]
     assert _resumable(parse([*train, "--scorer-cache", "s.jsonl"])) and not _resumable(parse(train))
     assert _resumable(parse(["run", "--benchmark", "demo"]))
+
+
+def test_a_full_disk_at_a_runs_report_names_the_report(tmp_path, monkeypatch, capsys):
+    # the run folder's own writers named no file: with --store on another disk, which one was full?
+    from pathlib import Path
+
+    write = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name == "report.json.tmp":
+            raise OSError(28, "No space left on device")
+        return write(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    rc = main(["run", "--benchmark", "demo", "--gaps", "1", "--rounds", "1", "--parents", "2", "--children", "2",
+               "--no-confirm", "--quiet", "--runs-dir", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1].endswith("report.json: no space left on device: free some; what was written before "
+                                        "is kept; rerun the same command to resume"), err[-1]

@@ -237,6 +237,8 @@ def test_jsonl_text_errors_name_the_line_and_what_is_wrong(tmp_path):
     good = b'{"id": "a", "q": "x"}\n'
     with pytest.raises(DataError, match=r"items\.jsonl:2: not UTF-8 text \(byte 9 of the line: b'\\xff'\)"):
         read(good + b'{"id": "\xff"}\n')
+    with pytest.raises(DataError, match=r"items\.jsonl:1: not UTF-8 text \(byte 12 of the line: b'\\xff'\)"):
+        read(b'\xef\xbb\xbf{"id": "\xff"}\n')  # the line's byte-order mark counted, as it is stored
     with pytest.raises(DataError, match=r"items\.jsonl:2: malformed JSON \(Invalid control character, column 10\)$"):
         read(good + b'{"id": "b\x00"}\n')
     with pytest.raises(DataError, match=r"items\.jsonl:2: field 'meta\.tags\[1\]' holds an unpaired surrogate "

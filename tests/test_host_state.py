@@ -75,3 +75,7 @@ def test_the_embedders_load_leaves_the_hubs_offline_constant_as_the_host_had_it(
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "False", "None"]  # offline while loading, online after, as before
+    # a host that asked for offline through TRANSFORMERS_OFFLINE stays offline (the hub reads either)
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "TRANSFORMERS_OFFLINE": "1"},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["True", "True", "None"], out.stderr[-2000:]

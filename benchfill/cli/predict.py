@@ -316,6 +316,11 @@ def cmd_score(args) -> int:
         try:
             tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
             os.replace(tmp, out)
+        except OSError as exc:
+            from benchfill.outputs import named
+
+            named(exc, out)
+            raise
         finally:
             tmp.unlink(missing_ok=True)
         print(f"{out}: {len(lines)} predictions", file=sys.stderr)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchfill.errors import DataError
+from benchfill.outputs import named
 
 
 class ImportProblems(DataError):
@@ -283,9 +284,11 @@ def _write_staged(result: ImportResult, out: Path) -> list[Path]:
         files = {final.name: hashlib.sha256(tmp.read_bytes()).hexdigest() for tmp, final in staged[:-1]}
         path.write_text(json.dumps({**result.summary(), "files_sha256": files}, indent=1, default=_plain) + "\n",
                         encoding="utf-8")
-    except BaseException:
+    except BaseException as exc:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and staged:
+            named(exc, staged[-1][1])  # the file being written when the disk filled
         raise
     for tmp, final in staged:
         os.replace(tmp, final)

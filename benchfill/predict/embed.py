@@ -92,14 +92,23 @@ class MiniLMEmbedder:
                         os.environ[k] = v
                 constants = sys.modules.get("huggingface_hub.constants")
                 if constants is not None:
-                    constants.HF_HUB_OFFLINE = was if was is not None else (
-                        (saved["HF_HUB_OFFLINE"] or "").strip().upper() in ("1", "ON", "YES", "TRUE"))
+                    constants.HF_HUB_OFFLINE = was if was is not None else _hub_offline(constants)
         return self._model
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         model = self.load()
         return np.asarray(model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
                                        show_progress_bar=False), dtype=float)
+
+
+def _hub_offline(constants) -> bool:
+    """What huggingface_hub makes of the environment (as restored) for its offline switch, by its own rule
+    where it has one: either variable, HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE, set true."""
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    is_true = getattr(constants, "_is_true", None)
+    if callable(is_true):
+        return bool(is_true(value))
+    return value is not None and value.upper() in ("1", "ON", "YES", "TRUE")
 
 
 def missing_module(name: str) -> str | None:
