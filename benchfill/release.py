@@ -827,9 +827,15 @@ def _pending(outcomes: dict, rows: list[dict], name: str) -> list[str]:
 def _write_changelog(bench_dir: Path, text: str) -> None:
     """The benchmark's top-level CHANGELOG.md (the latest release's), replaced atomically."""
     tmp_log = bench_dir / ".CHANGELOG.md.tmp"
-    tmp_log.write_text(text, encoding="utf-8")
-    tmp_log.chmod(0o644)
-    tmp_log.replace(bench_dir / "CHANGELOG.md")
+    try:
+        tmp_log.write_text(text, encoding="utf-8")
+        tmp_log.chmod(0o644)
+        tmp_log.replace(bench_dir / "CHANGELOG.md")
+    except OSError as exc:
+        named(exc, bench_dir / "CHANGELOG.md")
+        raise
+    finally:
+        tmp_log.unlink(missing_ok=True)
 
 
 def _mkdir_public(path: Path) -> None:

@@ -585,6 +585,15 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
             raise ConfigError(f"--{k} {getattr(opts, k)}: not the file run {run_id} was made with (the run id names "
                               "the path, not the content: this file edited, or another file given this run's id); "
                               "give another --run-id for a new run")
+    spec = store.get_meta("benchmark")  # the spec as the run read it (a default of an older version included)
+    if isinstance(spec, dict) and bench is not None:
+        now_spec = bench.spec.model_dump(mode="json")
+        for k in ("chance", "options_field", "evaluator", "text_field", "answer_field"):
+            if k in spec and k in now_spec and spec[k] != now_spec[k]:
+                raise ConfigError(f"run {run_id} was made with the spec's {k} = {spec[k]!r}; it reads {now_spec[k]!r} "
+                                  f"now (the spec's file, or this version's default for a field it leaves out: a "
+                                  f"multiple-choice spec without chance now means chance = \"options\"); write "
+                                  f"{k} = {json.dumps(spec[k])} into the spec to resume, or give another --run-id")
     digest = store.get_meta("config_sha256")
     if opts.config and digest and digest != _sha256_of(opts.config):
         raise ConfigError(f"{opts.config}: changed since run {run_id} started (the run id names the file, not its "

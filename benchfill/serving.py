@@ -366,6 +366,11 @@ def write_script(cmds: list[ServeCommand], path: str | Path, table: str = "", lo
         tmp.write_text("\n".join(lines))
         tmp.chmod(0o755)
         tmp.replace(path)
+    except OSError as exc:
+        from benchfill.outputs import named
+
+        named(exc, path)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     return path

@@ -368,3 +368,20 @@ def test_a_full_disk_at_a_runs_report_names_the_report(tmp_path, monkeypatch, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err[-1].endswith("report.json: no space left on device: free some; what was written before "
                                         "is kept; rerun the same command to resume"), err[-1]
+
+
+def test_a_full_disk_at_the_releases_changelog_names_it_and_leaves_no_temp(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from benchfill.release import _write_changelog
+
+    write = Path.write_text
+
+    def full(self, *args, **kwargs):
+        write(self, "half", encoding="utf-8")  # a part was written before the disk filled
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError) as got:
+        _write_changelog(tmp_path, "# Changelog\n")
+    assert got.value.filename == str(tmp_path / "CHANGELOG.md") and list(tmp_path.iterdir()) == []

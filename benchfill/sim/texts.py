@@ -153,12 +153,18 @@ def rewrite_docstring(prompt: str, rng: random.Random) -> str:
     return f"# {rng.choice(_LEADS)} {rng.choice(_TAILS)}\n{prompt}"
 
 
+# Where the simulated rewriter's own checks begin in an invalid child's tests: a child of that child is
+# rewritten from the tests before them (``unwrapped_tests``). Each check binds the one before it as a default
+# argument, so that wrapping twice (a child of an invalid child) cannot make ``check`` call itself.
+SIM_TESTS_MARK = "\n\n\n# (simulated: the rewriter's tests of an invalid child)\n"
+
+
 def invalid_code_test(test: str) -> str:
     """Wrap the tests with an expectation the reference solution cannot meet (an invalid child)."""
     return (
-        f"{test.rstrip()}\n\n\n_sim_original_check = check\n\n\n"
-        "def check(candidate):\n"
-        "    _sim_original_check(candidate)\n"
+        f"{unwrapped_tests(test).rstrip()}{SIM_TESTS_MARK}"
+        "def check(candidate, _inner=check):\n"
+        "    _inner(candidate)\n"
         "    assert candidate.__name__ == 'not_' + candidate.__name__\n"
     )
 
@@ -166,12 +172,19 @@ def invalid_code_test(test: str) -> str:
 def agreeing_code(solution: str, entry_point: str) -> tuple[str, str]:
     """An invalid child whose tests were written to its own wrong solution: (solution, tests wrapper
     suffix). The solution marks itself; the tests demand the mark, so it passes them and a right
-    solution (any probe's) does not. Running the reference against its own tests cannot tell."""
+    solution (any probe's, but one that makes the same slip) does not. Running the reference against its
+    own tests cannot tell."""
     return (f"{solution.rstrip()}\n\n\n{entry_point}._sim_reference = True\n",
-            "\n\n\n_sim_original_check = check\n\n\n"
-            "def check(candidate):\n"
-            "    _sim_original_check(candidate)\n"
+            f"{SIM_TESTS_MARK}"
+            "def check(candidate, _inner=check):\n"
+            "    _inner(candidate)\n"
             "    assert getattr(candidate, '_sim_reference', False)\n")
+
+
+def unwrapped_tests(test: str) -> str:
+    """The tests as they were before the simulated rewriter's checks of an invalid child were added."""
+    i = test.find(SIM_TESTS_MARK)
+    return test if i < 0 else test[:i] + "\n"
 
 
 def malformed_child(fields_json: str) -> str:
