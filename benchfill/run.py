@@ -590,10 +590,14 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
         now_spec = bench.spec.model_dump(mode="json")
         for k in ("chance", "options_field", "evaluator", "text_field", "answer_field"):
             if k in spec and k in now_spec and spec[k] != now_spec[k]:
-                raise ConfigError(f"run {run_id} was made with the spec's {k} = {spec[k]!r}; it reads {now_spec[k]!r} "
-                                  f"now (the spec's file, or this version's default for a field it leaves out: a "
-                                  f"multiple-choice spec without chance now means chance = \"options\"); write "
-                                  f"{k} = {json.dumps(spec[k])} into the spec to resume, or give another --run-id")
+                # the file is the one the run was made with (checked above): an earlier version read it otherwise,
+                # and the run's fit and children rest on that reading. Pinning the field in the file would make it
+                # another file, which no resume takes: a new run is the way.
+                raise ConfigError(f"run {run_id} was made by an earlier benchfill that read its spec's {k} as "
+                                  f"{spec[k]!r}; this version reads {now_spec[k]!r} (a multiple-choice spec without "
+                                  f"chance now means chance = \"options\"), and the run's fit and items rest on "
+                                  f"the old reading, so it cannot be resumed: start it anew under another --run-id "
+                                  f"(a sweep's unit: another label or --runs-dir)")
     digest = store.get_meta("config_sha256")
     if opts.config and digest and digest != _sha256_of(opts.config):
         raise ConfigError(f"{opts.config}: changed since run {run_id} started (the run id names the file, not its "

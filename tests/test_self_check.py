@@ -171,9 +171,12 @@ def test_a_run_recorded_with_another_guessing_floor_is_not_resumed_on_this_ones(
     capsys.readouterr()
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"benchfill: error: run {run_dir.name} was made with the spec's chance = 0.0; it reads "
-                          "'options' now") and err.endswith("write chance = 0.0 into the spec to resume, or give "
-                                                            "another --run-id")
+    assert err.startswith(f"benchfill: error: run {run_dir.name} was made by an earlier benchfill that read its "
+                          "spec's chance as 0.0; this version reads 'options'")
+    assert err.endswith("so it cannot be resumed: start it anew under another --run-id (a sweep's unit: another "
+                        "label or --runs-dir)")
+    # and the way it gives works: the same command under another run id
+    assert main([*args, "--run-id", "anew"]) == 0
 
 
 def test_a_child_of_an_invalid_code_child_is_rewritten_from_its_true_solution(code_items):
@@ -197,3 +200,37 @@ def test_a_child_of_an_invalid_code_child_is_rewritten_from_its_true_solution(co
         counted = [world.graded_correct(weakest, grand, world.uniform(weakest, "h", 0, i),
                                         world.uniform("slip", weakest, "h", 0, i)) for i in range(30)]
         assert [grader.grade(r, grand.fields, SPEC).correct for r in replies] == counted
+
+
+def test_a_sim_code_run_keeps_the_specs_own_tests_field(tmp_path, shared_data):
+    # The run's world read a spec's tests under "test" whatever the spec named them, and wrote an empty "test"
+    # into every child of a spec whose tests are in "tests" (`sim serve` gave the world the spec's names)
+    rows = [json.loads(line) for line in (shared_data / "humaneval" / "items.jsonl").read_text().splitlines()[:16]]
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({**{k: v for k, v in r.items() if k != "test"}, "tests": r["test"]}) + "\n"
+                             for r in rows))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "he"\ntext_field = "prompt"\nanswer_field = "canonical_solution"\ntests_field = "tests"\n'
+                    'entry_point_field = "entry_point"\nevaluator = "code"\nsolver_prompt = "code"\n')
+    runs = tmp_path / "runs"
+    assert main(["run", "--items", str(items), "--spec", str(spec), "--gaps", "1", "--rounds", "1", "--parents", "2",
+                 "--children", "4", "--sim-probes", "4", "--no-confirm", "--quiet", "--runs-dir", str(runs),
+                 "--rewriter-knobs", "invalid_base=0.5,tests_agree=0"]) == 0
+    (run_dir,) = runs.iterdir()
+    children = [json.loads(line)["fields"] for line in (run_dir / "sim_world_state.jsonl").read_text().splitlines()]
+    assert children and all("test" not in c and "tests" in c for c in children)
+    # an invalid one's checks went into its own tests field, where its grader looks (set aside before the judge)
+    db = sqlite3.connect(run_dir / "store.db")
+    flags = [json.loads(f) for (f,) in db.execute("select flags_json from candidate")]
+    db.close()
+    assert any("fails_own_check" in f for f in flags)
+
+
+def test_an_invalid_child_of_the_version_before_is_unwrapped_too():
+    # a resumed run's world holds invalid children the version before wrote, whose checks rebound `check`
+    original = "def check(candidate):\n    assert candidate(1) == 2\n"
+    old = (f"{original.rstrip()}\n\n\n_sim_original_check = check\n\n\ndef check(candidate):\n"
+           "    _sim_original_check(candidate)\n    assert candidate.__name__ == 'not_' + candidate.__name__\n")
+    assert texts.unwrapped_tests(old) == original
+    assert texts.unwrapped_tests(texts.invalid_code_test(old)) == original
+    assert texts.unwrapped_tests(original) == original

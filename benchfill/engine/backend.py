@@ -601,8 +601,12 @@ def start_sim(opts, bench, run_dir: Path, url: str | None = None, store=None):
 
     spec = bench.spec
     matrix = bench.given_matrix()
+    # the spec's own field names, as `sim serve` gives them: the world read a code spec's tests under "test"
+    # and wrote that field into every child of a spec whose tests are elsewhere
+    named = {name: getattr(spec, name) for name in ("options_field", "tests_field", "entry_point_field")
+             if getattr(spec, name, None)}
     world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
-                             answer_field=spec.answer_field, matrix=matrix, n_probes=opts.sim_probes,
+                             answer_field=spec.answer_field, matrix=matrix, n_probes=opts.sim_probes, **named,
                              seed=opts.seed, state_path=run_dir / "sim_world_state.jsonl",
                              latency_ms=opts.sim_latency_ms, rewriter=opts.sim_rewriter,
                              discrimination_sd=opts.sim_discrimination,

@@ -154,7 +154,8 @@ def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, ask
         # parent's true letter
         true = stated = parent.answer if parent is not None else str(fields.get(af, ""))
         tests = texts.unwrapped_tests(str(fields.get(world.tests_field, "")))
-        child[world.tests_field] = tests
+        if world.tests_field in fields:
+            child[world.tests_field] = tests
         # An invalid child's tests fail its own solution, or (a share tests_agree of them) were written to
         # it, so that only a judge, not running the solution, can catch it. The draw only where both happen.
         agree = not valid and (m.tests_agree >= 1 or (m.tests_agree > 0 and rng.random() < m.tests_agree))

@@ -181,10 +181,15 @@ def agreeing_code(solution: str, entry_point: str) -> tuple[str, str]:
             "    assert getattr(candidate, '_sim_reference', False)\n")
 
 
+# The mark of the version before (its checks rebound ``check`` by a global): a resumed run's world holds
+# invalid children it wrote.
+_OLD_TESTS_MARK = "\n\n\n_sim_original_check = check\n\n\n"
+
+
 def unwrapped_tests(test: str) -> str:
     """The tests as they were before the simulated rewriter's checks of an invalid child were added."""
-    i = test.find(SIM_TESTS_MARK)
-    return test if i < 0 else test[:i] + "\n"
+    found = [i for i in (test.find(SIM_TESTS_MARK), test.find(_OLD_TESTS_MARK)) if i >= 0]
+    return test[:min(found)] + "\n" if found else test
 
 
 def malformed_child(fields_json: str) -> str:
