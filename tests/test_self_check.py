@@ -28,6 +28,21 @@ def code_items(shared_data):
     return [json.loads(line) for line in lines]
 
 
+def _code_run(tmp_path, lines: list[str], tests_field: str, knobs: str):
+    """A small simulated code run (16 HumanEval items, one gap, one round of 2 x 4 children): its folder."""
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(lines))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "tiny-code"\ntext_field = "prompt"\nanswer_field = "canonical_solution"\n'
+                    f'{tests_field}entry_point_field = "entry_point"\nevaluator = "code"\nsolver_prompt = "code"\n')
+    runs = tmp_path / "runs"
+    assert main(["run", "--items", str(items), "--spec", str(spec), "--gaps", "1", "--rounds", "1", "--parents", "2",
+                 "--children", "4", "--sim-probes", "4", "--no-confirm", "--quiet", "--runs-dir", str(runs),
+                 "--rewriter-knobs", knobs]) == 0
+    (run_dir,) = runs.iterdir()
+    return run_dir
+
+
 def code_world(items, **knobs) -> World:
     return World.from_items(items, evaluator="code", text_field="prompt", answer_field="canonical_solution",
                             n_probes=2, seed=1, rewriter_knobs=knobs)
@@ -67,17 +82,8 @@ def test_a_rewriter_child_without_the_tests_is_asked_for_again(tmp_path, code_it
 
 
 def test_a_code_run_sets_aside_children_that_fail_their_own_tests_before_judge_and_rollouts(tmp_path, shared_data):
-    items = tmp_path / "items.jsonl"
-    items.write_text("".join((shared_data / "humaneval" / "items.jsonl").read_text().splitlines(True)[:16]))
-    spec = tmp_path / "spec.toml"
-    spec.write_text('name = "tiny-code"\ntext_field = "prompt"\nanswer_field = "canonical_solution"\n'
-                    'tests_field = "test"\nentry_point_field = "entry_point"\nevaluator = "code"\n'
-                    'solver_prompt = "code"\n')
-    runs = tmp_path / "runs"
-    assert main(["run", "--items", str(items), "--spec", str(spec), "--gaps", "1", "--rounds", "1", "--parents", "2",
-                 "--children", "4", "--sim-probes", "4", "--no-confirm", "--quiet", "--runs-dir", str(runs),
-                 "--rewriter-knobs", "invalid_base=0.6,tests_agree=0"]) == 0
-    (run_dir,) = runs.iterdir()
+    run_dir = _code_run(tmp_path, (shared_data / "humaneval" / "items.jsonl").read_text().splitlines(True)[:16],
+                        "tests_field = \"test\"\n", "invalid_base=0.6,tests_agree=0")
     db = sqlite3.connect(run_dir / "store.db")
     rows = db.execute("select id, valid, judge_reason, flags_json, rollouts from candidate").fetchall()
     db.close()
@@ -206,17 +212,8 @@ def test_a_sim_code_run_keeps_the_specs_own_tests_field(tmp_path, shared_data):
     # The run's world read a spec's tests under "test" whatever the spec named them, and wrote an empty "test"
     # into every child of a spec whose tests are in "tests" (`sim serve` gave the world the spec's names)
     rows = [json.loads(line) for line in (shared_data / "humaneval" / "items.jsonl").read_text().splitlines()[:16]]
-    items = tmp_path / "items.jsonl"
-    items.write_text("".join(json.dumps({**{k: v for k, v in r.items() if k != "test"}, "tests": r["test"]}) + "\n"
-                             for r in rows))
-    spec = tmp_path / "spec.toml"
-    spec.write_text('name = "he"\ntext_field = "prompt"\nanswer_field = "canonical_solution"\ntests_field = "tests"\n'
-                    'entry_point_field = "entry_point"\nevaluator = "code"\nsolver_prompt = "code"\n')
-    runs = tmp_path / "runs"
-    assert main(["run", "--items", str(items), "--spec", str(spec), "--gaps", "1", "--rounds", "1", "--parents", "2",
-                 "--children", "4", "--sim-probes", "4", "--no-confirm", "--quiet", "--runs-dir", str(runs),
-                 "--rewriter-knobs", "invalid_base=0.5,tests_agree=0"]) == 0
-    (run_dir,) = runs.iterdir()
+    run_dir = _code_run(tmp_path, [json.dumps({**{k: v for k, v in r.items() if k != "test"}, "tests": r["test"]})
+                                   + "\n" for r in rows], "tests_field = \"tests\"\n", "invalid_base=0.5,tests_agree=0")
     children = [json.loads(line)["fields"] for line in (run_dir / "sim_world_state.jsonl").read_text().splitlines()]
     assert children and all("test" not in c and "tests" in c for c in children)
     # an invalid one's checks went into its own tests field, where its grader looks (set aside before the judge)
