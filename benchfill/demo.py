@@ -108,6 +108,10 @@ class DemoBenchmark:
 
 def demo_benchmark(seed: int = 0) -> DemoBenchmark:
     """The seeded demo: same seed, same items, same responses."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        from benchfill.errors import ConfigError
+
+        raise ConfigError(f"seed: expected a whole number >= 0, got {type(seed).__name__} {seed!r}")
     rng = np.random.default_rng(seed)
     ability = np.sort(np.linspace(-3.0, 3.5, N_MODELS) + rng.normal(0.0, 0.2, N_MODELS))
     difficulty: list[float] = []

@@ -26,7 +26,7 @@ import numpy as np
 
 from benchfill.cache import CallCache, make_call, request_json, request_key, token_count
 from benchfill.config import Config, FleetPolicy, ProbeConfig, RetryConfig
-from benchfill.errors import EndpointError
+from benchfill.errors import ConfigError, EndpointError
 from benchfill.fleet import FleetDown, new_tally
 from benchfill.grading import Grading
 from benchfill.matrix import ResponseMatrix
@@ -393,6 +393,8 @@ def collect_responses(store: Store, panel: ProbePanel, items: Sequence[dict], sp
     Pass a ``TrafficStats`` as ``stats`` to get the traffic counts of this collection back; other
     keywords (``grade_workers``, ``record``) go to ``RolloutClient``.
     """
+    if not isinstance(store, Store):  # a library caller's slip: said, not an AttributeError deep in the client
+        raise ConfigError(f"store: expected a benchfill.store.Store, got {type(store).__name__}")
 
     async def go() -> tuple[list[Rollout], TrafficStats]:
         async with RolloutClient(store, panel, spec, evaluator, prompt_fn=prompt_fn, **client) as rc:

@@ -360,6 +360,8 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
     from benchfill import executors
     from benchfill.sweep_table import write_table
 
+    if not isinstance(sweep, Sweep):  # a path or a dict: read it first (load_sweep), as the CLI does
+        raise ConfigError(f"sweep: expected a Sweep (benchfill.sweep.load_sweep(path)), got {type(sweep).__name__}")
     if executor not in ("local", "ray"):
         raise ConfigError(f"--executor: unknown executor {executor!r} (choose from local, ray)")
     check_benchmarks(sweep)

@@ -370,3 +370,20 @@ def test_a_store_is_a_path_or_a_url():
 
     with pytest.raises(ConfigError, match=r"^store: expected a path or a URL, got int 3$"):
         Store(3)
+
+
+def test_the_library_doors_say_what_they_expect():
+    # a raw TypeError or AttributeError came out of these
+    from benchfill.demo import demo_benchmark
+    from benchfill.probes import collect_responses
+    from benchfill.review import ReviewBoard
+    from benchfill.sweep import run_sweep
+
+    with pytest.raises(ConfigError, match=r"^run_dir: expected a run folder's path, got int 3$"):
+        ReviewBoard(3)
+    with pytest.raises(ConfigError, match=r"^seed: expected a whole number >= 0, got str 'x'$"):
+        demo_benchmark("x")
+    with pytest.raises(ConfigError, match=r"^store: expected a benchfill.store.Store, got NoneType$"):
+        collect_responses(None, None, [], None)
+    with pytest.raises(ConfigError, match=r"^sweep: expected a Sweep \(benchfill.sweep.load_sweep\(path\)\), got NoneType$"):
+        run_sweep(None)

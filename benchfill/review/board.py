@@ -8,6 +8,7 @@ decision reaches the store at once.
 from __future__ import annotations
 
 import json
+import os
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ class ReviewBoard:
     otherwise a read-only store opens for reading, and a decision on it is refused when it is made."""
 
     def __init__(self, run_dir: str | Path, rule: ReleaseRule | None = None, *, writable: bool = False):
+        if not isinstance(run_dir, (str, os.PathLike)):  # a library caller's slip: said, not a TypeError
+            raise ConfigError(f"run_dir: expected a run folder's path, got {type(run_dir).__name__} {run_dir!r}")
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
             raise ConfigError(f"{self.run_dir}: no such run directory")
