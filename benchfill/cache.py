@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from sqlmodel import select
 
-from benchfill.schema import ModelCall, now
+from benchfill.schema import ModelCall, RunMeta, now
 from benchfill.store import Store
 
 _CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
@@ -111,9 +111,10 @@ class CallCache:
         self.store = store
         self.flush_every = flush_every
         self.flush_after_s = flush_after_s
-        # called after each write of calls (a run keeps its traffic figures with them: a process killed
-        # before its first checkpoint left answers in the cache and no count of the requests that made them)
-        self.after_flush: Callable[[], None] | None = None
+        # Run meta written in the same transaction as each batch of calls (a run keeps its traffic figures with
+        # the calls they count: a process killed before its first checkpoint left answers in the cache and no
+        # count of the requests that made them; written just after them, a kill between the two lost a batch's).
+        self.meta_with_calls: Callable[[], dict[str, Any]] | None = None
         # Plain dicts, not ModelCall objects: building a SQLModel per call costs more than the HTTP call.
         self._pending: list[dict[str, Any]] = []
         self._last_flush = time.monotonic()
@@ -144,6 +145,8 @@ class CallCache:
             return
         # Key order: concurrent writers of overlapping keys then lock them in the same order.
         values, self._pending = sorted(self._pending, key=lambda row: row["key"]), []
+        meta = [{"run_id": self.store.run_id, "key": k, "value_json": json.dumps(v)}
+                for k, v in (self.meta_with_calls() if self.meta_with_calls is not None else {}).items()]
         dialect = self.store.engine.dialect.name
         if dialect in ("sqlite", "postgresql"):
             # One multi-row INSERT; a key already present is the same request, so keep the first. On the
@@ -153,12 +156,16 @@ class CallCache:
             insert = importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
             with self.store.engine.begin() as conn:
                 conn.execute(insert(ModelCall.__table__).on_conflict_do_nothing(index_elements=["key"]), values)
+                if meta:
+                    upsert = insert(RunMeta.__table__).values(meta)
+                    conn.execute(upsert.on_conflict_do_update(index_elements=["run_id", "key"],
+                                                              set_={"value_json": upsert.excluded.value_json}))
         else:
             with self.store.session() as s:
                 for row in values:
                     s.merge(ModelCall(**row))
-        if self.after_flush is not None:
-            self.after_flush()
+                for row in meta:
+                    s.merge(RunMeta(**row))
 
 
 MAX_TOKENS_COUNTED = 10_000_000  # a reply's usage beyond this is not a count any server means

@@ -499,7 +499,8 @@ async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = 
         async with RolloutClient(store, ProbePanel.from_config(config), bench.spec, evaluator,
                                  prompt_fn=_solver_prompt()) as rc:
             b.rc = rc
-            rc.cache.after_flush = b.record_traffic  # the figures kept with the calls they count
+            # the figures kept with the calls they count, in one transaction
+            rc.cache.meta_with_calls = lambda: {b.traffic_key: rc.stats.as_dict()}
             b.services = TrafficServices(config, bench.spec, store, rc, opts.seed, world)
             yield b
     finally:
