@@ -331,7 +331,6 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, OSError):
             named(exc, target)  # a full disk's write names no file
-            raise
         raise
     board.store.set_meta(PUBLISHING_META, None)
     _write_changelog(bench_dir, changelog)

@@ -123,10 +123,8 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from benchfill import outputs
     from benchfill.errors import BenchfillError, Terminated
 
-    outputs.LAST_TARGET = None  # this command's own, not an earlier one's in the same process
     previous = _on_sigterm(hangup=getattr(args, "stop_on_hangup", False))
     try:
         return int(args.func(args) or 0)

@@ -127,11 +127,10 @@ class ReviewBoard:
         # AttributeError. None stays allowed where prepare reads it as empty and says which field is.
         # ``answer`` may be a number (an edited numeric answer keeps its JSON type).
         for name, value in (("item_id", item_id), ("reviewer", reviewer), ("decision", decision),
-                            ("reason", reason), ("text", text), ("source", source), ("options", options)):
-            if value is not None and not isinstance(value, str):
+                            ("reason", reason), ("text", text), ("source", source), ("options", options),
+                            ("answer", answer)):
+            if value is not None and not isinstance(value, str) and name != "answer":
                 raise ConfigError(f"{name}: expected a string, got {type(value).__name__} {value!r}")
-        for name, value in (("item_id", item_id), ("reviewer", reviewer), ("reason", reason), ("text", text),
-                            ("answer", answer), ("options", options)):
             # a JSON "\ud800" escape decodes to a string the store cannot write: refused here, not a 500
             if isinstance(value, str) and not value.isascii():
                 try:

@@ -474,5 +474,4 @@ def _atomic_write(path: Path, write, encoding: str = "utf-8") -> None:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
             named(exc, path)
-            raise
         raise
