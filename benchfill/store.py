@@ -476,7 +476,9 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
         return Store(url, run_id=run_id, writable=writable)
     db = run_dir / STORE_FILE
     if not create and not db.is_file():
-        raise ConfigError(f"{db}: the run has no store")
+        # a folder that holds neither file was most likely never a run (a typo, the wrong parent):
+        # say that rather than that a run lost its store
+        raise ConfigError(f"{run_dir}: not a run directory (it holds neither {STORE_FILE} nor {remembered.name})")
     return Store(db, writable=writable)
 
 

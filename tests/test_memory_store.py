@@ -482,7 +482,10 @@ def test_memory_commands_refuse_a_store_that_is_not_there(tmp_path, capsys):
     from benchfill.cli import main
 
     for where, said in ((str(tmp_path / "none.db"), "no such file or run directory"),
-                        (f"sqlite:///{tmp_path / 'none.db'}", "no such SQLite file")):
+                        (f"sqlite:///{tmp_path / 'none.db'}", "no such SQLite file"),
+                        # a folder that exists but was never a run
+                        (str(tmp_path), f"{tmp_path}: not a run directory (it holds neither store.db nor "
+                                        "store.url)")):
         assert main(["memory", "list", "--store", where]) == 2
         assert said in capsys.readouterr().err
     assert not (tmp_path / "none.db").exists()  # not made empty by a look
