@@ -303,3 +303,81 @@ def test_a_narrow_window_does_not_scroll_sideways(tmp_path, shared_data, browser
         assert browser.execute_script(width)  # the queue table scrolls in its own box
         browser.get(f"http://127.0.0.1:{srv.port}/item/{CHILD_IDS[0]}")
         assert browser.execute_script(width)
+
+
+def test_the_page_for_speech_input_a_phone_and_forced_colours(tmp_path, shared_data, browser):
+    """The one-letter keys can be turned off (a dictated "accept" recorded an accept); "e" types on at the end
+    of the text; a reject with no reason marks its field; a long failure message never covers the control in
+    use at phone width; an insertion is not marked by colour alone; "n" with nothing pending says so."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    run = make_run(tmp_path, shared_data)
+    wait = WebDriverWait(browser, 10)
+
+    def press(*keys):
+        ActionChains(browser).send_keys(*keys).perform()
+
+    def focused() -> str:
+        return browser.execute_script("var a = document.activeElement; return a.id || a.tagName;")
+
+    item = f"/item/{CHILD_IDS[0]}"
+    with ReviewServer(run) as srv:
+        base = f"http://127.0.0.1:{srv.port}"
+        browser.get(srv.url)
+        browser.find_element(By.ID, "reviewer").click()
+        press("kim", Keys.ENTER)  # Enter keeps the name and leaves the field
+        assert focused() == "BODY"
+        wait.until(lambda d: d.find_element(By.ID, "status").text == "Reviewing as kim.")
+        browser.find_element(By.ID, "keys-on").click()  # off, and kept for the next pages
+        browser.get(base + item)
+        wait.until(lambda d: focused() == "H1")
+        assert not browser.find_element(By.ID, "keys-on").is_selected()
+        press("accept")  # as speech input types it
+        press("e")
+        assert focused() == "H1"
+        with ReviewBoard(run) as board:
+            assert board.decisions() == []
+        browser.find_element(By.ID, "keys-on").click()  # on again
+        press("e")  # the caret at the end of the text, where typing goes on
+        assert focused() == "edit-text"
+        assert browser.execute_script("var t = document.activeElement; return t.selectionStart === t.value.length "
+                                      "&& t.selectionEnd === t.value.length;")
+        press(Keys.ESCAPE)
+        browser.find_element(By.ID, "reject").click()  # no reason: not sent, the field marked and focused
+        assert focused() == "reject-reason"
+        assert browser.find_element(By.ID, "reject-reason").get_attribute("aria-invalid") == "true"
+        assert browser.find_element(By.ID, "reject-reason").get_attribute("required") is not None
+        assert browser.find_element(By.CSS_SELECTOR, "label[for='reject-reason']").text == "Reason (required)"
+        with ReviewBoard(run) as board:
+            assert board.decisions() == []
+        # an insertion is underlined: forced colours take its background away
+        assert browser.execute_script("return getComputedStyle(document.querySelector('ins')).textDecorationLine") \
+            == "underline"
+
+        # at phone width, a long message after a failed save leaves the button in use in view
+        browser.set_window_size(390, 844)
+        browser.get(base + item)
+        wait.until(lambda d: focused() == "H1")
+        browser.execute_script("window.fetch = function () { return Promise.reject(new Error('down')); };")
+        browser.find_element(By.ID, "edit-text").send_keys(" More.")
+        save = browser.find_element(By.ID, "edit")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'end'}); arguments[0].focus();", save)
+        press(Keys.ENTER)
+        wait.until(lambda d: d.find_element(By.ID, "status").text.startswith("Not recorded: the review server"))
+        covered = browser.execute_script(
+            "var b = document.activeElement.getBoundingClientRect(), s = document.getElementById('status')"
+            ".getBoundingClientRect(); return [document.activeElement.id, b.bottom, s.top];")
+        assert covered[0] == "edit" and covered[1] <= covered[2], covered
+
+        browser.set_window_size(1280, 900)
+        with ReviewBoard(run) as board:  # every item decided by kim: "n" on the queue says none is left
+            for child in CHILD_IDS:
+                board.decide(child, "kim", "accept")
+        browser.get(base + "/")
+        wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+        press("n")
+        wait.until(lambda d: d.find_elements(By.ID, "none-left"))
+        assert "No pending item is left for you" in browser.find_element(By.ID, "none-left").text

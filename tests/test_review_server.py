@@ -79,6 +79,18 @@ def test_item_text_is_shown_escaped(server):
     assert "<script>alert" not in page.text
     assert page.headers["content-security-policy"].startswith("default-src 'self'")
     assert httpx.get(_base(server) + f"/item/nope?token={server.token}").status_code == 404
+    assert '<div class="side">' in page.text and "wrap=" not in page.text  # prose wraps
+
+
+def test_an_items_flags_are_explained_on_its_page(server):
+    # a bare "near_duplicate beyond_reach" told a reviewer nothing they could act on
+    page = httpx.get(_base(server) + f"/item/{CHILD_IDS[3]}?token={server.token}").text
+    assert "flags: <span class='flag' title='its text nearly repeats an item already in the benchmark'>" \
+        "near_duplicate</span>" in page
+    assert ("<ul id='flags'><li><span class='flag'>near_duplicate</span> its text nearly repeats an item already "
+            "in the benchmark</li></ul>") in page
+    plain = httpx.get(_base(server) + f"/item/{CHILD_IDS[0]}?token={server.token}").text
+    assert "id='flags'" not in plain and "flags:" not in plain
 
 
 def _global_ipv4() -> list[str]:
@@ -258,6 +270,8 @@ def test_a_code_items_tests_are_shown_and_an_edited_solution_must_pass_them(tmp_
     with ReviewServer(run) as srv:
         page = httpx.get(_base(srv) + f"/item/{CHILD_IDS[0]}?token={srv.token}").text
         assert 'id="child-tests">def check(candidate):' in page and "entry point <code>add</code>" in page
+        # a code item's lines are not wrapped (a wrapped line read as a dedented one of its own)
+        assert '<div class="side code">' in page and page.count(' wrap="off"') == 2
         # an edit whose tests take a while: another reviewer's page is served meanwhile (it waited for it)
         done: dict[str, float] = {}
 

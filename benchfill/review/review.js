@@ -11,10 +11,27 @@
   var busy = false;  // one decision at a time: a key pressed twice must not post twice
   who.value = localStorage.getItem("benchfill-reviewer") || "";
   who.addEventListener("change", function () { localStorage.setItem("benchfill-reviewer", who.value.trim()); });
+  // One-letter keys can be turned off (WCAG 2.1.4): speech input types words as keystrokes, and a dictated
+  // "accept" recorded an accept. The choice is kept for the next pages.
+  var keysOn = document.getElementById("keys-on");
+  keysOn.checked = localStorage.getItem("benchfill-keys") !== "off";
+  keysOn.addEventListener("change", function () { localStorage.setItem("benchfill-keys", keysOn.checked ? "on" : "off"); });
+
+  // A message in the status line, and the control in use kept in view above it (the line is sticky at the
+  // bottom: a long message covered the button just pressed on a phone). Set a moment after a page loads, a
+  // message is announced by screen readers, which skip a live region's text already there at load.
+  function say(text) {
+    status.textContent = text;
+    var el = document.activeElement;
+    if (el && el !== document.body && el.scrollIntoView) { el.scrollIntoView({ block: "nearest" }); }
+  }
 
   function field(id) { var el = document.getElementById(id); return el ? el.value : null; }
   function changed(id) { var el = document.getElementById(id); return el && el.value !== el.defaultValue ? el.value : null; }
-  function typing(el) { return !!el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName)); }
+  function typing(el) {  // a field that takes typed text (a checkbox does not: keys act from it)
+    return !!el && (el.isContentEditable || /^(TEXTAREA|SELECT)$/.test(el.tagName) ||
+                    (el.tagName === "INPUT" && !/^(checkbox|radio|button|submit|reset)$/.test(el.type)));
+  }
 
   // Typed and not saved: a reload, a key that leaves (n, p, q) or a closed tab asks first
   var leaving = false;
@@ -29,7 +46,11 @@
   function send(itemId, decision, seen) {
     if (busy) { return; }
     var reviewer = who.value.trim();
-    if (!reviewer) { status.textContent = "Enter your name as reviewer first."; who.focus(); return; }
+    if (!reviewer) { who.focus(); say("Enter your name as reviewer first, then press Enter."); return; }
+    var reason = document.getElementById("reject-reason");
+    if (decision === "reject" && reason && !reason.value.trim()) {
+      reason.setAttribute("aria-invalid", "true"); reason.focus(); say("Type a reason to reject."); return;
+    }
     // An accept (or a withdraw) while an edit or a reason is typed and not saved would leave for the next item
     // and drop what was typed ("a" is a likely slip for "Edit and accept"): asked first, as leaving is.
     var typed = (decision !== "edit" && (changed("edit-text") !== null || changed("edit-answer") !== null ||
@@ -48,7 +69,7 @@
       body.options = changed("edit-options");  // a multiple-choice item's, where the page shows them
     }
     busy = true;
-    status.textContent = "Saving...";
+    say("Saving...");
     fetch("/api/decision", {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-Benchfill-Token": token },
@@ -61,7 +82,7 @@
         return { ok: r.ok, data: data };
       });
     }).then(function (res) {
-      if (!res.ok) { busy = false; status.textContent = "Not recorded: " + res.data.error; return; }
+      if (!res.ok) { busy = false; say("Not recorded: " + res.data.error); return; }
       leaving = true;  // saved: what was typed is in the store
       var done = "Recorded: " + decision + " on " + itemId + " by " + reviewer;
       status.textContent = done;
@@ -75,8 +96,8 @@
       }
     }).catch(function () {
       busy = false;
-      status.textContent = "Not recorded: the review server cannot be reached (stopped?). What you typed is kept; " +
-        "start `benchfill review serve` again and open the URL it prints.";
+      say("Not recorded: the review server cannot be reached (stopped?). What you typed is kept; " +
+          "start `benchfill review serve` again and open the URL it prints.");
     });
   }
 
@@ -99,6 +120,13 @@
   document.addEventListener("keydown", function (ev) {
     if (ev.defaultPrevented || ev.isComposing) { return; }
     var el = document.activeElement;
+    if (el === who && ev.key === "Enter") {  // the name is typed: kept, and the keys act again
+      ev.preventDefault();
+      localStorage.setItem("benchfill-reviewer", who.value.trim());
+      who.blur();
+      say(who.value.trim() ? "Reviewing as " + who.value.trim() + "." : "Enter your name as reviewer first.");
+      return;
+    }
     if (typing(el)) {
       if (ev.key === "Escape") {
         ev.preventDefault();
@@ -109,14 +137,22 @@
       }
       return;
     }
-    var target = ev.ctrlKey || ev.metaKey || ev.altKey || ev.repeat ? null : keys[ev.key];
+    var target = !keysOn.checked || ev.ctrlKey || ev.metaKey || ev.altKey || ev.repeat ? null : keys[ev.key];
     if (!target) { return; }
     ev.preventDefault();
-    if (typing(target)) { target.focus(); } else { target.click(); }
+    if (typing(target)) {
+      target.focus();
+      if (target.setSelectionRange) { target.setSelectionRange(target.value.length, target.value.length); }  // type on at the end
+    } else { target.click(); }
   });
+  var reasonField = document.getElementById("reject-reason");
+  if (reasonField) { reasonField.addEventListener("input", function () { reasonField.removeAttribute("aria-invalid"); }); }
 
-  var recorded = sessionStorage.getItem("benchfill-recorded");
-  if (recorded) { sessionStorage.removeItem("benchfill-recorded"); status.textContent = recorded; }
   var heading = document.querySelector("h1[tabindex]");  // an item page starts at its item, keys ready
   if (heading && (!document.activeElement || document.activeElement === document.body)) { heading.focus(); }
+  var recorded = sessionStorage.getItem("benchfill-recorded");
+  if (recorded) {
+    sessionStorage.removeItem("benchfill-recorded");
+    setTimeout(function () { say(recorded); }, 300);
+  }
 })();

@@ -63,8 +63,10 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
     async def queue(request: Request) -> Response:
         outcomes = board.outcomes()
         rows = "".join(_queue_row(e, outcomes[e.item_id]) for e in board.entries)
+        none_left = ("<p id='none-left'><strong>No pending item is left for you to review.</strong></p>"
+                     if request.query_params.get("pending") == "none" else "")
         body = (
-            f"<h1>Review queue ({len(board.entries)} proposed items)</h1>"
+            f"<h1>Review queue ({len(board.entries)} proposed items)</h1>{none_left}"
             "<p class='keys'><a class='pending' href='/next' aria-keyshortcuts='n'>Review your next pending "
             "item</a> (key <kbd>n</kbd>; an item page shows its keys at the top)</p>"
             "<div id='queue-wrap'><table id='queue'><tr><th>item</th>"
@@ -89,7 +91,8 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         # Where the page goes after an accept or a reject, and the queue page's "n".
         after = request.query_params.get("after", "")
         found = _next_pending(board, after, request.query_params.get("reviewer", "").strip())
-        return RedirectResponse(f"/item/{quote(found, safe='')}" if found else "/", status_code=303)
+        # none left: the queue, saying so (it reloaded silently, and a reviewer could not tell "n" had done anything)
+        return RedirectResponse(f"/item/{quote(found, safe='')}" if found else "/?pending=none", status_code=303)
 
     async def decide(request: Request) -> Response:
         if not secrets.compare_digest(request.headers.get(HEADER, ""), token):
@@ -213,9 +216,38 @@ def _num(x: Any, fmt: str = "{:.3f}") -> str:
     return fmt.format(x) if isinstance(x, int | float) and not isinstance(x, bool) else "&ndash;"
 
 
+# What each flag a chosen item can carry means, in the words a reviewer needs (shown as the flag's tooltip
+# and read by screen readers): a bare "beyond_reach" told a reviewer nothing they could act on.
+FLAG_MEANINGS = {
+    "outside_gap": "its confirmed difficulty lies outside the gap it was made for: the gap counts as not filled",
+    "beyond_reach": "the probe panel cannot place it precisely enough to tell whether it lies inside its gap",
+    "near_duplicate": "its text nearly repeats an item already in the benchmark",
+    "order_anomaly": "strong probes fail what weak ones solve: the mark of a wrong reference answer",
+    "widens_coverage": "it may lie beyond the benchmark's easiest or hardest item, where it would open a new gap",
+    "reused": "an earlier run's item, taken from the shared memory",
+    "outside_range": "its estimated difficulty lies beyond the benchmark's easiest or hardest item",
+    "no_finite_mle": "its difficulty has no finite estimate from the probes' answers (see the other flags)",
+    "all_correct": "every probe answered it correctly",
+    "all_wrong": "no probe answered it correctly",
+    "at_or_below_chance": "the probes did no better than guessing",
+    "diverged": "its difficulty estimate did not converge",
+}
+
+
 def _flags(e: QueueEntry) -> str:
     # a space between: read aloud or copied they were one word ("near_duplicateoutside_gap")
-    return " ".join(f"<span class='flag'>{escape(str(f))}</span>" for f in e.flags)
+    return " ".join(f"<span class='flag' title='{escape(FLAG_MEANINGS.get(str(f), str(f)))}'>{escape(str(f))}</span>"
+                    for f in e.flags)
+
+
+def _flags_explained(e: QueueEntry) -> str:
+    """An item page's flags with what each means, written out (a tooltip alone is out of reach of a keyboard
+    or a touch screen)."""
+    if not e.flags:
+        return ""
+    said = "".join(f"<li><span class='flag'>{escape(str(f))}</span> {escape(FLAG_MEANINGS.get(str(f), ''))}</li>"
+                   for f in e.flags)
+    return f"<h2>Flags</h2><ul id='flags'>{said}</ul>"
 
 
 def _queue_row(e: QueueEntry, o: Outcome) -> str:
@@ -281,12 +313,15 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
     )
     current = o.edited_fields or e.child
     iid = escape(e.item_id)
+    # A code item's lines keep their place: wrapped, a long line's end started at column 0 and read as a
+    # dedented line of its own. Such a block scrolls sideways instead.
+    code_cls, wrap = (" code", ' wrap="off"') if code is not None else ("", "")
     edited = ""
     if o.edited_fields is not None:  # what a release would ship: the latest edit, shown against the proposal
         cut = text_diff(str(e.child.get(e.text_field, "")), str(current.get(e.text_field, "")))
         shown = "".join(escape(t) if op == "=" else (f"<del>{escape(t)}</del>" if op == "-" else f"<ins>{escape(t)}</ins>")
                         for op, t in cut)
-        edited = (f'<div class="edited"><h2>To be released: the edit by {escape(str(o.edited_by))}</h2>'
+        edited = (f'<div class="edited{code_cls}"><h2>To be released: the edit by {escape(str(o.edited_by))}</h2>'
                   f'<pre id="edited-text">{shown}</pre>{_options_list("edited-options", current, e)}'
                   f'<div>Reference answer: {_answer("edited-answer", current, e)} '
                   f'(proposed: {_answer("", e.child, e)})</div><p>Only the edit and accepts made after it count '
@@ -294,8 +329,9 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
     return f"""
 {_item_nav(e.item_id, prev, next_)}
 <h1 tabindex="-1">{iid}</h1>
-<p>Status: {_status(o)} &middot; gap {r.get("gap_index", "")} {_gap(r)} &middot; {_flags(e)}</p>
-<div class="side">
+<p>Status: {_status(o)} &middot; gap {r.get("gap_index", "")} {_gap(r)}{" &middot; flags: " + _flags(e) if e.flags else ""}</p>
+{_flags_explained(e)}
+<div class="side{code_cls}">
  <div><h2>Ancestor {escape(str(r.get("ancestor_id")))}</h2><pre id="ancestor-text">{old}</pre>
   {_options_list("ancestor-options", e.ancestor, e)}
   <div>Reference answer: {_answer("ancestor-answer", e.ancestor, e)}</div>{_tests("ancestor-tests", e.ancestor, code)}</div>
@@ -313,16 +349,18 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
 <div class="actions">
 <button id="accept" data-item="{iid}" data-seen="{seen}" data-decision="accept" aria-keyshortcuts="a">Accept</button>
 <button id="withdraw" data-item="{iid}" data-decision="withdraw" title="take back your own decision on this item">Withdraw my decision</button>
-<fieldset><legend>Reject</legend><input id="reject-reason" placeholder="reason (required)"
- aria-label="reason for rejecting" aria-keyshortcuts="r" data-submit="reject">
+<fieldset><legend>Reject</legend><label for="reject-reason">Reason (required)</label>
+<input id="reject-reason" required aria-keyshortcuts="r" data-submit="reject">
 <button id="reject" data-item="{iid}" data-seen="{seen}" data-decision="reject">Reject</button></fieldset>
 <fieldset><legend>Edit and accept</legend>
-<textarea id="edit-text" aria-label="edited text" aria-keyshortcuts="e" data-submit="edit">
+<label for="edit-text">Text</label>
+<textarea id="edit-text" rows="{_rows(current.get(e.text_field, ""), 40)}"{wrap} aria-keyshortcuts="e" data-submit="edit">
 {escape(str(current.get(e.text_field, "")))}</textarea>
 <label for="edit-answer">Answer</label>
-<textarea id="edit-answer" rows="{_rows(current.get(e.answer_field, ""))}" data-submit="edit">
+<textarea id="edit-answer" rows="{_rows(current.get(e.answer_field, ""))}"{wrap} data-submit="edit">
 {escape(str(current.get(e.answer_field, "")))}</textarea>{_options_edit(current, e)}
-<input id="edit-reason" placeholder="note (optional)" aria-label="note on the edit" data-submit="edit">
+<label for="edit-reason">Note (optional)</label>
+<input id="edit-reason" data-submit="edit">
 <button id="edit" data-item="{iid}" data-seen="{seen}" data-decision="edit">Save edit</button></fieldset>
 </div>"""
 
@@ -362,8 +400,8 @@ def _answer(id_: str, item: dict, e: QueueEntry) -> str:
     return f'<{tag} class="answer"{named}>{escape(text)}</{tag}>'
 
 
-def _rows(answer: Any) -> int:
-    return min(max(str(answer).count("\n") + 1, 1), 20)
+def _rows(answer: Any, most: int = 20) -> int:
+    return min(max(str(answer).count("\n") + 1, 1), most)
 
 
 class ReviewServer:
