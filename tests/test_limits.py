@@ -164,3 +164,36 @@ def test_a_call_that_times_out_or_is_cancelled_is_no_answer(monkeypatch, caplog)
     said = [r.getMessage() for r in caplog.records if r.name == "benchfill.limits"]
     assert sum(m.startswith(f"waiting on {hung.base_url}:") for m in said) >= 2, said
     assert not [m for m in said if m.endswith("answers again")], said
+
+
+def test_a_pause_of_the_whole_process_is_not_blamed_on_the_endpoint(monkeypatch, caplog):
+    """SIGSTOP (or a suspended laptop) for 75 s read "no answer for 75 s" from the in-process simulated
+    world, stopped with the rest: the watch now takes a spell in which it could not run itself out of every
+    endpoint's silence. A real silence that follows is still named."""
+    import logging
+    import types
+
+    from benchfill import limits
+
+    clock = {"t": 1000.0}
+    # the module's own clock only: the event loop keeps the real one for its sleeps
+    monkeypatch.setattr(limits, "time", types.SimpleNamespace(monotonic=lambda: clock["t"]))
+
+    async def watched():
+        bound = limits.endpoint_bound("http://127.0.0.1:9/v1", 2)
+        assert bound.try_take()  # one request in flight from t = 1000
+        watch = asyncio.create_task(limits.watch_stalls(notice_s=1.0))
+        await asyncio.sleep(0)  # the watch reads the clock, then sleeps
+        clock["t"] += 75.0  # the whole process stood still
+        await asyncio.sleep(0.6)
+        said = [r.getMessage() for r in caplog.records if r.name == "benchfill.limits"]
+        clock["t"] += 2.0  # then two seconds of the endpoint's own silence
+        await asyncio.sleep(0.6)
+        watch.cancel()
+        return said, [r.getMessage() for r in caplog.records if r.name == "benchfill.limits"]
+
+    with caplog.at_level(logging.WARNING, logger="benchfill.limits"):
+        during, after = asyncio.run(watched())
+    assert during == []
+    assert len(after) == 1 and after[0].startswith("waiting on http://127.0.0.1:9/v1: 1 request in flight and no "
+                                                   "answer for 2 s"), after
