@@ -19,7 +19,7 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,9 @@ from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.measure.before_after import before_after
 from benchfill.outputs import named
-from benchfill.release_carry import RUN_SEP, carry_forward, check_remove, keep_out
-from benchfill.review.board import ReviewBoard
+from benchfill.release_carry import RUN_SEP, carry_forward, check_remove, keep_out, parse_time
+from benchfill.review import board as review_board
+from benchfill.review.board import ReviewBoard, moment_after
 from benchfill.review.card import (
     CARD_TOP_K,
     DATA_FILE,
@@ -200,12 +201,21 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     previous = _versions(bench_dir)
     if previous and semver_key(previous[-1]) >= key:
         raise BenchfillError(f"version {version} is not newer than the latest release {previous[-1]} in {bench_dir}")
-    moment = datetime.now(UTC)
+    prev_dir = bench_dir / previous[-1] if previous else None
+    # After every decision and release the store holds and after the release before it, whatever this
+    # machine's clock says: what a release counts as decided since the last one is read off these times
+    # (board.moment_after). A clock stepped back had stamped 1.3.0 an hour before 1.2.0.
+    before = parse_time(_released_at(prev_dir)) if prev_dir else None
+    moment = moment_after(board.store, before)
+    if moment - review_board.now() > timedelta(seconds=1):
+        last = f" (or release {previous[-1]})" if previous else ""
+        print(f"benchfill: note: this machine's clock is behind the store's latest decision or release{last}; "
+              f"release {version} is stamped {moment.isoformat(timespec='seconds')} so that it comes after them",
+              file=sys.stderr)
     now = moment.isoformat(timespec="seconds")
     name = run_name(board.store, board.run_dir, keep=True)
     record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version, name)
     outcomes = board.outcomes()  # (once: it reads every queued item's decisions, in every run)
-    prev_dir = bench_dir / previous[-1] if previous else None
     prev_rows = _load_rows(prev_dir) if prev_dir else {}  # read once: checked here, carried below
     if prev_dir is not None:
         _check_originals(board, prev_rows, prev_dir.name, bench)

@@ -81,7 +81,7 @@ def carry_forward(
         raise ConfigError(f"cannot remove {', '.join(unknown)}: not a generated item of "
                           f"{previous or 'an earlier release (there is none)'}")  # fmt: skip
     carry = Carry(previous=previous, before=set(gen_before))
-    since = _parse_time(previous_released_at)
+    since = parse_time(previous_released_at)
     now_ids = {r["id"]: r for r in rows}
     reused = _reused(rows, gen_before, run_id)
     for item_id, row in gen_before.items():
@@ -155,7 +155,7 @@ def _reused(rows: list[dict[str, Any]], gen_before: Mapping[str, dict[str, Any]]
     return out
 
 
-def _parse_time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
     try:
         return as_utc(datetime.fromisoformat(str(value)))
     except ValueError:
@@ -210,7 +210,7 @@ def keep_out(
             keep.append(r)
             continue
         entry = record[hit]
-        since = _parse_time(entry.get("removed_at"))
+        since = parse_time(entry.get("removed_at"))
         res = outcomes.get(str(r["id"]).removesuffix(f"{RUN_SEP}{run_id}"))
         back = [d for d in (res.decisions if res else []) if d.decision in ("accept", "edit")
                 and since is not None and as_utc(d.created_at) > since]  # fmt: skip

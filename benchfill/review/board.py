@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import unicodedata
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from benchfill.data import options_of
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.review.queue import LETTERS, QueueEntry, load_queue
 from benchfill.review.rule import Outcome, ReleaseRule, outcome
-from benchfill.schema import ReviewDecision
+from benchfill.schema import ReviewDecision, as_utc, now
 from benchfill.store import open_run_store
 
 # "withdraw" takes back the reviewer's own standing decision on the item (a mistaken accept, a decision made
@@ -30,6 +31,38 @@ MAX_REVIEWER = 80
 
 class Changed(BenchfillError):
     """A decision on an item that was edited since the reviewer opened it."""
+
+
+TICK = timedelta(microseconds=1)
+
+
+def moment_after(store, *also: datetime | None) -> datetime:
+    """Now, but later than every decision and release the store holds (any run's) and than ``also``.
+
+    Which came first, a decision or a release (or a removal, or a sheet's export), is read off their times;
+    each is stamped by the clock of whatever machine made it. A clock stepped back (NTP, a restored
+    snapshot) or two hosts with skewed clocks on one store had a reject made after a release counted as made
+    before it (the next release shipped the rejected item), a reviewer's later decision lose to an earlier
+    one, and a stale sheet undo a later decision. A moment taken here keeps the order in which they were
+    recorded, whatever the clocks say."""
+    from sqlalchemy import func
+
+    from benchfill.schema import Release
+
+    with store.session() as s:  # (a plain select: every run's rows, not this handle's only)
+        latest = [s.exec(select(func.max(t.created_at))).first() for t in (ReviewDecision, Release)]
+    floors = [as_utc(t) + TICK for t in (*latest, *also) if isinstance(t, datetime)]
+    return max([now(), *floors])
+
+
+def _exported(source: str) -> datetime | None:
+    """The export time a sheet's decision names in its ``source`` ("sheet:<time>"), where it does."""
+    if not source.startswith("sheet:"):
+        return None
+    try:
+        return datetime.fromisoformat(source.removeprefix("sheet:"))
+    except ValueError:
+        return None
 
 
 class ReviewBoard:
@@ -210,9 +243,14 @@ class ReviewBoard:
         )
 
     def record(self, rows: list[ReviewDecision]) -> None:
-        """Store prepared decisions in one transaction: all of them or none."""
+        """Store prepared decisions in one transaction: all of them or none. Each is stamped after every
+        decision and release the store holds (``moment_after``), and one from a sheet after its export."""
+        exported = [_exported(r.source) for r in rows]
+        at = moment_after(self.store, *exported)
         with self.store.session() as s:
             for row in rows:
+                row.created_at = at
+                at += TICK
                 s.add(row)
 
     @staticmethod

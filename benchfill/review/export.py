@@ -11,12 +11,12 @@ import csv
 import io
 import json
 import os
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from benchfill.errors import BenchfillError, DataError
-from benchfill.review.board import ReviewBoard
+from benchfill.review.board import ReviewBoard, moment_after
 from benchfill.review.queue import QueueEntry, marked_diff
 from benchfill.review.rule import Outcome, outcome
 from benchfill.schema import as_utc
@@ -156,9 +156,11 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
         standing = board.outcomes()
         code = board.code_fields()
         records = [review_record(e, standing[e.item_id], code) for e in board.entries]
+        # after every decision the store holds, whatever this machine's clock says: the import's guard against
+        # a stale sheet compares decisions' times with it (board.moment_after)
+        stamp = moment_after(board.store).isoformat(timespec="microseconds")
     out.mkdir(parents=True, exist_ok=True)
     _atomic_write(jsonl, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-    stamp = datetime.now(UTC).isoformat(timespec="microseconds")
 
     def write_csv(fh) -> None:
         w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
