@@ -283,7 +283,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
                 uncertain[part] = {**uncertain[part], key: extra[part][key]}
     after = {**after, **uncertain}
     meta["coverage"] = {"before": before, "after": after}
-    entry = changelog_entry(version, now[:10], meta["run_id"], added, meta["release_rule"], before, after,
+    entry = changelog_entry(version, f"{now[:10]} UTC", meta["run_id"], added, meta["release_rule"], before, after,
                             outside=[i for i in added if i in meta["outside_gap"]])
     entry += carry.changelog() + kept.changelog()
     old_log = _read_text(bench_dir / previous[-1] / "CHANGELOG.md") if previous else ""

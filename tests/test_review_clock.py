@@ -50,6 +50,8 @@ def test_a_reject_made_after_a_release_under_a_clock_stepped_back_removes_the_it
     stamps = [(v.path / "manifest.json").read_text().split('"released_at_us": "')[1][:32] for v in (v1, v2)]
     assert stamps[0] < stamps[1], stamps
     assert "this machine's clock is behind the store's latest decision or release" in capsys.readouterr().err
+    # the changelog's date is the release's, in UTC, and says so
+    assert f"### 1.1.0 ({stamps[1][:10]} UTC)" in (v2.path / "CHANGELOG.md").read_text()
 
 
 def test_a_removed_item_is_not_brought_back_by_an_accept_stamped_ahead(tmp_path, shared_data, clock):
