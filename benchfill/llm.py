@@ -272,6 +272,15 @@ def _describe(exc: BaseException, key_env: str | None) -> str:
 
 def _litellm():
     """litellm, imported on first use, with its network look-ups, telemetry and chatter off."""
+    from benchfill import proxies
+
+    proxies.prepare()
+    if os.environ.get("USE_LITELLM_PROXY", "").strip().lower() in ("1", "true", "yes", "on"):
+        # litellm reads it before any argument of the call: every rewriter and judge call went to a LiteLLM
+        # proxy (the simulated world's answered "model does not exist"), not to the endpoint the run names
+        raise ConfigError("USE_LITELLM_PROXY is set: litellm would send the rewriter's and the judge's calls to "
+                          "a LiteLLM proxy instead of the endpoints this run names; unset it for benchfill (to "
+                          "use a LiteLLM proxy, name it as the rewriter's or judge's api_base)")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     names = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm")
     # a level the host application gave one of these loggers before stands (litellm's import resets them)

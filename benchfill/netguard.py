@@ -66,9 +66,23 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     Called where an event loop already runs in this thread (a Jupyter cell), it runs ``coro`` on a
     loop of its own in a helper thread and waits for it: the synchronous API works there unchanged.
     """
+    from benchfill import proxies
+
+    try:
+        proxies.prepare()
+    except BaseException:
+        coro.close()  # never started: closed, not left to warn "never awaited"
+        raise
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        running = False
+    else:
+        running = True
+    if not running:
+        # run outside the except block: there, every exception of the run had carried the RuntimeError
+        # "no running event loop" as its context, and messages that follow the cause chain (llm._describe)
+        # stopped at it and said "HTTP 500" for a refused connection
         return _run_here(coro)
     from concurrent.futures import ThreadPoolExecutor
 

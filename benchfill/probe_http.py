@@ -83,6 +83,10 @@ class ProbeHttp:
         """Called inside the event loop that makes the calls (the bounds belong to it)."""
         import openai
 
+        from benchfill import proxies
+
+        proxies.prepare()  # before the first client: loopback direct, a broken SSL_CERT_FILE named
+
         caps = self.panel.caps()
         self.bounds = {url: endpoint_bound(url, cap) for url, cap in caps.items()}
         replicas: dict[tuple[str, str | None], Replica] = {}

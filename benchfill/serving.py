@@ -80,6 +80,9 @@ def check_endpoints(cfg: Config, timeout_s: float = 5.0) -> list[EndpointCheck]:
                                         "not checked; its first call will tell", skipped=True))
     listed: dict[tuple[str, str | None], tuple[bool, set[str], str]] = {}
     out = []
+    from benchfill import proxies
+
+    proxies.prepare()
     with httpx.Client(timeout=timeout_s) as client:
         for name, url, model, key_env, replica, replicas in targets:
             if key_env and not key_from_env(key_env):  # asked without it, the server's 401 would not say why
@@ -425,6 +428,9 @@ def _answers(host: str, port: int) -> bool:
 def _wait_ready(wave, log_dir: Path, wait_s: float, poll_s: float, progress_s: float, out: TextIO) -> None:
     import httpx
 
+    from benchfill import proxies
+
+    proxies.prepare()
     started = last = time.monotonic()
     pending = list(wave)
     with httpx.Client(timeout=5) as client:

@@ -42,6 +42,13 @@ os.environ["BENCHFILL_LOOPBACK_ONLY"] = "1"
 # Provider keys from the developer's shell must never be used by a test.
 for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "TOGETHER_API_KEY", "HF_TOKEN"):
     os.environ.pop(_key, None)
+# Nor its proxy, its LiteLLM gateway switch or its CA bundle: a forwarding proxy on loopback would carry a
+# test's requests past the socket guard below, which sees only the proxy. The tests that check how
+# benchfill meets them set them for themselves.
+for _key in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "USE_LITELLM_PROXY", "SSL_CERT_FILE",
+             "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+    os.environ.pop(_key, None)
+    os.environ.pop(_key.lower(), None)
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

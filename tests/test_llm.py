@@ -259,12 +259,17 @@ def test_a_refused_connection_says_why_not_http_500():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
     conf = LLMConfig(model="openai/sim-judge", api_base=f"http://127.0.0.1:{port}/v1", timeout_s=2)
-    with pytest.raises(EndpointError) as err:
-        asyncio.run(judge(conf, {"problem": "1+1?", "answer": "2"}, spec=SPEC, format_prompt=fmt_judge,
-                          parse=parse_verdict, retry=RetryConfig(max_attempts=1, initial_wait_s=0, max_wait_s=0,
-                                                                 jitter_s=0)))
-    said = str(err.value)
-    assert "Connection error. (ConnectionRefusedError: " in said and "HTTP 500" not in said, said
+    from benchfill import netguard
+
+    # as a library caller runs it, and as the CLI does (netguard.run: there every error of the run had
+    # carried the RuntimeError of its event-loop check as context, and the message stopped at "HTTP 500")
+    for runner in (asyncio.run, netguard.run):
+        with pytest.raises(EndpointError) as err:
+            runner(judge(conf, {"problem": "1+1?", "answer": "2"}, spec=SPEC, format_prompt=fmt_judge,
+                         parse=parse_verdict, retry=RetryConfig(max_attempts=1, initial_wait_s=0, max_wait_s=0,
+                                                                jitter_s=0)))
+        said = str(err.value)
+        assert "Connection error. (ConnectionRefusedError: " in said and "HTTP 500" not in said, (runner, said)
 
 
 def test_a_level_the_host_gave_litellms_logger_stands():

@@ -164,6 +164,10 @@ class EntropyFeatures:
         if s not in self._clients:
             from openai import OpenAI, Timeout
 
+            from benchfill import proxies
+
+            proxies.prepare()
+
             # A host that does not take the connection is known in seconds; the answer may take minutes.
             # The SDK's own Timeout: its transport (httpx2) refuses another library's (httpx's) from 2.17 on.
             timeout = Timeout(self.timeout_s, connect=min(10.0, self.timeout_s))
