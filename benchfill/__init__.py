@@ -9,9 +9,34 @@ from __future__ import annotations
 import importlib
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what ``__getattr__`` gives at run time, spelled out for type checkers and IDEs (every
+    # name read as Any before, so `benchfill.fit(m, engin="nuts")` passed mypy and pyright)
+    from benchfill.benchmarks import get_benchmark as get_benchmark
+    from benchfill.config import load_config as load_config
+    from benchfill.coverage import diagnose as diagnose
+    from benchfill.data import read_items as read_items
+    from benchfill.data import read_responses as read_responses
+    from benchfill.demo import demo_benchmark as demo_benchmark
+    from benchfill.errors import BenchfillError as BenchfillError
+    from benchfill.irt import leave_one_model_out as leave_one_model_out
+    from benchfill.irt import matrix_checks as matrix_checks
+    from benchfill.irt import online_calibrate as online_calibrate
+    from benchfill.irt.engine import fit as fit  # (benchfill.irt.fit is also a module: the function's home)
+    from benchfill.irt.fit import IrtFit as IrtFit
+    from benchfill.matrix import ResponseMatrix as ResponseMatrix
+    from benchfill.probes import collect_responses as collect_responses
+    from benchfill.pruning import calibrate as calibrate
+    from benchfill.release import release as release  # the module at run time, which calls this function
+    from benchfill.review import ReviewBoard as ReviewBoard
+    from benchfill.run import RunOptions as RunOptions
+    from benchfill.run import run as run  # (as release)
+    from benchfill.store import Store as Store
+    from benchfill.sweep import load_sweep as load_sweep
+    from benchfill.sweep import run_sweep as run_sweep
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -44,15 +69,17 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'benchfill' has no attribute {name!r}")
-    value = importlib.import_module(module)
-    if module != f"benchfill.{name}":
-        value = getattr(value, name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ lets any misspelt name through
+
+    def __getattr__(name: str) -> Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'benchfill' has no attribute {name!r}")
+        value = importlib.import_module(module)
+        if module != f"benchfill.{name}":
+            value = getattr(value, name)
+        globals()[name] = value
+        return value
 
 
 def calling_module(fn: Callable[..., Any]) -> type[types.ModuleType]:

@@ -14,13 +14,16 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from benchfill.data import read_mapping, read_text
 from benchfill.errors import ConfigError, DataError, validation_line
+
+if TYPE_CHECKING:
+    from benchfill.matrix import ResponseMatrix
 
 # The columns a benchfill release adds to every row of its data file (benchfill.release): provenance, not
 # item fields. A release read back as a benchmark's items (to gap-fill it again) drops them on loading.
@@ -207,7 +210,7 @@ class Benchmark:
     items_path: Path | None
     responses_path: Path | None = None
     _items: list[dict[str, Any]] | None = field(default=None, repr=False)
-    matrix: Any = None  # a ResponseMatrix when the benchmark ships one in memory (demo)
+    matrix: ResponseMatrix | None = None  # when the benchmark ships one in memory (demo)
     _read_matrix: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -224,7 +227,7 @@ class Benchmark:
             self._items = read_items_jsonl(self.items_path, self.spec)
         return self._items
 
-    def given_matrix(self) -> Any:
+    def given_matrix(self) -> ResponseMatrix | None:
         """The benchmark's own response matrix (a ResponseMatrix), or None: the one it ships in memory, or its
         responses file, read once (a run asked for it twice: 6 s at start-up on mmlu-pro)."""
         if self.matrix is not None:

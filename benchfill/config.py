@@ -41,10 +41,10 @@ class RetryConfig(BaseModel):
     """How hard to retry what is worth retrying (429, 5xx, timeouts, dropped connections)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # "8" for 8: a mistake to name; inf too
-    max_attempts: int = Field(6, ge=1, le=50)
-    initial_wait_s: float = Field(0.5, ge=0)
-    max_wait_s: float = Field(30.0, ge=0)
-    jitter_s: float = Field(0.5, ge=0)
+    max_attempts: int = Field(default=6, ge=1, le=50)
+    initial_wait_s: float = Field(default=0.5, ge=0)
+    max_wait_s: float = Field(default=30.0, ge=0)
+    jitter_s: float = Field(default=0.5, ge=0)
 
 
 class ReplicaConfig(BaseModel):
@@ -52,7 +52,7 @@ class ReplicaConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # "8" for 8: a mistake to name; inf too
     base_url: str = Field(min_length=1, description="endpoint URL ending in /v1")
-    concurrency: int | None = Field(None, ge=1, description="requests in flight to this replica "
+    concurrency: int | None = Field(default=None, ge=1, description="requests in flight to this replica "
                                     "(default: the probe's concurrency)")
 
     @field_validator("base_url")
@@ -65,15 +65,15 @@ class FleetPolicy(BaseModel):
     """When a replica of a fleet is taken out of service and when it is asked again (docs/fleets.md)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # "8" for 8: a mistake to name; inf too
-    eject_after: int = Field(5, ge=1, description="consecutive failed attempts that take a replica out")
-    error_rate: float = Field(0.5, gt=0, le=1, description="share of failed attempts in the window that "
+    eject_after: int = Field(default=5, ge=1, description="consecutive failed attempts that take a replica out")
+    error_rate: float = Field(default=0.5, gt=0, le=1, description="share of failed attempts in the window that "
                               "takes a replica out")
-    window: int = Field(20, ge=2, description="latest attempts the error rate is taken over (only when full)")
+    window: int = Field(default=20, ge=2, description="latest attempts the error rate is taken over (only when full)")
     # Above 0: a replica whose health check fails at once would otherwise be checked in a tight loop.
-    cooldown_s: float = Field(10.0, gt=0, description="time out of service before a health check")
-    max_cooldown_s: float = Field(120.0, gt=0, description="cap of the cool-down, which doubles each time "
+    cooldown_s: float = Field(default=10.0, gt=0, description="time out of service before a health check")
+    max_cooldown_s: float = Field(default=120.0, gt=0, description="cap of the cool-down, which doubles each time "
                                   "a replica is taken out again without having served in between")
-    health_timeout_s: float = Field(10.0, gt=0, description="seconds a health check (/v1/models) may take")
+    health_timeout_s: float = Field(default=10.0, gt=0, description="seconds a health check (/v1/models) may take")
 
 
 class ProbeConfig(BaseModel):
@@ -87,23 +87,23 @@ class ProbeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # "8" for 8: a mistake to name; inf too
     name: str = Field(min_length=1)
-    base_url: str | None = Field(None, min_length=1, description="endpoint URL ending in /v1")
-    replicas: list[ReplicaConfig] | None = Field(None, min_length=1, description="endpoints serving the "
+    base_url: str | None = Field(default=None, min_length=1, description="endpoint URL ending in /v1")
+    replicas: list[ReplicaConfig] | None = Field(default=None, min_length=1, description="endpoints serving the "
                                                  "same model, instead of base_url")
-    fleet_id: str | None = Field(None, min_length=1, description="the model's identity in cache keys "
+    fleet_id: str | None = Field(default=None, min_length=1, description="the model's identity in cache keys "
                                  "(default: the URL of a single endpoint, fleet:<name> for replicas)")
     model: str = Field(min_length=1, description="served model name")
-    temperature: float = Field(0.6, ge=0, le=2)  # OpenAI's range: a 5 is a typo, refused by the server at run time
-    top_p: float = Field(0.95, gt=0, le=1)
-    max_tokens: int = Field(4096, ge=1)
-    trials: int = Field(8, ge=1, description="samples per item")
-    concurrency: int = Field(16, ge=1, description="requests in flight to this endpoint")
-    api_key_env: str | None = Field(None, pattern=ENV_NAME, description="environment variable holding the key")
-    timeout_s: float = Field(600.0, gt=0)
-    supports_n: bool = Field(True, description="false: ask one sample per request")
+    temperature: float = Field(default=0.6, ge=0, le=2)  # OpenAI's range: a 5 is a typo, refused by the server at run time
+    top_p: float = Field(default=0.95, gt=0, le=1)
+    max_tokens: int = Field(default=4096, ge=1)
+    trials: int = Field(default=8, ge=1, description="samples per item")
+    concurrency: int = Field(default=16, ge=1, description="requests in flight to this endpoint")
+    api_key_env: str | None = Field(default=None, pattern=ENV_NAME, description="environment variable holding the key")
+    timeout_s: float = Field(default=600.0, gt=0)
+    supports_n: bool = Field(default=True, description="false: ask one sample per request")
     # Serving on a GPU host (benchfill/placement.py): max_model_len = max_prompt_tokens + max_tokens.
-    max_prompt_tokens: int = Field(2048, ge=1, description="room for the prompt, tokens")
-    gpu_memory_gb: float | None = Field(None, gt=0, description="GiB the server needs when the model's "
+    max_prompt_tokens: int = Field(default=2048, ge=1, description="room for the prompt, tokens")
+    gpu_memory_gb: float | None = Field(default=None, gt=0, description="GiB the server needs when the model's "
                                         "config is not in the local Hugging Face cache")
 
     @field_validator("base_url")
@@ -153,13 +153,13 @@ class LLMConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # "8" for 8: a mistake to name; inf too
     model: str = Field(min_length=1, description="litellm model string, e.g. openai/gpt-4o")
     api_base: str | None = None
-    api_key_env: str | None = Field(None, pattern=ENV_NAME)
-    temperature: float = Field(0.7, ge=0, le=2)
-    max_tokens: int = Field(4096, ge=1)
-    timeout_s: float = Field(600.0, gt=0)
-    max_repairs: int = Field(2, ge=0, description="extra calls after a malformed reply")
+    api_key_env: str | None = Field(default=None, pattern=ENV_NAME)
+    temperature: float = Field(default=0.7, ge=0, le=2)
+    max_tokens: int = Field(default=4096, ge=1)
+    timeout_s: float = Field(default=600.0, gt=0)
+    max_repairs: int = Field(default=2, ge=0, description="extra calls after a malformed reply")
     # A search asks gaps x parents x children of these at once; the provider sees at most this many.
-    concurrency: int = Field(8, ge=1, description="requests in flight to this endpoint (benchfill.limits)")
+    concurrency: int = Field(default=8, ge=1, description="requests in flight to this endpoint (benchfill.limits)")
 
 
 class Config(BaseModel):
@@ -167,11 +167,11 @@ class Config(BaseModel):
     probes: list[ProbeConfig] = Field(default_factory=list)
     rewriter: LLMConfig | None = None
     judge: LLMConfig | None = None
-    benchmark: dict[str, Any] | None = Field(None, description="a BenchmarkSpec or {name = ...}")
+    benchmark: dict[str, Any] | None = Field(default=None, description="a BenchmarkSpec or {name = ...}")
     retry: RetryConfig = Field(default_factory=RetryConfig)
     fleets: FleetPolicy = Field(default_factory=FleetPolicy, description="replica ejection (probe fleets)")
     seed: int = 0
-    source: str = Field("", exclude=True)
+    source: str = Field(default="", exclude=True)
 
     @field_validator("probes")
     @classmethod

@@ -28,7 +28,7 @@ class ResponseMatrix:
     item_ids: tuple[str, ...]
     correct: np.ndarray  # int64, shape (n_models, n_items)
     trials: np.ndarray  # int64, shape (n_models, n_items)
-    chance: np.ndarray = field(default=None)  # float64, shape (n_items,)
+    chance: np.ndarray | None = field(default=None)  # float64, shape (n_items,); zeros once made
     source: str = ""  # file the matrix was read from, for messages and reports
     untried: tuple[str, ...] = ()  # items of the source with trials 0 only, not in item_ids
     untried_models: tuple[str, ...] = ()  # models of the source with trials 0 only, not in models

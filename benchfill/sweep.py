@@ -37,13 +37,13 @@ class BenchmarkEntry(BaseModel):
     """One benchmark of the sweep: a registered name, or items + spec (+ responses) of any other."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # "3" for 3 is a mistake to name, not to coerce
-    name: str | None = Field(None, min_length=1)
+    name: str | None = Field(default=None, min_length=1)
     items: str | None = None
     spec: str | None = None
     responses: str | None = None
-    label: str | None = Field(None, min_length=1, description="its row in the table (default: name)")
-    gaps: int | None = Field(None, ge=1, description="gaps to fill (default: the sweep's)")
-    anchor_items: int | None = Field(None, ge=1, description="cap on the items the probe panel is placed "
+    label: str | None = Field(default=None, min_length=1, description="its row in the table (default: name)")
+    gaps: int | None = Field(default=None, ge=1, description="gaps to fill (default: the sweep's)")
+    anchor_items: int | None = Field(default=None, ge=1, description="cap on the items the probe panel is placed "
                                      "with when the benchmark has a response matrix (default 300)")
     options: dict[str, Any] = Field(default_factory=dict, description="run options for this benchmark only")
 
@@ -54,16 +54,16 @@ class BenchmarkEntry(BaseModel):
 
 class SweepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)  # "3" for 3 is a mistake to name, not to coerce
-    name: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     benchmarks: list[BenchmarkEntry] = Field(min_length=1)
     strategies: list[str] = Field(default_factory=lambda: ["benchfill", "baseline", "oracle"], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
-    gaps: int = Field(3, ge=1)
+    gaps: int = Field(default=3, ge=1)
     backend: Literal["sim", "openai"] = "sim"
-    config: str | None = Field(None, description="probe panel, rewriter and judge (TOML/YAML), backend openai")
+    config: str | None = Field(default=None, description="probe panel, rewriter and judge (TOML/YAML), backend openai")
     data_dir: str | None = None
     runs_dir: str | None = None
-    store: str | None = Field(None, description="one SQLAlchemy URL for every run (PostgreSQL for --executor ray)")
+    store: str | None = Field(default=None, description="one SQLAlchemy URL for every run (PostgreSQL for --executor ray)")
     options: dict[str, Any] = Field(default_factory=dict, description="run options for every run (rounds, ...)")
 
     @field_validator("strategies")

@@ -25,6 +25,29 @@ def test_public_names_import_from_the_package_and_import_stays_light():
     assert out.stdout.strip() == "True"
 
 
+def test_type_checkers_see_every_public_name_as_what_it_is_at_run_time():
+    """The lazy exports are spelled out under TYPE_CHECKING (they read as Any before: a misspelt keyword
+    passed mypy and pyright); the two lists must name the same things from the same places."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    import benchfill
+
+    tree = ast.parse(Path(benchfill.__file__).read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    typed = {a.asname: (n.module, a.name) for n in block.body for a in n.names}
+    assert all(alias == name for alias, (_, name) in typed.items())  # `import x as x`: a re-export
+    assert set(typed) == set(benchfill._EXPORTS)
+    for name, (module, attr) in typed.items():
+        got = getattr(benchfill, name)
+        want = getattr(importlib.import_module(module), attr)
+        if name in ("run", "release"):  # at run time the module, which calls the function typed here
+            assert callable(got) and got.__name__ == f"benchfill.{name}" and getattr(got, name) is want
+        else:
+            assert got is want, name
+
+
 def test_run_works_inside_a_running_event_loop_and_says_nothing_unasked(tmp_path, capfd):
     import benchfill
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field, replace
 from glob import escape as glob_escape
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -62,16 +62,24 @@ class IrtFit:
     def n_models(self) -> int:
         return len(self.models)
 
-    def normalize(self, b: np.ndarray | float) -> np.ndarray:
+    @overload
+    def normalize(self, b: float) -> float: ...
+    @overload
+    def normalize(self, b: np.ndarray) -> np.ndarray: ...
+    def normalize(self, b: np.ndarray | float) -> np.ndarray | float:
         """z = (b - b_min) / (b_max - b_min) on this benchmark's scale; not clipped."""
         b = z_of(b, "b", "a difficulty or an array of difficulties")
         span = self.b_max - self.b_min
         if span <= 0:
             # Every item at one difficulty: the scale degenerates; put them all mid-axis.
-            return np.full(np.shape(b), 0.5)
+            return 0.5 if np.ndim(b) == 0 else np.full(np.shape(b), 0.5)
         return (b - self.b_min) / span
 
-    def denormalize(self, z: np.ndarray | float) -> np.ndarray:
+    @overload
+    def denormalize(self, z: float) -> float: ...
+    @overload
+    def denormalize(self, z: np.ndarray) -> np.ndarray: ...
+    def denormalize(self, z: np.ndarray | float) -> np.ndarray | float:
         return self.b_min + z_of(z, "z", "a normalized difficulty or an array of them") * (self.b_max - self.b_min)
 
     @property

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from benchfill.errors import DataError
 
@@ -140,9 +141,9 @@ def _newton(
 
 
 def online_calibrate(
-    correct: np.ndarray,
-    trials: np.ndarray,
-    abilities: np.ndarray,
+    correct: ArrayLike,
+    trials: ArrayLike,
+    abilities: ArrayLike,
     *,
     chance: float = 0.0,
     prior_mean: float = 0.0,

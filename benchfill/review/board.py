@@ -146,7 +146,7 @@ class ReviewBoard:
         decision: str,
         reason: str = "",
         text: str | None = None,
-        answer: str | None = None,
+        answer: str | int | float | None = None,  # a number keeps its JSON type
         source: str = "",
         seen: str | None = None,
         options: str | None = None,
@@ -201,7 +201,7 @@ class ReviewBoard:
         decision: str,
         reason: str = "",
         text: str | None = None,
-        answer: str | None = None,
+        answer: str | int | float | None = None,
         source: str = "",
         outcome: Outcome | None = None,
         options: str | None = None,
@@ -254,7 +254,7 @@ class ReviewBoard:
                 s.add(row)
 
     @staticmethod
-    def _edited(entry: QueueEntry, text: str | None, answer: str | None, base: dict[str, Any],
+    def _edited(entry: QueueEntry, text: str | None, answer: str | int | float | None, base: dict[str, Any],
                 options: str | None = None, exact: bool = False) -> dict[str, Any]:  # fmt: skip
         if text is None and answer is None and options is None:
             raise BenchfillError(f"decision on '{entry.item_id}': an edit needs a new text, answer or options")
