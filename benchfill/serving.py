@@ -45,6 +45,8 @@ class EndpointCheck:
     # the model is benchfill's simulated world (`sim serve`, which lists it as owned by SIM_OWNER): a run
     # on it is a simulated run, whatever its backend is called
     simulated: bool = False
+    # failed for the configuration's sake, not the endpoint's (its key's variable unset): exit 2, not 3
+    config_fault: bool = False
 
     @property
     def status(self) -> str:
@@ -87,7 +89,7 @@ def check_endpoints(cfg: Config, timeout_s: float = 5.0) -> list[EndpointCheck]:
         for name, url, model, key_env, replica, replicas in targets:
             if key_env and not key_from_env(key_env):  # asked without it, the server's 401 would not say why
                 out.append(EndpointCheck(name, url, model, True, False, f"api_key_env: environment variable "
-                                         f"{key_env} is not set", replica, replicas))
+                                         f"{key_env} is not set", replica, replicas, config_fault=True))
                 continue
             if (url, key_env) not in listed:
                 listed[(url, key_env)] = _models(client, url, key_from_env(key_env))

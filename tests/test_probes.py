@@ -214,13 +214,16 @@ def test_probes_check_names_an_unset_key_variable_and_a_hosted_model_it_does_not
         path.write_text(f'[[probes]]\nname = "a"\nbase_url = "{srv.base_url}"\nmodel = "m1"\n'
                         f'[[probes]]\nname = "b"\nbase_url = "{srv.base_url}"\nmodel = "m1"\n'
                         'api_key_env = "BF_UNSET_KEY_VAR"\n[rewriter]\nmodel = "openai/gpt-4o"\n')
-        assert main(["probes", "check", "--config", str(path)]) == 3
+        # the configuration at fault, not an endpoint: 2, as `run` with the same config exits (it was 3)
+        assert main(["probes", "check", "--config", str(path)]) == 2
     cap = capsys.readouterr()
     lines = cap.out.splitlines()
     assert [ln.split()[:2] for ln in lines] == [["ok", "a"], ["FAIL", "b"], ["skip", "rewriter"]]
     assert "api_key_env: environment variable BF_UNSET_KEY_VAR is not set" in lines[1]
     assert "hosted provider (no api_base): not checked" in lines[2]
     assert cap.err.startswith("benchfill: error: 1 of 3 endpoints not ready; first: b")
+    path.write_text(path.read_text().replace(srv.base_url, "http://127.0.0.1:9/v1", 1))  # and one down too
+    assert main(["probes", "check", "--config", str(path), "--timeout", "2"]) == 3
 
 
 def test_retry_classification_and_retry_after():

@@ -66,8 +66,10 @@ def check_cmd(args: argparse.Namespace) -> int:
         # A fleet that keeps one replica still serves its probe; say so, but a check is a check.
         spare = sum(c.spare for c in bad)
         still = f" ({spare} of them replicas whose fleet is still served)" if spare else ""
-        raise EndpointError(f"{len(bad)} of {len(checks)} endpoints not ready{still}; first: {bad[0].label} "
-                            f"at {bad[0].base_url}: {bad[0].detail}")
+        # only the configuration at fault (a key's variable unset): exit 2, as a run with it gives
+        error = ConfigError if all(c.config_fault for c in bad) else EndpointError
+        raise error(f"{len(bad)} of {len(checks)} endpoints not ready{still}; first: {bad[0].label} "
+                    f"at {bad[0].base_url}: {bad[0].detail}")
     return 0
 
 
