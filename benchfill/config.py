@@ -14,13 +14,16 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from benchfill.data import read_mapping
 from benchfill.errors import ConfigError, validation_line
 from benchfill.redact import SECRET_VALUE, text_credentials, url_credentials
+
+if TYPE_CHECKING:
+    from benchfill.benchmarks import BenchmarkSpec
 
 # Field names that would hold a secret in other tools' configs; we refuse them outright.
 _SECRET_FIELDS = {"api_key", "apikey", "key", "token", "secret", "password", "access_token", "auth"}
@@ -192,7 +195,7 @@ class Config(BaseModel):
             alike[same] = p.name
         return v
 
-    def benchmark_spec(self):
+    def benchmark_spec(self) -> BenchmarkSpec | None:
         """The benchmark section as a BenchmarkSpec (a registered name or a full spec)."""
         from benchfill.benchmarks import BenchmarkSpec, registered_spec
 

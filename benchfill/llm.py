@@ -14,9 +14,9 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchfill.cache import CallCache, make_call, request_key, token_count
 from benchfill.config import LLMConfig, RetryConfig, key_from_env
@@ -24,6 +24,10 @@ from benchfill.errors import ConfigError, EndpointError
 from benchfill.limits import endpoint_bound
 from benchfill.redact import scrub
 from benchfill.retry import AttemptTimeout, TruncatedReply, async_retrying, is_retryable, status_of
+
+if TYPE_CHECKING:
+    from benchfill.benchmarks import BenchmarkSpec
+    from benchfill.store import Store
 
 log = logging.getLogger("benchfill.llm")
 
@@ -70,8 +74,9 @@ class LLMStats:
     latency_s: float = 0.0
 
 
-async def rewrite(cfg: LLMConfig, parent: dict[str, Any], target_z: float, references: list, *, spec,
-                  store=None, seed: int = 0, retry: RetryConfig | None = None, stats: LLMStats | None = None,
+async def rewrite(cfg: LLMConfig, parent: dict[str, Any], target_z: float,
+                  references: Sequence[tuple[dict[str, Any], float]], *, spec: BenchmarkSpec,
+                  store: Store | None = None, seed: int = 0, retry: RetryConfig | None = None, stats: LLMStats | None = None,
                   format_prompt: Callable | None = None, parse: Callable | None = None) -> RewriteResult | Failure:
     """Ask the rewriter for a child of ``parent`` aimed at ``target_z``; references are (item, z) pairs."""
     if format_prompt is None or parse is None:
@@ -103,7 +108,8 @@ async def rewrite(cfg: LLMConfig, parent: dict[str, Any], target_z: float, refer
     return RewriteResult(child, reply, repairs, cached)
 
 
-async def judge(cfg: LLMConfig, child: dict[str, Any], *, spec, store=None, seed: int = 0,
+async def judge(cfg: LLMConfig, child: dict[str, Any], *, spec: BenchmarkSpec, store: Store | None = None,
+                seed: int = 0,
                 retry: RetryConfig | None = None, stats: LLMStats | None = None,
                 format_prompt: Callable | None = None, parse: Callable | None = None) -> Verdict | Failure:
     """Ask the judge whether ``child`` is a valid item (well posed, reference answer right)."""

@@ -20,7 +20,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,10 @@ from benchfill.matrix import ResponseMatrix
 from benchfill.probe_http import ProbeHttp, RefusesN, describe_error
 from benchfill.retry import TruncatedReply
 from benchfill.store import Store
+
+if TYPE_CHECKING:
+    from benchfill.benchmarks import BenchmarkSpec
+    from benchfill.evaluators.base import Evaluator
 
 log = logging.getLogger("benchfill.probes")
 
@@ -127,7 +131,7 @@ class RolloutClient:
     (``benchfill.grading``). Caching, grading and the store stay in this process.
     """
 
-    def __init__(self, store: Store, panel: ProbePanel, spec, evaluator=None,
+    def __init__(self, store: Store, panel: ProbePanel, spec: BenchmarkSpec, evaluator: Evaluator | None = None,
                  prompt_fn: Callable[[dict, Any], str] | None = None, record: bool = True,
                  grade_workers: int | None = None):
         self.store = store
@@ -156,7 +160,7 @@ class RolloutClient:
         self._warned: set[str] = set()
 
     @property
-    def evaluator(self):
+    def evaluator(self) -> Evaluator:
         return self.grading.grader()
 
     async def __aenter__(self) -> RolloutClient:
@@ -384,8 +388,9 @@ def _where(p: ProbeConfig) -> str:
     return f"{p.key_endpoint} ({len(p.replicas)} replicas: {', '.join(url for url, _ in p.endpoints)})"
 
 
-def collect_responses(store: Store, panel: ProbePanel, items: Sequence[dict], spec, *, trials: int | None = None,
-                      seed: int = 0, evaluator=None, phase: str = "benchmark",
+def collect_responses(store: Store, panel: ProbePanel, items: Sequence[dict], spec: BenchmarkSpec, *,
+                      trials: int | None = None, seed: int = 0, evaluator: Evaluator | None = None,
+                      phase: str = "benchmark",
                       prompt_fn: Callable[[dict, Any], str] | None = None,
                       stats: TrafficStats | None = None, **client: Any) -> ResponseMatrix:
     """All items x all probes, graded, as a response matrix (sync wrapper around ``RolloutClient``).

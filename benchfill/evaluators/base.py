@@ -59,7 +59,7 @@ class Evaluator:
         """How programs this grader runs are confined ("bubblewrap", "unconfined"); None: it runs none."""
         return None
 
-    def grade(self, response: str, item: dict, spec: Any = None) -> Grade:
+    def grade(self, response: str, item: dict[str, Any], spec: Any = None) -> Grade:
         raise NotImplementedError
 
     def grade_many(self, responses: list[str], item: dict, spec: Any = None) -> list[Grade]:
