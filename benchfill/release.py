@@ -30,7 +30,7 @@ from benchfill.measure.before_after import before_after
 from benchfill.outputs import named
 from benchfill.release_carry import RUN_SEP, carry_forward, check_remove, keep_out, parse_time
 from benchfill.review import board as review_board
-from benchfill.review.board import ReviewBoard, moment_after
+from benchfill.review.board import ReviewBoard, hold_moment, moment_after
 from benchfill.review.card import (
     CARD_TOP_K,
     DATA_FILE,
@@ -206,7 +206,15 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     # machine's clock says: what a release counts as decided since the last one is read off these times
     # (board.moment_after). A clock stepped back had stamped 1.3.0 an hour before 1.2.0.
     before = parse_time(_released_at(prev_dir)) if prev_dir else None
-    moment = moment_after(board.store, before)
+    # Taken, held in the store and the decisions read under the run folder's lock, which every decision and
+    # import takes: none can fall between the moment and the reading, and every later one is stamped after it.
+    held = locks.hold(board.run_dir)
+    try:
+        moment = moment_after(board.store, before)
+        hold_moment(board.store, moment)
+        outcomes = board.outcomes()  # (once: it reads every queued item's decisions, in every run)
+    finally:
+        locks.release(held)
     if moment - review_board.now() > timedelta(seconds=1):
         last = f" (or release {previous[-1]})" if previous else ""
         print(f"benchfill: note: this machine's clock is behind the store's latest decision or release{last}; "
@@ -215,7 +223,6 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     now = moment.isoformat(timespec="seconds")
     name = run_name(board.store, board.run_dir, keep=True)
     record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version, name)
-    outcomes = board.outcomes()  # (once: it reads every queued item's decisions, in every run)
     prev_rows = _load_rows(prev_dir) if prev_dir else {}  # read once: checked here, carried below
     if prev_dir is not None:
         _check_originals(board, prev_rows, prev_dir.name, bench)
@@ -325,7 +332,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         # records on the rerun.
         with board.store.session() as s:
             s.add(Release(run_id=board.store.run_id, version=version, path=str(target.resolve()),
-                          manifest_sha256=digest))
+                          manifest_sha256=digest, created_at=moment))  # the moment its files carry
             _keep_removals(s, board.store.run_id, kept.removed)
             s.flush()
             # The first release of a benchmark fixes its scale (later ones reuse it): written before the
@@ -766,7 +773,9 @@ def _finish_interrupted(board: ReviewBoard, target: Path, bench_dir: Path, versi
     if board.store.get_meta(PUBLISHING_META) != {"version": version, "manifest_sha256": digest}:
         return None  # not the release this store was publishing: another copy of the run made it
     with board.store.session() as s:
-        s.add(Release(run_id=board.store.run_id, version=version, path=str(target.resolve()), manifest_sha256=digest))
+        made = parse_time(_released_at(target))  # the moment its files carry, where they say it
+        s.add(Release(run_id=board.store.run_id, version=version, path=str(target.resolve()), manifest_sha256=digest,
+                      **({"created_at": made} if made is not None else {})))
         removed = _manifest(target).get("removed")
         _keep_removals(s, board.store.run_id, removed if isinstance(removed, dict) else {})
     board.store.set_meta(PUBLISHING_META, None)

@@ -10,23 +10,35 @@ decision; a release stamped an hour before the one it followed.
 from __future__ import annotations
 
 import csv
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from test_review_support import CHILD_IDS, make_run
 
-import benchfill.review.board as board_module
 from benchfill.errors import DataError
 from benchfill.release import release
 from benchfill.review import ReviewBoard, export_queue, import_decisions
-from benchfill.schema import now as wall_now
 
 
 @pytest.fixture
 def clock(monkeypatch):
-    """``clock(hours)`` sets this process's wall clock that many hours off the true one."""
+    """``clock(hours)`` sets this process's wall clock that many hours off the true one: every time benchfill
+    stamps (``benchfill.schema.now``, which the tables' defaults call too) and the release's own reading."""
+    import benchfill.schema as schema
+
+    real = datetime
+
+    class Shifted(datetime):
+        offset = timedelta(0)
+
+        @classmethod
+        def now(cls, tz=None):
+            return real.now(tz) + cls.offset
+
+    monkeypatch.setattr(schema, "datetime", Shifted)
+
     def shift(hours: float) -> None:
-        monkeypatch.setattr(board_module, "now", lambda: wall_now() + timedelta(hours=hours))
+        Shifted.offset = timedelta(hours=hours)
     return shift
 
 
@@ -94,3 +106,48 @@ def test_a_stale_sheet_cannot_undo_a_decision_imported_under_a_clock_stepped_bac
         import_decisions(run, tmp_path / "A" / "review_queue.csv")
     with ReviewBoard(run) as b:
         assert [(d.reviewer, d.decision) for d in b.decisions(CHILD_IDS[0])] == [("alice", "reject")]
+
+
+def test_a_release_stamped_ahead_of_a_clock_stepped_back_still_counts_the_reject_that_follows(tmp_path, shared_data,
+                                                                                               clock):
+    # 1.0.0 is stamped after ann's accepts, ahead of this clock; bob's reject, made after it, had been stamped
+    # exactly at that moment (the store's row kept the wall clock), counted as before it, and shipped
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    clock(-1)
+    release(run, "1.0.0")
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "bob", "reject", reason="answer key is wrong")
+    v2 = release(run, "1.1.0")
+    assert v2.removed == [CHILD_IDS[0]] and v2.carried == [CHILD_IDS[1]]
+
+
+def test_a_page_decision_after_an_export_is_not_undone_by_that_sheet_under_a_clock_stepped_back(tmp_path,
+                                                                                                shared_data, clock):
+    run = make_run(tmp_path, shared_data)
+    export_queue(run, tmp_path / "A")
+    clock(-1)
+    with ReviewBoard(run) as b:  # on the page, after the export, with the clock an hour behind it
+        b.decide(CHILD_IDS[0], "alice", "reject", reason="wrong key", source="page")
+    clock(0)
+    _fill(tmp_path / "A" / "review_queue.csv", "accept", "alice")
+    with pytest.raises(DataError, match="after this sheet was exported"):
+        import_decisions(run, tmp_path / "A" / "review_queue.csv")
+
+
+def test_an_export_time_no_export_wrote_is_refused(tmp_path, shared_data):
+    # edited to 2099, it stamped every later decision and release of the store in 2099
+    run = make_run(tmp_path, shared_data)
+    export_queue(run, tmp_path / "A")
+    sheet = tmp_path / "A" / "review_queue.csv"
+    _fill(sheet, "accept", "alice")
+    text = sheet.read_text(encoding="utf-8-sig")
+    stamp = next(csv.DictReader(text.splitlines()))["exported_at"]
+    sheet.write_text(text.replace(stamp, "2099-01-01T00:00:00+00:00"), encoding="utf-8-sig")
+    with pytest.raises(DataError, match=r"field 'exported_at' is 2099-01-01T00:00:00\+00:00, later than this "
+                                        r"machine's clock and every export and decision of the store"):
+        import_decisions(run, sheet)
+    with ReviewBoard(run) as b:
+        assert b.decisions() == []

@@ -82,6 +82,22 @@ def test_item_text_is_shown_escaped(server):
     assert '<div class="side">' in page.text and "wrap=" not in page.text  # prose wraps
 
 
+def test_next_pending_says_none_is_left_only_when_none_is(server):
+    base, token = _base(server), server.token
+    with httpx.Client(base_url=base, params={"token": token}) as c:
+        c.get("/")  # the session cookie
+        with ReviewBoard(server.board.run_dir) as b:
+            for child in CHILD_IDS[:3]:
+                b.decide(child, "ann", "accept")
+        # from the one item still pending for ann: it is not "none left"
+        r = c.get("/next", params={"after": CHILD_IDS[3], "reviewer": "ann"})
+        assert r.status_code == 303 and r.headers["location"] == "/"
+        with ReviewBoard(server.board.run_dir) as b:
+            b.decide(CHILD_IDS[3], "ann", "accept")
+        r = c.get("/next", params={"after": CHILD_IDS[3], "reviewer": "ann"})
+        assert r.status_code == 303 and r.headers["location"] == "/?pending=none"
+
+
 def test_an_items_flags_are_explained_on_its_page(server):
     # a bare "near_duplicate beyond_reach" told a reviewer nothing they could act on
     page = httpx.get(_base(server) + f"/item/{CHILD_IDS[3]}?token={server.token}").text

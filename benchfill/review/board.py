@@ -34,10 +34,14 @@ class Changed(BenchfillError):
 
 
 TICK = timedelta(microseconds=1)
+# Run meta holding the latest moment a release or an export took (``hold_moment``): a release's own store row
+# is written only once its files are built, and an export's moment went only into its sheet, so a decision
+# made meanwhile under a clock behind them was stamped before them.
+CLOCK_KEY = "review_clock"
 
 
 def moment_after(store, *also: datetime | None) -> datetime:
-    """Now, but later than every decision and release the store holds (any run's) and than ``also``.
+    """Now, but later than every decision, release and export the store holds (any run's) and than ``also``.
 
     Which came first, a decision or a release (or a removal, or a sheet's export), is read off their times;
     each is stamped by the clock of whatever machine made it. A clock stepped back (NTP, a restored
@@ -45,14 +49,31 @@ def moment_after(store, *also: datetime | None) -> datetime:
     before it (the next release shipped the rejected item), a reviewer's later decision lose to an earlier
     one, and a stale sheet undo a later decision. A moment taken here keeps the order in which they were
     recorded, whatever the clocks say."""
+    floors = [t + TICK for t in (*recorded_moments(store), *(as_utc(a) for a in also if isinstance(a, datetime)))]
+    return max([now(), *floors])
+
+
+def recorded_moments(store) -> list[datetime]:
+    """The latest decision, release and held moment (``hold_moment``) the store records, of any run."""
     from sqlalchemy import func
 
-    from benchfill.schema import Release
+    from benchfill.schema import Release, RunMeta
 
-    with store.session() as s:  # (a plain select: every run's rows, not this handle's only)
+    with store.session() as s:  # (plain selects: every run's rows, not this handle's only)
         latest = [s.exec(select(func.max(t.created_at))).first() for t in (ReviewDecision, Release)]
-    floors = [as_utc(t) + TICK for t in (*latest, *also) if isinstance(t, datetime)]
-    return max([now(), *floors])
+        held = list(s.exec(select(RunMeta.value_json).where(RunMeta.key == CLOCK_KEY)))
+    for value in held:
+        try:
+            latest.append(datetime.fromisoformat(json.loads(value)))
+        except (ValueError, TypeError):
+            pass
+    return [as_utc(t) for t in latest if isinstance(t, datetime)]
+
+
+def hold_moment(store, moment: datetime) -> None:
+    """Record ``moment`` (a release's or an export's) so that every decision made after it is stamped later."""
+    if moment > max(recorded_moments(store), default=moment - TICK):
+        store.set_meta(CLOCK_KEY, moment.isoformat())
 
 
 def _exported(source: str) -> datetime | None:

@@ -11,15 +11,15 @@ import csv
 import io
 import json
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from benchfill.errors import BenchfillError, DataError
-from benchfill.review.board import ReviewBoard, moment_after
+from benchfill.review.board import ReviewBoard, hold_moment, moment_after, recorded_moments
 from benchfill.review.queue import QueueEntry, marked_diff
 from benchfill.review.rule import Outcome, outcome
-from benchfill.schema import as_utc
+from benchfill.schema import as_utc, now
 
 DECISION_COLUMNS = ("reviewer", "decision", "reason", "edited_text", "edited_answer", "edited_options")
 CSV_COLUMNS = (
@@ -158,7 +158,10 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
         records = [review_record(e, standing[e.item_id], code) for e in board.entries]
         # after every decision the store holds, whatever this machine's clock says: the import's guard against
         # a stale sheet compares decisions' times with it (board.moment_after)
-        stamp = moment_after(board.store).isoformat(timespec="microseconds")
+        moment = moment_after(board.store)
+        if not board.store.read_only:  # held, so that a decision on the page after it is stamped later
+            hold_moment(board.store, moment)
+        stamp = moment.isoformat(timespec="microseconds")
     out.mkdir(parents=True, exist_ok=True)
     _atomic_write(jsonl, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
@@ -208,6 +211,8 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
 def _import_held(run_dir: str | Path, path: Path, reviewer: str | None) -> int:
     with ReviewBoard(run_dir, writable=True) as board:
         rows, lines, exported = _read_sheet(board, path, reviewer)
+        if exported is not None:
+            _check_export_time(board, path, exported)
         sheet = f"sheet:{exported.isoformat()}" if exported else "sheet"
         latest = {(d.item_id, d.reviewer): d for d in board.decisions()}
         moved = _changed_since(board, exported, sheet, {(r.item_id, r.reviewer) for r in rows}) if exported else {}
@@ -352,6 +357,22 @@ def _same_item(entry: QueueEntry, row: dict[str, Any]) -> None:
     if text and " ".join(text.split()) != " ".join(str(entry.child.get(entry.text_field, "")).split()):
         raise BenchfillError(f"item '{entry.item_id}': the row's child_text is not the queue's text of that item "
                              "(a re-sorted sheet?)")
+
+
+# How far ahead of this machine's clock, and of every moment the store records, a sheet's export time may lie
+# (another host's clock): every decision the sheet brings is stamped after it (board.moment_after).
+EXPORT_SKEW = timedelta(minutes=5)
+
+
+def _check_export_time(board: ReviewBoard, path: Path, exported: datetime) -> None:
+    """Refuse an export time no export of this store can have written: a cell edited to 2099 stamped every
+    later decision and release of the store in 2099."""
+    latest = max([now(), *recorded_moments(board.store)])
+    if exported > latest + EXPORT_SKEW:
+        raise DataError(f"{path}: field '{EXPORTED_AT}' is {exported.isoformat(timespec='seconds')}, later than "
+                        f"this machine's clock and every export and decision of the store "
+                        f"({latest.isoformat(timespec='seconds')}): not the time an export wrote (edited?). "
+                        "Export a fresh sheet and fill that one")
 
 
 def _stamp(text: str, where: str, seen: datetime | None) -> datetime:

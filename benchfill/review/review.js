@@ -20,10 +20,14 @@
   // A message in the status line, and the control in use kept in view above it (the line is sticky at the
   // bottom: a long message covered the button just pressed on a phone). Set a moment after a page loads, a
   // message is announced by screen readers, which skip a live region's text already there at load.
+  var later = null;  // the message of the page before, shown a moment after this one loads
   function say(text) {
+    if (later !== null) { clearTimeout(later); later = null; }  // a newer message wins over it
     status.textContent = text;
-    var el = document.activeElement;
-    if (el && el !== document.body && el.scrollIntoView) { el.scrollIntoView({ block: "nearest" }); }
+    var el = document.activeElement;  // a control, not the heading a key was pressed from (no jump to the top)
+    if (el && /^(BUTTON|INPUT|TEXTAREA|SELECT)$/.test(el.tagName) && el.scrollIntoView) {
+      el.scrollIntoView({ block: "nearest" });
+    }
   }
 
   function field(id) { var el = document.getElementById(id); return el ? el.value : null; }
@@ -153,6 +157,6 @@
   var recorded = sessionStorage.getItem("benchfill-recorded");
   if (recorded) {
     sessionStorage.removeItem("benchfill-recorded");
-    setTimeout(function () { say(recorded); }, 300);
+    later = setTimeout(function () { later = null; say(recorded); }, 300);
   }
 })();

@@ -90,9 +90,14 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
     async def next_pending(request: Request) -> Response:
         # Where the page goes after an accept or a reject, and the queue page's "n".
         after = request.query_params.get("after", "")
-        found = _next_pending(board, after, request.query_params.get("reviewer", "").strip())
-        # none left: the queue, saying so (it reloaded silently, and a reviewer could not tell "n" had done anything)
-        return RedirectResponse(f"/item/{quote(found, safe='')}" if found else "/?pending=none", status_code=303)
+        reviewer = request.query_params.get("reviewer", "").strip()
+        found = _next_pending(board, after, reviewer)
+        if found:
+            return RedirectResponse(f"/item/{quote(found, safe='')}", status_code=303)
+        # none left: the queue, saying so (it reloaded silently, and a reviewer could not tell "n" had done
+        # anything); but not where the item just left is itself still pending for this reviewer
+        left = after and _next_pending(board, "", reviewer) == after
+        return RedirectResponse("/" if left else "/?pending=none", status_code=303)
 
     async def decide(request: Request) -> Response:
         if not secrets.compare_digest(request.headers.get(HEADER, ""), token):
