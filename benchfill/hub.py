@@ -39,6 +39,13 @@ class HubRef:
         tail = (":" + (self.config or "")) if (self.config or self.split) else ""
         return PREFIX + self.repo + tail + (":" + self.split if self.split else "")
 
+    def public(self) -> str:
+        """The reference as it may be published: a local folder (``hf:/home/alice/private/quiz``, which the
+        run id and a release's card carried whole) by its own name only; a Hub name as it is."""
+        if Path(self.repo).is_absolute() or self.repo.startswith((".", "~")):
+            return str(HubRef(Path(self.repo.rstrip("/")).name or "local", self.config, self.split))
+        return str(self)
+
     def fetch_hint(self) -> str:
         args = repr(self.repo) + (f", {self.config!r}" if self.config else "")
         return (f"fetch it once online with: python -c \"import datasets; datasets.load_dataset({args})\" "

@@ -275,6 +275,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         "edited_unplaced": sum(1 for r in rows if r["origin"] == "generated" and r.get("edited")),
         # generated items whose z lies outside the gap they were made for (by the row's own numbers)
         "outside_gap": [r["id"] for r in rows if r["origin"] == "generated" and "outside_gap" in _flags_of(r)],
+        "near_duplicate": [r["id"] for r in rows if r["origin"] == "generated" and "near_duplicate" in _flags_of(r)],
     }
     run_k = _run_top_k(board)
     meta["run_top_k"] = run_k
@@ -731,9 +732,16 @@ def _run_options(options: Any) -> dict[str, Any] | None:
     if not isinstance(options, dict):
         return None
     out = {k: v for k, v in options.items() if k != "extra"}
+    from benchfill import hub
+
     for k in ("items", "responses", "spec", "config"):
         if isinstance(out.get(k), str) and not out[k].startswith("hf:"):
             out[k] = Path(out[k]).name
+        elif isinstance(out.get(k), str):  # a local folder read as a dataset: its name, not its path
+            try:
+                out[k] = hub.parse(out[k]).public()
+            except DataError:
+                out[k] = "hf:"
     return out
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchfill import calling_module, locks
-from benchfill.errors import ConfigError
+from benchfill.errors import ConfigError, DataError
 from benchfill.untrusted import terminal
 
 BACKENDS = ("sim", "openai")
@@ -218,7 +218,14 @@ def run_id_for(opts: RunOptions, name: str | None = None) -> str:
     digest = hashlib.sha256(json.dumps(opts.identity(), sort_keys=True).encode()).hexdigest()[:10]
     if not name and not opts.benchmark and opts.items and opts.items.startswith("hf:"):
         # a dataset, not a file: "hf:acme/quiz::test" names its runs "acme_quiz_test-...", not "quiz::test-..."
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", opts.items[3:]).strip("._-")[:64] or "hf"
+        # (a local folder by its own name: its path, home folder and all, went into every published row)
+        from benchfill import hub
+
+        try:
+            public = hub.parse(opts.items).public()
+        except DataError:
+            public = opts.items
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", public[3:]).strip("._-")[:64] or "hf"
     name = _folder_name(name or opts.benchmark or Path(opts.items or "custom").stem)
     if len(name.encode()) > 200:  # a folder name holds 255 bytes: a long items file's stem is cut, as a sweep's label
         name = name.encode()[:64].decode(errors="ignore")

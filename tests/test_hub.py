@@ -135,6 +135,34 @@ def test_run_reads_its_items_from_a_local_dataset_folder_under_the_data_dir(tmp_
     assert len(err) == 1 and "--items hf:acme/quiz: the dataset's rows are not those run" in err[0], err
 
 
+def test_a_local_dataset_folder_is_published_by_its_name_not_its_path(tmp_path, capsys, monkeypatch):
+    # `--items hf:/home/alice/private/quiz` made the run id, every released row's run_id, the card and the
+    # changelogs carry the whole path (a home folder, a project's name)
+    from benchfill.release import release
+    from benchfill.review import ReviewBoard
+
+    monkeypatch.delenv("BENCHFILL_DATA_DIR", raising=False)
+    folder = tmp_path / "home" / "alice" / "private" / "quiz"
+    _quiz_folder(folder)
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[benchmark]\nname = "quiz"\ntext_field = "question"\nanswer_field = "gold"\n')
+    runs = tmp_path / "runs"
+    assert main(["run", "--items", f"hf:{folder}::test", "--spec", str(spec), "--backend", "sim",
+                 "--runs-dir", str(runs), "--gaps", "1", "--rounds", "1", "--parents", "2", "--children", "2",
+                 "--sim-probes", "6", "--quiet"]) == 0
+    (run_dir,) = [p for p in runs.iterdir() if p.name != "releases"]
+    assert run_dir.name.startswith("quiz_test-benchfill-"), run_dir.name
+    with ReviewBoard(run_dir) as b:
+        for e in b.entries:
+            b.decide(e.item_id, "ann", "accept")
+    out = release(run_dir, "1.0.0").path
+    for f in out.rglob("*"):
+        if f.is_file() and f.suffix in (".md", ".json", ".jsonl"):
+            text = f.read_text()
+            assert "alice" not in text and str(tmp_path) not in text, f
+    assert "items: hf:quiz::test" in (out / "README.md").read_text()
+
+
 def test_a_fresh_run_directory_is_removed_whatever_stops_the_run_before_its_work(tmp_path, monkeypatch):
     import benchfill.run as run_module
 

@@ -50,9 +50,21 @@ def test_release_loads_with_datasets_and_carries_provenance(tmp_path, shared_dat
     assert orig["ancestor_id"] is None and orig["difficulty_source"] == "irt_fit"
     card = (res.path / "README.md").read_text()
     assert "max gap" in card and "plots/ecdf_before_after.png" in card and "simulated" in card
+    # a simulated run's originals are placed by its fit, which the simulated panel joins: said too
+    assert "The original items' difficulties, and so every \"before\" figure, come from this run's IRT fit" in card
+    assert "nearly repeat" not in card  # none accepted here
     assert (res.path / "plots" / "ecdf_before_after.png").read_bytes()[:4] == b"\x89PNG"
     with ReviewBoard(run) as b:
         assert [r.version for r in b.store.all(Release)] == ["1.0.0"]
+
+
+def test_the_card_names_accepted_near_duplicates(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[3], "ann", "accept")  # flagged near_duplicate by its run
+    card = (release(run, "1.0.0").path / "README.md").read_text()
+    assert (f"> 1 generated item(s) nearly repeat an item of the benchmark (flag `near_duplicate`): "
+            f"`{CHILD_IDS[3]}`.") in card
 
 
 def test_release_rule_is_configurable(tmp_path, shared_data):

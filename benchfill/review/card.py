@@ -154,12 +154,24 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
                "verdicts and their difficulties are simulated, not an LLM's.\n" if meta.get("n_generated") else
                "\n> This release comes from a run on the **simulated** world: the probe answers that place its items "
                "are simulated, not a model's.\n")
+        rec = meta.get("scale_of_record") or {}
+        if meta.get("n_generated") and rec.get("run_id") == meta.get("run_id"):
+            # the originals' places, and so every "before" figure, came from this run's fit, which the simulated
+            # probe panel's answers join (alone where the benchmark publishes no response matrix)
+            sim += ("\n> The original items' difficulties, and so every \"before\" figure, come from this run's "
+                    "IRT fit, to which the simulated probe panel's answers contribute (they are all of it where the "
+                    "benchmark publishes no response matrix): they are simulated too.\n")
     outside = meta.get("outside_gap") or []
     if outside:
         listed = ", ".join(untrusted.md_code(i) for i in outside)
         sim += (f"\n> {len(outside)} generated item(s) lie outside the gap they were made for, as the run measured "
                 f"the item and its gap, both mapped onto this scale (flag `outside_gap` in column `flags`): {listed}. "
                 "Each adds an item to the axis, but not where the gap was.\n")
+    near = meta.get("near_duplicate") or []
+    if near:
+        sim += (f"\n> {len(near)} generated item(s) nearly repeat an item of the benchmark (flag `near_duplicate`): "
+                f"{', '.join(untrusted.md_code(i) for i in near)}. A reviewer accepted them; they still count in the "
+                "after-figures.\n")
     if meta.get("edited_unplaced"):
         sim += (f"\n> {meta['edited_unplaced']} generated item(s) were edited in review after their difficulty was "
                 "measured (column `edited`); they are released but not counted in the after-figures, whose "
