@@ -40,6 +40,7 @@ from benchfill.review.card import (
     coverage_figures,
     dataset_card,
     ecdf_plot,
+    mixed_columns,
 )
 from benchfill.review.rule import ReleaseRule
 from benchfill.run import INPUTS_META
@@ -276,6 +277,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         # generated items whose z lies outside the gap they were made for (by the row's own numbers)
         "outside_gap": [r["id"] for r in rows if r["origin"] == "generated" and "outside_gap" in _flags_of(r)],
         "near_duplicate": [r["id"] for r in rows if r["origin"] == "generated" and "near_duplicate" in _flags_of(r)],
+        "mixed_columns": mixed_columns(rows),
     }
     run_k = _run_top_k(board)
     meta["run_top_k"] = run_k

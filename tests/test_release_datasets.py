@@ -93,6 +93,39 @@ def test_card_features_are_the_types_arrow_infers_from_all_the_rows():
     assert card_features([{"answer": 1}, {"answer": "5/2"}]) is None  # no one type: no features, as before
 
 
+def test_the_card_says_which_columns_mix_types_and_how_to_read_them(tmp_path, shared_data):
+    # the card declares no types then, and a release over 10 MB failed to load at the first row of the other
+    from test_review_support import CHILD_IDS, make_run
+
+    from benchfill.release import release
+    from benchfill.review import ReviewBoard
+    from benchfill.review.card import mixed_columns
+
+    assert mixed_columns([{"id": "a", "answer": 12, "n": 1}, {"id": "b", "answer": "2/3", "n": 2}]) == ["answer"]
+    from benchfill.schema import Item
+    from benchfill.store import Store
+
+    run = make_run(tmp_path, shared_data)
+    store = Store(run / "store.db")  # the originals' answers as numbers, as amc23's are
+    with store.session() as s:
+        for it in s.exec(store.select(Item, Item.origin == "original")):
+            data = json.loads(it.data_json)
+            it.data_json = json.dumps({**data, "answer": int(data["answer"])})
+            s.add(it)
+    store.close()
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "edit", answer="two thirds")  # text no number column can hold
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    card = (release(run, "1.0.0").path / "README.md").read_text()
+    assert "> Column(s) `answer` hold values of more than one type" in card and "dataset_info" not in card
+    assert "pandas.read_json(path, lines=True, dtype=False)" in card
+    clean = make_run(tmp_path / "clean", shared_data)
+    with ReviewBoard(clean) as b:
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    card = (release(clean, "1.0.0", out=tmp_path / "clean" / "rel").path / "README.md").read_text()
+    assert "more than one type" not in card and "dataset_info" in card
+
+
 @pytest.mark.parametrize(
     ("value", "model", "typed"),
     [("518", 7, 518), ("-3", 7, -3), (518.0, 7, 518), ("018", 7, "018"), ("5/2", 7, "5/2"), ("1e3", 7, "1e3"),

@@ -77,6 +77,17 @@ def card_features(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         return None
 
 
+def mixed_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The columns of ``rows`` whose values no one `datasets` type holds (an answer edited from 12 to "2/3")."""
+    out = []
+    for c in dict.fromkeys(k for r in rows for k in r):
+        try:
+            _feature([r.get(c) for r in rows])
+        except _Mixed:
+            out.append(c)
+    return out
+
+
 def _feature(values: list[Any]) -> dict[str, Any]:
     present = [v for v in values if v is not None]
     kinds = {type(v) for v in present}
@@ -172,6 +183,15 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
         sim += (f"\n> {len(near)} generated item(s) nearly repeat an item of the benchmark (flag `near_duplicate`): "
                 f"{', '.join(untrusted.md_code(i) for i in near)}. A reviewer accepted them; they still count in the "
                 "after-figures.\n")
+    mixed = meta.get("mixed_columns") or []
+    if mixed:
+        # the card then declares no column types: readers infer them from the first rows, and a release over
+        # 10 MB failed to load at the first row of the other type (pyarrow's JSON reader, `datasets`)
+        sim += (f"\n> Column(s) {', '.join(untrusted.md_code(c) for c in mixed)} hold values of more than one type "
+                "(text in some rows, numbers in others: an edit in review), so this card declares no column types. "
+                "Readers that infer types from the first rows can refuse the file: `datasets` on a data file over "
+                "10 MB, `pyarrow.json.read_json`. Read it line by line with `json.loads`, or with "
+                "`pandas.read_json(path, lines=True, dtype=False)`.\n")
     if meta.get("edited_unplaced"):
         sim += (f"\n> {meta['edited_unplaced']} generated item(s) were edited in review after their difficulty was "
                 "measured (column `edited`); they are released but not counted in the after-figures, whose "
