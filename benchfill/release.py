@@ -964,13 +964,23 @@ def _typed_like(value: Any, model: Any) -> Any:
 REQUIRED_FILES = (DATA_FILE, "README.md", "CHANGELOG.md")  # a release without them is not one
 
 
-def verify_release(path: str | Path, manifest_sha256: str | None = None) -> list[str]:
+# What a copy of a release downloaded from the Hugging Face Hub holds beside the release's own files: the
+# repository's attributes and huggingface_hub's download records (``hf download --local-dir``)
+HUB_EXTRAS = (".gitattributes", ".cache", ".huggingface")
+
+
+def verify_release(path: str | Path, manifest_sha256: str | None = None, *, copy: bool = False) -> list[str]:
     """Problems found by checking a release against its manifest; empty means it verifies.
 
     The manifest must list the data, the card and the changelog, name the folder's version and its
     parent's benchmark, and match every file. A manifest rewritten to fit edited files still matches
     them; only its own sha256, printed by ``release`` and kept in the run's store, tells. Given
-    ``manifest_sha256``, that is checked too."""
+    ``manifest_sha256``, that is checked too.
+
+    ``copy``: a copy of the release away from its benchmark's release folder, as a user downloads it (into
+    any folder, or the Hub's cache, whose files are links to its blobs): the folder's name and place are not
+    checked, the Hub's own files (``HUB_EXTRAS``) are left out, and a link to a regular file is read as
+    that file. Every file of the release must still match the manifest."""
     path = Path(path)
     mpath = path / MANIFEST
     if not mpath.is_file():
@@ -986,14 +996,14 @@ def verify_release(path: str | Path, manifest_sha256: str | None = None) -> list
     if manifest_sha256 is not None and (own := _sha256(mpath)) != manifest_sha256.strip().lower():
         problems.append(f"{mpath}: sha256 {own} is not the one given ({manifest_sha256.strip()}): "
                         "the manifest was rewritten")
-    if manifest.get("version") != path.resolve().name:
+    if not copy and manifest.get("version") != path.resolve().name:
         problems.append(f"{mpath}: names version {manifest.get('version')!r}, the folder is {path.resolve().name!r}")
-    if manifest.get("benchmark") != path.resolve().parent.name:
+    if not copy and manifest.get("benchmark") != path.resolve().parent.name:
         problems.append(f"{mpath}: names benchmark {manifest.get('benchmark')!r}, the folder's parent is "
                         f"{path.resolve().parent.name!r}")
     problems += [f"{path / name}: a release must list it in its manifest" for name in REQUIRED_FILES
                  if name not in listed]
-    files, odd = _regular_files(path)
+    files, odd = _regular_files(path, copy=copy)
     problems += odd
     actual = {name: {"sha256": _sha256(p)} for name, p in files.items() if p.name != MANIFEST}
     for name, info in sorted(listed.items()):
@@ -1006,20 +1016,27 @@ def verify_release(path: str | Path, manifest_sha256: str | None = None) -> list
         problems += _card_against_data(files["README.md"], files[DATA_FILE])
     # beside it where the release still sits in its benchmark's folder (one copied out alone has none)
     kept, scale = manifest.get("scale_of_record_sha256"), path.parent / ScaleOfRecord.FILE
-    if kept and scale.is_file() and _sha256(scale) != kept:
+    if kept and not copy and scale.is_file() and _sha256(scale) != kept:
         problems.append(f"{scale}: sha256 differs from the one release {path.name} was placed on (modified)")
     return problems
 
 
-def _regular_files(root: Path) -> tuple[dict[str, Path], list[str]]:
+def _regular_files(root: Path, copy: bool = False) -> tuple[dict[str, Path], list[str]]:
     """A release's regular files by relative name, and a problem for everything else in it: a symbolic link
-    (its target, perhaps outside the release, would be what the manifest vouches for), a pipe or a device."""
+    (its target, perhaps outside the release, would be what the manifest vouches for), a pipe or a device.
+    In a downloaded ``copy`` a link to a regular file counts as that file (the Hub's cache links every file to
+    its blob), and the Hub's own files are left out."""
     files, problems = {}, []
     for folder, dirs, names in os.walk(root):
+        if copy and Path(folder) == root:
+            dirs[:] = [d for d in dirs if d not in HUB_EXTRAS]
+            names = [n for n in names if n not in HUB_EXTRAS]
         for name in sorted(dirs + names):
             p = Path(folder) / name
             rel = p.relative_to(root).as_posix()
-            if p.is_symlink():
+            if copy and name in names and p.is_symlink() and p.is_file():
+                files[rel] = p  # the content is what the manifest checks, wherever the link points
+            elif p.is_symlink():
                 problems.append(f"{root / rel}: a symbolic link; a release holds regular files only")
             elif name in names:
                 if p.is_file():

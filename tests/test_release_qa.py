@@ -157,6 +157,42 @@ def test_verify_checks_the_data_against_the_card_and_refuses_links(tmp_path, sha
     assert "pipe: not a regular file" in capsys.readouterr().err
 
 
+def test_a_copy_downloaded_from_the_hub_verifies_with_copy(tmp_path, shared_data, capsys):
+    # in any folder, with the repository's .gitattributes and huggingface_hub's download records, or in the
+    # Hub's cache where every file is a link to its blob: it never verified, though the card says to check it
+    import shutil
+
+    run = make_run(tmp_path, shared_data)
+    _accept(run, CHILD_IDS[0])
+    assert main(["release", str(run), "--version", "1.0.0"]) == 0
+    v1 = tmp_path / "releases" / "aime24" / "1.0.0"
+    dl = tmp_path / "dl" / "aime24-1.0.0"
+    shutil.copytree(v1, dl)
+    (dl / ".gitattributes").write_text("*.jsonl filter=lfs diff=lfs merge=lfs -text\n")
+    (dl / ".cache" / "huggingface" / "download").mkdir(parents=True)
+    (dl / ".cache" / "huggingface" / "download" / "README.md.metadata").write_text("abc\n")
+    capsys.readouterr()
+    assert main(["release", "verify", str(dl)]) == 2  # as a release in its folder, it is not one
+    from benchfill.release import manifest_sha256
+
+    printed = manifest_sha256(v1)  # as `release` printed it
+    assert main(["release", "verify", str(dl), "--copy", "--sha256", printed]) == 0, capsys.readouterr().err
+    snap, blobs = tmp_path / "hub" / "snapshots" / "abc123", tmp_path / "hub" / "blobs"
+    blobs.mkdir(parents=True)
+    for f in v1.rglob("*"):
+        if f.is_file():
+            blob = blobs / f"b{len(list(blobs.iterdir()))}"
+            shutil.copyfile(f, blob)
+            (snap / f.relative_to(v1)).parent.mkdir(parents=True, exist_ok=True)
+            (snap / f.relative_to(v1)).symlink_to(blob)
+    assert main(["release", "verify", str(snap), "--copy"]) == 0, capsys.readouterr().err
+    with (blobs / "b0").open("a") as fh:  # a blob changed: still caught
+        fh.write("\n")
+    assert main(["release", "verify", str(snap), "--copy"]) == 2
+    assert main(["release", "diff", str(v1), str(v1), "--copy"]) == 2  # verify's flag only
+    assert "--copy: does not apply to `benchfill release diff`" in capsys.readouterr().err
+
+
 def _no_release_published(root: Path) -> None:
     assert not (root / "1.0.0").exists() and not (root / "CHANGELOG.md").exists()
     assert not (root / "scale_of_record.json").exists() and not list(root.glob(".*.tmp"))

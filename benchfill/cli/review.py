@@ -49,7 +49,7 @@ def register(subparsers) -> None:
         usage="benchfill release RUN --version X.Y.Z [--out DIR] [--min-accepts N] [--max-rejects N]\n"
               "                         [--remove ITEM_ID --removed-by NAME [--reason R]]\n"
               "       benchfill release diff A B\n"
-              "       benchfill release verify DIR [--sha256 HEX | --run RUN]",
+              "       benchfill release verify DIR [--sha256 HEX | --run RUN] [--copy]",
     )
     rel.add_argument("args", nargs="+", metavar="RUN | diff A B | verify DIR")
     rel.add_argument("--version", dest="release_version", help="semantic version of the new release (X.Y.Z)")
@@ -60,6 +60,9 @@ def register(subparsers) -> None:
     rel.add_argument("--reason", default="", help="why the --remove items go (recorded in the CHANGELOG)")
     rel.add_argument("--sha256", metavar="HEX", help="verify: the manifest's sha256 as `release` printed it")
     rel.add_argument("--run", type=Path, help="verify: the run whose store recorded the release's manifest sha256")
+    rel.add_argument("--copy", action="store_true",
+                     help="verify: a copy away from its benchmark's release folder, as downloaded from the Hub "
+                          "(its folder's name and place are not checked; the Hub's own files are left out)")
     _rule_args(rel)
     # a release stopped after its folder was published and before the store recorded it is finished by the
     # same command ("finished the interrupted release"): the stop's or the store's line says to rerun it
@@ -134,8 +137,8 @@ def _import(args) -> int:
 _RELEASE_FLAGS = (("--version", "release_version", None), ("--out", "out", None), ("--remove", "remove", []),
                   ("--removed-by", "removed_by", None), ("--reason", "reason", ""), ("--sha256", "sha256", None),
                   ("--run", "run", None), ("--min-accepts", "min_accepts", None),
-                  ("--max-rejects", "max_rejects", None))
-_FLAG_MODES = {"--sha256": ("verify",), "--run": ("verify",)}
+                  ("--max-rejects", "max_rejects", None), ("--copy", "copy", False))
+_FLAG_MODES = {"--sha256": ("verify",), "--run": ("verify",), "--copy": ("verify",)}
 
 
 def _release(args) -> int:
@@ -155,7 +158,7 @@ def _release(args) -> int:
         return 0
     if words[0] == "verify":
         if len(words) != 2:
-            raise ConfigError("usage: benchfill release verify DIR [--sha256 HEX | --run RUN]")
+            raise ConfigError("usage: benchfill release verify DIR [--sha256 HEX | --run RUN] [--copy]")
         want = args.sha256
         if want is not None and args.run is not None:
             raise ConfigError("--sha256 and --run: give one (--run reads the sha256 its store recorded)")
@@ -167,7 +170,7 @@ def _release(args) -> int:
             want = recorded_sha256(words[1], args.run)
             if want is None:
                 raise ConfigError(f"--run {args.run}: its store records no release at {words[1]}")
-        problems = verify_release(Path(words[1]), want)
+        problems = verify_release(Path(words[1]), want, copy=args.copy)
         if problems:
             # all on stderr, the error line first: stdout carries only what verifies
             from benchfill.untrusted import terminal

@@ -234,7 +234,8 @@ abilities, the item's unknown slope) was wider than its gap's half-width: whethe
 near chance, whatever its z, until probes nearer its difficulty place it.
 A field of the benchmark's own named like one of these (a `difficulty` label, say) is the column `item_<name>`.
 
-`manifest.json` holds the sha256 of every file; check it with `benchfill release verify DIR`.
+`manifest.json` holds the sha256 of every file; check it with `benchfill release verify DIR` (a copy
+downloaded from the Hub, in any folder or the Hub's cache: `benchfill release verify DIR --copy`).
 
 ## Changelog
 
