@@ -15,6 +15,10 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what ``__getattr__`` gives at run time, spelled out for type checkers and IDEs (every
     # name read as Any before, so `benchfill.fit(m, engin="nuts")` passed mypy and pyright)
+    # The module, as at run time: `benchfill.run.run(opts)` and `benchfill.release.release(...)` type-check as
+    # documented (the modules are also callable at run time, which no annotation can say of a module)
+    from benchfill import release as release
+    from benchfill import run as run
     from benchfill.benchmarks import get_benchmark as get_benchmark
     from benchfill.config import load_config as load_config
     from benchfill.coverage import diagnose as diagnose
@@ -30,10 +34,8 @@ if TYPE_CHECKING:  # what ``__getattr__`` gives at run time, spelled out for typ
     from benchfill.matrix import ResponseMatrix as ResponseMatrix
     from benchfill.probes import collect_responses as collect_responses
     from benchfill.pruning import calibrate as calibrate
-    from benchfill.release import release as release  # the module at run time, which calls this function
     from benchfill.review import ReviewBoard as ReviewBoard
     from benchfill.run import RunOptions as RunOptions
-    from benchfill.run import run as run  # (as release)
     from benchfill.store import Store as Store
     from benchfill.sweep import load_sweep as load_sweep
     from benchfill.sweep import run_sweep as run_sweep

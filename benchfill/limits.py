@@ -156,7 +156,8 @@ async def watch_stalls(notice_s: float | None = None) -> None:
         overrun = now - before - pause
         if overrun > 5.0:
             for bound in list(_BOUNDS.get(loop, {}).values()):
-                bound.quiet_since += overrun
+                # never past now: a call that began, or ended, as the loop came back has set it afresh
+                bound.quiet_since = min(bound.quiet_since + overrun, now)
         for bound in list(_BOUNDS.get(loop, {}).values()):
             quiet = now - bound.quiet_since
             if bound.in_flight and quiet >= max(first, 2 * bound.stall_said):

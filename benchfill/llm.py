@@ -281,12 +281,6 @@ def _litellm():
     from benchfill import proxies
 
     proxies.prepare()
-    if os.environ.get("USE_LITELLM_PROXY", "").strip().lower() in ("1", "true", "yes", "on"):
-        # litellm reads it before any argument of the call: every rewriter and judge call went to a LiteLLM
-        # proxy (the simulated world's answered "model does not exist"), not to the endpoint the run names
-        raise ConfigError("USE_LITELLM_PROXY is set: litellm would send the rewriter's and the judge's calls to "
-                          "a LiteLLM proxy instead of the endpoints this run names; unset it for benchfill (to "
-                          "use a LiteLLM proxy, name it as the rewriter's or judge's api_base)")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     names = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm")
     # a level the host application gave one of these loggers before stands (litellm's import resets them)
@@ -304,4 +298,7 @@ def _litellm():
     litellm.suppress_debug_info = True
     for name in names:
         logging.getLogger(name).setLevel(chosen[name] or logging.ERROR)
+    if getattr(litellm, "use_litellm_proxy", False) is True:  # a host's own switch, as the variable
+        raise ConfigError("litellm.use_litellm_proxy is True in this process: litellm would send the rewriter's "
+                          "and the judge's calls to a LiteLLM proxy instead of the endpoints this run names")
     return litellm

@@ -20,24 +20,28 @@ from benchfill.errors import ConfigError
 
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 NO_PROXY_VARS = ("no_proxy", "NO_PROXY")
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+# 0.0.0.0 as vLLM prints its address; 127.0.0.0/8 for the clients that read CIDR (httpx, urllib)
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0", "127.0.0.0/8")
 _LOADED: set[str] = set()
 
 
 def direct_loopback() -> None:
-    """Add the loopback hosts to ``NO_PROXY`` and ``no_proxy`` where a proxy variable is set (idempotent;
-    nothing changes where none is set, or ``NO_PROXY`` is ``*``)."""
+    """Add the loopback hosts to ``NO_PROXY`` / ``no_proxy`` where a proxy variable is set (idempotent;
+    nothing changes where none is set).
+
+    The variables that exist get the union of both (the clients read the lower-case one first where both
+    are set); where neither does, only ``NO_PROXY`` is made: a ``no_proxy`` made here would shadow a
+    ``NO_PROXY`` a library host sets later."""
     if not any(os.environ.get(v, "").strip() for v in PROXY_VARS):
         return
+    present = [v for v in NO_PROXY_VARS if v in os.environ] or ["NO_PROXY"]
     have: list[str] = []
-    for var in NO_PROXY_VARS:  # urllib reads the lower-case one first; httpx the upper: each gets the union
+    for var in present:
         for host in os.environ.get(var, "").split(","):
             if host.strip() and host.strip() not in have:
                 have.append(host.strip())
-    if "*" in have:
-        return
-    merged = ",".join(have + [h for h in LOOPBACK_HOSTS if h not in have])
-    for var in NO_PROXY_VARS:
+    merged = ",".join(have + [h for h in LOOPBACK_HOSTS if h not in have and "*" not in have])
+    for var in present:
         os.environ[var] = merged
 
 
@@ -61,7 +65,19 @@ def check_ca_file() -> None:
                       "not: point it at a CA bundle (PEM) or unset it")
 
 
+def check_gateway_switch() -> None:
+    """litellm's ``USE_LITELLM_PROXY`` (read before any argument of a call, and true only as "true") would
+    send the rewriter's and the judge's calls to a LiteLLM gateway instead of the endpoints a run names:
+    refused before any work (the simulated world's answer had been "model does not exist", after every probe
+    rollout was spent)."""
+    if os.environ.get("USE_LITELLM_PROXY", "").strip().lower() == "true":
+        raise ConfigError("USE_LITELLM_PROXY is set: litellm would send the rewriter's and the judge's calls to "
+                          "a LiteLLM proxy instead of the endpoints this run names; unset it for benchfill (to "
+                          "use a LiteLLM proxy, name it as the rewriter's or judge's api_base)")
+
+
 def prepare() -> None:
-    """Both, before the first client is made."""
+    """All three, before the first client is made."""
     direct_loopback()
     check_ca_file()
+    check_gateway_switch()

@@ -853,17 +853,56 @@ def _pending(outcomes: dict, rows: list[dict], name: str) -> list[str]:
 
 
 def _write_changelog(bench_dir: Path, text: str) -> None:
-    """The benchmark's top-level CHANGELOG.md (the latest release's), replaced atomically."""
-    tmp_log = bench_dir / ".CHANGELOG.md.tmp"
-    try:
-        tmp_log.write_text(text, encoding="utf-8")
-        tmp_log.chmod(0o644)
-        tmp_log.replace(bench_dir / "CHANGELOG.md")
-    except OSError as exc:
-        named(exc, bench_dir / "CHANGELOG.md")
-        raise
-    finally:
-        tmp_log.unlink(missing_ok=True)
+    """The benchmark's top-level CHANGELOG.md (the latest release's) and its folder's card (``root_card``),
+    each replaced atomically."""
+    for name, content in (("CHANGELOG.md", text), ("README.md", root_card(bench_dir))):
+        tmp = bench_dir / f".{name}.tmp"
+        try:
+            tmp.write_text(content, encoding="utf-8")
+            tmp.chmod(0o644)
+            tmp.replace(bench_dir / name)
+        except OSError as exc:
+            named(exc, bench_dir / name)
+            raise
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def root_card(bench_dir: Path) -> str:
+    """The card of a benchmark's release folder: one `datasets` config per version, the latest the default.
+
+    Pushed whole as one Hub repository (``releases/<benchmark>/``), the folder had loaded every version's
+    rows into one split: each item once per version, or a cast error where two versions typed a column
+    differently. With this card, ``load_dataset(DIR)`` gives the latest and ``load_dataset(DIR, "1.0.0")``
+    that version; each version's own folder keeps its own card."""
+    import yaml
+
+    bench, versions = bench_dir.name, _versions(bench_dir)[::-1]
+    configs = []
+    for v in versions:
+        sha = _card_meta(bench_dir / v / "README.md").get("data_sha256") or ""
+        # the data's sha256 in the description: `datasets` keys its cache of a local folder by name, not data
+        configs.append({"config_name": v, "description": f"{bench} {v} data sha256 {sha}",
+                        "data_files": [{"split": "test", "path": f"{v}/{DATA_FILE}"}],
+                        **({"default": True} if v == versions[0] else {})})
+    header = {"pretty_name": f"{bench} (benchfill releases)", "tags": ["benchfill", "difficulty", "irt"],
+              "configs": configs}
+    listed = "\n".join(f"- [{v}]({v}/README.md)" + (" (latest)" if v == versions[0] else "") for v in versions)
+    return f"""---
+{yaml.safe_dump(header, sort_keys=False, allow_unicode=True).rstrip()}
+---
+
+# {bench}: benchfill releases
+
+Each version is a folder of its own, immutable once made: its card (`README.md`, with the coverage figures
+and what every column means), its data (`{DATA_FILE}`), its changelog and its manifest. `datasets.load_dataset`
+on this folder gives the latest version; name another as the configuration: `load_dataset(DIR, "{versions[-1] if versions else "1.0.0"}")`.
+Check a version's files with `benchfill release verify DIR/VERSION` (a downloaded copy: add `--copy`).
+
+{listed}
+
+`CHANGELOG.md` holds every version's changes, the latest first.
+"""
 
 
 def _mkdir_public(path: Path) -> None:

@@ -49,7 +49,8 @@ class CountingProxy:
 @pytest.fixture
 def clean_env(monkeypatch):
     for var in (*PROXY, "NO_PROXY", "no_proxy", "SSL_CERT_FILE", "USE_LITELLM_PROXY"):
-        monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv(var, "")  # recorded as it was (absent): what the code under test sets is undone too
+        monkeypatch.delenv(var)
     return monkeypatch
 
 
@@ -73,9 +74,10 @@ def test_a_simulated_run_never_goes_through_the_shells_proxy(tmp_path, clean_env
         proxy.close()
     import os
 
-    # the user's own entries kept, in both spellings (urllib reads the lower-case one, httpx the upper)
-    for var in ("NO_PROXY", "no_proxy"):
-        assert os.environ[var].split(",") == ["localhost", ".corp.example", "127.0.0.1", "::1"]
+    # the user's own entries kept; no lower-case one made, which would shadow a NO_PROXY a host sets later
+    assert os.environ["NO_PROXY"].split(",") == ["localhost", ".corp.example", "127.0.0.1", "::1", "0.0.0.0",
+                                                 "127.0.0.0/8"]
+    assert "no_proxy" not in os.environ
 
 
 def test_loopback_is_added_to_no_proxy_only_where_a_proxy_is_set(clean_env):
@@ -88,11 +90,17 @@ def test_loopback_is_added_to_no_proxy_only_where_a_proxy_is_set(clean_env):
     clean_env.setenv("NO_PROXY", "internal.example")
     proxies.direct_loopback()
     proxies.direct_loopback()  # idempotent
-    assert os.environ["no_proxy"] == os.environ["NO_PROXY"] == "10.0.0.0/8,::1,internal.example,localhost,127.0.0.1"
+    assert os.environ["no_proxy"] == os.environ["NO_PROXY"] == ("10.0.0.0/8,::1,internal.example,localhost,"
+                                                                 "127.0.0.1,0.0.0.0,127.0.0.0/8")
+    # "*" in the upper-case one only: the lower-case one, read first, gets it too (loopback had been proxied)
     clean_env.setenv("NO_PROXY", "*")
-    clean_env.delenv("no_proxy")
+    clean_env.setenv("no_proxy", ".corp.example")
     proxies.direct_loopback()
-    assert os.environ["NO_PROXY"] == "*" and "no_proxy" not in os.environ
+    assert os.environ["no_proxy"] == os.environ["NO_PROXY"] == ".corp.example,*"
+    clean_env.delenv("no_proxy")
+    clean_env.delenv("NO_PROXY")
+    proxies.direct_loopback()
+    assert "no_proxy" not in os.environ and os.environ["NO_PROXY"].startswith("localhost,")
 
 
 @pytest.mark.parametrize("content, said", [(None, "No such file or directory"),
@@ -114,11 +122,17 @@ def test_a_ca_bundle_that_cannot_be_loaded_is_named_in_one_line(tmp_path, clean_
         proxies.check_ca_file()
 
 
-def test_litellms_gateway_switch_is_refused_not_followed(clean_env):
+def test_litellms_gateway_switch_is_refused_before_any_work(tmp_path, clean_env, capsys):
     from benchfill import llm
+    from benchfill.cli import main
 
     clean_env.setenv("USE_LITELLM_PROXY", "True")
     with pytest.raises(ConfigError, match="^USE_LITELLM_PROXY is set: litellm would send the rewriter's"):
         llm._litellm()
-    clean_env.setenv("USE_LITELLM_PROXY", "False")
-    assert llm._litellm() is not None
+    # at the run's start, not at the rewriter's first call after every probe rollout was spent
+    assert main(["run", "--benchmark", "demo", "--backend", "sim", "--gaps", "1", "--rounds", "1",
+                 "--runs-dir", str(tmp_path), "--run-id", "r", "--quiet"]) == 2
+    assert "USE_LITELLM_PROXY is set" in capsys.readouterr().err and not (tmp_path / "r").exists()
+    for value in ("False", "1", "yes"):  # litellm itself takes only "true"
+        clean_env.setenv("USE_LITELLM_PROXY", value)
+        assert llm._litellm() is not None

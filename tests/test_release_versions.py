@@ -58,6 +58,24 @@ def test_release_loads_with_datasets_and_carries_provenance(tmp_path, shared_dat
         assert [r.version for r in b.store.all(Release)] == ["1.0.0"]
 
 
+def test_the_benchmark_folder_loads_one_version_at_a_time(tmp_path, shared_data):
+    # pushed whole as one Hub repository, it had loaded every version's rows into one split (each item twice)
+    import datasets
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    v1 = release(run, "1.0.0")
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    release(run, "1.1.0")
+    folder = v1.path.parent
+    assert datasets.load_dataset(str(folder), split="test").num_rows == 32  # the latest, by default
+    assert datasets.load_dataset(str(folder), "1.0.0", split="test").num_rows == 31
+    card = (folder / "README.md").read_text()
+    assert "- [1.1.0](1.1.0/README.md) (latest)\n- [1.0.0](1.0.0/README.md)" in card
+
+
 def test_the_card_names_accepted_near_duplicates(tmp_path, shared_data):
     run = make_run(tmp_path, shared_data)
     with ReviewBoard(run) as b:
@@ -97,7 +115,8 @@ def test_existing_version_is_refused_and_nothing_changes(tmp_path, shared_data):
         release(run, "v1.1")
     after = {p: p.read_bytes() for p in first.path.rglob("*") if p.is_file()}
     assert after == before
-    assert sorted(p.name for p in first.path.parent.iterdir()) == ["1.0.0", "CHANGELOG.md", "scale_of_record.json"]  # no temp left
+    assert sorted(p.name for p in first.path.parent.iterdir()) == ["1.0.0", "CHANGELOG.md", "README.md",
+                                                                    "scale_of_record.json"]  # no temp left
 
 
 def test_tampering_is_detected_by_the_manifest(tmp_path, shared_data):
