@@ -82,6 +82,10 @@ class BenchmarkSpec(BaseModel):
     # Guessing floor: a constant, or "options" for 1 / (number of options) of each item.
     chance: float | Literal["options"] = 0.0
     source: str = ""
+    # The original items' licence as the Hub names it (mit, apache-2.0, cc-by-4.0, other) and how to cite them:
+    # a release card carries both (its `license` field on the Hub); unsaid, the card says so
+    license: str | None = Field(default=None, min_length=1, max_length=200)
+    citation: str | None = Field(default=None, min_length=1)
     hf_dataset: str | None = None  # ORG/NAME, loaded from the local cache or folder (benchfill.hub)
     hf_config: str | None = None
     hf_split: str = "test"

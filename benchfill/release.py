@@ -255,6 +255,8 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         "benchmark": bench,
         # where the original items came from, as the benchmark's spec says (docs/contracts.md)
         "source": str(board.spec.get("source") or "") or None,
+        "license": board.spec.get("license") or None,  # the original items' (the spec's), for the Hub
+        "citation": board.spec.get("citation") or None,
         "version": version,
         "run_id": name,
         "released_at": now,

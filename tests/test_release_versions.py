@@ -76,6 +76,28 @@ def test_the_benchmark_folder_loads_one_version_at_a_time(tmp_path, shared_data)
     assert "- [1.1.0](1.1.0/README.md) (latest)\n- [1.0.0](1.0.0/README.md)" in card
 
 
+def test_the_card_carries_the_specs_licence_and_citation_or_says_none_is_stated(tmp_path, shared_data):
+    import yaml
+
+    from benchfill.store import Store
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    card = (release(run, "1.0.0").path / "README.md").read_text()
+    assert "license" not in yaml.safe_load(card.split("\n---\n", 1)[0].removeprefix("---\n"))
+    assert "The benchmark's spec states no licence for the original items" in card
+    store = Store(run / "store.db")
+    store.set_meta("benchmark", {"name": "aime24", "text_field": "problem", "answer_field": "answer",
+                                 "license": "mit", "citation": "@misc{aime24, title={AIME 2024}}"})
+    store.close()
+    card = (release(run, "1.1.0").path / "README.md").read_text()
+    head = yaml.safe_load(card.split("\n---\n", 1)[0].removeprefix("---\n"))
+    assert head["license"] == "mit"  # the Hub's field
+    assert "Their licence, as the benchmark's spec states it: mit." in card
+    assert "Cite the original items as:\n\n```\n@misc{aime24, title={AIME 2024}}\n```" in card
+
+
 def test_the_card_names_accepted_near_duplicates(tmp_path, shared_data):
     run = make_run(tmp_path, shared_data)
     with ReviewBoard(run) as b:

@@ -123,6 +123,8 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
                      "description": f"{meta['benchmark']} {meta['version']} data sha256 {meta.get('data_sha256', '')}",
                      "data_files": [{"split": "test", "path": DATA_FILE}]}],  # fmt: skip
     }
+    if meta.get("license"):  # the Hub's field: the original items' licence, as the spec states it
+        header = {"license": str(meta["license"]), **header}
     if features:  # (card_features)
         header["dataset_info"] = {"features": features}
     header["benchfill"] = meta
@@ -245,8 +247,14 @@ downloaded from the Hub, in any folder or the Hub's cache: `benchfill release ve
 
 def _source_line(meta: dict[str, Any]) -> str:
     """Where the original items came from (the spec's ``source``), as a line of its own; none where unsaid."""
-    source = meta.get("source")
-    return f"Original items: {untrusted.md_text(str(source))}.\n" if source else ""
+    source, licence, cite = meta.get("source"), meta.get("license"), meta.get("citation")
+    line = f"Original items: {untrusted.md_text(str(source))}.\n" if source else ""
+    line += (f"Their licence, as the benchmark's spec states it: {untrusted.md_text(str(licence))}.\n" if licence else
+             "The benchmark's spec states no licence for the original items (its `license` field): check the "
+             "original's terms before publishing this release.\n")
+    if cite:
+        line += f"\nCite the original items as:\n\n```\n{str(cite).replace('```', '')}\n```\n"
+    return line
 
 
 def _scale_line(meta: dict[str, Any]) -> str:
