@@ -68,7 +68,14 @@ _EXPORTS: dict[str, str] = {
     "release": "benchfill.release",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+# Written out, not computed: type checkers read `from benchfill import *` off a literal list only
+# (tests/test_public_api.py holds it to _EXPORTS)
+__all__ = [
+    "BenchfillError", "IrtFit", "ResponseMatrix", "ReviewBoard", "RunOptions", "Store", "calibrate",
+    "collect_responses", "demo_benchmark", "diagnose", "fit", "get_benchmark", "leave_one_model_out", "load_config",
+    "load_sweep", "matrix_checks", "online_calibrate", "read_items", "read_responses", "release", "run", "run_sweep",
+    "__version__",
+]  # fmt: skip
 
 
 if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ lets any misspelt name through

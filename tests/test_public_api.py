@@ -39,6 +39,7 @@ def test_type_checkers_see_every_public_name_as_what_it_is_at_run_time():
     typed = {a.asname: (n.module, a.name) for n in block.body for a in n.names}
     assert all(alias == name for alias, (_, name) in typed.items())  # `import x as x`: a re-export
     assert set(typed) == set(benchfill._EXPORTS)
+    assert benchfill.__all__ == sorted(benchfill._EXPORTS) + ["__version__"]
     for name, (module, attr) in typed.items():
         got = getattr(benchfill, name)
         want = getattr(importlib.import_module(module), attr)
