@@ -14,16 +14,14 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from benchfill.data import read_mapping, read_text
 from benchfill.errors import ConfigError, DataError, validation_line
-
-if TYPE_CHECKING:
-    from benchfill.matrix import ResponseMatrix
+from benchfill.matrix import ResponseMatrix  # (light: numpy only) at run time, for get_type_hints
 
 # The columns a benchfill release adds to every row of its data file (benchfill.release): provenance, not
 # item fields. A release read back as a benchmark's items (to gap-fill it again) drops them on loading.
