@@ -183,7 +183,10 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
             return _result_of(board, target, version, recorded[0].manifest_sha256)
         if where.resolve() == target.resolve() and _unchanged_since(board, recorded[0], target, remove):
             # the same command again, its release whole and nothing decided since (a kill after its last
-            # write, or a retry): what the release is, as it said then, not an error
+            # write, or a retry): what the release is, as it said then, not an error; the folder's card made
+            # where a release from before it has none
+            if not (bench_dir / "README.md").is_file() and _versions(bench_dir)[-1:] == [version]:
+                _write_changelog(bench_dir, _read_text(target / "CHANGELOG.md"))  # (the same, and the card)
             return replace(_result_of(board, target, version, recorded[0].manifest_sha256), resumed=False,
                            complete=True)  # fmt: skip
         if not (where / MANIFEST).is_file():
@@ -275,6 +278,10 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         # (and may establish the benchmark's scale of record), so the card says so too.
         "simulated": any(r["simulated"] for r in rows) or simulated_run(board.store),
         "scale_of_record": record.describe(),
+        # whether the run that fixed that scale was simulated (its first release's card says; this run's own
+        # where it fixes it now): the originals' places, and every "before" figure, are then simulated too
+        "scale_simulated": bool(_card_meta(bench_dir / record.established_in / "README.md").get("simulated")
+                                if record.run_id != name else simulated_run(board.store)),
         "edited_unplaced": sum(1 for r in rows if r["origin"] == "generated" and r.get("edited")),
         # generated items whose z lies outside the gap they were made for (by the row's own numbers)
         "outside_gap": [r["id"] for r in rows if r["origin"] == "generated" and "outside_gap" in _flags_of(r)],
@@ -857,7 +864,8 @@ def _pending(outcomes: dict, rows: list[dict], name: str) -> list[str]:
 def _write_changelog(bench_dir: Path, text: str) -> None:
     """The benchmark's top-level CHANGELOG.md (the latest release's) and its folder's card (``root_card``),
     each replaced atomically."""
-    for name, content in (("CHANGELOG.md", text), ("README.md", root_card(bench_dir))):
+    # the card first: a rerun after a kill between the two sees the changelog behind and writes both again
+    for name, content in (("README.md", root_card(bench_dir)), ("CHANGELOG.md", text)):
         tmp = bench_dir / f".{name}.tmp"
         try:
             tmp.write_text(content, encoding="utf-8")
@@ -882,7 +890,8 @@ def root_card(bench_dir: Path) -> str:
     bench, versions = bench_dir.name, _versions(bench_dir)[::-1]
     configs = []
     for v in versions:
-        sha = _card_meta(bench_dir / v / "README.md").get("data_sha256") or ""
+        data = bench_dir / v / DATA_FILE  # hashed here: a card from before data_sha256 has none
+        sha = _sha256(data) if data.is_file() else ""
         # the data's sha256 in the description: `datasets` keys its cache of a local folder by name, not data
         configs.append({"config_name": v, "description": f"{bench} {v} data sha256 {sha}",
                         "data_files": [{"split": "test", "path": f"{v}/{DATA_FILE}"}],

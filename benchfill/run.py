@@ -226,6 +226,10 @@ def run_id_for(opts: RunOptions, name: str | None = None) -> str:
         except DataError:
             public = opts.items
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", public[3:]).strip("._-")[:64] or "hf"
+        # a run an earlier benchfill named after the whole path is resumed where it is, not started anew
+        before = re.sub(r"[^A-Za-z0-9._-]+", "_", opts.items[3:]).strip("._-")[:64] or "hf"
+        if before != name and (runs_root(opts) / f"{_folder_name(before)}-{opts.strategy}-{digest}").is_dir():
+            name = before
     name = _folder_name(name or opts.benchmark or Path(opts.items or "custom").stem)
     if len(name.encode()) > 200:  # a folder name holds 255 bytes: a long items file's stem is cut, as a sweep's label
         name = name.encode()[:64].decode(errors="ignore")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -161,6 +162,18 @@ def test_a_local_dataset_folder_is_published_by_its_name_not_its_path(tmp_path, 
             text = f.read_text()
             assert "alice" not in text and str(tmp_path) not in text, f
     assert "items: hf:quiz::test" in (out / "README.md").read_text()
+
+
+def test_a_run_an_earlier_version_named_after_the_folders_path_is_resumed_there(tmp_path):
+    from benchfill.run import RunOptions, run_id_for
+
+    folder = tmp_path / "home" / "alice" / "quiz"
+    opts = RunOptions(benchmark=None, items=f"hf:{folder}", spec="s.toml", runs_dir=str(tmp_path / "runs"))
+    new = run_id_for(opts)
+    assert new.startswith("quiz-benchfill-")
+    old = re.sub(r"[^A-Za-z0-9._-]+", "_", str(folder)).strip("._-")[:64] + new.removeprefix("quiz")
+    (tmp_path / "runs" / old).mkdir(parents=True)  # made by benchfill before 2026-12-05
+    assert run_id_for(opts) == old
 
 
 def test_a_fresh_run_directory_is_removed_whatever_stops_the_run_before_its_work(tmp_path, monkeypatch):

@@ -91,11 +91,26 @@ def test_the_card_carries_the_specs_licence_and_citation_or_says_none_is_stated(
     store.set_meta("benchmark", {"name": "aime24", "text_field": "problem", "answer_field": "answer",
                                  "license": "mit", "citation": "@misc{aime24, title={AIME 2024}}"})
     store.close()
-    card = (release(run, "1.1.0").path / "README.md").read_text()
+    v11 = release(run, "1.1.0")
+    card = (v11.path / "README.md").read_text()
     head = yaml.safe_load(card.split("\n---\n", 1)[0].removeprefix("---\n"))
     assert head["license"] == "mit"  # the Hub's field
     assert "Their licence, as the benchmark's spec states it: mit." in card
     assert "Cite the original items as:\n\n```\n@misc{aime24, title={AIME 2024}}\n```" in card
+    # free text is no id the Hub takes: "other", and the text as its name
+    store = Store(run / "store.db")
+    store.set_meta("benchmark", {"name": "aime24", "text_field": "problem", "answer_field": "answer",
+                                 "license": "MAA terms of use,\n  see their site"})
+    store.close()
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    card = (release(run, "1.2.0").path / "README.md").read_text()
+    head = yaml.safe_load(card.split("\n---\n", 1)[0].removeprefix("---\n"))
+    assert (head["license"], head["license_name"]) == ("other", "MAA terms of use, see their site")
+    # a release folder made before the folder's card gets it from the same command run again
+    (v11.path.parent / "README.md").unlink()
+    release(run, "1.2.0")
+    assert "- [1.2.0](1.2.0/README.md) (latest)" in (v11.path.parent / "README.md").read_text()
 
 
 def test_the_card_names_accepted_near_duplicates(tmp_path, shared_data):

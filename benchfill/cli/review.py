@@ -177,6 +177,10 @@ def _release(args) -> int:
 
             print(f"benchfill: error: release does not verify ({len(problems)} problem(s)): {terminal(problems[0])}",
                   file=sys.stderr)
+            if not args.copy and any("the folder is" in p or "the folder's parent is" in p or "symbolic link" in p
+                                     for p in problems):
+                print("  hint: a copy downloaded from the Hub, away from its benchmark's release folder? "
+                      "add --copy", file=sys.stderr)
             for p in problems[1:]:
                 print(f"  {terminal(p)}", file=sys.stderr)
             return 2

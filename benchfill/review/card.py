@@ -7,6 +7,7 @@ the body carries the coverage figures before and after the release's new items.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,11 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
                      "data_files": [{"split": "test", "path": DATA_FILE}]}],  # fmt: skip
     }
     if meta.get("license"):  # the Hub's field: the original items' licence, as the spec states it
-        header = {"license": str(meta["license"]), **header}
+        lic = " ".join(str(meta["license"]).split())
+        # the Hub takes an id there (mit, apache-2.0, cc-by-4.0, ...) and refuses a push with anything else:
+        # free text goes to license_name under "other"
+        header = ({"license": lic} if re.fullmatch(r"[a-z0-9][a-z0-9.+-]*", lic) else
+                  {"license": "other", "license_name": lic}) | header
     if features:  # (card_features)
         header["dataset_info"] = {"features": features}
     header["benchfill"] = meta
@@ -167,13 +172,15 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
                "verdicts and their difficulties are simulated, not an LLM's.\n" if meta.get("n_generated") else
                "\n> This release comes from a run on the **simulated** world: the probe answers that place its items "
                "are simulated, not a model's.\n")
-        rec = meta.get("scale_of_record") or {}
-        if meta.get("n_generated") and rec.get("run_id") == meta.get("run_id"):
-            # the originals' places, and so every "before" figure, came from this run's fit, which the simulated
-            # probe panel's answers join (alone where the benchmark publishes no response matrix)
-            sim += ("\n> The original items' difficulties, and so every \"before\" figure, come from this run's "
-                    "IRT fit, to which the simulated probe panel's answers contribute (they are all of it where the "
-                    "benchmark publishes no response matrix): they are simulated too.\n")
+    rec = meta.get("scale_of_record") or {}
+    if meta.get("n_generated") and meta.get("scale_simulated", meta.get("simulated") and
+                                             rec.get("run_id") == meta.get("run_id")):
+        # the originals' places, and so every "before" figure, came from the scale of record's fit, which a
+        # simulated probe panel's answers joined (alone where the benchmark publishes no response matrix)
+        whose = "this run's" if rec.get("run_id") == meta.get("run_id") else f"run {untrusted.md_code(rec.get('run_id'))}'s"
+        sim += (f"\n> The original items' difficulties, and so every \"before\" figure, come from {whose} IRT "
+                "fit (the scale of record), to which a simulated probe panel's answers contribute (they are all "
+                "of it where the benchmark publishes no response matrix): they are simulated too.\n")
     outside = meta.get("outside_gap") or []
     if outside:
         listed = ", ".join(untrusted.md_code(i) for i in outside)
@@ -189,8 +196,9 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
     if mixed:
         # the card then declares no column types: readers infer them from the first rows, and a release over
         # 10 MB failed to load at the first row of the other type (pyarrow's JSON reader, `datasets`)
-        sim += (f"\n> Column(s) {', '.join(untrusted.md_code(c) for c in mixed)} hold values of more than one type "
-                "(text in some rows, numbers in others: an edit in review), so this card declares no column types. "
+        sim += (f"\n> Column(s) {', '.join(untrusted.md_code(c) for c in mixed)} hold values no one type holds "
+                "(text in some rows and numbers in others, as an edit in review can make, or objects with no "
+                "fields), so this card declares no column types. "
                 "Readers that infer types from the first rows can refuse the file: `datasets` on a data file over "
                 "10 MB, `pyarrow.json.read_json`. Read it line by line with `json.loads`, or with "
                 "`pandas.read_json(path, lines=True, dtype=False)`.\n")

@@ -153,14 +153,22 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
             if pending:
                 raise DataError(f"{csv_path}: holds {pending} decision(s) not imported yet; import it first "
                                 f"(benchfill review import {csv_path}) or move it away, then export again")
-        standing = board.outcomes()
+        # The moment, after every decision the store holds whatever this machine's clock says (the import's
+        # guard against a stale sheet compares decisions' times with it: board.moment_after), taken, held and
+        # the decisions read under the run folder's lock, as a release does: a decision recorded between the
+        # reading and the moment had been stamped before the sheet's time, and the sheet overrode it unseen
+        from benchfill import locks
+
+        held = locks.hold(Path(run_dir))
+        try:
+            moment = moment_after(board.store)
+            if not board.store.read_only:  # held, so that a decision on the page after it is stamped later
+                hold_moment(board.store, moment)
+            standing = board.outcomes()
+        finally:
+            locks.release(held)
         code = board.code_fields()
         records = [review_record(e, standing[e.item_id], code) for e in board.entries]
-        # after every decision the store holds, whatever this machine's clock says: the import's guard against
-        # a stale sheet compares decisions' times with it (board.moment_after)
-        moment = moment_after(board.store)
-        if not board.store.read_only:  # held, so that a decision on the page after it is stamped later
-            hold_moment(board.store, moment)
         stamp = moment.isoformat(timespec="microseconds")
     out.mkdir(parents=True, exist_ok=True)
     _atomic_write(jsonl, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
@@ -371,8 +379,9 @@ def _check_export_time(board: ReviewBoard, path: Path, exported: datetime) -> No
     if exported > latest + EXPORT_SKEW:
         raise DataError(f"{path}: field '{EXPORTED_AT}' is {exported.isoformat(timespec='seconds')}, later than "
                         f"this machine's clock and every export and decision of the store "
-                        f"({latest.isoformat(timespec='seconds')}): not the time an export wrote (edited?). "
-                        "Export a fresh sheet and fill that one")
+                        f"({latest.isoformat(timespec='seconds')}): exported on a machine whose clock runs ahead, "
+                        "or edited? Import it once the time has passed, or export a fresh sheet (from this run's "
+                        "own folder) and copy the decisions into it")
 
 
 def _stamp(text: str, where: str, seen: datetime | None) -> datetime:
