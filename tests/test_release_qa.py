@@ -120,11 +120,16 @@ def test_files_that_are_not_utf8_are_named_in_one_line(tmp_path, shared_data, ca
     assert not (v1.parent / "1.1.0").exists()
 
 
-def test_verify_checks_the_data_against_the_card_and_refuses_links(tmp_path, shared_data, capsys):
+def _one_release(tmp_path, shared_data) -> tuple[Path, Path]:
+    """A run with one item accepted, and its release 1.0.0 (made by the CLI)."""
     run = make_run(tmp_path, shared_data)
     _accept(run, CHILD_IDS[0])
     assert main(["release", str(run), "--version", "1.0.0"]) == 0
-    v1 = tmp_path / "releases" / "aime24" / "1.0.0"
+    return run, tmp_path / "releases" / "aime24" / "1.0.0"
+
+
+def test_verify_checks_the_data_against_the_card_and_refuses_links(tmp_path, shared_data, capsys):
+    run, v1 = _one_release(tmp_path, shared_data)
     data = v1 / "data" / "test.jsonl"
     pristine, manifest = data.read_bytes(), (v1 / "manifest.json").read_bytes()
     with data.open("a") as fh:
@@ -162,10 +167,7 @@ def test_a_copy_downloaded_from_the_hub_verifies_with_copy(tmp_path, shared_data
     # Hub's cache where every file is a link to its blob: it never verified, though the card says to check it
     import shutil
 
-    run = make_run(tmp_path, shared_data)
-    _accept(run, CHILD_IDS[0])
-    assert main(["release", str(run), "--version", "1.0.0"]) == 0
-    v1 = tmp_path / "releases" / "aime24" / "1.0.0"
+    _, v1 = _one_release(tmp_path, shared_data)
     dl = tmp_path / "dl" / "aime24-1.0.0"
     shutil.copytree(v1, dl)
     (dl / ".gitattributes").write_text("*.jsonl filter=lfs diff=lfs merge=lfs -text\n")
