@@ -384,4 +384,5 @@ def test_a_full_disk_at_the_releases_changelog_names_it_and_leaves_no_temp(tmp_p
     monkeypatch.setattr(Path, "write_text", full)
     with pytest.raises(OSError) as got:
         _write_changelog(tmp_path, "# Changelog\n")
-    assert got.value.filename == str(tmp_path / "CHANGELOG.md") and list(tmp_path.iterdir()) == []
+    # the folder's card is written first (a rerun then writes both again): the file named is the one that failed
+    assert got.value.filename == str(tmp_path / "README.md") and list(tmp_path.iterdir()) == []
