@@ -24,8 +24,9 @@ def quiet_config(app: Any, **kw: Any):
     try:
         return uvicorn.Config(app, log_level="warning", access_log=False, **kw)
     finally:
-        if any(handlers or level for _, handlers, level, *_ in saved):  # a host had set them up: its own stand
-            for lg, handlers, level, propagate, filters, disabled in saved:
-                lg.handlers[:], lg.filters[:] = handlers, filters
-                lg.setLevel(level)
-                lg.propagate, lg.disabled = propagate, disabled
+        # as they were, set up or not: left as uvicorn's dictConfig made them, a host that configured logging
+        # after a run (basicConfig) and served its own app with log_config=None lost its uvicorn lines
+        for lg, handlers, level, propagate, filters, disabled in saved:
+            lg.handlers[:], lg.filters[:] = handlers, filters
+            lg.setLevel(level)
+            lg.propagate, lg.disabled = propagate, disabled

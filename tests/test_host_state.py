@@ -57,6 +57,29 @@ def test_the_worlds_server_config_leaves_the_hosts_uvicorn_loggers_alone():
             lg.propagate = propagate
 
 
+def test_the_worlds_server_config_leaves_unconfigured_uvicorn_loggers_unconfigured():
+    # a host that sets up logging only after a run (basicConfig) still gets its uvicorn lines: they had kept
+    # uvicorn's own handler, a WARNING level and propagate=False
+    import logging
+
+    from benchfill.sim.server import uvicorn_config
+
+    loggers = [logging.getLogger(n) for n in ("uvicorn", "uvicorn.error", "uvicorn.access")]
+    saved = [(lg, list(lg.handlers), lg.level, lg.propagate) for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.handlers[:] = []
+            lg.setLevel(logging.NOTSET)
+            lg.propagate = True
+        uvicorn_config(object())
+        assert all(lg.handlers == [] and lg.level == logging.NOTSET and lg.propagate for lg in loggers)
+    finally:
+        for lg, handlers, level, propagate in saved:
+            lg.handlers[:] = handlers
+            lg.setLevel(level)
+            lg.propagate = propagate
+
+
 def test_the_embedders_load_leaves_the_hubs_offline_constant_as_the_host_had_it(tmp_path):
     # huggingface_hub reads HF_HUB_OFFLINE once, when first imported: imported inside the load (as
     # sentence-transformers imports it), the hub stayed offline for the host's own downloads after

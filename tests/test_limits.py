@@ -198,3 +198,31 @@ def test_a_pause_of_the_whole_process_is_not_blamed_on_the_endpoint(monkeypatch,
     assert during == []
     assert len(after) == 1 and after[0].startswith("waiting on http://127.0.0.1:9/v1: 1 request in flight and no "
                                                    "answer for 2 s"), after
+
+
+def test_a_run_leaves_no_connection_of_litellms_open_when_its_loop_ends(tmp_path):
+    """litellm caches its clients per event loop and closes them only at exit, on a loop of its own: a run
+    against an endpoint that keeps connections alive (vLLM, any real server) left 16 open when its loop
+    closed, and under `-W error::ResourceWarning` (a CI's setting) the command failed at exit, its work done."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).parent)
+    code = (
+        f"import sys; sys.path.insert(0, {here!r})\n"
+        "from loopback_openai import LoopbackOpenAI\n"
+        "from test_limits import judges, llm\n"
+        "from benchfill import netguard\n"
+        "with LoopbackOpenAI() as srv:\n"
+        "    netguard.run(judges(llm(srv), 4))\n"
+        "    netguard.run(judges(llm(srv), 4, tag='again'))  # a second run in the process: fresh clients\n"
+        "    import gc; gc.collect()\n"
+        "print('done')\n"
+    )
+    env = {**os.environ, "PYTHONWARNINGS": "error::ResourceWarning"}
+    out = subprocess.run([sys.executable, "-X", "dev", "-c", code], capture_output=True, text=True, timeout=120,
+                         env=env, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-3000:]
+    assert "ResourceWarning" not in out.stderr and "unclosed" not in out.stderr, out.stderr[-3000:]
