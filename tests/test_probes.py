@@ -132,10 +132,15 @@ def test_exhausted_retries_fail_the_call_not_the_batch(tmp_path):
         assert stats.requests == NO_WAIT.max_attempts and stats.failures == 1 and res[0].error
 
 
-def test_endpoint_refusing_n_gets_single_samples_with_distinct_seeds(tmp_path):
-    with LoopbackOpenAI(refuse_n=True) as srv:
+def test_endpoint_refusing_n_gets_single_samples_with_distinct_seeds(tmp_path, caplog):
+    import logging
+
+    with LoopbackOpenAI(refuse_n=True) as srv, caplog.at_level(logging.WARNING, logger="benchfill.probes"):
         store = Store(tmp_path / "s.db")
         res, stats = run(store, panel(srv.base_url), items=ITEMS[:2], seed=3)
+        # said at WARNING, once: an operator's CLI shows no INFO line, and the requests multiply
+        said = [r.getMessage() for r in caplog.records if "refuses n>1" in r.getMessage()]
+        assert len(said) == 1 and "supports_n = false" in said[0], said
         singles = [b for b in srv.bodies if b.get("n", 1) == 1]
         assert len(singles) == 8
         assert len({b["seed"] for b in singles}) == 4  # four samples, four seeds, same for both items
