@@ -35,12 +35,11 @@ from benchfill.review.card import (
     CARD_TOP_K,
     DATA_FILE,
     PLOT_FILE,
-    card_features,
     changelog_entry,
+    column_types,
     coverage_figures,
     dataset_card,
     ecdf_plot,
-    mixed_columns,
 )
 from benchfill.review.rule import ReleaseRule
 from benchfill.run import INPUTS_META
@@ -254,6 +253,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         if r["origin"] == "generated" and r.get("edited") and source and not str(source).endswith(BEFORE_EDIT):
             r["difficulty_source"] = f"{source}{BEFORE_EDIT}"
     z_after = z_before + [float(r["z"]) for r in placed]
+    features, mixed = column_types(rows)  # one pass over the rows: the card's types, or the columns that mix
     meta = {
         "benchmark": bench,
         # where the original items came from, as the benchmark's spec says (docs/contracts.md)
@@ -286,7 +286,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         # generated items whose z lies outside the gap they were made for (by the row's own numbers)
         "outside_gap": [r["id"] for r in rows if r["origin"] == "generated" and "outside_gap" in _flags_of(r)],
         "near_duplicate": [r["id"] for r in rows if r["origin"] == "generated" and "near_duplicate" in _flags_of(r)],
-        "mixed_columns": mixed_columns(rows),
+        "mixed_columns": mixed,
     }
     run_k = _run_top_k(board)
     meta["run_top_k"] = run_k
@@ -321,7 +321,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         meta["data_sha256"] = _sha256(tmp / DATA_FILE)
         ecdf_plot(z_before, z_after, tmp / PLOT_FILE, f"{bench} {version}")
         (tmp / "CHANGELOG.md").write_text(changelog, encoding="utf-8")
-        card = dataset_card(meta, before, after, changelog.split("\n", 2)[2], card_features(rows))
+        card = dataset_card(meta, before, after, changelog.split("\n", 2)[2], features)
         (tmp / "README.md").write_text(card, encoding="utf-8")
         # released_at_us: the exact moment, so that a decision made in the same second as the release is
         # still told apart (before or after) when the next release carries items forward.
@@ -890,8 +890,10 @@ def root_card(bench_dir: Path) -> str:
     bench, versions = bench_dir.name, _versions(bench_dir)[::-1]
     configs = []
     for v in versions:
-        data = bench_dir / v / DATA_FILE  # hashed here: a card from before data_sha256 has none
-        sha = _sha256(data) if data.is_file() else ""
+        # the card's own data_sha256 (each version's data is not hashed again at every release), hashed here
+        # only for a card from before the field
+        data = bench_dir / v / DATA_FILE
+        sha = _card_meta(bench_dir / v / "README.md").get("data_sha256") or (_sha256(data) if data.is_file() else "")
         # the data's sha256 in the description: `datasets` keys its cache of a local folder by name, not data
         configs.append({"config_name": v, "description": f"{bench} {v} data sha256 {sha}",
                         "data_files": [{"split": "test", "path": f"{v}/{DATA_FILE}"}],

@@ -225,9 +225,12 @@ def run_id_for(opts: RunOptions, name: str | None = None) -> str:
             public = hub.parse(opts.items).public()
         except DataError:
             public = opts.items
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", public[3:]).strip("._-")[:64] or "hf"
+        def named(ref: str) -> str:
+            return re.sub(r"[^A-Za-z0-9._-]+", "_", ref[3:]).strip("._-")[:64] or "hf"
+
+        name = named(public)
         # a run an earlier benchfill named after the whole path is resumed where it is, not started anew
-        before = re.sub(r"[^A-Za-z0-9._-]+", "_", opts.items[3:]).strip("._-")[:64] or "hf"
+        before = named(opts.items)
         if before != name and (runs_root(opts) / f"{_folder_name(before)}-{opts.strategy}-{digest}").is_dir():
             name = before
     name = _folder_name(name or opts.benchmark or Path(opts.items or "custom").stem)

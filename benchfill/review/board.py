@@ -71,9 +71,9 @@ def recorded_moments(store) -> list[datetime]:
 
 
 def hold_moment(store, moment: datetime) -> None:
-    """Record ``moment`` (a release's or an export's) so that every decision made after it is stamped later."""
-    if moment > max(recorded_moments(store), default=moment - TICK):
-        store.set_meta(CLOCK_KEY, moment.isoformat())
+    """Record ``moment`` (a release's or an export's, taken by ``moment_after``, so later than every moment the
+    store records) so that every decision made after it is stamped later."""
+    store.set_meta(CLOCK_KEY, moment.isoformat())
 
 
 def _exported(source: str) -> datetime | None:

@@ -71,22 +71,23 @@ def card_features(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     Without them `datasets` takes the types from the first 10 MB of the data file, where a provenance
     column of original items only (``ancestor_id``, ``gap_index``, ...) is all null, and a larger
     release then fails to load at its first generated row."""
-    columns = dict.fromkeys(k for r in rows for k in r)
-    try:
-        return [{"name": c, **_feature([r.get(c) for r in rows])} for c in columns]
-    except _Mixed:
-        return None
+    return column_types(rows)[0]
 
 
 def mixed_columns(rows: list[dict[str, Any]]) -> list[str]:
     """The columns of ``rows`` whose values no one `datasets` type holds (an answer edited from 12 to "2/3")."""
-    out = []
+    return column_types(rows)[1]
+
+
+def column_types(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]] | None, list[str]]:
+    """Both in one pass over the rows: the features (None where a column mixes types) and the mixing columns."""
+    features, mixed = [], []
     for c in dict.fromkeys(k for r in rows for k in r):
         try:
-            _feature([r.get(c) for r in rows])
+            features.append({"name": c, **_feature([r.get(c) for r in rows])})
         except _Mixed:
-            out.append(c)
-    return out
+            mixed.append(c)
+    return (None if mixed else features), mixed
 
 
 def _feature(values: list[Any]) -> dict[str, Any]:
