@@ -884,7 +884,10 @@ def root_card(bench_dir: Path) -> str:
     Pushed whole as one Hub repository (``releases/<benchmark>/``), the folder had loaded every version's
     rows into one split: each item once per version, or a cast error where two versions typed a column
     differently. With this card, ``load_dataset(DIR)`` gives the latest and ``load_dataset(DIR, "1.0.0")``
-    that version; each version's own folder keeps its own card."""
+    that version; each version's own folder keeps its own card.
+
+    A README.md the maintainer wrote there is kept: its front matter's own keys (``configs`` is benchfill's)
+    and its text, with the list of versions written between two markers, which later releases rewrite."""
     import yaml
 
     bench, versions = bench_dir.name, _versions(bench_dir)[::-1]
@@ -898,15 +901,13 @@ def root_card(bench_dir: Path) -> str:
         configs.append({"config_name": v, "description": f"{bench} {v} data sha256 {sha}",
                         "data_files": [{"split": "test", "path": f"{v}/{DATA_FILE}"}],
                         **({"default": True} if v == versions[0] else {})})
-    header = {"pretty_name": f"{bench} (benchfill releases)", "tags": ["benchfill", "difficulty", "irt"],
-              "configs": configs}
+    pretty = f"{bench} (benchfill releases)"
+    latest = _front_matter(bench_dir / versions[0] / "README.md")[0] if versions else {}
+    # the Hub reads the licence of a repository from its top card: the latest version's, as its spec states it
+    licence = {k: latest[k] for k in ("license", "license_name") if k in latest}
+    header: dict[str, Any] = {"pretty_name": pretty, "tags": ["benchfill", "difficulty", "irt"], **licence}
     listed = "\n".join(f"- [{v}]({v}/README.md)" + (" (latest)" if v == versions[0] else "") for v in versions)
-    return f"""---
-{yaml.safe_dump(header, sort_keys=False, allow_unicode=True).rstrip()}
----
-
-# {bench}: benchfill releases
-
+    block = f"""{_ROOT_BEGIN}
 Each version is a folder of its own, immutable once made: its card (`README.md`, with the coverage figures
 and what every column means), its data (`{DATA_FILE}`), its changelog and its manifest. `datasets.load_dataset`
 on this folder gives the latest version; name another as the configuration: `load_dataset(DIR, "{versions[-1] if versions else "1.0.0"}")`.
@@ -915,7 +916,30 @@ Check a version's files with `benchfill release verify DIR/VERSION` (a downloade
 {listed}
 
 `CHANGELOG.md` holds every version's changes, the latest first.
-"""
+{_ROOT_END}"""
+    body = f"# {bench}: benchfill releases\n\n{block}\n"
+    own, text = _front_matter(bench_dir / "README.md")
+    ours = own.get("pretty_name") == pretty and _ROOT_BEGIN not in text  # a card from before the markers
+    if (own or text.strip()) and not ours:
+        if _ROOT_BEGIN in text and _ROOT_END in text.split(_ROOT_BEGIN, 1)[1]:
+            head, rest = text.split(_ROOT_BEGIN, 1)
+            body = head + block + rest.split(_ROOT_END, 1)[1]
+        else:  # the maintainer's own README: kept whole, the versions after it
+            body = f"{text.rstrip()}\n\n## benchfill releases\n\n{block}\n"
+        tags = [*own.get("tags", []), *(t for t in header["tags"] if t not in own.get("tags", []))] \
+            if isinstance(own.get("tags"), list) else own.get("tags", header["tags"])
+        header = {**header, **own, "tags": tags, "configs": configs}
+    else:
+        header["configs"] = configs
+    return f"""---
+{yaml.safe_dump(header, sort_keys=False, allow_unicode=True).rstrip()}
+---
+
+{body.lstrip(chr(10))}"""
+
+
+_ROOT_BEGIN = "<!-- benchfill: the versions, rewritten at each release (text outside these markers is kept) -->"
+_ROOT_END = "<!-- benchfill: end of the versions -->"
 
 
 def _mkdir_public(path: Path) -> None:
@@ -1111,17 +1135,28 @@ def _card_against_data(card: Path, data: Path) -> list[str]:
     return []
 
 
-def _card_meta(card: Path) -> dict[str, Any]:
-    """The ``benchfill`` block of a card's front matter (the release's meta); {} where it has none."""
+def _front_matter(card: Path) -> tuple[dict[str, Any], str]:
+    """A card's front matter (``{}`` where it has none, or none that parses to a mapping) and the text after it;
+    ``({}, "")`` where the file is missing or unreadable."""
     import yaml
 
     try:
         text = card.read_text(encoding="utf-8")
-        front = text.split("\n---\n", 1)[0].removeprefix("---\n") if text.startswith("---\n") else ""
+    except (OSError, UnicodeDecodeError):
+        return {}, ""
+    front, sep, rest = text.removeprefix("---\n").partition("\n---\n")
+    if not text.startswith("---\n") or not sep:
+        return {}, text
+    try:
         head = yaml.safe_load(front)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        head = None
-    meta = head.get("benchfill") if isinstance(head, dict) else None
+    except yaml.YAMLError:
+        return {}, text
+    return (head, rest) if isinstance(head, dict) else ({}, text)
+
+
+def _card_meta(card: Path) -> dict[str, Any]:
+    """The ``benchfill`` block of a card's front matter (the release's meta); {} where it has none."""
+    meta = _front_matter(card)[0].get("benchfill")
     return meta if isinstance(meta, dict) else {}
 
 

@@ -76,6 +76,60 @@ def test_the_benchmark_folder_loads_one_version_at_a_time(tmp_path, shared_data)
     assert "- [1.1.0](1.1.0/README.md) (latest)\n- [1.0.0](1.0.0/README.md)" in card
 
 
+def test_the_maintainers_own_readme_in_the_benchmark_folder_is_kept(tmp_path, shared_data):
+    # the folder's card replaced a README.md the maintainer wrote there, at every release
+    import datasets
+    import yaml
+
+    from benchfill.store import Store
+
+    run = make_run(tmp_path, shared_data)
+    store = Store(run / "store.db")
+    store.set_meta("benchmark", {"name": "aime24", "text_field": "problem", "answer_field": "answer",
+                                 "license": "mit"})
+    store.close()
+    folder = tmp_path / "releases" / "aime24"
+    folder.mkdir(parents=True)
+    own = "---\nlanguage: [en]\ntags: [math]\n---\n# Our AIME set\n\nMaintained by the maths team. ünïcode kept.\n"
+    (folder / "README.md").write_text(own, encoding="utf-8")
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    release(run, "1.0.0")
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    head = yaml.safe_load(card.split("\n---\n", 1)[0].removeprefix("---\n"))
+    assert head["language"] == ["en"] and head["tags"] == ["math", "benchfill", "difficulty", "irt"]
+    assert head["license"] == "mit"  # the Hub reads the repository's licence from this card
+    assert [c["config_name"] for c in head["configs"]] == ["1.0.0"]
+    assert "# Our AIME set\n\nMaintained by the maths team. ünïcode kept.\n" in card
+    assert "- [1.0.0](1.0.0/README.md) (latest)" in card
+    # the maintainer edits around the list; the next release rewrites the list only
+    (folder / "README.md").write_text(card.replace("Maintained by", "Kept by") + "\nA footer.\n", encoding="utf-8")
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    release(run, "1.1.0")
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "Kept by the maths team" in card and card.endswith("\nA footer.\n") and card.count("# Our AIME") == 1
+    assert "- [1.1.0](1.1.0/README.md) (latest)\n- [1.0.0](1.0.0/README.md)\n" in card
+    assert card.count("benchfill: end of the versions") == 1
+    assert datasets.load_dataset(str(folder), split="test").num_rows == 32
+
+
+def test_a_folder_card_from_before_the_markers_is_replaced_whole(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    folder = release(run, "1.0.0").path.parent
+    card = (folder / "README.md").read_text()
+    # as the card was written before the markers: the same text without them
+    old = "\n".join(line for line in card.splitlines() if not line.startswith("<!-- benchfill")) + "\n"
+    (folder / "README.md").write_text(old)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    release(run, "1.1.0")
+    card = (folder / "README.md").read_text()
+    assert card.count("# aime24: benchfill releases") == 1 and card.count("(latest)") == 1
+
+
 def test_the_card_carries_the_specs_licence_and_citation_or_says_none_is_stated(tmp_path, shared_data):
     import yaml
 
