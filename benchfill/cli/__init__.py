@@ -8,8 +8,10 @@ function. Modules here import nothing heavy at module level, so that
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -45,7 +47,50 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub)
+    _add_verbose(parser, top=True)
     return parser
+
+
+def _add_verbose(parser: argparse.ArgumentParser, top: bool = False) -> None:
+    """``-v``/``--verbose`` on every (sub)command, before or after its name: benchfill's notices at INFO (a
+    rewriter's reply repaired, a reply with no choices) as well as its warnings. Below the top level the
+    flag sets nothing unless given, so that ``benchfill -v run`` is not undone by run's own default."""
+    parser.add_argument("-v", "--verbose", action="store_true", default=False if top else argparse.SUPPRESS,
+                        help="also say benchfill's notices (logged at INFO), not only its warnings")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # (aliases name one parser twice)
+                _add_verbose(child)
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (a caller may have swapped it since)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ sets it: sys.stderr is read at each write instead
+        pass
+
+
+@contextlib.contextmanager
+def _notices(verbose: bool):
+    """benchfill's log records on stderr as its other lines are written, ``benchfill: ...``, for this command
+    only. Without it a warning reached the operator through Python's last-resort handler, unprefixed, and a
+    notice at INFO never did."""
+    logger = logging.getLogger("benchfill")
+    handler, level = _Stderr(), logger.level
+    handler.setFormatter(logging.Formatter("benchfill: %(message)s"))
+    logger.addHandler(handler)
+    if verbose or logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
@@ -127,7 +172,8 @@ def _main(argv: list[str] | None) -> int:
 
     previous = _on_sigterm(hangup=getattr(args, "stop_on_hangup", False))
     try:
-        return int(args.func(args) or 0)
+        with _notices(args.verbose):
+            return int(args.func(args) or 0)
     except BenchfillError as exc:
         print(f"benchfill: error: {exc}", file=sys.stderr)
         return exc.exit_code

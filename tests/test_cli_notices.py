@@ -1,0 +1,49 @@
+"""The CLI says benchfill's log records on stderr, prefixed, for the command only; -v adds its notices."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from benchfill.cli import _notices, build_parser
+
+
+@pytest.mark.parametrize("argv", [["-v", "fit", "--responses", "r.csv"], ["fit", "--responses", "r.csv", "-v"],
+                                  ["review", "export", "RUN", "--verbose"]])
+def test_verbose_is_taken_before_or_after_the_command(argv):
+    assert build_parser().parse_args(argv).verbose is True
+
+
+def test_a_command_without_the_flag_is_not_verbose_and_a_top_level_flag_survives_the_subcommand():
+    parser = build_parser()
+    assert parser.parse_args(["fit", "--responses", "r.csv"]).verbose is False
+    assert parser.parse_args(["-v", "review", "export", "RUN"]).verbose is True
+
+
+def test_warnings_are_prefixed_and_notices_need_verbose(capsys):
+    log = logging.getLogger("benchfill.llm")
+    before = logging.getLogger("benchfill").handlers[:]
+    with _notices(verbose=False):
+        log.warning("probe %s is slow", "p0")
+        log.info("rewriter reply repaired")
+    err = capsys.readouterr().err
+    assert err == "benchfill: probe p0 is slow\n"  # once, prefixed; the notice not said
+    with _notices(verbose=True):
+        log.info("rewriter reply repaired")
+    assert capsys.readouterr().err == "benchfill: rewriter reply repaired\n"
+    # nothing left behind for a host that calls main() in its own process
+    assert logging.getLogger("benchfill").handlers == before
+    assert logging.getLogger("benchfill").level == logging.NOTSET
+
+
+def test_a_hosts_own_level_on_benchfills_logger_is_kept(capsys):
+    logger = logging.getLogger("benchfill")
+    logger.setLevel(logging.ERROR)
+    try:
+        with _notices(verbose=False):
+            logging.getLogger("benchfill.fleet").warning("replica down")
+        assert capsys.readouterr().err == ""  # the host silenced benchfill's warnings
+        assert logger.level == logging.ERROR
+    finally:
+        logger.setLevel(logging.NOTSET)
