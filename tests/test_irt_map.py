@@ -117,6 +117,20 @@ def test_unknown_engine_or_model_is_a_config_error():
         fit(sim.matrix, model="3pl")
 
 
+def test_progress_takes_a_callable_or_true_as_run_and_run_sweep_do(capsys):
+    # fit(m, progress=True) was a TypeError deep in the engine ("'bool' object is not callable")
+    sim = simulate_responses(3, 4, 2, seed=0)
+    seen = []
+    fit(sim.matrix, progress=seen.append)
+    assert seen and seen[0].startswith("map iteration 1:")
+    fit(sim.matrix, progress=True)
+    assert capsys.readouterr().err.splitlines() == seen
+    fit(sim.matrix, progress=False)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(ConfigError, match="^progress: "):
+        fit(sim.matrix, progress="yes")
+
+
 def test_mmlu_pro_real_matrix_converges(shared_data):
     from benchfill.data import read_responses
 

@@ -78,6 +78,18 @@ def test_bad_counts_are_rejected():
         online_calibrate([1, 2], [8], [0.0])
 
 
+@pytest.mark.parametrize("kw, field", [({"chance": 1.5}, "chance"), ({"chance": -0.2}, "chance"),
+                                       ({"chance": 1.0}, "chance"), ({"prior_sd": 0}, "prior_sd"),
+                                       ({"prior_sd": float("inf")}, "prior_sd"),
+                                       ({"prior_mean": float("nan")}, "prior_mean")])
+def test_a_floor_or_prior_that_is_no_probability_or_spread_is_refused_by_name(kw, field):
+    # chance 1.5 gave difficulty -3.79 with se 0.0 and no flag; prior_sd 0 a ZeroDivisionError
+    from benchfill.errors import DataError
+
+    with pytest.raises(DataError, match=f"^{field}: "):
+        online_calibrate([3], [3], [0.1], **kw)
+
+
 def test_item_information_by_hand():
     np.testing.assert_allclose(item_information(0.0, [0.0]), [0.25])
     s = 1 / (1 + np.exp(-1.0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,10 @@ def require_matrix(matrix: Any, arg: str = "matrix") -> None:
                           "(read one with benchfill.read_responses)")
 
 
+def _on_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def fit(
     matrix: ResponseMatrix,
     *,
@@ -34,7 +39,7 @@ def fit(
     warmup: int = 1000,
     draws: int = 1000,
     target_accept: float = 0.95,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | bool | None = None,
 ) -> IrtFit:
     """Fit P(Y=1) = g_i + (1 - g_i) sigmoid(theta_j - b_i) (or a_i (theta_j - b_i) for 2PL).
 
@@ -43,8 +48,18 @@ def fit(
     "map" returns the posterior mode with Laplace standard errors; "nuts" returns posterior
     means and sds with all chains' draws stacked and the convergence diagnostics
     (max_rhat, min_ess_bulk, divergences). Both record the log likelihood (for BIC) and ``seed``.
+
+    ``seed`` fixes the draws (and MAP's start); ``chains``, ``warmup``, ``draws`` and ``target_accept`` (the
+    NUTS step size's aim) are NUTS's only. ``progress``: a callable given each progress line, or True for
+    the lines on stderr (as ``run`` and ``run_sweep`` take ``progress=True``); None or False for none.
     """
     require_matrix(matrix)
+    if progress is True:
+        progress = _on_stderr
+    elif progress is False:
+        progress = None
+    elif progress is not None and not callable(progress):
+        raise ConfigError(f"progress: a callable taking each line, or True/False, got {type(progress).__name__}")
     if engine not in ENGINES:
         raise ConfigError(f"engine: unknown IRT engine {engine!r} (choose one of {', '.join(ENGINES)})")
     if model not in MODELS:

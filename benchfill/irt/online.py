@@ -163,6 +163,14 @@ def online_calibrate(
     "at_or_below_chance", "no_trials"). Pass ``prior_mean`` = the mean of the original items'
     difficulties to shrink such items toward the benchmark rather than toward 0.
     """
+    # a floor of 1 or more, or below 0, is no probability: the curves then gave a confident estimate
+    # (se 0) of nothing; a prior sd of 0 divided by zero
+    if not (isinstance(chance, (int, float, np.number)) and 0.0 <= float(chance) < 1.0):
+        raise ProbeCountError(f"chance: the guessing floor must lie in [0, 1), got {chance!r}")
+    if not (isinstance(prior_sd, (int, float, np.number)) and 0.0 < float(prior_sd) < np.inf):
+        raise ProbeCountError(f"prior_sd: must be a positive finite number, got {prior_sd!r}")
+    if not (isinstance(prior_mean, (int, float, np.number)) and np.isfinite(prior_mean)):
+        raise ProbeCountError(f"prior_mean: must be a finite number, got {prior_mean!r}")
     c = _per_probe(correct, "correct")
     k = _per_probe(trials, "trials")
     theta = _per_probe(abilities, "abilities")
