@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hashlib
 import json
 import math
@@ -85,18 +86,18 @@ class RunOptions:
     def resolved_backend(self, name: Callable[[str], str] | None = None) -> str:
         if self.backend:
             if self.backend not in BACKENDS:
-                raise ConfigError(f"{(name or option_flag)('backend')}: unknown backend {self.backend!r} "
+                raise ConfigError(f"{(name or opt)('backend')}: unknown backend {self.backend!r} "
                                   f"(choose from {', '.join(BACKENDS)})")
             return self.backend
         return "openai" if self.config else "sim"
 
     def check(self, name: Callable[[str], str] | None = None) -> None:
         """Refuse options no run can use, before any work (run and --dry-run), in one line that starts
-        with the option's name: ``name(field)``, by default its flag (``option_flag``); a sweep names the
-        field of its file instead."""
+        with the option's name: ``name(field)``, by default the field's (its flag under the CLI: ``opt``); a
+        sweep names the field of its file instead."""
         from benchfill.search import PROTOCOLS, STRATEGIES
 
-        name = name or option_flag
+        name = name or opt
         for f in fields(self):  # a bool option set from a file or by a library caller: "no" would be truthy
             if f.type == "bool" and not isinstance(getattr(self, f.name), bool):
                 raise ConfigError(f"{name(f.name)}: true or false, got {getattr(self, f.name)!r}")
@@ -206,6 +207,32 @@ def option_flag(field_name: str) -> str:
     return _FLAGS.get(field_name, "--" + field_name.replace("_", "-"))
 
 
+def _field(field_name: str) -> str:
+    return field_name
+
+
+# How a refusal names an option: the field a library caller set (``RunOptions(sim_rewriter=...)``), or, under
+# the CLI (``flag_names``), the flag its user typed. A library caller read "--rewriter: unknown preset" for a
+# field named sim_rewriter.
+_NAMER: contextvars.ContextVar[Callable[[str], str]] = contextvars.ContextVar("benchfill_option_names",
+                                                                             default=_field)
+
+
+@contextlib.contextmanager
+def flag_names():
+    """Name options by their `benchfill run` flags in what is refused within (the CLI's)."""
+    token = _NAMER.set(option_flag)
+    try:
+        yield
+    finally:
+        _NAMER.reset(token)
+
+
+def opt(field_name: str) -> str:
+    """An option as the caller knows it: its field, or its flag under the CLI."""
+    return _NAMER.get()(field_name)
+
+
 def _not_number(value: Any) -> bool:
     return isinstance(value, bool) or not isinstance(value, (int, float))
 
@@ -287,7 +314,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     prompt_warnings = check_overrides()  # a bad override: refused before the run's folder is made
     items = bench.items
     if opts.gaps > len(items) + 1:  # n items bound n + 1 gaps; asking more would search them all, slowly
-        raise ConfigError(f"--gaps {opts.gaps}: {bench.name} has {len(items)} items, so at most {len(items) + 1} gaps")
+        raise ConfigError(f"{opt('gaps')} {opts.gaps}: {bench.name} has {len(items)} items, so at most {len(items) + 1} gaps")
     run_dir = runs_root(opts) / run_id_for(opts)
     if gaps_only is None:
         _check_outputs(run_dir)
@@ -623,13 +650,14 @@ def load_benchmark(opts: RunOptions):
 
     if opts.items or opts.spec:
         if opts.benchmark:  # the run would be named after one benchmark and made of the other
-            raise ConfigError(f"--benchmark {opts.benchmark} with --items/--spec: name a registered benchmark, "
+            raise ConfigError(f"{opt('benchmark')} {opts.benchmark} with {opt('items')}/{opt('spec')}: name a "
+                              "registered benchmark, "
                               "or give items and a spec, not both")
         if not (opts.items and opts.spec):
-            raise ConfigError("a custom benchmark needs both --items and --spec")
+            raise ConfigError(f"a custom benchmark needs both {opt('items')} and {opt('spec')}")
         return custom_benchmark(opts.items, opts.spec, opts.responses, opts.data_dir)
     if not opts.benchmark:
-        raise ConfigError("name a benchmark (--benchmark NAME) or give --items and --spec")
+        raise ConfigError(f"name a benchmark ({opt('benchmark')} NAME) or give {opt('items')} and {opt('spec')}")
     bench = get_benchmark(opts.benchmark, opts.data_dir)
     if opts.responses:
         from benchfill.errors import DataError
@@ -877,7 +905,7 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
     default_benchmark(opts)
     bench = load_benchmark(opts)
     if opts.gaps > len(bench.items) + 1:
-        raise ConfigError(f"--gaps {opts.gaps}: {bench.name} has {len(bench.items)} items, so at most "
+        raise ConfigError(f"{opt('gaps')} {opts.gaps}: {bench.name} has {len(bench.items)} items, so at most "
                           f"{len(bench.items) + 1} gaps")
     if opts.resolved_backend() == "sim":
         from benchfill.config import LLMConfig

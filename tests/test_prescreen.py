@@ -214,7 +214,7 @@ def test_a_bad_prescreen_value_is_one_clear_error(tmp_path):
     from benchfill.errors import ConfigError
     from benchfill.run import RunOptions, run
 
-    with pytest.raises(ConfigError, match="--prescreen: 'maybe' is neither on nor off"):
+    with pytest.raises(ConfigError, match="^prescreen: 'maybe' is neither on nor off"):
         run(RunOptions(benchmark="demo", runs_dir=str(tmp_path), prescreen="maybe", progress=False))
 
 

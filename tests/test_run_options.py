@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchfill.errors import ConfigError, DataError
-from benchfill.run import RunOptions, dry_run, run, run_id_for
+from benchfill.run import RunOptions, dry_run, flag_names, run, run_id_for
 
 FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6, progress=False, sim_rewriter="kind")
 
@@ -43,21 +43,46 @@ FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6,
 def test_options_no_run_can_use_are_refused_by_run_and_dry_run_alike(tmp_path, bad, pattern):
     opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **{**FAST, **bad})
     for call in (run, dry_run):
-        with pytest.raises(ConfigError, match=pattern):
+        with flag_names(), pytest.raises(ConfigError, match=pattern):  # (named as the CLI names them)
             call(opts)
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize(("bad", "pattern"), [
+    ({"children": 0}, r"^children: must be at least 1, got 0$"),
+    ({"sim_rewriter": "kindd"}, r"^sim_rewriter: unknown preset 'kindd'"),
+    ({"sim_rewriter_knobs": {"driftt": 1.0}}, r"^sim_rewriter_knobs: unknown knob 'driftt'"),
+    ({"confirm": "no"}, r"^confirm: true or false, got 'no'$"),
+    ({"items": "mine.jsonl", "spec": "mine.toml"}, r"^benchmark demo with items/spec: name a registered"),
+    ({"gaps": 1000}, r"^gaps 1000: demo has 48 items"),
+])
+def test_a_library_caller_is_told_the_field_it_set_not_the_cli_flag(tmp_path, bad, pattern):
+    # RunOptions(sim_rewriter="nice") was refused as "--rewriter: unknown preset"
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **{**FAST, **bad})
+    for call in (run, dry_run):
+        with pytest.raises(ConfigError, match=pattern):
+            call(opts)
+
+
+def test_the_cli_names_the_flags_it_was_given(tmp_path, capsys):
+    from benchfill.cli import main
+
+    assert main(["run", "--benchmark", "demo", "--children", "0", "--runs-dir", str(tmp_path), "--quiet"]) == 2
+    assert capsys.readouterr().err == "benchfill: error: --children: must be at least 1, got 0\n"
+    assert main(["run", "--benchmark", "demo", "--near-duplicate", "140", "--dry-run"]) == 2
+    assert capsys.readouterr().err.startswith("benchfill: error: --near-duplicate: a number in [0, 100]")
 
 
 def test_the_rewriter_with_real_endpoints_is_refused_naming_both_flags(tmp_path):
     opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), backend="openai", config=str(tmp_path / "p.toml"),
                       **{**FAST, "sim_rewriter": None, "sim_rewriter_knobs": {"drift": 1.0}})
-    with pytest.raises(ConfigError, match=r"^--rewriter-knobs: sets the simulated world's rewriter, which does "
-                                          r"nothing with --backend openai$"):
+    with flag_names(), pytest.raises(ConfigError, match=r"^--rewriter-knobs: sets the simulated world's rewriter, "
+                                                       r"which does nothing with --backend openai$"):
         opts.check()
 
 
 def test_dry_run_refuses_more_gaps_than_the_benchmark_has(tmp_path):
-    with pytest.raises(ConfigError, match=r"--gaps 1000: demo has 48 items, so at most 49 gaps"):
+    with flag_names(), pytest.raises(ConfigError, match=r"--gaps 1000: demo has 48 items, so at most 49 gaps"):
         dry_run(RunOptions(benchmark="demo", runs_dir=str(tmp_path), **{**FAST, "gaps": 1000}))
 
 

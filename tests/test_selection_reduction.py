@@ -99,7 +99,7 @@ def test_a_run_takes_the_reduction_rule_and_names_the_rules_it_knows():
     from benchfill.run import RunOptions
 
     RunOptions(selection="reduction").check()  # accepted
-    with pytest.raises(ConfigError, match="--selection: unknown rule 'nearest' .*posterior, reduction, closest"):
+    with pytest.raises(ConfigError, match="^selection: unknown rule 'nearest' .*posterior, reduction, closest"):
         RunOptions(selection="nearest").check()
     with pytest.raises(ConfigError, match="posterior, reduction, closest"):
         chooser("nearest", Steering(), _annotator())

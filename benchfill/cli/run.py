@@ -97,10 +97,13 @@ def handle(args: argparse.Namespace) -> int:
 
         raise ConfigError("name a benchmark (--benchmark NAME; demo is built in) or give --items and --spec")
     if args.dry_run:
-        for key, value in run_mod.dry_run(opts).items():
+        with run_mod.flag_names():
+            plan = run_mod.dry_run(opts)
+        for key, value in plan.items():
             print(f"{key}: {value}")
         return 0
-    run_dir = run_mod.run(opts)
+    with run_mod.flag_names():  # what is refused names the flags typed here, not RunOptions' fields
+        run_dir = run_mod.run(opts)
     if opts.progress:  # the headline on stderr; stdout stays the run folder alone, for scripts
         import json
 
