@@ -87,7 +87,7 @@ class BenchmarkSpec(BaseModel):
     hf_dataset: str | None = None  # ORG/NAME, loaded from the local cache or folder (benchfill.hub)
     hf_config: str | None = None
     hf_split: str = "test"
-    id_field: str | None = None  # the dataset column holding item ids (default: id, task_id, ...)
+    id_field: str | None = None  # the column holding item ids (default: id; an hf: dataset's: id, task_id, ...)
 
     @model_validator(mode="before")
     @classmethod

@@ -412,3 +412,38 @@ def test_the_library_doors_say_what_they_expect():
         collect_responses(None, None, [], None)
     with pytest.raises(ConfigError, match=r"^sweep: expected a Sweep \(benchfill.sweep.load_sweep\(path\)\), got NoneType$"):
         run_sweep(None)
+
+
+def test_a_benchmark_with_its_own_id_field_gets_children_named_by_their_own_ids(tmp_path):
+    # the rewriter was shown the parent's own id column and copied it: the release held two rows with
+    # qid "q00", the parent's and its child's
+    import json
+
+    from benchfill.release import release
+    from benchfill.review import ReviewBoard
+    from benchfill.schema import ModelCall
+    from benchfill.store import Store
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    with (folder / "items.jsonl").open("w") as fh:
+        for i in range(24):
+            fh.write(json.dumps({"qid": f"q{i:02d}", "problem": f"What is {i} plus {i + 3}?", "answer": str(2 * i + 3)})
+                     + "\n")
+    (folder / "spec.toml").write_text('[benchmark]\nname = "mine"\ntext_field = "problem"\nanswer_field = "answer"\n'
+                                      'evaluator = "math"\nid_field = "qid"\n')
+    d = run(RunOptions(items=str(folder / "items.jsonl"), spec=str(folder / "spec.toml"), benchmark=None,
+                       backend="sim", runs_dir=str(tmp_path / "runs"), **FAST))
+    queue = [json.loads(line) for line in (d / "review_queue.jsonl").read_text().splitlines()]
+    assert queue and all(e["child"]["qid"] == e["item_id"] for e in queue)
+    store = Store(d / "store.db")
+    try:
+        prompts = [json.loads(c.request_json) for c in store.all(ModelCall)]
+    finally:
+        store.close()
+    shown = [m["content"] for p in prompts for m in p.get("messages", []) if "<parent>" in m.get("content", "")]
+    assert shown and not any('"qid"' in text for text in shown)  # no id column in what the rewriter reads
+    with ReviewBoard(d) as b:
+        b.decide(queue[0]["item_id"], "ann", "accept")
+    rows = [json.loads(line) for line in (release(d, "1.0.0").path / "data" / "test.jsonl").read_text().splitlines()]
+    assert len({r["qid"] for r in rows}) == len(rows) == 25

@@ -65,7 +65,7 @@ class TrafficServices:
         self._repairs: dict[str, int] = {}  # key -> repair turns of its rewrite and judge, until taken
 
     async def rewrite(self, parent: dict[str, Any], target_z: float, references: list[Reference], key: str):
-        from benchfill import llm
+        from benchfill import llm, prompts
 
         child_id = key.split(":", 1)[1]
         refs = [({k: v for k, v in r.item.items() if k != "id"}, r.z) for r in references]
@@ -85,8 +85,7 @@ class TrafficServices:
         self._repairs[key] = self._repairs.get(key, 0) + extra
         if not res:  # a counted failure: the replies stayed unreadable after the repairs allowed
             return None
-        child = {k: v for k, v in res.child.items() if k != "id"}
-        return {**child, "id": child_id}
+        return prompts.new_child(res.child, child_id, self.spec)
 
     async def judge(self, child: dict[str, Any], key: str) -> Verdict:
         from benchfill import llm

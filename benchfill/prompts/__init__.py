@@ -144,9 +144,23 @@ def _field(spec: Any, attr: str, default: str) -> str:
     return (getattr(spec, attr, None) if spec is not None else None) or default
 
 
-def _item_json(item: dict) -> str:
-    """The item's own fields as JSON; the id is bookkeeping, not content."""
-    return json.dumps({k: v for k, v in item.items() if k != "id"}, ensure_ascii=False, indent=2)
+def id_fields(spec: Any = None) -> set[str]:
+    """The fields that name an item rather than make it: ``id`` and the spec's ``id_field``."""
+    return {"id", *([spec.id_field] if getattr(spec, "id_field", None) else [])}
+
+
+def _item_json(item: dict, spec: Any = None) -> str:
+    """The item's own fields as JSON; its ids are bookkeeping, not content (shown one, a rewriter copied the
+    parent's own id column into the child, and a release held two rows with one id)."""
+    hidden = id_fields(spec)
+    return json.dumps({k: v for k, v in item.items() if k not in hidden}, ensure_ascii=False, indent=2)
+
+
+def new_child(reply: dict, child_id: str, spec: Any = None) -> dict:
+    """A rewriter's child under its own id: any id it wrote dropped, the spec's ``id_field`` set to that id
+    too (the user's id column names the new item, not its parent)."""
+    hidden = id_fields(spec)
+    return {**{k: v for k, v in reply.items() if k not in hidden}, **dict.fromkeys(hidden, child_id)}
 
 
 def _scale(z: float) -> str:
@@ -187,14 +201,14 @@ def format_rewriter_prompt(
 ) -> str:
     """The rewriter's prompt: parent, target and nearby references (items with their z), easiest first."""
     blocks = [
-        f'<reference difficulty="{_scale(z)}">\n{_item_json(item)}\n</reference>'
+        f'<reference difficulty="{_scale(z)}">\n{_item_json(item, spec)}\n</reference>'
         for item, z in sorted(references, key=lambda pair: pair[1])
     ]
-    fields = [k for k in parent if k != "id"]
+    fields = [k for k in parent if k not in id_fields(spec)]
     return render(
         "rewriter",
         user_dir,
-        parent=_item_json(parent),
+        parent=_item_json(parent, spec),
         target=_scale(target_z),
         references="\n\n".join(blocks) if blocks else "(none)",
         fields=", ".join(fields),
@@ -208,7 +222,7 @@ def format_judge_prompt(child: dict, spec: Any = None, user_dir: str | os.PathLi
     return render(
         "judge",
         user_dir,
-        item=_item_json(child),
+        item=_item_json(child, spec),
         text_field=_field(spec, "text_field", "problem"),
         answer_field=_field(spec, "answer_field", "answer"),
     )

@@ -45,7 +45,7 @@ class WorldServices:
                                                          *spec_item_fields(self.spec)])
         except prompts.MalformedReply:
             return None
-        return {**{k: v for k, v in child.items() if k != "id"}, "id": child_id}
+        return prompts.new_child(child, child_id, self.spec)
 
     async def judge(self, child: dict[str, Any], key: str) -> Verdict:
         from benchfill import prompts
