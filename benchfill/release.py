@@ -76,6 +76,9 @@ class ReleaseResult:
     # generated items whose text is another released item's (after Unicode normal form, spacing and case):
     # (generated id, the id of the first item with that text); released all the same, and said
     same_text: list[tuple[str, str]] = field(default_factory=list)
+    # the original items against the previous release's: {"added": [...], "removed": [...], "changed": {id:
+    # fields}}, empty where they are the same (an items file edited between runs moves every "before" figure)
+    originals: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -288,6 +291,8 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         "near_duplicate": [r["id"] for r in rows if r["origin"] == "generated" and "near_duplicate" in _flags_of(r)],
         "mixed_columns": mixed,
     }
+    if carry.originals_moved():  # the card's scale line says the "before" figures are not the previous release's
+        meta["originals_moved"] = {"previous": carry.previous, "summary": carry.originals_summary()}
     run_k = _run_top_k(board)
     meta["run_top_k"] = run_k
     before, after = coverage_figures(z_before, run_k), coverage_figures(z_after, run_k)
@@ -371,7 +376,14 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     return ReleaseResult(version, target, len(z_before), meta["n_generated"], digest,
                          added=added, carried=carry.carried, removed=list(carry.removed),
                          changed=carry.changed, pending=pending, rule_note=note, held=kept.held,
-                         same_text=_same_texts(rows, str(board.spec.get("text_field") or "")))  # fmt: skip
+                         same_text=_same_texts(rows, str(board.spec.get("text_field") or "")),
+                         originals=_originals_of(carry))  # fmt: skip
+
+
+def _originals_of(carry) -> dict[str, Any]:
+    if not carry.originals_moved():
+        return {}
+    return {"added": carry.originals_added, "removed": carry.originals_removed, "changed": carry.originals_changed}
 
 
 def _same_texts(rows: list[dict[str, Any]], text_field: str) -> list[tuple[str, str]]:

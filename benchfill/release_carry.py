@@ -33,6 +33,20 @@ class Carry:
     # this run's id -> the released id of the same item: another run's child this run reused ("X@A",
     # benchfill.engine.memory_store.foreign_id) that the previous release holds as A's "X"
     aliases: dict[str, str] = field(default_factory=dict)
+    # the benchmark's own items against the previous release's (an items file edited between runs): the
+    # "before" figures move with them, and a changed item keeps the place its earlier version was measured at
+    originals_added: list[str] = field(default_factory=list)
+    originals_removed: list[str] = field(default_factory=list)
+    originals_changed: dict[str, list[str]] = field(default_factory=dict)  # id -> item fields that differ
+
+    def originals_moved(self) -> bool:
+        return bool(self.originals_added or self.originals_removed or self.originals_changed)
+
+    def originals_summary(self) -> str:
+        """"1 added, 2 changed" of the original items; "" where they are the previous release's."""
+        parts = [(len(self.originals_added), "added"), (len(self.originals_removed), "removed"),
+                 (len(self.originals_changed), "changed")]
+        return ", ".join(f"{n} {what}" for n, what in parts if n)
 
     def changelog(self) -> str:
         """The CHANGELOG lines for this release's entry (none for a first release)."""
@@ -43,6 +57,13 @@ class Carry:
                + (": " + ", ".join(untrusted.md_code(i) for i in self.carried) if self.carried else "")]
         out += [f"- removed {untrusted.md_code(i)} ({untrusted.md_text(why)})" for i, why in self.removed.items()]
         out += [f"- changed {untrusted.md_code(i)} ({untrusted.md_text(', '.join(f))})" for i, f in self.changed.items()]
+        if self.originals_moved():
+            out.append(f"- the original items differ from {untrusted.md_text(self.previous)}'s "
+                       f"({self.originals_summary()}); the \"before\" figures move with them")
+            out += [f"  - original added {untrusted.md_code(i)}" for i in self.originals_added]
+            out += [f"  - original removed {untrusted.md_code(i)}" for i in self.originals_removed]
+            out += [f"  - original changed {untrusted.md_code(i)} ({untrusted.md_text(', '.join(f))}): it keeps the "
+                    "place the scale of record measured its earlier version at" for i, f in self.originals_changed.items()]
         return "\n".join(out) + "\n"
 
 
@@ -81,6 +102,18 @@ def carry_forward(
         raise ConfigError(f"cannot remove {', '.join(unknown)}: not a generated item of "
                           f"{previous or 'an earlier release (there is none)'}")  # fmt: skip
     carry = Carry(previous=previous, before=set(gen_before))
+    if previous:
+        orig_before = {i: r for i, r in previous_rows.items() if r.get("origin") == "original"}
+        orig_now = {r["id"]: r for r in rows if r.get("origin") == "original"}
+        carry.originals_added = [i for i in orig_now if i not in orig_before]
+        carry.originals_removed = [i for i in orig_before if i not in orig_now]
+        for item_id in orig_now.keys() & orig_before.keys():
+            mine = {k: v for k, v in orig_now[item_id].items() if k not in provenance}
+            theirs = {k: v for k, v in orig_before[item_id].items() if k not in provenance}
+            diff = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+            if diff:
+                carry.originals_changed[item_id] = diff
+        carry.originals_changed = dict(sorted(carry.originals_changed.items()))
     since = parse_time(previous_released_at)
     now_ids = {r["id"]: r for r in rows}
     reused = _reused(rows, gen_before, run_id)

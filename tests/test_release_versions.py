@@ -335,3 +335,52 @@ def test_a_release_of_a_simulated_run_with_nothing_accepted_is_marked_simulated(
     card = (res.path / "README.md").read_text()
     assert yaml.safe_load(card.split("---\n")[1])["benchfill"]["simulated"] is True
     assert "This release comes from a run on the **simulated** world" in card
+
+
+def test_original_items_that_differ_from_the_previous_releases_are_said_in_the_changelog_card_and_result(
+        tmp_path, shared_data):
+    # an items file edited between runs: the changelog and the summary said nothing, and the card claimed the
+    # "before" figures were the same in every release
+    from benchfill.schema import Item
+    from benchfill.store import Store
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    first = release(run, "1.0.0")
+    assert first.originals == {}
+    store = Store(run / "store.db")
+    with store.session() as s:
+        row = s.get(Item, (store.run_id, "2024-I-03"))
+        data = json.loads(row.data_json)
+        data["answer"] = "999999"
+        row.data_json = json.dumps(data)
+        s.add(row)
+    store.close()
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    res = release(run, "1.1.0")
+    assert res.originals == {"added": [], "removed": [], "changed": {"2024-I-03": ["answer"]}}
+    log = (res.path / "CHANGELOG.md").read_text()
+    assert "- the original items differ from 1.0.0's (1 changed); the \"before\" figures move with them" in log
+    assert "  - original changed `2024-I-03` (answer): it keeps the place" in log
+    card = (res.path / "README.md").read_text()
+    assert "This release's original items are not 1.0.0's (1 changed; the changelog names them)" in card
+    # a release whose originals are its predecessor's says nothing of them
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[2], "ann", "accept")
+    again = release(run, "1.2.0")
+    assert again.originals == {} and "original items differ" not in (again.path / "CHANGELOG.md").read_text()[:400]
+
+
+def test_carry_forward_names_original_items_added_and_removed():
+    from benchfill.release import PROVENANCE
+    from benchfill.release_carry import carry_forward
+
+    prev = {"a": {"id": "a", "origin": "original", "q": "1", "run_id": "r1"},
+            "b": {"id": "b", "origin": "original", "q": "2", "run_id": "r1"}}
+    rows = [{"id": "a", "origin": "original", "q": "1", "run_id": "r2"},  # another run: provenance, not a change
+            {"id": "c", "origin": "original", "q": "3", "run_id": "r2"}]
+    carry = carry_forward(rows, prev, "1.0.0", None, {}, {}, PROVENANCE, "r2")
+    assert (carry.originals_added, carry.originals_removed, carry.originals_changed) == (["c"], ["b"], {})
+    assert carry.originals_summary() == "1 added, 1 removed"

@@ -211,6 +211,11 @@ def _release(args) -> int:
     if res.carried or res.removed or res.changed:
         print(f"from the previous release: {len(res.carried)} carried forward, {len(res.removed)} removed, "
               f"{len(res.changed)} changed")
+    if res.originals:
+        o = res.originals
+        parts = [f"{len(o[k])} {k}" for k in ("added", "removed", "changed") if o[k]]
+        print(f"note: the original items differ from the previous release's ({', '.join(parts)}): its \"before\" "
+              "figures move with them; the changelog names them", file=sys.stderr)
     if res.rule_note:
         print(f"note: {res.rule_note}", file=sys.stderr)
     if res.pending:
