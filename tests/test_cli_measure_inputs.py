@@ -267,3 +267,32 @@ def test_items_beside_a_saved_fit_must_be_the_fits(tmp_path, capsys):
     assert main(["diagnose", "--fit", str(fit_path), "--items", str(more)]) == 0
     assert (f"benchfill: warning: --items {more}: 1 of its items are not in the fit {fit_path} and are left out: "
             "new1") in capsys.readouterr().err  # fmt: skip
+
+
+def test_diagnose_and_fit_read_the_guessing_floor_and_ids_of_a_spec(tmp_path, capsys):
+    # a multiple-choice benchmark whose options field is not options/choices fitted with no floor in diagnose
+    # and fit, while run fitted it with 1/4: --spec gives them what run reads
+    rng = np.random.default_rng(3)
+    items, rows = tmp_path / "items.jsonl", ["model,item_id,correct,trials"]
+    with items.open("w") as fh:
+        for i in range(12):
+            fh.write(json.dumps({"qid": f"q{i}", "question": f"Pick {i}", "opts": ["a", "b", "c", "d"],
+                                 "answer": "A"}) + "\n")
+    for m in range(6):
+        rows += [f"m{m},q{i},{rng.binomial(4, 0.3 + 0.05 * (i + m) % 0.6)},4" for i in range(12)]
+    responses = _responses(tmp_path, "\n".join(rows) + "\n")
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[benchmark]\nname = "quiz"\ntext_field = "question"\nanswer_field = "answer"\n'
+                    'options_field = "opts"\nevaluator = "multiple_choice"\nid_field = "qid"\n')
+    base = ["diagnose", "--responses", responses, "--items", str(items)]
+    _one_line(main(base), capsys.readouterr().err, r"items\.jsonl:1: missing or invalid field 'id'")
+    assert main([*base, "--spec", str(spec)]) == 0
+    assert "guessing floor on" in capsys.readouterr().out.splitlines()[0]
+    assert main(["fit", "--responses", responses, "--items", str(items), "--spec", str(spec),
+                 "--out", str(tmp_path / "fit.json")]) == 0
+    capsys.readouterr()
+    assert np.allclose(IrtFit.load(tmp_path / "fit.json").chance, 0.25)
+    _one_line(main(["diagnose", "--responses", responses, "--spec", str(spec)]), capsys.readouterr().err,
+              r"^benchfill: error: --spec .*spec\.toml: describes the items of --items; give that file too")
+    _one_line(main(["diagnose", "--benchmark", "demo", "--spec", str(spec)]), capsys.readouterr().err,
+              r"--benchmark demo brings its own spec")

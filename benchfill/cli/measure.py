@@ -61,6 +61,8 @@ def _input_args(p: argparse.ArgumentParser, saved_fit: bool = True) -> None:
     g.add_argument("--data-dir", metavar="DIR", help="where registered benchmarks' files live")
     g.add_argument("--responses", metavar="FILE", help="responses: model,item_id,correct,trials (CSV or JSONL)")
     g.add_argument("--items", metavar="FILE", help="items JSONL; responses are checked against it")
+    g.add_argument("--spec", metavar="FILE", help="the benchmark spec of --items (TOML/JSON/YAML, as `run` takes it): "
+                   "its id_field, and its guessing floor (chance, options_field) as a run fits it")
     g.add_argument("--guessing-options", type=int, metavar="N",
                    help="chance 1/N on every item, in place of the per-item floors that --items or --benchmark give "
                    "(1 / each item's number of options; mmlu-pro's items have 2 to 10)")
@@ -129,7 +131,8 @@ def load_matrix(args: argparse.Namespace) -> tuple[Any, list[dict] | None]:
     if args.benchmark and args.items:  # the benchmark brings its own items; --items would be dropped or mixed in
         raise ConfigError(f"--items {args.items}: --benchmark {args.benchmark} brings its own items; "
                           "give --items with --responses")
-    items = _items_arg(args)
+    spec = _spec_arg(args)
+    items = _items_arg(args, spec)
     if args.benchmark == "demo":
         from benchfill.demo import demo_benchmark
 
@@ -158,6 +161,9 @@ def load_matrix(args: argparse.Namespace) -> tuple[Any, list[dict] | None]:
             matrix = matrix.with_chance([chance.get(i, 0.0) for i in matrix.item_ids])
     elif args.responses:
         matrix = read_responses(args.responses, items=items, items_source=args.items)
+        if spec is not None and items is not None:  # the floor a run of this spec fits with, not the field guess
+            chance = {str(it["id"]): spec.chance_of(it) for it in items}
+            matrix = matrix.with_chance([chance.get(i, 0.0) for i in matrix.item_ids])
     else:
         raise ConfigError("no input: give --responses FILE or --benchmark NAME")
     warn_untried(matrix)
@@ -192,23 +198,42 @@ def fit_or_load(args: argparse.Namespace, matrix: Any) -> Any:
     )
 
 
-def _items_arg(args: argparse.Namespace) -> list[dict] | None:
-    """The items of --items (a JSONL file, or hf:ORG/NAME), or None."""
+def _spec_arg(args: argparse.Namespace) -> Any:
+    """The spec of --spec (which goes with --items), or None."""
+    if not getattr(args, "spec", None):
+        return None
+    from benchfill.errors import ConfigError
+
+    if args.benchmark:
+        raise ConfigError(f"--spec {args.spec}: --benchmark {args.benchmark} brings its own spec; give --spec with "
+                          "--items and --responses")
+    if not args.items:
+        raise ConfigError(f"--spec {args.spec}: describes the items of --items; give that file too")
+    from benchfill.benchmarks import BenchmarkSpec
+
+    return BenchmarkSpec.from_file(args.spec)
+
+
+def _items_arg(args: argparse.Namespace, spec: Any = None) -> list[dict] | None:
+    """The items of --items (a JSONL file, or hf:ORG/NAME), or None; read by ``spec`` where given."""
     if not args.items:
         return None
     if args.items.startswith("hf:"):  # a Hugging Face dataset (benchfill.hub)
         from benchfill.hub import load_items
 
-        return load_items(args.items, data_dir=args.data_dir or os.environ.get("BENCHFILL_DATA_DIR"))
+        return load_items(args.items, spec, data_dir=args.data_dir or os.environ.get("BENCHFILL_DATA_DIR"))
     from benchfill.data import read_items
 
-    return read_items(args.items)
+    if spec is None:
+        return read_items(args.items)
+    return read_items(args.items, required=spec.required_fields(), spec_name=spec.name, text_field=spec.text_field,
+                      id_field=spec.id_field)
 
 
 def _inputs(args: argparse.Namespace) -> tuple[Any, list[dict] | None, Any]:
     if args.fit_path and not (args.responses or args.benchmark):
         f = fit_or_load(args, None)
-        items = _items_arg(args)
+        items = _items_arg(args, _spec_arg(args))
         if items is not None:  # the file must be the fit's: it names and writes out the fit's items
             from benchfill.errors import DataError
 
