@@ -338,6 +338,9 @@ def test_a_fresh_sheet_shows_the_standing_edit(tmp_path, shared_data):
     rows = list(csv.DictReader(csv_path.open(encoding="utf-8-sig")))
     assert rows[0]["edited_by"] == "bob" and json.loads(rows[0]["edited_to"]) == {"answer": "99"}
     assert rows[1]["edited_by"] == "" and rows[1]["edited_to"] == ""
+    # the item as it stands, beside the rewriter's answer (a second reviewer read the answer the edit fixed)
+    assert (rows[0]["answer_as_edited"], rows[0]["text_as_edited"]) == ("99", "")
+    assert rows[0]["child_answer"] != "99" and rows[1]["answer_as_edited"] == ""
     assert import_decisions(run, csv_path) == 0  # the sheet still reads back: its rows are still their items
 
 

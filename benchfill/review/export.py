@@ -25,6 +25,7 @@ DECISION_COLUMNS = ("reviewer", "decision", "reason", "edited_text", "edited_ans
 CSV_COLUMNS = (
     "item_id", "benchmark", "gap_index", "gap_left", "gap_right", "target_z",
     "ancestor_id", "ancestor_text", "child_text", "text_changes", "ancestor_answer", "child_answer",
+    "text_as_edited", "answer_as_edited",  # the item as it stands where an edit is in force (else blank)
     "ancestor_options", "child_options", "ancestor_tests", "child_tests", "ancestor_entry_point", "child_entry_point",
     "annotated_difficulty", "annotated_se", "annotated_z",
     "confirmed_difficulty", "confirmed_se", "confirmed_z", "confirmed_z_se", "inside_probability", "ecdf_position",
@@ -104,9 +105,20 @@ def _csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         # an import checks that a row is still its item)
         "edited_by": review.get("edited_by"),
         "edited_to": json.dumps(review["edited_fields"], ensure_ascii=False) if review.get("edited_fields") else "",
+        # beside the rewriter's: a second reviewer read the wrong answer an edit had fixed, and accepted the edit
+        **_as_edited(rec),
     }  # fmt: skip
     row.update({c: "" for c in DECISION_COLUMNS})
     return {k: _inert("" if v is None else v) for k, v in row.items()}
+
+
+def _as_edited(rec: dict[str, Any]) -> dict[str, Any]:
+    """The text and answer the item would be released with, where an edit in force changed them; blank
+    where it did not (then child_text and child_answer are the item as it stands)."""
+    edited = (rec.get("review") or {}).get("edited_fields") or {}
+    text_field, answer_field = rec.get("text_field"), rec.get("answer_field")
+    return {"text_as_edited": edited.get(text_field) if text_field in edited else None,
+            "answer_as_edited": edited.get(answer_field) if answer_field in edited else None}
 
 
 # A cell a spreadsheet would run as a formula (or DDE) when the reviewer opens the sheet: an LLM's text, or
