@@ -118,8 +118,8 @@ def read_responses(
     items are ordered as in the item file and get their guessing floor from an
     ``options``/``choices`` list. Items without any response are left out, and so are items
     whose rows all have trials 0: with no attempt there is no difficulty to measure, and a fit
-    would place them by its prior alone. Their ids are kept in ``matrix.untried`` for the caller
-    to report (the library prints nothing). ``items_source``: the file a list of ``items`` was read from,
+    would place them by its prior alone. The ids of the latter are kept in ``matrix.untried`` for the
+    caller to report (the library prints nothing); ``extreme_items(matrix, items)`` lists both kinds. ``items_source``: the file a list of ``items`` was read from,
     named in errors about an item.
     """
     path = Path(path)

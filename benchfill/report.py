@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,41 @@ import numpy as np
 from benchfill import untrusted
 from benchfill.outputs import named
 from benchfill.search.screen import order_record
+
+
+def _unanswered(bench, fit) -> dict[str, Any]:
+    """The benchmark's items its given response matrix does not hold (no rows, or trials 0 only), by where the
+    run's fit put them: placed by the probe panel's rollouts alone, or left off the scale."""
+    given = bench.given_matrix() if hasattr(bench, "given_matrix") else None
+    if given is None:
+        return {}
+    have, fitted = set(given.item_ids), set(fit.item_ids)
+    missing = [str(it["id"]) for it in bench.items if str(it["id"]) not in have]
+    if not missing:
+        return {}
+    return {"items_without_responses": {"placed_by_panel": [i for i in missing if i in fitted],
+                                        "off_the_scale": [i for i in missing if i not in fitted]}}
+
+
+_UNANSWERED = (("placed_by_panel", "placed by the probe panel's rollouts alone"),
+               ("off_the_scale", "not on the scale, so no gap is measured around them"))
+
+
+def _unanswered_said(parts: dict[str, list[str]], name: Callable[[str], str], most: int) -> list[str]:
+    return [f"{len(parts[key])} item(s) of the benchmark have no responses in the given matrix; {how}: "
+            + ", ".join(name(i) for i in parts[key][:most]) + (", ..." if len(parts[key]) > most else "")
+            for key, how in _UNANSWERED if parts[key]]
+
+
+def unanswered_note(bench, fit) -> str | None:
+    """One line on the items the given responses never name (``_unanswered``), or None."""
+    parts = _unanswered(bench, fit).get("items_without_responses")
+    return "; ".join(_unanswered_said(parts, str, 5)) if parts else None
+
+
+def _unanswered_lines(rep: dict[str, Any]) -> list[str]:
+    parts = rep.get("items_without_responses")
+    return [*(f"- {line}" for line in _unanswered_said(parts, untrusted.md_code, 10)), ""] if parts else []
 
 
 def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results, oracle_z, backend: dict,
@@ -53,6 +89,9 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         "isolation": _isolation(bench),  # how generated programs were confined (None: the grader runs none)
         "seed": opts.seed,
         "responses": matrix_source,
+        # items of the benchmark its given responses never name: placed by the probe panel alone where it
+        # answered them, off the scale where it did not (no gap is measured around them)
+        **_unanswered(bench, fit),
         "n_items": int(z.size),
         "gaps_filled": sum(r.get("status") == "filled" for r in records),
         "gaps_outside": sum(r.get("status") == "outside_gap" for r in records),
@@ -407,6 +446,7 @@ def _markdown(rep: dict[str, Any]) -> str:
         f"strategy **{rep['strategy']}**, annotation **{rep['annotation']}**, steering **{_steering(rep)}**, "
         f"seed {rep['seed']}.", "",
         _placement(rep), "",
+        *_unanswered_lines(rep),
         "| metric | before | after |", "| --- | --- | --- |",
         f"| max gap | {rep['max_gap_before']:.4f} | {_with_interval(rep, 'max_gap', rep['max_gap_after'])} |",
         f"| top-{k} gap sum | {rep['top_k_sum_before']:.4f} | {_with_interval(rep, f'top{k}_gap_sum', rep['top_k_sum_after'])} |",

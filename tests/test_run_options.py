@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from benchfill.errors import ConfigError, DataError
@@ -447,3 +448,26 @@ def test_a_benchmark_with_its_own_id_field_gets_children_named_by_their_own_ids(
         b.decide(queue[0]["item_id"], "ann", "accept")
     rows = [json.loads(line) for line in (release(d, "1.0.0").path / "data" / "test.jsonl").read_text().splitlines()]
     assert len({r["qid"] for r in rows}) == len(rows) == 25
+
+
+def test_an_item_the_given_responses_never_name_is_said_at_the_start_and_in_the_report(tmp_path, caplog):
+    # a maintainer who forgot to evaluate an item was not told: the panel alone placed it, without a word
+    import json
+    import logging
+
+    _custom(tmp_path / "A", [f"What is {i} plus {i}?" for i in range(24)])
+    rng = np.random.default_rng(0)
+    lines = ["model,item_id,correct,trials"] + [f"m{m},q{i:02d},{rng.integers(0, 5)},4"
+                                                for m in range(6) for i in range(23)]  # not q23
+    (tmp_path / "A" / "responses.csv").write_text("\n".join(lines) + "\n")
+    opts = RunOptions(items=str(tmp_path / "A" / "items.jsonl"), spec=str(tmp_path / "A" / "spec.toml"),
+                      responses=str(tmp_path / "A" / "responses.csv"), benchmark=None, backend="sim",
+                      runs_dir=str(tmp_path / "runs"), **FAST)
+    with caplog.at_level(logging.WARNING, logger="benchfill"):
+        d = run(opts)
+    said = [r.getMessage() for r in caplog.records if "no responses in the given matrix" in r.getMessage()]
+    assert said == ["1 item(s) of the benchmark have no responses in the given matrix; placed by the probe "
+                    "panel's rollouts alone: q23"]
+    report = json.loads((d / "report.json").read_text())
+    assert report["items_without_responses"] == {"placed_by_panel": ["q23"], "off_the_scale": []}
+    assert "placed by the probe panel's rollouts alone: `q23`" in (d / "report.md").read_text()

@@ -14,6 +14,7 @@ import contextlib
 import copy
 import functools
 import json
+import logging
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -32,6 +33,8 @@ from benchfill.search.screen import screen_child
 from benchfill.search.services import SELF_CHECK, Probe, Reference, Verdict, derive_seed
 from benchfill.search.strategies import baseline_search
 from benchfill.store import SIM_ENDPOINTS_META
+
+log = logging.getLogger("benchfill.run")
 
 # The search's calls this process has sent rather than served from the store's cache. The search's
 # ``Spend`` counts a cache hit as a call (it was paid for once, by an earlier run), so a sweep tells a
@@ -215,6 +218,11 @@ class Backend:
                 self.fit = await off_loop(irt_fit, matrix, engine="map", seed=self.opts.seed)
                 _memo_put(("fit", digest, self.opts.seed), self.fit)
             self._record_fit(digest)
+        from benchfill.report import unanswered_note
+
+        note = unanswered_note(self.bench, self.fit)
+        if note:  # a maintainer who forgot to evaluate an item is told (a warning: --quiet keeps it)
+            log.warning(note)
         probes = panel_probes(self.fit, [(p.name, p.trials) for p in self.config.probes])
         # A gap's outlook, planned before any item exists, takes the median floor; each item its own.
         chance = float(np.median(self.fit.chance)) if len(self.fit.chance) else 0.0
