@@ -410,7 +410,10 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             what = exc.msg.removesuffix(" at")  # "Invalid control character at": json's message reads on
-            raise DataError(f"{path}:{lineno}: malformed JSON ({what}, column {exc.colno})") from None
+            # a CSV or TSV given where JSONL is read: said, not only "Expecting value, column 1"
+            hint = "; this file is read as JSONL (one JSON object a line), not CSV" \
+                if lineno == 1 and path.suffix.lower() in (".csv", ".tsv", ".txt") else ""
+            raise DataError(f"{path}:{lineno}: malformed JSON ({what}, column {exc.colno}){hint}") from None
         if not isinstance(obj, dict):
             raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
         if "\\u" in line:  # only an escape can make a lone surrogate

@@ -168,8 +168,12 @@ def test_responses_must_name_known_items(tmp_path):
 def test_bad_items(tmp_path):
     with pytest.raises(DataError, match=r"i\.jsonl:3: duplicate item id 'a' \(first on line 1\)"):
         read_items(_write(tmp_path / "i.jsonl", '{"id": "a"}\n{"id": "b"}\n{"id": "a"}\n'))
-    with pytest.raises(DataError, match=r"i\.jsonl:2: malformed JSON"):
+    with pytest.raises(DataError, match=r"i\.jsonl:2: malformed JSON \([^;]*\)$"):  # (no CSV hint)
         read_items(_write(tmp_path / "i.jsonl", '{"id": "a"}\n{"id": \n'))
+    # items given as CSV: said (it read "malformed JSON (Expecting value, column 1)" alone)
+    with pytest.raises(DataError, match=r"i\.csv:1: malformed JSON \(.*\); this file is read as JSONL \(one JSON "
+                                        r"object a line\), not CSV$"):
+        read_items(_write(tmp_path / "i.csv", "id,question,answer\nq1,What?,3\n"))
     with pytest.raises(DataError, match=r"i\.jsonl:1: missing or invalid field 'id'"):
         read_items(_write(tmp_path / "i.jsonl", '{"text": "a"}\n'))
     with pytest.raises(DataError, match=r"i\.jsonl: empty items file"):
