@@ -319,7 +319,10 @@ def test_card_after_figures_carry_the_run_reports_interval(tmp_path, shared_data
     assert after["top5_gap_sum"] == pytest.approx(ba["after"]["top5_gap_sum"], abs=5e-5)
     lo, hi = ba["after_interval"]["top5_gap_sum"]
     assert lo < ba["after_expected"]["top5_gap_sum"] < hi
-    assert f"| top-5 gap sum | {before['top5_gap_sum']} | {after['top5_gap_sum']} | {lo:.4f} to {hi:.4f} |" in card
+    # every figure to four places, as its interval (a sum of 0.43 read as less precise than 0.4312)
+    assert (f"| top-5 gap sum | {before['top5_gap_sum']:.4f} | {after['top5_gap_sum']:.4f} | {lo:.4f} to {hi:.4f} |"
+            in card)
+    assert f"| items | {before['items']} | {after['items']} |" in card
     assert "| figure | before | after | after, 90% interval |" in card
     assert f"({100 * ba['reduction_expected']:.1f}% below before;" in card
 

@@ -18,6 +18,12 @@ PLOT_FILE = "plots/ecdf_before_after.png"
 CARD_TOP_K = 5  # the card's gap-sum figure; a release is not tied to one run's --gaps
 
 
+def _figure(value: Any) -> str:
+    """A card figure: a fraction to four places, as the interval beside it (0.43 read as less precise than
+    0.4312); a count as it is."""
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
 def coverage_figures(z: list[float], run_k: int | None = None) -> dict[str, float | int]:
     """DDM (uniform target), max gap and top-5 gap sum of normalized difficulties (benchfill.coverage), and the
     top-k gap sum with the run's k (its --gaps, the run report's figure) where that is another k."""
@@ -145,7 +151,7 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
     run_row = ((f"top-{run_k} gap sum (the run's --gaps)", f"top{run_k}_gap_sum"),) if (
         run_k and run_k != CARD_TOP_K and f"top{run_k}_gap_sum" in before) else ()
     rows = "\n".join(
-        f"| {name} | {before[key]} | {after[key]} |" + (span(key) or (" |" if interval else ""))
+        f"| {name} | {_figure(before[key])} | {_figure(after[key])} |" + (span(key) or (" |" if interval else ""))
         for name, key in (
             ("items", "items"),
             ("DDM (uniform)", "ddm"),
