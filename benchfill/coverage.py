@@ -146,17 +146,22 @@ def check_k(k: Any, arg: str = "k", *, at_least_one: bool = True) -> int:
     return int(k)
 
 
-def z_of(values: Any, arg: str = "z", what: str = "an array of normalized difficulties") -> np.ndarray:
+def z_of(values: Any, arg: str = "z", what: str = "an array of normalized difficulties",
+         vector: bool = False) -> np.ndarray:
     """Normalized difficulties given to a public entry point as an array (anything numpy reads as numbers),
     refused in one line naming ``arg`` otherwise: numpy reads None as one NaN, "0.5" as 0.5 and fails on
-    "abc" with a bare ValueError."""
+    "abc" with a bare ValueError. ``vector``: one value per item, a flat array (a 2-D one was flattened into
+    that many items without a word)."""
     why = f"{arg}: expected {what}, got {type(values).__name__}"
     if values is None or isinstance(values, (str, bytes)):
         raise ConfigError(why)
     try:
-        return np.asarray(values, dtype=float)
+        out = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
         raise ConfigError(why) from None
+    if vector and out.ndim != 1:
+        raise ConfigError(f"{arg}: expected {what}, one value per item, got an array of shape {out.shape}")
+    return out
 
 
 def _as_z(z: Any) -> np.ndarray:
@@ -242,7 +247,7 @@ def expected_top_k_change(z: Any, new_z: float, se: float, k: int = 5,
 def gaps(z: Any, *, k: int = 5, item_ids: Any = None) -> list[Gap]:
     """The k widest gaps, widest first (ties: leftmost first), with the items bounding them."""
     k = check_k(k)
-    z = _as_z(z_of(z))
+    z = _as_z(z_of(z, vector=True))
     ids = [None] * z.size if item_ids is None else [str(i) for i in item_ids]
     if len(ids) != z.size:
         raise DataError(f"{len(ids)} item ids for {z.size} difficulties")
@@ -423,7 +428,7 @@ def diagnose(
         draws = fit_or_z.z_draws if draws is None else draws
         n_models = int(fit_or_z.n_models)
     else:
-        z = _as_z(z_of(fit_or_z, "fit_or_z", FIT_OR_Z))
+        z = _as_z(z_of(fit_or_z, "fit_or_z", FIT_OR_Z, vector=True))
     tgt = parse_target(target)
     n = z.size
     # n items bound n + 1 gaps: a larger k would report the whole axis (a sum of 1) as the top-k sum.

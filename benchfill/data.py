@@ -31,6 +31,8 @@ def read_items(path: str | Path, *, required: Sequence[str] = (), spec_name: str
     benchmark spec's text, answer and grader fields), none of them null, and ``text_field`` a text.
     ``clean``: applied to each object before it is checked (a release's columns taken off its rows)."""
     path = Path(path)
+    if isinstance(required, str):  # one field's name, not its letters ("item lacks field 'p'")
+        required = (required,)
     items: list[dict[str, Any]] = []
     first_line: dict[str, int] = {}
     for lineno, obj in jsonl_objects(path):
@@ -125,6 +127,11 @@ def read_responses(
     path = Path(path)
     if isinstance(items, (str, Path)):
         items_source, items = items, read_items(items)
+    elif items is not None:  # a caller's own list: each item a mapping with its id (a bare KeyError otherwise)
+        bad = next((k for k, it in enumerate(items) if not isinstance(it, dict) or "id" not in it), None)
+        if bad is not None:
+            raise DataError(f"items[{bad}]: expected an item with an 'id' (as benchfill.read_items gives), got "
+                            f"{items[bad]!r:.80}")
     rows = _jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".json") else _csv_rows(path)
 
     model_index: dict[str, int] = {}

@@ -13,9 +13,12 @@ if TYPE_CHECKING:
 
 
 class BenchfillError(Exception):
-    """A problem with the user's input, configuration or environment.
+    """A problem with the user's input, configuration or environment: what a caller catches.
 
-    The message must name the file, line or field at fault, on one line.
+    Its message is one line naming the file, line or field at fault (code raising it must keep it so);
+    ``exit_code`` is the CLI's exit status for it. Subclasses: ``DataError`` (a file's content),
+    ``ConfigError`` (an option, config or spec) and ``EndpointError`` (a model endpoint). Anything else
+    benchfill raises is a bug.
     """
 
     exit_code = 2
@@ -35,6 +38,12 @@ class EndpointError(BenchfillError):
     exit_code = 3
 
 
+# A field's name in the other of the two clients' spellings: an endpoint is `base_url` to a probe (the openai
+# SDK's name) and `api_base` to the rewriter and judge (litellm's).
+_OTHER_NAME = {"base_url": " (the rewriter and judge name their endpoint api_base, as litellm does)",
+               "api_base": " (a probe names its endpoint base_url, as the openai SDK does)"}
+
+
 def validation_line(src: str, exc: ValidationError, prefix: str = "") -> str:
     """A pydantic validation error as one line naming the source and the first bad field."""
     # a misspelt key shows as two errors, the field it should have been "required" and the key given "extra";
@@ -46,6 +55,7 @@ def validation_line(src: str, exc: ValidationError, prefix: str = "") -> str:
     rest = len(errors) - 1
     if err.get("type") == "extra_forbidden":
         said = "not a field here"
+        said += _OTHER_NAME.get(str(err["loc"][-1]), "") if err["loc"] else ""
         wanted = [str(e["loc"][-1]) for e in errors if e.get("type") == "missing" and e["loc"][:-1] == err["loc"][:-1]]
         if wanted:  # the required field beside it is, most likely, what the key was meant to be
             said += f" (is it {wanted[0]}, which is missing?)"

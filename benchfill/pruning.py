@@ -131,8 +131,10 @@ def calibrate(
         z = np.asarray(fit_or_z.z, dtype=float)
         item_ids = fit_or_z.item_ids if item_ids is None else item_ids
     else:
-        z = z_of(fit_or_z, "fit_or_z", FIT_OR_Z)
+        z = z_of(fit_or_z, "fit_or_z", FIT_OR_Z, vector=True)
     ids = [str(i) for i in (item_ids if item_ids is not None else range(z.size))]
+    if len(ids) != z.size:  # (an IndexError deep in the selection otherwise; diagnose refuses it alike)
+        raise DataError(f"item_ids: {len(ids)} item ids for {z.size} difficulties")
     tgt = parse_target(target)
     chosen = prune_to_target(z, k, tgt)
     rng = np.random.default_rng(seed)

@@ -36,6 +36,28 @@ EXTRA_KEYS = {"anchor_items"}  # RunOptions.extra: anchor items for a benchmark 
 
 @dataclass
 class RunOptions:
+    """The settings of one run, field for field those of `benchfill run` (``--sim-rewriter`` is ``--rewriter``).
+
+    What to run on: ``benchmark`` (a registered name; None: the config's ``[benchmark]``, else the built-in
+    demo), or ``items`` and ``spec`` (a benchmark of your own), with ``responses`` (a response matrix) and
+    ``data_dir`` (where registered benchmarks' files live). ``config``: a TOML/YAML file naming the probe
+    panel, rewriter and judge (``backend`` then defaults to "openai"; without one, "sim", the simulated world).
+
+    The search (the BenchFill paper's defaults): ``gaps`` to fill, ``strategy`` ("benchfill", "baseline" or
+    "oracle"), ``rounds``, ``parents`` and ``children`` per round, ``references`` shown to the rewriter,
+    ``tolerance`` (stop once the best child lies this close to the gap's target, in z), ``steering`` ("on":
+    ask for what the rewriter's learned response lands on the target; "off": the paper's protocol),
+    ``selection`` ("posterior", "reduction" or "closest"), ``near_duplicate`` (a child this similar to an
+    item, 0-100, is flagged), ``prescreen`` ("on": skip children their text predicts far outside the gap).
+    The annotation: ``annotation`` ("adaptive" or "fixed"), ``confirm`` (fresh rollouts on the chosen item),
+    ``confirm_se`` and ``confirm_cap`` (where the confirmation stops), ``misfit`` (the discrimination spread
+    allowed for). The simulated world: ``sim_probes``, ``sim_latency_ms``, ``sim_discrimination``,
+    ``sim_rewriter`` (a preset: "kind", "realistic", "hostile") and ``sim_rewriter_knobs`` (docs/sim-rewriter.md).
+    Where it goes: ``runs_dir``, ``store`` (a SQLAlchemy URL), ``run_id``. ``progress``: lines on stderr as
+    it goes. ``allow_unconfined``: run generated code where no sandbox is available. ``extra``: settings
+    without a flag (``anchor_items``). ``RunOptions.check`` refuses what no run can use, naming the field.
+    """
+
     # None: the one a config's [benchmark] names, else (with no --items/--spec either) the built-in demo
     # (``default_benchmark``); the CLI asks for one instead
     benchmark: str | None = None

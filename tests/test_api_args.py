@@ -155,3 +155,24 @@ def test_review_import_of_a_missing_file_says_so(tmp_path, capsys):
     missing = tmp_path / "nothere.csv"
     assert main(["review", "import", str(missing)]) == 2
     assert f"{missing}: no such file" in capsys.readouterr().err
+
+
+def test_shapes_and_lists_a_library_caller_gets_wrong_are_refused_by_name(tmp_path):
+    # each was a bare IndexError / KeyError deep inside, or an answer over the wrong items
+    with pytest.raises(ConfigError, match=r"^fit_or_z: .*one value per item, got an array of shape \(2, 2\)$"):
+        benchfill.diagnose(np.zeros((2, 2)))  # (was flattened into four items)
+    with pytest.raises(DataError, match=r"^item_ids: 1 item ids for 3 difficulties$"):
+        benchfill.calibrate(np.array([0.1, 0.5, 0.9]), 2, item_ids=["a"])
+    responses = tmp_path / "r.csv"
+    responses.write_text("model,item_id,correct,trials\nm1,a,1,2\nm2,a,2,2\n")
+    with pytest.raises(DataError, match=r"^items\[0\]: expected an item with an 'id'"):
+        benchfill.read_responses(responses, items=[{"q": 1}])
+    f = _fit()
+    with pytest.raises(DataError, match=r"^item_ids: not this fit's 4 items in another order \(e\.g\. 'zzz'\)$"):
+        f.in_order(["i0", "i1", "i2", "zzz"])
+    with pytest.raises(DataError, match=r"^item_ids: not this fit's 4 items"):
+        f.in_order(["i1", "i0"])  # a subset (was taken without a word)
+    assert f.in_order(["i3", "i2", "i1", "i0"]).item_ids == ("i3", "i2", "i1", "i0")
+    items = tmp_path / "i.jsonl"
+    items.write_text('{"id": "a", "prompt": "x"}\n')
+    assert benchfill.read_items(items, required="prompt")[0]["prompt"] == "x"  # one field, not its letters

@@ -108,6 +108,11 @@ def test_errors_name_file_and_field(tmp_path):
         load_config(write(tmp_path, TOML.replace("trials = 8", "trials = 0")))
     with pytest.raises(ConfigError, match=r"field probes.1.modle: not a field here \(is it model, which is missing\?\)$"):
         load_config(write(tmp_path, TOML.replace('model = "other"', 'modle = "other"')))
+    # the two clients' names for an endpoint: one given where the other is meant is named as such
+    with pytest.raises(ConfigError, match=r"field rewriter.base_url: not a field here \(the rewriter and judge name "
+                                          r"their endpoint api_base, as litellm does\)$"):
+        load_config(write(tmp_path, TOML.replace('api_base = "http://127.0.0.1:9000/v1"',
+                                                 'base_url = "http://127.0.0.1:9000/v1"', 1)))
     with pytest.raises(ConfigError, match=r"field probes: .*appears twice"):
         load_config(write(tmp_path, TOML.replace('name = "p2"', 'name = "p1"')))
     with pytest.raises(ConfigError, match=r"bad.toml: cannot parse config"):

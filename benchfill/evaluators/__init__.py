@@ -67,7 +67,8 @@ def _factory(name: str) -> Callable[..., Evaluator]:
 
 
 def get_evaluator(name: str, **options: Any) -> Evaluator:
-    """A fresh evaluator for ``name``; ``options`` go to its constructor (e.g. ``timeout``)."""
+    """A fresh evaluator for ``name``; ``options`` go to its constructor (``code`` takes ``timeout``, the
+    seconds a generated program may run; ``math`` and ``multiple_choice`` take none)."""
     factory = _factory(name)
     try:
         return factory(**options)

@@ -102,6 +102,13 @@ class IrtFit:
         if tuple(item_ids) == self.item_ids:
             return self
         where = {i: k for k, i in enumerate(self.item_ids)}
+        if len(item_ids) != len(where) or set(item_ids) != set(where):  # a KeyError, or a subset taken silently
+            from benchfill.errors import DataError
+
+            given = set(item_ids)
+            odd = [i for i in item_ids if i not in where] or [i for i in self.item_ids if i not in given] \
+                or ["(an item named twice)"]
+            raise DataError(f"item_ids: not this fit's {len(where)} items in another order (e.g. {odd[0]!r})")
         idx = np.array([where[i] for i in item_ids], dtype=int)
 
         def take(a: np.ndarray | None, axis: int = 0) -> np.ndarray | None:
