@@ -16,6 +16,7 @@ import math
 import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from benchfill.workers import owned_pool
@@ -41,6 +42,22 @@ def default_workers() -> int:
 
 def _correct(grade: Any) -> bool:
     return bool(getattr(grade, "correct", grade))
+
+
+def _pool_trouble(exc: BaseException) -> Exception:
+    """One line for a pool of grading workers that could not start or lost a worker (the user's to fix)."""
+    from benchfill.errors import BenchfillError
+
+    if isinstance(exc, BrokenProcessPool):
+        return BenchfillError(
+            "a code grader's worker process ended abruptly (killed, or out of memory?); rerun the same command to "
+            "resume. From a script of your own, run it under `if __name__ == \"__main__\":`: each worker starts by "
+            "importing the script")
+    why = f"{type(exc).__name__}: {exc}"
+    hint = (": TMPDIR is too long a path for the socket of its forkserver (at most about 100 bytes); set a "
+            "shorter one" if "AF_UNIX path too long" in str(exc) else "")
+    return BenchfillError(f"the code grader's worker processes could not start ({why}){hint}; rerun the same "
+                          "command to resume")
 
 
 def _grade_batch(evaluator: Any, pairs: list[tuple[str, dict]], spec: Any) -> list[bool]:
@@ -95,17 +112,24 @@ class Grading:
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
-        if self._pool is None:
-            workers = self.workers or default_workers()
-            # forkserver: a clean process to fork workers from (this one may run threads)
-            method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-            self._pool = owned_pool(workers, method)
-            self.workers = workers
-        pairs = [(t, item) for item, texts, _ in pending for t in texts]
-        size = max(_MIN_CHUNK, math.ceil(len(pairs) / self.workers))
         loop = asyncio.get_running_loop()
-        parts = [loop.run_in_executor(self._pool, _grade_batch, self.evaluator, pairs[i : i + size], self.spec)
-                 for i in range(0, len(pairs), size)]
+        try:
+            if self._pool is None:
+                workers = self.workers or default_workers()
+                # forkserver: a clean process to fork workers from (this one may run threads)
+                method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+                self._pool = owned_pool(workers, method)
+                self.workers = workers
+            pairs = [(t, item) for item, texts, _ in pending for t in texts]
+            size = max(_MIN_CHUNK, math.ceil(len(pairs) / self.workers))
+            parts = [loop.run_in_executor(self._pool, _grade_batch, self.evaluator, pairs[i : i + size], self.spec)
+                     for i in range(0, len(pairs), size)]
+        except Exception as exc:  # noqa: BLE001  (raised in a loop callback it reached no caller: every
+            # count_correct waited forever while the loop printed the traceback at each batch)
+            for _, _, fut in pending:
+                if not fut.done():
+                    fut.set_exception(_pool_trouble(exc))
+            return
         task = asyncio.ensure_future(self._deliver(pending, parts))
         self._batches.add(task)
         task.add_done_callback(self._batches.discard)
@@ -121,7 +145,7 @@ class Grading:
                 if isinstance(exc, asyncio.CancelledError):
                     fut.cancel()
                 else:
-                    fut.set_exception(exc)
+                    fut.set_exception(_pool_trouble(exc) if isinstance(exc, BrokenProcessPool) else exc)
             if not isinstance(exc, Exception):
                 raise
             return

@@ -119,3 +119,39 @@ def test_rollouts_grade_off_the_loop_with_the_same_results(tmp_path):
     want = {it["id"]: sum("yes" in reply("m1", prompt(it, spec), 4, k) for k in range(4)) for it in items}
     assert {r.item_id: r.correct for r in results} == want and all(r.trials == 4 for r in results)
     assert stall < 0.15
+
+
+class Dies(SlowYes):
+    """A grader whose worker process is killed mid-batch (as the OOM killer would)."""
+
+    def grade_pairs(self, pairs, spec=None):
+        os._exit(9)
+
+
+def test_a_pool_that_cannot_start_or_loses_a_worker_fails_the_callers_in_one_line(tmp_path, monkeypatch):
+    # an error raised while the batch was handed to the pool (a TMPDIR too long for the forkserver's socket)
+    # went to the loop's exception handler: every caller waited forever, the traceback printed at each batch
+    import pytest
+
+    from benchfill import grading as grading_mod
+    from benchfill.errors import BenchfillError
+
+    def no_pool(workers, method):
+        raise OSError("AF_UNIX path too long")
+
+    monkeypatch.setattr(grading_mod, "owned_pool", no_pool)
+    grading = Grading(SlowYes(str(tmp_path)), None, workers=2)
+
+    async def go(g):
+        return await asyncio.wait_for(g.count_correct({"id": "q"}, ["yes", "no"]), timeout=30)
+
+    with pytest.raises(BenchfillError, match=r"could not start \(OSError: AF_UNIX path too long\): TMPDIR is too "
+                                             r"long a path .*; rerun the same command to resume$"):
+        asyncio.run(go(grading))
+    monkeypatch.undo()
+    grading = Grading(Dies(str(tmp_path)), None, workers=1)
+    try:
+        with pytest.raises(BenchfillError, match=r"worker process ended abruptly .*if __name__ == \"__main__\":"):
+            asyncio.run(go(grading))
+    finally:
+        grading.close()
