@@ -116,7 +116,12 @@ def hf_hub_dir(env: Mapping[str, str] = os.environ) -> Path:
         return Path(env["HF_HUB_CACHE"])
     if env.get("HF_HOME"):
         return Path(env["HF_HOME"]) / "hub"
-    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface" / "hub"
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "huggingface" / "hub"
+    try:
+        return Path.home() / ".cache" / "huggingface" / "hub"
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry: nowhere a cache could be
+        return Path("/nonexistent/.cache/huggingface/hub")
 
 
 def model_dir(model: str, env: Mapping[str, str] = os.environ) -> Path | None:

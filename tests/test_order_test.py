@@ -97,6 +97,20 @@ def test_default_cache_dir_follows_the_environment(tmp_path, monkeypatch):
     assert list((tmp_path / "c" / "order-calibration").glob("*.npz"))
 
 
+def test_with_no_home_at_all_the_calibration_is_kept_in_memory(monkeypatch):
+    # a uid with no passwd entry and HOME unset (cron, a container's random uid): Path.home() raised and the
+    # run stopped mid-search
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    for name in ("BENCHFILL_CACHE_DIR", "BENCHFILL_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(order_test.Path, "home", staticmethod(no_home))
+    order_test.clear_memory_cache()
+    assert order_test.default_cache_dir() is None
+    assert calibration([2, 2, 3], draws=49).draws == 49
+
+
 def test_one_new_item_from_probes_with_different_budgets(tmp_path):
     # Six probes, weakest first; the third was not run (0 trials) and is dropped.
     score = order_consistency([0, 1, 0, 3, 6, 8], [4, 4, 0, 8, 8, 8], cache_dir=tmp_path)

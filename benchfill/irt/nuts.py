@@ -22,8 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numba
 import numpy as np
+
+from benchfill.jit import njit
 
 MAX_DELTA_H = 1000.0  # energy error that marks a divergent transition, as in Stan
 LogpGrad = Callable[[np.ndarray, np.ndarray, Any], float]
@@ -41,7 +42,7 @@ class ChainResult:
 
 # cache=True keeps the machine code on disk, so only a machine's first run pays the compile;
 # error_model="numpy": a division does not test for zero, so loops with one vectorise.
-_jit = numba.njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract", "nsz"})
+_jit = njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract", "nsz"})
 
 
 # Small vector kernels, compiled: the compiled tree inlines them and allocates nothing per leapfrog;

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
 
 from benchfill.irt.nuts import tree_for
+from benchfill.jit import njit
 
 _FLAGS = {"reassoc", "contract", "nsz"}  # vectorise the sums; keep inf/nan semantics exact
 # error_model="numpy": a float division must not test for zero (Python's ZeroDivisionError),
@@ -36,7 +36,7 @@ _MANTISSA, _ONE_BITS, _TWO52_BITS = 0x000FFFFFFFFFFFFF, 0x3FF0000000000000, 0x43
 _TWO52_PLUS_BIAS = 4503599627371519.0  # 2^52 + 1023
 
 
-@nb.njit(**_JIT)
+@njit(**_JIT)
 def log_into(x, out, mant, expo):
     """out = log(x) elementwise (mant, expo: scratch arrays of x's size)."""
     n = x.size
@@ -73,7 +73,7 @@ def log_into(x, out, mant, expo):
 # chol_inv: inverse Cholesky factor of the m x m Schur complement; wd = W / d_b (m x n).
 
 
-@nb.njit(fastmath=_FLAGS, **_JIT)
+@njit(fastmath=_FLAGS, **_JIT)
 def logp_grad(y, grad, data):
     """Log posterior at x(y) = mode + L^-T y and its gradient in y (written into ``grad``)."""
     (mode_theta, mode_b, chol_inv, wd, inv_sqrt_d, trials, correct, wrong, chance,

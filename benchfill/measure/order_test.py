@@ -149,19 +149,29 @@ def _simulate(trials: tuple[int, ...], draws: int, seed: int) -> Calibration:
     return Calibration(trials, draws, seed, refs, null)
 
 
-def default_cache_dir() -> Path:
+def default_cache_dir() -> Path | None:
+    """Where calibrations are kept on disk; None where there is no home to keep them in (a uid with no
+    passwd entry and no HOME, as cron or a container's random uid gives: ``Path.home()`` raised there, and
+    the run stopped mid-search), and they are then kept in memory only."""
     explicit = os.environ.get("BENCHFILL_CACHE_DIR")
     if explicit:
         return Path(explicit)
     home = os.environ.get("BENCHFILL_HOME")
     if home:
         return Path(home) / "cache"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if not xdg:
+        try:
+            xdg = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError):
+            return None
     return Path(xdg) / "benchfill"
 
 
-def _cache_path(key: tuple, cache_dir: str | Path | None | bool) -> Path:
+def _cache_path(key: tuple, cache_dir: str | Path | None | bool) -> Path | None:
     base = default_cache_dir() if cache_dir in (None, True) else Path(cache_dir)
+    if base is None:
+        return None
     name = hashlib.sha256(repr((CALIBRATION_VERSION, key)).encode()).hexdigest()[:24]
     return base / "order-calibration" / f"{name}.npz"
 

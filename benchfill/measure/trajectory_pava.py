@@ -10,11 +10,12 @@ Imported only for axes longer than 16 models, so short axes never pay numba's im
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from benchfill.jit import njit
 
-@nb.njit(cache=True)
+
+@njit(cache=True)
 def pava_rows(k: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Weighted non-decreasing fit of k/t for each row; every t must be positive."""
     m, n = k.shape
