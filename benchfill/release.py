@@ -955,14 +955,16 @@ _ROOT_END = "<!-- benchfill: end of the versions -->"
 
 
 def _mkdir_public(path: Path) -> None:
-    """Create ``path`` (and parents) readable by others, whatever the umask."""
+    """Create ``path`` (and parents) readable by others, whatever the umask. A folder that was there keeps
+    its owner's write bit as it was: a releases folder its owner write-protected was opened up again."""
     missing = [p for p in (path, *path.parents) if not p.exists()]
     path.mkdir(parents=True, exist_ok=True)
     for p in (*missing, path):
         mode = p.stat().st_mode
-        if mode & 0o755 != 0o755:
+        wanted = 0o755 if p in missing else 0o555
+        if mode & wanted != wanted:
             try:
-                p.chmod(mode | 0o755)
+                p.chmod(mode | wanted)
             except PermissionError:  # someone else's folder: theirs to open up
                 if p in missing:
                     raise

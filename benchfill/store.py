@@ -176,14 +176,17 @@ class Store:
         self.url = url
         self.run_id = run_id
         try:
-            if url.startswith("sqlite"):
-                self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-                event.listen(self.engine, "connect", _sqlite_pragmas)
-            else:
-                self.engine = create_engine(_driver_url(url), pool_pre_ping=True)
-            with self.engine.begin() as conn:
-                self.schema_version = _upgrade(conn, redact_url(url), run_id)
-                self.read_only = _cannot_write(conn)
+            try:
+                self._open(url, run_id)
+            except DBAPIError:
+                frozen = None if writable else _frozen_file(self.engine)
+                if frozen is None:
+                    raise
+                # A store in a folder that cannot be written (an archived run, a read-only mount): SQLite
+                # cannot make the WAL's shared-memory file beside it, and every command, reading ones too,
+                # was refused. Nothing can change it there, so it is read as an immutable file.
+                self.engine.dispose()
+                self._open(url, run_id, frozen=frozen)
         except ConfigError:
             raise
         except DBAPIError as exc:
@@ -197,6 +200,24 @@ class Store:
             raise self.read_only_error()
         global LAST_OPENED
         LAST_OPENED = self.where
+
+    def _open(self, url: str, run_id: str, frozen: str | None = None) -> None:
+        self.frozen = frozen
+        if frozen is not None:  # the file read as it stands (its path as a URI: '?', '#' and '%' escaped)
+            import sqlite3
+            from urllib.parse import quote
+
+            uri = f"file:{quote(frozen, safe='/')}?mode=ro&immutable=1"
+            self.engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True,
+                                                                                     check_same_thread=False))
+        elif url.startswith("sqlite"):
+            self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        else:
+            self.engine = create_engine(_driver_url(url), pool_pre_ping=True)
+        with self.engine.begin() as conn:
+            self.schema_version = _upgrade(conn, redact_url(self.url), run_id)
+            self.read_only = _cannot_write(conn)
 
     def _cannot_open(self, exc: Exception) -> ConfigError:
         # One line: the driver's own message, without SQLAlchemy's SQL text and link to its docs.
@@ -226,6 +247,8 @@ class Store:
     @property
     def where(self) -> str:
         """The store as a user names it: the database file of SQLite, else the URL without secrets."""
+        if getattr(self, "frozen", None):  # (read where it cannot be written: ``_frozen_file``)
+            return self.frozen
         db = self.engine.url.database
         if self.engine.dialect.name == "sqlite" and db and db != ":memory:" and not db.startswith("file:"):
             return db
@@ -337,6 +360,22 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _frozen_file(engine: Any) -> str | None:
+    """The SQLite file of ``engine`` where it can only be read as it stands: it exists, its folder cannot be
+    written, and no write-ahead log beside it holds changes not yet in the file (which an immutable read
+    would miss). None otherwise."""
+    db = engine.url.database
+    if engine.dialect.name != "sqlite" or engine.url.query or not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    path = Path(db)
+    if not path.is_file() or os.access(path.parent, os.W_OK) or not os.access(path, os.R_OK):
+        return None
+    wal = Path(f"{db}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return None
+    return str(path)
 
 
 def _cannot_write(conn: Connection) -> bool:

@@ -387,3 +387,21 @@ def test_carry_forward_names_original_items_added_and_removed():
     carry = carry_forward(rows, prev, "1.0.0", None, {}, {}, PROVENANCE, "r2")
     assert (carry.originals_added, carry.originals_removed, carry.originals_changed) == (["c"], ["b"], {})
     assert carry.originals_summary() == "1 added, 1 removed"
+
+
+def test_a_releases_folder_its_owner_write_protected_is_not_opened_up(tmp_path):
+    # `chmod -R a-w releases` then a release: the folder came back writable (mode | 0o755)
+    import stat
+
+    from benchfill.release import _mkdir_public
+
+    folder = tmp_path / "releases" / "quiz"
+    folder.mkdir(parents=True)
+    folder.chmod(0o500)
+    try:
+        _mkdir_public(folder)
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o555  # readable by others, still not writable
+        _mkdir_public(folder / "new" / "deeper")  # (as root: a user would be refused here)
+        assert stat.S_IMODE((folder / "new").stat().st_mode) & 0o755 == 0o755  # made here: the owner's
+    finally:
+        folder.chmod(0o755)

@@ -238,3 +238,40 @@ def test_a_store_that_cannot_be_opened_says_why(tmp_path):
     (tmp_path / "sdir.db").mkdir()
     with pytest.raises(ConfigError, match=r"unable to open database file \(.*sdir\.db is a folder, not a database file\)$"):
         Store(f"sqlite:///{tmp_path / 'sdir.db'}")
+
+
+def test_a_store_in_a_folder_that_cannot_be_written_is_read_as_it_stands(tmp_path, monkeypatch):
+    # an archived run (chmod -R a-w, a read-only mount): SQLite cannot make the WAL's -shm beside the file, and
+    # every command, reading ones too, was refused "read-only, cannot be written"
+    import os
+
+    import benchfill.store as store_mod
+    from benchfill.store import ReadOnlyStore, Store
+
+    folder = tmp_path / "a run #2 at 100%"  # a file URI escapes these
+    folder.mkdir()
+    store = Store(folder / "store.db", run_id="r")
+    store.set_meta("seed", 7)
+    store.close()
+    assert not (folder / "store.db-wal").exists()  # checkpointed at close: nothing the file lacks
+
+    def no_shm(dbapi_conn, record):  # what SQLite says where it cannot create store.db-shm
+        raise sqlite3.OperationalError("unable to open database file")
+
+    real = os.access
+    monkeypatch.setattr(store_mod, "_sqlite_pragmas", no_shm)
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(folder) and mode & os.W_OK
+                        else real(p, mode))
+    frozen = Store(folder / "store.db", run_id="r")
+    try:
+        assert frozen.read_only and frozen.get_meta("seed") == 7
+        assert frozen.where == str(folder / "store.db")
+        with pytest.raises(ReadOnlyStore, match=r"read-only, cannot be written"):
+            frozen.set_meta("seed", 8)
+    finally:
+        frozen.close()
+    with pytest.raises(ConfigError, match=r"its folder is read-only"):  # a command that will write: refused
+        Store(folder / "store.db", run_id="r", writable=True)
+    (folder / "store.db-wal").write_bytes(b"x" * 32)  # changes the file may lack: not read as if it held them
+    with pytest.raises((ReadOnlyStore, ConfigError)):
+        Store(folder / "store.db", run_id="r")
