@@ -23,7 +23,7 @@ def hold(path: Path, *, shared: bool = False, wait: bool = True) -> int | None:
     try:
         import fcntl
 
-        fd = os.open(path, os.O_RDONLY) if path.is_dir() else os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDONLY) if path.is_dir() else os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except (ImportError, OSError):
         return None
     try:
@@ -68,7 +68,7 @@ def hold_byte(path: Path, byte: int, *, shared: bool = False) -> tuple[str, int]
         fd = _FILES.get(key[0])
         if fd is None:
             try:
-                fd = _FILES[key[0]] = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = _FILES[key[0]] = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
             except OSError:
                 return None
         try:
@@ -106,7 +106,7 @@ def transient(path: Path) -> Iterator[None]:
         return
     while True:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError:
             yield
             return

@@ -7,6 +7,7 @@ this one old. Each target is checked first instead, and refused in one line nami
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,6 +38,28 @@ def check_targets(folder: Path, files: Iterable[Path], folders: Iterable[Path] =
 # from one a live writer is filling. One whose writer cannot be asked (another host's, or one named otherwise)
 # is a killed writer's once untouched for STALE_S.
 STALE_S = 3600.0
+
+
+def umask() -> int:
+    """This process's umask, read without changing it (``os.umask`` can only be read by setting it, which
+    another thread's file would be made under) where Linux tells it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def shared_mode() -> int:
+    """The mode of a file written through a temporary one (``mkstemp`` makes 0600): what the umask gives a
+    new file, and readable by all. A team sharing runs by group (umask 002) can edit each other's sheets;
+    0644 forced on every file had stopped them."""
+    return (0o666 & ~umask()) | 0o444
 
 
 def named(exc: OSError, path: Path | str) -> None:

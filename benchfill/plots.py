@@ -135,12 +135,12 @@ def save_figure(fig: Any, path: str | Path, fmt: str | None = None) -> Path:
         raise ConfigError(f"{path}: a plot's name must end in "
                           + ", ".join(f".{s}" for s in PLOT_FORMATS[:-1]) + f" or .{PLOT_FORMATS[-1]}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    from benchfill.outputs import named, temp_path
+    from benchfill.outputs import named, shared_mode, temp_path
 
     tmp = str(temp_path(path.parent, path.name, suffix=f".{fmt}"))  # a killed save's is removed by the next
     try:
         fig.savefig(tmp, format=fmt)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, shared_mode())
         os.replace(tmp, path)
     except OSError as exc:
         named(exc, path)

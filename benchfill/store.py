@@ -213,6 +213,7 @@ class Store:
         elif url.startswith("sqlite"):
             self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
             event.listen(self.engine, "connect", _sqlite_pragmas)
+            _create_as_the_umask_says(self.engine.url.database)
         else:
             self.engine = create_engine(_driver_url(url), pool_pre_ping=True)
         with self.engine.begin() as conn:
@@ -360,6 +361,18 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _create_as_the_umask_says(db: str | None) -> None:
+    """Create a new SQLite file with the mode the umask gives (SQLite makes it 0644 under any umask, its
+    journal files after it): a team sharing runs by group (umask 002) could not resume, review or release
+    each other's runs."""
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return
+    try:
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except OSError:  # there already, or not to be made here: SQLite says which, as before
+        pass
 
 
 def _frozen_file(engine: Any) -> str | None:

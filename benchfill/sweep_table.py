@@ -202,13 +202,13 @@ def _pct(v: float | None, sd: float | None = None) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    from benchfill.outputs import named, temp_path
+    from benchfill.outputs import named, shared_mode, temp_path
 
     tmp = temp_path(path.parent, path.name)  # a killed write's is removed by the next
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, shared_mode())
         os.replace(tmp, path)
     except OSError as exc:
         named(exc, path)

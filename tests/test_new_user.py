@@ -162,3 +162,30 @@ def test_a_run_beside_a_users_own_prompts_and_evaluators_folders_uses_benchfills
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / done.stdout.strip() / "report.json").read_text())
     assert report["backend"]["backend"] == "sim" and report["gaps_filled"] + report["gaps_outside"] <= 1 and report["gaps"]
+
+
+def test_a_team_sharing_runs_by_group_can_write_each_others_files(tmp_path, shared_data, capsys):
+    # umask 002: the store was made 0644 by SQLite and every sheet forced to 0644, so a second member of the
+    # group could not resume, import into, edit or release the first one's run
+    import os
+
+    def mode(p: Path) -> int:
+        return stat.S_IMODE(p.stat().st_mode)
+
+    old = os.umask(0o002)
+    try:
+        runs = tmp_path / "runs"
+        assert main(["run", "--benchmark", "demo", "--gaps", "1", "--rounds", "1", "--parents", "2", "--children",
+                     "2", "--quiet", "--runs-dir", str(runs)]) == 0
+        run = next(runs.iterdir())
+        assert main(["review", "export", str(run)]) == 0
+        files = [run / "store.db", run / "fit.json", *(run / "review").iterdir()]
+        assert {p.name: mode(p) for p in files} == {p.name: 0o664 for p in files}
+        locks = [p for p in run.iterdir() if p.name.endswith(".lock")]
+        assert locks and all(mode(p) == 0o664 for p in locks)
+        os.umask(0o077)  # a private umask: still readable by others where benchfill always made them so
+        assert main(["diagnose", "--benchmark", "demo", "--plot", str(tmp_path / "e.png")]) == 0
+        assert mode(tmp_path / "e.png") == 0o644
+    finally:
+        os.umask(old)
+    capsys.readouterr()

@@ -601,14 +601,14 @@ def _write_selection(path: str, selected: list[str], items: list[dict] | None, i
         for line in read_text(items_file).split("\n"):  # read_items read it whole: every line is an object
             if line.strip():
                 lines[str(json.loads(line)["id"])] = line.rstrip("\r")
-    from benchfill.outputs import named, temp_path
+    from benchfill.outputs import named, shared_mode, temp_path
 
     tmp = temp_path(out.parent, out.name)  # a killed write's is removed by the next
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             for i in selected:
                 fh.write(lines.get(i, json.dumps({"id": i})) + "\n")
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600
+        os.chmod(tmp, shared_mode())  # mkstemp makes 0600
         os.replace(tmp, out)
     except OSError as exc:
         named(exc, out)

@@ -102,13 +102,13 @@ def _write_outputs(bp: Any, result: dict, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     # All three are made in a folder of their own and moved in only once all are: a plot that fails leaves
     # the folder as it was, not a new profile.json beside an earlier run's plots
-    from benchfill.outputs import named, temp_path
+    from benchfill.outputs import named, shared_mode, temp_path
 
     # (a killed run's folder is removed by the next: temp_path)
     work = temp_path(out, "profile", directory=True)
     try:
         (work / "profile.json").write_text(dumps(result, indent=1), encoding="utf-8")
-        os.chmod(work / "profile.json", 0o644)  # as the plots beside it
+        os.chmod(work / "profile.json", shared_mode())  # as the plots beside it
         plot_trajectories(bp, work / "trajectories.png")
         plot_histograms(bp, work / "histograms.png")
         for name in OUTPUTS:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchfill.errors import DataError
-from benchfill.outputs import named
+from benchfill.outputs import named, shared_mode
 
 
 class ImportProblems(DataError):
@@ -331,7 +331,7 @@ def _sweep_stale(out: Path, locked: bool) -> None:
 def _stage(out: Path, name: str, staged: list[tuple[Path, Path]]) -> Path:
     fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
     os.close(fd)
-    os.chmod(tmp, 0o644)
+    os.chmod(tmp, shared_mode())
     staged.append((Path(tmp), out / name))
     return Path(tmp)
 

@@ -20,7 +20,7 @@ import numpy as np
 from benchfill import locks
 from benchfill.coverage import z_of
 from benchfill.matrix import first_repeat
-from benchfill.outputs import named, temp_path
+from benchfill.outputs import named, shared_mode, temp_path
 
 
 @dataclass
@@ -164,12 +164,12 @@ class IrtFit:
                     d["draws_file"] = f"{path.name}.draws-{hashlib.sha256(data).hexdigest()[:16]}.npz"
                     draws_tmp = temp_path(path.parent, f"{path.name}.draws")
                     draws_tmp.write_bytes(data)
-                    os.chmod(draws_tmp, 0o644)
+                    os.chmod(draws_tmp, shared_mode())
                     draws_tmp.replace(path.with_name(d["draws_file"]))  # a new name: the old pair stays whole
                 # NaN and Infinity are not JSON (jq and most parsers refuse them): an undefined figure, such as
                 # R-hat over too few draws or a Laplace se that does not exist, is written as null
                 tmp.write_text(json.dumps(_finite_or_none(d), indent=1, allow_nan=False))
-                os.chmod(tmp, 0o644)
+                os.chmod(tmp, shared_mode())
                 tmp.replace(path)
             except OSError as exc:
                 named(exc, path)

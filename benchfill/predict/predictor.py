@@ -151,12 +151,12 @@ class Predictor:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         # a temp file of its own (not NAME.tmp): two saves to one path at once each rename a whole file
-        from benchfill.outputs import named, temp_path
+        from benchfill.outputs import named, shared_mode, temp_path
 
         tmp = temp_path(path.parent, path.name)  # a killed save's is removed by the next
         try:
             tmp.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
-            os.chmod(tmp, 0o644)  # mkstemp makes 0600; a predictor is for sharing
+            os.chmod(tmp, shared_mode())  # mkstemp makes 0600; a predictor is for sharing
             os.replace(tmp, path)
         except OSError as exc:
             named(exc, path)

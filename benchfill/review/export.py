@@ -506,13 +506,13 @@ def _same(prev, new) -> bool:
 
 
 def _atomic_write(path: Path, write, encoding: str = "utf-8") -> None:
-    from benchfill.outputs import named, temp_path
+    from benchfill.outputs import named, shared_mode, temp_path
 
     tmp = temp_path(path.parent, path.name)  # a killed write's is removed by the next
     try:
         with open(tmp, "w", encoding=encoding, newline="") as fh:
             write(fh)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the queue goes to other reviewers
+        os.chmod(tmp, shared_mode())  # mkstemp makes 0600; the queue goes to other reviewers
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
