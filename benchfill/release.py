@@ -236,7 +236,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     if prev_dir is not None:  # its rows are carried into this one: an altered file would be released as ours
         _check_previous(board, prev_dir)
         _check_scale(bench_dir, prev_dir, record)
-    added = _own_ids(rows, added, prev_rows, name)
+    added = _own_ids(rows, added, prev_rows, name, board.spec.get("id_field"))
     carry = carry_forward(
         rows, prev_rows, previous[-1] if previous else "",
         _released_at(prev_dir) if prev_dir else None, outcomes, remove or {}, PROVENANCE, name,
@@ -532,7 +532,11 @@ def _run_top_k(board: ReviewBoard) -> int | None:
     return k if isinstance(k, int) and not isinstance(k, bool) and k >= 1 else None
 
 
-def _own_ids(rows: list[dict], added: list[str], previous: dict[str, dict], name: str) -> list[str]:
+_ID_COLUMNS = ("task_id", "question_id", "problem_id")  # a dataset's id columns (benchfill.hub.ID_COLUMNS)
+
+
+def _own_ids(rows: list[dict], added: list[str], previous: dict[str, dict], name: str,
+             id_field: str | None = None) -> list[str]:
     """Give this run's generated items that share an id with another run's item of the previous release
     the id ``<id>@<run>`` (in ``rows``, in place; returns ``added`` renamed alike).
 
@@ -550,6 +554,11 @@ def _own_ids(rows: list[dict], added: list[str], previous: dict[str, dict], name
         # under its bare id it would come back as a second copy beside the one carried forward.
         kept = (previous.get(alias) or {}).get("run_id") == name
         if clash or kept:
+            # the item's own id columns (a spec's id_field, a dataset's task_id) hold its id too: renamed
+            # alike, or two rows of the release shared one there
+            for key in [k for k, v in r.items() if k != "id" and k not in PROVENANCE and v == r["id"]
+                        and (k in _ID_COLUMNS or k == id_field)]:
+                r[key] = alias
             renamed[r["id"]] = r["id"] = alias
     return [renamed.get(i, i) for i in added]
 

@@ -230,3 +230,19 @@ def test_an_override_folder_a_run_cannot_use_is_refused_before_any_work(tmp_path
     monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(tmp_path / "nowhere"))
     with pytest.raises(ConfigError, match=r"^BENCHFILL_PROMPTS_DIR .*nowhere: no such folder"):
         check_overrides()
+
+
+def test_a_datasets_id_column_is_hidden_and_renamed_as_id_is():
+    # an hf: dataset's ids come from its task_id column (the spec names no id_field): shown, the rewriter
+    # copied the parent's into the child
+    from benchfill.prompts import new_child
+
+    parent = {"id": "2025-I-13", "task_id": "2025-I-13", "problem": "Find x.", "answer": "3", "year": "2025"}
+    text = format_rewriter_prompt(parent, 0.5, [(dict(parent, id="a", task_id="a"), 0.4)], MATH_SPEC)
+    assert "task_id" not in text and '"year": "2025"' in text
+    child = new_child({"problem": "Find y.", "answer": "4", "task_id": "2025-I-13", "year": "2025"}, "bf-g0", MATH_SPEC,
+                      parent)
+    assert child == {"problem": "Find y.", "answer": "4", "year": "2025", "id": "bf-g0", "task_id": "bf-g0"}
+    # a column named like one but holding something else is content
+    other = dict(parent, task_id="arithmetic")
+    assert '"task_id": "arithmetic"' in format_rewriter_prompt(other, 0.5, [], MATH_SPEC)

@@ -471,3 +471,42 @@ def test_an_item_the_given_responses_never_name_is_said_at_the_start_and_in_the_
     report = json.loads((d / "report.json").read_text())
     assert report["items_without_responses"] == {"placed_by_panel": ["q23"], "off_the_scale": []}
     assert "placed by the probe panel's rollouts alone: `q23`" in (d / "report.md").read_text()
+
+
+def test_id_columns_stay_unique_across_runs_and_an_id_field_naming_the_text_stays_content(tmp_path):
+    # a second run's child of the same name took the id <id>@<run> in the release, but its qid stayed the
+    # first's; and an id_field naming the text hid the text from the rewriter and overwrote it in every child
+    import json
+
+    from benchfill.release import release
+    from benchfill.review import ReviewBoard
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    with (folder / "items.jsonl").open("w") as fh:
+        for i in range(24):
+            fh.write(json.dumps({"qid": f"q{i:02d}", "problem": f"What is {i} plus {i + 3}?", "answer": str(2 * i + 3)})
+                     + "\n")
+    spec = folder / "spec.toml"
+    spec.write_text('[benchmark]\nname = "mine"\ntext_field = "problem"\nanswer_field = "answer"\n'
+                    'evaluator = "math"\nid_field = "qid"\n')
+    base = dict(items=str(folder / "items.jsonl"), spec=str(spec), benchmark=None, backend="sim",
+                runs_dir=str(tmp_path / "runs"), **FAST)
+    for n, rounds in enumerate((1, 2)):
+        d = run(RunOptions(**{**base, "rounds": rounds}))
+        with ReviewBoard(d) as b:
+            for e in b.entries:
+                b.decide(e.item_id, "ann", "accept")
+        res = release(d, f"1.{n}.0", out=tmp_path / "releases")
+    rows = [json.loads(x) for x in (res.path / "data" / "test.jsonl").read_text().splitlines()]
+    assert len({r["qid"] for r in rows}) == len(rows)
+    assert any("@" in r["id"] and r["qid"] == r["id"] for r in rows)  # the renamed one, in both columns
+    # an id_field that is the text itself: the text stays content, the children keep theirs
+    spec.write_text('[benchmark]\nname = "mine2"\ntext_field = "problem"\nanswer_field = "answer"\n'
+                    'evaluator = "math"\nid_field = "problem"\n')
+    (folder / "items2.jsonl").write_text("".join(
+        json.dumps({k: v for k, v in json.loads(x).items() if k != "qid"}) + "\n"
+        for x in (folder / "items.jsonl").read_text().splitlines()))
+    d = run(RunOptions(**{**base, "items": str(folder / "items2.jsonl"), "runs_dir": str(tmp_path / "runs2")}))
+    queue = [json.loads(x) for x in (d / "review_queue.jsonl").read_text().splitlines()]
+    assert queue and all(e["child"]["problem"] != e["item_id"] and "plus" in e["child"]["problem"] for e in queue)

@@ -88,7 +88,7 @@ class TrafficServices:
         self._repairs[key] = self._repairs.get(key, 0) + extra
         if not res:  # a counted failure: the replies stayed unreadable after the repairs allowed
             return None
-        return prompts.new_child(res.child, child_id, self.spec)
+        return prompts.new_child(res.child, child_id, self.spec, parent)
 
     async def judge(self, child: dict[str, Any], key: str) -> Verdict:
         from benchfill import llm

@@ -144,22 +144,35 @@ def _field(spec: Any, attr: str, default: str) -> str:
     return (getattr(spec, attr, None) if spec is not None else None) or default
 
 
-def id_fields(spec: Any = None) -> set[str]:
-    """The fields that name an item rather than make it: ``id`` and the spec's ``id_field``."""
-    return {"id", *([spec.id_field] if getattr(spec, "id_field", None) else [])}
+# The columns a dataset's ids come in (benchfill.hub.ID_COLUMNS; not imported, to keep this module light)
+_ID_COLUMNS = ("id", "task_id", "question_id", "problem_id")
+_CONTENT = ("text_field", "answer_field", "options_field", "tests_field", "entry_point_field")
+
+
+def id_fields(spec: Any = None, item: dict | None = None) -> set[str]:
+    """The fields that name an item rather than make it: ``id``, the spec's ``id_field``, and a dataset's id
+    column that holds the item's id (an ``hf:`` dataset's ``task_id``); never a field the spec reads as
+    content (an ``id_field`` naming the text or the entry point hid the text from the rewriter, and
+    overwrote every child's with its id)."""
+    names = {"id", *([spec.id_field] if getattr(spec, "id_field", None) else [])}
+    if item is not None and "id" in item:
+        names |= {c for c in _ID_COLUMNS if c in item and str(item[c]) == str(item["id"])}
+    content = {getattr(spec, a, None) for a in _CONTENT} if spec is not None else set()
+    return names - content
 
 
 def _item_json(item: dict, spec: Any = None) -> str:
     """The item's own fields as JSON; its ids are bookkeeping, not content (shown one, a rewriter copied the
     parent's own id column into the child, and a release held two rows with one id)."""
-    hidden = id_fields(spec)
+    hidden = id_fields(spec, item)
     return json.dumps({k: v for k, v in item.items() if k not in hidden}, ensure_ascii=False, indent=2)
 
 
-def new_child(reply: dict, child_id: str, spec: Any = None) -> dict:
-    """A rewriter's child under its own id: any id it wrote dropped, the spec's ``id_field`` set to that id
-    too (the user's id column names the new item, not its parent)."""
-    hidden = id_fields(spec)
+def new_child(reply: dict, child_id: str, spec: Any = None, parent: dict | None = None) -> dict:
+    """A rewriter's child under its own id: any id it wrote dropped, and the parent's id columns (the
+    spec's ``id_field``, a dataset's ``task_id``) set to that id too: the user's id column names the new
+    item, not its parent."""
+    hidden = id_fields(spec, parent)
     return {**{k: v for k, v in reply.items() if k not in hidden}, **dict.fromkeys(hidden, child_id)}
 
 
@@ -204,7 +217,7 @@ def format_rewriter_prompt(
         f'<reference difficulty="{_scale(z)}">\n{_item_json(item, spec)}\n</reference>'
         for item, z in sorted(references, key=lambda pair: pair[1])
     ]
-    fields = [k for k in parent if k not in id_fields(spec)]
+    fields = [k for k in parent if k not in id_fields(spec, parent)]
     return render(
         "rewriter",
         user_dir,

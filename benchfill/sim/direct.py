@@ -45,7 +45,7 @@ class WorldServices:
                                                          *spec_item_fields(self.spec)])
         except prompts.MalformedReply:
             return None
-        return prompts.new_child(child, child_id, self.spec)
+        return prompts.new_child(child, child_id, self.spec, parent)
 
     async def judge(self, child: dict[str, Any], key: str) -> Verdict:
         from benchfill import prompts
