@@ -292,6 +292,16 @@ def test_diagnose_and_fit_read_the_guessing_floor_and_ids_of_a_spec(tmp_path, ca
                  "--out", str(tmp_path / "fit.json")]) == 0
     capsys.readouterr()
     assert np.allclose(IrtFit.load(tmp_path / "fit.json").chance, 0.25)
+    # calibrate's selection copies the items' lines, keyed by the spec's id_field (a KeyError 'id' before)
+    kept = tmp_path / "kept.jsonl"
+    assert main(["calibrate", "--responses", responses, "--items", str(items), "--spec", str(spec), "--size", "4",
+                 "--out", str(kept)]) == 0
+    capsys.readouterr()
+    lines = kept.read_text().splitlines()
+    assert len(lines) == 4 and all(json.loads(x)["opts"] == ["a", "b", "c", "d"] for x in lines)
+    # nor is the spec an output's place
+    _one_line(main(["fit", "--responses", responses, "--items", str(items), "--spec", str(spec),
+                    "--out", str(spec)]), capsys.readouterr().err, r"--spec")
     _one_line(main(["diagnose", "--responses", responses, "--spec", str(spec)]), capsys.readouterr().err,
               r"^benchfill: error: --spec .*spec\.toml: describes the items of --items; give that file too")
     _one_line(main(["diagnose", "--benchmark", "demo", "--spec", str(spec)]), capsys.readouterr().err,

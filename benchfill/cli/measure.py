@@ -257,7 +257,7 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, list[dict] | None, Any]:
 def _input_files(args: argparse.Namespace) -> dict[str, str | None]:
     """The files a command reads, by option: an output must not be one of them."""
     files = {"--responses": args.responses, "--items": args.items, "--fit": args.fit_path,
-             "--reference": getattr(args, "reference", None)}
+             "--reference": getattr(args, "reference", None), "--spec": getattr(args, "spec", None)}
     target = getattr(args, "target", None)
     if target and target != "uniform" and not target.startswith("beta:"):  # a file of quantiles
         files["--target"] = target
@@ -536,7 +536,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     )
     if args.out:
         local = args.items if args.items and not args.items.startswith("hf:") else None  # hf: has no lines
-        _write_selection(args.out, result.selected, items, local)
+        spec = _spec_arg(args)
+        _write_selection(args.out, result.selected, items, local, spec.id_field if spec is not None else None)
     if args.json:
         _dump(result.to_dict())
         return 0
@@ -586,7 +587,8 @@ def _not_converged(conv: dict[str, Any]) -> str:
     return ", ".join(short)
 
 
-def _write_selection(path: str, selected: list[str], items: list[dict] | None, items_file: str | None) -> None:
+def _write_selection(path: str, selected: list[str], items: list[dict] | None, items_file: str | None,
+                     id_field: str | None = None) -> None:
     """The kept items as JSONL: from ``items_file``, their lines as written there (read_items made every id a
     string and may have added fields; a copy is what the help promises)."""
     import os
@@ -599,8 +601,9 @@ def _write_selection(path: str, selected: list[str], items: list[dict] | None, i
         from benchfill.data import read_text
 
         for line in read_text(items_file).split("\n"):  # read_items read it whole: every line is an object
-            if line.strip():
-                lines[str(json.loads(line)["id"])] = line.rstrip("\r")
+            if line.strip():  # keyed as read_items keys it: by id, else the spec's id_field
+                row = json.loads(line)
+                lines[str(row["id"] if "id" in row or not id_field else row[id_field]).strip()] = line.rstrip("\r")
     from benchfill.outputs import named, shared_mode, temp_path
 
     tmp = temp_path(out.parent, out.name)  # a killed write's is removed by the next
