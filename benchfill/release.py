@@ -171,6 +171,7 @@ def _holding(bench_dir: Path):
 def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
              remove: dict[str, str] | None) -> ReleaseResult:
     """The release, with the benchmark folder held (``_holding``)."""
+    _check_root_readme(bench_dir)
     key, bench = semver_key(version), bench_dir.name
     target = bench_dir / version
     recorded = board.store.all(Release, Release.version == version)
@@ -940,8 +941,8 @@ Check a version's files with `benchfill release verify DIR/VERSION` (a downloade
 {_ROOT_END}"""
     body = f"# {bench}: benchfill releases\n\n{block}\n"
     own, text = _front_matter(bench_dir / "README.md")
-    ours = own.get("pretty_name") == pretty and _ROOT_BEGIN not in text  # a card from before the markers
-    if (own or text.strip()) and not ours:
+    own = {k: v for k, v in own.items() if v is not None}  # (`tags:` left empty is no tags of the maintainer's)
+    if (own or text.strip()) and not _old_card(text, bench):
         if _ROOT_BEGIN in text and _ROOT_END in text.split(_ROOT_BEGIN, 1)[1]:
             head, rest = text.split(_ROOT_BEGIN, 1)
             body = head + block + rest.split(_ROOT_END, 1)[1]
@@ -957,6 +958,22 @@ Check a version's files with `benchfill release verify DIR/VERSION` (a downloade
 ---
 
 {body.lstrip(chr(10))}"""
+
+
+def _old_card(text: str, bench: str) -> bool:
+    """Whether ``text`` is the folder card's as a release before the markers wrote it, word for word but its
+    list of versions (then replaced whole; any other text is the maintainer's, and kept)."""
+    def bare(t: str) -> str:
+        t = "\n".join(line for line in t.splitlines() if not line.startswith(("<!-- benchfill", "- [")))
+        return " ".join(re.sub(r'load_dataset\(DIR, "[^"]*"\)', "", t).split())
+
+    generated = (f"# {bench}: benchfill releases\n\nEach version is a folder of its own, immutable once made: its "
+                 f"card (`README.md`, with the coverage figures\nand what every column means), its data "
+                 f"(`{DATA_FILE}`), its changelog and its manifest. `datasets.load_dataset`\non this folder gives the "
+                 f"latest version; name another as the configuration: `load_dataset(DIR, \"1.0.0\")`.\nCheck a "
+                 f"version's files with `benchfill release verify DIR/VERSION` (a downloaded copy: add `--copy`).\n\n"
+                 f"`CHANGELOG.md` holds every version's changes, the latest first.\n")
+    return bare(text) == bare(generated)
 
 
 _ROOT_BEGIN = "<!-- benchfill: the versions, rewritten at each release (text outside these markers is kept) -->"
@@ -1167,6 +1184,8 @@ def _front_matter(card: Path) -> tuple[dict[str, Any], str]:
         text = card.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return {}, ""
+    if text.startswith("---\n---\n"):  # an empty front matter
+        return {}, text[8:]
     front, sep, rest = text.removeprefix("---\n").partition("\n---\n")
     if not text.startswith("---\n") or not sep:
         return {}, text
@@ -1174,7 +1193,45 @@ def _front_matter(card: Path) -> tuple[dict[str, Any], str]:
         head = yaml.safe_load(front)
     except yaml.YAMLError:
         return {}, text
+    if head is None:
+        return {}, rest
     return (head, rest) if isinstance(head, dict) else ({}, text)
+
+
+def _check_root_readme(bench_dir: Path) -> None:
+    """Refuse, before anything is written, a README.md in the benchmark's folder that the release could not
+    keep whole while it writes its versions there (``root_card``): not UTF-8 text (it was taken for no file and
+    overwritten), benchfill's markers not one pair in order (the maintainer's text after a lone marker was
+    dropped, or the versions listed twice), or a front matter that is not a YAML mapping (kept as text, a
+    second front matter under benchfill's)."""
+    import yaml
+
+    path = bench_dir / "README.md"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    except UnicodeDecodeError:
+        raise BenchfillError(f"{path}: not UTF-8 text; each release keeps your text in it and lists its versions "
+                             "there: save it as UTF-8, or move it away") from None
+    except OSError as exc:
+        named(exc, path)
+        raise
+    begin, end = text.count(_ROOT_BEGIN), text.count(_ROOT_END)
+    if (begin, end) not in ((0, 0), (1, 1)) or (begin and text.index(_ROOT_BEGIN) > text.index(_ROOT_END)):
+        raise BenchfillError(f"{path}: benchfill's two markers around its list of versions ({begin} begin, {end} "
+                             "end) are not one pair in order: put them back around the list, or remove both")
+    if text.startswith("---\n") and not text.startswith("---\n---\n"):
+        front, sep, _ = text.removeprefix("---\n").partition("\n---\n")
+        if sep:
+            try:
+                head = yaml.safe_load(front)
+            except yaml.YAMLError as exc:
+                why = " ".join(str(exc).split())
+                raise BenchfillError(f"{path}: its front matter is not YAML ({why}); fix it, or remove it") from None
+            if head is not None and not isinstance(head, dict):
+                raise BenchfillError(f"{path}: its front matter is a YAML {type(head).__name__}, not a mapping of "
+                                     "keys; fix it, or remove it")
 
 
 def _card_meta(card: Path) -> dict[str, Any]:

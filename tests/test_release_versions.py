@@ -128,6 +128,14 @@ def test_a_folder_card_from_before_the_markers_is_replaced_whole(tmp_path, share
     release(run, "1.1.0")
     card = (folder / "README.md").read_text()
     assert card.count("# aime24: benchfill releases") == 1 and card.count("(latest)") == 1
+    # the maintainer edited that card and took the markers out: their text is theirs, kept
+    edited = "\n".join(line for line in card.splitlines() if not line.startswith("<!-- benchfill")) + "\nOur note.\n"
+    (folder / "README.md").write_text(edited)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[2], "ann", "accept")
+    release(run, "1.2.0")
+    card = (folder / "README.md").read_text()
+    assert "Our note." in card and "- [1.2.0](1.2.0/README.md) (latest)" in card
 
 
 def test_the_card_carries_the_specs_licence_and_citation_or_says_none_is_stated(tmp_path, shared_data):
@@ -405,3 +413,44 @@ def test_a_releases_folder_its_owner_write_protected_is_not_opened_up(tmp_path):
         assert stat.S_IMODE((folder / "new").stat().st_mode) & 0o755 == 0o755  # made here: the owner's
     finally:
         folder.chmod(0o755)
+
+
+@pytest.mark.parametrize(("readme", "said"), [
+    ("Caf\xe9 notes\n".encode("cp1252"), r"README\.md: not UTF-8 text; each release keeps your text in it"),
+    ("# Ours\n\n<!-- benchfill: end of the versions -->\nA footer.\n".encode(),
+     r"README\.md: benchfill's two markers .* \(0 begin, 1 end\) are not one pair in order"),
+    ("---\n- a\n- b\n---\n# Ours\n".encode(), r"README\.md: its front matter is a YAML list, not a mapping"),
+    ("---\nlicense: [mit\n---\n# Ours\n".encode(), r"README\.md: its front matter is not YAML"),
+])
+def test_a_readme_the_release_could_not_keep_whole_is_refused_before_anything_is_written(tmp_path, shared_data,
+                                                                                         readme, said):
+    # a cp1252 README was taken for no file and overwritten; after a lone marker the maintainer's text was dropped
+    run = make_run(tmp_path, shared_data)
+    folder = tmp_path / "releases" / "aime24"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_bytes(readme)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    with pytest.raises(BenchfillError, match=said):
+        release(run, "1.0.0")
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md"] and (folder / "README.md").read_bytes() == readme
+
+
+def test_an_empty_front_matter_and_empty_keys_of_the_maintainers_are_no_second_header(tmp_path, shared_data):
+    import yaml
+
+    run = make_run(tmp_path, shared_data)
+    folder = tmp_path / "releases" / "aime24"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_text("---\n---\n# Ours\n")
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    release(run, "1.0.0")
+    card = (folder / "README.md").read_text()
+    assert card.count("\n---\n") == 1 and "# Ours\n" in card
+    (folder / "README.md").write_text(card.replace("tags:\n- benchfill\n- difficulty\n- irt\n", "tags:\n"))
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    release(run, "1.1.0")
+    head = yaml.safe_load((folder / "README.md").read_text().split("\n---\n", 1)[0].removeprefix("---\n"))
+    assert head["tags"] == ["benchfill", "difficulty", "irt"]
