@@ -28,7 +28,15 @@ from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.measure.before_after import before_after
 from benchfill.outputs import named
-from benchfill.release_carry import RUN_SEP, carry_forward, check_remove, keep_out, parse_time
+from benchfill.release_carry import (
+    RUN_SEP,
+    carry_forward,
+    check_remove,
+    keep_out,
+    original_changes,
+    originals_effect,
+    parse_time,
+)
 from benchfill.review import board as review_board
 from benchfill.review.board import ReviewBoard, hold_moment, moment_after
 from benchfill.review.card import (
@@ -292,8 +300,9 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         "near_duplicate": [r["id"] for r in rows if r["origin"] == "generated" and "near_duplicate" in _flags_of(r)],
         "mixed_columns": mixed,
     }
-    if carry.originals_moved():  # the card's scale line says the "before" figures are not the previous release's
-        meta["originals_moved"] = {"previous": carry.previous, "summary": carry.originals_summary()}
+    if carry.originals_moved():  # the card's scale line says the originals are not the previous release's
+        meta["originals_moved"] = {"previous": carry.previous, "summary": carry.originals_summary(),
+                                   "effect": originals_effect(carry.originals_added, carry.originals_removed)}
     run_k = _run_top_k(board)
     meta["run_top_k"] = run_k
     before, after = coverage_figures(z_before, run_k), coverage_figures(z_after, run_k)
@@ -869,10 +878,16 @@ def _result_of(board: ReviewBoard, target: Path, version: str, digest: str,
     rows = list(_load_rows(target).values()) if rows is None else rows
     gen = [r for r in rows if r.get("origin") == "generated"]
     pending = _pending(board.outcomes(), rows, run_name(board.store, board.run_dir))
+    earlier = [v for v in _versions(target.parent) if semver_key(v) < semver_key(version)]
+    originals: dict[str, Any] = {}
+    if earlier:  # said again by the rerun that finishes it, as the interrupted command would have
+        added, removed, changed = original_changes(rows, _load_rows(target.parent / earlier[-1]), PROVENANCE)
+        if added or removed or changed:
+            originals = {"added": added, "removed": removed, "changed": changed}
     return ReleaseResult(version, target, sum(r.get("origin") == "original" for r in rows), len(gen), digest,
                          added=[r["id"] for r in gen if r.get("released_in") == version],
                          carried=[r["id"] for r in gen if r.get("released_in") != version], pending=pending,
-                         removed=list(_removed_in(target)), resumed=True)
+                         removed=list(_removed_in(target)), resumed=True, originals=originals)
 
 
 def _pending(outcomes: dict, rows: list[dict], name: str) -> list[str]:

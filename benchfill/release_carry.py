@@ -59,12 +59,37 @@ class Carry:
         out += [f"- changed {untrusted.md_code(i)} ({untrusted.md_text(', '.join(f))})" for i, f in self.changed.items()]
         if self.originals_moved():
             out.append(f"- the original items differ from {untrusted.md_text(self.previous)}'s "
-                       f"({self.originals_summary()}); the \"before\" figures move with them")
+                       f"({self.originals_summary()}); {originals_effect(self.originals_added, self.originals_removed)}")
             out += [f"  - original added {untrusted.md_code(i)}" for i in self.originals_added]
             out += [f"  - original removed {untrusted.md_code(i)}" for i in self.originals_removed]
             out += [f"  - original changed {untrusted.md_code(i)} ({untrusted.md_text(', '.join(f))}): it keeps the "
                     "place the scale of record measured its earlier version at" for i, f in self.originals_changed.items()]
         return "\n".join(out) + "\n"
+
+
+def original_changes(rows: Collection[dict[str, Any]], previous_rows: Mapping[str, dict[str, Any]],
+                     provenance: Collection[str]) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """The original items of ``rows`` against the previous release's: (added, removed, changed: id -> the
+    item fields that differ; the provenance columns are the releases' own, not the item's)."""
+    before = {i: r for i, r in previous_rows.items() if r.get("origin") == "original"}
+    now = {r["id"]: r for r in rows if r.get("origin") == "original"}
+    changed = {}
+    for item_id in sorted(now.keys() & before.keys()):
+        mine = {k: v for k, v in now[item_id].items() if k not in provenance}
+        theirs = {k: v for k, v in before[item_id].items() if k not in provenance}
+        diff = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+        if diff:
+            changed[item_id] = diff
+    return [i for i in now if i not in before], [i for i in before if i not in now], changed
+
+
+def originals_effect(added: Collection[str], removed: Collection[str]) -> str:
+    """What original items that differ do to the "before" figures: an item added or removed moves them; a
+    changed one keeps the place the scale of record measured its earlier version at, and so do they."""
+    if added or removed:
+        return "the \"before\" figures move with them"
+    return ("the \"before\" figures stay: a changed item keeps the place the scale of record measured its "
+            "earlier version at")
 
 
 def check_remove(remove: Any) -> None:
@@ -103,17 +128,8 @@ def carry_forward(
                           f"{previous or 'an earlier release (there is none)'}")  # fmt: skip
     carry = Carry(previous=previous, before=set(gen_before))
     if previous:
-        orig_before = {i: r for i, r in previous_rows.items() if r.get("origin") == "original"}
-        orig_now = {r["id"]: r for r in rows if r.get("origin") == "original"}
-        carry.originals_added = [i for i in orig_now if i not in orig_before]
-        carry.originals_removed = [i for i in orig_before if i not in orig_now]
-        for item_id in orig_now.keys() & orig_before.keys():
-            mine = {k: v for k, v in orig_now[item_id].items() if k not in provenance}
-            theirs = {k: v for k, v in orig_before[item_id].items() if k not in provenance}
-            diff = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
-            if diff:
-                carry.originals_changed[item_id] = diff
-        carry.originals_changed = dict(sorted(carry.originals_changed.items()))
+        carry.originals_added, carry.originals_removed, carry.originals_changed = original_changes(
+            rows, previous_rows, provenance)
     since = parse_time(previous_released_at)
     now_ids = {r["id"]: r for r in rows}
     reused = _reused(rows, gen_before, run_id)

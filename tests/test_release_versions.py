@@ -373,15 +373,29 @@ def test_original_items_that_differ_from_the_previous_releases_are_said_in_the_c
     res = release(run, "1.1.0")
     assert res.originals == {"added": [], "removed": [], "changed": {"2024-I-03": ["answer"]}}
     log = (res.path / "CHANGELOG.md").read_text()
-    assert "- the original items differ from 1.0.0's (1 changed); the \"before\" figures move with them" in log
+    # a changed item keeps its place: the before figures stay (an added or removed one moves them)
+    assert ("- the original items differ from 1.0.0's (1 changed); the \"before\" figures stay: a changed item "
+            "keeps the place the scale of record measured its earlier version at") in log
     assert "  - original changed `2024-I-03` (answer): it keeps the place" in log
     card = (res.path / "README.md").read_text()
-    assert "This release's original items are not 1.0.0's (1 changed; the changelog names them)" in card
+    assert "This release's original items are not 1.0.0's (1 changed; the changelog names them): the \"before\"" in card
+    assert yaml_meta(card)["coverage"]["before"] == yaml_meta((first.path / "README.md").read_text())["coverage"]["before"]
+    # the rerun that finishes an interrupted release says it too
+    from benchfill.release import _result_of
+
+    with ReviewBoard(run) as b:
+        assert _result_of(b, res.path, "1.1.0", res.manifest_sha256).originals == res.originals
     # a release whose originals are its predecessor's says nothing of them
     with ReviewBoard(run) as b:
         b.decide(CHILD_IDS[2], "ann", "accept")
     again = release(run, "1.2.0")
     assert again.originals == {} and "original items differ" not in (again.path / "CHANGELOG.md").read_text()[:400]
+
+
+def yaml_meta(card: str) -> dict:
+    import yaml
+
+    return yaml.safe_load(card.split("\n---\n", 1)[0].removeprefix("---\n"))["benchfill"]
 
 
 def test_carry_forward_names_original_items_added_and_removed():
@@ -395,6 +409,8 @@ def test_carry_forward_names_original_items_added_and_removed():
     carry = carry_forward(rows, prev, "1.0.0", None, {}, {}, PROVENANCE, "r2")
     assert (carry.originals_added, carry.originals_removed, carry.originals_changed) == (["c"], ["b"], {})
     assert carry.originals_summary() == "1 added, 1 removed"
+    assert "- the original items differ from 1.0.0's (1 added, 1 removed); the \"before\" figures move with them" \
+        in carry.changelog()
 
 
 def test_a_releases_folder_its_owner_write_protected_is_not_opened_up(tmp_path):

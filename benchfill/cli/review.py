@@ -214,8 +214,10 @@ def _release(args) -> int:
     if res.originals:
         o = res.originals
         parts = [f"{len(o[k])} {k}" for k in ("added", "removed", "changed") if o[k]]
-        print(f"note: the original items differ from the previous release's ({', '.join(parts)}): its \"before\" "
-              "figures move with them; the changelog names them", file=sys.stderr)
+        from benchfill.release_carry import originals_effect
+
+        print(f"note: the original items differ from the previous release's ({', '.join(parts)}; the changelog "
+              f"names them): {originals_effect(o['added'], o['removed'])}", file=sys.stderr)
     if res.rule_note:
         print(f"note: {res.rule_note}", file=sys.stderr)
     if res.pending:

@@ -282,9 +282,7 @@ def _scale_line(meta: dict[str, Any]) -> str:
     moved = meta.get("originals_moved")
     if moved:  # an items file edited between runs: said, not hidden behind the sentence above
         line += (f" This release's original items are not {untrusted.md_text(moved['previous'])}'s "
-                 f"({untrusted.md_text(moved['summary'])}; the changelog names them), so its \"before\" figures "
-                 "differ from that release's; an original item that changed keeps the place the scale of record "
-                 "measured its earlier version at.")
+                 f"({untrusted.md_text(moved['summary'])}; the changelog names them): {moved.get('effect')}.")
     if meta.get("run_id") != rec["run_id"]:
         line += (f" This release's run was mapped onto it through the {rec['shared_items']} original items both fits "
                  f"share (b_record = {rec['intercept']:.4f} + {rec['slope']:.4f} b_run).")
