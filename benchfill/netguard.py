@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import errno
 import ipaddress
 import os
@@ -103,7 +104,8 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     # way the pool's exit had waited for the whole run to end, and its result was thrown away.
     outer = asyncio.current_task()
     with ThreadPoolExecutor(1, thread_name_prefix="benchfill-run") as pool:
-        done = pool.submit(_run_here, tracked())
+        # in the caller's context: its context variables (how refusals name options, benchfill.run) go along
+        done = pool.submit(contextvars.copy_context().run, _run_here, tracked())
         while True:
             try:
                 return done.result(timeout=0.1)

@@ -630,7 +630,7 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
         if differ:
             k = differ[0]
             raise ConfigError(f"run {run_id} was made with {k} = {stored[k]!r}; this command asks {now[k]!r}. "
-                              "Resume with the run's own settings, or give another --run-id")
+                              f"Resume with the run's own settings, or give another {opt('run_id')}")
     recorded = store.get_meta(INPUTS_META) or {}  # none for a run from before they were recorded
     for k, now_sha in inputs.items():
         if recorded.get(k) not in (None, now_sha) and k in BENCHMARK_FILES:
@@ -642,12 +642,12 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
                               "give another --run-id for a new run")
         if recorded.get(k) not in (None, now_sha):
             if k == "items" and str(opts.items).startswith("hf:"):
-                raise ConfigError(f"--items {opts.items}: the dataset's rows are not those run {run_id} was made "
-                                  "with (the run id names the dataset, not its rows: another copy, or a newer "
-                                  "revision); give another --run-id for a new run")
-            raise ConfigError(f"--{k} {getattr(opts, k)}: not the file run {run_id} was made with (the run id names "
-                              "the path, not the content: this file edited, or another file given this run's id); "
-                              "give another --run-id for a new run")
+                raise ConfigError(f"{opt('items')} {opts.items}: the dataset's rows are not those run {run_id} was "
+                                  "made with (the run id names the dataset, not its rows: another copy, or a newer "
+                                  f"revision); give another {opt('run_id')} for a new run")
+            raise ConfigError(f"{opt(k)} {getattr(opts, k)}: not the file run {run_id} was made with (the run id "
+                              "names the path, not the content: this file edited, or another file given this run's "
+                              f"id); give another {opt('run_id')} for a new run")
     spec = store.get_meta("benchmark")  # the spec as the run read it (a default of an older version included)
     if isinstance(spec, dict) and bench is not None:
         now_spec = bench.spec.model_dump(mode="json")
@@ -713,11 +713,12 @@ def _benchmark_from_config(opts: RunOptions) -> None:
         return
     if set(cfg.benchmark) != {"name"}:
         cfg.benchmark_spec()  # names a misspelt field
-        raise ConfigError(f"{opts.config}: [benchmark] holds a full spec; a run reads one from --spec with --items "
-                          "(keep only name = ... here)")
+        raise ConfigError(f"{opts.config}: [benchmark] holds a full spec; a run reads one from {opt('spec')} with "
+                          f"{opt('items')} (keep only name = ... here)")
     name = str(cfg.benchmark["name"])
     if opts.benchmark and opts.benchmark != name:
-        raise ConfigError(f"--benchmark {opts.benchmark} but {opts.config} names [benchmark] {name}; give one")
+        raise ConfigError(f"{opt('benchmark')} {opts.benchmark} but {opts.config} names [benchmark] {name}; "
+                          "give one")
     opts.benchmark = name
 
 

@@ -47,3 +47,32 @@ def test_a_hosts_own_level_on_benchfills_logger_is_kept(capsys):
         assert logger.level == logging.ERROR
     finally:
         logger.setLevel(logging.NOTSET)
+
+
+def test_a_host_that_configured_logging_sees_each_line_once(capsys):
+    # basicConfig on the host, then cli.main: every warning was printed twice, benchfill's way and the host's
+    root = logging.getLogger()
+    host = logging.StreamHandler()  # (stderr as captured now)
+    root.addHandler(host)
+    try:
+        with _notices(verbose=False):
+            logging.getLogger("benchfill.run").warning("an item has no responses")
+        assert capsys.readouterr().err == "benchfill: an item has no responses\n"
+        logging.getLogger("benchfill.run").warning("after the command")  # the host's handler again
+        assert capsys.readouterr().err == "after the command\n"
+    finally:
+        root.removeHandler(host)
+
+
+def test_refusals_name_the_flags_under_the_cli_inside_a_running_event_loop(tmp_path, capsys):
+    # main() called from a coroutine (a notebook) ran the command in a thread without the CLI's context: its
+    # refusals named RunOptions' fields, not the flags typed
+    import asyncio
+
+    from benchfill.cli import main
+
+    async def host():
+        return main(["run", "--benchmark", "demo", "--children", "0", "--runs-dir", str(tmp_path), "--quiet"])
+
+    assert asyncio.run(host()) == 2
+    assert capsys.readouterr().err == "benchfill: error: --children: must be at least 1, got 0\n"

@@ -107,7 +107,7 @@ def test_a_config_edited_in_place_is_refused_on_resume_and_its_benchmark_section
     opts = RunOptions(benchmark=None, config=str(cfg), backend="sim", runs_dir=str(tmp_path), **FAST)
     plan = dry_run(opts)  # [benchmark] names the benchmark when --benchmark does not
     assert plan["run_id"].startswith("demo-")
-    with pytest.raises(ConfigError, match=r"--benchmark aime24 but .*panel\.toml names \[benchmark\] demo"):
+    with pytest.raises(ConfigError, match=r"^benchmark aime24 but .*panel\.toml names \[benchmark\] demo"):
         dry_run(RunOptions(benchmark="aime24", config=str(cfg), backend="sim", runs_dir=str(tmp_path), **FAST))
     cfg.write_text('[benchmark]\nnmae = "demo"\n')
     with pytest.raises(ConfigError, match=r"panel\.toml: field benchmark"):
@@ -164,7 +164,7 @@ def test_two_benchmarks_run_with_one_relative_command_on_one_store_are_not_mixed
     assert run_id_for(RunOptions(**opts)) != run_id
     # and given the first run's id, refused by the files' content
     opts["run_id"] = run_id
-    with pytest.raises(ConfigError, match=r"^--items items\.jsonl: not the file run .* was made with .*--run-id"):
+    with pytest.raises(ConfigError, match=r"^items items\.jsonl: not the file run .* was made with .*another run_id"):
         run(RunOptions(**opts))
     store = Store(url, run_id=run_id)
     try:
@@ -175,7 +175,7 @@ def test_two_benchmarks_run_with_one_relative_command_on_one_store_are_not_mixed
     monkeypatch.chdir(tmp_path / "A")
     assert run(RunOptions(**opts)) == d  # resumed as before, and the hashes recorded on the way
     monkeypatch.chdir(tmp_path / "B")
-    with pytest.raises(ConfigError, match=r"^--items items\.jsonl: not the file run .* was made with"):
+    with flag_names(), pytest.raises(ConfigError, match=r"^--items items\.jsonl: not the file run .* was made with"):
         run(RunOptions(**opts))
     store = Store(url, run_id=run_id)
     try:

@@ -81,9 +81,11 @@ def _notices(verbose: bool):
     only. Without it a warning reached the operator through Python's last-resort handler, unprefixed, and a
     notice at INFO never did."""
     logger = logging.getLogger("benchfill")
-    handler, level = _Stderr(), logger.level
+    handler, level, propagate = _Stderr(), logger.level, logger.propagate
     handler.setFormatter(logging.Formatter("benchfill: %(message)s"))
     logger.addHandler(handler)
+    # said here, once: a host that configured logging and calls main() saw each line twice, ours and its own
+    logger.propagate = False
     if verbose or logger.level == logging.NOTSET:
         logger.setLevel(logging.INFO if verbose else logging.WARNING)
     try:
@@ -91,6 +93,7 @@ def _notices(verbose: bool):
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+        logger.propagate = propagate
 
 
 def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
