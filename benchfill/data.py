@@ -128,6 +128,7 @@ def read_responses(
     if isinstance(items, (str, Path)):
         items_source, items = items, read_items(items)
     elif items is not None:  # a caller's own list: each item a mapping with its id (a bare KeyError otherwise)
+        items = list(items)  # (a generator is read once: checked here, then used)
         bad = next((k for k, it in enumerate(items) if not isinstance(it, dict) or "id" not in it), None)
         if bad is not None:
             raise DataError(f"items[{bad}]: expected an item with an 'id' (as benchfill.read_items gives), got "

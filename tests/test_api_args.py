@@ -172,7 +172,12 @@ def test_shapes_and_lists_a_library_caller_gets_wrong_are_refused_by_name(tmp_pa
         f.in_order(["i0", "i1", "i2", "zzz"])
     with pytest.raises(DataError, match=r"^item_ids: not this fit's 4 items"):
         f.in_order(["i1", "i0"])  # a subset (was taken without a word)
+    with pytest.raises(DataError, match=r"\(e\.g\. 'i1'\)$"):
+        f.in_order(["i0", "i1", "i2", "i3", "i1"])  # an item named twice, named
     assert f.in_order(["i3", "i2", "i1", "i0"]).item_ids == ("i3", "i2", "i1", "i0")
+    # a generator of items is read once: checked, then used (it was used up by the check)
+    assert benchfill.read_responses(responses, items=({"id": i} for i in ["a"])).item_ids == ("a",)
+    assert benchfill.online_calibrate([1], [2], [0.0], chance=np.array(0.25)).se > 0  # a 0-d array is a number
     items = tmp_path / "i.jsonl"
     items.write_text('{"id": "a", "prompt": "x"}\n')
     assert benchfill.read_items(items, required="prompt")[0]["prompt"] == "x"  # one field, not its letters

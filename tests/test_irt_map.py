@@ -127,6 +127,8 @@ def test_progress_takes_a_callable_or_true_as_run_and_run_sweep_do(capsys):
     assert capsys.readouterr().err.splitlines() == seen
     fit(sim.matrix, progress=False)
     assert capsys.readouterr().err == ""
+    fit(sim.matrix, progress=np.True_)  # numpy's bool too
+    assert capsys.readouterr().err.splitlines() == seen
     with pytest.raises(ConfigError, match="^progress: "):
         fit(sim.matrix, progress="yes")
 

@@ -433,10 +433,10 @@ def test_a_releases_folder_its_owner_write_protected_is_not_opened_up(tmp_path):
 
 @pytest.mark.parametrize(("readme", "said"), [
     ("Caf\xe9 notes\n".encode("cp1252"), r"README\.md: not UTF-8 text; each release keeps your text in it"),
-    ("# Ours\n\n<!-- benchfill: end of the versions -->\nA footer.\n".encode(),
+    (b"# Ours\n\n<!-- benchfill: end of the versions -->\nA footer.\n",
      r"README\.md: benchfill's two markers .* \(0 begin, 1 end\) are not one pair in order"),
-    ("---\n- a\n- b\n---\n# Ours\n".encode(), r"README\.md: its front matter is a YAML list, not a mapping"),
-    ("---\nlicense: [mit\n---\n# Ours\n".encode(), r"README\.md: its front matter is not YAML"),
+    (b"---\n- a\n- b\n---\n# Ours\n", r"README\.md: its front matter is a YAML list, not a mapping"),
+    (b"---\nlicense: [mit\n---\n# Ours\n", r"README\.md: its front matter is not YAML"),
 ])
 def test_a_readme_the_release_could_not_keep_whole_is_refused_before_anything_is_written(tmp_path, shared_data,
                                                                                          readme, said):
@@ -470,3 +470,14 @@ def test_an_empty_front_matter_and_empty_keys_of_the_maintainers_are_no_second_h
     release(run, "1.1.0")
     head = yaml.safe_load((folder / "README.md").read_text().split("\n---\n", 1)[0].removeprefix("---\n"))
     assert head["tags"] == ["benchfill", "difficulty", "irt"]
+
+
+def test_card_and_changelog_figures_keep_four_places_with_trailing_zeros():
+    # 0.101 stood beside 0.1004 (and 0.43 beside 0.4312) and read as less precise
+    from benchfill.review.card import changelog_entry, coverage_figures
+
+    before = {"items": 3, "ddm": 0.25, "max_gap": 0.101, "top5_gap_sum": 0.43, "outside_range": 0}
+    after = {"items": 4, "ddm": 0.2, "max_gap": 0.1004, "top5_gap_sum": 0.4312, "outside_range": 0}
+    entry = changelog_entry("1.0.0", "2026-12-05 UTC", "r", ["x"], "rule", before, after)
+    assert "- max gap 0.1010 -> 0.1004, top-5 gap sum 0.4300 -> 0.4312\n" in entry
+    assert coverage_figures([0.0, 0.5, 1.0])["items"] == 3  # a count stays a count

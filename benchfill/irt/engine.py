@@ -54,10 +54,8 @@ def fit(
     the lines on stderr (as ``run`` and ``run_sweep`` take ``progress=True``); None or False for none.
     """
     require_matrix(matrix)
-    if progress is True:
-        progress = _on_stderr
-    elif progress is False:
-        progress = None
+    if isinstance(progress, (bool, np.bool_)):  # (numpy's bool too)
+        progress = _on_stderr if progress else None
     elif progress is not None and not callable(progress):
         raise ConfigError(f"progress: a callable taking each line, or True/False, got {type(progress).__name__}")
     if engine not in ENGINES:

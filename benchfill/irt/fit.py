@@ -105,9 +105,9 @@ class IrtFit:
         if len(item_ids) != len(where) or set(item_ids) != set(where):  # a KeyError, or a subset taken silently
             from benchfill.errors import DataError
 
-            given = set(item_ids)
-            odd = [i for i in item_ids if i not in where] or [i for i in self.item_ids if i not in given] \
-                or ["(an item named twice)"]
+            given, seen = set(item_ids), set()
+            twice = [i for i in item_ids if i in seen or seen.add(i)]
+            odd = [i for i in item_ids if i not in where] or [i for i in self.item_ids if i not in given] or twice
             raise DataError(f"item_ids: not this fit's {len(where)} items in another order (e.g. {odd[0]!r})")
         idx = np.array([where[i] for i in item_ids], dtype=int)
 

@@ -140,6 +140,16 @@ def _newton(
     return b, info, max_iter, False
 
 
+def _scalar(value: Any, name: str) -> float:
+    """One number (a Python or numpy scalar, or a 0-d array), refused by ``name`` otherwise."""
+    if isinstance(value, (bool, np.bool_)) or np.ndim(value) != 0:
+        raise ProbeCountError(f"{name}: one number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ProbeCountError(f"{name}: one number, got {value!r}") from None
+
+
 def online_calibrate(
     correct: ArrayLike,
     trials: ArrayLike,
@@ -165,11 +175,13 @@ def online_calibrate(
     """
     # a floor of 1 or more, or below 0, is no probability: the curves then gave a confident estimate
     # (se 0) of nothing; a prior sd of 0 divided by zero
-    if not (isinstance(chance, (int, float, np.number)) and 0.0 <= float(chance) < 1.0):
+    chance, prior_sd, prior_mean = (_scalar(chance, "chance"), _scalar(prior_sd, "prior_sd"),
+                                    _scalar(prior_mean, "prior_mean"))
+    if not 0.0 <= chance < 1.0:
         raise ProbeCountError(f"chance: the guessing floor must lie in [0, 1), got {chance!r}")
-    if not (isinstance(prior_sd, (int, float, np.number)) and 0.0 < float(prior_sd) < np.inf):
+    if not 0.0 < prior_sd < np.inf:
         raise ProbeCountError(f"prior_sd: must be a positive finite number, got {prior_sd!r}")
-    if not (isinstance(prior_mean, (int, float, np.number)) and np.isfinite(prior_mean)):
+    if not np.isfinite(prior_mean):
         raise ProbeCountError(f"prior_mean: must be a finite number, got {prior_mean!r}")
     c = _per_probe(correct, "correct")
     k = _per_probe(trials, "trials")

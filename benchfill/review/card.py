@@ -304,14 +304,15 @@ def _top_k_note(meta: dict[str, Any], run_row: tuple) -> str:
 def changelog_entry(version: str, date: str, run_id: str, added: list[str], rule: str, before: dict, after: dict,
                     outside: list[str] | None = None) -> str:
     ids = ", ".join(untrusted.md_code(i) for i in added) if added else "none"
-    extra = "".join(f", {k.replace('top', 'top-').replace('_gap_sum', ' gap sum')} {before[k]} -> {after[k]}"
+    extra = "".join(f", {k.replace('top', 'top-').replace('_gap_sum', ' gap sum')} {_figure(before[k])} -> "
+                    f"{_figure(after[k])}"
                     for k in before if k.endswith("_gap_sum") and k != f"top{CARD_TOP_K}_gap_sum")
     out = (
         f"### {version} ({date})\n\n"
         f"- {len(added)} generated item(s) added from run {untrusted.md_code(run_id)}: {ids}\n"
         f"- release rule: {rule}\n"
-        f"- max gap {before['max_gap']} -> {after['max_gap']}, "
-        f"top-5 gap sum {before['top5_gap_sum']} -> {after['top5_gap_sum']}{extra}\n"
+        f"- max gap {_figure(before['max_gap'])} -> {_figure(after['max_gap'])}, "
+        f"top-5 gap sum {_figure(before['top5_gap_sum'])} -> {_figure(after['top5_gap_sum'])}{extra}\n"
     )
     if outside:
         out += f"- outside their gap (flag `outside_gap`): {', '.join(untrusted.md_code(i) for i in outside)}\n"
