@@ -56,7 +56,7 @@ class Target:
             with np.errstate(all="ignore"):
                 q = beta.ppf(tau, *self.params)
             if not np.all(np.isfinite(q)):  # scipy overflows on some huge parameters (parse_target tries a few)
-                raise ConfigError(f"--target {self.describe()}: its quantiles at {n} levels are not all finite "
+                raise ConfigError(f"target {self.describe()}: its quantiles at {n} levels are not all finite "
                                   "numbers; give smaller Beta parameters")
             return q
         return self.quantile(tau)
@@ -98,23 +98,23 @@ def parse_target(spec: str | Path | Target | None) -> Target:
         try:
             a, b = (float(x) for x in spec[5:].split(","))
         except ValueError:
-            raise ConfigError(f"--target {spec!r}: expected beta:A,B with two positive numbers") from None
+            raise ConfigError(f"target {spec!r}: expected beta:A,B with two positive numbers") from None
         if not (a > 0 and b > 0):
-            raise ConfigError(f"--target {spec!r}: Beta parameters must be positive")
+            raise ConfigError(f"target {spec!r}: Beta parameters must be positive")
         if not (np.isfinite(a) and np.isfinite(b)):
-            raise ConfigError(f"--target {spec!r}: Beta parameters must be finite numbers")
+            raise ConfigError(f"target {spec!r}: Beta parameters must be finite numbers")
         target = Target("beta", (a, b))
         # Where scipy's quantiles overflow (beta:1e308,1e308, beta:1e200,2) they are NaN at every level: one
         # small grid finds them before a fit, where DDM would come out nan
         try:
             target.grid(3)
         except ConfigError:
-            raise ConfigError(f"--target {spec!r}: Beta parameters too large to compute its quantiles; "
+            raise ConfigError(f"target {spec!r}: Beta parameters too large to compute its quantiles; "
                               "give smaller ones") from None
         return target
     path = Path(spec)
     if not path.is_file():
-        raise ConfigError(f"--target {spec!r}: not 'uniform', 'beta:A,B' or an existing file of quantiles")
+        raise ConfigError(f"target {spec!r}: not 'uniform', 'beta:A,B' or an existing file of quantiles")
     from benchfill.data import read_text
 
     values: list[float] = []
