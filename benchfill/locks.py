@@ -23,7 +23,7 @@ def hold(path: Path, *, shared: bool = False, wait: bool = True) -> int | None:
     try:
         import fcntl
 
-        fd = os.open(path, os.O_RDONLY) if path.is_dir() else os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_RDONLY) if path.is_dir() else _open_lock_file(path)
     except (ImportError, OSError):
         return None
     try:
@@ -35,6 +35,16 @@ def hold(path: Path, *, shared: bool = False, wait: bool = True) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def _open_lock_file(path: Path) -> int:
+    """A lock file's descriptor, created if missing; read-only where this user may not write it (one made
+    0644 by another member of a group, or by an older benchfill): flock takes a lock through any
+    descriptor, and going on with none let two runs of one run id work on one store at once."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY)
 
 
 def release(fd: int | None) -> None:
@@ -69,6 +79,12 @@ def hold_byte(path: Path, byte: int, *, shared: bool = False) -> tuple[str, int]
         if fd is None:
             try:
                 fd = _FILES[key[0]] = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            except PermissionError:  # a POSIX write lock needs a descriptor open for writing: none to be had
+                from benchfill.errors import BenchfillError
+
+                raise BenchfillError(f"{path}: this user cannot write it, so it cannot lock the store's runs "
+                                     "against each other; make it writable for the group that shares the store "
+                                     "(chmod g+w)") from None
             except OSError:
                 return None
         try:
@@ -106,7 +122,7 @@ def transient(path: Path) -> Iterator[None]:
         return
     while True:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = _open_lock_file(path)
         except OSError:
             yield
             return
