@@ -182,9 +182,9 @@ class Store:
                 frozen = None if writable else _frozen_file(self.engine)
                 if frozen is None:
                     raise
-                # A store in a folder that cannot be written (an archived run, a read-only mount): SQLite
-                # cannot make the WAL's shared-memory file beside it, and every command, reading ones too,
-                # was refused. Nothing can change it there, so it is read as an immutable file.
+                # A store no one can write (an archived run, a read-only mount): SQLite cannot make the WAL's
+                # shared-memory file beside it, and every command, reading ones too, was refused. Nothing
+                # changes it there, so it is read as an immutable file.
                 self.engine.dispose()
                 self._open(url, run_id, frozen=frozen)
         except ConfigError:
@@ -376,14 +376,23 @@ def _create_as_the_umask_says(db: str | None) -> None:
 
 
 def _frozen_file(engine: Any) -> str | None:
-    """The SQLite file of ``engine`` where it can only be read as it stands: it exists, its folder cannot be
-    written, and no write-ahead log beside it holds changes not yet in the file (which an immutable read
-    would miss). None otherwise."""
+    """The SQLite file of ``engine`` where no one writes it: on a read-only mount, or it and its folder
+    without a write bit for anyone (an archived run, ``chmod -R a-w``), and no write-ahead log beside it
+    holding changes not yet in the file (which an immutable read would miss). None otherwise: a folder only
+    this user cannot write (a shared run, its owner at work) changes under an immutable read, which then
+    showed stale and torn rows."""
     db = engine.url.database
     if engine.dialect.name != "sqlite" or engine.url.query or not db or db == ":memory:" or db.startswith("file:"):
         return None
-    path = Path(db)
+    path = Path(db).resolve()
     if not path.is_file() or os.access(path.parent, os.W_OK) or not os.access(path, os.R_OK):
+        return None
+    try:
+        mount_ro = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+        no_writer = not ((path.stat().st_mode | path.parent.stat().st_mode) & 0o222)
+    except OSError:
+        return None
+    if not (mount_ro or no_writer):
         return None
     wal = Path(f"{db}-wal")
     if wal.exists() and wal.stat().st_size > 0:

@@ -240,7 +240,7 @@ def test_a_store_that_cannot_be_opened_says_why(tmp_path):
         Store(f"sqlite:///{tmp_path / 'sdir.db'}")
 
 
-def test_a_store_in_a_folder_that_cannot_be_written_is_read_as_it_stands(tmp_path, monkeypatch):
+def test_a_store_in_a_folder_that_cannot_be_written_is_read_as_it_stands(tmp_path, monkeypatch, request):
     # an archived run (chmod -R a-w, a read-only mount): SQLite cannot make the WAL's -shm beside the file, and
     # every command, reading ones too, was refused "read-only, cannot be written"
     import os
@@ -262,6 +262,13 @@ def test_a_store_in_a_folder_that_cannot_be_written_is_read_as_it_stands(tmp_pat
     monkeypatch.setattr(store_mod, "_sqlite_pragmas", no_shm)
     monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(folder) and mode & os.W_OK
                         else real(p, mode))
+    # a folder only this user cannot write (a shared run, its owner at work) is no frozen file: an immutable
+    # read of it showed stale and torn rows once the owner wrote
+    with pytest.raises(ConfigError, match=r"its folder is read-only"):
+        Store(folder / "store.db", run_id="r")
+    (folder / "store.db").chmod(0o444)
+    folder.chmod(0o555)  # no one's to write: archived
+    request.addfinalizer(lambda: folder.chmod(0o755))
     frozen = Store(folder / "store.db", run_id="r")
     try:
         assert frozen.read_only and frozen.get_meta("seed") == 7
@@ -272,6 +279,8 @@ def test_a_store_in_a_folder_that_cannot_be_written_is_read_as_it_stands(tmp_pat
         frozen.close()
     with pytest.raises(ConfigError, match=r"its folder is read-only"):  # a command that will write: refused
         Store(folder / "store.db", run_id="r", writable=True)
+    folder.chmod(0o755)
     (folder / "store.db-wal").write_bytes(b"x" * 32)  # changes the file may lack: not read as if it held them
+    folder.chmod(0o555)
     with pytest.raises((ReadOnlyStore, ConfigError)):
         Store(folder / "store.db", run_id="r")
