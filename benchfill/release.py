@@ -957,17 +957,16 @@ Check a version's files with `benchfill release verify DIR/VERSION` (a downloade
     body = f"# {bench}: benchfill releases\n\n{block}\n"
     own, text = _front_matter(bench_dir / "README.md")
     own = {k: v for k, v in own.items() if v is not None}  # (`tags:` left empty is no tags of the maintainer's)
-    if (own or text.strip()) and not _old_card(text, bench):
+    if text.strip() and not _old_card(text, bench):
         if _ROOT_BEGIN in text and _ROOT_END in text.split(_ROOT_BEGIN, 1)[1]:
             head, rest = text.split(_ROOT_BEGIN, 1)
             body = head + block + rest.split(_ROOT_END, 1)[1]
         else:  # the maintainer's own README: kept whole, the versions after it
             body = f"{text.rstrip()}\n\n## benchfill releases\n\n{block}\n"
-        tags = [*own.get("tags", []), *(t for t in header["tags"] if t not in own.get("tags", []))] \
-            if isinstance(own.get("tags"), list) else own.get("tags", header["tags"])
-        header = {**header, **own, "tags": tags, "configs": configs}
-    else:
-        header["configs"] = configs
+    # the maintainer's front matter keys are kept whatever the text (a card from before the markers too)
+    tags = [*own.get("tags", []), *(t for t in header["tags"] if t not in own.get("tags", []))] \
+        if isinstance(own.get("tags"), list) else own.get("tags", header["tags"])
+    header = {**header, **own, "tags": tags, "configs": configs}
     return f"""---
 {yaml.safe_dump(header, sort_keys=False, allow_unicode=True).rstrip()}
 ---
@@ -978,8 +977,11 @@ Check a version's files with `benchfill release verify DIR/VERSION` (a downloade
 def _old_card(text: str, bench: str) -> bool:
     """Whether ``text`` is the folder card's as a release before the markers wrote it, word for word but its
     list of versions (then replaced whole; any other text is the maintainer's, and kept)."""
+    version_line = re.compile(r"- \[([^\]\n]+)\]\(\1/README\.md\)( \(latest\))?")  # (a link of one's own is text)
+
     def bare(t: str) -> str:
-        t = "\n".join(line for line in t.splitlines() if not line.startswith(("<!-- benchfill", "- [")))
+        t = "\n".join(line for line in t.splitlines()
+                      if not (line.startswith("<!-- benchfill") or version_line.fullmatch(line.strip())))
         return " ".join(re.sub(r'load_dataset\(DIR, "[^"]*"\)', "", t).split())
 
     generated = (f"# {bench}: benchfill releases\n\nEach version is a folder of its own, immutable once made: its "
@@ -1196,7 +1198,7 @@ def _front_matter(card: Path) -> tuple[dict[str, Any], str]:
     import yaml
 
     try:
-        text = card.read_text(encoding="utf-8")
+        text = card.read_text(encoding="utf-8").removeprefix("\ufeff")  # (an editor's byte-order mark)
     except (OSError, UnicodeDecodeError):
         return {}, ""
     if text.startswith("---\n---\n"):  # an empty front matter
@@ -1223,7 +1225,7 @@ def _check_root_readme(bench_dir: Path) -> None:
 
     path = bench_dir / "README.md"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
     except FileNotFoundError:
         return
     except UnicodeDecodeError:

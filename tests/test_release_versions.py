@@ -8,7 +8,7 @@ import pytest
 from test_review_support import CHILD_IDS, make_run
 
 from benchfill.errors import BenchfillError, ConfigError
-from benchfill.release import diff_releases, release, semver_key, verify_release
+from benchfill.release import diff_releases, release, root_card, semver_key, verify_release
 from benchfill.review import ReleaseRule, ReviewBoard
 from benchfill.schema import Release
 
@@ -136,6 +136,23 @@ def test_a_folder_card_from_before_the_markers_is_replaced_whole(tmp_path, share
     release(run, "1.2.0")
     card = (folder / "README.md").read_text()
     assert "Our note." in card and "- [1.2.0](1.2.0/README.md) (latest)" in card
+    # an old card otherwise as generated, with the maintainer's keys and a link line of theirs: both kept
+    import yaml
+
+    old_card = "\n".join(line for line in card.splitlines() if not line.startswith("<!-- benchfill")
+                         and line not in ("Our note.", "## benchfill releases")) + "\n"
+    old_card = old_card.replace("pretty_name:", "language:\n- en\npretty_name:", 1)
+    old_card = old_card.replace("- [1.0.0](1.0.0/README.md)\n", "- [1.0.0](1.0.0/README.md)\n- [Paper](https://x.org)\n")
+    (folder / "README.md").write_text(old_card)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[3], "ann", "accept")
+    release(run, "1.3.0")
+    card = (folder / "README.md").read_text()
+    assert yaml.safe_load(card.split("\n---\n", 1)[0].removeprefix("---\n"))["language"] == ["en"]
+    assert "- [Paper](https://x.org)" in card and "- [1.3.0](1.3.0/README.md) (latest)" in card
+    # a README saved with a byte-order mark: its front matter read as one, not as text
+    (folder / "README.md").write_text("\ufeff---\nlicense: mit\n---\n# Mine\n", encoding="utf-8")
+    assert "license: mit" in root_card(folder) and root_card(folder).count("---\n") == 2
 
 
 def test_the_card_carries_the_specs_licence_and_citation_or_says_none_is_stated(tmp_path, shared_data):
