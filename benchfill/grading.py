@@ -50,9 +50,10 @@ def _pool_trouble(exc: BaseException) -> Exception:
 
     if isinstance(exc, BrokenProcessPool):
         return BenchfillError(
-            "a code grader's worker process ended abruptly (killed, or out of memory?); rerun the same command to "
-            "resume. From a script of your own, run it under `if __name__ == \"__main__\":`: each worker starts by "
-            "importing the script")
+            "a code grader's worker process ended abruptly: killed (out of memory?), and a rerun of the same "
+            "command resumes; or, from code of your own, a worker could not start it: each worker imports the "
+            "script (run it under `if __name__ == \"__main__\":`), and cannot import a grader defined in a "
+            "notebook, in `python -c` or on stdin (define it in a module)")
     why = f"{type(exc).__name__}: {exc}"
     hint = (": TMPDIR is too long a path for the socket of its forkserver (at most about 100 bytes); set a "
             "shorter one" if "AF_UNIX path too long" in str(exc) else "")

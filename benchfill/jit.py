@@ -9,12 +9,18 @@ each process pays the compile once, as numba's own first run does.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 
 def njit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
     import numba
+
+    # With no home (no HOME, no passwd entry) and no NUMBA_CACHE_DIR, numba keeps its cache under a folder
+    # literally named "~" in the working directory, which `rm -rf ~` would then be typed to remove
+    if options.get("cache") and not os.environ.get("NUMBA_CACHE_DIR") and os.path.expanduser("~") == "~":
+        options = {**options, "cache": False}
 
     def compile_(fn: Callable[..., Any]) -> Any:
         try:

@@ -57,9 +57,10 @@ def umask() -> int:
 
 def shared_mode() -> int:
     """The mode of a file written through a temporary one (``mkstemp`` makes 0600): what the umask gives a
-    new file, and readable by all. A team sharing runs by group (umask 002) can edit each other's sheets;
-    0644 forced on every file had stopped them."""
-    return (0o666 & ~umask()) | 0o444
+    new file, as for any file the process makes. A team sharing runs by group (umask 002) can edit each
+    other's sheets (0644 forced on every file had stopped them); a private umask (077) keeps a run's
+    unreleased items to its user, as it keeps the store."""
+    return 0o666 & ~umask()
 
 
 def named(exc: OSError, path: Path | str) -> None:

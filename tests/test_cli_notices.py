@@ -49,19 +49,49 @@ def test_a_hosts_own_level_on_benchfills_logger_is_kept(capsys):
         logger.setLevel(logging.NOTSET)
 
 
-def test_a_host_that_configured_logging_sees_each_line_once(capsys):
-    # basicConfig on the host, then cli.main: every warning was printed twice, benchfill's way and the host's
+def test_a_host_that_configured_logging_sees_each_line_once_and_in_its_own_handlers(tmp_path, capsys):
+    # basicConfig on the host, then cli.main: every warning was printed twice, benchfill's way and the host's;
+    # and a host's log file must still get them
     root = logging.getLogger()
-    host = logging.StreamHandler()  # (stderr as captured now)
+    host = logging.StreamHandler()  # to stderr (as captured now): the host says benchfill's lines itself
+    log_file = logging.FileHandler(tmp_path / "host.log")
     root.addHandler(host)
     try:
         with _notices(verbose=False):
             logging.getLogger("benchfill.run").warning("an item has no responses")
-        assert capsys.readouterr().err == "benchfill: an item has no responses\n"
-        logging.getLogger("benchfill.run").warning("after the command")  # the host's handler again
-        assert capsys.readouterr().err == "after the command\n"
+        assert capsys.readouterr().err == "an item has no responses\n"
     finally:
         root.removeHandler(host)
+    root.addHandler(log_file)
+    try:
+        with _notices(verbose=False):
+            logging.getLogger("benchfill.run").warning("another")
+        assert capsys.readouterr().err == "benchfill: another\n"
+    finally:
+        root.removeHandler(log_file)
+        log_file.close()
+    assert "another" in (tmp_path / "host.log").read_text()
+
+
+def test_commands_overlapping_in_threads_leave_the_logger_as_it_was():
+    import threading
+
+    logger = logging.getLogger("benchfill")
+    first_in, second_out = threading.Event(), threading.Event()
+
+    def first():
+        with _notices(verbose=False):
+            first_in.set()
+            second_out.wait(5)
+
+    t = threading.Thread(target=first)
+    t.start()
+    first_in.wait(5)
+    with _notices(verbose=True):
+        pass
+    second_out.set()
+    t.join()
+    assert logger.level == logging.NOTSET and logger.propagate and not logger.handlers
 
 
 def test_refusals_name_the_flags_under_the_cli_inside_a_running_event_loop(tmp_path, capsys):

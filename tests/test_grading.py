@@ -151,7 +151,8 @@ def test_a_pool_that_cannot_start_or_loses_a_worker_fails_the_callers_in_one_lin
     monkeypatch.undo()
     grading = Grading(Dies(str(tmp_path)), None, workers=1)
     try:
-        with pytest.raises(BenchfillError, match=r"worker process ended abruptly .*if __name__ == \"__main__\":"):
+        with pytest.raises(BenchfillError, match=r"worker process ended abruptly: killed .*if __name__ == "
+                                                 r"\"__main__\":.*define it in a module\)$"):
             asyncio.run(go(grading))
     finally:
         grading.close()

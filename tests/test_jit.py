@@ -37,3 +37,19 @@ def test_other_errors_are_not_taken_for_a_missing_cache(monkeypatch):
     monkeypatch.setattr(numba, "njit", broken)
     with pytest.raises(RuntimeError, match="something else"):
         njit(cache=True)(lambda: 0)
+
+
+def test_with_no_home_numba_caches_nothing_rather_than_under_a_folder_named_tilde(monkeypatch):
+    real = numba.njit
+    asked = []
+
+    def record(*args, **options):
+        if not args:
+            asked.append(options)
+        return real(*args, **options)
+
+    monkeypatch.setattr(numba, "njit", record)
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr("os.path.expanduser", lambda p: p)  # as with no HOME and no passwd entry
+    njit(cache=True)(lambda: 1)
+    assert asked == [{"cache": False}]

@@ -183,9 +183,9 @@ def test_a_team_sharing_runs_by_group_can_write_each_others_files(tmp_path, shar
         assert {p.name: mode(p) for p in files} == {p.name: 0o664 for p in files}
         locks = [p for p in run.iterdir() if p.name.endswith(".lock")]
         assert locks and all(mode(p) == 0o664 for p in locks)
-        os.umask(0o077)  # a private umask: still readable by others where benchfill always made them so
-        assert main(["diagnose", "--benchmark", "demo", "--plot", str(tmp_path / "e.png")]) == 0
-        assert mode(tmp_path / "e.png") == 0o644
+        os.umask(0o077)  # a private umask: a run's unreleased items stay its user's, as its store does
+        assert main(["review", "export", str(run), "--out", str(tmp_path / "private")]) == 0
+        assert {mode(p) for p in (tmp_path / "private").iterdir()} == {0o600}
     finally:
         os.umask(old)
     capsys.readouterr()

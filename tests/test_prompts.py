@@ -243,6 +243,10 @@ def test_a_datasets_id_column_is_hidden_and_renamed_as_id_is():
     child = new_child({"problem": "Find y.", "answer": "4", "task_id": "2025-I-13", "year": "2025"}, "bf-g0", MATH_SPEC,
                       parent)
     assert child == {"problem": "Find y.", "answer": "4", "year": "2025", "id": "bf-g0", "task_id": "bf-g0"}
+    # numbered ids (MMLU-Pro's question_id, MBPP's task_id): the child's is null, not a text among numbers
+    numbered = {"id": "70", "question_id": 70, "problem": "Find x.", "answer": "3"}
+    assert new_child({"problem": "Find z.", "answer": "5", "question_id": 70}, "bf-g1", MATH_SPEC, numbered) == {
+        "problem": "Find z.", "answer": "5", "id": "bf-g1", "question_id": None}
     # a column named like one but holding something else is content
     other = dict(parent, task_id="arithmetic")
     assert '"task_id": "arithmetic"' in format_rewriter_prompt(other, 0.5, [], MATH_SPEC)

@@ -15,6 +15,8 @@ import logging
 import os
 import signal
 import sys
+import threading
+from typing import Any
 
 # Order is the order shown in --help.
 COMMAND_MODULES = (
@@ -75,25 +77,43 @@ class _Stderr(logging.StreamHandler):
         pass
 
 
+_NOTICES = threading.Lock()
+_ACTIVE: dict[str, Any] = {"depth": 0}  # commands running in this process (threads of a host) and what they set
+
+
 @contextlib.contextmanager
 def _notices(verbose: bool):
-    """benchfill's log records on stderr as its other lines are written, ``benchfill: ...``, for this command
-    only. Without it a warning reached the operator through Python's last-resort handler, unprefixed, and a
-    notice at INFO never did."""
+    """benchfill's log records on stderr as its other lines are written, ``benchfill: ...``, while commands
+    run. Without it a warning reached the operator through Python's last-resort handler, unprefixed, and a
+    notice at INFO never did. Where the host already writes log records to the terminal (its own
+    ``basicConfig``), it says them its way, once; records still reach every handler it set up (a log file,
+    pytest's caplog). Commands that overlap in a host's threads share one handler, and the last to end
+    puts the logger back as it was."""
     logger = logging.getLogger("benchfill")
-    handler, level, propagate = _Stderr(), logger.level, logger.propagate
-    handler.setFormatter(logging.Formatter("benchfill: %(message)s"))
-    logger.addHandler(handler)
-    # said here, once: a host that configured logging and calls main() saw each line twice, ours and its own
-    logger.propagate = False
-    if verbose or logger.level == logging.NOTSET:
-        logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    with _NOTICES:
+        if _ACTIVE["depth"] == 0:
+            _ACTIVE["level"] = logger.level
+            said = any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+                       and getattr(h, "stream", None) in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
+                       for h in logging.getLogger().handlers)
+            _ACTIVE["handler"] = None if said else _Stderr()
+            if _ACTIVE["handler"] is not None:
+                _ACTIVE["handler"].setFormatter(logging.Formatter("benchfill: %(message)s"))
+                logger.addHandler(_ACTIVE["handler"])
+            if logger.level == logging.NOTSET and _ACTIVE["handler"] is not None:  # (a host's levels are its own)
+                logger.setLevel(logging.WARNING)
+        _ACTIVE["depth"] += 1
+        if verbose:
+            logger.setLevel(logging.INFO)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        logger.propagate = propagate
+        with _NOTICES:
+            _ACTIVE["depth"] -= 1
+            if _ACTIVE["depth"] == 0:
+                if _ACTIVE["handler"] is not None:
+                    logger.removeHandler(_ACTIVE["handler"])
+                logger.setLevel(_ACTIVE["level"])
 
 
 def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
