@@ -38,8 +38,8 @@ def read_items(path: str | Path, *, required: Sequence[str] = (), spec_name: str
     for lineno, obj in jsonl_objects(path):
         if clean is not None:
             clean(obj)
-        # a row with an id keeps it: a release's rows carry the release's ids, and copy the id_field column
-        # from parent to child
+        # a row with an id keeps it: a release's rows carry the release's ids (a child's id_field holds its
+        # own id too, benchfill.prompts.new_child)
         id_name = "id" if "id" in obj or not id_field else id_field
         item_id = obj.get(id_name)
         if isinstance(item_id, bool) or not isinstance(item_id, (str, int)) or str(item_id) == "":

@@ -963,7 +963,11 @@ Check a version's files with `benchfill release verify DIR/VERSION` (a downloade
             body = head + block + rest.split(_ROOT_END, 1)[1]
         else:  # the maintainer's own README: kept whole, the versions after it
             body = f"{text.rstrip()}\n\n## benchfill releases\n\n{block}\n"
-    # the maintainer's front matter keys are kept whatever the text (a card from before the markers too)
+    # the maintainer's front matter keys are kept whatever the text (a card from before the markers too), but
+    # the licence, which follows the latest version's spec where it states one (the card's own earlier
+    # licence had stayed for good)
+    if licence:
+        own = {k: v for k, v in own.items() if k not in ("license", "license_name")}
     tags = [*own.get("tags", []), *(t for t in header["tags"] if t not in own.get("tags", []))] \
         if isinstance(own.get("tags"), list) else own.get("tags", header["tags"])
     header = {**header, **own, "tags": tags, "configs": configs}
@@ -977,7 +981,8 @@ Check a version's files with `benchfill release verify DIR/VERSION` (a downloade
 def _old_card(text: str, bench: str) -> bool:
     """Whether ``text`` is the folder card's as a release before the markers wrote it, word for word but its
     list of versions (then replaced whole; any other text is the maintainer's, and kept)."""
-    version_line = re.compile(r"- \[([^\]\n]+)\]\(\1/README\.md\)( \(latest\))?")  # (a link of one's own is text)
+    # a version's line (a link of one's own, `- [examples](examples/README.md)`, is text)
+    version_line = re.compile(r"- \[(\d+\.\d+\.\d+[^\]\s]*)\]\(\1/README\.md\)( \(latest\))?")
 
     def bare(t: str) -> str:
         t = "\n".join(line for line in t.splitlines()

@@ -539,8 +539,11 @@ def _hold_run(run_dir: Path, run_id: str, exclusive: bool = True) -> int | None:
         raise ConfigError(f"run {run_id} is in progress {where}; wait for it to end, "
                           "or give another --run-id for a new run") from None
     if fd is not None and exclusive:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:  # a lock file this user may only read (locks._open_lock_file): held, its pid unsaid
+            pass
     return fd
 
 

@@ -376,25 +376,23 @@ def _create_as_the_umask_says(db: str | None) -> None:
 
 
 def _frozen_file(engine: Any) -> str | None:
-    """The SQLite file of ``engine`` where no one writes it: on a read-only mount, or it and its folder
-    without a write bit for anyone (an archived run, ``chmod -R a-w``), and no write-ahead log beside it
-    holding changes not yet in the file (which an immutable read would miss). None otherwise: a folder only
-    this user cannot write (a shared run, its owner at work) changes under an immutable read, which then
-    showed stale and torn rows."""
+    """The SQLite file of ``engine`` where no one writes it: it and its folder without a write bit for anyone
+    (an archived run, ``chmod -R a-w``), and no write-ahead log beside it holding changes not yet in the file
+    (which an immutable read would miss). None otherwise: a folder only this user cannot write (a shared run,
+    its owner at work; a read-only bind mount of a folder written elsewhere) changes under an immutable
+    read, which then showed stale and torn rows."""
     db = engine.url.database
     if engine.dialect.name != "sqlite" or engine.url.query or not db or db == ":memory:" or db.startswith("file:"):
         return None
-    path = Path(db).resolve()
+    path = Path(db).resolve()  # (a link's target: its WAL is beside it, not beside the link)
     if not path.is_file() or os.access(path.parent, os.W_OK) or not os.access(path, os.R_OK):
         return None
-    try:
-        mount_ro = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-        no_writer = not ((path.stat().st_mode | path.parent.stat().st_mode) & 0o222)
+    try:  # a read-only mount is not enough: the same folder may be written through another (a bind mount)
+        if (path.stat().st_mode | path.parent.stat().st_mode) & 0o222:
+            return None
     except OSError:
         return None
-    if not (mount_ro or no_writer):
-        return None
-    wal = Path(f"{db}-wal")
+    wal = Path(f"{path}-wal")
     if wal.exists() and wal.stat().st_size > 0:
         return None
     return str(path)

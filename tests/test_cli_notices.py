@@ -52,7 +52,17 @@ def test_a_hosts_own_level_on_benchfills_logger_is_kept(capsys):
 def test_a_host_that_configured_logging_sees_each_line_once_and_in_its_own_handlers(tmp_path, capsys):
     # basicConfig on the host, then cli.main: every warning was printed twice, benchfill's way and the host's;
     # and a host's log file must still get them
+    import io
+
     root = logging.getLogger()
+    elsewhere = logging.StreamHandler(io.StringIO())  # a stream bound before stderr was swapped, a rich console
+    root.addHandler(elsewhere)
+    try:
+        with _notices(verbose=False):
+            logging.getLogger("benchfill.run").warning("said by the host")
+        assert capsys.readouterr().err == "" and "said by the host" in elsewhere.stream.getvalue()
+    finally:
+        root.removeHandler(elsewhere)
     host = logging.StreamHandler()  # to stderr (as captured now): the host says benchfill's lines itself
     log_file = logging.FileHandler(tmp_path / "host.log")
     root.addHandler(host)

@@ -42,3 +42,19 @@ def test_a_byte_lock_on_a_file_this_user_cannot_write_is_refused_by_name(tmp_pat
     _no_write(monkeypatch, path)
     with pytest.raises(BenchfillError, match=r"store\.db-runs\.lock: this user cannot write it, so it cannot lock"):
         locks.hold_byte(path, 7)
+
+
+def test_a_run_resumed_through_a_lock_file_it_may_only_read_goes_ahead_locked(tmp_path, monkeypatch):
+    # the read-only descriptor could not take the pid: ftruncate raised, and the resume died with a traceback
+    from benchfill.run import LOCK_FILE, _hold_run
+
+    path = tmp_path / LOCK_FILE
+    path.write_text("123\n")
+    _no_write(monkeypatch, path)
+    fd = _hold_run(tmp_path, "r")
+    try:
+        assert fd is not None
+        with pytest.raises(BenchfillError, match=r"^run r is in progress in another process \(pid 123\)"):
+            _hold_run(tmp_path, "r")
+    finally:
+        locks.release(fd)

@@ -247,6 +247,9 @@ def test_a_datasets_id_column_is_hidden_and_renamed_as_id_is():
     numbered = {"id": "70", "question_id": 70, "problem": "Find x.", "answer": "3"}
     assert new_child({"problem": "Find z.", "answer": "5", "question_id": 70}, "bf-g1", MATH_SPEC, numbered) == {
         "problem": "Find z.", "answer": "5", "id": "bf-g1", "question_id": None}
+    # the spec's own id_field takes the child's id even where its ids are numbers: a release is read back by it
+    keyed = SimpleNamespace(**{**vars(MATH_SPEC), "id_field": "question_id"})
+    assert new_child({"problem": "Find z.", "answer": "5"}, "bf-g1", keyed, numbered)["question_id"] == "bf-g1"
     # a column named like one but holding something else is content
     other = dict(parent, task_id="arithmetic")
     assert '"task_id": "arithmetic"' in format_rewriter_prompt(other, 0.5, [], MATH_SPEC)

@@ -104,10 +104,16 @@ def test_the_maintainers_own_readme_in_the_benchmark_folder_is_kept(tmp_path, sh
     assert "- [1.0.0](1.0.0/README.md) (latest)" in card
     # the maintainer edits around the list; the next release rewrites the list only
     (folder / "README.md").write_text(card.replace("Maintained by", "Kept by") + "\nA footer.\n", encoding="utf-8")
+    store = Store(run / "store.db")  # the spec's licence changes: the folder's card follows the latest version
+    store.set_meta("benchmark", {"name": "aime24", "text_field": "problem", "answer_field": "answer",
+                                 "license": "apache-2.0"})
+    store.close()
     with ReviewBoard(run) as b:
         b.decide(CHILD_IDS[1], "ann", "accept")
     release(run, "1.1.0")
     card = (folder / "README.md").read_text(encoding="utf-8")
+    head = yaml.safe_load(card.split("\n---\n", 1)[0].removeprefix("---\n"))
+    assert head["license"] == "apache-2.0" and head["language"] == ["en"]
     assert "Kept by the maths team" in card and card.endswith("\nA footer.\n") and card.count("# Our AIME") == 1
     assert "- [1.1.0](1.1.0/README.md) (latest)\n- [1.0.0](1.0.0/README.md)\n" in card
     assert card.count("benchfill: end of the versions") == 1
@@ -142,7 +148,8 @@ def test_a_folder_card_from_before_the_markers_is_replaced_whole(tmp_path, share
     old_card = "\n".join(line for line in card.splitlines() if not line.startswith("<!-- benchfill")
                          and line not in ("Our note.", "## benchfill releases")) + "\n"
     old_card = old_card.replace("pretty_name:", "language:\n- en\npretty_name:", 1)
-    old_card = old_card.replace("- [1.0.0](1.0.0/README.md)\n", "- [1.0.0](1.0.0/README.md)\n- [Paper](https://x.org)\n")
+    old_card = old_card.replace("- [1.0.0](1.0.0/README.md)\n", "- [1.0.0](1.0.0/README.md)\n- [Paper](https://x.org)\n"
+                                "- [examples](examples/README.md)\n")
     (folder / "README.md").write_text(old_card)
     with ReviewBoard(run) as b:
         b.decide(CHILD_IDS[3], "ann", "accept")
@@ -150,6 +157,7 @@ def test_a_folder_card_from_before_the_markers_is_replaced_whole(tmp_path, share
     card = (folder / "README.md").read_text()
     assert yaml.safe_load(card.split("\n---\n", 1)[0].removeprefix("---\n"))["language"] == ["en"]
     assert "- [Paper](https://x.org)" in card and "- [1.3.0](1.3.0/README.md) (latest)" in card
+    assert "- [examples](examples/README.md)" in card
     # a README saved with a byte-order mark: its front matter read as one, not as text
     (folder / "README.md").write_text("\ufeff---\nlicense: mit\n---\n# Mine\n", encoding="utf-8")
     assert "license: mit" in root_card(folder) and root_card(folder).count("---\n") == 2

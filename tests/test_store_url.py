@@ -284,3 +284,7 @@ def test_a_store_in_a_folder_that_cannot_be_written_is_read_as_it_stands(tmp_pat
     folder.chmod(0o555)
     with pytest.raises((ReadOnlyStore, ConfigError)):
         Store(folder / "store.db", run_id="r")
+    link = tmp_path / "link.db"  # named by a link from elsewhere: the WAL beside the target counts
+    link.symlink_to(folder / "store.db")
+    with pytest.raises((ReadOnlyStore, ConfigError)):
+        Store(f"sqlite:///{link}", run_id="r")

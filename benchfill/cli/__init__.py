@@ -77,6 +77,15 @@ class _Stderr(logging.StreamHandler):
         pass
 
 
+def _host_says(handler: logging.Handler) -> bool:
+    """Whether a host's root handler shows records to someone: any but a file, a null handler and pytest's
+    capture (a rich console, a stream bound before stderr was swapped, a socket). Where one does, benchfill's
+    own stderr line would say each record a second time."""
+    if isinstance(handler, (logging.FileHandler, logging.NullHandler)):
+        return False
+    return not type(handler).__module__.startswith("_pytest")
+
+
 _NOTICES = threading.Lock()
 _ACTIVE: dict[str, Any] = {"depth": 0}  # commands running in this process (threads of a host) and what they set
 
@@ -85,17 +94,15 @@ _ACTIVE: dict[str, Any] = {"depth": 0}  # commands running in this process (thre
 def _notices(verbose: bool):
     """benchfill's log records on stderr as its other lines are written, ``benchfill: ...``, while commands
     run. Without it a warning reached the operator through Python's last-resort handler, unprefixed, and a
-    notice at INFO never did. Where the host already writes log records to the terminal (its own
-    ``basicConfig``), it says them its way, once; records still reach every handler it set up (a log file,
-    pytest's caplog). Commands that overlap in a host's threads share one handler, and the last to end
+    notice at INFO never did. Where the host already shows log records (its own ``basicConfig``, a rich
+    handler), it says them its way, once; records still reach every handler it set up (a log file, pytest's
+    caplog). Commands that overlap in a host's threads share one handler, and the last to end
     puts the logger back as it was."""
     logger = logging.getLogger("benchfill")
     with _NOTICES:
         if _ACTIVE["depth"] == 0:
             _ACTIVE["level"] = logger.level
-            said = any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
-                       and getattr(h, "stream", None) in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
-                       for h in logging.getLogger().handlers)
+            said = any(_host_says(h) for h in logging.getLogger().handlers)
             _ACTIVE["handler"] = None if said else _Stderr()
             if _ACTIVE["handler"] is not None:
                 _ACTIVE["handler"].setFormatter(logging.Formatter("benchfill: %(message)s"))

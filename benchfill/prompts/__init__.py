@@ -170,12 +170,14 @@ def _item_json(item: dict, spec: Any = None) -> str:
 
 def new_child(reply: dict, child_id: str, spec: Any = None, parent: dict | None = None) -> dict:
     """A rewriter's child under its own id: any id it wrote dropped, and the parent's id columns (the
-    spec's ``id_field``, a dataset's ``task_id``) set to that id too, or to null where they hold numbers:
-    the user's id column names the new item, never its parent."""
+    spec's ``id_field``, a dataset's ``task_id``) set to that id too (a dataset's numbered one to null): the
+    user's id column names the new item, never its parent."""
     hidden = id_fields(spec, parent)
-    # a column whose ids are numbers takes none (null) rather than a text id: a column of both types loads
-    # with no type in `datasets` (a release card then declares none)
-    own = {k: (child_id if k == "id" or parent is None or isinstance(parent.get(k, ""), str) else None)
+    # A dataset's own id column whose ids are numbers (MMLU-Pro's question_id) takes none (null) rather than a
+    # text id among numbers, which loads with no type in `datasets`. The spec's id_field always takes the id:
+    # a release read back as items is keyed by it (null there, two children were one id "None").
+    named = {"id", getattr(spec, "id_field", None)}
+    own = {k: (child_id if k in named or parent is None or isinstance(parent.get(k, ""), str) else None)
            for k in hidden}
     return {**{k: v for k, v in reply.items() if k not in hidden}, **own}
 
