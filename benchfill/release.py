@@ -1221,13 +1221,25 @@ def _front_matter(card: Path) -> tuple[dict[str, Any], str]:
 
 
 def _check_root_readme(bench_dir: Path) -> None:
-    """Refuse, before anything is written, a README.md in the benchmark's folder that the release could not
+    """Refuse, before anything is written, a CHANGELOG.md in the benchmark's folder that benchfill did not
+    write (each release replaces it), and a README.md there that the release could not
     keep whole while it writes its versions there (``root_card``): not UTF-8 text (it was taken for no file and
     overwritten), benchfill's markers not one pair in order (the maintainer's text after a lone marker was
     dropped, or the versions listed twice), or a front matter that is not a YAML mapping (kept as text, a
     second front matter under benchfill's)."""
     import yaml
 
+    log = bench_dir / "CHANGELOG.md"
+    try:  # the benchmark's changelog is each release's, replaced whole: a maintainer's own was lost
+        head = log.read_bytes()[:200].decode("utf-8", "replace").removeprefix("\ufeff")
+    except FileNotFoundError:
+        head = None
+    except OSError as exc:
+        named(exc, log)
+        raise
+    if head is not None and not head.startswith("# Changelog of "):
+        raise BenchfillError(f"{log}: not a changelog benchfill wrote; each release replaces it with every "
+                             "version's changes: move yours away (or into README.md, which releases keep)")
     path = bench_dir / "README.md"
     try:
         text = path.read_text(encoding="utf-8").removeprefix("\ufeff")

@@ -463,8 +463,16 @@ def _check_outputs(run_dir: Path) -> None:
     from benchfill.outputs import check_targets
 
     plots = run_dir / PLOTS_DIR
-    check_targets(run_dir, (*(run_dir / n for n in OUTPUT_FILES), *(plots / n for n in PLOT_FILES)), (plots,),
-                  what="the run", hint="give another --runs-dir or --run-id")
+    outputs = (*(run_dir / n for n in OUTPUT_FILES), *(plots / n for n in PLOT_FILES))
+    check_targets(run_dir, outputs, (plots,), what="the run", hint="give another --runs-dir or --run-id")
+    # A folder of the user's that holds no run but files of a run's names (their own fit.json, report.md):
+    # the run had replaced them without a word
+    if run_dir.is_dir() and not any((run_dir / n).exists() for n in ("store.db", "store.url")):
+        theirs = [p for p in outputs if p.exists()]
+        if theirs:
+            raise ConfigError(f"{run_dir}: holds no run (no store.db), yet files a run writes ({theirs[0].name}"
+                              f"{', ...' if len(theirs) > 1 else ''}), which it would replace; move them away, "
+                              f"or give another {opt('runs_dir')} or {opt('run_id')}")
 
 
 def _give_up(made: list[Path], lock) -> None:

@@ -306,3 +306,18 @@ def test_diagnose_and_fit_read_the_guessing_floor_and_ids_of_a_spec(tmp_path, ca
               r"^benchfill: error: --spec .*spec\.toml: describes the items of --items; give that file too")
     _one_line(main(["diagnose", "--benchmark", "demo", "--spec", str(spec)]), capsys.readouterr().err,
               r"--benchmark demo brings its own spec")
+
+
+def test_an_output_onto_the_files_a_benchmark_is_read_from_is_refused(tmp_path, shared_data, capsys):
+    # calibrate --benchmark aime25 --out aime25/items.jsonl pruned the benchmark to 10 items in place, and fit
+    # wrote its JSON over aime25/responses.csv
+    import shutil
+
+    shutil.copytree(shared_data / "aime25", tmp_path / "aime25")
+    items, responses = tmp_path / "aime25" / "items.jsonl", tmp_path / "aime25" / "responses.csv"
+    before = items.read_bytes(), responses.read_bytes()
+    _one_line(main(["calibrate", "--benchmark", "aime25", "--data-dir", str(tmp_path), "--size", "10",
+                    "--out", str(items)]), capsys.readouterr().err, r"--benchmark aime25 items")
+    _one_line(main(["fit", "--benchmark", "aime25", "--data-dir", str(tmp_path), "--out", str(responses)]),
+              capsys.readouterr().err, r"--benchmark aime25 responses")
+    assert (items.read_bytes(), responses.read_bytes()) == before

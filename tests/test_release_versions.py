@@ -462,6 +462,8 @@ def test_a_releases_folder_its_owner_write_protected_is_not_opened_up(tmp_path):
      r"README\.md: benchfill's two markers .* \(0 begin, 1 end\) are not one pair in order"),
     (b"---\n- a\n- b\n---\n# Ours\n", r"README\.md: its front matter is a YAML list, not a mapping"),
     (b"---\nlicense: [mit\n---\n# Ours\n", r"README\.md: its front matter is not YAML"),
+    # not a file the release keeps: a changelog of the maintainer's own (it was replaced whole)
+    (None, r"CHANGELOG\.md: not a changelog benchfill wrote"),
 ])
 def test_a_readme_the_release_could_not_keep_whole_is_refused_before_anything_is_written(tmp_path, shared_data,
                                                                                          readme, said):
@@ -469,12 +471,14 @@ def test_a_readme_the_release_could_not_keep_whole_is_refused_before_anything_is
     run = make_run(tmp_path, shared_data)
     folder = tmp_path / "releases" / "aime24"
     folder.mkdir(parents=True)
-    (folder / "README.md").write_bytes(readme)
+    name, readme = ("CHANGELOG.md", b"# Our changelog\n- 2024: hand-curated v0\n") if readme is None else \
+        ("README.md", readme)
+    (folder / name).write_bytes(readme)
     with ReviewBoard(run) as b:
         b.decide(CHILD_IDS[0], "ann", "accept")
     with pytest.raises(BenchfillError, match=said):
         release(run, "1.0.0")
-    assert sorted(p.name for p in folder.iterdir()) == ["README.md"] and (folder / "README.md").read_bytes() == readme
+    assert sorted(p.name for p in folder.iterdir()) == [name] and (folder / name).read_bytes() == readme
 
 
 def test_an_empty_front_matter_and_empty_keys_of_the_maintainers_are_no_second_header(tmp_path, shared_data):

@@ -510,3 +510,18 @@ def test_id_columns_stay_unique_across_runs_and_an_id_field_naming_the_text_stay
     d = run(RunOptions(**{**base, "items": str(folder / "items2.jsonl"), "runs_dir": str(tmp_path / "runs2")}))
     queue = [json.loads(x) for x in (d / "review_queue.jsonl").read_text().splitlines()]
     assert queue and all(e["child"]["problem"] != e["item_id"] and "plus" in e["child"]["problem"] for e in queue)
+
+
+def test_a_run_id_naming_a_folder_of_the_users_files_is_refused(tmp_path):
+    # the user's own fit.json there became the run's, without a word
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "fit.json").write_text('{"mine": 1}')
+    (folder / "notes.txt").write_text("kept")
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), run_id="proj", **FAST)
+    with pytest.raises(ConfigError, match=r"proj: holds no run \(no store\.db\), yet files a run writes \(fit\.json\)"):
+        run(opts)
+    assert (folder / "fit.json").read_text() == '{"mine": 1}'
+    (folder / "fit.json").unlink()  # a folder of other files only: the run goes there, the files stay
+    assert run(opts) == folder and (folder / "notes.txt").read_text() == "kept"
+    assert run(opts) == folder  # and resumes there

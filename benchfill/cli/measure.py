@@ -261,6 +261,12 @@ def _input_files(args: argparse.Namespace) -> dict[str, str | None]:
     target = getattr(args, "target", None)
     if target and target != "uniform" and not target.startswith("beta:"):  # a file of quantiles
         files["--target"] = target
+    # the files --benchmark reads its items and responses from (`calibrate --benchmark aime25 --out
+    # aime25/items.jsonl` pruned the benchmark in place)
+    root = getattr(args, "data_dir", None) or os.environ.get("BENCHFILL_DATA_DIR")
+    if getattr(args, "benchmark", None) and root:
+        for what, name in (("items", "items.jsonl"), ("responses", "responses.csv")):
+            files[f"--benchmark {args.benchmark} {what}"] = os.path.join(root, args.benchmark, name)
     return files
 
 
