@@ -530,3 +530,22 @@ def test_trailing_spaces_or_another_normal_form_are_no_edit(tmp_path, shared_dat
         board.decide(CHILD_IDS[0], "bob", "edit", text=" " + text)  # a leading space is a change
     cafe = "Caf\u00e9 au lait"
     assert _same_text(unicodedata.normalize("NFD", cafe) + "\n", cafe) and not _same_text("Cafe au lait", cafe)
+
+
+def test_export_keeps_a_review_under_way_and_a_csv_that_is_no_sheet(tmp_path, shared_data):
+    # a reason and an edit typed with the decision cell still empty, and a user's own CSV at the sheet's
+    # place, were replaced by the next export without a word
+    run = make_run(tmp_path, shared_data)
+    _, csv_path = export_queue(run)
+    _edit_sheet(csv_path, r0={"reviewer": "bob", "reason": "carefully checked the second step",
+                               "edited_text": "Find y."})
+    before = csv_path.read_bytes()
+    with pytest.raises(DataError, match=r"1 row\(s\) hold a reason or an edit with no decision yet"):
+        export_queue(run)
+    assert csv_path.read_bytes() == before
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "review_queue.csv").write_text("name,score\nann,3\n")
+    with pytest.raises(DataError, match=r"not a review sheet \(no item_id and decision columns\)"):
+        export_queue(run, out_dir=mine)
+    assert (mine / "review_queue.csv").read_text() == "name,score\nann,3\n"

@@ -161,6 +161,7 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
     with ReviewBoard(run_dir) as board:  # first: a path that is no run is named as such
         check_targets(out, (jsonl, csv_path), what="the export", hint="export elsewhere with --out")
         if csv_path.is_file():
+            _no_work_lost(csv_path)
             pending = _unimported(board, csv_path)
             if pending:
                 raise DataError(f"{csv_path}: holds {pending} decision(s) not imported yet; import it first "
@@ -423,6 +424,26 @@ def _sheet_sha256(data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()
+
+
+def _no_work_lost(path: Path) -> None:
+    """Refuse to overwrite a CSV at the sheet's place that is no review sheet (a file of the user's with
+    another header), or a sheet with rows a reviewer began and has not decided (a reason or an edit typed,
+    the decision cell empty): the export replaced them without a word."""
+    try:
+        rows = csv.DictReader(io.StringIO(path.read_bytes().decode("utf-8-sig"), newline=""))
+        header = rows.fieldnames or []
+        begun = sum(1 for row in rows if not (row.get("decision") or "").strip()
+                    and any((row.get(c) or "").strip() for c in ("reason", "edited_text", "edited_answer",
+                                                                  "edited_options")))
+    except (UnicodeDecodeError, csv.Error):
+        return  # (_unimported counts an unreadable file as holding work)
+    if "item_id" not in header or "decision" not in header:
+        raise DataError(f"{path}: not a review sheet (no item_id and decision columns), and the export would "
+                        "replace it; move it away, or export elsewhere with --out")
+    if begun:
+        raise DataError(f"{path}: {begun} row(s) hold a reason or an edit with no decision yet (a review under "
+                        "way); decide and import them, or move the sheet away, then export again")
 
 
 def _unimported(board: ReviewBoard, path: Path) -> int:
