@@ -380,3 +380,21 @@ def test_a_probe_the_given_matrix_also_holds_keeps_its_own_row_when_the_panel_jo
     fit = irt_fit(both, engine="map", seed=0)
     p1, _ = panel_probes(fit, [("p1", 4), ("p2", 4)])
     assert p1.ability == pytest.approx(float(fit.ability[3]))
+
+
+def test_a_new_fit_removes_only_the_draws_of_the_fit_it_replaces(tmp_path):
+    # mv fit.json nuts-final.json, then a new fit.json: every fit.json.draws*.npz went, the kept fit could no
+    # longer load and a user's own file of that pattern was deleted
+    path = tmp_path / "fit.json"
+    rng = np.random.default_rng(1)
+    kept = _fit(engine="nuts", difficulty_draws=rng.normal(size=(40, 3)), ability_draws=np.zeros((40, 2)))
+    kept.save(path)
+    path.rename(tmp_path / "nuts-final.json")
+    mine = tmp_path / "fit.json.draws-myanalysis.npz"
+    mine.write_bytes(b"mine")
+    first = _fit(engine="nuts", difficulty_draws=rng.normal(size=(40, 3)), ability_draws=np.zeros((40, 2)))
+    first.save(path)
+    _fit().save(path)  # a MAP fit over the NUTS one: that one's draws go
+    assert np.array_equal(IrtFit.load(tmp_path / "nuts-final.json").difficulty_draws, kept.difficulty_draws)
+    assert mine.read_bytes() == b"mine"
+    assert len(list(tmp_path.glob("fit.json.draws-*.npz"))) == 2  # the kept fit's and the user's

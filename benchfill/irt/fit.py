@@ -11,7 +11,6 @@ import io
 import json
 import os
 from dataclasses import dataclass, field, replace
-from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, overload
 
@@ -146,7 +145,8 @@ class IrtFit:
 
         The JSON names its draws file by the draws' own hash and is renamed into place last, so a crash at
         any moment leaves either the old fit with its own draws or the new one with its own: never one
-        fit paired with another's posterior. Draws files the fit no longer names are removed after."""
+        fit paired with another's posterior. The draws file of the fit it replaces is removed after, and no
+        other: a fit moved away keeps its own (named after this path), and a user's file of the pattern stays."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         # two saves to one path at once take turns: each removes the draws files its fit does not name,
@@ -154,6 +154,7 @@ class IrtFit:
         with locks.transient(path.with_name(f".{path.name}.lock")):
             # temp files of their own (not NAME.tmp): two saves to one path at once each rename whole files
             tmp = temp_path(path.parent, path.name)  # a killed save's is removed by the next
+            replaced = _draws_named(path)
             d = self.to_dict()
             draws_tmp = None
             try:
@@ -178,10 +179,8 @@ class IrtFit:
                 tmp.unlink(missing_ok=True)
                 if draws_tmp is not None:
                     draws_tmp.unlink(missing_ok=True)
-            keep = d.get("draws_file")
-            for old in path.parent.glob(f"{glob_escape(path.name)}.draws*.npz"):  # earlier fits' posteriors
-                if old.name != keep:
-                    old.unlink(missing_ok=True)
+            if replaced is not None and replaced.name != d.get("draws_file"):  # the replaced fit's posterior
+                replaced.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path: str | Path) -> IrtFit:
@@ -322,3 +321,15 @@ def _why(exc: BaseException) -> str:
     lines = str(exc).splitlines()
     text = getattr(exc, "strerror", None) or (lines[0] if lines else "")
     return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
+
+
+def _draws_named(path: Path) -> Path | None:
+    """The draws file the fit at ``path`` names (one of benchfill's ``<name>.draws-<sha>.npz`` beside it), if
+    there is such a fit."""
+    try:
+        named = json.loads(path.read_text(encoding="utf-8")).get("draws_file")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    if not isinstance(named, str) or "/" in named or not named.startswith(f"{path.name}.draws-"):
+        return None
+    return path.with_name(named)
