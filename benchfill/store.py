@@ -437,8 +437,15 @@ def _upgrade(conn: Connection, where: str, run_id: str = "") -> int:
     version_table = schema.SchemaVersion.__table__
     if version_table.name in tables:
         version = conn.execute(select(version_table.c.version)).scalar() or 0
-    elif tables & set(schema.metadata.tables):
-        version = 0  # a benchfill store from before versions were recorded
+    elif {"item", "runmeta"} <= tables:
+        version = 0  # a benchfill store from before versions were recorded (it held both from the first)
+    elif tables:
+        # another application's database (a table named item or release, or none of benchfill's): taken for
+        # an old store, its table was dropped and made again with benchfill's columns; else benchfill's tables
+        # went in beside its own
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise ConfigError(f"store {where}: holds tables that are not a benchfill store's ({shown}); give "
+                          "benchfill a database of its own")
     else:
         version = SCHEMA_VERSION  # a new store: created at the current schema below
     if version > SCHEMA_VERSION:

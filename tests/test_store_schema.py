@@ -232,3 +232,28 @@ def test_the_switch_to_wal_is_tried_again_when_a_new_file_is_locked(monkeypatch)
     monkeypatch.setattr("benchfill.store.WAL_SWITCH_S", 0.05)
     with pytest.raises(sqlite3.OperationalError, match="database is locked"):
         _sqlite_pragmas(Conn([sqlite3.OperationalError("database is locked")] * 1000), None)
+
+
+@pytest.mark.parametrize("sql", ["create table item(id TEXT, data_json TEXT)", "create table contacts(name TEXT)"])
+def test_another_applications_database_is_refused_untouched(tmp_path, sql):
+    # a table named item was taken for an old store's, dropped and made again with benchfill's columns (its
+    # rows labelled the run's items); a database of other tables got benchfill's ten beside them
+    from benchfill.errors import ConfigError
+
+    db = tmp_path / "theirs.db"
+    with sqlite3.connect(db) as con:
+        con.execute(sql)
+    with sqlite3.connect(db) as con:
+        con.execute(sql.replace("create table ", "insert into ").split("(")[0] + " values ('a'" +
+                    (", '{}')" if "item" in sql else ")"))
+
+    def tables_and_rows():
+        with sqlite3.connect(db) as con:
+            names = [r[0] for r in con.execute("select name from sqlite_master where type = 'table'")]
+            return {n: con.execute(f"select * from {n}").fetchall() for n in names}
+
+    before = tables_and_rows()
+    with pytest.raises(ConfigError, match=r"holds tables that are not a benchfill store's \((item|contacts)\); "
+                                          r"give benchfill a database of its own$"):
+        Store(db)
+    assert tables_and_rows() == before
