@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from benchfill import untrusted
-from benchfill.outputs import named
+from benchfill.outputs import named, shared_mode, temp_path
 from benchfill.search.screen import order_record
 
 
@@ -623,9 +623,10 @@ def _plots(folder: Path, before: np.ndarray, after: np.ndarray, gaps, results, r
 
 
 def _savefig(fig, path: Path) -> None:
-    tmp = path.with_name(path.stem + ".tmp.png")
+    tmp = temp_path(path.parent, path.name, suffix=".tmp.png")  # (matplotlib takes the format from the suffix)
     try:  # a write that fails (a full disk) leaves no half-drawn file in the run folder
         fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        os.chmod(tmp, shared_mode())
         os.replace(tmp, path)
     except OSError as exc:
         named(exc, path)
@@ -635,9 +636,10 @@ def _savefig(fig, path: Path) -> None:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = temp_path(path.parent, path.name)  # its own name, not "<name>.tmp", which may be a user's file
     try:
         tmp.write_text(text, encoding="utf-8")
+        os.chmod(tmp, shared_mode())
         os.replace(tmp, path)
     except OSError as exc:
         named(exc, path)

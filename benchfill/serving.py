@@ -366,14 +366,14 @@ def write_script(cmds: list[ServeCommand], path: str | Path, table: str = "", lo
               "wait -n || true",
               'echo "a vllm server exited; stopping the others (see $LOG_DIR)" >&2', "exit 3", ""]
     path.parent.mkdir(parents=True, exist_ok=True)  # as the other writers do: a new folder is made
-    tmp = path.with_name(path.name + ".tmp")
+    from benchfill.outputs import named, temp_path
+
+    tmp = temp_path(path.parent, path.name)  # its own name: a user's "<script>.tmp" was written over and removed
     try:
         tmp.write_text("\n".join(lines))
         tmp.chmod(0o755)
         tmp.replace(path)
     except OSError as exc:
-        from benchfill.outputs import named
-
         named(exc, path)
         raise
     finally:

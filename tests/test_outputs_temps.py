@@ -71,3 +71,14 @@ def test_a_killed_profiles_folder_is_removed_by_the_next_profile(tmp_path, capsy
     assert main(["profile", "--responses", str(resp), "--out", str(out), "--draws", "99"]) == 0
     capsys.readouterr()
     assert sorted(p.name for p in out.iterdir()) == ["histograms.png", "profile.json", "trajectories.png"]
+
+
+def test_writers_beside_a_users_file_named_like_a_fixed_temp_leave_it(tmp_path):
+    # "<out>.tmp" was the temp name of predict score, probes serve --write and the run's report: a user's
+    # file of that name was written over and removed
+    from benchfill.report import _write
+
+    mine = tmp_path / "report.md.tmp"
+    mine.write_text("my notes")
+    _write(tmp_path / "report.md", "# report\n")
+    assert mine.read_text() == "my notes" and (tmp_path / "report.md").read_text() == "# report\n"

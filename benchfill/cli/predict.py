@@ -312,13 +312,14 @@ def cmd_score(args) -> int:
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
+        from benchfill.outputs import named, shared_mode, temp_path
+
+        tmp = temp_path(out.parent, out.name)  # its own name: a user's "<out>.tmp" was written over and removed
         try:
             tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            os.chmod(tmp, shared_mode())
             os.replace(tmp, out)
         except OSError as exc:
-            from benchfill.outputs import named
-
             named(exc, out)
             raise
         finally:
