@@ -49,36 +49,32 @@ def test_a_hosts_own_level_on_benchfills_logger_is_kept(capsys):
         logger.setLevel(logging.NOTSET)
 
 
+def _said_beside(handler: logging.Handler, capsys, message: str) -> str:
+    """What stderr shows of a warning logged while a command runs, with ``handler`` on the root logger."""
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with _notices(verbose=False):
+            logging.getLogger("benchfill.run").warning(message)
+        return capsys.readouterr().err
+    finally:
+        root.removeHandler(handler)
+
+
 def test_a_host_that_configured_logging_sees_each_line_once_and_in_its_own_handlers(tmp_path, capsys):
     # basicConfig on the host, then cli.main: every warning was printed twice, benchfill's way and the host's;
     # and a host's log file must still get them
     import io
 
-    root = logging.getLogger()
     elsewhere = logging.StreamHandler(io.StringIO())  # a stream bound before stderr was swapped, a rich console
-    root.addHandler(elsewhere)
-    try:
-        with _notices(verbose=False):
-            logging.getLogger("benchfill.run").warning("said by the host")
-        assert capsys.readouterr().err == "" and "said by the host" in elsewhere.stream.getvalue()
-    finally:
-        root.removeHandler(elsewhere)
-    host = logging.StreamHandler()  # to stderr (as captured now): the host says benchfill's lines itself
+    assert _said_beside(elsewhere, capsys, "said by the host") == ""
+    assert "said by the host" in elsewhere.stream.getvalue()
+    # to stderr (as captured now): the host says benchfill's lines itself, once
+    assert _said_beside(logging.StreamHandler(), capsys, "an item has no responses") == "an item has no responses\n"
     log_file = logging.FileHandler(tmp_path / "host.log")
-    root.addHandler(host)
     try:
-        with _notices(verbose=False):
-            logging.getLogger("benchfill.run").warning("an item has no responses")
-        assert capsys.readouterr().err == "an item has no responses\n"
+        assert _said_beside(log_file, capsys, "another") == "benchfill: another\n"
     finally:
-        root.removeHandler(host)
-    root.addHandler(log_file)
-    try:
-        with _notices(verbose=False):
-            logging.getLogger("benchfill.run").warning("another")
-        assert capsys.readouterr().err == "benchfill: another\n"
-    finally:
-        root.removeHandler(log_file)
         log_file.close()
     assert "another" in (tmp_path / "host.log").read_text()
 

@@ -121,40 +121,36 @@ def test_the_maintainers_own_readme_in_the_benchmark_folder_is_kept(tmp_path, sh
 
 
 def test_a_folder_card_from_before_the_markers_is_replaced_whole(tmp_path, shared_data):
+    import yaml
+
     run = make_run(tmp_path, shared_data)
     with ReviewBoard(run) as b:
         b.decide(CHILD_IDS[0], "ann", "accept")
     folder = release(run, "1.0.0").path.parent
-    card = (folder / "README.md").read_text()
+
+    def release_over(text: str, child: int, version: str) -> str:
+        """The folder's card after ``version`` is released over a card reading ``text``."""
+        (folder / "README.md").write_text(text)
+        with ReviewBoard(run) as b:
+            b.decide(CHILD_IDS[child], "ann", "accept")
+        release(run, version)
+        return (folder / "README.md").read_text()
+
+    def unmarked(card: str, *drop: str) -> str:
+        return "\n".join(line for line in card.splitlines()
+                         if not line.startswith("<!-- benchfill") and line not in drop) + "\n"
+
     # as the card was written before the markers: the same text without them
-    old = "\n".join(line for line in card.splitlines() if not line.startswith("<!-- benchfill")) + "\n"
-    (folder / "README.md").write_text(old)
-    with ReviewBoard(run) as b:
-        b.decide(CHILD_IDS[1], "ann", "accept")
-    release(run, "1.1.0")
-    card = (folder / "README.md").read_text()
+    card = release_over(unmarked((folder / "README.md").read_text()), 1, "1.1.0")
     assert card.count("# aime24: benchfill releases") == 1 and card.count("(latest)") == 1
     # the maintainer edited that card and took the markers out: their text is theirs, kept
-    edited = "\n".join(line for line in card.splitlines() if not line.startswith("<!-- benchfill")) + "\nOur note.\n"
-    (folder / "README.md").write_text(edited)
-    with ReviewBoard(run) as b:
-        b.decide(CHILD_IDS[2], "ann", "accept")
-    release(run, "1.2.0")
-    card = (folder / "README.md").read_text()
+    card = release_over(unmarked(card) + "Our note.\n", 2, "1.2.0")
     assert "Our note." in card and "- [1.2.0](1.2.0/README.md) (latest)" in card
-    # an old card otherwise as generated, with the maintainer's keys and a link line of theirs: both kept
-    import yaml
-
-    old_card = "\n".join(line for line in card.splitlines() if not line.startswith("<!-- benchfill")
-                         and line not in ("Our note.", "## benchfill releases")) + "\n"
-    old_card = old_card.replace("pretty_name:", "language:\n- en\npretty_name:", 1)
-    old_card = old_card.replace("- [1.0.0](1.0.0/README.md)\n", "- [1.0.0](1.0.0/README.md)\n- [Paper](https://x.org)\n"
-                                "- [examples](examples/README.md)\n")
-    (folder / "README.md").write_text(old_card)
-    with ReviewBoard(run) as b:
-        b.decide(CHILD_IDS[3], "ann", "accept")
-    release(run, "1.3.0")
-    card = (folder / "README.md").read_text()
+    # an old card otherwise as generated, with the maintainer's keys and link lines of theirs: all kept
+    old = unmarked(card, "Our note.", "## benchfill releases").replace("pretty_name:", "language:\n- en\npretty_name:", 1)
+    old = old.replace("- [1.0.0](1.0.0/README.md)\n", "- [1.0.0](1.0.0/README.md)\n- [Paper](https://x.org)\n"
+                      "- [examples](examples/README.md)\n")
+    card = release_over(old, 3, "1.3.0")
     assert yaml.safe_load(card.split("\n---\n", 1)[0].removeprefix("---\n"))["language"] == ["en"]
     assert "- [Paper](https://x.org)" in card and "- [1.3.0](1.3.0/README.md) (latest)" in card
     assert "- [examples](examples/README.md)" in card

@@ -415,6 +415,21 @@ def test_the_library_doors_say_what_they_expect():
         run_sweep(None)
 
 
+def _qid_benchmark(tmp_path):
+    """A benchmark of one's own whose ids are in the column qid (the spec's id_field): its folder."""
+    import json
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    with (folder / "items.jsonl").open("w") as fh:
+        for i in range(24):
+            fh.write(json.dumps({"qid": f"q{i:02d}", "problem": f"What is {i} plus {i + 3}?", "answer": str(2 * i + 3)})
+                     + "\n")
+    (folder / "spec.toml").write_text('[benchmark]\nname = "mine"\ntext_field = "problem"\nanswer_field = "answer"\n'
+                                      'evaluator = "math"\nid_field = "qid"\n')
+    return folder
+
+
 def test_a_benchmark_with_its_own_id_field_gets_children_named_by_their_own_ids(tmp_path):
     # the rewriter was shown the parent's own id column and copied it: the release held two rows with
     # qid "q00", the parent's and its child's
@@ -425,14 +440,7 @@ def test_a_benchmark_with_its_own_id_field_gets_children_named_by_their_own_ids(
     from benchfill.schema import ModelCall
     from benchfill.store import Store
 
-    folder = tmp_path / "mine"
-    folder.mkdir()
-    with (folder / "items.jsonl").open("w") as fh:
-        for i in range(24):
-            fh.write(json.dumps({"qid": f"q{i:02d}", "problem": f"What is {i} plus {i + 3}?", "answer": str(2 * i + 3)})
-                     + "\n")
-    (folder / "spec.toml").write_text('[benchmark]\nname = "mine"\ntext_field = "problem"\nanswer_field = "answer"\n'
-                                      'evaluator = "math"\nid_field = "qid"\n')
+    folder = _qid_benchmark(tmp_path)
     d = run(RunOptions(items=str(folder / "items.jsonl"), spec=str(folder / "spec.toml"), benchmark=None,
                        backend="sim", runs_dir=str(tmp_path / "runs"), **FAST))
     queue = [json.loads(line) for line in (d / "review_queue.jsonl").read_text().splitlines()]
@@ -481,15 +489,8 @@ def test_id_columns_stay_unique_across_runs_and_an_id_field_naming_the_text_stay
     from benchfill.release import release
     from benchfill.review import ReviewBoard
 
-    folder = tmp_path / "mine"
-    folder.mkdir()
-    with (folder / "items.jsonl").open("w") as fh:
-        for i in range(24):
-            fh.write(json.dumps({"qid": f"q{i:02d}", "problem": f"What is {i} plus {i + 3}?", "answer": str(2 * i + 3)})
-                     + "\n")
+    folder = _qid_benchmark(tmp_path)
     spec = folder / "spec.toml"
-    spec.write_text('[benchmark]\nname = "mine"\ntext_field = "problem"\nanswer_field = "answer"\n'
-                    'evaluator = "math"\nid_field = "qid"\n')
     base = dict(items=str(folder / "items.jsonl"), spec=str(spec), benchmark=None, backend="sim",
                 runs_dir=str(tmp_path / "runs"), **FAST)
     for n, rounds in enumerate((1, 2)):
