@@ -542,6 +542,11 @@ def _hold_run(run_dir: Path, run_id: str, exclusive: bool = True) -> int | None:
         fd = locks.hold(path, shared=not exclusive, wait=False)
     except BlockingIOError:
         holder = path.read_text(errors="replace").strip() or "unknown"
+        if holder.isdigit() and holder != str(os.getpid()):
+            from benchfill.outputs import _alive
+
+            if not _alive(int(holder)):  # a pid left by an earlier run (a holder that may only read the file
+                holder = "unknown"       # could not write its own): not one to name, nor to kill
         where = ("in this process, in another thread" if holder == str(os.getpid())
                  else f"in another process (pid {holder})")
         raise ConfigError(f"run {run_id} is in progress {where}; wait for it to end, "

@@ -527,9 +527,12 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
             raise ConfigError(f"--store {redact_url(url)}: this database is a run directory's own store (its rows "
                               "carry no run id); name a database of its own for runs to share")
         if known is None:
-            tmp = remembered.with_suffix(".tmp")
+            from benchfill.outputs import shared_mode, temp_path
+
+            tmp = temp_path(remembered.parent, remembered.name)  # (not "store.tmp": a user's file of that name)
             try:
                 tmp.write_text(f"{url}\n{run_id}\n")
+                os.chmod(tmp, shared_mode())
                 tmp.replace(remembered)
             except BaseException:
                 tmp.unlink(missing_ok=True)

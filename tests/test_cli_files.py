@@ -398,3 +398,9 @@ def test_a_new_fit_removes_only_the_draws_of_the_fit_it_replaces(tmp_path):
     assert np.array_equal(IrtFit.load(tmp_path / "nuts-final.json").difficulty_draws, kept.difficulty_draws)
     assert mine.read_bytes() == b"mine"
     assert len(list(tmp_path.glob("fit.json.draws-*.npz"))) == 2  # the kept fit's and the user's
+    # a copy kept before a refit keeps its posterior too
+    second = _fit(engine="nuts", difficulty_draws=rng.normal(size=(40, 3)), ability_draws=np.zeros((40, 2)))
+    second.save(path)
+    (tmp_path / "fit.bak.json").write_bytes(path.read_bytes())
+    _fit().save(path)
+    assert np.array_equal(IrtFit.load(tmp_path / "fit.bak.json").difficulty_draws, second.difficulty_draws)

@@ -66,9 +66,23 @@ def test_a_host_that_configured_logging_sees_each_line_once_and_in_its_own_handl
     # and a host's log file must still get them
     import io
 
-    elsewhere = logging.StreamHandler(io.StringIO())  # a stream bound before stderr was swapped, a rich console
-    assert _said_beside(elsewhere, capsys, "said by the host") == ""
-    assert "said by the host" in elsewhere.stream.getvalue()
+    class Console(logging.Handler):  # a handler that draws records itself (rich's): the host shows them
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def emit(self, record):
+            self.seen.append(record.getMessage())
+
+    console = Console()
+    assert _said_beside(console, capsys, "said by the host") == "" and console.seen == ["said by the host"]
+    # a stream that is no terminal (a file opened by the host), a queue: the operator sees nothing there
+    import queue
+    from logging.handlers import QueueHandler
+
+    elsewhere = logging.StreamHandler(io.StringIO())
+    assert _said_beside(elsewhere, capsys, "kept") == "benchfill: kept\n" and "kept" in elsewhere.stream.getvalue()
+    assert _said_beside(QueueHandler(queue.Queue()), capsys, "queued") == "benchfill: queued\n"
     # to stderr (as captured now): the host says benchfill's lines itself, once
     assert _said_beside(logging.StreamHandler(), capsys, "an item has no responses") == "an item has no responses\n"
     log_file = logging.FileHandler(tmp_path / "host.log")

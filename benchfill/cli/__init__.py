@@ -78,12 +78,25 @@ class _Stderr(logging.StreamHandler):
 
 
 def _host_says(handler: logging.Handler) -> bool:
-    """Whether a host's root handler shows records to someone: any but a file, a null handler and pytest's
-    capture (a rich console, a stream bound before stderr was swapped, a socket). Where one does, benchfill's
-    own stderr line would say each record a second time."""
-    if isinstance(handler, (logging.FileHandler, logging.NullHandler)):
+    """Whether a host's root handler shows records to someone at the terminal: a stream handler on a standard
+    stream or a terminal, or a handler of a kind that draws (a rich console). One that keeps or sends them
+    elsewhere (a file, a queue, a socket, syslog, pytest's capture) shows the operator nothing. Where one
+    shows them, benchfill's own stderr line would say each record a second time."""
+    import logging.handlers as lh
+
+    if type(handler).__module__.startswith("_pytest") or isinstance(handler, (
+            logging.FileHandler, logging.NullHandler, lh.QueueHandler, lh.SocketHandler, lh.SysLogHandler,
+            lh.SMTPHandler, lh.HTTPHandler, lh.BufferingHandler, lh.NTEventLogHandler)):
         return False
-    return not type(handler).__module__.startswith("_pytest")
+    if isinstance(handler, logging.StreamHandler):
+        stream = getattr(handler, "stream", None)
+        if stream in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__):
+            return True
+        try:
+            return bool(stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            return False
+    return True
 
 
 _NOTICES = threading.Lock()

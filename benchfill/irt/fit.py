@@ -179,8 +179,8 @@ class IrtFit:
                 tmp.unlink(missing_ok=True)
                 if draws_tmp is not None:
                     draws_tmp.unlink(missing_ok=True)
-            if replaced is not None and replaced.name != d.get("draws_file"):  # the replaced fit's posterior
-                replaced.unlink(missing_ok=True)
+            if replaced is not None and replaced.name != d.get("draws_file") and not _named_beside(replaced, path):
+                replaced.unlink(missing_ok=True)  # the replaced fit's posterior, which no copy of it names
 
     @classmethod
     def load(cls, path: str | Path) -> IrtFit:
@@ -333,3 +333,15 @@ def _draws_named(path: Path) -> Path | None:
     if not isinstance(named, str) or "/" in named or not named.startswith(f"{path.name}.draws-"):
         return None
     return path.with_name(named)
+
+
+def _named_beside(draws: Path, path: Path) -> bool:
+    """Whether another fit in the folder names ``draws`` (``cp fit.json fit.bak.json`` before a refit: the copy
+    lost its posterior with the fit it was copied from)."""
+    for other in path.parent.glob("*.json"):
+        try:
+            if other != path and other.stat().st_size < 1 << 20 and draws.name in other.read_text(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False

@@ -438,6 +438,9 @@ def _no_work_lost(path: Path) -> None:
                                                                   "edited_options")))
     except (UnicodeDecodeError, csv.Error):
         return  # (_unimported counts an unreadable file as holding work)
+    if header and ";" in header[0] and "item_id" in header[0]:  # a sheet saved by a spreadsheet in a locale
+        raise DataError(f"{path}: a review sheet separated by ';', which the export would replace; save it as "
+                        "comma-separated CSV and import it, or move it away")
     if "item_id" not in header or "decision" not in header:
         raise DataError(f"{path}: not a review sheet (no item_id and decision columns), and the export would "
                         "replace it; move it away, or export elsewhere with --out")
