@@ -176,3 +176,54 @@ def test_a_stop_answers_a_waiting_request_503_not_a_traceback(aime_items):
     assert "shutting down" in r.json()["error"]["message"]
     assert "Exception in ASGI application" not in logged
     assert "Cancel" not in logged  # answered before uvicorn's grace ran out: nothing left for it to cancel
+
+
+def test_what_the_world_does_not_serve_is_refused_not_pretended(server, aime_items):
+    # stream=True got a plain JSON body, which the SDK read as no chunks: an empty answer for every item;
+    # logprobs came back None, tools were ignored, a string seed went into the id
+    c = client(server)
+    msgs = solver_prompt(aime_items[0]["problem"])
+    for extra, said in (({"stream": True}, "'stream': streaming"), ({"logprobs": True}, "'logprobs'"),
+                        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "'tools'"),
+                        ({"response_format": {"type": "json_object"}}, "'response_format'"),
+                        ({"seed": "abc"}, "'seed': a whole number"), ({"temperature": "hot"}, "'temperature'"),
+                        ({"max_tokens": -5}, "'max_tokens'"), ({"n": True}, "'n'")):
+        r = httpx.post(f"{server.base_url}/chat/completions", json={"model": "sim-probe-01", "messages": msgs,
+                                                                    **extra})
+        assert r.status_code == 400 and said in r.json()["error"]["message"], (extra, r.text)
+    empty = httpx.post(f"{server.base_url}/chat/completions", json={"model": "sim-probe-01", "messages": []})
+    assert "'messages': a non-empty list" in empty.json()["error"]["message"]
+    assert httpx.get(f"{server.base_url}/chat/completions").status_code == 405
+    assert httpx.get(server.base_url.removesuffix("/v1") + "/health").status_code == 200
+    assert c.models.retrieve("sim-probe-01").id == "sim-probe-01"
+
+
+def test_temperature_zero_stop_and_the_token_cap_are_honoured_and_ids_differ(server, aime_items):
+    c = client(server)
+    msgs = solver_prompt(aime_items[5]["problem"])
+    greedy = c.chat.completions.create(model="sim-probe-06", messages=msgs, n=5, temperature=0)
+    assert len({ch.message.content for ch in greedy.choices}) == 1  # every choice the most likely one
+    full = c.chat.completions.create(model="sim-probe-06", messages=msgs, seed=3).choices[0].message.content
+    cut = c.chat.completions.create(model="sim-probe-06", messages=msgs, seed=3, max_tokens=2).choices[0]
+    assert cut.finish_reason == "length" and cut.message.content == full[:8]
+    word = full.split()[1]
+    stopped = c.chat.completions.create(model="sim-probe-06", messages=msgs, seed=3, stop=[word]).choices[0]
+    assert stopped.message.content == full[:full.find(word)] and stopped.finish_reason == "stop"
+    a = c.chat.completions.with_raw_response.create(model="sim-probe-01", messages=msgs)
+    b = c.chat.completions.create(model="sim-probe-02", messages=msgs)
+    assert a.parse().id != b.id and a.headers["x-benchfill-simulated"] == "true"
+
+
+def test_an_item_in_a_clients_own_template_is_answered_and_anything_else_says_it_is_simulated(server, aime_items):
+    # a client's system message and template around the item got "I am not able to solve this problem.":
+    # every item scored 0% on every probe, without a word
+    c = client(server)
+    text = aime_items[2]["problem"]
+    own = [{"role": "system", "content": "You are a helpful math assistant."},
+           {"role": "user", "content": f"Solve the following problem. Put the final answer in \\boxed{{}}.\n\n{text}"}]
+    before = server.stats["unknown_problems"]
+    r = c.chat.completions.create(model="sim-probe-12", messages=own, n=4)
+    assert all("\\boxed{" in ch.message.content for ch in r.choices)
+    assert server.stats["unknown_problems"] == before
+    other = c.chat.completions.create(model="sim-probe-12", messages=[{"role": "user", "content": "Hello"}])
+    assert other.choices[0].message.content.startswith("[benchfill simulated world] This prompt holds none")

@@ -14,13 +14,35 @@ from benchfill.sim import signal, texts
 from benchfill.sim.rewriter import SHARE_MAX, anchored_aim, shown_references
 from benchfill.sim.world import SimItem, World
 
-UNKNOWN_REPLY = "I am not able to solve this problem."
+# Said, not acted: a prompt that holds none of the world's items gets an answer no reader takes for a real
+# model's (a plausible "I am not able to solve this problem." had scored every item of a client's own chat
+# template 0% on every probe, without a word)
+UNKNOWN_REPLY = ("[benchfill simulated world] This prompt holds none of the simulated benchmark's items, so no "
+                 "simulated model answers it: send an item's text, alone, inside <problem> tags, or quoted whole "
+                 "in a prompt of your own.")
 
 
-def prompt_item(world: World, prompt: str) -> SimItem | None:
-    """The item a solver prompt asks about: the ``<problem>`` block, else the whole prompt."""
+def prompt_item(world: World, prompt: str, messages: list | None = None) -> SimItem | None:
+    """The item a solver prompt asks about: the ``<problem>`` block, else the whole prompt, else (a client's
+    own system message or template around it) one message alone, else the longest item text the prompt
+    quotes whole."""
     problem = texts.extract_tag(prompt, "problem")
-    return world.items.get(texts.text_key(problem if problem is not None else prompt))
+    item = world.items.get(texts.text_key(problem if problem is not None else prompt))
+    if item is not None or problem is not None:
+        return item
+    for message in reversed(messages or []):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            item = world.items.get(texts.text_key(content))
+            if item is not None:
+                return item
+    flat = " ".join(prompt.split())
+    best = None
+    for candidate in list(world.items.values()):
+        text = " ".join(str(candidate.fields.get(world.text_field, "")).split())
+        if len(text) >= 20 and text in flat and (best is None or len(text) > len(best[0])):
+            best = (text, candidate)
+    return best[1] if best else None
 
 
 def solve(world: World, model: str, prompt: str, prompt_hash: str, item: SimItem | None,

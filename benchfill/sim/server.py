@@ -1,6 +1,8 @@
 """The simulated world as a real OpenAI-compatible HTTP server (a lean ASGI app under uvicorn).
 
-Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` (honours ``n`` and ``seed``),
+Endpoints: ``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/chat/completions`` (honours ``n``,
+``seed``, ``temperature`` 0 as greedy, ``stop`` and ``max_tokens``; refuses streaming, logprobs and tools),
+``GET /health``,
 ``POST /sim/truth`` (latent difficulty and validity of an item, labelled simulated) and
 ``GET /sim/stats`` (requests, faults and successes per model). Faults are decided per
 attempt, content per request, so a retried request gets exactly the fault-free reply.
@@ -35,7 +37,14 @@ except ImportError:  # pragma: no cover - exercised only where orjson is missing
 
     _loads = json.loads
 
-_JSON = [(b"content-type", b"application/json")]
+# every reply says it is simulated, beside its model names and system_fingerprint: a client that keeps only
+# the content and headers cannot take it for a real model's
+_JSON = [(b"content-type", b"application/json"), (b"x-benchfill-simulated", b"true")]
+_MAX_BODY = 32 << 20  # a request body larger than this is refused (413): no model's context holds it
+# What the world does not do: refused (400) rather than answered as if it had (a streaming client got an empty
+# answer for every item, a reader of logprobs a None it crashed on)
+_UNSUPPORTED = {"stream": "streaming", "logprobs": "logprobs", "top_logprobs": "logprobs", "tools": "tool calls",
+                "tool_choice": "tool calls", "functions": "function calls", "function_call": "function calls"}
 _PROMPT_CACHE_MAX = 200_000
 
 
@@ -54,6 +63,7 @@ class SimApp:
         self.stats: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.unknown_problems = 0
         self._attempt = 0
+        self._served = 0
         # prompt text -> (prompt hash, item): the per-prompt work is done once.
         self._prompts: dict[str, tuple[str, Any]] = {}
         self._auth = f"Bearer {world.api_key}".encode() if world.api_key else None
@@ -121,8 +131,18 @@ class SimApp:
             await _respond(send, *self._truth(await _body(receive)))
         elif path == "/sim/stats" and method == "GET":
             await _respond(send, 200, _dumps(self.snapshot()))
+        elif path == "/health" and method == "GET":  # as vLLM's, for a client's readiness poll
+            await _respond(send, 200, b"{}")
+        elif path.startswith("/v1/models/") and method == "GET":
+            model = next((m for m in self._models()["data"] if m["id"] == path.removeprefix("/v1/models/")), None)
+            await _respond(send, *((200, _dumps(model)) if model else _error(
+                404, f"The model `{path.removeprefix('/v1/models/')}` does not exist.", "invalid_request_error",
+                "model_not_found")))
+        elif path in ("/v1/chat/completions", "/v1/models", "/sim/truth", "/sim/stats", "/health"):
+            await _respond(send, *_error(405, f"{method} is not allowed on {path}", "invalid_request_error"))
         else:
-            await _respond(send, *_error(404, f"no route {method} {path}", "invalid_request_error"))
+            await _respond(send, *_error(404, f"no route {method} {path} (the simulated world serves "
+                                              "/v1/models and /v1/chat/completions)", "invalid_request_error"))
 
     def snapshot(self) -> dict[str, Any]:
         per_model = {m: dict(c) for m, c in self.stats.items()}
@@ -155,6 +175,9 @@ class SimApp:
 
     async def _chat(self, raw: bytes, receive: Any, send: Any) -> None:
         w = self.world
+        if raw is None:
+            await _respond(send, *_error(413, f"request body over {_MAX_BODY >> 20} MB", "invalid_request_error"))
+            return
         try:
             req = _loads(raw)
             model = req["model"]
@@ -167,8 +190,9 @@ class SimApp:
             await _respond(send, *_error(400, "malformed request: need JSON with 'model' and 'messages'",
                                          "invalid_request_error"))
             return
-        if not isinstance(model, str) or not isinstance(n, int) or not 1 <= n <= 256 or not messages:
-            await _respond(send, *_error(400, f"bad 'model', 'messages' or 'n' ({n!r}); n must be 1..256", "invalid_request_error"))
+        bad = _bad_parameter(req, model, messages, n)
+        if bad:
+            await _respond(send, *_error(400, bad, "invalid_request_error"))
             return
         role = w.role(model)
         if role is None:
@@ -196,37 +220,43 @@ class SimApp:
         if cached is None:
             if len(self._prompts) > _PROMPT_CACHE_MAX:
                 self._prompts.clear()
-            item = roles.prompt_item(w, prompt) if role == "probe" else None
+            item = roles.prompt_item(w, prompt, messages) if role == "probe" else None
             if role == "probe" and item is None:  # a child another server of this world wrote: read its state
                 w.refresh()
-                item = roles.prompt_item(w, prompt)
+                item = roles.prompt_item(w, prompt, messages)
             cached = (hashlib.blake2b(prompt.encode(), digest_size=12).hexdigest(), item)
             if role != "probe" or item is not None:  # an unknown problem may become known: not cached
                 self._prompts[prompt] = cached
         prompt_hash, item = cached
+        greedy = req.get("temperature") == 0  # every choice the one most likely: the same draw
+        draws = 1 if greedy else n
         if role == "probe":
-            replies, n_correct = roles.solve(w, model, prompt, prompt_hash, item, seed, n)
+            replies, n_correct = roles.solve(w, model, prompt, prompt_hash, item, seed, draws)
             counts["samples"] += n
-            counts["correct"] += n_correct
+            counts["correct"] += n_correct * (n // draws)
             if item is None:
                 self.unknown_problems += 1
         elif role == "rewriter":
-            malformed = [attempt.random() < w.rewriter_malformed_rate for _ in range(n)]
+            malformed = [attempt.random() < w.rewriter_malformed_rate for _ in range(draws)]
             counts["malformed_children"] += sum(malformed)
-            replies = roles.rewrite(w, prompt, prompt_hash, seed, n, malformed)
+            replies = roles.rewrite(w, prompt, prompt_hash, seed, draws, malformed)
         else:
-            replies = roles.judge(w, prompt, prompt_hash, seed, n)
+            replies = roles.judge(w, prompt, prompt_hash, seed, draws)
+        replies = replies * (n // draws)
         counts["successes"] += 1
+        finished = [_cut(r, req) for r in replies]
         prompt_tokens = len(prompt) // 4 + 1
-        completion_tokens = sum(len(r) // 4 + 1 for r in replies)
+        completion_tokens = sum(len(r) // 4 + 1 for r, _ in finished)
+        self._served += 1
         body = {
-            "id": f"chatcmpl-sim-{prompt_hash[:12]}-{seed if seed is not None else 'x'}",
+            # one id per completion (tracing and caching tools key on it), the prompt's hash in it
+            "id": f"chatcmpl-sim-{prompt_hash[:12]}-{seed if seed is not None else 'x'}-{self._served:x}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
             "system_fingerprint": "benchfill-sim",
-            "choices": [{"index": i, "message": {"role": "assistant", "content": r}, "finish_reason": "stop",
-                         "logprobs": None} for i, r in enumerate(replies)],
+            "choices": [{"index": i, "message": {"role": "assistant", "content": r}, "finish_reason": why,
+                         "logprobs": None} for i, (r, why) in enumerate(finished)],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
@@ -283,13 +313,63 @@ def _content(message: dict[str, Any]) -> str:
     return str(content)
 
 
-async def _body(receive: Any) -> bytes:
-    chunks = []
+async def _body(receive: Any) -> bytes | None:
+    """The request's body; None past ``_MAX_BODY`` (the rest is read and dropped)."""
+    chunks, size = [], 0
     while True:
         msg = await receive()
-        chunks.append(msg.get("body", b""))
+        part = msg.get("body", b"")
+        size += len(part)
+        if size <= _MAX_BODY:
+            chunks.append(part)
         if not msg.get("more_body"):
-            return b"".join(chunks)
+            return b"".join(chunks) if size <= _MAX_BODY else None
+
+
+def _bad_parameter(req: dict, model: Any, messages: Any, n: Any) -> str | None:
+    """What a request asks that the world cannot do, or gives a value no server takes; None if nothing."""
+    if not isinstance(model, str):
+        return "'model': a model id (a string)"
+    if not isinstance(messages, list) or not messages:
+        return "'messages': a non-empty list of messages"
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 256:
+        return f"'n': a whole number in 1..256, got {n!r}"
+    for key, what in _UNSUPPORTED.items():
+        if req.get(key) not in (None, False, [], 0, "none"):
+            return f"'{key}': {what} are not served by benchfill's simulated world; ask without it"
+    fmt = req.get("response_format")
+    if fmt not in (None, {"type": "text"}):
+        return "'response_format': only text is served by benchfill's simulated world"
+    seed = req.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        return f"'seed': a whole number, got {seed!r}"
+    temperature = req.get("temperature")
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+                                    or not 0 <= temperature <= 2):
+        return f"'temperature': a number in [0, 2], got {temperature!r}"
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = req.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            return f"'{key}': a whole number of at least 1, got {value!r}"
+    stop = req.get("stop")
+    if stop is not None and not isinstance(stop, str) and not (
+            isinstance(stop, list) and all(isinstance(x, str) for x in stop)):
+        return f"'stop': a string or a list of strings, got {stop!r}"
+    return None
+
+
+def _cut(reply: str, req: dict) -> tuple[str, str]:
+    """A reply and its finish reason under the request's stop strings and token cap (a token is taken as four
+    characters, as the usage counts them)."""
+    stop = req.get("stop")
+    for s in [stop] if isinstance(stop, str) else stop or []:
+        at = reply.find(s) if s else -1
+        if at >= 0:
+            reply = reply[:at]
+    cap = req.get("max_completion_tokens") or req.get("max_tokens")
+    if cap is not None and len(reply) // 4 + 1 > cap:
+        return reply[:cap * 4], "length"
+    return reply, "stop"
 
 
 async def _until_disconnect(receive: Any) -> None:
