@@ -110,9 +110,9 @@ def test_the_rhat_summary_of_too_few_draws_is_nan_without_a_warning():
 
 @pytest.mark.parametrize("target", ["beta:inf,2", "beta:2,inf", "beta:1e308,1e308", "beta:1e200,2"])
 def test_beta_targets_that_overflow_are_refused(capsys, target):
-    _one_line(*_err(capsys, ["diagnose", "--benchmark", "demo", "--target", target]), r"--target .*beta")
+    _one_line(*_err(capsys, ["diagnose", "--benchmark", "demo", "--target", target]), r"error: target .*beta")
     _one_line(*_err(capsys, ["calibrate", "--benchmark", "demo", "--size", "5", "--target", target]),
-              r"--target .*beta")
+              r"error: target .*beta")
 
 
 def test_beta_targets_with_finite_quantiles_stay_accepted():
