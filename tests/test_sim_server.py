@@ -203,9 +203,15 @@ def test_temperature_zero_stop_and_the_token_cap_are_honoured_and_ids_differ(ser
     msgs = solver_prompt(aime_items[5]["problem"])
     greedy = c.chat.completions.create(model="sim-probe-06", messages=msgs, n=5, temperature=0)
     assert len({ch.message.content for ch in greedy.choices}) == 1  # every choice the most likely one
+    # whatever the seed: a probe asked one sample at a time, each with its own seed, answers alike too
+    alone = {c.chat.completions.create(model="sim-probe-06", messages=msgs, temperature=0, seed=k).choices[0]
+             .message.content for k in range(4)}
+    assert alone == {greedy.choices[0].message.content}
     full = c.chat.completions.create(model="sim-probe-06", messages=msgs, seed=3).choices[0].message.content
-    cut = c.chat.completions.create(model="sim-probe-06", messages=msgs, seed=3, max_tokens=2).choices[0]
-    assert cut.finish_reason == "length" and cut.message.content == full[:8]
+    capped = c.chat.completions.create(model="sim-probe-06", messages=msgs, seed=3, max_tokens=2)
+    cut = capped.choices[0]
+    assert cut.finish_reason == "length" and cut.message.content == full[:7]
+    assert capped.usage.completion_tokens == 2  # no more than the cap, as the usage counts it
     word = full.split()[1]
     stopped = c.chat.completions.create(model="sim-probe-06", messages=msgs, seed=3, stop=[word]).choices[0]
     assert stopped.message.content == full[:full.find(word)] and stopped.finish_reason == "stop"
@@ -227,3 +233,22 @@ def test_an_item_in_a_clients_own_template_is_answered_and_anything_else_says_it
     assert server.stats["unknown_problems"] == before
     other = c.chat.completions.create(model="sim-probe-12", messages=[{"role": "user", "content": "Hello"}])
     assert other.choices[0].message.content.startswith("[benchfill simulated world] This prompt holds none")
+    # a one-shot example quotes two items in one message: which is asked is not the world's to guess
+    shot = f"Problem: {aime_items[8]['problem']}\nAnswer: 127\n\nNow solve this one.\nProblem: {text}"
+    two = c.chat.completions.create(model="sim-probe-12", messages=[{"role": "user", "content": shot}])
+    assert two.choices[0].message.content.startswith("[benchfill simulated world]")
+    # a question of the user's own that quotes an item's text as a small part of it is not that item
+    mine = f"{text} Now explain, step by step and at length, why a careless reader might get this wrong, " * 3
+    assert c.chat.completions.create(model="sim-probe-12", messages=[{"role": "user", "content": mine}]) \
+        .choices[0].message.content.startswith("[benchfill simulated world]")
+
+
+def test_health_answers_without_the_key_and_a_wrong_method_names_the_right_one(aime_items):
+    world = World.from_items(aime_items[:5], evaluator="math", text_field="problem", answer_field="answer", seed=7,
+                             api_key="sekret")
+    with SimServer(world) as srv:
+        root = srv.base_url.removesuffix("/v1")
+        assert httpx.get(f"{root}/health").status_code == 200  # as vLLM's: a readiness poll sends no key
+        assert httpx.get(f"{srv.base_url}/models").status_code == 401
+        r = httpx.get(f"{srv.base_url}/chat/completions", headers={"authorization": "Bearer sekret"})
+        assert r.status_code == 405 and r.headers["allow"] == "POST"

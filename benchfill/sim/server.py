@@ -40,6 +40,8 @@ except ImportError:  # pragma: no cover - exercised only where orjson is missing
 # every reply says it is simulated, beside its model names and system_fingerprint: a client that keeps only
 # the content and headers cannot take it for a real model's
 _JSON = [(b"content-type", b"application/json"), (b"x-benchfill-simulated", b"true")]
+_ALLOWED = {"/v1/chat/completions": b"POST", "/v1/models": b"GET", "/sim/truth": b"POST", "/sim/stats": b"GET",
+            "/health": b"GET"}
 _MAX_BODY = 32 << 20  # a request body larger than this is refused (413): no model's context holds it
 # What the world does not do: refused (400) rather than answered as if it had (a streaming client got an empty
 # answer for every item, a reader of logprobs a None it crashed on)
@@ -99,6 +101,9 @@ class SimApp:
         if scope["type"] != "http":
             return
         path, method = scope["path"], scope["method"]
+        if path == "/health" and method == "GET":  # as vLLM's: open, for a readiness poll that sends no key
+            await _respond(send, 200, b"{}")
+            return
         if self._auth is not None and dict(scope["headers"]).get(b"authorization") != self._auth:
             await _respond(send, *_error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"))
             return
@@ -131,15 +136,14 @@ class SimApp:
             await _respond(send, *self._truth(await _body(receive)))
         elif path == "/sim/stats" and method == "GET":
             await _respond(send, 200, _dumps(self.snapshot()))
-        elif path == "/health" and method == "GET":  # as vLLM's, for a client's readiness poll
-            await _respond(send, 200, b"{}")
         elif path.startswith("/v1/models/") and method == "GET":
             model = next((m for m in self._models()["data"] if m["id"] == path.removeprefix("/v1/models/")), None)
             await _respond(send, *((200, _dumps(model)) if model else _error(
                 404, f"The model `{path.removeprefix('/v1/models/')}` does not exist.", "invalid_request_error",
                 "model_not_found")))
-        elif path in ("/v1/chat/completions", "/v1/models", "/sim/truth", "/sim/stats", "/health"):
-            await _respond(send, *_error(405, f"{method} is not allowed on {path}", "invalid_request_error"))
+        elif path in _ALLOWED:
+            await _respond(send, *_error(405, f"{method} is not allowed on {path}", "invalid_request_error"),
+                           [(b"allow", _ALLOWED[path])])
         else:
             await _respond(send, *_error(404, f"no route {method} {path} (the simulated world serves "
                                               "/v1/models and /v1/chat/completions)", "invalid_request_error"))
@@ -228,8 +232,12 @@ class SimApp:
             if role != "probe" or item is not None:  # an unknown problem may become known: not cached
                 self._prompts[prompt] = cached
         prompt_hash, item = cached
-        greedy = req.get("temperature") == 0  # every choice the one most likely: the same draw
+        # temperature 0: greedy, as a real decode: one draw whatever the seed (a sample asked for alone with its
+        # own seed, as a probe that refuses n is asked, drew anew each time), repeated for every choice
+        greedy = req.get("temperature") == 0
         draws = 1 if greedy else n
+        if greedy:
+            seed = None
         if role == "probe":
             replies, n_correct = roles.solve(w, model, prompt, prompt_hash, item, seed, draws)
             counts["samples"] += n
@@ -367,8 +375,8 @@ def _cut(reply: str, req: dict) -> tuple[str, str]:
         if at >= 0:
             reply = reply[:at]
     cap = req.get("max_completion_tokens") or req.get("max_tokens")
-    if cap is not None and len(reply) // 4 + 1 > cap:
-        return reply[:cap * 4], "length"
+    if cap is not None and len(reply) // 4 + 1 > cap:  # (the usage's count: cut to what counts as the cap)
+        return reply[:cap * 4 - 1], "length"
     return reply, "stop"
 
 
