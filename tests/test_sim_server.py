@@ -183,7 +183,7 @@ def test_what_the_world_does_not_serve_is_refused_not_pretended(server, aime_ite
     # logprobs came back None, tools were ignored, a string seed went into the id
     c = client(server)
     msgs = solver_prompt(aime_items[0]["problem"])
-    for extra, said in (({"stream": True}, "'stream': streaming"), ({"logprobs": True}, "'logprobs'"),
+    for extra, said in (({"stream": True}, "'stream': benchfill's simulated world does not serve streaming"), ({"logprobs": True}, "'logprobs'"),
                         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "'tools'"),
                         ({"response_format": {"type": "json_object"}}, "'response_format'"),
                         ({"seed": "abc"}, "'seed': a whole number"), ({"temperature": "hot"}, "'temperature'"),
@@ -237,10 +237,6 @@ def test_an_item_in_a_clients_own_template_is_answered_and_anything_else_says_it
     shot = f"Problem: {aime_items[8]['problem']}\nAnswer: 127\n\nNow solve this one.\nProblem: {text}"
     two = c.chat.completions.create(model="sim-probe-12", messages=[{"role": "user", "content": shot}])
     assert two.choices[0].message.content.startswith("[benchfill simulated world]")
-    # a question of the user's own that quotes an item's text as a small part of it is not that item
-    mine = f"{text} Now explain, step by step and at length, why a careless reader might get this wrong, " * 3
-    assert c.chat.completions.create(model="sim-probe-12", messages=[{"role": "user", "content": mine}]) \
-        .choices[0].message.content.startswith("[benchfill simulated world]")
 
 
 def test_health_answers_without_the_key_and_a_wrong_method_names_the_right_one(aime_items):
@@ -252,3 +248,33 @@ def test_health_answers_without_the_key_and_a_wrong_method_names_the_right_one(a
         assert httpx.get(f"{srv.base_url}/models").status_code == 401
         r = httpx.get(f"{srv.base_url}/chat/completions", headers={"authorization": "Bearer sekret"})
         assert r.status_code == 405 and r.headers["allow"] == "POST"
+
+
+def test_a_multiple_choice_item_in_its_own_cot_template_with_options_is_found(shared_data):
+    # the options and a long instruction pushed the question under a third of what the client wrote: 25 of
+    # 40 mmlu-pro items in MMLU-Pro's own CoT template got the "holds none of the items" reply
+    from benchfill.sim import roles
+
+    items = [json.loads(line) for line in open(shared_data / "mmlu-pro" / "items.jsonl")][:400]
+    world = World.from_items(items, evaluator="multiple_choice", text_field="question", answer_field="answer",
+                             options_field="options", seed=0)
+    found = 0
+    for it in items[::10]:
+        opts = "\n".join(f"{chr(65 + i)}. {o}" for i, o in enumerate(it["options"]))
+        prompt = (f"The following are multiple choice questions (with answers) about {it['category']}. Think step by "
+                  f"step and then finish your answer with \"the answer is (X)\".\n\nQuestion: {it['question']}\n"
+                  f"Options:\n{opts}\nAnswer: Let's think step by step.")
+        hit = roles.prompt_item(world, prompt, [{"role": "user", "content": prompt}])
+        found += hit is not None and hit.fields["question"] == it["question"]
+    # all but "What is a paradigm?": 19 characters, a sixth of its prompt, too short to be told from a stem
+    assert found == 39
+    # a question of the user's own quoting a generic stem that is an item of its own is not that item
+    stems = [{"id": "a", "question": "Which of the following statements about primes is true?",
+              "options": ["2 is odd", "3 is even"], "answer": "A"},
+             {"id": "b", "question": "Which of the following statements about primes is true? Consider 7.",
+              "options": ["7 is prime", "7 is even"], "answer": "A"}]
+    small = World.from_items(stems, evaluator="multiple_choice", text_field="question", answer_field="answer",
+                             options_field="options", seed=0)
+    mine = ("My own quiz on numbers, written for a class of twelve-year-olds who have just met primes. "
+            "Which of the following statements about primes is true? A. 9 is prime B. 11 is prime C. 1 is prime")
+    assert roles.prompt_item(small, mine, [{"role": "user", "content": mine}]) is None

@@ -36,16 +36,23 @@ def prompt_item(world: World, prompt: str, messages: list | None = None) -> SimI
             item = world.items.get(texts.text_key(content))
             if item is not None:
                 return item
-    # Quoted whole: one item's text, and a third at least of what the client wrote (a one-shot example quotes
-    # two items, a new question may quote a generic stem that is an item of its own: neither is answered as one)
+    # Quoted whole: one item's text (a one-shot example quotes two: which is asked is not the world's to guess),
+    # distinctive (40 characters or more, inside no other item's text), or else a third at least of what the
+    # client wrote (a new question may quote a generic stem, "Which of the following is true?", that is an
+    # item of its own: not answered as that item)
     asked = next((m.get("content") for m in reversed(messages or []) if isinstance(m, dict)
                   and m.get("role") == "user" and isinstance(m.get("content"), str)), prompt)
     flat, asked_len = " ".join(prompt.split()), len(" ".join(str(asked).split()))
-    quoted = [(text, it) for text, it in _texts(world) if text in flat]
+    texts_ = _texts(world)
+    quoted = [(text, it) for text, it in texts_ if text in flat]
     whole = [(text, it) for text, it in quoted if not any(text != other and text in other for other, _ in quoted)]
-    if len({it.key for _, it in whole}) == 1 and 3 * len(whole[0][0]) >= asked_len:
-        return whole[0][1]
-    return None
+    if len({it.key for _, it in whole}) != 1:
+        return None
+    text, item = whole[0]
+    if 3 * len(text) >= asked_len:
+        return item
+    distinctive = len(text) >= 40 and not any(text != other and text in other for other, _ in texts_)
+    return item if distinctive else None
 
 
 def _texts(world: World) -> list[tuple[str, SimItem]]:

@@ -344,7 +344,7 @@ def _bad_parameter(req: dict, model: Any, messages: Any, n: Any) -> str | None:
         return f"'n': a whole number in 1..256, got {n!r}"
     for key, what in _UNSUPPORTED.items():
         if req.get(key) not in (None, False, [], 0, "none"):
-            return f"'{key}': {what} are not served by benchfill's simulated world; ask without it"
+            return f"'{key}': benchfill's simulated world does not serve {what}; ask without it"
     fmt = req.get("response_format")
     if fmt not in (None, {"type": "text"}):
         return "'response_format': only text is served by benchfill's simulated world"
