@@ -26,6 +26,7 @@ from typing import Any
 from benchfill import __version__, calling_module, locks
 from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
 from benchfill.errors import BenchfillError, ConfigError, DataError
+from benchfill.hub import ID_COLUMNS
 from benchfill.measure.before_after import before_after
 from benchfill.outputs import named
 from benchfill.release_carry import (
@@ -85,7 +86,7 @@ class ReleaseResult:
     # (generated id, the id of the first item with that text); released all the same, and said
     same_text: list[tuple[str, str]] = field(default_factory=list)
     # the original items against the previous release's: {"added": [...], "removed": [...], "changed": {id:
-    # fields}}, empty where they are the same (an items file edited between runs moves every "before" figure)
+    # fields}}, empty where they are the same (an items file edited between runs; release_carry.originals_effect)
     originals: dict[str, Any] = field(default_factory=dict)
 
 
@@ -387,13 +388,13 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
                          added=added, carried=carry.carried, removed=list(carry.removed),
                          changed=carry.changed, pending=pending, rule_note=note, held=kept.held,
                          same_text=_same_texts(rows, str(board.spec.get("text_field") or "")),
-                         originals=_originals_of(carry))  # fmt: skip
+                         originals=_originals_of(carry.originals_added, carry.originals_removed,
+                                                 carry.originals_changed))  # fmt: skip
 
 
-def _originals_of(carry) -> dict[str, Any]:
-    if not carry.originals_moved():
-        return {}
-    return {"added": carry.originals_added, "removed": carry.originals_removed, "changed": carry.originals_changed}
+def _originals_of(added: list[str], removed: list[str], changed: dict[str, list[str]]) -> dict[str, Any]:
+    """``ReleaseResult.originals``: {} where the original items are the previous release's."""
+    return {"added": added, "removed": removed, "changed": changed} if added or removed or changed else {}
 
 
 def _same_texts(rows: list[dict[str, Any]], text_field: str) -> list[tuple[str, str]]:
@@ -542,9 +543,6 @@ def _run_top_k(board: ReviewBoard) -> int | None:
     return k if isinstance(k, int) and not isinstance(k, bool) and k >= 1 else None
 
 
-_ID_COLUMNS = ("task_id", "question_id", "problem_id")  # a dataset's id columns (benchfill.hub.ID_COLUMNS)
-
-
 def _own_ids(rows: list[dict], added: list[str], previous: dict[str, dict], name: str,
              id_field: str | None = None) -> list[str]:
     """Give this run's generated items that share an id with another run's item of the previous release
@@ -567,7 +565,7 @@ def _own_ids(rows: list[dict], added: list[str], previous: dict[str, dict], name
             # the item's own id columns (a spec's id_field, a dataset's task_id) hold its id too: renamed
             # alike, or two rows of the release shared one there
             for key in [k for k, v in r.items() if k != "id" and k not in PROVENANCE and v == r["id"]
-                        and (k in _ID_COLUMNS or k == id_field)]:
+                        and (k in ID_COLUMNS or k == id_field)]:
                 r[key] = alias
             renamed[r["id"]] = r["id"] = alias
     return [renamed.get(i, i) for i in added]
@@ -879,11 +877,9 @@ def _result_of(board: ReviewBoard, target: Path, version: str, digest: str,
     gen = [r for r in rows if r.get("origin") == "generated"]
     pending = _pending(board.outcomes(), rows, run_name(board.store, board.run_dir))
     earlier = [v for v in _versions(target.parent) if semver_key(v) < semver_key(version)]
-    originals: dict[str, Any] = {}
-    if earlier:  # said again by the rerun that finishes it, as the interrupted command would have
-        added, removed, changed = original_changes(rows, _load_rows(target.parent / earlier[-1]), PROVENANCE)
-        if added or removed or changed:
-            originals = {"added": added, "removed": removed, "changed": changed}
+    # said again by the rerun that finishes it, as the interrupted command would have
+    originals = _originals_of(*original_changes(rows, _load_rows(target.parent / earlier[-1]), PROVENANCE)) \
+        if earlier else {}
     return ReleaseResult(version, target, sum(r.get("origin") == "original" for r in rows), len(gen), digest,
                          added=[r["id"] for r in gen if r.get("released_in") == version],
                          carried=[r["id"] for r in gen if r.get("released_in") != version], pending=pending,

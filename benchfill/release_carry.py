@@ -33,8 +33,8 @@ class Carry:
     # this run's id -> the released id of the same item: another run's child this run reused ("X@A",
     # benchfill.engine.memory_store.foreign_id) that the previous release holds as A's "X"
     aliases: dict[str, str] = field(default_factory=dict)
-    # the benchmark's own items against the previous release's (an items file edited between runs): the
-    # "before" figures move with them, and a changed item keeps the place its earlier version was measured at
+    # the benchmark's own items against the previous release's (an items file edited between runs): one added
+    # or removed moves the "before" figures, a changed one keeps the place its earlier version was measured at
     originals_added: list[str] = field(default_factory=list)
     originals_removed: list[str] = field(default_factory=list)
     originals_changed: dict[str, list[str]] = field(default_factory=dict)  # id -> item fields that differ

@@ -182,7 +182,7 @@ class Store:
                 frozen = None if writable else _frozen_file(self.engine)
                 if frozen is None:
                     raise
-                # A store no one can write (an archived run, a read-only mount): SQLite cannot make the WAL's
+                # A store no one can write (an archived run, chmod -R a-w): SQLite cannot make the WAL's
                 # shared-memory file beside it, and every command, reading ones too, was refused. Nothing
                 # changes it there, so it is read as an immutable file.
                 self.engine.dispose()

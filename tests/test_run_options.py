@@ -526,3 +526,30 @@ def test_a_run_id_naming_a_folder_of_the_users_files_is_refused(tmp_path):
     (folder / "fit.json").unlink()  # a folder of other files only: the run goes there, the files stay
     assert run(opts) == folder and (folder / "notes.txt").read_text() == "kept"
     assert run(opts) == folder  # and resumes there
+
+
+def test_a_datasets_own_id_column_reaches_no_rewriter_or_judge_through_the_run(tmp_path):
+    # the run stripped only "id" before building the prompts, so the prompts could no longer tell that
+    # task_id held the item's id: every parent and reference showed it to the rewriter
+    import json
+
+    from benchfill.schema import ModelCall
+    from benchfill.store import Store
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    with (folder / "items.jsonl").open("w") as fh:
+        for i in range(24):
+            fh.write(json.dumps({"id": f"t{i:02d}", "task_id": f"t{i:02d}", "problem": f"What is {i} plus {i + 3}?",
+                                 "answer": str(2 * i + 3)}) + "\n")
+    (folder / "spec.toml").write_text('[benchmark]\nname = "mine"\ntext_field = "problem"\nanswer_field = "answer"\n'
+                                      'evaluator = "math"\n')
+    d = run(RunOptions(items=str(folder / "items.jsonl"), spec=str(folder / "spec.toml"), benchmark=None,
+                       backend="sim", runs_dir=str(tmp_path / "runs"), **FAST))
+    store = Store(d / "store.db")
+    try:
+        asked = [m["content"] for c in store.all(ModelCall) for m in json.loads(c.request_json).get("messages", [])
+                 if "<parent>" in m.get("content", "") or "<item>" in m.get("content", "")]
+    finally:
+        store.close()
+    assert asked and not any("task_id" in text for text in asked)

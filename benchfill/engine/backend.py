@@ -71,8 +71,9 @@ class TrafficServices:
         from benchfill import llm, prompts
 
         child_id = key.split(":", 1)[1]
-        refs = [({k: v for k, v in r.item.items() if k != "id"}, r.z) for r in references]
-        shown = {k: v for k, v in parent.items() if k != "id"}
+        # ids are not content: the rewriter sees none (nor a dataset's task_id, told by its holding the id)
+        refs = [(prompts.content_of(r.item, self.spec), r.z) for r in references]
+        shown = prompts.content_of(parent, self.spec)
         try:
             res = await llm.rewrite(self.config.rewriter, shown, target_z, refs, spec=self.spec, store=self.store,
                                     seed=derive_seed(self.seed, "rewrite", key), retry=self.config.retry,
@@ -91,12 +92,12 @@ class TrafficServices:
         return prompts.new_child(res.child, child_id, self.spec, parent)
 
     async def judge(self, child: dict[str, Any], key: str) -> Verdict:
-        from benchfill import llm
+        from benchfill import llm, prompts
 
         fault = await self.reference_fault(child)
         if fault:  # no judge asked: what the grader itself refuses needs no opinion
             return Verdict(False, fault, SELF_CHECK)
-        shown = {k: v for k, v in child.items() if k != "id"}
+        shown = prompts.content_of(child, self.spec)
         res = await llm.judge(self.config.judge, shown, spec=self.spec, store=self.store,
                               seed=derive_seed(self.seed, "judge", key), retry=self.config.retry,
                               stats=self.llm_stats)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchfill.errors import ConfigError
+from benchfill.hub import ID_COLUMNS  # (light: datasets is imported only to read one)
 
 PROMPTS_DIR_ENV = "BENCHFILL_PROMPTS_DIR"
 _NAME = re.compile(r"[A-Za-z0-9_\-]+")
@@ -144,8 +145,6 @@ def _field(spec: Any, attr: str, default: str) -> str:
     return (getattr(spec, attr, None) if spec is not None else None) or default
 
 
-# The columns a dataset's ids come in (benchfill.hub.ID_COLUMNS; not imported, to keep this module light)
-_ID_COLUMNS = ("id", "task_id", "question_id", "problem_id")
 _CONTENT = ("text_field", "answer_field", "options_field", "tests_field", "entry_point_field")
 
 
@@ -156,16 +155,23 @@ def id_fields(spec: Any = None, item: dict | None = None) -> set[str]:
     overwrote every child's with its id)."""
     names = {"id", *([spec.id_field] if getattr(spec, "id_field", None) else [])}
     if item is not None and "id" in item:
-        names |= {c for c in _ID_COLUMNS if c in item and str(item[c]) == str(item["id"])}
+        # (or null: a child's numbered id column, new_child)
+        names |= {c for c in ID_COLUMNS if c in item and (item[c] is None or str(item[c]) == str(item["id"]))}
     content = {getattr(spec, a, None) for a in _CONTENT} if spec is not None else set()
     return names - content
 
 
-def _item_json(item: dict, spec: Any = None) -> str:
-    """The item's own fields as JSON; its ids are bookkeeping, not content (shown one, a rewriter copied the
-    parent's own id column into the child, and a release held two rows with one id)."""
+def content_of(item: dict, spec: Any = None) -> dict:
+    """The item without its ids (``id_fields``): what a rewriter or judge is shown of it. Ids are bookkeeping,
+    not content: shown one, a rewriter copied the parent's own id column into the child, and a release held
+    two rows with one id."""
     hidden = id_fields(spec, item)
-    return json.dumps({k: v for k, v in item.items() if k not in hidden}, ensure_ascii=False, indent=2)
+    return {k: v for k, v in item.items() if k not in hidden}
+
+
+def _item_json(item: dict, spec: Any = None) -> str:
+    """The item's own fields as JSON (``content_of``)."""
+    return json.dumps(content_of(item, spec), ensure_ascii=False, indent=2)
 
 
 def new_child(reply: dict, child_id: str, spec: Any = None, parent: dict | None = None) -> dict:

@@ -36,8 +36,8 @@ class WorldServices:
         from benchfill import prompts
 
         child_id = key.split(":", 1)[1]
-        shown = {k: v for k, v in parent.items() if k != "id"}
-        refs = [({k: v for k, v in r.item.items() if k != "id"}, r.z) for r in references]
+        shown = prompts.content_of(parent, self.spec)
+        refs = [(prompts.content_of(r.item, self.spec), r.z) for r in references]
         prompt = prompts.format_rewriter_prompt(shown, target_z, refs, self.spec)
         reply = roles.rewrite(self.world, prompt, _hash(prompt), derive_seed(self.seed, "rewrite", key), 1, [False])[0]
         try:
@@ -50,7 +50,7 @@ class WorldServices:
     async def judge(self, child: dict[str, Any], key: str) -> Verdict:
         from benchfill import prompts
 
-        prompt = prompts.format_judge_prompt({k: v for k, v in child.items() if k != "id"}, self.spec)
+        prompt = prompts.format_judge_prompt(prompts.content_of(child, self.spec), self.spec)
         reply = roles.judge(self.world, prompt, _hash(prompt), derive_seed(self.seed, "judge", key), 1)[0]
         valid, reason = prompts.parse_verdict(reply)
         return Verdict(bool(valid), str(reason), self.world.judge_model)
