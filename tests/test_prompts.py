@@ -148,6 +148,40 @@ def test_parse_child_tolerates_prose_and_fences():
     assert parse_child(two)["problem"] == "final"
 
 
+def test_parse_child_reads_latex_a_model_left_unescaped():
+    # Models often write LaTeX into JSON as on a page; json.loads alone turned \frac into a form feed and
+    # "rac", \times into a tab and "imes", \binom into a backspace, \neq into a line break, with no error,
+    # and refused \sqrt outright
+    reply = (
+        r'<child>{"problem": "Find $\frac{1}{2} \times \binom{4}{2}$ for $x \neq 3$, $\sqrt{2}$, \(a\),'
+        r' \underline{y}, $\theta$, $\rho \right)$.", "answer": "\frac{3}{4}"}</child>'
+    )
+    child = parse_child(reply, required=("problem", "answer"))
+    assert child["problem"] == (
+        "Find $\\frac{1}{2} \\times \\binom{4}{2}$ for $x \\neq 3$, $\\sqrt{2}$, \\(a\\),"
+        " \\underline{y}, $\\theta$, $\\rho \\right)$."
+    )
+    assert child["answer"] == "\\frac{3}{4}"
+    # escapes that are not LaTeX stay escapes: a line break before a word, a tab, a quote, a code point
+    mixed = r'<child>{"problem": "One\nThen \nuance\tab \"q\" \u00e9 \sqrt{x}", "answer": "1"}</child>'
+    assert parse_child(mixed)["problem"] == 'One\nThen \nuance\tab "q" \u00e9 \\sqrt{x}'
+    # a code item's line breaks, written into the string as they are
+    code = '<child>{"prompt": "def f(x):\n    return x\n", "answer": "1"}</child>'
+    assert parse_child(code)["prompt"] == "def f(x):\n    return x\n"
+
+
+def test_parse_child_keeps_well_escaped_items_as_they_are(shared_data):
+    # a reply that escapes as json.dumps does reads back unchanged: every item of these sets, and an
+    # mmlu-pro question whose display math opens on a line break before "u" ("$$\n" then "u^{\prime}")
+    for bench in ("aime24", "aime25", "amc23", "humaneval"):
+        with open(shared_data / bench / "items.jsonl") as fh:
+            for line in fh:
+                item = {k: v for k, v in json.loads(line).items() if isinstance(v, (str, int, float, list))}
+                assert parse_child(f"<child>{json.dumps(item, ensure_ascii=False)}</child>") == item, bench
+    spring = {"question": "satisfies\n$$\nu^{\\prime \\prime}+\\frac{1}{4} u=k g(t)\n$$", "answer": "B"}
+    assert parse_child(f"<child>{json.dumps(spring)}</child>") == spring
+
+
 @pytest.mark.parametrize(
     ("reply", "message"),
     [

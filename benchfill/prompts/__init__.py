@@ -266,6 +266,69 @@ def _short(text: str) -> str:
     return text[:80] + ("..." if len(text) > 80 else "")
 
 
+# LaTeX commands a model writes inside a JSON string without doubling the backslash, whose first letter
+# makes a valid JSON escape: "\frac" would decode as a form feed and "rac", "\times" as a tab and "imes",
+# "\neq" as a newline and "eq", with no error. Only the common math commands that begin with n, r or t are
+# listed (those are also real escapes, so a newline before "nuance" must stay one); \b and \f are always
+# read as a backslash, as no benchmark's text holds a backspace or a form feed.
+_LATEX_NRT = frozenset(
+    "nabla natural ne neg neq nexists ngeq nleq nmid not notin nparallel nsubseteq nu newline "
+    "rangle rbrace rbrack rceil rfloor rho right rightarrow rightleftharpoons rightharpoonup rvert rVert "
+    "tan tanh tau tbinom text textbf textit textrm textsf texttt textstyle tfrac therefore theta "
+    "thinspace tilde times to top triangle triangleleft triangleright".split()
+)
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _single_backslash(text: str) -> bool:
+    """Whether ``text`` holds a backslash that cannot be a JSON escape, or one that is a backspace or form feed."""
+    return re.search(r'(?<!\\)(?:\\\\)*\\(?:[^"\\/nrtu]|u(?![0-9a-fA-F]{4}))', text) is not None
+
+
+def _mend_backslashes(text: str) -> str:
+    r"""``text`` with the backslashes a model left single inside JSON strings doubled.
+
+    Models write LaTeX (and regular expressions) into JSON as they would on a page. ``\\``, ``\"``, ``\/``,
+    ``\uXXXX`` and a ``\n``, ``\r`` or ``\t`` that does not begin a LaTeX command stay escapes; every
+    other backslash in a string (``\sqrt``, ``\(``, ``\frac``, ``\times``) is taken as the character
+    itself. json-repair 0.64.4 mends ``\frac`` but leaves ``\times``, ``\binom`` and ``\neq`` as a
+    tab, a backspace and a newline, hence this scanner.
+    """
+    # A model that doubles its backslashes before letters and leaves none single shows it escapes well:
+    # its "\nu" is then a line break before "u" (mmlu-pro holds "$$\nu^{\prime..." that way).
+    if "\\" not in text:
+        return text
+    doubled = re.search(r"(?<!\\)(?:\\\\)+[A-Za-z]", text) is not None
+    if doubled and not _single_backslash(text):
+        return text
+    out: list[str] = []
+    i, n, in_string = 0, len(text), False
+    while i < n:
+        c = text[i]
+        if c == '"':
+            in_string = not in_string
+        elif c == "\\" and in_string and i + 1 < n:
+            nxt = text[i + 1]
+            if nxt in '\\"/' or (nxt == "u" and len(text[i + 2 : i + 6]) == 4 and set(text[i + 2 : i + 6]) <= _HEX):
+                out.append(text[i : i + 2])
+                i += 2
+                continue
+            if nxt in "nrt":
+                j = i + 1
+                while j < n and text[j].isascii() and text[j].isalpha():
+                    j += 1
+                if text[i + 1 : j] not in _LATEX_NRT:
+                    out.append(text[i : i + 2])
+                    i += 2
+                    continue
+            out.append("\\\\")
+            i += 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def parse_child(reply: str, required: tuple[str, ...] | list[str] = ()) -> dict:
     """The child item in a rewriter reply (the last ``<child>`` block), with its ``required`` fields."""
     blocks = _CHILD.findall(reply or "")
@@ -276,7 +339,8 @@ def parse_child(reply: str, required: tuple[str, ...] | list[str] = ()) -> dict:
     if start < 0 or end < start:
         raise MalformedReply(f"no JSON object inside <child>: {_short(body)!r}")
     try:
-        child = json.loads(body[start : end + 1])
+        # strict=False: a model writing a code item puts its line breaks into the string as they are
+        child = json.loads(_mend_backslashes(body[start : end + 1]), strict=False)
     except json.JSONDecodeError as exc:
         raise MalformedReply(f"invalid JSON inside <child>: {exc.msg} at char {exc.pos}") from None
     if not isinstance(child, dict):
