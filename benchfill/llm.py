@@ -69,6 +69,7 @@ class LLMStats:
     retries: int = 0
     repairs: int = 0
     failures: int = 0
+    cut: int = 0  # replies that stopped at max_tokens (finish_reason "length"): a repair turn each
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
@@ -94,10 +95,12 @@ async def rewrite(cfg: LLMConfig, parent: dict[str, Any], target_z: float,
         child = parse(reply)
         if not isinstance(child, dict):
             raise ValueError("the <child> block is not a JSON object")
-        missing = [f for f in (spec.text_field, spec.answer_field) if not str(child.get(f, "")).strip()]
-        missing += [f for f in graded if f not in child]
-        if missing:
+        missing = [f for f in (spec.text_field, spec.answer_field) if child.get(f) is None or not str(child[f]).strip()]
+        missing += [f for f in graded if child.get(f) is None]
+        if missing:  # a null answer would be graded as the string "None", every probe wrong
             raise ValueError(f"the child lacks field {missing[0]!r}")
+        if not isinstance(child[spec.text_field], str):
+            raise ValueError(f"the child's {spec.text_field!r} is not text (a JSON {type(child[spec.text_field]).__name__})")
         return child
 
     prompt = format_prompt(parent, target_z, references, spec)
@@ -157,14 +160,24 @@ async def _ask(role: str, cfg: LLMConfig, prompt: str, read: Callable[[str], Any
     replies: list[str] = []
     all_cached = True
     for repair in range(cfg.max_repairs + 1):
-        reply, cached = await _complete(role, cfg, messages, seed, store, retry or RetryConfig(), stats)
+        reply, cached, cut = await _complete(role, cfg, messages, seed, store, retry or RetryConfig(), stats)
         all_cached &= cached
         replies.append(reply)
         try:
+            if cut:
+                # what a cut reply holds is a draft (a reasoning model's <child> before it thought again);
+                # it is not taken, and a repair turn asks again
+                stats.cut += 1
+                _warn_cut(role, cfg)
+                raise ValueError(f"it stopped at max_tokens ({cfg.max_tokens}) before it ended; "
+                                 "answer more briefly")
             return read(reply), reply, repair, all_cached
         except Exception as exc:  # noqa: BLE001  (any parse failure: MalformedReply, ValueError, ...)
             why = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-            log.info("%s reply malformed (%s); repair %d of %d", role, why, repair + 1, cfg.max_repairs)
+            if repair < cfg.max_repairs:
+                log.info("%s reply malformed (%s); repair %d of %d", role, why, repair + 1, cfg.max_repairs)
+            else:
+                log.info("%s reply malformed (%s); no repair turn left (max_repairs %d)", role, why, cfg.max_repairs)
             if repair < cfg.max_repairs:
                 stats.repairs += 1
             # The repair turn shows the model its own reply and what was wrong with it; a runaway reply only
@@ -180,15 +193,28 @@ async def _ask(role: str, cfg: LLMConfig, prompt: str, read: Callable[[str], Any
     return Failure(role, f"{role} reply malformed after {cfg.max_repairs} repairs", replies, all_cached)
 
 
+_CUT_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn_cut(role: str, cfg: LLMConfig) -> None:
+    if (role, cfg.model) not in _CUT_WARNED:  # once per role and model in a process: each is a repair turn
+        _CUT_WARNED.add((role, cfg.model))
+        log.warning("%s %s: a reply stopped at max_tokens (%d) before it ended and was asked again; if this "
+                    "recurs, raise %s.max_tokens in the config (a reasoning model may need several thousand)",
+                    role, cfg.model, cfg.max_tokens, role)
+
+
 async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, store, retry: RetryConfig,
-                    stats: LLMStats) -> tuple[str, bool]:
+                    stats: LLMStats) -> tuple[str, bool, bool]:
+    """(reply text, from the cache, cut at max_tokens)."""
     request = {"messages": messages, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens, "seed": seed}
     endpoint = cfg.api_base or cfg.model.split("/", 1)[0]
     key = request_key(role, endpoint, cfg.model, request)
     cache = CallCache(store) if store is not None else None
     if cache is not None and (hit := cache.get(key)) is not None:
         stats.cache_hits += 1
-        return json.loads(hit)["text"], True
+        found = json.loads(hit)
+        return found["text"], True, bool(found.get("cut"))
     litellm = _litellm()
     kwargs: dict[str, Any] = dict(model=cfg.model, messages=messages, temperature=cfg.temperature,
                                   max_tokens=cfg.max_tokens, seed=seed, timeout=cfg.timeout_s,
@@ -238,6 +264,7 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
             raise
         raise EndpointError(f"{role} {cfg.model} at {where}: {_describe(exc, cfg.api_key_env)}") from None
     text = "" if resp is None else resp.choices[0].message.content or ""
+    cut = resp is not None and getattr(resp.choices[0], "finish_reason", None) == "length"
     usage = getattr(resp, "usage", None)
     pt, ct = token_count(getattr(usage, "prompt_tokens", 0)), token_count(getattr(usage, "completion_tokens", 0))
     stats.calls += 1
@@ -245,9 +272,10 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
     stats.completion_tokens += ct
     stats.latency_s += latency
     if cache is not None:
-        cache.add(make_call(role, key, endpoint, cfg.model, request, {"text": text}, pt, ct, latency))
+        cache.add(make_call(role, key, endpoint, cfg.model, request, {"text": text, **({"cut": True} if cut else {})},
+                            pt, ct, latency))
         cache.flush()
-    return text, False
+    return text, False, cut
 
 
 def _provider(litellm, model: str) -> str:

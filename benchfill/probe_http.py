@@ -118,9 +118,10 @@ class ProbeHttp:
             await c.close()
         self.clients.clear()
 
-    async def call(self, p: ProbeConfig, body: dict[str, Any], counts: Any) -> tuple[list[str], dict, float, str]:
+    async def call(self, p: ProbeConfig, body: dict[str, Any],
+                   counts: Any) -> tuple[list[str], dict, float, str, list[int]]:
         """One chat completion with retries: (texts, usage, latency of the successful attempt, the
-        URL of the replica that served it).
+        URL of the replica that served it, the indices of the texts cut at max_tokens).
 
         ``counts`` gets ``requests`` (attempts) and ``retries`` added as they happen. Each attempt
         goes to a replica of the probe's fleet (a failed one's retry to another where it can). A
@@ -141,7 +142,7 @@ class ProbeHttp:
         def on_retry(state) -> None:
             counts.retries += 1
 
-        async def attempt() -> tuple[list[str], dict, float, str]:
+        async def attempt() -> tuple[list[str], dict, float, str, list[int]]:
             replica = await fleet.acquire(avoid=failed_on)  # per attempt: a backoff wait holds no slot
             ok: bool | None = None
             detail, answered = "", False
@@ -154,7 +155,7 @@ class ProbeHttp:
                 # swallow a cancellation that lands as it finishes, and a stopped run then went on calling)
                 try:
                     async with asyncio.timeout(p.timeout_s):
-                        texts, usage = await _complete(replica.client, p.model, args, n)
+                        texts, usage, cut = await _complete(replica.client, p.model, args, n)
                 except TimeoutError:
                     raise AttemptTimeout(f"no whole reply within timeout_s {p.timeout_s:g} s") from None
                 latency = time.perf_counter() - t0
@@ -162,7 +163,7 @@ class ProbeHttp:
                 for other, said in refused.items():
                     if other is not replica:
                         other.refused(said)
-                return texts, usage, latency, replica.url
+                return texts, usage, latency, replica.url, cut
             except Exception as exc:
                 ok = _health(exc)
                 answered = replied(exc)  # an error status is a reply; a timeout is none
@@ -180,8 +181,9 @@ class ProbeHttp:
         return await call_with_retries(attempt, self.panel.retry, on_retry)
 
 
-async def _complete(client: Any, model: str, args: dict[str, Any], n: int) -> tuple[list[str], dict]:
-    """One attempt at a chat completion with ``n`` samples: (texts, usage), or the reason it failed."""
+async def _complete(client: Any, model: str, args: dict[str, Any], n: int) -> tuple[list[str], dict, list[int]]:
+    """One attempt at a chat completion with ``n`` samples: (texts, usage, the indices of those that stopped
+    at max_tokens), or the reason it failed."""
     import openai
 
     try:
@@ -200,10 +202,11 @@ async def _complete(client: Any, model: str, args: dict[str, Any], n: int) -> tu
     if len(choices) != n:
         raise TruncatedReply(f"asked for {n} samples, got {len(choices)}")
     texts = [(c.message.content if c.message is not None else None) or "" for c in choices]
+    cut = [i for i, c in enumerate(choices) if getattr(c, "finish_reason", None) == "length"]
     # (warnings off: a server whose usage is not numbers is the server's trouble, counted 0, not three
     # multi-line pydantic notices on stderr)
     usage = reply.usage.model_dump(warnings=False) if reply.usage is not None else {}
-    return texts, usage
+    return texts, usage, cut
 
 
 def _health(exc: BaseException) -> bool | None:

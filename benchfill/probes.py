@@ -93,6 +93,7 @@ class TrafficStats:
     cache_hits: int = 0
     retries: int = 0
     failures: int = 0
+    cut: int = 0  # answers that stopped at max_tokens (finish_reason "length"), graded wrong
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0  # summed over completed calls
@@ -112,6 +113,18 @@ class TrafficStats:
                         mine[c] = mine.get(c, 0) + n
             else:
                 setattr(self, k, getattr(self, k) + v)
+
+
+def _without_cut(texts: list[str], cut: list[int]) -> list[str]:
+    """The answers as graded: one that stopped at max_tokens has none (a reasoning model's draft "the
+    answer is 204? Wait" would be read as its answer), so it is graded wrong."""
+    return [("" if i in cut else t) for i, t in enumerate(texts)] if cut else texts
+
+
+def graded_texts(hit: str) -> list[str]:
+    """The answers of a cached probe call (its JSON), as graded."""
+    found = json.loads(hit)
+    return _without_cut(found["texts"], found.get("cut") or [])
 
 
 def sample_seed(seed: int, index: int) -> int:
@@ -158,6 +171,8 @@ class RolloutClient:
         self._answers: Counter[str] = Counter()
         self._empty: Counter[str] = Counter()
         self._warned: set[str] = set()
+        self._cut: Counter[str] = Counter()  # answers stopped at max_tokens, per probe
+        self._warned_cut: set[str] = set()
 
     @property
     def evaluator(self) -> Evaluator:
@@ -250,7 +265,7 @@ class RolloutClient:
         try:
             if hit is not None:
                 self.stats.cache_hits += 1
-                texts, cached = json.loads(hit)["texts"], True
+                texts, cached = graded_texts(hit), True
             elif key in self._inflight:
                 try:
                     texts, cached = await asyncio.shield(self._inflight[key]), True
@@ -262,7 +277,7 @@ class RolloutClient:
                     if (hit := self.cache.get(key)) is None:
                         texts, cached = await self._fetch(p, req, key), False
                     else:
-                        texts, cached = json.loads(hit)["texts"], True
+                        texts, cached = graded_texts(hit), True
                         self.stats.cache_hits += 1
             else:
                 texts, cached = await self._fetch(p, req, key), False
@@ -316,36 +331,48 @@ class RolloutClient:
 
         async def get(sub: dict, key: str) -> list[str]:
             if key in hits:
-                return json.loads(hits[key])["texts"]
+                return graded_texts(hits[key])
             return await self._call(p, sub, key)
 
         parts = await asyncio.gather(*(get(s, k) for s, k in subs))
         return [t for part in parts for t in part]
 
     async def _call(self, p: ProbeConfig, req: dict, key: str) -> list[str]:
-        texts, usage, latency, served_by = await self.http.call(p, req, self.stats)
-        self._count_empty(p, texts)
+        texts, usage, latency, served_by, cut = await self.http.call(p, req, self.stats)
+        self._count_empty(p, texts, cut)
         self.stats.calls += 1
         pt, ct = token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens"))
         self.stats.prompt_tokens += pt
         self.stats.completion_tokens += ct
         self.stats.latency_s += latency
         # The row records the replica that served it (its endpoint column); its key does not.
-        self.cache.add(make_call("probe", key, served_by, p.model, req, {"texts": texts, "usage": usage},
+        self.cache.add(make_call("probe", key, served_by, p.model, req,
+                                 {"texts": texts, "usage": usage, **({"cut": cut} if cut else {})},
                                  pt, ct, latency, body_json=self._bodies.pop(key, None)))
         # The other replies of this turn of the loop join the write. This turn also keeps the call in flight
         # (``_fetch`` lets it go on return) while its reply is already in the cache: a batch that looked the
         # key up before the reply came starts its task one turn later, and finds one or the other.
         await asyncio.sleep(0)
         self.cache.flush()  # a no-op where one of them has written it already
-        return texts
+        return _without_cut(texts, cut)
 
     EMPTY_WARN_AFTER = 16  # answers of a probe before its share of empty ones is judged
 
-    def _count_empty(self, p: ProbeConfig, texts: list[str]) -> None:
+    CUT_WARN_SHARE = 0.05  # of a probe's answers stopped at max_tokens, before it is warned of
+
+    def _count_empty(self, p: ProbeConfig, texts: list[str], cut: list[int] = ()) -> None:
         self._answers[p.name] += len(texts)
         self._empty[p.name] += sum(1 for t in texts if not t.strip())
-        n, empty = self._answers[p.name], self._empty[p.name]
+        self._cut[p.name] += len(cut)
+        self.stats.cut += len(cut)
+        n, empty, stopped = self._answers[p.name], self._empty[p.name], self._cut[p.name]
+        if (p.name not in self._warned_cut and n >= self.EMPTY_WARN_AFTER
+                and stopped >= self.CUT_WARN_SHARE * n):
+            self._warned_cut.add(p.name)
+            # a cut answer is graded wrong: a probe whose long answers are cut makes long items look hard
+            log.warning("probe %s at %s: %d of its %d answers so far stopped at max_tokens (%d) before they "
+                        "ended and are graded wrong; raise max_tokens for it in the config (a reasoning model "
+                        "may need 16384 or more)", p.name, _where(p), stopped, n, p.max_tokens)
         if p.name not in self._warned and n >= self.EMPTY_WARN_AFTER and 2 * empty >= n:
             self._warned.add(p.name)
             log.warning("probe %s at %s: %d of its %d answers so far came back empty (content null or blank) and "

@@ -439,6 +439,11 @@ def _markdown(rep: dict[str, Any]) -> str:
             lines.append("Probe calls per endpoint: " + "; ".join(
                 f"{u} {c['calls']} served, {c['failures']} failed, {c['ejections']} ejections" for u, c in served.items())
                 + ". Counted over every process of this run, a resumed one's included.")
+    stopped = (rep["backend"].get("traffic") or {}).get("cut") or 0
+    if stopped:
+        lines.append(f"**{stopped} probe answer(s) stopped at max_tokens** before they ended and were graded wrong: "
+                     "items that need long answers look harder than they are. Raise the probes' max_tokens in the "
+                     "config and run again.")
     k = rep["top_k"]
     lines += [
         "", f"# benchfill run {untrusted.md_text(rep['run_id'])}", "",

@@ -117,6 +117,14 @@ class LoopbackOpenAI(ThreadedServer):
                                                   "message": {"role": "assistant", "content": None}}
                                                  for i in range(n)],
                                      "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}})
+            if fault == "cut":  # the usual answers, each stopped at max_tokens (a draft, whatever it says)
+                n = body.get("n", 1)
+                return JSONResponse({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                     "choices": [{"index": i, "finish_reason": "length",
+                                                  "message": {"role": "assistant",
+                                                              "content": "yes? wait, " + reply(body["model"], prompt, body.get("seed"), i)}}
+                                                 for i in range(n)],
+                                     "usage": {"prompt_tokens": 1, "completion_tokens": 9, "total_tokens": 10}})
             if fault == "no_choices":  # a 200 that holds no reply
                 return JSONResponse({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                      "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 0,

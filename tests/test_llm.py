@@ -297,7 +297,7 @@ def test_a_runaway_malformed_reply_is_shown_back_in_part(monkeypatch):
 
     async def complete(role, cfg, messages, seed, store, retry, stats):
         sent.append(messages)
-        return ("x" * 1_000_000 if len(sent) == 1 else "<verdict>valid</verdict><reason>ok</reason>"), False
+        return ("x" * 1_000_000 if len(sent) == 1 else "<verdict>valid</verdict><reason>ok</reason>"), False, False
 
     monkeypatch.setattr(llm, "_complete", complete)
     v = asyncio.run(judge(LLMConfig(model="openai/j"), {"problem": "1+1?", "answer": "2"}, spec=SPEC,
@@ -305,6 +305,34 @@ def test_a_runaway_malformed_reply_is_shown_back_in_part(monkeypatch):
     assert isinstance(v, Verdict) and v.repairs == 1
     echoed = sent[1][1]["content"]
     assert len(echoed) < llm.REPAIR_ECHO_CHARS + 100 and echoed.endswith("[... 980000 more characters cut]")
+
+
+def test_a_reply_stopped_at_max_tokens_is_asked_again_and_a_null_answer_too(monkeypatch, caplog):
+    # a cut reply was read as it stood: a reasoning model's draft <child> (or verdict) taken as its answer;
+    # a child whose answer is null was measured, every probe graded wrong against the string "None"
+    import logging
+
+    import benchfill.llm as llm
+    from benchfill.prompts import parse_child as real_parse
+
+    good = '<child>{"problem": "Find 2+3.", "answer": "5"}</child>'
+    replies = [(good, True), ('<child>{"problem": "Find 2+3.", "answer": null}</child>', False), (good, False)]
+    sent: list[list[dict]] = []
+
+    async def complete(role, cfg, messages, seed, store, retry, stats):
+        sent.append(messages)
+        text, cut = replies[len(sent) - 1]
+        return text, False, cut
+
+    monkeypatch.setattr(llm, "_complete", complete)
+    stats = LLMStats()
+    with caplog.at_level(logging.WARNING, "benchfill.llm"):
+        res = asyncio.run(rewrite(LLMConfig(model="openai/r", max_repairs=2, max_tokens=512), {"problem": "1+1?", "answer": "2"},
+                                  0.5, [], spec=SPEC, stats=stats, format_prompt=fmt_rewrite, parse=real_parse))
+    assert isinstance(res, RewriteResult) and res.repairs == 2 and res.child["answer"] == "5"
+    assert stats.cut == 1 and "stopped at max_tokens (512)" in sent[1][-1]["content"]
+    assert "lacks field 'answer'" in sent[2][-1]["content"]
+    assert any("raise rewriter.max_tokens" in r.getMessage() for r in caplog.records)
 
 
 def test_usage_counts_that_are_not_counts_are_counted_zero():

@@ -84,6 +84,22 @@ def test_retries_transient_failures_and_never_repeats_a_success(tmp_path):
         assert all(r.trials == 4 for r in res)
 
 
+def test_an_answer_stopped_at_max_tokens_is_graded_wrong_and_warned_of(tmp_path, caplog):
+    # a reasoning model's draft cut at max_tokens ("the answer is 204? Wait, ...") was graded as its answer
+    import logging
+
+    store = Store(tmp_path / "s.db")
+    with LoopbackOpenAI(faults=["cut"]) as srv, caplog.at_level(logging.WARNING, "benchfill.probes"):
+        res, stats = run(store, panel(srv.base_url))  # each item's first request is answered cut
+        # every answer reads "yes? wait, ...", which the grader takes as right were it not cut
+        assert all(r.trials == 4 and r.correct == 0 for r in res)
+        assert stats.cut == 20 and stats.calls == 5
+        said = [r.getMessage() for r in caplog.records if "max_tokens" in r.getMessage()]
+        assert len(said) == 1 and "16 of its 16 answers so far stopped at max_tokens" in said[0], said
+        again, stats2 = run(store, panel(srv.base_url))  # from the cache: graded the same
+    assert stats2.cache_hits == 5 and [r.correct for r in again] == [r.correct for r in res]
+
+
 def test_timeout_is_retried(tmp_path):
     with LoopbackOpenAI(faults=["timeout"]) as srv:
         res, stats = run(Store(tmp_path / "s.db"), panel(srv.base_url, timeout_s=0.6), items=ITEMS[:2])
