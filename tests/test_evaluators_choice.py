@@ -31,6 +31,13 @@ def mmlu_items(shared_data):
         ("Thinking\n\nE", "E"),
         ("(A) looks plausible but the answer is (F)", "F"),
         (r"so \boxed{G}", "G"),
+        ("**Answer**: B", "B"),
+        (r"\boxed{\text{B}}", "B"),
+        ("The correct answer is option B.", "B"),
+        ("The answer is $(C)$", "C"),
+        # a reasoning model's drafts are not its answer; thinking that never closes gives none
+        ("<think>So the answer is (A)? No.</think>\n**Final Answer**\n\\boxed{B}", "B"),
+        ("<think>... so the answer is (B)? Let me check option C too. For C,", None),
         ("I am not sure.", None),
         ("The answer is a prime number, 7.", None),
         ("", None),

@@ -72,6 +72,32 @@ def test_fenced_full_function_reply(humaneval):
     assert build_program(full, item).startswith(item["prompt"])
 
 
+def test_the_block_that_defines_the_function_is_the_answer(humaneval):
+    # the last fenced block was taken whatever it held: example usage, tests or printed output after a
+    # right function graded it wrong; prose before an unfenced function was run as code
+    item = humaneval[0]
+    full = item["prompt"] + item["canonical_solution"]
+    fence = "```"
+    replies = [
+        f"{fence}python\n{full}{fence}\nExample usage:\n{fence}python\nprint(has_close_elements([1.0], 0.5))\n{fence}",
+        f"{fence}python\n{full}{fence}\nOutput:\n{fence}\nFalse\n{fence}",
+        f"{fence}python\n{full}{fence}\n{fence}bash\npython -m pytest\n{fence}",
+        f"Here is the function:\n\n{full}",
+        f"~~~python\n{full}~~~",
+        "1. The function:\n" + "\n".join("   " + line for line in f"{fence}python\n{full}{fence}".split("\n")),
+        f"<think>draft\n{fence}python\ndef has_close_elements(numbers, threshold):\n    return 0\n{fence}\n</think>\n"
+        f"{fence}python\n{full}{fence}",
+    ]
+    for reply in replies:
+        assert CODE.grade(reply, item).correct, reply
+    # a helper in a block of its own before the function stays with it
+    helper = ("def close(a, b, t):\n    return abs(a - b) < t\n")
+    uses = full.replace("if distance < threshold:", "if close(elem, elem2, threshold):")
+    assert CODE.grade(f"{fence}python\n{helper}{fence}\n\n{fence}python\n{uses}{fence}", item).correct
+    # and thinking that never closes offers no code
+    assert not CODE.grade(f"<think>\n{fence}python\n{full}{fence}", item).correct
+
+
 def test_no_code_is_wrong(humaneval):
     grade = CODE.grade("```python\n```", humaneval[0])
     assert not grade.correct and grade.reason == "no code found"

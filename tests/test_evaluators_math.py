@@ -70,6 +70,28 @@ def test_extract_answer_forms():
     assert MATH.grade("I could not solve it.", {"answer": "4"}) == (MATH.grade("", {"answer": "4"}))
 
 
+@pytest.mark.parametrize(
+    ("reply", "answer"),
+    [
+        # the last anchor is the committed answer: an earlier "answer is" may be a guess it rejected
+        ("Let us check whether the answer is 204 minutes ... that gives 240.\n\n**Final Answer:** 240", "240"),
+        ("A quick guess says the answer is 204, but computing carefully: ... **Answer: 240**", "240"),
+        ("**Final Answer:** 204", "204"),
+        ("Final answer: 204", "204"),
+        ("**Final Answer**\n\n204", "204"),
+        ("so the answer is **204** minutes.", "204"),
+        ("The answer is 7. I am confident in this final answer.", "7"),
+        # a reasoning model: only what follows its thinking; thinking that never closes gives no answer
+        ("<think>the answer is 5? no</think>\nTherefore \\boxed{6}", "6"),
+        ("Okay, so the answer is 5.</think>\n\nThe answer is 6.", "6"),
+        ("<think>so the answer is 204? Wait, let me re-check", None),
+        ("The answer to this depends on x.", None),
+    ],
+)
+def test_extract_answer_reads_how_models_commit(reply, answer):
+    assert extract_answer(reply) == answer
+
+
 def test_as_number_is_exact():
     assert as_number("0.5") == as_number(".50")
     assert as_number("1,625") == 1625

@@ -2,29 +2,91 @@
 
 The program is the item's prompt (imports, helpers, the signature), then the
 candidate, then the item's tests, then ``check(<entry point>)``. A candidate is
-read from the last fenced ```python block of the response (a full function
-that redefines the prompt's stub), or, with no fence, taken as the raw
-completion of the prompt (how base models and ``canonical_solution`` read).
+read from what follows a reasoning model's last ``</think>``: the last fenced
+```python (or ~~~) block that defines the entry point (a full function that
+redefines the prompt's stub; a later block of example usage, tests or output
+is not the answer), else the last fenced block, or, with no fence, the raw
+completion of the prompt (how base models and ``canonical_solution`` read),
+from its first top-level ``def``/``import``/``class`` where prose leads it in.
 """
 
 from __future__ import annotations
 
+import ast
 import re
+import textwrap
 from typing import Any
 
 from benchfill.evaluators import register
 from benchfill.evaluators.base import Evaluator, Grade, field_name, item_field
 from benchfill.evaluators.sandbox import isolation, run_programs
+from benchfill.replies import final_part
 
 MAX_CODE_CHARS = 100_000
 
-_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"(```|~~~)[ \t]*(?:(?:python3?|py)(?:[ \t][^\n]*)?)?\n(.*?)\1", re.DOTALL | re.IGNORECASE)
+_TOP_LEVEL = re.compile(r"^(?:def |async def |class |import |from \S+ import |@)", re.MULTILINE)
 
 
-def extract_code(response: str) -> str:
-    """The code a response offers: the last fenced block, else the whole response."""
-    blocks = _FENCE.findall(response)
-    return blocks[-1] if blocks else response
+def extract_code(response: str, entry_point: str | None = None) -> str:
+    """The code a response offers: the last fenced block that defines ``entry_point`` (else the last
+    fenced block), else the response from its first top-level statement, else the whole response."""
+    response = final_part(response)
+    blocks = _fenced_blocks(response) or [textwrap.dedent(m.group(2)) for m in _FENCE.finditer(response)]
+    if blocks:
+        if entry_point:
+            defining = re.compile(rf"^\s*(?:async\s+)?def\s+{re.escape(entry_point)}\s*\(", re.MULTILINE)
+            for k in range(len(blocks) - 1, -1, -1):
+                if defining.search(blocks[k]):
+                    # the imports and helpers a reply sets out in blocks of their own before it
+                    lead = [b for b in blocks[:k] if _definitions_only(b)]
+                    return "\n\n".join([*lead, blocks[k]])
+        return blocks[-1]
+    start = _TOP_LEVEL.search(response)
+    if start is not None and start.start() > 0 and not _parses(response):
+        return response[start.start():]  # "Here is the function:\n\ndef add(...)": the prose is not code
+    return response
+
+
+_FENCE_LINE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\n]*)$")
+_PYTHON_INFO = re.compile(r"(?:python3?|py)?(?:[ \t].*)?", re.IGNORECASE)
+
+
+def _fenced_blocks(text: str) -> list[str]:
+    """The Python (or untagged) fenced blocks of ``text``, fences on lines of their own; a block in
+    another language (bash, output tagged ``text``) is passed over."""
+    blocks: list[str] = []
+    fence, info, lines = None, "", []
+    for line in text.split("\n"):
+        m = _FENCE_LINE.match(line)
+        if fence is None:
+            if m:
+                fence, info, lines = m.group(1), m.group(2).strip(), []
+        elif m and m.group(1).startswith(fence) and not m.group(2).strip():
+            if _PYTHON_INFO.fullmatch(info):
+                blocks.append(textwrap.dedent("\n".join(lines) + "\n"))  # a fence in a list item is indented
+            fence = None
+        else:
+            lines.append(line)
+    return blocks
+
+
+def _definitions_only(code: str) -> bool:
+    """Whether ``code`` parses and only imports, defines or assigns (no example calls, no prints)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    kinds = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+    return bool(tree.body) and all(isinstance(node, kinds) for node in tree.body)
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def build_program(code: str, item: dict, spec: Any = None) -> str:
@@ -78,7 +140,8 @@ class CodeTests(Evaluator):
         grades: list[Grade | None] = []
         programs, slots = [], []
         for response, item in pairs:
-            code = extract_code(response or "")
+            entry = item.get(field_name(spec, "entry_point_field", "entry_point"))
+            code = extract_code(response or "", str(entry) if entry else None)
             if not code.strip():
                 grades.append(Grade(False, None, "no code found"))
             elif len(code) > MAX_CODE_CHARS:

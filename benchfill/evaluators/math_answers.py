@@ -1,7 +1,8 @@
 """Math grading: pull the final answer out of a response and compare it with the reference.
 
-Extraction takes the last ``\\boxed{...}`` (or ``\\fbox{...}``, braces balanced),
-else the last "the answer is X". Comparison, cheapest first:
+Extraction reads what follows a reasoning model's last ``</think>`` (``benchfill.replies``), and takes the
+last ``\\boxed{...}`` (or ``\\fbox{...}``, braces balanced), else what follows the last "final answer",
+"answer is" or "Answer:" (markdown bold set aside). Comparison, cheapest first:
 
 1. plain numbers on both sides (AIME/AMC style: ``"033"``, ``"33"``, ``"-1"``,
    ``"0.5"``) compare exactly as rationals, in this process;
@@ -22,12 +23,17 @@ from typing import Any
 from benchfill.evaluators import register
 from benchfill.evaluators.base import Evaluator, Grade, field_name, item_field
 from benchfill.evaluators.math_worker import MathVerifier, VerifierFailed, shared_verifier
+from benchfill.replies import final_part
 
 MAX_ANSWER_CHARS = 300
 MAX_REFERENCE_CHARS = 1000
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_ANSWER_IS = re.compile(r"answer\s+is\s*:?\s*(.+)", re.IGNORECASE)
+# "Final Answer: 240", "**Final Answer:** 240", "**Answer**: 240", "the answer is **204** minutes": the last
+# of these a reply writes is the one it commits to (an earlier "answer is 204" may be a guess it rejected)
+_ANCHOR = re.compile(r"(?:\bfinal\s+answer(?:\s+is)?|\banswer\s+is|\banswer(?=\s*\**\s*[:\uff1a]))(?:\s*\**\s*[:\uff1a])?",
+                     re.IGNORECASE)
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
 
 
@@ -46,18 +52,28 @@ def last_boxed(text: str) -> str | None:
     return None  # only unbalanced boxes
 
 
+def _after_anchor(rest: str) -> str:
+    rest = rest.lstrip(" \t\n:")
+    bold = _BOLD.match(rest)
+    if bold:  # "the answer is **204** minutes" -> "204"
+        rest = bold.group(1)
+    rest = rest.lstrip(" \t\n*:")
+    # "the answer is $42$." -> "42"; stop at the end of the sentence, not at a decimal point.
+    answer = re.split(r"\.(?!\d)|\n", rest, maxsplit=1)[0]
+    return answer.replace("**", "").strip().strip("$").strip()
+
+
 def extract_answer(response: str) -> str | None:
     """The final answer a response commits to, or ``None``."""
+    response = final_part(response)
     boxed = last_boxed(response)
     if boxed is not None:
         return boxed
-    found = _ANSWER_IS.findall(response)
-    if not found:
-        return None
-    answer = found[-1].strip()
-    # "the answer is $42$." -> "42"; stop at the end of the sentence, not at a decimal point.
-    answer = re.split(r"\.(?!\d)|\n", answer, maxsplit=1)[0]
-    return answer.strip().strip("$").strip() or None
+    for anchor in reversed(list(_ANCHOR.finditer(response))):
+        answer = _after_anchor(response[anchor.end():])
+        if answer:  # "... I am sure of this final answer." names none: the one before it counts
+            return answer
+    return None
 
 
 def _clean(answer: str) -> str:
@@ -79,7 +95,7 @@ def as_number(answer: str) -> Fraction | None:
 
 @register("math")
 class MathAnswer(Evaluator):
-    """Final-answer math grading (``\\boxed{}`` or "the answer is")."""
+    """Final-answer math grading (``\\boxed{}``, else "final answer", "answer is" or "Answer:")."""
 
     def __init__(self, verifier: MathVerifier | None = None):
         self._verifier = verifier

@@ -14,17 +14,19 @@ from typing import Any
 from benchfill.errors import DataError
 from benchfill.evaluators import register
 from benchfill.evaluators.base import Evaluator, Grade, field_name, item_field
+from benchfill.replies import final_part
 
 LETTERS = string.ascii_uppercase[:10]
 
 # Most explicit forms first; within each, the last occurrence wins (a model may
 # restate the options before concluding). A lowercase letter counts only inside
 # parentheses, so "the answer is a prime" is not read as option A.
-_LETTER = r"[\s*\[]*(?:\(([A-Ja-j])\)|([A-J])\b)"
+# "(C)", "**C**", "$(C)$", "option C" and "choice C" read alike.
+_LETTER = r"[\s*\[$]*(?:(?i:option|choice)\s+)?(?:\(([A-Ja-j])\)|([A-J])\b)"
 _PATTERNS = [
     re.compile(r"(?i:answer\s+is)\s*:?" + _LETTER),
-    re.compile(r"\\boxed\{\s*(?:\(([A-J])\)|([A-J]))\s*\}"),
-    re.compile(r"(?i:answer)\s*:" + _LETTER),
+    re.compile(r"\\boxed\{\s*(?:\\text(?:bf)?\{\s*)?(?:\(([A-J])\)|([A-J]))\s*\}"),
+    re.compile(r"(?i:answer)\**\s*:" + _LETTER),
     re.compile(r"(?:^|\n)\s*(?:\(([A-J])\)|([A-J]))[.):]?\s*$"),  # a lone letter on the last line
 ]
 
@@ -32,7 +34,7 @@ _PATTERNS = [
 def extract_choice(response: str, n_options: int = 10) -> str | None:
     """The option letter a response commits to, or ``None``."""
     valid = LETTERS[:n_options]
-    text = response.strip()
+    text = final_part(response).strip()  # a reasoning model's drafts ("so (B)? Let me check C") are not its answer
     if not text:
         return None
     for pattern in _PATTERNS:
