@@ -170,6 +170,29 @@ def test_parse_child_reads_latex_a_model_left_unescaped():
     assert parse_child(code)["prompt"] == "def f(x):\n    return x\n"
 
 
+def test_parse_child_reads_what_models_write_around_the_json():
+    want = {"problem": "x", "answer": "1"}
+    for reply in [
+        '<child>{"problem": "x", "answer": "1",}</child>',  # a trailing comma
+        "<child>{'problem': 'x', 'answer': '1'}</child>",  # a Python dict's quotes
+        '<child id="c1">{"problem": "x", "answer": "1"}</child>',
+        '<child>{"problem": "x", "answer": "1"} (sets like {a} are fine)</child>',  # a brace in prose after it
+        # a reasoning model's draft child inside its thinking is not its answer
+        '<think>I could write <child>{"problem": "draft", "answer": "0"}</child></think>\n<child>{"problem": "x", "answer": "1"}</child>',
+    ]:
+        assert parse_child(reply) == want, reply
+    with pytest.raises(MalformedReply, match="never closes"):
+        parse_child('<think>draft <child>{"problem": "draft", "answer": "0"}</child> but wait,')
+    # a reply that doubles its other backslashes meant a line break before "u"; mixed ones still read
+    # \theta and \times as LaTeX (a tab never begins "heta")
+    assert parse_child(r'<child>{"problem": "Let x be real.\nu = x+1", "answer": "1"}</child>')["problem"] == (
+        "Let x be real.\nu = x+1")
+    mixed = r'<child>{"problem": "$\\frac{1}{2}$, $\theta \times 2$, \nu = 1", "answer": "1"}</child>'
+    assert parse_child(mixed)["problem"] == "$\\frac{1}{2}$, $\\theta \\times 2$, \nu = 1"
+    single = r'<child>{"problem": "$\sqrt{2}$, $\nu$, {\rm m}", "answer": "1"}</child>'
+    assert parse_child(single)["problem"] == "$\\sqrt{2}$, $\\nu$, {\\rm m}"
+
+
 def test_parse_child_keeps_well_escaped_items_as_they_are(shared_data):
     # a reply that escapes as json.dumps does reads back unchanged: every item of these sets, and an
     # mmlu-pro question whose display math opens on a line break before "u" ("$$\n" then "u^{\prime}")
@@ -180,6 +203,9 @@ def test_parse_child_keeps_well_escaped_items_as_they_are(shared_data):
                 assert parse_child(f"<child>{json.dumps(item, ensure_ascii=False)}</child>") == item, bench
     spring = {"question": "satisfies\n$$\nu^{\\prime \\prime}+\\frac{1}{4} u=k g(t)\n$$", "answer": "B"}
     assert parse_child(f"<child>{json.dumps(spring)}</child>") == spring
+    # mmlu-pro 10552, with no LaTeX at all: a line that begins "e^M"
+    strings = {"question": "defined recursively as follows.\ne^M= e, and\nif w is a string", "answer": "A"}
+    assert parse_child(f"<child>{json.dumps(strings)}</child>") == strings
 
 
 @pytest.mark.parametrize(
@@ -197,6 +223,15 @@ def test_parse_child_malformed(reply, message):
     with pytest.raises(MalformedReply, match=message):
         parse_child(reply, required=("problem", "answer"))
     assert issubclass(MalformedReply, ValueError)
+
+
+def test_parse_verdict_reads_what_models_write():
+    assert parse_verdict("<verdict>**valid**</verdict>") == (True, "")
+    assert parse_verdict('<verdict>"invalid"</verdict><reason>r</reason>') == (False, "r")
+    assert parse_verdict("<verdict>valid.</verdict>") == (True, "")
+    assert parse_verdict("<think>I'd say <verdict>valid</verdict>.</think><verdict>invalid</verdict>")[0] is False
+    with pytest.raises(MalformedReply, match="never closes"):
+        parse_verdict("<think>I'd reply <verdict>valid</verdict>. But 3 times 7 is")
 
 
 def test_parse_verdict():

@@ -15,6 +15,7 @@ world parses them): ``<problem>``, ``<options>``, ``<parent>``,
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from typing import Any
 
 from benchfill.errors import ConfigError
 from benchfill.hub import ID_COLUMNS  # (light: datasets is imported only to read one)
+from benchfill.replies import final_part
 
 PROMPTS_DIR_ENV = "BENCHFILL_PROMPTS_DIR"
 _NAME = re.compile(r"[A-Za-z0-9_\-]+")
@@ -255,9 +257,10 @@ def format_judge_prompt(child: dict, spec: Any = None, user_dir: str | os.PathLi
 
 # --- reply parsers -----------------------------------------------------------------------------
 
-_CHILD = re.compile(r"<child>(.*?)</child>", re.DOTALL | re.IGNORECASE)
+_CHILD = re.compile(r"<child(?:\s[^>]*)?>(.*?)</child>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[A-Za-z]*\s*\n?|\n?\s*```\s*$")
-_VERDICT = re.compile(r"<verdict>\s*([A-Za-z]+)\s*</verdict>", re.IGNORECASE)
+# "<verdict>**valid**</verdict>", "<verdict>"valid"</verdict>", "<verdict>valid.</verdict>" read as valid
+_VERDICT = re.compile(r"<verdict>[\s*\"'`]*([A-Za-z]+)[\s*\"'`.!]*</verdict>", re.IGNORECASE)
 _REASON = re.compile(r"<reason>(.*?)</reason>", re.DOTALL | re.IGNORECASE)
 
 
@@ -268,21 +271,19 @@ def _short(text: str) -> str:
 
 # LaTeX commands a model writes inside a JSON string without doubling the backslash, whose first letter
 # makes a valid JSON escape: "\frac" would decode as a form feed and "rac", "\times" as a tab and "imes",
-# "\neq" as a newline and "eq", with no error. Only the common math commands that begin with n, r or t are
-# listed (those are also real escapes, so a newline before "nuance" must stay one); \b and \f are always
-# read as a backslash, as no benchmark's text holds a backspace or a form feed.
+# "\neq" as a line break and "eq", with no error. Only common math commands that begin with n, r or t are
+# listed, as those are also real escapes: a line break before "nuance" stays one. The two-letter ones are
+# also a line break before a variable ("\nu = x+1" may be a line starting "u = x+1"), so they are read as
+# LaTeX only in a reply that leaves other backslashes single. \b and \f are always read as a backslash, as
+# no benchmark's text holds a backspace or a form feed.
 _LATEX_NRT = frozenset(
-    "nabla natural ne neg neq nexists ngeq nleq nmid not notin nparallel nsubseteq nu newline "
-    "rangle rbrace rbrack rceil rfloor rho right rightarrow rightleftharpoons rightharpoonup rvert rVert "
-    "tan tanh tau tbinom text textbf textit textrm textsf texttt textstyle tfrac therefore theta "
-    "thinspace tilde times to top triangle triangleleft triangleright".split()
+    "nabla natural ne neg neq nexists ngeq nleq nmid nolimits not notin nparallel nsubseteq nu newline "
+    "rangle rbrace rbrack rceil rfloor rho right rightarrow rightleftharpoons rightharpoonup rm rvert rVert "
+    "tan tanh tau tbinom text textbf textit textnormal textrm textsf texttt textstyle tfrac therefore theta "
+    "thinspace tilde times to top triangle triangleleft triangleright tt".split()
 )
 _HEX = frozenset("0123456789abcdefABCDEF")
-
-
-def _single_backslash(text: str) -> bool:
-    """Whether ``text`` holds a backslash that cannot be a JSON escape, or one that is a backspace or form feed."""
-    return re.search(r'(?<!\\)(?:\\\\)*\\(?:[^"\\/nrtu]|u(?![0-9a-fA-F]{4}))', text) is not None
+_SINGLE = re.compile(r'(?<!\\)(?:\\\\)*\\(?:[^"\\/nrtu]|u(?![0-9a-fA-F]{4}))')
 
 
 def _mend_backslashes(text: str) -> str:
@@ -294,13 +295,10 @@ def _mend_backslashes(text: str) -> str:
     itself. json-repair 0.64.4 mends ``\frac`` but leaves ``\times``, ``\binom`` and ``\neq`` as a
     tab, a backspace and a newline, hence this scanner.
     """
-    # A model that doubles its backslashes before letters and leaves none single shows it escapes well:
-    # its "\nu" is then a line break before "u" (mmlu-pro holds "$$\nu^{\prime..." that way).
     if "\\" not in text:
         return text
-    doubled = re.search(r"(?<!\\)(?:\\\\)+[A-Za-z]", text) is not None
-    if doubled and not _single_backslash(text):
-        return text
+    # a backslash that cannot be an escape (\sqrt, \(, \frac's \f) shows a model that leaves them single
+    leaves_single = _SINGLE.search(text) is not None
     out: list[str] = []
     i, n, in_string = 0, len(text), False
     while i < n:
@@ -317,7 +315,8 @@ def _mend_backslashes(text: str) -> str:
                 j = i + 1
                 while j < n and text[j].isascii() and text[j].isalpha():
                     j += 1
-                if text[i + 1 : j] not in _LATEX_NRT:
+                word = text[i + 1 : j]
+                if word not in _LATEX_NRT or (len(word) == 2 and not leaves_single):
                     out.append(text[i : i + 2])
                     i += 2
                     continue
@@ -329,20 +328,49 @@ def _mend_backslashes(text: str) -> str:
     return "".join(out)
 
 
-def parse_child(reply: str, required: tuple[str, ...] | list[str] = ()) -> dict:
-    """The child item in a rewriter reply (the last ``<child>`` block), with its ``required`` fields."""
-    blocks = _CHILD.findall(reply or "")
-    if not blocks:
-        raise MalformedReply(f"no <child>...</child> in reply: {_short(reply or '')!r}")
-    body = _FENCE.sub("", blocks[-1].strip())
-    start, end = body.find("{"), body.rfind("}")
-    if start < 0 or end < start:
-        raise MalformedReply(f"no JSON object inside <child>: {_short(body)!r}")
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+
+
+def _object_in(body: str) -> Any:
+    """The JSON object that ``body`` opens with (text after it ignored), read leniently: mended
+    backslashes, raw line breaks in strings, then a trailing comma or a Python dict's quotes."""
+    text = _mend_backslashes(body)
+    decoder = json.JSONDecoder(strict=False)  # a code item's line breaks, written into the string as they are
     try:
-        # strict=False: a model writing a code item puts its line breaks into the string as they are
-        child = json.loads(_mend_backslashes(body[start : end + 1]), strict=False)
+        return decoder.raw_decode(text)[0]
     except json.JSONDecodeError as exc:
-        raise MalformedReply(f"invalid JSON inside <child>: {exc.msg} at char {exc.pos}") from None
+        first = exc
+    try:
+        return decoder.raw_decode(_TRAILING_COMMA.sub(r"\1", text))[0]
+    except json.JSONDecodeError:
+        pass
+    try:  # {'problem': '...', 'answer': '3'}: a Python literal, never evaluated as code
+        value = ast.literal_eval(body[: body.rfind("}") + 1])
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = None
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return value
+    raise MalformedReply(f"invalid JSON inside <child>: {first.msg} at char {first.pos}") from None
+
+
+def _none_in(reply: str, said: str, tags: str) -> str:
+    if reply.strip() and not said.strip():
+        return f"no {tags}: the reply's reasoning (<think>) never closes, so it gives no answer"
+    return f"no {tags} in reply: {_short(said)!r}"
+
+
+def parse_child(reply: str, required: tuple[str, ...] | list[str] = ()) -> dict:
+    """The child item in a rewriter reply (the last ``<child>`` block after any reasoning), with its
+    ``required`` fields."""
+    said = final_part(reply or "")
+    blocks = _CHILD.findall(said)
+    if not blocks:
+        raise MalformedReply(_none_in(reply or "", said, "<child>...</child>"))
+    body = _FENCE.sub("", blocks[-1].strip())
+    start = body.find("{")
+    if start < 0 or body.rfind("}") < start:
+        raise MalformedReply(f"no JSON object inside <child>: {_short(body)!r}")
+    child = _object_in(body[start:])
     if not isinstance(child, dict):
         raise MalformedReply("<child> must hold a JSON object")
     missing = [name for name in required if name not in child]
@@ -352,14 +380,16 @@ def parse_child(reply: str, required: tuple[str, ...] | list[str] = ()) -> dict:
 
 
 def parse_verdict(reply: str) -> tuple[bool, str]:
-    """(valid, reason) from a judge reply; the last ``<verdict>`` wins, the reason may be empty."""
-    verdicts = _VERDICT.findall(reply or "")
+    """(valid, reason) from a judge reply; the last ``<verdict>`` after any reasoning wins, the reason may
+    be empty."""
+    said = final_part(reply or "")
+    verdicts = _VERDICT.findall(said)
     if not verdicts:
-        raise MalformedReply(f"no <verdict>...</verdict> in reply: {_short(reply or '')!r}")
+        raise MalformedReply(_none_in(reply or "", said, "<verdict>...</verdict>"))
     verdict = verdicts[-1].lower()
     if verdict not in ("valid", "invalid"):
         raise MalformedReply(f"verdict must be 'valid' or 'invalid', got {verdicts[-1]!r}")
-    reasons = _REASON.findall(reply)
+    reasons = _REASON.findall(said)
     return verdict == "valid", (" ".join(reasons[-1].split()) if reasons else "")
 
 
