@@ -301,6 +301,27 @@ def test_an_override_folder_a_run_cannot_use_is_refused_before_any_work(tmp_path
         check_overrides()
 
 
+def test_a_child_carries_the_parents_content_fields_only(shared_data):
+    # aime24's references carried their AoPS solutions and urls (a 26,643-token prompt in one run), the
+    # child was asked to write a solution and a url, and whatever fields the rewriter added shipped unreviewed
+    from benchfill.prompts import new_child
+
+    with open(shared_data / "aime24" / "items.jsonl") as fh:
+        items = [json.loads(line) for line in fh]
+    text = format_rewriter_prompt(items[0], 0.5, [(it, 0.4 + 0.01 * i) for i, it in enumerate(items[1:17])], MATH_SPEC)
+    refs = re.findall(r'<reference difficulty="[0-9.]+">\n(.*?)\n</reference>', text, re.DOTALL)
+    assert len(refs) == 16 and all(set(json.loads(r)) == {"problem", "answer"} for r in refs)
+    assert "the same fields (problem, answer)" in text and '"solution":' in text.split("</parent>")[0]
+    assert sum(map(len, refs)) < 0.25 * sum(len(json.dumps(it, ensure_ascii=False)) for it in items[1:17])
+    reply = {"problem": "Find y.", "answer": "4", "solution": "easy", "url": "https://x", "difficulty": 6.1}
+    assert new_child(reply, "bf-g0", MATH_SPEC, items[0]) == {"problem": "Find y.", "answer": "4", "id": "bf-g0"}
+    # a spec that reads one of them (a code benchmark whose answer is its "solution") keeps it
+    coded = SimpleNamespace(**{**vars(MATH_SPEC), "answer_field": "solution"})
+    parent = {"id": "p", "problem": "Write f.", "solution": "def f(): pass", "url": "u"}
+    assert new_child({"problem": "Write g.", "solution": "def g(): pass", "url": "u"}, "c", coded, parent) == {
+        "problem": "Write g.", "solution": "def g(): pass", "id": "c"}
+
+
 def test_a_datasets_id_column_is_hidden_and_renamed_as_id_is():
     # an hf: dataset's ids come from its task_id column (the spec names no id_field): shown, the rewriter
     # copied the parent's into the child

@@ -163,6 +163,19 @@ def id_fields(spec: Any = None, item: dict | None = None) -> set[str]:
     return names - content
 
 
+# Fields that describe the parent, not a child: its worked solution (a rewriter's new one would ship in the
+# release unreviewed, as the review page shows the text and answer), its source URL, and its answer's index
+# (a release derives it from the key). A child does not carry them, a reference is shown without them (an
+# aime24 reference's AoPS solutions made its rewriter prompt ten times longer), unless the spec reads one.
+PARENT_ONLY = ("solution", "url", "answer_index")
+
+
+def parent_only_fields(spec: Any = None) -> set[str]:
+    """``PARENT_ONLY`` less the fields the spec reads (a code benchmark's answer may be its "solution")."""
+    content = {getattr(spec, a, None) for a in _CONTENT} if spec is not None else set()
+    return set(PARENT_ONLY) - content
+
+
 def content_of(item: dict, spec: Any = None) -> dict:
     """The item without its ids (``id_fields``): what a rewriter or judge is shown of it. Ids are bookkeeping,
     not content: shown one, a rewriter copied the parent's own id column into the child, and a release held
@@ -187,7 +200,12 @@ def new_child(reply: dict, child_id: str, spec: Any = None, parent: dict | None 
     named = {"id", getattr(spec, "id_field", None)}
     own = {k: (child_id if k in named or parent is None or isinstance(parent.get(k, ""), str) else None)
            for k in hidden}
-    return {**{k: v for k, v in reply.items() if k not in hidden}, **own}
+    # Only the parent's own fields: one the rewriter adds (its own "difficulty", an "explanation") is not
+    # the benchmark's and would ship unreviewed; nor one that describes the parent (PARENT_ONLY).
+    stale = parent_only_fields(spec)
+    kept = {k: v for k, v in reply.items()
+            if k not in hidden and k not in stale and (parent is None or k in parent)}
+    return {**kept, **own}
 
 
 def _scale(z: float) -> str:
@@ -227,11 +245,13 @@ def format_rewriter_prompt(
     user_dir: str | os.PathLike | None = None,
 ) -> str:
     """The rewriter's prompt: parent, target and nearby references (items with their z), easiest first."""
+    stale = parent_only_fields(spec)
     blocks = [
-        f'<reference difficulty="{_scale(z)}">\n{_item_json(item, spec)}\n</reference>'
+        f'<reference difficulty="{_scale(z)}">\n{_item_json({k: v for k, v in item.items() if k not in stale}, spec)}'
+        "\n</reference>"
         for item, z in sorted(references, key=lambda pair: pair[1])
     ]
-    fields = [k for k in parent if k not in id_fields(spec, parent)]
+    fields = [k for k in parent if k not in id_fields(spec, parent) and k not in stale]
     return render(
         "rewriter",
         user_dir,
