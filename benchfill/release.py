@@ -1048,15 +1048,23 @@ def _key_index(fields: dict[str, Any], ancestor: dict[str, Any] | None, answer_f
     """A generated item's field that mirrors its key's option index, as its ancestor's does, set from its
     own key: a rewriter that moved the key (the options reshuffled) left the ancestor's index behind, or
     none (null in a column the card declares int64), and a harness that grades by the index could not
-    score the item, or scored it against the wrong option."""
+    score the item, or scored it against the wrong option. A key the grader reads as a letter ("(C)", the
+    index 2) is written in the ancestor's form, a bare letter where the ancestor's is one."""
     from benchfill.review.queue import LETTERS
 
     if not ancestor or not isinstance(answer_field, str):
         return fields
-    mine, theirs = (str(d.get(answer_field, "")).strip().upper() for d in (fields, ancestor))
+    def letter(value: Any) -> str:  # "C", "(C)", " c " or the index 2, as the grader reads a key
+        if isinstance(value, int) and not isinstance(value, bool):
+            return LETTERS[value] if 0 <= value < len(LETTERS) else ""
+        return str(value if value is not None else "").strip().strip("()").strip().upper()
+
+    mine, theirs = (letter(d.get(answer_field)) for d in (fields, ancestor))
     if len(mine) != 1 or mine not in LETTERS or len(theirs) != 1 or theirs not in LETTERS:
         return fields
     out = dict(fields)
+    if isinstance(ancestor.get(answer_field), str) and ancestor[answer_field].strip() == theirs:
+        out[answer_field] = mine  # the benchmark's own form of a key ("G", not "(G)"), as a harness compares it
     for k, v in ancestor.items():
         if not _KEY_INDEX.fullmatch(k) or not isinstance(v, int) or isinstance(v, bool):
             continue

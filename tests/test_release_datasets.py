@@ -286,3 +286,7 @@ def test_a_key_index_follows_the_generated_items_own_key():
     assert stale["answer_index"] == 6
     assert _key_index({**child, "answer": "42"}, ancestor, "answer") == {**child, "answer": "42"}  # no letter
     assert _key_index(child, {**ancestor, "answer": "x"}, "answer") == child
+    # a key written as the grader reads it, "(G)" or " g ", or as the index 6, sets it too (it kept the stale 3)
+    for key in ("(G)", " g ", 6):
+        got = _key_index({**child, "answer": key, "answer_index": 3}, ancestor, "answer")
+        assert got["answer_index"] == 6 and got["answer"] == "G"  # in the benchmark's own form
