@@ -83,6 +83,34 @@ def test_user_dir_overrides_by_file_name(tmp_path, monkeypatch):
         format_judge_prompt({"problem": "p", "answer": "1"})
 
 
+def test_a_solver_of_its_own_shows_the_options_and_reads_the_hugging_face_layout(tmp_path):
+    # a spec's own multiple-choice template could not name {options} ("unknown {options}", citing a
+    # built-in that does not exist), and without it the probes saw no options; the Hugging Face layout
+    # {"text": [...], "label": [...]} was shown as "A. text / B. label" and refused by the grader
+    from benchfill.prompts import check_overrides
+
+    (tmp_path / "solver_cot.txt").write_text("Q: {problem}\n{options}\nThink, then write \\boxed{{X}}.")
+    assert check_overrides(tmp_path) == []
+    own = SimpleNamespace(**{**vars(MC_SPEC), "solver_prompt": "cot", "options_field": "choices"})
+    arc = {"id": "a1", "question": "Which is a metal?", "answer": "3",
+           "choices": {"text": ["wood", "glass", "iron", "wool"], "label": ["1", "2", "3", "4"]}}
+    assert format_solver_prompt(arc, own, tmp_path) == (
+        "Q: Which is a metal?\nA. wood\nB. glass\nC. iron\nD. wool\nThink, then write \\boxed{X}.")
+    mc = get_evaluator("multiple_choice")
+    assert mc.grade("The answer is (C)", arc, own).correct and not mc.grade("The answer is (A)", arc, own).correct
+    assert mc.reference_fault(arc, own) is None and mc.chance(arc, own) == 0.25
+    # a template that leaves {options} out is filled without them; an unknown name is still refused
+    (tmp_path / "solver_bare.txt").write_text("Q: {problem}")
+    assert format_solver_prompt(arc, SimpleNamespace(**{**vars(own), "solver_prompt": "bare"}), tmp_path) == (
+        "Q: Which is a metal?")
+    (tmp_path / "solver_typo.txt").write_text("Q: {problem} {option}")
+    with pytest.raises(ConfigError, match=r"unknown \{option\} \(a solver of its own takes problem"):
+        check_overrides(tmp_path)
+    (tmp_path / "solver_typo.txt").write_text("Write \\boxed{}")
+    with pytest.raises(ConfigError, match=r"boxed\{\{\}\}, is written"):
+        check_overrides(tmp_path)
+
+
 def test_broken_override_is_named(tmp_path):
     (tmp_path / "solver_math.txt").write_text("Solve {problem} and write {x.y}")
     with pytest.raises(ConfigError, match=r"solver_math.txt: placeholder \{x.y\} must be a plain name"):

@@ -11,6 +11,7 @@ import re
 import string
 from typing import Any
 
+from benchfill.data import options_of
 from benchfill.errors import DataError
 from benchfill.evaluators import register
 from benchfill.evaluators.base import Evaluator, Grade, field_name, item_field
@@ -45,9 +46,12 @@ def extract_choice(response: str, n_options: int = 10) -> str | None:
     return None
 
 
-def _reference_letter(item: dict, answer_name: str, n_options: int) -> str:
+def _reference_letter(item: dict, answer_name: str, n_options: int, labels: list | None = None) -> str:
     value = item_field(item, answer_name, "answer_field")
     item_id = item.get("id", "?")
+    if labels and not isinstance(value, bool) and str(value).strip() in [str(x).strip() for x in labels]:
+        # the Hugging Face layout's key names a label ("3" of "1".."4", ARC): the option in that place
+        value = LETTERS[[str(x).strip() for x in labels].index(str(value).strip())]
     if isinstance(value, bool):
         raise DataError(f"item {item_id!r}: field {answer_name!r} must be an option letter or index")
     if isinstance(value, int):
@@ -69,16 +73,21 @@ class MultipleChoice(Evaluator):
 
     def _options(self, item: dict, spec: Any) -> list:
         name = field_name(spec, "options_field", "options")
-        options = item_field(item, name, "options_field")
+        options = options_of(item_field(item, name, "options_field"))  # a list, or {"text": [...], "label": [...]}
         if not isinstance(options, list) or not 2 <= len(options) <= len(LETTERS):
             raise DataError(
-                f"item {item.get('id', '?')!r}: field {name!r} must be a list of 2 to {len(LETTERS)} options"
+                f"item {item.get('id', '?')!r}: field {name!r} must be a list of 2 to {len(LETTERS)} options "
+                '(or {"text": [...], "label": [...]})'
             )
         return options
 
+    def _labels(self, item: dict, spec: Any) -> list | None:
+        value = item.get(field_name(spec, "options_field", "options"))
+        return value.get("label") if isinstance(value, dict) and isinstance(value.get("label"), list) else None
+
     def grade(self, response: str, item: dict, spec: Any = None) -> Grade:
         n = len(self._options(item, spec))
-        reference = _reference_letter(item, field_name(spec, "answer_field", "answer"), n)
+        reference = _reference_letter(item, field_name(spec, "answer_field", "answer"), n, self._labels(item, spec))
         letter = extract_choice(response or "", n)
         if letter is None:
             return Grade(False, None, "no option letter found")
@@ -90,7 +99,8 @@ class MultipleChoice(Evaluator):
         """Options this grader cannot read (not a list of 2 to 10), or a key that names none of them: each
         would stop the grading of every probe's answer (a rewriter's eleventh option, a key "E" of four)."""
         try:
-            _reference_letter(item, field_name(spec, "answer_field", "answer"), len(self._options(item, spec)))
+            _reference_letter(item, field_name(spec, "answer_field", "answer"), len(self._options(item, spec)),
+                              self._labels(item, spec))
         except DataError as exc:
             return str(exc).split(": ", 1)[-1]  # said of the item already: the item's id is the caller's
         return None

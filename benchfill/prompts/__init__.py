@@ -64,12 +64,17 @@ def _read(path: Path) -> str:
         raise ConfigError(str(exc)) from None
 
 
+_BUILT_IN_SOLVERS = ("math", "multiple_choice", "code")
+_SOLVER_OF_ITS_OWN = ("problem", "options", "entry_point")
+
+
 def check_overrides(user_dir: str | os.PathLike | None = None) -> list[str]:
     """Refuse, before any work, an override folder a run cannot use: one that does not exist (its overrides
     would be passed over in silence), or a template in it whose placeholders are not those its filler
     gives (found only at the first call otherwise, after the run's folder and fit were made). Returns a
     warning for each ``.txt`` file there that overrides no prompt (a misspelt name). A ``solver_NAME``
-    file is a solver template of its own (a spec's ``solver_prompt``), which is filled with ``problem``."""
+    file is a solver template of its own (a spec's ``solver_prompt``), which is filled with ``problem``, and
+    ``options`` or ``entry_point`` where it names them and the spec's grader has them."""
     override = user_dir if user_dir is not None else os.environ.get(PROMPTS_DIR_ENV)
     if not override:
         return []
@@ -90,7 +95,8 @@ def check_overrides(user_dir: str | os.PathLike | None = None) -> list[str]:
             want = placeholders(defaults[stem].read_text(encoding="utf-8"))
             allowed = want
         elif stem.startswith("solver_") and _NAME.fullmatch(stem):
-            want = allowed = {"problem"}  # (format_solver_prompt fills only that for a solver of its own)
+            # a solver of its own: the question, and the options or the entry point where the grader has them
+            want, allowed = {"problem"}, set(_SOLVER_OF_ITS_OWN)
         else:
             warnings.append(f"{f}: overrides no prompt (they are {', '.join(sorted(defaults))}, or solver_NAME "
                             "for a spec's solver_prompt); it is not used")
@@ -99,8 +105,9 @@ def check_overrides(user_dir: str | os.PathLike | None = None) -> list[str]:
         said = [f"{what} {', '.join('{' + n + '}' for n in sorted(names))}"
                 for what, names in (("missing", want - got), ("unknown", got - allowed)) if names]
         if said:
-            raise ConfigError(f"{f}: {'; '.join(said)} (the built-in {stem} uses {', '.join(sorted(want)) or 'none'}; "
-                              "a literal brace is written {{ or }})")
+            uses = (f"the built-in {stem} uses {', '.join(sorted(want)) or 'none'}" if stem in defaults else
+                    "a solver of its own takes problem, and options (multiple choice) or entry_point (code)")
+            raise ConfigError(f"{f}: {'; '.join(said)} ({uses}; a literal brace is written {{{{ or }}}})")
     return warnings
 
 
@@ -120,7 +127,8 @@ def placeholders(template: str, where: str = "template") -> set[str]:
         if field is None:
             continue
         if not field.isidentifier():
-            raise ConfigError(f"{where}: placeholder {{{field}}} must be a plain name")
+            raise ConfigError(f"{where}: placeholder {{{field}}} must be a plain name (a literal brace, as in "
+                              "\\boxed{{}}, is written {{ or }})")
         names.add(field)
     return names
 
@@ -227,14 +235,22 @@ def format_solver_prompt(item: dict, spec: Any = None, user_dir: str | os.PathLi
     if text_name not in item:
         raise ConfigError(f"item {item.get('id', '?')!r}: missing text field {text_name!r}")
     variables: dict[str, Any] = {"problem": str(item[text_name]).strip()}
-    if solver == "multiple_choice":
-        options = item.get(_field(spec, "options_field", "options")) or []
+    own = solver not in _BUILT_IN_SOLVERS
+    if solver == "multiple_choice" or (own and evaluator == "multiple_choice"):
+        from benchfill.data import options_of
+
+        # a list, or the Hugging Face layout {"text": [...], "label": [...]} (its labels were shown as options)
+        options = options_of(item.get(_field(spec, "options_field", "options"))) or []
         letters = string.ascii_uppercase
         variables["options"] = "\n".join(f"{letters[i]}. {opt}" for i, opt in enumerate(options))
-    elif solver == "code":
+    elif solver == "code" or (own and evaluator == "code"):
         variables["problem"] = str(item[text_name])  # leading indentation is code
         variables["entry_point"] = item.get(_field(spec, "entry_point_field", "entry_point"), "the function")
-    return render(f"solver_{solver}", user_dir, **variables)
+    name = f"solver_{solver}"
+    if own:  # a solver of its own takes {problem}, and {options} or {entry_point} where it names them
+        wanted = placeholders(*_template_path(name, user_dir))
+        variables = {k: v for k, v in variables.items() if k == "problem" or k in wanted}
+    return render(name, user_dir, **variables)
 
 
 def format_rewriter_prompt(
