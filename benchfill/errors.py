@@ -38,6 +38,12 @@ class EndpointError(BenchfillError):
     exit_code = 3
 
 
+class PromptRefused(EndpointError):
+    """A probe refused an item's prompt itself as longer than its context holds (an HTTP 400 that says so):
+    the item's fault, which a rerun would meet again. A new item is set aside for it (``probe_refused``);
+    an original stops the run, as other endpoint errors do."""
+
+
 # A field's name in the other of the two clients' spellings: an endpoint is `base_url` to a probe (the openai
 # SDK's name) and `api_base` to the rewriter and judge (litellm's).
 _OTHER_NAME = {"base_url": " (the rewriter and judge name their endpoint api_base, as litellm does)",

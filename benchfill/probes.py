@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,12 +27,12 @@ import numpy as np
 
 from benchfill.cache import CallCache, make_call, request_json, request_key, token_count
 from benchfill.config import Config, FleetPolicy, ProbeConfig, RetryConfig
-from benchfill.errors import ConfigError, EndpointError
+from benchfill.errors import ConfigError, EndpointError, PromptRefused
 from benchfill.fleet import FleetDown, new_tally
 from benchfill.grading import Grading
 from benchfill.matrix import ResponseMatrix
 from benchfill.probe_http import ProbeHttp, RefusesN, describe_error
-from benchfill.retry import TruncatedReply
+from benchfill.retry import TruncatedReply, status_of
 from benchfill.store import Store
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ class Rollout:
     call_key: str
     cached: bool = False
     error: str | None = None
+    refused: bool = False  # the error is the probe refusing the prompt as too long (``PromptRefused``)
 
 
 @dataclass
@@ -228,6 +230,9 @@ class RolloutClient:
             self._record(results, phase)
         failed = [r for r in results if r.error]
         if failed and strict:
+            if all(r.refused for r in failed):  # the items' own length: a rerun would meet it again
+                raise PromptRefused(f"item {failed[0].item_id}'s prompt is longer than the probe takes: "
+                                    f"{failed[0].error}")
             # (not "after retries": a 4xx is not retried, and the client's count is not this batch's)
             raise EndpointError(f"{len(failed)} of {len(results)} probe calls failed "
                                 f"(completed calls are cached; rerun to resume); first: {failed[0].error}")
@@ -286,7 +291,7 @@ class RolloutClient:
                 raise
             self.stats.failures += 1
             said = str(exc) if isinstance(exc, FleetDown) else f"probe {p.name} at {_where(p)}: {describe_error(exc, self.http.key_envs)}"
-            return Rollout(item["id"], p.name, 0, 0, key, error=said)
+            return Rollout(item["id"], p.name, 0, 0, key, error=said, refused=_prompt_too_long(exc))
         correct = await self.grading.count_correct(item, texts)
         return Rollout(item["id"], p.name, correct, len(texts), key, cached=cached)
 
@@ -401,6 +406,16 @@ class RolloutClient:
                     for r in done if (r.item_id, r.probe, r.call_key) not in have]
             if rows:
                 s.execute(insert(ProbeResult.__table__), rows)  # the table: a plain executemany
+
+
+# What servers say when a prompt does not fit: vLLM ("This model's maximum context length is 4096 tokens.
+# However, you requested ..."), OpenAI ("context_length_exceeded"), others ("prompt is too long").
+_TOO_LONG = re.compile(r"context[ _]length|maximum context|max_model_len|prompt is too long|too many (?:input )?tokens"
+                       r"|input is too long|exceeds? the (?:model's )?(?:maximum|max|context)", re.IGNORECASE)
+
+
+def _prompt_too_long(exc: BaseException) -> bool:
+    return status_of(exc) in (400, 413, 422) and _TOO_LONG.search(str(exc)) is not None
 
 
 def _is_call_error(exc: BaseException) -> bool:

@@ -100,6 +100,21 @@ def test_an_answer_stopped_at_max_tokens_is_graded_wrong_and_warned_of(tmp_path,
     assert stats2.cache_hits == 5 and [r.correct for r in again] == [r.correct for r in res]
 
 
+def test_a_prompt_the_probe_refuses_as_too_long_is_the_items_fault(tmp_path):
+    # vLLM's 400 for a prompt past its context stopped a run like any failed call, and every rerun met it again
+    from benchfill.errors import PromptRefused
+
+    with LoopbackOpenAI(faults=["too_long"]) as srv:
+        with pytest.raises(PromptRefused, match="q0's prompt is longer than the probe takes.*maximum context length"):
+            run(Store(tmp_path / "s.db"), panel(srv.base_url), items=ITEMS[:1])
+    once = RetryConfig(max_attempts=1, initial_wait_s=0, max_wait_s=0, jitter_s=0)
+    with LoopbackOpenAI(faults=[400]) as srv:  # a 400 that says nothing of length is not the item's fault
+        with pytest.raises(EndpointError) as caught:
+            run(Store(tmp_path / "t.db"), ProbePanel([ProbeConfig(name="p-m1", base_url=srv.base_url, model="m1",
+                                                                  trials=4)], once), items=ITEMS[:1])
+    assert not isinstance(caught.value, PromptRefused)
+
+
 def test_timeout_is_retried(tmp_path):
     with LoopbackOpenAI(faults=["timeout"]) as srv:
         res, stats = run(Store(tmp_path / "s.db"), panel(srv.base_url, timeout_s=0.6), items=ITEMS[:2])

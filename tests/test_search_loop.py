@@ -110,6 +110,25 @@ def test_default_search_steers_and_lands_inside_the_gap():
     assert later and any(abs(c.ask - gap.target_z) > 0.01 for c in later)
 
 
+def test_a_child_a_probe_refuses_as_too_long_is_set_aside_and_the_search_goes_on():
+    from benchfill.errors import PromptRefused
+
+    class Wordy(ToyWorld):  # every third child is longer than one probe's context
+        async def rollouts(self, item_id, item, probe, n, key):
+            if item_id.endswith(("0", "3", "6")) and item_id not in self.b_original and probe == "p6":
+                raise PromptRefused(f"item {item_id}'s prompt is longer than the probe takes")
+            return await super().rollouts(item_id, item, probe, n, key)
+
+    world, gap, ann = _setup()
+    wordy = Wordy(world.b, seed=world.seed)
+    wordy.b_original = set(world.b)
+    ann.services = wordy
+    res = asyncio.run(benchfill_search(gap, wordy, ann, SearchSettings(rounds=2), seed=1))
+    refused = [c for c in res.children if "probe_refused" in c.flags]
+    assert refused and all(not c.valid and c.annotation is None for c in refused)
+    assert res.chosen is not None and "probe_refused" not in res.chosen.flags
+
+
 def test_search_stops_early_at_the_tolerance():
     world, gap, ann = _setup()
     res = asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=8, tolerance=0.2), seed=1))

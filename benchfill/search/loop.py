@@ -16,6 +16,7 @@ next round exactly as if it had never stopped.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from benchfill.coverage import expected_top_k_change
+from benchfill.errors import PromptRefused
 from benchfill.search.annotate import Annotation, Annotator
 from benchfill.search.memory import Memory, MemoryEntry, may_parent
 from benchfill.search.prescreen import PreScreen
@@ -32,6 +34,8 @@ from benchfill.search.screen import screen_child, screen_new_child
 from benchfill.search.selection import chooser, in_range, select_closest, select_posterior
 from benchfill.search.services import SELF_CHECK, Reference, SearchServices, Spend, Verdict
 from benchfill.search.steering import Steering
+
+log = logging.getLogger("benchfill.search")
 
 __all__ = ["Child", "GapResult", "GapSearch", "SearchSettings", "SearchState", "benchfill_search", "select_closest",
            "select_posterior"]
@@ -620,7 +624,14 @@ async def _make_child(
     if gap.prescreen is not None and gap.prescreen.skips(child, gap):
         spend.prescreened += 1  # flagged with its prediction; no rollouts spent
         return child
-    child.annotation = await annotator.annotate(cid, item, key, gap.target_z, margin)
+    try:
+        child.annotation = await annotator.annotate(cid, item, key, gap.target_z, margin)
+    except PromptRefused as exc:
+        # longer than a probe's context holds: it cannot be measured, and stopping the run for it stopped
+        # every rerun too (the rewriter's reply is cached, so the same child came back)
+        log.warning("%s set aside: %s", cid, exc)
+        child.flags.append("probe_refused")
+        return child
     spend.rollouts += child.annotation.rollouts
     child.flags.extend(f for f in child.annotation.flags if f not in child.flags)
     await screen_new_child(child, annotator, key, spend)  # order consistency along the probe axis

@@ -21,7 +21,7 @@ from typing import Any
 # Flags that keep a child from ever being a parent: a wrong key (order screen) or a copy of an
 # existing item (near duplicate) would pass its defect on to its own children.
 NO_PARENT_FLAGS = frozenset({"order_anomaly", "near_duplicate", "judged_invalid", "fails_own_check", "rewrite_failed",
-                             "prescreened"})
+                             "prescreened", "probe_refused"})
 
 
 @dataclass(frozen=True)
