@@ -111,6 +111,19 @@ def test_a_solver_of_its_own_shows_the_options_and_reads_the_hugging_face_layout
         check_overrides(tmp_path)
 
 
+def test_an_override_that_does_not_ask_for_the_reply_tags_is_refused(tmp_path):
+    from benchfill.prompts import check_overrides, load_prompt
+
+    text = load_prompt("judge").replace("<verdict>valid</verdict> or <verdict>invalid</verdict>", "valid or invalid")
+    (tmp_path / "judge.txt").write_text(text)
+    with pytest.raises(ConfigError, match=r"judge.txt: does not ask for the reply's <verdict>...</verdict> tags"):
+        check_overrides(tmp_path)
+    (tmp_path / "judge.txt").write_text(load_prompt("judge"))
+    (tmp_path / "rewriter.txt").write_text(load_prompt("rewriter").replace("<child>", "<item>").replace("</child>", "</item>"))
+    with pytest.raises(ConfigError, match=r"rewriter.txt: does not ask for the reply's <child>"):
+        check_overrides(tmp_path)
+
+
 def test_broken_override_is_named(tmp_path):
     (tmp_path / "solver_math.txt").write_text("Solve {problem} and write {x.y}")
     with pytest.raises(ConfigError, match=r"solver_math.txt: placeholder \{x.y\} must be a plain name"):

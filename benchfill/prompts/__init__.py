@@ -65,6 +65,7 @@ def _read(path: Path) -> str:
 
 
 _BUILT_IN_SOLVERS = ("math", "multiple_choice", "code")
+_REPLY_TAGS = {"rewriter": "<child>", "judge": "<verdict>"}
 _SOLVER_OF_ITS_OWN = ("problem", "options", "entry_point")
 
 
@@ -101,13 +102,21 @@ def check_overrides(user_dir: str | os.PathLike | None = None) -> list[str]:
             warnings.append(f"{f}: overrides no prompt (they are {', '.join(sorted(defaults))}, or solver_NAME "
                             "for a spec's solver_prompt); it is not used")
             continue
-        got = placeholders(_read(f), str(f))
+        text = _read(f)
+        got = placeholders(text, str(f))
         said = [f"{what} {', '.join('{' + n + '}' for n in sorted(names))}"
                 for what, names in (("missing", want - got), ("unknown", got - allowed)) if names]
+
         if said:
             uses = (f"the built-in {stem} uses {', '.join(sorted(want)) or 'none'}" if stem in defaults else
                     "a solver of its own takes problem, and options (multiple choice) or entry_point (code)")
             raise ConfigError(f"{f}: {'; '.join(said)} ({uses}; a literal brace is written {{{{ or }}}})")
+        tag = _REPLY_TAGS.get(stem)
+        if tag and tag not in text.lower():
+            # a real model answers as the prompt asks, and every reply would be unreadable (the simulated
+            # models answer in the tags whatever the prompt says: a sim rehearsal would not show it)
+            raise ConfigError(f"{f}: does not ask for the reply's {tag}...{tag.replace('<', '</')} tags, which "
+                              "its reply is read from (docs/contracts.md)")
     return warnings
 
 
