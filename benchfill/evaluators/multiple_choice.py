@@ -11,7 +11,6 @@ import re
 import string
 from typing import Any
 
-from benchfill.data import options_of
 from benchfill.errors import DataError
 from benchfill.evaluators import register
 from benchfill.evaluators.base import Evaluator, Grade, field_name, item_field
@@ -72,6 +71,8 @@ class MultipleChoice(Evaluator):
     item_fields = (("options_field", "options"),)
 
     def _options(self, item: dict, spec: Any) -> list:
+        from benchfill.data import options_of  # (here: the sandbox imports this package without numpy)
+
         name = field_name(spec, "options_field", "options")
         options = options_of(item_field(item, name, "options_field"))  # a list, or {"text": [...], "label": [...]}
         if not isinstance(options, list) or not 2 <= len(options) <= len(LETTERS):
