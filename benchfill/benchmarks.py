@@ -161,7 +161,7 @@ class BenchmarkSpec(BaseModel):
     def check_runnable(self, where: str) -> None:
         """Refuse, before any work, a spec whose grader or solver prompt does not exist (``where``: its file)."""
         from benchfill.evaluators import spec_item_fields
-        from benchfill.prompts import _template_path
+        from benchfill.prompts import _BUILT_IN_SOLVERS, _template_path, placeholders
 
         try:
             spec_item_fields(self)
@@ -169,9 +169,17 @@ class BenchmarkSpec(BaseModel):
             raise ConfigError(f"{where}: field {exc}") from None
         solver = self.solver_prompt or self.evaluator
         try:
-            _template_path(f"solver_{solver}", None)
+            text, found = _template_path(f"solver_{solver}", None)
         except ConfigError as exc:
             raise ConfigError(f"{where}: field solver_prompt {solver!r}: {exc}") from None
+        if solver not in _BUILT_IN_SOLVERS:
+            # a solver of its own may name {options} or {entry_point} only where this spec's grader has them
+            offered = {"problem", *({"multiple_choice": ["options"], "code": ["entry_point"]}.get(self.evaluator, []))}
+            unknown = placeholders(text, found) - offered
+            if unknown:
+                raise ConfigError(f"{where}: field solver_prompt {solver!r}: {found} names "
+                                  f"{', '.join('{' + n + '}' for n in sorted(unknown))}, which a {self.evaluator} "
+                                  f"benchmark's solver is not given (it is given {', '.join(sorted(offered))})")
 
     def chance_of(self, item: dict[str, Any]) -> float:
         if self.chance == "options":

@@ -414,8 +414,18 @@ _TOO_LONG = re.compile(r"context[ _]length|maximum context|max_model_len|prompt 
                        r"|input is too long|exceeds? the (?:model's )?(?:maximum|max|context)", re.IGNORECASE)
 
 
+_VLLM_SPLIT = re.compile(r"maximum context length is (\d+).*?(\d+) in the messages, (\d+) in the completion",
+                         re.IGNORECASE | re.DOTALL)
+
+
 def _prompt_too_long(exc: BaseException) -> bool:
-    return status_of(exc) in (400, 413, 422) and _TOO_LONG.search(str(exc)) is not None
+    """A refusal of the prompt's length: the item's fault. Not where the server says max_tokens alone fills
+    its context (vLLM names both parts): that is the config's, and every item would meet it."""
+    said = str(exc)
+    if status_of(exc) not in (400, 413, 422) or _TOO_LONG.search(said) is None:
+        return False
+    split = _VLLM_SPLIT.search(said)
+    return split is None or int(split.group(3)) < int(split.group(1))
 
 
 def _is_call_error(exc: BaseException) -> bool:

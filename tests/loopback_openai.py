@@ -119,8 +119,14 @@ class LoopbackOpenAI(ThreadedServer):
                                      "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}})
             if fault == "too_long":  # vLLM's refusal of a prompt longer than its context
                 return JSONResponse({"object": "error", "type": "BadRequestError", "code": 400,
+                                     "message": "This model's maximum context length is 8192 tokens. However, you "
+                                                "requested 9216 tokens (5120 in the messages, 4096 in the "
+                                                "completion). Please reduce the length of the messages or completion."},
+                                    status_code=400)
+            if fault == "max_tokens_too_long":  # vLLM's refusal where max_tokens alone fills the context
+                return JSONResponse({"object": "error", "type": "BadRequestError", "code": 400,
                                      "message": "This model's maximum context length is 2048 tokens. However, you "
-                                                "requested 5120 tokens (1024 in the messages, 4096 in the "
+                                                "requested 4196 tokens (100 in the messages, 4096 in the "
                                                 "completion). Please reduce the length of the messages or completion."},
                                     status_code=400)
             if fault == "cut":  # the usual answers, each stopped at max_tokens (a draft, whatever it says)

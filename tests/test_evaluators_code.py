@@ -94,6 +94,9 @@ def test_the_block_that_defines_the_function_is_the_answer(humaneval):
     helper = ("def close(a, b, t):\n    return abs(a - b) < t\n")
     uses = full.replace("if distance < threshold:", "if close(elem, elem2, threshold):")
     assert CODE.grade(f"{fence}python\n{helper}{fence}\n\n{fence}python\n{uses}{fence}", item).correct
+    # a raw completion (the body) that runs on into a helper or a main keeps its body
+    body = item["canonical_solution"]
+    assert CODE.grade(body + "\n\ndef main():\n    print(1)\n", item).correct
     # and thinking that never closes offers no code
     assert not CODE.grade(f"<think>\n{fence}python\n{full}{fence}", item).correct
 

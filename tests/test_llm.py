@@ -335,6 +335,18 @@ def test_a_reply_stopped_at_max_tokens_is_asked_again_and_a_null_answer_too(monk
     assert any("raise rewriter.max_tokens" in r.getMessage() for r in caplog.records)
 
 
+def test_a_cut_reply_from_the_cache_is_still_cut(tmp_path, items):
+    # the server cuts every reply at max_tokens (finish_reason "length"); a rerun reads them from the store,
+    # and must not take the cached drafts for answers
+    w = world(items)
+    with SimServer(w) as srv:
+        store = Store(tmp_path / "s.db")
+        for cached in (False, True):
+            stats = LLMStats()
+            res = do_rewrite(srv, store, items[0], 1, stats, max_tokens=8, max_repairs=1)
+            assert isinstance(res, Failure) and res.cached is cached and stats.cut == 2, (cached, stats)
+
+
 def test_usage_counts_that_are_not_counts_are_counted_zero():
     from benchfill.cache import token_count
 

@@ -108,11 +108,13 @@ def test_a_prompt_the_probe_refuses_as_too_long_is_the_items_fault(tmp_path):
         with pytest.raises(PromptRefused, match="q0's prompt is longer than the probe takes.*maximum context length"):
             run(Store(tmp_path / "s.db"), panel(srv.base_url), items=ITEMS[:1])
     once = RetryConfig(max_attempts=1, initial_wait_s=0, max_wait_s=0, jitter_s=0)
-    with LoopbackOpenAI(faults=[400]) as srv:  # a 400 that says nothing of length is not the item's fault
-        with pytest.raises(EndpointError) as caught:
-            run(Store(tmp_path / "t.db"), ProbePanel([ProbeConfig(name="p-m1", base_url=srv.base_url, model="m1",
-                                                                  trials=4)], once), items=ITEMS[:1])
-    assert not isinstance(caught.value, PromptRefused)
+    # a 400 that says nothing of length, or says max_tokens alone fills the context, is not the item's fault
+    for k, fault in enumerate([400, "max_tokens_too_long"]):
+        with LoopbackOpenAI(faults=[fault]) as srv:
+            with pytest.raises(EndpointError) as caught:
+                run(Store(tmp_path / f"t{k}.db"), ProbePanel([ProbeConfig(name="p-m1", base_url=srv.base_url,
+                                                                          model="m1", trials=4)], once), items=ITEMS[:1])
+        assert not isinstance(caught.value, PromptRefused), fault
 
 
 def test_timeout_is_retried(tmp_path):

@@ -124,6 +124,18 @@ def test_an_override_that_does_not_ask_for_the_reply_tags_is_refused(tmp_path):
         check_overrides(tmp_path)
 
 
+def test_a_solver_of_its_own_naming_what_its_grader_lacks_is_refused_before_any_work(tmp_path, monkeypatch):
+    from benchfill.benchmarks import BenchmarkSpec
+
+    (tmp_path / "solver_mine.txt").write_text("{problem}\n{options}")
+    monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(tmp_path))
+    math_own = BenchmarkSpec(name="m", evaluator="math", solver_prompt="mine")
+    with pytest.raises(ConfigError, match=r"spec.toml: field solver_prompt 'mine': .*names \{options\}, which a math"):
+        math_own.check_runnable("spec.toml")
+    BenchmarkSpec(name="c", evaluator="multiple_choice", text_field="question", options_field="options",
+                  solver_prompt="mine").check_runnable("spec.toml")
+
+
 def test_broken_override_is_named(tmp_path):
     (tmp_path / "solver_math.txt").write_text("Solve {problem} and write {x.y}")
     with pytest.raises(ConfigError, match=r"solver_math.txt: placeholder \{x.y\} must be a plain name"):
@@ -222,6 +234,9 @@ def test_parse_child_reads_what_models_write_around_the_json():
         '<think>I could write <child>{"problem": "draft", "answer": "0"}</child></think>\n<child>{"problem": "x", "answer": "1"}</child>',
     ]:
         assert parse_child(reply) == want, reply
+    # a Python dict holding LaTeX: Python would read \frac's \f as a form feed, so it is asked for again
+    with pytest.raises(MalformedReply, match="invalid JSON"):
+        parse_child(r"<child>{'problem': 'Compute $\frac{1}{2} \times 3$', 'answer': '3'}</child>")
     with pytest.raises(MalformedReply, match="never closes"):
         parse_child('<think>draft <child>{"problem": "draft", "answer": "0"}</child> but wait,')
     # a reply that doubles its other backslashes meant a line break before "u"; mixed ones still read
@@ -361,6 +376,21 @@ def test_a_child_carries_the_parents_content_fields_only(shared_data):
     parent = {"id": "p", "problem": "Write f.", "solution": "def f(): pass", "url": "u"}
     assert new_child({"problem": "Write g.", "solution": "def g(): pass", "url": "u"}, "c", coded, parent) == {
         "problem": "Write g.", "solution": "def g(): pass", "id": "c"}
+    # as does one whose grader reads one beyond the spec's named fields (its worked solution, say)
+    from benchfill.evaluators import EVALUATORS, Evaluator, register
+
+    @register("with_solution")
+    class WithSolution(Evaluator):
+        item_fields = (("solution_field", "solution"),)
+
+    try:
+        graded = SimpleNamespace(**{**vars(MATH_SPEC), "evaluator": "with_solution"})
+        parent = {"id": "p", "problem": "Find x.", "answer": "3", "solution": "x = 3"}
+        assert new_child({"problem": "Find y.", "answer": "4", "solution": "y = 4"}, "c", graded, parent) == {
+            "problem": "Find y.", "answer": "4", "solution": "y = 4", "id": "c"}
+        assert "the same fields (problem, answer, solution)" in format_rewriter_prompt(parent, 0.5, [], graded)
+    finally:
+        EVALUATORS.pop("with_solution", None)
 
 
 def test_a_datasets_id_column_is_hidden_and_renamed_as_id_is():

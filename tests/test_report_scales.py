@@ -174,3 +174,11 @@ def test_the_oracle_and_the_baseline_are_not_said_to_steer_and_the_oracle_is_a_b
     baseline = _rep(strategy="baseline", steering=None)
     assert "steering **n/a**" in _markdown(baseline)
     assert "steering **on**" in _markdown(_rep()) and "steering **off**" in _markdown(_rep(steering="off"))
+
+
+def test_probe_answers_stopped_at_max_tokens_are_named_in_the_report():
+    from benchfill.report import _markdown
+
+    assert "stopped at max_tokens" not in _markdown(_rep(backend={"backend": "config", "traffic": {"cut": 0}}))
+    md = _markdown(_rep(backend={"backend": "config", "traffic": {"cut": 37}}))
+    assert "**37 probe answer(s) stopped at max_tokens** before they ended and were graded wrong" in md

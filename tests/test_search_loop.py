@@ -129,6 +129,33 @@ def test_a_child_a_probe_refuses_as_too_long_is_set_aside_and_the_search_goes_on
     assert res.chosen is not None and "probe_refused" not in res.chosen.flags
 
 
+def test_a_refusal_in_a_spot_check_or_a_confirmation_sets_the_child_aside_and_its_rollouts_are_counted():
+    # the order screen's spot checks and the confirmations ask probes the annotation may not have: a
+    # refusal there stopped the run as before, and the rollouts of a set-aside child went uncounted
+    from benchfill.errors import PromptRefused
+
+    class Wordy(ToyWorld):
+        async def rollouts(self, item_id, item, probe, n, key):
+            if item_id.startswith("bf-") and item_id.endswith(("1", "2")) and probe in ("p7", "p12"):
+                raise PromptRefused(f"item {item_id}'s prompt is longer than the probe takes")
+            return await super().rollouts(item_id, item, probe, n, key)
+
+    world, gap, _ = _setup()
+    wordy = Wordy(world.b, seed=world.seed)
+    ann = Annotator(wordy, [Probe(n, float(a), 16) for n, a in PROBES.items()], chance=0.0, b_min=B_MIN,
+                    b_max=B_MAX, protocol="adaptive")
+
+    async def confirm(c, band=None, resume=None):
+        a = resume or c.annotation
+        return await ann.confirm(c.item_id, c.item, f"s1:{c.item_id}:confirm", a.difficulty, band=band, resume=resume)
+
+    res = asyncio.run(benchfill_search(gap, wordy, ann, SearchSettings(rounds=3), seed=1, confirm=confirm))
+    refused = [c for c in res.children if "probe_refused" in c.flags]
+    assert refused and all(not c.valid and c.confirmation is None for c in refused)
+    assert res.chosen is None or "probe_refused" not in res.chosen.flags
+    assert res.spend.rollouts + res.spend.screen_rollouts == wordy.calls["rollouts"]
+
+
 def test_search_stops_early_at_the_tolerance():
     world, gap, ann = _setup()
     res = asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=8, tolerance=0.2), seed=1))

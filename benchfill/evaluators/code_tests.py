@@ -43,9 +43,16 @@ def extract_code(response: str, entry_point: str | None = None) -> str:
                     return "\n\n".join([*lead, blocks[k]])
         return blocks[-1]
     start = _TOP_LEVEL.search(response)
-    if start is not None and start.start() > 0 and not _parses(response):
+    if start is not None and start.start() > 0 and not _parses(response) and _prose(response[:start.start()]):
         return response[start.start():]  # "Here is the function:\n\ndef add(...)": the prose is not code
     return response
+
+
+def _prose(lead: str) -> bool:
+    """Whether ``lead`` reads as prose, not code: no indented line (a raw completion's body is indented,
+    and a helper after it must not take its place)."""
+    lines = [line for line in lead.splitlines() if line.strip()]
+    return bool(lines) and not any(line[:1] in (" ", "\t") for line in lines)
 
 
 _FENCE_LINE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\n]*)$")

@@ -29,10 +29,17 @@ MAX_ANSWER_CHARS = 300
 MAX_REFERENCE_CHARS = 1000
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-# "Final Answer: 240", "**Final Answer:** 240", "**Answer**: 240", "the answer is **204** minutes": the last
-# of these a reply writes is the one it commits to (an earlier "answer is 204" may be a guess it rejected)
-_ANCHOR = re.compile(r"(?:\bfinal\s+answer(?:\s+is)?|\banswer\s+is|\banswer(?=\s*\**\s*[:\uff1a]))(?:\s*\**\s*[:\uff1a])?",
-                     re.IGNORECASE)
+# Where a reply commits to its answer: "the answer is 204" or "the final answer is 204" anywhere (the old
+# reading), and a label: "Final Answer: 240", "**Final Answer:** 240", "### Answer", "**Answer**: 240", at the
+# start of a line or in bold. The last of them counts (an earlier "answer is 204" may be a guess the reply
+# then rejected); a bare "answer:" in passing ("Let me check the answer: t = 24") is no label, nor is "my
+# final answer, and ...".
+_ANCHOR = re.compile(
+    r"\b(?:final\s+)?answer\s+is\b\s*:?"
+    r"|^[ \t>#*_-]*(?:final\s+)?answer\b[ \t*_]*(?:[:\uff1a]|$)"
+    r"|\*\*[ \t]*(?:final\s+)?answer[ \t]*(?:\*\*[ \t]*)?[:\uff1a]",
+    re.IGNORECASE | re.MULTILINE,
+)
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
 

@@ -21,13 +21,15 @@ LETTERS = string.ascii_uppercase[:10]
 # Most explicit forms first; within each, the last occurrence wins (a model may
 # restate the options before concluding). A lowercase letter counts only inside
 # parentheses, so "the answer is a prime" is not read as option A.
-# "(C)", "**C**", "$(C)$", "option C" and "choice C" read alike.
-_LETTER = r"[\s*\[$]*(?:(?i:option|choice)\s+)?(?:\(([A-Ja-j])\)|([A-J])\b)"
+_LETTER = r"[\s*\[]*(?:\(([A-Ja-j])\)|([A-J])\b)"
 _PATTERNS = [
     re.compile(r"(?i:answer\s+is)\s*:?" + _LETTER),
     re.compile(r"\\boxed\{\s*(?:\\text(?:bf)?\{\s*)?(?:\(([A-J])\)|([A-J]))\s*\}"),
     re.compile(r"(?i:answer)\**\s*:" + _LETTER),
     re.compile(r"(?:^|\n)\s*(?:\(([A-J])\)|([A-J]))[.):]?\s*$"),  # a lone letter on the last line
+    # Only where none of MMLU-Pro's own forms reads a letter (so never over what they read): "the correct answer
+    # is option B", "the answer is $(C)$". ("the answer is $F = 20$ N" is a variable, not option F.)
+    re.compile(r"(?i:answer\s+is)\s*:?\s*(?:(?i:option|choice)\s+\(?([A-J])\)?|\$\s*\(([A-J])\)\s*\$)"),
 ]
 
 

@@ -188,8 +188,16 @@ PARENT_ONLY = ("solution", "url", "answer_index")
 
 
 def parent_only_fields(spec: Any = None) -> set[str]:
-    """``PARENT_ONLY`` less the fields the spec reads (a code benchmark's answer may be its "solution")."""
+    """``PARENT_ONLY`` less the fields the spec or its grader reads (a code benchmark's answer may be its
+    "solution")."""
     content = {getattr(spec, a, None) for a in _CONTENT} if spec is not None else set()
+    if getattr(spec, "evaluator", None):
+        from benchfill.evaluators import spec_item_fields
+
+        try:
+            content |= set(spec_item_fields(spec))
+        except ConfigError:  # a grader not registered here: the spec's own fields decide
+            pass
     return set(PARENT_ONLY) - content
 
 
@@ -389,10 +397,12 @@ def _object_in(body: str) -> Any:
         return decoder.raw_decode(_TRAILING_COMMA.sub(r"\1", text))[0]
     except json.JSONDecodeError:
         pass
-    try:  # {'problem': '...', 'answer': '3'}: a Python literal, never evaluated as code
-        value = ast.literal_eval(body[: body.rfind("}") + 1])
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        value = None
+    value = None
+    if "\\" not in body:  # Python would read \frac's \f as a form feed: a repair turn rather than that
+        try:  # {'problem': '...', 'answer': '3'}: a Python literal, never evaluated as code
+            value = ast.literal_eval(body[: body.rfind("}") + 1])
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            value = None
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return value
     raise MalformedReply(f"invalid JSON inside <child>: {first.msg} at char {first.pos}") from None

@@ -180,6 +180,9 @@ class Annotator:
     # the original items had it (BenchFill, Sec. 4.1, fn. 4). None: ``chance`` for every item. With one floor
     # for all, the benchmark's median, children of mmlu-pro's 4-option items sat 0.3-0.6 logits too easy.
     chance_of: Callable[[dict[str, Any]], float] | None = None
+    # item id -> rollouts answered through ``ask``, shared with the per-item copies (``at_chance``): what a
+    # child whose prompt a probe then refused had cost (the search counts it, ``loop._refused``)
+    answered: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -209,6 +212,12 @@ class Annotator:
             return self
         return replace(self, chance=chance, chance_of=None)
 
+    async def ask(self, item_id: str, item: dict[str, Any], probe: str, n: int, key: str) -> int:
+        """``services.rollouts``, its answers counted in ``answered``."""
+        got = await self.services.rollouts(item_id, item, probe, n, key)
+        self.answered[item_id] = self.answered.get(item_id, 0) + n
+        return got
+
     async def annotate(
         self, item_id: str, item: dict[str, Any], key: str, target_z: float | None = None, margin: float = math.inf
     ) -> Annotation:
@@ -224,7 +233,7 @@ class Annotator:
         if (own := self.for_item(item)) is not self:
             return await own.fixed(item_id, item, key)
         counts = await asyncio.gather(
-            *(self.services.rollouts(item_id, item, p.name, p.trials, f"{key}:{p.name}:0") for p in self.probes)
+            *(self.ask(item_id, item, p.name, p.trials, f"{key}:{p.name}:0") for p in self.probes)
         )
         correct = {p.name: int(c) for p, c in zip(self.probes, counts, strict=True)}
         trials = {p.name: p.trials for p in self.probes}
@@ -282,7 +291,7 @@ class Annotator:
         sizes = _split(budget - sum(trials.values()), [batch] * len(chosen))
         asks = [(p, n) for p, n in zip(chosen, sizes, strict=True) if n > 0]
         got = await asyncio.gather(*(
-            self.services.rollouts(item_id, item, p.name, n, f"{key}:{p.name}:{asked[p.name]}") for p, n in asks
+            self.ask(item_id, item, p.name, n, f"{key}:{p.name}:{asked[p.name]}") for p, n in asks
         ))
         for (p, n), c in zip(asks, got, strict=True):
             correct[p.name] += int(c)

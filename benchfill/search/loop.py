@@ -306,6 +306,8 @@ async def benchfill_search(
     most ``settings.confirmations`` in all), until one lands in the inner part."""
     settings = settings or SearchSettings()
     target = gap.target_z
+    if confirm is not None:
+        confirm = _Confirmer(confirm, annotator)
     if restore is not None:
         t, children, spend, response = restore.round, list(restore.children), restore.spend, restore.response
         memory = restore.memory
@@ -472,12 +474,49 @@ async def _confirmed_inside(c: Child, gap: GapSearch, confirm: Confirm, spend: S
     return _inside(c, gap)
 
 
+@dataclass
+class _Confirmer:
+    """The caller's ``confirm`` with the annotator whose ``answered`` counts its rollouts (``_refused``)."""
+
+    confirm: Confirm
+    annotator: Annotator
+
+    async def __call__(self, c: Child, **how) -> Annotation:
+        return await self.confirm(c, **how)
+
+
+def _refused(c: Child, exc: PromptRefused, annotator: Annotator | None, spend: Spend,
+             memory: Memory | None = None) -> None:
+    """A child whose prompt a probe refused as longer than its context holds: it cannot be measured, so it is
+    set aside (``probe_refused``; not valid, no parent), its rollouts so far counted. Stopping the run for it
+    stopped every rerun too: the rewriter's reply is cached, so the same child came back."""
+    log.warning("%s set aside: %s", c.item_id, exc)
+    counted = sum(a.rollouts for a in (c.annotation, c.confirmation) if a is not None)
+    if annotator is not None:
+        spend.rollouts += max(annotator.answered.get(c.item_id, 0) - counted - _spot_rollouts(c), 0)
+    held = c.confirmation or c.annotation
+    if "probe_refused" not in c.flags:
+        c.flags.append("probe_refused")
+    c.annotation = c.confirmation = None
+    if memory is not None and held is not None:
+        memory.update(c.item_id, held.z, False)
+
+
+def _spot_rollouts(c: Child) -> int:
+    """The order screen's spot checks of ``c`` (counted in the spend's screen_rollouts, not its rollouts)."""
+    return sum(int(s["trials"]) for s in getattr(c.annotation, "spot", None) or [])
+
+
 async def _take_confirmation(c: Child, confirm: Confirm, spend: Spend, memory: Memory, **how) -> None:
     """``confirm(c, **how)``: the child takes the (new or resumed) confirmation, screened again with the
     fresh rollouts pooled in; the spend counts only the rollouts added, and its memory entry takes the
-    confirmed z."""
+    confirmed z. A probe's refusal of its prompt sets it aside (``_refused``)."""
     before = c.confirmation.rollouts if c.confirmation is not None else 0
-    c.confirmation = await confirm(c, **how)
+    try:
+        c.confirmation = await confirm(c, **how)
+    except PromptRefused as exc:
+        _refused(c, exc, getattr(confirm, "annotator", None), spend, memory)
+        return
     screen_child(c)
     spend.rollouts += c.confirmation.rollouts - before
     memory.update(c.item_id, c.confirmation.z, may_parent(c.flags))
@@ -568,7 +607,8 @@ async def _confirmed_final(children: list[Child], gap: GapSearch, choose, confir
         chosen = choose([c for c in _usable(children, gap) if c.confirmation is not None], gap.target_z)
         if _cut_short(chosen):
             await _completed(chosen, confirm, spend, memory)
-            if gap.widens(chosen):  # judged only now, complete: the gap stays open rather than take it
+            # judged only now, complete: the gap stays open rather than take it (or one a probe refused)
+            if gap.widens(chosen) or not chosen.valid:
                 chosen = None
     return chosen
 
@@ -626,15 +666,12 @@ async def _make_child(
         return child
     try:
         child.annotation = await annotator.annotate(cid, item, key, gap.target_z, margin)
+        spend.rollouts += child.annotation.rollouts
+        child.flags.extend(f for f in child.annotation.flags if f not in child.flags)
+        await screen_new_child(child, annotator, key, spend)  # order consistency along the probe axis
     except PromptRefused as exc:
-        # longer than a probe's context holds: it cannot be measured, and stopping the run for it stopped
-        # every rerun too (the rewriter's reply is cached, so the same child came back)
-        log.warning("%s set aside: %s", cid, exc)
-        child.flags.append("probe_refused")
+        _refused(child, exc, annotator, spend)
         return child
-    spend.rollouts += child.annotation.rollouts
-    child.flags.extend(f for f in child.annotation.flags if f not in child.flags)
-    await screen_new_child(child, annotator, key, spend)  # order consistency along the probe axis
     if check_child:
         check_child(child)
     return child

@@ -100,7 +100,7 @@ async def screen_new_child(child: Any, annotator: Any, key: str, spend: Any,
             ends = axis_ends(annotator.probes, ann.results, settings.spot_ends)  # both ends from the second step on
         elif settings.spot_first == "far":  # a valid child usually settles on the far end alone
             ends = axis_ends(annotator.probes, ann.results, "far")
-        got = await asyncio.gather(*(annotator.services.rollouts(child.item_id, child.item, p.name, n,
+        got = await asyncio.gather(*(annotator.ask(child.item_id, child.item, p.name, n,
                                                                  f"{key}:{p.name}:spot{step}") for p in ends))
         ann.spot += [{"probe": p.name, "ability": p.ability, "correct": int(k), "trials": n}
                      for p, k in zip(ends, got, strict=True)]
