@@ -196,6 +196,7 @@ class SimSetup:
     items: dict  # benchmark item id -> fields, as the world serves them
     z_of: dict  # benchmark item id -> fitted z
     misfit: float  # the annotator's misfit allowance (a run's --misfit, resolved as the run resolves "auto")
+    link: tuple = (0.0, 1.0)  # the annotator's anchor link (--link), else the identity
 
     def annotator(self):
         from benchfill.search.annotate import Annotator
@@ -206,6 +207,7 @@ class SimSetup:
         extra["misfit"] = self.misfit
         extra["slope_weights"] = not PRIOR_SLOPES
         extra["own_sampling"] = OWN_SAMPLING
+        extra["link"] = tuple(self.link)
         return Annotator(self.services, self.probes, self.chance, self.fit.b_min, self.fit.b_max, "adaptive", **extra)
 
 
@@ -225,6 +227,7 @@ SPOT_ON = "all"  # what-if: the order screen's spot checks on "contenders" only 
 # published rows and the probe panel's rows answer by one model. The real rows follow the items' real slopes,
 # the panel's rows the world's drawn ones, and a 1PL fit of the two together places the probes off the items.
 WORLD_MATRIX = False
+LINK = False  # ``--link``: children placed through the probes mapped onto the record by the originals (anchor_link)
 OWN_SAMPLING = False  # ``--own-sampling``: the annotator states the placement's own sampling se, not the 1PL's
 PRIOR_SLOPES = False  # ``--prior-slopes``: place items by the prior over slopes alone, as before the answers weighed them
 # The world's sd of log item discrimination; None: the world's default; "like-set": each set's own, estimated
@@ -349,7 +352,14 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
         misfit = misfit_allowance(matrix, seed=seed)[0]
     else:
         misfit = float(MISFIT)
-    return SimSetup(world, services, fit, probes, chance, ids, z, items, z_of, misfit)
+    link = (0.0, 1.0)
+    if LINK:  # what-if: as a run would link its children, through the panel's answers to the originals
+        from benchfill.search.annotate import Annotator, anchor_link
+
+        plain = Annotator(services, probes, chance, fit.b_min, fit.b_max, "adaptive", misfit=misfit,
+                          slope_weights=not PRIOR_SLOPES, own_sampling=OWN_SAMPLING)
+        link, _ = anchor_link(plain, matrix, fit)
+    return SimSetup(world, services, fit, probes, chance, ids, z, items, z_of, misfit, link)
 
 
 def world_matrix(world, matrix, seed: int, trials: np.ndarray | None = None):
@@ -534,13 +544,13 @@ def _cpus() -> int:
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -867,6 +877,9 @@ def main() -> None:
     ap.add_argument("--world-matrix", action="store_true",
                     help="what-if: each set's published matrix redrawn from the world (its models at their fitted "
                          "abilities, the world's slopes), so that published and panel rows answer by one model")
+    ap.add_argument("--link", action="store_true",
+                    help="what-if: a child placed through the probes is mapped onto the fit's scale of record by "
+                         "the originals placed the same way (search.annotate.anchor_link: offset and spread)")
     ap.add_argument("--own-sampling", action="store_true",
                     help="what-if: the annotator states the placement's own sampling se (Annotator._sampling_factor), "
                          "not the 1PL's, and the search reads it")
@@ -899,7 +912,7 @@ def main() -> None:
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK
 
     PANEL = args.panel
     DISCRIMINATION = args.discrimination
@@ -909,6 +922,7 @@ def main() -> None:
     ABILITY_BLIND = args.ability_blind
     PRIOR_SLOPES = args.prior_slopes
     OWN_SAMPLING = args.own_sampling
+    LINK = args.link
     REACH_PROBES = args.reach_probes
     SPOT_ON = args.spot_on
     WORLD_MATRIX = args.world_matrix
@@ -959,6 +973,7 @@ def main() -> None:
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
           f"; annotator's misfit allowance sd {MISFIT}{' (slopes by the prior alone)' if PRIOR_SLOPES else ''}"
           f"{'; the placement states its own sampling se' if OWN_SAMPLING else ''}"
+          f"{'; children linked to the record through the originals' if LINK else ''}"
           f"{f'; selection {SELECTION}' if SELECTION != 'posterior' else ''}"
           f"{'; two probes added at the easiest and the hardest items' if REACH_PROBES else ''}"
           f"{'; the order screen spot-checks contenders only' if SPOT_ON != 'all' else ''}"

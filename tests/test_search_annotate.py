@@ -11,6 +11,7 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from benchfill.irt import item_information
 from benchfill.search import (
@@ -293,3 +294,29 @@ def test_each_item_is_placed_with_its_own_guessing_floor():
     assert own["four"].chance == 0.25 and own["ten"].chance == 0.1
     median = placed(None)  # one floor for all (0.1, the ten-option items'): the four-option item sits too easy
     assert abs(median["ten"].difficulty - 0.5) < 0.1 and median["four"].difficulty < 0.5 - 0.3
+
+
+def test_anchor_link_recovers_how_placements_through_the_probes_map_onto_the_record():
+    # Originals truly at b, recorded at 0.4 + 0.8 b (a fit's scale, shrunk and shifted); the probes answer
+    # them at their true abilities, 64 trials each. Placed through the probes, an original lands near b: the
+    # link maps it back onto the record, as it will a child.
+    from benchfill.search.annotate import anchor_link
+
+    rng = np.random.default_rng(3)
+    b_true = rng.uniform(-2.5, 2.5, 120)
+    theta = np.array(list(ABILITY.values()))
+    trials = np.full((theta.size, b_true.size), 64)
+    correct = rng.binomial(trials, 1 / (1 + np.exp(-(theta[:, None] - b_true[None, :]))))
+    ids = tuple(f"q{i}" for i in range(b_true.size))
+    matrix = SimpleNamespace(models=tuple(ABILITY), item_ids=ids, correct=correct, trials=trials)
+    fit = SimpleNamespace(item_ids=ids, difficulty=0.4 + 0.8 * b_true, difficulty_se=np.full(b_true.size, 0.05),
+                          chance=np.zeros(b_true.size))
+    ann = Annotator(None, [Probe(n, a, 8) for n, a in ABILITY.items()], 0.0, B_MIN, B_MAX, "fixed")
+    (offset, slope), info = anchor_link(ann, matrix, fit)
+    assert info["items"] >= 100 and abs(slope - 0.8) < 0.04 and abs(offset - 0.4) < 0.06, (offset, slope, info)
+    linked = Annotator(None, ann.probes, 0.0, B_MIN, B_MAX, "fixed", link=(offset, slope))
+    assert linked.to_z(1.0) == pytest.approx((offset + slope - B_MIN) / (B_MAX - B_MIN))
+    assert linked.from_z(linked.to_z(1.7)) == pytest.approx(1.7)
+    # too few anchors the probes answered: the identity, and why
+    few = SimpleNamespace(models=matrix.models, item_ids=ids[:5], correct=correct[:, :5], trials=trials[:, :5])
+    assert anchor_link(ann, few, fit) == ((0.0, 1.0), {"items": 5, "why": "fewer than 10 anchor items placed with an se under 1"})

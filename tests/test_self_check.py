@@ -106,7 +106,7 @@ def test_a_multiple_choice_child_its_grader_cannot_read_is_set_aside(tmp_path, s
     item = {"id": "x", "question": "?", "options": list("abcd"), "answer": "B"}
     assert grader.reference_fault(item) is None
     assert grader.reference_fault({**item, "options": list("abcdefghijk")}) == \
-        "field 'options' must be a list of 2 to 10 options"
+        'field \'options\' must be a list of 2 to 10 options (or {"text": [...], "label": [...]})'
     assert grader.reference_fault({**item, "answer": "E"}) == "field 'answer' = 'E' is not one of the 4 options"
 
     make_child = roles.make_child
@@ -130,7 +130,7 @@ def test_a_multiple_choice_child_its_grader_cannot_read_is_set_aside(tmp_path, s
     rows = db.execute("select judge_reason, flags_json, rollouts from candidate").fetchall()
     db.close()
     assert len(rows) == 4 and all(json.loads(f) == ["fails_own_check"] and n == 0 for _, f, n in rows)
-    assert rows[0][0] == "field 'options' must be a list of 2 to 10 options"
+    assert rows[0][0] == 'field \'options\' must be a list of 2 to 10 options (or {"text": [...], "label": [...]})'
 
 
 def test_tests_written_to_a_wrong_solution_pass_the_probes_that_make_the_same_slip(code_items):

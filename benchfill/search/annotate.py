@@ -183,6 +183,9 @@ class Annotator:
     # item id -> rollouts answered through ``ask``, shared with the per-item copies (``at_chance``): what a
     # child whose prompt a probe then refused had cost (the search counts it, ``loop._refused``)
     answered: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    # (A, B): an item placed at b through the probes sits at A + B b on the fit's scale of record
+    # (``anchor_link``: the originals placed through the same probes, against their fitted b). (0, 1): as placed.
+    link: tuple[float, float] = (0.0, 1.0)
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -200,7 +203,19 @@ class Annotator:
         return sum(p.trials for p in self.probes)
 
     def to_z(self, b: float) -> float:
-        return (b - self.b_min) / self.span
+        """The normalized difficulty of an item placed at ``b`` through the probes (the link applied)."""
+        a, slope = self.link
+        return (a + slope * b - self.b_min) / self.span
+
+    def from_z(self, z: float) -> float:
+        """The ``b`` through the probes of an item at normalized difficulty ``z`` (``to_z``'s inverse)."""
+        a, slope = self.link
+        return (self.b_min + z * self.span - a) / slope
+
+    @property
+    def z_per_b(self) -> float:
+        """Normalized difficulty per logit placed through the probes."""
+        return self.link[1] / self.span
 
     def for_item(self, item: dict[str, Any]) -> Annotator:
         """This annotator with ``item``'s own guessing floor (itself where the floor is the same)."""
@@ -252,7 +267,7 @@ class Annotator:
         correct = {p.name: 0 for p in self.probes}
         trials = {p.name: 0 for p in self.probes}
         asked = {p.name: 0 for p in self.probes}
-        b_target = self.b_min + target_z * self.span
+        b_target = self.from_z(target_z)
         b = b_target
         budget = self.fixed_budget
         ann: Annotation | None = None
@@ -351,7 +366,7 @@ class Annotator:
         way, and no number of rollouts tells a flat item from a steep one. There a probe nearer the gap
         is the remedy, not a tighter ``--confirm-se``."""
         s = self.confirmation
-        b = self.b_min + z * self.span
+        b = self.from_z(z)
         cap = s.cap(self.fixed_budget)
         trials = {p.name: 0 for p in self.probes}
         sampling = ability = misfit = math.inf
@@ -360,14 +375,14 @@ class Annotator:
             for p, n in zip(chosen, _split(cap - sum(trials.values()), [s.batch] * len(chosen)), strict=True):
                 trials[p.name] += n
             sampling, ability, misfit = self._parts(b, trials)
-            if s.precise(math.sqrt(sampling) / self.span, math.sqrt(ability + misfit) / self.span,
+            if s.precise(math.sqrt(sampling) * self.z_per_b, math.sqrt(ability + misfit) * self.z_per_b,
                          sum(trials.values()), self.fixed_budget):
                 break
-        return Annotation(b, math.sqrt(sampling), z, math.sqrt(sampling) / self.span, sum(trials.values()),
+        return Annotation(b, math.sqrt(sampling), z, math.sqrt(sampling) * self.z_per_b, sum(trials.values()),
                           [{"probe": p.name, "ability": p.ability, "correct": None, "trials": trials[p.name]}
                            for p in self.probes if trials[p.name]],
-                          ["expected"], stop="expected", ability_z_se=math.sqrt(ability) / self.span,
-                          misfit_z_se=math.sqrt(misfit) / self.span)
+                          ["expected"], stop="expected", ability_z_se=math.sqrt(ability) * self.z_per_b,
+                          misfit_z_se=math.sqrt(misfit) * self.z_per_b)
 
     def resolution(self, ann: Annotation) -> float:
         """The z standard error an annotation can vouch for: its own, but never looser than
@@ -391,7 +406,7 @@ class Annotator:
     def _fixed_se(self, b: float) -> float:
         """The z standard error (sampling) the fixed protocol would reach for an item at ``b``."""
         sampling, _ = self._variance(b, {p.name: p.trials for p in self.probes})
-        return math.sqrt(sampling) / self.span
+        return math.sqrt(sampling) * self.z_per_b
 
     def _infos(self, b: float) -> dict[str, float]:
         """Fisher information of one answer of each probe about an item at ``b``, under the guessing
@@ -623,8 +638,8 @@ class Annotator:
         c = np.array([correct[p.name] for p in used], dtype=float)
         k = np.array([trials[p.name] for p in used], dtype=float)
         theta = np.array([p.ability for p in used], dtype=float)
-        lo, hi = self.b_min + lo_z * self.span, self.b_min + hi_z * self.span
-        wide = np.linspace(self.b_min - 3 * self.span, self.b_max + 3 * self.span, 601)
+        lo, hi = self.from_z(lo_z), self.from_z(hi_z)
+        wide = np.linspace(self.from_z(-3.0), self.from_z(4.0), 601)
         band = np.linspace(lo, hi, 41)
         ll_all = _log_lik(np.concatenate([wide, band]), c, k, theta, self.chance)
         return float(ll_all.max() - ll_all[wide.size:].max())
@@ -652,7 +667,7 @@ class Annotator:
             _, ability, _ = self._parts(b, trials, misfit=misfit)
         else:
             _, ability, misfit = self._parts(b, trials)
-        ability_z_se, misfit_z_se = math.sqrt(ability) / self.span, math.sqrt(misfit) / self.span
+        ability_z_se, misfit_z_se = math.sqrt(ability) * self.z_per_b, math.sqrt(misfit) * self.z_per_b
         flags = list(getattr(est, "flags", []) or [])
         z = self.to_z(b)
         if not 0.0 <= z <= 1.0:
@@ -660,7 +675,7 @@ class Annotator:
         results = [
             {"probe": p.name, "ability": p.ability, "correct": correct[p.name], "trials": trials[p.name]} for p in used
         ]
-        return Annotation(b, se, z, se / self.span, int(k.sum()), results, sorted(set(flags)),
+        return Annotation(b, se, z, se * self.z_per_b, int(k.sum()), results, sorted(set(flags)),
                           ability_z_se=ability_z_se, misfit_z_se=misfit_z_se, chance=self.chance)
 
 
@@ -680,3 +695,48 @@ def _log_lik(b: np.ndarray, c: np.ndarray, k: np.ndarray, theta: np.ndarray, cha
     p = np.clip(chance + (1.0 - chance) * s, 1e-300, 1.0)
     q = np.clip((1.0 - chance) * (1.0 - s), 1e-300, 1.0)
     return (c * np.log(p) + (k - c) * np.log(q)).sum(axis=1)
+
+
+def anchor_link(annotator: Annotator, matrix: Any, fit: Any, min_items: int = 10,
+                max_se: float = 1.0) -> tuple[tuple[float, float], dict[str, Any]]:
+    """((A, B), what it rests on): how an item placed through the probes maps onto the fit's scale of record.
+
+    Each original item the probes answered in ``matrix`` (the panel's rollouts on the anchor items) is placed
+    as a child is (``Annotator._estimate``, its own guessing floor), and set against its fitted difficulty:
+    B is the ratio of the two spreads less their estimation error (mean-sigma linking), A the offset of the
+    means. A child placed at b is then at A + B b on the record, as an original with the same answers would
+    be. The identity where fewer than ``min_items`` items have a finite placement with an se under ``max_se``
+    logits, or the spreads cannot be told from the error."""
+    identity = (0.0, 1.0)
+    names = [p.name for p in annotator.probes]
+    rows = {m: j for j, m in enumerate(matrix.models)}
+    if not all(n in rows for n in names):
+        return identity, {"items": 0, "why": "the probes are not all in the matrix"}
+    plain = replace(annotator, link=identity)
+    fitted = {i: k for k, i in enumerate(fit.item_ids)}
+    placed, placed_var, record, record_var = [], [], [], []
+    for col, item_id in enumerate(matrix.item_ids):
+        k = fitted.get(item_id)
+        trials = {n: int(matrix.trials[rows[n], col]) for n in names}
+        if k is None or sum(1 for v in trials.values() if v > 0) < 3:
+            continue
+        correct = {n: int(matrix.correct[rows[n], col]) for n in names}
+        ann = plain.at_chance(float(fit.chance[k]))._estimate(correct, trials)
+        misfit_b = ann.misfit_z_se * plain.span
+        if "no_finite_mle" in ann.flags or not (math.isfinite(ann.difficulty) and ann.se < max_se):
+            continue
+        placed.append(ann.difficulty)
+        placed_var.append(ann.se**2 + misfit_b**2)
+        record.append(float(fit.difficulty[k]))
+        se = float(fit.difficulty_se[k])
+        record_var.append(se**2 if math.isfinite(se) else 0.0)
+    info: dict[str, Any] = {"items": len(placed)}
+    if len(placed) < min_items:
+        return identity, {**info, "why": f"fewer than {min_items} anchor items placed with an se under {max_se:g}"}
+    spread_placed = float(np.var(placed)) - float(np.mean(placed_var))
+    spread_record = float(np.var(record)) - float(np.mean(record_var))
+    if spread_placed <= 0 or spread_record <= 0:
+        return identity, {**info, "why": "the spreads are within their estimation error"}
+    slope = min(max(math.sqrt(spread_record / spread_placed), 0.5), 2.0)
+    offset = float(np.mean(record)) - slope * float(np.mean(placed))
+    return (offset, slope), {**info, "offset": round(offset, 4), "slope": round(slope, 4)}
