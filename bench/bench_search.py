@@ -358,7 +358,7 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
 
         plain = Annotator(services, probes, chance, fit.b_min, fit.b_max, "adaptive", misfit=misfit,
                           slope_weights=not PRIOR_SLOPES, own_sampling=OWN_SAMPLING)
-        link, _ = anchor_link(plain, matrix, fit)
+        link, _ = anchor_link(plain, matrix, fit, spread=LINK != "offset")
     return SimSetup(world, services, fit, probes, chance, ids, z, items, z_of, misfit, link)
 
 
@@ -877,9 +877,10 @@ def main() -> None:
     ap.add_argument("--world-matrix", action="store_true",
                     help="what-if: each set's published matrix redrawn from the world (its models at their fitted "
                          "abilities, the world's slopes), so that published and panel rows answer by one model")
-    ap.add_argument("--link", action="store_true",
+    ap.add_argument("--link", nargs="?", const="spread", choices=("spread", "offset"), default=None,
                     help="what-if: a child placed through the probes is mapped onto the fit's scale of record by "
-                         "the originals placed the same way (search.annotate.anchor_link: offset and spread)")
+                         "the originals placed the same way (search.annotate.anchor_link): offset and spread, or "
+                         "the offset alone")
     ap.add_argument("--own-sampling", action="store_true",
                     help="what-if: the annotator states the placement's own sampling se (Annotator._sampling_factor), "
                          "not the 1PL's, and the search reads it")
@@ -973,7 +974,7 @@ def main() -> None:
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
           f"; annotator's misfit allowance sd {MISFIT}{' (slopes by the prior alone)' if PRIOR_SLOPES else ''}"
           f"{'; the placement states its own sampling se' if OWN_SAMPLING else ''}"
-          f"{'; children linked to the record through the originals' if LINK else ''}"
+          f"{f'; children linked to the record through the originals ({LINK})' if LINK else ''}"
           f"{f'; selection {SELECTION}' if SELECTION != 'posterior' else ''}"
           f"{'; two probes added at the easiest and the hardest items' if REACH_PROBES else ''}"
           f"{'; the order screen spot-checks contenders only' if SPOT_ON != 'all' else ''}"

@@ -212,10 +212,10 @@ class Annotator:
         a, slope = self.link
         return (self.b_min + z * self.span - a) / slope
 
-    @property
-    def z_per_b(self) -> float:
-        """Normalized difficulty per logit placed through the probes."""
-        return self.link[1] / self.span
+    def z_of_logits(self, x: float) -> float:
+        """A length of ``x`` logits placed through the probes, in normalized difficulty (written so that with
+        no link it is ``x / span`` to the last bit: the search's near-tied choices turn on such bits)."""
+        return x * self.link[1] / self.span
 
     def for_item(self, item: dict[str, Any]) -> Annotator:
         """This annotator with ``item``'s own guessing floor (itself where the floor is the same)."""
@@ -375,14 +375,14 @@ class Annotator:
             for p, n in zip(chosen, _split(cap - sum(trials.values()), [s.batch] * len(chosen)), strict=True):
                 trials[p.name] += n
             sampling, ability, misfit = self._parts(b, trials)
-            if s.precise(math.sqrt(sampling) * self.z_per_b, math.sqrt(ability + misfit) * self.z_per_b,
+            if s.precise(self.z_of_logits(math.sqrt(sampling)), self.z_of_logits(math.sqrt(ability + misfit)),
                          sum(trials.values()), self.fixed_budget):
                 break
-        return Annotation(b, math.sqrt(sampling), z, math.sqrt(sampling) * self.z_per_b, sum(trials.values()),
+        return Annotation(b, math.sqrt(sampling), z, self.z_of_logits(math.sqrt(sampling)), sum(trials.values()),
                           [{"probe": p.name, "ability": p.ability, "correct": None, "trials": trials[p.name]}
                            for p in self.probes if trials[p.name]],
-                          ["expected"], stop="expected", ability_z_se=math.sqrt(ability) * self.z_per_b,
-                          misfit_z_se=math.sqrt(misfit) * self.z_per_b)
+                          ["expected"], stop="expected", ability_z_se=self.z_of_logits(math.sqrt(ability)),
+                          misfit_z_se=self.z_of_logits(math.sqrt(misfit)))
 
     def resolution(self, ann: Annotation) -> float:
         """The z standard error an annotation can vouch for: its own, but never looser than
@@ -406,7 +406,7 @@ class Annotator:
     def _fixed_se(self, b: float) -> float:
         """The z standard error (sampling) the fixed protocol would reach for an item at ``b``."""
         sampling, _ = self._variance(b, {p.name: p.trials for p in self.probes})
-        return math.sqrt(sampling) * self.z_per_b
+        return self.z_of_logits(math.sqrt(sampling))
 
     def _infos(self, b: float) -> dict[str, float]:
         """Fisher information of one answer of each probe about an item at ``b``, under the guessing
@@ -639,7 +639,9 @@ class Annotator:
         k = np.array([trials[p.name] for p in used], dtype=float)
         theta = np.array([p.ability for p in used], dtype=float)
         lo, hi = self.from_z(lo_z), self.from_z(hi_z)
-        wide = np.linspace(self.from_z(-3.0), self.from_z(4.0), 601)
+        # z from -3 to 4; the upper end from b_max, as before the link, where there is none (the bits matter)
+        upper = self.b_max if self.link == (0.0, 1.0) else self.from_z(1.0)
+        wide = np.linspace(self.from_z(-3.0), upper + 3 * self.span / self.link[1], 601)
         band = np.linspace(lo, hi, 41)
         ll_all = _log_lik(np.concatenate([wide, band]), c, k, theta, self.chance)
         return float(ll_all.max() - ll_all[wide.size:].max())
@@ -667,7 +669,7 @@ class Annotator:
             _, ability, _ = self._parts(b, trials, misfit=misfit)
         else:
             _, ability, misfit = self._parts(b, trials)
-        ability_z_se, misfit_z_se = math.sqrt(ability) * self.z_per_b, math.sqrt(misfit) * self.z_per_b
+        ability_z_se, misfit_z_se = self.z_of_logits(math.sqrt(ability)), self.z_of_logits(math.sqrt(misfit))
         flags = list(getattr(est, "flags", []) or [])
         z = self.to_z(b)
         if not 0.0 <= z <= 1.0:
@@ -675,7 +677,7 @@ class Annotator:
         results = [
             {"probe": p.name, "ability": p.ability, "correct": correct[p.name], "trials": trials[p.name]} for p in used
         ]
-        return Annotation(b, se, z, se * self.z_per_b, int(k.sum()), results, sorted(set(flags)),
+        return Annotation(b, se, z, self.z_of_logits(se), int(k.sum()), results, sorted(set(flags)),
                           ability_z_se=ability_z_se, misfit_z_se=misfit_z_se, chance=self.chance)
 
 
@@ -697,8 +699,8 @@ def _log_lik(b: np.ndarray, c: np.ndarray, k: np.ndarray, theta: np.ndarray, cha
     return (c * np.log(p) + (k - c) * np.log(q)).sum(axis=1)
 
 
-def anchor_link(annotator: Annotator, matrix: Any, fit: Any, min_items: int = 10,
-                max_se: float = 1.0) -> tuple[tuple[float, float], dict[str, Any]]:
+def anchor_link(annotator: Annotator, matrix: Any, fit: Any, min_items: int = 10, max_se: float = 1.0,
+                spread: bool = True) -> tuple[tuple[float, float], dict[str, Any]]:
     """((A, B), what it rests on): how an item placed through the probes maps onto the fit's scale of record.
 
     Each original item the probes answered in ``matrix`` (the panel's rollouts on the anchor items) is placed
@@ -706,7 +708,8 @@ def anchor_link(annotator: Annotator, matrix: Any, fit: Any, min_items: int = 10
     B is the ratio of the two spreads less their estimation error (mean-sigma linking), A the offset of the
     means. A child placed at b is then at A + B b on the record, as an original with the same answers would
     be. The identity where fewer than ``min_items`` items have a finite placement with an se under ``max_se``
-    logits, or the spreads cannot be told from the error."""
+    logits, or the spreads cannot be told from the error. ``spread`` False: the offset alone (B = 1), the
+    precision-weighted mean of the differences."""
     identity = (0.0, 1.0)
     names = [p.name for p in annotator.probes]
     rows = {m: j for j, m in enumerate(matrix.models)}
@@ -733,6 +736,10 @@ def anchor_link(annotator: Annotator, matrix: Any, fit: Any, min_items: int = 10
     info: dict[str, Any] = {"items": len(placed)}
     if len(placed) < min_items:
         return identity, {**info, "why": f"fewer than {min_items} anchor items placed with an se under {max_se:g}"}
+    if not spread:
+        w = 1.0 / (np.asarray(placed_var) + np.asarray(record_var) + 1e-12)
+        offset = float(np.sum(w * (np.asarray(record) - np.asarray(placed))) / np.sum(w))
+        return (offset, 1.0), {**info, "offset": round(offset, 4), "slope": 1.0}
     spread_placed = float(np.var(placed)) - float(np.mean(placed_var))
     spread_record = float(np.var(record)) - float(np.mean(record_var))
     if spread_placed <= 0 or spread_record <= 0:
