@@ -414,18 +414,25 @@ _TOO_LONG = re.compile(r"context[ _]length|maximum context|max_model_len|prompt 
                        r"|input is too long|exceeds? the (?:model's )?(?:maximum|max|context)", re.IGNORECASE)
 
 
-_VLLM_SPLIT = re.compile(r"maximum context length is (\d+).*?(\d+) in the messages, (\d+) in the completion",
-                         re.IGNORECASE | re.DOTALL)
+# vLLM names the parts: "maximum context length is 2048 tokens. However, you requested 4196 tokens (100 in the
+# messages, 4096 in the completion)" (before 0.6), "'max_tokens' ... is too large: 4096. This model's maximum
+# context length is 2048 tokens and your request has 100 input tokens (4096 > 2048 - 100)" (since).
+_VLLM_OLD = re.compile(r"maximum context length is (\d+).*?(\d+) in the messages, (\d+) in the completion",
+                       re.IGNORECASE | re.DOTALL)
+_VLLM_NEW = re.compile(r"\((\d+) > (\d+) - (\d+)\)")
 
 
 def _prompt_too_long(exc: BaseException) -> bool:
     """A refusal of the prompt's length: the item's fault. Not where the server says max_tokens alone fills
-    its context (vLLM names both parts): that is the config's, and every item would meet it."""
+    its context: that is the config's, and every item would meet it."""
     said = str(exc)
     if status_of(exc) not in (400, 413, 422) or _TOO_LONG.search(said) is None:
         return False
-    split = _VLLM_SPLIT.search(said)
-    return split is None or int(split.group(3)) < int(split.group(1))
+    if (old := _VLLM_OLD.search(said)) is not None:
+        return int(old.group(3)) < int(old.group(1))
+    if (new := _VLLM_NEW.search(said)) is not None:
+        return int(new.group(1)) < int(new.group(2))
+    return True
 
 
 def _is_call_error(exc: BaseException) -> bool:

@@ -899,11 +899,14 @@ def _record_gap_done(store, result) -> None:
         s.add(state)
         for c in result.children:  # the simulated world's truth, fetched after the search, and every
             # confirmation (the runners-up the search compared, not only the chosen child)
-            if c.true_difficulty is None and c.confirmation is None:
+            refused = "probe_refused" in c.flags  # set aside after its row was written (search.loop._refused)
+            if c.true_difficulty is None and c.confirmation is None and not refused:
                 continue
             row = store.get(s, Candidate, c.item_id)
             if row is None:
                 continue
+            if refused:
+                row.valid, row.flags_json = False, json.dumps(c.flags)
             if c.true_difficulty is not None:
                 row.true_difficulty = c.true_difficulty
             if c.confirmation is not None:

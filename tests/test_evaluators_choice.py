@@ -38,6 +38,11 @@ def mmlu_items(shared_data):
         # a reasoning model's drafts are not its answer; thinking that never closes gives none
         ("<think>So the answer is (A)? No.</think>\n**Final Answer**\n\\boxed{B}", "B"),
         ("<think>... so the answer is (B)? Let me check option C too. For C,", None),
+        ("Answer: Option B", "B"),
+        ("Answer: $C$", "C"),
+        # only where MMLU-Pro's own forms read nothing: a variable is no option, an explicit answer wins
+        ("…the answer is $F = 20$ N, which is option (B).", None),
+        ("We need to decide whether the answer is option B or option D.\n\nAnswer: D", "D"),
         ("I am not sure.", None),
         ("The answer is a prime number, 7.", None),
         ("", None),

@@ -97,6 +97,8 @@ def test_the_block_that_defines_the_function_is_the_answer(humaneval):
     # a raw completion (the body) that runs on into a helper or a main keeps its body
     body = item["canonical_solution"]
     assert CODE.grade(body + "\n\ndef main():\n    print(1)\n", item).correct
+    # prose whose list is indented is still prose before unfenced code
+    assert CODE.grade(f"Plan:\n- pair up the numbers\n  - compare each pair\n\n{full}", item).correct
     # and thinking that never closes offers no code
     assert not CODE.grade(f"<think>\n{fence}python\n{full}{fence}", item).correct
 

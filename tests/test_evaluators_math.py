@@ -86,6 +86,14 @@ def test_extract_answer_forms():
         ("Okay, so the answer is 5.</think>\n\nThe answer is 6.", "6"),
         ("<think>so the answer is 204? Wait, let me re-check", None),
         ("The answer to this depends on x.", None),
+        # a bare "answer:" in passing is no label; after a conclusion, in a numbered list or as "final answer:", it is
+        ("So the answer is 35.\n\n(A common wrong answer: 33.)", "35"),
+        ("Final Answer: 35\n\nNote: an earlier draft had answer: 33", "35"),
+        ("Thus the answer is 204.\n\nLet me double-check the answer: t = 24, so 180 + 24 = 204.", "204"),
+        ("I think the answer is 204. This is my final answer, and I'm confident.", "204"),
+        ("Thus, the final answer: 35", "35"),
+        ("Therefore the answer: 35", "35"),
+        ("1. Answer: 12\n2. Answer: 35", "35"),
     ],
 )
 def test_extract_answer_reads_how_models_commit(reply, answer):

@@ -237,6 +237,7 @@ def test_parse_child_reads_what_models_write_around_the_json():
     # a Python dict holding LaTeX: Python would read \frac's \f as a form feed, so it is asked for again
     with pytest.raises(MalformedReply, match="invalid JSON"):
         parse_child(r"<child>{'problem': 'Compute $\frac{1}{2} \times 3$', 'answer': '3'}</child>")
+    assert parse_child(r"<child>{'problem': 'Line one.\nLine two', 'answer': '4'}</child>")["problem"] == "Line one.\nLine two"
     with pytest.raises(MalformedReply, match="never closes"):
         parse_child('<think>draft <child>{"problem": "draft", "answer": "0"}</child> but wait,')
     # a reply that doubles its other backslashes meant a line break before "u"; mixed ones still read

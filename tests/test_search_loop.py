@@ -134,14 +134,20 @@ def test_a_refusal_in_a_spot_check_or_a_confirmation_sets_the_child_aside_and_it
     # refusal there stopped the run as before, and the rollouts of a set-aside child went uncounted
     from benchfill.errors import PromptRefused
 
-    class Wordy(ToyWorld):
+    class Wordy(ToyWorld):  # a probe refuses some children, but only in a spot check or a confirmation
         async def rollouts(self, item_id, item, probe, n, key):
-            if item_id.startswith("bf-") and item_id.endswith(("1", "2")) and probe in ("p7", "p12"):
+            spot = ":spot" in key and item_id.endswith("1") and probe in ("p0", "p12")
+            confirming = ":confirm" in key and item_id.endswith("0") and probe in ("p6", "p7", "p8")
+            if item_id.startswith("bf-") and (spot or confirming):
+                self.refused.add("spot" if spot else "confirm")
                 raise PromptRefused(f"item {item_id}'s prompt is longer than the probe takes")
+            self.asked += n  # counted as sent: a sibling of a refused call is still in flight when it is refused
+            await asyncio.sleep(0.002)
             return await super().rollouts(item_id, item, probe, n, key)
 
     world, gap, _ = _setup()
     wordy = Wordy(world.b, seed=world.seed)
+    wordy.refused, wordy.asked = set(), 0
     ann = Annotator(wordy, [Probe(n, float(a), 16) for n, a in PROBES.items()], chance=0.0, b_min=B_MIN,
                     b_max=B_MAX, protocol="adaptive")
 
@@ -150,10 +156,11 @@ def test_a_refusal_in_a_spot_check_or_a_confirmation_sets_the_child_aside_and_it
         return await ann.confirm(c.item_id, c.item, f"s1:{c.item_id}:confirm", a.difficulty, band=band, resume=resume)
 
     res = asyncio.run(benchfill_search(gap, wordy, ann, SearchSettings(rounds=3), seed=1, confirm=confirm))
+    assert wordy.refused == {"spot", "confirm"}, wordy.refused  # both phases refused at least once
     refused = [c for c in res.children if "probe_refused" in c.flags]
     assert refused and all(not c.valid and c.confirmation is None for c in refused)
     assert res.chosen is None or "probe_refused" not in res.chosen.flags
-    assert res.spend.rollouts + res.spend.screen_rollouts == wordy.calls["rollouts"]
+    assert res.spend.rollouts + res.spend.screen_rollouts == wordy.calls["rollouts"] == wordy.asked
 
 
 def test_search_stops_early_at_the_tolerance():

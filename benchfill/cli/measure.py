@@ -378,10 +378,12 @@ def _corr(v: float) -> str:
     return "undefined" if v != v else f"{v:.3f}"  # NaN: no refit had a correlation
 
 
-# No answer places an item every model solves (or none does): the N(0, 1) prior does, drawing it in toward
-# the middle, and the gaps at that end with it. On matrices drawn as wide as real fits come out, the fitted
-# max gap was half the true one (bench/bench_gap_bias.py).
-PRIOR_PLACED = "; only the prior places them, so the gaps at that end are not measured and tend to come out small"
+# No answer places an item every model solves (or none does): the N(0, 1) prior does. It draws every weakly
+# measured item at the ends in toward the middle, these most of all, and the gaps there with them: on matrices
+# drawn as wide as real fits come out, the fitted max gap was half the true one, with such items or without
+# them (bench/bench_gap_bias.py).
+PRIOR_PLACED = "; no answer places them: the prior does, and draws them (and the gaps at that end) in toward the middle"
+WIDE = 1.25  # fitted difficulty sd past which diagnose says the prior draws the ends in (bench_gap_bias.py)
 
 
 def _print_extremes(ext: dict[str, list[str]]) -> None:
@@ -424,6 +426,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if plot_format(args.plot) is None:
             raise ConfigError(f"--plot {args.plot!r}: the name's ending gives the format; give one ending in "
                               + ", ".join(f".{s}" for s in PLOT_FORMATS[:-1]) + f" or .{PLOT_FORMATS[-1]}")
+    import numpy as np
+
     target = parse_target(args.target)
     matrix, items, f = _inputs(args)
     check_spread(f, matrix, fit_source=args.fit_path)
@@ -435,6 +439,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         "source": _source(args, matrix),
         "fit": {"engine": f.engine, "model": f.model, "seed": f.seed},
         "guessing": bool(f.chance.any()),
+        "difficulty_sd": round(float(np.std(np.asarray(f.difficulty, dtype=float))), 4),  # (WIDE)
     }
     if f.engine == "nuts":  # the sampler's convergence, as the README promises
         report.notes["fit"]["convergence"] = {k: f.diagnostics.get(k) for k in NUTS_CHECKS}
@@ -500,6 +505,10 @@ def _print_report(r: Any) -> None:
                   f"90% [{s['q05']:.4f}, {s['q95']:.4f}] over {s['n_draws']} draws")
     if r.out_of_range:
         print(f"  {r.out_of_range} items fall outside [0, 1] on this scale")
+    if (n.get("difficulty_sd") or 0) > WIDE:
+        print(f"  the difficulties spread wider (sd {n['difficulty_sd']:.2f}) than their N(0, 1) prior, which draws the "
+              "least-measured items at the ends in toward the middle: these gap figures are likely small (matrices "
+              "drawn at humaneval's shape and spread gave 0.44 of the true max gap; bench/bench_gap_bias.py)")
     print(f"largest gaps (of {r.n_items + 1}):")
     print(f"  {'#':>2}  {'left':>6}  {'right':>6}  {'width':>6}  left item -> right item")
     for i, g in enumerate(r.gaps, start=1):

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from benchfill.errors import ConfigError, EndpointError
+from benchfill.errors import ConfigError, EndpointError, PromptRefused
 from benchfill.evaluators.base import Evaluator
 from benchfill.netguard import off_loop
 from benchfill.search.annotate import Annotation, Annotator, ConfirmSettings
@@ -431,7 +431,14 @@ class Backend:
         """Confirm the chosen child, unless the search already did."""
         c = result.chosen
         if c.confirmation is None:
-            c.confirmation = await self.confirm_child(c)
+            try:
+                c.confirmation = await self.confirm_child(c)
+            except PromptRefused as exc:  # (the baseline's pick: the search sets its own aside, search.loop)
+                from benchfill.search.loop import _refused
+
+                _refused(c, exc, self.annotator, result.spend)
+                result.chosen = None  # the gap stays open rather than take an item no probe could measure
+                return
             screen_child(c)  # the order screen again, the fresh rollouts pooled in
             result.spend.rollouts += c.confirmation.rollouts
 

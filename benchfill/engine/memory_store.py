@@ -159,9 +159,22 @@ class SharedMemory:
                              simulated=False, z=v, ancestor_id=i) for i, v in sorted(self.now.items())]
                 _insert_missing(s, rows)
 
+    def _set_aside(self, child: Child) -> None:
+        """A child a probe refused (``probe_refused``): its row, if any, marked no parent and not valid."""
+        with self.store.session() as s:
+            row = s.exec(select(MemoryRecord).where(
+                MemoryRecord.benchmark == self.benchmark, MemoryRecord.scale == self.scale,
+                MemoryRecord.run_id == self.run_id, MemoryRecord.item_id == child.item_id)).first()
+            if row is not None:
+                row.parent_ok, row.valid, row.flags_json = False, False, json.dumps(child.flags)
+                s.add(row)
+
     def record_child(self, gap_index: int, child: Child) -> None:
         """An annotated child (again, once confirmed or flagged: the row is updated)."""
         a = child.confirmation or child.annotation
+        if "probe_refused" in child.flags and child.item is not None and "reused" not in child.flags:
+            self._set_aside(child)  # set aside after its row was written: no parent now, nor valid
+            return
         if a is None or child.item is None or "reused" in child.flags:
             return
         # A confirmation cut short outside its gap is a coarse figure: not one a later run may reuse as it is.

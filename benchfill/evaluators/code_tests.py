@@ -49,10 +49,9 @@ def extract_code(response: str, entry_point: str | None = None) -> str:
 
 
 def _prose(lead: str) -> bool:
-    """Whether ``lead`` reads as prose, not code: no indented line (a raw completion's body is indented,
-    and a helper after it must not take its place)."""
-    lines = [line for line in lead.splitlines() if line.strip()]
-    return bool(lines) and not any(line[:1] in (" ", "\t") for line in lines)
+    """Whether ``lead`` reads as prose, not code: it does not parse as Python once dedented (a raw
+    completion's body does, and a helper after it must not take its place; "Plan:\n- a\n  - b" does not)."""
+    return bool(lead.strip()) and not _parses(textwrap.dedent(lead))
 
 
 _FENCE_LINE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\n]*)$")

@@ -28,8 +28,9 @@ _PATTERNS = [
     re.compile(r"(?i:answer)\**\s*:" + _LETTER),
     re.compile(r"(?:^|\n)\s*(?:\(([A-J])\)|([A-J]))[.):]?\s*$"),  # a lone letter on the last line
     # Only where none of MMLU-Pro's own forms reads a letter (so never over what they read): "the correct answer
-    # is option B", "the answer is $(C)$". ("the answer is $F = 20$ N" is a variable, not option F.)
-    re.compile(r"(?i:answer\s+is)\s*:?\s*(?:(?i:option|choice)\s+\(?([A-J])\)?|\$\s*\(([A-J])\)\s*\$)"),
+    # is option B", "Answer: Option C", "the answer is $(C)$", "Answer: $C$". ("the answer is $F = 20$ N" is a
+    # variable, not option F.)
+    re.compile(r"(?i:answer)(?:\s+is)?[\s*]*:?[\s*]*(?:(?i:option|choice)\s+\(?([A-J])\)?|\$\s*\(?([A-J])\)?\s*\$)"),
 ]
 
 

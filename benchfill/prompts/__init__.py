@@ -398,7 +398,8 @@ def _object_in(body: str) -> Any:
     except json.JSONDecodeError:
         pass
     value = None
-    if "\\" not in body:  # Python would read \frac's \f as a form feed: a repair turn rather than that
+    # Python reads \frac's \f as a form feed: a reply holding a backslash other than \n or a quote's is asked again
+    if re.search(r"\\(?![n'\"\\])", body) is None:
         try:  # {'problem': '...', 'answer': '3'}: a Python literal, never evaluated as code
             value = ast.literal_eval(body[: body.rfind("}") + 1])
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

@@ -247,9 +247,7 @@ class Annotator:
     async def fixed(self, item_id: str, item: dict[str, Any], key: str) -> Annotation:
         if (own := self.for_item(item)) is not self:
             return await own.fixed(item_id, item, key)
-        counts = await asyncio.gather(
-            *(self.ask(item_id, item, p.name, p.trials, f"{key}:{p.name}:0") for p in self.probes)
-        )
+        counts = await gather_all(self.ask(item_id, item, p.name, p.trials, f"{key}:{p.name}:0") for p in self.probes)
         correct = {p.name: int(c) for p, c in zip(self.probes, counts, strict=True)}
         trials = {p.name: p.trials for p in self.probes}
         ann = self._estimate(correct, trials)
@@ -305,9 +303,7 @@ class Annotator:
         rerun asks the same requests (cache hits) in any completion order."""
         sizes = _split(budget - sum(trials.values()), [batch] * len(chosen))
         asks = [(p, n) for p, n in zip(chosen, sizes, strict=True) if n > 0]
-        got = await asyncio.gather(*(
-            self.ask(item_id, item, p.name, n, f"{key}:{p.name}:{asked[p.name]}") for p, n in asks
-        ))
+        got = await gather_all(self.ask(item_id, item, p.name, n, f"{key}:{p.name}:{asked[p.name]}") for p, n in asks)
         for (p, n), c in zip(asks, got, strict=True):
             correct[p.name] += int(c)
             trials[p.name] += n
@@ -679,6 +675,17 @@ class Annotator:
         ]
         return Annotation(b, se, z, self.z_of_logits(se), int(k.sum()), results, sorted(set(flags)),
                           ability_z_se=ability_z_se, misfit_z_se=misfit_z_se, chance=self.chance)
+
+
+async def gather_all(calls) -> list:
+    """``asyncio.gather`` of ``calls`` that raises the first failure only once every call has ended: a probe's
+    refusal (``PromptRefused``) leaves the others' rollouts answered and counted (``Annotator.answered``)
+    before the search sets the child aside, not still in flight."""
+    got = await asyncio.gather(*calls, return_exceptions=True)
+    for g in got:
+        if isinstance(g, BaseException):
+            raise g
+    return got
 
 
 def _split(room: int, sizes: list[int]) -> list[int]:

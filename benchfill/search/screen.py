@@ -24,10 +24,11 @@ and the on-disk cache, so a trials vector is simulated once per machine.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from benchfill.search.annotate import gather_all
 
 ORDER_FLAG = "order_anomaly"
 
@@ -100,8 +101,8 @@ async def screen_new_child(child: Any, annotator: Any, key: str, spend: Any,
             ends = axis_ends(annotator.probes, ann.results, settings.spot_ends)  # both ends from the second step on
         elif settings.spot_first == "far":  # a valid child usually settles on the far end alone
             ends = axis_ends(annotator.probes, ann.results, "far")
-        got = await asyncio.gather(*(annotator.ask(child.item_id, child.item, p.name, n,
-                                                                 f"{key}:{p.name}:spot{step}") for p in ends))
+        got = await gather_all(annotator.ask(child.item_id, child.item, p.name, n, f"{key}:{p.name}:spot{step}")
+                         for p in ends)
         ann.spot += [{"probe": p.name, "ability": p.ability, "correct": int(k), "trials": n}
                      for p, k in zip(ends, got, strict=True)]
         spend.screen_rollouts += n * len(ends)
