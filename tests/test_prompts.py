@@ -394,6 +394,22 @@ def test_a_child_carries_the_parents_content_fields_only(shared_data):
         EVALUATORS.pop("with_solution", None)
 
 
+def test_a_childs_options_lettered_by_the_rewriter_lose_their_letters_where_the_parents_have_none():
+    # "A. 12" was shown to the probes as "A. A. 12" (the solver prompt letters the options) and released so
+    from benchfill.prompts import new_child
+
+    parent = {"id": "p", "question": "q", "options": ["12", "15", "18"], "answer": "B"}
+    child = new_child({"question": "q2", "options": ["A. 12", "B. 15", "(C) 18"], "answer": "B"}, "c", MC_SPEC, parent)
+    assert child["options"] == ["12", "15", "18"]
+    assert "A. 12\nB. 15\nC. 18" in format_solver_prompt(child, MC_SPEC)
+    # letters out of order are text, and a benchmark whose own options carry letters keeps them
+    odd = ["A. 12", "C. 15", "x"]
+    assert new_child({"question": "q2", "options": odd, "answer": "B"}, "c", MC_SPEC, parent)["options"] == odd
+    own = dict(parent, options=["A) 12", "B) 15"])
+    assert new_child({"question": "q2", "options": ["A) 13", "B) 16"], "answer": "B"}, "c", MC_SPEC, own)["options"] == [
+        "A) 13", "B) 16"]
+
+
 def test_a_datasets_id_column_is_hidden_and_renamed_as_id_is():
     # an hf: dataset's ids come from its task_id column (the spec names no id_field): shown, the rewriter
     # copied the parent's into the child

@@ -230,7 +230,22 @@ def new_child(reply: dict, child_id: str, spec: Any = None, parent: dict | None 
     stale = parent_only_fields(spec)
     kept = {k: v for k, v in reply.items()
             if k not in hidden and k not in stale and (parent is None or k in parent)}
+    options = _field(spec, "options_field", "options")
+    if isinstance(kept.get(options), list) and not _lettered(parent.get(options) if parent else None):
+        if _lettered(kept[options]):  # "A. 12": the solver prompt letters the options itself ("A. A. 12")
+            kept[options] = [_LABEL.sub("", o, count=1) for o in kept[options]]
     return {**kept, **own}
+
+
+_LABEL = re.compile(r"^\s*\(?[A-Ja-j][.):]\s+")
+
+
+def _lettered(options: Any) -> bool:
+    """Whether every option is a string that begins with its own letter, in order ("A. 12", "(B) 15")."""
+    if not isinstance(options, list) or len(options) < 2:
+        return False
+    return all(isinstance(o, str) and (m := _LABEL.match(o)) is not None
+               and m.group(0).strip("( ").upper()[0] == string.ascii_uppercase[i] for i, o in enumerate(options))
 
 
 def _scale(z: float) -> str:
