@@ -43,6 +43,8 @@ def mmlu_items(shared_data):
         # only where MMLU-Pro's own forms read nothing: a variable is no option, an explicit answer wins
         ("…the answer is $F = 20$ N, which is option (B).", None),
         ("We need to decide whether the answer is option B or option D.\n\nAnswer: D", "D"),
+        ("Answer choice A can be ruled out since the rate is negative.", None),
+        ("The answer $C$ seems tempting but it is not.", None),
         ("I am not sure.", None),
         ("The answer is a prime number, 7.", None),
         ("", None),

@@ -92,6 +92,8 @@ def test_extract_answer_forms():
         ("Thus the answer is 204.\n\nLet me double-check the answer: t = 24, so 180 + 24 = 204.", "204"),
         ("I think the answer is 204. This is my final answer, and I'm confident.", "204"),
         ("Thus, the final answer: 35", "35"),
+        ("The answer is 33. Thus the tempting answer: 35.", "33"),
+        ("The answer is 10.\n\nWhat if I reconsidered my final answer: 12? No, 10 stands.", "10"),
         ("Therefore the answer: 35", "35"),
         ("1. Answer: 12\n2. Answer: 35", "35"),
     ],

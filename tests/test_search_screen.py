@@ -156,7 +156,7 @@ def test_in_the_sim_the_search_flags_wrong_key_children_the_judge_let_through(tm
     judged = [c for c in res.children if c.valid]
     bad = [c for c in judged if not world.is_valid(str(c.item[bench.spec.text_field]))]
     good = [c for c in judged if c not in bad]
-    assert len(bad) >= 5 and len(good) >= 10
+    assert len(bad) >= 5 and len(good) >= 8  # (11 good in this draw of the world; 20 before the prompts' rewording)
     assert sum(ORDER_FLAG in c.flags for c in bad) / len(bad) >= 0.5
     assert sum(ORDER_FLAG in c.flags for c in good) / len(good) <= 0.1
     assert all(c.annotation.order is not None for c in judged)

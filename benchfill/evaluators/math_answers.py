@@ -30,17 +30,16 @@ MAX_REFERENCE_CHARS = 1000
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 # Where a reply commits to its answer: "the answer is 204" or "the final answer is 204" anywhere (the old
-# reading); "final answer: 204" anywhere; a label at the start of a line ("Final Answer: 240", "2. Answer: 35",
-# "### Answer") or in bold ("**Answer**: 240"); and "answer:" after a conclusion ("Therefore the answer: 35").
-# The last of them counts (an earlier "answer is 204" may be a guess the reply then rejected). A bare
-# "answer:" in passing ("Let me check the answer: t = 24", "a common wrong answer: 33") is no label, nor is
-# "my final answer, and ...".
+# reading); a label at the start of a line ("Final Answer: 240", "2. Answer: 35", "### Answer") or in bold
+# ("**Answer**: 240"); and "answer:" right after a conclusion ("Therefore the answer: 35", "Thus, the final
+# answer: 35"). The last of them counts (an earlier "answer is 204" may be a guess the reply then rejected).
+# An "answer:" in passing is no label ("Let me check the answer: t = 24", "Thus the tempting answer: 35",
+# "my final answer: 12? No, 10 stands"), nor is "my final answer, and ...".
 _ANCHOR = re.compile(
     r"\b(?:final\s+)?answer\s+is\b\s*:?"
-    r"|\bfinal\s+answer[ \t]*(?:\*\*[ \t]*)?[:\uff1a]"
     r"|^[ \t>#*_-]*(?:\d+[.)][ \t]*)?(?:final\s+)?answer\b[ \t*_]*(?:[:\uff1a]|$)"
     r"|\*\*[ \t]*(?:final\s+)?answer[ \t]*(?:\*\*[ \t]*)?[:\uff1a]"
-    r"|\b(?:therefore|thus|hence|so)\b[^.\n]{0,24}?\banswer[ \t]*(?:\*\*[ \t]*)?[:\uff1a]",
+    r"|\b(?:therefore|thus|hence|so),?[ \t]+(?:the[ \t]+)?(?:final[ \t]+)?answer[ \t]*(?:\*\*[ \t]*)?[:\uff1a]",
     re.IGNORECASE | re.MULTILINE,
 )
 _BOLD = re.compile(r"\*\*(.+?)\*\*")

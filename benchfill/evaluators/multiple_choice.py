@@ -30,7 +30,7 @@ _PATTERNS = [
     # Only where none of MMLU-Pro's own forms reads a letter (so never over what they read): "the correct answer
     # is option B", "Answer: Option C", "the answer is $(C)$", "Answer: $C$". ("the answer is $F = 20$ N" is a
     # variable, not option F.)
-    re.compile(r"(?i:answer)(?:\s+is)?[\s*]*:?[\s*]*(?:(?i:option|choice)\s+\(?([A-J])\)?|\$\s*\(?([A-J])\)?\s*\$)"),
+    re.compile(r"(?i:answer)(?:\s+is\s*:?|\**\s*:)[\s*]*(?:(?i:option|choice)\s+\(?([A-J])\)?|\$\s*\(?([A-J])\)?\s*\$)"),
 ]
 
 
