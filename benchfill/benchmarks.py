@@ -161,7 +161,7 @@ class BenchmarkSpec(BaseModel):
     def check_runnable(self, where: str) -> None:
         """Refuse, before any work, a spec whose grader or solver prompt does not exist (``where``: its file)."""
         from benchfill.evaluators import spec_item_fields
-        from benchfill.prompts import _BUILT_IN_SOLVERS, _template_path, placeholders
+        from benchfill.prompts import _BUILT_IN_SOLVERS, OWN_SOLVER_EXTRAS, _template_path, placeholders
 
         try:
             spec_item_fields(self)
@@ -174,7 +174,7 @@ class BenchmarkSpec(BaseModel):
             raise ConfigError(f"{where}: field solver_prompt {solver!r}: {exc}") from None
         if solver not in _BUILT_IN_SOLVERS:
             # a solver of its own may name {options} or {entry_point} only where this spec's grader has them
-            offered = {"problem", *({"multiple_choice": ["options"], "code": ["entry_point"]}.get(self.evaluator, []))}
+            offered = {"problem", *([OWN_SOLVER_EXTRAS[self.evaluator]] if self.evaluator in OWN_SOLVER_EXTRAS else [])}
             unknown = placeholders(text, found) - offered
             if unknown:
                 raise ConfigError(f"{where}: field solver_prompt {solver!r}: {found} names "

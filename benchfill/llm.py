@@ -176,10 +176,9 @@ async def _ask(role: str, cfg: LLMConfig, prompt: str, read: Callable[[str], Any
             why = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
             if repair < cfg.max_repairs:
                 log.info("%s reply malformed (%s); repair %d of %d", role, why, repair + 1, cfg.max_repairs)
+                stats.repairs += 1
             else:
                 log.info("%s reply malformed (%s); no repair turn left (max_repairs %d)", role, why, cfg.max_repairs)
-            if repair < cfg.max_repairs:
-                stats.repairs += 1
             # The repair turn shows the model its own reply and what was wrong with it; a runaway reply only
             # in part (a 10 MB one was sent back whole, on every repair turn: paid for, or refused as too long)
             shown = reply if len(reply) <= REPAIR_ECHO_CHARS else (

@@ -899,7 +899,7 @@ def _record_gap_done(store, result) -> None:
         s.add(state)
         for c in result.children:  # the simulated world's truth, fetched after the search, and every
             # confirmation (the runners-up the search compared, not only the chosen child)
-            refused = "probe_refused" in c.flags  # set aside after its row was written (search.loop._refused)
+            refused = "probe_refused" in c.flags  # set aside after its row was written (search.loop.set_aside_refused)
             if c.true_difficulty is None and c.confirmation is None and not refused:
                 continue
             row = store.get(s, Candidate, c.item_id)

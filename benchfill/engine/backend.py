@@ -434,9 +434,9 @@ class Backend:
             try:
                 c.confirmation = await self.confirm_child(c)
             except PromptRefused as exc:  # (the baseline's pick: the search sets its own aside, search.loop)
-                from benchfill.search.loop import _refused
+                from benchfill.search.loop import set_aside_refused
 
-                _refused(c, exc, self.annotator, result.spend)
+                set_aside_refused(c, exc, self.annotator, result.spend)
                 result.chosen = None  # the gap stays open rather than take an item no probe could measure
                 return
             screen_child(c)  # the order screen again, the fresh rollouts pooled in

@@ -79,20 +79,21 @@ def _fenced_blocks(text: str) -> list[str]:
 
 def _definitions_only(code: str) -> bool:
     """Whether ``code`` parses and only imports, defines or assigns (no example calls, no prints)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
+    tree = _tree(code)
     kinds = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
-    return bool(tree.body) and all(isinstance(node, kinds) for node in tree.body)
+    return tree is not None and bool(tree.body) and all(isinstance(node, kinds) for node in tree.body)
 
 
 def _parses(code: str) -> bool:
+    return _tree(code) is not None
+
+
+def _tree(code: str) -> ast.Module | None:
+    """``code`` parsed (never run), or None where it is not Python."""
     try:
-        ast.parse(code)
+        return ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
+        return None
 
 
 def build_program(code: str, item: dict, spec: Any = None) -> str:

@@ -51,9 +51,10 @@ def extract_choice(response: str, n_options: int = 10) -> str | None:
 def _reference_letter(item: dict, answer_name: str, n_options: int, labels: list | None = None) -> str:
     value = item_field(item, answer_name, "answer_field")
     item_id = item.get("id", "?")
-    if labels and not isinstance(value, bool) and str(value).strip() in [str(x).strip() for x in labels]:
+    named = [str(x).strip() for x in labels or ()]
+    if not isinstance(value, bool) and str(value).strip() in named:
         # the Hugging Face layout's key names a label ("3" of "1".."4", ARC): the option in that place
-        value = LETTERS[[str(x).strip() for x in labels].index(str(value).strip())]
+        value = LETTERS[named.index(str(value).strip())]
     if isinstance(value, bool):
         raise DataError(f"item {item_id!r}: field {answer_name!r} must be an option letter or index")
     if isinstance(value, int):

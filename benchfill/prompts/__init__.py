@@ -66,7 +66,8 @@ def _read(path: Path) -> str:
 
 _BUILT_IN_SOLVERS = ("math", "multiple_choice", "code")
 _REPLY_TAGS = {"rewriter": "<child>", "judge": "<verdict>"}
-_SOLVER_OF_ITS_OWN = ("problem", "options", "entry_point")
+# What a solver template of a spec's own is given beyond {problem}, by the spec's grader
+OWN_SOLVER_EXTRAS = {"multiple_choice": "options", "code": "entry_point"}
 
 
 def check_overrides(user_dir: str | os.PathLike | None = None) -> list[str]:
@@ -97,7 +98,7 @@ def check_overrides(user_dir: str | os.PathLike | None = None) -> list[str]:
             allowed = want
         elif stem.startswith("solver_") and _NAME.fullmatch(stem):
             # a solver of its own: the question, and the options or the entry point where the grader has them
-            want, allowed = {"problem"}, set(_SOLVER_OF_ITS_OWN)
+            want, allowed = {"problem"}, {"problem", *OWN_SOLVER_EXTRAS.values()}
         else:
             warnings.append(f"{f}: overrides no prompt (they are {', '.join(sorted(defaults))}, or solver_NAME "
                             "for a spec's solver_prompt); it is not used")
@@ -106,7 +107,6 @@ def check_overrides(user_dir: str | os.PathLike | None = None) -> list[str]:
         got = placeholders(text, str(f))
         said = [f"{what} {', '.join('{' + n + '}' for n in sorted(names))}"
                 for what, names in (("missing", want - got), ("unknown", got - allowed)) if names]
-
         if said:
             uses = (f"the built-in {stem} uses {', '.join(sorted(want)) or 'none'}" if stem in defaults else
                     "a solver of its own takes problem, and options (multiple choice) or entry_point (code)")
@@ -142,10 +142,13 @@ def placeholders(template: str, where: str = "template") -> set[str]:
     return names
 
 
-def render(name: str, user_dir: str | os.PathLike | None = None, **variables: Any) -> str:
-    """Template ``name`` filled with ``variables``; a missing or unused variable is an error."""
+def render(name: str, user_dir: str | os.PathLike | None = None, optional: tuple[str, ...] = (),
+           **variables: Any) -> str:
+    """Template ``name`` filled with ``variables``; a missing or unused variable is an error, but for those
+    named in ``optional``, which the template may leave out."""
     template, where = _template_path(name, user_dir)
     wanted = placeholders(template, where)
+    variables = {k: v for k, v in variables.items() if k in wanted or k not in optional}
     missing = sorted(wanted - variables.keys())
     if missing:
         raise ConfigError(f"{where}: missing variable {missing[0]!r} (needs {', '.join(sorted(wanted)) or 'none'})")
@@ -278,11 +281,9 @@ def format_solver_prompt(item: dict, spec: Any = None, user_dir: str | os.PathLi
     elif solver == "code" or (own and evaluator == "code"):
         variables["problem"] = str(item[text_name])  # leading indentation is code
         variables["entry_point"] = item.get(_field(spec, "entry_point_field", "entry_point"), "the function")
-    name = f"solver_{solver}"
-    if own:  # a solver of its own takes {problem}, and {options} or {entry_point} where it names them
-        wanted = placeholders(*_template_path(name, user_dir))
-        variables = {k: v for k, v in variables.items() if k == "problem" or k in wanted}
-    return render(name, user_dir, **variables)
+    # a solver of its own takes {problem}, and {options} or {entry_point} where it names them
+    extras = tuple(OWN_SOLVER_EXTRAS.values()) if own else ()
+    return render(f"solver_{solver}", user_dir, optional=extras, **variables)
 
 
 def format_rewriter_prompt(

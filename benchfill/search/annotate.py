@@ -181,7 +181,7 @@ class Annotator:
     # for all, the benchmark's median, children of mmlu-pro's 4-option items sat 0.3-0.6 logits too easy.
     chance_of: Callable[[dict[str, Any]], float] | None = None
     # item id -> rollouts answered through ``ask``, shared with the per-item copies (``at_chance``): what a
-    # child whose prompt a probe then refused had cost (the search counts it, ``loop._refused``)
+    # child whose prompt a probe then refused had cost (the search counts it, ``loop.set_aside_refused``)
     answered: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     # (A, B): an item placed at b through the probes sits at A + B b on the fit's scale of record
     # (``anchor_link``: the originals placed through the same probes, against their fitted b). (0, 1): as placed.

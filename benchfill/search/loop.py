@@ -476,7 +476,7 @@ async def _confirmed_inside(c: Child, gap: GapSearch, confirm: Confirm, spend: S
 
 @dataclass
 class _Confirmer:
-    """The caller's ``confirm`` with the annotator whose ``answered`` counts its rollouts (``_refused``)."""
+    """The caller's ``confirm`` with the annotator whose ``answered`` counts its rollouts (``set_aside_refused``)."""
 
     confirm: Confirm
     annotator: Annotator
@@ -485,7 +485,7 @@ class _Confirmer:
         return await self.confirm(c, **how)
 
 
-def _refused(c: Child, exc: PromptRefused, annotator: Annotator | None, spend: Spend,
+def set_aside_refused(c: Child, exc: PromptRefused, annotator: Annotator | None, spend: Spend,
              memory: Memory | None = None) -> None:
     """A child whose prompt a probe refused as longer than its context holds: it cannot be measured, so it is
     set aside (``probe_refused``; not valid, no parent), its rollouts so far counted. Stopping the run for it
@@ -510,12 +510,12 @@ def _spot_rollouts(c: Child) -> int:
 async def _take_confirmation(c: Child, confirm: Confirm, spend: Spend, memory: Memory, **how) -> None:
     """``confirm(c, **how)``: the child takes the (new or resumed) confirmation, screened again with the
     fresh rollouts pooled in; the spend counts only the rollouts added, and its memory entry takes the
-    confirmed z. A probe's refusal of its prompt sets it aside (``_refused``)."""
+    confirmed z. A probe's refusal of its prompt sets it aside (``set_aside_refused``)."""
     before = c.confirmation.rollouts if c.confirmation is not None else 0
     try:
         c.confirmation = await confirm(c, **how)
     except PromptRefused as exc:
-        _refused(c, exc, getattr(confirm, "annotator", None), spend, memory)
+        set_aside_refused(c, exc, getattr(confirm, "annotator", None), spend, memory)
         return
     screen_child(c)
     spend.rollouts += c.confirmation.rollouts - before
@@ -670,7 +670,7 @@ async def _make_child(
         child.flags.extend(f for f in child.annotation.flags if f not in child.flags)
         await screen_new_child(child, annotator, key, spend)  # order consistency along the probe axis
     except PromptRefused as exc:
-        _refused(child, exc, annotator, spend)
+        set_aside_refused(child, exc, annotator, spend)
         return child
     if check_child:
         check_child(child)
