@@ -14,6 +14,7 @@ import litellm
 import numpy as np
 import pytest
 
+from benchfill import prompts
 from benchfill.evaluators import get_evaluator
 from benchfill.sim import SimServer, World
 
@@ -35,10 +36,11 @@ def rewriter_prompt(parent: dict, target_z: float) -> str:
 
 
 def child_of(reply: str) -> dict | None:
-    start, end = reply.find("<child>"), reply.find("</child>")
-    if start < 0 or end < 0:
+    """The child as benchfill reads it (the world writes in a real model's habits: fences, LaTeX left single)."""
+    try:
+        return prompts.parse_child(reply)
+    except prompts.MalformedReply:
         return None
-    return json.loads(reply[start + len("<child>"):end])
 
 
 async def rewrite_all(srv: SimServer, jobs: list[tuple[dict, float, int]]) -> list[str]:
@@ -105,8 +107,9 @@ def test_judge_recall_and_false_positive_rate(items):
         verdicts = asyncio.run(judge_all(srv, children, n=10))
     caught, flagged, n_bad, n_good = 0, 0, 0, 0
     for child, replies in zip(children, verdicts, strict=True):
-        says_invalid = sum("<verdict>invalid</verdict>" in r for r in replies)
-        assert all("<reason>" in r for r in replies)
+        read = [prompts.parse_verdict(r) for r in replies]  # as benchfill reads them, drafts in <think> set aside
+        says_invalid = sum(not valid for valid, _ in read)
+        assert all(reason for _, reason in read)
         if world.is_valid(child["problem"]):
             flagged, n_good = flagged + says_invalid, n_good + len(replies)
         else:

@@ -349,8 +349,16 @@ _LATEX_NRT = frozenset(
     "nabla natural ne neg neq nexists ngeq nleq nmid nolimits not notin nparallel nsubseteq nu newline "
     "rangle rbrace rbrack rceil rfloor rho right rightarrow rightleftharpoons rightharpoonup rm rvert rVert "
     "tan tanh tau tbinom text textbf textit textnormal textrm textsf texttt textstyle tfrac therefore theta "
-    "thinspace tilde times to top triangle triangleleft triangleright tt".split()
+    "thinspace tilde times to top triangle triangleleft triangleright tt "
+    # text-mode symbols (MMLU-Pro's prices are in \textcent) and TikZ, which AIME's figures are drawn in
+    "textcent textdegree textdollar textperthousand textsuperscript textsubscript textendash textemdash "
+    "textbullet textbackslash textasciitilde textmu textregistered texttrademark textcopyright "
+    "textquotedblleft textquotedblright textsterling textsection texttheta textphi textasteriskcentered "
+    "nearrow node norm newcommand renewcommand noindent nonumber normalsize raisebox ref rule tiny today".split()
 )
+# MMLU-Pro glues commands to the next word ("\rightleftharpoonsNaCl", "\textquotedblleftlabor"): a word that
+# begins with one of the longer commands is that command, as no line break or tab starts "abla" or "imes"
+_LATEX_NRT_LONG = tuple(sorted((c for c in _LATEX_NRT if len(c) >= 5), key=len, reverse=True))
 _HEX = frozenset("0123456789abcdefABCDEF")
 _SINGLE = re.compile(r'(?<!\\)(?:\\\\)*\\(?:[^"\\/nrtu]|u(?![0-9a-fA-F]{4}))')
 
@@ -385,7 +393,12 @@ def _mend_backslashes(text: str) -> str:
                 while j < n and text[j].isascii() and text[j].isalpha():
                     j += 1
                 word = text[i + 1 : j]
-                if word not in _LATEX_NRT or (len(word) == 2 and not leaves_single):
+                latex = (word in _LATEX_NRT or word.startswith(_LATEX_NRT_LONG)
+                         # a carriage return never precedes a letter in a benchmark's text
+                         or (nxt == "r" and len(word) > 2)
+                         # \text... is a command family: in a reply that leaves backslashes single, all of it
+                         or (leaves_single and len(word) > 4 and word.startswith("text")))
+                if not latex or (len(word) == 2 and not leaves_single):
                     out.append(text[i : i + 2])
                     i += 2
                     continue
@@ -397,7 +410,19 @@ def _mend_backslashes(text: str) -> str:
     return "".join(out)
 
 
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+def _without_trailing_commas(text: str) -> str:
+    """``text`` with each comma that closes a JSON object or array dropped; a string's own ", ]" kept (an
+    MMLU-Pro quotation reads "him[,] which")."""
+    out, start, in_string = [], 0, False
+    for m in re.finditer(r'\\.|"|,(?=\s*[}\]])', text, re.DOTALL):
+        token = m.group()
+        if token == '"':
+            in_string = not in_string
+        elif token == "," and not in_string:
+            out.append(text[start:m.start()])
+            start = m.end()
+    out.append(text[start:])
+    return "".join(out)
 
 
 def _object_in(body: str) -> Any:
@@ -410,7 +435,7 @@ def _object_in(body: str) -> Any:
     except json.JSONDecodeError as exc:
         first = exc
     try:
-        return decoder.raw_decode(_TRAILING_COMMA.sub(r"\1", text))[0]
+        return decoder.raw_decode(_without_trailing_commas(text))[0]
     except json.JSONDecodeError:
         pass
     value = None

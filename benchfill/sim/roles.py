@@ -10,7 +10,7 @@ import json
 import random
 from typing import Any
 
-from benchfill.sim import signal, texts
+from benchfill.sim import habits, signal, texts
 from benchfill.sim.rewriter import SHARE_MAX, anchored_aim, shown_references
 from benchfill.sim.world import SimItem, World
 
@@ -68,36 +68,57 @@ def _texts(world: World) -> list[tuple[str, SimItem]]:
 
 def solve(world: World, model: str, prompt: str, prompt_hash: str, item: SimItem | None,
           seed: int | None, n: int) -> tuple[list[str], int]:
-    """Replies of probe ``model`` and how many were correct (against the item's TRUE answer)."""
+    """Replies of probe ``model`` and how many were correct (against the item's TRUE answer). A reply cut at
+    its token limit (``habits.Cut``) is drawn only among wrong replies that make no slip, so the count holds
+    for the graded replies too."""
     if item is None:
         return [UNKNOWN_REPLY] * n, 0
     p = world.p_correct(model, item)
+    rate = world.reply_habits
     replies, n_correct = [], 0
     for i in range(n):
         correct = world.uniform(model, prompt_hash, seed, i) < p
         u = world.uniform("text", model, prompt_hash, seed, i)
         # A wrong reply to an invalid item may be the very slip its stated key encodes (World.p_slip).
         slip = not correct and not item.valid and world.uniform("slip", model, prompt_hash, seed, i) < world.p_slip(model)
-        replies.append(_answer_text(world, item, correct, u, slip))
+        if not correct and not slip and rate > 0 and world.uniform("cut", model, prompt_hash, seed, i) < rate * habits.CUT_SHARE:
+            replies.append(_cut_reply(world, item))
+        else:
+            form = habits.pick(rate, world.uniform("habit", model, prompt_hash, seed, i), 4)
+            replies.append(_answer_text(world, item, correct, u, slip, form))
         n_correct += correct
     return replies, n_correct
 
 
-def _answer_text(world: World, item: SimItem, correct: bool, u: float, slip: bool = False) -> str:
-    if slip and world.evaluator == "math":
-        return texts.math_response(item.stated, False, u)
-    if slip and world.evaluator == "multiple_choice":
-        return texts.mc_response(item.stated)
-    if slip and world.evaluator == "code":  # the wrong solution the item's tests were written to (if they were)
-        return texts.code_response(str(item.fields[world.text_field]), item.stated)
-    if world.evaluator == "math":
-        return texts.math_response(item.answer if correct else texts.wrong_math_answer(item.answer, item.stated, u), correct, u)
-    if world.evaluator == "multiple_choice":
+def _answer_text(world: World, item: SimItem, correct: bool, u: float, slip: bool = False,
+                 form: int | None = None) -> str:
+    """The reply committing to the right answer, the item's slip or a wrong one, dressed in habit ``form``."""
+    ev = world.evaluator
+    if ev == "math":
+        said = item.stated if slip else item.answer if correct else texts.wrong_math_answer(item.answer, item.stated, u)
+        plain = texts.math_response(said, correct and not slip, u)
+        return habits.math(plain, said, texts.wrong_math_answer(said, said, 1.0 - u), form)
+    if ev == "multiple_choice":
         n_opts = len(item.fields.get(world.options_field) or ()) or 4
-        return texts.mc_response(item.answer if correct else texts.wrong_letter(item.answer, item.stated, n_opts, u))
+        said = item.stated if slip else item.answer if correct else texts.wrong_letter(item.answer, item.stated, n_opts, u)
+        return habits.multiple_choice(texts.mc_response(said), said, texts.wrong_letter(said, said, n_opts, 1.0 - u), form)
     prompt = str(item.fields[world.text_field])
     entry = str(item.fields.get(world.entry_point_field, "solution"))
-    return texts.code_response(prompt, item.answer if correct else texts.wrong_code_body(entry))
+    # a slip: the wrong solution the item's tests were written to (if they were)
+    body = item.stated if slip else item.answer if correct else texts.wrong_code_body(entry)
+    program = f"{prompt.rstrip()}\n{body.rstrip()}"
+    return habits.code(texts.code_response(prompt, body), program, entry, form)
+
+
+def _cut_reply(world: World, item: SimItem) -> habits.Cut:
+    """A reply that runs out of tokens while it still reasons, naming the right answer in passing: graded
+    wrong, as no answer was given."""
+    if world.evaluator == "math":
+        return habits.cut(f"One guess would be \\boxed{{{item.answer}}}, but the constraints need checking.")
+    if world.evaluator == "multiple_choice":
+        return habits.cut(f"Option ({item.answer}) looks plausible, but the others need checking first.")
+    return habits.cut(f"A first attempt:\n```python\n{str(item.fields[world.text_field]).rstrip()}\n"
+                      f"{item.answer.rstrip()}\n```\nThat may miss an edge case.")
 
 
 # -- rewriter -------------------------------------------------------------------------------------
@@ -121,8 +142,11 @@ def rewrite(world: World, prompt: str, prompt_hash: str, seed: int | None, n: in
     replies = []
     for i in range(n):
         child = make_child(world, parent_fields, parent, asked, world.rng("rewrite", prompt_hash, seed, i), refs)
-        body = json.dumps(child.fields, ensure_ascii=False)
-        replies.append(texts.malformed_child(body) if malformed[i] else texts.child_reply(body))
+        if malformed[i]:
+            replies.append(texts.malformed_child(json.dumps(child.fields, ensure_ascii=False)))
+        else:
+            form = habits.pick(world.reply_habits, world.uniform("habit", "rewrite", prompt_hash, seed, i), 4)
+            replies.append(habits.child(child.fields, form, latex=world.evaluator != "code"))
     return replies
 
 
@@ -250,7 +274,10 @@ def judge(world: World, prompt: str, prompt_hash: str, seed: int | None, n: int)
     for i in range(n):
         u = world.uniform("judge", prompt_hash, seed, i)
         says_invalid = u < (world.judge_recall if not valid else world.judge_fpr)
-        replies.append(texts.judge_reply(not says_invalid, world.uniform("reason", prompt_hash, seed, i)))
+        u_reason = world.uniform("reason", prompt_hash, seed, i)
+        form = habits.pick(world.reply_habits, world.uniform("habit", "judge", prompt_hash, seed, i), 4)
+        replies.append(habits.verdict(texts.judge_reply(not says_invalid, u_reason), not says_invalid,
+                                      texts.judge_reason(not says_invalid, u_reason), form))
     return replies
 
 

@@ -19,7 +19,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from benchfill.sim import roles
+from benchfill.sim import habits, roles
 from benchfill.sim.world import World
 
 try:  # a faster JSON codec when installed; the server works without it
@@ -251,6 +251,7 @@ class SimApp:
         else:
             replies = roles.judge(w, prompt, prompt_hash, seed, draws)
         replies = replies * (n // draws)
+        counts["cut_replies"] += sum(isinstance(r, habits.Cut) for r in replies)
         counts["successes"] += 1
         finished = [_cut(r, req) for r in replies]
         prompt_tokens = len(prompt) // 4 + 1
@@ -368,16 +369,18 @@ def _bad_parameter(req: dict, model: Any, messages: Any, n: Any) -> str | None:
 
 def _cut(reply: str, req: dict) -> tuple[str, str]:
     """A reply and its finish reason under the request's stop strings and token cap (a token is taken as four
-    characters, as the usage counts them)."""
+    characters, as the usage counts them). A reply the world wrote as cut (``habits.Cut``) ran out of tokens
+    whatever the cap: a real server cuts at the context's end where a request sets none."""
+    ran_out = isinstance(reply, habits.Cut)
     stop = req.get("stop")
     for s in [stop] if isinstance(stop, str) else stop or []:
         at = reply.find(s) if s else -1
         if at >= 0:
-            reply = reply[:at]
+            reply, ran_out = reply[:at], False
     cap = req.get("max_completion_tokens") or req.get("max_tokens")
     if cap is not None and len(reply) // 4 + 1 > cap:  # (the usage's count: cut to what counts as the cap)
         return reply[:cap * 4 - 1], "length"
-    return reply, "stop"
+    return str(reply), "length" if ran_out else "stop"
 
 
 async def _until_disconnect(receive: Any) -> None:

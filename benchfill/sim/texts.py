@@ -211,7 +211,11 @@ _INVALID_REASONS = (
 )
 
 
-def judge_reply(valid: bool, u: float) -> str:
+def judge_reason(valid: bool, u: float) -> str:
     reasons = _VALID_REASONS if valid else _INVALID_REASONS
+    return reasons[int(u * len(reasons))]
+
+
+def judge_reply(valid: bool, u: float) -> str:
     verdict = "valid" if valid else "invalid"
-    return f"<verdict>{verdict}</verdict>\n<reason>{reasons[int(u * len(reasons))]}</reason>"
+    return f"<verdict>{verdict}</verdict>\n<reason>{judge_reason(valid, u)}</reason>"

@@ -22,6 +22,7 @@ from benchfill.data import guessing_floor, json_kind
 from benchfill.errors import ConfigError, DataError
 from benchfill.matrix import ResponseMatrix
 from benchfill.sim import signal, texts
+from benchfill.sim.habits import DEFAULT_RATE as DEFAULT_HABITS
 from benchfill.sim.latent import draw_latent, probe_names
 from benchfill.sim.rewriter import DEFAULT_PRESET, RewriterModel, rewriter_model
 
@@ -64,6 +65,9 @@ class World:
     rewriter: RewriterModel = field(default_factory=lambda: rewriter_model(DEFAULT_PRESET))
     rewriter_preset: str = DEFAULT_PRESET
     rewriter_malformed_rate: float = 0.0
+    # The share of replies written in one of a real model's habits (benchfill/sim/habits.py): reasoning
+    # blocks, bold labels, extra fences, LaTeX left single in JSON, replies cut short. Form only, never content.
+    reply_habits: float = DEFAULT_HABITS
     latency_ms: float = 0.0
     latency_jitter_ms: float = 0.0
     fault_rate: float = 0.0
@@ -125,7 +129,7 @@ class World:
             raise ConfigError("sim: no items to build a world from")
         if n_probes < 1:
             raise ConfigError(f"sim: n_probes must be >= 1, got {n_probes}")
-        for name in ("fault_rate", "rewriter_malformed_rate", "text_signal"):
+        for name in ("fault_rate", "rewriter_malformed_rate", "text_signal", "reply_habits"):
             v = knobs.get(name)
             if v is not None and not 0.0 <= v <= 1.0:
                 raise ConfigError(f"sim: {name} must lie in [0, 1], got {v}")
