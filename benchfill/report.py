@@ -440,7 +440,11 @@ def _markdown(rep: dict[str, Any]) -> str:
                 f"{u} {c['calls']} served, {c['failures']} failed, {c['ejections']} ejections" for u, c in served.items())
                 + ". Counted over every process of this run, a resumed one's included.")
     stopped = (rep["backend"].get("traffic") or {}).get("cut") or 0
-    if stopped:
+    if stopped and rep["backend"].get("backend") == "sim":  # the world's own habit: no config to change
+        lines.append(f"{stopped} probe answer(s) stopped at max_tokens before they ended and were graded wrong, as a "
+                     "real probe's are: the simulated world writes a few of its wrong answers so (`--sim-reply-habits`), "
+                     "so no figure moved.")
+    elif stopped:
         lines.append(f"**{stopped} probe answer(s) stopped at max_tokens** before they ended and were graded wrong: "
                      "items that need long answers look harder than they are. Raise the probes' max_tokens in the "
                      "config and run again.")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import copy
 import hashlib
 import json
 import math
@@ -52,7 +53,7 @@ class RunOptions:
     The annotation: ``annotation`` ("adaptive" or "fixed"), ``confirm`` (fresh rollouts on the chosen item),
     ``confirm_se`` and ``confirm_cap`` (where the confirmation stops), ``misfit`` (the discrimination spread
     allowed for). The simulated world: ``sim_probes``, ``sim_latency_ms``, ``sim_discrimination``,
-    ``sim_rewriter`` (a preset: "kind", "realistic", "hostile") and ``sim_rewriter_knobs`` (docs/sim-rewriter.md).
+    ``sim_reply_habits`` (the share of replies in a real model's habits, form only), ``sim_rewriter`` (a preset: "kind", "realistic", "hostile") and ``sim_rewriter_knobs`` (docs/sim-rewriter.md).
     Where it goes: ``runs_dir``, ``store`` (a SQLAlchemy URL), ``run_id``. ``progress``: lines on stderr as
     it goes. ``allow_unconfined``: run generated code where no sandbox is available. ``extra``: settings
     without a flag (``anchor_items``). ``RunOptions.check`` refuses what no run can use, naming the field.
@@ -95,6 +96,9 @@ class RunOptions:
     # sim backend: sd of log item discrimination (benchfill.sim.world.DISCRIMINATION_SD; 0: the 1PL the
     # annotator fits, kinder than real data)
     sim_discrimination: float = 0.5
+    # sim backend: the share of replies written in a real model's habits (benchfill/sim/habits.py); form
+    # only, so it is not part of a run's identity
+    sim_reply_habits: float = 0.3
     sim_rewriter: str | None = None  # sim backend: rewriter preset (default realistic), docs/sim-rewriter.md
     sim_rewriter_knobs: dict[str, float] = field(default_factory=dict)
     runs_dir: str | None = None
@@ -143,6 +147,7 @@ class RunOptions:
                                    ("near_duplicate", self.near_duplicate, 0.0, 100.0),
                                    ("sim_latency_ms", self.sim_latency_ms, 0.0, float("inf")),
                                    ("sim_discrimination", self.sim_discrimination, 0.0, 2.0),
+                                   ("sim_reply_habits", self.sim_reply_habits, 0.0, 1.0),
                                    ("misfit", 0.0 if self.misfit == "auto" else self.misfit, 0.0, 2.0)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
                 auto = " or auto" if key == "misfit" else ""
@@ -203,7 +208,8 @@ class RunOptions:
     def identity(self) -> dict[str, Any]:
         """The arguments that decide the result (not where it is written, not how it is shown)."""
         d = asdict(self)
-        for k in ("runs_dir", "store", "run_id", "progress", "progress_label", "data_dir", "allow_unconfined"):
+        for k in ("runs_dir", "store", "run_id", "progress", "progress_label", "data_dir", "allow_unconfined",
+                  "sim_reply_habits"):
             d.pop(k)
         d["backend"] = self.resolved_backend()
         if d["backend"] != "sim":  # a world knob: real runs keep the ids they had
@@ -306,9 +312,10 @@ def runs_root(opts: RunOptions) -> Path:
 
 
 def run(opts: RunOptions) -> Path:
-    """Do (or resume) the run; return its directory."""
+    """Do (or resume) the run; return its directory. ``opts`` is left as it was given (a caller reuses it)."""
     from benchfill import netguard
 
+    opts = copy.deepcopy(opts)  # the benchmark a config names, the demo's default, check()'s on/off
     _benchmark_from_config(opts)
     default_benchmark(opts)
     return netguard.run(execute(opts))  # uvloop where installed, unless held to loopback
@@ -328,6 +335,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
 
     opts.check()
     bench = load_benchmark(opts)
+    check_enough_items(bench, opts)
     from benchfill.evaluators import require_confinement
 
     isolation = require_confinement(bench.spec.evaluator, opts.allow_unconfined)  # refuses before any work
@@ -707,6 +715,17 @@ def load_benchmark(opts: RunOptions):
     return bench
 
 
+def check_enough_items(bench: Any, opts: RunOptions) -> None:
+    """Refuse a benchmark of one or two items before any model call, as ``diagnose`` refuses its matrix: the
+    min-max scale puts two items at 0 and 1 whatever their difficulties, and one alone has no spacing, so a
+    run searched gaps of noise (confirmed z of 4e8) and spent its whole budget on them."""
+    n = len(bench.items)
+    if n < 3:
+        source = opts.items or bench.name
+        what = "one item" if n == 1 else f"{n} items, which the min-max scale puts at 0 and 1 whatever their difficulties"
+        raise DataError(f"{source}: {what}; coverage gaps need at least three")
+
+
 def default_benchmark(opts: RunOptions) -> None:
     """A library caller's run that names nothing (no benchmark, items, spec, or config naming one) is of the
     built-in demo, as ``RunOptions()`` promises; set after the config is read, so that neither a config's
@@ -938,6 +957,7 @@ def _record_review_queue(store, records: list[dict[str, Any]]) -> None:
 
 def dry_run(opts: RunOptions) -> dict[str, Any]:
     """The plan without any model call: the benchmark is read, nothing is written."""
+    opts = copy.deepcopy(opts)
     opts.check()
     if opts.store:  # refused as the run refuses it: a URL with a password would not run, so it is no plan
         from benchfill.store import check_store_url
@@ -946,6 +966,7 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
     _benchmark_from_config(opts)
     default_benchmark(opts)
     bench = load_benchmark(opts)
+    check_enough_items(bench, opts)
     if opts.gaps > len(bench.items) + 1:
         raise ConfigError(f"{opt('gaps')} {opts.gaps}: {bench.name} has {len(bench.items)} items, so at most "
                           f"{len(bench.items) + 1} gaps")

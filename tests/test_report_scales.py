@@ -182,3 +182,8 @@ def test_probe_answers_stopped_at_max_tokens_are_named_in_the_report():
     assert "stopped at max_tokens" not in _markdown(_rep(backend={"backend": "config", "traffic": {"cut": 0}}))
     md = _markdown(_rep(backend={"backend": "config", "traffic": {"cut": 37}}))
     assert "**37 probe answer(s) stopped at max_tokens** before they ended and were graded wrong" in md
+    assert "Raise the probes' max_tokens in the config" in md
+    # a simulated run has no config to change: the world wrote them so, among wrong answers only
+    sim = _markdown(_rep(backend={"backend": "sim", "simulated": True, "traffic": {"cut": 5}}))
+    assert "5 probe answer(s) stopped at max_tokens" in sim and "--sim-reply-habits" in sim
+    assert "in the config" not in sim

@@ -553,3 +553,32 @@ def test_a_datasets_own_id_column_reaches_no_rewriter_or_judge_through_the_run(t
     finally:
         store.close()
     assert asked and not any("task_id" in text for text in asked)
+
+
+def test_run_and_dry_run_leave_the_callers_options_as_given(tmp_path):
+    # run() set the demo as the benchmark on the caller's own options, and reusing them with items and a spec
+    # was then refused for a benchmark the caller never named
+    import copy
+
+    opts = RunOptions(gaps=1, rounds=1, runs_dir=str(tmp_path / "runs"), steering=True)
+    given = copy.deepcopy(opts)
+    dry_run(opts)
+    assert opts == given and opts.benchmark is None
+
+
+@pytest.mark.parametrize("n, said", [(1, "one item"), (2, "2 items, which the min-max scale puts at 0 and 1")])
+def test_a_benchmark_of_one_or_two_items_is_refused_before_any_model_call(tmp_path, n, said):
+    # a run of the README's one-item quiz spent 232 model calls and reported confirmed z of 4e8, exit 0
+    import json
+
+    items = tmp_path / "quiz.jsonl"
+    items.write_text("".join(json.dumps({"id": f"uq-{i}", "question": f"How many grams are in {i + 2} kg?",
+                                         "answer": str(1000 * (i + 2))}) + "\n" for i in range(n)))
+    spec = tmp_path / "quiz.toml"
+    spec.write_text('[benchmark]\nname = "unitquiz"\ntext_field = "question"\nanswer_field = "answer"\n'
+                    'evaluator = "math"\n')
+    opts = RunOptions(items=str(items), spec=str(spec), gaps=1, runs_dir=str(tmp_path / "runs"))
+    for call in (dry_run, run):
+        with pytest.raises(DataError, match=f"^{items}: {said}.*; coverage gaps need at least three$"):
+            call(opts)
+    assert not (tmp_path / "runs").exists()

@@ -62,6 +62,9 @@ def register(subparsers) -> None:
     p.add_argument("--sim-discrimination", type=float, default=0.5, metavar="SD",
                    help="sim backend: sd of log item discrimination (default 0.5, the median of real matrices; "
                         "0: every item fits the 1PL the annotator assumes, kinder than real data)")
+    p.add_argument("--sim-reply-habits", type=float, default=0.3, metavar="RATE",
+                   help="sim backend: share of replies written in a real model's habits (reasoning blocks, bold "
+                        "labels, LaTeX left single in JSON, replies cut short; form only; default 0.3, 0: all plain)")
     from benchfill.cli.sim import add_rewriter_arguments
 
     add_rewriter_arguments(p)

@@ -38,6 +38,9 @@ def register(subparsers: Any) -> None:
     add_rewriter_arguments(serve)
     serve.add_argument("--rewriter-malformed-rate", type=float, default=0.0,
                        help="share of rewriter replies cut off, which a caller must repair or retry (default 0)")
+    serve.add_argument("--reply-habits", type=float, default=0.3, metavar="RATE",
+                       help="share of replies written in a real model's habits: reasoning blocks, bold labels, "
+                            "extra fences, LaTeX left single in JSON, replies cut short (form only; default 0.3)")
     serve.add_argument("--state", help="JSONL registry of generated children (kept across restarts)")
     serve.add_argument("--api-key-env", help="require 'Authorization: Bearer $VAR' (the key is read from this env var)")
     serve.set_defaults(func=serve_cmd)
@@ -133,7 +136,7 @@ def serve_cmd(args: argparse.Namespace) -> int:
         items, **fields, matrix=matrix, n_probes=args.probes, seed=args.seed, state_path=args.state,
         rewriter=args.rewriter, rewriter_knobs=rewriter_knobs(args), rewriter_malformed_rate=args.rewriter_malformed_rate,
         latency_ms=args.latency_ms, latency_jitter_ms=args.latency_jitter_ms, fault_rate=args.fault_rate,
-        retry_after_s=args.retry_after_s, api_key=api_key,
+        retry_after_s=args.retry_after_s, api_key=api_key, reply_habits=args.reply_habits,
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

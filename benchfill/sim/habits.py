@@ -14,8 +14,11 @@ tried by hand-written unit tests, never by a run.
 Each reply takes one of its role's habits with probability ``rate`` (``World.reply_habits``; 0 keeps every
 reply plain), drawn from a stream of its own, so a form never moves any other draw: with readers that read
 every form right, a run's figures are the same at every rate. A reply cut short is drawn only among wrong
-answers (a probe that runs out of tokens gives no answer, which grades wrong), at a tenth of the rate, so
-the share of answers cut stays below the share at which a run warns.
+answers (a probe that runs out of tokens gives no answer, which grades wrong), so no figure moves with it.
+How long a wrong answer reasons has a heavy tail: at the default ``max_tokens`` of 4096 a hundredth of
+``rate`` of them run past it (0.3% at the default rate: a few in every run, each counted in the report, and
+far below the share at which a run warns of a probe), at 16384 a quarter of that, and a request that sets no
+cap is cut at a 32768-token context.
 
 The rate is a judgement call: no published figure says how often a model's reply strays from the form a
 prompt asks for. 0.3 (the default) puts most habits into every run of a few hundred calls.
@@ -29,7 +32,8 @@ import re
 from benchfill.sim import texts
 
 DEFAULT_RATE = 0.3
-CUT_SHARE = 0.1  # of ``rate``: the chance that a wrong answer is a reply cut at its token limit
+CUT_SHARE = 0.01  # of ``rate``: the chance that a wrong answer runs past 4096 tokens
+CONTEXT = 32768  # tokens: where a reply is cut when the request sets no cap
 
 # A LaTeX command, as the rewriter would write it on a page (the slip leaves its backslash single in JSON)
 _LATEX = re.compile(r"\\\\(?=[A-Za-z]{2,}|[(){}\[\],;:!| ])")
@@ -46,6 +50,11 @@ def pick(rate: float, u: float, forms: int) -> int | None:
     if rate <= 0.0 or u >= rate:
         return None
     return min(int(u / rate * forms), forms - 1)
+
+
+def cut_chance(rate: float, max_tokens: int | None) -> float:
+    """The chance that a wrong answer runs past ``max_tokens`` (a Pareto tail of index 1)."""
+    return min(1.0, rate * CUT_SHARE * 4096 / (max_tokens or CONTEXT))
 
 
 def think(final: str, draft: str) -> str:
@@ -143,5 +152,5 @@ def verdict(plain: str, valid: bool, reason: str, form: int | None) -> str:
     )[form % 4]
 
 
-__all__ = ["CUT_SHARE", "Cut", "DEFAULT_RATE", "child", "code", "cut", "math", "multiple_choice", "pick",
+__all__ = ["CUT_SHARE", "Cut", "DEFAULT_RATE", "child", "code", "cut", "cut_chance", "math", "multiple_choice", "pick",
            "think", "verdict"]

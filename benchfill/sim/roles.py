@@ -67,21 +67,22 @@ def _texts(world: World) -> list[tuple[str, SimItem]]:
 
 
 def solve(world: World, model: str, prompt: str, prompt_hash: str, item: SimItem | None,
-          seed: int | None, n: int) -> tuple[list[str], int]:
+          seed: int | None, n: int, max_tokens: int | None = None) -> tuple[list[str], int]:
     """Replies of probe ``model`` and how many were correct (against the item's TRUE answer). A reply cut at
-    its token limit (``habits.Cut``) is drawn only among wrong replies that make no slip, so the count holds
-    for the graded replies too."""
+    the request's ``max_tokens`` (``habits.Cut``) is drawn only among wrong replies that make no slip, so the
+    count holds for the graded replies too."""
     if item is None:
         return [UNKNOWN_REPLY] * n, 0
     p = world.p_correct(model, item)
     rate = world.reply_habits
+    cut_chance = habits.cut_chance(rate, max_tokens)
     replies, n_correct = [], 0
     for i in range(n):
         correct = world.uniform(model, prompt_hash, seed, i) < p
         u = world.uniform("text", model, prompt_hash, seed, i)
         # A wrong reply to an invalid item may be the very slip its stated key encodes (World.p_slip).
         slip = not correct and not item.valid and world.uniform("slip", model, prompt_hash, seed, i) < world.p_slip(model)
-        if not correct and not slip and rate > 0 and world.uniform("cut", model, prompt_hash, seed, i) < rate * habits.CUT_SHARE:
+        if not correct and not slip and cut_chance > 0 and world.uniform("cut", model, prompt_hash, seed, i) < cut_chance:
             replies.append(_cut_reply(world, item))
         else:
             form = habits.pick(rate, world.uniform("habit", model, prompt_hash, seed, i), 4)

@@ -239,7 +239,8 @@ class SimApp:
         if greedy:
             seed = None
         if role == "probe":
-            replies, n_correct = roles.solve(w, model, prompt, prompt_hash, item, seed, draws)
+            replies, n_correct = roles.solve(w, model, prompt, prompt_hash, item, seed, draws,
+                                             req.get("max_completion_tokens") or req.get("max_tokens"))
             counts["samples"] += n
             counts["correct"] += n_correct * (n // draws)
             if item is None:
