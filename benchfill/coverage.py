@@ -477,7 +477,7 @@ def diagnose(
         "ratio_of": ratio_of,
         "observed_max_gap": observed,
     }
-    return CoverageReport(
+    report = CoverageReport(
         n_items=n,
         n_models=n_models,
         ddm=ddm(z, tgt),
@@ -491,3 +491,40 @@ def diagnose(
         out_of_range=int(np.sum((z < 0) | (z > 1))),
         seed=seed,
     )
+    if hasattr(fit_or_z, "difficulty") and hasattr(fit_or_z, "ability"):
+        report.notes.update(fit_notes(fit_or_z, report))
+    return report
+
+
+WIDE = 1.25  # fitted difficulty sd past which diagnose says the prior draws the ends in (bench_gap_bias.py)
+CONFIRM_SE = 0.02  # a run's default confirmation (RunOptions.confirm_se; tests/test_coverage.py pins they agree)
+
+
+def fit_notes(fit: Any, report: CoverageReport) -> dict[str, Any]:
+    """What a fit's figures cannot see, as the report's notes (the CLI prints them; a library caller reads them):
+
+    - ``difficulty_sd``, and ``wide_spread`` where it passes ``WIDE``: the N(0, 1) prior then draws the
+      least-measured items at the ends in, so the gap figures are likely small;
+    - ``narrower_than_confirmation``: the gaps (by rank) whose half-width is below a run's default
+      confirmation se, which a run could fill only by chance;
+    - ``beyond_models``: the gaps whose midpoint lies outside the span of the fit's models' abilities, where
+      a run's probes would all sit on one side of an item placed there."""
+    sd = round(float(np.std(np.asarray(fit.difficulty, dtype=float))), 4)
+    notes: dict[str, Any] = {"difficulty_sd": sd}
+    if sd > WIDE:
+        notes["wide_spread"] = (f"the difficulties spread wider (sd {sd:.2f}) than their N(0, 1) prior, which draws "
+                                "the least-measured items at the ends in toward the middle: these gap figures are "
+                                "likely small")
+    # Gaps of width 0 are not counted: nothing fits in them (the end gaps 0 -> easiest and hardest -> 1
+    # that min-max normalization always makes, and items tied in difficulty).
+    notes["narrower_than_confirmation"] = {
+        "confirm_se": CONFIRM_SE,
+        "gaps": [i for i, g in enumerate(report.gaps, start=1) if 1e-12 < g.width and g.width / 2 < CONFIRM_SE]}
+    ability_z = fit.normalize(np.asarray(fit.ability, dtype=float))
+    if ability_z.size:
+        lo, hi = float(ability_z.min()), float(ability_z.max())
+        notes["beyond_models"] = {
+            "ability_z": [lo, hi],
+            "gaps": [i for i, g in enumerate(report.gaps, start=1)
+                     if 1e-12 < g.width and not lo <= (g.left + g.right) / 2 <= hi]}
+    return notes

@@ -289,3 +289,22 @@ def test_posterior_draws_normalized_per_draw_meet_the_normalized_baseline():
     assert "min-max normalized" in u["baseline"]
     free = diagnose([0.2, 0.5, 0.6]).uniform  # z that do not reach the ends: three free points
     assert free["free_points"] == 3 and "fixed ends" in free["baseline"]
+
+
+def test_a_library_callers_diagnose_carries_what_the_fit_cannot_see(shared_data):
+    # the CLI printed these and a library caller's report had none: its gap figures came back with no word that
+    # humaneval's spread (sd 1.63) makes them small, or that four of its five largest gaps lie beyond its models
+    import benchfill
+    from benchfill.coverage import CONFIRM_SE, WIDE
+    from benchfill.run import RunOptions
+
+    assert CONFIRM_SE == RunOptions.confirm_se
+    fit = benchfill.fit(benchfill.read_responses(shared_data / "humaneval" / "responses.csv"))
+    notes = benchfill.diagnose(fit, k=5).to_dict()["notes"]
+    assert notes["difficulty_sd"] == pytest.approx(1.63, abs=0.01) and notes["difficulty_sd"] > WIDE
+    assert notes["wide_spread"].startswith("the difficulties spread wider (sd 1.63) than their N(0, 1) prior")
+    lo, hi = notes["beyond_models"]["ability_z"]
+    assert 0 < lo < hi < 1 and len(notes["beyond_models"]["gaps"]) == 4
+    assert notes["narrower_than_confirmation"]["confirm_se"] == CONFIRM_SE
+    # an array of z is no fit: nothing to say of its spread or its models
+    assert benchfill.diagnose(fit.z, k=5).to_dict()["notes"] == {}

@@ -273,3 +273,15 @@ def test_two_threads_fitting_at_once_each_get_their_own_posterior(monkeypatch):
     assert errors == [] and set(got) == {"a", "b"}
     for name in got:
         np.testing.assert_allclose(got[name], alone[name])
+
+
+def test_a_library_fit_whose_chains_fall_short_warns_through_logging(caplog):
+    # only the CLI said so: a library caller's NUTS fit of 20 draws (R-hat 1.21, bulk ESS 14) came back silent
+    import logging
+
+    sim = simulate_responses(10, 12, 4, seed=1)
+    with caplog.at_level(logging.WARNING, "benchfill"):
+        f = fit(sim.matrix, engine="nuts", chains=2, warmup=20, draws=20, seed=0)
+    said = [r.getMessage() for r in caplog.records if r.name == "benchfill.irt.convergence"]
+    assert f.diagnostics["min_ess_bulk"] < 400
+    assert len(said) == 1 and said[0].startswith("warning: the NUTS chains have not converged (") and "ESS" in said[0]

@@ -309,8 +309,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "extreme_models": extreme_models(matrix),
         "fit_diagnostics": f.diagnostics,
     }
-    if f.engine == "nuts":
-        _warn_unconverged(f.diagnostics)
     # each of these refits the matrix (tens of seconds on mmlu-pro together): said as it starts, on stderr,
     # once what can be refused at once has been (an error stays one line)
     if args.loo:
@@ -383,7 +381,6 @@ def _corr(v: float) -> str:
 # drawn as wide as real fits come out, the fitted max gap was half the true one, with such items or without
 # them (bench/bench_gap_bias.py).
 PRIOR_PLACED = "; no answer places them: the prior does, and draws them (and the gaps at that end) in toward the middle"
-WIDE = 1.25  # fitted difficulty sd past which diagnose says the prior draws the ends in (bench_gap_bias.py)
 
 
 def _print_extremes(ext: dict[str, list[str]]) -> None:
@@ -426,7 +423,6 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if plot_format(args.plot) is None:
             raise ConfigError(f"--plot {args.plot!r}: the name's ending gives the format; give one ending in "
                               + ", ".join(f".{s}" for s in PLOT_FORMATS[:-1]) + f" or .{PLOT_FORMATS[-1]}")
-    import numpy as np
 
     target = parse_target(args.target)
     matrix, items, f = _inputs(args)
@@ -435,39 +431,21 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         raise ConfigError(f"--k {args.k}: {_source(args, matrix)} has {f.n_items} items, so at most "
                           f"{f.n_items + 1} gaps")
     report = diagnose(f, k=args.k, target=target, seed=args.seed)
-    report.notes = {
+    report.notes = {  # after the fit's own notes (coverage.fit_notes: difficulty_sd, the gaps it cannot see)
         "source": _source(args, matrix),
         "fit": {"engine": f.engine, "model": f.model, "seed": f.seed},
         "guessing": bool(f.chance.any()),
-        "difficulty_sd": round(float(np.std(np.asarray(f.difficulty, dtype=float))), 4),  # (WIDE)
+        **report.notes,
     }
     if f.engine == "nuts":  # the sampler's convergence, as the README promises
         report.notes["fit"]["convergence"] = {k: f.diagnostics.get(k) for k in NUTS_CHECKS}
-        _warn_unconverged(f.diagnostics)  # on stderr, --json or not
+        if args.fit_path:  # a fit made here warned as it was made; a saved one is read back unchecked
+            from benchfill.irt.convergence import warn_unconverged
+
+            warn_unconverged(f.diagnostics)
     if matrix is not None:
         report.notes["extreme_items"] = extreme_items(matrix, items)
         report.notes["extreme_models"] = extreme_models(matrix)
-    # Gaps a run could fill only by chance at its default confirmation: half-width below the confirmed
-    # estimate's z se, so an item confirmed inside lies there little more often than one confirmed outside.
-    # Gaps of width 0 are not counted: nothing fits in them (the end gaps 0 -> easiest and hardest -> 1
-    # that min-max normalization always makes, and items tied in difficulty).
-    from benchfill.run import RunOptions
-
-    se = RunOptions.confirm_se  # the run's default
-    report.notes["narrower_than_confirmation"] = {
-        "confirm_se": se,
-        "gaps": [i for i, g in enumerate(report.gaps, start=1) if 1e-12 < g.width and g.width / 2 < se]}
-    # Gaps beyond every model the matrix holds: a run's probes would all sit on one side of an item placed
-    # there, and its unknown slope then leans the placement far (docs/sim-rewriter.md, "The panel's reach").
-    import numpy as np
-
-    ability_z = f.normalize(np.asarray(f.ability, dtype=float))
-    if ability_z.size:
-        lo, hi = float(ability_z.min()), float(ability_z.max())
-        report.notes["beyond_models"] = {
-            "ability_z": [lo, hi],
-            "gaps": [i for i, g in enumerate(report.gaps, start=1)
-                     if 1e-12 < g.width and not lo <= (g.left + g.right) / 2 <= hi]}
     if args.plot:
         from benchfill.plots import plot_ecdf
 
@@ -505,10 +483,9 @@ def _print_report(r: Any) -> None:
                   f"90% [{s['q05']:.4f}, {s['q95']:.4f}] over {s['n_draws']} draws")
     if r.out_of_range:
         print(f"  {r.out_of_range} items fall outside [0, 1] on this scale")
-    if (n.get("difficulty_sd") or 0) > WIDE:
-        print(f"  the difficulties spread wider (sd {n['difficulty_sd']:.2f}) than their N(0, 1) prior, which draws the "
-              "least-measured items at the ends in toward the middle: these gap figures are likely small (in simulation "
-              "at a fitted spread of 1.6, the max gap came out at 0.44 of the truth; bench/bench_gap_bias.py)")
+    if n.get("wide_spread"):
+        print(f"  {n['wide_spread']} (in simulation at a fitted spread of 1.6, the max gap came out at 0.44 of the "
+              "truth; bench/bench_gap_bias.py)")
     print(f"largest gaps (of {r.n_items + 1}):")
     print(f"  {'#':>2}  {'left':>6}  {'right':>6}  {'width':>6}  left item -> right item")
     for i, g in enumerate(r.gaps, start=1):
@@ -583,29 +560,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _figure(x: float) -> str:
     """A correlation to three places, or a word where it is undefined (the notes say why)."""
     return "undefined" if x is None or x != x else f"{x:.3f}"
-
-
-def _warn_unconverged(diagnostics: dict[str, Any]) -> None:
-    """One line on stderr where a NUTS fit's chains fall short (``_not_converged``): its posterior figures,
-    printed or written, are not to be trusted."""
-    unsure = _not_converged(diagnostics)
-    if unsure:
-        print(f"benchfill: warning: the NUTS chains have not converged ({unsure}); the posterior figures are not "
-              "to be trusted: fit again with longer chains (--draws, --warmup)", file=sys.stderr)
-
-
-def _not_converged(conv: dict[str, Any]) -> str:
-    """What falls short of the paper's bar for trusting a posterior (max R-hat <= 1.01, min bulk ESS >= 400,
-    no divergences), or "" where nothing does (or it could not be computed)."""
-    short = []
-    rhat, ess, div = conv.get("max_rhat"), conv.get("min_ess_bulk"), conv.get("divergences")
-    if isinstance(rhat, (int, float)) and rhat == rhat and rhat > 1.01:
-        short.append(f"max R-hat {rhat:.3f} > 1.01")
-    if isinstance(ess, (int, float)) and ess == ess and ess < 400:
-        short.append(f"min bulk ESS {ess:.0f} < 400")
-    if isinstance(div, int) and div > 0:
-        short.append(f"{div} divergent transitions")
-    return ", ".join(short)
 
 
 def _write_selection(path: str, selected: list[str], items: list[dict] | None, items_file: str | None,

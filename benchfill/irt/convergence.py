@@ -5,7 +5,12 @@ Both take draws shaped (chains, draws, parameters) and return one value per para
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 # Draws per chain split R-hat needs: each chain is split in two halves, and each half takes a variance.
 MIN_DRAWS = 4
@@ -107,3 +112,26 @@ def ess(draws: np.ndarray) -> np.ndarray:
 def ess_bulk(draws: np.ndarray) -> np.ndarray:
     """Bulk ESS: the ESS of rank-normalised split chains."""
     return ess(_rank_normalize(_split(np.asarray(draws, dtype=float))))
+
+
+def shortfall(diagnostics: dict[str, Any]) -> str:
+    """What falls short of the paper's bar for trusting a posterior (max R-hat <= 1.01, min bulk ESS >= 400,
+    no divergences), or "" where nothing does (or it could not be computed)."""
+    short = []
+    rhat, ess, div = diagnostics.get("max_rhat"), diagnostics.get("min_ess_bulk"), diagnostics.get("divergences")
+    if isinstance(rhat, (int, float)) and rhat == rhat and rhat > 1.01:
+        short.append(f"max R-hat {rhat:.3f} > 1.01")
+    if isinstance(ess, (int, float)) and ess == ess and ess < 400:
+        short.append(f"min bulk ESS {ess:.0f} < 400")
+    if isinstance(div, int) and div > 0:
+        short.append(f"{div} divergent transitions")
+    return ", ".join(short)
+
+
+def warn_unconverged(diagnostics: dict[str, Any]) -> None:
+    """One warning (``logging``, as every warning of the library) where a NUTS fit's chains fall short: its
+    posterior figures, printed or written, are not to be trusted."""
+    unsure = shortfall(diagnostics)
+    if unsure:
+        log.warning("warning: the NUTS chains have not converged (%s); the posterior figures are not to be "
+                    "trusted: fit again with longer chains (more draws and warmup)", unsure)

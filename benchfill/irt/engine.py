@@ -99,9 +99,10 @@ def fit(
         import numba  # noqa: F401
     except ImportError:
         raise ConfigError("engine nuts: needs numba, an optional extra: pip install 'benchfill[nuts]'") from None
+    from benchfill.irt.convergence import warn_unconverged
     from benchfill.irt.sampling import fit_nuts
 
-    return fit_nuts(
+    f = fit_nuts(
         matrix,
         model=model,
         guessing=guessing,
@@ -112,3 +113,5 @@ def fit(
         target_accept=target_accept,
         progress=progress,
     )
+    warn_unconverged(f.diagnostics)  # a library caller is told too, not only the CLI's reader
+    return f
