@@ -308,19 +308,21 @@ def _litellm():
     from benchfill import proxies
 
     proxies.prepare()
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     names = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm")
     # a level the host application gave one of these loggers before stands (litellm's import resets them)
     chosen = {n: logging.getLogger(n).level for n in names}
-    # LITELLM_LOG is read by the import only: set for it, then as it was (it had stayed in the host's
-    # environment, and every process the host started inherited it)
-    log_env = os.environ.get("LITELLM_LOG")
+    # Both are read by the import only (the cost map is fetched from the network there unless the local
+    # one is forced): set for it, then as they were (they had stayed in the host's environment, and every
+    # process the host started inherited them)
+    before = {name: os.environ.get(name) for name in ("LITELLM_LOG", "LITELLM_LOCAL_MODEL_COST_MAP")}
     os.environ.setdefault("LITELLM_LOG", "ERROR")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         import litellm
     finally:
-        if log_env is None:
-            os.environ.pop("LITELLM_LOG", None)
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     for name in names:

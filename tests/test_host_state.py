@@ -23,6 +23,19 @@ def test_the_llm_client_is_imported_without_changing_the_hosts_environment_or_it
     assert out.stdout.split() == ["False", "False", "None"]
 
 
+def test_litellm_is_imported_offline_without_leaving_the_cost_map_switch_behind():
+    # the switch keeps litellm's import from fetching its cost map over the network; it had stayed set in the
+    # host's environment after the first model call
+    code = ("import os\n"
+            "from benchfill.llm import _litellm; _litellm()\n"
+            "from litellm.litellm_core_utils import get_model_cost_map as g\n"
+            "print(os.environ.get('LITELLM_LOCAL_MODEL_COST_MAP'), g._cost_map_source_info.source)")
+    env = {k: v for k, v in os.environ.items() if k not in ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOG")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["None", "local"]
+
+
 def test_a_failed_embedder_load_leaves_the_hubs_offline_switches_as_they_were(monkeypatch):
     from benchfill.predict.embed import MiniLMEmbedder
 
