@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -54,6 +55,8 @@ from benchfill.review.rule import ReleaseRule
 from benchfill.run import INPUTS_META
 from benchfill.schema import Item, Release, ReviewDecision, as_utc
 from benchfill.store import run_name, simulated_run
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 PUBLISHING_META = "release_publishing"  # the release a run is publishing, until its store has recorded it
@@ -233,9 +236,9 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         locks.release(held)
     if moment - review_board.now() > timedelta(seconds=1):
         last = f" (or release {previous[-1]})" if previous else ""
-        print(f"benchfill: note: this machine's clock is behind the store's latest decision or release{last}; "
-              f"release {version} is stamped {moment.isoformat(timespec='seconds')} so that it comes after them",
-              file=sys.stderr)
+        # through logging, as every note of the library: a host's own handler decides where it goes
+        log.warning("note: this machine's clock is behind the store's latest decision or release%s; release %s is "
+                    "stamped %s so that it comes after them", last, version, moment.isoformat(timespec="seconds"))
     now = moment.isoformat(timespec="seconds")
     name = run_name(board.store, board.run_dir, keep=True)
     record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version, name)
