@@ -67,6 +67,10 @@ def test_decide_validates_and_stores_immediately(tmp_path, shared_data):
             board.decide("nope", "ann", "accept")
         with pytest.raises(BenchfillError, match="changes neither"):
             board.decide(CHILD_IDS[2], "ann", "edit", text=board.entry(CHILD_IDS[2]).child["problem"])
+        # an answer of another type was recorded, and a release shipped a list as a math item's answer
+        for odd in (["x", {"y": 2}], {"y": 2}, True, float("nan")):
+            with pytest.raises(ConfigError, match="^answer: expected a string or a finite number, got "):
+                board.decide(CHILD_IDS[2], "ann", "edit", answer=odd)
         board.decide(CHILD_IDS[2], "ann", "edit", text="A clearer problem.", answer="42")
     with ReviewBoard(run) as again:  # a fresh connection sees them: they were committed
         rows = again.decisions()

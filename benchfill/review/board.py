@@ -8,6 +8,7 @@ decision reaches the store at once.
 from __future__ import annotations
 
 import json
+import math
 import os
 import unicodedata
 from datetime import datetime, timedelta
@@ -185,6 +186,11 @@ class ReviewBoard:
                             ("answer", answer)):
             if value is not None and not isinstance(value, str) and name != "answer":
                 raise ConfigError(f"{name}: expected a string, got {type(value).__name__} {value!r}")
+            # a list, a dict or True as the answer was recorded, and a release shipped it
+            if name == "answer" and not (value is None or isinstance(value, str) or (
+                    isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value))):
+                raise ConfigError(f"answer: expected a string or a finite number, got {type(value).__name__} "
+                                  f"{repr(value)[:80]}")
             # a JSON "\ud800" escape decodes to a string the store cannot write: refused here, not a 500
             if isinstance(value, str) and not value.isascii():
                 try:
