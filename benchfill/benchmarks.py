@@ -291,7 +291,8 @@ def get_benchmark(name: str, data_dir: str | Path | None = None) -> Benchmark:
             return hub
         if items is None:
             raise ConfigError(
-                f"benchmark {name}: no local data; pass --data-dir or set BENCHFILL_DATA_DIR to a directory "
+                f"benchmark {name}: no local data; pass a data directory (--data-dir, or data_dir from Python) or "
+                f"set BENCHFILL_DATA_DIR to a directory "
                 f"holding {name}/items.jsonl, or load Hugging Face dataset {spec.hf_dataset}: {hub}"
             )
         raise DataError(f"benchmark {name}: {items} not found, nor Hugging Face dataset {spec.hf_dataset}: {hub}")

@@ -27,7 +27,7 @@ def prune_to_target(z: Any, k: int, target: Target | str | None = None) -> np.nd
     """
     z = np.asarray(z, dtype=float)
     if not 1 <= k <= z.size:
-        raise ConfigError(f"size: k must lie in 1..{z.size} (the number of items), got {k}")
+        raise ConfigError(f"k: must lie in 1..{z.size} (the number of items), got {k}")
     q = parse_target(target).grid(k)
     used = np.zeros(z.size, dtype=bool)
     chosen = np.empty(k, dtype=np.int64)

@@ -365,6 +365,10 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         print(f"benchfill: warning: {run_id_for(opts)}: generated programs will run UNCONFINED (no bubblewrap "
               "sandbox), with this user's rights", file=sys.stderr, flush=True)
     try:
+        if opts.store:  # named as the caller knows it (open_run_store's own check says --store)
+            from benchfill.store import check_store_url
+
+            check_store_url(opts.store, opt("store"))
         store = open_run_store(run_dir, opts.store)
     except BaseException:
         _give_up(made, lock)
@@ -472,7 +476,7 @@ def _check_outputs(run_dir: Path) -> None:
 
     plots = run_dir / PLOTS_DIR
     outputs = (*(run_dir / n for n in OUTPUT_FILES), *(plots / n for n in PLOT_FILES))
-    check_targets(run_dir, outputs, (plots,), what="the run", hint="give another --runs-dir or --run-id")
+    check_targets(run_dir, outputs, (plots,), what="the run", hint=f"give another {opt('runs_dir')} or {opt('run_id')}")
     # A folder of the user's that holds no run but files of a run's names (their own fit.json, report.md):
     # the run had replaced them without a word
     if run_dir.is_dir() and not any((run_dir / n).exists() for n in ("store.db", "store.url")):
@@ -962,7 +966,7 @@ def dry_run(opts: RunOptions) -> dict[str, Any]:
     if opts.store:  # refused as the run refuses it: a URL with a password would not run, so it is no plan
         from benchfill.store import check_store_url
 
-        check_store_url(opts.store)
+        check_store_url(opts.store, opt("store"))
     _benchmark_from_config(opts)
     default_benchmark(opts)
     bench = load_benchmark(opts)

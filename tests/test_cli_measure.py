@@ -86,6 +86,9 @@ def test_fit_then_diagnose_and_calibrate_from_saved_fit(tmp_path, capsys):
     assert [k["id"] for k in kept] == c["selected"] and all("problem" in k for k in kept)
     assert c["ddm_after"] < c["ddm_before"]
     assert c["ranking"]["reference"] == "full benchmark"
+    # more than there are: the flag named, as --k and --gaps are (the library said "size: k must lie ...")
+    assert main(["calibrate", "--benchmark", "demo", "--fit", str(fit_path), "--size", "99"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--size 99: demo has 48 items, so at most 48")
     # the human-readable fit summary prints pass/fail per check
     assert main(["fit", "--benchmark", "demo", "--out", str(tmp_path / "f2.json")]) == 0
     text = capsys.readouterr().out

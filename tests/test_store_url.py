@@ -288,3 +288,13 @@ def test_a_store_in_a_folder_that_cannot_be_written_is_read_as_it_stands(tmp_pat
     link.symlink_to(folder / "store.db")
     with pytest.raises((ReadOnlyStore, ConfigError)):
         Store(f"sqlite:///{link}", run_id="r")
+
+
+def test_a_library_caller_is_named_the_field_it_set_not_the_cli_flag(tmp_path):
+    from benchfill.run import RunOptions, dry_run, run
+
+    opts = RunOptions(gaps=1, runs_dir=str(tmp_path / "runs"), store="postgresql+psycopg://u:pw@db.example/b")
+    for call in (dry_run, run):
+        with pytest.raises(ConfigError, match="^store: the URL carries a password"):
+            call(opts)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from benchfill.cli.argtypes import nonneg_int
+from benchfill.cli.argtypes import nonneg_int, positive_int
 
 
 def register(subparsers: Any) -> None:
@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model-after", metavar="NAME", help="the model's name in --after, if it differs")
     p.add_argument("--fit", metavar="FILE", help="a saved fit: bands by its normalized difficulty z "
                    "(default: 1 - pooled accuracy)")
-    p.add_argument("--bands", type=int, default=5, help="equal-width difficulty bands on [0, 1] (default 5)")
+    p.add_argument("--bands", type=positive_int, default=5, help="equal-width difficulty bands on [0, 1] (default 5)")
     p.add_argument("--permutations", type=int, default=100_000,
                    help="random permutations (default 100,000); 0 = exact, small cases only")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")

@@ -520,6 +520,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from benchfill.cli.output import check_out_file
     from benchfill.coverage import check_spread, parse_target
     from benchfill.data import read_reference_scores
+    from benchfill.errors import ConfigError
     from benchfill.pruning import calibrate
 
     fit_options(args)
@@ -529,6 +530,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         read_reference_scores(args.reference)
     matrix, items, f = _inputs(args)
     check_spread(f, matrix, fit_source=args.fit_path)  # as diagnose does: no ranking on a scale of noise
+    if args.size > f.n_items:  # named by its flag, as --k and --gaps are (the library names its keyword, k)
+        raise ConfigError(f"--size {args.size}: {_source(args, matrix)} has {f.n_items} items, so at most "
+                          f"{f.n_items}")
     result = calibrate(
         f, args.size, target=target, matrix=matrix, reference=args.reference, n_random=args.n_random, seed=args.seed
     )

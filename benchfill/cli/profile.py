@@ -72,7 +72,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         note = match_answers(answers, matrix, args.answers)  # none in the responses: refused
         if note:
             print(f"benchfill: warning: {note}", file=sys.stderr)
-    print(f"profiling {matrix.n_items} items along {matrix.n_models} models ...", file=sys.stderr)
+    print(f"profiling {matrix.n_items} item{'' if matrix.n_items == 1 else 's'} along {matrix.n_models} models ...", file=sys.stderr)
     bp = profile(matrix, fit=fit, fit_source=args.fit_path, answers=answers, alpha=args.alpha, draws=args.draws,
                  seed=args.seed, cache_dir=False if args.no_cache else None,
                  progress=lambda msg: print(msg, file=sys.stderr))
@@ -125,7 +125,7 @@ def _print_table(bp: Any, result: dict, top: int) -> None:
     s = result["summary"]
     print(f"{bp.source}: {s['n_items']} items, {s['n_models']} models on the axis ({bp.axis.basis}), "
           f"{s['unprofiled']} not profiled")
-    print(f"order-anomaly rate (o <= {bp.alpha}): {s['order_anomaly_rate']:.1%} ({s['n_flagged']} items); "
+    print(f"order-anomaly rate (o <= {bp.alpha}): {s['order_anomaly_rate']:.1%} ({s['n_flagged']} item{'' if s['n_flagged'] == 1 else 's'}); "
           f"flat fits: {s['flat_share']:.1%}")
     for key in ("position", "width", "validity"):
         d = s[key]
@@ -148,7 +148,7 @@ def _print_table(bp: Any, result: dict, top: int) -> None:
             m, sd = pair
             return "undefined" if m is None or m != m else f"{m:.3f}±{sd:.3f}"
 
-        print(f"\nsubsets of {r['size']} items ({r['repeats']} draws): "
+        print(f"\nsubsets of {r['size']} item{'' if r['size'] == 1 else 's'} ({r['repeats']} draws): "
               f"profile-guided NDR {pm(r['ndr_profile'])}, tau-b {pm(r['tau_profile'])}; "
               f"random NDR {pm(r['ndr_random'])}, tau-b {pm(r['tau_random'])}")
         for note in r.get("notes") or ():

@@ -388,10 +388,12 @@ class Backend:
             if self.shared is not None:
                 self.shared.record_child(gi, child)
 
+        # "chosen", not "best": the posterior selection weighs each child's se too, so the child it takes can
+        # change for one farther from the target (a reader saw the "best" deviation rise from round to round)
         def on_round(gi: int, st, best: float) -> None:
             record_round(self.store, gi, gs, st)
             self.record_traffic()  # with the round's checkpoint: a process killed outright loses less of it
-            show(f"gap {gi} [{gs.left:.3f}, {gs.right:.3f}] round {st.round}/{o.rounds}: best deviation {best:.4f}, "
+            show(f"gap {gi} [{gs.left:.3f}, {gs.right:.3f}] round {st.round}/{o.rounds}: chosen child's deviation {best:.4f}, "
                  f"rollouts {st.spend.rollouts}, model calls {st.spend.model_calls}")
 
         if o.strategy == "baseline":

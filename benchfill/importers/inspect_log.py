@@ -116,7 +116,7 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
             out.errored[item_id] = out.errored.get(item_id, 0) + 1
             continue
         if used not in s.scores:
-            raise DataError(f"{where}: no scorer {used!r} (the log has {', '.join(s.scores)})")
+            raise DataError(f"{where}: no scorer {used!r} (the log has {', '.join(map(repr, s.scores))})")
         per_item.setdefault(item_id, []).append(_binary(s.scores[used].value, used, threshold, to_float, where))
     for item_id, hits in per_item.items():
         out.records.append(Record(model, task, item_id, sum(hits), len(hits), str(path)))

@@ -237,7 +237,7 @@ class _Samples:
         if not filters:
             raise DataError(f"{path}: no samples (an empty or truncated log)")
         if self.wanted is not None and self.wanted not in filters:
-            raise DataError(f"{path}: no filter {self.wanted!r} (the log has {', '.join(filters)})")
+            raise DataError(f"{path}: no filter {self.wanted!r} (the log has {', '.join(map(repr, filters))})")
         if self.wanted is None and len(filters) > 1:
             raise DataError(f"{path}: each document is scored under {len(filters)} filters ({', '.join(filters)}); "
                             f"choose one with --filter NAME")  # fmt: skip
@@ -260,7 +260,7 @@ class _Samples:
             self.used = next((x for x in DEFAULT_METRICS if x in names), None) or names[0]
         used = self.used
         if used not in sample:
-            raise DataError(f"{path} line {n}: no metric {used!r} (the log has {', '.join(names)})")
+            raise DataError(f"{path} line {n}: no metric {used!r} (the log has {', '.join(map(repr, names))})")
         doc_id = sample["doc_id"]
         # ASCII digits only: str.isdigit() also holds for "²", which int() refuses
         if isinstance(doc_id, str) and doc_id.strip().isascii() and doc_id.strip().isdigit():

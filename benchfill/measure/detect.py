@@ -243,7 +243,7 @@ def detect(
     ``permutations=0`` computes the exact p-value instead (small cases only).
     """
     if bands < 1:
-        raise DataError(f"bands must be at least 1, got {bands}")
+        raise DataError(f"bands: must be at least 1, got {bands}")
     if not 0 < alpha < 1:
         raise DataError(f"alpha must lie in (0, 1), got {alpha}")
     if difficulty is not None and not isinstance(difficulty, Mapping):  # an array has no item ids to match
