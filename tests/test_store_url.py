@@ -298,3 +298,39 @@ def test_a_library_caller_is_named_the_field_it_set_not_the_cli_flag(tmp_path):
         with pytest.raises(ConfigError, match="^store: the URL carries a password"):
             call(opts)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_simulated_run_on_a_shared_store_resumed_from_another_folder_keeps_its_worlds_children(tmp_path,
+                                                                                                monkeypatch):
+    # the run's world state lived in the first folder, and the store named only the last folder's: resumed
+    # elsewhere, the world knew none of the children made before, their probe calls were answered as unknown
+    # prompts and graded wrong, and the run chose other items than an uninterrupted one
+    import json
+
+    import benchfill.engine.record as record
+    from benchfill.cli import main
+
+    def args(folder, store):
+        return ["run", "--benchmark", "demo", "--gaps", "2", "--rounds", "2", "--parents", "2", "--children", "2",
+                "--sim-probes", "4", "--references", "4", "--runs-dir", str(tmp_path / folder), "--store",
+                f"sqlite:///{tmp_path / store}", "--quiet"]
+
+    assert main(args("whole", "whole.db")) == 0
+    rounds, real = [], record.record_round
+
+    def stop_after_two(*a, **kw):
+        real(*a, **kw)
+        rounds.append(1)
+        if len(rounds) == 2:
+            raise KeyboardInterrupt  # the moment a kill would land
+
+    monkeypatch.setattr(record, "record_round", stop_after_two)
+    assert main(args("first", "shared.db")) == 130
+    monkeypatch.setattr(record, "record_round", real)
+    assert main(args("second", "shared.db")) == 0
+
+    def chosen(folder):
+        rep = json.loads(next((tmp_path / folder).glob("*/report.json")).read_text())
+        return [(g["chosen_id"], g["confirmed_z"]) for g in rep["gaps"]], rep["top_k_sum_after"]
+
+    assert chosen("second") == chosen("whole")

@@ -595,8 +595,15 @@ def _sibling_states(run_dir: Path, url: str, store=None) -> list[Path]:
             rows = _all_runs_meta(store)
         except Exception:  # the store busy or gone for a moment: the folder scan stands
             rows = []
-        found.update(Path(json.loads(r.value_json)).resolve() for r in rows)
+        for r in rows:
+            found.update(Path(p).resolve() for p in _state_paths(json.loads(r.value_json)))
     return sorted(p for p in found if p != own)
+
+
+def _state_paths(value) -> list[str]:
+    """The state files a run's ``SIM_STATE_META`` row names: every folder the run was worked from (one path,
+    as an older benchfill wrote it, or a list)."""
+    return [value] if isinstance(value, str) else [p for p in value or () if isinstance(p, str)]
 
 
 def _all_runs_meta(store) -> list:
@@ -631,7 +638,13 @@ def start_sim(opts, bench, run_dir: Path, url: str | None = None, store=None):
                              rewriter_knobs=opts.sim_rewriter_knobs)
     if opts.store:  # one world for the runs that share a store: it knows their children (shared memory)
         if store is not None:  # where this run's children are, for the runs in other folders on the store
-            store.set_meta(SIM_STATE_META, str((run_dir / "sim_world_state.jsonl").resolve()))
+            # every folder this run was worked from: one resumed from another folder on the same store still
+            # finds the children its world made before (that folder's state was dropped, and 20 probe calls
+            # met a world that knew none of them, graded wrong)
+            own = str((run_dir / "sim_world_state.jsonl").resolve())
+            paths = _state_paths(store.get_meta(SIM_STATE_META))
+            if own not in paths:
+                store.set_meta(SIM_STATE_META, [*paths, own])
         world.siblings = functools.partial(_sibling_states, run_dir, opts.store, store)
         world.refresh()
     # The cache key holds the endpoint URL, port included: a stable port per run directory lets a
