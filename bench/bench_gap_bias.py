@@ -6,7 +6,9 @@ livecodebench-codegen), so the prior binds where an item is least measured: at t
 the largest gaps lie. This script draws response matrices from a known 1PL at difficulty spreads from the
 prior's own (sd 1) to wider than real fits show, fits each with benchfill's MAP fit, and prints, side by
 side, the mean over draws of the fitted and the true figures: max gap, top-3 gap sum and DDM, each on the
-min-max scale (so no alignment of the two scales is needed), and the fitted / true ratio.
+min-max scale (so no alignment of the two scales is needed), and the fitted / true ratio, for the fit under
+the paper's N(0, 1) prior and, beside it on the same draws, under the hierarchical prior
+(``fit(prior="hierarchical")``, benchfill/irt/hierarchical.py), whose spread is estimated from the items.
 
     python bench/bench_gap_bias.py                      # 49 models x 164 items, one trial (humaneval's shape)
     python bench/bench_gap_bias.py --models 37 --items 300 --trials 10    # cruxeval-like
@@ -42,22 +44,25 @@ def main() -> None:
     warnings.simplefilter("ignore")  # a draw's extreme items warn of their priors; the figures say enough
     print(f"bench_gap_bias: {args.models} models x {args.items} items, {args.trials} trial(s) each, ability sd "
           f"{args.ability_sd:g}; {args.draws} draws per spread; MAP fit; figures on the min-max scale, mean over draws")
-    print(f"{'b sd':>5} {'fitted b sd':>12}   {'max gap fit/true':>20} {'ratio':>6}   {'top-3 sum fit/true':>20} "
-          f"{'ratio':>6}   {'DDM fit/true':>18} {'ratio':>6}")
+    print(f"{'b sd':>5} {'prior':>12} {'fitted b sd':>12}   {'max gap fit/true':>20} {'ratio':>6}   "
+          f"{'top-3 sum fit/true':>20} {'ratio':>6}   {'DDM fit/true':>18} {'ratio':>6}   {'r(b)':>6}")
     t0 = time.perf_counter()
     for sd in args.spreads:
-        rows = []
+        rows: dict[str, list] = {"normal": [], "hierarchical": []}
         for d in range(args.draws):
             sim = simulate_responses(args.models, args.items, args.trials, ability_sd=args.ability_sd,
                                      difficulty_sd=sd, seed=10_000 + d)
-            f = fit(sim.matrix)
             zt = (sim.difficulty - sim.difficulty.min()) / np.ptp(sim.difficulty)
-            zf = np.asarray(f.z, dtype=float)
-            rows.append((float(np.std(f.difficulty)), max_gap(zf), max_gap(zt), top_k_gap_sum(zf, 3),
-                         top_k_gap_sum(zt, 3), ddm(zf), ddm(zt)))
-        m = np.mean(rows, axis=0)
-        print(f"{sd:>5.1f} {m[0]:>12.2f}   {m[1]:>9.4f} / {m[2]:<8.4f} {m[1] / m[2]:>6.2f}   {m[3]:>9.4f} / {m[4]:<8.4f} "
-              f"{m[3] / m[4]:>6.2f}   {m[5]:>8.4f} / {m[6]:<7.4f} {m[5] / m[6]:>6.2f}", flush=True)
+            for prior, got in rows.items():
+                f = fit(sim.matrix, prior=prior)
+                zf = np.asarray(f.z, dtype=float)
+                got.append((float(np.std(f.difficulty)), max_gap(zf), max_gap(zt), top_k_gap_sum(zf, 3),
+                            top_k_gap_sum(zt, 3), ddm(zf), ddm(zt), np.corrcoef(f.difficulty, sim.difficulty)[0, 1]))
+        for prior, got in rows.items():
+            m = np.mean(got, axis=0)
+            print(f"{sd:>5.1f} {prior:>12} {m[0]:>12.2f}   {m[1]:>9.4f} / {m[2]:<8.4f} {m[1] / m[2]:>6.2f}   "
+                  f"{m[3]:>9.4f} / {m[4]:<8.4f} {m[3] / m[4]:>6.2f}   {m[5]:>8.4f} / {m[6]:<7.4f} {m[5] / m[6]:>6.2f}   "
+                  f"{m[7]:>6.3f}", flush=True)
     print(f"total {time.perf_counter() - t0:.0f} s")
 
 

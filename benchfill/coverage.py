@@ -503,18 +503,23 @@ CONFIRM_SE = 0.02  # a run's default confirmation (RunOptions.confirm_se; tests/
 def fit_notes(fit: Any, report: CoverageReport) -> dict[str, Any]:
     """What a fit's figures cannot see, as the report's notes (the CLI prints them; a library caller reads them):
 
-    - ``difficulty_sd``, and ``wide_spread`` where it passes ``WIDE``: the N(0, 1) prior then draws the
-      least-measured items at the ends in, so the gap figures are likely small;
+    - ``difficulty_sd``, and ``wide_spread`` where it passes ``WIDE`` under the N(0, 1) prior, which then draws
+      the least-measured items at the ends in, so the gap figures are likely small (a hierarchical fit's
+      estimated prior, ``difficulty_prior``, in its place);
     - ``narrower_than_confirmation``: the gaps (by rank) whose half-width is below a run's default
       confirmation se, which a run could fill only by chance;
     - ``beyond_models``: the gaps whose midpoint lies outside the span of the fit's models' abilities, where
       a run's probes would all sit on one side of an item placed there."""
     sd = round(float(np.std(np.asarray(fit.difficulty, dtype=float))), 4)
     notes: dict[str, Any] = {"difficulty_sd": sd}
-    if sd > WIDE:
+    said = getattr(fit, "diagnostics", None) or {}
+    if said.get("prior") == "hierarchical":  # the prior's spread is the items' own: nothing drawn in past it
+        notes["difficulty_prior"] = {"mean": said.get("difficulty_prior_mean"), "sd": said.get("difficulty_prior_sd")}
+    elif sd > WIDE:
         notes["wide_spread"] = (f"the difficulties spread wider (sd {sd:.2f}) than their N(0, 1) prior, which draws "
                                 "the least-measured items at the ends in toward the middle: these gap figures are "
-                                "likely small")
+                                "likely small; a fit under the hierarchical prior (prior='hierarchical') estimates "
+                                "the spread instead")
     # Gaps of width 0 are not counted: nothing fits in them (the end gaps 0 -> easiest and hardest -> 1
     # that min-max normalization always makes, and items tied in difficulty).
     notes["narrower_than_confirmation"] = {

@@ -74,7 +74,8 @@ def _input_args(p: argparse.ArgumentParser, saved_fit: bool = True) -> None:
 
 # The options that shape a fit, with their defaults: a saved fit (--fit) settles them itself. argparse
 # gives them None, so that one given at its default value is still seen as given (fit_options).
-FIT_DEFAULTS = {"engine": "map", "model": "1pl", "no_guessing": False, "chains": 4, "warmup": 1000, "draws": 1000}
+FIT_DEFAULTS = {"engine": "map", "model": "1pl", "no_guessing": False, "chains": 4, "warmup": 1000, "draws": 1000,
+                "prior": "normal"}
 NUTS_OPTIONS = ("chains", "warmup", "draws")
 
 
@@ -83,6 +84,10 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", choices=("map", "nuts"), default=None, help="map (default) or nuts (posterior draws)")
     g.add_argument("--model", choices=("1pl", "2pl"), default=None, help="1pl (default) or 2pl")
     g.add_argument("--no-guessing", action="store_true", default=None, help="ignore the per-item guessing floor")
+    g.add_argument("--prior", choices=("normal", "hierarchical"), default=None,
+                   help="the difficulties' prior: normal, the paper's N(0, 1) (default), or hierarchical, "
+                        "N(mu, sigma^2) estimated from the items, which leaves the ends as far out as the "
+                        "benchmark's own spread warrants (MAP 1PL only; bench/bench_gap_bias.py)")
     g.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
     g.add_argument("--chains", type=positive_int, default=None, help="NUTS chains (default 4)")
     g.add_argument("--warmup", type=nonneg_int, default=None, help="NUTS warm-up draws per chain (default 1000)")
@@ -109,6 +114,9 @@ def fit_options(args: argparse.Namespace) -> None:
     for k, d in FIT_DEFAULTS.items():
         if getattr(args, k) is None:
             setattr(args, k, d)
+    if args.prior == "hierarchical" and (args.engine, args.model) != ("map", "1pl"):
+        raise ConfigError(f"--prior hierarchical: fitted by --engine map with --model 1pl only, not --engine "
+                          f"{args.engine} --model {args.model}")
 
 
 def _target_arg(p: argparse.ArgumentParser) -> None:
@@ -194,7 +202,7 @@ def fit_or_load(args: argparse.Namespace, matrix: Any) -> Any:
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.engine == "nuts" else None
     return fit(
         matrix, engine=args.engine, model=args.model, guessing=not args.no_guessing, seed=args.seed,
-        chains=args.chains, warmup=args.warmup, draws=args.draws, progress=progress,
+        chains=args.chains, warmup=args.warmup, draws=args.draws, progress=progress, prior=args.prior,
     )
 
 
@@ -337,13 +345,16 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.json:
         _dump(summary)
         return 0
+    prior = f.diagnostics.get("prior") == "hierarchical"
     print(f"{summary['source']}: {matrix.n_models} models x {matrix.n_items} items; "
-          f"{f.engine} {f.model}, guessing floor {'on' if summary['guessing'] else 'off'}, seed {args.seed}")
+          f"{f.engine} {f.model}, guessing floor {'on' if summary['guessing'] else 'off'}, seed {args.seed}"
+          + (f"; hierarchical prior N({f.diagnostics['difficulty_prior_mean']:+.2f}, "
+             f"{f.diagnostics['difficulty_prior_sd']:.2f}^2) on the difficulties" if prior else ""))
     print("response-matrix checks:")
     for name, c in summary["matrix_checks"].items():
         op = ">=" if "information" in name else "<="
         print(f"  {name:<24} {c['value']:.3f}  ({op} {c['threshold']})  {'pass' if c['passed'] else 'FAIL'}")
-    _print_extremes(summary["extreme_items"])
+    _print_extremes(summary["extreme_items"], f.diagnostics.get("prior") == "hierarchical")
     _print_extreme_models(summary["extreme_models"])
     if f.diagnostics:
         print("fit diagnostics: " + ", ".join(f"{k}={_fmt(v)}" for k, v in f.diagnostics.items()
@@ -381,10 +392,13 @@ def _corr(v: float) -> str:
 # drawn as wide as real fits come out, the fitted max gap was half the true one, with such items or without
 # them (bench/bench_gap_bias.py).
 PRIOR_PLACED = "; no answer places them: the prior does, and draws them (and the gaps at that end) in toward the middle"
+# under the hierarchical prior they are drawn in only as far as the items' own estimated spread
+PRIOR_PLACED_HIER = "; no answer places them: the prior does, as far out as the items' estimated spread"
 
 
-def _print_extremes(ext: dict[str, list[str]]) -> None:
-    labels = (("all_correct", "solved by every model", PRIOR_PLACED), ("none_correct", "solved by no model", PRIOR_PLACED),
+def _print_extremes(ext: dict[str, list[str]], hierarchical: bool = False) -> None:
+    tail = PRIOR_PLACED_HIER if hierarchical else PRIOR_PLACED
+    labels = (("all_correct", "solved by every model", tail), ("none_correct", "solved by no model", tail),
               ("no_responses", "without responses, not on the scale", ""))
     for key, label, tail in labels:
         _print_names(f"items {label}", ext.get(key) or [], tail)
@@ -484,8 +498,13 @@ def _print_report(r: Any) -> None:
     if r.out_of_range:
         print(f"  {r.out_of_range} items fall outside [0, 1] on this scale")
     if n.get("wide_spread"):
-        print(f"  {n['wide_spread']} (in simulation at a fitted spread of 1.6, the max gap came out at 0.44 of the "
-              "truth; bench/bench_gap_bias.py)")
+        said = n["wide_spread"].replace("prior='hierarchical'", "--prior hierarchical")
+        print(f"  {said} (in simulation at a fitted spread of 1.6, the max gap came out at 0.44 of the truth under "
+              "N(0, 1) and 0.72 under the hierarchical prior; bench/bench_gap_bias.py)")
+    if n.get("difficulty_prior"):
+        p = n["difficulty_prior"]
+        print(f"  difficulties under the hierarchical prior N({p['mean']:+.2f}, {p['sd']:.2f}^2), its spread estimated "
+              "from the items")
     print(f"largest gaps (of {r.n_items + 1}):")
     print(f"  {'#':>2}  {'left':>6}  {'right':>6}  {'width':>6}  left item -> right item")
     for i, g in enumerate(r.gaps, start=1):
@@ -506,7 +525,7 @@ def _print_report(r: Any) -> None:
               "slope then leans its placement far; a probe model of matching strength resolves it, more rollouts "
               "do not")
     if "extreme_items" in n:
-        _print_extremes(n["extreme_items"])
+        _print_extremes(n["extreme_items"], bool(n.get("difficulty_prior")))
     if "extreme_models" in n:
         _print_extreme_models(n["extreme_models"])
     if "plot" in n:

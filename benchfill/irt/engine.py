@@ -14,6 +14,7 @@ from benchfill.matrix import ResponseMatrix
 
 ENGINES = ("map", "nuts")
 MODELS = ("1pl", "2pl")
+PRIORS = ("normal", "hierarchical")  # the difficulties' prior: N(0, 1), or N(mu_b, sigma_b^2) estimated
 
 
 def require_matrix(matrix: Any, arg: str = "matrix") -> None:
@@ -40,6 +41,7 @@ def fit(
     draws: int = 1000,
     target_accept: float = 0.95,
     progress: Callable[[str], None] | bool | None = None,
+    prior: str = "normal",
 ) -> IrtFit:
     """Fit P(Y=1) = g_i + (1 - g_i) sigmoid(theta_j - b_i) (or a_i (theta_j - b_i) for 2PL).
 
@@ -48,6 +50,10 @@ def fit(
     "map" returns the posterior mode with Laplace standard errors; "nuts" returns posterior
     means and sds with all chains' draws stacked and the convergence diagnostics
     (max_rhat, min_ess_bulk, divergences). Both record the log likelihood (for BIC) and ``seed``.
+
+    ``prior``: "normal", the paper's N(0, 1) on every difficulty, or "hierarchical", the paper's
+    N(mu_b, sigma_b^2) with both estimated from the items (``irt.hierarchical``; the MAP 1PL engine only),
+    which draws the least-measured items at the ends in only as far as the benchmark's own spread warrants.
 
     ``seed`` fixes the draws (and MAP's start); ``chains``, ``warmup``, ``draws`` and ``target_accept`` (the
     NUTS step size's aim) are NUTS's only. ``progress``: a callable given each progress line, or True for
@@ -62,6 +68,11 @@ def fit(
         raise ConfigError(f"engine: unknown IRT engine {engine!r} (choose one of {', '.join(ENGINES)})")
     if model not in MODELS:
         raise ConfigError(f"model: unknown IRT model {model!r} (choose one of {', '.join(MODELS)})")
+    if prior not in PRIORS:
+        raise ConfigError(f"prior: unknown difficulty prior {prior!r} (choose one of {', '.join(PRIORS)})")
+    if prior == "hierarchical" and (engine, model) != ("map", "1pl"):
+        raise ConfigError(f"prior: hierarchical is fitted by the MAP 1PL engine only, not engine {engine!r} with "
+                          f"model {model!r}")
     if matrix.n_models == 0 or matrix.n_items == 0:
         raise ConfigError(f"{matrix.source or 'responses'}: the response matrix is empty")
     if not matrix.trials.any():  # the priors alone would place every model and item: numbers that mean nothing
@@ -82,6 +93,10 @@ def fit(
     if engine == "map":
         from benchfill.irt.map import fit_map_1pl, fit_map_2pl
 
+        if prior == "hierarchical":
+            from benchfill.irt.hierarchical import fit_hierarchical_1pl
+
+            return fit_hierarchical_1pl(matrix, guessing=guessing, seed=seed, progress=progress)
         fn = fit_map_1pl if model == "1pl" else fit_map_2pl
         return fn(matrix, guessing=guessing, seed=seed, progress=progress)
     from benchfill.irt.convergence import MIN_DRAWS

@@ -80,8 +80,12 @@ class Posterior:
     """
 
     def __init__(self, matrix: ResponseMatrix, *, model: str = "1pl", guessing: bool = True,
-                 log_a_prior: tuple[float, float] = (0.0, LOG_DISCRIMINATION_SD)) -> None:
+                 log_a_prior: tuple[float, float] = (0.0, LOG_DISCRIMINATION_SD),
+                 b_prior: tuple[float, float] = (0.0, 1.0)) -> None:
         self.model = model
+        # (mean, sd) of the difficulties' Gaussian prior: N(0, 1), the paper's; the hierarchical fit
+        # (irt/hierarchical.py) estimates them. The 1PL MAP engine reads it; the samplers keep N(0, 1).
+        self.b_mean, self.b_prec = float(b_prior[0]), 1.0 / float(b_prior[1]) ** 2
         # (mean, sd) of the 2PL's log a_i prior: the spread estimate (irt/spread.py) varies it.
         self.log_a_mean, self.log_a_sd = float(log_a_prior[0]), float(log_a_prior[1])
         self.m, self.n = matrix.n_models, matrix.n_items
@@ -128,7 +132,8 @@ class Posterior:
 
     def log_prior(self, x: np.ndarray) -> float:
         theta, b, log_a = self.split(x)
-        lp = -0.5 * float(theta @ theta + b @ b)
+        d = b - self.b_mean
+        lp = -0.5 * float(theta @ theta + self.b_prec * float(d @ d))
         if log_a is not None:
             d = log_a - self.log_a_mean
             lp -= 0.5 * float(d @ d) / self.log_a_sd**2

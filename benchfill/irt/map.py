@@ -42,9 +42,9 @@ def _newton_step(
     m = post.m
     theta, b = x[:m], x[m:]
     g_theta = r.sum(axis=1) - theta
-    g_b = -r.sum(axis=0) - b
+    g_b = -r.sum(axis=0) - post.b_prec * (b - post.b_mean)
     d_theta = w.sum(axis=1) + 1.0
-    d_b = w.sum(axis=0) + 1.0
+    d_b = w.sum(axis=0) + post.b_prec
     by_models = m <= w.shape[1]
     # (kept, eliminated): the side whose Schur complement is solved, and the side divided out
     if by_models:
@@ -84,9 +84,13 @@ def fit_map_1pl(
     guessing: bool = True,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    b_prior: tuple[float, float] = (0.0, 1.0),
+    start: np.ndarray | None = None,
 ) -> IrtFit:
-    post = Posterior(matrix, model="1pl", guessing=guessing)
-    x = np.zeros(post.dim)
+    """``b_prior``: (mean, sd) of the difficulties' prior (the paper's N(0, 1) unless the hierarchical fit
+    sets it); ``start``: abilities then difficulties to start from (zeros by default)."""
+    post = Posterior(matrix, model="1pl", guessing=guessing, b_prior=b_prior)
+    x = np.zeros(post.dim) if start is None else np.array(start, dtype=float)
     # Under a guessing floor the observed information gives quadratic convergence near the
     # mode; far from it, where it may not be positive definite, fall back to Fisher scoring.
     ll, r, h, _ = post.terms(x, observed=True)
