@@ -241,7 +241,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
                     "stamped %s so that it comes after them", last, version, moment.isoformat(timespec="seconds"))
     now = moment.isoformat(timespec="seconds")
     name = run_name(board.store, board.run_dir, keep=True)
-    record = ScaleOfRecord.read(bench_dir) or ScaleOfRecord.from_run(board.run_dir, version, name)
+    record = _standing_scale(bench_dir, version, name) or ScaleOfRecord.from_run(board.run_dir, version, name)
     prev_rows = _load_rows(prev_dir) if prev_dir else {}  # read once: checked here, carried below
     if prev_dir is not None:
         _check_originals(board, prev_rows, prev_dir.name, bench)
@@ -372,7 +372,9 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
             try:
                 tmp.rename(target)  # atomic; fails if the version appeared meanwhile
             except BaseException:
-                if fixed:
+                # taken back only if the release did not appear: a Ctrl-C landing just after the rename had
+                # deleted the scale of a release that stands, and the next release was refused for it
+                if fixed and tmp.exists():
                     (bench_dir / ScaleOfRecord.FILE).unlink(missing_ok=True)
                 raise
     except BaseException as exc:
@@ -685,6 +687,23 @@ class ScaleOfRecord:
         tmp.chmod(0o644)
         tmp.replace(path)
         return True
+
+
+def _standing_scale(bench_dir: Path, version: str, name: str) -> ScaleOfRecord | None:
+    """The benchmark's scale of record, or None where it has none yet. A scale whose release never appeared
+    (the file is written just before the release's folder is renamed into place, and a kill can land
+    between) is no scale: it is removed, under the benchmark's lock, and the release being made fixes its
+    own. Kept, it had been taken for the benchmark's by the next run to release, whose card then named a
+    run that released nothing."""
+    record = ScaleOfRecord.read(bench_dir)
+    if record is None or record.established_in in _versions(bench_dir):
+        return record
+    if (record.run_id, record.established_in) != (name, version):
+        log.warning("note: %s: the scale of record of release %s of run %s, which never appeared (a release "
+                    "killed before it did), is set aside; this release fixes the scale", bench_dir / ScaleOfRecord.FILE,
+                    record.established_in, record.run_id)
+    (bench_dir / ScaleOfRecord.FILE).unlink(missing_ok=True)
+    return None
 
 
 def _keep_removals(s: Any, run_id: str, removed: dict[str, Any]) -> None:

@@ -234,6 +234,7 @@ def test_a_release_killed_after_it_appeared_is_finished_by_the_rerun(tmp_path, s
         release(run, "1.0.0")
     monkeypatch.setattr(Path, "rename", real)
     assert (root / "1.0.0" / "manifest.json").is_file() and not (root / "CHANGELOG.md").exists()
+    assert (root / "scale_of_record.json").is_file()  # the release stands: so does the scale it was placed on
     (root / ".1.0.0.abcd.tmp").mkdir()  # what a kill before the rename leaves
     assert main(["release", str(run), "--version", "1.0.0"]) == 0
     out = capsys.readouterr().out
@@ -523,3 +524,27 @@ def test_a_release_names_generated_items_that_copy_another_items_text(tmp_path, 
     notes = [line for line in capsys.readouterr().err.splitlines() if "have the text of another item" in line]
     assert notes == [f"note: 1 generated item(s) in 1.0.0 have the text of another item there: "
                      f"{CHILD_IDS[0]} = {original['id']}; a reviewer's reject or edit takes one out"]
+
+
+def test_a_scale_of_record_whose_release_never_appeared_is_not_the_next_runs(tmp_path, shared_data, caplog):
+    """The scale file is written just before the release's folder is renamed into place: a kill between left a
+    scale for a release that never appeared, and another run's first release was placed on it, its card
+    naming the killed run as the one that fixed the benchmark's scale."""
+    import logging
+
+    from benchfill.release import ScaleOfRecord, release
+    from benchfill.review import ReviewBoard
+
+    first, second = make_run(tmp_path, shared_data, "run-first"), make_run(tmp_path, shared_data, "run-second")
+    for run in (first, second):
+        with ReviewBoard(run) as b:
+            b.decide(CHILD_IDS[0], "ann", "accept")
+    root = tmp_path / "releases" / "aime24"
+    root.mkdir(parents=True)
+    ScaleOfRecord.from_run(first, "1.0.0", "run-first").write(root)  # what the kill left
+    with caplog.at_level(logging.WARNING, "benchfill.release"):
+        made = release(second, "1.0.0")
+    assert any("which never appeared" in r.getMessage() for r in caplog.records)
+    card = (made.path / "README.md").read_text()
+    assert "run `run-second`" in card and "run-first" not in card
+    assert ScaleOfRecord.read(root).run_id == "run-second"
