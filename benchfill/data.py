@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -124,6 +125,10 @@ def read_responses(
     caller to report (the library prints nothing); ``extreme_items(matrix, items)`` lists both kinds. ``items_source``: the file a list of ``items`` was read from,
     named in errors about an item.
     """
+    if not isinstance(path, (str, os.PathLike)):  # pathlib's TypeError named no argument
+        raise ConfigError(f"path: a file path (str or Path), got {type(path).__name__} {path!r:.80}")
+    if isinstance(min_models, bool) or not isinstance(min_models, int) or min_models < 1:
+        raise ConfigError(f"min_models: a whole number of at least 1, got {min_models!r}")
     path = Path(path)
     if isinstance(items, (str, Path)):
         items_source, items = items, read_items(items)

@@ -163,6 +163,10 @@ class RunOptions:
         # the run's folder is <runs dir>/<run id>: "../x" or "a/b" would write it elsewhere; a control character
         # (a newline, a terminal escape) or a bidi override would reach every message, report and card that
         # names the run. Any other name a folder may have is kept: runs made under it before must still resume.
+        for key in ("runs_dir", "items", "spec", "responses", "config", "data_dir", "store", "benchmark"):
+            value = getattr(self, key)  # pathlib's TypeError, deep in the run, named no field
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise ConfigError(f"{name(key)}: a path or name (str), got {type(value).__name__} {value!r:.80}")
         rid = self.run_id
         if rid and (not isinstance(rid, str) or rid.strip() in ("", ".", "..")
                                 or any(c in rid for c in "/\\\0") or terminal(rid) != rid):
@@ -350,7 +354,11 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         _check_outputs(run_dir)
     fresh = not run_dir.exists()
     made = [d for d in (run_dir, *run_dir.parents) if not d.exists()]  # the runs dir too, where this makes it
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a runs dir under /proc, or read-only: the field named, as any bad option is
+        raise ConfigError(f"{opt('runs_dir')} {runs_root(opts)}: cannot make the run's folder there "
+                          f"({exc.strerror or exc})") from None
     # One process at a time works in a run directory (a sweep's units, which search different gaps of one
     # run, share it among themselves); held until this process ends, however it ends.
     lock = _hold_run(run_dir, run_id_for(opts), exclusive=gaps_only is None)

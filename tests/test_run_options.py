@@ -582,3 +582,17 @@ def test_a_benchmark_of_one_or_two_items_is_refused_before_any_model_call(tmp_pa
         with pytest.raises(DataError, match=f"^{items}: {said}.*; coverage gaps need at least three$"):
             call(opts)
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_path_of_the_wrong_type_or_a_runs_dir_that_cannot_be_made_is_named_by_its_field(tmp_path):
+    # pathlib's TypeError and a bare FileNotFoundError came out of the run, naming no field
+    import benchfill
+
+    with pytest.raises(ConfigError, match=r"^runs_dir: a path or name \(str\), got int 123$"):
+        dry_run(RunOptions(runs_dir=123))
+    with pytest.raises(ConfigError, match=r"^runs_dir /proc/nope: cannot make the run's folder there"):
+        run(RunOptions(runs_dir="/proc/nope", gaps=1, rounds=1))
+    with pytest.raises(ConfigError, match=r"^path: a file path \(str or Path\), got int 123$"):
+        benchfill.read_responses(123)
+    with pytest.raises(ConfigError, match=r"^min_models: a whole number of at least 1, got '2'$"):
+        benchfill.read_responses(tmp_path / "r.csv", min_models="2")
