@@ -43,7 +43,8 @@ def test_unknown_name_lists_the_known_ones():
 
 def test_no_data_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.delenv("BENCHFILL_DATA_DIR", raising=False)
-    with pytest.raises(ConfigError, match="--data-dir or set BENCHFILL_DATA_DIR.*HuggingFaceH4/aime_2024"):
+    with pytest.raises(ConfigError, match=r"--data-dir, or data_dir from Python\) or set BENCHFILL_DATA_DIR.*"
+                                          r"HuggingFaceH4/aime_2024"):
         get_benchmark("aime24")
     with pytest.raises(DataError, match=r"aime24/items.jsonl not found"):
         get_benchmark("aime24", data_dir=tmp_path)
