@@ -14,6 +14,7 @@ scipy is imported only when a Beta target is asked for.
 
 from __future__ import annotations
 
+import logging
 import numbers
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from benchfill.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
 
 FIT_OR_Z = "an IrtFit or an array of normalized difficulties"  # what diagnose and calibrate take
 
@@ -493,6 +496,9 @@ def diagnose(
     )
     if hasattr(fit_or_z, "difficulty") and hasattr(fit_or_z, "ability"):
         report.notes.update(fit_notes(fit_or_z, report))
+    elif report.out_of_range > n / 2:  # b for z (fit.difficulty beside fit.z) gave a DDM of 1.26, unremarked
+        log.warning("diagnose: %d of the %d values lie outside [0, 1]; it takes normalized difficulties z "
+                    "(fit.z, or fit.normalize(b)), not difficulties on the logit scale", report.out_of_range, n)
     return report
 
 

@@ -308,3 +308,20 @@ def test_a_library_callers_diagnose_carries_what_the_fit_cannot_see(shared_data)
     assert notes["narrower_than_confirmation"]["confirm_se"] == CONFIRM_SE
     # an array of z is no fit: nothing to say of its spread or its models
     assert benchfill.diagnose(fit.z, k=5).to_dict()["notes"] == {}
+
+
+def test_diagnose_given_logit_difficulties_for_z_says_so(caplog):
+    # fit.difficulty beside fit.z: a DDM of 1.26 with 133 of 164 items out of range, and no word
+    import logging
+
+    from benchfill.coverage import diagnose as diag
+
+    b = np.linspace(-3.0, 3.0, 40)
+    with caplog.at_level(logging.WARNING, "benchfill.coverage"):
+        diag(b, k=3)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("diagnose: 33 of the 40 values lie outside [0, 1]")  # 7 inside: k = 20..26
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, "benchfill.coverage"):
+        diag(np.linspace(0.0, 1.0, 40), k=3)
+    assert not caplog.records
