@@ -96,6 +96,9 @@ def test_extract_answer_forms():
         ("The answer is 10.\n\nWhat if I reconsidered my final answer: 12? No, 10 stands.", "10"),
         ("Therefore the answer: 35", "35"),
         ("1. Answer: 12\n2. Answer: 35", "35"),
+        # a sentence ends at a full stop, but not at one inside braces (it had read "\text{St")
+        ("Therefore, the answer is \\text{St. Louis}.", "\\text{St. Louis}"),
+        ("The answer is $\\frac{1}{2}$. Done.", "\\frac{1}{2}"),
     ],
 )
 def test_extract_answer_reads_how_models_commit(reply, answer):

@@ -397,3 +397,24 @@ def test_a_servers_masked_echo_of_a_known_key_is_masked_too(monkeypatch):
         assert said == "HTTP 401: Incorrect API key provided: ***. You passed", said
     # the first eight characters alone, without a mask after them, are not the key's echo: words stay
     assert scrub("LEAKTEST is the test's name", env=["BENCHFILL_TEST_PROBE_KEY"]) == "LEAKTEST is the test's name"
+
+
+def test_a_probe_is_warned_of_at_three_cut_answers_and_five_percent_not_at_one_of_its_first_sixteen(caplog):
+    # one cut answer among a probe's first sixteen is 6%: at a true rate of 1% that had warned of one probe in six
+    import logging
+    from collections import Counter
+
+    from benchfill.probes import TrafficStats
+
+    rc = RolloutClient.__new__(RolloutClient)  # the counting alone, no endpoint
+    rc._answers, rc._empty, rc._cut, rc._warned, rc._warned_cut = Counter(), Counter(), Counter(), set(), set()
+    rc.stats = TrafficStats()
+    p = ProbeConfig(name="p", base_url="http://127.0.0.1:9/v1", model="m")
+    with caplog.at_level(logging.WARNING, "benchfill.probes"):
+        rc._count_empty(p, ["x"] * 16, [0])  # 1 of 16
+        rc._count_empty(p, ["x"] * 16, [0])  # 2 of 32
+        assert not caplog.records
+        rc._count_empty(p, ["x"] * 8, [0])  # 3 of 40: 7.5%, and three
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "3 of its 40 answers so far stopped at max_tokens" in said[0]
+    assert rc.stats.cut == 3

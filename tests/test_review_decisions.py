@@ -553,3 +553,11 @@ def test_export_keeps_a_review_under_way_and_a_csv_that_is_no_sheet(tmp_path, sh
     with pytest.raises(DataError, match=r"not a review sheet \(no item_id and decision columns\)"):
         export_queue(run, out_dir=mine)
     assert (mine / "review_queue.csv").read_text() == "name,score\nann,3\n"
+
+
+def test_an_edited_whole_number_answer_is_taken_however_long(tmp_path, shared_data):
+    # math.isfinite of a 400-digit int raised a bare OverflowError
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as board:
+        board.decide(CHILD_IDS[1], "ann", "edit", answer=10**400)
+        assert board.outcomes()[CHILD_IDS[1]].edited_fields["answer"] == 10**400

@@ -577,10 +577,11 @@ def test_a_benchmark_of_one_or_two_items_is_refused_before_any_model_call(tmp_pa
     spec = tmp_path / "quiz.toml"
     spec.write_text('[benchmark]\nname = "unitquiz"\ntext_field = "question"\nanswer_field = "answer"\n'
                     'evaluator = "math"\n')
-    opts = RunOptions(items=str(items), spec=str(spec), gaps=1, runs_dir=str(tmp_path / "runs"))
+    opts = RunOptions(items=str(items), spec=str(spec), gaps=1, runs_dir=str(tmp_path / "runs"), steering=True)
     for call in (dry_run, run):
         with pytest.raises(DataError, match=f"^{items}: {said}.*; coverage gaps need at least three$"):
             call(opts)
+        assert opts.steering is True  # checked on a copy: the caller's options as given (check() sets "on")
     assert not (tmp_path / "runs").exists()
 
 

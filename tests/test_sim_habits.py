@@ -48,8 +48,13 @@ def test_every_answer_form_is_graded_as_the_world_meant_it(shared_data, evaluato
             for correct in (True, False):
                 reply = roles._answer_text(world, item, correct, 0.41, False, form)
                 assert grader.grade(reply, item.fields).correct == correct, (form, reply[-300:])
-        # a reply cut while it reasons names the right answer in passing, and gives none
-        assert not grader.grade(roles._cut_reply(world, item), item.fields).correct
+                if not correct:  # a wrong answer that reasons at length first: its reasoning names the right one
+                    long = habits.long_reply(roles._draft(world, item), reply, cut=False)
+                    assert not grader.grade(long, item.fields).correct, long[-300:]
+                    # cut while it reasons, it gives no answer, and is the start of the reply it would have been
+                    cut = habits.long_reply(roles._draft(world, item), reply, cut=True)
+                    assert isinstance(cut, habits.Cut) and long.startswith(cut)
+                    assert not grader.grade(cut, item.fields).correct
 
 
 def test_forms_never_move_a_draw(shared_data):
@@ -135,4 +140,46 @@ def test_a_larger_token_cap_cuts_fewer_replies():
     assert habits.cut_chance(0.3, 4096) == pytest.approx(0.003)
     assert habits.cut_chance(0.3, 16384) == pytest.approx(0.00075)
     assert habits.cut_chance(0.3, None) == pytest.approx(0.000375) and habits.cut_chance(0.0, 512) == 0
-    assert habits.cut_chance(0.3, 1024) == pytest.approx(0.012) and habits.cut_chance(1.0, 16) == 1.0
+    assert habits.cut_chance(0.3, 1024) == pytest.approx(0.012)
+    # below LONG, every wrong answer that reasons at length is cut, and no more: the plain ones are short
+    assert habits.cut_chance(1.0, 16) == habits.cut_chance(1.0, habits.LONG) == pytest.approx(0.08)
+    assert habits.reasoning_tokens(0.3, 0.003) == pytest.approx(4096) and habits.reasoning_tokens(0.3, 0.0) > 1e300
+
+
+def test_an_answer_holding_a_full_stop_is_written_boxed_so_its_grade_stays_the_worlds():
+    # "Answer: i.e. 5" would end at "i.e": the unboxed forms fall back to the boxed one for such an answer
+    grader = get_evaluator("math")
+    for answer in ("i.e. 5", "\\text{St. Louis}", "3.5"):
+        plain = texts.math_response(answer, True, 0.3)
+        for form in (None, 0, 1, 2, 3):
+            assert grader.grade(habits.math(plain, answer, "9", form), {"answer": answer}).correct, (answer, form)
+
+
+def test_a_valid_reply_whose_code_holds_real_tabs_reads_back_as_written():
+    # the prefix rule had read a tab before "fraction" as \tfrac and one before "extra" as a \text command
+    tabbed = {"prompt": "def split(x):\n\tfraction = x % 1\n\tbinomial = 2\n\treturn fraction", "answer": "0"}
+    assert prompts.parse_child("<child>" + json.dumps(tabbed) + "</child>") == tabbed
+    regex = '<child>{"prompt": "import re\\ndef f(s):\\n\\textra = re.findall(r\'\\d+\', s)", "answer": "0"}</child>'
+    assert prompts.parse_child(regex)["prompt"] == "import re\ndef f(s):\n\textra = re.findall(r'\\d+', s)"
+
+
+def test_the_servers_count_of_cut_replies_is_what_the_client_sees(shared_data):
+    # a stop string that ends a reply before it runs out makes it no cut one (63 counted, 0 said "length")
+    import openai
+
+    items = load(shared_data, "aime24", 6)
+    world = World.from_items(items, evaluator="math", text_field="problem", answer_field="answer", seed=9,
+                             reply_habits=1.0)
+
+    async def ask(url, stop):
+        async with openai.AsyncOpenAI(base_url=url, api_key="sk-test", max_retries=0) as c:
+            got = await asyncio.gather(*(c.chat.completions.create(
+                model="sim-probe-01", messages=[{"role": "user", "content": it["problem"]}], n=16, seed=3,
+                stop=stop, max_tokens=512) for it in items))  # at 512 tokens, 8% of the wrong answers run out
+        return sum(ch.finish_reason == "length" for r in got for ch in r.choices)
+
+    for stop in (None, ["Let"]):
+        with SimServer(world) as srv:
+            said = asyncio.run(ask(srv.base_url, stop))
+            assert srv.stats["models"]["sim-probe-01"].get("cut_replies", 0) == said
+        assert (said > 0) == (stop is None)

@@ -47,6 +47,7 @@ positive_int = _bounded(_int, lambda v: v >= 1, "at least 1", "positive_int")
 folds = _bounded(_int, lambda v: v >= 2, "at least 2", "folds")  # K of K-fold cross-validation
 port = _bounded(_int, lambda v: 0 <= v <= 65535, "a port, 0 to 65535", "port")  # 0: any free one
 nonneg_float = _bounded(finite_float, lambda v: v >= 0, "0 or more", "nonneg_float")
+unit_float = _bounded(finite_float, lambda v: 0 <= v <= 1, "a share in [0, 1]", "unit_float")  # a rate
 positive_float = _bounded(finite_float, lambda v: v > 0, "more than 0", "positive_float")  # a timeout
 # NUTS draws per chain: split R-hat halves each chain and takes a variance in each half, so it needs two draws
 # a half (benchfill.irt.convergence.MIN_DRAWS, not imported here: numpy would slow every --help).

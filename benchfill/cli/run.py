@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchfill.cli.argtypes import misfit_sd, nonneg_int
+from benchfill.cli.argtypes import misfit_sd, nonneg_int, unit_float
 
 
 def register(subparsers) -> None:
@@ -62,7 +62,7 @@ def register(subparsers) -> None:
     p.add_argument("--sim-discrimination", type=float, default=0.5, metavar="SD",
                    help="sim backend: sd of log item discrimination (default 0.5, the median of real matrices; "
                         "0: every item fits the 1PL the annotator assumes, kinder than real data)")
-    p.add_argument("--sim-reply-habits", type=float, default=0.3, metavar="RATE",
+    p.add_argument("--sim-reply-habits", type=unit_float, default=0.3, metavar="RATE",
                    help="sim backend: share of replies written in a real model's habits (reasoning blocks, bold "
                         "labels, LaTeX left single in JSON, replies cut short; form only; default 0.3, 0: all plain)")
     from benchfill.cli.sim import add_rewriter_arguments

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from benchfill.cli.argtypes import nonneg_int, port
+from benchfill.cli.argtypes import nonneg_int, port, unit_float
 
 HOST = "127.0.0.1"  # loopback only: the simulated world is never exposed to a network
 
@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
     add_rewriter_arguments(serve)
     serve.add_argument("--rewriter-malformed-rate", type=float, default=0.0,
                        help="share of rewriter replies cut off, which a caller must repair or retry (default 0)")
-    serve.add_argument("--reply-habits", type=float, default=0.3, metavar="RATE",
+    serve.add_argument("--reply-habits", type=unit_float, default=0.3, metavar="RATE",
                        help="share of replies written in a real model's habits: reasoning blocks, bold labels, "
                             "extra fences, LaTeX left single in JSON, replies cut short (form only; default 0.3)")
     serve.add_argument("--state", help="JSONL registry of generated children (kept across restarts)")

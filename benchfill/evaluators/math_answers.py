@@ -67,9 +67,18 @@ def _after_anchor(rest: str) -> str:
     if bold:  # "the answer is **204** minutes" -> "204"
         rest = bold.group(1)
     rest = rest.lstrip(" \t\n*:")
-    # "the answer is $42$." -> "42"; stop at the end of the sentence, not at a decimal point.
-    answer = re.split(r"\.(?!\d)|\n", rest, maxsplit=1)[0]
-    return answer.replace("**", "").strip().strip("$").strip()
+    # "the answer is $42$." -> "42"; stop at the end of the sentence, not at a decimal point, nor inside
+    # braces ("the answer is \text{St. Louis}." had read "\text{St")
+    depth, end = 0, len(rest)
+    for k, c in enumerate(rest):
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth = max(depth - 1, 0)
+        elif c == "\n" or (c == "." and depth == 0 and not rest[k + 1 : k + 2].isdigit()):
+            end = k
+            break
+    return rest[:end].replace("**", "").strip().strip("$").strip()
 
 
 def extract_answer(response: str) -> str | None:

@@ -239,7 +239,7 @@ class _Samples:
         if self.wanted is not None and self.wanted not in filters:
             raise DataError(f"{path}: no filter {self.wanted!r} (the log has {', '.join(map(repr, filters))})")
         if self.wanted is None and len(filters) > 1:
-            raise DataError(f"{path}: each document is scored under {len(filters)} filters ({', '.join(filters)}); "
+            raise DataError(f"{path}: each document is scored under {len(filters)} filters ({', '.join(map(repr, filters))}); "
                             f"choose one with --filter NAME")  # fmt: skip
         assert chosen is not None and self.used is not None  # a sample of the chosen filter was taken
         return chosen, self.used

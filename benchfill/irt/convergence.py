@@ -134,4 +134,4 @@ def warn_unconverged(diagnostics: dict[str, Any]) -> None:
     unsure = shortfall(diagnostics)
     if unsure:
         log.warning("warning: the NUTS chains have not converged (%s); the posterior figures are not to be "
-                    "trusted: fit again with longer chains (more draws and warmup)", unsure)
+                    "trusted: fit again with longer chains (more draws and warmup: --draws, --warmup)", unsure)

@@ -356,9 +356,12 @@ _LATEX_NRT = frozenset(
     "textquotedblleft textquotedblright textsterling textsection texttheta textphi textasteriskcentered "
     "nearrow node norm newcommand renewcommand noindent nonumber normalsize raisebox ref rule tiny today".split()
 )
-# MMLU-Pro glues commands to the next word ("\rightleftharpoonsNaCl", "\textquotedblleftlabor"): a word that
-# begins with one of the longer commands is that command, as no line break or tab starts "abla" or "imes"
-_LATEX_NRT_LONG = tuple(sorted((c for c in _LATEX_NRT if len(c) >= 5), key=len, reverse=True))
+# MMLU-Pro glues commands to the next word ("\nablaf", "\textquotedblleftlabor"): a word that begins with one
+# of the longer commands is that command, as no line break starts "abla" or "ewline". A tab does start a
+# word of code or prose ("\tfraction = x % 1", "\textra" in tab-indented code): \t-commands count as a prefix
+# only at seven letters or more ("\textquotedblleft", "\therefore"), where no word begins so.
+_LATEX_NRT_LONG = tuple(sorted((c for c in _LATEX_NRT if len(c) >= (7 if c[0] == "t" else 5)), key=len,
+                               reverse=True))
 _HEX = frozenset("0123456789abcdefABCDEF")
 _SINGLE = re.compile(r'(?<!\\)(?:\\\\)*\\(?:[^"\\/nrtu]|u(?![0-9a-fA-F]{4}))')
 
@@ -395,9 +398,7 @@ def _mend_backslashes(text: str) -> str:
                 word = text[i + 1 : j]
                 latex = (word in _LATEX_NRT or word.startswith(_LATEX_NRT_LONG)
                          # a carriage return never precedes a letter in a benchmark's text
-                         or (nxt == "r" and len(word) > 2)
-                         # \text... is a command family: in a reply that leaves backslashes single, all of it
-                         or (leaves_single and len(word) > 4 and word.startswith("text")))
+                         or (nxt == "r" and len(word) > 2))
                 if not latex or (len(word) == 2 and not leaves_single):
                     out.append(text[i : i + 2])
                     i += 2

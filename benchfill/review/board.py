@@ -188,7 +188,8 @@ class ReviewBoard:
                 raise ConfigError(f"{name}: expected a string, got {type(value).__name__} {value!r}")
             # a list, a dict or True as the answer was recorded, and a release shipped it
             if name == "answer" and not (value is None or isinstance(value, str) or (
-                    isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value))):
+                    isinstance(value, int) and not isinstance(value, bool))
+                    or (isinstance(value, float) and math.isfinite(value))):  # (an int of 400 digits: no float)
                 raise ConfigError(f"answer: expected a string or a finite number, got {type(value).__name__} "
                                   f"{repr(value)[:80]}")
             # a JSON "\ud800" escape decodes to a string the store cannot write: refused here, not a 500

@@ -15,10 +15,12 @@ Each reply takes one of its role's habits with probability ``rate`` (``World.rep
 reply plain), drawn from a stream of its own, so a form never moves any other draw: with readers that read
 every form right, a run's figures are the same at every rate. A reply cut short is drawn only among wrong
 answers (a probe that runs out of tokens gives no answer, which grades wrong), so no figure moves with it.
-How long a wrong answer reasons has a heavy tail: at the default ``max_tokens`` of 4096 a hundredth of
-``rate`` of them run past it (0.3% at the default rate: a few in every run, each counted in the report, and
-far below the share at which a run warns of a probe), at 16384 a quarter of that, and a request that sets no
-cap is cut at a 32768-token context.
+How long a wrong answer reasons has a heavy tail (``reasoning_tokens``): past 512 tokens, the reply reasons
+aloud before it answers, and past the request's ``max_tokens`` it is cut there. At the default cap of 4096 a
+hundredth of ``rate`` of the wrong answers run past it (0.3% at the default rate: a few in every run, each
+counted in the report, and far below the share at which a run warns of a probe), at 16384 a quarter of
+that, and a request that sets no cap is cut at a 32768-token context. As a real decode, the reply under a cap
+is the start of the reply without one.
 
 The rate is a judgement call: no published figure says how often a model's reply strays from the form a
 prompt asks for. 0.3 (the default) puts most habits into every run of a few hundred calls.
@@ -34,6 +36,7 @@ from benchfill.sim import texts
 DEFAULT_RATE = 0.3
 CUT_SHARE = 0.01  # of ``rate``: the chance that a wrong answer runs past 4096 tokens
 CONTEXT = 32768  # tokens: where a reply is cut when the request sets no cap
+LONG = 512  # tokens: a wrong answer that reasons longer writes its reasoning out (``long_reply``)
 
 # A LaTeX command, as the rewriter would write it on a page (the slip leaves its backslash single in JSON)
 _LATEX = re.compile(r"\\\\(?=[A-Za-z]{2,}|[(){}\[\],;:!| ])")
@@ -52,9 +55,16 @@ def pick(rate: float, u: float, forms: int) -> int | None:
     return min(int(u / rate * forms), forms - 1)
 
 
+def reasoning_tokens(rate: float, u: float) -> float:
+    """How long a wrong answer reasons, from its own uniform draw ``u``: a Pareto tail of index 1, scaled so
+    that P(longer than 4096) = ``rate`` x ``CUT_SHARE``."""
+    return float("inf") if u <= 0.0 else 4096.0 * rate * CUT_SHARE / u
+
+
 def cut_chance(rate: float, max_tokens: int | None) -> float:
-    """The chance that a wrong answer runs past ``max_tokens`` (a Pareto tail of index 1)."""
-    return min(1.0, rate * CUT_SHARE * 4096 / (max_tokens or CONTEXT))
+    """The chance that a wrong answer runs past ``max_tokens`` (never more than the chance it reasons past
+    ``LONG`` at all: a tighter cap cuts the short plain replies only where they are longer than it)."""
+    return rate * CUT_SHARE * 4096 / max(max_tokens or CONTEXT, LONG)
 
 
 def think(final: str, draft: str) -> str:
@@ -69,6 +79,8 @@ def math(plain: str, answer: str, decoy: str, form: int | None) -> str:
     """A math answer committing to ``answer``; ``decoy`` is a wrong value it drafts and drops."""
     if form is None:
         return plain
+    if form % 4 >= 2 and ("\n" in answer or re.search(r"\.(?!\d)", answer)):
+        form = 1  # a sentence's end inside the answer ("i.e. 5") would end an unboxed one early: boxed, as form only
     return (
         think(plain, f"Maybe the answer is \\boxed{{{decoy}}}. That fails the last condition; recompute."),
         f"We compute step by step.\n1. The first quantity is {decoy}.\n2. Adjusting it gives the result.\n\n"
@@ -105,11 +117,12 @@ def code(plain: str, program: str, entry_point: str, form: int | None) -> str:
     )[form % 4]
 
 
-def cut(draft: str) -> Cut:
-    """A reply that reasons past its token limit without committing: ``draft`` (which may name the right
-    answer in passing) inside a reasoning block that never closes."""
-    return Cut(f"<think>\nLet me think about this carefully. {draft} Let me double-check each step again, "
-               "since the earlier reasoning might have an error in the")
+def long_reply(draft: str, final: str, cut: bool) -> str:
+    """A reply that reasons at length, ``draft`` (which may name the right answer in passing) in a reasoning
+    block, then commits to ``final``; ``cut``: it ran out of tokens first, and is its start alone (``Cut``)."""
+    start = (f"<think>\nLet me think about this carefully. {draft} Let me double-check each step again, "
+             "since the earlier reasoning might have an error in the")
+    return Cut(start) if cut else f"{start} last step. It holds.\n</think>\n\n{final}"
 
 
 # -- rewriter and judge ---------------------------------------------------------------------------
@@ -152,5 +165,5 @@ def verdict(plain: str, valid: bool, reason: str, form: int | None) -> str:
     )[form % 4]
 
 
-__all__ = ["CUT_SHARE", "Cut", "DEFAULT_RATE", "child", "code", "cut", "cut_chance", "math", "multiple_choice", "pick",
-           "think", "verdict"]
+__all__ = ["CUT_SHARE", "Cut", "DEFAULT_RATE", "LONG", "child", "code", "cut_chance", "long_reply", "math",
+           "multiple_choice", "pick", "reasoning_tokens", "think", "verdict"]

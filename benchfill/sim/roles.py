@@ -75,18 +75,20 @@ def solve(world: World, model: str, prompt: str, prompt_hash: str, item: SimItem
         return [UNKNOWN_REPLY] * n, 0
     p = world.p_correct(model, item)
     rate = world.reply_habits
-    cut_chance = habits.cut_chance(rate, max_tokens)
+    cap = max_tokens or habits.CONTEXT
     replies, n_correct = [], 0
     for i in range(n):
         correct = world.uniform(model, prompt_hash, seed, i) < p
         u = world.uniform("text", model, prompt_hash, seed, i)
         # A wrong reply to an invalid item may be the very slip its stated key encodes (World.p_slip).
         slip = not correct and not item.valid and world.uniform("slip", model, prompt_hash, seed, i) < world.p_slip(model)
-        if not correct and not slip and cut_chance > 0 and world.uniform("cut", model, prompt_hash, seed, i) < cut_chance:
-            replies.append(_cut_reply(world, item))
-        else:
-            form = habits.pick(rate, world.uniform("habit", model, prompt_hash, seed, i), 4)
-            replies.append(_answer_text(world, item, correct, u, slip, form))
+        form = habits.pick(rate, world.uniform("habit", model, prompt_hash, seed, i), 4)
+        reply = _answer_text(world, item, correct, u, slip, form)
+        if not correct and not slip and rate > 0:  # how long it reasons, whatever the cap (a real decode's prefix)
+            tokens = habits.reasoning_tokens(rate, world.uniform("cut", model, prompt_hash, seed, i))
+            if tokens > habits.LONG:
+                reply = habits.long_reply(_draft(world, item), reply, cut=tokens > cap)
+        replies.append(reply)
         n_correct += correct
     return replies, n_correct
 
@@ -98,11 +100,13 @@ def _answer_text(world: World, item: SimItem, correct: bool, u: float, slip: boo
     if ev == "math":
         said = item.stated if slip else item.answer if correct else texts.wrong_math_answer(item.answer, item.stated, u)
         plain = texts.math_response(said, correct and not slip, u)
-        return habits.math(plain, said, texts.wrong_math_answer(said, said, 1.0 - u), form)
+        return habits.math(plain, said, texts.wrong_math_answer(said, said, (7.0 * u) % 1.0), form)
     if ev == "multiple_choice":
         n_opts = len(item.fields.get(world.options_field) or ()) or 4
         said = item.stated if slip else item.answer if correct else texts.wrong_letter(item.answer, item.stated, n_opts, u)
-        return habits.multiple_choice(texts.mc_response(said), said, texts.wrong_letter(said, said, n_opts, 1.0 - u), form)
+        # (7u mod 1: another draw in [0, 1) from the same u; 1 - u rounds to 1.0 for u below 6e-17)
+        return habits.multiple_choice(texts.mc_response(said), said, texts.wrong_letter(said, said, n_opts, (7.0 * u) % 1.0),
+                                      form)
     prompt = str(item.fields[world.text_field])
     entry = str(item.fields.get(world.entry_point_field, "solution"))
     # a slip: the wrong solution the item's tests were written to (if they were)
@@ -111,15 +115,15 @@ def _answer_text(world: World, item: SimItem, correct: bool, u: float, slip: boo
     return habits.code(texts.code_response(prompt, body), program, entry, form)
 
 
-def _cut_reply(world: World, item: SimItem) -> habits.Cut:
-    """A reply that runs out of tokens while it still reasons, naming the right answer in passing: graded
-    wrong, as no answer was given."""
+def _draft(world: World, item: SimItem) -> str:
+    """What a long reasoning drafts on its way: the right answer, named in passing (a reply cut there gives
+    none, and one that goes on commits to its own)."""
     if world.evaluator == "math":
-        return habits.cut(f"One guess would be \\boxed{{{item.answer}}}, but the constraints need checking.")
+        return f"One guess would be \\boxed{{{item.answer}}}, but the constraints need checking."
     if world.evaluator == "multiple_choice":
-        return habits.cut(f"Option ({item.answer}) looks plausible, but the others need checking first.")
-    return habits.cut(f"A first attempt:\n```python\n{str(item.fields[world.text_field]).rstrip()}\n"
-                      f"{item.answer.rstrip()}\n```\nThat may miss an edge case.")
+        return f"Option ({item.answer}) looks plausible, but the others need checking first."
+    return (f"A first attempt:\n```python\n{str(item.fields[world.text_field]).rstrip()}\n"
+            f"{item.answer.rstrip()}\n```\nThat may miss an edge case.")
 
 
 # -- rewriter -------------------------------------------------------------------------------------

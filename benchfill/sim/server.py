@@ -252,9 +252,11 @@ class SimApp:
         else:
             replies = roles.judge(w, prompt, prompt_hash, seed, draws)
         replies = replies * (n // draws)
-        counts["cut_replies"] += sum(isinstance(r, habits.Cut) for r in replies)
         counts["successes"] += 1
         finished = [_cut(r, req) for r in replies]
+        # as the client sees them: a stop string that ends a reply first makes it no cut one
+        counts["cut_replies"] += sum(isinstance(r, habits.Cut) and why == "length"
+                                     for r, (_, why) in zip(replies, finished, strict=True))
         prompt_tokens = len(prompt) // 4 + 1
         completion_tokens = sum(len(r) // 4 + 1 for r, _ in finished)
         self._served += 1
