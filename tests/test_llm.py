@@ -54,6 +54,9 @@ def items(shared_data):
 
 
 def world(items, **knobs):
+    # every reply in its plain form: these tests read replies with the bare parsers above, to try llm.py's
+    # calls, retries and cache alone (the forms real models write are read in tests/test_sim_habits.py)
+    knobs.setdefault("reply_habits", 0.0)
     return World.from_items(items, evaluator="math", text_field="problem", answer_field="answer",
                             n_probes=2, seed=3, **knobs)
 
