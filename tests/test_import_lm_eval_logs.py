@@ -89,7 +89,7 @@ def test_a_task_logged_under_two_filters_is_imported_under_the_one_chosen(tmp_pa
     out = tmp_path / "imported"
     args = ["import", "lm-eval", str(tmp_path / "lm_eval_out"), "--task", "gsm8k", "--out", str(out)]
     err = _fails(args, capsys)
-    assert "samples_gsm8k_" in err and "2 filters (strict-match, flexible-extract); choose one with --filter NAME" in err
+    assert "samples_gsm8k_" in err and "2 filters ('strict-match', 'flexible-extract'); choose one with --filter NAME" in err
     assert not out.exists()
     assert "no filter 'strict' (the log has 'strict-match', 'flexible-extract')" in _fails([*args, "--filter", "strict"], capsys)
     for filt, expected in (("strict-match", [0, 1, 0]), ("flexible-extract", [1, 1, 0])):
