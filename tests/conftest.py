@@ -7,6 +7,7 @@ need a live endpoint carry the ``live`` marker and are deselected in CI.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 import socket
@@ -100,6 +101,22 @@ def _no_network(request, monkeypatch):
         monkeypatch.setattr(socket.socket, "connect_ex", _real_connect_ex)
         monkeypatch.setattr(socket, "getaddrinfo", _real_getaddrinfo)
     yield
+
+
+_ROOT_HANDLERS = list(logging.getLogger().handlers)
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_as_it_was():
+    """Every test ends with the root logger's own handlers as the session began (pytest's come and go with
+    each test). inspect_ai's eval(), which the importer tests run to make their logs, puts its rich handler
+    on the root logger and leaves it there: the CLI then took every later test's process for a host that
+    shows log records itself and printed none of its warnings (a NUTS warning went missing in the suite)."""
+    yield
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if handler not in _ROOT_HANDLERS and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
 
 
 @pytest.fixture(autouse=True)
