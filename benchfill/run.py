@@ -373,11 +373,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         print(f"benchfill: warning: {run_id_for(opts)}: generated programs will run UNCONFINED (no bubblewrap "
               "sandbox), with this user's rights", file=sys.stderr, flush=True)
     try:
-        if opts.store:  # named as the caller knows it (open_run_store's own check says --store)
-            from benchfill.store import check_store_url
-
-            check_store_url(opts.store, opt("store"))
-        store = open_run_store(run_dir, opts.store)
+        store = open_run_store(run_dir, opts.store, where=opt("store"))
     except BaseException:
         _give_up(made, lock)
         raise

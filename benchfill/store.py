@@ -487,7 +487,7 @@ def _refuse_a_lost_file(url: str, remembered: Path) -> None:
 
 
 def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool = True,
-                   writable: bool | None = None) -> Store:
+                   writable: bool | None = None, where: str = "--store") -> Store:
     """The store of a run: ``run_dir/store.db`` by default, or the SQLAlchemy URL given once
     (remembered in ``run_dir/store.url`` so review and release find it again).
 
@@ -507,7 +507,7 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
     run_dir = Path(run_dir)
     remembered = run_dir / STORE_URL_FILE
     if url:
-        check_store_url(url)
+        check_store_url(url, where)  # ``where``: the option as the caller knows it (a library caller's field)
         url = absolute_url(url)  # before it is remembered: review and release may run from elsewhere
         known = _remembered(remembered) if remembered.is_file() else None
         # (a run remembered before URLs were made absolute holds its URL as given)

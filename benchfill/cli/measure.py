@@ -354,7 +354,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     for name, c in summary["matrix_checks"].items():
         op = ">=" if "information" in name else "<="
         print(f"  {name:<24} {c['value']:.3f}  ({op} {c['threshold']})  {'pass' if c['passed'] else 'FAIL'}")
-    _print_extremes(summary["extreme_items"], f.diagnostics.get("prior") == "hierarchical")
+    _print_extremes(summary["extreme_items"], prior)
     _print_extreme_models(summary["extreme_models"])
     if f.diagnostics:
         print("fit diagnostics: " + ", ".join(f"{k}={_fmt(v)}" for k, v in f.diagnostics.items()

@@ -142,9 +142,8 @@ def child(fields: dict, form: int | None, latex: bool) -> str:
     if form == 1:
         if latex and "\\\\\\\\" not in body:  # a LaTeX line break (\\) would be ambiguous left single
             body = _LATEX.sub(lambda m: "\\", body)
-        pretty = json.dumps(fields, ensure_ascii=False, indent=2)
         if not latex:
-            return f"<child>\n```json\n{pretty}\n```\n</child>"
+            return f"<child>\n```json\n{json.dumps(fields, ensure_ascii=False, indent=2)}\n```\n</child>"
         return f"Here is the rewritten item.\n\n<child>\n{body}\n</child>"
     if form == 2:
         pretty = json.dumps(fields, ensure_ascii=False, indent=2)
