@@ -17,18 +17,22 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~])")  # what opens a form: emphasis, 
 
 
 def _one_line(s: object) -> str:
-    return " ".join(str(s).split())  # newlines, tabs and runs of spaces: one space
+    # newlines, tabs and runs of spaces: one space; any other control or bidi override as its escape, as
+    # terminal() prints it: report.md is read with cat as often as with a renderer, and an id holding ESC ] 0;
+    # retitled the terminal (a right-to-left override reorders the text around it on the Hub, too)
+    return terminal(" ".join(str(s).split()))
 
 
 def md_text(s: object) -> str:
     """``s`` as literal inline text, in prose or a table cell: one line, Markdown's punctuation
-    backslash-escaped (no emphasis, link, heading, HTML tag or table column forms), ``&`` as an entity."""
+    backslash-escaped (no emphasis, link, heading, HTML tag or table column forms), ``&`` as an entity, a
+    control character as its escape."""
     return _MD_SPECIAL.sub(r"\\\1", _one_line(s).replace("&", "&amp;"))
 
 
 def md_code(s: object, *, table: bool = False) -> str:
     """``s`` as an inline code span: one line, fenced by more backticks than any run inside it (CommonMark),
-    so nothing in it closes the span; HTML in a code span is shown, not run. ``table``: ``|`` escaped, which
+    so nothing in it closes the span; HTML in a code span is shown, not run; a control character as its escape. ``table``: ``|`` escaped, which
     GitHub's tables need even inside code."""
     body = _one_line(s)
     if table:

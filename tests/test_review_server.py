@@ -356,3 +356,20 @@ def test_a_code_items_trailing_spaces_are_an_edit(tmp_path, shared_data):
     with ReviewBoard(run, writable=True) as b:
         b.decide(CHILD_IDS[0], "ann", "edit", text=recs[0]["child"]["prompt"].rstrip(" "))
         assert [d.decision for d in b.decisions(CHILD_IDS[0])] == ["edit"]
+
+
+def test_a_tampered_record_is_shown_escaped_and_a_foreign_token_header_is_refused(server):
+    # A run folder from someone else, or a shared store, may hold a queue benchfill did not write: its gap index
+    # was put into the page raw (HTML that no CSP stops: a <form> sending input elsewhere), and a probability
+    # that is not a number ended the page in a 500.
+    entry = next(e for e in server.board.entries if e.item_id == CHILD_IDS[0])
+    entry.record.update(gap_index="1<form action='https://evil.example'>", inside_probability="high")
+    page = httpx.get(_base(server) + f"/item/{CHILD_IDS[0]}?token={server.token}")
+    assert page.status_code == 200 and "<form" not in page.text and "evil.example" not in page.text
+    assert "gap &ndash;" in page.text and '<span id="inside-probability">&ndash;</span>' in page.text
+    csp = page.headers["content-security-policy"]
+    assert "form-action 'self'" in csp and "base-uri 'none'" in csp
+    # a token header holding a character outside ASCII: refused as any wrong token, not a server error
+    r = httpx.post(_base(server) + f"/api/decision?token={server.token}", headers={"X-Benchfill-Token": "é".encode()},
+                   json={"item_id": CHILD_IDS[0], "reviewer": "x", "decision": "accept"})
+    assert r.status_code == 403

@@ -30,6 +30,15 @@ def test_md_code_is_never_closed_from_inside():
     assert md_code("a|b", table=True) == "`a\\|b`" and md_code("a\nb") == "`a b`"
 
 
+def test_markdown_writes_controls_as_escapes_too():
+    # report.md is read with cat as often as with a renderer: an id holding ESC ] 0; retitled the terminal
+    hostile = "e25\x1b]0;pwned\x07t\u202eevil\x85x"
+    for out in (md_text(hostile), md_code(hostile), md_code(hostile, table=True)):
+        assert not re.search("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", out), out
+    assert md_code(hostile) == "`e25\\x1b]0;pwned\\x07t\\u202eevil x`"  # NEL is a line break: one space
+    assert "e25\\\\x1b\\]0;pwned" in md_text(hostile)  # the escape's own backslash escaped for Markdown
+
+
 def test_terminal_writes_controls_as_escapes():
     assert terminal("a\x1b]0;pwn\x07\x1b[31mRED\u202eevil\nx") == "a\\x1b]0;pwn\\x07\\x1b[31mRED\\u202eevil\\nx"
     assert terminal("HumanEval/127 é") == "HumanEval/127 é"

@@ -57,7 +57,7 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
                     "real models.</p>" + body)
         html = shell.substitute(title=escape(title), token=escape(token), benchmark=escape(board.benchmark),
                                 rule=escape(board.rule.describe()), body=body)  # fmt: skip
-        return HTMLResponse(html, headers={"Content-Security-Policy": "default-src 'self'; object-src 'none'",
+        return HTMLResponse(html, headers={"Content-Security-Policy": CSP,
                                            "Cache-Control": "no-store", "X-Frame-Options": "DENY"})  # fmt: skip
 
     async def queue(request: Request) -> Response:
@@ -100,7 +100,8 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         return RedirectResponse("/" if left else "/?pending=none", status_code=303)
 
     async def decide(request: Request) -> Response:
-        if not secrets.compare_digest(request.headers.get(HEADER, ""), token):
+        # bytes, as the guard compares them: compare_digest raises on a str holding a non-ASCII character
+        if not secrets.compare_digest(request.headers.get(HEADER, "").encode(), token.encode()):
             return JSONResponse({"error": "missing or wrong token header"}, status_code=403)
         try:
             data = await request.json()
@@ -217,6 +218,11 @@ def _status(o: Outcome) -> str:
     return f"<span class='status-{o.status}'>{escape(o.status)}</span>{escape(who)}"
 
 
+# form-action and base-uri do not fall back to default-src: without them an injected <form> or <base> could
+# send a reviewer's input elsewhere even where no script runs
+CSP = "default-src 'self'; object-src 'none'; form-action 'self'; base-uri 'none'"
+
+
 def _num(x: Any, fmt: str = "{:.3f}") -> str:
     return fmt.format(x) if isinstance(x, int | float) and not isinstance(x, bool) else "&ndash;"
 
@@ -309,7 +315,7 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
     truth = _truth(r) if sim else ""
     p_in = r.get("inside_probability")  # records written before the field have none
     inside = ("" if p_in is None else f"<li>chance it truly lies inside its gap, by that estimate and its se: "
-              f"<span id=\"inside-probability\">{p_in:.2f}</span></li>")
+              f"<span id=\"inside-probability\">{_num(p_in, '{:.2f}')}</span></li>")
     decisions = "".join(
         f"<li>{escape(d.reviewer)}: {escape(d.decision)}{(' &ndash; ' + escape(d.reason)) if d.reason else ''}"
         f" <small>{escape(d.created_at.isoformat(timespec='seconds'))}"
@@ -334,7 +340,7 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
     return f"""
 {_item_nav(e.item_id, prev, next_)}
 <h1 tabindex="-1">{iid}</h1>
-<p>Status: {_status(o)} &middot; gap {r.get("gap_index", "")} {_gap(r)}{" &middot; flags: " + _flags(e) if e.flags else ""}</p>
+<p>Status: {_status(o)} &middot; gap {_num(r.get("gap_index"), "{}")} {_gap(r)}{" &middot; flags: " + _flags(e) if e.flags else ""}</p>
 {_flags_explained(e)}
 <div class="side{code_cls}">
  <div><h2>Ancestor {escape(str(r.get("ancestor_id")))}</h2><pre id="ancestor-text">{old}</pre>
