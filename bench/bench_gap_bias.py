@@ -14,10 +14,17 @@ the paper's N(0, 1) prior and, beside it on the same draws, under the hierarchic
     python bench/bench_gap_bias.py --models 37 --items 300 --trials 10    # cruxeval-like
     python bench/bench_gap_bias.py --draws 200
     python bench/bench_gap_bias.py --slopes 0.5 --chance 0.25   # a 2PL world with a guessing floor (MMLU-Pro-like)
+    python bench/bench_gap_bias.py --engine nuts --spreads 1 2.2 --draws 10   # the posterior's intervals too
 
 The fit is a 1PL either way; ``--slopes`` draws each item's discrimination as exp(N(0, SD^2)) and ``--chance``
 gives every item that guessing floor (the fit is told it, as a multiple-choice benchmark's fit is), so the claim
 can be tried on matrices that are not the 1PL the fit assumes.
+
+With ``--engine nuts`` (the paper's sampler, at its defaults: 4 chains of 1,000 + 1,000) the figures are the
+posterior means over the draws, each draw normalized by its own min and max as diagnose does, and each row adds
+how often the 90% interval that diagnose prints (the draws' 5% and 95% quantiles) holds the true max gap and
+DDM, and the share of items whose 90% interval of z holds their true z. Under the hierarchical prior the draws
+are taken under the estimated N(mu_b, sigma_b^2) (empirical Bayes).
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ def main() -> None:
     ap.add_argument("--slopes", type=float, default=0.0, metavar="SD",
                     help="sd of the items' log discrimination (default 0: every slope 1, the 1PL the fit assumes)")
     ap.add_argument("--chance", type=float, default=0.0, metavar="G", help="every item's guessing floor (default 0)")
+    ap.add_argument("--engine", choices=("map", "nuts"), default="map",
+                    help="map (default) or nuts: posterior draws, and how often their 90%% intervals hold the truth")
     args = ap.parse_args()
     if args.slopes < 0:
         ap.error(f"--slopes: expected an sd >= 0, got {args.slopes}")
@@ -57,8 +66,10 @@ def main() -> None:
     print(f"bench_gap_bias: {args.models} models x {args.items} items, {args.trials} trial(s) each, ability sd "
           f"{args.ability_sd:g}; log slope sd {args.slopes:g}; guessing floor {args.chance:g}; {args.draws} draws per "
           f"spread; MAP 1PL fit; figures on the min-max scale, mean over draws")
+    nuts = args.engine == "nuts"
+    cover = f"   {'90% holds: max gap':>18} {'DDM':>5} {'item z':>6}" if nuts else ""
     print(f"{'b sd':>5} {'prior':>12} {'fitted b sd':>12}   {'max gap fit/true':>20} {'ratio':>6}   "
-          f"{'top-3 sum fit/true':>20} {'ratio':>6}   {'DDM fit/true':>18} {'ratio':>6}   {'r(b)':>6}")
+          f"{'top-3 sum fit/true':>20} {'ratio':>6}   {'DDM fit/true':>18} {'ratio':>6}   {'r(b)':>6}{cover}")
     t0 = time.perf_counter()
     for sd in args.spreads:
         rows: dict[str, list] = {"normal": [], "hierarchical": []}
@@ -70,16 +81,34 @@ def main() -> None:
                                      discrimination=slopes if args.slopes else None)
             zt = (sim.difficulty - sim.difficulty.min()) / np.ptp(sim.difficulty)
             for prior, got in rows.items():
-                f = fit(sim.matrix, prior=prior)
-                zf = np.asarray(f.z, dtype=float)
-                got.append((float(np.std(f.difficulty)), max_gap(zf), max_gap(zt), top_k_gap_sum(zf, 3),
-                            top_k_gap_sum(zt, 3), ddm(zf), ddm(zt), np.corrcoef(f.difficulty, sim.difficulty)[0, 1]))
+                f = fit(sim.matrix, prior=prior, engine=args.engine)
+                if nuts:  # the posterior means over the draws, as diagnose gives them
+                    zd = f.z_draws
+                    gap_d = np.array([max_gap(r) for r in zd])
+                    ddm_d = np.array([ddm(r) for r in zd])
+                    figures = (float(np.mean(gap_d)), float(np.mean([top_k_gap_sum(r, 3) for r in zd])),
+                               float(np.mean(ddm_d)))
+                    lo, hi = np.quantile(zd, [0.05, 0.95], axis=0)
+                    holds = (_within(gap_d, max_gap(zt)), _within(ddm_d, ddm(zt)),
+                             float(np.mean((zt >= lo) & (zt <= hi))))
+                else:
+                    zf = np.asarray(f.z, dtype=float)
+                    figures, holds = (max_gap(zf), top_k_gap_sum(zf, 3), ddm(zf)), ()
+                got.append((float(np.std(f.difficulty)), figures[0], max_gap(zt), figures[1], top_k_gap_sum(zt, 3),
+                            figures[2], ddm(zt), np.corrcoef(f.difficulty, sim.difficulty)[0, 1], *holds))
         for prior, got in rows.items():
             m = np.mean(got, axis=0)
+            held = f"   {m[8]:>18.2f} {m[9]:>5.2f} {m[10]:>6.2f}" if nuts else ""
             print(f"{sd:>5.1f} {prior:>12} {m[0]:>12.2f}   {m[1]:>9.4f} / {m[2]:<8.4f} {m[1] / m[2]:>6.2f}   "
                   f"{m[3]:>9.4f} / {m[4]:<8.4f} {m[3] / m[4]:>6.2f}   {m[5]:>8.4f} / {m[6]:<7.4f} {m[5] / m[6]:>6.2f}   "
-                  f"{m[7]:>6.3f}", flush=True)
+                  f"{m[7]:>6.3f}{held}", flush=True)
     print(f"total {time.perf_counter() - t0:.0f} s")
+
+
+def _within(draws: np.ndarray, truth: float) -> float:
+    """1 where ``truth`` lies in the draws' 90% interval (their 5% and 95% quantiles, as diagnose prints it)."""
+    lo, hi = np.quantile(draws, [0.05, 0.95])
+    return float(lo <= truth <= hi)
 
 
 if __name__ == "__main__":

@@ -147,29 +147,54 @@ def test_posterior_agrees_with_pymc():
     np.testing.assert_allclose(ours.difficulty_se, sd, rtol=0.12)
 
 
-def _whitened(sim):
+def _whitened(sim, b_prior=(0.0, 1.0)):
     from benchfill.irt.likelihood import Posterior
+    from benchfill.irt.map import fit_map_1pl
     from benchfill.irt.sampling import Whitened
 
-    post = Posterior(sim.matrix)
-    mode = fit(sim.matrix)
+    post = Posterior(sim.matrix, b_prior=b_prior)
+    mode = fit_map_1pl(sim.matrix, b_prior=b_prior)
     return Whitened(post, np.concatenate([mode.ability, mode.difficulty]))
 
 
 @pytest.mark.parametrize("chance", [0.0, 0.25])
-def test_compiled_gradient_matches_numpy_posterior(chance):
+@pytest.mark.parametrize("b_prior", [(0.0, 1.0), (0.4, 2.1)])  # the paper's, and a hierarchical fit's estimate
+def test_compiled_gradient_matches_numpy_posterior(chance, b_prior):
     from benchfill.irt.nuts_kernel import logp_grad
 
     sim = simulate_responses(5, 40, 6, chance=chance, seed=9)
     sim.matrix.trials[0, :7] = 0  # unobserved pairs add nothing
     sim.matrix.correct[0, :7] = 0
-    w = _whitened(sim)
+    w = _whitened(sim, b_prior)
     for k in range(3):
         y = np.random.default_rng(k).normal(0, 1.5, w.post.dim)
         lp, g = w.logp_grad(y)
         g_c = np.empty_like(y)
         assert logp_grad(y, g_c, w.compiled_data()) == pytest.approx(lp, rel=1e-12)
         np.testing.assert_allclose(g_c, g, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("model", ["1pl", "2pl"])
+@pytest.mark.parametrize("chance", [0.0, 0.25])
+def test_the_samplers_density_is_likelihood_plus_prior_with_its_gradient_by_differences(model, chance):
+    from benchfill.irt.likelihood import Posterior
+
+    sim = simulate_responses(4, 6, 5, chance=chance, seed=3)
+    # the 1PL under a hierarchical fit's estimate of the difficulties' prior; the 2PL keeps N(0, 1)
+    post = Posterior(sim.matrix, model=model, b_prior=(0.4, 2.1) if model == "1pl" else (0.0, 1.0))
+    x = np.random.default_rng(5).normal(0, 0.8, post.dim)
+    lp, g = post.logp_grad(x)
+    theta, b, log_a = post.split(x)
+    by_hand = -0.5 * (theta @ theta) - 0.5 * ((b - 0.4) @ (b - 0.4)) / 2.1**2 if model == "1pl" else None
+    prior = post.log_prior(x)
+    if by_hand is not None:
+        assert prior == pytest.approx(by_hand, rel=1e-12)
+    assert lp == pytest.approx(post.terms(x)[0] + prior, rel=1e-12)
+    h = 1e-6
+    for k in range(post.dim):
+        e = np.zeros(post.dim)
+        e[k] = h
+        assert g[k] == pytest.approx((post.logp_grad(x + e)[0] - post.logp_grad(x - e)[0]) / (2 * h), abs=1e-6)
 
 
 def test_vectorised_log_within_one_ulp_and_exact_at_special_values():

@@ -52,8 +52,10 @@ def fit(
     (max_rhat, min_ess_bulk, divergences). Both record the log likelihood (for BIC) and ``seed``.
 
     ``prior``: "normal", the paper's N(0, 1) on every difficulty, or "hierarchical", the paper's
-    N(mu_b, sigma_b^2) with both estimated from the items (``irt.hierarchical``; the MAP 1PL engine only),
-    which draws the least-measured items at the ends in only as far as the benchmark's own spread warrants.
+    N(mu_b, sigma_b^2) with both estimated from the items (``irt.hierarchical``; the 1PL only), which draws
+    the least-measured items at the ends in only as far as the benchmark's own spread warrants. Under NUTS the
+    draws are taken under the estimated prior (empirical Bayes): mu_b and sigma_b are not sampled, so their
+    own uncertainty is left out of the intervals.
 
     ``seed`` fixes the draws (and MAP's start); ``chains``, ``warmup``, ``draws`` and ``target_accept`` (the
     NUTS step size's aim) are NUTS's only. ``progress``: a callable given each progress line, or True for
@@ -70,9 +72,8 @@ def fit(
         raise ConfigError(f"model: unknown IRT model {model!r} (choose one of {', '.join(MODELS)})")
     if prior not in PRIORS:
         raise ConfigError(f"prior: unknown difficulty prior {prior!r} (choose one of {', '.join(PRIORS)})")
-    if prior == "hierarchical" and (engine, model) != ("map", "1pl"):
-        raise ConfigError(f"prior: hierarchical is fitted by the MAP 1PL engine only, not engine {engine!r} with "
-                          f"model {model!r}")
+    if prior == "hierarchical" and model != "1pl":
+        raise ConfigError(f"prior: hierarchical is fitted for the 1PL only, not model {model!r}")
     if matrix.n_models == 0 or matrix.n_items == 0:
         raise ConfigError(f"{matrix.source or 'responses'}: the response matrix is empty")
     if not matrix.trials.any():  # the priors alone would place every model and item: numbers that mean nothing
@@ -117,6 +118,13 @@ def fit(
     from benchfill.irt.convergence import warn_unconverged
     from benchfill.irt.sampling import fit_nuts
 
+    b_prior, hyper = (0.0, 1.0), {}
+    if prior == "hierarchical":  # the prior's estimate first (the MAP EM), then the draws under it
+        from benchfill.irt.hierarchical import fit_hierarchical_1pl
+
+        est = fit_hierarchical_1pl(matrix, guessing=guessing, seed=seed, progress=progress).diagnostics
+        hyper = {k: est[k] for k in ("prior", "difficulty_prior_mean", "difficulty_prior_sd", "em_rounds")}
+        b_prior = (est["difficulty_prior_mean"], est["difficulty_prior_sd"])
     f = fit_nuts(
         matrix,
         model=model,
@@ -127,6 +135,8 @@ def fit(
         draws=draws,
         target_accept=target_accept,
         progress=progress,
+        b_prior=b_prior,
     )
+    f.diagnostics.update(hyper)
     warn_unconverged(f.diagnostics)  # a library caller is told too, not only the CLI's reader
     return f

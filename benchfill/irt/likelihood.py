@@ -84,7 +84,7 @@ class Posterior:
                  b_prior: tuple[float, float] = (0.0, 1.0)) -> None:
         self.model = model
         # (mean, sd) of the difficulties' Gaussian prior: N(0, 1), the paper's; the hierarchical fit
-        # (irt/hierarchical.py) estimates them. The 1PL MAP engine reads it; the samplers keep N(0, 1).
+        # (irt/hierarchical.py) estimates them, and the MAP 1PL and the NUTS 1PL engines read them.
         self.b_mean, self.b_prec = float(b_prior[0]), 1.0 / float(b_prior[1]) ** 2
         # (mean, sd) of the 2PL's log a_i prior: the spread estimate (irt/spread.py) varies it.
         self.log_a_mean, self.log_a_sd = float(log_a_prior[0]), float(log_a_prior[1])
@@ -156,7 +156,7 @@ class Posterior:
             )
             buf *= self.trials
             grad[:m] = self._correct_per_model - buf.sum(axis=1) - theta
-            grad[m:] = buf.sum(axis=0) - self._correct_per_item - b
+            grad[m:] = buf.sum(axis=0) - self._correct_per_item - self.b_prec * (b - self.b_mean)
         else:
             g = self.chance
             p = g + (1.0 - g) * buf
@@ -170,8 +170,9 @@ class Posterior:
             # d ll / d eta = (c - t p) p' / (p (1 - p)) with p' / (1 - p) = s: (c / p - t) s
             r = (self.correct / p - self.trials) * buf
             grad[:m] = r.sum(axis=1) - theta
-            grad[m:] = -r.sum(axis=0) - b
-        return ll - 0.5 * float(theta @ theta + b @ b), grad
+            grad[m:] = -r.sum(axis=0) - self.b_prec * (b - self.b_mean)
+        d = b - self.b_mean
+        return ll - 0.5 * float(theta @ theta + self.b_prec * float(d @ d)), grad
 
     def logp_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         if self.model == "1pl":
@@ -181,11 +182,11 @@ class Posterior:
         grad = np.empty_like(x)
         if log_a is None:
             grad[: self.m] = r.sum(axis=1) - theta
-            grad[self.m :] = -r.sum(axis=0) - b
+            grad[self.m :] = -r.sum(axis=0) - self.b_prec * (b - self.b_mean)
         else:
             a = np.exp(log_a)
             grad[: self.m] = r @ a - theta
-            grad[self.m : self.m + self.n] = -a * r.sum(axis=0) - b
+            grad[self.m : self.m + self.n] = -a * r.sum(axis=0) - self.b_prec * (b - self.b_mean)
             grad[self.m + self.n :] = (r * eta).sum(axis=0) - (log_a - self.log_a_mean) / self.log_a_sd**2
         return ll + self.log_prior(x), grad
 

@@ -69,7 +69,8 @@ def log_into(x, out, mant, expo):
                 out[i] = math.log(x[i]) if x[i] >= 0.0 else math.nan
 
 # data = (mode_theta, mode_b, chol_inv, wd, inv_sqrt_d, trials, correct, wrong, chance,
-#         log1m_chance, correct_model, correct_item, wrong_model, wrong_item, guessing)
+#         log1m_chance, correct_model, correct_item, wrong_model, wrong_item, guessing, b_mean, b_prec)
+# b_mean, b_prec: the difficulties' prior N(b_mean, 1 / b_prec) (N(0, 1), or the hierarchical fit's estimate).
 # chol_inv: inverse Cholesky factor of the m x m Schur complement; wd = W / d_b (m x n).
 
 
@@ -77,7 +78,7 @@ def log_into(x, out, mant, expo):
 def logp_grad(y, grad, data):
     """Log posterior at x(y) = mode + L^-T y and its gradient in y (written into ``grad``)."""
     (mode_theta, mode_b, chol_inv, wd, inv_sqrt_d, trials, correct, wrong, chance,
-     log1m_chance, correct_model, correct_item, wrong_model, wrong_item, guessing) = data
+     log1m_chance, correct_model, correct_item, wrong_model, wrong_item, guessing, b_mean, b_prec) = data
     m, n = wd.shape
     theta = np.empty(m)
     d_theta = np.zeros(m)
@@ -145,10 +146,11 @@ def logp_grad(y, grad, data):
     for j in range(m):
         prior += theta[j] * theta[j]
     for i in range(n):
-        prior += b[i] * b[i]
+        d = b[i] - b_mean
+        prior += b_prec * d * d
     # Gradient in y: g_b scaled by 1/sqrt(d_b); g_theta + W (g_b / d_b) through L^-1.
     for i in range(n):
-        g_b = col[i] - correct_item[i] - b[i] if not guessing else col[i] - b[i]
+        g_b = (col[i] - correct_item[i] if not guessing else col[i]) - b_prec * (b[i] - b_mean)
         col[i] = g_b
         grad[m + i] = inv_sqrt_d[i] * g_b
     for j in range(m):

@@ -48,7 +48,7 @@ class Whitened:
         else:
             w_ab = w
             self.sd_log_a = None
-        d_b = w_ab.sum(axis=0) + 1.0
+        d_b = w_ab.sum(axis=0) + post.b_prec  # the difficulties' prior precision (1 under N(0, 1))
         schur = np.diag(w_ab.sum(axis=1) + 1.0) - (w_ab / d_b) @ w_ab.T
         try:
             if np.any(d_b <= 0):
@@ -56,7 +56,7 @@ class Whitened:
             chol = np.linalg.cholesky(schur)
         except np.linalg.LinAlgError:  # observed information not positive definite: use Fisher
             w_ab = post.terms(mode)[2] * (1.0 if log_a is None else np.exp(log_a)[None, :] ** 2)
-            d_b = w_ab.sum(axis=0) + 1.0
+            d_b = w_ab.sum(axis=0) + post.b_prec
             chol = np.linalg.cholesky(np.diag(w_ab.sum(axis=1) + 1.0) - (w_ab / d_b) @ w_ab.T)
         self.w = w_ab
         self.inv_sqrt_d = 1.0 / np.sqrt(d_b)
@@ -76,7 +76,7 @@ class Whitened:
             c(self.inv_sqrt_d), c(post.trials), c(post.correct), c(post._wrong),
             c(post.chance) if guessing else zeros, c(post._log1m_chance) if guessing else zeros,
             c(post._correct_per_model), c(post._correct_per_item), c(post._wrong_per_model),
-            c(post._wrong_per_item), guessing,
+            c(post._wrong_per_item), guessing, post.b_mean, post.b_prec,
         )
 
     def to_x(self, y: np.ndarray) -> np.ndarray:
@@ -181,23 +181,29 @@ def fit_nuts(
     draws: int = 1000,
     target_accept: float = 0.95,
     progress: Callable[[str], None] | None = None,
+    b_prior: tuple[float, float] = (0.0, 1.0),
 ) -> IrtFit:
+    """``b_prior``: (mean, sd) of the difficulties' prior, N(0, 1) unless the hierarchical prior's estimate is
+    given (1PL only: ``fit(engine="nuts", prior="hierarchical")`` passes it)."""
     # One fit at a time in a process: the posterior reaches the forked workers through this module's globals,
     # and a second thread's fit replaced the first's before it forked (each got the other's posterior back,
     # or a reshape error). A fit uses every core anyway.
     with _ONE_FIT:
         return _fit_nuts(matrix, model=model, guessing=guessing, seed=seed, chains=chains, warmup=warmup,
-                         draws=draws, target_accept=target_accept, progress=progress)
+                         draws=draws, target_accept=target_accept, progress=progress, b_prior=b_prior)
 
 
 def _fit_nuts(matrix: ResponseMatrix, *, model: str, guessing: bool, seed: int, chains: int, warmup: int,
-              draws: int, target_accept: float, progress: Callable[[str], None] | None) -> IrtFit:
+              draws: int, target_accept: float, progress: Callable[[str], None] | None,
+              b_prior: tuple[float, float]) -> IrtFit:
     global _TARGET
     from benchfill.irt.map import fit_map_1pl, fit_map_2pl
 
-    post = Posterior(matrix, model=model, guessing=guessing)
+    if model != "1pl" and tuple(b_prior) != (0.0, 1.0):
+        raise ValueError("b_prior: the 2PL posterior keeps N(0, 1) on the difficulties")
+    post = Posterior(matrix, model=model, guessing=guessing, b_prior=b_prior)
     if model == "1pl":
-        mode_fit = fit_map_1pl(matrix, guessing=guessing, seed=seed)
+        mode_fit = fit_map_1pl(matrix, guessing=guessing, seed=seed, b_prior=b_prior)
         mode = np.concatenate([mode_fit.ability, mode_fit.difficulty])
     else:
         mode_fit = fit_map_2pl(matrix, guessing=guessing, seed=seed)
