@@ -234,6 +234,9 @@ PRIOR_SLOPES = False  # ``--prior-slopes``: place items by the prior over slopes
 # from its matrix (irt/spread.py; the world's default for a set without one).
 DISCRIMINATION = None
 MISFIT = RunOptions.misfit  # the sd of log discrimination the annotator allows for (a run's --misfit, or "auto")
+# ``--reply-habits``: the share of the world's rewriter and judge replies written in real models' habits (form only:
+# a reader that reads every form right leaves every figure as it is; benchfill.sim.habits). None: the world's default.
+REPLY_HABITS = None
 
 
 def world_spread(bench) -> float | None:
@@ -327,6 +330,7 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
     world = World.from_items(bench.items, evaluator=spec.evaluator, text_field=spec.text_field,
                              answer_field=spec.answer_field, matrix=bench.matrix, seed=seed,
                              rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal, n_probes=PANEL[0],
+                             **({} if REPLY_HABITS is None else {"reply_habits": REPLY_HABITS}),
                              **({} if world_spread(bench) is None else {"discrimination_sd": world_spread(bench)}))
     if REACH_PROBES:  # what-if: the panel plus a probe at the easiest and one at the hardest item's difficulty
         latent = [it.difficulty for it in world.items.values() if it.origin == "original"]
@@ -544,13 +548,13 @@ def _cpus() -> int:
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -910,10 +914,13 @@ def main() -> None:
     ap.add_argument("--misfit", type=misfit_sd, default=RunOptions.misfit, metavar="SD",
                     help=f"the sd of log a the annotator allows for (a run's --misfit, default {RunOptions.misfit}; 0: the "
                          "annotator before it, which took every item to fit the 1PL)")
+    ap.add_argument("--reply-habits", type=float, metavar="RATE",
+                    help="the share of the world's rewriter and judge replies in real models' habits (default: the "
+                         "world's, benchfill.sim.habits.DEFAULT_RATE); form only, so the figures should not move")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS
 
     PANEL = args.panel
     DISCRIMINATION = args.discrimination
@@ -927,6 +934,9 @@ def main() -> None:
     REACH_PROBES = args.reach_probes
     SPOT_ON = args.spot_on
     WORLD_MATRIX = args.world_matrix
+    if args.reply_habits is not None and not 0 <= args.reply_habits <= 1:
+        ap.error(f"--reply-habits: expected a share in [0, 1], got {args.reply_habits}")
+    REPLY_HABITS = args.reply_habits
     WIDENS = not args.take_widening
     if args.accept_within is not None and not 0 < args.accept_within <= 1:
         ap.error(f"--accept-within: expected a share of the half-width in (0, 1], got {args.accept_within}")
@@ -979,6 +989,7 @@ def main() -> None:
           f"{'; two probes added at the easiest and the hardest items' if REACH_PROBES else ''}"
           f"{'; the order screen spot-checks contenders only' if SPOT_ON != 'all' else ''}"
           f"{'; published matrices redrawn from the world' if WORLD_MATRIX else ''}"
+          f"{f'; replies in habits at rate {REPLY_HABITS:g}' if REPLY_HABITS is not None else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"
