@@ -105,6 +105,9 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         "top_k_sum_after": head["after"][key],
         "max_gap_before": head["before"]["max_gap"],
         "max_gap_after": head["after"]["max_gap"],
+        # DDM against the uniform target, as diagnose and the release card give it (the card had it, the report not)
+        "ddm_before": head["before"]["ddm"],
+        "ddm_after": head["after"]["ddm"],
         "top_k_reduction": head["reduction"],
         "after_interval": head.get("after_interval"),
         # the top-k reduction averaged over the chosen items' error (None where every se is 0)
@@ -180,7 +183,7 @@ def _gap_record(r, fit) -> dict[str, Any]:
                 # only a probe near the gap does
                 "placed_fixed_z_se": (c.confirmation or c.annotation).fixed_z_se,
                 "placed_deviation": abs(z_placed - r.target_z), "ask": c.ask,
-                # the chance it truly lies inside, by that estimate and its se: near 0.5 where the gap
+                # the chance it lies inside the fitted gap, by that estimate and its se: near 0.5 where the gap
                 # is narrower than the se, whatever "filled" says
                 "inside_probability": r.inside_probability})
     a = c.annotation
@@ -291,7 +294,7 @@ def _review_records(results, opts, run_id, bench, fit, backend) -> list[dict[str
             "annotated": {"difficulty": a.difficulty, "se": a.se, "z": a.z, "placement_z_se": a.placement_z_se},
             "confirmed": None if k is None else {"difficulty": k.difficulty, "se": k.se, "z": k.z,
                                                  "placement_z_se": k.placement_z_se},
-            # the chance it truly lies inside its gap, by the placed z and its se (the report's figure)
+            # the chance it lies inside its fitted gap, by the placed z and its se (the report's figure)
             "inside_probability": r.inside_probability,
             # where it sits among the benchmark's items, by the estimate the report places it at
             "ecdf_position": float(np.searchsorted(z, (k or a).z) / max(z.size, 1)),
@@ -399,7 +402,8 @@ def _placement(rep: dict[str, Any]) -> str:
     """Which difficulty the after-figures place each chosen item at, and what that means for them."""
     placed_by = rep.get("placed_by") or []
     se = ("the interval carries that estimate's standard error: its sampling, the probe panel's own ability "
-          f"error, which the item inherits, and {_misfit_words(rep)}.")
+          f"error, which the item inherits, and {_misfit_words(rep)}. It holds the original items at their fitted "
+          "places: their own fit error, which moves the gaps' edges, is not in it.")
     if not placed_by:
         return "No item was placed: the after-figures are the before-figures."
     if placed_by == ["oracle"]:
@@ -459,6 +463,8 @@ def _markdown(rep: dict[str, Any]) -> str:
         "| metric | before | after |", "| --- | --- | --- |",
         f"| max gap | {rep['max_gap_before']:.4f} | {_with_interval(rep, 'max_gap', rep['max_gap_after'])} |",
         f"| top-{k} gap sum | {rep['top_k_sum_before']:.4f} | {_with_interval(rep, f'top{k}_gap_sum', rep['top_k_sum_after'])} |",
+        *([f"| DDM (uniform) | {rep['ddm_before']:.4f} | {_with_interval(rep, 'ddm', rep['ddm_after'])} |"]
+          if rep.get("ddm_before") is not None else []),  # a report written before the field has none
         *(["", f"Note: {BELOW_INTERVAL[0].upper()}{BELOW_INTERVAL[1:]}."] if _below_interval(rep) else []),
         "", f"Top-{k} reduction: **{100 * rep['top_k_reduction']:.1f}%**. Gaps filled (chosen item inside its "
         f"gap): {rep['gaps_filled']} of {len(rep['gaps'])}"
@@ -477,9 +483,17 @@ def _markdown(rep: dict[str, Any]) -> str:
                      f"reduction), max gap {rep['max_gap_after_annotated']:.4f}.")
     if rep.get("top_k_sum_after_true (simulated)") is not None:
         true_sum = rep["top_k_sum_after_true (simulated)"]
-        lines.append(f"With the world's true difficulties on this fit's scale (simulated): top-{k} sum "
+        lines.append(f"With each chosen item at its true difficulty, mapped onto this fit's scale, and the original "
+                     f"items at their fitted places, where the gaps were measured (simulated): top-{k} sum "
                      f"{true_sum:.4f} ({100 * (1 - true_sum / rep['top_k_sum_before']):.1f}% reduction); "
                      f"rewriter preset {(rep.get('sim_rewriter') or {}).get('preset', '?')}.")
+    world = (rep.get("backend") or {}).get("world_truth (simulated)")
+    if world and world.get("top_k_sum_before"):
+        lines.append(f"By the world's own difficulties, the original items' as well (simulated; their fit error moves "
+                     f"the gaps' edges, and no fit sees this): top-{k} sum {world['top_k_sum_before']:.4f} -> "
+                     f"{world['top_k_sum_after']:.4f} ({100 * (1 - world['top_k_sum_after'] / world['top_k_sum_before']):.1f}% "
+                     f"reduction), on the originals' own min-max scale; {world['inside']} of {world['chosen']} chosen "
+                     "item(s) truly lie between the two original items at their gap's edges.")
     if rep.get("true_z_unknown (simulated)"):
         lines.append(f"The world knows no true difficulty for {rep['true_z_unknown (simulated)']} chosen item(s) (made by "
                      "a run it cannot read: another machine's, on the shared store): no true top-k sum is given, and "
@@ -549,13 +563,14 @@ def _steering(rep: dict[str, Any]) -> str:
 
 
 def _inside_lines(rep: dict[str, Any]) -> list[str]:
-    """How sure "filled" is: each chosen item's chance of lying truly inside its gap, by its placed z and
-    se; and, by name, the gaps narrower than that se, where "filled" or "outside" is near chance."""
+    """How sure "filled" is: each chosen item's chance of lying inside its gap as fitted, by its placed z and
+    se (the edges held where the fit puts them); and, by name, the gaps narrower than that se, where "filled" or "outside" is near chance."""
     chosen = [r for r in rep["gaps"] if r.get("inside_probability") is not None]  # the oracle's have none
     if not chosen:
         return []
     lines = [f"By each chosen item's {'/'.join(sorted({r['placed_by'] for r in chosen}))} z and its se, the chance "
-             "that it truly lies inside its gap: " + ", ".join(
+             "that it lies inside its gap as the fit places the gap's edges (their own fit error not counted): "
+             + ", ".join(
                  f"gap {r['gap_index']} {r['inside_probability']:.2f}" for r in chosen)
              + f" (expected {rep['gaps_expected_inside']:.1f} of {len(rep['gaps'])} gaps)."]
     narrow = [r for r in chosen if r["width"] / 2 < r["placed_z_se"]]

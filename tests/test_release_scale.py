@@ -219,3 +219,19 @@ def test_a_run_is_mapped_onto_the_record_by_mean_and_sigma_and_refused_when_the_
     with pytest.raises(DataError, match=r"second: its fit cannot be mapped onto the scale of record of run first: "
                                         r"its z correlate -?0\.\d+ with the record's on 12 shared items \(at least 0\.9\)"):
         record.mapping(SimpleNamespace(item_ids=ids, difficulty=shuffled), tmp_path / "second")
+
+
+def test_the_card_says_when_an_after_figure_lies_below_its_interval_as_the_report_does():
+    from benchfill.report import BELOW_INTERVAL
+    from benchfill.review.card import coverage_figures, dataset_card
+
+    before = coverage_figures([0.0, 0.1, 0.5, 0.55, 1.0])
+    after = coverage_figures([0.0, 0.1, 0.3, 0.5, 0.55, 0.8, 1.0])  # max gap 0.25, top-5 sum 0.95
+    meta = {"benchmark": "b", "version": "1.0.0", "n_original": 5, "n_generated": 2, "release_rule": "one accept",
+            "run_id": "r", "run_top_k": 5}
+    inside = after | {"interval_level": 0.9, "after_interval": {"max_gap": [0.24, 0.3], "top5_gap_sum": [0.9, 1.05]}}
+    card = dataset_card(meta, before, inside, "")
+    assert BELOW_INTERVAL not in card and "their own fit error, which moves the gaps' edges, is not in it" in card
+    # a figure that takes each new item exactly at its estimate can sit below the interval of the true figure
+    below = after | {"interval_level": 0.9, "after_interval": {"max_gap": [0.24, 0.3], "top5_gap_sum": [0.96, 1.05]}}
+    assert f"The top-5 gap sum after lies below its interval: {BELOW_INTERVAL}." in dataset_card(meta, before, below, "")

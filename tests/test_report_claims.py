@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from benchfill.coverage import top_k_gap_sum
+from benchfill.coverage import ddm, top_k_gap_sum
 from benchfill.review.export import export_queue
 from benchfill.review.server import ReviewServer
 from benchfill.run import RunOptions, run
@@ -119,6 +119,10 @@ def test_after_figures_are_the_confirmed_ones_with_an_interval(kind_run):
     assert placed and rep["placed_by"] == ["confirmed"]
     assert rep["top_k_sum_after"] == top_k_gap_sum(np.concatenate([z, placed]), 2)
     assert rep["top_k_sum_after_annotated"] == top_k_gap_sum(np.concatenate([z, annotated]), 2)
+    # DDM too, against the uniform target as the release card gives it, with its interval
+    assert (rep["ddm_before"], rep["ddm_after"]) == (ddm(z), ddm(np.concatenate([z, placed])))
+    lo, hi = rep["after_interval"]["ddm"]
+    assert f"| DDM (uniform) | {ddm(z):.4f} | {rep['ddm_after']:.4f} (90% interval {lo:.4f} to {hi:.4f}) |" in md
     # The deviation claimed is the confirmed one too; the annotated one is kept beside it.
     targets = [g["target_z"] for g in rep["gaps"] if g["chosen_id"]]
     assert rep["target_deviation"] == pytest.approx(np.mean(np.abs(np.subtract(placed, targets))))
@@ -140,9 +144,28 @@ def test_after_figures_are_the_confirmed_ones_with_an_interval(kind_run):
     # The world's truth sits on this run's fitted scale: the originals' latent difficulties map onto
     # their fitted z closely, so a chosen item's true z is comparable with the benchmark's z.
     assert all(g.get("true_z") is not None for g in rep["gaps"] if g["chosen_id"])
-    assert "true difficulties on this fit's scale (simulated)" in md
-    # ... and the review queue holds that same truth (its b on the fitted scale beside it), not the world's own b
+    assert "at its true difficulty, mapped onto this fit's scale, and the original items at their fitted places" in md
+    # ... and beside it the world's own verdict, the originals at their latent b too (their fit error moves the
+    # gaps' edges): worked here from the world itself
+    from benchfill.engine.backend import start_sim
+    from benchfill.run import load_benchmark
+
+    world = start_sim(opts, load_benchmark(opts), d, url="http://127.0.0.1:1/v1")[0]
+    latent = {i: world.lookup(i).difficulty for i in fit["item_ids"]}
+    lo, hi = min(latent.values()), max(latent.values())
+    chosen = [g for g in rep["gaps"] if g["chosen_id"]]
     queue = {q["item_id"]: q for q in map(json.loads, (d / "review_queue.jsonl").read_text().splitlines())}
+    truth = [queue[g["chosen_id"]]["world_difficulty"] for g in chosen]  # their latent b, as the world made them
+    own = (np.array(list(latent.values())) - lo) / (hi - lo)
+    world_said = rep["backend"]["world_truth (simulated)"]
+    assert world_said["top_k_sum_before"] == pytest.approx(top_k_gap_sum(own, 2))
+    assert world_said["top_k_sum_after"] == pytest.approx(top_k_gap_sum(np.concatenate([own, (np.array(truth) - lo) / (hi - lo)]), 2))
+    edge = {round(v, 12): i for i, v in zip(fit["item_ids"], z, strict=True)}
+    ends = [(latent[edge[round(g["left"], 12)]], latent[edge[round(g["right"], 12)]]) for g in chosen]
+    inside = sum(min(e) < t < max(e) for e, t in zip(ends, truth, strict=True))
+    assert (world_said["inside"], world_said["chosen"]) == (inside, len(chosen))
+    assert f"{inside} of {len(chosen)} chosen item(s) truly lie between the two original items" in md
+    # ... and the review queue holds that same truth (its b on the fitted scale beside it), not the world's own b
     for g in rep["gaps"]:
         if g["chosen_id"]:
             q = queue[g["chosen_id"]]
@@ -234,7 +257,7 @@ def test_every_confirmation_is_kept_in_the_store_and_listed_in_the_report(tmp_pa
 def test_how_sure_filled_is_and_a_gap_narrower_than_the_confirmation(tmp_path, capsys):
     # A loose confirmation (z se 0.3) against the demo's gaps (half-widths about 0.05-0.07): the run says
     # before it searches that "filled" will be near chance, and the report gives each chosen item's chance of
-    # truly lying inside its gap and names the gaps narrower than the estimate's se.
+    # lying inside its gap as fitted and names the gaps narrower than the estimate's se.
     import math
 
     from benchfill.run import narrow_gaps

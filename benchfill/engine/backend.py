@@ -165,6 +165,7 @@ class Backend:
         self.misfit: dict | None = None  # the misfit allowance and what it rests on (_misfit)
         self.services: TrafficServices | None = None
         self.prescreen = None  # benchfill/search/prescreen.py, trained by train_prescreen when asked for
+        self.world_truth = None  # simulated runs: the gap figures by the world's own difficulties (attach_truth)
         self.shared = None  # the store's search memory (engine/memory_store.py), opened by plan_memory
         self.memory_plan: dict | None = None
         self.traffic_key = f"{TRAFFIC_META}{uuid.uuid4().hex}"
@@ -450,7 +451,7 @@ class Backend:
         with the benchmark items' fitted z. Nothing the search decided ever saw these."""
         if self.world is None or self.fit is None:
             return
-        from benchfill.sim.truth import true_scale
+        from benchfill.sim.truth import true_scale, world_truth
 
         scale = true_scale(self.world, self.fit)
         field = self.bench.spec.text_field
@@ -460,6 +461,7 @@ class Backend:
                 if item is not None:
                     c.true_difficulty = float(item.difficulty)
                     c.true_z = scale.z(item.difficulty)
+        self.world_truth = world_truth(self.world, self.fit, results, self.opts.gaps)
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": self.name, "probe_panel": [p.name for p in self.config.probes],
@@ -473,6 +475,8 @@ class Backend:
             out["misfit"] = self.misfit  # the allowance for the items' own discrimination, and its source
         if self.prescreen is not None:
             out["prescreen"] = self.prescreen.summary()
+        if self.world_truth is not None:
+            out["world_truth (simulated)"] = self.world_truth
         if self.memory_plan is not None:
             p = self.memory_plan
             out["memory"] = {"scale": p["scale"], "linked": p["linked"], "left_out": p["left_out"]}

@@ -167,12 +167,22 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
     key = f"top{CARD_TOP_K}_gap_sum"
     averaged = ""
     if interval:
-        averaged = ("\nThe interval draws each new item's z from its placement error (the sampling of its rollouts and "
-                    "the probe panel's own ability error, which it inherits) and holds the original items fixed. ")
+        averaged = ("\nThe interval draws each new item's z from its placement error (the sampling of its rollouts, "
+                    "the probe panel's own ability error, which it inherits, and an allowance for its unknown "
+                    "discrimination) and holds the original items fixed: their own fit error, which moves the gaps' "
+                    "edges, is not in it. ")
         if key in expected and before[key] > 0:
             averaged += (f"Averaged over those draws, the top-{CARD_TOP_K} gap sum is {expected[key]:.4f} "
                          f"({100 * (1 - expected[key] / before[key]):.1f}% below before; an item truly beyond the "
                          "easiest or hardest original opens a new gap).\n")
+    below = [name for name, key in (("max gap", "max_gap"), (f"top-{CARD_TOP_K} gap sum", key),
+                                    *(run_row and ((run_row[0][0], run_row[0][1]),)))
+             if key in interval and after[key] < interval[key][0] - 1e-12]
+    if below:  # as the run's report says it, in the same case
+        from benchfill.report import BELOW_INTERVAL
+
+        verb = "lies below its" if len(below) == 1 else "lie below their"
+        averaged += f"\nThe {' and the '.join(below)} after {verb} interval: {BELOW_INTERVAL}.\n"
     sim = ""
     if meta.get("simulated"):
         sim = ("\n> New items in this release come from the **simulated** world: their texts, answers, the judge's "

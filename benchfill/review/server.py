@@ -314,7 +314,8 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
     sim = r.get("simulated")
     truth = _truth(r) if sim else ""
     p_in = r.get("inside_probability")  # records written before the field have none
-    inside = ("" if p_in is None else f"<li>chance it truly lies inside its gap, by that estimate and its se: "
+    inside = ("" if p_in is None else f"<li>chance it lies inside its gap as fitted (by that estimate and its se; the "
+              "edges' own fit error not counted): "
               f"<span id=\"inside-probability\">{_num(p_in, '{:.2f}')}</span></li>")
     decisions = "".join(
         f"<li>{escape(d.reviewer)}: {escape(d.decision)}{(' &ndash; ' + escape(d.reason)) if d.reason else ''}"

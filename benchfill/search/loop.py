@@ -228,7 +228,7 @@ class GapResult:
 
     @property
     def inside_probability(self) -> float | None:
-        """The chance that the chosen item truly lies inside the gap, given its placed z and that
+        """The chance that the chosen item lies inside the gap as fitted, given its placed z and that
         estimate's standard error (normal, flat prior). Where the gap is narrower than the se, an item
         placed inside it is little more likely to be there than one placed just outside: "filled" is
         then a coin's word, and this says so. None without a chosen item."""

@@ -44,3 +44,41 @@ def true_scale(world, fit) -> TrueScale:
         return TrueScale(0.0, 1.0, float(fit.b_min), float(fit.b_max), len(latent))
     slope, intercept = np.polyfit(np.asarray(latent), np.asarray(fitted), 1)
     return TrueScale(float(intercept), float(slope), float(fit.b_min), float(fit.b_max), len(latent))
+
+
+def world_truth(world, fit, results, k: int) -> dict | None:
+    """The gap figures by the world's own difficulties: every original item at its latent b, each chosen item at
+    its own, on the originals' min-max scale. What no fit can see, and the question a maintainer asks of the
+    world: is each gap truly filled?
+
+    The "true" figures beside it (``TrueScale``) place the chosen items on the fit's scale and keep the originals
+    at their fitted places, where the gaps were measured; the originals' own fit error, which moves the gaps'
+    edges, is left out there. Here it is not: ``inside`` counts the chosen items whose latent b lies strictly
+    between those of the two original items at their gap's edges (the items at the fitted edges, whose places
+    the fit may have in another order). None where the world cannot place every chosen item or original."""
+    from benchfill.coverage import max_gap, top_k_gap_sum
+
+    ids = list(fit.item_ids)
+    z = np.asarray(fit.z, dtype=float)
+    latent: dict[str, float] = {}
+    for item_id in ids:
+        item = world.lookup(item_id)
+        if item is not None and item.origin == "original":
+            latent[item_id] = float(item.difficulty)
+    chosen = [r for r in results if r.chosen is not None]
+    if len(latent) < 2 or any(r.chosen.true_difficulty is None for r in chosen):
+        return None
+    lo, hi = min(latent.values()), max(latent.values())
+    if hi <= lo:
+        return None
+    before = (np.array(list(latent.values())) - lo) / (hi - lo)
+    after = np.concatenate([before, (np.array([r.chosen.true_difficulty for r in chosen]) - lo) / (hi - lo)])
+    inside = 0
+    for r in chosen:
+        ends = [next((i for i, v in zip(ids, z, strict=True) if abs(v - edge) < 1e-12 and i in latent), None)
+                for edge in (r.left, r.right)]
+        if None not in ends and min(latent[e] for e in ends) < r.chosen.true_difficulty < max(latent[e] for e in ends):
+            inside += 1
+    return {"top_k": k, "max_gap_before": max_gap(before), "max_gap_after": max_gap(after),
+            "top_k_sum_before": top_k_gap_sum(before, k), "top_k_sum_after": top_k_gap_sum(after, k),
+            "inside": inside, "chosen": len(chosen)}
