@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from benchfill.data import read_mapping, read_text
+from benchfill.data import loads_json, read_mapping, read_text
 from benchfill.errors import ConfigError, DataError, validation_line
 from benchfill.matrix import ResponseMatrix  # (light: numpy only) at run time, for get_type_hints
 
@@ -136,7 +136,7 @@ class BenchmarkSpec(BaseModel):
             raise ConfigError(f"{path}: unknown spec format {path.suffix!r} (use .toml, .yaml, .yml or .json)")
         if path.suffix.lower() == ".json":
             try:  # (read_text: a byte-order mark dropped, another encoding named in one line)
-                data = json.loads(read_text(path))
+                data = loads_json(read_text(path))
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"{path}:{exc.lineno}: cannot parse spec: {exc.msg}") from exc
         else:

@@ -256,30 +256,39 @@ def _apply_override(data: dict[str, Any], override: str, src: str) -> None:
         value = raw
     parts = dotted.strip().split(".")
     node: Any = data
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
+    i = 0
+    while i < len(parts):
         if isinstance(node, list):
-            idx = _list_index(node, part, dotted.strip())
-            if last:
+            idx, i = _list_index(node, parts, i, dotted.strip())
+            if i == len(parts):
                 node[idx] = value
             else:
                 node = node[idx]
             continue
+        part, last = parts[i], i == len(parts) - 1
         if not isinstance(node, dict):
             raise ConfigError(f"override {dotted.strip()!r}: {'.'.join(parts[:i])} is not a section")
         if last:
             node[part] = value
         else:
             node = node.setdefault(part, {})
+        i += 1
 
 
-def _list_index(node: list, part: str, dotted: str) -> int:
-    if part.isdigit() and int(part) < len(node):
-        return int(part)
-    for j, el in enumerate(node):
-        if isinstance(el, dict) and el.get("name") == part:
-            return j
-    raise ConfigError(f"override {dotted!r}: no element {part!r} (use an index or a probe name)")
+def _list_index(node: list, parts: list[str], i: int, dotted: str) -> tuple[int, int]:
+    """(index of the element ``parts[i:]`` begins with, where the rest of the key starts). An element is named by
+    its index or by its name, which may hold dots itself (probes.qwen3-1.7b.trials, as the example panel names
+    its probes): the longest name that matches is taken."""
+    if parts[i].isdigit() and int(parts[i]) < len(node):
+        return int(parts[i]), i + 1
+    for end in range(len(parts), i, -1):
+        name = ".".join(parts[i:end])
+        for j, el in enumerate(node):
+            if isinstance(el, dict) and el.get("name") == name:
+                return j, end
+    names = [str(el["name"]) for el in node if isinstance(el, dict) and "name" in el]
+    raise ConfigError(f"override {dotted!r}: no element {'.'.join(parts[i:-1]) or parts[i]!r} (use an index or a "
+                      f"probe name{': ' + ', '.join(names) if names else ''})")
 
 
 def _reject_secrets(node: Any, src: str, path: str = "", endpoint: bool = False) -> None:

@@ -281,7 +281,7 @@ def read_reference_scores(path: str | Path) -> dict[str, float]:
             return seen
 
         try:
-            obj = json.loads(text, object_pairs_hook=pairs)
+            obj = loads_json(text, object_pairs_hook=pairs)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
         if not isinstance(obj, dict):
@@ -363,6 +363,15 @@ def _open_text(path: Path, newline: str | None = None):
         raise DataError(f"{path}: cannot read ({exc.strerror})") from None
 
 
+def loads_json(text: str, **kw: Any) -> Any:
+    """``json.loads``, with a value nested too deeply for Python's parser raised as the ``JSONDecodeError`` every
+    reader already turns into its one-line error (a RecursionError escaped them all as a traceback)."""
+    try:
+        return json.loads(text, **kw)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to read", text, 0) from None
+
+
 def read_text(path: str | Path) -> str:
     """A whole UTF-8 text file (a byte-order mark dropped), or a one-line ``DataError`` naming it."""
     path = Path(path)
@@ -420,7 +429,7 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     path = Path(path)
     for lineno, line in _lines(path):
         try:
-            obj = json.loads(line)
+            obj = loads_json(line)
         except json.JSONDecodeError as exc:
             what = exc.msg.removesuffix(" at")  # "Invalid control character at": json's message reads on
             # a CSV or TSV given where JSONL is read: said, not only "Expecting value, column 1"
@@ -453,8 +462,20 @@ def _name(value: Any, field: str, path: Path, lineno: int) -> str:
     raise DataError(f"{path}:{lineno}: field {field!r} must be a string or an integer, got {json.dumps(value)}")
 
 
+_CSV_FIELD_MAX = 2**31 - 1  # (a C long everywhere)
+
+
+def long_csv_fields() -> None:
+    """Let the csv module read a field of any length. Its default limit, 131,072 characters, refused a review
+    sheet holding a long code solution as "malformed CSV", so a sheet benchfill exported could not be imported
+    back. The limit is the csv module's own and process-wide; benchfill only ever raises it."""
+    if csv.field_size_limit() < _CSV_FIELD_MAX:
+        csv.field_size_limit(_CSV_FIELD_MAX)
+
+
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     # Records, not lines: a quoted field may hold a line break. Errors name the line a record starts on.
+    long_csv_fields()
     with _open_text(path, newline="") as fh:
         reader = csv.reader(fh)
         records = _csv_records(reader, path)

@@ -103,6 +103,8 @@ def check_remove(remove: Any) -> None:
     for item_id, why in remove.items():
         if not isinstance(item_id, str) or not (why is None or isinstance(why, str)):
             raise ConfigError(f"remove: expected item id (a string) -> reason (a string), got {item_id!r} -> {why!r}")
+        if why is not None and untrusted.controls_in(why):  # the reviewer's name and reason, as a release states them
+            raise ConfigError(f"remove: the reason for {item_id!r} holds a control character ({untrusted.terminal(why)})")
 
 
 def carry_forward(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["md_code", "md_text", "terminal"]
+__all__ = ["controls_in", "md_code", "md_text", "terminal"]
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~])")  # what opens a form: emphasis, code, link, tag, cell
 
@@ -52,3 +52,9 @@ def terminal(s: object) -> str:
     can retitle or recolour the terminal, a newline splits a row) or a bidi override written as its escape,
     ``\\x1b``, ``\\n``, ``\\u202e``, so what is printed is what is there."""
     return _UNSHOWN.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(s))
+
+
+def controls_in(s: str) -> bool:
+    """Does ``s`` hold a control character or a bidi override (what ``terminal`` writes as an escape)? A name a
+    person types (a reviewer's) has none, and one that does is refused rather than stored."""
+    return _UNSHOWN.search(s) is not None

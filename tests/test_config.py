@@ -71,6 +71,17 @@ def test_overrides_by_index_name_and_new_key(tmp_path):
 
 
 
+
+def test_an_override_names_a_probe_whose_name_holds_dots(tmp_path):
+    # the example panel's own probes are named so (qwen3-1.7b, llama-3.1-8b): the key was split at their dots
+    named = TOML.replace('name = "p1"', 'name = "qwen3-1.7b"').replace('name = "p2"', 'name = "llama-3.1-8b"')
+    assert 'name = "llama-3.1-8b"' in named
+    cfg = load_config(write(tmp_path, named), ["probes.qwen3-1.7b.trials=16", "probes.llama-3.1-8b.temperature=0.5"])
+    assert cfg.probes[0].trials == 16 and cfg.probes[1].temperature == 0.5
+    with pytest.raises(ConfigError, match=r"no element 'qwen3-1\.8b' \(use an index or a probe name: qwen3-1\.7b, "):
+        load_config(write(tmp_path, named), ["probes.qwen3-1.8b.trials=2"])
+
+
 @pytest.mark.parametrize("override, said", [
     ("probes.q9.api_key=LEAKTESTpanelDDDDDDDDzz", "override 'probes.q9.api_key': no element 'q9'"),
     ("seed.x.y=LEAKTESTpanelDDDDDDDDzz", "override 'seed.x.y': seed is not a section"),

@@ -257,3 +257,19 @@ def test_a_live_import_keeps_its_staged_files_until_it_is_done(tmp_path):
     assert not done.is_alive()
     assert sorted(p.name for p in out.iterdir()) == ["import.json", "items.jsonl", "responses.csv"]
     assert (out / "responses.csv").read_text().startswith("model,item_id")
+
+
+def test_a_sample_twice_in_one_log_is_refused_not_counted_as_a_trial(logs, tmp_path, capsys):
+    # a JSON log edited or merged by hand: the repeated answer had been imported as one more trial than ran
+    log = json.loads(_first(logs / "json", ".json").read_text())
+    log["samples"].append(log["samples"][0])
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    bad = folder / "2026-01-01T00-00-00-00-00_arith_dup.json"
+    bad.write_text(json.dumps(log))
+    out = tmp_path / "out"
+    assert main(["import", "inspect", str(folder), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    first = log["samples"][0]
+    assert err.count("\n") == 1 and f"sample {first['id']} epoch {first['epoch']}: appears twice in one log" in err, err
+    assert not out.exists()

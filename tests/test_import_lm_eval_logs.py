@@ -386,3 +386,12 @@ def test_a_lone_results_file_of_another_task_or_another_checkpoint(tmp_path):
 
     with pytest.raises(ImportProblems, match=r"no other log holds model dummy-a \(pretrained=dummy-a, revision=step2000\) on tiny_mc"):
         import_logs("lm-eval", [root])
+
+
+def test_a_results_file_saved_with_a_byte_order_mark_is_read_as_its_samples_are(tmp_path):
+    # an editor on Windows saves one so; the samples files beside it were read, the results file was refused
+    out = shutil.copytree(LOGS / "a" / "dummy-a", tmp_path / "out")
+    results = next(out.glob("results_*.json"))
+    results.write_bytes(b"\xef\xbb\xbf" + results.read_bytes())
+    res = import_logs("lm-eval", [out], task="tiny_mc")
+    assert res.models == ["dummy-a"] and len(res.item_ids) == 6

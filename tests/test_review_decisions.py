@@ -561,3 +561,31 @@ def test_an_edited_whole_number_answer_is_taken_however_long(tmp_path, shared_da
     with ReviewBoard(run) as board:
         board.decide(CHILD_IDS[1], "ann", "edit", answer=10**400)
         assert board.outcomes()[CHILD_IDS[1]].edited_fields["answer"] == 10**400
+
+
+def test_an_edit_longer_than_csvs_default_field_limit_reads_back(tmp_path, shared_data):
+    # csv refuses a field over 131,072 characters unless told: a long code solution typed into the sheet
+    # was "malformed CSV", so a sheet benchfill exported could not be imported back
+    run = make_run(tmp_path, shared_data)
+    _, csv_path = export_queue(run)
+    long_text = "Let x be the number of ways. " * 6000  # 174,000 characters
+    _edit_sheet(csv_path, r0={"reviewer": "bob", "decision": "edit", "edited_text": long_text})
+    assert import_decisions(run, csv_path) == 1
+    export_queue(run)  # the sheet, read to see what it holds before it is replaced, reads too
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8-sig")))
+    assert rows[0]["text_as_edited"].strip() == long_text.strip()
+
+
+def test_a_reviewer_name_or_a_removal_reason_holding_control_characters_is_refused(tmp_path, shared_data):
+    # "\x1b[2J" as a name went into the store and the release rows, and raw into CHANGELOG.md (cat cleared the
+    # terminal); the changelog now writes controls as escapes, and a name that holds one is refused outright
+    from benchfill.release_carry import check_remove
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run, writable=True) as board:
+        for name in ("\x1b[2J", "ann\x07", "bo\u202eb", "nul\x00"):
+            with pytest.raises(BenchfillError, match="field 'reviewer' must be one short line of text"):
+                board.decide(CHILD_IDS[0], name, "accept")
+        assert board.decisions() == []
+    with pytest.raises(ConfigError, match=r"remove: the reason for 'x' holds a control character \(removed by \\x1b\[2J\)"):
+        check_remove({"x": "removed by \x1b[2J"})

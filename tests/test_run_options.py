@@ -82,6 +82,16 @@ def test_the_rewriter_with_real_endpoints_is_refused_naming_both_flags(tmp_path)
         opts.check()
 
 
+def test_real_endpoints_without_a_config_say_so_not_none(tmp_path, capsys):
+    from benchfill.cli import main
+
+    for extra in ([], ["--dry-run"]):  # the error named the missing file as "None"
+        assert main(["run", "--benchmark", "demo", "--backend", "openai", "--runs-dir", str(tmp_path), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("benchfill: error: backend 'openai' needs a config naming the probe panel") and "None" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_dry_run_refuses_more_gaps_than_the_benchmark_has(tmp_path):
     with flag_names(), pytest.raises(ConfigError, match=r"--gaps 1000: demo has 48 items, so at most 49 gaps"):
         dry_run(RunOptions(benchmark="demo", runs_dir=str(tmp_path), **{**FAST, "gaps": 1000}))

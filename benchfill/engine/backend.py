@@ -551,6 +551,9 @@ def _require_endpoints(config, source) -> list:
 
 
 def _require_panel(config, source) -> None:
+    if source is None and not config.probes:  # no file at all: "None: no probe panel" named nothing
+        raise ConfigError("backend 'openai' needs a config naming the probe panel, the rewriter and the judge "
+                          "(--config FILE, or config= in the library; docs/panel.example.toml)")
     if not config.probes:
         raise ConfigError(f"{source}: no probe panel configured (add [[probes]] entries)")
     if config.rewriter is None:

@@ -103,8 +103,14 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
     out = LogContent(source=str(path), model=model, task=task)
     per_item: dict[str, list[int]] = {}
     texts: set[str] = set()
+    seen: set[tuple[str, int]] = set()
     for s in samples:
         where = f"{path} sample {s.id} epoch {s.epoch}"
+        # one answer per sample and epoch: a repeat would count as a trial the eval never ran (the lm-eval
+        # importer refuses a doc_id twice in one log, likewise)
+        if (str(s.id), s.epoch) in seen:
+            raise DataError(f"{where}: appears twice in one log (a log edited or merged by hand?)")
+        seen.add((str(s.id), s.epoch))
         item_id = f"{task}/{s.id}"
         if item_id not in texts:
             texts.add(item_id)

@@ -30,6 +30,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from benchfill.data import loads_json
 from benchfill.errors import DataError
 from benchfill.importers.files import find_files
 from benchfill.importers.matrix import ItemText, LogContent, Record, score
@@ -107,7 +108,8 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
     task = m["task"]
     results_path = _results_path(path, m["time"])
     try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
+        # utf-8-sig: a results file saved with a byte-order mark (as the samples files are read) is still one
+        results = loads_json(results_path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise DataError(f"{path}: no {results_path.name} beside it (lm-eval writes the model's name there)") from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -217,7 +219,7 @@ class _Samples:
                 if not line.strip():
                     continue
                 try:
-                    sample = json.loads(line)
+                    sample = loads_json(line)
                 except json.JSONDecodeError:
                     raise DataError(f"{path} line {n}: not valid JSON (a truncated log?)") from None
                 # lm-eval 0.4.3-0.4.6 wrote neither "metrics" nor "filter", but always "filtered_resps"
@@ -353,7 +355,7 @@ def _model_of(results: Path) -> tuple[dict[str, Any], tuple[str, str] | None]:
     """A results file's content, and the model it names with the weights it loaded (``_weights``), or None
     where it is no results file lm-eval wrote (read_log says why)."""
     try:
-        data = json.loads(results.read_text(encoding="utf-8"))
+        data = loads_json(results.read_text(encoding="utf-8-sig"))
         if not isinstance(data, dict):
             return {}, None
         cfg = data.get("config")

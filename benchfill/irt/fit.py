@@ -190,7 +190,7 @@ class IrtFit:
         path = Path(path)
         try:
             d = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # (nested too deeply)
             raise DataError(f"{path}: not a readable fit ({_why(exc)})") from None
         fit = cls.from_dict(d, source=str(path))
         named = d.get("draws_file") if isinstance(d, dict) else None

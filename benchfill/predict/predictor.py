@@ -168,10 +168,10 @@ class Predictor:
     @classmethod
     def load(cls, path: str | Path) -> Predictor:
         path = Path(path)
-        from benchfill.data import read_text
+        from benchfill.data import loads_json, read_text
 
         try:
-            d = json.loads(read_text(path))
+            d = loads_json(read_text(path))
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{exc.lineno}: not a predictor file: {exc.msg}") from None
         if not isinstance(d, dict) or d.get("format") != FORMAT:

@@ -435,6 +435,8 @@ def _object_in(body: str) -> Any:
         return decoder.raw_decode(text)[0]
     except json.JSONDecodeError as exc:
         first = exc
+    except RecursionError:  # a reply nested too deeply stopped the whole search with a traceback
+        raise MalformedReply("JSON inside <child> nested too deeply") from None
     try:
         return decoder.raw_decode(_without_trailing_commas(text))[0]
     except json.JSONDecodeError:

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlmodel import col, select
 
+from benchfill import untrusted
 from benchfill.data import options_of
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.review.queue import LETTERS, QueueEntry, load_queue
@@ -243,8 +244,10 @@ class ReviewBoard:
         decision = (decision or "").strip().lower()
         if not reviewer:
             raise BenchfillError(f"decision on '{item_id}': field 'reviewer' is empty (who made it?)")
-        if len(reviewer) > MAX_REVIEWER or any(c in reviewer for c in "\r\n\t"):
-            raise BenchfillError(f"decision on '{item_id}': field 'reviewer' must be one short line")
+        # (an escape in a name went raw into the store, the release rows and every page that shows it)
+        if len(reviewer) > MAX_REVIEWER or untrusted.controls_in(reviewer):
+            raise BenchfillError(f"decision on '{item_id}': field 'reviewer' must be one short line of text "
+                                 "(no control characters)")
         if decision not in DECISIONS:
             raise BenchfillError(
                 f"decision on '{item_id}': field 'decision' must be one of {', '.join(DECISIONS)}, got {decision!r}"

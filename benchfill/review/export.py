@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from benchfill.data import long_csv_fields
 from benchfill.errors import BenchfillError, DataError
 from benchfill.review.board import ReviewBoard, hold_moment, moment_after, recorded_moments
 from benchfill.review.queue import QueueEntry, marked_diff
@@ -306,6 +307,7 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
     exported: datetime | None = None
     first_line: dict[tuple[str, str], int] = {}
     standing = None  # the queue's outcomes, read at the sheet's first edit
+    long_csv_fields()  # an edited code solution may pass csv's default 131,072 characters
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
@@ -430,6 +432,7 @@ def _no_work_lost(path: Path) -> None:
     """Refuse to overwrite a CSV at the sheet's place that is no review sheet (a file of the user's with
     another header), or a sheet with rows a reviewer began and has not decided (a reason or an edit typed,
     the decision cell empty): the export replaced them without a word."""
+    long_csv_fields()
     try:
         rows = csv.DictReader(io.StringIO(path.read_bytes().decode("utf-8-sig"), newline=""))
         header = rows.fieldnames or []
@@ -458,6 +461,7 @@ def _unimported(board: ReviewBoard, path: Path) -> int:
     back). A row whose reviewer cell is empty takes the name ``--reviewer`` gives on import, which export
     cannot know: it is read with the name this very file (byte for byte) was last imported with, and
     counts as not imported where the file as it stands never was."""
+    long_csv_fields()
     try:
         data = path.read_bytes()  # read once: its digest and its rows
         digest = _sheet_sha256(data)

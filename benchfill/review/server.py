@@ -105,7 +105,7 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
             return JSONResponse({"error": "missing or wrong token header"}, status_code=403)
         try:
             data = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # (nested too deeply: a traceback and a 500 before)
             return JSONResponse({"error": "body is not JSON"}, status_code=400)
         if not isinstance(data, dict):
             return JSONResponse({"error": "body must be a JSON object"}, status_code=400)
