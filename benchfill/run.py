@@ -183,6 +183,13 @@ class RunOptions:
             raise ConfigError(f"{name('confirm_cap')}: a positive number of fixed-protocol budgets, "
                               f"got {self.confirm_cap!r}")
         self._check_rewriter(name)
+        # The simulated world's other knobs, likewise: with real endpoints they did nothing, without a word (and
+        # sim_probes and sim_latency_ms changed the run's id, so the command without them did not resume it)
+        if self.resolved_backend(name) != "sim":
+            for key in ("sim_probes", "sim_latency_ms", "sim_discrimination", "sim_reply_habits"):
+                if getattr(self, key) != RunOptions.__dataclass_fields__[key].default:
+                    raise ConfigError(f"{name(key)}: sets the simulated world, which does nothing with "
+                                      f"{name('backend')} openai")
 
     def _check_rewriter(self, name: Callable[[str], str]) -> None:
         """The simulated rewriter's preset and knobs, as the world would refuse them only when it is built
@@ -220,6 +227,16 @@ class RunOptions:
             d.pop("sim_discrimination")
         if self.prescreen == "off":  # added later: runs without it keep the ids they had
             d.pop("prescreen")
+        # Options the run's strategy never reads, at their defaults in its id: the command without them names the
+        # same run (rounds_matched is the baseline's alone, the oracle searches no rounds, and with no confirmation
+        # its precision is moot)
+        default = {k: f.default for k, f in RunOptions.__dataclass_fields__.items()}
+        if self.strategy != "baseline":
+            d["rounds_matched"] = default["rounds_matched"]
+        if self.strategy == "oracle":
+            d["rounds"] = default["rounds"]
+        if not self.confirm:
+            d["confirm_se"], d["confirm_cap"] = default["confirm_se"], default["confirm_cap"]
         for k in ("confirm_se", "confirm_cap"):  # the same, for these
             if d[k] == RunOptions.__dataclass_fields__[k].default:
                 d.pop(k)

@@ -138,7 +138,7 @@ def test_a_key_variable_that_is_not_set_is_named_before_any_call(tmp_path, monke
     cfg.write_text(f'[[probes]]\nname = "p1"\nbase_url = "{url}"\nmodel = "m"\napi_key_env = "BENCHFILL_NO_SUCH_KEY"\n'
                    f'[rewriter]\nmodel = "openai/r"\napi_base = "{url}"\n[judge]\nmodel = "openai/j"\napi_base = "{url}"\n')
     opts = RunOptions(benchmark="demo", config=str(cfg), backend="openai", runs_dir=str(tmp_path / "runs"), **{
-        k: v for k, v in FAST.items() if k != "sim_rewriter"})
+        k: v for k, v in FAST.items() if k not in ("sim_rewriter", "sim_probes")})  # (the world's: refused here)
     for call in (dry_run, run):
         with pytest.raises(ConfigError, match=r"probes\.p1\.api_key_env: environment variable BENCHFILL_NO_SUCH_KEY "
                                               r"is not set"):
@@ -607,3 +607,27 @@ def test_a_path_of_the_wrong_type_or_a_runs_dir_that_cannot_be_made_is_named_by_
         benchfill.read_responses(123)
     with pytest.raises(ConfigError, match=r"^min_models: a whole number of at least 1, got '2'$"):
         benchfill.read_responses(tmp_path / "r.csv", min_models="2")
+
+
+def test_options_the_strategy_never_reads_do_not_change_the_runs_id(tmp_path):
+    # a rerun without the idle option started a second run rather than resume the first
+    base = dict(benchmark="demo", runs_dir=str(tmp_path))
+    for strategy, idle in (("oracle", {"rounds": 3}), ("benchfill", {"rounds_matched": 3}),
+                           ("benchfill", {"confirm": False, "confirm_se": 0.1, "confirm_cap": 2.0})):
+        plain = {**base, "strategy": strategy, **({"confirm": False} if "confirm" in idle else {})}
+        assert run_id_for(RunOptions(**plain, **{k: v for k, v in idle.items() if k != "confirm"})) \
+            == run_id_for(RunOptions(**plain)), (strategy, idle)
+    # ... while an option it does read still does
+    assert run_id_for(RunOptions(**base, strategy="baseline", rounds_matched=3)) != \
+        run_id_for(RunOptions(**base, strategy="baseline"))
+    assert run_id_for(RunOptions(**base, rounds=3)) != run_id_for(RunOptions(**base))
+
+
+@pytest.mark.parametrize("knob, value", [("sim_probes", 6), ("sim_latency_ms", 5.0), ("sim_discrimination", 0.0),
+                                         ("sim_reply_habits", 1.0)])
+def test_the_worlds_knobs_with_real_endpoints_are_refused(tmp_path, knob, value):
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), backend="openai", config=str(tmp_path / "p.toml"),
+                      **{knob: value})
+    with flag_names(), pytest.raises(ConfigError, match=rf"^--{knob.replace('_', '-')}: sets the simulated world, "
+                                                       r"which does nothing with --backend openai$"):
+        opts.check()

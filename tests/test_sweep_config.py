@@ -104,7 +104,8 @@ def test_a_panel_config_a_unit_cannot_use_fails_before_any_work(tmp_path, capsys
     (tmp_path / "panel.toml").write_text('[[probes]]\nname = "p"\nbase_url = "http://127.0.0.1:9/v1"\n'
                                          'model = "m"\ntemprature = 0.6\n[rewriter]\nmodel = "openai/r"\n'
                                          '[judge]\nmodel = "openai/j"\n')
-    body = GOOD.replace("gaps = 1", 'gaps = 1\nbackend = "openai"\nconfig = "panel.toml"')
+    # (sim_probes sets the simulated world: refused with real endpoints)
+    body = GOOD.replace("gaps = 1", 'gaps = 1\nbackend = "openai"\nconfig = "panel.toml"').replace("sim_probes = 6\n", "")
     path = _write(tmp_path, body)
     for what in ("temprature: not a field here", "nopanel.toml: config file not found"):
         assert main(["sweep", "--config", str(path), "--quiet"]) == 2
@@ -256,7 +257,8 @@ def test_a_sweep_sharing_a_panel_config_that_names_a_benchmark_runs_its_own(tmp_
     panel = tmp_path / "panel.toml"
     panel.write_text(f'[benchmark]\nname = "aime24"\n[[probes]]\nname = "p1"\nbase_url = "{url}"\nmodel = "m"\n'
                      f'[rewriter]\nmodel = "openai/r"\napi_base = "{url}"\n[judge]\nmodel = "openai/j"\napi_base = "{url}"\n')
-    path = _write(tmp_path, GOOD.replace('runs_dir = "runs"', 'runs_dir = "runs"\nbackend = "openai"\nconfig = "panel.toml"'))
+    path = _write(tmp_path, GOOD.replace('runs_dir = "runs"', 'runs_dir = "runs"\nbackend = "openai"\nconfig = "panel.toml"')
+                  .replace("sim_probes = 6\n", ""))
     sweep = load_sweep(path)
     check_benchmarks(sweep)  # demo, though the panel names aime24: no refusal
     assert [p.opts.benchmark for p in sweep.runs] == ["demo"]
