@@ -364,7 +364,9 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
     spend = rep.get("spend") or {}
     if spend:
         screen = f" (+ {spend['screen_rollouts']} spot-check rollouts)" if spend.get("screen_rollouts") else ""
-        lines.append(f"  spend        {spend.get('model_calls', 0)} model calls, {spend.get('rollouts', 0)} rollouts"
+        # named by what they count: the store holds the probe panel's benchmark rollouts and their calls too
+        lines.append(f"  spend        {spend.get('model_calls', 0)} rewriter/judge calls, {spend.get('rollouts', 0)} "
+                     "annotation and confirmation rollouts"
                      + screen)
     return lines
 

@@ -19,6 +19,7 @@ def _traffic(d):
 def test_a_resumed_run_reports_the_traffic_of_all_its_processes(tmp_path):
     whole = _traffic(run(RunOptions(runs_dir=str(tmp_path / "a"), **FAST)))
     assert whole["processes"] == 1 and whole["requests"] > 0 and whole["this_process"]["requests"] == whole["requests"]
+    assert whole["scope"].startswith("probe requests only")  # a replica's requests were read as all its calls
     opts = RunOptions(runs_dir=str(tmp_path / "b"), **FAST)
     asyncio.run(execute(opts, gaps_only=[0]))  # a first process that got through gap 0 only
     d = run(opts)

@@ -188,7 +188,9 @@ class Backend:
         for row in self.store.all(RunMeta, RunMeta.key.startswith(TRAFFIC_META)):
             total.add(TrafficStats(**{k: v for k, v in json.loads(row.value_json).items() if k in names}))
             processes += 1
-        return {**total.as_dict(), "processes": processes, "this_process": self.rc.stats.as_dict()}
+        # what these count, said in the report (a replica's requests were read as all the calls it served)
+        return {"scope": "probe requests only (the rewriter's and judge's calls are in spend)", **total.as_dict(),
+                "processes": processes, "this_process": self.rc.stats.as_dict()}
 
     async def fit_benchmark(self):
         """The IRT fit of the benchmark, with the probe panel on the same scale."""
