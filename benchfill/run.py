@@ -621,8 +621,14 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
     for d in siblings[:20]:  # (a runs folder of many seeds: a look at the newest twenty, at most three named)
         if len(out) == most:
             break
+        # A store closed cleanly has no -wal beside it: read it as immutable, which leaves nothing behind (a plain
+        # read-only connection to a WAL store left -wal and -shm files in every earlier run's folder). One with
+        # a -wal (live, or killed) is read as it stands; those files are there already.
+        db_path = (d / "store.db").resolve()
+        closed = not db_path.with_name("store.db-wal").exists()
         try:
-            with contextlib.closing(sqlite3.connect(f"{(d / 'store.db').resolve().as_uri()}?mode=ro", uri=True)) as db:
+            with contextlib.closing(sqlite3.connect(f"{db_path.as_uri()}?mode=ro{'&immutable=1' if closed else ''}",
+                                                    uri=True)) as db:
                 meta = dict(db.execute("select key, value_json from runmeta where key in ('options', ?, ?)",
                                        (INPUTS_META, "config_sha256")).fetchall())
         except sqlite3.Error:

@@ -324,7 +324,11 @@ def test_an_earlier_unfinished_run_beside_a_new_one_is_named_with_what_differs(t
     _earlier(runs, "demo-benchfill-0000000003", True, options={**now, "seed": 9})  # chosen: not named
     _earlier(runs, "demo-baseline-0000000004", options={**now, "seed": 5})  # another strategy
     _earlier(runs, "demo-benchfill-0000000005", True, options=now)  # the same, finished: not named
+    before = sorted(p.name for p in runs.rglob("*"))
     lines = earlier_runs(runs / "demo-benchfill-ffffffffff", now)
+    # only read: no -wal or -shm file left in the earlier runs' folders (a read-only connection to a WAL store
+    # made them, in every sibling a new run looked at)
+    assert sorted(p.name for p in runs.rglob("*")) == before
     said = " is an earlier {} run of this benchmark and strategy ({}); this run starts anew beside it"
     assert sorted(lines) == sorted([
         f"{runs / 'demo-benchfill-0000000001'}" + said.format("unfinished", "settings that differ: seed"),
