@@ -173,7 +173,7 @@ class Config(BaseModel):
     benchmark: dict[str, Any] | None = Field(default=None, description="a BenchmarkSpec or {name = ...}")
     retry: RetryConfig = Field(default_factory=RetryConfig)
     fleets: FleetPolicy = Field(default_factory=FleetPolicy, description="replica ejection (probe fleets)")
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)  # as --seed: the probes' vLLM servers are started with it
     source: str = Field(default="", exclude=True)
 
     @field_validator("probes")

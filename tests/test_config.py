@@ -261,3 +261,11 @@ def test_a_single_probes_table_is_told_to_repeat(tmp_path):
     with pytest.raises(ConfigError, match=r"field probes: Input should be a valid list \(in TOML, a list of tables "
                                           r"is written \[\[probes\]\], once per entry\)"):
         load_config(write(tmp_path, '[probes]\nname = "p1"\nbase_url = "http://127.0.0.1:8001/v1"\nmodel = "m"\n'))
+
+
+def test_a_negative_seed_is_refused_as_the_cli_refuses_it(tmp_path):
+    # it went on into the written vLLM script as --seed -5
+    with pytest.raises(ConfigError, match="seed"):
+        load_config(write(tmp_path, TOML.replace("seed = 3", "seed = -5")))
+    with pytest.raises(ConfigError, match="seed"):
+        load_config(write(tmp_path, TOML), ["seed=-5"])
