@@ -1147,11 +1147,13 @@ def verify_release(path: str | Path, manifest_sha256: str | None = None, *, copy
     that file. Every file of the release must still match the manifest."""
     path = Path(path)
     mpath = path / MANIFEST
+    if not path.is_dir():  # a mistyped path was "NAME/manifest.json: missing", as if a release had lost it
+        return [f"{path}: no such folder" if not path.exists() else f"{path}: not a folder (a release is one)"]
     if not mpath.is_file():
         return [f"{mpath}: missing"]
     try:
         manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         return [f"{mpath}: unreadable manifest ({exc.__class__.__name__})"]
     listed = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(listed, dict) or not all(isinstance(v, dict) for v in listed.values()):

@@ -548,3 +548,15 @@ def test_a_scale_of_record_whose_release_never_appeared_is_not_the_next_runs(tmp
     card = (made.path / "README.md").read_text()
     assert "run `run-second`" in card and "run-first" not in card
     assert ScaleOfRecord.read(root).run_id == "run-second"
+
+
+def test_verify_names_a_path_that_is_no_folder_as_such(tmp_path, capsys):
+    # "nope/manifest.json: missing" read as a release that had lost its manifest
+    assert main(["release", "verify", str(tmp_path / "nope")]) != 0
+    assert f"{tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert main(["release", "verify", str(tmp_path / "file")]) != 0
+    assert f"{tmp_path / 'file'}: not a folder (a release is one)" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["release", "verify", str(tmp_path / "empty")]) != 0
+    assert f"{tmp_path / 'empty' / 'manifest.json'}: missing" in capsys.readouterr().err
