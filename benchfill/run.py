@@ -167,8 +167,8 @@ class RunOptions:
             value = getattr(self, key)  # pathlib's TypeError, deep in the run, named no field
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise ConfigError(f"{name(key)}: a path or name (str), got {type(value).__name__} {value!r:.80}")
-        rid = self.run_id
-        if rid and (not isinstance(rid, str) or rid.strip() in ("", ".", "..")
+        rid = self.run_id  # (an empty one, given, had quietly named the default id)
+        if rid is not None and (not isinstance(rid, str) or rid.strip() in ("", ".", "..")
                                 or any(c in rid for c in "/\\\0") or terminal(rid) != rid):
             raise ConfigError(f"{name('run_id')}: a plain folder name (no '/', not '.' or '..', no control "
                               f"character), got {rid!r}")

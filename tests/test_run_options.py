@@ -34,6 +34,7 @@ FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6,
         # the run's folder is <runs dir>/<run id>: these once wrote it outside the runs dir, or nested
         ({"run_id": "../evil"}, r"^--run-id: a plain folder name \(no '/', not '\.' or '\.\.', no control character\), got '\.\./evil'$"),
         ({"run_id": " "}, r"^--run-id: a plain folder name"),
+        ({"run_id": ""}, r"^--run-id: a plain folder name"),  # it had quietly named the default id
         # the run was named after the benchmark and made of the items
         ({"items": "mine.jsonl", "spec": "mine.toml"}, r"^--benchmark demo with --items/--spec: name a registered"),
         ({"run_id": "a/b"}, r"^--run-id: a plain folder name"),
