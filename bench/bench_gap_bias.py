@@ -65,7 +65,8 @@ def main() -> None:
     warnings.simplefilter("ignore")  # a draw's extreme items warn of their priors; the figures say enough
     print(f"bench_gap_bias: {args.models} models x {args.items} items, {args.trials} trial(s) each, ability sd "
           f"{args.ability_sd:g}; log slope sd {args.slopes:g}; guessing floor {args.chance:g}; {args.draws} draws per "
-          f"spread; MAP 1PL fit; figures on the min-max scale, mean over draws")
+          f"spread; {'NUTS posterior (4 chains of 1,000 + 1,000)' if args.engine == 'nuts' else 'MAP'} 1PL fit; "
+          "figures on the min-max scale, mean over draws")
     nuts = args.engine == "nuts"
     cover = f"   {'90% holds: max gap':>18} {'DDM':>5} {'item z':>6}" if nuts else ""
     print(f"{'b sd':>5} {'prior':>12} {'fitted b sd':>12}   {'max gap fit/true':>20} {'ratio':>6}   "
