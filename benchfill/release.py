@@ -621,7 +621,7 @@ class ScaleOfRecord:
             d = json.loads(path.read_text(encoding="utf-8"))
             return cls({str(k): float(v) for k, v in d["b"].items()}, float(d["b_min"]), float(d["b_max"]),
                        str(d["run_id"]), str(d["established_in"]))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # (nested too deeply)
             raise DataError(f"{path}: not a scale of record ({exc})") from None
 
     @classmethod
@@ -740,7 +740,7 @@ def _check_scale(bench_dir: Path, prev_dir: Path, record: ScaleOfRecord) -> None
     release" would silently stop holding."""
     try:
         kept = json.loads((prev_dir / MANIFEST).read_text(encoding="utf-8")).get("scale_of_record_sha256")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return  # _check_previous has refused an unreadable manifest
     if kept and (now := record.sha256(bench_dir)) != kept:
         raise BenchfillError(f"{bench_dir / ScaleOfRecord.FILE}: sha256 {now[:16]}... is not the one release "
@@ -755,7 +755,7 @@ def _check_previous(board: ReviewBoard, prev_dir: Path) -> None:
     mpath = prev_dir / MANIFEST
     try:
         listed = json.loads(mpath.read_text(encoding="utf-8")).get("files") or {}
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         listed = None
     problems = [] if isinstance(listed, dict) else [f"{mpath}: missing or unreadable"]
     for name in (DATA_FILE, "CHANGELOG.md") if not problems else ():
@@ -1354,7 +1354,7 @@ def _load_rows(path: Path) -> dict[str, dict]:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 raise DataError(f"{data} line {n}: not valid JSON") from None
             if not isinstance(row, dict) or row.get("id") is None:
                 raise DataError(f"{data} line {n}: not an item (a JSON object with an 'id' was expected)")
@@ -1373,7 +1373,7 @@ def _manifest(path: Path) -> dict[str, Any]:
         return {}
     try:
         manifest = json.loads(_read_text(mpath))
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise DataError(f"{mpath}: not valid JSON") from None
     if not isinstance(manifest, dict):
         raise DataError(f"{mpath}: not a benchfill manifest (a JSON object was expected)")

@@ -40,6 +40,8 @@ def test_library_readers_raise_their_own_error():
 
     with pytest.raises(MalformedReply, match="nested too deeply"):  # a rewriter's reply: the child is refused
         parse_child('<child>{"problem": ' + DEEP + ', "answer": "1"}</child>')
+    with pytest.raises(MalformedReply, match="nested too deeply"):  # ... and on the trailing-comma retry
+        parse_child('<child>{"problem": [1,], "answer": ' + DEEP + '}</child>')
     import tempfile
     from pathlib import Path
 
@@ -50,3 +52,24 @@ def test_library_readers_raise_their_own_error():
         p.write_text(DEEP)
         with pytest.raises(DataError, match="nested too deeply"):
             Predictor.load(p)
+
+
+def test_release_diff_and_the_scale_of_record_refuse_deep_json_in_one_line(tmp_path, capsys):
+    from benchfill.errors import DataError
+    from benchfill.release import ScaleOfRecord
+
+    for where in ("manifest", "data"):
+        a, b = tmp_path / where / "a", tmp_path / where / "b"
+        (a / "data").mkdir(parents=True)
+        b.mkdir()
+        (b / "manifest.json").write_text("{}")
+        if where == "manifest":
+            (a / "manifest.json").write_text('{"a": ' + DEEP + "}")
+        else:
+            (a / "manifest.json").write_text("{}")
+            (a / "data" / "test.jsonl").write_text(DEEP + "\n")
+        assert main(["release", "diff", str(a), str(b)]) != 0
+        _one_line(capsys, a)
+    (tmp_path / ScaleOfRecord.FILE).write_text('{"b": ' + DEEP + "}")
+    with pytest.raises(DataError, match="not a scale of record"):
+        ScaleOfRecord.read(tmp_path)

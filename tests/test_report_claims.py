@@ -333,3 +333,21 @@ def test_a_point_below_its_interval_is_explained_where_it_is_shown():
     assert lines[3] == f"  ({BELOW_INTERVAL})"
     rep["after_interval"]["top2_gap_sum"] = [0.15, 0.2103]  # inside: nothing to explain
     assert not any(BELOW_INTERVAL in ln for ln in summary_lines(rep))
+
+
+def test_the_worlds_inside_count_reads_the_edge_items_the_report_names_where_items_tie():
+    # A and B tie at z 0; the gap the report names runs from B to C. The count had taken the first tied item
+    # in fit order (A), and counted a child between A and B as inside B-C.
+    from types import SimpleNamespace as NS
+
+    from benchfill import coverage
+    from benchfill.sim.truth import world_truth
+
+    ids, z, latent = ["A", "B", "C", "D"], [0.0, 0.0, 0.6, 1.0], {"A": -3.0, "B": -1.0, "C": 0.5, "D": 2.0}
+    world = NS(lookup=lambda i: NS(difficulty=latent[i], origin="original"))
+    [gap] = coverage.gaps(z, k=1, item_ids=ids)
+    assert (gap.left_item, gap.right_item) == ("B", "C")
+    fit = NS(item_ids=ids, z=z)
+    said = [world_truth(world, fit, [NS(gap_index=0, chosen=NS(true_difficulty=t), left=gap.left, right=gap.right)],
+                        [gap], 1)["inside"] for t in (-2.0, 0.0)]
+    assert said == [0, 1]  # -2 lies between A and B, not B and C; 0 lies between B and C

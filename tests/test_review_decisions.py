@@ -583,7 +583,7 @@ def test_a_reviewer_name_or_a_removal_reason_holding_control_characters_is_refus
 
     run = make_run(tmp_path, shared_data)
     with ReviewBoard(run, writable=True) as board:
-        for name in ("\x1b[2J", "ann\x07", "bo\u202eb", "nul\x00"):
+        for name in ("\x1b[2J", "ann\x07", "bo\u202eb", "nul\x00", "two\u2028lines", "ma\u200frk"):
             with pytest.raises(BenchfillError, match="field 'reviewer' must be one short line of text"):
                 board.decide(CHILD_IDS[0], name, "accept")
         assert board.decisions() == []

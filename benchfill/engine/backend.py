@@ -447,7 +447,7 @@ class Backend:
             screen_child(c)  # the order screen again, the fresh rollouts pooled in
             result.spend.rollouts += c.confirmation.rollouts
 
-    def attach_truth(self, results: list[GapResult]) -> None:
+    def attach_truth(self, results: list[GapResult], gaps: list | None = None) -> None:
         """Simulated runs only, after the search: every child's latent difficulty from the world,
         and its z on this run's fitted scale (benchfill.sim.truth), where the report compares it
         with the benchmark items' fitted z. Nothing the search decided ever saw these."""
@@ -463,7 +463,8 @@ class Backend:
                 if item is not None:
                     c.true_difficulty = float(item.difficulty)
                     c.true_z = scale.z(item.difficulty)
-        self.world_truth = world_truth(self.world, self.fit, results, self.opts.gaps)
+        if gaps is not None:  # (the gaps the results index, with the items at their edges)
+            self.world_truth = world_truth(self.world, self.fit, results, gaps, self.opts.gaps)
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": self.name, "probe_panel": [p.name for p in self.config.probes],

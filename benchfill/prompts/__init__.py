@@ -441,6 +441,8 @@ def _object_in(body: str) -> Any:
         return decoder.raw_decode(_without_trailing_commas(text))[0]
     except json.JSONDecodeError:
         pass
+    except RecursionError:
+        raise MalformedReply("JSON inside <child> nested too deeply") from None
     value = None
     # Python reads \frac's \f as a form feed: a reply holding a backslash other than \n or a quote's is asked again
     if re.search(r"\\(?![n'\"\\])", body) is None:

@@ -179,10 +179,10 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
                                     *(run_row and ((run_row[0][0], run_row[0][1]),)))
              if key in interval and after[key] < interval[key][0] - 1e-12]
     if below:  # as the run's report says it, in the same case
-        from benchfill.report import BELOW_INTERVAL
+        from benchfill.report import BELOW_WHY
 
         verb = "lies below its" if len(below) == 1 else "lie below their"
-        averaged += f"\nThe {' and the '.join(below)} after {verb} interval: {BELOW_INTERVAL}.\n"
+        averaged += f"\nThe {' and the '.join(below)} after {verb} interval: {BELOW_WHY}.\n"
     sim = ""
     if meta.get("simulated"):
         sim = ("\n> New items in this release come from the **simulated** world: their texts, answers, the judge's "

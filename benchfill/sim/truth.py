@@ -46,7 +46,7 @@ def true_scale(world, fit) -> TrueScale:
     return TrueScale(float(intercept), float(slope), float(fit.b_min), float(fit.b_max), len(latent))
 
 
-def world_truth(world, fit, results, k: int) -> dict | None:
+def world_truth(world, fit, results, gaps, k: int) -> dict | None:
     """The gap figures by the world's own difficulties: every original item at its latent b, each chosen item at
     its own, on the originals' min-max scale. What no fit can see, and the question a maintainer asks of the
     world: is each gap truly filled?
@@ -54,14 +54,12 @@ def world_truth(world, fit, results, k: int) -> dict | None:
     The "true" figures beside it (``TrueScale``) place the chosen items on the fit's scale and keep the originals
     at their fitted places, where the gaps were measured; the originals' own fit error, which moves the gaps'
     edges, is left out there. Here it is not: ``inside`` counts the chosen items whose latent b lies strictly
-    between those of the two original items at their gap's edges (the items at the fitted edges, whose places
-    the fit may have in another order). None where the world cannot place every chosen item or original."""
+    between those of the two original items at their gap's edges (``gaps``, as each result's gap_index indexes
+    them: the items the report names there, whose places the fit may have in another order). None where the world cannot place every chosen item or original."""
     from benchfill.coverage import max_gap, top_k_gap_sum
 
-    ids = list(fit.item_ids)
-    z = np.asarray(fit.z, dtype=float)
     latent: dict[str, float] = {}
-    for item_id in ids:
+    for item_id in fit.item_ids:
         item = world.lookup(item_id)
         if item is not None and item.origin == "original":
             latent[item_id] = float(item.difficulty)
@@ -75,9 +73,10 @@ def world_truth(world, fit, results, k: int) -> dict | None:
     after = np.concatenate([before, (np.array([r.chosen.true_difficulty for r in chosen]) - lo) / (hi - lo)])
     inside = 0
     for r in chosen:
-        ends = [next((i for i, v in zip(ids, z, strict=True) if abs(v - edge) < 1e-12 and i in latent), None)
-                for edge in (r.left, r.right)]
-        if None not in ends and min(latent[e] for e in ends) < r.chosen.true_difficulty < max(latent[e] for e in ends):
+        # by name, as coverage.gaps gives them: of items tied at an edge's z, the one the report names there
+        ends = [gaps[r.gap_index].left_item, gaps[r.gap_index].right_item]
+        if all(e in latent for e in ends) and \
+                min(latent[e] for e in ends) < r.chosen.true_difficulty < max(latent[e] for e in ends):
             inside += 1
     return {"top_k": k, "max_gap_before": max_gap(before), "max_gap_after": max_gap(after),
             "top_k_sum_before": top_k_gap_sum(before, k), "top_k_sum_after": top_k_gap_sum(after, k),
