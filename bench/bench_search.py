@@ -149,7 +149,7 @@ class Outcome:
     # Mean half-width of the top-3 gaps: where it is near the measurement error (conf_err), an item confirmed on
     # the target lands outside its gap about as often as inside, which caps the share of the oracle.
     half_width: float = float("nan")
-    # The chosen items' chance of lying truly inside their gap, by their confirmed z and its stated se
+    # The chosen items' chance of lying inside their gap as fitted, by their confirmed z and its stated se
     # (GapResult.inside_probability, as the report gives it), summed over the gaps: beside ``filled``
     # (truly inside), it shows whether that chance is honest.
     p_inside: float = 0.0
@@ -171,6 +171,12 @@ class Outcome:
     # The order screen's spot checks at the ends of the probe axis (search/screen.py): probe rollouts too, but
     # not in ``rollouts`` (annotation and confirmation), the figure the issue's rollout bar has been read on
     screen_rollouts: int = 0
+    # The true top-3 reduction by the world's own difficulties: the original items at their latent b too, not at
+    # their fitted places, on the originals' own min-max scale (benchfill.sim.truth.world_truth, the report's
+    # line). The "true" figures above keep the originals where the fit put them, as the gaps were measured; this
+    # counts the originals' fit error, which moves the gaps' edges, as well. The oracle's items are the latent
+    # b that the fit would place exactly on its targets (TrueScale, inverted).
+    red_world: float = float("nan")
 
 
 @dataclass
@@ -237,6 +243,9 @@ MISFIT = RunOptions.misfit  # the sd of log discrimination the annotator allows 
 # ``--reply-habits``: the share of the world's rewriter and judge replies written in real models' habits (form only:
 # a reader that reads every form right leaves every figure as it is; benchfill.sim.habits). None: the world's default.
 REPLY_HABITS = None
+# ``--prior``: the difficulties' prior of the benchmark's fit, the run's N(0, 1) ("normal") or the hierarchical one
+# (what-if: a run has no such option; benchfill.irt.hierarchical)
+PRIOR = "normal"
 
 
 def world_spread(bench) -> float | None:
@@ -342,7 +351,7 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
     anchors = bench_items if given is None else anchor_items(given, bench_items)
     panel = services.panel_matrix(anchors, trials=PANEL[1])
     matrix = panel if given is None else _stack(given, panel)
-    fit = irt_fit(matrix, engine="map", seed=seed)
+    fit = irt_fit(matrix, engine="map", seed=seed, **({} if PRIOR == "normal" else {"prior": PRIOR}))
     probes = panel_probes(fit, [(p, PANEL[1]) for p in world.probes], ability_error=not ABILITY_BLIND)
     chance = float(np.median(fit.chance)) if len(fit.chance) else 0.0
     ids = list(fit.item_ids)
@@ -425,6 +434,16 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
 
     def red(zs: list[float]) -> float:
         return 1 - coverage.top_k_gap_sum(np.concatenate([z, zs]), K) / before if zs else 0.0
+
+    latent = np.array([world.lookup(i).difficulty for i in ids], dtype=float)
+    w_lo, w_span = float(latent.min()), float(np.ptp(latent))
+    w_z = (latent - w_lo) / w_span
+    w_before = coverage.top_k_gap_sum(w_z, K)
+
+    def red_world(bs: list[float]) -> float:  # new items at latent b ``bs``, every item on the world's own scale
+        if not len(bs):
+            return 0.0
+        return 1 - coverage.top_k_gap_sum(np.concatenate([w_z, (np.asarray(bs) - w_lo) / w_span]), K) / w_before
 
     async def strategy(label: str, rounds_matched=None, children_matched=None):
         ann = sim.annotator()
@@ -516,10 +535,15 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              rollouts_reach=sum(r.spend.rollouts for r in res if not beyond[r.gap_index]),
                              filled_reach=sum(r.left < c.confirmation.z < r.right for r, c in chosen
                                               if not beyond[r.gap_index]),
-                             screen_rollouts=sum(r.spend.screen_rollouts for r in res))
+                             screen_rollouts=sum(r.spend.screen_rollouts for r in res),
+                             red_world=red_world([world.true_difficulty(str(c.item[spec.text_field]))
+                                                  for _, c in chosen]))
     if "oracle" in strategies:
-        r = red(oracle_fill(z, K))
-        out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K)
+        placed = oracle_fill(z, K)
+        r = red(placed)
+        span = float(fit.b_max - fit.b_min)
+        at = [(float(fit.b_min) + v * span - scale.intercept) / scale.slope for v in placed]
+        out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K, red_world=red_world(at))
     return out
 
 
@@ -548,13 +572,13 @@ def _cpus() -> int:
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -766,7 +790,7 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
         print(f"{label:<34}{''.join(f'{d:>12.4f}' for d in devs)}")
     print("\nMeasurement error of the chosen items (benchfill, over sets and seeds): mean |confirmed z - true z|, and "
           "the rms of (confirmed z - true z) / its stated placement se, 1 when that se is honest; of all gaps, those "
-          "whose chosen item was confirmed inside (the report's 'filled'), the expected number truly inside by the "
+          "whose chosen item was confirmed inside (the report's 'filled'), the expected number inside (as fitted) by the "
           "confirmed z and its se (the report's inside probability, summed), and those truly inside:")
     for label in dict.fromkeys(c.label for c in cells):
         outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
@@ -805,6 +829,22 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
         per_filled = sum(o.rollouts for o in outs) / max(filled, 1)
         print(f"{label:<34}{''.join(f'{p:>20}' for p in parts)}{per_gap:>14.0f}{per_filled:>12.0f}"
               f"{filled / (K * len(outs)):>8.2f}")
+    print("\nBy the world's own difficulties (the original items at their latent b too, so that their fit error, which "
+          "moves the gaps' edges, counts): true top-3 reduction, mean over seeds, per set and over sets; beside it the "
+          "same on the fitted scale, as above. No share is given: where the fitted gaps are not the world's, the "
+          "oracle's own reduction here is near 0 or below, and a share of it says nothing")
+    print(f"{'rewriter':<34}{'benchfill':>11}{'baseline':>10}{'oracle':>8}   fitted scale")
+    for label in dict.fromkeys(c.label for c in cells):
+        cs = [c for c in cells if c.label == label]
+        mean = {s: np.mean([o.red_world for c in cs for o in c.out[s]]) for s in ("benchfill", "baseline", "oracle")}
+        fit_mean = {s: np.mean([o.red_true for c in cs for o in c.out[s]]) for s in ("benchfill", "oracle")}
+        print(f"{label:<34}{mean['benchfill']:>11.3f}{mean['baseline']:>10.3f}{mean['oracle']:>8.3f}"
+              f"   benchfill {fit_mean['benchfill']:.3f}, oracle {fit_mean['oracle']:.3f}")
+        for c in cs:  # per set: where the fitted gaps are the world's and where not
+            w = {s: np.mean([o.red_world for o in c.out[s]]) for s in ("benchfill", "baseline", "oracle")}
+            f = {s: np.mean([o.red_true for o in c.out[s]]) for s in ("benchfill", "oracle")}
+            print(f"  {c.set:<32}{w['benchfill']:>11.3f}{w['baseline']:>10.3f}{w['oracle']:>8.3f}"
+                  f"   benchfill {f['benchfill']:.3f}, oracle {f['oracle']:.3f}")
     if rollouts_ref:
         for strategy in ("benchfill", "benchfill/paper"):
             kind = [o for c in cells if c.label == "preset kind" for o in c.out[strategy]]
@@ -917,10 +957,12 @@ def main() -> None:
     ap.add_argument("--reply-habits", type=float, metavar="RATE",
                     help="the share of the world's rewriter and judge replies in real models' habits (default: the "
                          "world's, benchfill.sim.habits.DEFAULT_RATE); form only, so the figures should not move")
+    ap.add_argument("--prior", choices=("normal", "hierarchical"), default="normal",
+                    help="what-if: the benchmark's fit under the hierarchical difficulty prior (a run fits under N(0, 1))")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR
 
     PANEL = args.panel
     DISCRIMINATION = args.discrimination
@@ -937,6 +979,7 @@ def main() -> None:
     if args.reply_habits is not None and not 0 <= args.reply_habits <= 1:
         ap.error(f"--reply-habits: expected a share in [0, 1], got {args.reply_habits}")
     REPLY_HABITS = args.reply_habits
+    PRIOR = args.prior
     WIDENS = not args.take_widening
     if args.accept_within is not None and not 0 < args.accept_within <= 1:
         ap.error(f"--accept-within: expected a share of the half-width in (0, 1], got {args.accept_within}")
@@ -990,6 +1033,7 @@ def main() -> None:
           f"{'; the order screen spot-checks contenders only' if SPOT_ON != 'all' else ''}"
           f"{'; published matrices redrawn from the world' if WORLD_MATRIX else ''}"
           f"{f'; replies in habits at rate {REPLY_HABITS:g}' if REPLY_HABITS is not None else ''}"
+          f"{'; the benchmark fitted under the hierarchical prior' if PRIOR != 'normal' else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"
