@@ -1145,6 +1145,8 @@ def verify_release(path: str | Path, manifest_sha256: str | None = None, *, copy
     any folder, or the Hub's cache, whose files are links to its blobs): the folder's name and place are not
     checked, the Hub's own files (``HUB_EXTRAS``) are left out, and a link to a regular file is read as
     that file. Every file of the release must still match the manifest."""
+    if not str(path).strip():  # Path("") is the current folder
+        return ["release verify: an empty path"]
     path = Path(path)
     mpath = path / MANIFEST
     if not path.is_dir():  # a mistyped path was "NAME/manifest.json: missing", as if a release had lost it

@@ -331,10 +331,11 @@ def _with_interval(rep: dict[str, Any], name: str, value: float) -> str:
     return f"{value:.4f}" + (f" ({level} interval {lo_hi[0]:.4f} to {lo_hi[1]:.4f})" if lo_hi else "")
 
 
-# why a point figure can lie below its own interval (the release card says it after naming the figure)
-BELOW_WHY = ("it takes each new item exactly at its estimate, and an error either way widens one of the two gaps the "
-             "item leaves, so the true figure is likely higher")
-BELOW_INTERVAL = f"a figure below its interval: {BELOW_WHY}"
+BELOW_INTERVAL = ("a figure below its interval: it takes each new item exactly at its estimate, and an error "
+                  "either way widens one of the two gaps the item leaves, so the true figure is likely higher")
+# the same, as the release card says it after naming the figure or figures
+BELOW_WHY = ("such a figure takes each new item exactly at its estimate, and an error either way widens one of the "
+             "two gaps the item leaves, so the true figure is likely higher")
 
 
 def _below_interval(rep: dict[str, Any]) -> bool:

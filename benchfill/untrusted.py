@@ -45,7 +45,7 @@ def md_code(s: object, *, table: bool = False) -> str:
 
 # C0 and C1 controls, DEL, the bidirectional marks, overrides and isolates, and the line and paragraph
 # separators: what makes a terminal do things, reorders the text around it, or breaks a line
-_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def terminal(s: object) -> str:

@@ -8,7 +8,7 @@ import pytest
 
 from benchfill.cli import main
 
-DEEP = "[" * 5000 + "]" * 5000
+DEEP = "[" * 100_000 + "]" * 100_000  # past any recursion limit a library sets (pymc raises it to 10,000)
 
 
 def _one_line(capsys, path) -> str:

@@ -557,6 +557,8 @@ def test_verify_names_a_path_that_is_no_folder_as_such(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     assert main(["release", "verify", str(tmp_path / "file")]) != 0
     assert f"{tmp_path / 'file'}: not a folder (a release is one)" in capsys.readouterr().err
+    assert main(["release", "verify", ""]) != 0  # not the current folder
+    assert "release verify: an empty path" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert main(["release", "verify", str(tmp_path / "empty")]) != 0
     assert f"{tmp_path / 'empty' / 'manifest.json'}: missing" in capsys.readouterr().err

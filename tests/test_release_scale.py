@@ -236,3 +236,6 @@ def test_the_card_says_when_an_after_figure_lies_below_its_interval_as_the_repor
     below = after | {"interval_level": 0.9, "after_interval": {"max_gap": [0.24, 0.3], "top5_gap_sum": [0.96, 1.05]}}
     said = dataset_card(meta, before, below, "")
     assert f"The top-5 gap sum after lies below its interval: {BELOW_WHY}." in said and BELOW_INTERVAL not in said
+    both = after | {"interval_level": 0.9, "after_interval": {"max_gap": [0.26, 0.3], "top5_gap_sum": [0.96, 1.05]}}
+    assert f"The max gap and the top-5 gap sum after lie below their intervals: {BELOW_WHY}." in dataset_card(
+        meta, before, both, "")

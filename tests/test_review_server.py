@@ -375,5 +375,5 @@ def test_a_tampered_record_is_shown_escaped_and_a_foreign_token_header_is_refuse
     assert r.status_code == 403
     # a body nested deeper than the parser goes: refused as any body that is not JSON, not a 500
     r = httpx.post(_base(server) + "/api/decision", headers={"X-Benchfill-Token": server.token},
-                   content=("[" * 5000 + "]" * 5000).encode())
+                   content=("[" * 100_000 + "]" * 100_000).encode())  # (past the 10,000 pymc sets)
     assert r.status_code == 400 and r.json()["error"] == "body is not JSON"

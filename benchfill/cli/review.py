@@ -170,7 +170,7 @@ def _release(args) -> int:
             want = recorded_sha256(words[1], args.run)
             if want is None:
                 raise ConfigError(f"--run {args.run}: its store records no release at {words[1]}")
-        problems = verify_release(Path(words[1]), want, copy=args.copy)
+        problems = verify_release(words[1], want, copy=args.copy)  # (a str: Path("") would be the current folder)
         if problems:
             # all on stderr, the error line first: stdout carries only what verifies
             from benchfill.untrusted import terminal

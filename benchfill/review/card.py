@@ -181,8 +181,8 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
     if below:  # as the run's report says it, in the same case
         from benchfill.report import BELOW_WHY
 
-        verb = "lies below its" if len(below) == 1 else "lie below their"
-        averaged += f"\nThe {' and the '.join(below)} after {verb} interval: {BELOW_WHY}.\n"
+        verb = "lies below its interval" if len(below) == 1 else "lie below their intervals"
+        averaged += f"\nThe {' and the '.join(below)} after {verb}: {BELOW_WHY}.\n"
     sim = ""
     if meta.get("simulated"):
         sim = ("\n> New items in this release come from the **simulated** world: their texts, answers, the judge's "
