@@ -450,7 +450,8 @@ class Backend:
     def attach_truth(self, results: list[GapResult], gaps: list | None = None) -> None:
         """Simulated runs only, after the search: every child's latent difficulty from the world,
         and its z on this run's fitted scale (benchfill.sim.truth), where the report compares it
-        with the benchmark items' fitted z. Nothing the search decided ever saw these."""
+        with the benchmark items' fitted z; given the ``gaps`` the results index, the gap figures by the
+        world's own difficulties too (``world_truth``). Nothing the search decided ever saw these."""
         if self.world is None or self.fit is None:
             return
         from benchfill.sim.truth import true_scale, world_truth

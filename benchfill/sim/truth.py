@@ -55,7 +55,8 @@ def world_truth(world, fit, results, gaps, k: int) -> dict | None:
     at their fitted places, where the gaps were measured; the originals' own fit error, which moves the gaps'
     edges, is left out there. Here it is not: ``inside`` counts the chosen items whose latent b lies strictly
     between those of the two original items at their gap's edges (``gaps``, as each result's gap_index indexes
-    them: the items the report names there, whose places the fit may have in another order). None where the world cannot place every chosen item or original."""
+    them: the items the report names there, whose places the fit may have in another order). None where the
+    world cannot place every chosen item or original."""
     from benchfill.coverage import max_gap, top_k_gap_sum
 
     latent: dict[str, float] = {}
