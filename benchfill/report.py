@@ -331,11 +331,10 @@ def _with_interval(rep: dict[str, Any], name: str, value: float) -> str:
     return f"{value:.4f}" + (f" ({level} interval {lo_hi[0]:.4f} to {lo_hi[1]:.4f})" if lo_hi else "")
 
 
-BELOW_INTERVAL = ("a figure below its interval: it takes each new item exactly at its estimate, and an error "
-                  "either way widens one of the two gaps the item leaves, so the true figure is likely higher")
-# the same, as the release card says it after naming the figure or figures
-BELOW_WHY = ("such a figure takes each new item exactly at its estimate, and an error either way widens one of the "
-             "two gaps the item leaves, so the true figure is likely higher")
+_BELOW = ("takes each new item exactly at its estimate, and an error either way widens one of the two gaps the item "
+          "leaves, so the true figure is likely higher")
+BELOW_INTERVAL = f"a figure below its interval: it {_BELOW}"
+BELOW_WHY = f"such a figure {_BELOW}"  # the same, as the release card says it after naming the figure or figures
 
 
 def _below_interval(rep: dict[str, Any]) -> bool:

@@ -175,9 +175,8 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
             averaged += (f"Averaged over those draws, the top-{CARD_TOP_K} gap sum is {expected[key]:.4f} "
                          f"({100 * (1 - expected[key] / before[key]):.1f}% below before; an item truly beyond the "
                          "easiest or hardest original opens a new gap).\n")
-    below = [name for name, key in (("max gap", "max_gap"), (f"top-{CARD_TOP_K} gap sum", key),
-                                    *(run_row and ((run_row[0][0], run_row[0][1]),)))
-             if key in interval and after[key] < interval[key][0] - 1e-12]
+    below = [name for name, k in (("max gap", "max_gap"), (f"top-{CARD_TOP_K} gap sum", key), *run_row)
+             if k in interval and after[k] < interval[k][0] - 1e-12]
     if below:  # as the run's report says it, in the same case
         from benchfill.report import BELOW_WHY
 
