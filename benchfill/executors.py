@@ -34,7 +34,7 @@ def run_local(sweep, tracker) -> list[tuple[str, str]]:
     from benchfill.run import execute
 
     failed: list[tuple[str, str]] = []
-    for plan in sweep.runs:
+    for plan in sweep.to_run:
         n = max(len(plan.units), 1)
         tracker.started(n)
         before = _sent()
@@ -179,7 +179,7 @@ class _Driver:
 
         inflight: dict[Any, tuple[Any, int | None]] = {}  # ref -> (plan, gap or None for prepare)
         left: dict[str, int] = {}  # run label -> gap units still running
-        for plan in self.sweep.runs:
+        for plan in self.sweep.to_run:
             url = self._serve(plan)
             fields = asdict(plan.opts)
             inflight[self.remote.remote(fields, None, url)] = (plan, None)

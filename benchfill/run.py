@@ -225,7 +225,8 @@ class RunOptions:
         d["backend"] = self.resolved_backend()
         if d["backend"] != "sim":  # a world knob: real runs keep the ids they had
             d.pop("sim_discrimination")
-        if self.prescreen == "off":  # added later: runs without it keep the ids they had
+        d = idle_at_default(d)
+        if d["prescreen"] == "off":  # added later: runs without it keep the ids they had
             d.pop("prescreen")
         for k in ("confirm_se", "confirm_cap"):  # the same, for these
             if d[k] == RunOptions.__dataclass_fields__[k].default:
@@ -234,6 +235,25 @@ class RunOptions:
             if isinstance(d.get(k), str) and d[k] and not d[k].startswith("hf:"):
                 d[k] = str(Path(d[k]).expanduser().resolve())
         return d
+
+
+# What the oracle never reads: it places an ideal item at each gap's midpoint, after the fit, with no search.
+_ORACLE_IDLE = ("rounds", "parents", "children", "references", "tolerance", "steering", "selection", "annotation",
+                "confirm", "confirm_se", "confirm_cap", "near_duplicate", "prescreen")
+
+
+def idle_at_default(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` (RunOptions' fields by name) with those the run's strategy never reads at their defaults:
+    rounds_matched but for the baseline, the search's settings for the oracle, the confirmation's precision with
+    no confirmation. A run's id is made of them so, and a stored run's options are compared so, so that the
+    command with or without such an option names and resumes the same run (one made before, too)."""
+    default = {k: f.default for k, f in RunOptions.__dataclass_fields__.items()}
+    idle = set() if options.get("strategy") == "baseline" else {"rounds_matched"}
+    if options.get("strategy") == "oracle":
+        idle.update(_ORACLE_IDLE)
+    if options.get("confirm") is False:
+        idle.update(("confirm_se", "confirm_cap"))
+    return {k: default[k] if k in idle else v for k, v in options.items()}
 
 
 # How RunOptions.check names an option by default: its flag of `benchfill run`, where the flag is not the
@@ -628,6 +648,7 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
         files = json.loads(meta.get(INPUTS_META) or "{}")
         if not isinstance(stored, dict) or not isinstance(files, dict):
             continue
+        stored = idle_at_default(stored)  # (as _same_run compares them)
         if meta.get("config_sha256"):  # (the panel config's content is kept apart from the other files')
             files["config"] = json.loads(meta["config_sha256"])
         differ, unknown, moved = [], [], []
@@ -667,6 +688,7 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
     edited in place, which keeps the run id): the rest of the run would mix two runs' work."""
     stored = store.get_meta("options")
     if stored:
+        stored = idle_at_default(stored)  # as the id is made: a run made with an idle option before resumes too
         now = json.loads(json.dumps(opts.identity(), default=str))
         # A file is compared by its content below, not by how its path is spelt: a run made before paths
         # were resolved, or from another folder, resumes with the same files; a file given to one and not

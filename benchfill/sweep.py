@@ -96,6 +96,9 @@ class RunPlan:
     opts: Any  # RunOptions
     run_dir: Path
     entry: int = 0  # its benchmark's index in the file's benchmarks
+    # The label of the plan whose run this is, where an earlier entry's plan names the same run (options that
+    # differ only in what this strategy never reads, e.g. rounds for the oracle): run once, shown in both rows.
+    shares: str | None = None
 
     @property
     def units(self) -> list[int]:
@@ -117,6 +120,11 @@ class Sweep:
     store: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
     store_given: str = ""  # where the store came from, for messages: "--store" or "FILE: field store"
+
+    @property
+    def to_run(self) -> list[RunPlan]:
+        """The plans to run: each run once (a plan that shares an earlier one's run is only read)."""
+        return [plan for plan in self.runs if plan.shares is None]
 
 
 def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | None = None) -> Sweep:
@@ -161,8 +169,10 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
     runs: list[RunPlan] = []
     rows: set[str] = set()
     taken: set[Path] = set()  # the run directories of the plans so far: no two runs share one
-    owner: dict[Path, int] = {}  # run directory -> the benchmark entry whose run it is
+    owner: dict[Path, RunPlan] = {}  # run directory -> the plan whose run it is
     for i, b in enumerate(cfg.benchmarks):
+        shared: set[int] = set()  # the earlier entries whose runs this one's plans share
+        own = False  # whether one of its plans has a run of its own
         where = f"{path}: field benchmarks.{i}"
         if not b.name and not (b.items and b.spec):
             raise ConfigError(f"{where}: name a benchmark (name = ...) or give items and spec")
@@ -195,12 +205,21 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
                     opts.run_id = run_dir.name
                 else:
                     run_dir = Path(opts.runs_dir) / run_id_for(opts)
-                    if owner.get(run_dir, i) != i:  # one run directory: the runs would be counted twice
-                        raise ConfigError(f"{where}: same benchmark and settings as benchmarks.{owner[run_dir]} "
-                                          "(one run)")
+                first = owner.get(run_dir)
+                if first is not None:  # its options differ from an earlier entry's only where this strategy
+                    # never reads them (the id leaves those out): the same run, run once and read by both rows
+                    shared.add(first.entry)
+                    runs.append(RunPlan(b.row, strategy, seed, opts, run_dir, entry=i, shares=first.label))
+                    continue
+                own = True
                 taken.add(run_dir)
-                owner[run_dir] = i
-                runs.append(RunPlan(b.row, strategy, seed, opts, run_dir, entry=i))
+                owner[run_dir] = plan = RunPlan(b.row, strategy, seed, opts, run_dir, entry=i)
+                runs.append(plan)
+        if shared and not own:  # every run of it is an earlier entry's: a second row of the same runs
+            j = min(shared)
+            raise ConfigError(f"{where}: same benchmark and settings as benchmarks.{j} (one run"
+                              f"{'' if len(shared) == 1 else ' each'}; its options differ, if at all, only in what "
+                              f"{' and '.join(cfg.strategies)} never read{'s' if len(cfg.strategies) == 1 else ''})")
     name = cfg.name or path.stem
     out_dir = Path(runs[0].opts.runs_dir) / f"sweep-{name}"
     return Sweep(name, str(path), cfg, runs, out_dir, store,
@@ -405,7 +424,7 @@ class Progress:
     def __init__(self, sweep: Sweep, enabled: bool):
         self.enabled = enabled
         # A run with no gap units (the oracle) is one unit: placing its midpoints.
-        self.total = sum(max(len(p.units), 1) for p in sweep.runs)
+        self.total = sum(max(len(p.units), 1) for p in sweep.to_run)
         self.done = self.running = self.failed = 0
         self.model_calls = self.rollouts = 0
         self.replayed_calls = self.replayed_rollouts = 0

@@ -614,6 +614,24 @@ def test_a_path_of_the_wrong_type_or_a_runs_dir_that_cannot_be_made_is_named_by_
         benchfill.read_responses(tmp_path / "r.csv", min_models="2")
 
 
+def test_options_the_strategy_never_reads_do_not_change_the_runs_id(tmp_path):
+    # a rerun without the idle option started a second run rather than resume the first
+    base = dict(benchmark="demo", runs_dir=str(tmp_path))
+    for strategy, idle in (("oracle", {"rounds": 3}), ("benchfill", {"rounds_matched": 3}),
+                           ("benchfill", {"confirm": False, "confirm_se": 0.1, "confirm_cap": 2.0})):
+        plain = {**base, "strategy": strategy, **({"confirm": False} if "confirm" in idle else {})}
+        assert run_id_for(RunOptions(**plain, **{k: v for k, v in idle.items() if k != "confirm"})) \
+            == run_id_for(RunOptions(**plain)), (strategy, idle)
+    oracle = RunOptions(**base, strategy="oracle")
+    for idle in ({"confirm": False}, {"parents": 2}, {"steering": "off"}, {"annotation": "fixed"}, {"tolerance": 0.05},
+                 {"prescreen": "on"}, {"references": 4}):  # nothing of the search: the oracle does none
+        assert run_id_for(RunOptions(**base, strategy="oracle", **idle)) == run_id_for(oracle), idle
+    # ... while an option it does read still does
+    assert run_id_for(RunOptions(**base, strategy="baseline", rounds_matched=3)) != \
+        run_id_for(RunOptions(**base, strategy="baseline"))
+    assert run_id_for(RunOptions(**base, rounds=3)) != run_id_for(RunOptions(**base))
+
+
 @pytest.mark.parametrize("knob, value", [("sim_probes", 6), ("sim_latency_ms", 5.0), ("sim_discrimination", 0.0),
                                          ("sim_reply_habits", 1.0)])
 def test_the_worlds_knobs_with_real_endpoints_are_refused(tmp_path, knob, value):
@@ -622,3 +640,19 @@ def test_the_worlds_knobs_with_real_endpoints_are_refused(tmp_path, knob, value)
     with flag_names(), pytest.raises(ConfigError, match=rf"^--{knob.replace('_', '-')}: sets the simulated world, "
                                                        r"which does nothing with --backend openai$"):
         opts.check()
+
+
+def test_a_run_made_with_an_option_its_strategy_never_reads_resumes_with_or_without_it(tmp_path):
+    # its stored options held the idle value, which the id now leaves at its default: a run made so before
+    # (or with the option) was refused on resume as "made with rounds = 3; this command asks 8"
+    from benchfill.run import _same_run
+    from benchfill.store import Store
+
+    store = Store(tmp_path / "store.db")
+    made = RunOptions(benchmark="demo", runs_dir=str(tmp_path), strategy="oracle", rounds=3)
+    store.set_meta("options", {**made.identity(), "rounds": 3, "parents": 2})  # as an earlier version stored them
+    for again in (made, RunOptions(benchmark="demo", runs_dir=str(tmp_path), strategy="oracle")):
+        _same_run(store, again, "X", {})
+    with pytest.raises(ConfigError, match="was made with seed = 0; this command asks 1"):
+        _same_run(store, RunOptions(benchmark="demo", runs_dir=str(tmp_path), strategy="oracle", seed=1), "X", {})
+    store.close()

@@ -79,7 +79,12 @@ sim_probes = 6
      "field benchmarks.0.options.sim_rewriter_knobs: slip must lie in [0, 1], got 2.0"),
     # One registered benchmark under two labels with the same settings: one run directory, counted twice.
     ('benchmarks = [{name = "demo"}, {name = "demo", label = "demo again"}]\n',
-     "field benchmarks.1: same benchmark and settings as benchmarks.0 (one run)"),
+     "field benchmarks.1: same benchmark and settings as benchmarks.0 (one run; its options differ, if at all, only "
+     "in what benchfill and baseline and oracle never read)"),
+    # ... and one whose options differ only in what its strategies never read: the same runs again
+    ('benchmarks = [{name = "demo"}, {name = "demo", label = "r3", options = {rounds = 3}}]\nstrategies = ["oracle"]\n',
+     "field benchmarks.1: same benchmark and settings as benchmarks.0 (one run; its options differ, if at all, only "
+     "in what oracle never reads)"),
     ('data_dir = "nowhere"\nbenchmarks = [{name = "aime24"}]\n', "field data_dir: "),
 ])
 def test_bad_sweep_files_fail_in_one_line_naming_the_field(tmp_path, body, message):
@@ -172,6 +177,46 @@ runs_dir = "runs"
     write_table(sweep)
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".table")) == []
     assert {"table.md", "table.json", "table.png"} <= {p.name for p in out.iterdir()}
+
+
+def test_entries_that_differ_only_where_a_strategy_never_reads_share_its_run(tmp_path, capsys, monkeypatch):
+    # Comparing the search's rounds on one benchmark: the oracle reads no rounds, so both rows' oracle is one
+    # run (its id leaves rounds out), run once and shown in both rows. This sweep was once refused whole as
+    # "same benchmark and settings", since the oracle's run directory was the same.
+    path = _write(tmp_path, GOOD.replace('benchmarks = [{name = "demo"}]',
+                                         'benchmarks = [{name = "demo"}, {name = "demo", label = "r2", options = '
+                                         '{rounds = 2}}]').replace('["benchfill"]', '["benchfill", "oracle"]'))
+    sweep = load_sweep(path)
+    assert [(p.label, p.shares) for p in sweep.runs] == [
+        ("demo/benchfill/seed0", None), ("demo/oracle/seed0", None),
+        ("r2/benchfill/seed0", None), ("r2/oracle/seed0", "demo/oracle/seed0")]
+    assert sweep.runs[3].run_dir == sweep.runs[1].run_dir and sweep.runs[2].run_dir != sweep.runs[0].run_dir
+    assert [p.label for p in sweep.to_run] == ["demo/benchfill/seed0", "demo/oracle/seed0", "r2/benchfill/seed0"]
+    # The runs themselves stand in here (a real sweep runs them in test_rerun_resumes_without_new_calls): each
+    # writes its report; what is tested is that the sweep runs each run once and reads it for both rows.
+    import benchfill.run
+
+    ran = []
+
+    async def execute(opts, **_):
+        run_dir = Path(opts.runs_dir) / benchfill.run.run_id_for(opts)
+        ran.append(opts.progress_label)
+        run_dir.mkdir(parents=True)  # (a second run of one directory would fail here)
+        after = {"benchfill": 1.0 + 0.1 * opts.rounds, "oracle": 0.8}[opts.strategy]
+        (run_dir / "report.json").write_text(json.dumps(_report(run_dir.name, opts.seed, 2.0, after, None, 10, 100)))
+        return run_dir
+
+    monkeypatch.setattr(benchfill.run, "execute", execute)
+    table = run_sweep(sweep, progress=True)
+    assert ran == ["demo/benchfill/seed0", "demo/oracle/seed0", "r2/benchfill/seed0"]
+    # three runs, their units counted once: two benchfill runs of one gap each, and the oracle's one
+    assert "sweep: units 3/3 done" in capsys.readouterr().err
+    demo, r2 = table["rows"]
+    assert r2["strategies"]["oracle"] == demo["strategies"]["oracle"]
+    assert r2["strategies"]["oracle"]["reduction"] == pytest.approx(0.6)
+    assert demo["strategies"]["benchfill"]["reduction"] == pytest.approx(0.45)
+    assert r2["strategies"]["benchfill"]["reduction"] == pytest.approx(0.4)
+    assert table["missing_runs"] == []
 
 
 def test_rerun_resumes_without_new_calls(tmp_path):
