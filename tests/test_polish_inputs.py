@@ -1,0 +1,63 @@
+"""Bad inputs that were taken without a word: a threshold beyond every score, a TSV or a header naming a
+column twice where CSV is read, and an hf: name that is no Hugging Face repo id."""
+
+from __future__ import annotations
+
+import pytest
+from test_review_support import CHILD_IDS, make_run
+
+from benchfill.cli import main
+from benchfill.data import read_responses
+from benchfill.errors import DataError
+from benchfill.measure.trajectory import read_answers
+from benchfill.review import ReviewBoard, import_decisions
+
+# -- 2. a TSV given where a CSV is read ----------------------------------------------------------------
+
+
+def test_a_tab_separated_responses_file_is_named_as_such(tmp_path, capsys):
+    tsv = tmp_path / "x.tsv"
+    tsv.write_text("model\titem_id\tcorrect\ttrials\nm1\ta\t1\t1\nm2\ta\t0\t1\n")
+    with pytest.raises(DataError, match=r"x\.tsv:1: the header is separated by tabs, not commas; save the file as "
+                       r"comma-separated CSV$"):
+        read_responses(tsv)
+    semi = tmp_path / "semi.csv"
+    semi.write_text("model;item_id;correct;trials\nm1;a;1;1\n")
+    with pytest.raises(DataError, match=r"semi\.csv:1: the header is separated by ';', not commas"):
+        read_responses(semi)
+    assert main(["diagnose", "--responses", str(tsv)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "separated by tabs" in err[0], err
+
+
+# -- 3. a column named twice ---------------------------------------------------------------------------
+
+
+def test_a_responses_header_naming_a_column_twice_is_refused(tmp_path):
+    twice = tmp_path / "twice.csv"
+    # the first 'correct' was read; the second (the one meant, say) was lost
+    twice.write_text("model,item_id,correct,trials,correct\nm1,a,0,1,1\nm2,a,1,1,0\n")
+    with pytest.raises(DataError, match=r"twice\.csv:1: the header names column 'correct' twice$"):
+        read_responses(twice)
+    # the empty names a spreadsheet's trailing commas leave are no columns, and may repeat
+    trailing = tmp_path / "trailing.csv"
+    trailing.write_text("model,item_id,correct,trials,,\nm1,a,0,1,,\nm2,a,1,1,,\n")
+    assert read_responses(trailing).trials.sum() == 2
+
+
+def test_a_review_sheet_naming_a_column_twice_is_refused(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    sheet = tmp_path / "sheet.csv"
+    # DictReader kept the last 'decision' (empty): the row was skipped, its accept lost without a word
+    sheet.write_text(f"item_id,reviewer,decision,decision\n{CHILD_IDS[0]},ann,accept,\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"sheet\.csv: the header names column 'decision' twice$"):
+        import_decisions(run, sheet)
+    with ReviewBoard(run) as board:
+        assert board.decisions() == []
+
+
+def test_an_answers_file_naming_a_column_twice_is_refused(tmp_path):
+    answers = tmp_path / "answers.csv"
+    answers.write_text("model,item_id,answer,answer\nm1,a,B,C\n")
+    with pytest.raises(DataError, match=r"answers\.csv:1: the header names column 'answer' twice$"):
+        read_answers(answers)
