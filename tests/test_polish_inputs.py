@@ -3,14 +3,47 @@ column twice where CSV is read, and an hf: name that is no Hugging Face repo id.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from test_review_support import CHILD_IDS, make_run
 
 from benchfill.cli import main
 from benchfill.data import read_responses
 from benchfill.errors import DataError
+from benchfill.importers import ImportProblems, import_logs
+from benchfill.importers.matrix import LogContent, Record, merge
 from benchfill.measure.trajectory import read_answers
 from benchfill.review import ReviewBoard, import_decisions
+
+LOGS = Path(__file__).resolve().parent / "fixtures" / "lm_eval" / "logs"
+
+
+# -- 1. --threshold beyond every score -----------------------------------------------------------------
+
+
+def test_a_threshold_beyond_every_score_is_refused_naming_the_metric_and_its_range(tmp_path, capsys):
+    # tiny_qa's overlap lies in [0, 1]: 5 made every trial wrong, -1 every trial right, without a word
+    with pytest.raises(ImportProblems, match=r"^--threshold 5: metric 'overlap' scores lie in \[0, 0\.666667\]; "
+                       r"the threshold is above every score, so every one of the 6 trials would count as wrong"):
+        import_logs("lm-eval", [LOGS / "a"], task="tiny_qa", metric="overlap", threshold=5)
+    with pytest.raises(ImportProblems, match=r"at or below every score, so every one of the \d+ trials would count "
+                       r"as correct; choose one inside that range"):
+        import_logs("lm-eval", [LOGS / "a"], task="tiny_qa", metric="overlap", threshold=-1)
+    out = tmp_path / "out"
+    assert main(["import", "lm-eval", str(LOGS / "a"), "--task", "tiny_qa", "--metric", "overlap",
+                 "--threshold", "5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--threshold 5: metric 'overlap'" in err[0], err
+    assert not out.exists() or not any(out.iterdir())  # nothing half-written
+    # a threshold inside the range is taken, as before
+    res = import_logs("lm-eval", [LOGS / "a"], task="tiny_qa", metric="overlap", threshold=0.5)
+    assert 0 < sum(res.correct.values()) < sum(res.trials.values())
+    # on scores all alike any threshold makes one class: the data's, not a slip of the threshold's scale
+    logs = [LogContent(f"{m}.jsonl", m, "t", [Record(m, "t", "t/1", 1, 1, f"{m}.jsonl")], span=(1.0, 1.0))
+            for m in ("m1", "m2")]
+    assert sum(merge("lm-eval", logs, metric="pass@10", threshold=0.5).correct.values()) == 2
+
 
 # -- 2. a TSV given where a CSV is read ----------------------------------------------------------------
 
