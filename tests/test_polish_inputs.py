@@ -11,6 +11,7 @@ from test_review_support import CHILD_IDS, make_run
 from benchfill.cli import main
 from benchfill.data import read_responses
 from benchfill.errors import DataError
+from benchfill.hub import HubRef, load_items, parse
 from benchfill.importers import ImportProblems, import_logs
 from benchfill.importers.matrix import LogContent, Record, merge
 from benchfill.measure.trajectory import read_answers
@@ -94,3 +95,38 @@ def test_an_answers_file_naming_a_column_twice_is_refused(tmp_path):
     answers.write_text("model,item_id,answer,answer\nm1,a,B,C\n")
     with pytest.raises(DataError, match=r"answers\.csv:1: the header names column 'answer' twice$"):
         read_answers(answers)
+
+
+# -- 4. hf: names that are no Hub repo id --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ref", ["hf:acme/..", "hf:acme/../../etc", "hf:../", "hf:acme/.", "hf:acme/", "hf:/",
+                                 "hf:acme//quiz", "hf:a/b/c", "hf:acme/-quiz", "hf:acme/quiz.", "hf:ac me/quiz",
+                                 "hf:acme/qu..iz", "hf:acme/qu--iz", "hf:acmé/quiz"])
+def test_an_hf_name_that_is_no_repo_id_is_refused(ref, tmp_path):
+    if ref in ("hf:../", "hf:/"):  # a path: the folder it names, as documented (hf:./my_copy)
+        assert parse(ref).repo == ref[3:]
+        return
+    with pytest.raises(DataError, match=r"is not a Hub name|more than one '/'"):
+        parse(ref)
+
+
+def test_an_hf_name_never_reaches_outside_the_data_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data"
+    (data / "acme").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "rows.jsonl").write_text('{"id": 1, "question": "secret?"}\n')
+    # data/acme/../../outside is tmp_path/outside: it was loaded as the dataset "acme/../../outside"
+    with pytest.raises(DataError, match=r"part '\.\.' is not a Hub name"):
+        load_items("hf:acme/../../outside", data_dir=data)
+    with pytest.raises(DataError, match=r"part '\.\.' is not a Hub name"):  # a spec's hf_dataset, not parsed
+        load_items(HubRef("acme/../../outside"), data_dir=data)
+    # a path names its folder itself, never one under the data dir; a missing one says so
+    assert [it["question"] for it in load_items("hf:./outside", data_dir=data)] == ["secret?"]
+    with pytest.raises(DataError, match=r"hf:\./missing: no folder missing \(hf: and a path name a local dataset "
+                       r"folder; a Hub dataset is hf:ORG/NAME\)"):
+        load_items("hf:./missing", data_dir=data)
+    assert parse("hf:acme/quiz-2.v1_x::test") == HubRef("acme/quiz-2.v1_x", None, "test")
+    assert parse("hf:gsm8k") == HubRef("gsm8k")
