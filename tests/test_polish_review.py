@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from test_review_support import make_run
+from test_review_support import CHILD_IDS, make_run
 
 from benchfill.cli import main
-from benchfill.errors import ConfigError
+from benchfill.errors import BenchfillError, ConfigError
 from benchfill.release import release
+from benchfill.review import ReviewBoard
 
 
 def test_a_huge_version_is_refused_so_later_ones_are_not_blocked(tmp_path, shared_data, capsys):
@@ -24,3 +25,14 @@ def test_a_huge_version_is_refused_so_later_ones_are_not_blocked(tmp_path, share
     assert not (tmp_path / "releases" / "aime24").exists() or not any((tmp_path / "releases" / "aime24").iterdir())
     assert release(run, "2025.6.30").version == "2025.6.30"  # a date fits
     assert release(run, "2025.7.1").version == "2025.7.1"
+
+
+@pytest.mark.parametrize("blank", ["\x00", "\x00\x00 \n", "\u200b", " \ufeff\u200d\t", "\u202e"])
+def test_an_edit_of_only_invisible_characters_is_empty(tmp_path, shared_data, blank):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as board:
+        with pytest.raises(BenchfillError, match="edited text is empty"):
+            board.decide(CHILD_IDS[0], "ann", "edit", text=blank)
+        with pytest.raises(BenchfillError, match="edited answer is empty"):
+            board.decide(CHILD_IDS[0], "ann", "edit", answer=blank)
+        assert board.decisions() == []

@@ -304,11 +304,11 @@ class ReviewBoard:
         if not exact and isinstance(answer, str) and _same_text(answer, base.get(entry.answer_field)):
             answer = base[entry.answer_field]
         if text is not None:
-            if not text.strip():
+            if _blank(text):
                 raise BenchfillError(f"decision on '{entry.item_id}': edited text is empty")
             edited[entry.text_field] = text
         if answer is not None:
-            if not str(answer).strip():
+            if _blank(str(answer)):
                 raise BenchfillError(f"decision on '{entry.item_id}': edited answer is empty")
             # Keep the answer's JSON type when it was a number, so graders see what they expect.
             old = entry.child.get(entry.answer_field)
@@ -409,7 +409,7 @@ def _options_like(entry: QueueEntry, base: dict[str, Any], lines: str) -> Any:
                              "edit of one option a line would split; edit the options in the benchmark's items file")
     from benchfill.evaluators.multiple_choice import LETTERS as GRADED  # (the graders load only when edited)
 
-    opts = [re.sub(r"^\s*[A-Z][.)]\s+", "", x).strip() for x in lines.splitlines() if x.strip()]
+    opts = [re.sub(r"^\s*[A-Z][.)]\s+", "", x).strip() for x in lines.splitlines() if not _blank(x)]
     if len(opts) < 2:
         raise BenchfillError(f"decision on '{entry.item_id}': edited options must be two or more, one a line")
     if len(opts) > len(GRADED):
@@ -464,6 +464,12 @@ def _check_key(entry: QueueEntry, base: dict[str, Any], item: dict[str, Any], an
                              f"{item.get(entry.answer_field)!r} names {named!r}, where it named {keyed!r}; give "
                              "the answer too (the option that is right)")
 
+
+
+def _blank(s: str) -> bool:
+    """Nothing a reader would see: only whitespace, control characters, bidi marks (``untrusted.controls_in``)
+    and other format characters (a zero-width space, a BOM). A lone NUL had passed as an edited text."""
+    return all(c.isspace() or untrusted.controls_in(c) or unicodedata.category(c) == "Cf" for c in s)
 
 
 def _same_text(new: str, old: Any) -> bool:
