@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from test_review_support import CHILD_IDS, make_run
 
@@ -9,6 +10,7 @@ from benchfill.cli import main
 from benchfill.errors import BenchfillError, ConfigError
 from benchfill.release import release
 from benchfill.review import ReviewBoard
+from benchfill.review.server import ReviewServer
 
 
 def test_a_huge_version_is_refused_so_later_ones_are_not_blocked(tmp_path, shared_data, capsys):
@@ -36,3 +38,23 @@ def test_an_edit_of_only_invisible_characters_is_empty(tmp_path, shared_data, bl
         with pytest.raises(BenchfillError, match="edited answer is empty"):
             board.decide(CHILD_IDS[0], "ann", "edit", answer=blank)
         assert board.decisions() == []
+
+
+def test_a_reason_with_a_control_character_is_refused_in_the_library_and_on_the_page(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as board:
+        for bad in ("wrong\x1b]0;owned\x07", "\x00", "see \u202eevil"):
+            with pytest.raises(BenchfillError, match="field 'reason' holds a control character"):
+                board.decide(CHILD_IDS[1], "ann", "reject", reason=bad)
+            with pytest.raises(BenchfillError, match="field 'reason' holds a control character"):
+                board.decide(CHILD_IDS[0], "ann", "accept", reason=bad)
+        with pytest.raises(BenchfillError, match="'reason' is required"):
+            board.decide(CHILD_IDS[1], "ann", "reject", reason="\u200b")
+        # a spreadsheet cell's line breaks and tabs are text
+        board.decide(CHILD_IDS[1], "ann", "reject", reason="two answers fit:\r\n12\tand 13")
+    with ReviewServer(run) as srv:
+        r = httpx.post(f"http://127.0.0.1:{srv.port}/api/decision", headers={"X-Benchfill-Token": srv.token},
+                       json={"item_id": CHILD_IDS[2], "reviewer": "bob", "decision": "reject", "reason": "x\x1b[2J"})
+        assert r.status_code == 400 and "field 'reason' holds a control character (x\\x1b[2J)" in r.json()["error"]
+    with ReviewBoard(run) as board:
+        assert [d.item_id for d in board.decisions()] == [CHILD_IDS[1]]

@@ -256,7 +256,12 @@ class ReviewBoard:
             mine = [d for d in self.decisions(item_id) if d.reviewer == reviewer]
             if not mine or mine[-1].decision == "withdraw":
                 raise BenchfillError(f"decision on '{item_id}': {reviewer} has no decision on it to withdraw")
-        if decision == "reject" and not reason:
+        # As a reviewer's name is, and a release's removal reason (release_carry.check_remove): an escape in it
+        # went raw into the store and the release rows. A sheet's cell may hold line breaks and tabs: kept.
+        if untrusted.controls_in(reason.replace("\t", " ").replace("\r", " ").replace("\n", " ")):
+            raise BenchfillError(f"decision on '{item_id}': field 'reason' holds a control character "
+                                 f"({untrusted.terminal(reason)[:120]})")
+        if decision == "reject" and _blank(reason):
             raise BenchfillError(f"decision on '{item_id}': field 'reason' is required to reject")
         edited_json = None
         if decision == "edit":
