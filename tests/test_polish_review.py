@@ -58,3 +58,16 @@ def test_a_reason_with_a_control_character_is_refused_in_the_library_and_on_the_
         assert r.status_code == 400 and "field 'reason' holds a control character (x\\x1b[2J)" in r.json()["error"]
     with ReviewBoard(run) as board:
         assert [d.item_id for d in board.decisions()] == [CHILD_IDS[1]]
+
+
+def test_a_closed_board_refuses_use_and_closes_twice(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    board = ReviewBoard(run)
+    board.close()
+    board.close()  # idempotent
+    for use in (lambda: board.decide(CHILD_IDS[0], "ann", "accept"), board.decisions, board.outcomes,
+                lambda: board.entry(CHILD_IDS[0]), lambda: board.benchmark, lambda: board.__enter__()):
+        with pytest.raises(ConfigError, match="review board of .* is closed"):
+            use()
+    with ReviewBoard(run) as again:
+        assert again.decisions() == []  # nothing was recorded through the closed one

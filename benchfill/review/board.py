@@ -100,11 +100,12 @@ class ReviewBoard:
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
             raise ConfigError(f"{self.run_dir}: no such run directory")
-        self.store = open_run_store(self.run_dir, create=False, writable=writable)
+        self._store = open_run_store(self.run_dir, create=False, writable=writable)
+        self._closed = False
         try:
-            self.entries: list[QueueEntry] = load_queue(self.run_dir, self.store)
+            self.entries: list[QueueEntry] = load_queue(self.run_dir, self._store)
         except BenchfillError:
-            self.store.close()
+            self._store.close()
             raise
         self._by_id = {e.item_id: e for e in self.entries}
         # The rule the review page was served under, kept with the run, so that a release without a rule of
@@ -121,14 +122,29 @@ class ReviewBoard:
             return None
         return self.spec.get("tests_field") or "test", self.spec.get("entry_point_field") or "entry_point"
 
+    @property
+    def store(self):
+        """The run's store. A closed board refuses: its store's engine, disposed, had quietly opened new
+        connections, and a decision made through a board its owner had closed was recorded all the same."""
+        self._check_open()
+        return self._store
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConfigError(f"review board of {self.run_dir} is closed; open a new ReviewBoard")
+
     def __enter__(self) -> ReviewBoard:
+        self._check_open()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        self.store.close()
+        """Close the store; a second close does nothing, and any other use after it is refused."""
+        if not self._closed:
+            self._closed = True
+            self._store.close()
 
     @property
     def benchmark(self) -> str:
@@ -157,6 +173,7 @@ class ReviewBoard:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def entry(self, item_id: str) -> QueueEntry:
+        self._check_open()
         try:
             return self._by_id[item_id]
         except KeyError:
@@ -179,6 +196,7 @@ class ReviewBoard:
         "sheet:<export time>"; ReviewDecision.source). ``seen``: the ``version`` of the item the reviewer
         decided on (the page sends it): an item edited since by someone else is refused (``Changed``), not
         accepted or edited unseen."""
+        self._check_open()  # before any other check: a closed board's is the error to name
         # Checked by type here, at the library's door: a number would fail in prepare's .strip() as an
         # AttributeError. None stays allowed where prepare reads it as empty and says which field is.
         # ``answer`` may be a number (an edited numeric answer keeps its JSON type).
