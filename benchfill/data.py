@@ -484,6 +484,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise DataError(f"{path}: no responses (empty file)")
         header_line, header = first
         header = [h.strip() for h in header]
+        check_header(header, f"{path}:{header_line}")
         missing = [f for f in RESPONSE_FIELDS if f not in header]
         if missing:
             raise DataError(f"{path}:{header_line}: header lacks column {missing[0]!r} (need {','.join(RESPONSE_FIELDS)})")
@@ -494,6 +495,25 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 hint = " (an unclosed quote?)" if any("\n" in f for f in fields) else ""
                 raise DataError(f"{path}:{lineno}: malformed line: {len(fields)} fields, header has {width}{hint}")
             yield lineno, {f: fields[p].strip() for f, p in zip(RESPONSE_FIELDS, pos, strict=True)}
+
+
+def check_header(header: Sequence[str], where: str) -> None:
+    """Refuse a CSV header that only a comma-separated reading gets wrong, or that names a column twice.
+
+    A tab- or ';'-separated file read as CSV has a header of one field holding all the names: said so, where
+    the first complaint had been a missing column. A column named twice was read from one copy (csv.reader's
+    index: the first; DictReader: the last) with no word, the other's data lost; empty names (the trailing
+    commas a spreadsheet leaves) are no column and may repeat."""
+    if len(header) == 1:
+        sep = next((name for sep, name in (("\t", "tabs"), (";", "';'")) if sep in header[0]), None)
+        if sep is not None:
+            raise DataError(f"{where}: the header is separated by {sep}, not commas; save the file as "
+                            "comma-separated CSV")
+    seen: set[str] = set()
+    for name in header:
+        if name in seen and name.strip():
+            raise DataError(f"{where}: the header names column {name!r} twice")
+        seen.add(name)
 
 
 def _csv_records(reader: Any, path: Path) -> Iterator[tuple[int, list[str]]]:

@@ -2,14 +2,16 @@
 
 ``hf:ORG/NAME[:CONFIG][:SPLIT]`` names a dataset. It loads from, in this order:
 
-1. a local dataset folder: the reference itself when it is a directory (``hf:./my_copy``), else
-   ``<data dir>/ORG/NAME``; a folder written by ``Dataset.save_to_disk`` or one of data files
-   (JSONL, Parquet, CSV, with or without a dataset card) that ``datasets.load_dataset`` reads;
+1. a local dataset folder: the reference itself when it is a path (``hf:./my_copy``, ``hf:/data/quiz``,
+   ``hf:~/quiz``; a missing folder is an error), else ``<data dir>/ORG/NAME``; a folder written by
+   ``Dataset.save_to_disk`` or one of data files (JSONL, Parquet, CSV, with or without a dataset card)
+   that ``datasets.load_dataset`` reads;
 2. the ``datasets`` cache (``$HF_HOME/datasets``), where an earlier online
    ``datasets.load_dataset("ORG/NAME")`` left it.
 
 benchfill never downloads: a dataset that is neither local nor cached is one error line that
-says how to fetch it. Rows become items through the benchmark spec's field mapping: the spec's
+says how to fetch it. ORG and NAME must be Hub repo id parts (no ``..``, nothing a path could climb
+out of the data dir with). Rows become items through the benchmark spec's field mapping: the spec's
 text and answer fields (and options/tests when set) must be columns; the item id is the spec's
 ``id_field``, else the first of ``id``, ``task_id``, ``question_id``, ``problem_id``, else
 ``NAME-<row>``.
@@ -18,6 +20,8 @@ text and answer fields (and options/tests when set) must be columns; the item id
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +46,7 @@ class HubRef:
     def public(self) -> str:
         """The reference as it may be published: a local folder (``hf:/home/alice/private/quiz``, which the
         run id and a release's card carried whole) by its own name only; a Hub name as it is."""
-        if Path(self.repo).is_absolute() or self.repo.startswith((".", "~")):
+        if _is_path(self.repo):
             return str(HubRef(Path(self.repo.rstrip("/")).name or "local", self.config, self.split))
         return str(self)
 
@@ -64,7 +68,30 @@ def parse(ref: str) -> HubRef:
     if not parts[0] or len(parts) > 3:
         raise DataError(f"{ref!r}: expected hf:ORG/NAME[:CONFIG][:SPLIT]")
     parts += [""] * (3 - len(parts))
+    if not _is_path(parts[0]):
+        _check_repo_id(parts[0], ref)
     return HubRef(parts[0], parts[1] or None, parts[2] or None)
+
+
+# A Hub repo id's part as the Hub allows it (huggingface_hub's validate_repo_id, kept here since the hub
+# extra is optional): letters, digits, '.', '_' and '-', beginning and ending with a letter, digit or '_'
+REPO_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?")
+
+
+def _is_path(repo: str) -> bool:
+    """A local folder's path (``hf:./my_copy``, ``hf:/data/quiz``, ``hf:~/quiz``), not a Hub name."""
+    return Path(repo).is_absolute() or repo.startswith((".", "~"))
+
+
+def _check_repo_id(repo: str, ref: str) -> None:
+    """Refuse a Hub name that is no repo id: it is joined to --data-dir, and datasets looks it up as a path
+    too, so ``hf:acme/../../etc`` read a folder outside the data dir (and ``hf:acme/..`` the data dir itself)."""
+    parts = repo.split("/")
+    bad = next((p for p in parts if not REPO_PART.fullmatch(p) or ".." in p or "--" in p), None)
+    if len(parts) > 2 or bad is not None:
+        why = (f"part {bad!r} is not a Hub name (letters, digits, '.', '_', '-'; no '..' or '--'; not starting or "
+               "ending with '.' or '-')") if bad is not None else "more than one '/'"
+        raise DataError(f"{ref!r}: {why}; expected hf:ORG/NAME[:CONFIG][:SPLIT], or hf:./FOLDER for a local folder")
 
 
 @contextlib.contextmanager
@@ -91,9 +118,15 @@ def _offline() -> Iterator[None]:
 
 
 def _local_folder(ref: HubRef, data_dir: str | Path | None) -> Path | None:
-    own = Path(ref.repo)
-    if own.is_dir() and (own.is_absolute() or ref.repo.startswith(".")):
+    if _is_path(ref.repo):
+        # a path names its folder only: joined to the data dir, "../x" had looked outside it, and the datasets
+        # cache, told to fetch "./x" online, was no place to send the user
+        own = Path(os.path.expanduser(ref.repo))
+        if not own.is_dir():
+            raise DataError(f"{ref}: no folder {own} (hf: and a path name a local dataset folder; a Hub dataset "
+                            "is hf:ORG/NAME)")
         return own
+    _check_repo_id(ref.repo, str(ref))  # (a HubRef made from a spec's hf_dataset is not parsed)
     if data_dir and (Path(data_dir) / ref.repo).is_dir():
         return Path(data_dir) / ref.repo
     return None

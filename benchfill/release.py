@@ -67,6 +67,10 @@ SEMVER = re.compile(
     r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
 )
 PROVENANCE = RELEASE_COLUMNS  # the columns every row carries besides the item's fields
+# The most each of a new release's X, Y and Z may be (a date's 2025.6.30 fits): a typo such as 999999999.0.0 was
+# released, and every later version was then refused as not newer than it, for good (versions are immutable).
+MAX_VERSION_PART = 9999
+MAX_VERSION_LEN = 64
 
 
 @dataclass
@@ -118,6 +122,24 @@ def semver_key(version: str) -> tuple:
     return (int(major), int(minor), int(patch), pre_key is None, pre_key or ())
 
 
+def check_new_version(version: str) -> None:
+    """Refuse, as a new release's version, one that is not semantic, has an X, Y or Z over
+    ``MAX_VERSION_PART`` or is longer than ``MAX_VERSION_LEN``. (Only new ones: a release made before the
+    bounds still sorts among the others.)"""
+    m = SEMVER.match(version)
+    if m is None:
+        semver_key(version)  # says why
+        return
+    for part, digits in zip(("major (X)", "minor (Y)", "patch (Z)"), m.groups()[:3], strict=False):
+        # by its digits first: int() of over 4,300 of them is a ValueError of Python's own
+        if len(digits) > len(str(MAX_VERSION_PART)) or int(digits) > MAX_VERSION_PART:
+            raise ConfigError(f"version {version[:40]!r}{'...' if len(version) > 40 else ''}: its {part} number "
+                              f"is over {MAX_VERSION_PART}, the most a release's version part may be (no later "
+                              "version could come after it)")
+    if len(version) > MAX_VERSION_LEN:  # it names a folder, and a long pre-release tag is a paste gone wrong
+        raise ConfigError(f"version {version[:40]!r}...: {len(version)} characters, over {MAX_VERSION_LEN}")
+
+
 def release(
     run_dir: str | Path,
     version: str,
@@ -145,7 +167,7 @@ def release(
     if rule is not None and not isinstance(rule, ReleaseRule):
         raise ConfigError(f"rule: expected a ReleaseRule or None, got {type(rule).__name__}")
     check_remove(remove)
-    semver_key(version)  # a version that is not one is refused before anything is read
+    check_new_version(version)  # a version that is not one is refused before anything is read
     run_dir = Path(run_dir)
     with ReviewBoard(run_dir, rule) as board:
         bench = _safe_name(board.benchmark)

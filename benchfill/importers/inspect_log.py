@@ -123,7 +123,7 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
             continue
         if used not in s.scores:
             raise DataError(f"{where}: no scorer {used!r} (the log has {', '.join(map(repr, s.scores))})")
-        per_item.setdefault(item_id, []).append(_binary(s.scores[used].value, used, threshold, to_float, where))
+        per_item.setdefault(item_id, []).append(_binary(s.scores[used].value, used, threshold, to_float, where, out))
     for item_id, hits in per_item.items():
         out.records.append(Record(model, task, item_id, sum(hits), len(hits), str(path)))
     if not out.records:
@@ -133,17 +133,17 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
     return out, used
 
 
-def _binary(value: Any, metric: str, threshold: float | None, to_float, where: str) -> int:
+def _binary(value: Any, metric: str, threshold: float | None, to_float, where: str, log: LogContent) -> int:
     if isinstance(value, str):
         if threshold is not None:
-            return int(to_float(value) >= threshold)
+            return score(to_float(value), metric, threshold, where, log)
         if value in LETTERS:
             return LETTERS[value]
         raise DataError(f"{where}: scorer {metric!r} gave {value!r}, not binary; "
                         f"pass --threshold T to count a score >= T as correct")  # fmt: skip
     if isinstance(value, (dict, list)):
         raise DataError(f"{where}: scorer {metric!r} gives several values per sample; benchfill needs one")
-    return score(value, metric, threshold, where)
+    return score(value, metric, threshold, where, log)
 
 
 def _fields(sample: Any, task: str) -> dict[str, Any]:

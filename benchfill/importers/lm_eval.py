@@ -273,12 +273,13 @@ class _Samples:
             raise DataError(f"{path} line {n}: doc_id {doc_id} twice in one log")
         self.seen.add(doc_id)
         item_id = f"{self.task}/{doc_id}"
-        correct, trials = _count(sample, used, self.repeats, self.threshold, f"{path} line {n}")
+        correct, trials = _count(sample, used, self.repeats, self.threshold, f"{path} line {n}", self.log)
         self.log.records.append(Record(self.model, self.task, item_id, correct, trials, str(path)))
         self.log.items.append(ItemText(item_id, self.task, _item_fields(sample, self.task, self.recipe), str(path)))
 
 
-def _count(sample: dict[str, Any], metric: str, repeats: int, threshold: float | None, where: str) -> tuple[int, int]:
+def _count(sample: dict[str, Any], metric: str, repeats: int, threshold: float | None, where: str,
+           log: LogContent | None = None) -> tuple[int, int]:  # fmt: skip
     value = sample[metric]
     filtered = sample.get("filtered_resps")
     if filtered is None:
@@ -297,7 +298,7 @@ def _count(sample: dict[str, Any], metric: str, repeats: int, threshold: float |
             return int(round(k)), seen
         raise DataError(f"{where}: metric {metric!r} ({value}) is not a share of the {seen} repeats; "
                         f"pass --threshold T to count a score >= T as correct")  # fmt: skip
-    return score(value, metric, threshold, where), 1
+    return score(value, metric, threshold, where, log), 1
 
 
 def _item_fields(sample: dict[str, Any], task: str, recipe: dict[str, Any]) -> dict[str, Any]:

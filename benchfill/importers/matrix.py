@@ -66,6 +66,11 @@ class LogContent:
     # how the model was loaded (lm-eval's model_args): one name may cover two checkpoints, which lm-eval
     # names alike (model_name keeps only pretrained=), and whose trials must not be added together
     settings: str = ""
+    # the lowest and highest score compared with --threshold: merge refuses a threshold beyond all of them
+    span: tuple[float, float] | None = None
+
+    def met(self, value: float) -> None:
+        self.span = (min(self.span[0], value), max(self.span[1], value)) if self.span else (value, value)
 
 
 @dataclass
@@ -116,12 +121,15 @@ class ImportResult:
                 f"'errored' lists them): {'; '.join(parts)}{more}"]  # fmt: skip
 
 
-def score(value: Any, metric: str, threshold: float | None, where: str) -> int:
-    """1 or 0 for one logged value; a non-binary value needs an explicit threshold."""
+def score(value: Any, metric: str, threshold: float | None, where: str, log: LogContent | None = None) -> int:
+    """1 or 0 for one logged value; a non-binary value needs an explicit threshold. A value compared with
+    the threshold is noted in ``log``'s span."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
         if threshold is not None:
+            if log is not None:
+                log.met(value)
             return int(value >= threshold)
         if value in (0, 1):
             return int(value)
@@ -195,6 +203,8 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
             trials[key] = trials.get(key, 0) + r.trials
     if not trials:
         raise ImportProblems([f"{logs[0].source if logs else 'the logs'}: no scored samples"])
+    if threshold is not None:
+        _check_threshold(logs, metric, threshold, sum(correct.values()), sum(trials.values()))
     errored: dict[str, dict[str, int]] = {}
     for log in logs:
         for i, n in log.errored.items():
@@ -211,6 +221,28 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
         errored={m: sorted(ids, key=_natural) for m, ids in errored.items()},
         errored_samples=sum(n for ids in errored.values() for n in ids.values()),
     )  # fmt: skip
+
+
+def _check_threshold(logs: list[LogContent], metric: str, threshold: float, right: int, tried: int) -> None:
+    """Refuse a threshold above every score (every trial wrong) or at or below every score (every trial
+    right), where the scores differ: a matrix of one class has no difficulty to measure, and a threshold
+    beyond all the scores is a slip of scale (5 on scores in [0, 1], 0.5 on a 0-100 metric), not a choice.
+    A threshold inside the scores' range is taken, however few trials it puts on one side, and so is any
+    threshold on scores that are all alike (every pass@10 1.0): there one class is the data's own."""
+    spans = [log.span for log in logs if log.span is not None]
+    if not spans or 0 < right < tried:  # (true/false values are not thresholded and have no span)
+        return
+    low, high = min(s[0] for s in spans), max(s[1] for s in spans)
+    if low == high:
+        return
+    if right == 0 and threshold > high:
+        said = f"above every score, so every one of the {tried} trials would count as wrong"
+    elif right == tried and threshold <= low:
+        said = f"at or below every score, so every one of the {tried} trials would count as correct"
+    else:
+        return
+    raise ImportProblems([f"--threshold {threshold:g}: metric {metric!r} scores lie in [{low:g}, {high:g}]; the "
+                          f"threshold is {said}; choose one inside that range"])  # fmt: skip
 
 
 def drop_repeated_texts(log: LogContent, firsts: dict[tuple[str, str], bytes]) -> None:

@@ -291,9 +291,13 @@ def _count(raw: object, where: str) -> int:
 def _csv_dicts(path: Path):
     import csv
 
+    from benchfill.data import check_header
+
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
+            # a column twice: DictReader kept its last copy without a word
+            check_header([k.strip() for k in reader.fieldnames or []], f"{path}:1")
             for row in reader:
                 if any((v or "").strip() for v in row.values() if isinstance(v, str)):
                     yield reader.line_num, {k.strip(): (v or "").strip() for k, v in row.items() if k}

@@ -100,11 +100,12 @@ class ReviewBoard:
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
             raise ConfigError(f"{self.run_dir}: no such run directory")
-        self.store = open_run_store(self.run_dir, create=False, writable=writable)
+        self._store = open_run_store(self.run_dir, create=False, writable=writable)
+        self._closed = False
         try:
-            self.entries: list[QueueEntry] = load_queue(self.run_dir, self.store)
+            self.entries: list[QueueEntry] = load_queue(self.run_dir, self._store)
         except BenchfillError:
-            self.store.close()
+            self._store.close()
             raise
         self._by_id = {e.item_id: e for e in self.entries}
         # The rule the review page was served under, kept with the run, so that a release without a rule of
@@ -121,14 +122,29 @@ class ReviewBoard:
             return None
         return self.spec.get("tests_field") or "test", self.spec.get("entry_point_field") or "entry_point"
 
+    @property
+    def store(self):
+        """The run's store. A closed board refuses: its store's engine, disposed, had quietly opened new
+        connections, and a decision made through a board its owner had closed was recorded all the same."""
+        self._check_open()
+        return self._store
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConfigError(f"review board of {self.run_dir} is closed; open a new ReviewBoard")
+
     def __enter__(self) -> ReviewBoard:
+        self._check_open()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        self.store.close()
+        """Close the store; a second close does nothing, and any other use after it is refused."""
+        if not self._closed:
+            self._closed = True
+            self._store.close()
 
     @property
     def benchmark(self) -> str:
@@ -157,6 +173,7 @@ class ReviewBoard:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def entry(self, item_id: str) -> QueueEntry:
+        self._check_open()
         try:
             return self._by_id[item_id]
         except KeyError:
@@ -179,6 +196,7 @@ class ReviewBoard:
         "sheet:<export time>"; ReviewDecision.source). ``seen``: the ``version`` of the item the reviewer
         decided on (the page sends it): an item edited since by someone else is refused (``Changed``), not
         accepted or edited unseen."""
+        self._check_open()  # before any other check: a closed board's is the error to name
         # Checked by type here, at the library's door: a number would fail in prepare's .strip() as an
         # AttributeError. None stays allowed where prepare reads it as empty and says which field is.
         # ``answer`` may be a number (an edited numeric answer keeps its JSON type).
@@ -256,7 +274,12 @@ class ReviewBoard:
             mine = [d for d in self.decisions(item_id) if d.reviewer == reviewer]
             if not mine or mine[-1].decision == "withdraw":
                 raise BenchfillError(f"decision on '{item_id}': {reviewer} has no decision on it to withdraw")
-        if decision == "reject" and not reason:
+        # As a reviewer's name is, and a release's removal reason (release_carry.check_remove): an escape in it
+        # went raw into the store and the release rows. A sheet's cell may hold line breaks and tabs: kept.
+        if untrusted.controls_in(reason.replace("\t", " ").replace("\r", " ").replace("\n", " ")):
+            raise BenchfillError(f"decision on '{item_id}': field 'reason' holds a control character "
+                                 f"({untrusted.terminal(reason)[:120]})")
+        if decision == "reject" and _blank(reason):
             raise BenchfillError(f"decision on '{item_id}': field 'reason' is required to reject")
         edited_json = None
         if decision == "edit":
@@ -304,11 +327,11 @@ class ReviewBoard:
         if not exact and isinstance(answer, str) and _same_text(answer, base.get(entry.answer_field)):
             answer = base[entry.answer_field]
         if text is not None:
-            if not text.strip():
+            if _blank(text):
                 raise BenchfillError(f"decision on '{entry.item_id}': edited text is empty")
             edited[entry.text_field] = text
         if answer is not None:
-            if not str(answer).strip():
+            if _blank(str(answer)):
                 raise BenchfillError(f"decision on '{entry.item_id}': edited answer is empty")
             # Keep the answer's JSON type when it was a number, so graders see what they expect.
             old = entry.child.get(entry.answer_field)
@@ -409,7 +432,7 @@ def _options_like(entry: QueueEntry, base: dict[str, Any], lines: str) -> Any:
                              "edit of one option a line would split; edit the options in the benchmark's items file")
     from benchfill.evaluators.multiple_choice import LETTERS as GRADED  # (the graders load only when edited)
 
-    opts = [re.sub(r"^\s*[A-Z][.)]\s+", "", x).strip() for x in lines.splitlines() if x.strip()]
+    opts = [re.sub(r"^\s*[A-Z][.)]\s+", "", x).strip() for x in lines.splitlines() if not _blank(x)]
     if len(opts) < 2:
         raise BenchfillError(f"decision on '{entry.item_id}': edited options must be two or more, one a line")
     if len(opts) > len(GRADED):
@@ -464,6 +487,12 @@ def _check_key(entry: QueueEntry, base: dict[str, Any], item: dict[str, Any], an
                              f"{item.get(entry.answer_field)!r} names {named!r}, where it named {keyed!r}; give "
                              "the answer too (the option that is right)")
 
+
+
+def _blank(s: str) -> bool:
+    """Nothing a reader would see: only whitespace, control characters, bidi marks (``untrusted.controls_in``)
+    and other format characters (a zero-width space, a BOM). A lone NUL had passed as an edited text."""
+    return all(c.isspace() or untrusted.controls_in(c) or unicodedata.category(c) == "Cf" for c in s)
 
 
 def _same_text(new: str, old: Any) -> bool:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchfill.data import long_csv_fields
+from benchfill.data import check_header, long_csv_fields
 from benchfill.errors import BenchfillError, DataError
 from benchfill.review.board import ReviewBoard, hold_moment, moment_after, recorded_moments
 from benchfill.review.queue import QueueEntry, marked_diff
@@ -312,6 +312,7 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
         with path.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
             fields = reader.fieldnames or []
+            check_header(fields, str(path))  # a column twice: DictReader kept its last copy without a word
             need = ("item_id", "decision") if reviewer else ("item_id", "reviewer", "decision")
             missing = [c for c in need if c not in fields]
             if missing:
