@@ -84,3 +84,50 @@ def test_the_endpoint_check_warns_before_it_sends_the_key(clear_warned, caplog, 
     said = _clear_text_warnings(caplog)
     assert len(said) == 1 and "10.1.2.5" in said[0], said
     assert SECRET not in caplog.text
+
+
+def _constant_responses(tmp_path):
+    # every item all right on both sides: nothing can move, so the old code answered at once, unbounded
+    b, a = tmp_path / "before.csv", tmp_path / "after.csv"
+    b.write_text("model,item_id,correct,trials\n" + "".join(f"m,q{i},8,8\n" for i in range(6)))
+    a.write_text("model,item_id,correct,trials\n" + "".join(f"m,q{i},8,8\n" for i in range(6)))
+    return b, a
+
+
+def test_detect_refuses_permutations_past_its_bound_in_one_line(tmp_path, capsys):
+    from benchfill.cli import main
+    from benchfill.errors import DataError
+    from benchfill.measure import detect as detect_mod
+
+    b, a = _constant_responses(tmp_path)
+    too_many = "10000001"
+    assert main(["detect", "--before", str(b), "--after", str(a), "--permutations", too_many]) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1 and "--permutations" in err[0] and "10,000,000" in err[0], err
+    assert cap.out == ""
+    with pytest.raises(DataError, match="at most 10,000,000"):
+        detect_mod.stratified_permutation_test([1, 2], [4, 4], [3, 3], [4, 4], permutations=int(too_many))
+    assert main(["detect", "--before", str(b), "--after", str(a), "--permutations",
+                 "10000000"]) == 0  # the bound itself is allowed
+
+
+def test_a_long_permutation_test_says_how_far_it_is_on_stderr(tmp_path, capsys, monkeypatch):
+    from benchfill.cli import main
+    from benchfill.measure import detect as detect_mod
+
+    b, a = tmp_path / "before.csv", tmp_path / "after.csv"
+    b.write_text("model,item_id,correct,trials\n" + "".join(f"m,q{i},{i % 4},8\n" for i in range(12)))
+    a.write_text("model,item_id,correct,trials\n" + "".join(f"m2,q{i},{min(8, i % 4 + 3)},8\n" for i in range(12)))
+    args = ["detect", "--before", str(b), "--after", str(a), "--permutations", "4000", "--json"]
+    assert main(args) == 0
+    quiet = capsys.readouterr()
+    assert "permutations" not in quiet.err  # a short test says nothing
+    monkeypatch.setattr(detect_mod, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(detect_mod, "_CHUNK_CELLS", 12_000)  # 1,000 permutations a chunk here
+    assert main(args) == 0
+    told = capsys.readouterr()
+    lines = [ln for ln in told.err.splitlines() if ln.startswith("permutations ")]
+    assert lines == ["permutations 1,000/4,000 done", "permutations 2,000/4,000 done",
+                     "permutations 3,000/4,000 done"], told.err
+    assert told.out == quiet.out  # the same p-value: progress only reads
