@@ -131,3 +131,38 @@ def test_a_long_permutation_test_says_how_far_it_is_on_stderr(tmp_path, capsys, 
     assert lines == ["permutations 1,000/4,000 done", "permutations 2,000/4,000 done",
                      "permutations 3,000/4,000 done"], told.err
     assert told.out == quiet.out  # the same p-value: progress only reads
+
+
+def _sent(run_dir) -> tuple[dict, dict]:
+    import json
+
+    report = json.loads((run_dir / "report.json").read_text())
+    return report, report["backend"]["traffic"]["this_process"]
+
+
+def _calls(run_dir) -> int:
+    import contextlib
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(run_dir / "store.db")) as db:
+        return db.execute("select count(*) from modelcall").fetchone()[0]
+
+
+def test_a_moved_simulated_run_resumes_from_its_call_cache(tmp_path):
+    import shutil
+
+    from benchfill.run import RunOptions, run
+
+    opts = dict(benchmark="demo", backend="sim", gaps=1, rounds=1, parents=2, children=2, progress=False, seed=5)
+    first = run(RunOptions(runs_dir=str(tmp_path / "runs"), **opts))
+    made, _ = _sent(first)
+    calls = _calls(first)
+    moved = tmp_path / "elsewhere" / first.name
+    shutil.move(first, moved)
+    again = run(RunOptions(runs_dir=str(tmp_path / "elsewhere"), **opts))
+    assert again == moved  # the same run (its id holds no path), resumed where it now is
+    report, traffic = _sent(again)
+    assert traffic["requests"] == 0 and traffic["cache_hits"] > 0, traffic  # no probe call sent again
+    assert _calls(moved) == calls  # nor a rewriter's or judge's: no new call in the cache
+    for key in ("run_id", "spend", "gaps", "max_gap_after", "top_k_sum_after", "true_target_deviation (simulated)"):
+        assert report[key] == made[key], key  # the same run and the same simulated figures
