@@ -11,6 +11,7 @@ else with a password, and an ``api_key_env`` that looks like a key pasted where 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from benchfill.data import read_mapping
 from benchfill.errors import ConfigError, validation_line
-from benchfill.redact import SECRET_VALUE, text_credentials, url_credentials
+from benchfill.redact import SECRET_VALUE, redact_url, text_credentials, url_credentials
 
 if TYPE_CHECKING:
     from benchfill.benchmarks import BenchmarkSpec
@@ -234,9 +235,42 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return cfg
 
 
-def key_from_env(var: str | None) -> str | None:
-    """The credential named by a config, read at call time and never stored."""
-    return os.environ.get(var) if var else None
+def key_from_env(var: str | None, sent_to: str | None = None) -> str | None:
+    """The credential named by a config, read at call time and never stored. ``sent_to``: the endpoint it
+    will be sent to; a plain ``http://`` one beyond this machine is warned of (``warn_clear_text``)."""
+    key = os.environ.get(var) if var else None
+    if key and sent_to:
+        warn_clear_text(sent_to, var)
+    return key
+
+
+_CLEAR_WARNED: set[tuple[str, str | None]] = set()
+
+
+def warn_clear_text(url: str, var: str | None) -> None:
+    """Warn, once per endpoint and key in a process, that the key in ``var`` goes to ``url`` unencrypted.
+
+    A bearer key over plain http can be read, and reused, by anything on the network path; on loopback it
+    never leaves the machine (the simulated world, a vLLM started here), so only other hosts are warned of.
+    A warning, not a refusal: a vLLM on a cluster's private network is often served this way on purpose.
+    The message names the variable and the URL (its secrets masked), never the key."""
+    from urllib.parse import urlsplit
+
+    from benchfill.netguard import is_loopback
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:  # a malformed URL: the call itself will say so
+        return
+    if parts.scheme.lower() != "http" or host == "localhost" or host.endswith(".localhost") or is_loopback(host):
+        return
+    if (url, var) in _CLEAR_WARNED:
+        return
+    _CLEAR_WARNED.add((url, var))
+    logging.getLogger("benchfill.config").warning(
+        "the key in %s is sent to %s over plain http, unencrypted: anyone on the network path can read it; use "
+        "https, or reach the server through an SSH tunnel to localhost", var, redact_url(url))
 
 
 # -- helpers ---------------------------------------------------------------------------------------

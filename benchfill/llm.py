@@ -222,7 +222,7 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
     if cfg.api_base:
         kwargs["api_base"] = cfg.api_base
     if cfg.api_key_env:
-        api_key = key_from_env(cfg.api_key_env)
+        api_key = key_from_env(cfg.api_key_env, sent_to=cfg.api_base)
         if not api_key:
             raise ConfigError(f"{role}.api_key_env: environment variable {cfg.api_key_env} is not set")
         kwargs["api_key"] = api_key

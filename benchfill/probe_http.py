@@ -101,7 +101,7 @@ class ProbeHttp:
                     # exceed any bound.
                     http = openai.DefaultAioHttpClient(limits=pool_limits())
                     self.clients[key] = openai.AsyncOpenAI(
-                        base_url=url, api_key=key_from_env(p.api_key_env) or "EMPTY",
+                        base_url=url, api_key=key_from_env(p.api_key_env, sent_to=url) or "EMPTY",
                         max_retries=0, timeout=p.timeout_s, http_client=http)
                     replicas[key] = Replica(url, self.clients[key], self.bounds[url], self.panel.fleets,
                                             self.tally, key_envs=self.key_envs)

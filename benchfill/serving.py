@@ -92,7 +92,7 @@ def check_endpoints(cfg: Config, timeout_s: float = 5.0) -> list[EndpointCheck]:
                                          f"{key_env} is not set", replica, replicas, config_fault=True))
                 continue
             if (url, key_env) not in listed:
-                listed[(url, key_env)] = _models(client, url, key_from_env(key_env))
+                listed[(url, key_env)] = _models(client, url, key_from_env(key_env, sent_to=url))
             reachable, ids, detail = listed[(url, key_env)]
             serves = ids is not None and model in ids
             simulated = serves and ids[model] == SIM_OWNER

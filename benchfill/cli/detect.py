@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
                    "(default: 1 - pooled accuracy)")
     p.add_argument("--bands", type=positive_int, default=5, help="equal-width difficulty bands on [0, 1] (default 5)")
     p.add_argument("--permutations", type=int, default=100_000,
-                   help="random permutations (default 100,000); 0 = exact, small cases only")
+                   help="random permutations (default 100,000, at most 10,000,000); 0 = exact, small cases only")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -39,10 +39,13 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from benchfill.cli.output import warn_untried
     from benchfill.data import read_responses
     from benchfill.errors import ConfigError, DataError
-    from benchfill.measure.detect import detect
+    from benchfill.measure.detect import MAX_PERMUTATIONS, detect
 
     if args.permutations < 0:
         raise ConfigError(f"--permutations must be 0 (exact) or more, got {args.permutations}")
+    if args.permutations > MAX_PERMUTATIONS:  # why this bound: benchfill.measure.detect.MAX_PERMUTATIONS
+        raise ConfigError(f"--permutations must be at most {MAX_PERMUTATIONS:,} (a p-value to 1e-7 already; more "
+                          f"only runs longer), got {args.permutations:,}")
     if not 0 < args.alpha < 1:
         raise ConfigError(f"--alpha must lie in (0, 1), got {args.alpha}")
     before, after = read_responses(args.before, min_models=1), read_responses(args.after, min_models=1)
@@ -62,6 +65,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     res = detect(
         before, after, model_before=args.model_before or args.model, model_after=args.model_after or args.model,
         difficulty=difficulty, bands=args.bands, permutations=args.permutations, alpha=args.alpha, seed=args.seed,
+        progress=lambda msg: print(msg, file=sys.stderr, flush=True),  # as fit says its NUTS iterations
     )  # fmt: skip
     if difficulty is not None and res.unplaced:
         print(f"benchfill: warning: {args.fit}: {res.unplaced} of the {res.n_items} items tested are not in the "

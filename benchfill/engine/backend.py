@@ -584,6 +584,7 @@ def _matrix_digest(matrix) -> str:
 
 
 SIM_STATE_META = "sim_state"  # a simulated run's world state file, kept in its run meta for runs elsewhere
+SIM_PORT_META = "sim_port"  # the port a simulated run's world was first served on: its calls' cache keys hold it
 
 
 def _sibling_states(run_dir: Path, url: str, store=None) -> list[Path]:
@@ -658,15 +659,20 @@ def start_sim(opts, bench, run_dir: Path, url: str | None = None, store=None):
                 store.set_meta(SIM_STATE_META, [*paths, own])
         world.siblings = functools.partial(_sibling_states, run_dir, opts.store, store)
         world.refresh()
-    # The cache key holds the endpoint URL, port included: a stable port per run directory lets a
-    # resumed run hit the cache; a busy port falls back to any free one (then calls are repeated).
+    # The cache key holds the endpoint URL, port included, so a resumed run serves its world on the port its
+    # calls were made on: the one kept in its store at its first start, else one fixed per run directory. A
+    # port from the directory alone changed with a run folder moved elsewhere (its path is another), and the
+    # resumed run sent every call again. A busy port falls back to any free one (then calls are repeated).
     server = None
     if url is None:
-        port = sim_port(run_dir)
+        kept = store.get_meta(SIM_PORT_META) if store is not None else None
+        port = kept if type(kept) is int and 0 < kept < 65536 else sim_port(run_dir)
         try:
             server = SimServer(world, port=port).start()
         except OSError:
             server = SimServer(world).start()
+        if store is not None and port != kept:  # the first start: where this run's calls are keyed from now on
+            store.set_meta(SIM_PORT_META, server.port)
         url = server.base_url
     config = Config(
         probes=[ProbeConfig(name=n, base_url=url, model=n, trials=8, temperature=1.0) for n in world.probes],

@@ -22,7 +22,8 @@ The Monte Carlo p-value is ``(1 + #{T* >= T}) / (1 + B)`` (never 0, valid at any
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,6 +33,12 @@ from benchfill.errors import DataError
 from benchfill.matrix import ResponseMatrix
 
 DEFAULT_PERMUTATIONS = 100_000
+# The most permutations a test may ask for. Past 10**7 the Monte Carlo p-value resolves 1e-7 and its standard
+# error at p = 0.05 is under 1e-4: no decision changes, and only the running time grows, linearly with
+# permutations x items (10**7 take 20 s at 30 items, 13 minutes at 1,000, hours on a whole large benchmark).
+# A huge --permutations (a typo's extra zeros) had run for hours without a word; an exact p-value is 0.
+MAX_PERMUTATIONS = 10_000_000
+PROGRESS_EVERY_S = 15.0  # as a NUTS fit says its iterations (benchfill.irt.sampling): a short test says nothing
 _CHUNK_CELLS = 4_000_000  # uniforms drawn at once (float32: 16 MB), so big benchmarks stay in memory
 
 
@@ -136,11 +143,12 @@ def stratified_permutation_test(
     *,
     permutations: int = DEFAULT_PERMUTATIONS,
     seed: int | np.random.Generator | None = 0,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[float, float]:
-    """(accuracy gain, one-sided p-value) of after over before; arrays are per item."""
+    """(accuracy gain, one-sided p-value) of after over before; arrays are per item. ``progress``: given a
+    line of the permutations done every PROGRESS_EVERY_S seconds of a long test."""
     cb, tb, ca, ta = _prepare(correct_before, trials_before, correct_after, trials_after)
-    if permutations < 1:
-        raise DataError(f"permutations must be at least 1, got {permutations}")
+    check_permutations(permutations)
     n = cb.size
     gain = float(np.mean(ca / ta) - np.mean(cb / tb))
     k, pool = ca + cb, ta + tb
@@ -161,6 +169,7 @@ def stratified_permutation_test(
     chunk = max(1, _CHUNK_CELLS // live.size)
     at_least = 0
     done = 0
+    last = time.monotonic()
     while done < permutations:
         m = min(chunk, permutations - done)
         u = rng.random((m, live.size), dtype=np.float32)
@@ -171,7 +180,19 @@ def stratified_permutation_test(
             shift += weight[j] * (x - observed[j])
         at_least += int(np.count_nonzero(shift >= -tol))
         done += m
+        if progress is not None and done < permutations and time.monotonic() - last >= PROGRESS_EVERY_S:
+            progress(f"permutations {done:,}/{permutations:,} done")
+            last = time.monotonic()
     return gain, (1 + at_least) / (1 + permutations)
+
+
+def check_permutations(permutations: int, name: str = "permutations") -> None:
+    """Refuse a count of random permutations below 1 or above MAX_PERMUTATIONS, in one line naming ``name``."""
+    if permutations < 1:
+        raise DataError(f"{name} must be at least 1, got {permutations}")
+    if permutations > MAX_PERMUTATIONS:
+        raise DataError(f"{name} must be at most {MAX_PERMUTATIONS:,} (a p-value to 1e-7 already; more only runs "
+                        f"longer), got {permutations:,}")
 
 
 def _lcm(counts: np.ndarray) -> int:
@@ -234,14 +255,18 @@ def detect(
     permutations: int = DEFAULT_PERMUTATIONS,
     alpha: float = 0.05,
     seed: int = 0,
+    progress: Callable[[str], None] | None = None,
 ) -> DetectResult:
     """The localized-improvement test of one model before and after a change.
 
     Items are those both matrices tried for the model. ``difficulty`` maps item ids to a
     normalized difficulty z (e.g. ``dict(zip(fit.item_ids, fit.z))``) for the per-band gains;
     without it the bands use 1 - the item's pooled accuracy over both conditions.
-    ``permutations=0`` computes the exact p-value instead (small cases only).
+    ``permutations=0`` computes the exact p-value instead (small cases only). ``progress``: given a line of
+    the permutations done now and then in a long test (``stratified_permutation_test``).
     """
+    if permutations != 0:  # before the matrices are read through: a bad count is refused at once
+        check_permutations(permutations)
     if bands < 1:
         raise DataError(f"bands: must be at least 1, got {bands}")
     if not 0 < alpha < 1:
@@ -261,7 +286,8 @@ def detect(
     if permutations == 0:
         p = exact_p_value(cb, tb, ca, ta)
     else:
-        _, p = stratified_permutation_test(cb, tb, ca, ta, permutations=permutations, seed=seed)
+        _, p = stratified_permutation_test(cb, tb, ca, ta, permutations=permutations, seed=seed,
+                                          progress=progress)
     rate_b, rate_a = cb / tb, ca / ta
     if difficulty is None:
         z = 1.0 - (cb + ca) / (tb + ta)
