@@ -9,12 +9,13 @@ Definitions follow the measure-over-difficulty paper (sec. 2, Appendix C.4, C.6)
   z_(0) = 0 and z_(n+1) = 1; the max gap is eq. (1).
 
 This module imports only numpy, so the search loop and the CLI can use it cheaply;
-scipy is imported only when a Beta target is asked for.
+scipy is imported only when a Beta target, or the chance of an item between two uncertain edges, is asked for.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import numbers
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -245,6 +246,45 @@ def expected_top_k_change(z: Any, new_z: float, se: float, k: int = 5,
     if only_in is not None:
         sums = np.where(((x <= only_in[0]) | (x >= only_in[1])) & (x >= 0.0) & (x <= 1.0), now, sums)
     return float((np.dot(_WEIGHTS, sums) if se > 0 else sums[0]) - now)
+
+
+def inside_chance(z: float, se: float, left: float, right: float, left_se: float = 0.0,
+                  right_se: float = 0.0) -> float:
+    """P(L < x < R) for an item truly at x ~ N(z, se^2) between edges truly at L ~ N(left, left_se^2) and
+    R ~ N(right, right_se^2), the three independent. With exact edges it is the chance the item lies inside
+    the gap as fitted; with the edge items' own fit error, the chance it lies between those two items. An se
+    of 0 is exact.
+
+    Over the item's place x: the integral of its density times P(L < x) P(R > x), by quadrature with the
+    edges as break points (a step where an edge is exact or nearly so); with exact edges, and with an exact
+    item, closed forms."""
+    from scipy.integrate import quad
+    from scipy.special import ndtr
+
+    def below(edge: float, edge_se: float, x: float) -> float:  # P(the edge lies below x)
+        return float(ndtr((x - edge) / edge_se)) if edge_se > 0 else float(x > edge)
+
+    if left_se <= 0 and right_se <= 0:
+        if se <= 0:
+            return float(left < z < right)
+        return max(float(ndtr((right - z) / se) - ndtr((left - z) / se)), 0.0)
+    if se <= 0:
+        return below(left, left_se, z) * (1.0 - below(right, right_se, z))
+    lo, hi = z - 12 * se, z + 12 * se  # (beyond 12 se the density is below 1e-31)
+    if left_se <= 0:
+        lo = max(lo, left)
+    if right_se <= 0:
+        hi = min(hi, right)
+    if lo >= hi:
+        return 0.0
+
+    def density(x: float) -> float:
+        return math.exp(-0.5 * ((x - z) / se) ** 2) / (se * math.sqrt(2 * math.pi)) \
+            * below(left, left_se, x) * (1.0 - below(right, right_se, x))
+
+    points = [p for p in (left, right) if lo < p < hi] or None
+    value, _ = quad(density, lo, hi, points=points, epsabs=1e-12, epsrel=1e-10, limit=200)
+    return min(max(value, 0.0), 1.0)
 
 
 def gaps(z: Any, *, k: int = 5, item_ids: Any = None) -> list[Gap]:

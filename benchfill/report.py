@@ -70,6 +70,7 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
                     "placed_by": "oracle", "placed_z_se": 0.0, "strategy": "oracle", "status": "filled"}
                    for i, v in enumerate(oracle_z)]
     placed = [r for r in records if r.get("placed_z") is not None]
+    between = _between_edges(records, gaps, fit) if oracle_z is None else None
     # Headline: each chosen item at its confirmed z (annotated only where none), with an interval.
     head = before_after(z, [r["placed_z"] for r in placed], [r.get("placed_z_se", 0.0) for r in placed], k,
                         seed=opts.seed)
@@ -99,6 +100,9 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         # counts the confirmed z inside, and overstates the truly filled ones where gaps are narrow)
         "gaps_expected_inside": (sum(r["inside_probability"] for r in records if r.get("inside_probability") is not None)
                                  if oracle_z is None else None),
+        # ... and expected to lie between the two original items at their gap's edges, those items' own fit
+        # error counted (None where an edge's se is unknown): the question a reader asks of "filled"
+        "gaps_expected_between_edges": between,
         "placed_by": sorted({r["placed_by"] for r in placed}),
         "top_k": k,
         "top_k_sum_before": head["before"][key],
@@ -151,6 +155,41 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
     _write(run_dir / "report.md", _markdown(rep))
     _write(run_dir / "report.json", json.dumps(rep, indent=1, default=_jsonable))
     return rep
+
+
+def _between_edges(records: list[dict[str, Any]], gaps, fit) -> float | None:
+    """Give each chosen item's record its chance of lying between the two original items at its gap's edges
+    (``between_edges_probability``), by its placed z and se and those items' fitted z and se, the errors taken
+    as independent normals; return their sum, or None where an edge's se is unknown (or there are none).
+
+    ``inside_probability`` holds the edges where the fit puts them, as the gap is defined; but the edges are
+    estimates too, as large in error on a small benchmark as the new item's placement, so that chance states
+    more than a reader of "filled" may count on. Both lie on the fit's own b_min-b_max scale, so an edge that
+    is an end of it (the easiest or hardest item) is taken with its error as any other: whether the item lies
+    between the two is a question on the b scale, which a fixed linear map to z leaves as it is."""
+    from benchfill.coverage import inside_chance
+
+    span = float(fit.b_max - fit.b_min)
+    if span <= 0:
+        return None
+    z_se = dict(zip(fit.item_ids, np.asarray(fit.difficulty_se, dtype=float) / span, strict=True))
+    total = 0.0
+    chosen = 0
+    for r in records:
+        if r.get("inside_probability") is None:
+            continue
+        g = gaps[r["gap_index"]]
+        # an end point of the axis (no item there) is exact: the scale's own end
+        edges = [0.0 if name is None else z_se.get(name, float("nan")) for name in (g.left_item, g.right_item)]
+        if not all(np.isfinite(edges)) or not np.isfinite(r["placed_z_se"]):
+            r["between_edges_probability"] = None
+            total = float("nan")
+            continue
+        r["between_edges_probability"] = inside_chance(r["placed_z"], r["placed_z_se"], r["left"], r["right"],
+                                                       edges[0], edges[1])
+        total += r["between_edges_probability"]
+        chosen += 1
+    return total if chosen and np.isfinite(total) else None
 
 
 def _gap_record(r, fit) -> dict[str, Any]:
@@ -577,6 +616,11 @@ def _inside_lines(rep: dict[str, Any]) -> list[str]:
              + ", ".join(
                  f"gap {r['gap_index']} {r['inside_probability']:.2f}" for r in chosen)
              + f" (expected {rep['gaps_expected_inside']:.1f} of {len(rep['gaps'])} gaps)."]
+    if rep.get("gaps_expected_between_edges") is not None:  # (a report from before the figure has none)
+        lines.append("Counting the fit error of the two original items at each gap's edges too (independent normal "
+                     "errors), the chance that it lies between them: " + ", ".join(
+                         f"gap {r['gap_index']} {r['between_edges_probability']:.2f}" for r in chosen)
+                     + f" (expected {rep['gaps_expected_between_edges']:.1f} of {len(rep['gaps'])} gaps).")
     narrow = [r for r in chosen if r["width"] / 2 < r["placed_z_se"]]
     # Beyond the panel's reach: what no rollout removes is itself wider than the half-width (a report
     # from before the field has none, and keeps the rollout remedy).

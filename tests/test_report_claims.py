@@ -277,6 +277,21 @@ def test_how_sure_filled_is_and_a_gap_narrower_than_the_confirmation(tmp_path, c
         assert math.isclose(g["inside_probability"], phi[1] - phi[0])
         assert f"gap {g['gap_index']} {g['inside_probability']:.2f}" in md
     assert rep["gaps_expected_inside"] == pytest.approx(sum(g["inside_probability"] for g in chosen))
+    # ... and between the two original items at its gap's edges, their own fit error counted (the run's fit, its
+    # b se on the z scale; benchfill.coverage.inside_chance is checked by hand and by simulation elsewhere)
+    from benchfill.coverage import inside_chance
+    from benchfill.irt.fit import IrtFit
+
+    fit = IrtFit.load(d / "fit.json")
+    z_se = dict(zip(fit.item_ids, fit.difficulty_se / (fit.b_max - fit.b_min), strict=True))
+    for g in chosen:
+        edges = rep["gaps_before"][g["gap_index"]]
+        assert g["between_edges_probability"] == pytest.approx(inside_chance(
+            g["placed_z"], g["placed_z_se"], g["left"], g["right"], z_se[edges["left_item"]],
+            z_se[edges["right_item"]]))
+        assert f"gap {g['gap_index']} {g['between_edges_probability']:.2f}" in md
+    assert rep["gaps_expected_between_edges"] == pytest.approx(sum(g["between_edges_probability"] for g in chosen))
+    assert f"(expected {rep['gaps_expected_between_edges']:.1f} of {len(rep['gaps'])} gaps)." in md
     narrow = [g for g in chosen if g["placed_z_se"] > g["width"] / 2]
     # named as a gap more rollouts would resolve, or as one beyond the panel's reach (which the draws decide)
     assert narrow and ("**Narrower than the estimate resolves**" in md or "**Beyond the probe panel's reach**" in md)

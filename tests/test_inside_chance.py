@@ -1,0 +1,46 @@
+"""The chance an item lies inside a gap whose edges are estimates too (``coverage.inside_chance``).
+
+Values worked by hand where the integral has a closed form, and by simulation where it has none.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from benchfill.coverage import inside_chance
+
+
+def _phi(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2))
+
+
+def test_exact_edges_give_the_normal_interval_chance():
+    # the item at 0.52, se 0.05, in (0.45, 0.60): Phi(1.6) - Phi(-1.4) = 0.945201 - 0.080757
+    assert inside_chance(0.52, 0.05, 0.45, 0.60) == pytest.approx(_phi(1.6) - _phi(-1.4), abs=1e-6)
+    assert inside_chance(0.52, 0.05, 0.45, 0.60) == pytest.approx(0.864444, abs=1e-5)
+    assert inside_chance(0.5, 0.0, 0.45, 0.6) == 1.0 and inside_chance(0.7, 0.0, 0.45, 0.6) == 0.0
+
+
+def test_an_exact_item_between_uncertain_edges_is_the_product_of_two_normal_chances():
+    # the item exactly at 0.5; edges at 0.4 and 0.6, each se 0.1: both must fall on their side, Phi(1)^2
+    assert inside_chance(0.5, 0.0, 0.4, 0.6, 0.1, 0.1) == pytest.approx(_phi(1.0) ** 2, abs=1e-12)
+    assert _phi(1.0) ** 2 == pytest.approx(0.707861, abs=1e-6)
+    # one edge exact: that edge's factor is 1 where the item lies on its side
+    assert inside_chance(0.5, 0.0, 0.4, 0.6, 0.0, 0.05) == pytest.approx(_phi(2.0), abs=1e-12)
+
+
+def test_uncertain_item_and_edges_match_a_simulation():
+    rng = np.random.default_rng(7)
+    n = 400_000
+    for z, se, left, right, lse, rse in [(0.52, 0.04, 0.45, 0.6, 0.03, 0.05), (0.40, 0.08, 0.45, 0.6, 0.02, 0.0),
+                                         (0.9, 0.02, 0.85, 1.0, 0.04, 0.0)]:
+        x = rng.normal(z, se, n)
+        inside = (rng.normal(left, lse, n) < x) & (x < rng.normal(right, rse, n))
+        # the simulation's own se is at most 0.0008 here
+        assert inside_chance(z, se, left, right, lse, rse) == pytest.approx(inside.mean(), abs=0.003), (z, se)
+    # the edges' error lowers the chance of an item placed well inside, never to below that of exact edges
+    # where the item lies far from both
+    assert inside_chance(0.52, 0.04, 0.45, 0.6, 0.03, 0.03) < inside_chance(0.52, 0.04, 0.45, 0.6)
