@@ -246,6 +246,9 @@ REPLY_HABITS = None
 # ``--prior``: the difficulties' prior of the benchmark's fit, the run's N(0, 1) ("normal") or the hierarchical one
 # (what-if: a run has no such option; benchfill.irt.hierarchical)
 PRIOR = "normal"
+# ``--world-prior``: the prior of the fit the world's latent difficulties come from (real sets): a run's N(0, 1), or
+# the hierarchical one, a world whose ends are as spread as that prior finds them (benchfill.sim.latent)
+WORLD_PRIOR = "normal"
 
 
 def world_spread(bench) -> float | None:
@@ -340,6 +343,7 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
                              answer_field=spec.answer_field, matrix=bench.matrix, seed=seed,
                              rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal, n_probes=PANEL[0],
                              **({} if REPLY_HABITS is None else {"reply_habits": REPLY_HABITS}),
+                             **({} if WORLD_PRIOR == "normal" else {"latent_prior": WORLD_PRIOR}),
                              **({} if world_spread(bench) is None else {"discrimination_sd": world_spread(bench)}))
     if REACH_PROBES:  # what-if: the panel plus a probe at the easiest and one at the hardest item's difficulty
         latent = [it.difficulty for it in world.items.values() if it.origin == "original"]
@@ -572,13 +576,13 @@ def _cpus() -> int:
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -959,10 +963,13 @@ def main() -> None:
                          "world's, benchfill.sim.habits.DEFAULT_RATE); form only, so the figures should not move")
     ap.add_argument("--prior", choices=("normal", "hierarchical"), default="normal",
                     help="what-if: the benchmark's fit under the hierarchical difficulty prior (a run fits under N(0, 1))")
+    ap.add_argument("--world-prior", choices=("normal", "hierarchical"), default="normal",
+                    help="what-if: the world's latent difficulties from a fit of the published matrix under the "
+                         "hierarchical prior (default: under N(0, 1), as a run fits), a world with more spread ends")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR
 
     PANEL = args.panel
     DISCRIMINATION = args.discrimination
@@ -980,6 +987,7 @@ def main() -> None:
         ap.error(f"--reply-habits: expected a share in [0, 1], got {args.reply_habits}")
     REPLY_HABITS = args.reply_habits
     PRIOR = args.prior
+    WORLD_PRIOR = args.world_prior
     WIDENS = not args.take_widening
     if args.accept_within is not None and not 0 < args.accept_within <= 1:
         ap.error(f"--accept-within: expected a share of the half-width in (0, 1], got {args.accept_within}")
@@ -1034,6 +1042,7 @@ def main() -> None:
           f"{'; published matrices redrawn from the world' if WORLD_MATRIX else ''}"
           f"{f'; replies in habits at rate {REPLY_HABITS:g}' if REPLY_HABITS is not None else ''}"
           f"{'; the benchmark fitted under the hierarchical prior' if PRIOR != 'normal' else ''}"
+          f"{'; the world made by a fit under the hierarchical prior' if WORLD_PRIOR != 'normal' else ''}"
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"

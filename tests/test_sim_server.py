@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import httpx
+import numpy as np
 import openai
 import pytest
 
+from benchfill.errors import ConfigError
 from benchfill.evaluators import get_evaluator
 from benchfill.sim import SimServer, World
 
@@ -130,6 +132,21 @@ def test_fitted_world_uses_the_response_matrix(shared_data):
     rate = matrix.correct.sum(0) / matrix.trials.sum(0)
     easiest, hardest = matrix.item_ids[rate.argmax()], matrix.item_ids[rate.argmin()]
     assert world.true_difficulty(easiest) < world.true_difficulty(hardest)
+    # A world made by a fit under the hierarchical prior (bench_search.py --world-prior): the same items in the
+    # same order, their ends spread further (aime25's difficulties' sd, estimated, is above 1)
+    from benchfill.irt import fit
+
+    wide = World.from_items(items, evaluator="math", text_field="problem", answer_field="answer",
+                            matrix=matrix, n_probes=6, latent_prior="hierarchical")
+    ids = list(matrix.item_ids)
+    b, b_wide = ([w.true_difficulty(i) for i in ids] for w in (world, wide))
+    assert np.argsort(b).tolist() == np.argsort(b_wide).tolist()
+    assert np.ptp(b_wide) > np.ptp(b)
+    own = fit(matrix, prior="hierarchical")
+    assert b_wide == pytest.approx(list(own.difficulty))  # the fit it names, item by item
+    with pytest.raises(ConfigError, match="sim: latent_prior 'wide' unknown"):
+        World.from_items(items, evaluator="math", text_field="problem", answer_field="answer", matrix=matrix,
+                         latent_prior="wide")
 
 
 def test_a_run_directory_keeps_its_port_below_the_ephemeral_range(tmp_path):

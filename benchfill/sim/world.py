@@ -23,7 +23,7 @@ from benchfill.errors import ConfigError, DataError
 from benchfill.matrix import ResponseMatrix
 from benchfill.sim import signal, texts
 from benchfill.sim.habits import DEFAULT_RATE as DEFAULT_HABITS
-from benchfill.sim.latent import draw_latent, probe_names
+from benchfill.sim.latent import PRIORS, draw_latent, probe_names
 from benchfill.sim.rewriter import DEFAULT_PRESET, RewriterModel, rewriter_model
 
 DEFAULT_FAULT_MIX = {"429": 0.4, "500": 0.3, "timeout": 0.15, "malformed": 0.15}
@@ -117,9 +117,13 @@ class World:
         state_path: str | Path | None = None,
         rewriter: str | RewriterModel | None = None,
         rewriter_knobs: dict[str, float] | None = None,
+        latent_prior: str = "normal",
         **knobs: Any,
     ) -> World:
         """A world over ``items``; truth from a fit of ``matrix`` when given, else a seeded draw.
+
+        ``latent_prior``: the difficulties' prior of that fit, N(0, 1) as a run's ("normal"), or
+        "hierarchical" (a world with the ends as spread as that prior finds them; sim/latent.py).
 
         ``rewriter`` names a preset (``kind``, ``realistic``, ``hostile``) or gives a model;
         ``rewriter_knobs`` override single knobs of it (judge_recall and judge_fpr among them)."""
@@ -129,6 +133,8 @@ class World:
             raise ConfigError("sim: no items to build a world from")
         if n_probes < 1:
             raise ConfigError(f"sim: n_probes must be >= 1, got {n_probes}")
+        if latent_prior not in PRIORS:
+            raise ConfigError(f"sim: latent_prior {latent_prior!r} unknown (choose from {', '.join(PRIORS)})")
         for name in ("fault_rate", "rewriter_malformed_rate", "text_signal", "reply_habits"):
             v = knobs.get(name)
             if v is not None and not 0.0 <= v <= 1.0:
@@ -146,7 +152,7 @@ class World:
         if rewriter_knobs:
             preset += "+" + ",".join(f"{k}={v:g}" for k, v in sorted(rewriter_knobs.items()))
         ids = [str(it.get("id", k)) for k, it in enumerate(items)]
-        latent = draw_latent(ids, n_probes=n_probes, seed=seed, matrix=matrix)
+        latent = draw_latent(ids, n_probes=n_probes, seed=seed, matrix=matrix, prior=latent_prior)
         names = probe_names(n_probes)
         world = cls(
             evaluator=evaluator,
