@@ -260,17 +260,41 @@ def warn_clear_text(url: str, var: str | None) -> None:
 
     try:
         parts = urlsplit(url)
-        host = parts.hostname or ""
+        host = (parts.hostname or "").rstrip(".")  # "localhost." is localhost
     except ValueError:  # a malformed URL: the call itself will say so
         return
-    if parts.scheme.lower() != "http" or host == "localhost" or host.endswith(".localhost") or is_loopback(host):
+    if parts.scheme.lower() != "http" or _this_machine(host, is_loopback):
         return
-    if (url, var) in _CLEAR_WARNED:
+    seen = (f"{parts.scheme.lower()}://{parts.netloc}{parts.path.rstrip('/')}", var)  # ".../v1" and ".../v1/" alike
+    if seen in _CLEAR_WARNED:
         return
-    _CLEAR_WARNED.add((url, var))
+    _CLEAR_WARNED.add(seen)
     logging.getLogger("benchfill.config").warning(
         "the key in %s is sent to %s over plain http, unencrypted: anyone on the network path can read it; use "
         "https, or reach the server through an SSH tunnel to localhost", var, redact_url(url))
+
+
+def _this_machine(host: str, is_loopback) -> bool:
+    """Whether a connection to ``host`` stays on this machine, without a DNS lookup: the loopback names,
+    an IPv4 loopback however written (127.1, an IPv4-mapped IPv6 one) and the unspecified address, which
+    Linux connects to locally."""
+    import ipaddress
+    import socket
+
+    if host in ("localhost", "ip6-localhost", "ip6-loopback") or host.endswith(".localhost"):
+        return True
+    if is_loopback(host):
+        return True
+    try:
+        addr = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        try:  # the shorthand forms inet_aton takes, as the socket will (127.1 is 127.0.0.1)
+            addr = ipaddress.ip_address(socket.inet_aton(host))
+        except (OSError, ValueError):
+            return False
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return addr.is_loopback or addr.is_unspecified
 
 
 # -- helpers ---------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from test_review_support import CHILD_IDS, make_run
 
 from benchfill.cli import main
 from benchfill.data import read_responses
-from benchfill.errors import DataError
+from benchfill.errors import ConfigError, DataError
 from benchfill.hub import HubRef, load_items, parse
 from benchfill.importers import ImportProblems, import_logs
 from benchfill.importers.matrix import LogContent, Record, merge
@@ -44,6 +44,11 @@ def test_a_threshold_beyond_every_score_is_refused_naming_the_metric_and_its_ran
     logs = [LogContent(f"{m}.jsonl", m, "t", [Record(m, "t", "t/1", 1, 1, f"{m}.jsonl")], span=(1.0, 1.0))
             for m in ("m1", "m2")]
     assert sum(merge("lm-eval", logs, metric="pass@10", threshold=0.5).correct.values()) == 2
+    # from the library, a threshold that is no finite number (the CLI's --threshold is one already): a NaN
+    # compared false with every score, every trial wrong without a word; a string was a TypeError
+    for bad in (float("nan"), float("inf"), "0.5", True):
+        with pytest.raises(ConfigError, match=r"^threshold: expected a finite number, got "):
+            import_logs("lm-eval", [LOGS / "a"], task="tiny_qa", metric="overlap", threshold=bad)
 
 
 # -- 2. a TSV given where a CSV is read ----------------------------------------------------------------
@@ -130,3 +135,24 @@ def test_an_hf_name_never_reaches_outside_the_data_dir(tmp_path, monkeypatch):
         load_items("hf:./missing", data_dir=data)
     assert parse("hf:acme/quiz-2.v1_x::test") == HubRef("acme/quiz-2.v1_x", None, "test")
     assert parse("hf:gsm8k") == HubRef("gsm8k")
+
+
+def test_an_answers_file_with_a_byte_order_mark_is_read(tmp_path):
+    # Excel's "CSV UTF-8" starts with one: read as part of the first column's name, every row "lacked" 'model'
+    plain, marked = tmp_path / "plain.csv", tmp_path / "marked.csv"
+    plain.write_text("model,item_id,answer\nm1,a,B\nm1,a,C\n")
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    assert read_answers(marked) == read_answers(plain)
+
+
+def test_a_hub_name_that_is_also_a_folder_here_is_refused(tmp_path, monkeypatch):
+    # datasets reads a name that is a path from the current directory as that path: a folder acme/quiz here
+    # stood in for the Hub's acme/quiz (said to come from the cache)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acme" / "quiz").mkdir(parents=True)
+    (tmp_path / "acme" / "quiz" / "test.jsonl").write_text('{"id": 1, "question": "shadow?"}\n')
+    (tmp_path / "data").mkdir()
+    with pytest.raises(DataError, match=r"hf:acme/quiz: acme/quiz is also a path in the current directory .*; "
+                       r"write hf:\./acme/quiz to mean it, or run from another directory$"):
+        load_items("hf:acme/quiz", data_dir=tmp_path / "data")
+    assert [it["question"] for it in load_items("hf:./acme/quiz", data_dir=tmp_path / "data")] == ["shadow?"]

@@ -10,6 +10,7 @@ from benchfill.cli import main
 from benchfill.errors import BenchfillError, ConfigError
 from benchfill.release import release
 from benchfill.review import ReviewBoard
+from benchfill.review.board import _blank
 from benchfill.review.server import ReviewServer
 
 
@@ -71,3 +72,26 @@ def test_a_closed_board_refuses_use_and_closes_twice(tmp_path, shared_data):
             use()
     with ReviewBoard(run) as again:
         assert again.decisions() == []  # nothing was recorded through the closed one
+
+
+def test_a_version_ending_in_a_line_break_is_no_version(tmp_path, shared_data):
+    # "1.0.0\n" (a VERSION file read whole) matched the pattern's $, was released under a folder of that name,
+    # and 1.0.0 was then refused as not newer than it
+    run = make_run(tmp_path, shared_data)
+    for bad in ("1.0.0\n", "1.0.0-rc.1\n", "1.0.0+build\n"):
+        with pytest.raises(ConfigError, match="not a semantic version|semantic"):
+            release(run, bad)
+    assert not (tmp_path / "releases").exists() or not any((tmp_path / "releases").rglob("manifest.json"))
+    assert release(run, "1.0.0").version == "1.0.0"
+
+
+@pytest.mark.parametrize("blank", ["\u3164", "\u115f\u1160", "\uffa0 ", "\u034f", "\u17b4\u17b5", "\u2800",
+                                   "\ufe0f", "\U000e0100", "\u180b"])
+def test_an_edit_of_letters_and_marks_that_show_nothing_is_empty(tmp_path, shared_data, blank):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as board:
+        with pytest.raises(BenchfillError, match="edited answer is empty"):
+            board.decide(CHILD_IDS[0], "ann", "edit", answer=blank)
+        assert board.decisions() == []
+    # ... while a visible character beside them is text
+    assert not _blank("\u3164x") and not _blank("\u1100")  # (U+1100: a Hangul letter that shows)

@@ -50,6 +50,25 @@ def test_a_key_sent_over_plain_http_beyond_loopback_is_warned_of_once_per_endpoi
     assert SECRET not in caplog.text
 
 
+@pytest.mark.parametrize("url", ["http://localhost.:8000/v1", "http://[::ffff:127.0.0.1]/v1", "http://127.1/v1",
+                                 "http://0.0.0.0:8000/v1", "http://ip6-localhost/v1", "HTTP://127.0.0.1/v1",
+                                 "http://app.localhost:9/v1"])
+def test_a_loopback_address_however_written_is_not_warned_of(clear_warned, caplog, url):
+    caplog.set_level(logging.WARNING, logger="benchfill")
+    assert config_mod.key_from_env("POLISH_KEY", sent_to=url) == SECRET
+    assert _clear_text_warnings(caplog) == []
+
+
+def test_one_endpoint_written_two_ways_is_warned_of_once(clear_warned, caplog):
+    caplog.set_level(logging.WARNING, logger="benchfill")
+    for url in ("http://10.1.2.3:8000/v1", "http://10.1.2.3:8000/v1/", "HTTP://10.1.2.3:8000/v1",
+                "http://[fd00::5]:8000/v1"):
+        config_mod.key_from_env("POLISH_KEY", sent_to=url)
+    said = _clear_text_warnings(caplog)
+    assert len(said) == 2 and "fd00::5" in said[1], said
+    assert SECRET not in caplog.text
+
+
 def test_no_key_no_warning(clear_warned, caplog, monkeypatch):
     monkeypatch.delenv("POLISH_KEY")
     caplog.set_level(logging.WARNING, logger="benchfill")

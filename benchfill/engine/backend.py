@@ -684,7 +684,8 @@ def start_sim(opts, bench, run_dir: Path, url: str | None = None, store=None):
 
 
 def sim_port(run_dir: Path) -> int:
-    """The loopback port of a run's simulated world: fixed per run directory, as it is in cache keys.
+    """The loopback port of a run's simulated world at its first start (then kept in its store, as
+``SIM_PORT_META``, since the cache keys hold it: a moved run is served on it again); fixed per run directory.
 
     In [20000, 32000): above Ray's worker ports (10002-19999) and below Linux's default ephemeral range
     (32768-60999), where the system hands out the local ports of outgoing connections. A port in that

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from benchfill.errors import ConfigError, DataError
@@ -35,6 +36,11 @@ def import_logs(
     ``exact_match``, else the first; inspect: the first scorer); a non-binary score needs
     ``threshold``. Two logs of one model and task are an error unless ``sum_repeats``.
     """
+    # (the CLI's --threshold is a finite float already; from the library a NaN compared false with every score
+    # and made every trial wrong without a word, and a string failed in the comparison as a TypeError)
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                  or not math.isfinite(threshold)):
+        raise ConfigError(f"threshold: expected a finite number, got {threshold!r}")
     if tool == "lm-eval":
         from benchfill.importers import lm_eval as reader
     elif tool == "inspect":

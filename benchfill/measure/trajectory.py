@@ -294,7 +294,9 @@ def _csv_dicts(path: Path):
     from benchfill.data import check_header
 
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark, which read as part of the first
+        # column's name ("\ufeffmodel"), so every row "lacked" it (the responses and sheets read it so already)
+        with open(path, newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
             # a column twice: DictReader kept its last copy without a word
             check_header([k.strip() for k in reader.fieldnames or []], f"{path}:1")

@@ -489,10 +489,20 @@ def _check_key(entry: QueueEntry, base: dict[str, Any], item: dict[str, Any], an
 
 
 
+# Characters that show nothing and are neither spaces nor format characters (Cf): the Hangul fillers, the combining
+# grapheme joiner, Khmer's inherent vowels, variation selectors, the Mongolian free variation selectors, and the
+# blank Braille pattern (Unicode's default-ignorable code points outside Cf, and U+2800)
+_SHOWS_NOTHING = frozenset("\u115f\u1160\u3164\uffa0\u034f\u17b4\u17b5\u2800\u180b\u180c\u180d\u180f"
+                           + "".join(map(chr, range(0xFE00, 0xFE10))))
+
+
 def _blank(s: str) -> bool:
-    """Nothing a reader would see: only whitespace, control characters, bidi marks (``untrusted.controls_in``)
-    and other format characters (a zero-width space, a BOM). A lone NUL had passed as an edited text."""
-    return all(c.isspace() or untrusted.controls_in(c) or unicodedata.category(c) == "Cf" for c in s)
+    """Nothing a reader would see: only whitespace, control characters, bidi marks (``untrusted.controls_in``),
+    other format characters (a zero-width space, a BOM) and the letters and marks that show nothing
+    (``_SHOWS_NOTHING``, the variation selectors of the supplement too). A lone NUL, and then a lone Hangul
+    filler, had passed as an edited text."""
+    return all(c.isspace() or untrusted.controls_in(c) or unicodedata.category(c) == "Cf" or c in _SHOWS_NOTHING
+               or 0xE0100 <= ord(c) <= 0xE01EF for c in s)
 
 
 def _same_text(new: str, old: Any) -> bool:
