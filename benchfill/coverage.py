@@ -268,22 +268,27 @@ def inside_chance(z: float, se: float, left: float, right: float, left_se: float
         if se <= 0:
             return float(left < z < right)
         return max(float(ndtr((right - z) / se) - ndtr((left - z) / se)), 0.0)
-    if se <= 0:
+    if se <= 1e-9 * max(left_se, right_se):  # (the item's spread below float resolution beside the edges')
         return below(left, left_se, z) * (1.0 - below(right, right_se, z))
-    lo, hi = z - 12 * se, z + 12 * se  # (beyond 12 se the density is below 1e-31)
+    # In the item's standard units u = (x - z) / se, over +-12 (beyond, the density is below 1e-31), with break
+    # points where the edges' own spreads begin, centre and end: an item se far wider than the edges' leaves
+    # their steps to a sliver of the range, which quad's wide subintervals otherwise step over.
+    lo, hi = -12.0, 12.0
     if left_se <= 0:
-        lo = max(lo, left)
+        lo = max(lo, (left - z) / se)
     if right_se <= 0:
-        hi = min(hi, right)
+        hi = min(hi, (right - z) / se)
     if lo >= hi:
         return 0.0
 
-    def density(x: float) -> float:
-        return math.exp(-0.5 * ((x - z) / se) ** 2) / (se * math.sqrt(2 * math.pi)) \
-            * below(left, left_se, x) * (1.0 - below(right, right_se, x))
+    def density(u: float) -> float:
+        x = z + se * u
+        return math.exp(-0.5 * u * u) / math.sqrt(2 * math.pi) * below(left, left_se, x) \
+            * (1.0 - below(right, right_se, x))
 
-    points = [p for p in (left, right) if lo < p < hi] or None
-    value, _ = quad(density, lo, hi, points=points, epsabs=1e-12, epsrel=1e-10, limit=200)
+    points = sorted({p for edge, edge_se in ((left, left_se), (right, right_se)) for k in (-8, -3, 0, 3, 8)
+                     if lo < (p := (edge + k * edge_se - z) / se) < hi}) or None
+    value, _ = quad(density, lo, hi, points=points, epsabs=1e-13, epsrel=1e-10, limit=400)
     return min(max(value, 0.0), 1.0)
 
 

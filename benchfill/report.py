@@ -83,10 +83,12 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         "simulated": simulated,
         "backend": backend,
         "strategy": opts.strategy,
-        "annotation": opts.annotation,
+        # the oracle annotates and confirms nothing: None (its run id leaves both out, so one oracle run's report
+        # had said "fixed" or "adaptive" by the last command that resumed it)
+        "annotation": opts.annotation if opts.strategy != "oracle" else None,
         # steering is benchfill's own (the baseline and the oracle ask for no target): None for them
         "steering": getattr(opts, "steering", "on") if opts.strategy == "benchfill" else None,
-        "confirm": bool(getattr(opts, "confirm", True)),
+        "confirm": bool(getattr(opts, "confirm", True)) if opts.strategy != "oracle" else None,
         "isolation": _isolation(bench),  # how generated programs were confined (None: the grader runs none)
         "seed": opts.seed,
         "responses": matrix_source,
@@ -499,7 +501,7 @@ def _markdown(rep: dict[str, Any]) -> str:
     lines += [
         "", f"# benchfill run {untrusted.md_text(rep['run_id'])}", "",
         f"Benchmark **{rep['benchmark']}** ({rep['n_items']} items, responses: {rep['responses']}); "
-        f"strategy **{rep['strategy']}**, annotation **{rep['annotation']}**, steering **{_steering(rep)}**, "
+        f"strategy **{rep['strategy']}**, annotation **{rep['annotation'] or 'n/a'}**, steering **{_steering(rep)}**, "
         f"seed {rep['seed']}.", "",
         _placement(rep), "",
         *_unanswered_lines(rep),

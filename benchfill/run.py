@@ -216,8 +216,10 @@ class RunOptions:
         except ConfigError as exc:
             raise ConfigError(f"{name('sim_rewriter_knobs')}: {str(exc).removeprefix('sim rewriter: ')}") from None
 
-    def identity(self) -> dict[str, Any]:
-        """The arguments that decide the result (not where it is written, not how it is shown)."""
+    def identity(self, *, idle_at_defaults: bool = True) -> dict[str, Any]:
+        """The arguments that decide the result (not where it is written, not how it is shown); those the run's
+        strategy never reads at their defaults (``idle_at_default``; ``idle_at_defaults=False``: as given, as an
+        earlier benchfill made a run's id of them)."""
         d = asdict(self)
         for k in ("runs_dir", "store", "run_id", "progress", "progress_label", "data_dir", "allow_unconfined",
                   "sim_reply_habits"):
@@ -225,7 +227,8 @@ class RunOptions:
         d["backend"] = self.resolved_backend()
         if d["backend"] != "sim":  # a world knob: real runs keep the ids they had
             d.pop("sim_discrimination")
-        d = idle_at_default(d)
+        if idle_at_defaults:
+            d = idle_at_default(d)
         if d["prescreen"] == "off":  # added later: runs without it keep the ids they had
             d.pop("prescreen")
         for k in ("confirm_se", "confirm_cap"):  # the same, for these
@@ -322,7 +325,20 @@ def run_id_for(opts: RunOptions, name: str | None = None) -> str:
     name = _folder_name(name or opts.benchmark or Path(opts.items or "custom").stem)
     if len(name.encode()) > 200:  # a folder name holds 255 bytes: a long items file's stem is cut, as a sweep's label
         name = name.encode()[:64].decode(errors="ignore")
-    return f"{name}-{opts.strategy}-{digest}"
+    run_id = f"{name}-{opts.strategy}-{digest}"
+    # A run an earlier benchfill made with an option its strategy never reads carried the option in its id: where
+    # that folder holds a run and this id's holds none, the run is resumed where it is (it was abandoned without a
+    # word, a finished one redone)
+    given = hashlib.sha256(json.dumps(opts.identity(idle_at_defaults=False), sort_keys=True).encode()).hexdigest()[:10]
+    if given != digest:
+        from benchfill.store import STORE_FILE, STORE_URL_FILE
+
+        root = runs_root(opts)
+        old = f"{name}-{opts.strategy}-{given}"
+        if not any((root / run_id / f).is_file() for f in (STORE_FILE, STORE_URL_FILE)) and \
+                any((root / old / f).is_file() for f in (STORE_FILE, STORE_URL_FILE)):
+            return old
+    return run_id
 
 
 def _folder_name(name: str) -> str:
@@ -696,7 +712,9 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
         differ = sorted(k for k in stored.keys() & now.keys()
                         if (bool(stored[k]) != bool(now[k]) if k in PATH_OPTIONS else stored[k] != now[k]))
         if differ:
-            k = differ[0]
+            # the strategy first: the options idle for one of the two strategies are at their defaults on that
+            # side only, and the first of those, alphabetically, was named with a default the user never asked
+            k = "strategy" if "strategy" in differ else differ[0]
             raise ConfigError(f"run {run_id} was made with {k} = {stored[k]!r}; this command asks {now[k]!r}. "
                               f"Resume with the run's own settings, or give another {opt('run_id')}")
     recorded = store.get_meta(INPUTS_META) or {}  # none for a run from before they were recorded

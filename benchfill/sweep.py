@@ -171,7 +171,7 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
     taken: set[Path] = set()  # the run directories of the plans so far: no two runs share one
     owner: dict[Path, RunPlan] = {}  # run directory -> the plan whose run it is
     for i, b in enumerate(cfg.benchmarks):
-        shared: set[int] = set()  # the earlier entries whose runs this one's plans share
+        shared: dict[str, set[int]] = {}  # strategy -> the earlier entries whose runs this one's plans share
         own = False  # whether one of its plans has a run of its own
         where = f"{path}: field benchmarks.{i}"
         if not b.name and not (b.items and b.spec):
@@ -208,7 +208,7 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
                 first = owner.get(run_dir)
                 if first is not None:  # its options differ from an earlier entry's only where this strategy
                     # never reads them (the id leaves those out): the same run, run once and read by both rows
-                    shared.add(first.entry)
+                    shared.setdefault(strategy, set()).add(first.entry)
                     runs.append(RunPlan(b.row, strategy, seed, opts, run_dir, entry=i, shares=first.label))
                     continue
                 own = True
@@ -216,10 +216,14 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
                 owner[run_dir] = plan = RunPlan(b.row, strategy, seed, opts, run_dir, entry=i)
                 runs.append(plan)
         if shared and not own:  # every run of it is an earlier entry's: a second row of the same runs
-            j = min(shared)
-            raise ConfigError(f"{where}: same benchmark and settings as benchmarks.{j} (one run"
-                              f"{'' if len(shared) == 1 else ' each'}; its options differ, if at all, only in what "
-                              f"{' and '.join(cfg.strategies)} never read{'s' if len(cfg.strategies) == 1 else ''})")
+            owners = sorted(set().union(*shared.values()))
+            if len(owners) == 1:
+                said = (f"same benchmark and settings as benchmarks.{owners[0]} (the same runs: its options differ, if "
+                        f"at all, only where {' and '.join(cfg.strategies)} never read{'s' if len(cfg.strategies) == 1 else ''} them)")
+            else:  # each strategy's runs are another entry's
+                said = "the same runs as other entries (" + "; ".join(
+                    f"{s}: benchmarks.{' and benchmarks.'.join(map(str, sorted(shared[s])))}" for s in cfg.strategies) + ")"
+            raise ConfigError(f"{where}: {said}")
     name = cfg.name or path.stem
     out_dir = Path(runs[0].opts.runs_dir) / f"sweep-{name}"
     return Sweep(name, str(path), cfg, runs, out_dir, store,

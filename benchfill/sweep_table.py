@@ -75,6 +75,8 @@ def collect(sweep) -> dict[str, Any]:
         "simulated": sweep.config.backend == "sim",
         "rows": rows, "average_reduction": average,
         "missing_runs": missing,
+        # plan -> the plan whose run it shows (options that differ only where its strategy never reads them)
+        "shared_runs": {plan.label: plan.shares for plan in sweep.runs if getattr(plan, "shares", None)},
     }
 
 
@@ -142,6 +144,10 @@ def markdown(table: dict[str, Any]) -> str:
             lines.append(f"| {r['benchmark']} | " + " | ".join(vals) + " |")
     if table["missing_runs"]:
         lines += ["", f"Not finished (rerun the sweep to resume): {', '.join(table['missing_runs'])}."]
+    if table.get("shared_runs"):
+        lines += ["", "One run shown in two rows (their options differ only where its strategy never reads them; "
+                  "each row's figures, and the average, count it): " + ", ".join(
+                      f"{mine} is {theirs}" for mine, theirs in table["shared_runs"].items()) + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -44,3 +44,19 @@ def test_uncertain_item_and_edges_match_a_simulation():
     # the edges' error lowers the chance of an item placed well inside, never to below that of exact edges
     # where the item lies far from both
     assert inside_chance(0.52, 0.04, 0.45, 0.6, 0.03, 0.03) < inside_chance(0.52, 0.04, 0.45, 0.6)
+
+
+def test_extreme_spreads_keep_their_limits():
+    # an item se far below the edges' is an exact item (a window of +-12 se had fallen below float resolution: 0)
+    exact = _phi(0.1 / 0.03) ** 2
+    for se in (1e-300, 1e-15, 1e-13):
+        assert inside_chance(0.5, se, 0.4, 0.6, 0.03, 0.03) == pytest.approx(exact, abs=1e-9)
+    # an item se far above the gap and its edges': the density at the gap times the gap's expected width where it
+    # is open, E[(R - L)+] = m Phi(m / s) + s phi(m / s) for R - L ~ N(m, s^2), over se sqrt(2 pi)
+    # (quad's wide subintervals had stepped over the edges' spread: 16-39% low)
+    for z, se, left, right, edge_se in ((0.5, 30.0, 0.4, 0.6, 0.04), (0.5, 3.0, 0.49, 0.51, 0.005),
+                                        (0.5, 4.0, 0.49, 0.51, 0.01)):
+        m, s = right - left, edge_se * math.sqrt(2)
+        open_width = m * _phi(m / s) + s * math.exp(-0.5 * (m / s) ** 2) / math.sqrt(2 * math.pi)
+        assert inside_chance(z, se, left, right, edge_se, edge_se) == pytest.approx(
+            open_width / (se * math.sqrt(2 * math.pi)), rel=2e-3)

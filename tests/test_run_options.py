@@ -656,3 +656,41 @@ def test_a_run_made_with_an_option_its_strategy_never_reads_resumes_with_or_with
     with pytest.raises(ConfigError, match="was made with seed = 0; this command asks 1"):
         _same_run(store, RunOptions(benchmark="demo", runs_dir=str(tmp_path), strategy="oracle", seed=1), "X", {})
     store.close()
+
+
+def test_a_reused_run_id_with_another_strategy_names_the_strategy(tmp_path):
+    # the options idle for the oracle are at their defaults on its side only: the first of them, "children", was
+    # named with a default (4) the command never asked (it asked 2), where the strategy is what differs
+    from benchfill.run import _same_run
+    from benchfill.store import Store
+
+    store = Store(tmp_path / "store.db")
+    made = RunOptions(benchmark="demo", runs_dir=str(tmp_path), children=2, run_id="R")
+    store.set_meta("options", made.identity())
+    with pytest.raises(ConfigError, match=r"was made with strategy = 'benchfill'; this command asks 'oracle'"):
+        _same_run(store, RunOptions(benchmark="demo", runs_dir=str(tmp_path), children=2, run_id="R",
+                                    strategy="oracle"), "R", {})
+    store.close()
+
+
+def test_a_run_an_earlier_benchfill_made_with_an_idle_option_is_resumed_in_its_folder(tmp_path):
+    # its id carried the option (rounds = 3 for the oracle): the same command named a new folder and redid the run
+    import hashlib
+    import json
+
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), strategy="oracle", rounds=3)
+    given = hashlib.sha256(json.dumps(opts.identity(idle_at_defaults=False), sort_keys=True).encode()).hexdigest()[:10]
+    old = f"demo-oracle-{given}"
+    new = run_id_for(opts)
+    assert new != old and new == run_id_for(RunOptions(benchmark="demo", runs_dir=str(tmp_path), strategy="oracle"))
+    (tmp_path / old).mkdir()
+    assert run_id_for(opts) == new  # a folder without a store holds no run
+    (tmp_path / old / "store.db").write_bytes(b"")
+    assert run_id_for(opts) == old
+    # ... unless the new id's folder holds one already (the run goes on where it went on last)
+    (tmp_path / new).mkdir()
+    (tmp_path / new / "store.db").write_bytes(b"")
+    assert run_id_for(opts) == new
+    # the command without the option names the run of its own id, as it did before
+    (tmp_path / new / "store.db").unlink()
+    assert run_id_for(RunOptions(benchmark="demo", runs_dir=str(tmp_path), strategy="oracle")) == new

@@ -79,12 +79,16 @@ sim_probes = 6
      "field benchmarks.0.options.sim_rewriter_knobs: slip must lie in [0, 1], got 2.0"),
     # One registered benchmark under two labels with the same settings: one run directory, counted twice.
     ('benchmarks = [{name = "demo"}, {name = "demo", label = "demo again"}]\n',
-     "field benchmarks.1: same benchmark and settings as benchmarks.0 (one run; its options differ, if at all, only "
-     "in what benchfill and baseline and oracle never read)"),
+     "field benchmarks.1: same benchmark and settings as benchmarks.0 (the same runs: its options differ, if at all, "
+     "only where benchfill and baseline and oracle never read them)"),
     # ... and one whose options differ only in what its strategies never read: the same runs again
     ('benchmarks = [{name = "demo"}, {name = "demo", label = "r3", options = {rounds = 3}}]\nstrategies = ["oracle"]\n',
-     "field benchmarks.1: same benchmark and settings as benchmarks.0 (one run; its options differ, if at all, only "
-     "in what oracle never reads)"),
+     "field benchmarks.1: same benchmark and settings as benchmarks.0 (the same runs: its options differ, if at all, "
+     "only where oracle never reads them)"),
+    # ... and one whose benchfill run is one entry's and its oracle run another's: both named, neither misnamed
+    ('benchmarks = [{name = "demo"}, {name = "demo", label = "r3", options = {rounds = 3}}, '
+     '{name = "demo", label = "r3b", options = {rounds = 3}}]\nstrategies = ["benchfill", "oracle"]\n',
+     "field benchmarks.2: the same runs as other entries (benchfill: benchmarks.1; oracle: benchmarks.0)"),
     ('data_dir = "nowhere"\nbenchmarks = [{name = "aime24"}]\n', "field data_dir: "),
 ])
 def test_bad_sweep_files_fail_in_one_line_naming_the_field(tmp_path, body, message):
@@ -216,7 +220,8 @@ def test_entries_that_differ_only_where_a_strategy_never_reads_share_its_run(tmp
     assert r2["strategies"]["oracle"]["reduction"] == pytest.approx(0.6)
     assert demo["strategies"]["benchfill"]["reduction"] == pytest.approx(0.45)
     assert r2["strategies"]["benchfill"]["reduction"] == pytest.approx(0.4)
-    assert table["missing_runs"] == []
+    assert table["missing_runs"] == [] and table["shared_runs"] == {"r2/oracle/seed0": "demo/oracle/seed0"}
+    assert "One run shown in two rows" in markdown(table) and "r2/oracle/seed0 is demo/oracle/seed0." in markdown(table)
 
 
 def test_rerun_resumes_without_new_calls(tmp_path):
