@@ -4,7 +4,6 @@ must survive."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 import sys
@@ -104,15 +103,19 @@ def test_knobs_are_checked_and_parsed():
     assert rewriter_model("kind", share=1.5).share == 1.5
 
 
-def _benchfill(preset: str, seeds) -> list:
-    """benchfill's outcome on each seed's world (bench_search.run_seed, demo)."""
+def _benchfill(presets, seeds) -> list[list]:
+    """benchfill's outcome on each seed's world (bench_search.run_seed, demo), per preset: the (preset, seed)
+    pairs on the CPUs this process may use, two at most (bench_search.run_jobs; the figures do not depend on the
+    number of processes, tests/test_bench_search_jobs.py), which halves this test's time on two cores."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
     import bench_search
 
-    bench, _ = bench_search.load_set("demo", 60, 0)
+    bench_search._BENCHES["demo"] = bench_search.load_set("demo", 60, 0)
+    jobs = [(p, p, {}, "demo") for p in presets]
     # benchfill alone: the other strategies come after it on each world and cannot change its figures
-    return [asyncio.run(bench_search.run_seed(bench, preset, {}, s, 8, strategies=("benchfill",)))["benchfill"]
-            for s in seeds]
+    cells = bench_search.run_jobs(jobs, list(seeds), 8, 0.0, workers=min(bench_search._cpus(), 2),
+                                  strategies=("benchfill",))
+    return [cell.out["benchfill"] for cell in cells]
 
 
 @pytest.mark.slow
@@ -121,7 +124,7 @@ def test_steering_holds_the_hostile_rewriter_within_twice_the_kind_deviation():
     against the hostile rewriter: its true deviation from the target stays within twice what it
     gets from the kind rewriter (paired worlds, six seeds, the bench's in-process world)."""
     seeds = range(6)
-    kind, hostile = _benchfill("kind", seeds), _benchfill("hostile", seeds)
+    kind, hostile = _benchfill(("kind", "hostile"), seeds)
     dev_kind, dev_hostile = (float(np.mean([o.dev_true for o in out])) for out in (kind, hostile))
     assert dev_hostile <= 2 * dev_kind, (dev_kind, dev_hostile)
     # Steering is what reacts to this rewriter: its children come out a logit easier than it meant, so the
