@@ -95,3 +95,33 @@ def test_an_edit_of_letters_and_marks_that_show_nothing_is_empty(tmp_path, share
         assert board.decisions() == []
     # ... while a visible character beside them is text
     assert not _blank("\u3164x") and not _blank("\u1100")  # (U+1100: a Hangul letter that shows)
+
+
+@pytest.mark.parametrize("kept", [{"min_accepts": 0}, {"bogus": 1}, {"min_accepts": "two"}])
+def test_a_kept_release_rule_that_cannot_be_read_is_one_line_and_leaves_no_store_open(tmp_path, shared_data, kept,
+                                                                                      monkeypatch):
+    # ReleaseRule(**stored) raised past the constructor, its store left open (and a TypeError a traceback)
+    import benchfill.review.board as board_mod
+    from benchfill.store import open_run_store
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run, writable=True) as board:
+        board.store.set_meta("release_rule", kept)
+    closed = []
+
+    def spy(*a, **kw):
+        store = open_run_store(*a, **kw)
+        real = store.close
+
+        def close() -> None:
+            closed.append(True)
+            real()
+
+        store.close = close
+        return store
+
+    monkeypatch.setattr(board_mod, "open_run_store", spy)
+    with pytest.raises(ConfigError, match=r"the release rule kept with the run cannot be read \(.*\); the store was "
+                       r"edited by hand\?$"):
+        ReviewBoard(run)
+    assert closed == [True]

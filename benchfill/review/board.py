@@ -102,19 +102,23 @@ class ReviewBoard:
             raise ConfigError(f"{self.run_dir}: no such run directory")
         self._store = open_run_store(self.run_dir, create=False, writable=writable)
         self._closed = False
-        try:
+        try:  # whatever fails here (a queue, a kept rule or a spec that cannot be read) leaves no store open
             self.entries: list[QueueEntry] = load_queue(self.run_dir, self._store)
-        except BenchfillError:
-            self._store.close()
+            self._by_id = {e.item_id: e for e in self.entries}
+            # The rule the review page was served under, kept with the run, so that a release without a rule of
+            # its own ships what the page showed as accepted (not the default's view of the same decisions).
+            stored = self.store.get_meta("release_rule")
+            try:
+                self.kept_rule = ReleaseRule(**stored) if isinstance(stored, dict) else None
+            except (TypeError, ValueError, BenchfillError) as exc:  # an unknown field, a value of the wrong type
+                raise ConfigError(f"{self.run_dir}: the release rule kept with the run cannot be read "
+                                  f"({str(exc).splitlines()[0][:120]}); the store was edited by hand?") from None
+            self.rule = rule or self.kept_rule or ReleaseRule()
+            spec = self.store.get_meta("benchmark")
+            self.spec: dict[str, Any] = spec if isinstance(spec, dict) else {}  # the run's BenchmarkSpec, as recorded
+        except BaseException:
+            self.close()
             raise
-        self._by_id = {e.item_id: e for e in self.entries}
-        # The rule the review page was served under, kept with the run, so that a release without a rule of
-        # its own ships what the page showed as accepted (not the default's view of the same decisions).
-        stored = self.store.get_meta("release_rule")
-        self.kept_rule = ReleaseRule(**stored) if isinstance(stored, dict) else None
-        self.rule = rule or self.kept_rule or ReleaseRule()
-        spec = self.store.get_meta("benchmark")
-        self.spec: dict[str, Any] = spec if isinstance(spec, dict) else {}  # the run's BenchmarkSpec, as recorded
 
     def code_fields(self) -> tuple[str, str] | None:
         """(tests field, entry point field) of a code benchmark's items; None for other benchmarks."""
