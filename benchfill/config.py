@@ -288,6 +288,8 @@ def _this_machine(host: str, is_loopback) -> bool:
     try:
         addr = ipaddress.ip_address(host.split("%")[0])
     except ValueError:
+        if not re.fullmatch(r"[0-9A-Fa-fXx.]+", host):  # (inet_aton stops at a space: "127.0.0.1 evil.com")
+            return False
         try:  # the shorthand forms inet_aton takes, as the socket will (127.1 is 127.0.0.1)
             addr = ipaddress.ip_address(socket.inet_aton(host))
         except (OSError, ValueError):

@@ -140,11 +140,11 @@ def load_rows(ref: HubRef, data_dir: str | Path | None = None, default_split: st
         raise DataError(f"{ref}: reading Hugging Face datasets needs the datasets library, an optional extra: "
                         "pip install 'benchfill[hub]'") from None
     folder = _local_folder(ref, data_dir)
-    if folder is None and Path(ref.repo).exists():
+    if folder is None and Path(ref.repo).is_dir():  # (datasets takes a folder only: a file is no stand-in)
         # datasets takes a name that is also a path from here for that path: a folder acme/quiz in the current
         # directory stood in for the Hub's acme/quiz (a code benchmark's tests among its rows), said to come from
         # the cache. A Hub name means the data dir or the cache only.
-        raise DataError(f"{ref}: {ref.repo} is also a path in the current directory ({Path.cwd()}), which datasets "
+        raise DataError(f"{ref}: {ref.repo} is also a folder in the current directory ({Path.cwd()}), which datasets "
                         f"would read in place of the Hub dataset; write hf:./{ref.repo} to mean it, or run from "
                         "another directory")
     try:

@@ -64,8 +64,11 @@ BEFORE_EDIT = ", before the edit"  # a difficulty_source measured on the item a 
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
-    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?\Z"  # \Z: $ also matched before a final newline ("1.0.0\n"
-)  # was released, under a folder of that name, and 1.0.0 then refused as not newer)
+    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?\Z",
+    # \Z: $ also matched before a final newline ("1.0.0\n" was released, under a folder of that name, and 1.0.0
+    # then refused as not newer); ASCII: \d took any script's digits ("1\u0661.0.0" sorted as 11.0.0)
+    re.ASCII,
+)
 PROVENANCE = RELEASE_COLUMNS  # the columns every row carries besides the item's fields
 # The most each of a new release's X, Y and Z may be (a date's 2025.6.30 fits): a typo such as 999999999.0.0 was
 # released, and every later version was then refused as not newer than it, for good (versions are immutable).

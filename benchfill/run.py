@@ -327,16 +327,16 @@ def run_id_for(opts: RunOptions, name: str | None = None) -> str:
         name = name.encode()[:64].decode(errors="ignore")
     run_id = f"{name}-{opts.strategy}-{digest}"
     # A run an earlier benchfill made with an option its strategy never reads carried the option in its id: where
-    # that folder holds a run and this id's holds none, the run is resumed where it is (it was abandoned without a
-    # word, a finished one redone)
+    # that folder holds a run, the command that gives the option again resumes it there (it was abandoned without a
+    # word, a finished one redone). Whichever folder holds what, the same command names the same folder: a sweep
+    # plans its runs' folders before any runs (the command without the option cannot know the old id; it starts
+    # anew, and earlier_runs names the old run beside it).
     given = hashlib.sha256(json.dumps(opts.identity(idle_at_defaults=False), sort_keys=True).encode()).hexdigest()[:10]
     if given != digest:
         from benchfill.store import STORE_FILE, STORE_URL_FILE
 
-        root = runs_root(opts)
         old = f"{name}-{opts.strategy}-{given}"
-        if not any((root / run_id / f).is_file() for f in (STORE_FILE, STORE_URL_FILE)) and \
-                any((root / old / f).is_file() for f in (STORE_FILE, STORE_URL_FILE)):
+        if any((runs_root(opts) / old / f).is_file() for f in (STORE_FILE, STORE_URL_FILE)):
             return old
     return run_id
 
@@ -683,8 +683,10 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
                     moved.append(k)
         state = "finished" if (d / "report.json").is_file() else "unfinished"
         # A finished run is one the user made and may mean to keep beside this one (another seed, another
-        # file): said only where the settings that differ are ones a version of benchfill lacked
-        if state == "finished" and (not differ or any(k in stored and k in now for k in differ)):
+        # file): said only where the settings that differ are ones a version of benchfill lacked, or where none
+        # differ (the same run under an id of another version's making: one made with an option its strategy
+        # never reads, which the id now leaves out)
+        if state == "finished" and differ and any(k in stored and k in now for k in differ):
             continue
         if differ:
             what = f"settings that differ: {', '.join(differ)}"
@@ -695,7 +697,8 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
         else:  # the same run under an id of another version's making
             what = "the same settings and files"
         out.append(f"{d} is an earlier {state} run of this benchmark and strategy ({what}); this run starts anew "
-                   f"beside it" + (", and its review decisions stay there" if state == "finished" else ""))
+                   f"beside it" + (", and its review decisions stay there" if state == "finished" else "")
+                   + (f" (--run-id {d.name} resumes it instead)" if not (differ or unknown or moved) else ""))
     return out
 
 
@@ -927,7 +930,7 @@ def planned_budget(
     # Every figure is an upper bound. The adaptive protocol (default) never asks a child more than the
     # fixed protocol's budget, so its bound is the same; it usually spends far less and stops sooner
     # (bench/bench_search.py measures how much); say so rather than print a guess as a plan.
-    out["annotation"] = opts.annotation
+    out["annotation"] = opts.annotation if opts.strategy != "oracle" else "n/a"  # (the oracle annotates nothing)
     out["figures"] = "upper bounds" + (" (adaptive annotation: actual spend is typically much lower)"
                                        if opts.annotation == "adaptive" and children else "")
     out["model_calls_max"] = out["rewriter_calls"] + out["judge_calls"] + out["repair_calls_max"]

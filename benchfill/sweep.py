@@ -205,6 +205,9 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
                     opts.run_id = run_dir.name
                 else:
                     run_dir = Path(opts.runs_dir) / run_id_for(opts)
+                    # the folder planned here is the one the unit runs in: run_id_for looks at the folders there
+                    # (a run an earlier benchfill made), which another unit's run may change before this one starts
+                    opts.run_id = run_dir.name
                 first = owner.get(run_dir)
                 if first is not None:  # its options differ from an earlier entry's only where this strategy
                     # never reads them (the id leaves those out): the same run, run once and read by both rows

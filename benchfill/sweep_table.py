@@ -75,6 +75,7 @@ def collect(sweep) -> dict[str, Any]:
         "simulated": sweep.config.backend == "sim",
         "rows": rows, "average_reduction": average,
         "missing_runs": missing,
+        "gaps": sweep.config.gaps,
         # plan -> the plan whose run it shows (options that differ only where its strategy never reads them)
         "shared_runs": {plan.label: plan.shares for plan in sweep.runs if getattr(plan, "shares", None)},
     }
@@ -97,7 +98,7 @@ def write_table(sweep) -> dict[str, Any]:
 
 def markdown(table: dict[str, Any]) -> str:
     strategies = table["strategies"]
-    k = next((r["top_k"] for r in table["rows"] if r["top_k"]), 3)
+    k = next((r["top_k"] for r in table["rows"] if r["top_k"]), table.get("gaps") or 3)  # (no report finished yet)
     lines = []
     if table["simulated"]:
         lines += ["**SIMULATED SWEEP**: every model here is the simulated world (backend sim); no real LLM "
@@ -145,8 +146,8 @@ def markdown(table: dict[str, Any]) -> str:
     if table["missing_runs"]:
         lines += ["", f"Not finished (rerun the sweep to resume): {', '.join(table['missing_runs'])}."]
     if table.get("shared_runs"):
-        lines += ["", "One run shown in two rows (their options differ only where its strategy never reads them; "
-                  "each row's figures, and the average, count it): " + ", ".join(
+        lines += ["", "One run shown in more than one row (their options differ only where its strategy never reads "
+                  "them; each row's figures, and the average, count it): " + ", ".join(
                       f"{mine} is {theirs}" for mine, theirs in table["shared_runs"].items()) + "."]
     return "\n".join(lines) + "\n"
 

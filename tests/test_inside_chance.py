@@ -60,3 +60,16 @@ def test_extreme_spreads_keep_their_limits():
         open_width = m * _phi(m / s) + s * math.exp(-0.5 * (m / s) ** 2) / math.sqrt(2 * math.pi)
         assert inside_chance(z, se, left, right, edge_se, edge_se) == pytest.approx(
             open_width / (se * math.sqrt(2 * math.pi)), rel=2e-3)
+
+
+def test_an_item_on_an_exact_edge_is_half_inside_whatever_its_spread():
+    # next to an exact edge the item's own spread decides, however small: half of it lies on each side (the
+    # shortcut for a tiny se had taken the edge as a step: 0 at it, 0.54 a hair inside)
+    far = 1 - _phi(-0.1)  # P(the right edge, se 1, lies above 0.4): 0.5398
+    for se in (1e-9, 2e-9, 1e-6):
+        assert inside_chance(0.4, se, 0.4, 0.5, 0.0, 1.0) == pytest.approx(0.5 * far, abs=1e-6)
+
+
+def test_break_points_an_ulp_apart_say_nothing(recwarn):
+    value = inside_chance(0.43, 0.01, 0.4, 0.5, 0.02, 0.02)  # left + 8 se and right + 3 se one ulp apart
+    assert 0.0 < value < 1.0 and not [w for w in recwarn if "integr" in str(w.message).lower()]

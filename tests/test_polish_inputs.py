@@ -46,9 +46,13 @@ def test_a_threshold_beyond_every_score_is_refused_naming_the_metric_and_its_ran
     assert sum(merge("lm-eval", logs, metric="pass@10", threshold=0.5).correct.values()) == 2
     # from the library, a threshold that is no finite number (the CLI's --threshold is one already): a NaN
     # compared false with every score, every trial wrong without a word; a string was a TypeError
-    for bad in (float("nan"), float("inf"), "0.5", True):
+    for bad in (float("nan"), float("inf"), "0.5", True, 10**400):
         with pytest.raises(ConfigError, match=r"^threshold: expected a finite number, got "):
             import_logs("lm-eval", [LOGS / "a"], task="tiny_qa", metric="overlap", threshold=bad)
+    import numpy as np
+
+    for good in (np.float32(0.5), np.float64(0.5)):  # numpy's numbers are numbers
+        assert import_logs("lm-eval", [LOGS / "a"], task="tiny_qa", metric="overlap", threshold=good).correct
 
 
 # -- 2. a TSV given where a CSV is read ----------------------------------------------------------------
@@ -152,7 +156,7 @@ def test_a_hub_name_that_is_also_a_folder_here_is_refused(tmp_path, monkeypatch)
     (tmp_path / "acme" / "quiz").mkdir(parents=True)
     (tmp_path / "acme" / "quiz" / "test.jsonl").write_text('{"id": 1, "question": "shadow?"}\n')
     (tmp_path / "data").mkdir()
-    with pytest.raises(DataError, match=r"hf:acme/quiz: acme/quiz is also a path in the current directory .*; "
+    with pytest.raises(DataError, match=r"hf:acme/quiz: acme/quiz is also a folder in the current directory .*; "
                        r"write hf:\./acme/quiz to mean it, or run from another directory$"):
         load_items("hf:acme/quiz", data_dir=tmp_path / "data")
     assert [it["question"] for it in load_items("hf:./acme/quiz", data_dir=tmp_path / "data")] == ["shadow?"]

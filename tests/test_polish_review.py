@@ -125,3 +125,23 @@ def test_a_kept_release_rule_that_cannot_be_read_is_one_line_and_leaves_no_store
                        r"edited by hand\?$"):
         ReviewBoard(run)
     assert closed == [True]
+
+
+def test_an_edited_option_of_a_label_alone_is_no_option(tmp_path, shared_data):
+    # "B. " and "C. " followed by a filler were kept as empty options: the label is off before the blank check
+    from test_review_server import _multiple_choice
+
+    run = make_run(tmp_path, shared_data)
+    _multiple_choice(run)
+    with ReviewBoard(run) as board:
+        item = board.entries[0]
+        for lines in ("A. one\nB. \nC. \u3164", "A. one\nB.\n\u200b"):
+            with pytest.raises(BenchfillError, match="edited options must be two or more"):
+                board.decide(item.item_id, "ann", "edit", options=lines)
+        assert board.decisions() == []
+
+
+def test_a_version_in_another_scripts_digits_is_no_version(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    with pytest.raises(ConfigError, match="not a semantic version"):
+        release(run, "1\u0661.0.0")  # an Arabic-Indic one: sorted as 11.0.0 under a look-alike folder

@@ -59,6 +59,17 @@ def test_a_loopback_address_however_written_is_not_warned_of(clear_warned, caplo
     assert _clear_text_warnings(caplog) == []
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1.nip.io:8000/v1", "http://localhost.evil.com/v1",
+                                 "http://[fe80::1]/v1", "http://[::ffff:10.0.0.1]/v1"])
+def test_a_name_that_only_looks_local_is_warned_of(clear_warned, caplog, url):
+    caplog.set_level(logging.WARNING, logger="benchfill")
+    config_mod.key_from_env("POLISH_KEY", sent_to=url)
+    assert len(_clear_text_warnings(caplog)) == 1
+    # inet_aton stops at a space: a host of "127.0.0.1 evil.com" is no loopback address
+    assert not config_mod._this_machine("127.0.0.1 evil.com", lambda h: False)
+    assert config_mod._this_machine("0x7f000001", lambda h: False) and config_mod._this_machine("2130706433", lambda h: False)
+
+
 def test_one_endpoint_written_two_ways_is_warned_of_once(clear_warned, caplog):
     caplog.set_level(logging.WARNING, logger="benchfill")
     for url in ("http://10.1.2.3:8000/v1", "http://10.1.2.3:8000/v1/", "HTTP://10.1.2.3:8000/v1",

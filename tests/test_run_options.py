@@ -324,7 +324,9 @@ def test_an_earlier_unfinished_run_beside_a_new_one_is_named_with_what_differs(t
     _earlier(runs, "demo-benchfill-0000000002", True, options={k: v for k, v in now.items() if k != "misfit"})
     _earlier(runs, "demo-benchfill-0000000003", True, options={**now, "seed": 9})  # chosen: not named
     _earlier(runs, "demo-baseline-0000000004", options={**now, "seed": 5})  # another strategy
-    _earlier(runs, "demo-benchfill-0000000005", True, options=now)  # the same, finished: not named
+    # the same, finished: the same run under an id an earlier benchfill made (one whose id carried an option its
+    # strategy never reads), named with the way to resume it
+    _earlier(runs, "demo-benchfill-0000000005", True, options=now)
     before = sorted(p.name for p in runs.rglob("*"))
     lines = earlier_runs(runs / "demo-benchfill-ffffffffff", now)
     # only read: no -wal or -shm file left in the earlier runs' folders (a read-only connection to a WAL store
@@ -334,7 +336,9 @@ def test_an_earlier_unfinished_run_beside_a_new_one_is_named_with_what_differs(t
     assert sorted(lines) == sorted([
         f"{runs / 'demo-benchfill-0000000001'}" + said.format("unfinished", "settings that differ: seed"),
         f"{runs / 'demo-benchfill-0000000002'}" + said.format("finished", "settings that differ: misfit")
-        + ", and its review decisions stay there"])
+        + ", and its review decisions stay there",
+        f"{runs / 'demo-benchfill-0000000005'}" + said.format("finished", "the same settings and files")
+        + ", and its review decisions stay there (--run-id demo-benchfill-0000000005 resumes it instead)"])
     # a file of the same name with other content differs; one whose content was not recorded is said so
     items = tmp_path / "items.jsonl"
     items.write_text('{"id": "q1", "problem": "1 + 1?", "answer": "2"}\n')
@@ -687,10 +691,10 @@ def test_a_run_an_earlier_benchfill_made_with_an_idle_option_is_resumed_in_its_f
     assert run_id_for(opts) == new  # a folder without a store holds no run
     (tmp_path / old / "store.db").write_bytes(b"")
     assert run_id_for(opts) == old
-    # ... unless the new id's folder holds one already (the run goes on where it went on last)
+    # ... whatever the new id's folder holds (a sweep plans its folders before any run: the same command, the same
+    # folder, before and after another entry's run made the new one)
     (tmp_path / new).mkdir()
     (tmp_path / new / "store.db").write_bytes(b"")
-    assert run_id_for(opts) == new
-    # the command without the option names the run of its own id, as it did before
-    (tmp_path / new / "store.db").unlink()
+    assert run_id_for(opts) == old
+    # the command without the option names the run of its own id (it cannot know the old one)
     assert run_id_for(RunOptions(benchmark="demo", runs_dir=str(tmp_path), strategy="oracle")) == new

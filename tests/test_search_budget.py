@@ -40,6 +40,7 @@ def test_no_confirmation_and_the_oracle_plan_no_confirmation_rollouts():
     assert planned_budget(RunOptions(confirm=False), 10, trials, True)["confirmation_rollouts_max"] == 0
     oracle = planned_budget(RunOptions(strategy="oracle"), 10, trials, True)
     assert oracle["confirmation_rollouts_max"] == 0 and oracle["rollouts_max"] == 0
+    assert oracle["annotation"] == "n/a"  # it annotates nothing, as its report says
 
 
 def test_a_given_matrix_places_the_panel_through_anchor_items_only():

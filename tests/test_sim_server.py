@@ -144,6 +144,9 @@ def test_fitted_world_uses_the_response_matrix(shared_data):
     assert np.ptp(b_wide) > np.ptp(b)
     own = fit(matrix, prior="hierarchical")
     assert b_wide == pytest.approx(list(own.difficulty))  # the fit it names, item by item
+    with pytest.raises(ConfigError, match=r"sim: latent_prior 'hierarchical' needs a response matrix to fit"):
+        World.from_items(items, evaluator="math", text_field="problem", answer_field="answer",
+                         latent_prior="hierarchical")  # a drawn world: refused, not ignored
     with pytest.raises(ConfigError, match="sim: latent_prior 'wide' unknown"):
         World.from_items(items, evaluator="math", text_field="problem", answer_field="answer", matrix=matrix,
                          latent_prior="wide")

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from pathlib import Path
 
 from benchfill.errors import ConfigError, DataError
@@ -38,9 +39,13 @@ def import_logs(
     """
     # (the CLI's --threshold is a finite float already; from the library a NaN compared false with every score
     # and made every trial wrong without a word, and a string failed in the comparison as a TypeError)
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                                  or not math.isfinite(threshold)):
-        raise ConfigError(f"threshold: expected a finite number, got {threshold!r}")
+    if threshold is not None:
+        try:
+            finite = not isinstance(threshold, bool) and isinstance(threshold, numbers.Real) and math.isfinite(threshold)
+        except OverflowError:  # an int past a float's range (10**400)
+            finite = False
+        if not finite:
+            raise ConfigError(f"threshold: expected a finite number, got {repr(threshold)[:40]}")
     if tool == "lm-eval":
         from benchfill.importers import lm_eval as reader
     elif tool == "inspect":

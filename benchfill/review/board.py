@@ -436,7 +436,8 @@ def _options_like(entry: QueueEntry, base: dict[str, Any], lines: str) -> Any:
                              "edit of one option a line would split; edit the options in the benchmark's items file")
     from benchfill.evaluators.multiple_choice import LETTERS as GRADED  # (the graders load only when edited)
 
-    opts = [re.sub(r"^\s*[A-Z][.)]\s+", "", x).strip() for x in lines.splitlines() if not _blank(x)]
+    # the label off first, then blank ones dropped: "B. " (or "B." and a filler) was kept as an empty option
+    opts = [o for o in (re.sub(r"^\s*[A-Z][.)](?:\s+|$)", "", x).strip() for x in lines.splitlines()) if not _blank(o)]
     if len(opts) < 2:
         raise BenchfillError(f"decision on '{entry.item_id}': edited options must be two or more, one a line")
     if len(opts) > len(GRADED):

@@ -45,6 +45,10 @@ def draw_latent(item_ids: Sequence[str], *, n_probes: int, seed: int, matrix: Re
                 prior: str = "normal") -> Latent:
     rng = np.random.default_rng([seed, 0x51D])
     n = len(item_ids)
+    if matrix is None and prior != "normal":  # a drawn world has no fit to take a prior: refused, not ignored
+        from benchfill.errors import ConfigError
+
+        raise ConfigError(f"sim: latent_prior {prior!r} needs a response matrix to fit (this world is drawn)")
     if matrix is None:
         b = rng.normal(0.0, 1.3, size=n)
         return Latent(b, np.linspace(-2.5, 2.5, n_probes), ("",) * n_probes, "draw")
