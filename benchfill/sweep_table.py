@@ -45,6 +45,7 @@ def collect(sweep) -> dict[str, Any]:
             n_items, k = reps[0]["n_items"], reps[0]["top_k"]
             devs = [r["target_deviation"] for r in reps if r.get("target_deviation") is not None]
             expected = [r.get("gaps_expected_inside") for r in reps]
+            between = [r.get("gaps_expected_between_edges") for r in reps]
             cells[s] = {
                 "runs": [r["run_id"] for r in reps],
                 "seeds": [r["seed"] for r in reps],
@@ -55,6 +56,9 @@ def collect(sweep) -> dict[str, Any]:
                 "gaps_filled": _mean(r["gaps_filled"] for r in reps),
                 # None where a report has none (the oracle's, or written before the figure)
                 "gaps_expected_inside": None if None in expected else _mean(expected),
+                # ... and between the two original items at each gap's edges, their fit error counted (None where
+                # a report has none: written before the figure, or the oracle's)
+                "gaps_expected_between_edges": None if None in between else _mean(between),
                 "model_calls": _mean(r["spend"].get("model_calls", 0) for r in reps),
                 "rollouts": _mean(r["spend"].get("rollouts", 0) for r in reps),
                 "simulated": any(r.get("simulated") for r in reps),

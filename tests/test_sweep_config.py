@@ -128,6 +128,7 @@ def _report(run_id: str, seed: int, before: float, after: float, dev: float | No
     return {"run_id": run_id, "seed": seed, "n_items": 10, "top_k": 3, "top_k_sum_before": before,
             "top_k_sum_after": after, "top_k_reduction": 1 - after / before, "target_deviation": dev,
             "gaps_filled": 3, "gaps_expected_inside": None if dev is None else 2.0 + seed / 2,
+            "gaps_expected_between_edges": None if dev is None else 1.5 + seed / 4,
             "spend": {"model_calls": calls, "rollouts": rollouts}, "simulated": False}
 
 
@@ -162,6 +163,9 @@ runs_dir = "runs"
     # gaps truly filled as the reports expect them: 2.0 and 2.5 over the seeds; the oracle has none
     assert demo["strategies"]["benchfill"]["gaps_expected_inside"] == pytest.approx(2.25)
     assert demo["strategies"]["oracle"]["gaps_expected_inside"] is None
+    # ... and between their gaps' edge items, the edges' fit error counted: 1.5 and 1.75
+    assert demo["strategies"]["benchfill"]["gaps_expected_between_edges"] == pytest.approx(1.625)
+    assert demo["strategies"]["oracle"]["gaps_expected_between_edges"] is None
     assert table["average_reduction"] == {"benchfill": pytest.approx(0.3), "oracle": pytest.approx(0.5)}
     md = markdown(table)
     assert "| demo | 10 | 2.0000 | 1.2000 | 40.00% ± 14.14 | 0.8000 | 60.00% ± 0.00 | 0.0150 | 100.5 / 1500 |" in md
