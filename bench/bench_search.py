@@ -177,6 +177,13 @@ class Outcome:
     # counts the originals' fit error, which moves the gaps' edges, as well. The oracle's items are the latent
     # b that the fit would place exactly on its targets (TrueScale, inverted).
     red_world: float = float("nan")
+    # Of the chosen items whose gap has an original item at each edge: how many, the chance each lies between
+    # those two items with their fit error counted (coverage.inside_chance, the report's between_edges_probability),
+    # summed, and how many truly do by the world's own difficulties (the report's world line): whether that
+    # chance is honest where the fitted one (p_inside, against the gap as fitted) is not asked to be.
+    n_between: int = 0
+    p_between: float = 0.0
+    world_between: int = 0
 
 
 @dataclass
@@ -479,6 +486,23 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                 r.spend.rollouts += c.confirmation.rollouts
         return res
 
+    span = float(fit.b_max - fit.b_min)
+    edge_se = dict(zip(fit.item_ids, np.asarray(fit.difficulty_se, dtype=float) / span, strict=True))
+
+    def between(res) -> tuple[int, float, int]:  # (gaps, expected between their edge items, truly between)
+        n, p, truly = 0, 0.0, 0
+        for r in res:
+            g, c = gaps[r.gap_index], r.chosen
+            if c is None or r.placed is None or g.left_item is None or g.right_item is None:
+                continue
+            z_placed, se_placed, _ = r.placed
+            n += 1
+            p += coverage.inside_chance(z_placed, se_placed, r.left, r.right, edge_se[g.left_item],
+                                        edge_se[g.right_item])
+            ends = sorted(world.lookup(e).difficulty for e in (g.left_item, g.right_item))
+            truly += ends[0] < world.true_difficulty(str(c.item[spec.text_field])) < ends[1]
+        return n, p, truly
+
     out: dict[str, Outcome] = {}
     reach = [sim.annotator().outlook((g.left + g.right) / 2) for g in gaps]
     beyond = [o.fixed_z_se >= g.width / 2 for o, g in zip(reach, gaps, strict=True)]  # as a run's warning has it
@@ -541,11 +565,11 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                                               if not beyond[r.gap_index]),
                              screen_rollouts=sum(r.spend.screen_rollouts for r in res),
                              red_world=red_world([world.true_difficulty(str(c.item[spec.text_field]))
-                                                  for _, c in chosen]))
+                                                  for _, c in chosen]),
+                             **dict(zip(("n_between", "p_between", "world_between"), between(res), strict=True)))
     if "oracle" in strategies:
         placed = oracle_fill(z, K)
         r = red(placed)
-        span = float(fit.b_max - fit.b_min)
         at = [(float(fit.b_min) + v * span - scale.intercept) / scale.slope for v in placed]
         out["oracle"] = Outcome(r, r, r, 0.0, 0, 0, K, red_world=red_world(at))
     return out
@@ -802,6 +826,14 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
         print(f"{label:<34}{np.mean([o.conf_err for o in outs]):>12.4f}{np.sqrt(np.mean(z2)) if z2 else float('nan'):>8.2f}"
               f"{sum(o.filled_confirmed for o in outs):>8d}{sum(o.p_inside for o in outs):>8.1f}"
               f"{sum(o.filled for o in outs):>8d} of {K * len(outs)}")
+    print("\nBetween the edge items (benchfill, over sets and seeds; the chosen items whose gap has an original item at "
+          "each edge): the expected number lying between those two items by the confirmed z and its se with the edge "
+          "items' own fit error counted (the report's between-edges chance, summed), and how many truly do by the "
+          "world's own difficulties:")
+    for label in dict.fromkeys(c.label for c in cells):
+        outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
+        print(f"{label:<34}{sum(o.p_between for o in outs):>8.1f}{sum(o.world_between for o in outs):>8d} of "
+              f"{sum(o.n_between for o in outs)}")
     print("\nConfirmations (benchfill): per gap, children confirmed, of them confirmed outside their gap, confirmations "
           "cut short (their answers ruled out the gap, or beating a child confirmed nearer the target); the share of all "
           "rollouts spent confirming, annotation rollouts per gap; of all children confirmed outside their gap, those "
