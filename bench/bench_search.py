@@ -819,20 +819,17 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
     print("\nMeasurement error of the chosen items (benchfill, over sets and seeds): mean |confirmed z - true z|, and "
           "the rms of (confirmed z - true z) / its stated placement se, 1 when that se is honest; of all gaps, those "
           "whose chosen item was confirmed inside (the report's 'filled'), the expected number inside (as fitted) by the "
-          "confirmed z and its se (the report's inside probability, summed), and those truly inside:")
+          "confirmed z and its se (the report's inside probability, summed), and those truly inside; then, of the chosen "
+          "items whose gap has an original item at each edge, the expected number lying between those two items with "
+          "their own fit error counted (the report's between-edges chance, summed), and how many truly do by the "
+          "world's own difficulties:")
     for label in dict.fromkeys(c.label for c in cells):
         outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
         z2 = [v for o in outs for v in o.conf_z2]
         print(f"{label:<34}{np.mean([o.conf_err for o in outs]):>12.4f}{np.sqrt(np.mean(z2)) if z2 else float('nan'):>8.2f}"
               f"{sum(o.filled_confirmed for o in outs):>8d}{sum(o.p_inside for o in outs):>8.1f}"
-              f"{sum(o.filled for o in outs):>8d} of {K * len(outs)}")
-    print("\nBetween the edge items (benchfill, over sets and seeds; the chosen items whose gap has an original item at "
-          "each edge): the expected number lying between those two items by the confirmed z and its se with the edge "
-          "items' own fit error counted (the report's between-edges chance, summed), and how many truly do by the "
-          "world's own difficulties:")
-    for label in dict.fromkeys(c.label for c in cells):
-        outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
-        print(f"{label:<34}{sum(o.p_between for o in outs):>8.1f}{sum(o.world_between for o in outs):>8d} of "
+              f"{sum(o.filled for o in outs):>8d} of {K * len(outs)}; between the edge items "
+              f"{sum(o.p_between for o in outs):.1f} expected, {sum(o.world_between for o in outs)} by the world, of "
               f"{sum(o.n_between for o in outs)}")
     print("\nConfirmations (benchfill): per gap, children confirmed, of them confirmed outside their gap, confirmations "
           "cut short (their answers ruled out the gap, or beating a child confirmed nearer the target); the share of all "
