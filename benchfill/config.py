@@ -256,14 +256,14 @@ def warn_clear_text(url: str, var: str | None) -> None:
     The message names the variable and the URL (its secrets masked), never the key."""
     from urllib.parse import urlsplit
 
-    from benchfill.netguard import is_loopback
+    from benchfill.netguard import on_this_machine
 
     try:
         parts = urlsplit(url)
-        host = (parts.hostname or "").rstrip(".")  # "localhost." is localhost
+        host = parts.hostname or ""
     except ValueError:  # a malformed URL: the call itself will say so
         return
-    if parts.scheme.lower() != "http" or _this_machine(host, is_loopback):
+    if parts.scheme.lower() != "http" or on_this_machine(host):
         return
     seen = (f"{parts.scheme.lower()}://{parts.netloc}{parts.path.rstrip('/')}", var)  # ".../v1" and ".../v1/" alike
     if seen in _CLEAR_WARNED:
@@ -272,31 +272,6 @@ def warn_clear_text(url: str, var: str | None) -> None:
     logging.getLogger("benchfill.config").warning(
         "the key in %s is sent to %s over plain http, unencrypted: anyone on the network path can read it; use "
         "https, or reach the server through an SSH tunnel to localhost", var, redact_url(url))
-
-
-def _this_machine(host: str, is_loopback) -> bool:
-    """Whether a connection to ``host`` stays on this machine, without a DNS lookup: the loopback names,
-    an IPv4 loopback however written (127.1, an IPv4-mapped IPv6 one) and the unspecified address, which
-    Linux connects to locally."""
-    import ipaddress
-    import socket
-
-    if host in ("localhost", "ip6-localhost", "ip6-loopback") or host.endswith(".localhost"):
-        return True
-    if is_loopback(host):
-        return True
-    try:
-        addr = ipaddress.ip_address(host.split("%")[0])
-    except ValueError:
-        if not re.fullmatch(r"[0-9A-Fa-fXx.]+", host):  # (inet_aton stops at a space: "127.0.0.1 evil.com")
-            return False
-        try:  # the shorthand forms inet_aton takes, as the socket will (127.1 is 127.0.0.1)
-            addr = ipaddress.ip_address(socket.inet_aton(host))
-        except (OSError, ValueError):
-            return False
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    return addr.is_loopback or addr.is_unspecified
 
 
 # -- helpers ---------------------------------------------------------------------------------------

@@ -248,6 +248,11 @@ def expected_top_k_change(z: Any, new_z: float, se: float, k: int = 5,
     return float((np.dot(_WEIGHTS, sums) if se > 0 else sums[0]) - now)
 
 
+def normal_cdf(x: float) -> float:
+    """The standard normal's cdf, by math alone (no scipy on the search's path)."""
+    return 0.5 * math.erfc(-x / math.sqrt(2))
+
+
 def inside_chance(z: float, se: float, left: float, right: float, left_se: float = 0.0,
                   right_se: float = 0.0) -> float:
     """P(L < x < R) for an item truly at x ~ N(z, se^2) between edges truly at L ~ N(left, left_se^2) and
@@ -258,16 +263,16 @@ def inside_chance(z: float, se: float, left: float, right: float, left_se: float
     Over the item's place x: the integral of its density times P(L < x) P(R > x), by quadrature with the
     edges as break points (a step where an edge is exact or nearly so); with exact edges, and with an exact
     item, closed forms."""
+    if left_se <= 0 and right_se <= 0:  # (math's erfc, not scipy: the search asks this of every chosen child)
+        if se <= 0:
+            return float(left < z < right)
+        return max(normal_cdf((right - z) / se) - normal_cdf((left - z) / se), 0.0)
     from scipy.integrate import quad
     from scipy.special import ndtr
 
     def below(edge: float, edge_se: float, x: float) -> float:  # P(the edge lies below x)
         return float(ndtr((x - edge) / edge_se)) if edge_se > 0 else float(x > edge)
 
-    if left_se <= 0 and right_se <= 0:
-        if se <= 0:
-            return float(left < z < right)
-        return max(float(ndtr((right - z) / se) - ndtr((left - z) / se)), 0.0)
     if se <= 1e-9 * max(left_se, right_se):  # (the item's spread below float resolution beside the edges')
         # an exact edge is still met by the item's own spread (an item on it is half inside)
         def side(edge: float, edge_se: float) -> float:  # P(the edge lies below the item)

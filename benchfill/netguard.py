@@ -15,6 +15,7 @@ import contextvars
 import errno
 import ipaddress
 import os
+import re
 import socket
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -250,3 +251,25 @@ def is_loopback(host) -> bool:
         return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
     except ValueError:
         return False
+
+
+def on_this_machine(host: str) -> bool:
+    """Whether a connection to ``host`` stays on this machine, without a DNS lookup: the loopback names, a
+    loopback address however written (127.1, 0x7f000001, an IPv4-mapped IPv6 one) and the unspecified
+    address, which Linux connects to locally. Wider than ``is_loopback``, which the guard holds to the
+    addresses a socket is given."""
+    host = host.rstrip(".")  # "localhost." is localhost
+    if host in ("localhost", "ip6-localhost", "ip6-loopback") or host.endswith(".localhost"):
+        return True
+    try:
+        addr = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        if not re.fullmatch(r"[0-9A-Fa-fXx.]+", host):  # (inet_aton stops at a space: "127.0.0.1 evil.com")
+            return False
+        try:  # the shorthand forms inet_aton takes, as the socket will (127.1 is 127.0.0.1)
+            addr = ipaddress.ip_address(socket.inet_aton(host))
+        except (OSError, ValueError):
+            return False
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return addr.is_loopback or addr.is_unspecified

@@ -66,8 +66,10 @@ def test_a_name_that_only_looks_local_is_warned_of(clear_warned, caplog, url):
     config_mod.key_from_env("POLISH_KEY", sent_to=url)
     assert len(_clear_text_warnings(caplog)) == 1
     # inet_aton stops at a space: a host of "127.0.0.1 evil.com" is no loopback address
-    assert not config_mod._this_machine("127.0.0.1 evil.com", lambda h: False)
-    assert config_mod._this_machine("0x7f000001", lambda h: False) and config_mod._this_machine("2130706433", lambda h: False)
+    from benchfill.netguard import on_this_machine
+
+    assert not on_this_machine("127.0.0.1 evil.com")
+    assert on_this_machine("0x7f000001") and on_this_machine("2130706433")
 
 
 def test_one_endpoint_written_two_ways_is_warned_of_once(clear_warned, caplog):

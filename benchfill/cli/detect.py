@@ -39,13 +39,12 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from benchfill.cli.output import warn_untried
     from benchfill.data import read_responses
     from benchfill.errors import ConfigError, DataError
-    from benchfill.measure.detect import MAX_PERMUTATIONS, detect
+    from benchfill.measure.detect import check_permutations, detect
 
     if args.permutations < 0:
         raise ConfigError(f"--permutations must be 0 (exact) or more, got {args.permutations}")
-    if args.permutations > MAX_PERMUTATIONS:  # why this bound: benchfill.measure.detect.MAX_PERMUTATIONS
-        raise ConfigError(f"--permutations must be at most {MAX_PERMUTATIONS:,} (a p-value to 1e-7 already; more "
-                          f"only runs longer), got {args.permutations:,}")
+    if args.permutations:  # its bound, before any file is read (benchfill.measure.detect.MAX_PERMUTATIONS)
+        check_permutations(args.permutations, "--permutations")
     if not 0 < args.alpha < 1:
         raise ConfigError(f"--alpha must lie in (0, 1), got {args.alpha}")
     before, after = read_responses(args.before, min_models=1), read_responses(args.after, min_models=1)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from benchfill.coverage import expected_top_k_change
+from benchfill.coverage import expected_top_k_change, inside_chance, normal_cdf
 from benchfill.errors import PromptRefused
 from benchfill.search.annotate import Annotation, Annotator
 from benchfill.search.memory import Memory, MemoryEntry, may_parent
@@ -238,9 +238,7 @@ class GapResult:
         z, se, _ = p
         if math.isnan(se):
             return None
-        if se <= 0:  # an exact placement (the oracle's)
-            return float(self.left < z < self.right)
-        return _normal_cdf((self.right - z) / se) - _normal_cdf((self.left - z) / se)
+        return inside_chance(z, se, self.left, self.right)  # (an se of 0, the oracle's: exact)
 
     def mark_outside(self) -> None:
         """Flag a chosen item whose placed z is outside its gap (``outside_gap``), and one whose placement
@@ -280,10 +278,6 @@ class SearchState:
 # Hooks the orchestrator passes in: it alone writes the store.
 OnChild = Callable[[int, Child, float], None]
 OnRound = Callable[[int, SearchState, float], None]
-
-
-def _normal_cdf(x: float) -> float:
-    return 0.5 * math.erfc(-x / math.sqrt(2))
 
 
 async def benchfill_search(
@@ -420,7 +414,7 @@ def round_width(gap: GapSearch, parents: list[MemoryEntry], asks: list[float], r
     _, _, sigma = response.response()
     made = [c for c in children if c.item is not None or "rewrite_failed" in c.flags]
     v = (sum(c.valid for c in made) + 1) / (len(made) + 2)
-    inside = [v * (_normal_cdf((gap.right - m) / sigma) - _normal_cdf((gap.left - m) / sigma))
+    inside = [v * (normal_cdf((gap.right - m) / sigma) - normal_cdf((gap.left - m) / sigma))
               for p, ask in zip(parents, asks, strict=True) for m in [response.predict(p.z, ask, p.item_id)]]
     miss = 1.0
     widths = [0] * len(parents)
