@@ -233,7 +233,7 @@ def test_one_export_copied_to_two_reviewers_is_checked_per_reviewer(tmp_path, sh
     ("fills", "pattern"),
     [
         ({"r0": {"reviewer": "ann", "decision": "accept"}, "r2": {"reviewer": "ann", "decision": "accept"},
-          "r1": {"item_id": "@r0", "ancestor_id": "@r0", "child_text": "@r0", "reviewer": "ann", "decision": "reject",
+          "r1": {"item_id": "@r0", "ancestor_id": "@r0", "child_text": "@r0", "child_answer": "@r0", "reviewer": "ann", "decision": "reject",
                  "reason": "no"}},
          r"a second decision by ann on .* \(the first is on line \d+\)"),
         ({"r0": {"reviewer": "ann", "decision": "accept", "edited_text": "Better text."}},
@@ -241,7 +241,18 @@ def test_one_export_copied_to_two_reviewers_is_checked_per_reviewer(tmp_path, sh
         ({"r0": {"item_id": CHILD_IDS[1], "reviewer": "ann", "decision": "accept"}},
          r"item '[^']+' has ancestor '[^']+' in the queue, the row says '[^']+' \(a re-sorted sheet\?\)"),
         ({"r0": {"child_text": "@r1", "reviewer": "ann", "decision": "accept"}},
-         r"item '[^']+': the row's child_text is not the queue's text of that item"),
+         r"item '[^']+': the row's child_text is not the queue's text of that item .*write it in edited_text"),
+        # a fix typed into the item's own answer cell was dropped, and the accept beside it shipped the item unfixed
+        ({"r0": {"child_answer": "not the key 91", "reviewer": "ann", "decision": "accept"}},
+         r"item '[^']+': the row's child_answer 'not the key 91' is not the queue's \('[^']*'\); to change it, write it "
+         r"in edited_answer with decision 'edit' and restore child_answer"),
+        # the cells that show the edit in force are the export's, not an input (no edit is in force here)
+        ({"r0": {"answer_as_edited": "91", "reviewer": "ann", "decision": "accept"}},
+         r"item '[^']+': the row's answer_as_edited '91' is not the queue's \(blank, no edit being in force\); "
+         r"to change it, write it in edited_answer"),
+        ({"r0": {"text_as_edited": "A new text.", "reviewer": "ann", "decision": "reject", "reason": "x"}},
+         r"item '[^']+': the row's text_as_edited 'A new text.' is not the queue's \(blank, no edit being in force\); "
+         r"to change it, write it in edited_text"),
     ],
 )
 def test_sheet_rows_that_would_record_the_wrong_thing_are_refused(tmp_path, shared_data, fills, pattern):
@@ -251,6 +262,16 @@ def test_sheet_rows_that_would_record_the_wrong_thing_are_refused(tmp_path, shar
         import_decisions(run, sheet)
     with ReviewBoard(run) as board:
         assert board.decisions() == []
+
+
+def test_cells_a_spreadsheet_rewrites_in_form_only_still_import(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    _, csv_path = export_queue(run, tmp_path / "export")
+    answer = next(csv.DictReader(csv_path.open(encoding="utf-8-sig")))["child_answer"]
+    # the same number as a spreadsheet writes it back (1 -> 1.0), and the same text with its spacing changed
+    same = f"{float(answer)}" if answer.lstrip("-").replace(".", "", 1).isdigit() else f"  {answer} "
+    sheet, _ = _sheet(run, tmp_path, r0={"child_answer": same, "reviewer": "ann", "decision": "accept"})
+    assert import_decisions(run, sheet) == 1
 
 
 def test_a_cut_row_an_excel_encoding_and_a_semicolon_sheet_are_one_line_each(tmp_path, shared_data):

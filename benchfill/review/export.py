@@ -345,9 +345,19 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
                                     "write 'edit' to record the edit, or clear them")
                 try:
                     entry = board.entry(item_id)
-                    _same_item(entry, row)
-                    if edit and standing is None:  # every decision read once for the sheet, not once per row
+                    as_edited = any((row.get(c) or "").strip() for c in ("text_as_edited", "answer_as_edited"))
+                    if (edit or as_edited) and standing is None:  # read once for the sheet, not once per row
                         standing = board.outcomes()
+                    try:
+                        _same_item(entry, row, standing[item_id] if as_edited else None)
+                    except BenchfillError:
+                        # the edit in force moved since the export: the cells show the one then, and the
+                        # import's own check names what changed (a withdraw of it is welcome)
+                        moved = as_edited and exported is not None and _changed_since(
+                            board, exported, f"sheet:{exported.isoformat()}", {(item_id, who)})
+                        if not moved:
+                            raise
+                        _same_item(entry, row, None)
                     rows.append(board.prepare(
                         item_id, who, decision, row.get("reason") or "",
                         text=(row.get("edited_text") or None) if edit else None,
@@ -370,9 +380,11 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
     return rows, lines, exported
 
 
-def _same_item(entry: QueueEntry, row: dict[str, Any]) -> None:
-    """The row's ancestor and child text, where the sheet has them, must be the queue's: a sheet sorted on
-    one column only moves decisions onto other items."""
+def _same_item(entry: QueueEntry, row: dict[str, Any], standing: Outcome | None) -> None:
+    """The row's cells that show the item must be the queue's: a sheet sorted on one column only moves
+    decisions onto other items, and a fix typed into the item's own cells (rather than the edited_ ones)
+    would be dropped while the decision beside it shipped the item unfixed. ``standing`` is the item's
+    outcome now, by which the cells that show the edit in force are checked (None: read no such cell)."""
     ancestor = _as_written(row.get("ancestor_id") or "").strip()
     if ancestor and ancestor != str(entry.record["ancestor_id"]).strip():  # an id may end in a space or a tab
         raise BenchfillError(f"item '{entry.item_id}' has ancestor {entry.record['ancestor_id']!r} in the queue, "
@@ -380,7 +392,35 @@ def _same_item(entry: QueueEntry, row: dict[str, Any]) -> None:
     text = _as_written(row.get("child_text") or "")
     if text and " ".join(text.split()) != " ".join(str(entry.child.get(entry.text_field, "")).split()):
         raise BenchfillError(f"item '{entry.item_id}': the row's child_text is not the queue's text of that item "
-                             "(a re-sorted sheet?)")
+                             "(a re-sorted sheet? To change the text, write it in edited_text with decision 'edit')")
+    lines = entry.options(entry.child)
+    shown = {"child_answer": (entry.child.get(entry.answer_field), "edited_answer"),
+             "child_options": (None if lines is None else "\n".join(lines), "edited_options")}
+    if standing is not None:
+        edit = standing.edited_fields or {}
+        shown["text_as_edited"] = (edit.get(entry.text_field), "edited_text")
+        shown["answer_as_edited"] = (edit.get(entry.answer_field), "edited_answer")
+    for column, (value, field) in shown.items():
+        cell = _as_written(row.get(column) or "")
+        if cell.strip() and not _same_cell(cell, value):
+            queue = (repr(str(value)[:60]) if value is not None
+                     else "blank, no edit being in force" if column.endswith("_as_edited") else "blank")
+            raise BenchfillError(f"item '{entry.item_id}': the row's {column} {cell.strip()[:60]!r} is not the "
+                                 f"queue's ({queue}); to change it, write it in "
+                                 f"{field} with decision 'edit' and restore {column} (a spreadsheet that reformats "
+                                 "numbers or dates may have changed it too)")
+
+
+def _same_cell(cell: str, value: Any) -> bool:
+    """A cell the sheet wrote from ``value``, read back: the same text up to whitespace, or the same number
+    (a spreadsheet writes 0.50 back as 0.5)."""
+    old = "" if value is None else str(value)
+    if " ".join(cell.split()) == " ".join(old.split()):
+        return True
+    try:
+        return float(cell) == float(old)
+    except ValueError:
+        return False
 
 
 # How far ahead of this machine's clock, and of every moment the store records, a sheet's export time may lie
