@@ -231,6 +231,8 @@ def _gap_record(r, fit) -> dict[str, Any]:
     rec.update({
         "chosen_id": c.item_id, "parent_id": c.parent_id, "ancestor_id": c.ancestor_id, "round": c.round,
         "annotated_z": a.z, "annotated_difficulty": a.difficulty, "annotated_se": a.se, "annotated_z_se": a.z_se,
+        # what the table and the review page show beside the annotated z (annotated_z_se is sampling alone)
+        "annotated_placement_z_se": a.placement_z_se,
         "deviation": abs(a.z - r.target_z), "flags": c.flags, "annotation_rollouts": a.rollouts,
         "order_consistency": order_record(c),
     })
@@ -551,7 +553,9 @@ def _markdown(rep: dict[str, Any]) -> str:
                      f"{_item_cell(g['left_item'])} / {_item_cell(g['right_item'])} |")
     lines += ["", "## Per gap", "", "Rounds show why the search stopped: at the tolerance, once the best child "
               "could not be told apart from the target at the annotation's precision (indistinct), or after "
-              "the last round.", "", "| gap | target | chosen (ancestor) | annotated z ± se | confirmed z | "
+              "the last round. Each ± is the placement se, as on the review page: sampling, the probes' fitted "
+              "abilities and the item's unknown slope.", "",
+              "| gap | target | chosen (ancestor) | annotated z ± se | confirmed z ± se | "
               "true z (sim) | rounds | rollouts | model calls | flags |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     steer_lines = []
@@ -571,7 +575,8 @@ def _markdown(rep: dict[str, Any]) -> str:
         lines.append(
             f"| {r['gap_index']} | {r['target_z']:.4f} | {untrusted.md_code(r.get('chosen_id'), table=True)} "
             f"({untrusted.md_code(r.get('ancestor_id', ''), table=True)}) | "
-            f"{r['annotated_z']:.4f} ± {r.get('annotated_z_se', 0):.4f} | {_f(r.get('confirmed_z'))} | "
+            f"{_pm(r['annotated_z'], r.get('annotated_placement_z_se', r.get('annotated_z_se')))} | "
+            f"{_pm(r.get('confirmed_z'), r.get('confirmed_placement_z_se'))} | "
             f"{_f(r.get('true_z'))} | {_rounds(r)} | {sp.get('rollouts', 0)} | "
             f"{sp.get('model_calls', 0)} | {', '.join(r.get('flags', []))} |")
         st = r.get("steering")
@@ -654,6 +659,10 @@ def _fixed_se(r: dict[str, Any]) -> float:
 
 def _f(v) -> str:
     return "" if v is None else f"{v:.4f}"
+
+
+def _pm(v, se) -> str:
+    return _f(v) if v is None or se is None else f"{v:.4f} ± {se:.4f}"
 
 
 def _plots(folder: Path, before: np.ndarray, after: np.ndarray, gaps, results, rep) -> None:

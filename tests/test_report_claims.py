@@ -57,6 +57,12 @@ def test_a_chosen_item_outside_its_gap_is_flagged_everywhere(tmp_path):
     conf = queue[0]["confirmed"]  # where it sits, with the se the report's interval carries
     assert f"(z = {conf['z']:.3f} &plusmn; {conf['placement_z_se']:.3f})" in item.text
     assert [float(r["confirmed_z_se"]) for r in rows] == [q["confirmed"]["placement_z_se"] for q in queue]
+    # the report's table gives each estimate the se the page gives it (it had shown the annotation's
+    # sampling se alone under the same label)
+    ann = queue[0]["annotated"]
+    assert f"(z = {ann['z']:.3f} &plusmn; {ann['placement_z_se']:.3f})" in item.text
+    assert (f"| {ann['z']:.4f} ± {ann['placement_z_se']:.4f} | {conf['z']:.4f} ± {conf['placement_z_se']:.4f} |"
+            in md)
 
 
 def test_a_gap_whose_children_all_lie_beyond_the_range_stays_open_and_says_why(tmp_path):
