@@ -37,8 +37,8 @@ class OnlineEstimate:
 
 
 class ProbeCountError(DataError, ValueError):
-    """Probe counts ``online_calibrate`` cannot use. Still a ValueError, which it raised before, so that
-    callers that caught that keep working."""
+    """Probe counts ``online_calibrate`` or ``measure.order_test.order_consistency`` cannot use. Still a
+    ValueError, which both raised before, so that callers that caught that keep working."""
 
 
 def _per_probe(value: Any, arg: str) -> np.ndarray:

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import xlogy
 
+from benchfill.irt.online import ProbeCountError
 from benchfill.measure.trajectory import isotonic_fit
 
 DEFAULT_DRAWS = 999
@@ -217,6 +218,25 @@ def _save(path: Path, cal: Calibration) -> None:
                 os.unlink(tmp)
 
 
+def _counts(value: Sequence[int], arg: str) -> np.ndarray:
+    """Per-probe counts as a flat int vector, refused naming ``arg`` otherwise: the int64 cast they had cut
+    1.5 to 1 without a word, and failed on NaN, None or a string with numpy's own error, naming nothing."""
+    why = f"{arg}: expected whole numbers, one per probe, got {type(value).__name__}"
+    if value is None or isinstance(value, (str, bytes)):
+        raise ProbeCountError(why)
+    try:
+        v = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ProbeCountError(why) from None
+    if v.ndim != 1:
+        raise ProbeCountError(f"{why} of shape {v.shape}")
+    whole = np.isfinite(v) & (v == np.round(v))
+    if not whole.all():
+        j = int(np.flatnonzero(~whole)[0])
+        raise ProbeCountError(f"{arg}: every count must be a whole number; probe {j} has {float(v[j])!r}")
+    return v.astype(np.int64)
+
+
 @dataclass(frozen=True)
 class OrderScore:
     """One item's order consistency along the probe axis."""
@@ -243,15 +263,20 @@ def order_consistency(
     This is the cheap call for screening one new item: after the first call for a given probe
     panel and budget it costs one isotonic fit and one table look-up.
     """
-    k = np.asarray(correct, dtype=np.int64)
-    t = np.asarray(trials, dtype=np.int64)
-    if k.shape != t.shape or k.ndim != 1:
-        raise ValueError("correct and trials must be 1-D and of the same length")
-    if np.any(t < 0) or np.any(k < 0) or np.any(k > t):
-        raise ValueError("need 0 <= correct <= trials for every probe")
+    k, t = _counts(correct, "correct"), _counts(trials, "trials")
+    if k.shape != t.shape:
+        raise ProbeCountError(f"correct and trials must have one entry per probe, got {k.size} and {t.size}")
+    if (t < 0).any():
+        j = int(np.flatnonzero(t < 0)[0])
+        raise ProbeCountError(f"trials: must be 0 or more for every probe; probe {j} has {t[j]}")
+    bad = (k < 0) | (k > t)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise ProbeCountError(f"correct: need 0 <= correct <= trials for every probe; probe {j} has {k[j]} of {t[j]}")
     keep = t > 0
     if keep.sum() < 2:
-        raise ValueError("order consistency needs at least two probes with trials > 0")
+        raise ProbeCountError(f"trials: order consistency needs at least two probes with trials > 0, "
+                              f"got {int(keep.sum())}")
     k, t = k[keep], t[keep]
     fitted = isotonic_fit(k, t)
     d = float(lr_statistic(k, t, fitted)[0])

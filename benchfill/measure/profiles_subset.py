@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchfill.errors import DataError
+from benchfill.coverage import check_k
+from benchfill.errors import ConfigError, DataError
 from benchfill.matrix import ResponseMatrix
 from benchfill.measure.profiles import BenchmarkProfile
 from benchfill.pruning import MIN_RANKED
@@ -29,8 +30,7 @@ from benchfill.pruning import MIN_RANKED
 def select_subset(bp: BenchmarkProfile, size: int, *, seed: int = 0) -> list[str]:
     """``size`` item ids chosen by position stratification with weights (1 - w) v after screening."""
     items = list(bp.items)
-    if not 0 < size <= len(items):
-        raise ValueError(f"subset size must be in 1..{len(items)}, got {size}")
+    size = _check_size(size, len(items))
     rng = np.random.default_rng(seed)
     n_strata = max(1, bp.axis.n - 1)
     weight = np.array([0.0 if p.flagged or p.flat else max(0.0, (1.0 - p.width) * p.validity) for p in items])
@@ -52,6 +52,15 @@ def select_subset(bp: BenchmarkProfile, size: int, *, seed: int = 0) -> list[str
             if len(chosen) == size:
                 break
     return [items[i].item_id for i in chosen]
+
+
+def _check_size(size: object, n_items: int) -> int:
+    """``size`` as an int in 1..n_items, refused by its keyword otherwise (the CLI checks --subset itself): a
+    ValueError, or numpy's TypeError for "3" or 1.5, had named nothing."""
+    size = check_k(size, "size", at_least_one=False)
+    if not 0 < size <= n_items:
+        raise ConfigError(f"size: must lie in 1..{n_items} (the profiled items), got {size}")
+    return size
 
 
 def _allocate(size: int, capacity: Sequence[int]) -> list[int]:
@@ -131,6 +140,8 @@ def evaluate_subsets(
     such models, or all tied) is left out of its mean and sd, NaN when no draw defines it; ``notes``
     says so. Refused (DataError) when the models all score the same on the full benchmark.
     """
+    size = _check_size(size, len(bp.items))
+    repeats = check_k(repeats, "repeats")  # none would give figures of no draw: NaN, with no note
     ref = list(reference_models) if reference_models is not None else list(bp.axis.models)
     full = model_scores(matrix, ref)
     ref = [ref[i] for i in np.argsort(full, kind="stable")]  # the reference axis: full-benchmark order

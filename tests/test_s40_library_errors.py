@@ -1,0 +1,74 @@
+"""A library caller's bad input is refused as a BenchfillError naming the keyword it passed (README, "As a
+library"); each case here had raised numpy's or Python's own error, been taken without a word, or named a CLI
+flag the caller never typed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from benchfill.errors import ConfigError, DataError
+from benchfill.matrix import ResponseMatrix
+
+
+def _matrix(seed=0, n_models=6, n_items=40, trials=4) -> ResponseMatrix:
+    rng = np.random.default_rng(seed)
+    ability = np.linspace(-2, 2, n_models)
+    b = rng.uniform(-2, 2, n_items)
+    k = rng.binomial(trials, 1 / (1 + np.exp(-(ability[:, None] - b[None, :]))))
+    return ResponseMatrix(tuple(f"m{j}" for j in range(n_models)), tuple(f"q{i}" for i in range(n_items)), k,
+                          np.full_like(k, trials))
+
+
+@pytest.mark.parametrize(("correct", "trials", "said"), [
+    ([1, 2], [4], r"correct and trials must have one entry per probe, got 2 and 1"),
+    ([5, 2, 3], [4, 4, 4], r"correct: need 0 <= correct <= trials .* probe 0 has 5 of 4"),
+    ([math.nan, 2, 3], [4, 4, 4], r"correct: every count must be a whole number; probe 0 has nan"),
+    ([1.5, 2, 3], [4, 4, 4], r"correct: every count must be a whole number; probe 0 has 1.5"),  # had been cut to 1
+    ([1, 2, 3], [4, 4.5, 4], r"trials: every count must be a whole number; probe 1 has 4.5"),
+    ([1, 2, 3], [4, -1, 4], r"trials: must be 0 or more for every probe; probe 1 has -1"),
+    (None, [4, 4], r"correct: expected whole numbers, one per probe, got NoneType"),
+    ([1, 0], [4, 0], r"trials: order consistency needs at least two probes with trials > 0, got 1"),
+])
+def test_order_consistency_refuses_bad_counts_naming_the_argument(correct, trials, said):
+    from benchfill.measure.order_test import order_consistency
+
+    with pytest.raises(DataError, match=said) as exc:
+        order_consistency(correct, trials, cache_dir=False)
+    assert isinstance(exc.value, ValueError)  # what it raised before: a caller that caught that still does
+    assert order_consistency([1, 2, 3], [4, 4.0, 4], cache_dir=False).p_value == 1.0  # a whole float is a count
+
+
+@pytest.fixture(scope="module")
+def profiled():
+    from benchfill.measure.profiles import profile
+
+    m = _matrix()
+    return profile(m, order=m.models, cache_dir=False, draws=19), m
+
+
+@pytest.mark.parametrize(("size", "said"), [
+    (0, r"size: must lie in 1\.\.40 \(the profiled items\), got 0"),
+    (100, r"size: must lie in 1\.\.40 \(the profiled items\), got 100"),
+    ("3", r"size: expected an int, got str '3'"),
+    (1.5, r"size: expected an int, got float 1.5"),
+])
+def test_subset_size_is_refused_by_its_keyword(profiled, size, said):
+    from benchfill.measure.profiles_subset import evaluate_subsets, select_subset
+
+    bp, m = profiled
+    with pytest.raises(ConfigError, match=said):
+        select_subset(bp, size)
+    with pytest.raises(ConfigError, match=said):
+        evaluate_subsets(bp, m, size, repeats=1)
+    assert len(select_subset(bp, np.int64(5))) == 5
+
+
+def test_evaluate_subsets_refuses_no_repeats(profiled):
+    from benchfill.measure.profiles_subset import evaluate_subsets
+
+    bp, m = profiled
+    with pytest.raises(ConfigError, match=r"^repeats must be at least 1, got 0"):  # had come back all NaN
+        evaluate_subsets(bp, m, 5, repeats=0)
