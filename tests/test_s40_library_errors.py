@@ -72,3 +72,32 @@ def test_evaluate_subsets_refuses_no_repeats(profiled):
     bp, m = profiled
     with pytest.raises(ConfigError, match=r"^repeats must be at least 1, got 0"):  # had come back all NaN
         evaluate_subsets(bp, m, 5, repeats=0)
+
+
+def test_profile_of_none_is_refused_by_its_keyword():
+    from benchfill.measure.profiles import profile
+    from benchfill.measure.trajectory import model_axis
+
+    for call in (lambda: profile(None), lambda: model_axis(None)):
+        with pytest.raises(ConfigError, match=r"^matrix: expected a ResponseMatrix, got NoneType"):
+            call()
+
+
+@pytest.fixture(scope="module")
+def predictor():
+    from benchfill.predict import labelled_items, train
+
+    items = [{"id": f"s{k}", "problem": "two primes " * (k % 7 + 1)} for k in range(30)]
+    return train(labelled_items("toy", items, [float(k % 7) for k in range(30)]), ["length"], folds=3)[0]
+
+
+def test_predict_item_of_none_is_refused_by_its_keyword(predictor):
+    with pytest.raises(DataError, match=r"^item: expected a dict of the item's fields, got NoneType"):
+        predictor.predict_item(None)
+
+
+def test_predict_items_refuses_what_is_no_list_of_items(predictor):
+    with pytest.raises(DataError, match=r"^items: expected a list of items \(dicts of their fields\), got dict"):
+        predictor.predict_items({"problem": "one item, not a list"})
+    with pytest.raises(DataError, match=r"^items\[1\]: expected an item \(a dict of its fields\), got NoneType"):
+        predictor.predict_items([{"problem": "x"}, None])

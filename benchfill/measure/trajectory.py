@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from benchfill.errors import DataError
+from benchfill.irt.engine import require_matrix
 from benchfill.irt.fit import IrtFit
 from benchfill.matrix import ResponseMatrix
 
@@ -59,6 +60,7 @@ def model_axis(
     ability; with ``order`` exactly as given (weakest first). Ties keep the matrix's order, so
     the axis is deterministic. ``fit_source`` names the fit's file in messages.
     """
+    require_matrix(matrix)  # profile's matrix too: None had failed here as an AttributeError, naming nothing
     if order is not None:
         unknown = [m for m in order if m not in matrix.models]
         if unknown:

@@ -139,6 +139,8 @@ class Predictor:
 
     def predict_item(self, item: dict[str, Any], benchmark: str | None = None) -> Prediction:
         """One item dict (the benchmark's fields, e.g. ``{"problem": ...}``) -> its predicted difficulty."""
+        if not isinstance(item, dict):  # predict_items would name it items[0], of a list this caller never passed
+            raise DataError(f"item: expected a dict of the item's fields, got {type(item).__name__}")
         return self.predict_items([item], benchmark)[0]
 
     def to_dict(self) -> dict[str, Any]:

@@ -69,6 +69,14 @@ def resolve_text_fields(items: Sequence[dict[str, Any]], text_field: str | None 
     ``text_field`` holds something else than text (``ItemFieldError``, naming the item's place). The
     options follow the same rule (``_options_field``).
     """
+    # a library caller's None, one dict or a list holding None had failed below as an AttributeError
+    if isinstance(items, (dict, str, bytes)) or not isinstance(items, Sequence):
+        raise DataError(f"items: expected a list of items (dicts of their fields), got {type(items).__name__}")
+    wrong = next((k for k, it in enumerate(items) if not isinstance(it, dict)), None)
+    if wrong is not None:
+        raise ItemFieldError(f"items[{wrong}]: expected an item (a dict of its fields), got "
+                             f"{type(items[wrong]).__name__}", wrong)
+
     def has(it: dict[str, Any], f: str) -> bool:
         return isinstance(it.get(f), str)
 
