@@ -121,9 +121,16 @@ def calibrate(
     rankings are compared with ``reference``: a file of model scores, an array
     of scores in ``matrix.models`` order, or, when None, the full benchmark. Each ranking leaves out
     the models with no responses on its items; with fewer than three models there is no ranking
-    (``ranking`` stays None). ``notes`` says, a line each, what was left out or undefined.
+    (``ranking`` stays None). ``notes`` says, a line each, what was left out or undefined. ``n_random``
+    random subsets of k items give the baseline (``ddm_random``, ``ranking["random"]``); 0 leaves it out (both
+    None), which the CLI, printing it, does not offer.
     """
     k = check_k(k, at_least_one=False)  # its range, 1..n, is prune_to_target's to check
+    # a negative count drew no subset and said nothing (as 0 does, on purpose); numpy refused a negative seed
+    # with its own ValueError
+    for arg, value in (("n_random", n_random), ("seed", seed)):
+        if check_k(value, arg, at_least_one=False) < 0:
+            raise ConfigError(f"{arg}: must be 0 or more, got {value}")
     if hasattr(fit_or_z, "z") and hasattr(fit_or_z, "item_ids"):
         # a scale with no spread (every item solved by every model) has no distribution to match: the CLI and
         # diagnose refused it, and the library reported a DDM that moved on floating-point noise

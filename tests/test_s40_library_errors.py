@@ -131,3 +131,31 @@ def test_the_nuts_warning_names_the_keywords_and_the_flags(caplog):
     said = [r.getMessage() for r in caplog.records if r.name == "benchfill.irt.convergence"]
     assert len(said) == 1 and said[0].endswith("(more draws and warmup: --draws and --warmup, or draws and warmup "
                                                "from Python)")
+
+
+def test_fit_refuses_a_negative_seed():
+    from benchfill import fit
+
+    with pytest.raises(ConfigError, match=r"^seed: must be 0 or more \(or None\), got -1$"):
+        fit(_matrix(n_items=12), seed=-1)  # recorded by MAP; NUTS failed on it with numpy's ValueError
+
+
+@pytest.mark.parametrize(("kw", "said"), [
+    ({"n_random": -3}, r"^n_random: must be 0 or more, got -3"),
+    ({"n_random": 2.5}, r"^n_random: expected an int, got float 2.5"),
+    ({"seed": -1}, r"^seed: must be 0 or more, got -1"),
+])
+def test_calibrate_refuses_a_negative_or_fractional_count_or_seed(kw, said):
+    from benchfill.pruning import calibrate
+
+    with pytest.raises(ConfigError, match=said):
+        calibrate(np.linspace(-2, 2, 12), 5, **kw)
+
+
+def test_calibrate_with_no_random_subsets_leaves_the_baseline_out():
+    from benchfill.pruning import calibrate
+
+    # 0 is the library's way to leave the baseline out (the CLI, printing it, does not offer it): kept
+    m = _matrix(n_items=12)
+    r = calibrate(np.linspace(-2, 2, 12), 5, matrix=m, item_ids=m.item_ids, n_random=0)
+    assert r.ddm_random is None and r.ranking is not None and r.ranking["random"] is None

@@ -91,6 +91,10 @@ def fit(
                             "untried / untried_models)")  # fmt: skip
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise ConfigError(f"seed: a whole number (or None), got {seed!r}")
+    # as the CLI's --seed refuses: NUTS seeds numpy's generators with it, which fail on a negative one with a
+    # ValueError of their own (MAP, deterministic, only recorded it)
+    if seed is not None and seed < 0:
+        raise ConfigError(f"seed: must be 0 or more (or None), got {seed}")
     if engine == "map":
         from benchfill.irt.map import fit_map_1pl, fit_map_2pl
 

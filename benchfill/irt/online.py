@@ -164,7 +164,9 @@ def online_calibrate(
     """Maximum-likelihood difficulty of one new item, probe abilities held fixed.
 
     ``correct[j]`` of ``trials[j]`` rollouts of probe j were right; probes with no trials
-    are ignored. The standard error is 1/sqrt of the observed information at the estimate.
+    are ignored. The standard error is 1/sqrt of the observed information at the estimate. Counts need not
+    be whole: expected counts (each probe's chance of being right times its trials) give the placement with
+    infinite rollouts, as bench/bench_panel_error.py uses it.
 
     When no finite MLE exists (every probe always right: b -> -inf; always wrong, or right
     no more often than chance: b -> +inf; no trials at all), the estimate is instead the
