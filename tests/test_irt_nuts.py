@@ -310,3 +310,13 @@ def test_a_library_fit_whose_chains_fall_short_warns_through_logging(caplog):
     said = [r.getMessage() for r in caplog.records if r.name == "benchfill.irt.convergence"]
     assert f.diagnostics["min_ess_bulk"] < 400
     assert len(said) == 1 and said[0].startswith("warning: the NUTS chains have not converged (") and "ESS" in said[0]
+
+
+def test_a_nuts_fit_without_a_seed_draws_one_and_records_it():
+    # seed=None is allowed by fit's signature; NUTS had failed on it (a TypeError from numpy's seeding)
+    sim = simulate_responses(4, 10, 8, seed=0)
+    f = fit(sim.matrix, engine="nuts", seed=None, warmup=50, draws=20, chains=2)
+    seed = f.seed
+    assert isinstance(seed, int) and seed >= 0
+    again = fit(sim.matrix, engine="nuts", seed=seed, warmup=50, draws=20, chains=2)
+    assert np.array_equal(again.difficulty_draws, f.difficulty_draws)  # the recorded seed makes them again

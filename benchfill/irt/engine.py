@@ -57,7 +57,8 @@ def fit(
     draws are taken under the estimated prior (empirical Bayes): mu_b and sigma_b are not sampled, so their
     own uncertainty is left out of the intervals.
 
-    ``seed`` fixes the draws (and MAP's start); ``chains``, ``warmup``, ``draws`` and ``target_accept`` (the
+    ``seed`` fixes the draws (and MAP's start; None under NUTS draws a fresh one, which the fit records so
+    that its draws can be made again); ``chains``, ``warmup``, ``draws`` and ``target_accept`` (the
     NUTS step size's aim) are NUTS's only. ``progress``: a callable given each progress line, or True for
     the lines on stderr (as ``run`` and ``run_sweep`` take ``progress=True``); None or False for none.
     """
@@ -121,6 +122,9 @@ def fit(
         raise ConfigError("engine nuts: needs numba, an optional extra: pip install 'benchfill[nuts]'") from None
     from benchfill.irt.convergence import warn_unconverged
     from benchfill.irt.sampling import fit_nuts
+
+    if seed is None:  # the chains' generators need a number; this one is recorded with the fit
+        seed = int(np.random.SeedSequence().entropy % 2**31)
 
     b_prior, hyper = (0.0, 1.0), {}
     if prior == "hierarchical":  # the prior's estimate first (the MAP EM), then the draws under it
