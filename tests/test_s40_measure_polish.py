@@ -46,3 +46,52 @@ def test_an_out_that_is_a_hard_link_to_an_input_is_still_refused(tmp_path):
     with pytest.raises(ConfigError, match="is the --items file"):
         check_out_file(str(tmp_path / "other.jsonl"), "--out", {"--items": str(given)})
     check_out_file(str(tmp_path / "new.jsonl"), "--out", {"--items": str(given), "--cache": None})  # another path
+
+
+# -- profile: settings that could never flag an item -----------------------------------------------
+
+
+@pytest.fixture
+def small_responses(tmp_path):
+    rows = ["model,item_id,correct,trials"]
+    for m, skill in (("m1", 0), ("m2", 1), ("m3", 2)):
+        rows += [f"{m},q{i},{min(skill + i % 2, 2)},2" for i in range(4)]
+    path = tmp_path / "r.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_profile_refuses_an_alpha_its_draws_cannot_reach(small_responses, capsys):
+    # the smallest o is 1/(draws + 1) = .05 with 19 draws: alpha .01 flagged nothing and said "no item flagged"
+    rc = main(["profile", "--responses", str(small_responses), "--draws", "19", "--alpha", "0.01", "--no-cache"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and err.strip().splitlines() == [
+        "benchfill: error: --alpha 0.01 with --draws 19: no item can be flagged, as o is never below 1/(19 + 1); "
+        "give --draws 99 or more"]
+    assert main(["profile", "--responses", str(small_responses), "--draws", "99", "--alpha", "0.01",
+                 "--no-cache", "--json"]) == 0  # the fewest it names are enough
+    capsys.readouterr()
+    rc = main(["profile", "--responses", str(small_responses), "--draws", "9999", "--alpha", "0.00001"])
+    assert rc == 2 and capsys.readouterr().err.strip().splitlines() == [
+        "benchfill: error: --alpha 1e-05: no item can be flagged, as o is never below 1/(9999 + 1) even at the most "
+        "--draws; give --alpha 0.0001 or more"]
+
+
+def test_the_library_refuses_an_alpha_its_draws_cannot_reach(small_responses):
+    from benchfill.data import read_responses
+    from benchfill.measure.profiles import min_draws, profile
+
+    with pytest.raises(ConfigError, match=r"^alpha 0.02 with draws 19: .* give draws 49 or more$"):
+        profile(read_responses(small_responses), alpha=0.02, draws=19, cache_dir=False)
+    # 1/(B + 1) <= alpha at B and not at B - 1, through the float rounding of 1/alpha
+    for alpha, b in ((0.05, 19), (0.01, 99), (0.001, 999), (0.03, 33), (1e-4, 9999)):
+        assert min_draws(alpha) == b and 1 / (b + 1) <= alpha < 1 / b
+
+
+def test_profile_refuses_repeats_without_subset(small_responses, capsys):
+    # --repeats only sets --subset's draws; alone it was ignored without a word
+    rc = main(["profile", "--responses", str(small_responses), "--repeats", "5", "--no-cache"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and err.strip().splitlines() == [
+        "benchfill: error: --repeats 5: sets how many subsets --subset draws, and no --subset is given; give "
+        "--subset K or leave --repeats out"]
