@@ -95,3 +95,65 @@ def test_profile_refuses_repeats_without_subset(small_responses, capsys):
     assert rc == 2 and out == "" and err.strip().splitlines() == [
         "benchfill: error: --repeats 5: sets how many subsets --subset draws, and no --subset is given; give "
         "--subset K or leave --repeats out"]
+
+
+# -- detect: permutations too few for alpha, p printed as 0, bands that read alike ---------------------
+
+
+@pytest.fixture
+def gained(tmp_path):
+    """One model's responses before and after a large gain on 40 items of 8 rollouts."""
+    b, a = tmp_path / "before.csv", tmp_path / "after.csv"
+    b.write_text("model,item_id,correct,trials\n" + "".join(f"m,q{i},{i % 3},8\n" for i in range(40)))
+    a.write_text("model,item_id,correct,trials\n" + "".join(f"m,q{i},{i % 3 + 4},8\n" for i in range(40)))
+    return b, a
+
+
+def test_detect_refuses_permutations_too_few_for_alpha(gained, capsys):
+    # 10 permutations: p is never below 1/11 = 0.0909, so the test could only say "no improvement detected"
+    b, a = gained
+    rc = main(["detect", "--before", str(b), "--after", str(a), "--permutations", "10"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and err.strip().splitlines() == [
+        "benchfill: error: --permutations 10 with --alpha 0.05: no improvement can be detected, as p is never below "
+        "1/(10 + 1); give --permutations 20 or more, or 0 (exact)"]
+    assert main(["detect", "--before", str(b), "--after", str(a), "--permutations", "20"]) == 0  # the fewest named
+    assert "; improvement detected at p < 0.05" in capsys.readouterr().out
+    assert main(["detect", "--before", str(b), "--after", str(a), "--permutations", "0"]) == 0  # exact still runs
+    capsys.readouterr()
+
+
+def test_the_library_refuses_permutations_too_few_for_alpha(gained):
+    from benchfill.data import read_responses
+    from benchfill.errors import DataError
+    from benchfill.measure.detect import check_permutations, detect, min_permutations
+
+    b, a = (read_responses(p, min_models=1) for p in gained)
+    with pytest.raises(DataError, match=r"^permutations 99 with alpha 0.01: .* give permutations 100 or more"):
+        detect(b, a, permutations=99, alpha=0.01)
+    with pytest.raises(DataError, match=r"^alpha 1e-08: no improvement can be detected"):
+        check_permutations(10_000_000, alpha=1e-8)
+    for alpha, n in ((0.05, 20), (0.01, 100), (0.03, 33), (1e-7, 10_000_000)):  # 1/(n + 1) < alpha <= 1/n
+        assert min_permutations(alpha) == n and 1 / (n + 1) < alpha <= 1 / n
+
+
+def test_detect_prints_a_tiny_p_without_rounding_it_to_zero(gained, capsys):
+    b, a = gained
+    assert main(["detect", "--before", str(b), "--after", str(a), "--permutations", "0"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line == "one-sided stratified randomization test (exact): p = 4.14e-41; improvement detected at p < 0.05"
+    # a Monte Carlo p that no permutation reached is the floor 1/(B + 1), said as such
+    assert main(["detect", "--before", str(b), "--after", str(a), "--permutations", "1000"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line == ("one-sided stratified randomization test (1,000 permutations): p = 0.000999 (the floor "
+                    "1/(1,000 + 1): no permutation reached the observed gain); improvement detected at p < 0.05")
+    assert main(["detect", "--before", str(b), "--after", str(a), "--permutations", "1", "--alpha", "0.9"]) == 0
+    assert "(1 permutation): p = 0.5 (the floor 1/(1 + 1)" in capsys.readouterr().out
+
+
+def test_detect_bands_are_labelled_apart(gained, capsys):
+    b, a = gained
+    assert main(["detect", "--before", str(b), "--after", str(a), "--permutations", "0", "--bands", "1000"]) == 0
+    bands = [ln.split(")")[0].split("]")[0] for ln in capsys.readouterr().out.splitlines()[3:]]
+    assert bands[:2] == ["  [0.000, 0.001", "  [0.001, 0.002"] and bands[-1] == "  [0.999, 1.000"
+    assert len(set(bands)) == 1000
