@@ -157,3 +157,28 @@ def test_detect_bands_are_labelled_apart(gained, capsys):
     bands = [ln.split(")")[0].split("]")[0] for ln in capsys.readouterr().out.splitlines()[3:]]
     assert bands[:2] == ["  [0.000, 0.001", "  [0.001, 0.002"] and bands[-1] == "  [0.999, 1.000"
     assert len(set(bands)) == 1000
+
+
+# -- predict: the note that fewer folds are used ---------------------------------------------------
+
+FOLDS_NOTE = "benchfill: warning: 15 items allow at most 5 folds of three or more; K-fold uses 5 folds, not 10"
+
+
+@pytest.mark.parametrize("command", [["train", "--out", "p.json"], ["evaluate"]])
+def test_predict_says_fewer_folds_once_as_a_warning_without_naming_a_flag_not_given(
+        shared_data, tmp_path, capsys, monkeypatch, command):
+    # train printed "--folds 10: 15 items allow 5 folds ..." bare and evaluate with the prefix; neither run
+    # had been given --folds
+    monkeypatch.chdir(tmp_path)
+    rc = main(["predict", command[0], "--benchmark", "aime25", "--data-dir", str(shared_data), "--families", "length",
+               *command[1:]])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 0 and [ln for ln in err if "folds of three" in ln] == [FOLDS_NOTE]
+
+
+def test_the_library_logs_fewer_folds_as_a_warning(caplog):
+    from benchfill.predict.predictor import fold_count
+
+    with caplog.at_level("WARNING", logger="benchfill.predict"):
+        assert fold_count(15, 10) == 5 and fold_count(60, 10) == 10 and fold_count(5, 10) == 1
+    assert [r.getMessage() for r in caplog.records] == [FOLDS_NOTE.removeprefix("benchfill: ")]
