@@ -43,10 +43,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
     if args.permutations < 0:
         raise ConfigError(f"--permutations must be 0 (exact) or more, got {args.permutations}")
-    if args.permutations:  # its bound, before any file is read (benchfill.measure.detect.MAX_PERMUTATIONS)
-        check_permutations(args.permutations, "--permutations")
     if not 0 < args.alpha < 1:
         raise ConfigError(f"--alpha must lie in (0, 1), got {args.alpha}")
+    if args.permutations:  # its bounds, before any file is read (benchfill.measure.detect.check_permutations)
+        check_permutations(args.permutations, "--permutations", args.alpha, "--alpha")
     before, after = read_responses(args.before, min_models=1), read_responses(args.after, min_models=1)
     warn_untried(before, after)
     difficulty = None

@@ -80,16 +80,23 @@ def check_out_dir(path: str | None, flag: str, names: tuple[str, ...],
 
 def _check_not_input(out: Any, path: str, flag: str, inputs: dict[str, str | None] | None, what: str = "") -> None:
     import os
+    from pathlib import Path
 
     from benchfill.errors import ConfigError
 
     for in_flag, in_path in (inputs or {}).items():
         if not in_path:
             continue
+        # The same path counts even where no file is there yet: an input the command makes as it works (a
+        # --scorer-cache written answer by answer) would be replaced by the output at the end, hours of work lost.
         try:
-            same = os.path.samefile(out, in_path)  # a link or another spelling of the same file counts
-        except (OSError, ValueError):  # either one missing: they cannot be one file
-            continue
+            same = Path(out).resolve(strict=False) == Path(in_path).resolve(strict=False)
+        except (OSError, RuntimeError, ValueError):  # a loop of links: the file check below still runs
+            same = False
+        try:
+            same = same or os.path.samefile(out, in_path)  # a hard link is one file under two names
+        except (OSError, ValueError):  # either one missing: the paths alone decide
+            pass
         if same:
             raise ConfigError(f"{flag} {path!r}: {what}is the {in_flag} file, which writing would overwrite; "
                               "give another path")

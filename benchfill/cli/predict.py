@@ -225,6 +225,7 @@ def cmd_evaluate(args) -> int:
     from benchfill.predict.evaluate import auc_table, cross_validate, make_splits
     from benchfill.predict.features import parse_families
     from benchfill.predict.models import DifficultyModel
+    from benchfill.predict.predictor import fold_count
 
     families = parse_families(args.families)
     _check_scorers(args, families)
@@ -232,10 +233,8 @@ def cmd_evaluate(args) -> int:
     labelled = _load(args)
     groups = {"kfold": None, "lobo": labelled.benchmark, "category": labelled.category}[args.split]
     folds = args.folds
-    if args.split == "kfold" and folds > len(labelled) // 3 >= 2:
-        folds = len(labelled) // 3
-        print(f"benchfill: warning: --folds {args.folds}: {len(labelled)} items allow {folds} folds of three or "
-              f"more; using {folds}", file=sys.stderr)
+    if args.split == "kfold" and len(labelled) // 3 >= 2:  # (fewer items: make_splits refuses them)
+        folds = fold_count(len(labelled), folds)  # a warning when fewer, as train says it
     splits = make_splits(args.split, len(labelled), groups=groups, folds=folds, seed=args.seed)
     sets = [[f] for f in dict.fromkeys(["random", *families])] if args.each else []
     sets.append(list(families))

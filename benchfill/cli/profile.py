@@ -16,6 +16,7 @@ from benchfill.cli.argtypes import nonneg_int, positive_int
 from benchfill.untrusted import terminal as shown
 
 OUTPUTS = ("profile.json", "trajectories.png", "histograms.png")  # what --out DIR receives
+REPEATS = 20  # subsets drawn per method with --subset, unless --repeats says
 
 
 def register(subparsers: Any) -> None:
@@ -39,7 +40,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--top", type=nonneg_int, default=20, help="flagged items shown in the table (default 20)")
     p.add_argument("--subset", type=positive_int, metavar="K",
                    help="also evaluate profile-guided subsets of K items against random ones (NDR, Kendall tau-b)")
-    p.add_argument("--repeats", type=positive_int, default=20, help="subsets drawn per method with --subset (default 20)")
+    # None, not 20: a --repeats given without --subset is seen, and refused rather than ignored
+    p.add_argument("--repeats", type=positive_int, default=None,
+                   help="subsets drawn per method with --subset (default 20)")
     p.add_argument("--out", metavar="DIR", help="write profile.json, trajectories.png and histograms.png here")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_profile)
@@ -52,6 +55,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from benchfill.measure.profiles import check_settings, profile
 
     check_settings(args.alpha, args.draws, args.seed, name=lambda key: f"--{key}")  # before any work
+    if args.repeats is not None and not args.subset:
+        raise ConfigError(f"--repeats {args.repeats}: sets how many subsets --subset draws, and no --subset is "
+                          "given; give --subset K or leave --repeats out")
     # refused before the profiling, not after it: a folder in the way of an output file, or no way to write
     check_out_dir(args.out, "--out", OUTPUTS, inputs={"--responses": args.responses, "--items": args.items,
                                                       "--answers": args.answers, "--fit": args.fit_path})
@@ -82,7 +88,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
         if not 0 < args.subset <= len(bp.items):
             raise ConfigError(f"--subset must be in 1..{len(bp.items)}, got {args.subset}")
-        result["subset"] = evaluate_subsets(bp, matrix, args.subset, repeats=args.repeats, seed=args.seed).to_dict()
+        result["subset"] = evaluate_subsets(bp, matrix, args.subset, repeats=args.repeats or REPEATS, seed=args.seed).to_dict()
     if args.out:
         _write_outputs(bp, result, Path(args.out))
     if args.json:

@@ -88,25 +88,43 @@ class DetectResult:
         return d
 
     def lines(self) -> list[str]:
-        how = "exact" if self.permutations == 0 else f"{self.permutations:,} permutations"
+        b_ = self.permutations
+        how = "exact" if b_ == 0 else f"{b_:,} permutation{'' if b_ == 1 else 's'}"
         verdict = "improvement detected" if self.detected else "no improvement detected"
         out = [
             f"{self.model_before} -> {self.model_after} on {self.n_items} items: accuracy "
             f"{self.acc_before:.4f} -> {self.acc_after:.4f}, gain {self.gain:+.4f}",
-            f"one-sided stratified randomization test ({how}): p = {self.p_value:.5f}; "
+            f"one-sided stratified randomization test ({how}): p = {self.p_text()}; "
             f"{verdict} at p < {self.alpha}",
             f"gain per difficulty band (difficulty: {self.difficulty_source}):",
         ]
+        # enough decimals to tell the edges apart: with two, 1,000 bands all read [0.00, 0.00)
+        d = next(d for d in range(2, 17) if len({f"{e:.{d}f}" for e in self._edges()}) == len(self.bands) + 1)
         for k, b in enumerate(self.bands):
             close = "]" if k == len(self.bands) - 1 else ")"  # the last band holds z = 1
             if b.n_items:
-                out.append(f"  [{b.lo:.2f}, {b.hi:.2f}{close} {b.n_items:>4} items  "
+                out.append(f"  [{b.lo:.{d}f}, {b.hi:.{d}f}{close} {b.n_items:>4} items  "
                            f"{b.acc_before:.4f} -> {b.acc_after:.4f}  gain {b.gain:+.4f}")
             else:
-                out.append(f"  [{b.lo:.2f}, {b.hi:.2f}{close}    0 items")
+                out.append(f"  [{b.lo:.{d}f}, {b.hi:.{d}f}{close}    0 items")
         if self.unplaced:
             out.append(f"  {self.unplaced} item(s) without a difficulty are in no band")
         return out
+
+
+    def p_text(self) -> str:
+        """The p-value to three significant digits (scientific below 1e-4), so that a tiny one never reads as
+        0; a Monte Carlo p at its floor 1/(B + 1) says so, as the most those permutations can resolve."""
+        p, b = self.p_value, self.permutations
+        if p <= 0:  # an exact p whose terms all underflowed a float
+            return "< 1e-300"
+        text = f"{p:.3g}"
+        if b and p * (b + 1) <= 1 + 1e-9:
+            text += f" (the floor 1/({b:,} + 1): no permutation reached the observed gain)"
+        return text
+
+    def _edges(self) -> list[float]:
+        return [b.lo for b in self.bands] + [self.bands[-1].hi] if self.bands else []
 
 
 def _check(correct: np.ndarray, trials: np.ndarray, name: str) -> None:
@@ -186,13 +204,35 @@ def stratified_permutation_test(
     return gain, (1 + at_least) / (1 + permutations)
 
 
-def check_permutations(permutations: int, name: str = "permutations") -> None:
-    """Refuse a count of random permutations below 1 or above MAX_PERMUTATIONS, in one line naming ``name``."""
+def check_permutations(permutations: int, name: str = "permutations", alpha: float | None = None,
+                       alpha_name: str = "alpha") -> None:
+    """Refuse a count of random permutations below 1 or above MAX_PERMUTATIONS, in one line naming ``name``;
+    with ``alpha`` (``alpha_name``), also one too few for any p to fall below it."""
     if permutations < 1:
         raise DataError(f"{name} must be at least 1, got {permutations}")
     if permutations > MAX_PERMUTATIONS:
         raise DataError(f"{name} must be at most {MAX_PERMUTATIONS:,} (a p-value to 1e-7 already; more only runs "
                         f"longer), got {permutations:,}")
+    # A Monte Carlo p is never below 1/(B + 1), and detection is p < alpha: fewer permutations than that
+    # said "no improvement detected" whatever the data
+    if alpha is not None and 1.0 / (permutations + 1.0) >= alpha:
+        need = min_permutations(alpha)
+        if need > MAX_PERMUTATIONS:
+            raise DataError(f"{alpha_name} {alpha!r}: no improvement can be detected, as p is never below "
+                            f"1/({MAX_PERMUTATIONS:,} + 1) even at the most {name}; give {alpha_name} above "
+                            f"{1.0 / (MAX_PERMUTATIONS + 1.0):g}, or {name} 0 (exact, small cases only)")
+        raise DataError(f"{name} {permutations:,} with {alpha_name} {alpha!r}: no improvement can be detected, as "
+                        f"p is never below 1/({permutations:,} + 1); give {name} {need:,} or more, or 0 (exact)")
+
+
+def min_permutations(alpha: float) -> int:
+    """The fewest random permutations whose smallest p, 1/(B + 1), is below ``alpha`` (20 for .05)."""
+    b = max(math.floor(1.0 / alpha), 1)
+    while 1.0 / (b + 1.0) >= alpha:  # float rounding of 1/alpha, either way
+        b += 1
+    while b > 1 and 1.0 / b < alpha:
+        b -= 1
+    return b
 
 
 def _lcm(counts: np.ndarray) -> int:
@@ -265,12 +305,12 @@ def detect(
     ``permutations=0`` computes the exact p-value instead (small cases only). ``progress``: given a line of
     the permutations done now and then in a long test (``stratified_permutation_test``).
     """
-    if permutations != 0:  # before the matrices are read through: a bad count is refused at once
-        check_permutations(permutations)
-    if bands < 1:
-        raise DataError(f"bands: must be at least 1, got {bands}")
     if not 0 < alpha < 1:
         raise DataError(f"alpha must lie in (0, 1), got {alpha}")
+    if permutations != 0:  # before the matrices are read through: a bad count is refused at once
+        check_permutations(permutations, alpha=alpha)
+    if bands < 1:
+        raise DataError(f"bands: must be at least 1, got {bands}")
     if difficulty is not None and not isinstance(difficulty, Mapping):  # an array has no item ids to match
         raise DataError("difficulty must map item ids to z (e.g. dict(zip(fit.item_ids, fit.z))), "
                         f"got {type(difficulty).__name__}")

@@ -139,14 +139,33 @@ class BenchmarkProfile:
         }
 
 
+def min_draws(alpha: float) -> int:
+    """The fewest Monte Carlo draws whose smallest o, 1/(draws + 1), is at most ``alpha`` (19 for .05)."""
+    b = max(math.ceil(1.0 / alpha) - 1, 1)
+    while 1.0 / (b + 1.0) > alpha:  # float rounding of 1/alpha, either way
+        b += 1
+    while b > 1 and 1.0 / b <= alpha:
+        b -= 1
+    return b
+
+
 def check_settings(alpha: Any, draws: Any, seed: Any = 0, name: Callable[[str], str] = str) -> None:
     """Refuse an order test no profile can run, naming the setting as ``name`` gives it (the CLI: its flag).
     An alpha outside (0, 1) flags every item or none; fewer than 19 draws cannot reach a p of .05, and more
-    than MAX_DRAWS resolve p below 1e-4, finer than any alpha."""
+    than MAX_DRAWS resolve p below 1e-4, finer than any alpha. Draws too few for alpha (1/(draws + 1) > alpha,
+    so no o can reach it) are refused too, naming the fewest that resolve it."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise ConfigError(f"{name('alpha')} must be in (0, 1), got {alpha!r}")
     if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or not 19 <= draws <= MAX_DRAWS:
         raise ConfigError(f"{name('draws')} must be a whole number in 19..{MAX_DRAWS}, got {draws!r}")
+    # o is never below 1/(draws + 1): an alpha under it flags no item, which would read as "no anomaly"
+    if 1.0 / (draws + 1.0) > alpha:
+        if 1.0 / (MAX_DRAWS + 1.0) > alpha:
+            raise ConfigError(f"{name('alpha')} {alpha!r}: no item can be flagged, as o is never below "
+                              f"1/({MAX_DRAWS} + 1) even at the most {name('draws')}; give {name('alpha')} "
+                              f"{1.0 / (MAX_DRAWS + 1.0):g} or more")
+        raise ConfigError(f"{name('alpha')} {alpha!r} with {name('draws')} {draws}: no item can be flagged, as o is "
+                          f"never below 1/({draws} + 1); give {name('draws')} {min_draws(alpha)} or more")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ConfigError(f"{name('seed')} must be a non-negative whole number, got {seed!r}")
 

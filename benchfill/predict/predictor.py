@@ -10,6 +10,7 @@ axis of the coverage tools ((b - b_min) / (b_max - b_min)), each with its sd.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import warnings
@@ -34,6 +35,7 @@ from benchfill.predict.target import (
 )
 
 FORMAT = "benchfill-difficulty-predictor/1"
+log = logging.getLogger("benchfill.predict")
 
 
 @dataclass
@@ -312,6 +314,18 @@ def _json(v: Any) -> str:
         return repr(v)
 
 
+def fold_count(n_items: int, folds: int) -> int:
+    """K for K-fold over ``n_items``: ``folds``, or fewer so that each fold holds out three items or more (its
+    rank correlation needs them). Fewer is said as a warning on the ``benchfill.predict`` logger (the CLI
+    writes it as ``benchfill: warning: ...``), worded alike whether ``folds`` was chosen or is the default;
+    below 2 it is left to the caller to refuse."""
+    k = min(folds, n_items // 3)
+    if 2 <= k < folds:
+        log.warning("warning: %d items allow at most %d folds of three or more; K-fold uses %d folds, not %d",
+                    n_items, k, k, folds)
+    return k
+
+
 def train(
     labelled: LabelledItems,
     families: Sequence[str],
@@ -347,12 +361,10 @@ def train(
                      text_field=text_field, options_field=options_field, scales=dict(labelled.scales))
     embed, entropy = pred.with_scorer(scorer_cache, progress, scorer_concurrency)._features()
     blocks = build_blocks(labelled.texts, families, seed=seed, embedder=embed, entropy=entropy)
-    k = min(folds, len(labelled) // 3)  # each fold holds out three items or more (its rank correlation)
+    k = fold_count(len(labelled), folds)
     if k < 2:
         raise DataError(f"{len(labelled)} items are too few to train a predictor: its stated error comes from "
                         "K-fold, which needs at least 6 (two folds of three held-out items or more)")
-    if k < folds and progress:
-        progress(f"--folds {folds}: {len(labelled)} items allow {k} folds of three or more; using {k}")
     cv = cross_validate(blocks, labelled.z, labelled.benchmark, make_splits("kfold", len(labelled), folds=k, seed=seed),
                         make_model=lambda: DifficultyModel(regressor=regressor, seed=seed), progress=progress)
     if np.isnan(cv.fold_rho).all():  # every fold predicted one value for all its items: it ranks nothing
