@@ -159,3 +159,13 @@ def test_calibrate_with_no_random_subsets_leaves_the_baseline_out():
     m = _matrix(n_items=12)
     r = calibrate(np.linspace(-2, 2, 12), 5, matrix=m, item_ids=m.item_ids, n_random=0)
     assert r.ddm_random is None and r.ranking is not None and r.ranking["random"] is None
+
+
+def test_detect_of_none_is_refused_by_its_keyword():
+    from benchfill.measure.detect import detect
+
+    m = _matrix(n_items=12)
+    with pytest.raises(ConfigError, match=r"^before: expected a ResponseMatrix, got NoneType"):
+        detect(None, m)
+    with pytest.raises(ConfigError, match=r"^after: expected a ResponseMatrix, got str"):
+        detect(m, "after.csv")

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from benchfill.errors import DataError
+from benchfill.irt.engine import require_matrix
 from benchfill.matrix import ResponseMatrix
 
 DEFAULT_PERMUTATIONS = 100_000
@@ -305,6 +306,8 @@ def detect(
     ``permutations=0`` computes the exact p-value instead (small cases only). ``progress``: given a line of
     the permutations done now and then in a long test (``stratified_permutation_test``).
     """
+    require_matrix(before, "before")  # None or a path failed in _row as an AttributeError
+    require_matrix(after, "after")
     if not 0 < alpha < 1:
         raise DataError(f"alpha must lie in (0, 1), got {alpha}")
     if permutations != 0:  # before the matrices are read through: a bad count is refused at once
