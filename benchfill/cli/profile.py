@@ -142,7 +142,9 @@ def _print_table(bp: Any, result: dict, top: int) -> None:
     if not flagged:
         print("no item flagged")
     else:
-        print(f"\nflagged items, most anomalous first (showing {min(top, len(flagged))} of {len(flagged)}):")
+        print(f"\nflagged items, most anomalous first (showing {min(top, len(flagged))} of {len(flagged)}; "
+              "correctness along the axis: one digit per model, weakest first, its share correct in tenths "
+              "(9 for 0.9 or more), '.' where it tried no trial):")
         print(f"  {'item':<28} {'o':>7} {'D':>8} {'x':>6} {'w':>6} {'v':>6}  correctness along the axis")
         for p in flagged[:top]:
             traj = " ".join("." if c != c else f"{min(int(c * 10), 9)}" for c in p.correctness)
@@ -156,6 +158,8 @@ def _print_table(bp: Any, result: dict, top: int) -> None:
 
         print(f"\nsubsets of {r['size']} item{'' if r['size'] == 1 else 's'} ({r['repeats']} draws): "
               f"profile-guided NDR {pm(r['ndr_profile'])}, tau-b {pm(r['tau_profile'])}; "
-              f"random NDR {pm(r['ndr_random'])}, tau-b {pm(r['tau_random'])}")
+              f"random NDR {pm(r['ndr_random'])}, tau-b {pm(r['tau_random'])} (higher is better for both: "
+              "NDR, the subset's rises between adjacent models against the full benchmark's steps; tau-b, its "
+              "ranking of the models against the full one's)")
         for note in r.get("notes") or ():
             print(f"  note: {note}")
