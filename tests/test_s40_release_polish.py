@@ -1,0 +1,62 @@
+"""Release polish: the benchmark folder's card and every changelog mark simulated figures; ``release diff``
+warns of a side that does not match its manifest; the run's progress line says which deviation it gives; a
+malformed inspect_ai log names its field."""
+
+from __future__ import annotations
+
+import json
+
+from test_review_support import CHILD_IDS, make_run
+
+from benchfill.release import release, root_card, verify_release
+from benchfill.review import ReviewBoard
+from benchfill.store import Store
+
+
+def test_a_simulated_release_is_marked_in_the_folder_card_and_every_changelog(tmp_path, shared_data):
+    # the folder's card (the Hub's landing page) and the changelogs listed simulated figures unmarked
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    res = release(run, "1.0.0")
+    folder = res.path.parent
+    card = (folder / "README.md").read_text()
+    assert "> **SIMULATED**: 1.0.0 comes from a run on the simulated world" in card
+    for log in (folder / "CHANGELOG.md", res.path / "CHANGELOG.md"):
+        entry = log.read_text().split("### 1.0.0", 1)[1]
+        assert entry.split("\n")[2].startswith("- **SIMULATED**: made from a run on the simulated world")
+    assert verify_release(res.path, res.manifest_sha256) == []  # (the version's changelog is hashed as written)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    res = release(run, "1.1.0")
+    assert "> **SIMULATED**: 1.1.0 and 1.0.0 come from" in (folder / "README.md").read_text()
+    assert (folder / "CHANGELOG.md").read_text().count("- **SIMULATED**") == 2  # each entry keeps its own
+    assert verify_release(res.path, res.manifest_sha256) == []
+
+
+def test_a_release_from_a_real_run_is_not_marked(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    store = Store(run / "store.db")
+    store.set_meta("backend", "openai")
+    store.close()
+    queue = run / "review_queue.jsonl"
+    queue.write_text("".join(json.dumps({**json.loads(line), "simulated": False}) + "\n"
+                             for line in queue.read_text().splitlines()))
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    res = release(run, "1.0.0")
+    for f in (res.path.parent / "README.md", res.path.parent / "CHANGELOG.md", res.path / "CHANGELOG.md"):
+        assert "SIMULATED" not in f.read_text()
+
+
+def test_the_folder_card_names_which_versions_are_simulated(tmp_path):
+    folder = tmp_path / "aime24"
+    for v, meta in (("1.0.0", {"simulated": True}), ("1.1.0", {"simulated": False}),
+                    ("1.2.0", {"simulated": False, "scale_simulated": True})):
+        (folder / v).mkdir(parents=True)
+        (folder / v / "README.md").write_text(f"---\nbenchfill: {json.dumps(meta)}\n---\n# card\n")
+        (folder / v / "manifest.json").write_text("{}")  # (a version folder without one is not a release)
+    card = root_card(folder)
+    assert ("> **SIMULATED**: 1.0.0 comes from a run on the simulated world (items' places, any generated item and "
+            "every figure simulated, not a model's); 1.2.0 rests on a scale of record") in card
+    assert "1.1.0 " not in card.split("**SIMULATED**", 1)[1].split("\n")[0]
