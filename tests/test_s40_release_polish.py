@@ -8,8 +8,13 @@ import json
 
 from test_review_support import CHILD_IDS, make_run
 
+from benchfill.cli import main
+from benchfill.engine.backend import chosen_deviation
 from benchfill.release import release, root_card, verify_release
 from benchfill.review import ReviewBoard
+from benchfill.search.annotate import Annotation
+from benchfill.search.loop import Child, GapSearch
+from benchfill.search.services import Verdict
 from benchfill.store import Store
 
 
@@ -60,3 +65,36 @@ def test_the_folder_card_names_which_versions_are_simulated(tmp_path):
     assert ("> **SIMULATED**: 1.0.0 comes from a run on the simulated world (items' places, any generated item and "
             "every figure simulated, not a model's); 1.2.0 rests on a scale of record") in card
     assert "1.1.0 " not in card.split("**SIMULATED**", 1)[1].split("\n")[0]
+
+
+def _child(item_id: str, z: float, confirmed: float | None = None) -> Child:
+    def at(zz: float) -> Annotation:
+        return Annotation(difficulty=zz, se=0.1, z=zz, z_se=0.01, rollouts=24)
+
+    return Child(item_id, "p", "p", 1, {"problem": item_id}, Verdict(True), at(z),
+                 confirmation=at(confirmed) if confirmed is not None else None)
+
+
+def test_the_round_line_gives_the_confirmed_deviation_of_a_confirmed_child():
+    # gap 2 of aime24 had said "deviation 0.0083" for 8 rounds while its chosen child was confirmed 0.046 away,
+    # outside the gap, and the headline then named it outside_gap
+    gap = GapSearch(2, 0.796, 0.880, {}, {})
+    near = _child("c1", gap.target_z + 0.0083, confirmed=0.7912)
+    far = _child("c2", gap.target_z + 0.05)
+    assert chosen_deviation([near, far], gap, near.deviation(gap.target_z)) == \
+        "chosen child's confirmed deviation 0.0468, outside the gap (annotated 0.0083)"
+    inside = _child("c1", gap.target_z - 0.01, confirmed=gap.target_z + 0.02)
+    assert chosen_deviation([inside], gap, inside.deviation(gap.target_z)) == \
+        "chosen child's confirmed deviation 0.0200 (annotated 0.0100)"
+    assert chosen_deviation([far], gap, far.deviation(gap.target_z)) == "chosen child's annotated deviation 0.0500"
+    assert chosen_deviation([], gap, float("inf")) == "no valid child yet"
+
+
+def test_a_gap_restored_after_one_round_says_one_round(tmp_path, capsys):
+    args = ["run", "--benchmark", "demo", "--runs-dir", str(tmp_path), "--gaps", "1", "--rounds", "1",
+            "--parents", "2", "--children", "2", "--sim-probes", "6"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 0
+    said = capsys.readouterr()
+    assert "gap 0: restored from the store (1 round, done)" in said.out + said.err
