@@ -1383,6 +1383,8 @@ def diff_releases(a: str | Path, b: str | Path) -> ReleaseDiff:
         raise ConfigError(f"{a} is a release of {names[0]!r} and {b} one of {names[1]!r} (their {MANIFEST}): "
                           "diff compares releases of one benchmark")
     ra, rb = _load_rows(Path(a)), _load_rows(Path(b))
+    for p in (Path(a), Path(b)):
+        _warn_unverified(p)
     d = ReleaseDiff(a=_version_of(Path(a)), b=_version_of(Path(b)))
     d.added = [i for i in rb if i not in ra]
     d.removed = [i for i in ra if i not in rb]
@@ -1394,6 +1396,20 @@ def diff_releases(a: str | Path, b: str | Path) -> ReleaseDiff:
             d.changed[i] = changed
     d.changed = dict(sorted(d.changed.items()))
     return d
+
+
+def _warn_unverified(path: Path) -> None:
+    """A warning where a release no longer matches its own manifest: its diff reads its files as they are, and
+    a row edited after the release had diffed as one more "changed" item, with no word that it fails verify.
+    A copy away from its benchmark's folder (renamed, downloaded) is checked as ``verify --copy`` checks it."""
+    m = _manifest(path)
+    here = path.resolve()
+    copy = m.get("version") != here.name or m.get("benchmark") != here.parent.name
+    problems = verify_release(path, copy=copy)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        log.warning("%s does not match its manifest: %s%s; `benchfill release verify %s%s` lists what differs",
+                    path, problems[0], more, path, " --copy" if copy else "")
 
 
 def _load_rows(path: Path) -> dict[str, dict]:

@@ -98,3 +98,28 @@ def test_a_gap_restored_after_one_round_says_one_round(tmp_path, capsys):
     assert main(args) == 0
     said = capsys.readouterr()
     assert "gap 0: restored from the store (1 round, done)" in said.out + said.err
+
+
+def test_release_diff_warns_of_a_side_that_does_not_match_its_manifest(tmp_path, shared_data, capsys):
+    # a row edited after the release diffed as "1 changed", exit 0, with no word that it fails verify
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    a = release(run, "1.0.0").path
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    b_ = release(run, "1.1.0").path
+    assert main(["release", "diff", str(a), str(b_)]) == 0
+    assert "does not match" not in capsys.readouterr().err  # two releases as made: no warning
+    data = b_ / "data" / "test.jsonl"
+    rows = data.read_text().splitlines()
+    first = json.loads(rows[0])
+    rows[0] = json.dumps({**first, "answer": "999"})
+    data.write_text("\n".join(rows) + "\n")
+    assert main(["release", "diff", str(a), str(b_)]) == 0  # still a diff: the files as they are
+    said = capsys.readouterr()
+    assert f"~ {first['id']} (answer)" in said.out
+    (line,) = [x for x in said.err.splitlines() if "manifest" in x]
+    assert line.startswith(f"benchfill: {b_} does not match its manifest: {data}: sha256 differs")
+    assert line.endswith(f"`benchfill release verify {b_}` lists what differs")
+    assert str(a) + " " not in said.err  # the side that verifies is not named
