@@ -5,11 +5,15 @@ malformed inspect_ai log names its field."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from test_review_support import CHILD_IDS, make_run
 
 from benchfill.cli import main
 from benchfill.engine.backend import chosen_deviation
+from benchfill.errors import DataError
+from benchfill.importers.inspect_log import read_log
 from benchfill.release import release, root_card, verify_release
 from benchfill.review import ReviewBoard
 from benchfill.search.annotate import Annotation
@@ -123,3 +127,57 @@ def test_release_diff_warns_of_a_side_that_does_not_match_its_manifest(tmp_path,
     assert line.startswith(f"benchfill: {b_} does not match its manifest: {data}: sha256 differs")
     assert line.endswith(f"`benchfill release verify {b_}` lists what differs")
     assert str(a) + " " not in said.err  # the side that verifies is not named
+
+
+@pytest.fixture(scope="module")
+def inspect_log_pair(tmp_path_factory):
+    """One finished inspect_ai log of each format (a mockllm model, as test_importers makes them)."""
+    from inspect_ai import eval as inspect_eval
+    from test_importers import _mock, _task
+
+    root = tmp_path_factory.mktemp("inspect")
+    for fmt in ("json", "eval"):
+        inspect_eval(_task(), model=_mock("beta", {"q1", "q4"}), log_dir=str(root / fmt), log_format=fmt,
+                     display="none")
+    return next((root / "json").iterdir()), next((root / "eval").iterdir())
+
+
+def _edited_json(log: Path, tmp_path: Path, edit) -> Path:
+    data = json.loads(log.read_text())
+    edit(data)
+    out = tmp_path / log.name
+    out.write_text(json.dumps(data))
+    return out
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (lambda d: d["samples"][0].update(id=None),
+     "field samples.0.id: Input should be a valid integer or a valid string, got None"),
+    (lambda d: d["eval"].update(model=1), "field eval.model: Input should be a valid string, got 1"),
+    (lambda d: d["eval"].pop("task"), "field eval.task: Field required"),
+])
+def test_a_malformed_inspect_log_names_its_first_bad_field(inspect_log_pair, tmp_path, capsys, edit, said):
+    # it had said "ValidationError: 2 validation errors for EvalLog", naming no field
+    bad = _edited_json(inspect_log_pair[0], tmp_path, edit)
+    assert main(["import", "inspect", str(bad), "--out", str(tmp_path / "out")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"benchfill: error: {bad}: not a readable inspect_ai eval log: {said}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_malformed_sample_in_an_eval_log_names_its_field(inspect_log_pair, tmp_path):
+    import zipfile
+
+    import inspect_ai.log  # noqa: F401  (inspect registers the zstd compression its .eval logs use)
+
+    good, bad = inspect_log_pair[1], tmp_path / "bad.eval"
+    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(bad, "w") as zout:
+        for name in zin.namelist():
+            data = zin.read(name)
+            if name.startswith("samples/q2_"):
+                data = json.dumps({**json.loads(data), "id": None}).encode()
+            zout.writestr(name, data)
+    with pytest.raises(DataError) as err:
+        read_log(bad, metric=None, threshold=None)
+    assert str(err.value) == (f"{bad}: not a readable inspect_ai eval log: field id (in EvalSample): Input should "
+                              "be a valid integer or a valid string, got None")
