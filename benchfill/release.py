@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 PUBLISHING_META = "release_publishing"  # the release a run is publishing, until its store has recorded it
+SIMULATED = "**SIMULATED**"  # the mark of simulated figures in a changelog and the benchmark folder's card
 BEFORE_EDIT = ", before the edit"  # a difficulty_source measured on the item a reviewer then edited
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -348,7 +349,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     meta["coverage"] = {"before": before, "after": after}
     entry = changelog_entry(version, f"{now[:10]} UTC", meta["run_id"], added, meta["release_rule"], before, after,
                             outside=[i for i in added if i in meta["outside_gap"]])
-    entry += carry.changelog() + kept.changelog()
+    entry = _mark_simulated(entry, meta) + carry.changelog() + kept.changelog()
     old_log = _read_text(bench_dir / previous[-1] / "CHANGELOG.md") if previous else ""
     changelog = entry + ("\n" + old_log.split("\n", 2)[2] if old_log.startswith("# Changelog") else "")
     changelog = f"# Changelog of {bench}\n\n{changelog}"
@@ -420,6 +421,21 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
                          same_text=_same_texts(rows, str(board.spec.get("text_field") or "")),
                          originals=_originals_of(carry.originals_added, carry.originals_removed,
                                                  carry.originals_changed))  # fmt: skip
+
+
+def _mark_simulated(entry: str, meta: dict[str, Any]) -> str:
+    """A changelog entry with its figures marked simulated where they are, as the version's card marks them: the
+    benchmark's CHANGELOG.md, and every later version's, carry the entry away from the card that says so."""
+    if meta.get("simulated"):
+        line = (f"- {SIMULATED}: made from a run on the simulated world; its items' places, any generated item "
+                "and every figure below are simulated, not a model's\n")
+    elif meta.get("scale_simulated"):
+        line = (f"- {SIMULATED} scale: the original items' places, and so every \"before\" figure below, come "
+                "from a fit a simulated probe panel's answers joined\n")
+    else:
+        return entry
+    head, rest = entry.split("\n\n", 1)
+    return f"{head}\n\n{line}{rest}"
 
 
 def _originals_of(added: list[str], removed: list[str], changed: dict[str, list[str]]) -> dict[str, Any]:
@@ -971,12 +987,12 @@ def root_card(bench_dir: Path) -> str:
     import yaml
 
     bench, versions = bench_dir.name, _versions(bench_dir)[::-1]
-    configs = []
+    configs, cards = [], {v: _card_meta(bench_dir / v / "README.md") for v in versions}
     for v in versions:
         # the card's own data_sha256 (each version's data is not hashed again at every release), hashed here
         # only for a card from before the field
         data = bench_dir / v / DATA_FILE
-        sha = _card_meta(bench_dir / v / "README.md").get("data_sha256") or (_sha256(data) if data.is_file() else "")
+        sha = cards[v].get("data_sha256") or (_sha256(data) if data.is_file() else "")
         # the data's sha256 in the description: `datasets` keys its cache of a local folder by name, not data
         configs.append({"config_name": v, "description": f"{bench} {v} data sha256 {sha}",
                         "data_files": [{"split": "test", "path": f"{v}/{DATA_FILE}"}],
@@ -987,6 +1003,15 @@ def root_card(bench_dir: Path) -> str:
     licence = {k: latest[k] for k in ("license", "license_name") if k in latest}
     header: dict[str, Any] = {"pretty_name": pretty, "tags": ["benchfill", "difficulty", "irt"], **licence}
     listed = "\n".join(f"- [{v}]({v}/README.md)" + (" (latest)" if v == versions[0] else "") for v in versions)
+    # the folder's landing page on the Hub: a reader who never opens a version's card is told which are simulated
+    sim = [v for v in versions if cards[v].get("simulated")]
+    scale = [v for v in versions if not cards[v].get("simulated") and cards[v].get("scale_simulated")]
+    if sim or scale:
+        said = [f"{_and(sim)} {'comes' if len(sim) == 1 else 'come'} from a run on the simulated world (items' places, "
+                "any generated item and every figure simulated, not a model's)"] if sim else []
+        said += [f"{_and(scale)} {'rests' if len(scale) == 1 else 'rest'} on a scale of record a simulated probe "
+                 "panel's answers joined (every \"before\" figure simulated)"] if scale else []
+        listed = f"> {SIMULATED}: {'; '.join(said)}. Each version's card says more.\n\n{listed}"
     block = f"""{_ROOT_BEGIN}
 Each version is a folder of its own, immutable once made: its card (`README.md`, with the coverage figures
 and what every column means), its data (`{DATA_FILE}`), its changelog and its manifest. `datasets.load_dataset`
@@ -1029,7 +1054,8 @@ def _old_card(text: str, bench: str) -> bool:
 
     def bare(t: str) -> str:
         t = "\n".join(line for line in t.splitlines()
-                      if not (line.startswith("<!-- benchfill") or version_line.fullmatch(line.strip())))
+                      if not (line.startswith(("<!-- benchfill", f"> {SIMULATED}:"))
+                              or version_line.fullmatch(line.strip())))
         return " ".join(re.sub(r'load_dataset\(DIR, "[^"]*"\)', "", t).split())
 
     generated = (f"# {bench}: benchfill releases\n\nEach version is a folder of its own, immutable once made: its "
@@ -1039,6 +1065,10 @@ def _old_card(text: str, bench: str) -> bool:
                  f"version's files with `benchfill release verify DIR/VERSION` (a downloaded copy: add `--copy`).\n\n"
                  f"`CHANGELOG.md` holds every version's changes, the latest first.\n")
     return bare(text) == bare(generated)
+
+
+def _and(versions: list[str]) -> str:
+    return ", ".join(versions[:-1]) + (" and " if len(versions) > 1 else "") + versions[-1]
 
 
 _ROOT_BEGIN = "<!-- benchfill: the versions, rewritten at each release (text outside these markers is kept) -->"
@@ -1353,6 +1383,8 @@ def diff_releases(a: str | Path, b: str | Path) -> ReleaseDiff:
         raise ConfigError(f"{a} is a release of {names[0]!r} and {b} one of {names[1]!r} (their {MANIFEST}): "
                           "diff compares releases of one benchmark")
     ra, rb = _load_rows(Path(a)), _load_rows(Path(b))
+    for p in (Path(a), Path(b)):
+        _warn_unverified(p)
     d = ReleaseDiff(a=_version_of(Path(a)), b=_version_of(Path(b)))
     d.added = [i for i in rb if i not in ra]
     d.removed = [i for i in ra if i not in rb]
@@ -1364,6 +1396,20 @@ def diff_releases(a: str | Path, b: str | Path) -> ReleaseDiff:
             d.changed[i] = changed
     d.changed = dict(sorted(d.changed.items()))
     return d
+
+
+def _warn_unverified(path: Path) -> None:
+    """A warning where a release no longer matches its own manifest: its diff reads its files as they are, and
+    a row edited after the release had diffed as one more "changed" item, with no word that it fails verify.
+    A copy away from its benchmark's folder (renamed, downloaded) is checked as ``verify --copy`` checks it."""
+    m = _manifest(path)
+    here = path.resolve()
+    copy = m.get("version") != here.name or m.get("benchmark") != here.parent.name
+    problems = verify_release(path, copy=copy)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        log.warning("%s does not match its manifest: %s%s; `benchfill release verify %s%s` lists what differs",
+                    path, problems[0], more, path, " --copy" if copy else "")
 
 
 def _load_rows(path: Path) -> dict[str, dict]:

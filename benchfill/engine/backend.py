@@ -56,6 +56,21 @@ def _repairs_of(res) -> int:
     return max(len(replies) - 1, 0) if replies is not None else int(getattr(res, "repairs", 0))
 
 
+def chosen_deviation(children: list[Child], gap: GapSearch, best: float) -> str:
+    """A round's line on the child the search would choose now (``best``: its annotated deviation, what the
+    search ranks by): its confirmed deviation where it has been confirmed, which the run's figures rest on; a
+    confirmation that put it outside the gap had gone unsaid while the annotated figure looked near perfect."""
+    if best == float("inf"):
+        return "no valid child yet"
+    chosen = [c for c in children if c.valid and c.deviation(gap.target_z) == best]
+    placed = {c.confirmation.z if c.confirmation is not None else None for c in chosen}
+    if len(placed) != 1 or None in placed:  # not confirmed yet (or two children tie and differ)
+        return f"chosen child's annotated deviation {best:.4f}"
+    z = placed.pop()
+    where = "" if gap.left < z < gap.right else ", outside the gap"
+    return f"chosen child's confirmed deviation {abs(z - gap.target_z):.4f}{where} (annotated {best:.4f})"
+
+
 class TrafficServices:
     """``SearchServices`` over the rewriter, the judge and the probe panel of a config."""
 
@@ -357,7 +372,8 @@ class Backend:
         o = self.opts
         done, state = restored_gap(self.store, g, gap.left, gap.right)
         if done is not None:
-            show(f"gap {g}: restored from the store ({done.rounds_used} rounds, done)")
+            show(f"gap {g}: restored from the store ({done.rounds_used} round{'' if done.rounds_used == 1 else 's'}, "
+                 "done)")
             if self.prescreen is not None:  # its summary counts every child it screened, as uninterrupted
                 for c in done.children:
                     if c.item is not None and c.verdict is not None and c.verdict.valid and "reused" not in c.flags:
@@ -396,8 +412,9 @@ class Backend:
         def on_round(gi: int, st, best: float) -> None:
             record_round(self.store, gi, gs, st)
             self.record_traffic()  # with the round's checkpoint: a process killed outright loses less of it
-            show(f"gap {gi} [{gs.left:.3f}, {gs.right:.3f}] round {st.round}/{o.rounds}: chosen child's deviation {best:.4f}, "
-                 f"rollouts {st.spend.rollouts}, model calls {st.spend.model_calls}")
+            show(f"gap {gi} [{gs.left:.3f}, {gs.right:.3f}] round {st.round}/{o.rounds}: "
+                 f"{chosen_deviation(st.children, gs, best)}, rollouts {st.spend.rollouts}, "
+                 f"model calls {st.spend.model_calls}")
 
         if o.strategy == "baseline":
             res = await baseline_search(gs, self.services, self.annotator, settings, rounds_matched=o.rounds_matched,

@@ -11,6 +11,8 @@ and numbers other than 0 and 1 are not binary and need a threshold (on inspect's
 from __future__ import annotations
 
 import re
+import reprlib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +84,10 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
         except TypeError:  # inspect-ai before 0.3.241 reads a log whole (pyproject allows 0.3.100 and later)
             log = read_eval_log(str(path))
     except Exception as exc:  # inspect raises zip, JSON and validation errors alike
+        from pydantic import ValidationError
+
+        if isinstance(exc, ValidationError):  # its first line names no field ("2 validation errors for EvalLog")
+            raise DataError(f"{path}: not a readable inspect_ai eval log: {_first_field(exc)}") from None
         first = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ""
         raise DataError(f"{path}: not a readable inspect_ai eval log ({exc.__class__.__name__}"
                         f"{': ' + first if first else ''})") from None  # fmt: skip
@@ -131,6 +137,40 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
     epochs = log.eval.config.epochs if log.eval.config and log.eval.config.epochs else 1
     out.scoring = f"scorer {used}" + (f" >= {threshold}" if threshold is not None else "") + f"; {epochs} epoch(s) = trials"
     return out, used
+
+
+# pydantic's tag of a union's member at the end of an error's loc: a type (int, str, list[str]) or a model's
+# class name, where inspect's field names are snake_case
+UNION_MEMBER = re.compile(r"^(?:[A-Z]\w*|int|float|str|bool|bytes|none|[\w-]+\[.*\])$")
+
+
+def _first_field(exc: Any) -> str:
+    """A pydantic error as the first field at fault, what it should be and what it holds: ``field samples.0.id:
+    Input should be a valid integer or a valid string, got None``. A union's failure is one error per member,
+    each loc ending in the member's tag (``samples.0.id.int``, ``samples.0.id.str``): one field, said once."""
+    errors = exc.errors()
+
+    def tagged(loc: tuple) -> bool:
+        return bool(loc) and isinstance(loc[-1], str) and UNION_MEMBER.match(loc[-1]) is not None
+
+    members = Counter(tuple(e["loc"])[:-1] for e in errors if tagged(tuple(e["loc"])))
+
+    def field(e: dict) -> tuple:
+        loc = tuple(e["loc"])
+        return loc[:-1] if tagged(loc) and members[loc[:-1]] > 1 else loc
+
+    at = field(errors[0])
+    same = [e for e in errors if field(e) == at]
+    said = list(dict.fromkeys(e["msg"] for e in same))
+    should = "Input should be "
+    text = should + " or ".join(m.removeprefix(should) for m in said) if all(m.startswith(should) for m in said) \
+        else "; ".join(said)
+    got = "" if same[0].get("type") == "missing" else f", got {reprlib.repr(same[0].get('input'))}"
+    rest = len({field(e) for e in errors}) - 1
+    # a .eval log's samples are read one by one, each its own EvalSample: its loc starts there, not at the log
+    model = "" if getattr(exc, "title", "EvalLog") == "EvalLog" else f" (in {exc.title})"
+    name = ".".join(map(str, at)) or "(the log)"
+    return f"field {name}{model}: {text}{got}" + (f" (and {rest} more)" if rest else "")
 
 
 def _binary(value: Any, metric: str, threshold: float | None, to_float, where: str, log: LogContent) -> int:
