@@ -85,13 +85,13 @@ def test_the_round_line_gives_the_confirmed_deviation_of_a_confirmed_child():
     gap = GapSearch(2, 0.796, 0.880, {}, {})
     near = _child("c1", gap.target_z + 0.0083, confirmed=0.7912)
     far = _child("c2", gap.target_z + 0.05)
-    assert chosen_deviation([near, far], gap, near.deviation(gap.target_z)) == \
+    assert chosen_deviation(near, gap) == \
         "chosen child's confirmed deviation 0.0468, outside the gap (annotated 0.0083)"
     inside = _child("c1", gap.target_z - 0.01, confirmed=gap.target_z + 0.02)
-    assert chosen_deviation([inside], gap, inside.deviation(gap.target_z)) == \
+    assert chosen_deviation(inside, gap) == \
         "chosen child's confirmed deviation 0.0200 (annotated 0.0100)"
-    assert chosen_deviation([far], gap, far.deviation(gap.target_z)) == "chosen child's annotated deviation 0.0500"
-    assert chosen_deviation([], gap, float("inf")) == "no valid child yet"
+    assert chosen_deviation(far, gap) == "chosen child's annotated deviation 0.0500"
+    assert chosen_deviation(None, gap) == "no valid child yet"
 
 
 def test_a_gap_restored_after_one_round_says_one_round(tmp_path, capsys):

@@ -56,17 +56,16 @@ def _repairs_of(res) -> int:
     return max(len(replies) - 1, 0) if replies is not None else int(getattr(res, "repairs", 0))
 
 
-def chosen_deviation(children: list[Child], gap: GapSearch, best: float) -> str:
-    """A round's line on the child the search would choose now (``best``: its annotated deviation, what the
-    search ranks by): its confirmed deviation where it has been confirmed, which the run's figures rest on; a
-    confirmation that put it outside the gap had gone unsaid while the annotated figure looked near perfect."""
-    if best == float("inf"):
+def chosen_deviation(chosen: Child | None, gap: GapSearch) -> str:
+    """A round's line on the child the search would choose now: its confirmed deviation where it has been
+    confirmed, which the run's figures rest on (a confirmation that put it outside the gap had gone unsaid
+    while the annotated figure looked near perfect), else its annotated one."""
+    if chosen is None:
         return "no valid child yet"
-    chosen = [c for c in children if c.valid and c.deviation(gap.target_z) == best]
-    placed = {c.confirmation.z if c.confirmation is not None else None for c in chosen}
-    if len(placed) != 1 or None in placed:  # not confirmed yet (or two children tie and differ)
+    best = chosen.deviation(gap.target_z)
+    if chosen.confirmation is None:
         return f"chosen child's annotated deviation {best:.4f}"
-    z = placed.pop()
+    z = chosen.confirmation.z
     where = "" if gap.left < z < gap.right else ", outside the gap"
     return f"chosen child's confirmed deviation {abs(z - gap.target_z):.4f}{where} (annotated {best:.4f})"
 
@@ -409,11 +408,11 @@ class Backend:
 
         # "chosen", not "best": the posterior selection weighs each child's se too, so the child it takes can
         # change for one farther from the target (a reader saw the "best" deviation rise from round to round)
-        def on_round(gi: int, st, best: float) -> None:
+        def on_round(gi: int, st, chosen: Child | None) -> None:
             record_round(self.store, gi, gs, st)
             self.record_traffic()  # with the round's checkpoint: a process killed outright loses less of it
             show(f"gap {gi} [{gs.left:.3f}, {gs.right:.3f}] round {st.round}/{o.rounds}: "
-                 f"{chosen_deviation(st.children, gs, best)}, rollouts {st.spend.rollouts}, "
+                 f"{chosen_deviation(chosen, gs)}, rollouts {st.spend.rollouts}, "
                  f"model calls {st.spend.model_calls}")
 
         if o.strategy == "baseline":

@@ -277,7 +277,8 @@ class SearchState:
 
 # Hooks the orchestrator passes in: it alone writes the store.
 OnChild = Callable[[int, Child, float], None]
-OnRound = Callable[[int, SearchState, float], None]
+# after each round: the gap, the search's state, and the child it would choose now (None: no valid child yet)
+OnRound = Callable[[int, SearchState, "Child | None"], None]
 
 
 async def benchfill_search(
@@ -333,7 +334,7 @@ async def benchfill_search(
         best_child = choose(children, target)
         best = best_child.deviation(target) if best_child else math.inf
         if on_round and not restored:
-            on_round(gap.gap_index, SearchState(t, children, memory, spend, response), best)
+            on_round(gap.gap_index, SearchState(t, children, memory, spend, response), best_child)
         restored = False
         why = ""
         if best <= settings.tolerance:
