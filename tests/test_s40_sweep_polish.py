@@ -1,0 +1,86 @@
+"""What a sweep's table says, and what a sweep refuses, as a reviewer found them.
+
+A run against `sim serve`'s endpoints is simulated whatever the sweep's backend is called, and its table says
+so; rows of different k (an entry's own gaps) each name theirs and are averaged apart; endpoints that cannot
+be reached end the sweep as they end a run (exit 3), before any folder; a run that has another store refuses
+it before that store is made; and docs/fleets.md shows what `probes check` prints.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_sweep_config import GOOD, _report  # the smallest sweep that runs; a report as a run writes it
+
+from benchfill.sweep import load_sweep
+from benchfill.sweep_table import collect, markdown, write_table
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def _write(folder: Path, body: str, name: str = "sweep.toml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(body)
+    return path
+
+
+def _reports(sweep, simulated=lambda plan: False) -> None:
+    """Each run's report.json, as the run writes it (top_k: its gaps), the reduction 1 - 1.0 / 2.0 * k."""
+    for p in sweep.runs:
+        p.run_dir.mkdir(parents=True, exist_ok=True)
+        rep = _report(p.run_dir.name, p.seed, 2.0 * p.opts.gaps, 1.0, 0.01, 10, 100)
+        rep.update(top_k=p.opts.gaps, simulated=simulated(p))
+        (p.run_dir / "report.json").write_text(json.dumps(rep))
+
+
+def test_runs_against_sim_serve_endpoints_make_a_simulated_table_whatever_the_backend(tmp_path):
+    # backend openai with a panel pointed at `sim serve`: every run's report said simulated, the table did not
+    body = GOOD.replace('runs_dir = "runs"', 'runs_dir = "runs"\nbackend = "openai"\nconfig = "panel.toml"') \
+        .replace("sim_probes = 6\n", "").replace('[{name = "demo"}]', '[{name = "demo"}, {name = "aime24"}]')
+    sweep = load_sweep(_write(tmp_path, body))
+    _reports(sweep, simulated=lambda p: True)
+    table = write_table(sweep)
+    assert table["simulated"] is True and table["real_runs"] == []
+    assert json.loads(Path(table["paths"]["table.json"]).read_text())["simulated"] is True
+    md = Path(table["paths"]["table.md"]).read_text()
+    assert md.startswith("**SIMULATED SWEEP**: the configured endpoints serve benchfill's simulated world "
+                         "(`sim serve`); no real LLM answered (backend openai).\n"), md
+    # One benchmark's runs simulated, the other's real: the table says which
+    _reports(sweep, simulated=lambda p: p.row == "aime24")
+    table = collect(sweep)
+    assert table["simulated"] is True
+    assert table["simulated_runs"] == ["aime24/benchfill/seed0"] and table["real_runs"] == ["demo/benchfill/seed0"]
+    assert markdown(table).startswith("**PARTLY SIMULATED SWEEP**: these runs' endpoints served benchfill's "
+                                      "simulated world (`sim serve`), no real LLM answering them: "
+                                      "aime24/benchfill/seed0; the rest ran against real endpoints")
+    _reports(sweep)  # real endpoints throughout: no banner
+    table = collect(sweep)
+    assert table["simulated"] is False and not markdown(table).startswith("**")
+
+
+def test_rows_of_different_k_each_name_theirs_and_are_averaged_apart(tmp_path):
+    # demo with the sweep's gaps = 1, d2 with its own gaps = 2: d2's top-2 sum once sat under "top-1 before",
+    # and the average mixed top-1 and top-2 reductions
+    body = GOOD.replace('[{name = "demo"}]', '[{name = "demo"}, {name = "demo", label = "d2", gaps = 2}, '
+                                            '{name = "aime24", gaps = 2}]')
+    sweep = load_sweep(_write(tmp_path, body))
+    _reports(sweep)  # reductions: 1 - 1/2 = 0.5 at k = 1, 1 - 1/4 = 0.75 at k = 2
+    table = collect(sweep)
+    assert [r["top_k"] for r in table["rows"]] == [1, 2, 2]
+    assert table["average_reduction"] == {"benchfill": None}  # no one figure over different k
+    assert table["average_reduction_by_k"] == {"1": {"benchfill": pytest.approx(0.5)},
+                                               "2": {"benchfill": pytest.approx(0.75)}}
+    md = markdown(table)
+    assert "# Sweep sweep: top-k gap sum before and after gap filling" in md
+    assert "| benchmark | items | k | top-k before | benchfill after | benchfill reduction |" in md
+    assert "| demo | 10 | 1 | 2.0000 | 1.0000 | 50.00% |" in md
+    assert "| d2 | 10 | 2 | 4.0000 | 1.0000 | 75.00% |" in md
+    assert "| average |  | 1 |  |  | 50.00% |" in md and "| average |  | 2 |  |  | 75.00% |" in md
+    # one k throughout: the table as it always was
+    sweep = load_sweep(_write(tmp_path / "one", GOOD))
+    _reports(sweep)
+    md = markdown(collect(sweep))
+    assert "| benchmark | items | top-1 before |" in md and "| average |  |  |  | 50.00% |" in md
