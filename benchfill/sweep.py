@@ -375,6 +375,21 @@ def check_benchmarks(sweep: Sweep) -> None:
                               f"{plan.row}'s {len(bench.items)} items bound at most {len(bench.items) + 1}")
 
 
+def check_endpoints(sweep: Sweep) -> None:
+    """Fail before any work, as ``benchfill run`` does and with its error (exit 3), when an endpoint of the
+    panel config is down: every unit would otherwise fail on it, one at a time, and the sweep end in a table
+    of nothing, saying only that its units failed (exit 2). The driver reaches them itself on Ray too (it
+    finishes each run)."""
+    from benchfill.config import load_config
+    from benchfill.engine.backend import _require_endpoints
+
+    for path in sorted({plan.opts.config for plan in sweep.runs if plan.opts.config}):
+        try:
+            _require_endpoints(load_config(path), path)
+        except BenchfillError as exc:
+            raise type(exc)(f"{sweep.source}: field config: {exc}") from exc
+
+
 def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = None,
               progress: bool = False) -> dict[str, Any]:
     """Run (or resume) every run of the sweep; write and return the table.
@@ -391,6 +406,7 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
     if executor not in ("local", "ray"):
         raise ConfigError(f"--executor: unknown executor {executor!r} (choose from local, ray)")
     check_benchmarks(sweep)
+    check_endpoints(sweep)
     if sweep.store and executor == "local":  # one that cannot be opened fails every unit, one at a time: say so
         # once, first (the Ray path opens it once itself, after its own checks)
         from benchfill.store import Store

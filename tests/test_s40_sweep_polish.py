@@ -12,8 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
+from test_fleet import dead_url
 from test_sweep_config import GOOD, _report  # the smallest sweep that runs; a report as a run writes it
 
+from benchfill.cli import main
 from benchfill.sweep import load_sweep
 from benchfill.sweep_table import collect, markdown, write_table
 
@@ -84,3 +86,17 @@ def test_rows_of_different_k_each_name_theirs_and_are_averaged_apart(tmp_path):
     _reports(sweep)
     md = markdown(collect(sweep))
     assert "| benchmark | items | top-1 before |" in md and "| average |  |  |  | 50.00% |" in md
+
+
+def test_endpoints_that_cannot_be_reached_end_the_sweep_as_a_run_before_any_folder(tmp_path, capsys):
+    url = dead_url()
+    (tmp_path / "panel.toml").write_text(
+        f'[[probes]]\nname = "p1"\nbase_url = "{url}"\nmodel = "m"\n'
+        f'[rewriter]\nmodel = "openai/r"\napi_base = "{url}"\n[judge]\nmodel = "openai/j"\napi_base = "{url}"\n')
+    path = _write(tmp_path, GOOD.replace('runs_dir = "runs"', 'runs_dir = "runs"\nbackend = "openai"\n'
+                                         'config = "panel.toml"').replace("sim_probes = 6\n", ""))
+    assert main(["sweep", "--config", str(path), "--quiet"]) == 3  # as `benchfill run`: README's exit status
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"benchfill: error: {path}: field config: {tmp_path / 'panel.toml'}: "
+                                               f"p1 at {url}: unreachable: "), err
+    assert not (tmp_path / "runs").exists()
