@@ -407,6 +407,11 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
         raise ConfigError(f"--executor: unknown executor {executor!r} (choose from local, ray)")
     check_benchmarks(sweep)
     check_endpoints(sweep)
+    if sweep.store:  # a run that already has another store refuses it: say so before the store is made
+        from benchfill.store import refuse_another_store
+
+        for plan in sweep.to_run:
+            refuse_another_store(plan.run_dir, sweep.store)
     if sweep.store and executor == "local":  # one that cannot be opened fails every unit, one at a time: say so
         # once, first (the Ray path opens it once itself, after its own checks)
         from benchfill.store import Store

@@ -100,3 +100,23 @@ def test_endpoints_that_cannot_be_reached_end_the_sweep_as_a_run_before_any_fold
     assert len(err) == 1 and err[0].startswith(f"benchfill: error: {path}: field config: {tmp_path / 'panel.toml'}: "
                                                f"p1 at {url}: unreachable: "), err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_run_with_another_store_refuses_the_sweep_before_the_store_is_made(tmp_path, capsys, monkeypatch):
+    # The reviewer's steps: one sweep with --store sqlite:///rel.db from one folder, the same from another;
+    # the second was refused rightly, but only after it had made s1/rel.db.
+    path = _write(tmp_path, GOOD.replace('runs_dir = "runs"\n', ""))
+    runs = tmp_path / "abs"
+    monkeypatch.chdir(tmp_path)
+    plan = load_sweep(path, store="sqlite:///rel.db", runs_dir=str(runs)).runs[0]
+    plan.run_dir.mkdir(parents=True)  # as the first sweep left it (its store.url)
+    (plan.run_dir / "store.url").write_text(f"sqlite:///{tmp_path / 'rel.db'}\n{plan.run_dir.name}\n")
+    (tmp_path / "s1").mkdir()
+    monkeypatch.chdir(tmp_path / "s1")
+    assert main(["sweep", "--config", str(path), "--runs-dir", str(runs), "--store", "sqlite:///rel.db",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"benchfill: error: {plan.run_dir / 'store.url'}: this run already uses another store "
+                   f"(sqlite:///{tmp_path / 'rel.db'})"]
+    assert list((tmp_path / "s1").iterdir()) == []  # no rel.db
+    assert sorted(p.name for p in runs.iterdir()) == [plan.run_dir.name]  # no sweep folder either
