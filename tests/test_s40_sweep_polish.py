@@ -9,6 +9,7 @@ it before that store is made; and docs/fleets.md shows what `probes check` print
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from test_fleet import dead_url
 from test_sweep_config import GOOD, _report  # the smallest sweep that runs; a report as a run writes it
 
 from benchfill.cli import main
+from benchfill.errors import ConfigError
 from benchfill.sweep import load_sweep
 from benchfill.sweep_table import collect, markdown, write_table
 
@@ -120,3 +122,26 @@ def test_a_run_with_another_store_refuses_the_sweep_before_the_store_is_made(tmp
                    f"(sqlite:///{tmp_path / 'rel.db'})"]
     assert list((tmp_path / "s1").iterdir()) == []  # no rel.db
     assert sorted(p.name for p in runs.iterdir()) == [plan.run_dir.name]  # no sweep folder either
+
+
+def test_two_entries_labelled_alike_are_asked_for_another_label(tmp_path):
+    path = _write(tmp_path, 'benchmarks = [{name = "demo", label = "x"}, {name = "aime24", label = "x"}]\n')
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: field benchmarks.1: 'x' appears twice "
+                                                    "(give one another label)")):
+        load_sweep(path)
+    path = _write(tmp_path, 'benchmarks = [{name = "demo"}, {name = "demo"}]\n')
+    with pytest.raises(ConfigError, match=re.escape("'demo' appears twice (give one a label)")):
+        load_sweep(path)
+
+
+def test_a_sweep_named_after_its_file_keeps_the_rule_for_names(tmp_path):
+    body = GOOD
+    path = _write(tmp_path, body, name="my stem!.toml")
+    with pytest.raises(ConfigError) as got:
+        load_sweep(path)
+    assert str(got.value) == (f"{path}: field name: the file's name 'my stem!' (the sweep's name when none is "
+                              "given) may hold only letters, digits, '.', '_' and '-'; add name = \"my_stem\"")
+    assert not (tmp_path / "runs").exists()
+    path.write_text('name = "my_stem"\n' + body)
+    assert load_sweep(path).out_dir.name == "sweep-my_stem"
+    assert load_sweep(_write(tmp_path, body, name="a-b_c.1.toml")).name == "a-b_c.1"  # a good stem is its name
