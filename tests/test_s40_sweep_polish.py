@@ -145,3 +145,28 @@ def test_a_sweep_named_after_its_file_keeps_the_rule_for_names(tmp_path):
     path.write_text('name = "my_stem"\n' + body)
     assert load_sweep(path).out_dir.name == "sweep-my_stem"
     assert load_sweep(_write(tmp_path, body, name="a-b_c.1.toml")).name == "a-b_c.1"  # a good stem is its name
+
+
+def test_fleets_doc_shows_what_probes_check_prints(tmp_path, capsys):
+    """docs/fleets.md's sample is the command's own output against `sim serve` on loopback (its ports aside)."""
+    from benchfill.benchmarks import get_benchmark
+    from benchfill.sim import SimServer, World
+
+    doc = (DOCS / "fleets.md").read_text()
+    block = doc.split("nothing serves:\n\n```text\n", 1)[1].split("```", 1)[0].splitlines()
+    bench = get_benchmark("demo")
+    world = World.from_items(bench.items, evaluator=bench.spec.evaluator, text_field=bench.spec.text_field,
+                             answer_field=bench.spec.answer_field, matrix=bench.matrix, n_probes=4, seed=0)
+    with SimServer(world) as srv:
+        gone = dead_url()
+        u = srv.base_url
+        cfg = tmp_path / "panel.toml"
+        cfg.write_text(f'[[probes]]\nname = "p1"\nmodel = "sim-probe-01"\nbase_url = "{u}"\n'
+                       f'[[probes]]\nname = "p2"\nmodel = "sim-probe-02"\nreplicas = ["{u}", "{gone}"]\n'
+                       f'[[probes]]\nname = "p3"\nmodel = "sim-probe-03"\nbase_url = "{u}"\n'
+                       f'[rewriter]\nmodel = "openai/sim-rewriter"\napi_base = "{u}"\n'
+                       f'[judge]\nmodel = "openai/sim-judge"\napi_base = "{u}"\n')
+        assert main(["probes", "check", "--config", str(cfg)]) == 3
+    cap = capsys.readouterr()
+    said = (cap.out + cap.err).replace(u, "http://127.0.0.1:18431/v1").replace(gone, "http://127.0.0.1:18432/v1")
+    assert said.splitlines() == block
