@@ -486,6 +486,22 @@ def _refuse_a_lost_file(url: str, remembered: Path) -> None:
                           "are in it: put it back (a moved file, a disk not mounted), or start a new run")
 
 
+def refuse_another_store(run_dir: Path, url: str) -> tuple[str, str] | None:
+    """Refuse the store ``url`` (absolute) for a run that already has another one, named in its ``store.url``
+    or its own ``store.db``; else the URL and run id it remembers (None: none yet). Opens nothing, so a
+    caller (a sweep, for each of its runs) can ask before it creates the database."""
+    remembered = run_dir / STORE_URL_FILE
+    known = _remembered(remembered) if remembered.is_file() else None
+    # (a run remembered before URLs were made absolute holds its URL as given)
+    if known is not None and absolute_url(known[0]) != url:
+        raise ConfigError(f"{remembered}: this run already uses another store ({redact_url(known[0])})")
+    if known is None and (run_dir / STORE_FILE).is_file():
+        # Starting over into the new store would hide this run's own rows: its gaps, its review decisions.
+        raise ConfigError(f"{run_dir / STORE_FILE}: this run already has its own store; rerun without --store, "
+                          "or give another --run-id")
+    return known
+
+
 def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool = True,
                    writable: bool | None = None, where: str = "--store") -> Store:
     """The store of a run: ``run_dir/store.db`` by default, or the SQLAlchemy URL given once
@@ -509,14 +525,7 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
     if url:
         check_store_url(url, where)  # ``where``: the option as the caller knows it (a library caller's field)
         url = absolute_url(url)  # before it is remembered: review and release may run from elsewhere
-        known = _remembered(remembered) if remembered.is_file() else None
-        # (a run remembered before URLs were made absolute holds its URL as given)
-        if known is not None and absolute_url(known[0]) != url:
-            raise ConfigError(f"{remembered}: this run already uses another store ({redact_url(known[0])})")
-        if known is None and (run_dir / STORE_FILE).is_file():
-            # Starting over into the new store would hide this run's own rows: its gaps, its review decisions.
-            raise ConfigError(f"{run_dir / STORE_FILE}: this run already has its own store; rerun without --store, "
-                              "or give another --run-id")
+        known = refuse_another_store(run_dir, url)
         if known is not None:
             _refuse_a_lost_file(url, remembered)
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,10 @@ _SET_BY_SWEEP = {"benchmark", "items", "responses", "spec", "data_dir", "gaps", 
                  "seed", "runs_dir", "store", "run_id", "progress", "extra"}
 
 
+# A sweep's name names its folder, sweep-<name>/ (the file's name stands in for it when it has none).
+SWEEP_NAME = r"^[A-Za-z0-9_.-]+$"
+
+
 class BenchmarkEntry(BaseModel):
     """One benchmark of the sweep: a registered name, or items + spec (+ responses) of any other."""
 
@@ -54,7 +58,7 @@ class BenchmarkEntry(BaseModel):
 
 class SweepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)  # "3" for 3 is a mistake to name, not to coerce
-    name: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str | None = Field(default=None, min_length=1, pattern=SWEEP_NAME)
     benchmarks: list[BenchmarkEntry] = Field(min_length=1)
     strategies: list[str] = Field(default_factory=lambda: ["benchfill", "baseline", "oracle"], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
@@ -142,6 +146,11 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
         cfg = SweepConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(validation_line(str(path), exc)) from exc
+    if not cfg.name and not re.fullmatch(SWEEP_NAME, path.stem):
+        # the file's name stands in for name = ..., so it is held to the same rule (it names a folder): a name
+        # of the user's choosing is clearer than one made up here
+        raise ConfigError(f"{path}: field name: the file's name {path.stem!r} (the sweep's name when none is given) "
+                          f"may hold only letters, digits, '.', '_' and '-'; add name = \"{folder_name(path.stem)}\"")
     here = path.resolve().parent
 
     def rel(p: str | None) -> str | None:
@@ -177,7 +186,8 @@ def load_sweep(path: str | Path, *, store: str | None = None, runs_dir: str | No
         if not b.name and not (b.items and b.spec):
             raise ConfigError(f"{where}: name a benchmark (name = ...) or give items and spec")
         if b.row in rows:
-            raise ConfigError(f"{where}: {b.row!r} appears twice (give one a label)")
+            # (a label given already: that one is the twin, and "give one a label" asks for what is there)
+            raise ConfigError(f"{where}: {b.row!r} appears twice (give one {'another' if b.label else 'a'} label)")
         rows.add(b.row)
         _check_options(b.options, run_fields, f"{where}.options")
         for strategy in cfg.strategies:
@@ -375,6 +385,21 @@ def check_benchmarks(sweep: Sweep) -> None:
                               f"{plan.row}'s {len(bench.items)} items bound at most {len(bench.items) + 1}")
 
 
+def check_endpoints(sweep: Sweep) -> None:
+    """Fail before any work, as ``benchfill run`` does and with its error (exit 3), when an endpoint of the
+    panel config is down: every unit would otherwise fail on it, one at a time, and the sweep end in a table
+    of nothing, saying only that its units failed (exit 2). The driver reaches them itself on Ray too (it
+    finishes each run)."""
+    from benchfill.config import load_config
+    from benchfill.engine.backend import _require_endpoints
+
+    for path in sorted({plan.opts.config for plan in sweep.runs if plan.opts.config}):
+        try:
+            _require_endpoints(load_config(path), path)
+        except BenchfillError as exc:
+            raise type(exc)(f"{sweep.source}: field config: {exc}") from exc
+
+
 def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = None,
               progress: bool = False) -> dict[str, Any]:
     """Run (or resume) every run of the sweep; write and return the table.
@@ -391,6 +416,12 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
     if executor not in ("local", "ray"):
         raise ConfigError(f"--executor: unknown executor {executor!r} (choose from local, ray)")
     check_benchmarks(sweep)
+    check_endpoints(sweep)
+    if sweep.store:  # a run that already has another store refuses it: say so before the store is made
+        from benchfill.store import refuse_another_store
+
+        for plan in sweep.to_run:
+            refuse_another_store(plan.run_dir, sweep.store)
     if sweep.store and executor == "local":  # one that cannot be opened fails every unit, one at a time: say so
         # once, first (the Ray path opens it once itself, after its own checks)
         from benchfill.store import Store

@@ -23,19 +23,24 @@ def collect(sweep) -> dict[str, Any]:
     by_row: dict[str, dict[str, list[dict[str, Any]]]] = {}
     order: list[str] = []
     missing: list[str] = []
+    planned_k: dict[str, int] = {}  # row -> its gaps (an entry may set its own): the k of its top-k sums
+    simulated: list[str] = []  # the runs whose report says simulated: `sim serve` behind backend openai is too
+    real: list[str] = []
     for plan in sweep.runs:
         if plan.row not in by_row:
             by_row[plan.row] = {s: [] for s in strategies}
             order.append(plan.row)
+            planned_k[plan.row] = plan.opts.gaps
         rep = _report(plan.run_dir)
         if rep is None:
             missing.append(plan.label)
         else:
             by_row[plan.row][plan.strategy].append(rep)
+            (simulated if rep.get("simulated") else real).append(plan.label)
     for name in order:
         cells: dict[str, Any] = {}
         before: list[float] = []
-        n_items = k = None
+        n_items, k = None, planned_k[name]
         for s in strategies:
             reps = by_row[name][s]
             if not reps:
@@ -69,15 +74,23 @@ def collect(sweep) -> dict[str, Any]:
                     1 - a / r["top_k_sum_before"] for a, r in zip(true_after, reps, strict=True))
         rows.append({"benchmark": name, "n_items": n_items, "top_k": k,
                      "top_k_sum_before": _mean(before) if before else None, "strategies": cells})
-    average = {}
-    for s in strategies:
-        vals = [r["strategies"][s]["reduction"] for r in rows if r["strategies"].get(s)]
-        average[s] = _mean(vals) if len(vals) == len(rows) else None  # only over a complete column
+    # Reductions of top-k sums with different k (an entry's own gaps) are different figures: averaged per k.
+    by_k: dict[str, dict[str, float | None]] = {}
+    for k in sorted({r["top_k"] for r in rows}):
+        of_k = [r for r in rows if r["top_k"] == k]
+        by_k[str(k)] = {}
+        for s in strategies:
+            vals = [r["strategies"][s]["reduction"] for r in of_k if r["strategies"].get(s)]
+            by_k[str(k)][s] = _mean(vals) if len(vals) == len(of_k) else None  # only over a complete column
+    average = next(iter(by_k.values())) if len(by_k) == 1 else {s: None for s in strategies}
     return {
         "sweep": sweep.name, "source": sweep.source, "strategies": strategies,
         "seeds": list(sweep.config.seeds), "backend": sweep.config.backend,
-        "simulated": sweep.config.backend == "sim",
+        # a run's own report says whether it was simulated (its endpoints may be `sim serve`'s, backend openai)
+        "simulated": sweep.config.backend == "sim" or bool(simulated),
+        "simulated_runs": simulated, "real_runs": real,
         "rows": rows, "average_reduction": average,
+        "average_reduction_by_k": by_k,
         "missing_runs": missing,
         "gaps": sweep.config.gaps,
         # plan -> the plan whose run it shows (options that differ only where its strategy never reads them)
@@ -102,24 +115,28 @@ def write_table(sweep) -> dict[str, Any]:
 
 def markdown(table: dict[str, Any]) -> str:
     strategies = table["strategies"]
-    k = next((r["top_k"] for r in table["rows"] if r["top_k"]), table.get("gaps") or 3)  # (no report finished yet)
+    ks = _ks(table)
+    k = ks[0] if len(ks) == 1 else "k"  # rows of different k (an entry's own gaps) each name theirs
     lines = []
-    if table["simulated"]:
-        lines += ["**SIMULATED SWEEP**: every model here is the simulated world (backend sim); no real LLM "
-                  "was called.", ""]
+    banner = _simulated_banner(table)
+    if banner:
+        lines += [banner, ""]
     lines += [f"# Sweep {table['sweep']}: top-{k} gap sum before and after gap filling", "",
               f"Reduction is 1 - after / before of the top-{k} gap sum on the benchmark's normalized difficulty "
               f"scale (larger is better); target dev. is the mean |z - z*| of the chosen items at their "
               f"confirmed z (lower is better); cost is the search's model calls / rollouts (mean per run). Seeds: "
-              f"{', '.join(str(s) for s in table['seeds'])}.", ""]
-    head = ["benchmark", "items", f"top-{k} before"]
+              f"{', '.join(str(s) for s in table['seeds'])}."
+              + (" k is each benchmark's number of gaps; reductions of different k are averaged apart." if k == "k" else ""),
+              ""]
+    head = ["benchmark", "items"] + (["k"] if k == "k" else []) + [f"top-{k} before"]
     for s in strategies:
         head += [f"{s} after", f"{s} reduction"]
     head += [f"{s} target dev." for s in strategies if s != "oracle"]
     head += [f"{s} cost" for s in strategies if s != "oracle"]
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in table["rows"]:
-        cells = [r["benchmark"], str(r["n_items"] or ""), _num(r["top_k_sum_before"])]
+        cells = [r["benchmark"], str(r["n_items"] or "")] + ([str(r["top_k"])] if k == "k" else []) \
+            + [_num(r["top_k_sum_before"])]
         for s in strategies:
             c = r["strategies"].get(s)
             cells += [_num(c and c["top_k_sum_after"]), _pct(c and c["reduction"], c and c["reduction_sd"])]
@@ -132,11 +149,13 @@ def markdown(table: dict[str, Any]) -> str:
                 c = r["strategies"].get(s)
                 cells.append("" if not c else f"{_amount(c['model_calls'])} / {_amount(c['rollouts'])}")
         lines.append("| " + " | ".join(cells) + " |")
-    avg = ["average", "", ""]
-    for s in strategies:
-        avg += ["", _pct(table["average_reduction"].get(s))]
-    avg += [""] * (len(head) - len(avg))
-    lines.append("| " + " | ".join(avg) + " |")
+    by_k = table.get("average_reduction_by_k") or {str(ks[0]): table["average_reduction"]}
+    for row_k, average in by_k.items():
+        avg = ["average", ""] + ([row_k] if k == "k" else []) + [""]
+        for s in strategies:
+            avg += ["", _pct(average.get(s))]
+        avg += [""] * (len(head) - len(avg))
+        lines.append("| " + " | ".join(avg) + " |")
     true_cols = [s for s in strategies if any("true_reduction (simulated)" in (r["strategies"].get(s) or {})
                                               for r in table["rows"])]
     if true_cols:
@@ -156,6 +175,26 @@ def markdown(table: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _ks(table: dict[str, Any]) -> list[int]:
+    """The rows' k, each once (the sweep's gaps where there is no row)."""
+    return sorted({r["top_k"] for r in table["rows"] if r["top_k"]}) or [table.get("gaps") or 3]
+
+
+def _simulated_banner(table: dict[str, Any]) -> str:
+    """What of the sweep was simulated, where any of it was: the runs' own reports say (a run against `sim
+    serve`'s endpoints is simulated whatever the backend is called)."""
+    if not table["simulated"]:
+        return ""
+    if table["backend"] == "sim":
+        return "**SIMULATED SWEEP**: every model here is the simulated world (backend sim); no real LLM was called."
+    if not table.get("real_runs"):
+        return ("**SIMULATED SWEEP**: the configured endpoints serve benchfill's simulated world (`sim serve`); no "
+                f"real LLM answered (backend {table['backend']}).")
+    return ("**PARTLY SIMULATED SWEEP**: these runs' endpoints served benchfill's simulated world (`sim serve`), no "
+            f"real LLM answering them: {', '.join(table['simulated_runs'])}; the rest ran against real endpoints "
+            f"(backend {table['backend']}), and the averages mix both.")
+
+
 def _plot(table: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -173,10 +212,14 @@ def _plot(table: dict[str, Any], path: Path) -> None:
         for j, s in enumerate(strategies):
             vals = [100 * ((r["strategies"].get(s) or {}).get("reduction") or 0.0) for r in table["rows"]]
             ax.bar(x + (j - (len(strategies) - 1) / 2) * width, vals, width, label=s)
+        ks = _ks(table)
+        if len(ks) > 1:  # each bar names its k
+            names = [f"{r['benchmark']} (k={r['top_k']})" for r in table["rows"]]
         ax.set_xticks(x, names, rotation=20, ha="right", fontsize=8)
-        k = next((r["top_k"] for r in table["rows"] if r["top_k"]), 3)
-        ax.set_ylabel(f"top-{k} gap sum reduction (%)")
-        title = f"sweep {table['sweep']}" + (" (SIMULATED)" if table["simulated"] else "")
+        ax.set_ylabel(f"top-{ks[0] if len(ks) == 1 else 'k'} gap sum reduction (%)")
+        title = f"sweep {table['sweep']}" + (
+            "" if not table["simulated"] else " (PARTLY SIMULATED)" if table.get("real_runs") and
+            table["backend"] != "sim" else " (SIMULATED)")
         ax.set_title(title, fontsize=10)
         ax.axhline(0, color="black", lw=0.8)
         ax.legend(fontsize=8, frameon=False)
