@@ -49,7 +49,8 @@ def _open(where: str, writable: bool):
             raise ConfigError(f"--store {where}: no such SQLite file")
     elif not path.is_file():
         raise ConfigError(f"--store {where}: no such file or run directory")
-    return Store(where, writable=writable)
+    # create False: a look makes no store of an empty file, nor writes to another application's database
+    return Store(where, writable=writable, create=False)
 
 
 def handle_list(args: argparse.Namespace) -> int:
