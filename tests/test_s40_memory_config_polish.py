@@ -41,3 +41,56 @@ def test_memory_list_makes_no_store_of_an_empty_file_nor_writes_to_a_foreign_one
     Store(tmp_path / "real.db").close()
     assert main(["memory", "list", "--store", str(tmp_path / "real.db")]) == 0
     assert "the memory holds nothing" in capsys.readouterr().out
+
+
+def _holder(code: str, arg: str):
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", code, arg], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def _kid(cid: str):
+    from benchfill.search.annotate import Annotation
+    from benchfill.search.loop import Child
+    from benchfill.search.services import Verdict
+
+    ann = Annotation(difficulty=0.0, se=0.3, z=0.5, z_se=0.05, rollouts=40,
+                     results=[{"probe": "p0", "ability": 0.0, "correct": 3, "trials": 8}])
+    return Child(cid, "q1", "q1", 1, {"id": cid, "problem": f"text {cid}", "answer": "1"},
+                 Verdict(True, "ok", "judge"), ann, [])
+
+
+def test_memory_forget_dry_run_counts_for_a_run_in_progress_and_says_so(tmp_path, capsys):
+    # a dry run writes nothing, and was refused as the real forget is while the run works
+    from benchfill.engine.memory_store import SharedMemory
+    from benchfill.run import LOCK_FILE
+
+    own = tmp_path / "demo-benchfill-0123456789"
+    own.mkdir()
+    shared = tmp_path / "shared.db"
+    for store in (Store(shared, run_id="r1"), Store(own / "store.db")):
+        mem = SharedMemory(store, "toy", ["q0", "q1", "q2"], [0.2, 0.5, 0.8])
+        mem.record_originals()
+        mem.record_child(0, _kid("kid"))
+        store.close()
+    hold = ("import sys; from benchfill.store import Store; s = Store(sys.argv[1], run_id='r1'); "
+            "let_go = s.hold_run(); print('held', flush=True); sys.stdin.read()")
+    lock_own = ("import sys; from pathlib import Path; from benchfill import locks; "
+                "fd = locks.hold(Path(sys.argv[1]), wait=False); print('held', flush=True); sys.stdin.read()")
+    for code, arg, args, run in ((hold, str(shared), ["--store", str(shared)], "r1"),
+                                 (lock_own, str(own / LOCK_FILE), ["--store", str(own)], own.name)):
+        holder = _holder(code, arg)
+        try:
+            assert main(["memory", "forget", *args, "--run", run]) == 2
+            assert "that run is in progress (another process holds it)" in capsys.readouterr().err
+            assert main(["memory", "forget", *args, "--run", run, "--dry-run"]) == 0
+            assert capsys.readouterr().out == (f"would forget 1 entry of run {run}; that run is in progress (another "
+                                               "process holds it), so forget would be refused until it ends\n")
+        finally:
+            holder.communicate("")
+        assert main(["memory", "forget", *args, "--run", run, "--dry-run"]) == 0  # ended: no word of it
+        assert capsys.readouterr().out == f"would forget 1 entry of run {run}\n"
