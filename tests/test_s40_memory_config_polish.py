@@ -94,3 +94,32 @@ def test_memory_forget_dry_run_counts_for_a_run_in_progress_and_says_so(tmp_path
             holder.communicate("")
         assert main(["memory", "forget", *args, "--run", run, "--dry-run"]) == 0  # ended: no word of it
         assert capsys.readouterr().out == f"would forget 1 entry of run {run}\n"
+
+
+def test_an_endpoint_url_that_no_client_can_use_is_refused_at_load_naming_its_field(tmp_path):
+    import pytest
+
+    from benchfill.config import load_config
+    from benchfill.errors import ConfigError
+
+    cfg = tmp_path / "panel.toml"
+    cfg.write_text('[[probes]]\nname = "p1"\nbase_url = "http://127.0.0.1:8001/v1/"\nmodel = "m"\n'
+                   '[[probes]]\nname = "p2"\nreplicas = ["http://a:8000/v1", "http://[::1]:8000/v1"]\nmodel = "m"\n'
+                   '[rewriter]\nmodel = "openai/r"\napi_base = "https://h.example/v1"\n')
+    good = load_config(cfg)
+    assert good.probes[0].base_url == "http://127.0.0.1:8001/v1" and good.rewriter.api_base == "https://h.example/v1"
+    bad = {"ftp://127.0.0.1:1/v1": "scheme ftp: only http and https are served",
+           "127.0.0.1:18431/v1": "no scheme; write http://127.0.0.1:18431/v1",
+           "http://": "no host",
+           "http://127.0.0.1:99999/v1": "Port out of range",
+           "http://[::1/v1": "Invalid IPv6 URL",
+           "http://h:0/v1": "port 0"}
+    for url, said in bad.items():
+        for field, where in (("probes.p1.base_url", "probes.0.base_url"),
+                             ("probes.p2.replicas.1", "probes.1.replicas.1.base_url"),
+                             ("rewriter.api_base", "rewriter.api_base"), ("judge.api_base", "judge.api_base")):
+            extra = [] if field != "judge.api_base" else ["judge.model=openai/j"]
+            with pytest.raises(ConfigError) as exc:
+                load_config(cfg, [f"{field}={url}", *extra])
+            line = str(exc.value)
+            assert "\n" not in line and f"field {where}: {url}: " in line and said in line, line
