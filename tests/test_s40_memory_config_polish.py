@@ -145,3 +145,31 @@ def test_the_simulated_rewriter_refuses_a_knob_that_is_not_a_finite_number_for_e
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "benchfill: error: sim rewriter: bias must be a number, got nan"], r.stderr
     assert rewriter_model("realistic", bias=0.1).bias == 0.1 and RewriterModel(anchor=0).anchor == 0
+
+
+def test_sim_serve_refuses_a_state_path_it_could_never_write_at_start(tmp_path):
+    # a state path under a regular file started a server whose first rewrite failed with HTTP 507, "...: File exists"
+    import subprocess
+    import sys
+
+    import pytest
+
+    from benchfill.errors import ConfigError
+    from benchfill.sim import World
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text("x = 1\n")
+    items = [{"id": "a", "problem": "1 + 1", "answer": "2"}, {"id": "b", "problem": "2 + 2", "answer": "4"}]
+    for state, said in ((spec / "state.jsonl", f"{spec} is a file, not a folder"),
+                        (spec / "a" / "b" / "state.jsonl", f"{spec} is a file, not a folder"),
+                        (tmp_path, "is a folder; name a file")):
+        with pytest.raises(ConfigError, match=f"^sim: state file {state}: .*{said}"):
+            World.from_items(items, evaluator="math", text_field="problem", answer_field="answer", state_path=state)
+    r = subprocess.run([sys.executable, "-m", "benchfill", "sim", "serve", "--benchmark", "demo", "--port", "0",
+                        "--state", str(spec / "state.jsonl")], capture_output=True, text=True, timeout=90)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"benchfill: error: sim: state file {spec / 'state.jsonl'}: {spec} is a file, not a folder"], r.stderr
+    # a state file in folders not made yet is made by the first write, as before
+    World.from_items(items, evaluator="math", text_field="problem", answer_field="answer",
+                     state_path=tmp_path / "new" / "state.jsonl")
+    assert spec.read_text() == "x = 1\n" and not (tmp_path / "new").exists()
