@@ -41,6 +41,31 @@ _KEY_LIKE_DIGITS, _KEY_LIKE_CASE = 20, 32
 # expansion, in a written serve script, and no variable at all.
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
+def check_endpoint_url(v: str) -> str:
+    """An endpoint's URL (a probe's ``base_url``, a replica's, the rewriter's or judge's ``api_base``) as the
+    clients can use it: http or https, a host, a port in range; else a ``ValueError`` that says which. It had
+    been taken as written and failed at the first call as "unreachable: UnsupportedProtocol", "Connection
+    refused" (port 99999) or "InvalidURL", without naming the field. Returns ``v`` unchanged."""
+    from urllib.parse import urlsplit
+
+    shown = redact_url(v)
+    try:
+        parts = urlsplit(v)
+        parts.port  # noqa: B018  (raises for a port out of range or not a number)
+        host = parts.hostname
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535", "Port could not be cast ..."
+        raise ValueError(f"{shown}: not a URL ({exc}); write http://host:port/v1") from None
+    if "://" not in v:
+        raise ValueError(f"{shown}: no scheme; write http://{v} (or https://)")
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(f"{shown}: scheme {parts.scheme}: only http and https are served")
+    if not host:
+        raise ValueError(f"{shown}: no host; write http://host:port/v1")
+    if parts.port == 0:
+        raise ValueError(f"{shown}: port 0 is no port to connect to")
+    return v
+
+
 class RetryConfig(BaseModel):
     """How hard to retry what is worth retrying (429, 5xx, timeouts, dropped connections)."""
 
@@ -62,7 +87,7 @@ class ReplicaConfig(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _strip(cls, v: str) -> str:
-        return v.rstrip("/")
+        return check_endpoint_url(v).rstrip("/")
 
 
 class FleetPolicy(BaseModel):
@@ -113,7 +138,7 @@ class ProbeConfig(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _strip(cls, v: str | None) -> str | None:
-        return v.rstrip("/") if v is not None else None
+        return check_endpoint_url(v).rstrip("/") if v is not None else None
 
     @field_validator("replicas", mode="before")
     @classmethod
@@ -164,6 +189,12 @@ class LLMConfig(BaseModel):
     max_repairs: int = Field(default=2, ge=0, description="extra calls after a malformed reply")
     # A search asks gaps x parents x children of these at once; the provider sees at most this many.
     concurrency: int = Field(default=8, ge=1, description="requests in flight to this endpoint (benchfill.limits)")
+
+    @field_validator("api_base")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        # checked, not changed: the URL as given is what litellm is handed and what its limits are keyed by
+        return check_endpoint_url(v) if v is not None else None
 
 
 class Config(BaseModel):

@@ -167,14 +167,19 @@ class Store:
     A store that cannot be written opens for reading (``read_only``; the review page shows its queue);
     ``writable`` True refuses it at once (``ReadOnlyStore``), for a command that will write. A write
     to it through ``session`` is refused the same way, in one line, wherever it comes.
+
+    ``create`` False (a look at a store, ``memory list``): a SQLite file that is missing, empty or another
+    application's database is refused in one line before anything is written to it.
     """
 
-    def __init__(self, target: str | Path, run_id: str = "", *, writable: bool = False):
+    def __init__(self, target: str | Path, run_id: str = "", *, writable: bool = False, create: bool = True):
         if not isinstance(target, (str, os.PathLike)):  # Store(3) made a SQLite file named "3" here
             raise ConfigError(f"store: expected a path or a URL, got {type(target).__name__} {target!r}")
         url = _url(target)
         self.url = url
         self.run_id = run_id
+        if not create:
+            _refuse_what_is_no_store(url)
         try:
             try:
                 self._open(url, run_id)
@@ -443,9 +448,7 @@ def _upgrade(conn: Connection, where: str, run_id: str = "") -> int:
         # another application's database (a table named item or release, or none of benchfill's): taken for
         # an old store, its table was dropped and made again with benchfill's columns; else benchfill's tables
         # went in beside its own
-        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        raise ConfigError(f"store {where}: holds tables that are not a benchfill store's ({shown}); give "
-                          "benchfill a database of its own")
+        raise _foreign(tables, where)
     else:
         version = SCHEMA_VERSION  # a new store: created at the current schema below
     if version > SCHEMA_VERSION:
@@ -460,6 +463,56 @@ def _upgrade(conn: Connection, where: str, run_id: str = "") -> int:
         conn.execute(version_table.delete())
         conn.execute(version_table.insert().values(id=1, version=SCHEMA_VERSION))
     return SCHEMA_VERSION
+
+
+def _foreign(tables: set[str], where: str) -> ConfigError:
+    shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+    return ConfigError(f"store {where}: holds tables that are not a benchfill store's ({shown}); give "
+                       "benchfill a database of its own")
+
+
+def _refuse_what_is_no_store(url: str) -> None:
+    """For a look that must not make a store (``Store(create=False)``): refuse a SQLite file that holds no
+    benchfill store, before the open that would write to it. The open itself switches the file to WAL and
+    creates the schema in an empty one: an empty file (``: > x.db``) became a store, and another
+    application's database was switched to WAL before it was refused. The file is read with SQLite's
+    read-only mode here; one it cannot read that way (not a database, a frozen run) is left to the open,
+    which says why as before. So is a file already in WAL mode (a store benchfill wrote): a read-only
+    connection to it leaves the WAL's files beside it, and the open changes nothing in it before
+    ``_upgrade`` refuses one that is not a store."""
+    import sqlite3
+    from urllib.parse import quote
+
+    try:
+        u = make_url(url)
+    except ArgumentError:
+        return  # refused by the open, in one line of its own
+    db = u.database or ""
+    if u.get_backend_name() != "sqlite" or not db or db == ":memory:" or db.startswith("file:") or u.query:
+        return
+    where = redact_url(url)
+    if not Path(db).is_file():
+        raise ConfigError(f"store {where}: {db}: no such file")
+    try:
+        with open(db, "rb") as f:
+            header = f.read(100)
+    except OSError:
+        return
+    if header.startswith(b"SQLite format 3\0") and len(header) == 100 and header[18] == 2:  # WAL mode
+        return
+    try:
+        conn = sqlite3.connect(f"file:{quote(db, safe='/')}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return
+    if not tables:
+        raise ConfigError(f"store {where}: holds no benchfill store (an empty file or database); name a "
+                          "store a run has written")
+    if schema.SchemaVersion.__table__.name not in tables and not {"item", "runmeta"} <= tables:
+        raise _foreign(tables, where)
 
 
 STORE_FILE = "store.db"
@@ -557,7 +610,7 @@ def open_run_store(run_dir: str | Path, url: str | None = None, *, create: bool 
         # a folder that holds neither file was most likely never a run (a typo, the wrong parent):
         # say that rather than that a run lost its store
         raise ConfigError(f"{run_dir}: not a run directory (it holds neither {STORE_FILE} nor {remembered.name})")
-    return Store(db, writable=writable)
+    return Store(db, writable=writable, create=create)
 
 
 def _holds_a_run_of_its_own(store: Store) -> bool:

@@ -49,7 +49,8 @@ def _open(where: str, writable: bool):
             raise ConfigError(f"--store {where}: no such SQLite file")
     elif not path.is_file():
         raise ConfigError(f"--store {where}: no such file or run directory")
-    return Store(where, writable=writable)
+    # create False: a look makes no store of an empty file, nor writes to another application's database
+    return Store(where, writable=writable, create=False)
 
 
 def handle_list(args: argparse.Namespace) -> int:
@@ -91,11 +92,13 @@ def handle_forget(args: argparse.Namespace) -> int:
     try:
         # a run's own store keeps its rows under no run id (its folder may be renamed): named by its folder
         run = "" if args.run in (_own_name(args.store), "") else args.run
-        let_go = _hold_run_of(args.store, store, run, args.run)
+        # a dry run writes nothing, so a run in progress does not stop it: it says the forget would be refused
+        let_go = _hold_run_of(args.store, store, run, args.run, refuse=not args.dry_run)
         try:
             n = forget_run(store, run, args.benchmark, dry_run=args.dry_run)
         finally:
-            let_go()
+            if let_go is not None:
+                let_go()
         if not n:
             runs = sorted({r["run_id"] or _own_name(args.store)
                            for r in memory_contents(store, args.benchmark) if r["origin"] == "generated"})
@@ -107,14 +110,17 @@ def handle_forget(args: argparse.Namespace) -> int:
         store.close()
     verb = "would forget" if args.dry_run else "forgot"
     print(f"{verb} {n} entr{'y' if n == 1 else 'ies'} of run {args.run}"
-          + (f" ({args.benchmark})" if args.benchmark else ""))
+          + (f" ({args.benchmark})" if args.benchmark else "")
+          + ("; that run is in progress (another process holds it), so forget would be refused until it ends"
+             if let_go is None else ""))
     return 0
 
 
-def _hold_run_of(where: str, store, run: str, name: str):
+def _hold_run_of(where: str, store, run: str, name: str, refuse: bool = True):
     """Hold the run whose children are to go, as the run itself holds it while it works, or refuse: a running
     run writes each finished gap's children to the memory again, so a forget during it was undone by the
-    time the run ended, after saying it forgot them. Returns the function that lets go."""
+    time the run ended, after saying it forgot them. Returns the function that lets go; None where the run
+    is in progress and ``refuse`` is False (a dry run)."""
     import copy
     from pathlib import Path
 
@@ -135,6 +141,8 @@ def _hold_run_of(where: str, store, run: str, name: str):
         try:
             fd = locks.hold(folder / LOCK_FILE, wait=False)
         except BlockingIOError:
+            if not refuse:
+                return None
             raise busy from None
         return lambda: locks.release(fd)
     other = copy.copy(store)  # the same database, under the run's id: its hold is the run's (Store.hold_run)
@@ -142,6 +150,8 @@ def _hold_run_of(where: str, store, run: str, name: str):
     try:
         return other.hold_run(exclusive=True)
     except ConfigError:
+        if not refuse:
+            return None
         raise busy from None
 
 

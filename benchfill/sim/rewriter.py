@@ -60,6 +60,12 @@ class RewriterModel:
     judge_fpr: float = 0.05
 
     def __post_init__(self) -> None:
+        # first: NaN passes every range check below (each comparison is False), and bias, warp and drift have
+        # none, so `sim serve --rewriter-knobs bias=nan` served children at NaN difficulty
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ConfigError(f"sim rewriter: {f.name} must be a number, got {v!r}")
         for name in ("invalid_base", "invalid_max", "judge_recall", "judge_fpr", "slip", "tests_agree"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"sim rewriter: {name} must lie in [0, 1], got {getattr(self, name)}")

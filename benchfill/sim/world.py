@@ -133,6 +133,8 @@ class World:
             raise ConfigError("sim: no items to build a world from")
         if n_probes < 1:
             raise ConfigError(f"sim: n_probes must be >= 1, got {n_probes}")
+        if state_path:
+            _check_state_path(Path(state_path))
         if latent_prior not in PRIORS:
             raise ConfigError(f"sim: latent_prior {latent_prior!r} unknown (choose from {', '.join(PRIORS)})")
         for name in ("fault_rate", "rewriter_malformed_rate", "text_signal", "reply_habits"):
@@ -379,6 +381,19 @@ class World:
 
     def uniform(self, *parts: object) -> float:
         return texts.uniform(self.seed, *parts)
+
+
+def _check_state_path(path: Path) -> None:
+    """Refuse at start a state file that can never be written: under a regular file (the world started and
+    its first child failed with HTTP 507, "...: File exists"), or a folder. The file itself and its
+    missing folders are made by the first write (``World._append``)."""
+    if path.is_dir():
+        raise ConfigError(f"sim: state file {path}: is a folder; name a file (e.g. {path / 'state.jsonl'})")
+    for folder in path.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise ConfigError(f"sim: state file {path}: {folder} is a file, not a folder")
+            break
 
 
 def _stored(item: SimItem) -> dict[str, Any]:
