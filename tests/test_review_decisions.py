@@ -245,7 +245,7 @@ def test_one_export_copied_to_two_reviewers_is_checked_per_reviewer(tmp_path, sh
         # a fix typed into the item's own answer cell was dropped, and the accept beside it shipped the item unfixed
         ({"r0": {"child_answer": "not the key 91", "reviewer": "ann", "decision": "accept"}},
          r"item '[^']+': the row's child_answer 'not the key 91' is not the queue's \('[^']*'\); to change it, write it "
-         r"in edited_answer with decision 'edit' and restore child_answer"),
+         r"in edited_answer with decision 'edit', and restore or clear child_answer"),
         # the cells that show the edit in force are the export's, not an input (no edit is in force here)
         ({"r0": {"answer_as_edited": "91", "reviewer": "ann", "decision": "accept"}},
          r"item '[^']+': the row's answer_as_edited '91' is not the queue's \(blank, no edit being in force\); "
@@ -272,6 +272,36 @@ def test_cells_a_spreadsheet_rewrites_in_form_only_still_import(tmp_path, shared
     same = f"{float(answer)}" if answer.lstrip("-").replace(".", "", 1).isdigit() else f"  {answer} "
     sheet, _ = _sheet(run, tmp_path, r0={"child_answer": same, "reviewer": "ann", "decision": "accept"})
     assert import_decisions(run, sheet) == 1
+
+
+@pytest.mark.parametrize(("cell", "value"), [
+    ("TRUE", True), ("FALSE", "false"), ("1.23457E+19", 12345678901234567890), ("3.14159265358979", 3.141592653589793),
+    ("0.3", 0.30000000000000004), ("7", "007"), ("0.5", "0.50"), (" 42 ", 42),
+])
+def test_a_cell_a_spreadsheet_saved_in_its_own_form_is_the_same_cell(cell, value):
+    from benchfill.review.export import _same_cell
+
+    assert _same_cell(cell, value)
+
+
+@pytest.mark.parametrize(("cell", "value"), [("78", 293), ("300", 293), ("true", "yes"), ("1/2", "0.5"), ("3.15", 3.14159)])
+def test_a_cell_with_another_value_is_not_the_same_cell(cell, value):
+    from benchfill.review.export import _same_cell
+
+    assert not _same_cell(cell, value)
+
+
+def test_a_sheet_that_showed_an_edit_imports_again_unchanged(tmp_path, shared_data):
+    # the sheet shows the edit in force at its export; once its own edit is recorded, importing it again
+    # compared those cells with the new edit and blamed the reviewer for a cell nobody touched
+    run = make_run(tmp_path, shared_data)
+    first, _ = _sheet(run, tmp_path, name="bob.csv", r0={"reviewer": "bob", "decision": "edit", "edited_answer": "301"})
+    assert import_decisions(run, first) == 1
+    second, rows = _sheet(run, tmp_path, name="alice.csv",
+                          r0={"reviewer": "alice", "decision": "edit", "edited_answer": "302"})
+    assert rows[0]["answer_as_edited"] == "301"  # the edit in force when exported
+    assert import_decisions(run, second) == 1
+    assert import_decisions(run, second) == 0  # the same file again: nothing new, nothing refused
 
 
 def test_a_cut_row_an_excel_encoding_and_a_semicolon_sheet_are_one_line_each(tmp_path, shared_data):

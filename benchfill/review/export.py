@@ -10,7 +10,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -307,6 +309,7 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
     exported: datetime | None = None
     first_line: dict[tuple[str, str], int] = {}
     standing = None  # the queue's outcomes, read at the sheet's first edit
+    shown = None  # the outcomes the sheet showed (at its export), read at the first row that shows an edit
     long_csv_fields()  # an edited code solution may pass csv's default 131,072 characters
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
@@ -346,18 +349,11 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
                 try:
                     entry = board.entry(item_id)
                     as_edited = any((row.get(c) or "").strip() for c in ("text_as_edited", "answer_as_edited"))
-                    if (edit or as_edited) and standing is None:  # read once for the sheet, not once per row
+                    if edit and standing is None:  # read once for the sheet, not once per row
                         standing = board.outcomes()
-                    try:
-                        _same_item(entry, row, standing[item_id] if as_edited else None)
-                    except BenchfillError:
-                        # the edit in force moved since the export: the cells show the one then, and the
-                        # import's own check names what changed (a withdraw of it is welcome)
-                        moved = as_edited and exported is not None and _changed_since(
-                            board, exported, f"sheet:{exported.isoformat()}", {(item_id, who)})
-                        if not moved:
-                            raise
-                        _same_item(entry, row, None)
+                    if as_edited and shown is None:
+                        shown = _outcomes_at(board, exported)
+                    _same_item(entry, row, shown[item_id] if as_edited else None)
                     rows.append(board.prepare(
                         item_id, who, decision, row.get("reason") or "",
                         text=(row.get("edited_text") or None) if edit else None,
@@ -407,20 +403,38 @@ def _same_item(entry: QueueEntry, row: dict[str, Any], standing: Outcome | None)
                      else "blank, no edit being in force" if column.endswith("_as_edited") else "blank")
             raise BenchfillError(f"item '{entry.item_id}': the row's {column} {cell.strip()[:60]!r} is not the "
                                  f"queue's ({queue}); to change it, write it in "
-                                 f"{field} with decision 'edit' and restore {column} (a spreadsheet that reformats "
-                                 "numbers or dates may have changed it too)")
+                                 f"{field} with decision 'edit', and restore or clear {column} (a spreadsheet that "
+                                 "reformats numbers or dates may have changed it)")
+
+
+def _outcomes_at(board: ReviewBoard, exported: datetime | None) -> dict[str, Outcome]:
+    """Each queued item's outcome as the sheet showed it: by the decisions made by its export time (a sheet
+    imported again shows the edit in force then, not one its own import or a later one put in force), or
+    as it stands now for a sheet with no export time."""
+    if exported is None:
+        return board.outcomes()
+    on: dict[str, list] = {}
+    for d in board.decisions() + board._elsewhere():
+        if as_utc(d.created_at) <= exported:
+            on.setdefault(d.item_id, []).append(d)
+    return {e.item_id: outcome(e.item_id, on.get(e.item_id, []), board.rule) for e in board.entries}
 
 
 def _same_cell(cell: str, value: Any) -> bool:
-    """A cell the sheet wrote from ``value``, read back: the same text up to whitespace, or the same number
-    (a spreadsheet writes 0.50 back as 0.5)."""
+    """A cell the sheet wrote from ``value``, read back as a spreadsheet may have saved it: the same text up
+    to whitespace, TRUE for true, or the same number to the digits the cell shows (0.50 saved as 0.5, a
+    long number as 1.23457E+19, 0.30000000000000004 as 0.3)."""
     old = "" if value is None else str(value)
-    if " ".join(cell.split()) == " ".join(old.split()):
+    if " ".join(cell.split()) == " ".join(old.split()) or cell.strip().lower() == old.strip().lower() in ("true", "false"):
         return True
     try:
-        return float(cell) == float(old)
+        a, b = float(cell), float(old)
     except ValueError:
         return False
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return a == b
+    shown = len(re.sub(r"\D", "", re.split(r"[eE]", cell.strip())[0]).lstrip("0")) or 1  # its significant digits
+    return a == b or a == float(f"{b:.{shown}g}")
 
 
 # How far ahead of this machine's clock, and of every moment the store records, a sheet's export time may lie
