@@ -102,6 +102,17 @@ def test_predict_items_refuses_what_is_no_list_of_items(predictor):
         predictor.predict_items({"problem": "one item, not a list"})
     with pytest.raises(DataError, match=r"^items\[1\]: expected an item \(a dict of its fields\), got NoneType"):
         predictor.predict_items([{"problem": "x"}, None])
+    with pytest.raises(DataError, match=r"^items: expected a list of items \(dicts of their fields\), got NoneType"):
+        predictor.predict_items(None)
+
+
+def test_predict_items_reads_a_released_split_as_a_list(predictor):
+    import datasets
+
+    rows = [{"id": "a", "problem": "What is 2 + 2?"}, {"id": "b", "problem": "Find all real x with x^2 = 2."}]
+    split = datasets.Dataset.from_list(rows)  # what load_dataset gives of a release: no registered Sequence
+    got = [p.z for p in predictor.predict_items(split)]
+    assert got == [p.z for p in predictor.predict_items(rows)] and got[0] != got[1]
 
 
 def test_an_unknown_embedder_is_named_by_its_keyword():

@@ -69,8 +69,9 @@ def resolve_text_fields(items: Sequence[dict[str, Any]], text_field: str | None 
     ``text_field`` holds something else than text (``ItemFieldError``, naming the item's place). The
     options follow the same rule (``_options_field``).
     """
-    # a library caller's None, one dict or a list holding None had failed below as an AttributeError
-    if isinstance(items, (dict, str, bytes)) or not isinstance(items, Sequence):
+    # a library caller's None, one dict or a list holding None had failed below as an AttributeError; a
+    # datasets.Dataset (a released split) is no registered Sequence, but is read like one
+    if isinstance(items, (dict, str, bytes)) or not (hasattr(items, "__len__") and hasattr(items, "__getitem__")):
         raise DataError(f"items: expected a list of items (dicts of their fields), got {type(items).__name__}")
     wrong = next((k for k, it in enumerate(items) if not isinstance(it, dict)), None)
     if wrong is not None:
