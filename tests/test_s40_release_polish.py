@@ -155,6 +155,10 @@ def _edited_json(log: Path, tmp_path: Path, edit) -> Path:
      "field samples.0.id: Input should be a valid integer or a valid string, got None"),
     (lambda d: d["eval"].update(model=1), "field eval.model: Input should be a valid string, got 1"),
     (lambda d: d["eval"].pop("task"), "field eval.task: Field required"),
+    # a score named by the log with a line break and an escape: the message stays one line, escapes shown
+    (lambda d: d["samples"][0]["scores"].update({"evil\n\x1b[31mX": "not a score"}),
+     "field samples.0.scores.evil\\n\\x1b[31mX: Input should be a valid dictionary or instance of Score, "
+     "got 'not a score'"),
 ])
 def test_a_malformed_inspect_log_names_its_first_bad_field(inspect_log_pair, tmp_path, capsys, edit, said):
     # it had said "ValidationError: 2 validation errors for EvalLog", naming no field

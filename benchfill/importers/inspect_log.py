@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from benchfill import untrusted
 from benchfill.errors import ConfigError, DataError
 from benchfill.importers.files import find_files
 from benchfill.importers.matrix import ItemText, LogContent, Record, score
@@ -170,7 +171,8 @@ def _first_field(exc: Any) -> str:
     # a .eval log's samples are read one by one, each its own EvalSample: its loc starts there, not at the log
     model = "" if getattr(exc, "title", "EvalLog") == "EvalLog" else f" (in {exc.title})"
     name = ".".join(map(str, at)) or "(the log)"
-    return f"field {name}{model}: {text}{got}" + (f" (and {rest} more)" if rest else "")
+    # the field's name is the log's own key (a score's name may hold a newline or an escape): one line, as is
+    return untrusted.terminal(f"field {name}{model}: {text}{got}" + (f" (and {rest} more)" if rest else ""))
 
 
 def _binary(value: Any, metric: str, threshold: float | None, to_float, where: str, log: LogContent) -> int:
