@@ -9,8 +9,7 @@ parts of a URL that is shown anyway (a store URL in an error).
 
 What a server says is not ours to check: an error body may echo the request's headers, the key among
 them. ``scrub`` takes such a text before it becomes a message, a log line or a record: the values of the
-named environment variables (the configured endpoints' keys; of a key of 16 characters or more, any run of
-6 or more of its first or last characters too) and anything shaped like a credential
+named environment variables (the configured endpoints' keys) and anything shaped like a credential
 (``Bearer <token>``, an ``authorization``/``api-key`` header's value, ``sk-...``, ``hf_...``) become ``***``.
 """
 
@@ -143,10 +142,6 @@ _HEADER = re.compile(
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+(?=[A-Za-z0-9._~+/=\-]*[0-9_.~+/=\-])[A-Za-z0-9._~+/=\-]{8,}")
 _MIN_KNOWN = 6  # a known value shorter than this is not masked (it would garble the text, "EMPTY" among them)
 _ECHO_HEAD = 8  # a key's first characters before a run of * or an ellipsis: the server's masked echo of it
-# A known value at least this long has its ends masked too: any run of _MIN_KNOWN or more of its first or of its
-# last characters, as an error that echoes parts of the key says them ("starts QASECRET ends 777abc"). A shorter
-# one is masked only whole: its six-character ends could be ordinary words.
-_FRAGMENT_KEY = 16
 
 
 def env_values(names: Iterable[str | None]) -> list[str]:
@@ -156,8 +151,7 @@ def env_values(names: Iterable[str | None]) -> list[str]:
 
 def scrub(text: str, *, env: Iterable[str | None] = (), values: Iterable[str | None] = ()) -> str:
     """``text`` without credentials: the values of the environment variables named in ``env`` and the
-    ``values`` given (of a long one, its first and last characters too, ``_FRAGMENT_KEY``), then anything
-    shaped like one (header values, bearer tokens, provider keys)."""
+    ``values`` given, then anything shaped like one (header values, bearer tokens, provider keys)."""
     if not text:
         return text
     known = sorted({v for v in [*env_values(env), *values] if v and len(v) >= _MIN_KNOWN}, key=len, reverse=True)
@@ -166,10 +160,6 @@ def scrub(text: str, *, env: Iterable[str | None] = (), values: Iterable[str | N
     for v in known:  # a server's own masked echo, OpenAI's "sk-LEAKT****AAAA": the head and tail are the key's
         if len(v) >= 2 * _ECHO_HEAD:
             text = re.sub(re.escape(v[:_ECHO_HEAD]) + r"[^\s*\u2026]*(?:\*+|\u2026|\.{3})[A-Za-z0-9_\-]*", MASK, text)
-    for v in known:
-        if len(v) >= _FRAGMENT_KEY:  # longest first: at each place the most of the key a fragment covers
-            ends = {v[:n] for n in range(_MIN_KNOWN, len(v))} | {v[-n:] for n in range(_MIN_KNOWN, len(v))}
-            text = re.sub("|".join(map(re.escape, sorted(ends, key=len, reverse=True))), MASK, text)
     text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) + ' ' if m.group(3) else ''}{MASK}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
     return _KEY_SHAPES.sub(MASK, text)
