@@ -1408,7 +1408,7 @@ def _warn_unverified(path: Path) -> None:
     problems = verify_release(path, copy=copy)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        log.warning("%s does not match its manifest: %s%s; `benchfill release verify %s%s` lists what differs",
+        log.warning("warning: %s does not match its manifest: %s%s; `benchfill release verify %s%s` lists what differs",
                     path, problems[0], more, path, " --copy" if copy else "")
 
 

@@ -137,13 +137,13 @@ def test_the_simulated_rewriter_refuses_a_knob_that_is_not_a_finite_number_for_e
 
     for knob, value in (("bias", "nan"), ("warp", "inf"), ("drift", "-inf"), ("perception_noise", "nan"),
                         ("anchor_reach", "nan")):
-        with pytest.raises(ConfigError, match=f"^sim rewriter: {knob} must be a number, got "):
+        with pytest.raises(ConfigError, match=f"^sim rewriter: {knob} must be a finite number, got "):
             rewriter_model("realistic", **{knob: float(value)})
     # a process of its own: the old code served on (a timeout, killed, fails the test)
     r = subprocess.run([sys.executable, "-m", "benchfill", "sim", "serve", "--benchmark", "demo", "--port", "0",
                         "--rewriter-knobs", "bias=nan"], capture_output=True, text=True, timeout=90)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
-        "benchfill: error: sim rewriter: bias must be a number, got nan"], r.stderr
+        "benchfill: error: sim rewriter: bias must be a finite number, got nan"], r.stderr
     assert rewriter_model("realistic", bias=0.1).bias == 0.1 and RewriterModel(anchor=0).anchor == 0
 
 

@@ -124,7 +124,7 @@ def test_release_diff_warns_of_a_side_that_does_not_match_its_manifest(tmp_path,
     said = capsys.readouterr()
     assert f"~ {first['id']} (answer)" in said.out
     (line,) = [x for x in said.err.splitlines() if "manifest" in x]
-    assert line.startswith(f"benchfill: {b_} does not match its manifest: {data}: sha256 differs")
+    assert line.startswith(f"benchfill: warning: {b_} does not match its manifest: {data}: sha256 differs")
     assert line.endswith(f"`benchfill release verify {b_}` lists what differs")
     assert str(a) + " " not in said.err  # the side that verifies is not named
 

@@ -221,7 +221,7 @@ def check_permutations(permutations: int, name: str = "permutations", alpha: flo
         if need > MAX_PERMUTATIONS:
             raise DataError(f"{alpha_name} {alpha!r}: no improvement can be detected, as p is never below "
                             f"1/({MAX_PERMUTATIONS:,} + 1) even at the most {name}; give {alpha_name} above "
-                            f"{1.0 / (MAX_PERMUTATIONS + 1.0):g}, or {name} 0 (exact, small cases only)")
+                            f"{1.0 / (MAX_PERMUTATIONS + 1.0):.8g}, or {name} 0 (exact, small cases only)")
         raise DataError(f"{name} {permutations:,} with {alpha_name} {alpha!r}: no improvement can be detected, as "
                         f"p is never below 1/({permutations:,} + 1); give {name} {need:,} or more, or 0 (exact)")
 

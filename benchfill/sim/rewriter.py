@@ -65,7 +65,7 @@ class RewriterModel:
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ConfigError(f"sim rewriter: {f.name} must be a number, got {v!r}")
+                raise ConfigError(f"sim rewriter: {f.name} must be a finite number, got {v!r}")
         for name in ("invalid_base", "invalid_max", "judge_recall", "judge_fpr", "slip", "tests_agree"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"sim rewriter: {name} must lie in [0, 1], got {getattr(self, name)}")
