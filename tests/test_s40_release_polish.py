@@ -21,6 +21,9 @@ from benchfill.search.loop import Child, GapSearch
 from benchfill.search.services import Verdict
 from benchfill.store import Store
 
+# inspect_ai's own retry set-up, when the fixture's mockllm eval runs (as in test_importers)
+pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
+
 
 def test_a_simulated_release_is_marked_in_the_folder_card_and_every_changelog(tmp_path, shared_data):
     # the folder's card (the Hub's landing page) and the changelogs listed simulated figures unmarked
