@@ -391,11 +391,11 @@ def check_endpoints(sweep: Sweep) -> None:
     of nothing, saying only that its units failed (exit 2). The driver reaches them itself on Ray too (it
     finishes each run)."""
     from benchfill.config import load_config
-    from benchfill.engine.backend import _require_endpoints
+    from benchfill.engine.backend import require_endpoints
 
     for path in sorted({plan.opts.config for plan in sweep.runs if plan.opts.config}):
         try:
-            _require_endpoints(load_config(path), path)
+            require_endpoints(load_config(path), path)
         except BenchfillError as exc:
             raise type(exc)(f"{sweep.source}: field config: {exc}") from exc
 

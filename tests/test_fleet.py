@@ -382,16 +382,16 @@ def test_a_failed_health_check_lengthens_the_outage_and_is_not_another_ejection(
 
 
 def test_a_run_starts_while_each_fleet_keeps_a_replica_up(tmp_path):
-    from benchfill.engine.backend import _require_endpoints
+    from benchfill.engine.backend import require_endpoints
 
     with LoopbackOpenAI(models=("m1",)) as up:
         cfg = tmp_path / "cfg.toml"
         cfg.write_text(f'[[probes]]\nname = "p1"\nmodel = "m1"\nreplicas = ["{dead_url()}", "{up.base_url}"]\n')
-        _require_endpoints(load_config(cfg), cfg)  # one replica down: the fleet still serves p1
+        require_endpoints(load_config(cfg), cfg)  # one replica down: the fleet still serves p1
         down = [dead_url(), dead_url()]
         cfg.write_text(f'[[probes]]\nname = "p1"\nmodel = "m1"\nreplicas = ["{down[0]}", "{down[1]}"]\n')
         with pytest.raises(EndpointError, match=rf"^{cfg}: p1 at {down[0]}: unreachable: .*\(and 1 more\)"):
-            _require_endpoints(load_config(cfg), cfg)
+            require_endpoints(load_config(cfg), cfg)
 
 
 def test_a_call_never_goes_back_to_a_replica_it_failed_on_while_another_is_up(tmp_path):
@@ -492,7 +492,7 @@ def test_a_replica_that_refuses_the_key_or_lacks_the_model_is_taken_out_and_its_
 def test_a_replica_that_answers_but_refuses_the_key_or_lacks_the_model_is_no_spare(tmp_path):
     """Before a run, a fleet may count on a replica that does not answer (the fleet ejects it and checks it
     again); one that answers but refuses the key, or serves another model, is a configuration to fix."""
-    from benchfill.engine.backend import _require_endpoints
+    from benchfill.engine.backend import require_endpoints
     from benchfill.serving import check_endpoints
 
     class Sick(Refusing):
@@ -512,8 +512,8 @@ def test_a_replica_that_answers_but_refuses_the_key_or_lacks_the_model_is_no_spa
             assert [(c.ok, c.reachable, c.spare) for c in checks] == [(True, True, False), (False, True, False)]
             assert checks[1].detail == detail
             with pytest.raises(EndpointError, match=rf"^{cfg}: p1 at {bad.base_url}: {re.escape(detail)}; "):
-                _require_endpoints(load_config(cfg), cfg)
+                require_endpoints(load_config(cfg), cfg)
         # a 5xx is a sick server, as a dead one is: the fleet ejects it, the run may start
         cfg.write_text(f'[[probes]]\nname = "p1"\nmodel = "m1"\nreplicas = ["{up.base_url}", "{sick.base_url}"]\n')
         assert [c.spare for c in check_endpoints(load_config(cfg))] == [False, True]
-        _require_endpoints(load_config(cfg), cfg)
+        require_endpoints(load_config(cfg), cfg)

@@ -522,7 +522,7 @@ async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = 
 
         config = load_config(opts.config)
         _require_panel(config, opts.config)
-        checks = await asyncio.to_thread(_require_endpoints, config, opts.config)
+        checks = await asyncio.to_thread(require_endpoints, config, opts.config)
         # `sim serve` behind a config: the world is simulated whatever the backend is called, and is said
         # so in the report, the review records, the release card and the shared memory
         sim_endpoints = sorted({c.base_url for c in checks if c.simulated})
@@ -554,7 +554,7 @@ async def open_backend(opts, bench, store, run_dir: Path, sim_url: str | None = 
             server.stop()
 
 
-def _require_endpoints(config, source) -> list:
+def require_endpoints(config, source) -> list:
     """Fail in seconds, before any work, when an endpoint is down: retries would otherwise spend
     minutes backing off on every call of the first batch. The checks, when all is well."""
     from benchfill.errors import EndpointError

@@ -112,7 +112,6 @@ class DetectResult:
             out.append(f"  {self.unplaced} item(s) without a difficulty are in no band")
         return out
 
-
     def p_text(self) -> str:
         """The p-value to three significant digits (scientific below 1e-4), so that a tiny one never reads as
         0; a Monte Carlo p at its floor 1/(B + 1) says so, as the most those permutations can resolve."""
