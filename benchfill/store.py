@@ -539,10 +539,12 @@ def _refuse_a_lost_file(url: str, remembered: Path) -> None:
                           "are in it: put it back (a moved file, a disk not mounted), or start a new run")
 
 
-def refuse_another_store(run_dir: Path, url: str) -> tuple[str, str] | None:
+def refuse_another_store(run_dir: Path, url: str, *,
+                         way_out: str = "rerun without --store, or give another --run-id") -> tuple[str, str] | None:
     """Refuse the store ``url`` (absolute) for a run that already has another one, named in its ``store.url``
     or its own ``store.db``; else the URL and run id it remembers (None: none yet). Opens nothing, so a
-    caller (a sweep, for each of its runs) can ask before it creates the database."""
+    caller (a sweep, for each of its runs) can ask before it creates the database; ``way_out`` is what the
+    refusal tells that caller's user to do instead."""
     remembered = run_dir / STORE_URL_FILE
     known = _remembered(remembered) if remembered.is_file() else None
     # (a run remembered before URLs were made absolute holds its URL as given)
@@ -550,8 +552,7 @@ def refuse_another_store(run_dir: Path, url: str) -> tuple[str, str] | None:
         raise ConfigError(f"{remembered}: this run already uses another store ({redact_url(known[0])})")
     if known is None and (run_dir / STORE_FILE).is_file():
         # Starting over into the new store would hide this run's own rows: its gaps, its review decisions.
-        raise ConfigError(f"{run_dir / STORE_FILE}: this run already has its own store; rerun without --store, "
-                          "or give another --run-id")
+        raise ConfigError(f"{run_dir / STORE_FILE}: this run already has its own store; {way_out}")
     return known
 
 

@@ -124,6 +124,20 @@ def test_a_run_with_another_store_refuses_the_sweep_before_the_store_is_made(tmp
     assert sorted(p.name for p in runs.iterdir()) == [plan.run_dir.name]  # no sweep folder either
 
 
+def test_a_run_with_its_own_store_tells_the_sweep_what_a_sweep_can_do(tmp_path, capsys):
+    # A sweep has no --run-id: the refusal said "rerun without --store, or give another --run-id".
+    path = _write(tmp_path, GOOD)
+    plan = load_sweep(path).runs[0]
+    plan.run_dir.mkdir(parents=True)
+    (plan.run_dir / "store.db").write_bytes(b"")  # an earlier sweep's run, made without a shared store
+    assert main(["sweep", "--config", str(path), "--store", f"sqlite:///{tmp_path / 'shared.db'}", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"benchfill: error: {plan.run_dir / 'store.db'}: this run already has its own store; run the "
+                   "sweep without a store (neither the file's store nor --store), or give the unit another label "
+                   "or the sweep another --runs-dir"]
+    assert not (tmp_path / "shared.db").exists()
+
+
 def test_two_entries_labelled_alike_are_asked_for_another_label(tmp_path):
     path = _write(tmp_path, 'benchmarks = [{name = "demo", label = "x"}, {name = "aime24", label = "x"}]\n')
     with pytest.raises(ConfigError, match=re.escape(f"{path}: field benchmarks.1: 'x' appears twice "
