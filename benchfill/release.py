@@ -263,7 +263,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     if moment - review_board.now() > timedelta(seconds=1):
         last = f" (or release {previous[-1]})" if previous else ""
         # through logging, as every note of the library: a host's own handler decides where it goes
-        log.warning("note: this machine's clock is behind the store's latest decision or release%s; release %s is "
+        log.warning("this machine's clock is behind the store's latest decision or release%s; release %s is "
                     "stamped %s so that it comes after them", last, version, moment.isoformat(timespec="seconds"))
     now = moment.isoformat(timespec="seconds")
     name = run_name(board.store, board.run_dir, keep=True)
@@ -740,7 +740,7 @@ def _standing_scale(bench_dir: Path, version: str, name: str) -> ScaleOfRecord |
     if record is None or record.established_in in _versions(bench_dir):
         return record
     if (record.run_id, record.established_in) != (name, version):
-        log.warning("note: %s: the scale of record of release %s of run %s, which never appeared (a release "
+        log.warning("%s: the scale of record of release %s of run %s, which never appeared (a release "
                     "killed before it did), is set aside; this release fixes the scale", bench_dir / ScaleOfRecord.FILE,
                     record.established_in, record.run_id)
     (bench_dir / ScaleOfRecord.FILE).unlink(missing_ok=True)
@@ -1408,7 +1408,7 @@ def _warn_unverified(path: Path) -> None:
     problems = verify_release(path, copy=copy)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        log.warning("warning: %s does not match its manifest: %s%s; `benchfill release verify %s%s` lists what differs",
+        log.warning("%s does not match its manifest: %s%s; `benchfill release verify %s%s` lists what differs",
                     path, problems[0], more, path, " --copy" if copy else "")
 
 

@@ -28,7 +28,7 @@ def test_warnings_are_prefixed_and_notices_need_verbose(capsys):
         log.warning("probe %s is slow", "p0")
         log.info("rewriter reply repaired")
     err = capsys.readouterr().err
-    assert err == "benchfill: probe p0 is slow\n"  # once, prefixed; the notice not said
+    assert err == "benchfill: warning: probe p0 is slow\n"  # once, prefixed; the notice not said
     with _notices(verbose=True):
         log.info("rewriter reply repaired")
     assert capsys.readouterr().err == "benchfill: rewriter reply repaired\n"
@@ -81,13 +81,13 @@ def test_a_host_that_configured_logging_sees_each_line_once_and_in_its_own_handl
     from logging.handlers import QueueHandler
 
     elsewhere = logging.StreamHandler(io.StringIO())
-    assert _said_beside(elsewhere, capsys, "kept") == "benchfill: kept\n" and "kept" in elsewhere.stream.getvalue()
-    assert _said_beside(QueueHandler(queue.Queue()), capsys, "queued") == "benchfill: queued\n"
+    assert _said_beside(elsewhere, capsys, "kept") == "benchfill: warning: kept\n" and "kept" in elsewhere.stream.getvalue()
+    assert _said_beside(QueueHandler(queue.Queue()), capsys, "queued") == "benchfill: warning: queued\n"
     # to stderr (as captured now): the host says benchfill's lines itself, once
     assert _said_beside(logging.StreamHandler(), capsys, "an item has no responses") == "an item has no responses\n"
     log_file = logging.FileHandler(tmp_path / "host.log")
     try:
-        assert _said_beside(log_file, capsys, "another") == "benchfill: another\n"
+        assert _said_beside(log_file, capsys, "another") == "benchfill: warning: another\n"
     finally:
         log_file.close()
     assert "another" in (tmp_path / "host.log").read_text()

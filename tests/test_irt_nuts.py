@@ -309,7 +309,7 @@ def test_a_library_fit_whose_chains_fall_short_warns_through_logging(caplog):
         f = fit(sim.matrix, engine="nuts", chains=2, warmup=20, draws=20, seed=0)
     said = [r.getMessage() for r in caplog.records if r.name == "benchfill.irt.convergence"]
     assert f.diagnostics["min_ess_bulk"] < 400
-    assert len(said) == 1 and said[0].startswith("warning: the NUTS chains have not converged (") and "ESS" in said[0]
+    assert len(said) == 1 and said[0].startswith("the NUTS chains have not converged (") and "ESS" in said[0]
 
 
 def test_a_nuts_fit_without_a_seed_draws_one_and_records_it():

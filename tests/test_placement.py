@@ -182,7 +182,7 @@ def test_probes_serve_prints_the_plan_and_writes_a_script_without_keys(hf_home, 
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     assert main(["probes", "serve", "--config", str(EXAMPLE), "--gpus", "8x80", "--set", "probes.1.top_p=0.8"]) == 0
     cap = capsys.readouterr()
-    assert cap.err == ("warning: probes.qwen3-8b.top_p = 0.8 differs from 0.95 in Qwen/Qwen3-8B's "
+    assert cap.err == ("benchfill: warning: probes.qwen3-8b.top_p = 0.8 differs from 0.95 in Qwen/Qwen3-8B's "
                        "generation_config.json; the panel's value is used (docs/serving.md)\n")
     assert cap.out.count("CUDA_VISIBLE_DEVICES=") == 3 and "--api-key" not in cap.out  # no --write: the commands
     clash = tmp_path / "clash.toml"

@@ -65,6 +65,16 @@ def _add_verbose(parser: argparse.ArgumentParser, top: bool = False) -> None:
                 _add_verbose(child)
 
 
+class _Said(logging.Formatter):
+    """``benchfill: warning: ...`` for a warning, ``benchfill: ...`` for a notice (-v). The level is said here,
+    once, so that the message itself carries none: a library caller's own handler showed
+    ``WARNING:benchfill...:warning: ...`` for the few that did, and the CLI a bare line for the others."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        said = super().format(record)
+        return f"benchfill: warning: {said}" if record.levelno >= logging.WARNING else f"benchfill: {said}"
+
+
 class _Stderr(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is when a record comes (a caller may have swapped it since)."""
 
@@ -118,7 +128,7 @@ def _notices(verbose: bool):
             said = any(_host_says(h) for h in logging.getLogger().handlers)
             _ACTIVE["handler"] = None if said else _Stderr()
             if _ACTIVE["handler"] is not None:
-                _ACTIVE["handler"].setFormatter(logging.Formatter("benchfill: %(message)s"))
+                _ACTIVE["handler"].setFormatter(_Said())
                 logger.addHandler(_ACTIVE["handler"])
             if logger.level == logging.NOTSET and _ACTIVE["handler"] is not None:  # (a host's levels are its own)
                 logger.setLevel(logging.WARNING)

@@ -109,7 +109,7 @@ def serve_cmd(args: argparse.Namespace) -> int:
     except ConfigError as exc:  # it names the probes; the config they come from is the user's to open
         raise ConfigError(f"{args.config}: {exc}") from None
     for w in placement.sampling_warnings(cfg, servers):
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"benchfill: warning: {w}", file=sys.stderr)
     plan = placement.plan(servers, gpus)
     table = plan.table()
     print(table, flush=True)

@@ -134,6 +134,6 @@ def warn_unconverged(diagnostics: dict[str, Any]) -> None:
     see it, so it names the flags and the keywords."""
     unsure = shortfall(diagnostics)
     if unsure:
-        log.warning("warning: the NUTS chains have not converged (%s); the posterior figures are not to be "
+        log.warning("the NUTS chains have not converged (%s); the posterior figures are not to be "
                     "trusted: fit again with longer chains (more draws and warmup: --draws and --warmup, or draws and "
                     "warmup from Python)", unsure)

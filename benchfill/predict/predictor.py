@@ -321,7 +321,7 @@ def fold_count(n_items: int, folds: int) -> int:
     below 2 it is left to the caller to refuse."""
     k = min(folds, n_items // 3)
     if 2 <= k < folds:
-        log.warning("warning: %d items allow at most %d folds of three or more; K-fold uses %d folds, not %d",
+        log.warning("%d items allow at most %d folds of three or more; K-fold uses %d folds, not %d",
                     n_items, k, k, folds)
     return k
 
