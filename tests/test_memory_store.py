@@ -245,10 +245,18 @@ def test_an_item_removed_from_a_release_is_neither_reused_nor_a_parent_until_acc
     mem.record_originals()
     assert mem.reusable(0.45, 0.55) is None
     assert not {f.row.item_id: f for f in mem.nearest(0.5, 10)}["good"].parent_ok
+    from benchfill.engine.memory_store import memory_contents
+
+    def may_parent() -> int:  # what `memory list` says of run r1 (3 before the removal: good, changed_mind, coarse)
+        (r1,) = [r for r in memory_contents(store) if r["run_id"] == "r1"]
+        return r1["may_parent"]
+
+    assert may_parent() == 2
     with store.session() as s:  # accepted again after the removal: back, as a release takes it back
         s.add(ReviewDecision(run_id="r1", item_id="good", reviewer="dee", decision="accept"))
     mem = SharedMemory(store, BENCH, IDS, Z_NOW)
     assert mem.reusable(0.45, 0.55).row.item_id == "good"
+    assert may_parent() == 3
 
 
 def test_a_release_keeps_its_removals_in_force_in_the_store(tmp_path, shared_data):
@@ -459,7 +467,9 @@ def test_memory_list_and_forget_through_the_cli(store, capsys):
     by = {(r["run_id"], r["origin"], r["scales"]): r for r in rows}
     assert by[("r1", "generated", 1)]["entries"] == 9 and by[("r1", "generated", 1)]["world"] == "real"
     assert by[("r1", "generated", 1)]["confirmed"] == 4  # good, flagged, rejected, edited (coarse was cut short)
-    assert by[("r1", "generated", 1)]["may_parent"] == 6  # not invalid, flagged, or copy
+    # as a later run's retrieval takes them: good, changed_mind, coarse; not invalid, flagged or copy (the judge and
+    # the screens), nor rejected, one_rejects or edited (review). It counted those three too.
+    assert by[("r1", "generated", 1)]["may_parent"] == 3
     assert by[("", "original", 1)]["entries"] == 30
     assert main(["memory", "list", "--store", where]) == 0
     table = capsys.readouterr().out.splitlines()

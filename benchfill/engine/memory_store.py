@@ -330,35 +330,44 @@ class SharedMemory:
         return [col(MemoryRecord.run_id).notin_(sorted(self.elsewhere))] if self.elsewhere else []
 
     def reviewed(self, s: Session, rows: list[MemoryRecord]) -> dict[tuple[str, str], Outcome]:
-        """Where review left each generated row that has decisions, keyed (run, item): the release rule's
-        ``outcome`` over the decisions made on it in any run (its own id in the run that made it, and
-        ``item@run`` in a run that reused it, as ``ReviewBoard`` pools them), under the rule that run kept.
-        Looked up by (run, item) and by ``item@run``: ids repeat across runs, names do not."""
-        keys = sorted({_key(r) for r in rows if r.origin == "generated"})
-        if not keys:
-            return {}
-        by_name = {foreign_id(i, run): (run, i) for run, i in keys}
-        pooled: dict[tuple[str, str], list[ReviewDecision]] = {}
-        for at in range(0, len(keys), 200):  # within any database's limit on bound parameters
-            chunk = keys[at : at + 200]
-            for d in s.scalars(*_decisions_on(chunk)):
-                key = by_name.get(d.item_id, (d.run_id, d.item_id))
-                pooled.setdefault(key, []).append(d.model_copy(update={"item_id": foreign_id(*reversed(key))}))
-        if not pooled:
-            return {}
-        self._rules_of(s, {run for run, _ in pooled})
-        return {key: outcome(foreign_id(key[1], key[0]), got, self.rules[key[0]]) for key, got in pooled.items()}
+        """Where review left each generated row of ``rows`` that has decisions (``reviewed``), under the
+        rules this memory has read so far."""
+        return reviewed(s, [_key(r) for r in rows if r.origin == "generated"], self.rules)
 
-    def _rules_of(self, s: Session, runs: set[str]) -> None:
-        """The release rule each run kept (``RunMeta`` "release_rule", as ``ReviewBoard`` keeps it), else the default."""
-        missing = sorted(runs - set(self.rules))
-        if not missing:
-            return
-        kept = dict(s.exec(select(RunMeta.run_id, RunMeta.value_json).where(
-            RunMeta.key == "release_rule", col(RunMeta.run_id).in_(missing))).all())
-        for run in missing:
-            got = json.loads(kept[run]) if run in kept else None
-            self.rules[run] = ReleaseRule(**got) if isinstance(got, dict) else ReleaseRule()
+
+def reviewed(s: Session, keys: list[tuple[str, str]], rules: dict[str, ReleaseRule]) -> dict[tuple[str, str], Outcome]:
+    """Where review left each generated child ``keys`` (run, item) that has decisions: the release rule's
+    ``outcome`` over the decisions made on it in any run (its own id in the run that made it, and
+    ``item@run`` in a run that reused it, as ``ReviewBoard`` pools them), under the rule that run kept
+    (read into ``rules`` as needed). Looked up by (run, item) and by ``item@run``: ids repeat across runs,
+    names do not."""
+    keys = sorted(set(keys))
+    if not keys:
+        return {}
+    by_name = {foreign_id(i, run): (run, i) for run, i in keys}
+    pooled: dict[tuple[str, str], list[ReviewDecision]] = {}
+    for at in range(0, len(keys), 200):  # within any database's limit on bound parameters
+        chunk = keys[at : at + 200]
+        for d in s.scalars(*_decisions_on(chunk)):
+            key = by_name.get(d.item_id, (d.run_id, d.item_id))
+            pooled.setdefault(key, []).append(d.model_copy(update={"item_id": foreign_id(*reversed(key))}))
+    if not pooled:
+        return {}
+    _rules_of(s, {run for run, _ in pooled}, rules)
+    return {key: outcome(foreign_id(key[1], key[0]), got, rules[key[0]]) for key, got in pooled.items()}
+
+
+def _rules_of(s: Session, runs: set[str], rules: dict[str, ReleaseRule]) -> None:
+    """The release rule each run kept (``RunMeta`` "release_rule", as ``ReviewBoard`` keeps it), else the
+    default, into ``rules``."""
+    missing = sorted(runs - set(rules))
+    if not missing:
+        return
+    kept = dict(s.exec(select(RunMeta.run_id, RunMeta.value_json).where(
+        RunMeta.key == "release_rule", col(RunMeta.run_id).in_(missing))).all())
+    for run in missing:
+        got = json.loads(kept[run]) if run in kept else None
+        rules[run] = ReleaseRule(**got) if isinstance(got, dict) else ReleaseRule()
 
 
 def _decisions_on(keys: list[tuple[str, str]]) -> tuple[Any, dict[str, str]]:
@@ -577,7 +586,9 @@ def shared_summary(gap_plan: dict[str, Any] | None, res: GapResult, searched: bo
 
 def memory_contents(store, benchmark: str | None = None) -> list[dict[str, Any]]:
     """What the store's memory holds, per benchmark and run: the benchmark's own items (run ``""``, per
-    fit), and each run's children with their world, how many were confirmed and how many may parent."""
+    fit), and each run's children with their world, how many were confirmed and how many may parent, as
+    a later run's retrieval decides it (``_stands``): not rejected nor edited in review, nor removed from
+    a release, beside the judge's verdict and the screens' flags."""
     world = {True: "simulated", False: "real", None: "unknown"}
     with store.session() as s:
         q = select(MemoryRecord.benchmark, MemoryRecord.run_id, MemoryRecord.origin, MemoryRecord.simulated,
@@ -588,10 +599,34 @@ def memory_contents(store, benchmark: str | None = None) -> list[dict[str, Any]]
             q = q.where(MemoryRecord.benchmark == benchmark)
         rows = s.exec(q.group_by(MemoryRecord.benchmark, MemoryRecord.run_id, MemoryRecord.origin,
                                  MemoryRecord.simulated)).all()
+        barred = _barred_by_review(s, benchmark)
     out = [{"benchmark": b, "run_id": r, "origin": o, "world": "-" if o == "original" else world[sim],
-            "entries": int(n), "confirmed": int(c or 0), "may_parent": int(p or 0), "scales": int(sc)}
+            "entries": int(n), "confirmed": int(c or 0),
+            "may_parent": int(p or 0) - barred.get((b, r, sim), 0) if o == "generated" else int(p or 0),
+            "scales": int(sc)}
            for b, r, o, sim, n, c, p, sc in rows]
     return sorted(out, key=lambda d: (d["benchmark"], d["origin"] != "original", d["run_id"], d["world"]))
+
+
+def _barred_by_review(s: Session, benchmark: str | None) -> dict[tuple[str, str, bool | None], int]:
+    """(benchmark, run, simulated) -> how many of its children the judge and the screens let parent but
+    review or a release's removal does not. Only the children a decision or a removal names are read:
+    they are few beside the memory."""
+    removed = _removals(s)
+    decided = set(s.exec(select(ReviewDecision.run_id, ReviewDecision.item_id)).all())
+    names = {item for _, item in decided}
+    q = select(MemoryRecord.benchmark, MemoryRecord.run_id, MemoryRecord.item_id, MemoryRecord.simulated).where(
+        MemoryRecord.origin == "generated", MemoryRecord.parent_ok == True)  # noqa: E712
+    if benchmark is not None:
+        q = q.where(MemoryRecord.benchmark == benchmark)
+    named = [(b, run, item, sim) for b, run, item, sim in s.exec(q).all()
+             if (run, item) in decided or (run, item) in removed or foreign_id(item, run) in names]
+    review = reviewed(s, [(run, item) for _, run, item, _ in named], {})
+    out: dict[tuple[str, str, bool | None], int] = {}
+    for b, run, item, sim in named:
+        if not _stands(review.get((run, item)), removed.get((run, item))):
+            out[(b, run, sim)] = out.get((b, run, sim), 0) + 1
+    return out
 
 
 def forget_run(store, run_id: str, benchmark: str | None = None, *, dry_run: bool = False) -> int:
