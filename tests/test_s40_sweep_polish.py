@@ -184,3 +184,29 @@ def test_fleets_doc_shows_what_probes_check_prints(tmp_path, capsys):
     cap = capsys.readouterr()
     said = (cap.out + cap.err).replace(u, "http://127.0.0.1:18431/v1").replace(gone, "http://127.0.0.1:18432/v1")
     assert said.splitlines() == block
+
+
+def test_anchor_items_at_its_default_names_the_run_benchfill_run_makes(tmp_path):
+    # docs/sweep-shared-data.toml spelt out anchor_items = 300, the default: its mmlu-pro runs got ids of their
+    # own, so a `benchfill run` of the same settings (which has no such flag) was another run, paid again.
+    from benchfill.run import ANCHOR_ITEMS
+
+    def ids(extra: str, folder: str) -> list[str]:
+        body = GOOD.replace('benchmarks = [{name = "demo"}]', f'benchmarks = [{{name = "demo"{extra}}}]')
+        return [p.run_dir.name for p in load_sweep(_write(tmp_path / folder, body)).runs]
+
+    plain = ids("", "plain")
+    assert ids(f", anchor_items = {ANCHOR_ITEMS}", "spelt") == plain
+    assert ids(", anchor_items = 200", "other") != plain  # a cap of its own is another run
+    # one the sweep made before keeps its folder: the same file resumes it there
+    plan = load_sweep(tmp_path / "spelt" / "sweep.toml").runs[0]
+    given = plan.opts.identity(idle_at_defaults=False)
+    assert given["extra"] == {"anchor_items": ANCHOR_ITEMS}
+    import hashlib
+
+    old = f"demo-benchfill-{hashlib.sha256(json.dumps(given, sort_keys=True).encode()).hexdigest()[:10]}"
+    assert old != plan.run_dir.name
+    (plan.run_dir.parent / old).mkdir(parents=True)
+    (plan.run_dir.parent / old / "store.db").write_bytes(b"")
+    assert load_sweep(tmp_path / "spelt" / "sweep.toml").runs[0].run_dir.name == old
+    assert load_sweep(tmp_path / "plain" / "sweep.toml").runs[0].run_dir.name == plan.run_dir.name
