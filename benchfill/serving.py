@@ -298,7 +298,7 @@ ready() {  # url-host port model key-variable: /health answers and /v1/models li
 
 refuse_taken() {  # host port: a port that already answers is refused, as --start refuses it
   if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then
-    echo "serve.sh: port $2 on $1 already answers (a server left from an earlier run?)" >&2; exit 2
+    echo "serve.sh: port $2 on $1 already answers (a server left from an earlier run?)" >&2; exit 3
   fi
 }
 
