@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import threading
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -149,6 +152,40 @@ def test_a_scorer_error_body_echoing_the_key_is_scrubbed(monkeypatch):
     with pytest.raises(EndpointError, match="HTTP 401: denied; request headers were") as err:
         feats.trajectory(feats.scorers[0], "a b")
     assert "s3cret" not in str(err.value)
+
+
+def test_a_cache_that_cannot_be_written_ends_the_scoring_in_one_error_naming_it(tmp_path):
+    # A full disk: each worker thread died on the write with a traceback, and the caller waited for its
+    # answers for ever, saying once a minute that the scorer (which had answered) had stopped answering.
+    import errno
+
+    cache = tmp_path / "entropy.jsonl"
+    with LogprobServer() as srv:
+        scorer = EntropyFeatures([Scorer.parse(srv.url("flat"))], concurrency=4, cache=str(cache), stall_s=5)
+        real_open = open
+
+        def full_disk(path, *a, **k):
+            if str(path) == str(cache):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real_open(path, *a, **k)
+
+        import builtins
+
+        raised: list[BaseException] = []
+
+        def score() -> None:
+            try:
+                scorer(["one two", "three four", "five", "six seven"])
+            except BaseException as exc:
+                raised.append(exc)
+
+        with mock.patch.object(builtins, "open", full_disk):
+            t = threading.Thread(target=score, daemon=True)  # (a thread: the bug waited for ever)
+            t.start()
+            t.join(timeout=30)
+        assert not t.is_alive() and len(raised) == 1 and isinstance(raised[0], ConfigError), raised
+        assert re.match(rf"^{re.escape(str(cache))}: cannot write the scorer cache \(No space left on device\); "
+                        r"the answers written before", str(raised[0]))
 
 
 def test_the_trajectory_cache_resumes_without_asking_again_and_drops_a_cut_last_line(tmp_path):

@@ -155,10 +155,16 @@ class EntropyFeatures:
             self.memo[key] = H
             self.computed += 1
             if self.cache:
-                os.makedirs(os.path.dirname(os.path.abspath(self.cache)), exist_ok=True)
                 rec = {"model": key[0], "max_tokens": key[1], "top_logprobs": key[2], "digest": key[3], "H": H}
-                with open(self.cache, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(rec) + "\n")
+                try:
+                    os.makedirs(os.path.dirname(os.path.abspath(self.cache)), exist_ok=True)
+                    with open(self.cache, "a", encoding="utf-8") as fh:
+                        fh.write(json.dumps(rec) + "\n")
+                except OSError as exc:  # a full disk, a folder made read-only: the scorer's answer is not kept
+                    # (a line cut short is dropped when the cache is read again); the answers before it are
+                    raise ConfigError(f"{self.cache}: cannot write the scorer cache ({exc.strerror or exc}); the "
+                                      f"answers written before this one are kept there, and a rerun once it can "
+                                      f"be written asks only for the rest") from None
 
     def _client(self, s: Scorer):
         if s not in self._clients:
@@ -233,10 +239,12 @@ class EntropyFeatures:
                     return
                 try:
                     H = self.trajectory(s, texts[k])
+                    # (in the try: a cache it cannot write ended this thread with nothing said, and the
+                    # caller waited for its answer for ever, saying the scorer had stopped answering)
+                    self._remember(self._key(s, texts[k]), H)
                 except BaseException as exc:  # raised by the caller, on its own thread
                     replies.put((k, None, exc))
                     return
-                self._remember(self._key(s, texts[k]), H)
                 replies.put((k, H, None))
 
         workers = min(self.concurrency, total - done)
