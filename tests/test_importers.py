@@ -349,3 +349,61 @@ def test_an_inspect_before_exclude_fields_still_reads_logs(inspect_logs, monkeyp
     monkeypatch.setattr(inspect_ai.log, "read_eval_log", before_0_3_241)
     res = import_logs("inspect", [inspect_logs / "main"])
     assert res.correct[("mockllm/alpha", "arith/q1")] == 3
+
+
+def test_a_signal_during_an_inspect_read_ends_the_command_after_the_read_not_inside_it(tmp_path):
+    # inspect_ai reads a log in an event loop of its own: Ctrl-C landing there tore it down mid-read, and the
+    # teardown's RuntimeError was reported as "not a readable inspect_ai eval log", with tracebacks.
+    import os
+    import signal
+
+    from benchfill.errors import Terminated
+    from benchfill.importers.inspect_log import _read
+
+    read_through = []
+
+    def read(path, **kw):  # a read that the signal reaches half-way
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(100):  # the handler runs between bytecodes: here, if it were not held
+            pass
+        read_through.append(path)
+        return "log"
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        _read(read, tmp_path / "a.eval")
+    assert read_through == [str(tmp_path / "a.eval")]  # read to its end, then interrupted
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+    # SIGTERM goes to the handler it was meant for (the CLI's raises Terminated), after the read
+    def terminated(signum, frame):
+        raise Terminated(signum)
+
+    old = signal.signal(signal.SIGTERM, terminated)
+    try:
+        def read_term(path, **kw):
+            os.kill(os.getpid(), signal.SIGTERM)
+            read_through.append("term")
+            return "log"
+
+        with pytest.raises(Terminated):
+            _read(read_term, tmp_path / "b.eval")
+        assert read_through[-1] == "term"
+
+        # asked twice: not held the second time
+        def read_twice(path, **kw):
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(100):
+                pass
+            read_through.append("twice")
+            return "log"
+
+        with pytest.raises(KeyboardInterrupt):
+            _read(read_twice, tmp_path / "c.eval")
+        assert read_through[-1] == "term"  # stopped inside the read
+        assert signal.getsignal(signal.SIGTERM) is terminated
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    # no signal: the read's own result
+    assert _read(lambda path, **kw: f"read {path}", tmp_path / "d.eval") == f"read {tmp_path / 'd.eval'}"

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 import reprlib
+import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +68,46 @@ def _api():
     return read_eval_log, value_to_float()
 
 
+def _read(read_eval_log: Callable[..., Any], path: Path, **kw: Any) -> Any:
+    """``read_eval_log(path, **kw)`` with Ctrl-C and SIGTERM held until it returns, then raised again for
+    the handlers they were meant for (a second one is not held). inspect_ai reads a log inside an event loop
+    of its own: a signal that landed in it tore the loop down mid-read, and the errors of that teardown
+    (anyio's RuntimeErrors, tracebacks of tasks never retrieved) read as a log that cannot be read. Off the
+    main thread no signal lands here: read as it is. (On a thread of its own the read could not be stopped,
+    and the interpreter, ending under it, aborted.)"""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        return read_eval_log(str(path), **kw)
+    held: list[int] = []
+    before: dict[int, Any] = {}
+
+    def give_back() -> None:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        before.clear()
+
+    def hold(signum: int, frame: Any) -> None:
+        held.append(signum)
+        if len(held) > 1:  # asked twice: now, whatever the read leaves behind
+            give_back()
+            signal.raise_signal(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        before[sig] = signal.signal(sig, hold)
+    try:
+        log = read_eval_log(str(path), **kw)
+    finally:
+        give_back()
+    if held:
+        signal.raise_signal(held[0])  # the caller's handler: KeyboardInterrupt, the CLI's Terminated, or its own
+    return log
+
+
 def task_of(path: Path) -> str | None:
     read_eval_log, _ = _api()
     try:
-        return read_eval_log(str(path), header_only=True).eval.task
+        return _read(read_eval_log, path, header_only=True).eval.task
     except Exception:  # reported with its reason when the log is read in full
         return None
 
@@ -81,9 +119,9 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
         # most of a log and none of the matrix: left unread, a 2,000-sample .eval log with 20 KB answers peaks
         # at 176 MB instead of 513 MB (bench/bench_import.py; inspect applies it to .eval logs only)
         try:
-            log = read_eval_log(str(path), exclude_fields=UNUSED)
+            log = _read(read_eval_log, path, exclude_fields=UNUSED)
         except TypeError:  # inspect-ai before 0.3.241 reads a log whole (pyproject allows 0.3.100 and later)
-            log = read_eval_log(str(path))
+            log = _read(read_eval_log, path)
     except Exception as exc:  # inspect raises zip, JSON and validation errors alike
         from pydantic import ValidationError
 
