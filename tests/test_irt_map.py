@@ -166,6 +166,7 @@ def test_fit_round_trips_through_save_and_load(tmp_path):
     g = IrtFit.load(tmp_path / "fit.json")
     np.testing.assert_allclose(g.difficulty, f.difficulty)
     assert g.diagnostics["converged"] and g.seed == 0
+    assert (tmp_path / "fit.json").read_text().endswith("}\n")  # a text file, as the run's others are
 
 
 def test_a_matrix_nobody_tried_and_a_seed_that_is_no_number_are_refused():

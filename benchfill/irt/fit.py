@@ -169,7 +169,7 @@ class IrtFit:
                     draws_tmp.replace(path.with_name(d["draws_file"]))  # a new name: the old pair stays whole
                 # NaN and Infinity are not JSON (jq and most parsers refuse them): an undefined figure, such as
                 # R-hat over too few draws or a Laplace se that does not exist, is written as null
-                tmp.write_text(json.dumps(_finite_or_none(d), indent=1, allow_nan=False))
+                tmp.write_text(json.dumps(_finite_or_none(d), indent=1, allow_nan=False) + "\n")
                 os.chmod(tmp, shared_mode())
                 tmp.replace(path)
             except OSError as exc:
