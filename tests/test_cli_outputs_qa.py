@@ -349,6 +349,9 @@ def test_a_stop_says_to_rerun_only_where_a_rerun_resumes():
              "--out", "p.json"]
     assert _resumable(parse([*train, "--scorer-cache", "s.jsonl"])) and not _resumable(parse(train))
     assert _resumable(parse(["run", "--benchmark", "demo"]))
+    # a review sheet is recorded whole or not at all, and a rerun records only what is not yet: a Ctrl-C
+    # after the sheet was recorded said "interrupted" alone, and left its user unsure
+    assert _resumable(parse(["review", "import", "sheet.csv"]))
 
 
 def test_a_full_disk_at_a_runs_report_names_the_report(tmp_path, monkeypatch, capsys):

@@ -39,7 +39,8 @@ def register(subparsers) -> None:
     p.add_argument("--run", type=Path, help="run directory (default: the run whose review/ folder holds the CSV, where "
                    "'review export' writes it without --out)")
     p.add_argument("--reviewer", help="reviewer name for rows whose reviewer cell is empty")
-    p.set_defaults(func=_import)
+    # all of a sheet or none of it is recorded, and a rerun records only what is not: "rerun" is always right
+    p.set_defaults(func=_import, resumable=True)
 
     rel = subparsers.add_parser(
         "release",
