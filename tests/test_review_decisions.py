@@ -520,15 +520,15 @@ def test_two_boards_on_one_run_cannot_both_edit_the_same_version(tmp_path, share
     a, b = ReviewBoard(run, writable=True), ReviewBoard(run, writable=True)
     seen = a.version(item)
     read = threading.Event()
-    real = a.outcomes
+    real = a.outcome_of  # (decide reads the item's standing so, once, for the check and the edit's base)
 
-    def slow_outcomes(*args, **kw):
+    def slow_outcome(*args, **kw):
         got = real(*args, **kw)
         read.set()
         time.sleep(0.5)  # between the check and the write
         return got
 
-    a.outcomes = slow_outcomes
+    a.outcome_of = slow_outcome
     results: dict[str, object] = {}
 
     def decide_a():
@@ -640,3 +640,27 @@ def test_a_reviewer_name_or_a_removal_reason_holding_control_characters_is_refus
         assert board.decisions() == []
     with pytest.raises(ConfigError, match=r"remove: the reason for 'x' holds a control character \(removed by \\x1b\[2J\)"):
         check_remove({"x": "removed by \x1b[2J"})
+
+
+def test_one_items_standing_read_alone_is_its_standing_in_the_whole_queue(tmp_path, shared_data):
+    # An item page and a decision read one item's decisions only (outcome_of); the queue reads them all,
+    # grouped by item once (outcomes). Both must count the same decisions: this run's, and another run's on
+    # the child it reused ("X@run"), as a release does.
+    run = make_run(tmp_path, shared_data)
+    board = ReviewBoard(run, writable=True)
+    board.decide(CHILD_IDS[0], "ann", "accept")
+    board.decide(CHILD_IDS[0], "bob", "edit", text="Bob's text.")
+    board.decide(CHILD_IDS[1], "ann", "accept")
+    with board.store.session() as s:  # a run that reused CHILD_IDS[1] rejected it there
+        s.add(ReviewDecision(run_id="other-run", item_id=f"{CHILD_IDS[1]}@{board.store.run_id}", reviewer="zed",
+                             decision="reject", reason="key"))
+    whole = board.outcomes()
+    for e in board.entries:
+        alone = board.outcome_of(e.item_id)
+        assert (alone.status, alone.accepted_by, alone.rejected_by, alone.edited_fields, len(alone.decisions)) == (
+            whole[e.item_id].status, whole[e.item_id].accepted_by, whole[e.item_id].rejected_by,
+            whole[e.item_id].edited_fields, len(whole[e.item_id].decisions)), e.item_id
+    assert whole[CHILD_IDS[1]].rejected_by == ["zed"] and whole[CHILD_IDS[0]].edited_by == "bob"
+    with pytest.raises(DataError, match="is not in the review queue"):
+        board.outcome_of("no-such-item")
+    board.close()

@@ -166,7 +166,7 @@ class ReviewBoard:
     def standing(self, item_id: str, outcome: Outcome | None = None) -> dict[str, Any]:
         """The item as a release would ship it now: the edit in force, else the proposal (``outcome``: the
         item's, where the caller has it already; each reading of the outcomes reads every decision)."""
-        outcome = outcome or self.outcomes()[item_id]
+        outcome = outcome or self.outcome_of(item_id)
         return outcome.edited_fields or self.entry(item_id).child
 
     def version(self, item_id: str, outcome: Outcome | None = None) -> str:
@@ -232,7 +232,7 @@ class ReviewBoard:
             now = None
             if checked or kind == "edit":
                 self.entry(item_id)  # an unknown id is named as such first
-                now = self.outcomes()[item_id]  # read once, for the check and for the edit's base
+                now = self.outcome_of(item_id)  # read once, for the check and for the edit's base
             if checked and seen != self.version(item_id, now):
                 by = now.edited_by
                 raise Changed(f"decision on '{item_id}': the item changed since you opened it ("
@@ -380,10 +380,24 @@ class ReviewBoard:
     def outcomes(self, rule: ReleaseRule | None = None) -> dict[str, Outcome]:
         """Each queued item's standing under ``rule`` (the board's rule by default), in queue order."""
         rule = rule or self.rule
-        every = self.decisions() + self._elsewhere()
-        return {e.item_id: outcome(e.item_id, every, rule) for e in self.entries}
+        on = self.decisions_by_item()
+        # each item given its own decisions: given all of them, each looked through every one (a page of a
+        # 3,000-item queue with a decision on each took 5 s, an item page 10 s)
+        return {e.item_id: outcome(e.item_id, on.get(e.item_id, []), rule) for e in self.entries}
 
-    def _elsewhere(self) -> list[ReviewDecision]:
+    def outcome_of(self, item_id: str, rule: ReleaseRule | None = None) -> Outcome:
+        """One queued item's standing under ``rule``, reading only the decisions on it."""
+        entry = self.entry(item_id)
+        return outcome(item_id, self.decisions(item_id) + self._elsewhere([entry]), rule or self.rule)
+
+    def decisions_by_item(self) -> dict[str, list[ReviewDecision]]:
+        """Every decision on each queued item, this run's and other runs' (``_elsewhere``), read once."""
+        on: dict[str, list[ReviewDecision]] = {}
+        for d in self.decisions() + self._elsewhere():
+            on.setdefault(d.item_id, []).append(d)
+        return on
+
+    def _elsewhere(self, entries: list[QueueEntry] | None = None) -> list[ReviewDecision]:
         """The decisions other runs on the store made on this run's items, under this run's ids.
 
         One item can sit in several runs' queues: a run that reused run A's child "X" queues it as "X@A"
@@ -394,7 +408,7 @@ class ReviewBoard:
         run = self.store.run_id
         own: dict[tuple[str, str], str] = {}  # (another run, its id of the item) -> this run's id
         anywhere: dict[str, str] = {}  # a reuser's id of the item, in any other run -> this run's id
-        for e in self.entries:
+        for e in self.entries if entries is None else entries:
             anywhere[f"{e.item_id}@{run}"] = e.item_id  # another run reused this run's child
             name = e.item_id
             while "@" in name:  # "X@A" is A's "X"; "X@A@B" is B's "X@A" and so A's "X"

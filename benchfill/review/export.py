@@ -284,7 +284,7 @@ def _changed_since(board: ReviewBoard, exported: datetime, sheet: str,
     was made on the item as exported: the page's ``seen`` check, for a sheet. The exemption is the
     reviewer's own: one export copied to two reviewers carries one export time, and alice's import of her
     copy is a change bob's copy never showed."""
-    on = _decisions_by_item(board)
+    on = board.decisions_by_item()
     queued = {e.item_id for e in board.entries}
     out: dict[tuple[str, str], str] = {}
     for item_id, reviewer in pairs:
@@ -411,17 +411,9 @@ def _outcomes_at(board: ReviewBoard, exported: datetime | None) -> dict[str, Out
     as it stands now for a sheet with no export time."""
     if exported is None:
         return board.outcomes()
-    on = _decisions_by_item(board)
+    on = board.decisions_by_item()
     return {e.item_id: outcome(e.item_id, [d for d in on.get(e.item_id, []) if as_utc(d.created_at) <= exported],
                                board.rule) for e in board.entries}
-
-
-def _decisions_by_item(board: ReviewBoard) -> dict[str, list]:
-    """Every decision on each item, this run's and other runs' (``ReviewBoard.outcomes`` counts both), read once."""
-    on: dict[str, list] = {}
-    for d in board.decisions() + board._elsewhere():
-        on.setdefault(d.item_id, []).append(d)
-    return on
 
 
 def _same_cell(cell: str, value: Any) -> bool:

@@ -84,8 +84,9 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         ids = [e.item_id for e in board.entries]
         at = ids.index(item_id)
         near = (ids[at - 1] if at else None, ids[at + 1] if at + 1 < len(ids) else None)
-        return page(f"review {item_id}", _item_body(entry, board.outcomes()[item_id], *near, run=board.store.run_id,
-                                                    seen=board.version(item_id), code=board.code_fields()))
+        now = board.outcome_of(item_id)  # this item's decisions alone, read once for the page and its version
+        return page(f"review {item_id}", _item_body(entry, now, *near, run=board.store.run_id,
+                                                    seen=board.version(item_id, now), code=board.code_fields()))
 
     async def next_pending(request: Request) -> Response:
         # Where the page goes after an accept or a reject, and the queue page's "n".
