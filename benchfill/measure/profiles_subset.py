@@ -82,7 +82,11 @@ def _allocate(size: int, capacity: Sequence[int]) -> list[int]:
 def model_scores(matrix: ResponseMatrix, models: Sequence[str], item_ids: Sequence[str] | None = None) -> np.ndarray:
     """Mean correctness of each model (in the given order) over the given items."""
     rows = [matrix.models.index(m) for m in models]
-    cols = slice(None) if item_ids is None else [matrix.item_ids.index(i) for i in item_ids]
+    if item_ids is None:
+        cols: slice | list[int] = slice(None)
+    else:  # by a map, not a search of the ids per item: K x items for every draw of every method before
+        at = {i: k for k, i in enumerate(matrix.item_ids)}
+        cols = [at[i] for i in item_ids]
     k, t = matrix.correct[rows][:, cols], matrix.trials[rows][:, cols]
     tried = (t > 0).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):  # NaN for a model that tried none; nanmean would warn
