@@ -55,6 +55,18 @@ def test_p_value_matches_exact_enumeration_on_a_tiny_case():
     assert 0.05 < exact < 0.5  # a case where the Monte Carlo error is visible, not a degenerate 0 or 1
 
 
+def test_many_items_of_few_rollouts_match_the_exact_p_value():
+    # A benchmark's shape: items outnumber their rollouts, where the permutations count every item's inverse
+    # CDF a step at a time (the items' CDFs here have at most 4 steps, against 60 items).
+    rng = np.random.default_rng(11)
+    tb, ta = rng.integers(2, 5, 60), rng.integers(2, 5, 60)
+    cb, ca = rng.binomial(tb, 0.5), rng.binomial(ta, 0.53)
+    exact = exact_p_value(cb, tb, ca, ta)
+    _, p = stratified_permutation_test(cb, tb, ca, ta, permutations=50_000, seed=1)
+    se = np.sqrt(exact * (1 - exact) / 50_000)
+    assert 0.01 < exact < 0.5 and abs(p - exact) < 4 * se, (p, exact)
+
+
 def test_size_holds_under_the_null():
     rng = np.random.default_rng(11)
     n_sims, n_items, r = 1000, 30, 16
