@@ -74,9 +74,14 @@ def test_inversion_rate_grows_with_label_noise():
     assert matrix_checks(noisy)["item_inversion_rate"]["value"] > matrix_checks(clean)["item_inversion_rate"]["value"]
 
 
-def test_leave_one_model_out_is_stable_on_well_spread_models():
+def test_leave_one_model_out_is_stable_on_well_spread_models(monkeypatch):
+    import benchfill.irt.checks as checks
+
     sim = simulate_responses(12, 100, 16, ability_sd=1.5, seed=4)
-    r = leave_one_model_out(sim.matrix)
+    said: list[str] = []
+    monkeypatch.setattr(checks, "PROGRESS_EVERY_S", 0.0)  # a line after each refit (every 15 s at real sizes)
+    r = leave_one_model_out(sim.matrix, progress=said.append)
+    assert said == [f"refits {j}/12 done" for j in range(1, 12)]  # (minutes of refits were silent)
     assert set(r["per_model"]) == set(sim.matrix.models)
     assert 0.95 <= r["pearson_min"] <= r["pearson_mean"] <= 1.0
     assert 0.9 <= r["spearman_min"] <= r["spearman_mean"] <= 1.0

@@ -339,7 +339,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
                                                                  seed=args.seed).to_dict()
     if args.loo:
         say(f"refitting without each of the {matrix.n_models} models in turn (--loo)")
-        loo = leave_one_model_out(matrix, engine="map", model=args.model, guessing=not args.no_guessing)
+        loo = leave_one_model_out(matrix, engine="map", model=args.model, guessing=not args.no_guessing,
+                                  progress=None if args.json else lambda line: print(line, file=sys.stderr, flush=True))
         summary["leave_one_model_out"] = loo
     f.save(args.out)  # last: a command that fails on the way writes nothing
     if args.json:
