@@ -12,6 +12,12 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 
+# ``extra`` of a log record at WARNING that is news rather than a fault (an endpoint answering again, a
+# release stamped after a clock behind): it reaches the same readers, and the CLI says it as ``note:``, not
+# ``warning:``.
+NOTE = {"benchfill_note": True}
+
+
 class BenchfillError(Exception):
     """A problem with the user's input, configuration or environment: what a caller catches.
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from benchfill.config import FleetPolicy
+from benchfill.errors import NOTE
 from benchfill.limits import EndpointBound
 from benchfill.redact import scrub
 
@@ -152,7 +153,7 @@ class Replica:
             self.eject(f"health check failed: {problem}")
         else:
             self.out_until = None
-            log.warning("replica %s back in service after a health check", self.url)
+            log.warning("replica %s back in service after a health check", self.url, extra=NOTE)
             self._changed()
 
     def close(self) -> None:

@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 __all__ = ["EndpointBound", "endpoint_bound", "endpoint_key", "watch_stalls"]
 
+from benchfill.errors import NOTE
+
 log = logging.getLogger("benchfill.limits")
 
 # A stalled endpoint (accepts the connection, never answers) holds each request for its whole timeout_s,
@@ -89,7 +91,7 @@ class EndpointBound:
             self.quiet_since = time.monotonic()
             if self.stall_said:
                 self.stall_said = 0.0
-                log.warning("%s answers again", _shown(self.name))
+                log.warning("%s answers again", _shown(self.name), extra=NOTE)
         if not self._hand_over():
             self.in_flight -= 1
             self._freed()

@@ -26,7 +26,7 @@ from typing import Any
 
 from benchfill import __version__, calling_module, locks
 from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
-from benchfill.errors import BenchfillError, ConfigError, DataError
+from benchfill.errors import NOTE, BenchfillError, ConfigError, DataError
 from benchfill.hub import ID_COLUMNS
 from benchfill.measure.before_after import before_after
 from benchfill.outputs import named
@@ -264,7 +264,8 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         last = f" (or release {previous[-1]})" if previous else ""
         # through logging, as every note of the library: a host's own handler decides where it goes
         log.warning("this machine's clock is behind the store's latest decision or release%s; release %s is "
-                    "stamped %s so that it comes after them", last, version, moment.isoformat(timespec="seconds"))
+                    "stamped %s so that it comes after them", last, version, moment.isoformat(timespec="seconds"),
+                    extra=NOTE)
     now = moment.isoformat(timespec="seconds")
     name = run_name(board.store, board.run_dir, keep=True)
     record = _standing_scale(bench_dir, version, name) or ScaleOfRecord.from_run(board.run_dir, version, name)
@@ -742,7 +743,7 @@ def _standing_scale(bench_dir: Path, version: str, name: str) -> ScaleOfRecord |
     if (record.run_id, record.established_in) != (name, version):
         log.warning("%s: the scale of record of release %s of run %s, which never appeared (a release "
                     "killed before it did), is set aside; this release fixes the scale", bench_dir / ScaleOfRecord.FILE,
-                    record.established_in, record.run_id)
+                    record.established_in, record.run_id, extra=NOTE)
     (bench_dir / ScaleOfRecord.FILE).unlink(missing_ok=True)
     return None
 

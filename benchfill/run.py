@@ -16,6 +16,7 @@ import contextvars
 import copy
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -414,8 +415,8 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     # run, share it among themselves); held until this process ends, however it ends.
     lock = _hold_run(run_dir, run_id_for(opts), exclusive=gaps_only is None)
     show = progress_printer(opts.progress, opts.progress_label)
-    for line in prompt_warnings:
-        show(f"warning: {line}")
+    for line in prompt_warnings:  # a warning, not progress: --quiet hid it, and a library caller's log never had it
+        logging.getLogger("benchfill.run").warning("%s", line)
     if fresh and not opts.run_id and gaps_only is None:
         for line in earlier_runs(run_dir, opts.identity()):
             show(f"note: {line}")

@@ -424,7 +424,7 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
             # a sweep has no --run-id: its units' ids come from their labels and settings
             refuse_another_store(plan.run_dir, sweep.store,
                                  way_out="run the sweep without a store (neither the file's store nor --store), "
-                                         "or give the unit another label or the sweep another --runs-dir")
+                                         "or give it another --runs-dir")
     if sweep.store and executor == "local":  # one that cannot be opened fails every unit, one at a time: say so
         # once, first (the Ray path opens it once itself, after its own checks)
         from benchfill.store import Store

@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from benchfill.cli import _notices, build_parser
+from benchfill.errors import NOTE
 
 
 @pytest.mark.parametrize("argv", [["-v", "fit", "--responses", "r.csv"], ["fit", "--responses", "r.csv", "-v"],
@@ -27,8 +28,10 @@ def test_warnings_are_prefixed_and_notices_need_verbose(capsys):
     with _notices(verbose=False):
         log.warning("probe %s is slow", "p0")
         log.info("rewriter reply repaired")
+        log.warning("probe %s answers again", "p0", extra=NOTE)  # news, at the level of the warning it ends
     err = capsys.readouterr().err
-    assert err == "benchfill: warning: probe p0 is slow\n"  # once, prefixed; the notice not said
+    # once, prefixed; the notice not said
+    assert err == "benchfill: warning: probe p0 is slow\nbenchfill: note: probe p0 answers again\n"
     with _notices(verbose=True):
         log.info("rewriter reply repaired")
     assert capsys.readouterr().err == "benchfill: rewriter reply repaired\n"
@@ -126,3 +129,22 @@ def test_refusals_name_the_flags_under_the_cli_inside_a_running_event_loop(tmp_p
 
     assert asyncio.run(host()) == 2
     assert capsys.readouterr().err == "benchfill: error: --children: must be at least 1, got 0\n"
+
+
+def test_benchfills_own_warning_classes_are_said_as_its_warnings(capsys):
+    # A MAP fit that did not converge reached the terminal in Python's form: the file, the line, the class,
+    # then a line of benchfill's source. Another library's warning is left to whoever showed warnings before.
+    import warnings
+
+    from benchfill.irt.map import ConvergenceWarning
+
+    before = warnings.showwarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with _notices(verbose=False):
+            warnings.warn("MAP fit did not converge in 3 iterations", ConvergenceWarning, stacklevel=1)
+            with pytest.warns(DeprecationWarning):  # (taken by pytest, not said as ours)
+                warnings.warn("someone else's", DeprecationWarning, stacklevel=1)
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["benchfill: warning: MAP fit did not converge in 3 iterations"]
+    assert warnings.showwarning is before

@@ -351,7 +351,7 @@ def test_an_inspect_before_exclude_fields_still_reads_logs(inspect_logs, monkeyp
     assert res.correct[("mockllm/alpha", "arith/q1")] == 3
 
 
-def test_a_signal_during_an_inspect_read_ends_the_command_after_the_read_not_inside_it(tmp_path):
+def test_a_signal_during_an_inspect_read_ends_the_command_after_the_read_not_inside_it(tmp_path, capsys):
     # inspect_ai reads a log in an event loop of its own: Ctrl-C landing there tore it down mid-read, and the
     # teardown's RuntimeError was reported as "not a readable inspect_ai eval log", with tracebacks.
     import os
@@ -373,6 +373,8 @@ def test_a_signal_during_an_inspect_read_ends_the_command_after_the_read_not_ins
     with pytest.raises(KeyboardInterrupt):
         _read(read, tmp_path / "a.eval")
     assert read_through == [str(tmp_path / "a.eval")]  # read to its end, then interrupted
+    assert capsys.readouterr().err == (f"benchfill: stopping once {tmp_path / 'a.eval'} is read; press Ctrl-C "
+                                       "again to stop now\n")  # at once: a large log takes seconds
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
     # SIGTERM goes to the handler it was meant for (the CLI's raises Terminated), after the read

@@ -431,3 +431,20 @@ def test_a_datasets_id_column_is_hidden_and_renamed_as_id_is():
     # a column named like one but holding something else is content
     other = dict(parent, task_id="arithmetic")
     assert '"task_id": "arithmetic"' in format_rewriter_prompt(other, 0.5, [], MATH_SPEC)
+
+
+def test_a_misnamed_override_is_a_warning_that_quiet_keeps(tmp_path, monkeypatch, capsys):
+    # It went through the progress printer: a bare "warning: ..." line, gone under --quiet, and never in a
+    # library caller's log.
+    from benchfill.cli import main
+
+    over = tmp_path / "prompts"
+    over.mkdir()
+    (over / "rewritter.txt").write_text("x")
+    monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(over))
+    assert main(["run", "--benchmark", "demo", "--gaps", "1", "--rounds", "1", "--parents", "2", "--children", "2",
+                 "--sim-probes", "6", "--runs-dir", str(tmp_path / "runs"), "--quiet"]) == 0
+    said = [ln for ln in capsys.readouterr().err.splitlines() if "rewritter" in ln]
+    assert said == [f"benchfill: warning: {over / 'rewritter.txt'}: overrides no prompt (they are judge, rewriter, "
+                    "solver_code, solver_math, solver_multiple_choice, or solver_NAME for a spec's solver_prompt); "
+                    "it is not used"]

@@ -132,9 +132,9 @@ def test_a_run_with_its_own_store_tells_the_sweep_what_a_sweep_can_do(tmp_path, 
     (plan.run_dir / "store.db").write_bytes(b"")  # an earlier sweep's run, made without a shared store
     assert main(["sweep", "--config", str(path), "--store", f"sqlite:///{tmp_path / 'shared.db'}", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
+    # (not "another label": a registered benchmark's runs are named by their settings, not by their label)
     assert err == [f"benchfill: error: {plan.run_dir / 'store.db'}: this run already has its own store; run the "
-                   "sweep without a store (neither the file's store nor --store), or give the unit another label "
-                   "or the sweep another --runs-dir"]
+                   "sweep without a store (neither the file's store nor --store), or give it another --runs-dir"]
     assert not (tmp_path / "shared.db").exists()
 
 

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from typing import Any
 
 # Order is the order shown in --help.
@@ -66,13 +67,16 @@ def _add_verbose(parser: argparse.ArgumentParser, top: bool = False) -> None:
 
 
 class _Said(logging.Formatter):
-    """``benchfill: warning: ...`` for a warning, ``benchfill: ...`` for a notice (-v). The level is said here,
+    """``benchfill: warning: ...`` for a warning (``note:`` for news at that level, ``errors.NOTE``),
+    ``benchfill: ...`` for a notice (-v). The level is said here,
     once, so that the message itself carries none: a library caller's own handler showed
     ``WARNING:benchfill...:warning: ...`` for the few that did, and the CLI a bare line for the others."""
 
     def format(self, record: logging.LogRecord) -> str:
         said = super().format(record)
-        return f"benchfill: warning: {said}" if record.levelno >= logging.WARNING else f"benchfill: {said}"
+        if record.levelno < logging.WARNING:
+            return f"benchfill: {said}"
+        return f"benchfill: {'note' if getattr(record, 'benchfill_note', False) else 'warning'}: {said}"
 
 
 class _Stderr(logging.StreamHandler):
@@ -109,6 +113,17 @@ def _host_says(handler: logging.Handler) -> bool:
     return True
 
 
+_PYTHONS_SHOW = warnings.showwarning
+
+
+def _show_ours(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` while a command runs: a warning of benchfill's own classes as a log record."""
+    if getattr(category, "__module__", "").startswith("benchfill."):
+        logging.getLogger("benchfill").warning("%s", message)
+    else:
+        (_ACTIVE.get("showwarning") or _PYTHONS_SHOW)(message, category, filename, lineno, file, line)
+
+
 _NOTICES = threading.Lock()
 _ACTIVE: dict[str, Any] = {"depth": 0}  # commands running in this process (threads of a host) and what they set
 
@@ -130,6 +145,10 @@ def _notices(verbose: bool):
             if _ACTIVE["handler"] is not None:
                 _ACTIVE["handler"].setFormatter(_Said())
                 logger.addHandler(_ACTIVE["handler"])
+                # benchfill's own warning classes (a MAP fit that did not converge) in the same form: Python
+                # printed them as "/path/engine.py:107: ConvergenceWarning: ...", with a line of source
+                _ACTIVE["showwarning"] = warnings.showwarning
+                warnings.showwarning = _show_ours
             if logger.level == logging.NOTSET and _ACTIVE["handler"] is not None:  # (a host's levels are its own)
                 logger.setLevel(logging.WARNING)
         _ACTIVE["depth"] += 1
@@ -143,6 +162,7 @@ def _notices(verbose: bool):
             if _ACTIVE["depth"] == 0:
                 if _ACTIVE["handler"] is not None:
                     logger.removeHandler(_ACTIVE["handler"])
+                    warnings.showwarning = _ACTIVE.pop("showwarning")
                 logger.setLevel(_ACTIVE["level"])
 
 

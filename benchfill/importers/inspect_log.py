@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import reprlib
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -89,9 +90,12 @@ def _read(read_eval_log: Callable[..., Any], path: Path, **kw: Any) -> Any:
 
     def hold(signum: int, frame: Any) -> None:
         held.append(signum)
-        if len(held) > 1:  # asked twice: now, whatever the read leaves behind
+        if len(held) > 1:  # asked twice: now, whatever the read leaves behind (inspect's own tracebacks too)
             give_back()
             signal.raise_signal(signum)
+        else:  # a large log takes seconds: say the key was heard
+            print(f"benchfill: stopping once {untrusted.terminal(str(path))} is read; press Ctrl-C again to "
+                  "stop now", file=sys.stderr, flush=True)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         before[sig] = signal.signal(sig, hold)
