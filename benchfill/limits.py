@@ -21,9 +21,9 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["EndpointBound", "endpoint_bound", "endpoint_key", "watch_stalls"]
-
 from benchfill.errors import NOTE
+
+__all__ = ["EndpointBound", "endpoint_bound", "endpoint_key", "watch_stalls"]
 
 log = logging.getLogger("benchfill.limits")
 

@@ -98,7 +98,8 @@ def _read(read_eval_log: Callable[..., Any], path: Path, **kw: Any) -> Any:
                   "stop now", file=sys.stderr, flush=True)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        before[sig] = signal.signal(sig, hold)
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # (one ignored, as in a background job, stays so)
+            before[sig] = signal.signal(sig, hold)
     try:
         log = read_eval_log(str(path), **kw)
     finally:

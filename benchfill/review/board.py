@@ -165,7 +165,7 @@ class ReviewBoard:
 
     def standing(self, item_id: str, outcome: Outcome | None = None) -> dict[str, Any]:
         """The item as a release would ship it now: the edit in force, else the proposal (``outcome``: the
-        item's, where the caller has it already; each reading of the outcomes reads every decision)."""
+        item's, where the caller has it already; else its decisions are read)."""
         outcome = outcome or self.outcome_of(item_id)
         return outcome.edited_fields or self.entry(item_id).child
 
