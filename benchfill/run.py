@@ -34,9 +34,6 @@ from benchfill.untrusted import terminal
 
 BACKENDS = ("sim", "openai")
 EXTRA_KEYS = {"anchor_items"}  # RunOptions.extra: anchor items for a benchmark with a matrix (a sweep sets it)
-# Above this many items, a given response matrix places the probe panel through anchor items only (extra's
-# anchor_items; the engine's default).
-ANCHOR_ITEMS = 300
 
 
 @dataclass
@@ -262,9 +259,12 @@ def idle_at_default(options: dict[str, Any]) -> dict[str, Any]:
         idle.update(("confirm_se", "confirm_cap"))
     out = {k: default[k] if k in idle else v for k, v in options.items()}
     extra = out.get("extra")
-    if isinstance(extra, dict) and extra.get("anchor_items") == ANCHOR_ITEMS:  # the default spelt out (a sweep's
-        # anchor_items = 300): the run that `benchfill run`, which has no such flag, makes with the same options
-        out["extra"] = {k: v for k, v in extra.items() if k != "anchor_items"}
+    if isinstance(extra, dict) and "anchor_items" in extra:  # (the engine imported only where it is given)
+        from benchfill.engine.backend import ANCHOR_ITEMS
+
+        if extra["anchor_items"] == ANCHOR_ITEMS:  # the default spelt out (a sweep's anchor_items = 300): the
+            # run that `benchfill run`, which has no such flag, makes with the same options
+            out["extra"] = {k: v for k, v in extra.items() if k != "anchor_items"}
     return out
 
 

@@ -189,7 +189,7 @@ def test_fleets_doc_shows_what_probes_check_prints(tmp_path, capsys):
 def test_anchor_items_at_its_default_names_the_run_benchfill_run_makes(tmp_path):
     # docs/sweep-shared-data.toml spelt out anchor_items = 300, the default: its mmlu-pro runs got ids of their
     # own, so a `benchfill run` of the same settings (which has no such flag) was another run, paid again.
-    from benchfill.run import ANCHOR_ITEMS
+    from benchfill.engine.backend import ANCHOR_ITEMS
 
     def ids(extra: str, folder: str) -> list[str]:
         body = GOOD.replace('benchmarks = [{name = "demo"}]', f'benchmarks = [{{name = "demo"{extra}}}]')

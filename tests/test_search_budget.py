@@ -44,7 +44,7 @@ def test_no_confirmation_and_the_oracle_plan_no_confirmation_rollouts():
 
 
 def test_a_given_matrix_places_the_panel_through_anchor_items_only():
-    from benchfill.run import ANCHOR_ITEMS
+    from benchfill.engine.backend import ANCHOR_ITEMS
 
     trials = [8] * 12
     opts = RunOptions()

@@ -27,7 +27,6 @@ import numpy as np
 from benchfill.errors import ConfigError, EndpointError, PromptRefused
 from benchfill.evaluators.base import Evaluator
 from benchfill.netguard import off_loop
-from benchfill.run import ANCHOR_ITEMS
 from benchfill.search.annotate import Annotation, Annotator, ConfirmSettings
 from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, benchfill_search
 from benchfill.search.screen import screen_child
@@ -711,6 +710,8 @@ def sim_port(run_dir: Path) -> int:
     return 20000 + derive_seed(0, str(Path(run_dir).resolve())) % 12000
 
 
+# Above this many items, a given response matrix places the probe panel through anchor items only.
+ANCHOR_ITEMS = 300
 BENCHMARK_BATCH = 500  # items per progress line while collecting the panel's benchmark rollouts
 
 
