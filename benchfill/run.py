@@ -32,6 +32,8 @@ from benchfill import calling_module, locks
 from benchfill.errors import ConfigError, DataError
 from benchfill.untrusted import terminal
 
+log = logging.getLogger("benchfill.run")
+
 BACKENDS = ("sim", "openai")
 EXTRA_KEYS = {"anchor_items"}  # RunOptions.extra: anchor items for a benchmark with a matrix (a sweep sets it)
 
@@ -416,7 +418,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
     lock = _hold_run(run_dir, run_id_for(opts), exclusive=gaps_only is None)
     show = progress_printer(opts.progress, opts.progress_label)
     for line in prompt_warnings:  # a warning, not progress: --quiet hid it, and a library caller's log never had it
-        logging.getLogger("benchfill.run").warning("%s", line)
+        log.warning("%s", line)
     if fresh and not opts.run_id and gaps_only is None:
         for line in earlier_runs(run_dir, opts.identity()):
             show(f"note: {line}")

@@ -421,7 +421,7 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
         from benchfill.store import refuse_another_store
 
         for plan in sweep.to_run:
-            # a sweep has no --run-id: its units' ids come from their labels and settings
+            # a sweep has no --run-id to give (its runs' ids come from their settings)
             refuse_another_store(plan.run_dir, sweep.store,
                                  way_out="run the sweep without a store (neither the file's store nor --store), "
                                          "or give it another --runs-dir")

@@ -75,11 +75,11 @@ def test_inversion_rate_grows_with_label_noise():
 
 
 def test_leave_one_model_out_is_stable_on_well_spread_models(monkeypatch):
-    import benchfill.irt.checks as checks
+    import benchfill.irt.sampling as sampling
 
     sim = simulate_responses(12, 100, 16, ability_sd=1.5, seed=4)
     said: list[str] = []
-    monkeypatch.setattr(checks, "PROGRESS_EVERY_S", 0.0)  # a line after each refit (every 15 s at real sizes)
+    monkeypatch.setattr(sampling, "PROGRESS_EVERY_S", 0.0)  # a line after each refit (every 15 s at real sizes)
     r = leave_one_model_out(sim.matrix, progress=said.append)
     assert said == [f"refits {j}/12 done" for j in range(1, 12)]  # (minutes of refits were silent)
     assert set(r["per_model"]) == set(sim.matrix.models)

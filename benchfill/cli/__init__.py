@@ -68,9 +68,9 @@ def _add_verbose(parser: argparse.ArgumentParser, top: bool = False) -> None:
 
 class _Said(logging.Formatter):
     """``benchfill: warning: ...`` for a warning (``note:`` for news at that level, ``errors.NOTE``),
-    ``benchfill: ...`` for a notice (-v). The level is said here,
-    once, so that the message itself carries none: a library caller's own handler showed
-    ``WARNING:benchfill...:warning: ...`` for the few that did, and the CLI a bare line for the others."""
+    ``benchfill: ...`` for a notice (-v). The level is said here, once, so that the message itself carries
+    none: a library caller's own handler showed ``WARNING:benchfill...:warning: ...`` for the few that did,
+    and the CLI a bare line for the others."""
 
     def format(self, record: logging.LogRecord) -> str:
         said = super().format(record)

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from benchfill.irt.sampling import PROGRESS_EVERY_S
 from benchfill.matrix import ResponseMatrix
 
 THRESHOLD = 0.3
@@ -143,6 +142,7 @@ def leave_one_model_out(matrix: ResponseMatrix, *, engine: str = "map",
     from scipy.stats import ConstantInputWarning, pearsonr, spearmanr
 
     from benchfill.irt.engine import fit, require_matrix
+    from benchfill.irt.sampling import PROGRESS_EVERY_S  # (here: it brings numba, which a check needs not)
 
     require_matrix(matrix)
     check_loo(matrix)

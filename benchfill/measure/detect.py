@@ -202,7 +202,6 @@ def stratified_permutation_test(
     while done < permutations:
         m = min(chunk, permutations - done)
         u = rng.random((m, live.size), dtype=np.float32)
-        shift = np.zeros(m, dtype=weight.dtype)
         if steps is not None:
             # Inverse CDF: the permuted "after" successes of each item; then less the observed ones, weighed.
             x = np.zeros((m, live.size), dtype=np.int16 if width < 1 << 15 else np.int32)
@@ -210,6 +209,7 @@ def stratified_permutation_test(
                 np.add(x, u >= row, out=x, casting="unsafe")
             shift = x @ weight - int(observed @ weight)
         else:
+            shift = np.zeros(m, dtype=weight.dtype)
             for j, cdf in enumerate(cdfs):
                 # Inverse CDF: the permuted "after" successes of this item, minus the observed ones.
                 x = np.searchsorted(cdf, u[:, j], side="right")
