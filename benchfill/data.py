@@ -138,34 +138,32 @@ def read_responses(
         if bad is not None:
             raise DataError(f"items[{bad}]: expected an item with an 'id' (as benchfill.read_items gives), got "
                             f"{items[bad]!r:.80}")
-    rows = _jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".json") else _csv_rows(path)
-
-    model_index: dict[str, int] = {}
-    item_index: dict[str, int] = {}
     known = None if items is None else {it["id"] for it in items}
-    mi: list[int] = []
-    ii: list[int] = []
-    cs: list[int] = []
-    ts: list[int] = []
-    for lineno, row in rows:
-        model, item_id = row["model"], row["item_id"]
-        if model == "":
-            raise DataError(f"{path}:{lineno}: empty field 'model'")
-        if item_id == "":
-            raise DataError(f"{path}:{lineno}: empty field 'item_id'")
-        if known is not None and item_id not in known:
-            raise DataError(f"{path}:{lineno}: item {item_id!r} is not in the items file{_same_to_a_reader(item_id, known)}")
-        correct = _count(row["correct"], "correct", path, lineno)
-        trials = _count(row["trials"], "trials", path, lineno)
-        if correct > trials:
-            raise DataError(f"{path}:{lineno}: correct ({correct}) > trials ({trials})")
-        mi.append(model_index.setdefault(model, len(model_index)))
-        ii.append(item_index.setdefault(item_id, len(item_index)))
-        cs.append(correct)
-        ts.append(trials)
-    if not mi:
+    # The rows are read a column at a time (a list each), and their values checked after: a row at a time, two
+    # million rows took 7.2 s, a column at a time 2.9 s (the CSV module's reading is most of what is left).
+    lines: list[int] = []
+    names: list[str] = []
+    ids: list[str] = []
+    cs: list[Any] = []
+    ts: list[Any] = []
+    try:
+        if path.suffix.lower() in (".jsonl", ".json"):
+            _jsonl_columns(path, lines, names, ids, cs, ts)
+        else:
+            _csv_columns(path, lines, names, ids, cs, ts)
+    except DataError:  # a malformed record: a bad value on an earlier line is still the first error
+        _checked_counts(path, lines, names, ids, cs, ts, known)
+        raise
+    cs, ts = _counts(path, lines, names, ids, cs, ts, known)
+    model_index = dict.fromkeys(names)  # first appearance orders the models and the items
+    item_index = dict.fromkeys(ids)
+    model_index.update(zip(model_index, range(len(model_index)), strict=True))
+    item_index.update(zip(item_index, range(len(item_index)), strict=True))
+    mi = np.fromiter(map(model_index.__getitem__, names), dtype=np.int64, count=len(names))
+    ii = np.fromiter(map(item_index.__getitem__, ids), dtype=np.int64, count=len(ids))
+    if not len(mi):
         raise DataError(f"{path}: no responses (empty file)")
-    if not any(ts):
+    if not ts.any():
         raise DataError(f"{path}: no responses: every row has trials 0")
     correct_m = np.zeros((len(model_index), len(item_index)), dtype=np.int64)
     trials_m = np.zeros_like(correct_m)
@@ -443,13 +441,19 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield lineno, obj
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _jsonl_columns(path: Path, lines: list[int], names: list[str], ids: list[str], cs: list[Any],
+                   ts: list[Any]) -> None:
+    """Each response's line, model, item, correct and trials, appended to the five lists as read."""
     for lineno, obj in jsonl_objects(path):
         missing = [f for f in RESPONSE_FIELDS if f not in obj]
         if missing:
             raise DataError(f"{path}:{lineno}: missing field {missing[0]!r}")
-        yield lineno, {**obj, "model": _name(obj["model"], "model", path, lineno),
-                       "item_id": _name(obj["item_id"], "item_id", path, lineno)}
+        model, item_id = _name(obj["model"], "model", path, lineno), _name(obj["item_id"], "item_id", path, lineno)
+        lines.append(lineno)
+        names.append(model)
+        ids.append(item_id)
+        cs.append(obj["correct"])
+        ts.append(obj["trials"])
 
 
 def _name(value: Any, field: str, path: Path, lineno: int) -> str:
@@ -473,8 +477,10 @@ def long_csv_fields() -> None:
         csv.field_size_limit(_CSV_FIELD_MAX)
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    # Records, not lines: a quoted field may hold a line break. Errors name the line a record starts on.
+def _csv_columns(path: Path, lines: list[int], names: list[str], ids: list[str], cs: list[str],
+                 ts: list[str]) -> None:
+    """Each response's line, model, item, correct and trials, appended to the five lists as read (the counts as
+    written). Records, not lines: a quoted field may hold a line break. Errors name the line a record starts on."""
     long_csv_fields()
     with _open_text(path, newline="") as fh:
         reader = csv.reader(fh)
@@ -488,13 +494,27 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         missing = [f for f in RESPONSE_FIELDS if f not in header]
         if missing:
             raise DataError(f"{path}:{header_line}: header lacks column {missing[0]!r} (need {','.join(RESPONSE_FIELDS)})")
-        pos = [header.index(f) for f in RESPONSE_FIELDS]
+        pm, pi, pc, pt = (header.index(f) for f in RESPONSE_FIELDS)
         width = len(header)
-        for lineno, fields in records:
-            if len(fields) != width:
-                hint = " (an unclosed quote?)" if any("\n" in f for f in fields) else ""
-                raise DataError(f"{path}:{lineno}: malformed line: {len(fields)} fields, header has {width}{hint}")
-            yield lineno, {f: fields[p].strip() for f, p in zip(RESPONSE_FIELDS, pos, strict=True)}
+        # _csv_records's loop, written out: a generator's step per row was a third of the reading's time
+        start = reader.line_num + 1
+        try:
+            for fields in reader:
+                lineno, start = start, reader.line_num + 1
+                if not fields or not (fields[0].strip() or any(f.strip() for f in fields)):
+                    continue  # a blank record
+                if len(fields) != width:
+                    hint = " (an unclosed quote?)" if any("\n" in f for f in fields) else ""
+                    raise DataError(f"{path}:{lineno}: malformed line: {len(fields)} fields, header has {width}{hint}")
+                lines.append(lineno)
+                names.append(fields[pm].strip())
+                ids.append(fields[pi].strip())
+                cs.append(fields[pc])
+                ts.append(fields[pt])
+        except csv.Error as exc:
+            raise DataError(f"{path}:{start}: malformed CSV ({exc})") from None
+        except UnicodeDecodeError:
+            raise DataError(f"{path}: not a UTF-8 text file") from None
 
 
 def check_header(header: Sequence[str], where: str) -> None:
@@ -530,6 +550,50 @@ def _csv_records(reader: Any, path: Path) -> Iterator[tuple[int, list[str]]]:
         raise DataError(f"{path}: not a UTF-8 text file") from None
 
 
+
+
+def _counts(path: Path, lines: list[int], names: list[str], ids: list[str], cs: list[Any], ts: list[Any],
+            known: set[str] | None) -> tuple[np.ndarray, np.ndarray]:
+    """The counts of every row as arrays, each row checked as :func:`_checked_counts` checks it.
+
+    Most files are whole numbers throughout: those are read and checked a column at a time (a row at a time took
+    3.5 s for two million rows). Anything else (a count written 3.0, a bad row) is read a row at a time, so the
+    error, where there is one, names the first line at fault, as before."""
+    n = len(lines)
+    try:
+        if n and isinstance(cs[0], str):  # CSV: text, which int() reads (spaces around it too)
+            c = np.fromiter(map(int, cs), dtype=np.int64, count=n)
+            t = np.fromiter(map(int, ts), dtype=np.int64, count=n)
+        elif all(type(v) is int for v in cs) and all(type(v) is int for v in ts):  # JSON (a bool is no count)
+            c, t = np.array(cs, dtype=np.int64), np.array(ts, dtype=np.int64)
+        else:
+            raise ValueError
+    except (ValueError, TypeError, OverflowError):
+        return _checked_counts(path, lines, names, ids, cs, ts, known)
+    if ("" in names or "" in ids or (known is not None and not known.issuperset(ids))
+            or c.min(initial=0) < 0 or t.min(initial=0) < 0 or t.max(initial=0) > MAX_COUNT or (c > t).any()):
+        return _checked_counts(path, lines, names, ids, cs, ts, known)
+    return c, t
+
+
+def _checked_counts(path: Path, lines: list[int], names: list[str], ids: list[str], cs: list[Any], ts: list[Any],
+                    known: set[str] | None) -> tuple[np.ndarray, np.ndarray]:
+    """The counts of every row, read a row at a time; a one-line error naming the first line at fault."""
+    c = np.empty(len(lines), dtype=np.int64)
+    t = np.empty(len(lines), dtype=np.int64)
+    for k, lineno in enumerate(lines):
+        if names[k] == "":
+            raise DataError(f"{path}:{lineno}: empty field 'model'")
+        item_id = ids[k]
+        if item_id == "":
+            raise DataError(f"{path}:{lineno}: empty field 'item_id'")
+        if known is not None and item_id not in known:
+            raise DataError(f"{path}:{lineno}: item {item_id!r} is not in the items file{_same_to_a_reader(item_id, known)}")
+        c[k] = _count(cs[k], "correct", path, lineno)
+        t[k] = _count(ts[k], "trials", path, lineno)
+        if c[k] > t[k]:
+            raise DataError(f"{path}:{lineno}: correct ({c[k]}) > trials ({t[k]})")
+    return c, t
 
 
 def _count(value: Any, name: str, path: Path, lineno: int) -> int:

@@ -265,3 +265,40 @@ def test_an_id_in_another_unicode_normal_form_is_named_as_such(tmp_path):
     with pytest.raises(DataError, match=r"r\.csv:2: item 'q-cafe\u0301' is not in the items file, which has "
                                         r"'q-caf\\xe9': the same letters in another Unicode normal form$"):
         read_responses(tmp_path / "r.csv", items=items)
+
+
+@pytest.mark.parametrize("suffix, rows, match", [
+    # the counts are checked a column at a time; the first line at fault is still the one named
+    (".csv", ["A,q1,1,2", "A,q2,x,2", "B,q1,3,2", "B,q2,1"], r"r\.csv:3: field 'correct' must be"),
+    (".csv", ["A,q1,1,2", "A,q2,3,2", "B,q9,1,2"], r"r\.csv:3: correct \(3\) > trials \(2\)"),
+    (".csv", ["A,q1,1,2", "A,q9,1,2", "B,q1,-1,2"], r"r\.csv:3: item 'q9' is not in the items file"),
+    (".csv", ["A,q1,1,2", "B,q1,1,99999999999999999999999"], r"r\.csv:3: field 'trials' is implausibly large"),
+    (".csv", ["A,q1,1,2", ",q1,1,2", "B,,1,2"], r"r\.csv:3: empty field 'model'"),
+    (".jsonl", [{"model": "A", "item_id": "q1", "correct": 1, "trials": 2},
+                {"model": "A", "item_id": "q2", "correct": True, "trials": 2}], r"r\.jsonl:2: field 'correct' must be"),
+    (".jsonl", [{"model": "A", "item_id": "q1", "correct": 1, "trials": 2},
+                {"model": "B", "item_id": "q2", "correct": 3, "trials": 2},
+                {"model": "B", "item_id": "q1"}], r"r\.jsonl:2: correct \(3\) > trials \(2\)"),
+])
+def test_the_first_line_at_fault_is_named_when_the_counts_are_read_by_column(tmp_path, suffix, rows, match):
+    items = _write(tmp_path / "items.jsonl", "".join(json.dumps({"id": q, "question": q}) + "\n" for q in ("q1", "q2")))
+    if suffix == ".csv":
+        text = "model,item_id,correct,trials\n" + "".join(r + "\n" for r in rows)
+    else:
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+    f = _write(tmp_path / f"r{suffix}", text)
+    with pytest.raises(DataError, match=match):
+        read_responses(f, items=items)
+
+
+def test_counts_written_as_whole_floats_read_as_before(tmp_path):
+    # '2.0' and 2.0 are counts (a row at a time reads them); the column reading must give the same matrix
+    f = _write(tmp_path / "r.csv", "model,item_id,correct,trials\nA,q1, 1 ,2.0\nB,q1,0,1\nA,q2,3,4\n")
+    g = _write(tmp_path / "r.jsonl", "".join(json.dumps(r) + "\n" for r in (
+        {"model": "A", "item_id": "q1", "correct": 1, "trials": 2.0}, {"model": "B", "item_id": "q1", "correct": 0,
+                                                                       "trials": 1},
+        {"model": "A", "item_id": "q2", "correct": 3, "trials": 4})))
+    for path in (f, g):
+        m = read_responses(path)
+        assert m.models == ("A", "B") and m.item_ids == ("q1", "q2")
+        assert m.correct.tolist() == [[1, 3], [0, 0]] and m.trials.tolist() == [[2, 4], [1, 0]]
