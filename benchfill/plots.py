@@ -78,44 +78,49 @@ def plot_ecdf(
     ``after`` (optional) draws a second ECDF, e.g. the benchmark after gap filling.
     The file is written to a temporary name and renamed, so a failure leaves no half file.
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
     z = np.sort(np.asarray(z, dtype=float))
     tgt = parse_target(target)
-    fig, ax = plt.subplots(figsize=(5.5, 4.0), dpi=120)
-    try:
-        widest = gaps(z, k=k)
-        rows = _label_rows([(g.left + g.right) / 2 for g in widest])
-        for i, (g, row) in enumerate(zip(widest, rows, strict=True)):
-            color = GAP_COLORS[i % len(GAP_COLORS)]
-            ax.axvspan(g.left, g.right, color=color, alpha=0.18, lw=0)
-            ax.text((g.left + g.right) / 2, 1.02 + LABEL_ROW * row, f"{g.width:.2f}", ha="center", va="bottom",
-                    fontsize=7, color=color, clip_on=False)
-        grid = np.linspace(0, 1, 201)
-        ax.plot(grid, _target_cdf(tgt, grid), "--", color="grey", lw=1.2, label=f"target ({tgt.describe()})")
-        n = z.size
-        ax.step(np.concatenate(([min(0.0, z[0])], z, [max(1.0, z[-1])])),
-                np.concatenate(([0.0], np.arange(1, n + 1) / n, [1.0])),
-                where="post", color="black", lw=1.5, label=f"benchmark (n={n})")
-        if after is not None:
-            za = np.sort(np.asarray(after, dtype=float))
-            ax.step(np.concatenate(([min(0.0, za[0])], za, [max(1.0, za[-1])])),
-                    np.concatenate(([0.0], np.arange(1, za.size + 1) / za.size, [1.0])),
-                    where="post", color="tab:blue", lw=1.5, label=f"after (n={za.size})")
-        ax.set_xlim(min(0.0, z[0]) - 0.02, max(1.0, z[-1]) + 0.02)
-        ax.set_ylim(0, 1.08)
-        ax.set_xlabel("normalized difficulty z")
-        ax.set_ylabel("ECDF")
-        if title:
-            ax.set_title(title, fontsize=10, pad=14 + 10 * max(rows, default=0))  # above the labels' rows
-        ax.legend(loc="lower right", fontsize=8, frameon=False)
-        fig.tight_layout()
-        return save_figure(fig, path)
-    finally:
-        plt.close(fig)
+    fig = new_figure(figsize=(5.5, 4.0), dpi=120)
+    ax = fig.subplots()
+    widest = gaps(z, k=k)
+    rows = _label_rows([(g.left + g.right) / 2 for g in widest])
+    for i, (g, row) in enumerate(zip(widest, rows, strict=True)):
+        color = GAP_COLORS[i % len(GAP_COLORS)]
+        ax.axvspan(g.left, g.right, color=color, alpha=0.18, lw=0)
+        ax.text((g.left + g.right) / 2, 1.02 + LABEL_ROW * row, f"{g.width:.2f}", ha="center", va="bottom",
+                fontsize=7, color=color, clip_on=False)
+    grid = np.linspace(0, 1, 201)
+    ax.plot(grid, _target_cdf(tgt, grid), "--", color="grey", lw=1.2, label=f"target ({tgt.describe()})")
+    n = z.size
+    ax.step(np.concatenate(([min(0.0, z[0])], z, [max(1.0, z[-1])])),
+            np.concatenate(([0.0], np.arange(1, n + 1) / n, [1.0])),
+            where="post", color="black", lw=1.5, label=f"benchmark (n={n})")
+    if after is not None:
+        za = np.sort(np.asarray(after, dtype=float))
+        ax.step(np.concatenate(([min(0.0, za[0])], za, [max(1.0, za[-1])])),
+                np.concatenate(([0.0], np.arange(1, za.size + 1) / za.size, [1.0])),
+                where="post", color="tab:blue", lw=1.5, label=f"after (n={za.size})")
+    ax.set_xlim(min(0.0, z[0]) - 0.02, max(1.0, z[-1]) + 0.02)
+    ax.set_ylim(0, 1.08)
+    ax.set_xlabel("normalized difficulty z")
+    ax.set_ylabel("ECDF")
+    if title:
+        ax.set_title(title, fontsize=10, pad=14 + 10 * max(rows, default=0))  # above the labels' rows
+    ax.legend(loc="lower right", fontsize=8, frameon=False)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def new_figure(**kw: Any) -> Any:
+    """A matplotlib Figure drawn by Agg, made without pyplot: making one neither switches the process's backend
+    (a notebook's inline one, a GUI's; ``matplotlib.use("Agg")`` did, for the rest of the process) nor leaves
+    a figure open in pyplot's list. ``kw``: as ``Figure``'s (figsize, dpi)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(**kw)
+    FigureCanvasAgg(fig)  # (the figure's canvas from here on; saving to SVG or PDF still picks their own)
+    return fig
 
 
 def save_png(fig: Any, path: str | Path) -> Path:

@@ -666,13 +666,11 @@ def _pm(v, se) -> str:
 
 
 def _plots(folder: Path, before: np.ndarray, after: np.ndarray, gaps, results, rep) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from benchfill.plots import new_figure
 
     folder.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = new_figure(figsize=(6, 4))
+    ax = fig.subplots()
     for g in gaps:
         ax.axvspan(g.left, g.right, color="grey", alpha=0.2)
     for data, label, color in ((before, "before", "tab:orange"), (after, "after", "tab:blue")):
@@ -685,9 +683,9 @@ def _plots(folder: Path, before: np.ndarray, after: np.ndarray, gaps, results, r
                  + (" (simulated)" if rep["simulated"] else ""))
     ax.legend(loc="lower right")
     _savefig(fig, folder / "ecdf_before_after.png")
-    plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = new_figure(figsize=(6, 4))
+    ax = fig.subplots()
     for r in results:
         by_round = r.deviations_by_round
         for t, devs in by_round.items():
@@ -702,7 +700,6 @@ def _plots(folder: Path, before: np.ndarray, after: np.ndarray, gaps, results, r
     if ax.get_legend_handles_labels()[0]:  # no annotated child at all: nothing to label
         ax.legend()
     _savefig(fig, folder / "target_deviation.png")
-    plt.close(fig)
 
 
 def _savefig(fig, path: Path) -> None:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import math
+import numbers
 import os
 import re
 import shutil
@@ -142,8 +143,10 @@ class RunOptions:
                                   ("rounds_matched", self.rounds_matched, 1)):
             if value is None and key == "rounds_matched":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise ConfigError(f"{name(key)}: a whole number, got {value!r}")
+            value = int(value)  # a numpy integer (a caller's computed gaps) as a plain one: reports hold JSON
+            setattr(self, key, value)
             if value < least:
                 raise ConfigError(f"{name(key)}: must be at least {least}, got {value}")
         for key, value, lo, hi in (("tolerance", self.tolerance, 0.0, 1.0),
@@ -158,6 +161,12 @@ class RunOptions:
         if not isinstance(self.extra, dict) or set(self.extra) - EXTRA_KEYS:  # a misspelt key did nothing
             unknown = sorted(set(self.extra) - EXTRA_KEYS) if isinstance(self.extra, dict) else self.extra
             raise ConfigError(f"{name('extra')}: unknown {unknown!r} (it takes {', '.join(sorted(EXTRA_KEYS))})")
+        anchors = self.extra.get("anchor_items")  # (a sweep's file checks its own; a caller's reached numpy)
+        if anchors is not None:
+            if isinstance(anchors, bool) or not isinstance(anchors, numbers.Integral) or anchors < 1:
+                raise ConfigError(f"{name('extra')}: anchor_items must be a whole number of at least 1, "
+                                  f"got {anchors!r}")
+            self.extra = {**self.extra, "anchor_items": int(anchors)}
         for key in ("steering", "prescreen"):  # YAML reads a bare on/off as true/false
             if isinstance(getattr(self, key), bool):
                 setattr(self, key, "on" if getattr(self, key) else "off")
@@ -373,6 +382,9 @@ def run(opts: RunOptions) -> Path:
     """Do (or resume) the run; return its directory. ``opts`` is left as it was given (a caller reuses it)."""
     from benchfill import netguard
 
+    if not isinstance(opts, RunOptions):  # a dict had failed deep in the run, on an attribute
+        raise ConfigError(f"opts: a benchfill.RunOptions, got {type(opts).__name__} {opts!r:.80}"
+                          + (" (write RunOptions(**opts))" if isinstance(opts, dict) else ""))
     opts = copy.deepcopy(opts)  # the benchmark a config names, the demo's default, check()'s on/off
     _benchmark_from_config(opts)
     default_benchmark(opts)
@@ -620,7 +632,7 @@ def _hold_run(run_dir: Path, run_id: str, exclusive: bool = True) -> int | None:
         where = ("in this process, in another thread" if holder == str(os.getpid())
                  else f"in another process (pid {holder})")
         raise ConfigError(f"run {run_id} is in progress {where}; wait for it to end, "
-                          "or give another --run-id for a new run") from None
+                          f"or give another {opt('run_id')} for a new run") from None
     if fd is not None and exclusive:
         try:
             os.ftruncate(fd, 0)
@@ -709,7 +721,7 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
             what = "the same settings and files"
         out.append(f"{d} is an earlier {state} run of this benchmark and strategy ({what}); this run starts anew "
                    f"beside it" + (", and its review decisions stay there" if state == "finished" else "")
-                   + (f" (--run-id {d.name} resumes it instead)" if not (differ or unknown or moved) else ""))
+                   + (f" ({opt('run_id')} {d.name} resumes it instead)" if not (differ or unknown or moved) else ""))
     return out
 
 
@@ -739,7 +751,7 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
             where = f"{path}: benchmark {opts.benchmark}'s {what}" if path else f"benchmark {opts.benchmark}'s {what}"
             raise ConfigError(f"{where} are not those run {run_id} was made with (the run id names the benchmark, "
                               "not its files: edited since, or another data folder); restore them to resume, or "
-                              "give another --run-id for a new run")
+                              f"give another {opt('run_id')} for a new run")
         if recorded.get(k) not in (None, now_sha):
             if k == "items" and str(opts.items).startswith("hf:"):
                 raise ConfigError(f"{opt('items')} {opts.items}: the dataset's rows are not those run {run_id} was "
@@ -759,12 +771,12 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
                 raise ConfigError(f"run {run_id} was made by an earlier benchfill that read its spec's {k} as "
                                   f"{spec[k]!r}; this version reads {now_spec[k]!r} (a multiple-choice spec without "
                                   f"chance now means chance = \"options\"), and the run's fit and items rest on "
-                                  f"the old reading, so it cannot be resumed: start it anew under another --run-id "
+                                  f"the old reading, so it cannot be resumed: start it anew under another {opt('run_id')} "
                                   f"(a sweep's unit: another label or --runs-dir)")
     digest = store.get_meta("config_sha256")
     if opts.config and digest and digest != _sha256_of(opts.config):
         raise ConfigError(f"{opts.config}: changed since run {run_id} started (the run id names the file, not its "
-                          "content); restore it to resume, or give another --run-id for a new run")
+                          f"content); restore it to resume, or give another {opt('run_id')} for a new run")
 
 
 def load_benchmark(opts: RunOptions):
@@ -1033,6 +1045,9 @@ def _record_review_queue(store, records: list[dict[str, Any]]) -> None:
 
 def dry_run(opts: RunOptions) -> dict[str, Any]:
     """The plan without any model call: the benchmark is read, nothing is written."""
+    if not isinstance(opts, RunOptions):
+        raise ConfigError(f"opts: a benchfill.RunOptions, got {type(opts).__name__} {opts!r:.80}"
+                          + (" (write RunOptions(**opts))" if isinstance(opts, dict) else ""))
     opts = copy.deepcopy(opts)
     opts.check()
     if opts.store:  # refused as the run refuses it: a URL with a password would not run, so it is no plan

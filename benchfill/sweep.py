@@ -414,7 +414,7 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
     if not isinstance(sweep, Sweep):  # a path or a dict: read it first (load_sweep), as the CLI does
         raise ConfigError(f"sweep: expected a Sweep (benchfill.sweep.load_sweep(path)), got {type(sweep).__name__}")
     if executor not in ("local", "ray"):
-        raise ConfigError(f"--executor: unknown executor {executor!r} (choose from local, ray)")
+        raise ConfigError(f"executor: unknown executor {executor!r} (choose from local, ray)")
     check_benchmarks(sweep)
     check_endpoints(sweep)
     if sweep.store:  # a run that already has another store refuses it: say so before the store is made

@@ -196,37 +196,30 @@ def _simulated_banner(table: dict[str, Any]) -> str:
 
 
 def _plot(table: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    from benchfill.plots import save_png
+    from benchfill.plots import new_figure, save_png
 
     names = [r["benchmark"] for r in table["rows"]]
     strategies = table["strategies"]
     width = 0.8 / len(strategies)
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(names) + 2), 3.6), dpi=120)
-    try:
-        x = np.arange(len(names))
-        for j, s in enumerate(strategies):
-            vals = [100 * ((r["strategies"].get(s) or {}).get("reduction") or 0.0) for r in table["rows"]]
-            ax.bar(x + (j - (len(strategies) - 1) / 2) * width, vals, width, label=s)
-        ks = _ks(table)
-        if len(ks) > 1:  # each bar names its k
-            names = [f"{r['benchmark']} (k={r['top_k']})" for r in table["rows"]]
-        ax.set_xticks(x, names, rotation=20, ha="right", fontsize=8)
-        ax.set_ylabel(f"top-{ks[0] if len(ks) == 1 else 'k'} gap sum reduction (%)")
-        title = f"sweep {table['sweep']}" + (
-            "" if not table["simulated"] else " (PARTLY SIMULATED)" if table.get("real_runs") and
-            table["backend"] != "sim" else " (SIMULATED)")
-        ax.set_title(title, fontsize=10)
-        ax.axhline(0, color="black", lw=0.8)
-        ax.legend(fontsize=8, frameon=False)
-        fig.tight_layout()
-        save_png(fig, path)
-    finally:
-        plt.close(fig)
+    fig = new_figure(figsize=(max(4.5, 1.1 * len(names) + 2), 3.6), dpi=120)
+    ax = fig.subplots()
+    x = np.arange(len(names))
+    for j, s in enumerate(strategies):
+        vals = [100 * ((r["strategies"].get(s) or {}).get("reduction") or 0.0) for r in table["rows"]]
+        ax.bar(x + (j - (len(strategies) - 1) / 2) * width, vals, width, label=s)
+    ks = _ks(table)
+    if len(ks) > 1:  # each bar names its k
+        names = [f"{r['benchmark']} (k={r['top_k']})" for r in table["rows"]]
+    ax.set_xticks(x, names, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(f"top-{ks[0] if len(ks) == 1 else 'k'} gap sum reduction (%)")
+    title = f"sweep {table['sweep']}" + (
+        "" if not table["simulated"] else " (PARTLY SIMULATED)" if table.get("real_runs") and
+        table["backend"] != "sim" else " (SIMULATED)")
+    ax.set_title(title, fontsize=10)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    save_png(fig, path)
 
 
 def _report(run_dir: Path) -> dict[str, Any] | None:

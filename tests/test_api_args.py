@@ -3,6 +3,8 @@ used to fail deep inside with an AttributeError, a TypeError or a bare ValueErro
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -181,3 +183,60 @@ def test_shapes_and_lists_a_library_caller_gets_wrong_are_refused_by_name(tmp_pa
     items = tmp_path / "i.jsonl"
     items.write_text('{"id": "a", "prompt": "x"}\n')
     assert benchfill.read_items(items, required="prompt")[0]["prompt"] == "x"  # one field, not its letters
+
+
+def test_train_refuses_a_bare_string_for_its_lists():
+    from benchfill.predict import labelled_items, train
+
+    items = [{"id": f"t{k}", "prompt": "two primes" * (k % 9 + 1)} for k in range(30)]
+    lab = labelled_items("toy", items, [float(k % 9) for k in range(30)])
+    with pytest.raises(ConfigError, match=r"^families: expected a list of names, got str 'length' "
+                                          r"\(write \['length'\]\)"):  # had been "unknown family 'l'"
+        train(lab, "length", folds=3)
+
+
+def test_import_logs_takes_one_path_as_a_list_of_one(tmp_path):
+    from pathlib import Path
+
+    from benchfill.importers import import_logs
+
+    logs = Path(__file__).parent / "fixtures" / "lm_eval" / "logs" / "b"
+    whole = import_logs("lm-eval", [logs], task="tiny_mc")
+    for one in (logs, str(logs)):  # a str had been read letter by letter ("l: not found"); a Path, a TypeError
+        got = import_logs("lm-eval", one, task="tiny_mc")
+        assert got.models == whole.models and got.item_ids == whole.item_ids
+    with pytest.raises(ConfigError, match=r"^paths: a path or a list of paths"):
+        import_logs("lm-eval", 3)
+
+
+def test_run_options_refuse_what_a_run_cannot_use_before_any_work(tmp_path):
+    # extra.anchor_items had reached numpy ("Number of samples, -1") or int() ("invalid literal")
+    from benchfill.run import dry_run
+
+    for bad in ("x", -1, 0, 2.5, True):
+        opts = benchfill.RunOptions(gaps=1, runs_dir=str(tmp_path / "runs"), extra={"anchor_items": bad})
+        with pytest.raises(ConfigError, match=r"^extra: anchor_items must be a whole number of at least 1"):
+            benchfill.run(opts)
+        with pytest.raises(ConfigError, match=r"^extra: anchor_items"):
+            dry_run(opts)
+    assert not (tmp_path / "runs").exists()  # refused before a folder or a store was made
+    with pytest.raises(ConfigError, match=r"^opts: a benchfill.RunOptions, got dict .*\(write RunOptions\(\*\*opts\)\)"):
+        benchfill.run({"gaps": 1})
+    # a numpy integer a caller computed is a whole number, kept as a plain int (the report is JSON)
+    plan = dry_run(benchfill.RunOptions(gaps=np.int64(2), seed=np.int32(3),
+                                                  runs_dir=str(tmp_path / "runs"), extra={"anchor_items": np.int64(5)}))
+    json.dumps(plan)  # (a numpy integer is no JSON)
+
+
+def test_a_fit_saved_to_a_folder_or_an_unwritable_place_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"a folder; give the file to write the fit to"):
+        _fit().save(tmp_path)
+    with pytest.raises(ConfigError, match=r"a folder; give the file to write the fit to"):
+        _fit().save(".")
+    with pytest.raises(OSError) as err:  # /proc takes no new file, even from root
+        _fit().save("/proc/fit.json")
+    assert err.value.filename == "/proc/fit.json"  # the temp file's name had been the one given
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OSError) as err:
+        _fit().save(tmp_path / "file" / "fit.json")
+    assert err.value.filename == str(tmp_path / "file")  # where it went wrong: a file where a folder must be

@@ -33,3 +33,43 @@ def test_gap_labels_of_adjacent_narrow_gaps_and_the_title_do_not_overlap(tmp_pat
     assert len(labels) == 5
     assert not any(a.overlaps(b) for i, a in enumerate(labels) for b in labels[:i])
     assert not any(a.overlaps(boxes["title"]) for a in labels)
+
+
+_KEEPS_BACKEND = r"""
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("svg")  # a caller's own backend (a notebook's inline one, a GUI's)
+import matplotlib.pyplot as plt
+
+from benchfill import report, sweep_table
+from benchfill.plots import plot_ecdf
+from benchfill.review.card import ecdf_plot
+
+out = Path(sys.argv[1])
+plot_ecdf([0.1, 0.4, 0.9], out / "ecdf.png", k=2, target="uniform")
+ecdf_plot([0.1, 0.5], [0.1, 0.3, 0.5], out / "card.png", "card")
+gap = SimpleNamespace(left=0.1, right=0.4)
+result = SimpleNamespace(deviations_by_round={1: [0.1, 0.2]}, gap_index=0)
+report._plots(out / "plots", [0.1, 0.4, 0.9], [0.1, 0.25, 0.4, 0.9], [gap], [result],
+              {"benchmark": "b", "max_gap_before": 0.5, "max_gap_after": 0.3, "simulated": True})
+sweep_table._plot({"rows": [{"benchmark": "b", "top_k": 3, "strategies": {"benchfill": {"reduction": 0.2}}}],
+                   "strategies": ["benchfill"], "sweep": "s", "simulated": False, "backend": "sim"}, out / "sweep.png")
+print(matplotlib.get_backend(), plt.get_fignums())
+"""
+
+
+def test_plotting_leaves_the_callers_matplotlib_backend_and_pyplot_as_they_were(tmp_path):
+    # matplotlib.use("Agg") in a run's or a release's plotting switched a notebook's backend for good
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _KEEPS_BACKEND, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == "svg []"
+    for name in ("ecdf.png", "card.png", "plots/ecdf_before_after.png", "plots/target_deviation.png", "sweep.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name

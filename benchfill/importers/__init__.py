@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from pathlib import Path
 
 from benchfill.errors import ConfigError, DataError
@@ -23,20 +24,24 @@ __all__ = ["TOOLS", "ImportProblems", "ImportResult", "import_logs", "write"]
 
 def import_logs(
     tool: str,
-    paths: list[str | Path],
+    paths: list[str | Path] | str | Path,
     *,
     metric: str | None = None,
     threshold: float | None = None,
     task: str | None = None,
     sum_repeats: bool = False,
 ) -> ImportResult:
-    """Read every log (files, or directories searched for them) of ``tool`` into one matrix.
+    """Read every log (files, or directories searched for them; one path or a list) of ``tool`` into one matrix.
 
     Every log is read before any problem is raised, so :class:`ImportProblems` lists one line
     per bad log. ``metric`` picks the score that counts as correct (lm-eval: ``acc``, else
     ``exact_match``, else the first; inspect: the first scorer); a non-binary score needs
     ``threshold``. Two logs of one model and task are an error unless ``sum_repeats``.
     """
+    if isinstance(paths, (str, os.PathLike)):  # one path: a str had been read as a list of one-letter paths
+        paths = [paths]
+    elif not isinstance(paths, (list, tuple)) or not all(isinstance(x, (str, os.PathLike)) for x in paths):
+        raise ConfigError(f"paths: a path or a list of paths (files or folders), got {paths!r:.80}")
     # (the CLI's --threshold is a finite float already; from the library a NaN compared false with every score
     # and made every trial wrong without a word, and a string failed in the comparison as a TypeError)
     if threshold is not None:
@@ -69,7 +74,7 @@ def import_logs(
         if len(first) > 1:
             (t1, f1), (t2, f2) = list(first.items())[:2]
             raise ImportProblems([f"the logs mix tasks: {t1} ({f1}) and {t2} ({f2}); import one at a time "
-                                  f"with --task NAME"])  # fmt: skip
+                                  f"(task=NAME; on the command line --task NAME)"])  # fmt: skip
     # the task chosen, or the one the logs agree on: a results file of another task loses nothing
     chosen = task if task is not None else next((t for t in tasks.values() if t is not None), None)
     lost = reader.unsampled(paths, files, chosen) if hasattr(reader, "unsampled") else []

@@ -155,7 +155,7 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
     if len({log.task for log in logs}) > 1:
         (t1, f1), (t2, f2) = list(tasks.items())[:2]
         raise ImportProblems([f"the logs mix tasks: {t1} ({f1}) and {t2} ({f2}); import one at a time "
-                              f"with --task NAME"])  # fmt: skip
+                              f"(task=NAME; on the command line --task NAME)"])  # fmt: skip
     if not logs:
         raise ImportProblems([f"no log holds task {task!r}"])
     first_of: dict[tuple[str, str], str] = {}

@@ -147,7 +147,20 @@ class IrtFit:
         any moment leaves either the old fit with its own draws or the new one with its own: never one
         fit paired with another's posterior. The draws file of the fit it replaces is removed after, and no
         other: a fit moved away keeps its own (named after this path), and a user's file of the pattern stays."""
+        from benchfill.errors import ConfigError
+
         path = Path(path)
+        if path.name in ("", ".", "..") or path.is_dir():  # (pathlib's "has an empty name" named no argument)
+            raise ConfigError(f"{path}: a folder; give the file to write the fit to")
+        try:
+            self._save(path)
+        except OSError as exc:  # said of the file asked for, not of a temp or lock file beside it
+            beside = exc.filename is not None and Path(exc.filename).parent == path.parent
+            if beside and exc.filename != str(path) and exc.errno is not None:
+                raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
+            raise
+
+    def _save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         # two saves to one path at once take turns: each removes the draws files its fit does not name,
         # which would otherwise take the other's, named by the JSON that lands last

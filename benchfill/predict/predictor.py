@@ -345,6 +345,9 @@ def train(
 
     ``scorer_cache``, ``scorer_concurrency``: how the scorers are asked (``Predictor.with_scorer``).
     ``text_field``: the field the predictor reads new items through; at least one training item must have it."""
+    for what, names in (("families", families), ("scorers", scorers)):  # a bare string is a list of its letters
+        if isinstance(names, (str, bytes)):
+            raise ConfigError(f"{what}: expected a list of names, got str {names!r} (write [{names!r}])")
     if text_field is not None:
         if not isinstance(text_field, str):
             raise ConfigError(f"text_field: expected a field name (a string), got {type(text_field).__name__}")

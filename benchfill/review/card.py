@@ -43,12 +43,10 @@ def coverage_figures(z: list[float], run_k: int | None = None) -> dict[str, floa
 
 def ecdf_plot(before: list[float], after: list[float], path: Path, title: str) -> None:
     """Step ECDFs of z before and after, new items marked on the axis."""
-    import matplotlib
+    from benchfill.plots import new_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    fig = new_figure(figsize=(6, 4), dpi=100)
+    ax = fig.subplots()
     for z, label, style in ((before, "before", "--"), (after, "after", "-")):
         xs = sorted(z)
         ys = [(i + 1) / len(xs) for i in range(len(xs))]
@@ -63,7 +61,6 @@ def ecdf_plot(before: list[float], after: list[float], path: Path, title: str) -
     fig.tight_layout()
     # No timestamp in the PNG metadata: the same release content gives the same bytes.
     fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
 
 
 class _Mixed(ValueError):
