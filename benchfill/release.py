@@ -176,7 +176,10 @@ def release(
     with ReviewBoard(run_dir, rule) as board:
         bench = _safe_name(board.benchmark)
         bench_dir = (Path(out) if out else run_dir.resolve().parent / "releases") / bench
-        with _holding(bench_dir):
+        # the store's turns too: the same run released from another folder of its store (another machine)
+        # checked its versions unseen by this folder's lock, and the second row met the first's as an
+        # IntegrityError; taking turns, the second finds the first's release and says so
+        with _holding(bench_dir), board.store.turns("release"):
             return _release(board, run_dir, version, bench_dir, remove)
 
 

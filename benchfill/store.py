@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Connection, MetaData, Table, event, inspect, text
 from sqlalchemy.engine import make_url
@@ -338,6 +338,50 @@ class Store:
         except BlockingIOError:
             raise busy from None
         return lambda: locks.release_byte(handle)
+
+    @contextmanager
+    def turns(self, purpose: Literal["review", "release"]) -> Iterator[None]:
+        """Take turns at ``purpose`` on this run with every other process on the store: what one holder reads
+        and then writes within, no other holder (another run folder on the same store, another machine)
+        writes in between. Waits for a holder to end; meant for short work (a review decision's check and
+        write, a release's check of its version to its row).
+
+        The run folder's own lock serves the processes that share the folder only: two review pages on one
+        run, served from two folders of one store, each read an item unchanged and both wrote an edit on it.
+        PostgreSQL: a session advisory lock on a connection kept for the hold. SQLite: an flock on
+        ``<database>-<purpose>.lock`` beside the database, one for every run of the store (a decision holds it
+        for milliseconds; a release, while it writes, makes another run's release wait, not a decision). An
+        in-memory store has no other process. Not to be nested: a second hold in one thread waits for ever."""
+        if self.engine.dialect.name == "postgresql":
+            key = int.from_bytes(hashlib.sha256(f"benchfill {purpose} {self.run_id}".encode()).digest()[:8], "big",
+                                 signed=True)
+            conn = self.engine.connect()
+            try:
+                conn.execute(text("select pg_advisory_lock(:k)"), {"k": key})
+                conn.commit()
+            except BaseException:
+                conn.invalidate()
+                conn.close()
+                raise
+            try:
+                yield
+            finally:
+                try:
+                    conn.execute(text("select pg_advisory_unlock(:k)"), {"k": key})
+                    conn.commit()
+                except Exception:  # the connection is gone: so is its lock
+                    conn.invalidate()
+                conn.close()
+            return
+        db = self.engine.url.database
+        if self.engine.dialect.name != "sqlite" or not db or db == ":memory:" or db.startswith("file:"):
+            yield
+            return
+        fd = locks.hold(Path(f"{os.path.realpath(db)}-{purpose}.lock"))  # (one file however the path is spelt)
+        try:
+            yield
+        finally:
+            locks.release(fd)
 
     # -- small helpers used everywhere ----------------------------------------------------
     def get_meta(self, key: str, default: Any = None) -> Any:

@@ -506,3 +506,40 @@ def test_card_and_changelog_figures_keep_four_places_with_trailing_zeros():
     entry = changelog_entry("1.0.0", "2026-12-05 UTC", "r", ["x"], "rule", before, after)
     assert "- max gap 0.1010 -> 0.1004, top-5 gap sum 0.4300 -> 0.4312\n" in entry
     assert coverage_figures([0.0, 0.5, 1.0])["items"] == 3  # a count stays a count
+
+
+def test_one_version_released_from_two_folders_of_one_store_at_once_is_refused_in_one_line(tmp_path, shared_data,
+                                                                                          monkeypatch):
+    # the folders' locks did not see each other: both checked the store's versions, and the second row met the
+    # first's as an IntegrityError traceback. Taking turns on the store, the second finds the first's release.
+    import shutil
+    import threading
+    import time
+
+    import benchfill.release as rel
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    other = tmp_path / "elsewhere" / run.name
+    shutil.copytree(run, other, ignore=shutil.ignore_patterns("store.db*"))
+    (other / "store.db").symlink_to(run / "store.db")  # a second machine's folder on the same store
+    real, started = rel._release, threading.Event()
+
+    def slow(board, run_dir, *args):
+        if run_dir == run:
+            started.set()
+            time.sleep(0.5)  # the first holds its turn a while; the second asks meanwhile
+        return real(board, run_dir, *args)
+
+    monkeypatch.setattr(rel, "_release", slow)
+    got: dict[str, object] = {}
+    t = threading.Thread(target=lambda: got.setdefault("first", release(run, "1.0.0", out=tmp_path / "a")))
+    t.start()
+    assert started.wait(10)
+    with pytest.raises(BenchfillError, match=r"^release 1\.0\.0 of aime24 already exists \(this run's store "
+                                             r"records it at .*\); versions are immutable$"):
+        release(other, "1.0.0", out=tmp_path / "b")
+    t.join(10)
+    assert verify_release(got["first"].path) == []
+    assert not (tmp_path / "b" / "aime24").exists()  # nothing half-made on the refused side

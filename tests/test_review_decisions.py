@@ -664,3 +664,47 @@ def test_one_items_standing_read_alone_is_its_standing_in_the_whole_queue(tmp_pa
     with pytest.raises(DataError, match="is not in the review queue"):
         board.outcome_of("no-such-item")
     board.close()
+
+
+def test_two_folders_on_one_store_cannot_both_edit_the_same_version(tmp_path, shared_data):
+    # Two page servers on one run from two folders of one store (a team's machines on one PostgreSQL): the
+    # folder's lock did not see the other folder, and both edits of one version landed. Here the second
+    # folder reaches the first's database through a link, as a second machine reaches the same server.
+    import shutil
+    import threading
+    import time
+
+    from benchfill.review.board import Changed
+
+    run = make_run(tmp_path, shared_data)
+    other = tmp_path / "elsewhere" / run.name
+    shutil.copytree(run, other, ignore=shutil.ignore_patterns("store.db*"))
+    (other / "store.db").symlink_to(run / "store.db")
+    item = CHILD_IDS[0]
+    a, b = ReviewBoard(run, writable=True), ReviewBoard(other, writable=True)
+    seen = a.version(item)
+    assert b.version(item) == seen
+    read = threading.Event()
+    real = a.outcome_of
+
+    def slow_outcome(*args, **kw):
+        got = real(*args, **kw)
+        read.set()
+        time.sleep(0.5)  # between the check and the write
+        return got
+
+    a.outcome_of = slow_outcome
+    results: dict[str, object] = {}
+
+    def decide_a():
+        results["alice"] = a.decide(item, "alice", "edit", text="Alice's text.", seen=seen)
+
+    t = threading.Thread(target=decide_a)
+    t.start()
+    assert read.wait(10)
+    with pytest.raises(Changed, match="the edit by alice is now the one in force"):
+        b.decide(item, "bob", "edit", text="Bob's text.", seen=seen)
+    t.join(10)
+    a.close()
+    with b:
+        assert [d.reviewer for d in b.decisions(item)] == ["alice"]

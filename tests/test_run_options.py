@@ -338,7 +338,8 @@ def test_an_earlier_unfinished_run_beside_a_new_one_is_named_with_what_differs(t
         f"{runs / 'demo-benchfill-0000000002'}" + said.format("finished", "settings that differ: misfit")
         + ", and its review decisions stay there",
         f"{runs / 'demo-benchfill-0000000005'}" + said.format("finished", "the same settings and files")
-        + ", and its review decisions stay there (--run-id demo-benchfill-0000000005 resumes it instead)"])
+        # (a library caller is named the field; `benchfill run` says --run-id)
+        + ", and its review decisions stay there (run_id demo-benchfill-0000000005 resumes it instead)"])
     # a file of the same name with other content differs; one whose content was not recorded is said so
     items = tmp_path / "items.jsonl"
     items.write_text('{"id": "q1", "problem": "1 + 1?", "answer": "2"}\n')

@@ -103,3 +103,28 @@ def test_a_bare_postgresql_url_opens_on_psycopg(pg):
     store = Store(bare)
     assert store.engine.dialect.driver == "psycopg" and store.url == bare  # the user's URL, as given
     store.close()
+
+
+@pytest.mark.parametrize("where", ["postgresql", "sqlite"])
+def test_two_handles_on_one_store_take_turns_at_a_runs_review(pg, tmp_path, where):
+    # (Store.turns: what a review decision's check and write, or a release, hold against another folder)
+    import threading
+
+    url = pg if where == "postgresql" else f"sqlite:///{tmp_path / 'shared.db'}"
+    a, b = Store(url, run_id="turns-a"), Store(url, run_id="turns-a")
+    entered = threading.Event()
+
+    def other():
+        with b.turns("review"):
+            entered.set()
+
+    with a.turns("review"):
+        t = threading.Thread(target=other)
+        t.start()
+        assert not entered.wait(0.5)  # the other handle waits while this one holds its turn
+        with b.turns("release"):  # another purpose does not wait
+            pass
+    assert entered.wait(10)
+    t.join(10)
+    a.close()
+    b.close()

@@ -223,26 +223,34 @@ class ReviewBoard:
                     raise ConfigError(f"{name}: holds an unpaired surrogate ({value[exc.start]!a}), not text") from None
         kind = (decision or "").strip().lower()
         checked = seen is not None and kind != "withdraw"
-        # The check and the write under the run folder's lock, as a sheet's import takes it: two page servers
-        # (or a page and a script) on one run each read the item unchanged, then both wrote an edit on it
+        # The check and the write under the run folder's lock and the store's turns, as a sheet's import takes
+        # them: two page servers (or a page and a script) on one run each read the item unchanged, then both
+        # wrote an edit on it; from two folders of one store, the folder's lock alone did not see the other
         from benchfill import locks
 
         held = locks.hold(self.run_dir)
         try:
-            now = None
-            if checked or kind == "edit":
-                self.entry(item_id)  # an unknown id is named as such first
-                now = self.outcome_of(item_id)  # read once, for the check and for the edit's base
-            if checked and seen != self.version(item_id, now):
-                by = now.edited_by
-                raise Changed(f"decision on '{item_id}': the item changed since you opened it ("
-                              + (f"the edit by {by} is now the one in force" if by else "the edit you saw was withdrawn")
-                              + "); reload it to see it as it stands. Nothing was recorded")  # fmt: skip
-            row = self.prepare(item_id, reviewer, decision, reason, text, answer, source, outcome=now,
-                               options=options)
-            self.record([row])
+            with self.store.turns("review"):
+                return self._decide_held(item_id, reviewer, decision, reason, text, answer, source, seen, options,
+                                         kind, checked)
         finally:
             locks.release(held)
+
+    def _decide_held(self, item_id: str, reviewer: str, decision: str, reason: str, text: str | None,
+                     answer: str | int | float | None, source: str, seen: str | None, options: str | None,
+                     kind: str, checked: bool) -> ReviewDecision:
+        now = None
+        if checked or kind == "edit":
+            self.entry(item_id)  # an unknown id is named as such first
+            now = self.outcome_of(item_id)  # read once, for the check and for the edit's base
+        if checked and seen != self.version(item_id, now):
+            by = now.edited_by
+            raise Changed(f"decision on '{item_id}': the item changed since you opened it ("
+                          + (f"the edit by {by} is now the one in force" if by else "the edit you saw was withdrawn")
+                          + "); reload it to see it as it stands. Nothing was recorded")  # fmt: skip
+        row = self.prepare(item_id, reviewer, decision, reason, text, answer, source, outcome=now,
+                           options=options)
+        self.record([row])
         return row
 
     def prepare(

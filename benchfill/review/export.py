@@ -233,7 +233,9 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
 
 
 def _import_held(run_dir: str | Path, path: Path, reviewer: str | None) -> int:
-    with ReviewBoard(run_dir, writable=True) as board:
+    # and the store's turns: a page or an import served from another folder of the same store is not
+    # held off by this folder's lock (Store.turns)
+    with ReviewBoard(run_dir, writable=True) as board, board.store.turns("review"):
         rows, lines, exported = _read_sheet(board, path, reviewer)
         if exported is not None:
             _check_export_time(board, path, exported)
