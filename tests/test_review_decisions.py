@@ -708,3 +708,19 @@ def test_two_folders_on_one_store_cannot_both_edit_the_same_version(tmp_path, sh
     a.close()
     with b:
         assert [d.reviewer for d in b.decisions(item)] == ["alice"]
+
+
+def test_the_items_latest_decision_posted_again_is_recorded_once(tmp_path, shared_data):
+    # ten posts of one accept (a retry, a second tab) had made ten rows, each listed in the release's reviews
+    run = make_run(tmp_path, shared_data)
+    item = CHILD_IDS[0]
+    with ReviewBoard(run, writable=True) as board:
+        first = board.decide(item, "alice", "accept")
+        assert board.decide(item, "alice", "accept").id == first.id
+        board.decide(item, "alice", "reject", "wrong key")
+        board.decide(item, "alice", "reject", "wrong key")
+        board.decide(item, "bob", "edit", text="Bob's text.")
+        board.decide(item, "alice", "accept")  # after bob's edit: an accept of the new version, recorded
+        board.decide(item, "bob", "edit", text="Bob's  text.")  # (not his latest: alice decided since)
+        assert [(d.reviewer, d.decision) for d in board.decisions(item)] == [
+            ("alice", "accept"), ("alice", "reject"), ("bob", "edit"), ("alice", "accept"), ("bob", "edit")]

@@ -173,3 +173,24 @@ def test_sim_serve_refuses_a_state_path_it_could_never_write_at_start(tmp_path):
     World.from_items(items, evaluator="math", text_field="problem", answer_field="answer",
                      state_path=tmp_path / "new" / "state.jsonl")
     assert spec.read_text() == "x = 1\n" and not (tmp_path / "new").exists()
+
+
+def test_memory_forget_dry_run_of_a_run_in_progress_with_no_children_yet_says_it_is_in_progress(tmp_path, capsys):
+    # (a run still fitting has written no child: "no children of that run" alone read as a run not there)
+    from benchfill.engine.memory_store import SharedMemory
+
+    shared = tmp_path / "shared.db"
+    store = Store(shared, run_id="r0")
+    SharedMemory(store, "toy", ["q0", "q1", "q2"], [0.2, 0.5, 0.8]).record_originals()
+    store.close()
+    hold = ("import sys; from benchfill.store import Store; s = Store(sys.argv[1], run_id='r1'); "
+            "let_go = s.hold_run(); print('held', flush=True); sys.stdin.read()")
+    holder = _holder(hold, str(shared))
+    try:
+        assert main(["memory", "forget", "--store", str(shared), "--run", "r1", "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert "no children of that run" in err and "; that run is in progress (another process holds it)" in err
+    finally:
+        holder.communicate("")
+    assert main(["memory", "forget", "--store", str(shared), "--run", "r1", "--dry-run"]) == 2
+    assert "in progress" not in capsys.readouterr().err

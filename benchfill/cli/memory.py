@@ -105,7 +105,11 @@ def handle_forget(args: argparse.Namespace) -> int:
             shown = ", ".join(runs[:8]) + (" ..." if len(runs) > 8 else "")
             raise ConfigError(f"--run {args.run}: no children of that run in the memory of {store.where}"
                               + (f" for {args.benchmark}" if args.benchmark else "")
-                              + (f" (runs there: {shown})" if runs else " (it holds no run's children)"))
+                              + (f" (runs there: {shown})" if runs else " (it holds no run's children)")
+                              # (a run that has not finished a gap yet has none: the user must not take it
+                              # for a run that is not there, and forget it while it works)
+                              + ("; that run is in progress (another process holds it), and writes its "
+                                 "children as its gaps end" if let_go is None else ""))
     finally:
         store.close()
     verb = "would forget" if args.dry_run else "forgot"

@@ -88,6 +88,14 @@ def _exported(source: str) -> datetime | None:
         return None
 
 
+def same_decision(prev: ReviewDecision, new: ReviewDecision) -> bool:
+    """The same decision, reason and edit (its fields as JSON values, not as spelt)."""
+    if (prev.decision, prev.reason) != (new.decision, new.reason):
+        return False
+    load = lambda s: None if s is None else json.loads(s)  # noqa: E731
+    return load(prev.edited_json) == load(new.edited_json)
+
+
 class ReviewBoard:
     """Open with ``ReviewBoard(run_dir)``; close (or use as a context manager) when done.
 
@@ -250,6 +258,11 @@ class ReviewBoard:
                           + "); reload it to see it as it stands. Nothing was recorded")  # fmt: skip
         row = self.prepare(item_id, reviewer, decision, reason, text, answer, source, outcome=now,
                            options=options)
+        last = self.decisions(item_id)[-1:]
+        if last and last[0].reviewer == row.reviewer and same_decision(last[0], row):
+            # the item's latest decision, posted again (a retry, a second tab): recorded once, as a sheet
+            # imported twice is (ten posts of one accept had made ten rows, each listed in the release)
+            return last[0]
         self.record([row])
         return row
 

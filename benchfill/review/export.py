@@ -19,7 +19,7 @@ from typing import Any
 
 from benchfill.data import check_header, long_csv_fields
 from benchfill.errors import BenchfillError, DataError
-from benchfill.review.board import ReviewBoard, hold_moment, moment_after, recorded_moments
+from benchfill.review.board import ReviewBoard, hold_moment, moment_after, recorded_moments, same_decision
 from benchfill.review.queue import QueueEntry, marked_diff
 from benchfill.review.rule import Outcome, outcome
 from benchfill.schema import as_utc, now
@@ -246,7 +246,7 @@ def _import_held(run_dir: str | Path, path: Path, reviewer: str | None) -> int:
         for r, line in zip(rows, lines, strict=True):
             r.source = sheet
             prev = latest.get((r.item_id, r.reviewer))
-            if prev is not None and _same(prev, r):
+            if prev is not None and same_decision(prev, r):
                 continue
             if prev is not None and exported is None:
                 # No export time (a sheet made by hand, or one whose column was cut): nothing shows it was
@@ -576,14 +576,7 @@ def _settled(board: ReviewBoard, row: dict[str, Any], reviewer: str, prev, decis
                             options=(row.get("edited_options") or None) if edit else None)
     except BenchfillError:
         return decision == "withdraw"  # withdrawn already: nothing left to withdraw, nothing to record
-    return _same(prev, new)
-
-
-def _same(prev, new) -> bool:
-    if (prev.decision, prev.reason) != (new.decision, new.reason):
-        return False
-    load = lambda s: None if s is None else json.loads(s)  # noqa: E731
-    return load(prev.edited_json) == load(new.edited_json)
+    return same_decision(prev, new)
 
 
 def _atomic_write(path: Path, write, encoding: str = "utf-8") -> None:
