@@ -222,8 +222,18 @@ class Store:
         else:
             self.engine = create_engine(_driver_url(url), pool_pre_ping=True)
         with self.engine.begin() as conn:
-            self.schema_version = _upgrade(conn, redact_url(self.url), run_id)
+            before = _upgrade(conn, redact_url(self.url), run_id)
             self.read_only = _cannot_write(conn)
+        self.schema_version = SCHEMA_VERSION
+        if before < SCHEMA_VERSION:  # (said once it is committed) a team on one store must hear it: from now
+            # on a benchfill that reads an older schema refuses the store, a look such as `memory list` included
+            import logging
+
+            from benchfill.errors import NOTE
+
+            logging.getLogger("benchfill.store").warning(
+                "store %s: upgraded from schema %d to %d; a benchfill older than this one can no longer open it",
+                redact_url(self.url), before, SCHEMA_VERSION, extra=NOTE)
 
     def _cannot_open(self, exc: Exception) -> ConfigError:
         # One line: the driver's own message, without SQLAlchemy's SQL text and link to its docs.
@@ -472,7 +482,8 @@ _UPGRADE_LOCK = 0x62666C6C  # "bfll": one advisory lock id for benchfill's schem
 
 
 def _upgrade(conn: Connection, where: str, run_id: str = "") -> int:
-    """Bring the store on ``conn`` to SCHEMA_VERSION (create, or migrate an older one); refuse a newer."""
+    """Bring the store on ``conn`` to SCHEMA_VERSION (create, or migrate an older one); refuse a newer. Returns
+    the schema it was at (SCHEMA_VERSION for a new one)."""
     if conn.dialect.name == "postgresql":
         # Several processes may open a new store at once (the tasks of a sweep): without a lock two
         # would create the same tables and one fail. The lock is the transaction's.
@@ -506,7 +517,7 @@ def _upgrade(conn: Connection, where: str, run_id: str = "") -> int:
     if version_table.name not in tables or version != SCHEMA_VERSION:
         conn.execute(version_table.delete())
         conn.execute(version_table.insert().values(id=1, version=SCHEMA_VERSION))
-    return SCHEMA_VERSION
+    return version
 
 
 def _foreign(tables: set[str], where: str) -> ConfigError:

@@ -430,6 +430,13 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
         from benchfill.store import Store
 
         Store(sweep.store, run_id="").close()
+    if progress:  # as `benchfill run` says it: a run an earlier benchfill made, beside one this sweep starts anew
+        from benchfill.run import earlier_runs
+
+        for plan in sweep.to_run:
+            if not plan.run_dir.exists():
+                for line in earlier_runs(plan.run_dir, plan.opts.identity()):
+                    print(f"{plan.label}: note: {line}", file=sys.stderr, flush=True)
     made, lock = _hold_sweep(sweep)
     try:
         tracker = Progress(sweep, progress)

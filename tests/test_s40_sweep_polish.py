@@ -210,3 +210,27 @@ def test_anchor_items_at_its_default_names_the_run_benchfill_run_makes(tmp_path)
     (plan.run_dir.parent / old / "store.db").write_bytes(b"")
     assert load_sweep(tmp_path / "spelt" / "sweep.toml").runs[0].run_dir.name == old
     assert load_sweep(tmp_path / "plain" / "sweep.toml").runs[0].run_dir.name == plan.run_dir.name
+
+
+def test_a_sweep_names_an_earlier_run_beside_one_it_starts_anew_as_run_does(tmp_path, capsys):
+    # after an upgrade that added a setting, a sweep's rerun made new runs beside the old and wrote over the
+    # table without a word, where `benchfill run` names the earlier run
+    from benchfill.store import Store
+
+    path = _write(tmp_path, 'benchmarks = [{name = "demo"}]\nstrategies = ["oracle"]\ngaps = 1\nruns_dir = "runs"\n')
+    assert main(["sweep", "--config", str(path), "--quiet"]) == 0
+    made = load_sweep(path).runs[0].run_dir
+    old = made.with_name("demo-oracle-0123456789")  # as an earlier benchfill named it, without a later setting
+    made.rename(old)
+    store = Store(old / "store.db")
+    options = store.get_meta("options")
+    del options["misfit"]
+    store.set_meta("options", options)
+    store.close()
+    capsys.readouterr()
+    assert main(["sweep", "--config", str(path)]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if ": note: " in line]
+    assert len(notes) == 1 and f"{old} is an earlier finished run of this benchmark and strategy (settings that " \
+                               "differ: misfit); this run starts anew beside it" in notes[0]
+    assert main(["sweep", "--config", str(path)]) == 0  # resumed: nothing starts anew, nothing to name
+    assert ": note: " not in capsys.readouterr().err

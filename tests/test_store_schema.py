@@ -257,3 +257,23 @@ def test_another_applications_database_is_refused_untouched(tmp_path, sql):
                                           r"give benchfill a database of its own$"):
         Store(db)
     assert tables_and_rows() == before
+
+
+def test_an_upgrade_is_said_once_and_a_store_at_the_current_schema_says_nothing(tmp_path, caplog):
+    # a look (`memory list`) upgraded a team's store without a word, and teammates on the older benchfill
+    # then found it refused
+    import logging
+
+    db = tmp_path / "s.db"
+    with caplog.at_level(logging.INFO, logger="benchfill"):
+        Store(db, run_id="r").close()  # a new store: created, not upgraded
+        assert "upgraded" not in caplog.text
+        with sqlite3.connect(db) as con:
+            con.execute("alter table reviewdecision drop column source")
+            con.execute("update schemaversion set version = 3")
+        Store(db, run_id="r").close()
+        said = [r.getMessage() for r in caplog.records if "upgraded" in r.getMessage()]
+        assert said == [f"store sqlite:///{db}: upgraded from schema 3 to {SCHEMA_VERSION}; a benchfill older than this one "
+                        "can no longer open it"]
+        Store(db, run_id="r").close()
+        assert len([r for r in caplog.records if "upgraded" in r.getMessage()]) == 1

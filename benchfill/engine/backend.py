@@ -235,6 +235,7 @@ class Backend:
                 # off the event loop: it holds Ctrl-C and SIGTERM for as long as it runs (seconds on mmlu-pro)
                 self.fit = await off_loop(irt_fit, matrix, engine="map", seed=self.opts.seed)
                 _memo_put(("fit", digest, self.opts.seed), self.fit)
+            self._check_scale_kept()
             self._record_fit(digest)
         from benchfill.report import unanswered_note
 
@@ -310,6 +311,40 @@ class Backend:
         if saved and saved.get("engine") == "map" and self.store.get_meta("fit_matrix") == digest:
             return IrtFit.from_dict(saved)
         return None
+
+    def _check_scale_kept(self) -> None:
+        """Refuse to go on with a run on another scale than the one it recorded where review decisions or
+        releases rest on that one; say so where nothing does.
+
+        A run fitted anew onto another scale (the panel's answers differ, as after an upgrade changed the
+        simulated world, or an earlier benchfill recorded the fit) has other gap edges, so each gap is searched
+        again and its children are written under the ids the old ones had: a run resumed by ``--run-id`` after
+        an upgrade put a reviewer's reject and edit on items they never saw, and released them."""
+        from benchfill.errors import NOTE
+        from benchfill.irt.fit import IrtFit
+        from benchfill.schema import Release, ReviewDecision
+
+        saved = self.store.get_meta("fit")
+        if not saved:  # a new run
+            return
+        try:
+            old = IrtFit.from_dict(saved)
+            if old.item_ids == self.fit.item_ids and np.array_equal(old.z, self.fit.z):
+                return  # the same scale (a fit recorded before what it was made from was)
+        except Exception:  # a fit this benchfill cannot read is no scale to keep
+            pass
+        decided, released = len(self.store.all(ReviewDecision)), len(self.store.all(Release))
+        name = self.store.run_id or self.run_dir.name
+        if decided or released:
+            raise ConfigError(
+                f"run {name}: its {decided} review decision{'' if decided == 1 else 's'} and {released} "
+                f"release{'' if released == 1 else 's'} rest on the scale it recorded, and this benchfill fits the "
+                "benchmark onto another (the panel answers otherwise, or an earlier benchfill made the run): "
+                "searched again, its children's ids would name other items under those decisions. Review and "
+                "release the run as it stands (neither runs it again), or start a new run under another run id")
+        log.warning("run %s: the benchmark is fitted onto another scale than the one the run recorded (the panel "
+                    "answers otherwise, or an earlier benchfill made the run); its gaps are searched again",
+                    name, extra=NOTE)
 
     def _record_fit(self, digest: str) -> None:
         # The fit first, then what it was made from: a crash between the two leaves them unmatched,
