@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from benchfill import llm_loop
 from benchfill.cache import CallCache, make_call, request_key, token_count
 from benchfill.config import LLMConfig, RetryConfig, key_from_env
 from benchfill.errors import ConfigError, EndpointError
@@ -245,8 +246,8 @@ async def _complete(role: str, cfg: LLMConfig, messages: list[dict], seed: int, 
                     # timeout_s bounds the whole attempt, not each read (a reply dripped a byte at a time);
                     # asyncio.timeout, not wait_for, which can swallow a stop's cancellation on 3.11
                     try:
-                        async with asyncio.timeout(cfg.timeout_s):
-                            resp = await litellm.acompletion(**kwargs)
+                        async with asyncio.timeout(cfg.timeout_s):  # (on the process's one litellm loop)
+                            resp = await llm_loop.call(litellm.acompletion(**kwargs))
                     except TimeoutError:
                         raise AttemptTimeout(f"no whole reply within timeout_s {cfg.timeout_s:g} s") from None
                     latency = time.perf_counter() - t0

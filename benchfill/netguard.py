@@ -158,9 +158,11 @@ async def _stoppable(coro: Coroutine[Any, Any, T]) -> T:
         added = True
     except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
         added = False
+    from benchfill import llm_loop
     from benchfill.limits import watch_stalls
 
     watch = asyncio.ensure_future(watch_stalls())  # says so when an endpoint stops answering
+    llm_loop.hold()  # litellm's clients stay open while this runs, and are closed after the last run
     try:
         return await coro
     except asyncio.CancelledError:
@@ -172,40 +174,7 @@ async def _stoppable(coro: Coroutine[Any, Any, T]) -> T:
         if added:
             loop.remove_signal_handler(signal.SIGTERM)
             signal.signal(signal.SIGTERM, previous)  # removal leaves the default, not the CLI's handler
-        await _close_llm_clients()
-
-
-async def _close_llm_clients() -> None:
-    """Close the clients litellm cached for this loop (the rewriter's and the judge's), and forget them.
-
-    litellm keys its clients by event loop and closes them only at exit, on a loop of its own, which cannot:
-    a run against a server that keeps connections alive (vLLM, any real one) left them open when its loop
-    closed, and under `-W error::ResourceWarning` the command failed at exit with its work done. Only this
-    loop's clients: a host's own litellm clients, on other loops, are left alone."""
-    import sys
-
-    litellm = sys.modules.get("litellm")
-    if litellm is None:
-        return
-    try:
-        from litellm.caching.evicted_client_closer import running_loop_token
-
-        token, cache = running_loop_token(), litellm.in_memory_llm_clients_cache
-        mine = [k for k in list(cache.cache_dict) if token is not None and str(k).endswith(f"-{token}")]
-    except Exception:  # another litellm's internals: left to litellm
-        return
-    for key in mine:
-        client = cache.cache_dict.pop(key, None)
-        getattr(cache, "ttl_dict", {}).pop(key, None)
-        close = getattr(client, "close", None) or getattr(client, "aclose", None)
-        if close is None:
-            continue
-        try:
-            done = close()
-            if asyncio.iscoroutine(done):
-                await asyncio.wait_for(done, timeout=5)
-        except Exception:  # closing is best effort: the run's work is done
-            pass
+        await llm_loop.let_go()
 
 
 async def off_loop(fn: Callable[..., T], *args: Any, **kw: Any) -> T:

@@ -122,3 +122,27 @@ def test_the_embedders_load_leaves_the_hubs_offline_constant_as_the_host_had_it(
     out = subprocess.run([sys.executable, "-c", code], env={**env, "TRANSFORMERS_OFFLINE": "1"},
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.split() == ["True", "True", "None", "True"], out.stderr[-2000:]
+
+
+def test_two_runs_at_once_from_two_threads_say_nothing_of_litellms_worker(tmp_path):
+    # litellm keeps one logging worker per process, bound to one event loop, and each run has its own loop:
+    # two runs at once pulled the worker between them, and about a thousand lines of its errors reached stderr
+    code = (
+        "import sys, threading\n"
+        "import benchfill\n"
+        "fast = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6, sim_rewriter='kind')\n"
+        "done = {}\n"
+        "def go(seed):\n"
+        "    done[seed] = benchfill.run(benchfill.RunOptions(**fast, seed=seed, runs_dir=f'runs{seed}'))\n"
+        "threads = [threading.Thread(target=go, args=(s,)) for s in (0, 1)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "print(sorted(done))\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "[0, 1]", out.stderr[-3000:]
+    assert out.stderr == "", out.stderr[-3000:]
+    for seed in (0, 1):
+        assert len(list((tmp_path / f"runs{seed}").glob("*/report.json"))) == 1
