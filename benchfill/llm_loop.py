@@ -110,6 +110,7 @@ def _stop() -> None:
         return
 
     async def cancel_all() -> None:
+        await _close_if_idle()  # (a caller of benchfill.llm outside a run never let go)
         tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for t in tasks:
             t.cancel()
