@@ -139,28 +139,28 @@ def read_responses(
             raise DataError(f"items[{bad}]: expected an item with an 'id' (as benchfill.read_items gives), got "
                             f"{items[bad]!r:.80}")
     known = None if items is None else {it["id"] for it in items}
-    # The rows are read a column at a time (a list each), and their values checked after: a row at a time, two
-    # million rows took 7.2 s, a column at a time 2.9 s (the CSV module's reading is most of what is left).
-    lines: list[int] = []
-    names: list[str] = []
-    ids: list[str] = []
-    cs: list[Any] = []
-    ts: list[Any] = []
-    try:
-        if path.suffix.lower() in (".jsonl", ".json"):
-            _jsonl_columns(path, lines, names, ids, cs, ts)
-        else:
-            _csv_columns(path, lines, names, ids, cs, ts)
-    except DataError:  # a malformed record: a bad value on an earlier line is still the first error
-        _checked_counts(path, lines, names, ids, cs, ts, known)
-        raise
-    cs, ts = _counts(path, lines, names, ids, cs, ts, known)
-    model_index = dict.fromkeys(names)  # first appearance orders the models and the items
-    item_index = dict.fromkeys(ids)
-    model_index.update(zip(model_index, range(len(model_index)), strict=True))
-    item_index.update(zip(item_index, range(len(item_index)), strict=True))
-    mi = np.fromiter(map(model_index.__getitem__, names), dtype=np.int64, count=len(names))
-    ii = np.fromiter(map(item_index.__getitem__, ids), dtype=np.int64, count=len(ids))
+    # The rows are read a column at a time (a list each), a chunk of them at once, and their values checked after:
+    # a row at a time, two million rows took 7.2 s, a column at a time 2.9 s (the CSV module's reading is most
+    # of what is left). Each chunk's names are made indices before the next is read: all the rows' strings at
+    # once took 517 MB.
+    model_index: dict[str, int] = {}  # first appearance orders the models and the items
+    item_index: dict[str, int] = {}
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def take(lines: list[int], names: list[str], ids: list[str], cs: list[Any], ts: list[Any]) -> None:
+        c, t = _counts(path, lines, names, ids, cs, ts, known)
+        for index, keys in ((model_index, names), (item_index, ids)):
+            for k in dict.fromkeys(keys):
+                index.setdefault(k, len(index))
+        # 32 bits a value (counts are at most MAX_COUNT, 10**9): the rows' columns are the reading's memory
+        parts.append((np.fromiter(map(model_index.__getitem__, names), dtype=np.int32, count=len(names)),
+                      np.fromiter(map(item_index.__getitem__, ids), dtype=np.int32, count=len(ids)),
+                      c.astype(np.int32), t.astype(np.int32)))
+
+    (_jsonl_columns if path.suffix.lower() in (".jsonl", ".json") else _csv_columns)(path, _Columns(take))
+    mi, ii, cs, ts = (np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
+                      for k in range(4))
+    parts.clear()
     if not len(mi):
         raise DataError(f"{path}: no responses (empty file)")
     if not ts.any():
@@ -441,19 +441,47 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield lineno, obj
 
 
-def _jsonl_columns(path: Path, lines: list[int], names: list[str], ids: list[str], cs: list[Any],
-                   ts: list[Any]) -> None:
-    """Each response's line, model, item, correct and trials, appended to the five lists as read."""
-    for lineno, obj in jsonl_objects(path):
-        missing = [f for f in RESPONSE_FIELDS if f not in obj]
-        if missing:
-            raise DataError(f"{path}:{lineno}: missing field {missing[0]!r}")
-        model, item_id = _name(obj["model"], "model", path, lineno), _name(obj["item_id"], "item_id", path, lineno)
-        lines.append(lineno)
-        names.append(model)
-        ids.append(item_id)
-        cs.append(obj["correct"])
-        ts.append(obj["trials"])
+class _Columns:
+    """The rows read and not yet taken, a list a column (line, model, item, correct, trials), handed to ``take``
+    every CHUNK rows and at the end. A reader that meets a malformed record hands over the rows before it first
+    (``flush``), so that a bad value on an earlier line is the error said."""
+
+    CHUNK = 100_000
+
+    def __init__(self, take: Callable[..., None]):
+        self.take = take
+        self.lists = ([], [], [], [], [])
+
+    def flush(self) -> tuple[list, ...]:
+        """Hand the rows over; the new lists to append to."""
+        if self.lists[0]:
+            self.take(*self.lists)
+        self.lists = ([], [], [], [], [])
+        return self.lists
+
+
+def _jsonl_columns(path: Path, cols: _Columns) -> None:
+    """Each response's line, model, item, correct and trials, appended to ``cols`` as read."""
+    lines, names, ids, cs, ts = cols.lists
+    failed = None
+    try:
+        for lineno, obj in jsonl_objects(path):
+            missing = [f for f in RESPONSE_FIELDS if f not in obj]
+            if missing:
+                raise DataError(f"{path}:{lineno}: missing field {missing[0]!r}")
+            model, item_id = _name(obj["model"], "model", path, lineno), _name(obj["item_id"], "item_id", path, lineno)
+            lines.append(lineno)
+            names.append(model)
+            ids.append(item_id)
+            cs.append(obj["correct"])
+            ts.append(obj["trials"])
+            if len(lines) >= cols.CHUNK:
+                lines, names, ids, cs, ts = cols.flush()
+    except DataError as exc:
+        failed = exc
+    cols.flush()  # (outside the handler: an earlier line's error is not shown as raised while handling it)
+    if failed is not None:
+        raise failed
 
 
 def _name(value: Any, field: str, path: Path, lineno: int) -> str:
@@ -477,9 +505,8 @@ def long_csv_fields() -> None:
         csv.field_size_limit(_CSV_FIELD_MAX)
 
 
-def _csv_columns(path: Path, lines: list[int], names: list[str], ids: list[str], cs: list[str],
-                 ts: list[str]) -> None:
-    """Each response's line, model, item, correct and trials, appended to the five lists as read (the counts as
+def _csv_columns(path: Path, cols: _Columns) -> None:
+    """Each response's line, model, item, correct and trials, appended to ``cols`` as read (the counts as
     written). Records, not lines: a quoted field may hold a line break. Errors name the line a record starts on."""
     long_csv_fields()
     with _open_text(path, newline="") as fh:
@@ -498,6 +525,8 @@ def _csv_columns(path: Path, lines: list[int], names: list[str], ids: list[str],
         width = len(header)
         # _csv_records's loop, written out: a generator's step per row was a third of the reading's time
         start = reader.line_num + 1
+        lines, names, ids, cs, ts = cols.lists
+        failed = None
         try:
             for fields in reader:
                 lineno, start = start, reader.line_num + 1
@@ -505,16 +534,22 @@ def _csv_columns(path: Path, lines: list[int], names: list[str], ids: list[str],
                     continue  # a blank record
                 if len(fields) != width:
                     hint = " (an unclosed quote?)" if any("\n" in f for f in fields) else ""
-                    raise DataError(f"{path}:{lineno}: malformed line: {len(fields)} fields, header has {width}{hint}")
+                    failed = DataError(f"{path}:{lineno}: malformed line: {len(fields)} fields, header has {width}{hint}")
+                    break
                 lines.append(lineno)
                 names.append(fields[pm].strip())
                 ids.append(fields[pi].strip())
                 cs.append(fields[pc])
                 ts.append(fields[pt])
+                if len(lines) >= cols.CHUNK:
+                    lines, names, ids, cs, ts = cols.flush()
         except csv.Error as exc:
-            raise DataError(f"{path}:{start}: malformed CSV ({exc})") from None
+            failed = DataError(f"{path}:{start}: malformed CSV ({exc})")
         except UnicodeDecodeError:
-            raise DataError(f"{path}: not a UTF-8 text file") from None
+            failed = DataError(f"{path}: not a UTF-8 text file")
+    cols.flush()  # (outside the handler: an earlier line's error is not shown as raised while handling it)
+    if failed is not None:
+        raise failed
 
 
 def check_header(header: Sequence[str], where: str) -> None:
@@ -561,14 +596,16 @@ def _counts(path: Path, lines: list[int], names: list[str], ids: list[str], cs: 
     error, where there is one, names the first line at fault, as before."""
     n = len(lines)
     try:
-        if n and isinstance(cs[0], str):  # CSV: text, which int() reads (spaces around it too)
-            c = np.fromiter(map(int, cs), dtype=np.int64, count=n)
+        if all(type(v) is str for v in cs) and all(type(v) is str for v in ts):  # CSV: int() reads the text
+            c = np.fromiter(map(int, cs), dtype=np.int64, count=n)  # (spaces around it too)
             t = np.fromiter(map(int, ts), dtype=np.int64, count=n)
         elif all(type(v) is int for v in cs) and all(type(v) is int for v in ts):  # JSON (a bool is no count)
             c, t = np.array(cs, dtype=np.int64), np.array(ts, dtype=np.int64)
         else:
-            raise ValueError
+            c = t = None
     except (ValueError, TypeError, OverflowError):
+        c = t = None
+    if c is None or t is None:  # (outside the handler: the error said is not one raised while handling it)
         return _checked_counts(path, lines, names, ids, cs, ts, known)
     if ("" in names or "" in ids or (known is not None and not known.issuperset(ids))
             or c.min(initial=0) < 0 or t.min(initial=0) < 0 or t.max(initial=0) > MAX_COUNT or (c > t).any()):
@@ -581,6 +618,7 @@ def _checked_counts(path: Path, lines: list[int], names: list[str], ids: list[st
     """The counts of every row, read a row at a time; a one-line error naming the first line at fault."""
     c = np.empty(len(lines), dtype=np.int64)
     t = np.empty(len(lines), dtype=np.int64)
+    cells = path.suffix.lower() not in (".jsonl", ".json")  # (JSON's strings are read as written, as before)
     for k, lineno in enumerate(lines):
         if names[k] == "":
             raise DataError(f"{path}:{lineno}: empty field 'model'")
@@ -589,8 +627,9 @@ def _checked_counts(path: Path, lines: list[int], names: list[str], ids: list[st
             raise DataError(f"{path}:{lineno}: empty field 'item_id'")
         if known is not None and item_id not in known:
             raise DataError(f"{path}:{lineno}: item {item_id!r} is not in the items file{_same_to_a_reader(item_id, known)}")
-        c[k] = _count(cs[k], "correct", path, lineno)
-        t[k] = _count(ts[k], "trials", path, lineno)
+        # a CSV's cells stripped first, as its names are: int() keeps a separator such as \x1f that strip() drops
+        c[k] = _count(cs[k].strip() if cells else cs[k], "correct", path, lineno)
+        t[k] = _count(ts[k].strip() if cells else ts[k], "trials", path, lineno)
         if c[k] > t[k]:
             raise DataError(f"{path}:{lineno}: correct ({c[k]}) > trials ({t[k]})")
     return c, t

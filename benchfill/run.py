@@ -155,14 +155,18 @@ class RunOptions:
                                    ("sim_discrimination", self.sim_discrimination, 0.0, 2.0),
                                    ("sim_reply_habits", self.sim_reply_habits, 0.0, 1.0),
                                    ("misfit", 0.0 if self.misfit == "auto" else self.misfit, 0.0, 2.0)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not lo <= value <= hi:
                 auto = " or auto" if key == "misfit" else ""
                 raise ConfigError(f"{name(key)}: a number in [{lo:g}, {hi:g}]{auto}, got {value!r}")
+            if not isinstance(value, (int, float)):  # a numpy float32 as a plain float: the run id is JSON
+                setattr(self, key, float(value))  # (an int stays an int: 50 and 50.0 are other run ids)
         if not isinstance(self.extra, dict) or set(self.extra) - EXTRA_KEYS:  # a misspelt key did nothing
             unknown = sorted(set(self.extra) - EXTRA_KEYS) if isinstance(self.extra, dict) else self.extra
             raise ConfigError(f"{name('extra')}: unknown {unknown!r} (it takes {', '.join(sorted(EXTRA_KEYS))})")
         anchors = self.extra.get("anchor_items")  # (a sweep's file checks its own; a caller's reached numpy)
-        if anchors is not None:
+        if anchors is None and "anchor_items" in self.extra:  # None: the default, as the key left out (its run)
+            self.extra = {k: v for k, v in self.extra.items() if k != "anchor_items"}
+        elif anchors is not None:
             if isinstance(anchors, bool) or not isinstance(anchors, numbers.Integral) or anchors < 1:
                 raise ConfigError(f"{name('extra')}: anchor_items must be a whole number of at least 1, "
                                   f"got {anchors!r}")

@@ -240,3 +240,22 @@ def test_a_fit_saved_to_a_folder_or_an_unwritable_place_is_named(tmp_path):
     with pytest.raises(OSError) as err:
         _fit().save(tmp_path / "file" / "fit.json")
     assert err.value.filename == str(tmp_path / "file")  # where it went wrong: a file where a folder must be
+
+
+def test_anchor_items_none_is_the_default_and_numpy_numbers_are_numbers(tmp_path):
+    from benchfill.run import run_id_for
+
+    base = benchfill.RunOptions(gaps=1, runs_dir=str(tmp_path / "runs"))
+    given = benchfill.RunOptions(gaps=1, runs_dir=str(tmp_path / "runs"), extra={"anchor_items": None})
+    given.check()  # (a None had reached int() deep in the run)
+    assert given.extra == {} and run_id_for(given) == run_id_for(base)
+    close = benchfill.RunOptions(gaps=1, runs_dir=str(tmp_path / "runs"), tolerance=np.float32(0.02))
+    close.check()  # (a float32 was "not a number in [0, 1]")
+    assert type(close.tolerance) is float and run_id_for(close)  # (its id is made of JSON)
+
+
+def test_a_fit_saved_by_a_relative_path_is_named_by_it(tmp_path, monkeypatch):
+    monkeypatch.chdir("/proc")  # no new file here, even from root
+    with pytest.raises(OSError) as err:
+        _fit().save("fit.json")
+    assert err.value.filename == "fit.json"

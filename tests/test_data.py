@@ -276,6 +276,11 @@ def test_an_id_in_another_unicode_normal_form_is_named_as_such(tmp_path):
     (".csv", ["A,q1,1,2", ",q1,1,2", "B,,1,2"], r"r\.csv:3: empty field 'model'"),
     (".jsonl", [{"model": "A", "item_id": "q1", "correct": 1, "trials": 2},
                 {"model": "A", "item_id": "q2", "correct": True, "trials": 2}], r"r\.jsonl:2: field 'correct' must be"),
+    # a first count written as text made every count go through int(): 2.9 read as 2, true as 1
+    (".jsonl", [{"model": "A", "item_id": "q1", "correct": "1", "trials": 2},
+                {"model": "B", "item_id": "q1", "correct": 2.9, "trials": 3.7}], r"r\.jsonl:2: field 'correct' must be"),
+    (".jsonl", [{"model": "A", "item_id": "q1", "correct": "1", "trials": 2},
+                {"model": "B", "item_id": "q2", "correct": True, "trials": True}], r"r\.jsonl:2: field 'correct' must be"),
     (".jsonl", [{"model": "A", "item_id": "q1", "correct": 1, "trials": 2},
                 {"model": "B", "item_id": "q2", "correct": 3, "trials": 2},
                 {"model": "B", "item_id": "q1"}], r"r\.jsonl:2: correct \(3\) > trials \(2\)"),
@@ -289,6 +294,29 @@ def test_the_first_line_at_fault_is_named_when_the_counts_are_read_by_column(tmp
     f = _write(tmp_path / f"r{suffix}", text)
     with pytest.raises(DataError, match=match):
         read_responses(f, items=items)
+
+
+def test_a_cell_with_a_separator_beside_its_count_reads_as_before(tmp_path):
+    # (strip() takes \x1f away, int() does not: the cells are stripped, as they were)
+    f = _write(tmp_path / "r.csv", "model,item_id,correct,trials\nm1,a,1,2\x1f\nm2,a,0,1\n")
+    assert read_responses(f).trials.tolist() == [[2], [1]]
+
+
+def test_a_file_of_many_chunks_reads_whole_and_names_its_first_bad_line(tmp_path, monkeypatch):
+    from benchfill import data
+
+    monkeypatch.setattr(data._Columns, "CHUNK", 3)  # rows are taken three at a time
+    rows = [f"m{k % 2},q{k % 5},{k % 3},2" for k in range(20)]
+    f = _write(tmp_path / "r.csv", "model,item_id,correct,trials\n" + "".join(r + "\n" for r in rows))
+    m = read_responses(f)
+    assert m.models == ("m0", "m1") and m.item_ids == ("q0", "q1", "q2", "q3", "q4")
+    assert m.correct.sum() == sum(k % 3 for k in range(20)) and m.trials.sum() == 40
+    rows[7] = "m1,q2,x,2"  # in the third chunk; a malformed line in the fourth
+    rows[10] = "m0,q0,1"
+    f.write_text("model,item_id,correct,trials\n" + "".join(r + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"r\.csv:9: field 'correct' must be") as err:
+        read_responses(f)
+    assert err.value.__context__ is None  # not shown as raised while handling the later line's error
 
 
 def test_counts_written_as_whole_floats_read_as_before(tmp_path):

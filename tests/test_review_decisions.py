@@ -719,8 +719,10 @@ def test_the_items_latest_decision_posted_again_is_recorded_once(tmp_path, share
         assert board.decide(item, "alice", "accept").id == first.id
         board.decide(item, "alice", "reject", "wrong key")
         board.decide(item, "alice", "reject", "wrong key")
+        board.decide(item, "carol", "reject", "ambiguous")
+        board.decide(item, "alice", "reject", "wrong key")  # alice's latest, and no edit since: the same
         board.decide(item, "bob", "edit", text="Bob's text.")
-        board.decide(item, "alice", "accept")  # after bob's edit: an accept of the new version, recorded
-        board.decide(item, "bob", "edit", text="Bob's  text.")  # (not his latest: alice decided since)
+        board.decide(item, "alice", "reject", "wrong key")  # after bob's edit: of the new version, recorded
+        board.decide(item, "bob", "edit", text="Bob's text.")  # his latest, the version his own: once
         assert [(d.reviewer, d.decision) for d in board.decisions(item)] == [
-            ("alice", "accept"), ("alice", "reject"), ("bob", "edit"), ("alice", "accept"), ("bob", "edit")]
+            ("alice", "accept"), ("alice", "reject"), ("carol", "reject"), ("bob", "edit"), ("alice", "reject")]

@@ -155,7 +155,8 @@ class IrtFit:
         try:
             self._save(path)
         except OSError as exc:  # said of the file asked for, not of a temp or lock file beside it
-            beside = exc.filename is not None and Path(exc.filename).parent == path.parent
+            beside = exc.filename is not None and Path(os.path.abspath(exc.filename)).parent == Path(
+                os.path.abspath(path)).parent
             if beside and exc.filename != str(path) and exc.errno is not None:
                 raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
             raise

@@ -258,13 +258,24 @@ class ReviewBoard:
                           + "); reload it to see it as it stands. Nothing was recorded")  # fmt: skip
         row = self.prepare(item_id, reviewer, decision, reason, text, answer, source, outcome=now,
                            options=options)
-        last = self.decisions(item_id)[-1:]
-        if last and last[0].reviewer == row.reviewer and same_decision(last[0], row):
-            # the item's latest decision, posted again (a retry, a second tab): recorded once, as a sheet
-            # imported twice is (ten posts of one accept had made ten rows, each listed in the release)
-            return last[0]
+        repeated = self._repeats(item_id, row)
+        if repeated is not None:  # posted again (a retry, a second tab): recorded once, as a sheet imported
+            return repeated       # twice is (ten posts of one accept had made ten rows, each in the release)
         self.record([row])
         return row
+
+    def _repeats(self, item_id: str, row: ReviewDecision) -> ReviewDecision | None:
+        """The reviewer's latest decision on the item, where ``row`` says the same of the same version of it:
+        no edit made or withdrawn since, by anyone, in any run whose decisions it counts (``_elsewhere``)."""
+        on = sorted(self.decisions(item_id) + self._elsewhere([self.entry(item_id)]),
+                    key=lambda d: (as_utc(d.created_at), d.id or 0))
+        mine = [k for k, d in enumerate(on) if d.reviewer == row.reviewer]
+        if not mine:
+            return None
+        last = on[mine[-1]]
+        if not same_decision(last, row) or any(d.decision in ("edit", "withdraw") for d in on[mine[-1] + 1:]):
+            return None
+        return last
 
     def prepare(
         self,

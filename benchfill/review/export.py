@@ -235,47 +235,55 @@ def import_decisions(run_dir: str | Path, csv_file: str | Path, reviewer: str | 
 def _import_held(run_dir: str | Path, path: Path, reviewer: str | None) -> int:
     # and the store's turns: a page or an import served from another folder of the same store is not
     # held off by this folder's lock (Store.turns)
-    with ReviewBoard(run_dir, writable=True) as board, board.store.turns("review"):
+    with ReviewBoard(run_dir, writable=True) as board:
+        # the sheet read (its edited code items run: seconds each) before the turn, which holds off every
+        # run's decisions on a SQLite store; a decision landing meanwhile is one the checks below see
         rows, lines, exported = _read_sheet(board, path, reviewer)
-        if exported is not None:
-            _check_export_time(board, path, exported)
-        sheet = f"sheet:{exported.isoformat()}" if exported else "sheet"
-        latest = {(d.item_id, d.reviewer): d for d in board.decisions()}
-        moved = _changed_since(board, exported, sheet, {(r.item_id, r.reviewer) for r in rows}) if exported else {}
-        fresh = []
-        for r, line in zip(rows, lines, strict=True):
-            r.source = sheet
-            prev = latest.get((r.item_id, r.reviewer))
-            if prev is not None and same_decision(prev, r):
-                continue
-            if prev is not None and exported is None:
-                # No export time (a sheet made by hand, or one whose column was cut): nothing shows it was
-                # filled in after that decision, so it may add decisions but replace none.
-                raise DataError(
-                    f"{path} line {line}: {r.reviewer} decided {prev.decision!r} on '{r.item_id}' at "
-                    f"{as_utc(prev.created_at).isoformat(timespec='seconds')} ({_where(prev.source)}), and this "
-                    f"sheet has no '{EXPORTED_AT}' column to show it was filled in after that; its {r.decision!r} "
-                    "would replace it. Make the change on the review page or in a freshly exported sheet "
-                    "(benchfill review export), or clear this row")
-            if prev is not None and exported is not None and prev.source != sheet and as_utc(prev.created_at) > exported:
-                raise DataError(
-                    f"{path} line {line}: {r.reviewer} decided {prev.decision!r} on '{r.item_id}' at "
-                    f"{as_utc(prev.created_at).isoformat(timespec='seconds')} ({_where(prev.source)}), after this "
-                    f"sheet was exported at {exported.isoformat(timespec='seconds')}; its {r.decision!r} would undo "
-                    "that. Export a fresh sheet, or clear this row")
-            if (r.item_id, r.reviewer) in moved and r.decision != "withdraw":
-                raise DataError(
-                    f"{path} line {line}: '{r.item_id}' changed after this sheet was exported at "
-                    f"{exported.isoformat(timespec='seconds')} ({moved[r.item_id, r.reviewer]}), so its {r.decision!r} was "
-                    "made on the item as it stood before; the review page refuses the same. Export a fresh "
-                    "sheet, or clear this row")  # fmt: skip
-            fresh.append(r)
-        board.record(fresh)
-        # this file, as it stands, holds nothing more to import: export may replace it (_unimported)
-        sha = _sheet_sha256(path.read_bytes())
-        done = [pair for pair in board.store.get_meta(IMPORTED_SHEETS, []) if pair[0] != sha]
-        board.store.set_meta(IMPORTED_SHEETS, [*done, [sha, reviewer or ""]][-KEEP_SHEETS:])
-        return len(fresh)
+        with board.store.turns("review"):
+            return _record_sheet(board, path, reviewer, rows, lines, exported)
+
+
+def _record_sheet(board: ReviewBoard, path: Path, reviewer: str | None, rows: list, lines: list[int],
+                  exported: datetime | None) -> int:
+    if exported is not None:
+        _check_export_time(board, path, exported)
+    sheet = f"sheet:{exported.isoformat()}" if exported else "sheet"
+    latest = {(d.item_id, d.reviewer): d for d in board.decisions()}
+    moved = _changed_since(board, exported, sheet, {(r.item_id, r.reviewer) for r in rows}) if exported else {}
+    fresh = []
+    for r, line in zip(rows, lines, strict=True):
+        r.source = sheet
+        prev = latest.get((r.item_id, r.reviewer))
+        if prev is not None and same_decision(prev, r):
+            continue
+        if prev is not None and exported is None:
+            # No export time (a sheet made by hand, or one whose column was cut): nothing shows it was
+            # filled in after that decision, so it may add decisions but replace none.
+            raise DataError(
+                f"{path} line {line}: {r.reviewer} decided {prev.decision!r} on '{r.item_id}' at "
+                f"{as_utc(prev.created_at).isoformat(timespec='seconds')} ({_where(prev.source)}), and this "
+                f"sheet has no '{EXPORTED_AT}' column to show it was filled in after that; its {r.decision!r} "
+                "would replace it. Make the change on the review page or in a freshly exported sheet "
+                "(benchfill review export), or clear this row")
+        if prev is not None and exported is not None and prev.source != sheet and as_utc(prev.created_at) > exported:
+            raise DataError(
+                f"{path} line {line}: {r.reviewer} decided {prev.decision!r} on '{r.item_id}' at "
+                f"{as_utc(prev.created_at).isoformat(timespec='seconds')} ({_where(prev.source)}), after this "
+                f"sheet was exported at {exported.isoformat(timespec='seconds')}; its {r.decision!r} would undo "
+                "that. Export a fresh sheet, or clear this row")
+        if (r.item_id, r.reviewer) in moved and r.decision != "withdraw":
+            raise DataError(
+                f"{path} line {line}: '{r.item_id}' changed after this sheet was exported at "
+                f"{exported.isoformat(timespec='seconds')} ({moved[r.item_id, r.reviewer]}), so its {r.decision!r} was "
+                "made on the item as it stood before; the review page refuses the same. Export a fresh "
+                "sheet, or clear this row")  # fmt: skip
+        fresh.append(r)
+    board.record(fresh)
+    # this file, as it stands, holds nothing more to import: export may replace it (_unimported)
+    sha = _sheet_sha256(path.read_bytes())
+    done = [pair for pair in board.store.get_meta(IMPORTED_SHEETS, []) if pair[0] != sha]
+    board.store.set_meta(IMPORTED_SHEETS, [*done, [sha, reviewer or ""]][-KEEP_SHEETS:])
+    return len(fresh)
 
 
 def _changed_since(board: ReviewBoard, exported: datetime, sheet: str,
