@@ -581,7 +581,7 @@ def test_memory_forget_refuses_a_run_in_progress(store, tmp_path, capsys):
             assert "that run is in progress (another process holds it)" in capsys.readouterr().err
             # a dry run writes nothing: not refused (tests/test_s40_memory_config_polish.py says what it says)
             main(["memory", "forget", *args, "--dry-run"])
-            assert "that run is in progress" not in capsys.readouterr().err
+            assert f"--run {args[-1]}: that run is in progress" not in capsys.readouterr().err  # (the refusal's)
         finally:
             holder.communicate("")
     assert main(["memory", "forget", "--store", where, "--run", "r1"]) == 0  # ended: forgotten
