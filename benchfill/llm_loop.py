@@ -27,11 +27,12 @@ _GUARD = threading.Lock()
 _LOOP: asyncio.AbstractEventLoop | None = None
 _THREAD: threading.Thread | None = None
 _PID = 0  # the process that made them: a forked child has the variables, not the thread
-_HOLDERS = 0
+_HOLDERS = 0  # runs working, and calls in flight
+_FORK_HOOKED = False
 
 
 def _loop() -> asyncio.AbstractEventLoop:
-    global _LOOP, _THREAD, _PID
+    global _LOOP, _THREAD, _PID, _FORK_HOOKED
     with _GUARD:
         if _LOOP is None or _PID != os.getpid() or _LOOP.is_closed():
             loop = asyncio.new_event_loop()  # asyncio's own: the loopback guard sits on Python's sockets
@@ -40,13 +41,40 @@ def _loop() -> asyncio.AbstractEventLoop:
             if _PID != os.getpid():
                 atexit.register(_stop)
             _LOOP, _THREAD, _PID = loop, thread, os.getpid()
+            if not _FORK_HOOKED:
+                os.register_at_fork(after_in_child=_forked)
+                _FORK_HOOKED = True
         return _LOOP
 
 
 async def call(coro: Coroutine[Any, Any, T]) -> T:
     """``coro`` (a litellm call) run on the process's litellm loop, awaited on the caller's. Cancelled here
-    (a timeout, Ctrl-C), it is cancelled there."""
-    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, _loop()))
+    (a timeout, Ctrl-C), it is cancelled there. The call holds the loop's clients open while it is in flight:
+    a caller of ``benchfill.llm`` outside any run had its connection closed under it when a run ended."""
+    global _HOLDERS
+    loop = _loop()
+    with _GUARD:
+        _HOLDERS += 1
+    try:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+    finally:
+        with _GUARD:
+            _HOLDERS -= 1
+        # last among the exit handlers, so first to run: litellm registers its own client cleanup when it makes
+        # a client, and that one closes this loop's clients from the main thread, which leaves them half-closed
+        atexit.unregister(_stop)
+        atexit.register(_stop)
+
+
+def _forked() -> None:
+    """In a forked child: the parent's loop has no thread here. Its tasks (litellm's logging worker, which
+    litellm moves to the child's own loop) are let go without "Task was destroyed but it is pending"."""
+    global _LOOP, _THREAD, _HOLDERS
+    old = _LOOP
+    if old is not None:
+        for task in asyncio.all_tasks(old):
+            task._log_destroy_pending = False  # (asyncio's own switch for a task it knows will not finish)
+    _LOOP, _THREAD, _HOLDERS = None, None, 0
 
 
 def hold() -> None:

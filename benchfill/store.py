@@ -232,8 +232,8 @@ class Store:
             from benchfill.errors import NOTE
 
             logging.getLogger("benchfill.store").warning(
-                "store %s: upgraded from schema %d to %d; a benchfill older than this one can no longer open it",
-                redact_url(self.url), before, SCHEMA_VERSION, extra=NOTE)
+                "store %s: upgraded from schema %d to %d; a benchfill that reads schema %d at most can no longer "
+                "open it", redact_url(self.url), before, SCHEMA_VERSION, before, extra=NOTE)
 
     def _cannot_open(self, exc: Exception) -> ConfigError:
         # One line: the driver's own message, without SQLAlchemy's SQL text and link to its docs.

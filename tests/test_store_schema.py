@@ -273,7 +273,7 @@ def test_an_upgrade_is_said_once_and_a_store_at_the_current_schema_says_nothing(
             con.execute("update schemaversion set version = 3")
         Store(db, run_id="r").close()
         said = [r.getMessage() for r in caplog.records if "upgraded" in r.getMessage()]
-        assert said == [f"store sqlite:///{db}: upgraded from schema 3 to {SCHEMA_VERSION}; a benchfill older than this one "
-                        "can no longer open it"]
+        assert said == [f"store sqlite:///{db}: upgraded from schema 3 to {SCHEMA_VERSION}; a benchfill that reads "
+                        "schema 3 at most can no longer open it"]
         Store(db, run_id="r").close()
         assert len([r for r in caplog.records if "upgraded" in r.getMessage()]) == 1
