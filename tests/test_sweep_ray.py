@@ -230,9 +230,12 @@ def test_sweep_on_ray_survives_a_node_and_matches_local(shared_data, monkeypatch
                 # Mid-sweep: once the gap searches have begun and one runs on the second node.
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline and "done" not in kill:
-                    if _count(db, "SELECT count(*) FROM candidate") > 0 and cluster.running_units(worker):
+                    # (the units on the node counted once: read again, a unit that ended between the two reads, on
+                    # a machine busy enough, left 0 and failed the test though the kill came mid-search)
+                    running = cluster.running_units(worker) if _count(db, "SELECT count(*) FROM candidate") else 0
+                    if running:
                         kill["rows_before"] = _count(db, "SELECT count(*) FROM modelcall")
-                        kill["units_on_node"] = cluster.running_units(worker)
+                        kill["units_on_node"] = running
                         cluster.kill(worker)
                         # A request the dead node had already sent is counted when the world receives it, which
                         # can be a moment after the kill (it failed once in CI: 1 repeated against 0 counted).
