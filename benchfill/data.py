@@ -8,6 +8,7 @@ for the same (model, item) pair add up, as the long format allows.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import re
@@ -147,8 +148,10 @@ def read_responses(
     item_index: dict[str, int] = {}
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
+    text = path.suffix.lower() not in (".jsonl", ".json")  # a CSV's counts are all text, as written
+
     def take(lines: list[int], names: list[str], ids: list[str], cs: list[Any], ts: list[Any]) -> None:
-        c, t = _counts(path, lines, names, ids, cs, ts, known)
+        c, t = _counts(path, lines, names, ids, cs, ts, known, text)
         for index, keys in ((model_index, names), (item_index, ids)):
             for k in dict.fromkeys(keys):
                 index.setdefault(k, len(index))
@@ -157,7 +160,7 @@ def read_responses(
                       np.fromiter(map(item_index.__getitem__, ids), dtype=np.int32, count=len(ids)),
                       c.astype(np.int32), t.astype(np.int32)))
 
-    (_jsonl_columns if path.suffix.lower() in (".jsonl", ".json") else _csv_columns)(path, _Columns(take))
+    (_csv_columns if text else _jsonl_columns)(path, _Columns(take))
     mi, ii, cs, ts = (np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
                       for k in range(4))
     parts.clear()
@@ -528,21 +531,26 @@ def _csv_columns(path: Path, cols: _Columns) -> None:
         lines, names, ids, cs, ts = cols.lists
         failed = None
         try:
-            for fields in reader:
-                lineno, start = start, reader.line_num + 1
-                if not fields or not (fields[0].strip() or any(f.strip() for f in fields)):
-                    continue  # a blank record
-                if len(fields) != width:
-                    hint = " (an unclosed quote?)" if any("\n" in f for f in fields) else ""
-                    failed = DataError(f"{path}:{lineno}: malformed line: {len(fields)} fields, header has {width}{hint}")
+            while failed is None:
+                read = 0
+                for fields in itertools.islice(reader, cols.CHUNK):  # (a chunk of records: no count per row)
+                    read += 1
+                    lineno, start = start, reader.line_num + 1
+                    if not fields or not (fields[0].strip() or any(f.strip() for f in fields)):
+                        continue  # a blank record
+                    if len(fields) != width:
+                        hint = " (an unclosed quote?)" if any("\n" in f for f in fields) else ""
+                        failed = DataError(f"{path}:{lineno}: malformed line: {len(fields)} fields, header has "
+                                           f"{width}{hint}")
+                        break
+                    lines.append(lineno)
+                    names.append(fields[pm].strip())
+                    ids.append(fields[pi].strip())
+                    cs.append(fields[pc])
+                    ts.append(fields[pt])
+                if failed is not None or read < cols.CHUNK:
                     break
-                lines.append(lineno)
-                names.append(fields[pm].strip())
-                ids.append(fields[pi].strip())
-                cs.append(fields[pc])
-                ts.append(fields[pt])
-                if len(lines) >= cols.CHUNK:
-                    lines, names, ids, cs, ts = cols.flush()
+                lines, names, ids, cs, ts = cols.flush()
         except csv.Error as exc:
             failed = DataError(f"{path}:{start}: malformed CSV ({exc})")
         except UnicodeDecodeError:
@@ -588,15 +596,16 @@ def _csv_records(reader: Any, path: Path) -> Iterator[tuple[int, list[str]]]:
 
 
 def _counts(path: Path, lines: list[int], names: list[str], ids: list[str], cs: list[Any], ts: list[Any],
-            known: set[str] | None) -> tuple[np.ndarray, np.ndarray]:
+            known: set[str] | None, text: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The counts of every row as arrays, each row checked as :func:`_checked_counts` checks it.
 
     Most files are whole numbers throughout: those are read and checked a column at a time (a row at a time took
     3.5 s for two million rows). Anything else (a count written 3.0, a bad row) is read a row at a time, so the
-    error, where there is one, names the first line at fault, as before."""
+    error, where there is one, names the first line at fault, as before. ``text``: the counts are a CSV's cells
+    (JSON's are read by int() only where each is an int: "1" first had made 2.9 read as 2, and true as 1)."""
     n = len(lines)
     try:
-        if all(type(v) is str for v in cs) and all(type(v) is str for v in ts):  # CSV: int() reads the text
+        if text:  # a CSV's cells: int() reads the text
             c = np.fromiter(map(int, cs), dtype=np.int64, count=n)  # (spaces around it too)
             t = np.fromiter(map(int, ts), dtype=np.int64, count=n)
         elif all(type(v) is int for v in cs) and all(type(v) is int for v in ts):  # JSON (a bool is no count)
