@@ -506,21 +506,14 @@ def test_an_edit_builds_on_the_edit_in_force_and_a_stale_version_is_refused(tmp_
         assert board.standing(item)["problem"] == "Carol's wording."
 
 
-def test_two_boards_on_one_run_cannot_both_edit_the_same_version(tmp_path, shared_data):
-    # Two page servers on one run (two terminals, or the page and a script): each read the item unchanged,
-    # then each wrote its edit on it, both accepted. Board A is held between its read and its write here,
-    # as a busy machine may hold it; B decides in that window.
+def _held_between_check_and_write(board: ReviewBoard):
+    """Hold ``board``'s decisions half a second after they read the item (decide reads its standing so, once,
+    for the check and the edit's base), as a busy machine may; the event is set once one has read it."""
     import threading
     import time
 
-    from benchfill.review.board import Changed
-
-    run = make_run(tmp_path, shared_data)
-    item = CHILD_IDS[0]
-    a, b = ReviewBoard(run, writable=True), ReviewBoard(run, writable=True)
-    seen = a.version(item)
     read = threading.Event()
-    real = a.outcome_of  # (decide reads the item's standing so, once, for the check and the edit's base)
+    real = board.outcome_of
 
     def slow_outcome(*args, **kw):
         got = real(*args, **kw)
@@ -528,7 +521,23 @@ def test_two_boards_on_one_run_cannot_both_edit_the_same_version(tmp_path, share
         time.sleep(0.5)  # between the check and the write
         return got
 
-    a.outcome_of = slow_outcome
+    board.outcome_of = slow_outcome
+    return read
+
+
+def test_two_boards_on_one_run_cannot_both_edit_the_same_version(tmp_path, shared_data):
+    # Two page servers on one run (two terminals, or the page and a script): each read the item unchanged,
+    # then each wrote its edit on it, both accepted. Board A is held between its read and its write here,
+    # as a busy machine may hold it; B decides in that window.
+    import threading
+
+    from benchfill.review.board import Changed
+
+    run = make_run(tmp_path, shared_data)
+    item = CHILD_IDS[0]
+    a, b = ReviewBoard(run, writable=True), ReviewBoard(run, writable=True)
+    seen = a.version(item)
+    read = _held_between_check_and_write(a)
     results: dict[str, object] = {}
 
     def decide_a():
@@ -672,7 +681,6 @@ def test_two_folders_on_one_store_cannot_both_edit_the_same_version(tmp_path, sh
     # folder reaches the first's database through a link, as a second machine reaches the same server.
     import shutil
     import threading
-    import time
 
     from benchfill.review.board import Changed
 
@@ -684,16 +692,7 @@ def test_two_folders_on_one_store_cannot_both_edit_the_same_version(tmp_path, sh
     a, b = ReviewBoard(run, writable=True), ReviewBoard(other, writable=True)
     seen = a.version(item)
     assert b.version(item) == seen
-    read = threading.Event()
-    real = a.outcome_of
-
-    def slow_outcome(*args, **kw):
-        got = real(*args, **kw)
-        read.set()
-        time.sleep(0.5)  # between the check and the write
-        return got
-
-    a.outcome_of = slow_outcome
+    read = _held_between_check_and_write(a)
     results: dict[str, object] = {}
 
     def decide_a():
