@@ -69,7 +69,8 @@ async def call(coro: Coroutine[Any, Any, T]) -> T:
 def _forked() -> None:
     """In a forked child: the parent's loop has no thread here. Its tasks (litellm's logging worker, which
     litellm moves to the child's own loop) are let go without "Task was destroyed but it is pending"."""
-    global _LOOP, _THREAD, _HOLDERS
+    global _LOOP, _THREAD, _HOLDERS, _GUARD
+    _GUARD = threading.Lock()  # (held by another thread of the parent at the fork, it would stay held here)
     old = _LOOP
     if old is not None:
         for task in asyncio.all_tasks(old):
