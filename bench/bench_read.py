@@ -8,7 +8,8 @@ folder, is read as CSV and as JSONL. Beside benchfill's reading, side by side in
   with pyarrow's, each followed by the factorizing of the names that benchfill's reading also does.
 Printed: seconds, microseconds a row, and each over benchfill's own. benchfill's reading checks every row and
 names the first line at fault; the pandas readings check nothing, so they are a bound on what a library
-could save, not a like-for-like replacement.
+could save, not a like-for-like replacement. Then the peak memory of benchfill's reading of each file, in a
+fresh process, above the interpreter's with benchfill imported, beside the file's size.
 
     nice -n 10 .venv/bin/python bench/bench_read.py [--models 100] [--items 20000] [--repeat 2]
 """
@@ -18,6 +19,8 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -60,6 +63,19 @@ def _pandas(engine: str):
     return read
 
 
+# VmHWM, not ru_maxrss: Linux keeps a forked child's ru_maxrss across exec, so a child of this process (grown by
+# the reads above) starts with this one's peak and showed 0
+PEAK = """
+import re, sys
+from benchfill.data import read_responses
+def hwm():
+    return int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read())[1])
+base = hwm()
+read_responses(sys.argv[1])
+print((hwm() - base) / 1024)
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=int, default=100)
@@ -99,6 +115,11 @@ def main() -> None:
             else:
                 ours.setdefault(kind, best)
                 print(f"{kind:6} {name:28} {best:8.2f} {best / rows * 1e6:7.2f} {best / ours[kind]:12.2f}")
+        print(f"{'file':6} {'file MB':>8} {'peak MB above the interpreter, fresh process':>46}")
+        for kind, path in (("CSV", csv_path), ("JSONL", jsonl_path)):
+            peak = float(subprocess.run([sys.executable, "-c", PEAK, str(path)], capture_output=True, text=True,
+                                        check=True).stdout)
+            print(f"{kind:6} {path.stat().st_size / 1e6:8.0f} {peak:46.0f}")
 
 
 if __name__ == "__main__":

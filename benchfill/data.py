@@ -141,8 +141,8 @@ def read_responses(
                             f"{items[bad]!r:.80}")
     known = None if items is None else {it["id"] for it in items}
     # The rows are read a column at a time (a list each), a chunk of them at once, and their values checked after:
-    # a row at a time, two million rows took 7.2 s, a column at a time 2.9 s (the CSV module's reading is most
-    # of what is left). Each chunk's names are made indices before the next is read: all the rows' strings at
+    # a row at a time, two million rows took 6.9 s, a column at a time 2.9 s (bench/bench_read.py; the CSV
+    # module's reading is most of what is left). Each chunk's names are made indices before the next is read: all the rows' strings at
     # once took 517 MB.
     model_index: dict[str, int] = {}  # first appearance orders the models and the items
     item_index: dict[str, int] = {}
@@ -596,11 +596,10 @@ def _csv_records(reader: Any, path: Path) -> Iterator[tuple[int, list[str]]]:
 
 
 def _counts(path: Path, lines: list[int], names: list[str], ids: list[str], cs: list[Any], ts: list[Any],
-            known: set[str] | None, text: bool = False) -> tuple[np.ndarray, np.ndarray]:
+            known: set[str] | None, text: bool) -> tuple[np.ndarray, np.ndarray]:
     """The counts of every row as arrays, each row checked as :func:`_checked_counts` checks it.
 
-    Most files are whole numbers throughout: those are read and checked a column at a time (a row at a time took
-    3.5 s for two million rows). Anything else (a count written 3.0, a bad row) is read a row at a time, so the
+    Most files are whole numbers throughout: those are read and checked a column at a time. Anything else (a count written 3.0, a bad row) is read a row at a time, so the
     error, where there is one, names the first line at fault, as before. ``text``: the counts are a CSV's cells
     (JSON's are read by int() only where each is an int: "1" first had made 2.9 read as 2, and true as 1)."""
     n = len(lines)
@@ -615,19 +614,19 @@ def _counts(path: Path, lines: list[int], names: list[str], ids: list[str], cs: 
     except (ValueError, TypeError, OverflowError):
         c = t = None
     if c is None or t is None:  # (outside the handler: the error said is not one raised while handling it)
-        return _checked_counts(path, lines, names, ids, cs, ts, known)
+        return _checked_counts(path, lines, names, ids, cs, ts, known, text)
     if ("" in names or "" in ids or (known is not None and not known.issuperset(ids))
             or c.min(initial=0) < 0 or t.min(initial=0) < 0 or t.max(initial=0) > MAX_COUNT or (c > t).any()):
-        return _checked_counts(path, lines, names, ids, cs, ts, known)
+        return _checked_counts(path, lines, names, ids, cs, ts, known, text)
     return c, t
 
 
 def _checked_counts(path: Path, lines: list[int], names: list[str], ids: list[str], cs: list[Any], ts: list[Any],
-                    known: set[str] | None) -> tuple[np.ndarray, np.ndarray]:
-    """The counts of every row, read a row at a time; a one-line error naming the first line at fault."""
+                    known: set[str] | None, text: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The counts of every row, read a row at a time; a one-line error naming the first line at fault.
+    ``text``: a CSV's cells (JSON's strings are read as written, as before)."""
     c = np.empty(len(lines), dtype=np.int64)
     t = np.empty(len(lines), dtype=np.int64)
-    cells = path.suffix.lower() not in (".jsonl", ".json")  # (JSON's strings are read as written, as before)
     for k, lineno in enumerate(lines):
         if names[k] == "":
             raise DataError(f"{path}:{lineno}: empty field 'model'")
@@ -637,8 +636,8 @@ def _checked_counts(path: Path, lines: list[int], names: list[str], ids: list[st
         if known is not None and item_id not in known:
             raise DataError(f"{path}:{lineno}: item {item_id!r} is not in the items file{_same_to_a_reader(item_id, known)}")
         # a CSV's cells stripped first, as its names are: int() keeps a separator such as \x1f that strip() drops
-        c[k] = _count(cs[k].strip() if cells else cs[k], "correct", path, lineno)
-        t[k] = _count(ts[k].strip() if cells else ts[k], "trials", path, lineno)
+        c[k] = _count(cs[k].strip() if text else cs[k], "correct", path, lineno)
+        t[k] = _count(ts[k].strip() if text else ts[k], "trials", path, lineno)
         if c[k] > t[k]:
             raise DataError(f"{path}:{lineno}: correct ({c[k]}) > trials ({t[k]})")
     return c, t

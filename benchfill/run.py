@@ -382,13 +382,17 @@ def runs_root(opts: RunOptions) -> Path:
     return Path(opts.runs_dir or os.environ.get("BENCHFILL_RUNS_DIR") or "runs")
 
 
+def _require_options(opts: Any) -> None:
+    if not isinstance(opts, RunOptions):  # a dict had failed deep in the run, on an attribute
+        raise ConfigError(f"opts: a benchfill.RunOptions, got {type(opts).__name__} {opts!r:.80}"
+                          + (" (write RunOptions(**opts))" if isinstance(opts, dict) else ""))
+
+
 def run(opts: RunOptions) -> Path:
     """Do (or resume) the run; return its directory. ``opts`` is left as it was given (a caller reuses it)."""
     from benchfill import netguard
 
-    if not isinstance(opts, RunOptions):  # a dict had failed deep in the run, on an attribute
-        raise ConfigError(f"opts: a benchfill.RunOptions, got {type(opts).__name__} {opts!r:.80}"
-                          + (" (write RunOptions(**opts))" if isinstance(opts, dict) else ""))
+    _require_options(opts)
     opts = copy.deepcopy(opts)  # the benchmark a config names, the demo's default, check()'s on/off
     _benchmark_from_config(opts)
     default_benchmark(opts)
@@ -1049,9 +1053,7 @@ def _record_review_queue(store, records: list[dict[str, Any]]) -> None:
 
 def dry_run(opts: RunOptions) -> dict[str, Any]:
     """The plan without any model call: the benchmark is read, nothing is written."""
-    if not isinstance(opts, RunOptions):
-        raise ConfigError(f"opts: a benchfill.RunOptions, got {type(opts).__name__} {opts!r:.80}"
-                          + (" (write RunOptions(**opts))" if isinstance(opts, dict) else ""))
+    _require_options(opts)
     opts = copy.deepcopy(opts)
     opts.check()
     if opts.store:  # refused as the run refuses it: a URL with a password would not run, so it is no plan

@@ -313,35 +313,19 @@ class Store:
         folders on one store has one run id, and both would write its rows. PostgreSQL: a session
         advisory lock on a connection kept for the hold (the server drops it when the connection dies).
         SQLite: a record lock on a byte of ``<database>-runs.lock`` beside the database file."""
-        key = int.from_bytes(hashlib.sha256(f"benchfill run {self.run_id}".encode()).digest()[:8], "big", signed=True)
+        key = _advisory_key(f"benchfill run {self.run_id}")
         busy = ConfigError(
             f"run {self.run_id} is in progress in another process on store {redact_url(self.url)} (the same command "
             "from another --runs-dir or machine); wait for it to end, or give another --run-id for a new run")
         if self.engine.dialect.name == "postgresql":
-            conn = self.engine.connect()
             how = "" if exclusive else "_shared"
-            try:
-                got = conn.execute(text(f"select pg_try_advisory_lock{how}(:k)"), {"k": key}).scalar()
-                conn.commit()
-            except BaseException:
-                conn.invalidate()
-                conn.close()
-                raise
+            conn, got = _pg_lock(self.engine, f"pg_try_advisory_lock{how}", key)
             if not got:
                 conn.close()
                 raise busy
-
-            def let_go() -> None:
-                try:
-                    conn.execute(text(f"select pg_advisory_unlock{how}(:k)"), {"k": key})
-                    conn.commit()
-                except Exception:  # the connection is gone: so is its lock
-                    conn.invalidate()
-                conn.close()
-
-            return let_go
-        db = self.engine.url.database
-        if self.engine.dialect.name != "sqlite" or not db or db == ":memory:" or db.startswith("file:"):
+            return lambda: _pg_unlock(conn, f"pg_advisory_unlock{how}", key)
+        db = self._sqlite_file()
+        if db is None:
             return lambda: None
         try:
             handle = locks.hold_byte(Path(f"{db}-runs.lock"), key % (1 << 40), shared=not exclusive)
@@ -363,28 +347,15 @@ class Store:
         for milliseconds; a release, while it writes, makes another run's release wait, not a decision). An
         in-memory store has no other process. Not to be nested: a second hold in one thread waits for ever."""
         if self.engine.dialect.name == "postgresql":
-            key = int.from_bytes(hashlib.sha256(f"benchfill {purpose} {self.run_id}".encode()).digest()[:8], "big",
-                                 signed=True)
-            conn = self.engine.connect()
-            try:
-                conn.execute(text("select pg_advisory_lock(:k)"), {"k": key})
-                conn.commit()
-            except BaseException:
-                conn.invalidate()
-                conn.close()
-                raise
+            key = _advisory_key(f"benchfill {purpose} {self.run_id}")
+            conn, _ = _pg_lock(self.engine, "pg_advisory_lock", key)
             try:
                 yield
             finally:
-                try:
-                    conn.execute(text("select pg_advisory_unlock(:k)"), {"k": key})
-                    conn.commit()
-                except Exception:  # the connection is gone: so is its lock
-                    conn.invalidate()
-                conn.close()
+                _pg_unlock(conn, "pg_advisory_unlock", key)
             return
-        db = self.engine.url.database
-        if self.engine.dialect.name != "sqlite" or not db or db == ":memory:" or db.startswith("file:"):
+        db = self._sqlite_file()
+        if db is None:
             yield
             return
         fd = locks.hold(Path(f"{os.path.realpath(db)}-{purpose}.lock"))  # (one file however the path is spelt)
@@ -392,6 +363,13 @@ class Store:
             yield
         finally:
             locks.release(fd)
+
+    def _sqlite_file(self) -> str | None:
+        """The SQLite database's file, beside which its lock files go; None for any other store."""
+        db = self.engine.url.database
+        if self.engine.dialect.name != "sqlite" or not db or db == ":memory:" or db.startswith("file:"):
+            return None
+        return db
 
     # -- small helpers used everywhere ----------------------------------------------------
     def get_meta(self, key: str, default: Any = None) -> Any:
@@ -476,6 +454,34 @@ def _is_read_only(exc: DBAPIError) -> bool:
     """SQLite's "attempt to write a readonly database"; PostgreSQL's read-only transaction (25006)."""
     said = str(exc.orig or exc)
     return "readonly database" in said or getattr(exc.orig, "sqlstate", None) == "25006"
+
+
+def _advisory_key(name: str) -> int:
+    """A PostgreSQL advisory lock's key (a signed 64-bit number) for ``name``."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+def _pg_lock(engine: Any, call: str, key: int) -> tuple[Connection, Any]:
+    """``select call(key)`` on a connection of its own, kept for the hold (the lock is the session's): the
+    connection and what the call answered."""
+    conn = engine.connect()
+    try:
+        got = conn.execute(text(f"select {call}(:k)"), {"k": key}).scalar()
+        conn.commit()
+    except BaseException:
+        conn.invalidate()
+        conn.close()
+        raise
+    return conn, got
+
+
+def _pg_unlock(conn: Connection, call: str, key: int) -> None:
+    try:
+        conn.execute(text(f"select {call}(:k)"), {"k": key})
+        conn.commit()
+    except Exception:  # the connection is gone: so is its lock
+        conn.invalidate()
+    conn.close()
 
 
 _UPGRADE_LOCK = 0x62666C6C  # "bfll": one advisory lock id for benchfill's schema upgrades
