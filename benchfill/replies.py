@@ -7,6 +7,12 @@ check C"), so every reader of a reply (the probe graders, the judge's and the re
 only what follows the last closing tag. A reply that opens its reasoning and never closes it (cut at
 ``max_tokens``, or stopped) has no answer at all. Chat templates that put the opening tag into the prompt
 leave only the closing one in the reply; that is read the same way.
+
+The answer itself may hold a closing tag: a child item about reasoning models, or code that splits a
+reply at ``</think>``. Read from the last tag, such an answer is cut in two. ``final_parts`` lists what
+follows each closing tag, the last first, so that a structured reader (the rewriter's child, a code
+block) that finds nothing whole after the last tag can read from an earlier one. It falls back only
+where the last tag leaves nothing it could read, so a reply it reads today is read the same.
 """
 
 from __future__ import annotations
@@ -27,4 +33,20 @@ def final_part(reply: str) -> str:
     return reply
 
 
-__all__ = ["final_part"]
+def reasoning_closes(text: str) -> list[re.Match]:
+    """The closing reasoning tags in ``text``."""
+    return list(_CLOSE.finditer(text))
+
+
+def final_parts(reply: str) -> list[str]:
+    """What follows each closing reasoning tag of ``reply``, from the last tag back to the first, and then
+    the whole reply where it does not open with reasoning (its only closing tags may be the answer's own);
+    ``[final_part(reply)]`` where it has none."""
+    closes = list(_CLOSE.finditer(reply))
+    if not closes:
+        return [final_part(reply)]
+    parts = [reply[m.end():] for m in reversed(closes)]
+    return parts if _OPEN.match(reply) else [*parts, reply]
+
+
+__all__ = ["final_part", "final_parts", "reasoning_closes"]

@@ -20,7 +20,7 @@ from typing import Any
 from benchfill.evaluators import register
 from benchfill.evaluators.base import Evaluator, Grade, field_name, item_field
 from benchfill.evaluators.sandbox import isolation, run_programs
-from benchfill.replies import final_part
+from benchfill.replies import final_parts, reasoning_closes
 
 MAX_CODE_CHARS = 100_000
 
@@ -31,7 +31,7 @@ _TOP_LEVEL = re.compile(r"^(?:def |async def |class |import |from \S+ import |@)
 def extract_code(response: str, entry_point: str | None = None) -> str:
     """The code a response offers: the last fenced block that defines ``entry_point`` (else the last
     fenced block), else the response from its first top-level statement, else the whole response."""
-    response = final_part(response)
+    response = _answer_part(response)
     blocks = _fenced_blocks(response) or [textwrap.dedent(m.group(2)) for m in _FENCE.finditer(response)]
     if blocks:
         if entry_point:
@@ -46,6 +46,35 @@ def extract_code(response: str, entry_point: str | None = None) -> str:
     if start is not None and start.start() > 0 and not _parses(response) and _prose(response[:start.start()]):
         return response[start.start():]  # "Here is the function:\n\ndef add(...)": the prose is not code
     return response
+
+
+def _answer_part(response: str) -> str:
+    """What follows the reply's reasoning. Code may hold ``</think>`` itself (a function that splits a
+    reasoning model's reply): where nothing fenced follows the last such tag, the reply is read from an
+    earlier one, so long as every later tag lies inside a fenced block (quoted code, not reasoning)."""
+    parts = final_parts(response)
+    if _fenced_blocks(parts[0]) or _FENCE.search(parts[0]):
+        return parts[0]
+    for said in parts[1:]:
+        spans = _fence_spans(said)
+        if spans and all(any(a <= m.start() < b for a, b in spans) for m in reasoning_closes(said)):
+            return said
+    return parts[0]
+
+
+def _fence_spans(text: str) -> list[tuple[int, int]]:
+    """Where the bodies of ``text``'s fenced blocks (any language) lie, as character offsets."""
+    spans: list[tuple[int, int]] = []
+    fence, start, at = None, 0, 0
+    for line in text.split("\n"):
+        m = _FENCE_LINE.match(line)
+        if fence is None and m:
+            fence, start = m.group(1), at + len(line) + 1
+        elif fence is not None and m and m.group(1).startswith(fence) and not m.group(2).strip():
+            spans.append((start, at))
+            fence = None
+        at += len(line) + 1
+    return spans
 
 
 def _prose(lead: str) -> bool:

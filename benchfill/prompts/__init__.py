@@ -27,7 +27,7 @@ from typing import Any
 
 from benchfill.errors import ConfigError
 from benchfill.hub import ID_COLUMNS  # (light: datasets is imported only to read one)
-from benchfill.replies import final_part
+from benchfill.replies import final_part, final_parts, reasoning_closes
 
 PROMPTS_DIR_ENV = "BENCHFILL_PROMPTS_DIR"
 _NAME = re.compile(r"[A-Za-z0-9_\-]+")
@@ -327,6 +327,8 @@ def format_judge_prompt(child: dict, spec: Any = None, user_dir: str | os.PathLi
 # --- reply parsers -----------------------------------------------------------------------------
 
 _CHILD = re.compile(r"<child(?:\s[^>]*)?>(.*?)</child>", re.DOTALL | re.IGNORECASE)
+_CHILD_OPEN = re.compile(r"<child(?:\s[^>]*)?>", re.IGNORECASE)
+_CHILD_CLOSE = re.compile(r"</child\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[A-Za-z]*\s*\n?|\n?\s*```\s*$")
 # "<verdict>**valid**</verdict>", "<verdict>"valid"</verdict>", "<verdict>valid.</verdict>" read as valid
 _VERDICT = re.compile(r"<verdict>[\s*\"'`]*([A-Za-z]+)[\s*\"'`.!]*</verdict>", re.IGNORECASE)
@@ -463,12 +465,43 @@ def _none_in(reply: str, said: str, tags: str) -> str:
 
 def parse_child(reply: str, required: tuple[str, ...] | list[str] = ()) -> dict:
     """The child item in a rewriter reply (the last ``<child>`` block after any reasoning), with its
-    ``required`` fields."""
-    said = final_part(reply or "")
-    blocks = _CHILD.findall(said)
+    ``required`` fields.
+
+    A child whose own text holds ``</child>`` or ``</think>`` (an item about tags, or about reasoning
+    models) is still read whole. Where the last block after the last reasoning tag holds no child, the
+    block is read to the reply's last ``</child>``, and then from before each earlier reasoning tag, but
+    only as a block that holds every reasoning tag after where it is read from: a tag outside the child
+    still ends reasoning, whose drafts are never read. The first reading that fails is the one reported."""
+    reply = reply or ""
+    error: MalformedReply | None = None
+    for said in final_parts(reply):
+        tags = [m.start() for m in reasoning_closes(said)]
+        for start, end in _child_spans(said):
+            if any(not start <= t < end for t in tags):
+                continue
+            try:
+                return _child_of(said[start:end], required)
+            except MalformedReply as exc:
+                error = error or exc
+    raise error or MalformedReply(_none_in(reply, final_part(reply), "<child>...</child>"))
+
+
+def _child_spans(said: str) -> list[tuple[int, int]]:
+    """Where the child may be: the last block as the tags pair up, then from each opening tag (the last
+    first) to the last closing one."""
+    blocks = list(_CHILD.finditer(said))
     if not blocks:
-        raise MalformedReply(_none_in(reply or "", said, "<child>...</child>"))
-    body = _FENCE.sub("", blocks[-1].strip())
+        return []
+    spans = [blocks[-1].span(1)]
+    last_close = list(_CHILD_CLOSE.finditer(said))[-1].start()
+    for opening in reversed(list(_CHILD_OPEN.finditer(said))):
+        if opening.end() <= last_close and (opening.end(), last_close) not in spans:
+            spans.append((opening.end(), last_close))
+    return spans
+
+
+def _child_of(block: str, required: tuple[str, ...] | list[str]) -> dict:
+    body = _FENCE.sub("", block.strip())
     start = body.find("{")
     if start < 0 or body.rfind("}") < start:
         raise MalformedReply(f"no JSON object inside <child>: {_short(body)!r}")

@@ -26,10 +26,13 @@ def prompt_item(world: World, prompt: str, messages: list | None = None) -> SimI
     """The item a solver prompt asks about: the ``<problem>`` block, else the whole prompt, else (a client's
     own system message or template around it) one message alone, else the longest item text the prompt
     quotes whole."""
-    problem = texts.extract_tag(prompt, "problem")
-    item = world.items.get(texts.text_key(problem if problem is not None else prompt))
-    if item is not None or problem is not None:
-        return item
+    problems = texts.extract_tags(prompt, "problem")
+    for problem in problems or [prompt]:
+        item = world.items.get(texts.text_key(problem))
+        if item is not None:
+            return item
+    if problems:
+        return None
     for message in reversed(messages or []):
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, str):
@@ -287,11 +290,11 @@ def judge(world: World, prompt: str, prompt_hash: str, seed: int | None, n: int)
 
 
 def _json_block(prompt: str, tag: str) -> dict[str, Any] | None:
-    raw = texts.extract_tag(prompt, tag)
-    if raw is None:
-        return None
-    try:
-        obj = json.loads(raw)
-    except json.JSONDecodeError:
-        return None
-    return obj if isinstance(obj, dict) else None
+    for raw in texts.extract_tags(prompt, tag):  # the shortest reading that is a JSON object
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None

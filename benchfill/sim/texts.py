@@ -37,6 +37,15 @@ def rng_for(*parts: object) -> random.Random:
 
 def extract_tag(text: str, tag: str) -> str | None:
     """Content of the first ``<tag ...>...</tag>`` block, or None. Attributes on the tag are allowed."""
+    blocks = extract_tags(text, tag)
+    return blocks[0] if blocks else None
+
+
+def extract_tags(text: str, tag: str) -> list[str]:
+    """The first ``<tag ...>`` block read to each of its closing tags in turn: the block as the tags
+    pair up first, then longer readings. An item's own text may hold ``</problem>`` (an item about
+    markup), and a real model reads such a block whole; the caller keeps the reading that makes sense
+    (a known item, JSON that parses)."""
     start = text.find("<" + tag)
     while start >= 0:
         after = start + len(tag) + 1
@@ -44,12 +53,16 @@ def extract_tag(text: str, tag: str) -> str | None:
             break
         start = text.find("<" + tag, after)
     if start < 0:
-        return None
+        return []
     open_end = text.find(">", start)
-    end = text.find("</" + tag + ">", open_end)
-    if open_end < 0 or end < 0:
-        return None
-    return text[open_end + 1 : end].strip("\n")
+    if open_end < 0:
+        return []
+    close, found = "</" + tag + ">", []
+    end = text.find(close, open_end)
+    while end >= 0:
+        found.append(text[open_end + 1 : end].strip("\n"))
+        end = text.find(close, end + len(close))
+    return found
 
 
 def letters(n: int) -> str:

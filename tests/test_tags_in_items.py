@@ -1,0 +1,86 @@
+"""Item text that holds the tags the prompts and replies are read by (``</think>``, ``</child>``, ``</problem>``,
+``</parent>``): an item about reasoning models, or code that splits a reply at ``</think>``, is read whole, and a
+reasoning model's drafts are still never read as its answer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchfill.evaluators.code_tests import extract_code
+from benchfill.prompts import (
+    MalformedReply,
+    format_judge_prompt,
+    format_rewriter_prompt,
+    format_solver_prompt,
+    parse_child,
+)
+from benchfill.replies import final_part, final_parts
+
+
+def _child(problem: str) -> str:
+    return f"<child>{json.dumps({'problem': problem, 'answer': '1'})}</child>"
+
+
+@pytest.mark.parametrize("problem", [
+    "A chat model ends its reasoning with </think> before it answers. How many tags?",
+    "Close the element: </child>. How many tags?",
+    "Open <child> and close </child>, then </think> and </reasoning>.",
+])
+def test_a_child_holding_the_tags_is_read_whole_with_or_without_reasoning_before_it(problem):
+    assert parse_child(_child(problem))["problem"] == problem
+    # a reasoning block before it, holding a draft child of its own: the draft is not the answer
+    reply = f"<think>\nDraft: {_child('draft')}. No.\n</think>\n\n{_child(problem)}"
+    assert parse_child(reply)["problem"] == problem
+    # the chat template opened the reasoning, so only its closing tag is in the reply
+    assert parse_child(f"Draft: {_child('draft')}. No.\n</think>\n{_child(problem)}")["problem"] == problem
+
+
+def test_a_draft_in_the_reasoning_is_never_read_as_the_answer():
+    # before the fix these were refused; they still are: the tag outside any child ends the reasoning
+    for reply in (f"Draft: {_child('draft')} </think> no child after all",
+                  f"<think>Draft: {_child('draft')}</think> none",
+                  f"<think>Draft: {_child('draft')} and it never closes"):
+        with pytest.raises(MalformedReply):
+            parse_child(reply)
+    # the last child after the reasoning wins, as before
+    assert parse_child(f"<think>{_child('draft')}</think>{_child('first')} then {_child('last')}")["problem"] == "last"
+
+
+def test_final_parts_lists_the_last_reading_first_and_the_whole_reply_only_where_no_reasoning_opens():
+    assert final_parts("a </think> b </think> c") == [" c", " b </think> c", "a </think> b </think> c"]
+    assert final_parts("<think>a</think> b </think> c") == [" c", " b </think> c"]
+    assert final_parts("plain") == ["plain"] and final_part("<think>a</think> b") == " b"
+
+
+def test_code_that_splits_at_the_reasoning_tag_is_graded_as_written():
+    code = 'def f(s):\n    return s.split("</think>")[-1]\n'
+    fenced = f"```python\n{code}```"
+    assert extract_code(fenced, "f") == code
+    assert extract_code(f"<think>\nsketch:\n```python\ndef f(s): return 0\n```\n</think>\n\n{fenced}", "f") == code
+    # a reasoning's sketch is still not the answer where nothing fenced follows it
+    assert "return 0" not in extract_code("<think>\n```python\ndef f(s): return 0\n```\n</think>\nno code", "f")
+
+
+def _world(items, evaluator="math"):
+    from benchfill.sim import World
+
+    return World.from_items(items, evaluator=evaluator, text_field="problem", answer_field="answer", n_probes=3,
+                            seed=0)
+
+
+def test_the_simulated_world_reads_a_problem_a_parent_and_an_item_holding_their_closing_tags():
+    from benchfill.sim import roles
+
+    items = [{"id": "t", "problem": "Markup: the text ends </problem> here, and </parent>, </item>. What is 2+2?",
+              "answer": "4"},
+             {"id": "u", "problem": "What is 3+3?", "answer": "6"}]
+    world = _world(items)
+    for it in items:
+        prompt = format_solver_prompt(it)
+        assert roles.prompt_item(world, prompt, [{"role": "user", "content": prompt}]).fields["problem"] == it["problem"]
+    parent = {"problem": items[0]["problem"], "answer": "4"}
+    rewriter = format_rewriter_prompt(parent, 0.5, [({"problem": "What is 3+3?", "answer": "6"}, 0.2)])
+    assert roles._json_block(rewriter, "parent")["problem"] == items[0]["problem"]
+    assert roles._json_block(format_judge_prompt(parent), "item")["problem"] == items[0]["problem"]
