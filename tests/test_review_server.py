@@ -220,6 +220,23 @@ def test_options_of_several_lines_or_under_labels_are_edited_safely(tmp_path, sh
                                                                        "label": ["1", "2", "3", "4"]}
 
 
+def test_an_option_holding_a_vertical_tab_or_a_unicode_line_separator_stays_one_option(tmp_path, shared_data):
+    # str.splitlines breaks at \x0b, \x0c, \x85, U+2028 and U+2029 too: MMLU-Pro's "\\vert" was published as
+    # \x0b + "ert", such an option became two, and the key the reviewer set named the option after it
+    import json
+
+    run = make_run(tmp_path, shared_data)
+    _multiple_choice(run)
+    queue = run / "review_queue.jsonl"
+    recs = [json.loads(x) for x in queue.read_text().splitlines()]
+    odd = ["|\x0bert x|", "a\x0cb", "c\x85d", "e\u2028f", "g\u2029h", "i\x1ej", "k", "l", "m"]
+    recs[0]["child"]["options"] = odd + ["n"]
+    queue.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with ReviewBoard(run, writable=True) as b:
+        b.decide(CHILD_IDS[0], "ann", "edit", options="\n".join(odd), answer="D")  # the last option dropped
+        assert b.outcomes()[CHILD_IDS[0]].edited_fields["options"] == odd
+
+
 def test_the_keyed_option_reworded_in_place_and_whitespace_are_no_move(tmp_path, shared_data):
     # The page cannot resend an unchanged answer, so a typo fixed in the right option was refused with "give
     # the answer too" and no way out; options with a trailing space (532 of mmlu-pro's) refused any edit;

@@ -483,7 +483,10 @@ def _options_like(entry: QueueEntry, base: dict[str, Any], lines: str) -> Any:
     from benchfill.evaluators.multiple_choice import LETTERS as GRADED  # (the graders load only when edited)
 
     # the label off first, then blank ones dropped: "B. " (or "B." and a filler) was kept as an empty option
-    opts = [o for o in (re.sub(r"^\s*[A-Z][.)](?:\s+|$)", "", x).strip() for x in lines.splitlines()) if not _blank(o)]
+    # split at line breaks only: str.splitlines also breaks at \x0b, \x0c, \x1c-\x1e, \x85, U+2028 and U+2029,
+    # which options carry (MMLU-Pro's "\vert" was published as \x0b + "ert"), and the key would name another option
+    rows = re.split(r"\r\n|\r|\n", lines)
+    opts = [o for o in (re.sub(r"^\s*[A-Z][.)](?:\s+|$)", "", x).strip() for x in rows) if not _blank(o)]
     if len(opts) < 2:
         raise BenchfillError(f"decision on '{entry.item_id}': edited options must be two or more, one a line")
     if len(opts) > len(GRADED):
