@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from benchfill.data import loads_json, read_mapping, read_text
-from benchfill.errors import ConfigError, DataError, validation_line
+from benchfill.errors import NOTE, ConfigError, DataError, validation_line
 from benchfill.matrix import ResponseMatrix  # (light: numpy only) at run time, for get_type_hints
 
 # The columns a benchfill release adds to every row of its data file (benchfill.release): provenance, not
@@ -245,9 +246,12 @@ class Benchmark:
         if self.responses_path is None:
             return None
         if self._read_matrix is None:
-            from benchfill.data import read_responses
+            from benchfill.data import read_responses, repeated_note
 
             matrix = read_responses(self.responses_path, items=self.items)
+            note = repeated_note(matrix)
+            if note:  # said once, as the file is read (the CLI's measuring commands say it the same way)
+                logging.getLogger("benchfill.data").warning(note, extra=NOTE)
             # each item's floor as the spec defines it, the one the search places new items with (read_responses
             # takes 1 / the options of an "options" or "choices" field, whatever the spec says)
             floor = dict(zip((str(it["id"]) for it in self.items), self.chance, strict=True))

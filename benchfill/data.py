@@ -172,6 +172,12 @@ def read_responses(
     trials_m = np.zeros_like(correct_m)
     np.add.at(correct_m, (mi, ii), cs)
     np.add.at(trials_m, (mi, ii), ts)
+    # One row a sample is a long format too, and adds up; a file written twice over adds up the same way, and
+    # doubles every count unseen: the rows that repeat a pair are counted, for the reader to say so.
+    seen = np.zeros(correct_m.shape, dtype=bool)
+    seen[mi, ii] = True
+    repeated = len(mi) - int(np.count_nonzero(seen))
+    del seen
     # A model that attempted nothing has no ability: kept, it would count towards the models IRT needs
     # and sit at its prior in every figure made from the abilities.
     attempted = trials_m.sum(axis=1) > 0  # some row has trials (checked above), so some model stays
@@ -202,7 +208,7 @@ def read_responses(
     if untried:
         correct_m, trials_m, chance = correct_m[:, tried], trials_m[:, tried], chance[tried]
         item_ids = tuple(i for i, t in zip(item_ids, tried, strict=True) if t)
-    return ResponseMatrix(models, item_ids, correct_m, trials_m, chance, str(path), untried, idle)
+    return ResponseMatrix(models, item_ids, correct_m, trials_m, chance, str(path), untried, idle, repeated)
 
 
 def extreme_items(matrix: ResponseMatrix, items: Sequence[dict[str, Any]] | None = None) -> dict[str, list[str]]:
@@ -339,6 +345,14 @@ def untried_note(matrix: ResponseMatrix) -> str | None:
     return f"{matrix.source}: {'; '.join(parts)}" if parts else None
 
 
+def repeated_note(matrix: ResponseMatrix) -> str | None:
+    """One line saying how many rows of the source repeated a (model, item) pair and were added to it, or None."""
+    if not matrix.repeated:
+        return None
+    return (f"{matrix.source}: {matrix.repeated} row(s) name a (model, item) pair an earlier row names; their "
+            "counts are added to it (a row a sample is read so; a file written twice over doubles every count)")
+
+
 def _same_to_a_reader(item_id: str, known: set[str]) -> str:
     """", which has X" where the items file holds the same id in another Unicode normal form (NFC against NFD:
     the two look alike and compare unequal), else ""."""
@@ -373,6 +387,29 @@ def loads_json(text: str, **kw: Any) -> Any:
         raise json.JSONDecodeError("nested too deeply to read", text, 0) from None
 
 
+_PACKED = ((b"\x1f\x8b", "gzip-compressed", "gunzip it"), (b"PK\x03\x04", "a zip archive", "unzip it"),
+           (b"BZh", "bzip2-compressed", "bunzip2 it"), (b"\xfd7zXZ\x00", "xz-compressed", "unxz it"),
+           (b"(\xb5/\xfd", "zstd-compressed", "unzstd it"))
+
+
+def not_text(path: Path) -> str:
+    """Why ``path`` is no UTF-8 text, for its one-line error."""
+    return _packed(path) or f"{path}: not a UTF-8 text file"
+
+
+def _packed(path: Path) -> str | None:
+    """What a compressed file is, said as such (its bytes read as text had said only "not UTF-8"), or None."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError:
+        return None
+    for magic, what, how in _PACKED:
+        if head.startswith(magic):
+            return f"{path}: {what}; benchfill reads the plain file: {how} first"
+    return None
+
+
 def read_text(path: str | Path) -> str:
     """A whole UTF-8 text file (a byte-order mark dropped), or a one-line ``DataError`` naming it."""
     path = Path(path)
@@ -380,7 +417,7 @@ def read_text(path: str | Path) -> str:
         try:
             return fh.read()
         except UnicodeDecodeError:
-            raise DataError(f"{path}: not a UTF-8 text file") from None
+            raise DataError(not_text(path)) from None
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -402,6 +439,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             except UnicodeEncodeError as exc:
                 at = bom + len(line[:exc.start].encode("utf-8", "surrogateescape"))
                 bad = line[exc.start].encode("utf-8", "surrogateescape")
+                if lineno == 1 and _packed(path):
+                    raise DataError(_packed(path)) from None
                 raise DataError(f"{path}:{lineno}: not UTF-8 text (byte {at + 1} of the line: {bad!r})") from None
             if line.strip():
                 yield lineno, line
@@ -554,7 +593,7 @@ def _csv_columns(path: Path, cols: _Columns) -> None:
         except csv.Error as exc:
             failed = DataError(f"{path}:{start}: malformed CSV ({exc})")
         except UnicodeDecodeError:
-            failed = DataError(f"{path}: not a UTF-8 text file")
+            failed = DataError(not_text(path))
     cols.flush()  # (outside the handler: an earlier line's error is not shown as raised while handling it)
     if failed is not None:
         raise failed
@@ -590,7 +629,7 @@ def _csv_records(reader: Any, path: Path) -> Iterator[tuple[int, list[str]]]:
     except csv.Error as exc:
         raise DataError(f"{path}:{start}: malformed CSV ({exc})") from None
     except UnicodeDecodeError:
-        raise DataError(f"{path}: not a UTF-8 text file") from None
+        raise DataError(not_text(path)) from None
 
 
 
@@ -605,6 +644,10 @@ def _counts(path: Path, lines: list[int], names: list[str], ids: list[str], cs: 
     n = len(lines)
     try:
         if text:  # a CSV's cells: int() reads the text
+            # int() also reads "1_0" as 10 and other scripts' digits: such a chunk is read a row at a time
+            plain = "".join(cs) + "".join(ts)
+            if "_" in plain or not plain.isascii():
+                raise ValueError
             c = np.fromiter(map(int, cs), dtype=np.int64, count=n)  # (spaces around it too)
             t = np.fromiter(map(int, ts), dtype=np.int64, count=n)
         elif all(type(v) is int for v in cs) and all(type(v) is int for v in ts):  # JSON (a bool is no count)
@@ -644,9 +687,12 @@ def _checked_counts(path: Path, lines: list[int], names: list[str], ids: list[st
 
 
 def _count(value: Any, name: str, path: Path, lineno: int) -> int:
-    """A non-negative integer count; '3', 3 and 3.0 are fine, '1.5', -1 and 'x' are not."""
+    """A non-negative integer count; '3', 3 and 3.0 are fine, '1.5', -1, 'x' and '1_0' are not."""
+    given = value
     if isinstance(value, bool):
         value = None
+    elif isinstance(value, str) and ("_" in value or not value.isascii()):
+        value = None  # int() reads "1_0" as 10, and other scripts' digits
     elif isinstance(value, str):
         try:
             value = int(value)
@@ -659,7 +705,9 @@ def _count(value: Any, name: str, path: Path, lineno: int) -> int:
     elif isinstance(value, float):
         value = int(value) if value.is_integer() else None
     if not isinstance(value, int):
-        raise DataError(f"{path}:{lineno}: field {name!r} must be a non-negative integer")
+        said = json.dumps(given, ensure_ascii=True)[:40] if not isinstance(given, str) else ascii(given)[:40]
+        raise DataError(f"{path}:{lineno}: field {name!r} must be a non-negative integer, got {said} (a count of "
+                        "answers: partial credit is not read; leave out the row of a pair never tried)")
     if value < 0:
         raise DataError(f"{path}:{lineno}: field {name!r} is negative ({value})")
     if value > MAX_COUNT:

@@ -22,6 +22,7 @@ class ResponseMatrix:
     ``untried`` names items the source file listed only with trials 0, left out of the matrix:
     with no attempt they have no difficulty, and the prior alone would place them. ``untried_models``
     names such models: with no attempt they have no ability, yet would count towards the models IRT needs.
+    ``repeated`` counts the source's rows that named a pair an earlier row named, whose counts were added.
     """
 
     models: tuple[str, ...]
@@ -32,6 +33,7 @@ class ResponseMatrix:
     source: str = ""  # file the matrix was read from, for messages and reports
     untried: tuple[str, ...] = ()  # items of the source with trials 0 only, not in item_ids
     untried_models: tuple[str, ...] = ()  # models of the source with trials 0 only, not in models
+    repeated: int = 0  # rows of the source that named a (model, item) pair an earlier row named: counts added
 
     def __post_init__(self) -> None:
         # A user's error (a library caller builds one from their own arrays): DataError, one line naming

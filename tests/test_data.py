@@ -13,6 +13,7 @@ from benchfill.data import (
     item_chance,
     read_items,
     read_responses,
+    repeated_note,
     untried_note,
 )
 from benchfill.errors import DataError
@@ -113,6 +114,13 @@ def test_item_chance_free_response_is_zero():
         ("model,item_id,correct,trials\nA,q,-1,2\nB,q,0,1\n", r"r\.csv:2: field 'correct' is negative"),
         ("model,item_id,correct,trials\nA,q,1,2.5\nB,q,0,1\n", r"r\.csv:2: field 'trials' must be a non-negative integer"),
         ("model,item_id,correct,trials\nA,q,x,2\n", r"r\.csv:2: field 'correct' must be"),
+        # the value said, and why a share or an empty cell is no count
+        ("model,item_id,correct,trials\nA,q,0.5,1\n", r"r\.csv:2: field 'correct' must be a non-negative integer, "
+         r"got '0\.5' \(a count of answers: partial credit is not read; leave out the row of a pair never tried\)"),
+        ("model,item_id,correct,trials\nA,q,,1\n", r"r\.csv:2: field 'correct' .* got ''"),
+        # int() reads "1_0" as 10 and other scripts' digits: refused, in the chunk read a column at a time too
+        ("model,item_id,correct,trials\nA,q,1,1_0\nB,q,0,1\n", r"r\.csv:2: field 'trials' .* got '1_0'"),
+        ("model,item_id,correct,trials\nA,q,1,\uff12\nB,q,0,1\n", r"r\.csv:2: field 'trials' .* got '\\uff12'"),
         ("model,item_id,correct,trials\nA,q,1,2\nA,q,1\n", r"r\.csv:3: malformed line"),
         ("model,item,correct,trials\nA,q,1,2\n", r"r\.csv:1: header lacks column 'item_id'"),
         ("", r"r\.csv: no responses \(empty file\)"),
@@ -330,3 +338,27 @@ def test_counts_written_as_whole_floats_read_as_before(tmp_path):
         m = read_responses(path)
         assert m.models == ("A", "B") and m.item_ids == ("q1", "q2")
         assert m.correct.tolist() == [[1, 3], [0, 0]] and m.trials.tolist() == [[2, 4], [1, 0]]
+
+
+def test_rows_repeating_a_pair_add_up_and_are_counted_for_the_reader_to_say(tmp_path):
+    rows = "A,q1,1,1\nB,q1,0,1\nA,q2,0,1\nB,q2,1,1\nA,q3,1,1\nB,q3,1,1\n"
+    once = read_responses(_write(tmp_path / "once.csv", "model,item_id,correct,trials\n" + rows))
+    twice = read_responses(_write(tmp_path / "twice.csv", "model,item_id,correct,trials\n" + rows + rows))
+    assert once.repeated == 0 and repeated_note(once) is None
+    assert twice.repeated == 6 and (twice.trials == 2 * once.trials).all()
+    assert repeated_note(twice) == (f"{tmp_path / 'twice.csv'}: 6 row(s) name a (model, item) pair an earlier row "
+                                    "names; their counts are added to it (a row a sample is read so; a file written "
+                                    "twice over doubles every count)")
+
+
+@pytest.mark.parametrize("name", ["r.csv", "r.jsonl", "items.jsonl"])
+def test_a_compressed_file_is_named_as_one(tmp_path, name):
+    import gzip
+
+    path = tmp_path / (name + ".gz")
+    body = (b"model,item_id,correct,trials\nA,q,1,1\n" if name.endswith(".csv") else
+            b'{"model": "A", "item_id": "q", "correct": 1, "trials": 1, "id": "q"}\n')
+    path.write_bytes(gzip.compress(body))
+    path = path.rename(tmp_path / name)  # a suffix that says nothing of the compression
+    with pytest.raises(DataError, match=rf"{name}: gzip-compressed; benchfill reads the plain file: gunzip it first"):
+        read_items(path) if name.startswith("items") else read_responses(path)

@@ -56,7 +56,21 @@ def check_out_file(path: str | None, flag: str, inputs: dict[str, str | None] | 
     if path.endswith(tuple(s for s in (os.sep, os.altsep) if s)):
         raise ConfigError(f"{flag} {path!r}: ends in a separator, naming a folder; give a file")
     _check_not_input(out, path, flag, inputs)
+    _check_not_a_runs(out, path, flag)
     _check_writable(out.parent, path, flag)
+
+
+def _check_not_a_runs(out, path: str, flag: str) -> None:
+    """Refuse to replace a file a run wrote into its folder: ``benchfill fit`` run inside a run folder wrote
+    its fit.json by default, over the run's own, and nothing said so."""
+    if not any((out.parent / n).exists() for n in ("store.db", "store.url")):
+        return
+    from benchfill.errors import ConfigError
+    from benchfill.run import OUTPUT_FILES
+
+    if out.name in OUTPUT_FILES:
+        raise ConfigError(f"{flag} {path!r}: is the {out.name} of the run in {out.parent.resolve()}, which it wrote; "
+                          "give another path")
 
 
 def check_out_dir(path: str | None, flag: str, names: tuple[str, ...],
@@ -124,12 +138,16 @@ def _check_writable(folder: Any, path: str, flag: str) -> None:
 
 
 def warn_untried(*matrices: Any) -> None:
-    """One line on stderr per response file whose items with trials 0 only were left out (``read_responses``)."""
+    """One line on stderr per response file whose items with trials 0 only were left out (``read_responses``),
+    and one where rows repeating a (model, item) pair were added up."""
     import sys
 
-    from benchfill.data import untried_note
+    from benchfill.data import repeated_note, untried_note
 
     for m in matrices:
         note = untried_note(m) if m is not None else None
         if note:
             print(f"benchfill: warning: {note}", file=sys.stderr)
+        note = repeated_note(m) if m is not None else None
+        if note:
+            print(f"benchfill: note: {note}", file=sys.stderr)
