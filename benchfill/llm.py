@@ -190,7 +190,7 @@ async def _ask(role: str, cfg: LLMConfig, prompt: str, read: Callable[[str], Any
                                             "Answer again in exactly the format asked for."},
             ]
     stats.failures += 1
-    return Failure(role, f"{role} reply malformed after {cfg.max_repairs} repairs", replies, all_cached)
+    return Failure(role, f"{role} reply malformed after {cfg.max_repairs} repairs ({why})", replies, all_cached)
 
 
 _CUT_WARNED: set[tuple[str, str]] = set()

@@ -413,6 +413,9 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
         lines.append(f"  spend        {spend.get('model_calls', 0)} rewriter/judge calls, {spend.get('rollouts', 0)} "
                      "annotation and confirmation rollouts"
                      + screen)
+        if spend.get("failures"):  # a model that never answers in the format asked fills nothing, and says why
+            lines.append(f"  unreadable   {spend['failures']} of {spend.get('rewriter_calls', 0)} rewriter replies, "
+                         "after the repairs allowed (flagged rewrite_failed; -v shows why)")
     return lines
 
 
@@ -564,7 +567,9 @@ def _markdown(rep: dict[str, Any]) -> str:
             # valid children but none chosen: none was placed on the benchmark's range (search/selection.in_range),
             # or those confirmed there would widen the coverage in expectation (GapSearch.widens)
             widening = sum(bool(c.get("widens")) for c in r.get("confirmed_children") or [])
-            why = ("no valid child" if not r.get("valid_children") else
+            failed = r["spend"].get("failures", 0)
+            unread = f" ({failed} of {r['spend'].get('rewriter_calls', 0)} rewriter replies unreadable)" if failed else ""
+            why = (f"no valid child{unread}" if not r.get("valid_children") else
                    f"none taken: {widening} confirmed but likely beyond the end of the axis, where it would widen "
                    f"the top-{k} gap sum in expectation (of {r['valid_children']} valid)" if widening else
                    f"none placed on the range [0, 1] (of {r['valid_children']} valid)")

@@ -54,3 +54,34 @@ def test_repairs_and_spot_checks_are_spent_and_bounded(tmp_path, capsys):
     rows = sqlite3.connect(d / "store.db").execute(
         "select simulated, count(*) from memoryrecord where origin = 'generated' group by simulated").fetchall()
     assert rows and all(bool(sim) for sim, _ in rows), rows
+
+
+def test_a_rewriter_that_never_answers_in_the_format_asked_is_said_not_only_counted(tmp_path, caplog):
+    # Every rewriter reply malformed, the repairs too: the run filled nothing and had said only "no valid child",
+    # the reasons at -v alone. Now a warning names the first reason, and the headline and the report count them.
+    import logging
+
+    bench = get_benchmark("demo")
+    world = World.from_items(bench.items, evaluator=bench.spec.evaluator, text_field=bench.spec.text_field,
+                             answer_field=bench.spec.answer_field, matrix=bench.matrix, n_probes=2, seed=3,
+                             rewriter_malformed_rate=1.0)
+    with SimServer(world) as srv:
+        probes = "".join(f'[[probes]]\nname = "{m}"\nmodel = "{m}"\nbase_url = "{srv.base_url}"\ntrials = 1\n'
+                         for m in world.probes)
+        cfg = tmp_path / "panel.toml"
+        cfg.write_text(probes + f'[rewriter]\nmodel = "openai/sim-rewriter"\napi_base = "{srv.base_url}"\n'
+                       f'[judge]\nmodel = "openai/sim-judge"\napi_base = "{srv.base_url}"\ntemperature = 0.0\n')
+        opts = RunOptions(benchmark="demo", config=str(cfg), runs_dir=str(tmp_path / "runs"), gaps=1, rounds=1,
+                          parents=1, children=2, references=8, progress=False, seed=3, confirm=False)
+        with caplog.at_level(logging.WARNING, logger="benchfill"):
+            d = run(opts)
+    rep = json.loads((d / "report.json").read_text())
+    failed, asked = rep["spend"]["failures"], rep["spend"]["rewriter_calls"]
+    assert failed == asked == 2
+    said = [r.getMessage() for r in caplog.records if "rewriter reply malformed after 2 repairs (" in r.getMessage()]
+    assert len(said) == 1 and "flagged rewrite_failed" in said[0]
+    from benchfill.report import summary_lines
+
+    assert "  unreadable   2 of 2 rewriter replies, after the repairs allowed (flagged rewrite_failed; -v shows why)" \
+        in summary_lines(rep)
+    assert "no valid child (2 of 2 rewriter replies unreadable)" in (d / "report.md").read_text()

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from benchfill import untrusted
 from benchfill.errors import ConfigError, EndpointError, PromptRefused
 from benchfill.evaluators.base import Evaluator
 from benchfill.netguard import off_loop
@@ -80,6 +81,7 @@ class TrafficServices:
 
         self.llm_stats = LLMStats()
         self._repairs: dict[str, int] = {}  # key -> repair turns of its rewrite and judge, until taken
+        self._told_unreadable = False
 
     async def rewrite(self, parent: dict[str, Any], target_z: float, references: list[Reference], key: str):
         from benchfill import llm, prompts
@@ -102,6 +104,10 @@ class TrafficServices:
             SENT["model_calls"] += 1 + extra
         self._repairs[key] = self._repairs.get(key, 0) + extra
         if not res:  # a counted failure: the replies stayed unreadable after the repairs allowed
+            if not self._told_unreadable:  # once a run: the report counts them, and -v names every one
+                self._told_unreadable = True
+                log.warning("%s; the rewrite is flagged rewrite_failed (the report counts such rewrites; -v "
+                            "shows every unreadable reply)", untrusted.terminal(res.reason))
             return None
         return prompts.new_child(res.child, child_id, self.spec, parent)
 
