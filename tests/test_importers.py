@@ -409,3 +409,16 @@ def test_a_signal_during_an_inspect_read_ends_the_command_after_the_read_not_ins
         signal.signal(signal.SIGTERM, old)
     # no signal: the read's own result
     assert _read(lambda path, **kw: f"read {path}", tmp_path / "d.eval") == f"read {tmp_path / 'd.eval'}"
+
+
+def test_names_from_the_logs_are_printed_with_their_control_characters_escaped():
+    # a model name holding an escape sequence or a bidi override reached the terminal raw in the import's summary
+    from benchfill.importers.matrix import ImportResult
+
+    bad = "dummy\x1b[31mRED\x1b[0m\u202e"
+    res = ImportResult(tool="lm-eval", metric="acc", threshold=None, task="t\tq", models=[bad, "b"],
+                       item_ids=["1", "2"], correct={}, trials={}, items={}, sources=[], partial={bad: 1},
+                       summed=[f"{bad}/1"], errored={bad: ["1\n2"]}, errored_samples=1)
+    said = "\n".join(res.lines() + res.warnings())
+    assert "\x1b" not in said and "\u202e" not in said and "\t" not in said
+    assert "partial: dummy\\x1b[31mRED\\x1b[0m\\u202e has 1 of 2 items" in said and "1\\n2" in said

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchfill import untrusted
 from benchfill.errors import DataError
 from benchfill.outputs import named, shared_mode
 
@@ -100,10 +101,12 @@ class ImportResult:
 
     def lines(self) -> list[str]:
         thr = f", correct when score >= {self.threshold}" if self.threshold is not None else ""
-        out = [f"{self.tool}: task {self.task}, {len(self.models)} model(s) x {len(self.item_ids)} item(s) "
-               f"from {len(self.sources)} log(s); metric {self.metric}{thr}"]
-        out += [f"partial: {m} has {n} of {len(self.item_ids)} items" for m, n in self.partial.items()]
-        out += [f"summed: {s}" for s in self.summed]
+        # model names and paths come from the logs: printed with their control characters escaped
+        t = untrusted.terminal
+        out = [f"{self.tool}: task {t(self.task)}, {len(self.models)} model(s) x {len(self.item_ids)} item(s) "
+               f"from {len(self.sources)} log(s); metric {t(self.metric)}{thr}"]
+        out += [f"partial: {t(m)} has {n} of {len(self.item_ids)} items" for m, n in self.partial.items()]
+        out += [f"summed: {t(s)}" for s in self.summed]
         return out
 
     def warnings(self, cap: int = 10) -> list[str]:
@@ -114,7 +117,7 @@ class ImportResult:
         parts, left = [], cap
         for m, ids in self.errored.items():
             if left > 0:
-                parts.append(f"{m}: {', '.join(ids[:left])}")
+                parts.append(f"{untrusted.terminal(m)}: {', '.join(map(untrusted.terminal, ids[:left]))}")
                 left -= len(ids[:left])
         more = f" and {total - cap} more" if total > cap else ""
         return [f"{self.errored_samples} sample(s) errored and count as no trial, right or wrong (import.json "
