@@ -271,7 +271,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
                     extra=NOTE)
     now = moment.isoformat(timespec="seconds")
     name = run_name(board.store, board.run_dir, keep=True)
-    record = _standing_scale(bench_dir, version, name) or ScaleOfRecord.from_run(board.run_dir, version, name)
+    record = _standing_scale(bench_dir, version, name) or ScaleOfRecord.from_run(board, version, name)
     prev_rows = _load_rows(prev_dir) if prev_dir else {}  # read once: checked here, carried below
     if prev_dir is not None:
         _check_originals(board, prev_rows, prev_dir.name, bench)
@@ -468,7 +468,7 @@ def _same_texts(rows: list[dict[str, Any]], text_field: str) -> list[tuple[str, 
 
 def _rows(board: ReviewBoard, outcomes: dict, version: str, now: str, record: ScaleOfRecord, name: str
           ) -> tuple[list[dict], list[float], list[float], list[str]]:
-    fit = _run_fit(board.run_dir)
+    fit = _run_fit(board)
     to_record = record.mapping(fit, board.run_dir, name)
     pos = {item_id: i for i, item_id in enumerate(fit.item_ids)}
     b_rec = [record.b.get(i, to_record(float(b))) for i, b in zip(fit.item_ids, fit.difficulty, strict=True)]
@@ -628,10 +628,16 @@ def _se(row: dict[str, Any], record: ScaleOfRecord) -> float:
     return 0.0 if row.get("difficulty_se") is None else record.z_se(float(row["difficulty_se"]))
 
 
-def _run_fit(run_dir: Path):
+def _run_fit(board: ReviewBoard):
+    """The fit the run recorded in its store. Its folder's fit.json is a copy for the user, which a command
+    may replace (``benchfill fit`` run in the folder writes fit.json by default): read only from a store of
+    a run that recorded no fit there."""
     from benchfill.irt.fit import IrtFit
 
-    fit_path = run_dir / "fit.json"
+    saved = board.store.get_meta("fit")
+    if saved:
+        return IrtFit.from_dict(saved, source=f"{board.run_dir}: the fit its store recorded")
+    fit_path = board.run_dir / "fit.json"
     if not fit_path.is_file():
         raise DataError(f"{fit_path}: the run has no IRT fit of the original benchmark")
     return IrtFit.load(fit_path)
@@ -670,10 +676,10 @@ class ScaleOfRecord:
             raise DataError(f"{path}: not a scale of record ({exc})") from None
 
     @classmethod
-    def from_run(cls, run_dir: Path, version: str, name: str | None = None) -> ScaleOfRecord:
-        fit = _run_fit(run_dir)
+    def from_run(cls, board: ReviewBoard, version: str, name: str | None = None) -> ScaleOfRecord:
+        fit = _run_fit(board)
         b = {i: float(v) for i, v in zip(fit.item_ids, fit.difficulty, strict=True)}
-        return cls(b, float(fit.b_min), float(fit.b_max), name or run_dir.resolve().name, version)
+        return cls(b, float(fit.b_min), float(fit.b_max), name or board.run_dir.resolve().name, version)
 
     def z(self, b: float) -> float:
         span = self.b_max - self.b_min

@@ -541,7 +541,8 @@ def test_a_scale_of_record_whose_release_never_appeared_is_not_the_next_runs(tmp
             b.decide(CHILD_IDS[0], "ann", "accept")
     root = tmp_path / "releases" / "aime24"
     root.mkdir(parents=True)
-    ScaleOfRecord.from_run(first, "1.0.0", "run-first").write(root)  # what the kill left
+    with ReviewBoard(first) as b:
+        ScaleOfRecord.from_run(b, "1.0.0", "run-first").write(root)  # what the kill left
     with caplog.at_level(logging.WARNING, "benchfill.release"):
         made = release(second, "1.0.0")
     assert any("which never appeared" in r.getMessage() for r in caplog.records)
@@ -562,3 +563,31 @@ def test_verify_names_a_path_that_is_no_folder_as_such(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["release", "verify", str(tmp_path / "empty")]) != 0
     assert f"{tmp_path / 'empty' / 'manifest.json'}: missing" in capsys.readouterr().err
+
+
+def test_a_release_rests_on_the_fit_the_run_recorded_and_fit_will_not_replace_a_runs(tmp_path, shared_data, capsys,
+                                                                                      monkeypatch):
+    # `benchfill fit` run inside a run folder wrote its fit.json (the default --out) over the run's own, with no
+    # word; the release read that file, published other "before" figures than the run's report, and fixed them
+    # as the benchmark's scale of record.
+    import shutil
+
+    from benchfill.irt.fit import IrtFit
+
+    kept, moved = make_run(tmp_path / "a", shared_data), make_run(tmp_path / "b", shared_data)
+    fit = IrtFit.load(moved / "fit.json")
+    other = IrtFit.from_dict({**fit.to_dict(), "difficulty": [b + 0.5 * (k % 2) for k, b in enumerate(fit.difficulty)]})
+    other.save(tmp_path / "other.json")
+    shutil.copy(tmp_path / "other.json", moved / "fit.json")  # what a file manager, or an older benchfill, does
+    for run in (kept, moved):
+        with ReviewBoard(run) as b:
+            b.decide(CHILD_IDS[0], "ann", "accept")
+        assert main(["release", str(run), "--version", "1.0.0", "--out", str(run.parent / "rel")]) == 0
+    cards = [(r / "rel" / "aime24" / "1.0.0" / "README.md").read_text() for r in (tmp_path / "a", tmp_path / "b")]
+    figures = [[ln for ln in c.splitlines() if ln.startswith("| max gap") or ln.startswith("| top-")] for c in cards]
+    assert figures[0] and figures[0] == figures[1]
+    capsys.readouterr()
+    monkeypatch.chdir(kept)
+    assert main(["fit", "--responses", str(shared_data / "aime25" / "responses.csv")]) == 2
+    assert f"--out 'fit.json': is the fit.json of the run in {kept}" in capsys.readouterr().err
+    assert IrtFit.load(kept / "fit.json").difficulty.tolist() == fit.difficulty.tolist()
