@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchfill import __version__, calling_module, locks
+from benchfill import __version__, calling_module, locks, untrusted
 from benchfill.benchmarks import RELEASE_COLUMNS, is_release_row
 from benchfill.errors import NOTE, BenchfillError, ConfigError, DataError
 from benchfill.hub import ID_COLUMNS
@@ -108,11 +108,20 @@ class ReleaseDiff:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     changed: dict[str, list[str]] = field(default_factory=dict)  # item id -> changed item fields
+    # items in both whose measured place (difficulty or z) differs: a provenance column, not the item, but a
+    # reproduction diffed against the original release said "0 changed" of originals measured elsewhere
+    placed_otherwise: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [f"{self.a} -> {self.b}: {len(self.added)} added, {len(self.removed)} removed, {len(self.changed)} changed"]
-        out += [f"+ {i}" for i in self.added] + [f"- {i}" for i in self.removed]
-        out += [f"~ {i} ({', '.join(f)})" for i, f in self.changed.items()]
+        t = untrusted.terminal  # ids from the files: printed with their control characters escaped
+        out += [f"+ {t(i)}" for i in self.added] + [f"- {t(i)}" for i in self.removed]
+        out += [f"~ {t(i)} ({', '.join(map(t, f))})" for i, f in self.changed.items()]
+        if self.placed_otherwise:
+            shown = ", ".join(t(i) for i in self.placed_otherwise[:10])
+            more = f", ... (+{len(self.placed_otherwise) - 10})" if len(self.placed_otherwise) > 10 else ""
+            out.append(f"placed otherwise: {len(self.placed_otherwise)} item(s) in both have another difficulty or "
+                       f"z (measured anew, not edited): {shown}{more}")
         return out
 
 
@@ -319,7 +328,11 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         # content of the files it read (files named by name only: a local path says nothing to a reader)
         "benchfill_version": __version__,
         "run_options": _run_options(board.store.get_meta("options")),
-        "inputs_sha256": board.store.get_meta(INPUTS_META),
+        "inputs_sha256": _inputs(board.store),
+        "models": _models(board.store.get_meta("config"), board.store.get_meta("backend")),
+        # the earlier runs whose children the search read from a shared store: the settings alone do not
+        # make the run again where it did
+        "search_memory": _memory(board.store.get_meta("memory")),
         # A simulated run with nothing accepted still places the original items by its simulated panel's answers
         # (and may establish the benchmark's scale of record), so the card says so too.
         "simulated": any(r["simulated"] for r in rows) or simulated_run(board.store),
@@ -839,12 +852,42 @@ def _recorded(rows: list, release_dir: Path, name: str):
     return alike[0] if made else None
 
 
+def _inputs(store) -> dict[str, str] | None:
+    """The sha256 of every file the run read: its inputs, and the panel config (recorded apart)."""
+    files = store.get_meta(INPUTS_META)
+    config = store.get_meta("config_sha256")
+    if config:
+        files = {**(files or {}), "config": config}
+    return files
+
+
+def _models(config: Any, backend: Any) -> dict[str, Any] | None:
+    """The models a real run asked and how (no endpoint: a URL may name a host of the user's own network);
+    None for a simulated run, whose world the run's options describe."""
+    if not isinstance(config, dict) or backend == "sim":
+        return None
+    keep = ("model", "temperature", "top_p", "max_tokens", "trials")
+    probes = [{k: p.get(k) for k in ("name", *keep) if k in p} for p in config.get("probes") or []
+              if isinstance(p, dict)]
+    roles = {r: {k: v for k, v in (config.get(r) or {}).items() if k in keep}
+             for r in ("rewriter", "judge") if isinstance(config.get(r), dict)}
+    return {"probes": probes, **roles} if probes or roles else None
+
+
+def _memory(memory: Any) -> dict[str, Any] | None:
+    if not isinstance(memory, dict) or not memory.get("earlier_runs"):
+        return None
+    return {"earlier_runs": memory["earlier_runs"],
+            "entries_from_earlier_runs": memory.get("entries_from_earlier_runs"),
+            "gaps_reused": memory.get("gaps_reused")}
+
+
 def _run_options(options: Any) -> dict[str, Any] | None:
-    """The run's recorded settings for the card: its file options by file name, and ``extra`` (free-form,
-    a library caller's) left out."""
+    """The run's recorded settings for the card, its file options by file name. ``extra`` (a library
+    caller's, a sweep's ``anchor_items``) is part of the run id, and so of the card."""
     if not isinstance(options, dict):
         return None
-    out = {k: v for k, v in options.items() if k != "extra"}
+    out = dict(options)
     from benchfill import hub
 
     for k in ("items", "responses", "spec", "config"):
@@ -1387,7 +1430,8 @@ def recorded_sha256(release_dir: str | Path, run_dir: str | Path) -> str | None:
 
 
 def diff_releases(a: str | Path, b: str | Path) -> ReleaseDiff:
-    """Items added, removed and changed (by item fields, not provenance) from release ``a`` to ``b``."""
+    """Items added, removed and changed (by item fields, not provenance) from release ``a`` to ``b``, and those in
+    both placed otherwise (their difficulty or z)."""
     names = [_manifest(Path(p)).get("benchmark") for p in (a, b)]
     if all(names) and names[0] != names[1]:
         raise ConfigError(f"{a} is a release of {names[0]!r} and {b} one of {names[1]!r} (their {MANIFEST}): "
@@ -1404,7 +1448,10 @@ def diff_releases(a: str | Path, b: str | Path) -> ReleaseDiff:
         changed = sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
         if changed:
             d.changed[i] = changed
+        if any(ra[i].get(k) != rb[i].get(k) for k in ("difficulty", "z")):
+            d.placed_otherwise.append(i)
     d.changed = dict(sorted(d.changed.items()))
+    d.placed_otherwise.sort()
     return d
 
 

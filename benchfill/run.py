@@ -245,6 +245,11 @@ class RunOptions:
             d.pop("sim_discrimination")
         if idle_at_defaults:
             d = idle_at_default(d)
+        from benchfill.prompts import overrides_digest
+
+        prompts = overrides_digest()  # templates of the user's own (BENCHFILL_PROMPTS_DIR) decide the result too
+        if prompts:  # (runs on the built-in prompts keep the ids they had)
+            d["prompts_sha256"] = prompts
         if d["prescreen"] == "off":  # added later: runs without it keep the ids they had
             d.pop("prescreen")
         for k in ("confirm_se", "confirm_cap"):  # the same, for these
@@ -523,9 +528,11 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         queue = review_records(results, opts, run_id_for(opts), bench, fit, summary)
         _check_outputs(run_dir)  # again: the run may have taken hours, and the folder changed meanwhile
         _record_review_queue(store, queue)
-        write_report(run_dir, opts=opts, run_id=run_id_for(opts), bench=bench, fit=fit, gaps=chosen_gaps,
-                     results=results, oracle_z=oracle_z, backend=summary, matrix_source=matrix_source,
-                     queue=queue)
+        rep = write_report(run_dir, opts=opts, run_id=run_id_for(opts), bench=bench, fit=fit, gaps=chosen_gaps,
+                           results=results, oracle_z=oracle_z, backend=summary, matrix_source=matrix_source,
+                           queue=queue)
+        if rep.get("memory"):  # what the search read of earlier runs: a release's card names them
+            store.set_meta("memory", rep["memory"])
     except BaseException:
         if fresh and not started and opts.store is None:
             # Stopped before any work (bad config, endpoint down, a bug, Ctrl-C): leave no empty run directory.
@@ -745,6 +752,15 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
         # to the other (a --responses dropped) is a difference here
         differ = sorted(k for k in stored.keys() & now.keys()
                         if (bool(stored[k]) != bool(now[k]) if k in PATH_OPTIONS else stored[k] != now[k]))
+        was, has = stored.get("prompts_sha256"), now.get("prompts_sha256")
+        if was != has:  # the templates (BENCHFILL_PROMPTS_DIR) are not in the options compared below
+            from benchfill.prompts import PROMPTS_DIR_ENV
+
+            how = ("with the built-in prompts; this command has templates of its own" if was is None else
+                   "with prompt templates of its own; this command has the built-in ones" if has is None else
+                   "with other prompt templates than this command's (edited since?)")
+            raise ConfigError(f"run {run_id} was made {how} ({PROMPTS_DIR_ENV}): resume with the run's own, or "
+                              f"give another {opt('run_id')}")
         if differ:
             # the strategy first: the options idle for one of the two strategies are at their defaults on that
             # side only, and the first of those, alphabetically, was named with a default the user never asked

@@ -45,6 +45,10 @@ def test_a_second_run_on_the_same_store_builds_on_the_first(tmp_path):
     assert m["parents_from_earlier_runs"] >= 1 and m["children_of_earlier_parents"] >= 1
     md = (second["_dir"] / "report.md").read_text()
     assert "## Shared memory" in md and f"({first['run_id']})" in md
+    with sqlite3.connect(tmp_path / "shared.db") as db:  # kept in the store, where a release's card reads it
+        (kept,) = db.execute("select value_json from runmeta where run_id = ? and key = 'memory'",
+                             (second["run_id"],)).fetchone()
+    assert json.loads(kept)["earlier_runs"] == [first["run_id"]]
     with sqlite3.connect(tmp_path / "shared.db") as db:
         parents = {p for (p,) in db.execute("select parent_id from candidate where run_id = ?", (second["run_id"],))}
         earlier = {f"{i}@{first['run_id']}": ok for i, ok in db.execute(

@@ -70,6 +70,24 @@ _REPLY_TAGS = {"rewriter": "<child>", "judge": "<verdict>"}
 OWN_SOLVER_EXTRAS = {"multiple_choice": "options", "code": "entry_point"}
 
 
+def overrides_digest(user_dir: str | os.PathLike | None = None) -> str | None:
+    """The sha256 of the prompt templates of the user's own (``BENCHFILL_PROMPTS_DIR``, or ``user_dir``): each
+    ``.txt`` file's name and content, in name order; None where no such folder, or no template in it, is given.
+    The run id and a release's card carry it: another wording is another search."""
+    import hashlib
+
+    override = user_dir if user_dir is not None else os.environ.get(PROMPTS_DIR_ENV)
+    folder = Path(override) if override else None
+    if folder is None or not folder.is_dir():
+        return None  # (a folder that is not there is refused by check_overrides, before any work)
+    h, any_file = hashlib.sha256(), False
+    for f in sorted(folder.iterdir()):
+        if f.name.endswith(".txt") and not f.name.startswith(".") and f.is_file():
+            any_file = True
+            h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest() if any_file else None
+
+
 def check_overrides(user_dir: str | os.PathLike | None = None) -> list[str]:
     """Refuse, before any work, an override folder a run cannot use: one that does not exist (its overrides
     would be passed over in silence), or a template in it whose placeholders are not those its filler
@@ -535,6 +553,7 @@ __all__ = [
     "format_rewriter_prompt",
     "format_solver_prompt",
     "load_prompt",
+    "overrides_digest",
     "parse_child",
     "parse_verdict",
     "placeholders",

@@ -200,6 +200,12 @@ def dataset_card(meta: dict[str, Any], before: dict, after: dict, changelog: str
         sim += (f"\n> {len(outside)} generated item(s) lie outside the gap they were made for, as the run measured "
                 f"the item and its gap, both mapped onto this scale (flag `outside_gap` in column `flags`): {listed}. "
                 "Each adds an item to the axis, but not where the gap was.\n")
+    memory = meta.get("search_memory") or {}
+    if memory.get("earlier_runs"):
+        runs = ", ".join(untrusted.md_code(r) for r in memory["earlier_runs"])
+        sim += (f"\n> The search read the children of earlier runs from a shared store ({runs}: "
+                f"{memory.get('entries_from_earlier_runs') or 0} of them), so its settings (`run_options`) alone "
+                "do not make this run again.\n")
     near = meta.get("near_duplicate") or []
     if near:
         sim += (f"\n> {len(near)} generated item(s) nearly repeat an item of the benchmark (flag `near_duplicate`): "

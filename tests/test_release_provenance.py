@@ -1,0 +1,101 @@
+"""A release's card says what made the run: its settings with the library's ``extra``, the sha256 of every
+file it read (the panel config too), the models a real run asked, the earlier runs whose children its search
+read from a shared store, and templates of the user's own (BENCHFILL_PROMPTS_DIR), which are part of the run id."""
+
+from __future__ import annotations
+
+import pytest
+from test_review_support import CHILD_IDS, make_run
+
+from benchfill.errors import ConfigError
+from benchfill.release import _card_meta, release
+from benchfill.review import ReviewBoard
+from benchfill.run import RunOptions, _same_run, run_id_for
+from benchfill.store import Store
+
+
+def test_the_card_carries_extra_the_config_the_models_and_the_search_memory(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    store = Store(run / "store.db")
+    store.set_meta("options", {"benchmark": "aime24", "gaps": 3, "config": "/home/me/panel.toml",
+                               "extra": {"anchor_items": 20}})
+    store.set_meta("inputs_sha256", {"benchmark_items": "a" * 64})
+    store.set_meta("config_sha256", "c" * 64)
+    store.set_meta("backend", "openai")
+    store.set_meta("config", {"probes": [{"name": "p1", "model": "qwen", "base_url": "http://10.0.0.7:8000/v1",
+                                          "temperature": 0.6, "top_p": 0.95, "max_tokens": 4096, "trials": 8}],
+                              "rewriter": {"model": "openai/gpt-x", "api_base": "http://gw.internal/v1",
+                                           "temperature": 0.7, "max_tokens": 4096}})
+    store.set_meta("memory", {"earlier_runs": ["run-a", "run-b"], "entries_from_earlier_runs": 5, "gaps_reused": 1})
+    store.close()
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    made = release(run, "1.0.0")
+    meta = _card_meta(made.path / "README.md")
+    assert meta["run_options"]["extra"] == {"anchor_items": 20} and meta["run_options"]["config"] == "panel.toml"
+    assert meta["inputs_sha256"] == {"benchmark_items": "a" * 64, "config": "c" * 64}
+    assert meta["models"] == {"probes": [{"name": "p1", "model": "qwen", "temperature": 0.6, "top_p": 0.95,
+                                          "max_tokens": 4096, "trials": 8}],
+                              "rewriter": {"model": "openai/gpt-x", "temperature": 0.7, "max_tokens": 4096}}
+    card = (made.path / "README.md").read_text()
+    assert "10.0.0.7" not in card and "gw.internal" not in card  # no endpoint of the user's own network
+    assert meta["search_memory"] == {"earlier_runs": ["run-a", "run-b"], "entries_from_earlier_runs": 5,
+                                     "gaps_reused": 1}
+    assert ("The search read the children of earlier runs from a shared store (`run-a`, `run-b`: 5 of them), so its "
+            "settings (`run_options`) alone do not make this run again.") in card
+
+
+def test_prompt_templates_of_ones_own_are_part_of_the_run_id_and_a_resume_refuses_others(tmp_path, monkeypatch):
+    opts = RunOptions(benchmark="demo", gaps=2)
+    monkeypatch.delenv("BENCHFILL_PROMPTS_DIR", raising=False)
+    built_in = run_id_for(opts)
+    own = tmp_path / "prompts"
+    own.mkdir()
+    monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(own))
+    assert run_id_for(opts) == built_in  # a folder with no template in it changes nothing
+    (own / "rewriter.txt").write_text("Be creative. {parent}")
+    mine = run_id_for(opts)
+    assert mine != built_in and "prompts_sha256" in opts.identity()
+    (own / "rewriter.txt").write_text("Be bold. {parent}")
+    assert run_id_for(opts) not in (built_in, mine)
+    # one run id given to both (--run-id): the resume is refused, either way round
+    store = Store(tmp_path / "store.db")
+    store.set_meta("options", opts.identity())
+    (own / "rewriter.txt").write_text("Be creative. {parent}")
+    with pytest.raises(ConfigError, match="was made with other prompt templates than this command's"):
+        _same_run(store, opts, "r", {})
+    monkeypatch.delenv("BENCHFILL_PROMPTS_DIR")
+    with pytest.raises(ConfigError, match="was made with prompt templates of its own; this command has the built-in"):
+        _same_run(store, opts, "r", {})
+    store.set_meta("options", opts.identity())
+    _same_run(store, opts, "r", {})
+    monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(own))
+    with pytest.raises(ConfigError, match=r"was made with the built-in prompts; .* \(BENCHFILL_PROMPTS_DIR\)"):
+        _same_run(store, opts, "r", {})
+    store.close()
+
+
+def test_diff_says_which_items_are_placed_otherwise(tmp_path, shared_data):
+    # a reproduction diffed against the original release said "0 changed" of originals measured elsewhere
+    from benchfill.irt.fit import IrtFit
+    from benchfill.release import diff_releases
+
+    first, second = make_run(tmp_path / "a", shared_data), make_run(tmp_path / "b", shared_data)
+    fit = IrtFit.load(second / "fit.json")
+    moved = IrtFit.from_dict({**fit.to_dict(), "difficulty": [b + (0.5 if k == 3 else 0.0)
+                                                              for k, b in enumerate(fit.difficulty)]})
+    store = Store(second / "store.db")
+    store.set_meta("fit", moved.to_dict())
+    store.close()
+    made = []
+    for run in (first, second):
+        with ReviewBoard(run) as b:
+            b.decide(CHILD_IDS[0], "ann", "accept")
+        made.append(release(run, "1.0.0", out=run.parent / "rel").path)
+    d = diff_releases(*made)
+    assert not d.added and not d.removed and not d.changed
+    assert fit.item_ids[3] in d.placed_otherwise
+    assert d.lines()[-1].startswith(f"placed otherwise: {len(d.placed_otherwise)} item(s) in both have another "
+                                    "difficulty or z (measured anew, not edited): ")
+    same = diff_releases(made[0], made[0])
+    assert same.placed_otherwise == [] and len(same.lines()) == 1
