@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from benchfill import calling_module, locks
-from benchfill.errors import ConfigError, DataError
+from benchfill.errors import NOTE, ConfigError, DataError
 from benchfill.untrusted import terminal
 
 log = logging.getLogger("benchfill.run")
@@ -446,7 +446,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         log.warning("%s", line)
     if fresh and not opts.run_id and gaps_only is None:
         for line in earlier_runs(run_dir, opts.identity()):
-            show(f"note: {line}")
+            log.warning("%s", line, extra=NOTE)  # news a --quiet run still says
     if isolation == "unconfined":  # allowed, perhaps by a BENCHFILL_ALLOW_UNCONFINED=1 set long ago: said at
         # once, --quiet or not, as a security matter is no progress line
         print(f"benchfill: warning: {run_id_for(opts)}: generated programs will run UNCONFINED (no bubblewrap "
@@ -496,7 +496,7 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
             z_of = {i: float(v) for i, v in zip(ids, z, strict=True) if i in by_id}
             if opts.confirm and opts.strategy != "oracle":
                 for line in narrow_gaps(chosen_gaps, opts.confirm_se, backend.annotator):
-                    show(line)
+                    log.warning("%s", line)  # a warning, not progress: --quiet must not hide it
             if opts.strategy == "oracle":
                 results, oracle_z = [], oracle_fill(z, opts.gaps)
             else:

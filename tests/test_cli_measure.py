@@ -291,3 +291,15 @@ def test_fit_says_each_refit_it_makes_before_it_makes_it(tmp_path, capsys):
     assert [x for x in err.splitlines() if x.endswith(" ...")] == [
         "fitting the 2PL beside the 1PL (--bic) ...", "estimating how item discrimination spreads (--spread) ...",
         "refitting without each of the 12 models in turn (--loo) ..."]  # fmt: skip
+
+
+def test_fit_json_keeps_its_progress_on_stderr_and_no_command_is_a_usage_error_there(tmp_path, shared_data, capsys):
+    # --json had silenced the progress of --bic / --spread / --loo: minutes of nothing on a large matrix
+    assert main(["fit", "--responses", str(shared_data / "aime25" / "responses.csv"), "--out",
+                 str(tmp_path / "f.json"), "--bic", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["bic"] and "fitting the 2PL beside the 1PL (--bic) ..." in err
+    # no command: the usage on stderr (it went to stdout, with exit status 2)
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("usage: benchfill")

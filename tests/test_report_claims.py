@@ -260,18 +260,20 @@ def test_every_confirmation_is_kept_in_the_store_and_listed_in_the_report(tmp_pa
     assert all(f"`{c['id']}` {c['z']:.4f} (" in md and f"cut short at {c['rollouts']} rollouts)" in md for c in cut)
 
 
-def test_how_sure_filled_is_and_a_gap_narrower_than_the_confirmation(tmp_path, capsys):
+def test_how_sure_filled_is_and_a_gap_narrower_than_the_confirmation(tmp_path, caplog):
     # A loose confirmation (z se 0.3) against the demo's gaps (half-widths about 0.05-0.07): the run says
     # before it searches that "filled" will be near chance, and the report gives each chosen item's chance of
     # lying inside its gap as fitted and names the gaps narrower than the estimate's se.
+    import logging
     import math
 
     from benchfill.run import narrow_gaps
 
     opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), sim_rewriter="kind", confirm_se=0.3,
                       **{**FAST, "progress": True})
-    d = run(opts)
-    err = capsys.readouterr().err
+    with caplog.at_level(logging.WARNING, logger="benchfill"):  # warnings, which --quiet does not hide
+        d = run(opts)
+    err = "\n".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     rep, md = _report(d)
     for g in rep["gaps_before"]:
         assert f"half-width {g['width'] / 2:.4f} z is below the confirmation's z se (0.3)" in err

@@ -56,11 +56,15 @@ def test_repairs_and_spot_checks_are_spent_and_bounded(tmp_path, capsys):
     assert rows and all(bool(sim) for sim, _ in rows), rows
 
 
-def test_a_rewriter_that_never_answers_in_the_format_asked_is_said_not_only_counted(tmp_path, caplog):
+def test_a_rewriter_that_never_answers_in_the_format_asked_is_said_not_only_counted(tmp_path, caplog, capsys,
+                                                                                     monkeypatch):
     # Every rewriter reply malformed, the repairs too: the run filled nothing and had said only "no valid child",
     # the reasons at -v alone. Now a warning names the first reason, and the headline and the report count them.
     import logging
 
+    from benchfill.engine import backend
+
+    monkeypatch.setattr(backend, "PROGRESS_EVERY_S", 0.02)  # the panel's rollouts said nothing under 500 items
     bench = get_benchmark("demo")
     world = World.from_items(bench.items, evaluator=bench.spec.evaluator, text_field=bench.spec.text_field,
                              answer_field=bench.spec.answer_field, matrix=bench.matrix, n_probes=2, seed=3,
@@ -72,9 +76,11 @@ def test_a_rewriter_that_never_answers_in_the_format_asked_is_said_not_only_coun
         cfg.write_text(probes + f'[rewriter]\nmodel = "openai/sim-rewriter"\napi_base = "{srv.base_url}"\n'
                        f'[judge]\nmodel = "openai/sim-judge"\napi_base = "{srv.base_url}"\ntemperature = 0.0\n')
         opts = RunOptions(benchmark="demo", config=str(cfg), runs_dir=str(tmp_path / "runs"), gaps=1, rounds=1,
-                          parents=1, children=2, references=8, progress=False, seed=3, confirm=False)
+                          parents=1, children=2, references=8, progress=True, seed=3, confirm=False,
+                          misfit=0.5)  # (the spread of the panel's discrimination, estimated, took 19 s)
         with caplog.at_level(logging.WARNING, logger="benchfill"):
             d = run(opts)
+    assert "requests sent so far" in capsys.readouterr().err
     rep = json.loads((d / "report.json").read_text())
     failed, asked = rep["spend"]["failures"], rep["spend"]["rewriter_calls"]
     assert failed == asked == 2

@@ -238,8 +238,8 @@ def _main(argv: list[str] | None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the command they were given to, with its usage, not the top level's
         _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
-    if not getattr(args, "func", None):
-        parser.print_help()
+    if not getattr(args, "func", None):  # no command: a usage error, said on stderr (stdout stays for results)
+        parser.print_help(sys.stderr)
         return 2
     from benchfill.errors import BenchfillError, Terminated
 

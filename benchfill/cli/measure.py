@@ -324,9 +324,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
         check_loo(matrix)
 
-    def say(what: str) -> None:
-        if not args.json:
-            print(f"{what} ...", file=sys.stderr, flush=True)
+    def say(what: str) -> None:  # on stderr with --json too: the JSON is on stdout, alone
+        print(f"{what} ...", file=sys.stderr, flush=True)
 
     if args.bic:
         say("fitting the 2PL beside the 1PL (--bic)")
@@ -340,7 +339,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.loo:
         say(f"refitting without each of the {matrix.n_models} models in turn (--loo)")
         loo = leave_one_model_out(matrix, engine="map", model=args.model, guessing=not args.no_guessing,
-                                  progress=None if args.json else lambda line: print(line, file=sys.stderr, flush=True))
+                                  progress=lambda line: print(line, file=sys.stderr, flush=True))
         summary["leave_one_model_out"] = loo
     f.save(args.out)  # last: a command that fails on the way writes nothing
     if args.json:

@@ -269,6 +269,13 @@ class Backend:
             label = self.opts.progress_label
             print(f"{label}: {msg}" if label else msg, file=sys.stderr, flush=True)
 
+    async def _tick(self, what: str) -> None:
+        """Say, every ``PROGRESS_EVERY_S``, how many requests are sent so far (until cancelled)."""
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            st = self.rc.stats
+            self._say(f"{what}: {st.requests} requests sent so far ({st.cache_hits} answers from the cache) ...")
+
     async def _misfit(self, matrix, digest: str) -> float:
         """The annotator's misfit allowance: ``--misfit SD``, or with ``auto`` the benchmark's own spread of
         log discrimination (irt/spread.py), estimated once from the matrix of record and kept with it, so a
@@ -374,13 +381,19 @@ class Backend:
         # the first minutes of a run on a large benchmark: say what they are
         self._say(f"benchmark rollouts: {len(self.config.probes)} probes x {len(items)} items, to place the panel "
                   "on the benchmark's scale ...")
-        for start in range(0, len(items), BENCHMARK_BATCH):
-            batch = items[start : start + BENCHMARK_BATCH]
-            res += await self.rc.rollouts(batch, seed=seed, phase="benchmark")
-            if len(items) > BENCHMARK_BATCH:
-                st = self.rc.stats
-                self._say(f"benchmark rollouts: {start + len(batch)}/{len(items)} items "
-                          f"({st.requests} requests, {st.cache_hits} from the cache)")
+        # a line at least every PROGRESS_EVERY_S as well: a batch of 500 items said nothing for minutes
+        ticker = asyncio.create_task(self._tick("benchmark rollouts")) if self.opts.progress else None
+        try:
+            for start in range(0, len(items), BENCHMARK_BATCH):
+                batch = items[start : start + BENCHMARK_BATCH]
+                res += await self.rc.rollouts(batch, seed=seed, phase="benchmark")
+                if len(items) > BENCHMARK_BATCH:
+                    st = self.rc.stats
+                    self._say(f"benchmark rollouts: {start + len(batch)}/{len(items)} items "
+                              f"({st.requests} requests, {st.cache_hits} from the cache)")
+        finally:
+            if ticker is not None:
+                ticker.cancel()
         models = [p.name for p in self.config.probes]
         mi, ii = {m: j for j, m in enumerate(models)}, {it["id"]: i for i, it in enumerate(items)}
         correct = np.zeros((len(models), len(items)), dtype=np.int64)
@@ -754,6 +767,7 @@ def sim_port(run_dir: Path) -> int:
 # Above this many items, a given response matrix places the probe panel through anchor items only.
 ANCHOR_ITEMS = 300
 BENCHMARK_BATCH = 500  # items per progress line while collecting the panel's benchmark rollouts
+PROGRESS_EVERY_S = 15.0  # and a line at least this often, however few the items
 
 
 def anchor_items(matrix, items, n: int = ANCHOR_ITEMS) -> list[dict]:
