@@ -327,7 +327,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         # what a third party needs to make the run again: the tool's version, the run's settings, and the
         # content of the files it read (files named by name only: a local path says nothing to a reader)
         "benchfill_version": __version__,
-        "run_options": _run_options(board.store.get_meta("options")),
+        "run_options": _run_options(board.store.get_meta("options"), board.store.get_meta("backend")),
         "inputs_sha256": _inputs(board.store),
         "models": _models(board.store.get_meta("config"), board.store.get_meta("backend")),
         # the earlier runs whose children the search read from a shared store: the settings alone do not
@@ -882,12 +882,16 @@ def _memory(memory: Any) -> dict[str, Any] | None:
             "gaps_reused": memory.get("gaps_reused")}
 
 
-def _run_options(options: Any) -> dict[str, Any] | None:
+def _run_options(options: Any, backend: Any = None) -> dict[str, Any] | None:
     """The run's recorded settings for the card, its file options by file name. ``extra`` (a library
     caller's, a sweep's ``anchor_items``) is part of the run id, and so of the card."""
     if not isinstance(options, dict):
         return None
     out = dict(options)
+    if backend == "sim" and out.get("sim_rewriter", "") is None:  # None is the default preset: named
+        from benchfill.sim.rewriter import DEFAULT_PRESET
+
+        out["sim_rewriter"] = DEFAULT_PRESET
     from benchfill import hub
 
     for k in ("items", "responses", "spec", "config"):

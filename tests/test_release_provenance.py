@@ -99,3 +99,14 @@ def test_diff_says_which_items_are_placed_otherwise(tmp_path, shared_data):
                                     "difficulty or z (measured anew, not edited): ")
     same = diff_releases(made[0], made[0])
     assert same.placed_otherwise == [] and len(same.lines()) == 1
+
+
+def test_a_simulated_runs_card_names_the_rewriter_preset_it_ran_with(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)  # a simulated run
+    store = Store(run / "store.db")
+    store.set_meta("options", {"benchmark": "aime24", "sim_rewriter": None})  # None: the default preset
+    store.close()
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "ann", "accept")
+    meta = _card_meta(release(run, "1.0.0").path / "README.md")
+    assert meta["run_options"]["sim_rewriter"] == "realistic" and meta["models"] is None
