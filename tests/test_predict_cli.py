@@ -181,3 +181,12 @@ def test_the_residuals_table_lists_fifty_and_says_how_many_more(shared_data, cap
     assert main([*base, "--json"]) == 0 and len(json.loads(capsys.readouterr().out)) == flagged
     assert main([*base, "--top", "60"]) == 0
     assert "more, less far" not in capsys.readouterr().out
+
+
+def test_the_auc_table_says_a_constants_rho_is_undefined_rather_than_nan():
+    from benchfill.cli.predict import auc_lines
+
+    lines = auc_lines([{"benchmark": "he", "predictor": "constant", "auc": 0.7, "rho": float("nan"), "pacc": 0.0},
+                       {"benchmark": "he", "predictor": "oracle", "auc": 0.9, "rho": 0.5, "pacc": 0.7}])
+    assert "nan" not in "\n".join(lines) and "rho   n/a  pacc 0.000" in lines[1] and "rho 0.500" in lines[2]
+    assert "Eq. 2 counts a tie as a miss" in lines[0]

@@ -263,10 +263,18 @@ def cmd_evaluate(args) -> int:
         pooled = f"{r.pooled_rho:>10.3f}" if args.split == "kfold" else f"{'-':>10}"
         print(f"  {'+'.join(r.families):<36} {r.rho[0]:>7.3f} ± {r.rho[1]:.3f} {r.pacc[0]:>7.3f} ± {r.pacc[1]:.3f}"
               f" {pooled}")
-    print("response AUC (section 4.2: high even for a constant prediction):")
-    for a in aucs:
-        print(f"  {a['benchmark']:<12} {a['predictor']:<44} AUC {a['auc']:.3f}  rho {a['rho']:.3f}  pacc {a['pacc']:.3f}")
+    print("\n".join(auc_lines(aucs)))
     return 0
+
+
+def auc_lines(aucs: list[dict]) -> list[str]:
+    """The response-AUC table: a constant prediction's rho (NaN: it has no rank order) said as n/a."""
+    out = ["response AUC (section 4.2: high even for a constant prediction, whose rho is undefined and whose "
+           "pairwise accuracy is 0: Eq. 2 counts a tie as a miss):"]
+    for a in aucs:
+        rho = "  n/a" if a["rho"] != a["rho"] else f"{a['rho']:.3f}"
+        out.append(f"  {a['benchmark']:<12} {a['predictor']:<44} AUC {a['auc']:.3f}  rho {rho}  pacc {a['pacc']:.3f}")
+    return out
 
 
 def cmd_score(args) -> int:
