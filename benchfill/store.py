@@ -747,7 +747,12 @@ def check_store_url(url: str, where: str = "--store") -> None:
     (a run, a sweep's units, a sweep's Ray driver) checks it so, before anything is written."""
     if "://" not in url:  # shown unless it may hold user:password@ (no parser tells them apart here)
         shown = "" if "@" in url else f" {url!r}"
-        raise ConfigError(f"{where}{shown}: expected a SQLAlchemy URL such as postgresql+psycopg://user@host/db")
+        # a SQLite file named as a path (as `memory list --store` takes one): the URL it means, said
+        path = Path(url).expanduser()
+        hint = (f"; for this SQLite file: sqlite:///{path.resolve()}" if "@" not in url and
+                (path.is_file() or path.suffix in (".db", ".sqlite", ".sqlite3")) else "")
+        raise ConfigError(f"{where}{shown}: expected a SQLAlchemy URL such as postgresql+psycopg://user@host/db"
+                          + hint)
     if _has_password(url, where):
         raise ConfigError(
             f"{where}: the URL carries a password; leave it out and set PGPASSWORD (or ~/.pgpass) instead"

@@ -334,3 +334,15 @@ def test_a_simulated_run_on_a_shared_store_resumed_from_another_folder_keeps_its
         return [(g["chosen_id"], g["confirmed_z"]) for g in rep["gaps"]], rep["top_k_sum_after"]
 
     assert chosen("second") == chosen("whole")
+
+
+def test_a_sqlite_file_given_as_a_path_is_refused_with_the_url_it_means(tmp_path, monkeypatch):
+    from benchfill.errors import ConfigError
+    from benchfill.store import check_store_url
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=rf"--store 'shared\.db': expected a SQLAlchemy URL .*; for this SQLite "
+                                          rf"file: sqlite:///{tmp_path}/shared\.db$"):
+        check_store_url("shared.db")
+    with pytest.raises(ConfigError, match=r"user@host/db$"):  # a name that says nothing of SQLite: no guess
+        check_store_url("mystore")
