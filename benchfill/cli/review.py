@@ -53,7 +53,7 @@ def register(subparsers) -> None:
               "       benchfill release verify DIR [--sha256 HEX | --run RUN] [--copy]",
     )
     rel.add_argument("args", nargs="+", metavar="RUN | diff A B | verify DIR")
-    rel.add_argument("--version", dest="release_version", help="semantic version of the new release (X.Y.Z, each at most 9999)")
+    rel.add_argument("--version", dest="release_version", metavar="X.Y.Z", help="semantic version of the new release (X.Y.Z, each at most 9999)")
     rel.add_argument("--out", type=Path, help="releases root (default: releases/ beside the run directory)")
     rel.add_argument("--remove", action="append", default=[], metavar="ITEM_ID",
                      help="drop a generated item of the previous release (repeatable; needs --removed-by)")
