@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--permutations", type=int, default=100_000,
                    help="random permutations (default 100,000, at most 10,000,000); 0 = exact, small cases only")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the random permutations (default 0)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_detect)
 

@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
 def _input_args(p: argparse.ArgumentParser, saved_fit: bool = True) -> None:
     g = p.add_argument_group("input")
     g.add_argument("--benchmark", metavar="NAME", help="a registered benchmark ('demo' is built in)")
-    g.add_argument("--data-dir", metavar="DIR", help="where registered benchmarks' files live")
+    g.add_argument("--data-dir", metavar="DIR", help="where registered benchmarks' files live (default $BENCHFILL_DATA_DIR)")
     g.add_argument("--responses", metavar="FILE", help="responses: model,item_id,correct,trials (CSV or JSONL)")
     g.add_argument("--items", metavar="FILE", help="items JSONL; responses are checked against it")
     g.add_argument("--spec", metavar="FILE", help="the benchmark spec of --items (TOML/JSON/YAML, as `run` takes it): "
@@ -89,7 +89,7 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
                         "N(mu, sigma^2) estimated from the items, which leaves the ends as far out as the "
                         "benchmark's own spread warrants (1PL only; with --engine nuts, the draws are taken under the "
                         "estimated prior; bench/bench_gap_bias.py)")
-    g.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
+    g.add_argument("--seed", type=nonneg_int, default=0, help="seed of every random draw: NUTS chains, --spread's replicates, calibrate's random subsets (default 0)")
     g.add_argument("--chains", type=positive_int, default=None, help="NUTS chains (default 4)")
     g.add_argument("--warmup", type=nonneg_int, default=None, help="NUTS warm-up draws per chain (default 1000)")
     g.add_argument("--draws", type=mcmc_draws, default=None,

@@ -71,7 +71,7 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", required=True, nargs="+", metavar="NAME",
                    help="registered benchmarks with items and responses (e.g. humaneval mmlu-pro aime25)")
     p.add_argument("--data-dir", metavar="DIR", help="where their files live (default $BENCHFILL_DATA_DIR)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of every random draw: the folds, the features, the fits (default 0)")
 
 
 def _feature_args(p: argparse.ArgumentParser) -> None:

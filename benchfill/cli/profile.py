@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--alpha", type=float, default=0.05, help="flag items with o <= alpha (default 0.05)")
     p.add_argument("--draws", type=int, default=999,
                    help="Monte Carlo draws per reference profile, 19 to 9999 (default 999)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the Monte Carlo reference draws (default 0)")
     p.add_argument("--no-cache", action="store_true", help="keep the calibration in memory only")
     p.add_argument("--top", type=nonneg_int, default=20, help="flagged items shown in the table (default 20)")
     p.add_argument("--subset", type=positive_int, metavar="K",

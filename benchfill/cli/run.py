@@ -39,7 +39,7 @@ def register(subparsers) -> None:
                    help="sim: the simulated world in-process; openai: endpoints from --config "
                         "(default: openai when --config is given, else sim)")
     p.add_argument("--config", help="config file (TOML/YAML): probe panel, rewriter, judge")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the whole run: the search, the probes' sampling, the simulated world (default 0)")
     p.add_argument("--rounds", type=int, default=8, help="T, at most this many rounds per gap (default 8)")
     p.add_argument("--parents", type=int, default=4, help="R, parents per round (default 4)")
     p.add_argument("--children", type=int, default=4, help="C, children per parent (default 4)")

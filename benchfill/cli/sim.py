@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
     src.add_argument("--answer-field", help="item field holding the reference answer (default by evaluator)")
     serve.add_argument("--port", type=port, default=8000, help="port on 127.0.0.1 (default 8000; 0: any free port)")
     serve.add_argument("--probes", type=int, default=12, help="number of simulated probe models (default 12)")
-    serve.add_argument("--seed", type=nonneg_int, default=0, help="default 0")
+    serve.add_argument("--seed", type=nonneg_int, default=0, help="seed of the simulated world (default 0)")
     serve.add_argument("--latency-ms", type=float, default=0.0,
                        help="milliseconds each reply waits before it is sent, as a real server's would (default 0)")
     serve.add_argument("--latency-jitter-ms", type=float, default=0.0,
