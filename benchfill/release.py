@@ -327,6 +327,8 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
         # what a third party needs to make the run again: the tool's version, the run's settings, and the
         # content of the files it read (files named by name only: a local path says nothing to a reader)
         "benchfill_version": __version__,
+        # the code that made the run (its commit where it ran from a git checkout): one version spans many
+        "run_code": board.store.get_meta("code"),
         "run_options": _run_options(board.store.get_meta("options"), board.store.get_meta("backend")),
         "inputs_sha256": _inputs(board.store),
         "models": _models(board.store.get_meta("config"), board.store.get_meta("backend")),

@@ -468,6 +468,10 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         _same_run(store, opts, run_id_for(opts), inputs, bench)  # a resume must not mix two runs' settings or files
         if not store.get_meta("options"):  # from the start: a run killed during its fit is checked too
             store.set_meta("options", opts.identity())
+        if not store.get_meta("code"):  # the code that began it (its version, and its commit where a checkout)
+            from benchfill.source import code_identity
+
+            store.set_meta("code", code_identity())
         recorded = store.get_meta(INPUTS_META) or {}
         if inputs.keys() - recorded.keys():  # (a run from before they were all recorded: the rest recorded now)
             store.set_meta(INPUTS_META, {**inputs, **recorded})

@@ -27,6 +27,7 @@ def test_the_card_carries_extra_the_config_the_models_and_the_search_memory(tmp_
                               "rewriter": {"model": "openai/gpt-x", "api_base": "http://gw.internal/v1",
                                            "temperature": 0.7, "max_tokens": 4096}})
     store.set_meta("memory", {"earlier_runs": ["run-a", "run-b"], "entries_from_earlier_runs": 5, "gaps_reused": 1})
+    store.set_meta("code", {"version": "0.1.0", "git_commit": "f" * 40, "git_dirty": True})
     store.close()
     with ReviewBoard(run) as b:
         b.decide(CHILD_IDS[0], "ann", "accept")
@@ -34,6 +35,7 @@ def test_the_card_carries_extra_the_config_the_models_and_the_search_memory(tmp_
     meta = _card_meta(made.path / "README.md")
     assert meta["run_options"]["extra"] == {"anchor_items": 20} and meta["run_options"]["config"] == "panel.toml"
     assert meta["inputs_sha256"] == {"benchmark_items": "a" * 64, "config": "c" * 64}
+    assert meta["run_code"] == {"version": "0.1.0", "git_commit": "f" * 40, "git_dirty": True}
     assert meta["models"] == {"probes": [{"name": "p1", "model": "qwen", "temperature": 0.6, "top_p": 0.95,
                                           "max_tokens": 4096, "trials": 8}],
                               "rewriter": {"model": "openai/gpt-x", "temperature": 0.7, "max_tokens": 4096}}
@@ -110,3 +112,26 @@ def test_a_simulated_runs_card_names_the_rewriter_preset_it_ran_with(tmp_path, s
         b.decide(CHILD_IDS[0], "ann", "accept")
     meta = _card_meta(release(run, "1.0.0").path / "README.md")
     assert meta["run_options"]["sim_rewriter"] == "realistic" and meta["models"] is None
+
+
+def test_the_code_identity_is_the_checkouts_commit_and_none_for_a_copy_outside_git(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import benchfill
+    from benchfill.source import code_identity
+
+    here = Path(benchfill.__file__).parent
+    head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True)
+    got = code_identity()
+    assert got["version"] == benchfill.__version__
+    if head.returncode == 0:  # (CI runs a clean checkout: a commit, and nothing changed from it)
+        assert got["git_commit"] == head.stdout.strip() and got["git_dirty"] in (False, True)
+    shutil.copytree(here, tmp_path / "benchfill", ignore=shutil.ignore_patterns("__pycache__"))
+    out = subprocess.run([sys.executable, "-c", "from benchfill.source import code_identity as c; print(c())"],
+                         capture_output=True, text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin",
+                                                                            "PYTHONPATH": str(tmp_path)})
+    want = {"version": benchfill.__version__, "git_commit": None, "git_dirty": None}
+    assert out.stdout.strip() == repr(want), out.stderr

@@ -91,3 +91,9 @@ def test_a_rewriter_that_never_answers_in_the_format_asked_is_said_not_only_coun
     assert "  unreadable   2 of 2 rewriter replies, after the repairs allowed (flagged rewrite_failed; -v shows why)" \
         in summary_lines(rep)
     assert "no valid child (2 of 2 rewriter replies unreadable)" in (d / "report.md").read_text()
+    from benchfill.source import code_identity
+    from benchfill.store import Store
+
+    store = Store(d / "store.db")  # the code that made the run, for a release's card
+    assert store.get_meta("code") == code_identity()
+    store.close()
