@@ -84,3 +84,15 @@ def test_the_simulated_world_reads_a_problem_a_parent_and_an_item_holding_their_
     rewriter = format_rewriter_prompt(parent, 0.5, [({"problem": "What is 3+3?", "answer": "6"}, 0.2)])
     assert roles._json_block(rewriter, "parent")["problem"] == items[0]["problem"]
     assert roles._json_block(format_judge_prompt(parent), "item")["problem"] == items[0]["problem"]
+
+
+def test_a_verdict_whose_reason_quotes_the_reasoning_tag_is_read_and_a_draft_verdict_still_is_not():
+    from benchfill.prompts import parse_verdict
+
+    assert parse_verdict("<verdict>valid</verdict><reason>it asks where </think> goes</reason>") == (
+        True, "it asks where </think> goes")
+    reply = "<think>I'd say <verdict>invalid</verdict>.</think>\n<verdict>valid</verdict><reason>ends at </think></reason>"
+    assert parse_verdict(reply) == (True, "ends at </think>")
+    for reply in ("<think>draft <verdict>valid</verdict></think> none", "draft <verdict>valid</verdict> </think> none"):
+        with pytest.raises(MalformedReply):
+            parse_verdict(reply)

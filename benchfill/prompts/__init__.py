@@ -534,11 +534,19 @@ def _child_of(block: str, required: tuple[str, ...] | list[str]) -> dict:
 
 def parse_verdict(reply: str) -> tuple[bool, str]:
     """(valid, reason) from a judge reply; the last ``<verdict>`` after any reasoning wins, the reason may
-    be empty."""
-    said = final_part(reply or "")
+    be empty. A reason that quotes ``</think>`` (the item is about reasoning models) is read as ``parse_child``
+    reads such a child: from an earlier reasoning tag, where every later one lies inside a ``<reason>``."""
+    reply = reply or ""
+    parts = final_parts(reply)
+    said = parts[0]
+    for part in parts[1:] if not _VERDICT.search(said) else ():
+        quoted = [m.span(1) for m in _REASON.finditer(part)]
+        if _VERDICT.search(part) and all(any(a <= t.start() < b for a, b in quoted) for t in reasoning_closes(part)):
+            said = part
+            break
     verdicts = _VERDICT.findall(said)
     if not verdicts:
-        raise MalformedReply(_none_in(reply or "", said, "<verdict>...</verdict>"))
+        raise MalformedReply(_none_in(reply, said, "<verdict>...</verdict>"))
     verdict = verdicts[-1].lower()
     if verdict not in ("valid", "invalid"):
         raise MalformedReply(f"verdict must be 'valid' or 'invalid', got {verdicts[-1]!r}")
