@@ -118,9 +118,22 @@ def new_figure(**kw: Any) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    _quiet_missing_glyphs()
     fig = Figure(**kw)
     FigureCanvasAgg(fig)  # (the figure's canvas from here on; saving to SVG or PDF still picks their own)
     return fig
+
+
+@functools.cache
+def _quiet_missing_glyphs() -> None:
+    """A name in another script (a CJK file or item id) is drawn in boxes where the font has no glyph, and
+    matplotlib warned once a character, with its source line, among benchfill's own lines. Ignored for the
+    warnings it attributes to benchfill's modules only (matplotlib names the first caller outside itself):
+    a host's own figures still warn. A filter added once, not a catch_warnings, which two threads undo."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from (current )?font", category=UserWarning,
+                            module=r"benchfill(\.|$)")
 
 
 def save_png(fig: Any, path: str | Path) -> Path:

@@ -73,3 +73,35 @@ def test_plotting_leaves_the_callers_matplotlib_backend_and_pyplot_as_they_were(
     assert done.stdout.split("\n")[-2] == "svg []"
     for name in ("ecdf.png", "card.png", "plots/ecdf_before_after.png", "plots/target_deviation.png", "sweep.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+_GLYPHS = r"""
+import sys
+import warnings
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from benchfill.plots import plot_ecdf
+
+out = Path(sys.argv[1])
+with warnings.catch_warnings(record=True) as seen:
+    plot_ecdf([0.1, 0.4, 0.9], out / "回答.png", k=2, title="回答.csv")  # a file named in another script
+    ours = [str(w.message) for w in seen]
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    fig.suptitle("回答")  # the caller's own figure: its warning is the caller's to see
+    fig.savefig(out / "mine.png")
+    print(len(ours), any("Glyph" in str(w.message) for w in seen[len(ours):]))
+"""
+
+
+def test_a_name_in_another_script_draws_without_warnings_and_the_callers_own_figures_still_warn(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-W", "default", "-c", _GLYPHS, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "True"], done.stdout + done.stderr
