@@ -6,6 +6,7 @@ dry run left both out of the bounds it calls upper bounds."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from benchfill.benchmarks import get_benchmark
@@ -13,17 +14,25 @@ from benchfill.run import RunOptions, dry_run, run
 from benchfill.sim import SimServer, World
 
 
-def test_repairs_and_spot_checks_are_spent_and_bounded(tmp_path, capsys):
+@contextlib.contextmanager
+def _panel(tmp_path, *, n_probes: int, trials: int, malformed: float):
+    """The simulated world served on loopback, its rewriter's replies malformed at the rate given, and a panel
+    config naming it: (server, config path)."""
     bench = get_benchmark("demo")
     world = World.from_items(bench.items, evaluator=bench.spec.evaluator, text_field=bench.spec.text_field,
-                             answer_field=bench.spec.answer_field, matrix=bench.matrix, n_probes=4, seed=3,
-                             rewriter_malformed_rate=0.5)
+                             answer_field=bench.spec.answer_field, matrix=bench.matrix, n_probes=n_probes, seed=3,
+                             rewriter_malformed_rate=malformed)
     with SimServer(world) as srv:
-        probes = "".join(f'[[probes]]\nname = "{m}"\nmodel = "{m}"\nbase_url = "{srv.base_url}"\ntrials = 2\n'
+        probes = "".join(f'[[probes]]\nname = "{m}"\nmodel = "{m}"\nbase_url = "{srv.base_url}"\ntrials = {trials}\n'
                          for m in world.probes)
         cfg = tmp_path / "panel.toml"
         cfg.write_text(probes + f'[rewriter]\nmodel = "openai/sim-rewriter"\napi_base = "{srv.base_url}"\n'
                        f'[judge]\nmodel = "openai/sim-judge"\napi_base = "{srv.base_url}"\ntemperature = 0.0\n')
+        yield srv, cfg
+
+
+def test_repairs_and_spot_checks_are_spent_and_bounded(tmp_path, capsys):
+    with _panel(tmp_path, n_probes=4, trials=2, malformed=0.5) as (srv, cfg):
         opts = RunOptions(benchmark="demo", config=str(cfg), runs_dir=str(tmp_path / "runs"), gaps=1, rounds=2,
                           parents=2, children=2, references=8, progress=False, seed=3, confirm=False)
         plan = dry_run(opts)
@@ -65,16 +74,7 @@ def test_a_rewriter_that_never_answers_in_the_format_asked_is_said_not_only_coun
     from benchfill.engine import backend
 
     monkeypatch.setattr(backend, "PROGRESS_EVERY_S", 0.02)  # the panel's rollouts said nothing under 500 items
-    bench = get_benchmark("demo")
-    world = World.from_items(bench.items, evaluator=bench.spec.evaluator, text_field=bench.spec.text_field,
-                             answer_field=bench.spec.answer_field, matrix=bench.matrix, n_probes=2, seed=3,
-                             rewriter_malformed_rate=1.0)
-    with SimServer(world) as srv:
-        probes = "".join(f'[[probes]]\nname = "{m}"\nmodel = "{m}"\nbase_url = "{srv.base_url}"\ntrials = 1\n'
-                         for m in world.probes)
-        cfg = tmp_path / "panel.toml"
-        cfg.write_text(probes + f'[rewriter]\nmodel = "openai/sim-rewriter"\napi_base = "{srv.base_url}"\n'
-                       f'[judge]\nmodel = "openai/sim-judge"\napi_base = "{srv.base_url}"\ntemperature = 0.0\n')
+    with _panel(tmp_path, n_probes=2, trials=1, malformed=1.0) as (srv, cfg):
         opts = RunOptions(benchmark="demo", config=str(cfg), runs_dir=str(tmp_path / "runs"), gaps=1, rounds=1,
                           parents=1, children=2, references=8, progress=True, seed=3, confirm=False,
                           misfit=0.5)  # (the spread of the panel's discrimination, estimated, took 19 s)
