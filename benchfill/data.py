@@ -389,7 +389,7 @@ def loads_json(text: str, **kw: Any) -> Any:
 
 _PACKED = ((b"\x1f\x8b", "gzip-compressed", "gunzip it"), (b"PK\x03\x04", "a zip archive", "unzip it"),
            (b"BZh", "bzip2-compressed", "bunzip2 it"), (b"\xfd7zXZ\x00", "xz-compressed", "unxz it"),
-           (b"(\xb5/\xfd", "zstd-compressed", "unzstd it"))
+           (b"(\xb5/\xfd", "zstd-compressed", "unzstd it"), (b"\x04\x22\x4d\x18", "lz4-compressed", "unlz4 it"))
 
 
 def not_text(path: Path) -> str:
@@ -691,7 +691,7 @@ def _count(value: Any, name: str, path: Path, lineno: int) -> int:
     given = value
     if isinstance(value, bool):
         value = None
-    elif isinstance(value, str) and ("_" in value or not value.isascii()):
+    elif isinstance(value, str) and ("_" in value or not value.strip().isascii()):  # (spaces around it: any)
         value = None  # int() reads "1_0" as 10, and other scripts' digits
     elif isinstance(value, str):
         try:

@@ -414,8 +414,8 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
                      "annotation and confirmation rollouts"
                      + screen)
         if spend.get("failures"):  # a model that never answers in the format asked fills nothing, and says why
-            lines.append(f"  unreadable   {spend['failures']} of {spend.get('rewriter_calls', 0)} rewriter replies, "
-                         "after the repairs allowed (flagged rewrite_failed; -v shows why)")
+            lines.append(f"  unreadable   {spend['failures']} of {spend.get('rewriter_calls', 0)} rewrites: no reply readable "
+                         "after the repair turns allowed (flagged rewrite_failed; -v shows why)")
     return lines
 
 
@@ -568,7 +568,7 @@ def _markdown(rep: dict[str, Any]) -> str:
             # or those confirmed there would widen the coverage in expectation (GapSearch.widens)
             widening = sum(bool(c.get("widens")) for c in r.get("confirmed_children") or [])
             failed = r["spend"].get("failures", 0)
-            unread = f" ({failed} of {r['spend'].get('rewriter_calls', 0)} rewriter replies unreadable)" if failed else ""
+            unread = f" ({failed} of {r['spend'].get('rewriter_calls', 0)} rewrites unreadable)" if failed else ""
             why = (f"no valid child{unread}" if not r.get("valid_children") else
                    f"none taken: {widening} confirmed but likely beyond the end of the axis, where it would widen "
                    f"the top-{k} gap sum in expectation (of {r['valid_children']} valid)" if widening else

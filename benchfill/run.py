@@ -407,7 +407,15 @@ def run(opts: RunOptions) -> Path:
 async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[int] | None = None) -> Path:
     """Do (or resume) the run. A sweep's units (docs/sweep.md) call it with ``gaps_only``: search those
     gaps only (none: just the fit) and write no report; ``sim_url``: the run's simulated world, already
-    served there for every unit of the run."""
+    served there for every unit of the run. Templates of the user's own are held as they are when it begins
+    (``prompts.held_overrides``): edited meanwhile, they reach neither its calls nor its id."""
+    from benchfill.prompts import held_overrides
+
+    with held_overrides():
+        return await _execute(opts, sim_url, gaps_only)
+
+
+async def _execute(opts: RunOptions, sim_url: str | None, gaps_only: list[int] | None) -> Path:
     import numpy as np
 
     from benchfill import coverage
@@ -467,7 +475,9 @@ async def execute(opts: RunOptions, sim_url: str | None = None, gaps_only: list[
         inputs = _input_hashes(opts, items, bench)  # (read once: the items and responses files may be large)
         _same_run(store, opts, run_id_for(opts), inputs, bench)  # a resume must not mix two runs' settings or files
         if not store.get_meta("options"):  # from the start: a run killed during its fit is checked too
-            store.set_meta("options", opts.identity())
+            identity = opts.identity()
+            store.set_meta("options", identity)
+            store.set_meta(PROMPTS_META, {"sha256": identity.get("prompts_sha256")})
         if not store.get_meta("code"):  # the code that began it (its version, and its commit where a checkout)
             from benchfill.source import code_identity
 
@@ -744,6 +754,30 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
     return out
 
 
+PROMPTS_META = "prompts"  # {"sha256": the digest of the run's own templates, or None: the built-in ones}
+
+
+def _same_prompts(store, run_id: str, was: str | None, has: str | None) -> None:
+    """Refuse to resume a run on other prompt templates than it was made with (``BENCHFILL_PROMPTS_DIR``, which
+    the options compared in ``_same_run`` do not hold). A run made before benchfill recorded them is resumed
+    with a note: whether it had templates of its own, nothing says."""
+    from benchfill.prompts import PROMPTS_DIR_ENV
+
+    recorded = store.get_meta(PROMPTS_META)
+    if not isinstance(recorded, dict):
+        these = f"the templates of {PROMPTS_DIR_ENV}" if has else "the built-in prompts"
+        log.warning("run %s was made before benchfill recorded its prompt templates; it is resumed with %s, "
+                    "which nothing can check against those it began with", run_id, these, extra=NOTE)
+        return
+    was = recorded.get("sha256", was)
+    if was != has:
+        how = ("with the built-in prompts; this command has templates of its own" if was is None else
+               "with prompt templates of its own; this command has the built-in ones" if has is None else
+               "with other prompt templates than this command's (edited since?)")
+        raise ConfigError(f"run {run_id} was made {how} ({PROMPTS_DIR_ENV}): resume with the run's own, or "
+                          f"give another {opt('run_id')}")
+
+
 def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], bench: Any = None) -> None:
     """Refuse to resume a run whose stored settings differ from these (a reused --run-id, or a config file
     edited in place, which keeps the run id): the rest of the run would mix two runs' work."""
@@ -756,15 +790,7 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
         # to the other (a --responses dropped) is a difference here
         differ = sorted(k for k in stored.keys() & now.keys()
                         if (bool(stored[k]) != bool(now[k]) if k in PATH_OPTIONS else stored[k] != now[k]))
-        was, has = stored.get("prompts_sha256"), now.get("prompts_sha256")
-        if was != has:  # the templates (BENCHFILL_PROMPTS_DIR) are not in the options compared below
-            from benchfill.prompts import PROMPTS_DIR_ENV
-
-            how = ("with the built-in prompts; this command has templates of its own" if was is None else
-                   "with prompt templates of its own; this command has the built-in ones" if has is None else
-                   "with other prompt templates than this command's (edited since?)")
-            raise ConfigError(f"run {run_id} was made {how} ({PROMPTS_DIR_ENV}): resume with the run's own, or "
-                              f"give another {opt('run_id')}")
+        _same_prompts(store, run_id, stored.get("prompts_sha256"), now.get("prompts_sha256"))
         if differ:
             # the strategy first: the options idle for one of the two strategies are at their defaults on that
             # side only, and the first of those, alphabetically, was named with a default the user never asked

@@ -121,6 +121,7 @@ def test_item_chance_free_response_is_zero():
         # int() reads "1_0" as 10 and other scripts' digits: refused, in the chunk read a column at a time too
         ("model,item_id,correct,trials\nA,q,1,1_0\nB,q,0,1\n", r"r\.csv:2: field 'trials' .* got '1_0'"),
         ("model,item_id,correct,trials\nA,q,1,\uff12\nB,q,0,1\n", r"r\.csv:2: field 'trials' .* got '\\uff12'"),
+        ('{"model": "A", "item_id": "q", "correct": "1_0", "trials": 20}\n', r"r\.jsonl:1: field 'correct' .* got '1_0'"),
         ("model,item_id,correct,trials\nA,q,1,2\nA,q,1\n", r"r\.csv:3: malformed line"),
         ("model,item,correct,trials\nA,q,1,2\n", r"r\.csv:1: header lacks column 'item_id'"),
         ("", r"r\.csv: no responses \(empty file\)"),
@@ -133,7 +134,7 @@ def test_item_chance_free_response_is_zero():
     ],
 )
 def test_bad_csv_gives_one_line_error(tmp_path, text, match):
-    f = _write(tmp_path / "r.csv", text)
+    f = _write(tmp_path / ("r.jsonl" if text.startswith("{") else "r.csv"), text)
     with pytest.raises(DataError, match=match) as exc:
         read_responses(f)
     assert "\n" not in str(exc.value)
@@ -355,6 +356,11 @@ def test_rows_repeating_a_pair_add_up_and_are_counted_for_the_reader_to_say(tmp_
 def test_a_compressed_file_is_named_as_one(tmp_path, name):
     import gzip
 
+    lz4 = tmp_path / "lz4.csv"  # (no lz4 module here: its magic bytes, which are all the reader looks at)
+    lz4.write_bytes(b"\x04\x22\x4d\x18" + bytes(range(128, 160)))
+    with pytest.raises(DataError, match=r"lz4\.csv: lz4-compressed; benchfill reads the plain file: unlz4 it first"):
+        read_responses(lz4)
+
     path = tmp_path / (name + ".gz")
     body = (b"model,item_id,correct,trials\nA,q,1,1\n" if name.endswith(".csv") else
             b'{"model": "A", "item_id": "q", "correct": 1, "trials": 1, "id": "q"}\n')
@@ -362,3 +368,11 @@ def test_a_compressed_file_is_named_as_one(tmp_path, name):
     path = path.rename(tmp_path / name)  # a suffix that says nothing of the compression
     with pytest.raises(DataError, match=rf"{name}: gzip-compressed; benchfill reads the plain file: gunzip it first"):
         read_items(path) if name.startswith("items") else read_responses(path)
+
+
+def test_a_count_padded_with_a_no_break_space_reads_alike_in_csv_and_jsonl(tmp_path):
+    csv_ = read_responses(_write(tmp_path / "r.csv", "model,item_id,correct,trials\nA,q,1\u00a0,2\nB,q,0,1\n"))
+    jsonl = read_responses(_write(tmp_path / "r.jsonl", '{"model": "A", "item_id": "q", "correct": "1\\u00a0", '
+                                                      '"trials": 2}\n{"model": "B", "item_id": "q", "correct": 0, '
+                                                      '"trials": 1}\n'))
+    assert csv_.correct.tolist() == jsonl.correct.tolist() == [[1], [0]]

@@ -47,7 +47,13 @@ def test_the_card_carries_extra_the_config_the_models_and_the_search_memory(tmp_
             "settings (`run_options`) alone do not make this run again.") in card
 
 
-def test_prompt_templates_of_ones_own_are_part_of_the_run_id_and_a_resume_refuses_others(tmp_path, monkeypatch):
+def test_prompt_templates_of_ones_own_are_part_of_the_run_id_and_a_resume_refuses_others(tmp_path, monkeypatch,
+                                                                                           caplog):
+    import logging
+
+    from benchfill.run import PROMPTS_META
+    from benchfill.schema import RunMeta
+
     opts = RunOptions(benchmark="demo", gaps=2)
     monkeypatch.delenv("BENCHFILL_PROMPTS_DIR", raising=False)
     built_in = run_id_for(opts)
@@ -55,6 +61,8 @@ def test_prompt_templates_of_ones_own_are_part_of_the_run_id_and_a_resume_refuse
     own.mkdir()
     monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(own))
     assert run_id_for(opts) == built_in  # a folder with no template in it changes nothing
+    (own / "notes.txt").write_text("what I tried")  # nor a file no run reads
+    assert run_id_for(opts) == built_in
     (own / "rewriter.txt").write_text("Be creative. {parent}")
     mine = run_id_for(opts)
     assert mine != built_in and "prompts_sha256" in opts.identity()
@@ -62,19 +70,52 @@ def test_prompt_templates_of_ones_own_are_part_of_the_run_id_and_a_resume_refuse
     assert run_id_for(opts) not in (built_in, mine)
     # one run id given to both (--run-id): the resume is refused, either way round
     store = Store(tmp_path / "store.db")
-    store.set_meta("options", opts.identity())
+
+    def made_with(identity):
+        store.set_meta("options", identity)
+        store.set_meta(PROMPTS_META, {"sha256": identity.get("prompts_sha256")})
+
+    made_with(opts.identity())
     (own / "rewriter.txt").write_text("Be creative. {parent}")
     with pytest.raises(ConfigError, match="was made with other prompt templates than this command's"):
         _same_run(store, opts, "r", {})
     monkeypatch.delenv("BENCHFILL_PROMPTS_DIR")
     with pytest.raises(ConfigError, match="was made with prompt templates of its own; this command has the built-in"):
         _same_run(store, opts, "r", {})
-    store.set_meta("options", opts.identity())
+    made_with(opts.identity())
     _same_run(store, opts, "r", {})
     monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(own))
     with pytest.raises(ConfigError, match=r"was made with the built-in prompts; .* \(BENCHFILL_PROMPTS_DIR\)"):
         _same_run(store, opts, "r", {})
+    # a run made before the templates were recorded: resumed, with a note that says nothing can check them
+    store.set_meta("options", {k: v for k, v in opts.identity().items() if k != "prompts_sha256"})
+    with store.session() as s:
+        s.delete(s.get(RunMeta, (store.run_id, PROMPTS_META)))
+    with caplog.at_level(logging.WARNING, logger="benchfill"):
+        _same_run(store, opts, "r", {})
+    assert any("was made before benchfill recorded its prompt templates; it is resumed with the templates of "
+               "BENCHFILL_PROMPTS_DIR" in r.getMessage() for r in caplog.records)
     store.close()
+
+
+def test_a_run_holds_its_templates_as_they_were_when_it_began(tmp_path, monkeypatch):
+    # edited during a run, a template reached its later calls, and its id changed between its folder and report
+    from benchfill.prompts import held_overrides, load_prompt, overrides_digest
+
+    own = tmp_path / "prompts"
+    own.mkdir()
+    (own / "rewriter.txt").write_text("Be creative. {parent}")
+    monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(own))
+    before = overrides_digest()
+    with held_overrides():
+        (own / "rewriter.txt").write_text("Be bold. {parent}")
+        (own / "judge.txt").write_text("Judge. {item}")
+        assert overrides_digest() == before and load_prompt("rewriter") == "Be creative. {parent}"
+        assert load_prompt("judge") != "Judge. {item}"  # a file added meanwhile is not read either
+        with held_overrides():  # a second run at once shares the hold
+            assert load_prompt("rewriter") == "Be creative. {parent}"
+        assert load_prompt("rewriter") == "Be creative. {parent}"
+    assert overrides_digest() != before and load_prompt("rewriter") == "Be bold. {parent}"
 
 
 def test_diff_says_which_items_are_placed_otherwise(tmp_path, shared_data):

@@ -46,6 +46,17 @@ def test_a_draft_in_the_reasoning_is_never_read_as_the_answer():
             parse_child(reply)
     # the last child after the reasoning wins, as before
     assert parse_child(f"<think>{_child('draft')}</think>{_child('first')} then {_child('last')}")["problem"] == "last"
+    # a malformed final child is reported (a repair turn), never replaced by a draft before it or an earlier child
+    bad = '<child>{"problem": "FINAL" "answer": "2"}</child>'
+    for reply in (f"Let me draft {_child('DRAFT')} no, harder.</think>\n{bad}", f"{_child('FIRST')} better:\n{bad}",
+                  f"<think>Draft {_child('DRAFT')}</think>\n{bad}"):
+        with pytest.raises(MalformedReply, match="invalid JSON inside <child>"):
+            parse_child(reply)
+
+
+def test_a_child_holding_the_tag_is_read_with_prose_after_it_that_mentions_the_tag_too():
+    problem = "What does </think> mark?"
+    assert parse_child(f"<think>ok</think>\n{_child(problem)}\nThis item asks what </think> marks.")["problem"] == problem
 
 
 def test_final_parts_lists_the_last_reading_first_and_the_whole_reply_only_where_no_reasoning_opens():
@@ -61,6 +72,17 @@ def test_code_that_splits_at_the_reasoning_tag_is_graded_as_written():
     assert extract_code(f"<think>\nsketch:\n```python\ndef f(s): return 0\n```\n</think>\n\n{fenced}", "f") == code
     # a reasoning's sketch is still not the answer where nothing fenced follows it
     assert "return 0" not in extract_code("<think>\n```python\ndef f(s): return 0\n```\n</think>\nno code", "f")
+    # ... nor where the reasoning mentions the tag, or its sketch quotes it
+    assert "return 0" not in extract_code("<think>draft\n```python\ndef f(s): return 0\n```\nmention </think> more "
+                                          "</think> final", "f")
+    assert "split" not in extract_code('<think>\n```python\ndef f(s): return s.split("</think>")\n```\n</think> final',
+                                       "f")
+    # code followed by prose that mentions the tag, and a helper block holding it before the function
+    assert extract_code(f"<think>p</think>\n{fenced}\nThis splits at the last </think> tag.\n", "f") == code
+    helper = 'def g(s):\n    return s.split("</think>")\n'
+    got = extract_code(f"<think>p</think>\nHelper:\n```python\n{helper}```\nThen:\n```python\ndef f(r):\n"
+                       "    return g(r)[-1]\n```\n", "f")
+    assert got == f"{helper}\n\ndef f(r):\n    return g(r)[-1]\n"
 
 
 def _world(items, evaluator="math"):

@@ -269,12 +269,14 @@ class Backend:
             label = self.opts.progress_label
             print(f"{label}: {msg}" if label else msg, file=sys.stderr, flush=True)
 
-    async def _tick(self, what: str) -> None:
+    async def _tick(self, what: str, total: int) -> None:
         """Say, every ``PROGRESS_EVERY_S``, how many requests are sent so far (until cancelled)."""
         while True:
             await asyncio.sleep(PROGRESS_EVERY_S)
             st = self.rc.stats
-            self._say(f"{what}: {st.requests} requests sent so far ({st.cache_hits} answers from the cache) ...")
+            # (about: a retry is one more, and a server that takes one sample a request is sent one a trial)
+            self._say(f"{what}: {st.requests} requests sent so far, of about {total} ({st.cache_hits} answered from "
+                      "the cache) ...")
 
     async def _misfit(self, matrix, digest: str) -> float:
         """The annotator's misfit allowance: ``--misfit SD``, or with ``auto`` the benchmark's own spread of
@@ -382,7 +384,8 @@ class Backend:
         self._say(f"benchmark rollouts: {len(self.config.probes)} probes x {len(items)} items, to place the panel "
                   "on the benchmark's scale ...")
         # a line at least every PROGRESS_EVERY_S as well: a batch of 500 items said nothing for minutes
-        ticker = asyncio.create_task(self._tick("benchmark rollouts")) if self.opts.progress else None
+        total = len(self.config.probes) * len(items)  # a request a probe and an item (its trials as n samples)
+        ticker = asyncio.create_task(self._tick("benchmark rollouts", total)) if self.opts.progress else None
         try:
             for start in range(0, len(items), BENCHMARK_BATCH):
                 batch = items[start : start + BENCHMARK_BATCH]

@@ -50,14 +50,13 @@ def extract_code(response: str, entry_point: str | None = None) -> str:
 
 def _answer_part(response: str) -> str:
     """What follows the reply's reasoning. Code may hold ``</think>`` itself (a function that splits a
-    reasoning model's reply): where nothing fenced follows the last such tag, the reply is read from an
-    earlier one, so long as every later tag lies inside a fenced block (quoted code, not reasoning)."""
+    reasoning model's reply): a reading from an earlier such tag is taken where a fenced block of it holds a
+    later tag (the tag was the code's), the latest such reading first; otherwise what follows the last tag,
+    as ever, so a sketch in the reasoning is never graded."""
     parts = final_parts(response)
-    if _fenced_blocks(parts[0]) or _FENCE.search(parts[0]):
-        return parts[0]
     for said in parts[1:]:
         spans = _fence_spans(said)
-        if spans and all(any(a <= m.start() < b for a, b in spans) for m in reasoning_closes(said)):
+        if any(a <= m.start() < b for m in reasoning_closes(said) for a, b in spans):
             return said
     return parts[0]
 

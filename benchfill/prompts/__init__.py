@@ -16,10 +16,13 @@ world parses them): ``<problem>``, ``<options>``, ``<parent>``,
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
 import string
+import threading
+from collections.abc import Iterator
 from decimal import ROUND_HALF_UP, Decimal
 from importlib.resources import files
 from pathlib import Path
@@ -45,7 +48,11 @@ def _template_path(name: str, user_dir: str | os.PathLike | None) -> tuple[str, 
     override = user_dir if user_dir is not None else os.environ.get(PROMPTS_DIR_ENV)
     if override:
         candidate = Path(override) / f"{stem}.txt"
-        if candidate.is_file():
+        held = _held(override)
+        if held is not None:  # a run holds the folder as it was when it began
+            if candidate.name in held:
+                return _decoded(held[candidate.name], candidate), str(candidate)
+        elif candidate.is_file():
             return _read(candidate), str(candidate)
     default = files(__name__) / f"{stem}.txt"
     if default.is_file():
@@ -64,6 +71,55 @@ def _read(path: Path) -> str:
         raise ConfigError(str(exc)) from None
 
 
+def _decoded(raw: bytes, path: Path) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a UTF-8 text file") from None
+
+
+# A run holds its override folder's templates as they were when it began (``held_overrides``): edited during
+# the run, they had reached its later calls, and its id (their digest) changed between its folder and its report.
+_HELD: dict[str, tuple[int, dict[str, bytes]]] = {}  # resolved folder -> (runs holding it, {file name: bytes})
+_HELD_LOCK = threading.Lock()
+
+
+def _templates_in(folder: Path) -> dict[str, bytes]:
+    """The template files of an override folder (``*.txt``, not hidden), by name."""
+    return {f.name: f.read_bytes() for f in sorted(folder.iterdir())
+            if f.name.endswith(".txt") and not f.name.startswith(".") and f.is_file()}
+
+
+def _held(override: str | os.PathLike) -> dict[str, bytes] | None:
+    with _HELD_LOCK:
+        got = _HELD.get(str(Path(override).resolve()))
+    return None if got is None else got[1]
+
+
+@contextlib.contextmanager
+def held_overrides(user_dir: str | os.PathLike | None = None) -> Iterator[None]:
+    """Hold the override folder's templates (``BENCHFILL_PROMPTS_DIR``) as they are now, for as long as the
+    block runs (a run): its calls and its id read them so, whatever is edited meanwhile. Runs at once in one
+    process share the first one's hold."""
+    override = user_dir if user_dir is not None else os.environ.get(PROMPTS_DIR_ENV)
+    if not override or not Path(override).is_dir():
+        yield
+        return
+    key = str(Path(override).resolve())
+    with _HELD_LOCK:
+        n, held = _HELD.get(key, (0, None))
+        _HELD[key] = (n + 1, held if held is not None else _templates_in(Path(override)))
+    try:
+        yield
+    finally:
+        with _HELD_LOCK:
+            n, held = _HELD[key]
+            if n <= 1:
+                del _HELD[key]
+            else:
+                _HELD[key] = (n - 1, held)
+
+
 _BUILT_IN_SOLVERS = ("math", "multiple_choice", "code")
 _REPLY_TAGS = {"rewriter": "<child>", "judge": "<verdict>"}
 # What a solver template of a spec's own is given beyond {problem}, by the spec's grader
@@ -71,21 +127,26 @@ OWN_SOLVER_EXTRAS = {"multiple_choice": "options", "code": "entry_point"}
 
 
 def overrides_digest(user_dir: str | os.PathLike | None = None) -> str | None:
-    """The sha256 of the prompt templates of the user's own (``BENCHFILL_PROMPTS_DIR``, or ``user_dir``): each
-    ``.txt`` file's name and content, in name order; None where no such folder, or no template in it, is given.
-    The run id and a release's card carry it: another wording is another search."""
+    """The sha256 of the prompt templates of the user's own (``BENCHFILL_PROMPTS_DIR``, or ``user_dir``) that a
+    run may read: the rewriter's, the judge's and the solvers' (``solver_*.txt``), each file's name and content in
+    name order; None where no such folder, or no such file in it, is given. Other files there (notes, a
+    misspelt name, which ``check_overrides`` warns of) are none of a run's. The run id and a release's card carry
+    it: another wording is another search."""
     import hashlib
 
     override = user_dir if user_dir is not None else os.environ.get(PROMPTS_DIR_ENV)
     folder = Path(override) if override else None
     if folder is None or not folder.is_dir():
         return None  # (a folder that is not there is refused by check_overrides, before any work)
-    h, any_file = hashlib.sha256(), False
-    for f in sorted(folder.iterdir()):
-        if f.name.endswith(".txt") and not f.name.startswith(".") and f.is_file():
-            any_file = True
-            h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest() if any_file else None
+    held = _held(folder)
+    templates = held if held is not None else _templates_in(folder)
+    used = {n: b for n, b in templates.items() if n in ("rewriter.txt", "judge.txt") or n.startswith("solver_")}
+    if not used:
+        return None
+    h = hashlib.sha256()
+    for n, b in sorted(used.items()):
+        h.update(n.encode() + b"\0" + b + b"\0")
+    return h.hexdigest()
 
 
 def check_overrides(user_dir: str | os.PathLike | None = None) -> list[str]:
@@ -485,51 +546,76 @@ def parse_child(reply: str, required: tuple[str, ...] | list[str] = ()) -> dict:
     """The child item in a rewriter reply (the last ``<child>`` block after any reasoning), with its
     ``required`` fields.
 
-    A child whose own text holds ``</child>`` or ``</think>`` (an item about tags, or about reasoning
-    models) is still read whole. Where the last block after the last reasoning tag holds no child, the
-    block is read to the reply's last ``</child>``, and then from before each earlier reasoning tag, but
-    only as a block that holds every reasoning tag after where it is read from: a tag outside the child
-    still ends reasoning, whose drafts are never read. The first reading that fails is the one reported."""
+    A child whose own text holds ``</think>`` or ``</child>`` (an item about tags, or about reasoning models)
+    is read whole: a reading from an earlier reasoning tag is taken where its child holds a later tag (the tag
+    was the child's), and a block is read to the last ``</child>`` where the tags pair up wrongly, but only as
+    one JSON object that fills it (a draft child and a later one in between are no such object). Otherwise the
+    reply is read as ever, after its last reasoning tag: a malformed final child is reported (a repair turn),
+    never replaced by a draft before it."""
     reply = reply or ""
-    error: MalformedReply | None = None
-    for said in final_parts(reply):
+    parts = final_parts(reply)
+    for said in parts[1:]:
         tags = [m.start() for m in reasoning_closes(said)]
-        for start, end in _child_spans(said):
-            if any(not start <= t < end for t in tags):
-                continue
-            try:
-                return _child_of(said[start:end], required)
-            except MalformedReply as exc:
-                error = error or exc
+        for (start, end), widened in _child_spans(said):
+            if any(start <= t < end for t in tags):
+                try:
+                    return _child_of(said[start:end], required, whole=widened)
+                except MalformedReply:
+                    pass
+    said, error = parts[0], None
+    for (start, end), widened in _child_spans(said):
+        try:
+            return _child_of(said[start:end], required, whole=widened)
+        except MalformedReply as exc:
+            error = error or exc
     raise error or MalformedReply(_none_in(reply, final_part(reply), "<child>...</child>"))
 
 
-def _child_spans(said: str) -> list[tuple[int, int]]:
-    """Where the child may be: the last block as the tags pair up, then from each opening tag (the last
-    first) to the last closing one."""
+def _child_spans(said: str) -> list[tuple[tuple[int, int], bool]]:
+    """Where the child may be, and whether the span is widened: the last block as the tags pair up, then from
+    each opening tag (the last first) to the last closing one."""
     blocks = list(_CHILD.finditer(said))
     if not blocks:
         return []
-    spans = [blocks[-1].span(1)]
+    spans = [(blocks[-1].span(1), False)]
     last_close = list(_CHILD_CLOSE.finditer(said))[-1].start()
     for opening in reversed(list(_CHILD_OPEN.finditer(said))):
-        if opening.end() <= last_close and (opening.end(), last_close) not in spans:
-            spans.append((opening.end(), last_close))
+        span = (opening.end(), last_close)
+        if opening.end() <= last_close and span != spans[0][0] and (span, True) not in spans:
+            spans.append((span, True))
     return spans
 
 
-def _child_of(block: str, required: tuple[str, ...] | list[str]) -> dict:
+def _child_of(block: str, required: tuple[str, ...] | list[str], whole: bool = False) -> dict:
+    """The child in one block. ``whole``: a widened block, taken only as one JSON object that fills it."""
     body = _FENCE.sub("", block.strip())
     start = body.find("{")
     if start < 0 or body.rfind("}") < start:
         raise MalformedReply(f"no JSON object inside <child>: {_short(body)!r}")
-    child = _object_in(body[start:])
+    if whole:
+        text = body.strip()
+        child = _whole_object(text) if text.startswith("{") and text.endswith("}") else None
+        if child is None:
+            raise MalformedReply(f"no one JSON object fills <child>: {_short(body)!r}")
+    else:
+        child = _object_in(body[start:])
     if not isinstance(child, dict):
         raise MalformedReply("<child> must hold a JSON object")
     missing = [name for name in required if name not in child]
     if missing:
         raise MalformedReply(f"child item lacks field {missing[0]!r}")
     return child
+
+
+def _whole_object(text: str) -> Any:
+    """``text`` read as one JSON value from end to end (leniently, as ``_object_in``), or None."""
+    mended = _mend_backslashes(text)
+    for candidate in (mended, _without_trailing_commas(mended)):
+        try:
+            return json.loads(candidate, strict=False)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+    return None
 
 
 def parse_verdict(reply: str) -> tuple[bool, str]:
@@ -560,6 +646,7 @@ __all__ = [
     "format_judge_prompt",
     "format_rewriter_prompt",
     "format_solver_prompt",
+    "held_overrides",
     "load_prompt",
     "overrides_digest",
     "parse_child",
