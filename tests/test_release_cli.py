@@ -118,7 +118,9 @@ def test_review_and_release_a_real_demo_run(tmp_path, capsys):
     meta = yaml.safe_load(card.split("---")[1])["benchfill"]
     assert meta["benchfill_version"] == version("benchfill")
     assert meta["run_options"]["benchmark"] == "demo" and meta["run_options"]["rounds"] == 1
-    assert meta["run_options"]["children"] == 2 and "extra" not in meta["run_options"]
+    # extra is part of the run id (a sweep's anchor_items), so of the card; the run's code and rewriter are named
+    assert meta["run_options"]["children"] == 2 and meta["run_options"]["extra"] == {}
+    assert meta["run_code"]["version"] == version("benchfill") and meta["run_options"]["sim_rewriter"] == "realistic"
     assert len(meta["inputs_sha256"]["benchmark_items"]) == 64
     # and where the original items came from, as the spec's source says (docs/contracts.md; it was not)
     assert meta["source"] == "built-in seeded demo" and "\nOriginal items: built-in seeded demo.\n" in card
