@@ -620,8 +620,8 @@ def _whole_object(text: str) -> Any:
 
 def parse_verdict(reply: str) -> tuple[bool, str]:
     """(valid, reason) from a judge reply; the last ``<verdict>`` after any reasoning wins, the reason may
-    be empty. A reason that quotes ``</think>`` (the item is about reasoning models) is read as ``parse_child``
-    reads such a child: from an earlier reasoning tag, where every later one lies inside a ``<reason>``."""
+    be empty. A reason that quotes ``</think>`` (the item is about reasoning models) is read from an earlier
+    reasoning tag, where no verdict follows the last one and every later tag lies inside a ``<reason>``."""
     reply = reply or ""
     parts = final_parts(reply)
     said = parts[0]
