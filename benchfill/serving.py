@@ -269,7 +269,8 @@ POLL_S="${POLL_S:-2}"
 # bash's arithmetic knows whole numbers only: WAIT_S=1.5 would end the script in a syntax error
 [[ $WAIT_S =~ ^[1-9][0-9]*$ ]] || { echo "serve.sh: WAIT_S=$WAIT_S: expected whole seconds, more than 0" >&2; exit 2; }
 [[ $POLL_S =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "serve.sh: POLL_S=$POLL_S: expected seconds, e.g. 2 or 0.5" >&2; exit 2; }
-mkdir -p "$LOG_DIR"
+{ mkdir -p "$LOG_DIR" && : >"$LOG_DIR/.serve-write-check" && rm -f "$LOG_DIR/.serve-write-check"; } 2>/dev/null \
+  || { echo "serve.sh: LOG_DIR=$LOG_DIR: cannot write the servers' logs there" >&2; exit 2; }
 command -v curl >/dev/null || { echo "serve.sh: curl not found (needed to wait for the servers)" >&2; exit 2; }
 command -v vllm >/dev/null || { echo "serve.sh: vllm not found on PATH; pip install vllm" >&2; exit 2; }
 # Each server in a process group of its own (setsid), so that stopping it stops the workers it spawned.
@@ -289,10 +290,11 @@ trap 'echo "stopping ${#pids[@]} servers" >&2; exit 130' INT TERM
 
 ready() {  # url-host port model key-variable: /health answers and /v1/models lists the model
   local body key="${!4:-}"  # -g: the brackets of an IPv6 host are no curl glob
-  curl -sfg -o /dev/null --max-time 5 "http://$1:$2/health" || return 1
+  # --noproxy: a server of this host is asked directly, never through http_proxy (which would see the key)
+  curl -sfg --noproxy '*' -o /dev/null --max-time 5 "http://$1:$2/health" || return 1
   key=${key//\\/\\\\}; key=${key//\"/\\\"}  # curl's config syntax: a quote or backslash in the key, escaped
   body=$(printf 'header = "Authorization: Bearer %s"\n' "$key" \
-         | curl -sfg --max-time 5 --config - "http://$1:$2/v1/models") || return 1
+         | curl -sfg --noproxy '*' --max-time 5 --config - "http://$1:$2/v1/models") || return 1
   [[ $body == *"\"$3\""* ]]
 }
 
@@ -302,10 +304,31 @@ refuse_taken() {  # host port: a port that already answers is refused, as --star
   fi
 }
 
+show_tail() {  # log key-variable: its last lines, the key (and HF_TOKEN) masked, as --start shows them
+  local text k="${!2:-}"
+  text=$(tail -n __TAIL__ "$1" 2>/dev/null || true)
+  [ -n "$k" ] && text=${text//"$k"/***}
+  [ -n "${HF_TOKEN:-}" ] && text=${text//"$HF_TOKEN"/***}
+  printf '%s\n' "$text" | sed 's/^/  | /' >&2
+}
+
+running=()  # the servers of the waves before: one that exits while a later wave loads stops the script at once
+check_running() {  # what: "while a later wave loaded" or "after all were ready"
+  local spec pid host port model key log
+  for spec in ${running[@]+"${running[@]}"}; do
+    IFS=$'\x1f' read -r pid host port model key log <<<"$spec"
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "vllm for $model on port $port exited $1; last lines of $log:" >&2
+      show_tail "$log" "$key"; exit 3
+    fi
+  done
+}
+
 wait_wave() {  # started, then one "pid<US>url-host<US>port<US>model<US>key-variable<US>log" per server of the wave
   local t0=$1 last=$SECONDS spec pid host port model key log; shift
   local pending=("$@") still
   while (( ${#pending[@]} )); do
+    check_running "while a later wave loaded"
     still=()
     for spec in "${pending[@]}"; do  # every server of the wave at each poll: a crash is seen at once
       IFS=$'\x1f' read -r pid host port model key log <<<"$spec"
@@ -314,11 +337,11 @@ wait_wave() {  # started, then one "pid<US>url-host<US>port<US>model<US>key-vari
       fi
       if ! kill -0 "$pid" 2>/dev/null; then
         echo "vllm for $model on port $port exited before it was ready; last lines of $log:" >&2
-        tail -n __TAIL__ "$log" | sed 's/^/  | /' >&2; exit 3
+        show_tail "$log" "$key"; exit 3
       fi
       if (( SECONDS - t0 > WAIT_S )); then
         echo "vllm for $model on port $port not ready after ${WAIT_S} s; last lines of $log:" >&2
-        tail -n __TAIL__ "$log" | sed 's/^/  | /' >&2; exit 3
+        show_tail "$log" "$key"; exit 3
       fi
       still+=("$spec")
     done
@@ -327,6 +350,7 @@ wait_wave() {  # started, then one "pid<US>url-host<US>port<US>model<US>key-vari
     if (( SECONDS - last >= 30 )); then echo "waiting for ${#pending[@]} server(s) ($(( SECONDS - t0 )) s)" >&2; last=$SECONDS; fi
     sleep "$POLL_S"
   done
+  running+=("$@")
 }
 '''
 
@@ -363,8 +387,8 @@ def write_script(cmds: list[ServeCommand], path: str | Path, table: str = "", lo
         lines.append(f'wait_wave "$t0" {" ".join(specs)}')
         lines.append("")
     lines += [f'echo "all {len(cmds)} servers ready; Ctrl-C stops them" >&2',
-              "wait -n || true",
-              'echo "a vllm server exited; stopping the others (see $LOG_DIR)" >&2', "exit 3", ""]
+              # polled, not `wait -n`, so that the one that exited is named, with its log (bash 4 has no wait -p)
+              'while sleep "$POLL_S"; do check_running "after all were ready"; done', ""]
     path.parent.mkdir(parents=True, exist_ok=True)  # as the other writers do: a new folder is made
     from benchfill.outputs import named, temp_path
 
@@ -399,6 +423,7 @@ def start_servers(cmds: list[ServeCommand], log_dir: str | Path, wait_s: float =
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen] = []
+    ready: list[tuple[ServeCommand, subprocess.Popen]] = []  # the servers of the waves before, which may exit too
     try:
         for w in range(max((c.wave for c in cmds), default=-1) + 1):
             wave = []
@@ -410,7 +435,8 @@ def start_servers(cmds: list[ServeCommand], log_dir: str | Path, wait_s: float =
                         procs.append(subprocess.Popen(c.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                       stdin=subprocess.DEVNULL, start_new_session=True))
                     wave.append((c, procs[-1]))
-            _wait_ready(wave, log_dir, wait_s, poll_s, progress_s, out)
+            _wait_ready(wave, log_dir, wait_s, poll_s, progress_s, out, earlier=ready)
+            ready += wave
     except BaseException:
         stop_servers(procs)
         raise
@@ -427,7 +453,10 @@ def _answers(host: str, port: int) -> bool:
         return False
 
 
-def _wait_ready(wave, log_dir: Path, wait_s: float, poll_s: float, progress_s: float, out: TextIO) -> None:
+def _wait_ready(wave, log_dir: Path, wait_s: float, poll_s: float, progress_s: float, out: TextIO,
+                earlier=()) -> None:
+    """Until each server of ``wave`` is ready; a server of an ``earlier`` wave that exits meanwhile stops it
+    too (one had gone unseen until every later wave had loaded, minutes of a 70B model)."""
     import httpx
 
     from benchfill import proxies
@@ -437,6 +466,9 @@ def _wait_ready(wave, log_dir: Path, wait_s: float, poll_s: float, progress_s: f
     pending = list(wave)
     with httpx.Client(timeout=5) as client:
         while pending:
+            for c, proc in earlier:
+                if proc.poll() is not None:
+                    fail(c, log_dir, f"exited with code {proc.returncode} while a later wave loaded", out)
             for c, proc in list(pending):
                 if proc.poll() is not None:
                     fail(c, log_dir, f"exited with code {proc.returncode} before it was ready", out)

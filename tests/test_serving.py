@@ -40,6 +40,8 @@ print(f"INFO loading {{model}}", flush=True)
 if model in os.environ.get("FAKE_VLLM_HANG", "").split(","):
     time.sleep(3600)
 time.sleep(float(os.environ.get("FAKE_VLLM_DELAY", "0.5")))
+if model in os.environ.get("FAKE_VLLM_SLOW", "").split(","):  # a large model, loading on
+    time.sleep(20)
 if model in os.environ.get("FAKE_VLLM_CRASH", "").split(","):
     print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", flush=True)
     sys.exit(1)
@@ -68,7 +70,8 @@ class Handler(BaseHTTPRequestHandler):
 print("INFO Application startup complete.", flush=True)
 if model in os.environ.get("FAKE_VLLM_DIE", "").split(","):
     import threading
-    threading.Timer(1.0, lambda: (print("RuntimeError: NCCL watchdog timeout", flush=True), os._exit(9))).start()
+    threading.Timer(1.0, lambda: (print(f"RuntimeError: NCCL watchdog timeout (api key {{key}})", flush=True),
+                                  os._exit(9))).start()
 host = args[args.index("--host") + 1]
 ThreadingHTTPServer.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 ThreadingHTTPServer((host, port), Handler).serve_forever()
@@ -303,6 +306,59 @@ def test_the_script_sees_a_crash_in_its_wave_while_another_server_still_loads(ho
     assert proc.returncode == 3 and time.monotonic() - t0 < 30
     assert f"vllm for org/b on port {ports[1]} exited before it was ready" in proc.stderr
     assert not any(alive(r["pid"]) for r in records(rec).values())  # the loading one is stopped too
+
+
+@pytest.mark.parametrize("how", ["start", "script"])
+def test_a_server_of_an_earlier_wave_that_exits_while_a_later_one_loads_stops_both_paths_at_once(host, monkeypatch,
+                                                                                               how):
+    # it had gone unseen until every later wave had loaded (minutes of a 70B model), then "all ready" was said;
+    # the script's log tail showed the key, which --start masks; its readiness checks went through http_proxy
+    tmp, cfg, ports, rec = host
+    monkeypatch.setenv("FAKE_VLLM_DIE", "org/a")  # wave 1, dies a second after it is ready
+    monkeypatch.setenv("FAKE_VLLM_SLOW", "org/c")  # wave 2, loads for 20 s
+    monkeypatch.setenv("FAKE_VLLM_DELAY", "0.1")
+    t0 = time.monotonic()
+    if how == "start":
+        out = io.StringIO()
+        with pytest.raises(EndpointError, match=rf"^vllm for org/a on port {ports[0]} \(GPU 0\) exited with code 9 "
+                                                "while a later wave loaded"):
+            start_servers(_commands(cfg), tmp / "logs", wait_s=60, poll_s=0.1, out=out)
+        err = out.getvalue()
+    else:
+        script = write_script(_commands(cfg), tmp / "serve.sh", log_dir=str(tmp / "logs"), wait_s=60)
+        proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "POLL_S": "0.1", "http_proxy": "http://127.0.0.1:9",
+                                   "HTTP_PROXY": "http://127.0.0.1:9"})
+        assert proc.returncode == 3, proc.stderr
+        err = proc.stderr
+        assert f"vllm for org/a on port {ports[0]} exited while a later wave loaded; last lines of" in err
+        assert "all 3 servers ready" not in err
+    assert time.monotonic() - t0 < 15  # not after org/c's 20 s
+    assert "  | RuntimeError: NCCL watchdog timeout (api key ***)" in err and KEY not in err
+    assert not any(alive(r["pid"]) for r in records(rec).values())
+
+
+def test_the_script_names_a_server_that_exits_after_all_were_ready(host, monkeypatch):
+    tmp, cfg, ports, rec = host
+    monkeypatch.setenv("FAKE_VLLM_DIE", "org/c")
+    monkeypatch.setenv("FAKE_VLLM_DELAY", "0.1")
+    script = write_script(_commands(cfg), tmp / "serve.sh", log_dir=str(tmp / "logs"), wait_s=60)
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "POLL_S": "0.1"})
+    assert proc.returncode == 3
+    assert f"vllm for org/c on port {ports[2]} exited after all were ready; last lines of" in proc.stderr
+    assert not any(alive(r["pid"]) for r in records(rec).values())
+
+
+def test_a_log_folder_the_script_cannot_write_to_is_refused_in_one_line(host, tmp_path):
+    tmp, cfg, ports, rec = host
+    script = write_script(_commands(cfg), tmp / "serve.sh", log_dir=str(tmp / "logs"), wait_s=60)
+    (tmp_path / "file").write_text("")
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "LOG_DIR": str(tmp_path / "file" / "logs")})
+    assert proc.returncode == 2 and proc.stderr == (f"serve.sh: LOG_DIR={tmp_path / 'file' / 'logs'}: cannot write "
+                                                    "the servers' logs there\n")
+    assert records(rec) == {}
 
 
 def test_a_log_folder_is_data_in_the_script_never_shell_code(host):
