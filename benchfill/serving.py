@@ -196,6 +196,11 @@ PLANNED_FLAGS = {
     # each would have a server use more GPUs than the plan gives it (CUDA_VISIBLE_DEVICES holds tp of them)
     "--data-parallel-size": "the plan's GPUs per server", "--pipeline-parallel-size": "the plan's GPUs per server",
     "--model": "the probe's model",  # (vllm serve takes the model as its argument)
+    # each would overrule the plan's memory split: a KV cache sized in bytes ignores the share; another dtype or
+    # weights offloaded change the weights the plan sized from the model's config
+    "--kv-cache-memory": "the plan's share of the GPU", "--kv-cache-memory-bytes": "the plan's share of the GPU",
+    "--dtype": "the model's own dtype, whose weights the plan sized",
+    "--cpu-offload-gb": "the plan's share of the GPU",
 }
 # where vLLM (through huggingface_hub) finds a Hub token: its value is masked in the log lines shown
 HUB_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")

@@ -535,6 +535,9 @@ def test_serve_options_refuse_what_they_cannot_use(host, capsys):
         assert not (tmp / "serve.sh").exists()
     assert main(base + ["--vllm-arg=--api-server-count=2"]) == 0  # another option of the same prefix passes
     assert "--api-server-count=2" in capsys.readouterr().out
+    for arg in ("--vllm-arg=--kv-cache-memory=10G", "--vllm-arg=--dtype=float32", "--vllm-arg=--cpu-offload-gb=8"):
+        assert main(base + [arg]) == 2  # each would undo the plan's memory split
+        assert "which the plan sets from" in capsys.readouterr().err
 
 
 def _serve_start(cfg, tmp, preexec):
