@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from test_review_support import CHILD_IDS, make_run
+from test_review_support import CHILD_IDS, make_run, record_fit
 
 from benchfill import locks
 from benchfill.errors import BenchfillError, DataError
@@ -265,7 +265,7 @@ def test_a_second_release_into_the_benchmark_folder_waits_for_the_first(tmp_path
 
 def test_a_refused_first_release_leaves_no_folder(tmp_path, shared_data):
     run_dir = make_run(tmp_path, shared_data)
-    (run_dir / "fit.json").unlink()
+    record_fit(run_dir, None)
     with pytest.raises(DataError, match="no IRT fit"):
         release(run_dir, "1.0.0")
     assert not (tmp_path / "releases").exists()

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from test_review_support import CHILD_IDS, make_run
+from test_review_support import CHILD_IDS, make_run, record_fit
 
 from benchfill.irt.fit import IrtFit
 from benchfill.release import release
@@ -34,7 +34,7 @@ def _second_run(tmp_path, shared_data):
     b[ids.index(recs[0]["ancestor_id"])] += SHIFT  # (a child's parent is its gap's left edge item)
     fit.difficulty = b
     fit.b_min, fit.b_max = float(b.min()), float(b.max())
-    fit.save(run / "fit.json")
+    record_fit(run, fit)
     z = dict(zip(ids, fit.z, strict=True))
     for n, rec in enumerate(recs):
         left_id = rec["ancestor_id"]

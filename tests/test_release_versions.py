@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_review_support import CHILD_IDS, make_run
+from test_review_support import CHILD_IDS, make_run, record_fit
 
 from benchfill.errors import BenchfillError, ConfigError
 from benchfill.release import diff_releases, release, root_card, semver_key, verify_release
@@ -270,7 +270,7 @@ def test_one_scale_of_record_per_benchmark(tmp_path, shared_data):
     fit = IrtFit.load(second / "fit.json")  # the same items, measured on a stretched, shifted scale
     fit.difficulty = 2.0 * fit.difficulty + 1.0
     fit.b_min, fit.b_max = 2.0 * fit.b_min + 1.0, 2.0 * fit.b_max + 1.0
-    fit.save(second / "fit.json")
+    record_fit(second, fit)
     _review(first)
     _review(second)
     out = tmp_path / "releases"

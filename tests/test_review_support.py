@@ -84,6 +84,22 @@ def make_run(root: Path, shared_data: Path, run_id: str = "run-aime24-test") -> 
     return run
 
 
+def record_fit(run: Path, fit: IrtFit | None) -> None:
+    """Give the run another fit, as a run records one: in its store (what a release reads) and as fit.json
+    beside it; None: the run has none at all."""
+    store = Store(run / "store.db")
+    if fit is None:
+        from benchfill.schema import RunMeta
+
+        with store.session() as s:
+            s.delete(s.get(RunMeta, (store.run_id, "fit")))
+        (run / "fit.json").unlink()
+    else:
+        store.set_meta("fit", fit.to_dict())
+        fit.save(run / "fit.json")
+    store.close()
+
+
 def test_fixture_run_follows_the_contract(tmp_path, shared_data):
     run = make_run(tmp_path, shared_data)
     queue = load_queue(run)
