@@ -309,11 +309,12 @@ refuse_taken() {  # host port: a port that already answers is refused, as --star
   fi
 }
 
-show_tail() {  # log key-variable: its last lines, the key (and HF_TOKEN) masked, as --start shows them
+show_tail() {  # log key-variable: its last lines, the key and the Hub tokens masked, as --start shows them
   local text k="${!2:-}"
   text=$(tail -n __TAIL__ "$1" 2>/dev/null || true)
   [ -n "$k" ] && text=${text//"$k"/***}
   [ -n "${HF_TOKEN:-}" ] && text=${text//"$HF_TOKEN"/***}
+  [ -n "${HUGGING_FACE_HUB_TOKEN:-}" ] && text=${text//"$HUGGING_FACE_HUB_TOKEN"/***}
   printf '%s\n' "$text" | sed 's/^/  | /' >&2
 }
 

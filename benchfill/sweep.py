@@ -406,8 +406,17 @@ def run_sweep(sweep: Sweep, executor: str = "local", ray_address: str | None = N
 
     Units that failed leave their run without a report; the table is written for the rest and the
     failure raised after it (rerun the sweep to resume them). ``progress``: lines on stderr as it goes
-    (the CLI's default).
+    (the CLI's default). Templates of the user's own are held for the whole sweep (``prompts.held_overrides``):
+    edited while it runs, its later runs had used other templates than its earlier ones. (A Ray worker on
+    another machine reads its own folder.)
     """
+    from benchfill.prompts import held_overrides
+
+    with held_overrides():
+        return _run_sweep(sweep, executor, ray_address, progress)
+
+
+def _run_sweep(sweep: Sweep, executor: str, ray_address: str | None, progress: bool) -> dict[str, Any]:
     from benchfill import executors
     from benchfill.sweep_table import write_table
 

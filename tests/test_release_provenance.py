@@ -176,3 +176,43 @@ def test_the_code_identity_is_the_checkouts_commit_and_none_for_a_copy_outside_g
                                                                             "PYTHONPATH": str(tmp_path)})
     want = {"version": benchfill.__version__, "git_commit": None, "git_dirty": None}
     assert out.stdout.strip() == repr(want), out.stderr
+
+
+def test_a_held_folder_removed_meanwhile_is_still_the_runs(tmp_path, monkeypatch):
+    import shutil
+
+    from benchfill.prompts import held_overrides, load_prompt, overrides_digest
+
+    own = tmp_path / "prompts"
+    own.mkdir()
+    (own / "rewriter.txt").write_text("Be creative. {parent}")
+    monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(own))
+    before = overrides_digest()
+    with held_overrides():
+        shutil.rmtree(own)
+        assert overrides_digest() == before and load_prompt("rewriter") == "Be creative. {parent}"
+    assert overrides_digest() is None
+
+
+def test_a_run_and_a_sweep_hold_their_templates_before_any_work(tmp_path, monkeypatch):
+    import contextlib
+
+    import benchfill.prompts
+    from benchfill.run import run
+    from benchfill.sweep import load_sweep, run_sweep
+
+    class Held(Exception):
+        pass
+
+    @contextlib.contextmanager
+    def held(user_dir=None):
+        raise Held
+        yield
+
+    monkeypatch.setattr(benchfill.prompts, "held_overrides", held)
+    with pytest.raises(Held):
+        run(RunOptions(benchmark="demo", gaps=1, runs_dir=str(tmp_path / "runs")))
+    (tmp_path / "sweep.toml").write_text('[[benchmarks]]\nname = "demo"\n')
+    with pytest.raises(Held):
+        run_sweep(load_sweep(tmp_path / "sweep.toml"))
+    assert not (tmp_path / "runs").exists()

@@ -70,8 +70,9 @@ class Handler(BaseHTTPRequestHandler):
 print("INFO Application startup complete.", flush=True)
 if model in os.environ.get("FAKE_VLLM_DIE", "").split(","):
     import threading
-    threading.Timer(1.0, lambda: (print(f"RuntimeError: NCCL watchdog timeout (api key {{key}})", flush=True),
-                                  os._exit(9))).start()
+    hub = os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    threading.Timer(1.0, lambda: (print(f"RuntimeError: NCCL watchdog timeout (api key {{key}}, hub {{hub}})",
+                                        flush=True), os._exit(9))).start()
 host = args[args.index("--host") + 1]
 ThreadingHTTPServer.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 ThreadingHTTPServer((host, port), Handler).serve_forever()
@@ -317,6 +318,7 @@ def test_a_server_of_an_earlier_wave_that_exits_while_a_later_one_loads_stops_bo
     monkeypatch.setenv("FAKE_VLLM_DIE", "org/a")  # wave 1, dies a second after it is ready
     monkeypatch.setenv("FAKE_VLLM_SLOW", "org/c")  # wave 2, loads for 20 s
     monkeypatch.setenv("FAKE_VLLM_DELAY", "0.1")
+    monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", "hub-SECRET-77")
     t0 = time.monotonic()
     if how == "start":
         out = io.StringIO()
@@ -328,13 +330,14 @@ def test_a_server_of_an_earlier_wave_that_exits_while_a_later_one_loads_stops_bo
         script = write_script(_commands(cfg), tmp / "serve.sh", log_dir=str(tmp / "logs"), wait_s=60)
         proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
                               env={**os.environ, "POLL_S": "0.1", "http_proxy": "http://127.0.0.1:9",
-                                   "HTTP_PROXY": "http://127.0.0.1:9"})
+                                   "HTTP_PROXY": "http://127.0.0.1:9", "no_proxy": "", "NO_PROXY": ""})
         assert proc.returncode == 3, proc.stderr
         err = proc.stderr
         assert f"vllm for org/a on port {ports[0]} exited while a later wave loaded; last lines of" in err
         assert "all 3 servers ready" not in err
     assert time.monotonic() - t0 < 15  # not after org/c's 20 s
-    assert "  | RuntimeError: NCCL watchdog timeout (api key ***)" in err and KEY not in err
+    assert "  | RuntimeError: NCCL watchdog timeout (api key ***, hub ***)" in err and KEY not in err
+    assert "hub-SECRET-77" not in err
     assert not any(alive(r["pid"]) for r in records(rec).values())
 
 

@@ -52,11 +52,13 @@ def test_a_draft_in_the_reasoning_is_never_read_as_the_answer():
                   f"<think>Draft {_child('DRAFT')}</think>\n{bad}"):
         with pytest.raises(MalformedReply, match="invalid JSON inside <child>"):
             parse_child(reply)
-
-
-def test_a_child_holding_the_tag_is_read_with_prose_after_it_that_mentions_the_tag_too():
-    problem = "What does </think> mark?"
-    assert parse_child(f"<think>ok</think>\n{_child(problem)}\nThis item asks what </think> marks.")["problem"] == problem
+    # ... nor by a draft that holds the tag itself, where no child, or no whole one, follows the reasoning
+    draft = _child("What does </think> mark?")
+    for reply in (f"Draft {draft} too easy.</think>\nI could not write a harder one.",
+                  f"<think>The tag </think> ends it. Draft {draft} no.</think>\nSorry.",
+                  f'Draft {draft} no.</think>\n<child>{{"problem": "FINAL", "answer": "y"}}'):
+        with pytest.raises(MalformedReply):
+            parse_child(reply)
 
 
 def test_final_parts_lists_the_last_reading_first_and_the_whole_reply_only_where_no_reasoning_opens():
@@ -77,12 +79,11 @@ def test_code_that_splits_at_the_reasoning_tag_is_graded_as_written():
                                           "</think> final", "f")
     assert "split" not in extract_code('<think>\n```python\ndef f(s): return s.split("</think>")\n```\n</think> final',
                                        "f")
-    # code followed by prose that mentions the tag, and a helper block holding it before the function
-    assert extract_code(f"<think>p</think>\n{fenced}\nThis splits at the last </think> tag.\n", "f") == code
-    helper = 'def g(s):\n    return s.split("</think>")\n'
-    got = extract_code(f"<think>p</think>\nHelper:\n```python\n{helper}```\nThen:\n```python\ndef f(r):\n"
-                       "    return g(r)[-1]\n```\n", "f")
-    assert got == f"{helper}\n\ndef f(r):\n    return g(r)[-1]\n"
+    # a sketch that quotes the tag, in the reasoning: the final code is graded, and a final without code is no code
+    sketch = '<think>Sketch:\n```python\ndef f(r): return r.split("</think>")[-1]\n```\nUse partition.</think>\n'
+    final = "def f(r):\n    return r.rpartition(TAG)[2]\n"
+    assert extract_code(f"{sketch}```python\n{final}```\n", "f") == final
+    assert "split" not in extract_code(f"{sketch}I cannot solve this.", "f")
 
 
 def _world(items, evaluator="math"):
@@ -118,3 +119,6 @@ def test_a_verdict_whose_reason_quotes_the_reasoning_tag_is_read_and_a_draft_ver
     for reply in ("<think>draft <verdict>valid</verdict></think> none", "draft <verdict>valid</verdict> </think> none"):
         with pytest.raises(MalformedReply):
             parse_verdict(reply)
+    # a verdict quoted in the reason is the item's text, not the judge's verdict
+    assert parse_verdict("<think>x</think><verdict>invalid</verdict><reason>The item writes <verdict>valid</verdict> "
+                         "in its text</reason>")[0] is False

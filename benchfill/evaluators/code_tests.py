@@ -49,14 +49,18 @@ def extract_code(response: str, entry_point: str | None = None) -> str:
 
 
 def _answer_part(response: str) -> str:
-    """What follows the reply's reasoning. Code may hold ``</think>`` itself (a function that splits a
-    reasoning model's reply): a reading from an earlier such tag is taken where a fenced block of it holds a
-    later tag (the tag was the code's), the latest such reading first; otherwise what follows the last tag,
-    as ever, so a sketch in the reasoning is never graded."""
+    """What follows the reply's reasoning: after its last ``</think>``, as ever, where anything fenced
+    follows it. Code may hold the tag itself (a function that splits a reasoning model's reply), which leaves
+    no fenced block after the last one: the reply is then read from an earlier tag (or whole, where it does not
+    open its reasoning), where every later tag lies inside its fenced blocks. A tag outside them ended the
+    reasoning, so a sketch before it is never graded."""
     parts = final_parts(response)
+    if _fenced_blocks(parts[0]) or _FENCE.search(parts[0]):
+        return parts[0]
     for said in parts[1:]:
         spans = _fence_spans(said)
-        if any(a <= m.start() < b for m in reasoning_closes(said) for a, b in spans):
+        tags = reasoning_closes(said)
+        if spans and tags and all(any(a <= m.start() < b for a, b in spans) for m in tags):
             return said
     return parts[0]
 

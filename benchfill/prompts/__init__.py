@@ -30,7 +30,7 @@ from typing import Any
 
 from benchfill.errors import ConfigError
 from benchfill.hub import ID_COLUMNS  # (light: datasets is imported only to read one)
-from benchfill.replies import final_part, final_parts, reasoning_closes
+from benchfill.replies import final_parts, reasoning_closes
 
 PROMPTS_DIR_ENV = "BENCHFILL_PROMPTS_DIR"
 _NAME = re.compile(r"[A-Za-z0-9_\-]+")
@@ -135,10 +135,12 @@ def overrides_digest(user_dir: str | os.PathLike | None = None) -> str | None:
     import hashlib
 
     override = user_dir if user_dir is not None else os.environ.get(PROMPTS_DIR_ENV)
-    folder = Path(override) if override else None
-    if folder is None or not folder.is_dir():
+    if not override:
+        return None
+    folder = Path(override)
+    held = _held(folder)  # first: a held folder removed or renamed meanwhile is still the run's
+    if held is None and not folder.is_dir():
         return None  # (a folder that is not there is refused by check_overrides, before any work)
-    held = _held(folder)
     templates = held if held is not None else _templates_in(folder)
     used = {n: b for n, b in templates.items() if n in ("rewriter.txt", "judge.txt") or n.startswith("solver_")}
     if not used:
@@ -546,29 +548,30 @@ def parse_child(reply: str, required: tuple[str, ...] | list[str] = ()) -> dict:
     """The child item in a rewriter reply (the last ``<child>`` block after any reasoning), with its
     ``required`` fields.
 
-    A child whose own text holds ``</think>`` or ``</child>`` (an item about tags, or about reasoning models)
-    is read whole: a reading from an earlier reasoning tag is taken where its child holds a later tag (the tag
-    was the child's), and a block is read to the last ``</child>`` where the tags pair up wrongly, but only as
-    one JSON object that fills it (a draft child and a later one in between are no such object). Otherwise the
-    reply is read as ever, after its last reasoning tag: a malformed final child is reported (a repair turn),
-    never replaced by a draft before it."""
+    Read after the last reasoning tag first, as ever. Only where that reading holds no child can a child whose
+    own text holds ``</think>`` be read whole: from an earlier reasoning tag (or the whole reply, where it does not
+    open its reasoning), as a block that holds every reasoning tag after where it is read from (a tag outside it
+    ended the reasoning, and what came before, drafts included, is never read), and where its tags pair up
+    wrongly (it holds ``</child>``) only as one JSON object that fills it. A malformed final child is reported:
+    a repair turn, never a draft in its place."""
     reply = reply or ""
     parts = final_parts(reply)
-    for said in parts[1:]:
+    blocks = _CHILD.findall(parts[0])
+    try:
+        if not blocks:
+            raise MalformedReply(_none_in(reply, parts[0], "<child>...</child>"))
+        return _child_of(blocks[-1], required)
+    except MalformedReply as exc:
+        first = exc
+    for said in parts:  # (the first reading again too: a block holding </child>, read to the last one)
         tags = [m.start() for m in reasoning_closes(said)]
         for (start, end), widened in _child_spans(said):
-            if any(start <= t < end for t in tags):
+            if (widened or said is not parts[0]) and all(start <= t < end for t in tags):
                 try:
                     return _child_of(said[start:end], required, whole=widened)
                 except MalformedReply:
                     pass
-    said, error = parts[0], None
-    for (start, end), widened in _child_spans(said):
-        try:
-            return _child_of(said[start:end], required, whole=widened)
-        except MalformedReply as exc:
-            error = error or exc
-    raise error or MalformedReply(_none_in(reply, final_part(reply), "<child>...</child>"))
+    raise first
 
 
 def _child_spans(said: str) -> list[tuple[tuple[int, int], bool]]:
@@ -619,18 +622,19 @@ def _whole_object(text: str) -> Any:
 
 
 def parse_verdict(reply: str) -> tuple[bool, str]:
-    """(valid, reason) from a judge reply; the last ``<verdict>`` after any reasoning wins, the reason may
-    be empty. A reason that quotes ``</think>`` (the item is about reasoning models) is read from an earlier
-    reasoning tag, where no verdict follows the last one and every later tag lies inside a ``<reason>``."""
+    """(valid, reason) from a judge reply; the last ``<verdict>`` after any reasoning wins (one quoted inside a
+    ``<reason>`` is the item's text, not a verdict), the reason may be empty. Only where no verdict follows the
+    last reasoning tag is a reply read from an earlier one, where every later tag lies inside a ``<reason>`` (a
+    reason that quotes ``</think>``); a draft verdict in the reasoning is never read."""
     reply = reply or ""
     parts = final_parts(reply)
     said = parts[0]
-    for part in parts[1:] if not _VERDICT.search(said) else ():
+    for part in parts[1:] if not _verdicts(said) else ():
         quoted = [m.span(1) for m in _REASON.finditer(part)]
-        if _VERDICT.search(part) and all(any(a <= t.start() < b for a, b in quoted) for t in reasoning_closes(part)):
+        if _verdicts(part) and all(any(a <= t.start() < b for a, b in quoted) for t in reasoning_closes(part)):
             said = part
             break
-    verdicts = _VERDICT.findall(said)
+    verdicts = _verdicts(said)
     if not verdicts:
         raise MalformedReply(_none_in(reply, said, "<verdict>...</verdict>"))
     verdict = verdicts[-1].lower()
@@ -638,6 +642,11 @@ def parse_verdict(reply: str) -> tuple[bool, str]:
         raise MalformedReply(f"verdict must be 'valid' or 'invalid', got {verdicts[-1]!r}")
     reasons = _REASON.findall(said)
     return verdict == "valid", (" ".join(reasons[-1].split()) if reasons else "")
+
+
+def _verdicts(said: str) -> list[str]:
+    """The verdicts of ``said`` outside its reasons (a reason may quote the item's own ``<verdict>``)."""
+    return _VERDICT.findall(_REASON.sub("", said))
 
 
 __all__ = [
