@@ -116,6 +116,14 @@ def test_a_run_holds_its_templates_as_they_were_when_it_began(tmp_path, monkeypa
             assert load_prompt("rewriter") == "Be creative. {parent}"
         assert load_prompt("rewriter") == "Be creative. {parent}"
     assert overrides_digest() != before and load_prompt("rewriter") == "Be bold. {parent}"
+    # a held folder removed (or renamed) meanwhile is still the run's
+    import shutil
+
+    before = overrides_digest()
+    with held_overrides():
+        shutil.rmtree(own)
+        assert overrides_digest() == before and load_prompt("rewriter") == "Be bold. {parent}"
+    assert overrides_digest() is None
 
 
 def test_diff_says_which_items_are_placed_otherwise(tmp_path, shared_data):
@@ -176,22 +184,6 @@ def test_the_code_identity_is_the_checkouts_commit_and_none_for_a_copy_outside_g
                                                                             "PYTHONPATH": str(tmp_path)})
     want = {"version": benchfill.__version__, "git_commit": None, "git_dirty": None}
     assert out.stdout.strip() == repr(want), out.stderr
-
-
-def test_a_held_folder_removed_meanwhile_is_still_the_runs(tmp_path, monkeypatch):
-    import shutil
-
-    from benchfill.prompts import held_overrides, load_prompt, overrides_digest
-
-    own = tmp_path / "prompts"
-    own.mkdir()
-    (own / "rewriter.txt").write_text("Be creative. {parent}")
-    monkeypatch.setenv("BENCHFILL_PROMPTS_DIR", str(own))
-    before = overrides_digest()
-    with held_overrides():
-        shutil.rmtree(own)
-        assert overrides_digest() == before and load_prompt("rewriter") == "Be creative. {parent}"
-    assert overrides_digest() is None
 
 
 def test_a_run_and_a_sweep_hold_their_templates_before_any_work(tmp_path, monkeypatch):
