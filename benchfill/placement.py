@@ -94,12 +94,19 @@ def parse_gpus_option(spec: str) -> list[Gpu]:
 def visible(gpus: list[Gpu], env: Mapping[str, str] = os.environ) -> list[Gpu]:
     """Only the GPUs an already-set CUDA_VISIBLE_DEVICES allows, read as CUDA reads it: empty or "-1" hides
     them all, and an entry that names no GPU hides it and every one after it. UUIDs (GPU-..., MIG-...)
-    are not resolved: then every GPU is planned for."""
+    are not resolved: then every GPU is planned for, with a warning."""
     want = env.get("CUDA_VISIBLE_DEVICES")
     if want is None:
         return gpus
     cells = [c.strip() for c in want.split(",")]
     if any(c.upper().startswith(("GPU-", "MIG-")) for c in cells):
+        # said, not left to be found: a scheduler that sets UUIDs gave this job some GPUs, and the plan may
+        # place servers on another job's
+        import logging
+
+        logging.getLogger("benchfill.placement").warning(
+            "CUDA_VISIBLE_DEVICES names GPUs by UUID, which the plan does not resolve: it plans over every GPU "
+            "nvidia-smi lists; give the GPUs this job may use with --gpus, or set CUDA_VISIBLE_DEVICES by index")
         return gpus
     by_index = {g.index: g for g in gpus}
     keep: list[Gpu] = []

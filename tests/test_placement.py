@@ -257,13 +257,19 @@ def test_a_hung_nvidia_smi_is_one_line_naming_gpus(tmp_path, monkeypatch):
         placement.query_gpus()
 
 
-def test_cuda_visible_devices_read_as_cuda_reads_it(tmp_path, monkeypatch, capsys):
+def test_cuda_visible_devices_read_as_cuda_reads_it(tmp_path, monkeypatch, capsys, caplog):
+    import logging
+
     from benchfill.cli import main
 
     eight = placement.parse_gpus_option("8x80")
     for want, seen in [("2,5", [2, 5]), ("", []), ("-1", []), (" ", []), ("0,-1,3", [0]), ("3,9,4", [3]),
                        ("GPU-8f6e1c3a-0000-4e1b-9c3e-1d2f3a4b5c6d", list(range(8)))]:
-        assert [g.index for g in placement.visible(eight, {"CUDA_VISIBLE_DEVICES": want})] == seen, want
+        with caplog.at_level(logging.WARNING, logger="benchfill"):
+            assert [g.index for g in placement.visible(eight, {"CUDA_VISIBLE_DEVICES": want})] == seen, want
+        uuid = [r.getMessage() for r in caplog.records if "by UUID" in r.getMessage()]
+        assert len(uuid) == want.startswith("GPU-"), want  # a plan over every GPU, said where it may be wrong
+        caplog.clear()
     # every GPU hidden: nothing to plan for, in one line, never a plan on hidden GPUs
     fake_nvidia_smi(tmp_path, monkeypatch, "printf '0, NVIDIA H100 80GB HBM3, 81559, 0\\n'")
     cfg = _panel(tmp_path, ("a", "http://127.0.0.1:8001/v1", "org/m", None))
