@@ -415,8 +415,9 @@ def _place(servers_: list[Server], gpus: list[Gpu], spread: bool) -> Plan:
                     room[g] -= need_m
                 placed[i] = Placement(s, chosen, need_m, need_m)
                 break
-        else:
-            raise ConfigError(_refusal(s, tps[-1], gpus, room, len(servers_) - len(placed), servers_))
+        else:  # said at the split it came nearest with (the largest tried had named 2.7 GiB a GPU for a 3.5 GiB model)
+            near = min(tps, key=lambda t: s.per_gpu_gib(t) - _most_room(t, gpus, room))
+            raise ConfigError(_refusal(s, near, gpus, room, len(servers_) - len(placed), servers_))
     # The room left on each GPU goes to its servers in proportion to their needs: more KV cache. A split
     # server takes one share on all its GPUs (the least of its parts); single-GPU servers then share
     # whatever that leaves.
@@ -447,9 +448,14 @@ def _fit(room: dict[int, int], need: dict[int, int], tp: int, spread: bool) -> t
     return (), 0
 
 
-def _refusal(s: Server, tp: int, gpus: list[Gpu], room: dict[int, int], left: int, servers_: list[Server]) -> str:
+def _most_room(tp: int, gpus: list[Gpu], room: dict[int, int]) -> float:
+    """The room (GiB) on the tp-th roomiest GPU: what a server split over tp GPUs could have on each."""
     best = sorted(gpus, key=lambda g: -room[g.index] * g.total_gib)[:tp]
-    have = min(room[g.index] * g.total_gib / 1000 for g in best)
+    return min(room[g.index] * g.total_gib / 1000 for g in best)
+
+
+def _refusal(s: Server, tp: int, gpus: list[Gpu], room: dict[int, int], left: int, servers_: list[Server]) -> str:
+    have = _most_room(tp, gpus, room)
     need = s.per_gpu_gib(tp)
     where = f"on each of {tp} GPUs" if tp > 1 else "on one GPU"
     more = f"; {left - 1} more server(s) not yet placed" if left > 1 else ""
@@ -460,8 +466,10 @@ def _refusal(s: Server, tp: int, gpus: list[Gpu], room: dict[int, int], left: in
     total = (f"in all the panel needs {panel:.1f} GiB, the GPUs offer {cap:.1f}, short by {panel - cap:.1f} GiB"
              if panel > cap else f"in all the panel needs {panel:.1f} GiB of the {cap:.1f} the GPUs offer, but "
              "not in pieces its servers fit in")
+    short = need - have
+    short_said = f"{short:.1f}" if short >= 0.05 else f"{short:.2f}" if short >= 0.005 else "under 0.01"
     return (f"the panel does not fit: {s.model} (probes {', '.join(s.probes)}) needs {need:.1f} GiB {where}, "
-            f"the most room left is {have:.1f} GiB, short by {need - have:.1f} GiB{more}; {total}; "
+            f"the most room left is {have:.1f} GiB, short by {short_said} GiB{more}; {total}; "
             "lower trials, max_tokens or max_prompt_tokens, drop a probe, or add GPUs")
 
 

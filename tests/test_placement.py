@@ -242,6 +242,19 @@ def test_a_panel_that_fits_in_total_but_not_in_pieces_says_so():
         placement.plan([server("a", 8), server("b", 8), server("c", 1.5)], placement.parse_gpus_option("2x10"))
 
 
+def test_a_refusal_names_the_split_the_server_came_nearest_with():
+    # the largest split tried had been named: a model short of 0.2 GiB on one GPU was said to need 2.1 GiB on each
+    # of 2, short by 1.6
+    def server(name, gib, heads=1):
+        return placement.Server(name, [name], 8000, None, 16, 1024, gib - OVERHEAD_GIB, 0.0, "config.json",
+                                heads=heads, kv_heads=heads)
+
+    with pytest.raises(ConfigError, match=r"^the panel does not fit: c \(probes c\) needs 3.2 GiB on one GPU, the "
+                                          r"most room left is 3.0 GiB, short by 0.2 GiB;"):
+        placement.plan([server("a", 6), server("b", 8.5), server("c", 3.2, heads=2)],
+                       placement.parse_gpus_option("10,10"))
+
+
 def fake_nvidia_smi(tmp_path, monkeypatch, body: str) -> None:
     (tmp_path / "bin").mkdir(exist_ok=True)
     (tmp_path / "bin" / "nvidia-smi").write_text(f"#!/bin/sh\n{body}\n")
