@@ -417,7 +417,7 @@ def _place(servers_: list[Server], gpus: list[Gpu], spread: bool) -> Plan:
                 break
         else:  # said at the split it came nearest with (the largest tried had named 2.7 GiB a GPU for a 3.5 GiB model)
             near = min(tps, key=lambda t: s.per_gpu_gib(t) - _most_room(t, gpus, room))
-            raise ConfigError(_refusal(s, near, gpus, room, len(servers_) - len(placed), servers_))
+            raise ConfigError(_refusal(s, near, gpus, room, len(servers_) - len(placed), servers_, tps[-1]))
     # The room left on each GPU goes to its servers in proportion to their needs: more KV cache. A split
     # server takes one share on all its GPUs (the least of its parts); single-GPU servers then share
     # whatever that leaves.
@@ -454,7 +454,8 @@ def _most_room(tp: int, gpus: list[Gpu], room: dict[int, int]) -> float:
     return min(room[g.index] * g.total_gib / 1000 for g in best)
 
 
-def _refusal(s: Server, tp: int, gpus: list[Gpu], room: dict[int, int], left: int, servers_: list[Server]) -> str:
+def _refusal(s: Server, tp: int, gpus: list[Gpu], room: dict[int, int], left: int, servers_: list[Server],
+             widest: int | None = None) -> str:
     have = _most_room(tp, gpus, room)
     need = s.per_gpu_gib(tp)
     where = f"on each of {tp} GPUs" if tp > 1 else "on one GPU"
@@ -468,9 +469,15 @@ def _refusal(s: Server, tp: int, gpus: list[Gpu], room: dict[int, int], left: in
              "not in pieces its servers fit in")
     short = need - have
     short_said = f"{short:.1f}" if short >= 0.05 else f"{short:.2f}" if short >= 0.005 else "under 0.01"
+    # weights that no GPU holds even split as widely as these GPUs allow: fewer samples or tokens cannot help
+    widest = widest or tp
+    biggest = max(g.cap_m * g.total_gib / 1000 for g in gpus)
+    weights = s.weights_gib / widest + OVERHEAD_GIB
+    remedy = (f"its weights alone need {weights:.1f} GiB a GPU split over {widest} (with its overhead), more than "
+              f"any GPU here offers ({biggest:.1f}): serve it on more or larger GPUs, or drop the probe"
+              if weights > biggest else "lower trials, max_tokens or max_prompt_tokens, drop a probe, or add GPUs")
     return (f"the panel does not fit: {s.model} (probes {', '.join(s.probes)}) needs {need:.1f} GiB {where}, "
-            f"the most room left is {have:.1f} GiB, short by {short_said} GiB{more}; {total}; "
-            "lower trials, max_tokens or max_prompt_tokens, drop a probe, or add GPUs")
+            f"the most room left is {have:.1f} GiB, short by {short_said} GiB{more}; {total}; {remedy}")
 
 
 def sampling_warnings(cfg: Config, servers_: list[Server]) -> list[str]:

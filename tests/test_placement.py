@@ -253,6 +253,10 @@ def test_a_refusal_names_the_split_the_server_came_nearest_with():
                                           r"most room left is 3.0 GiB, short by 0.2 GiB;"):
         placement.plan([server("a", 6), server("b", 8.5), server("c", 3.2, heads=2)],
                        placement.parse_gpus_option("10,10"))
+    # weights no GPU here holds, even split as widely as it can be: fewer tokens or samples cannot help
+    with pytest.raises(ConfigError, match=r"its weights alone need 21.5 GiB a GPU split over 2 \(with its overhead\), "
+                                          r"more than any GPU here offers \(9.0\): serve it on more or larger GPUs"):
+        placement.plan([server("big", 39.0 + OVERHEAD_GIB, heads=2)], placement.parse_gpus_option("10,10"))
 
 
 def fake_nvidia_smi(tmp_path, monkeypatch, body: str) -> None:
