@@ -439,8 +439,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             except UnicodeEncodeError as exc:
                 at = bom + len(line[:exc.start].encode("utf-8", "surrogateescape"))
                 bad = line[exc.start].encode("utf-8", "surrogateescape")
-                if lineno == 1 and _packed(path):
-                    raise DataError(_packed(path)) from None
+                if lineno == 1 and (packed := _packed(path)):
+                    raise DataError(packed) from None
                 raise DataError(f"{path}:{lineno}: not UTF-8 text (byte {at + 1} of the line: {bad!r})") from None
             if line.strip():
                 yield lineno, line

@@ -757,7 +757,7 @@ def earlier_runs(run_dir: Path, identity: dict[str, Any], most: int = 3) -> list
 PROMPTS_META = "prompts"  # {"sha256": the digest of the run's own templates, or None: the built-in ones}
 
 
-def _same_prompts(store, run_id: str, was: str | None, has: str | None) -> None:
+def _same_prompts(store, run_id: str, has: str | None) -> None:
     """Refuse to resume a run on other prompt templates than it was made with (``BENCHFILL_PROMPTS_DIR``, which
     the options compared in ``_same_run`` do not hold). A run made before benchfill recorded them is resumed
     with a note: whether it had templates of its own, nothing says."""
@@ -769,7 +769,7 @@ def _same_prompts(store, run_id: str, was: str | None, has: str | None) -> None:
         log.warning("run %s was made before benchfill recorded its prompt templates; it is resumed with %s, "
                     "which nothing can check against those it began with", run_id, these, extra=NOTE)
         return
-    was = recorded.get("sha256", was)
+    was = recorded.get("sha256")
     if was != has:
         how = ("with the built-in prompts; this command has templates of its own" if was is None else
                "with prompt templates of its own; this command has the built-in ones" if has is None else
@@ -790,7 +790,7 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
         # to the other (a --responses dropped) is a difference here
         differ = sorted(k for k in stored.keys() & now.keys()
                         if (bool(stored[k]) != bool(now[k]) if k in PATH_OPTIONS else stored[k] != now[k]))
-        _same_prompts(store, run_id, stored.get("prompts_sha256"), now.get("prompts_sha256"))
+        _same_prompts(store, run_id, now.get("prompts_sha256"))
         if differ:
             # the strategy first: the options idle for one of the two strategies are at their defaults on that
             # side only, and the first of those, alphabetically, was named with a default the user never asked

@@ -313,8 +313,8 @@ show_tail() {  # log key-variable: its last lines, the key and the Hub tokens ma
   local text k="${!2:-}"
   text=$(tail -n __TAIL__ "$1" 2>/dev/null || true)
   [ -n "$k" ] && text=${text//"$k"/***}
-  [ -n "${HF_TOKEN:-}" ] && text=${text//"$HF_TOKEN"/***}
-  [ -n "${HUGGING_FACE_HUB_TOKEN:-}" ] && text=${text//"$HUGGING_FACE_HUB_TOKEN"/***}
+  local v
+  for v in __HUB_TOKENS__; do [ -n "${!v:-}" ] && text=${text//"${!v}"/***}; done
   printf '%s\n' "$text" | sed 's/^/  | /' >&2
 }
 
@@ -374,7 +374,8 @@ def write_script(cmds: list[ServeCommand], path: str | Path, table: str = "", lo
     lines += ["set -euo pipefail"]
     lines += [f': "${{{k}:?set {k} (the key the probes send) before running this script}}"' for k in keys]
     lines += [f"DEFAULT_LOG_DIR={shlex.quote(log_dir)}"]  # quoted: a --log-dir is data, never shell code
-    lines += [_BASH_HELPERS.replace("__WAIT_S__", str(math.ceil(wait_s))).replace("__TAIL__", str(LOG_TAIL))]
+    lines += [_BASH_HELPERS.replace("__WAIT_S__", str(math.ceil(wait_s))).replace("__TAIL__", str(LOG_TAIL))
+              .replace("__HUB_TOKENS__", " ".join(HUB_TOKEN_ENV))]  # (the same names fail() masks)
     lines += [f"refuse_taken {shlex.quote(c.reach)} {c.port}" for c in cmds]
     for w in range(max((c.wave for c in cmds), default=-1) + 1):
         wave = [c for c in cmds if c.wave == w]

@@ -58,26 +58,11 @@ def _answer_part(response: str) -> str:
     if _fenced_blocks(parts[0]) or _FENCE.search(parts[0]):
         return parts[0]
     for said in parts[1:]:
-        spans = _fence_spans(said)
+        spans = [(a, b) for _, a, b in _fences(said)]
         tags = reasoning_closes(said)
         if spans and tags and all(any(a <= m.start() < b for a, b in spans) for m in tags):
             return said
     return parts[0]
-
-
-def _fence_spans(text: str) -> list[tuple[int, int]]:
-    """Where the bodies of ``text``'s fenced blocks (any language) lie, as character offsets."""
-    spans: list[tuple[int, int]] = []
-    fence, start, at = None, 0, 0
-    for line in text.split("\n"):
-        m = _FENCE_LINE.match(line)
-        if fence is None and m:
-            fence, start = m.group(1), at + len(line) + 1
-        elif fence is not None and m and m.group(1).startswith(fence) and not m.group(2).strip():
-            spans.append((start, at))
-            fence = None
-        at += len(line) + 1
-    return spans
 
 
 def _prose(lead: str) -> bool:
@@ -93,20 +78,25 @@ _PYTHON_INFO = re.compile(r"(?:python3?|py)?(?:[ \t].*)?", re.IGNORECASE)
 def _fenced_blocks(text: str) -> list[str]:
     """The Python (or untagged) fenced blocks of ``text``, fences on lines of their own; a block in
     another language (bash, output tagged ``text``) is passed over."""
-    blocks: list[str] = []
-    fence, info, lines = None, "", []
+    # (an empty block is one line break, as its lines joined had made it; a fence in a list item is indented)
+    return [textwrap.dedent(text[a:b] or "\n") for info, a, b in _fences(text) if _PYTHON_INFO.fullmatch(info)]
+
+
+def _fences(text: str) -> list[tuple[str, int, int]]:
+    """Each fenced block of ``text`` (any language, fences on lines of their own): its info string, and where its
+    body starts and ends (character offsets)."""
+    found: list[tuple[str, int, int]] = []
+    fence, info, start, at = None, "", 0, 0
     for line in text.split("\n"):
         m = _FENCE_LINE.match(line)
         if fence is None:
             if m:
-                fence, info, lines = m.group(1), m.group(2).strip(), []
+                fence, info, start = m.group(1), m.group(2).strip(), at + len(line) + 1
         elif m and m.group(1).startswith(fence) and not m.group(2).strip():
-            if _PYTHON_INFO.fullmatch(info):
-                blocks.append(textwrap.dedent("\n".join(lines) + "\n"))  # a fence in a list item is indented
+            found.append((info, start, at))
             fence = None
-        else:
-            lines.append(line)
-    return blocks
+        at += len(line) + 1
+    return found
 
 
 def _definitions_only(code: str) -> bool:

@@ -409,7 +409,7 @@ def format_judge_prompt(child: dict, spec: Any = None, user_dir: str | os.PathLi
 
 _CHILD = re.compile(r"<child(?:\s[^>]*)?>(.*?)</child>", re.DOTALL | re.IGNORECASE)
 _CHILD_OPEN = re.compile(r"<child(?:\s[^>]*)?>", re.IGNORECASE)
-_CHILD_CLOSE = re.compile(r"</child\s*>", re.IGNORECASE)
+_CHILD_CLOSE = re.compile(r"</child>", re.IGNORECASE)  # as _CHILD closes a block
 _FENCE = re.compile(r"^\s*```[A-Za-z]*\s*\n?|\n?\s*```\s*$")
 # "<verdict>**valid**</verdict>", "<verdict>"valid"</verdict>", "<verdict>valid.</verdict>" read as valid
 _VERDICT = re.compile(r"<verdict>[\s*\"'`]*([A-Za-z]+)[\s*\"'`.!]*</verdict>", re.IGNORECASE)
@@ -563,10 +563,10 @@ def parse_child(reply: str, required: tuple[str, ...] | list[str] = ()) -> dict:
         return _child_of(blocks[-1], required)
     except MalformedReply as exc:
         first = exc
-    for said in parts:  # (the first reading again too: a block holding </child>, read to the last one)
+    for k, said in enumerate(parts):  # (the first reading again too: a block holding </child>, to the last one)
         tags = [m.start() for m in reasoning_closes(said)]
         for (start, end), widened in _child_spans(said):
-            if (widened or said is not parts[0]) and all(start <= t < end for t in tags):
+            if (widened or k > 0) and all(start <= t < end for t in tags):
                 try:
                     return _child_of(said[start:end], required, whole=widened)
                 except MalformedReply:
