@@ -273,3 +273,76 @@ def test_a_sample_twice_in_one_log_is_refused_not_counted_as_a_trial(logs, tmp_p
     first = log["samples"][0]
     assert err.count("\n") == 1 and f"sample {first['id']} epoch {first['epoch']}: appears twice in one log" in err, err
     assert not out.exists()
+
+
+# -- invalidated samples, a scorer of several values, two setups of one model -----------------------------
+
+
+def test_a_log_with_invalidated_samples_is_refused_as_inspect_counts_it_unfinished(logs, tmp_path, capsys):
+    # inspect's invalidate_samples (a reward hack found after the eval): the samples had counted as trials
+    import datetime
+
+    from inspect_ai.log import ProvenanceData, invalidate_samples, read_eval_log, write_eval_log
+
+    log = read_eval_log(str(_first(logs / "json", ".json")))
+    when = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    bad = invalidate_samples(log, [s.uuid for s in log.samples if s.id == "q1"],
+                             ProvenanceData(timestamp=when, author="qa", reason="reward hack"))  # fmt: skip
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    write_eval_log(bad, str(folder / "2026-01-01T00-00-00-00-00_arith_inv.eval"))
+    err = capsys.readouterr().err if main(["import", "inspect", str(folder), "--out", str(tmp_path / "o")]) == 2 else "rc 0"
+    assert err.count("\n") == 1 and "_arith_inv.eval: 1 sample(s) invalidated (reward hack)" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_scorer_of_several_values_is_read_one_key_at_a_time(tmp_path, capsys):
+    from inspect_ai import Task
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.scorer import Score, mean, scorer
+
+    @scorer(metrics={"exact": [mean()], "contains": [mean()]})
+    def dictscore():
+        async def score(state, target):
+            said = state.output.completion
+            return Score(value={"exact": int(said == target.text), "contains": int(target.text in said + "2")})
+
+        return score
+
+    task = Task(dataset=[Sample(id=q, input=t, target=a) for q, t, a in QUESTIONS], scorer=dictscore(), name="arith")
+    inspect_eval(task, model=_mock("alpha", {"q1"}), log_dir=str(tmp_path / "logs"), display="none")
+    # inspect logs the first score as "exact" (of scorer dictscore): the default reads that key
+    for metric, want in ((None, {"q1": 1, "q2": 0, "q3": 0}), ("dictscore/contains", {"q1": 1, "q2": 0, "q3": 0}),
+                         ("contains", {"q1": 1, "q2": 0, "q3": 0})):  # fmt: skip
+        out = tmp_path / f"o-{metric}"
+        assert main(["import", "inspect", str(tmp_path / "logs"), "--out", str(out),
+                     *(["--metric", metric] if metric else [])]) == 0, capsys.readouterr().err  # fmt: skip
+        assert {i.split("/")[1]: c for (_, i), (c, _) in _rows(out).items()} == want, metric
+        assert json.loads((out / "import.json").read_text())["metric"] == (metric if metric and "/" in metric
+                                                                          else f"dictscore/{metric or 'exact'}")
+    assert main(["import", "inspect", str(tmp_path / "logs"), "--out", str(tmp_path / "x"), "--metric", "dictscore"]) == 2
+    err = capsys.readouterr().err
+    assert "scorer 'dictscore' gives one value per key ('exact', 'contains'); choose one with --metric dictscore/KEY" in err
+    assert main(["import", "inspect", str(tmp_path / "logs"), "--out", str(tmp_path / "x"), "--metric",
+                 "dictscore/nope"]) == 2  # fmt: skip
+    assert "scorer 'dictscore' gives no value 'nope' (keys 'exact', 'contains')" in capsys.readouterr().err
+
+
+def test_two_runs_of_one_model_with_other_task_arguments_are_not_summed(logs, tmp_path, capsys):
+    log = json.loads(_first(logs / "json", ".json").read_text())
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for n, args in enumerate(({"cot": False}, {"cot": True})):
+        (folder / f"2026-01-01T00-00-0{n}-00-00_arith_{n}.json").write_text(
+            json.dumps({**log, "eval": {**log["eval"], "task_args": args}}))
+    assert main(["import", "inspect", str(folder), "--out", str(tmp_path / "o"), "--sum"]) == 2
+    err = capsys.readouterr().err
+    assert "run otherwise than in" in err and '(task_args {"cot": true} against task_args {"cot": false})' in err, err
+    same = tmp_path / "same"
+    same.mkdir()
+    for n in range(2):  # the same arguments twice are repeats, which --sum adds
+        (same / f"2026-01-01T00-00-0{n}-00-00_arith_{n}.json").write_text(
+            json.dumps({**log, "eval": {**log["eval"], "task_args": {"cot": True}}}))
+    assert main(["import", "inspect", str(same), "--out", str(tmp_path / "s"), "--sum"]) == 0
+    assert set(t for _, t in _rows(tmp_path / "s").values()) == {2}

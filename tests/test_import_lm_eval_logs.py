@@ -395,3 +395,75 @@ def test_a_results_file_saved_with_a_byte_order_mark_is_read_as_its_samples_are(
     results.write_bytes(b"\xef\xbb\xbf" + results.read_bytes())
     res = import_logs("lm-eval", [out], task="tiny_mc")
     assert res.models == ["dummy-a"] and len(res.item_ids) == 6
+
+
+# a task's samples missing beside the run's others, the NAME.json layout, checkpoints, groups, few-shot --------
+
+
+def test_a_model_missing_the_imported_tasks_samples_is_refused_though_it_logged_another_task(tmp_path, capsys):
+    # lm-eval writes the results file, then one samples file per task, and only warns where a write fails:
+    # a run stopped between its tasks' files had dropped its model from the import without a word
+    logs = tmp_path / "logs"
+    _copy("a", logs / "a")
+    _copy("b", logs / "b")
+    next((logs / "b").rglob("samples_tiny_mc_*")).unlink()
+    err = _fails(["import", "lm-eval", str(logs), "--task", "tiny_mc", "--out", str(tmp_path / "out")], capsys)
+    assert "results_2026-11-30T14-55-05.453927.json: no samples_<task>_" in err and "beside it for tiny_mc" in err
+    assert "dummy-b" in err and not (tmp_path / "out").exists()
+    # the task whose samples it did log still imports, both models
+    assert import_logs("lm-eval", [logs], task="tiny_qa").models == ["dummy-a", "dummy-b"]
+
+
+def test_a_run_of_the_output_path_name_json_layout_without_samples_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    for run in ("a", "b"):  # lm-eval >= 0.4.9, --output_path out/run.json: out/run_<time>.json, samples beside
+        for f in (LOGS / run).rglob("*.json*"):
+            shutil.copy(f, out / f.name.replace("results_", "run_"))
+    for f in out.glob("samples_*14-55-05*"):
+        f.unlink()
+    err = _fails(["import", "lm-eval", str(out), "--task", "tiny_mc", "--out", str(tmp_path / "o")], capsys)
+    assert "run_2026-11-30T14-55-05.453927.json: no samples_<task>_" in err and "dummy-b" in err
+
+
+def test_checkpoints_told_apart_by_subfolder_or_quantization_are_not_summed(tmp_path, capsys):
+    for arg, one, two in (("subfolder", "step1000", "step9000"), ("quantization", None, "awq"),
+                          ("gguf_file", "m-Q4.gguf", "m-Q8.gguf")):  # fmt: skip
+        again = _copy("a-again", tmp_path / arg / "two")
+        first = _copy("a", tmp_path / arg / "one")
+        for root, value in ((first, one), (again, two)):
+            if value is not None:
+                _edit(next(root.rglob("results_*.json")), lambda r, v=value: r["config"]["model_args"].update({arg: v}) or r)
+        err = _fails(["import", "lm-eval", str(first), str(again), "--task", "tiny_mc", "--sum", "--out",
+                      str(tmp_path / "out")], capsys)
+        assert "two models under one name" in err and f"{arg}={two}" in err, arg
+
+
+def test_a_group_asked_for_is_named_as_one_with_its_subtasks(tmp_path, capsys):
+    run = _copy("a", tmp_path / "mmlu")
+    _edit(next(run.rglob("results_*.json")),
+          lambda r: r.update(group_subtasks={"mmlu": ["tiny_mc", "tiny_qa"], "tiny_mc": [], "tiny_qa": []},
+                             results={**r["results"], "mmlu": {"alias": "mmlu"}}) or r)
+    err = _fails(["import", "lm-eval", str(run), "--task", "mmlu", "--out", str(tmp_path / "o")], capsys)
+    assert "mmlu is an lm-eval group of 2 subtask(s) (tiny_mc, tiny_qa)" in err and "--task tiny_mc" in err
+    # and the group itself, which logs no samples, is no task whose samples are missing
+    assert import_logs("lm-eval", [run], task="tiny_mc").models == ["dummy-a"]
+
+
+def test_the_same_task_run_with_another_num_fewshot_names_it(tmp_path, capsys):
+    five = _copy("b", tmp_path / "five")
+    _edit(next(five.rglob("results_*.json")), lambda r: r["configs"]["tiny_mc"].update(num_fewshot=5) or r)
+    err = _fails(["import", "lm-eval", str(LOGS / "a"), str(five), "--task", "tiny_mc", "--out",
+                  str(tmp_path / "o")], capsys)
+    before = json.loads(next((LOGS / "a").rglob("results_*.json")).read_text())["configs"]["tiny_mc"].get("num_fewshot")
+    assert "reads differently than in" in err and f"task setting num_fewshot: {json.dumps(before)} against 5" in err
+
+
+def test_pass_at_k_refusal_names_the_metrics_the_log_has(tmp_path, capsys):
+    run = _copy("a", tmp_path / "he")
+    samples = next(run.rglob("samples_tiny_qa_*.jsonl"))
+    # humaneval_64 logs pass@2 ... pass@64 and no pass@1
+    _edit(samples, lambda s: s.update({"pass@2": 1.0, "pass@8": 1.0, "metrics": ["pass@2", "pass@8"]}))
+    err = _fails(["import", "lm-eval", str(run), "--task", "tiny_qa", "--metric", "pass@2", "--out",
+                  str(tmp_path / "out")], capsys)
+    assert "the log has no other metric (pass@2, pass@8)" in err and "import pass@1" not in err

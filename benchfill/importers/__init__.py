@@ -65,7 +65,9 @@ def import_logs(
     if task is not None:
         files = [f for f in files if tasks[f] in (task, None)]
         if not files:
-            raise ImportProblems([f"no log holds task {task!r} (found: {', '.join(sorted(set(filter(None, tasks.values()))))})"])
+            group = reader.group_note(paths, task) if hasattr(reader, "group_note") else None
+            raise ImportProblems([group or f"no log holds task {task!r} (found: "
+                                  f"{', '.join(sorted(set(filter(None, tasks.values()))))})"])  # fmt: skip
     else:
         first: dict[str, Path] = {}
         for f in files:

@@ -10,6 +10,7 @@ and numbers other than 0 and 1 are not binary and need a threshold (on inspect's
 
 from __future__ import annotations
 
+import json
 import re
 import reprlib
 import sys
@@ -144,13 +145,38 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
     samples = log.samples or []
     if not samples:
         raise DataError(f"{path}: no samples in the log (status {log.status})")
+    # samples marked invalid after the eval (inspect's invalidate_samples: a reward hack, a broken sandbox)
+    # make the log one inspect itself counts unfinished: its eval sets retry it, its sample summaries refuse it
+    invalid = [s for s in samples if getattr(s, "invalidation", None) is not None]
+    if invalid or getattr(log, "invalidated", False):
+        reason = next((r for s in invalid if (r := getattr(s.invalidation, "reason", None))), None)
+        raise DataError(untrusted.terminal(
+            f"{path}: {len(invalid) or 'some'} sample(s) invalidated" + (f" ({reason})" if reason else "")
+            + "; inspect counts such a log unfinished: retry it (an eval set reruns it) and import the new log"))
+    # a scorer that returns a dict is logged as one score per key (EvalScore name = key, scorer = the
+    # scorer's name, under which each sample holds the dict): a key is chosen as SCORER/KEY or by its name
+    keys = {(sc.name, getattr(sc, "scorer", sc.name)) for sc in (log.results.scores if log.results else [])}
     used = metric
     if used is None:
-        names = [s.name for s in (log.results.scores if log.results else [])]
-        used = names[0] if names else next((next(iter(s.scores)) for s in samples if s.scores), None)
+        first = log.results.scores[0] if log.results and log.results.scores else None
+        if first is not None:
+            scorer = getattr(first, "scorer", first.name)
+            used = first.name if scorer == first.name else f"{scorer}/{first.name}"
+        else:
+            used = next((next(iter(s.scores)) for s in samples if s.scores), None)
     if used is None:
         raise DataError(f"{path}: no scored samples")
-    out = LogContent(source=str(path), model=model, task=task)
+    scorer, key = used, None
+    held = {k for s in samples if s.scores for k in s.scores}
+    if used not in held:
+        if "/" in used and used.split("/", 1)[0] in held:
+            scorer, key = used.split("/", 1)
+        else:
+            of = [sc for name, sc in keys if name == used and sc != name]
+            if len(of) == 1:
+                scorer, key = of[0], used
+                used = f"{scorer}/{key}"
+    out = LogContent(source=str(path), model=model, task=task, settings=_settings(log.eval))
     per_item: dict[str, list[int]] = {}
     texts: set[str] = set()
     seen: set[tuple[str, int]] = set()
@@ -171,9 +197,18 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
             # are reported rather than left to look like items the run did not hold
             out.errored[item_id] = out.errored.get(item_id, 0) + 1
             continue
-        if used not in s.scores:
-            raise DataError(f"{where}: no scorer {used!r} (the log has {', '.join(map(repr, s.scores))})")
-        per_item.setdefault(item_id, []).append(_binary(s.scores[used].value, used, threshold, to_float, where, out))
+        if scorer not in s.scores:
+            raise DataError(f"{where}: no scorer {scorer!r} (the log has {', '.join(map(repr, s.scores))})")
+        value = s.scores[scorer].value
+        if key is not None:
+            if not isinstance(value, dict) or key not in value:
+                has = f"keys {', '.join(map(repr, value))}" if isinstance(value, dict) else "one value, no keys"
+                raise DataError(f"{where}: scorer {scorer!r} gives no value {key!r} ({has})")
+            value = value[key]
+        elif isinstance(value, dict):
+            raise DataError(f"{where}: scorer {scorer!r} gives one value per key ({', '.join(map(repr, value))}); "
+                            f"choose one with --metric {scorer}/KEY")  # fmt: skip
+        per_item.setdefault(item_id, []).append(_binary(value, used, threshold, to_float, where, out))
     for item_id, hits in per_item.items():
         out.records.append(Record(model, task, item_id, sum(hits), len(hits), str(path)))
     if not out.records:
@@ -181,6 +216,18 @@ def read_log(path: Path, *, metric: str | None, threshold: float | None) -> tupl
     epochs = log.eval.config.epochs if log.eval.config and log.eval.config.epochs else 1
     out.scoring = f"scorer {used}" + (f" >= {threshold}" if threshold is not None else "") + f"; {epochs} epoch(s) = trials"
     return out, used
+
+
+def _settings(spec: Any) -> str:
+    """What makes two logs of one model and task two setups rather than repeats (``--sum`` adds only
+    repeats): the task's arguments (``-T cot=true``) and the model's (``-M``), as the log records them."""
+    parts = []
+    for name in ("task_args", "model_args"):
+        args = getattr(spec, name, None)
+        args = {k: v for k, v in args.items() if v is not None} if isinstance(args, dict) else args
+        if args:
+            parts.append(f"{name} " + json.dumps(args, sort_keys=True, ensure_ascii=False, default=str))
+    return "; ".join(parts)
 
 
 # pydantic's tag of a union's member at the end of an error's loc: a type (int, str, list[str]) or a model's

@@ -36,7 +36,8 @@ from benchfill.importers.files import find_files
 from benchfill.importers.matrix import ItemText, LogContent, Record, score
 
 SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl(?:\.gz)?$")
-RESULTS = re.compile(r"^results_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.json$")
+# either layout's results file: results_<time>.json, or NAME_<time>.json of --output_path NAME.json
+RESULTS = re.compile(r"^.+_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.json$")
 DEFAULT_METRICS = ("acc", "exact_match")  # the first one a sample carries is the default
 # The keys lm-eval writes on every sample; lm-eval 0.4.3-0.4.6 named no metrics, so there the other keys are they.
 LOGGED = frozenset({"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics",
@@ -55,10 +56,13 @@ def find_logs(paths: list[str | Path]) -> list[Path]:
 
 
 def unsampled(paths: list[str | Path], samples: list[Path], task: str | None = None) -> list[str]:
-    """A line for each results file under the folders named whose model and task (``task``, where one is
-    chosen) no samples file holds: that model was run without ``--log_samples`` (or its samples were moved),
-    and importing the rest would leave it out of the matrix without a word. A results file of a model and
-    task whose samples another run of it logged is no loss, and passed over."""
+    """A line for each results file under the folders named with a task (``task``, where one is chosen)
+    whose samples file is not beside it and that no other log holds for its model: that model was run
+    without ``--log_samples``, its samples were moved, or lm-eval stopped (or failed to write, which it only
+    warns of) before that task's file; importing the rest would leave the model out of the matrix without a
+    word. A results file of a model and task whose samples another run of it logged is no loss, and passed
+    over. Both layouts are searched: ``results_<time>.json`` and, for ``--output_path NAME.json``,
+    ``NAME_<time>.json``."""
     folders = [p for p in paths if Path(p).is_dir()]
     results = find_files(folders, lambda q: RESULTS.match(q.name) is not None) if folders else []
     covered: set[tuple[str, str]] = set()
@@ -74,20 +78,53 @@ def unsampled(paths: list[str | Path], samples: list[Path], task: str | None = N
             covered.add((*model, m["task"]))
     out = []
     for q in results:
-        if any(SAMPLES.match(x.name) for x in q.parent.glob(f"samples_*_{RESULTS.match(q.name)['time']}.jsonl*")):
-            continue
+        time = RESULTS.match(q.name)["time"]
         data, model = _model_of(q)
         if model is None:  # not a results file lm-eval wrote: nothing of a model is lost
             continue
-        tasks = {t for part in ("configs", "results") if isinstance(data.get(part), dict) for t in data[part]}
+        # the samples beside it, task by task: lm-eval writes one file per task after the results file,
+        # so a run stopped (or a write that failed) midway has some tasks' files and not the others'
+        beside = {m["task"] for x in q.parent.glob(f"samples_*_{time}.jsonl*") if (m := SAMPLES.match(x.name))}
+        tasks = _tasks(data) - beside
         lost = sorted(t for t in tasks if (task is None or t == task) and (*model, t) not in covered)
         if lost:
             who = f"{model[0]} ({model[1]})" if model[1] else model[0]
-            out.append(f"{q}: no samples_<task>_{RESULTS.match(q.name)['time']}.jsonl beside it, and no other log "
-                       f"holds model {who} on {', '.join(lost)}: that run was made without lm_eval --log_samples, "
-                       "or its samples were moved; the model would be left out (move the results file away, or "
-                       "choose another --task, to import the rest)")
+            out.append(f"{q}: no samples_<task>_{time}.jsonl beside it for {', '.join(lost)}, and no other log "
+                       f"holds model {who} on {', '.join(lost)}: that run was made without lm_eval --log_samples, stopped "
+                       "before writing those samples, or its samples were moved; the model would be left out "
+                       "(move the results file away, or choose another --task, to import the rest)")
     return out
+
+
+def _tasks(results: dict[str, Any]) -> set[str]:
+    """The tasks a results file ran, groups left out: a group (mmlu) is scored as its subtasks'
+    aggregate and logs no samples of its own (lm-eval's ``group_subtasks`` and ``groups`` name them)."""
+    tasks = {t for part in ("configs", "results") if isinstance(results.get(part), dict) for t in results[part]}
+    return tasks - set(groups(results))
+
+
+def groups(results: dict[str, Any]) -> dict[str, list[str]]:
+    """The groups a results file names, each with its subtasks (a leaf task maps to [] there)."""
+    sub = results.get("group_subtasks")
+    out = {g: [str(t) for t in ts] for g, ts in sub.items() if isinstance(ts, list) and ts} if isinstance(sub, dict) else {}
+    named = results.get("groups")
+    for g in named if isinstance(named, dict) else ():
+        out.setdefault(g, [])
+    return out
+
+
+def group_note(paths: list[str | Path], task: str) -> str | None:
+    """Where ``task`` is a group in a results file under the folders named: a sentence naming its subtasks,
+    which are the tasks the logs hold (one samples file each)."""
+    folders = [p for p in paths if Path(p).is_dir()]
+    for q in find_files(folders, lambda q: RESULTS.match(q.name) is not None) if folders else []:
+        data = _model_of(q)[0]
+        subtasks = groups(data).get(task)
+        if subtasks:
+            shown = ", ".join(subtasks[:5]) + (f" and {len(subtasks) - 5} more" if len(subtasks) > 5 else "")
+            return (f"{task} is an lm-eval group of {len(subtasks)} subtask(s) ({shown}), each logged as its own "
+                    f"task; import one subtask at a time (--task {subtasks[0]})")
+    return None
 
 
 def task_of(path: Path) -> str | None:
@@ -290,8 +327,12 @@ def _count(sample: dict[str, Any], metric: str, repeats: int, threshold: float |
     if threshold is None and seen > 1 and isinstance(value, (int, float)) and not isinstance(value, bool):
         at = re.fullmatch(r"pass@(\d+)", metric.split(",")[0])
         if at and int(at[1]) > 1:  # the chance that one of k passes: 1.0 for one right of ten is no share
+            has = sample.get("metrics") if isinstance(sample.get("metrics"), list) else [k for k in sample if k not in LOGGED]
+            share = [str(x) for x in has if not re.fullmatch(r"pass@(\d+)", str(x).split(",")[0]) or str(x).split(",")[0] == "pass@1"]
+            other = (f"import one of the log's other metrics ({', '.join(share)})" if share
+                     else f"the log has no other metric ({', '.join(map(str, has))})")
             raise DataError(f"{where}: metric {metric!r} is the chance that one of {at[1]} responses passes, "
-                            f"not a share of the {seen} repeats; import pass@1, or pass --threshold T to count "
+                            f"not a share of the {seen} repeats; {other}, or pass --threshold T to count "
                             "a document whose score reaches T as one correct trial")
         k = value * seen
         if abs(k - round(k)) < 1e-6 and 0 <= round(k) <= seen:
@@ -310,7 +351,7 @@ def _item_fields(sample: dict[str, Any], task: str, recipe: dict[str, Any]) -> d
     firsts = [a for _, a in sorted(args.items(), key=lambda kv: _arg_index(kv[0]))] if isinstance(args, dict) else []
     text = firsts[0].get("arg_0") if firsts and isinstance(firsts[0], dict) else None
     target = sample.get("target")
-    # lm-eval >= 0.4.6 logs the target as str(target); earlier ones as it was (0, not "0")
+    # lm-eval >= 0.4.4 logs the target as str(target); earlier ones as it was (0, not "0")
     fields: dict[str, Any] = {"task": task, "text": text, "target": target if target is None else str(target)}
     # multiple choice: one loglikelihood request per choice, the continuation is the choice
     conts = [a.get("arg_1") for a in firsts if isinstance(a, dict)]
@@ -328,7 +369,7 @@ def _item_fields(sample: dict[str, Any], task: str, recipe: dict[str, Any]) -> d
 
 def _answer_letter(target: Any, choices: list[str]) -> str | None:
     """The option letter of a multiple-choice target, which the multiple_choice grader and the rewriter's
-    prompts read: lm-eval logs the answer's index ("0", as str(0) since 0.4.6), or the answer's text or
+    prompts read: lm-eval logs the answer's index ("0", as str(0) since 0.4.4), or the answer's text or
     letter where the task's doc_to_target gives one. None where none of these reads unambiguously."""
     letters = "ABCDEFGHIJ"  # the multiple_choice grader's ten
     if isinstance(target, bool) or target is None or len(choices) > len(letters):
@@ -336,7 +377,7 @@ def _answer_letter(target: Any, choices: list[str]) -> str | None:
     t = str(target).strip()
     if t.isascii() and t.isdigit():  # an index, never an option's text: "4" of 4 options is no answer
         # "2" of ["1", "2", "3"] logged as text: an index or an option's text, unclear (a JSON number, as lm-eval
-        # before 0.4.6 logged it, is an index)
+        # before 0.4.4 logged it, is an index)
         if isinstance(target, str) and t in choices and choices.index(t) != int(t):
             return None
         return letters[int(t)] if int(t) < len(choices) else None
@@ -365,7 +406,10 @@ def _model_of(results: Path) -> tuple[dict[str, Any], tuple[str, str] | None]:
         return {}, None
 
 
-WEIGHT_ARGS = ("pretrained", "revision", "peft", "delta", "dtype")  # the model_args that pick the weights
+# the model_args that pick the weights: HF's checkpoint, its revision or subfolder, an adapter or delta,
+# a GGUF file, a quantized load (GPTQ, bitsandbytes, vLLM's quantization), the dtype
+WEIGHT_ARGS = ("pretrained", "revision", "subfolder", "peft", "delta", "gguf_file", "autogptq", "gptqmodel",
+               "load_in_8bit", "load_in_4bit", "quantization", "dtype")
 
 
 def _weights(args: Any) -> str:

@@ -64,8 +64,8 @@ class LogContent:
     items: list[ItemText] = field(default_factory=list)
     scoring: str = ""  # how the metric's values became correct/trials, for import.json
     errored: dict[str, int] = field(default_factory=dict)  # item id -> its samples (epochs) that errored
-    # how the model was loaded (lm-eval's model_args): one name may cover two checkpoints, which lm-eval
-    # names alike (model_name keeps only pretrained=), and whose trials must not be added together
+    # how the model was loaded (lm-eval's model_args) or the task run (inspect's task and model arguments):
+    # one name may cover two checkpoints or setups, whose trials must not be added together
     settings: str = ""
     # the lowest and highest score compared with --threshold: merge refuses a threshold beyond all of them
     span: tuple[float, float] | None = None
@@ -168,10 +168,16 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
         key = (log.model, log.task)
         if key in first_of:
             if log.settings != settings_of[key]:
-                problems.append(f"{log.source}: model {log.model} on task {log.task} again, loaded otherwise than in "
-                                f"{first_of[key]} ({log.settings or 'no weights named'} against "
-                                f"{settings_of[key] or 'no weights named'}): two models under one name; give one "
-                                "results file another model_name to import both")  # fmt: skip
+                if tool == "lm-eval":
+                    problems.append(f"{log.source}: model {log.model} on task {log.task} again, loaded otherwise than "
+                                    f"in {first_of[key]} ({log.settings or 'no weights named'} against "
+                                    f"{settings_of[key] or 'no weights named'}): two models under one name; give one "
+                                    "results file another model_name to import both")  # fmt: skip
+                else:
+                    problems.append(f"{log.source}: model {log.model} on task {log.task} again, run otherwise than "
+                                    f"in {first_of[key]} ({log.settings or 'no arguments'} against "
+                                    f"{settings_of[key] or 'no arguments'}): two setups whose trials are not "
+                                    "repeats of one another; import them apart")  # fmt: skip
                 continue
             if not sum_repeats:
                 problems.append(f"{log.source}: model {log.model} on task {log.task} again (first in "
@@ -188,7 +194,7 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
                 texts[it.item_id] = (it.fields, it.source)
             elif _text_of(seen[0]) != _text_of(it.fields):
                 problems.append(f"{it.source}: item {it.item_id} reads differently than in {seen[1]} "
-                                f"(text or target differ)")  # fmt: skip
+                                f"({_what_differs(seen[0], it.fields)})")  # fmt: skip
                 break
     if problems:
         raise ImportProblems(problems)
@@ -261,6 +267,33 @@ def drop_repeated_texts(log: LogContent, firsts: dict[tuple[str, str], bytes]) -
         if first is digest or first != digest:
             kept.append(it)
     log.items = kept
+
+
+def _what_differs(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """Which of what ``_text_of`` compares differs, named: the document, a prompt setting the task's config
+    gives (lm-eval's ``num_fewshot``, run with another --num_fewshot, leaves text and target alike), the
+    text, the target or the choices."""
+    named = []
+    if a.get("identity") is not None and b.get("identity") is not None:
+        try:
+            ia, ib = json.loads(a["identity"]), json.loads(b["identity"])
+        except (TypeError, ValueError):
+            ia = ib = None
+        if isinstance(ia, dict) and isinstance(ib, dict):
+            if ia.get("doc") != ib.get("doc"):
+                named.append("the document differs")
+            pa, pb = ia.get("prompt") or {}, ib.get("prompt") or {}
+            if isinstance(pa, dict) and isinstance(pb, dict):
+                def shown(v: Any) -> str:  # a doc_to_text template runs to a paragraph
+                    text = json.dumps(v, ensure_ascii=False, default=str)
+                    return text if len(text) <= 60 else text[:57] + "..."
+
+                named += [f"task setting {k}: {shown(pa.get(k))} against {shown(pb.get(k))}"
+                          for k in sorted(set(pa) | set(pb)) if pa.get(k) != pb.get(k)]
+    elif a.get("text") != b.get("text"):
+        named.append("the text differs")
+    named += [f"the {k} differs" if k == "target" else "the choices differ" for k in ("target", "choices") if a.get(k) != b.get(k)]
+    return "; ".join(named) or "text or target differ"
 
 
 def _text_of(fields: dict[str, Any]) -> str:
