@@ -725,3 +725,54 @@ def test_the_items_latest_decision_posted_again_is_recorded_once(tmp_path, share
         board.decide(item, "bob", "edit", text="Bob's text.")  # his latest, the version his own: once
         assert [(d.reviewer, d.decision) for d in board.decisions(item)] == [
             ("alice", "accept"), ("alice", "reject"), ("carol", "reject"), ("bob", "edit"), ("alice", "reject")]
+
+
+def test_an_accept_counts_for_the_version_it_was_given_on():
+    fix = json.dumps({"problem": "fixed", "answer": "78"})
+    # the editor accepts after their own edit (page: e, Ctrl+Enter, then a): the edit is what they accept
+    res = outcome("x", [_d("carol", "edit", 0, edited_json=fix), _d("carol", "accept", 1)], ReleaseRule(1, 0))
+    assert res.released and res.accepted_by == ["carol"] and res.edited_fields == json.loads(fix)
+    # bob accepted alice's edit; alice withdraws it: the proposal stands again, which nobody accepted
+    ds = [_d("alice", "edit", 0, edited_json=fix), _d("bob", "accept", 1), _d("alice", "withdraw", 2)]
+    res = outcome("x", ds, ReleaseRule(1, 0))
+    assert res.status == "pending" and res.accepted_by == [] and res.edited_fields is None
+    # ann accepted the proposal before the edit: once the edit is withdrawn, hers counts again
+    res = outcome("x", [_d("ann", "accept", 0), *ds], ReleaseRule(1, 0))
+    assert res.released and res.accepted_by == ["ann"] and res.edited_fields is None
+    # an accept of dee's later edit does not carry over to bob's earlier one when dee withdraws
+    newer = json.dumps({"problem": "newer"})
+    ds = [_d("bob", "edit", 0, edited_json=fix), _d("dee", "edit", 1, edited_json=newer), _d("cy", "accept", 2),
+          _d("dee", "withdraw", 3)]  # fmt: skip
+    res = outcome("x", ds, ReleaseRule(2, 0))
+    assert res.status == "pending" and res.accepted_by == ["bob"] and res.edited_fields == json.loads(fix)
+    # a reject by the editor takes their edit out of force
+    res = outcome("x", [_d("ann", "accept", 0), _d("bob", "edit", 1, edited_json=fix), _d("bob", "reject", 2, reason="no")],
+                  ReleaseRule(1, 1))  # fmt: skip
+    assert res.released and res.accepted_by == ["ann"] and res.edited_fields is None and res.rejected_by == ["bob"]
+
+
+def test_one_reviewer_under_names_of_other_case_or_spacing_is_one_vote():
+    ds = [_d("alice", "accept", 0), _d("Alice ", "accept", 1), _d("ALICE", "accept", 2), _d("al  ice", "accept", 3)]
+    res = outcome("x", ds, ReleaseRule(3, 0))  # "al  ice" is another name ("al ice"), not alice spaced out
+    assert res.status == "pending" and res.accepted_by == ["ALICE", "al  ice"]
+    res = outcome("x", [*ds, _d("Alice", "withdraw", 4)], ReleaseRule(1, 0))
+    assert res.accepted_by == ["al  ice"]
+
+
+def test_an_edit_made_then_accepted_by_its_author_ships_edited(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run, writable=True) as board:
+        item = CHILD_IDS[0]
+        board.decide(item, "carol", "edit", answer="78")
+        board.decide(item, "Carol", "accept", seen=board.version(item))
+        res = board.outcome_of(item)
+        assert res.released and res.accepted_by == ["Carol"] and str(res.edited_fields[board.entry(item).answer_field]) == "78"
+        # a colleague's edit back to the proposal's answer is a change of the item as it stands
+        proposed = board.entry(item).child[board.entry(item).answer_field]
+        board.decide(item, "bob", "edit", answer=str(proposed))
+        assert board.standing(item)[board.entry(item).answer_field] == proposed
+        # and an edit that restates the edit in force is not one (accept it instead)
+        with pytest.raises(BenchfillError, match="neither text, answer nor options of the item as it stands"):
+            board.decide(item, "dee", "edit", answer=str(proposed))
+        # withdrawing needs a decision of one's own, whatever the name's case
+        board.decide(item, "CAROL", "withdraw")

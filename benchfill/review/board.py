@@ -21,7 +21,7 @@ from benchfill import untrusted
 from benchfill.data import options_of
 from benchfill.errors import BenchfillError, ConfigError, DataError
 from benchfill.review.queue import LETTERS, QueueEntry, load_queue
-from benchfill.review.rule import Outcome, ReleaseRule, outcome
+from benchfill.review.rule import Outcome, ReleaseRule, outcome, reviewer_key
 from benchfill.schema import ReviewDecision, as_utc, now
 from benchfill.store import open_run_store
 
@@ -269,7 +269,7 @@ class ReviewBoard:
         no edit made or withdrawn since, by anyone, in any run whose decisions it counts (``_elsewhere``)."""
         on = sorted(self.decisions(item_id) + self._elsewhere([self.entry(item_id)]),
                     key=lambda d: (as_utc(d.created_at), d.id or 0))
-        mine = [k for k, d in enumerate(on) if d.reviewer == row.reviewer]
+        mine = [k for k, d in enumerate(on) if reviewer_key(d.reviewer) == reviewer_key(row.reviewer)]
         if not mine:
             return None
         last = on[mine[-1]]
@@ -307,7 +307,7 @@ class ReviewBoard:
                 f"decision on '{item_id}': field 'decision' must be one of {', '.join(DECISIONS)}, got {decision!r}"
             )
         if decision == "withdraw":
-            mine = [d for d in self.decisions(item_id) if d.reviewer == reviewer]
+            mine = [d for d in self.decisions(item_id) if reviewer_key(d.reviewer) == reviewer_key(reviewer)]
             if not mine or mine[-1].decision == "withdraw":
                 raise BenchfillError(f"decision on '{item_id}': {reviewer} has no decision on it to withdraw")
         # As a reviewer's name is, and a release's removal reason (release_carry.check_remove): an escape in it
@@ -321,10 +321,15 @@ class ReviewBoard:
         if decision == "edit":
             # on the item as it stands: a change of the answer alone keeps an earlier edit's text
             # (the edit in force, restated: a sheet imported again repeats its reviewer's own, which import skips)
-            edited = self._edited(entry, text, answer, self.standing(item_id, outcome), options,
-                                  exact=self.code_fields() is not None)
-            if edited == entry.child:
-                raise BenchfillError(f"decision on '{item_id}': the edit changes neither text, answer nor options")
+            outcome = outcome or self.outcome_of(item_id)
+            base = self.standing(item_id, outcome)
+            edited = self._edited(entry, text, answer, base, options, exact=self.code_fields() is not None)
+            # no change to the item as it stands, but a reviewer's own edit in force restated (a sheet imported
+            # again), which is recorded once: an edit back to the proposal, over a colleague's, is a change
+            own = outcome.edited_by is not None and reviewer_key(outcome.edited_by) == reviewer_key(reviewer)
+            if edited == base and not own:
+                raise BenchfillError(f"decision on '{item_id}': the edit changes neither text, answer nor options of "
+                                     "the item as it stands" + (" (accept it to agree with it)" if outcome.edited_by else ""))
             self._check_code(entry, edited)
             edited_json = json.dumps(edited, ensure_ascii=False)
         return ReviewDecision(

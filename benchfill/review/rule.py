@@ -1,11 +1,15 @@
 """The release rule: which reviewed items go into a release, and with which text.
 
-Each reviewer's latest decision on an item counts (a reviewer may change their
-mind); an "edit" is an accept of the edited version. An item is released when
-at least ``min_accepts`` reviewers accept it and at most ``max_rejects`` reject it.
-Once an item is edited, only the edit and the accepts made after it count as accepts:
-an earlier accept was of a version that is no longer the one to be released. A reviewer
-whose latest decision is "withdraw" counts neither way.
+Each reviewer's latest decision on an item counts (a reviewer may change their mind); an "edit" is an
+accept of the edited version. An item is released when at least ``min_accepts`` reviewers accept it and at
+most ``max_rejects`` reject it.
+
+An accept is of the version of the item it was given on: the edit in force then, else the proposal. The
+edit in force is the latest edit whose reviewer has not since rejected the item, withdrawn, or edited it
+again; a reviewer's own accept after their edit keeps it (it accepts that edit). So an accept counts only
+while the version it was given on is the one to be released: an item edited since, or whose edit was
+withdrawn since, needs accepting again. A reviewer whose latest decision is "withdraw" counts neither way.
+Reviewers are told apart by name, compared without regard to case or spacing ("Alice " is alice).
 """
 
 from __future__ import annotations
@@ -53,24 +57,52 @@ class Outcome:
         return self.status == "accepted"
 
 
+def reviewer_key(name: str) -> str:
+    """Who a name stands for: one reviewer typing "Alice", "alice " and "ALICE" is one vote, not three."""
+    return " ".join(name.split()).casefold()
+
+
+def _order(d: ReviewDecision) -> tuple[Any, int]:
+    return (d.created_at, d.id or 0)
+
+
 def latest_per_reviewer(decisions: list[ReviewDecision]) -> dict[str, ReviewDecision]:
-    ordered = sorted(decisions, key=lambda d: (d.created_at, d.id or 0))
+    """Each reviewer's latest decision, keyed by ``reviewer_key``."""
     latest: dict[str, ReviewDecision] = {}
-    for d in ordered:
-        latest[d.reviewer] = d
+    for d in sorted(decisions, key=_order):
+        latest[reviewer_key(d.reviewer)] = d
     return latest
 
 
 def outcome(item_id: str, decisions: list[ReviewDecision], rule: ReleaseRule) -> Outcome:
     """Apply ``rule`` to the decisions on one item."""
-    mine = sorted((d for d in decisions if d.item_id == item_id), key=lambda d: (d.created_at, d.id or 0))
-    latest = latest_per_reviewer(mine)
-    rejected = sorted(r for r, d in latest.items() if d.decision == "reject")
-    edits = [d for d in latest.values() if d.decision == "edit" and d.edited_json]
-    last_edit = max(edits, key=lambda d: (d.created_at, d.id or 0)) if edits else None
-    since = (last_edit.created_at, last_edit.id or 0) if last_edit else None
-    accepted = sorted(r for r, d in latest.items() if (d is last_edit) or (
-        d.decision == "accept" and (since is None or (d.created_at, d.id or 0) > since)))
+    mine = sorted((d for d in decisions if d.item_id == item_id), key=_order)
+    stands: dict[str, tuple[str, ReviewDecision | None]] = {}  # reviewer -> (accept|reject, version accepted)
+    edits: dict[str, ReviewDecision] = {}  # reviewer -> their edit still standing
+    names: dict[str, str] = {}
+
+    def in_force() -> ReviewDecision | None:
+        return max(edits.values(), key=_order) if edits else None
+
+    for d in mine:
+        who = reviewer_key(d.reviewer)
+        names[who] = d.reviewer
+        if d.decision == "edit" and d.edited_json:
+            edits[who] = d
+            stands[who] = ("accept", d)
+        elif d.decision == "accept":
+            stands[who] = ("accept", in_force())
+        elif d.decision == "reject":
+            stands[who] = ("reject", None)
+            edits.pop(who, None)
+        else:  # withdraw (or an edit that recorded nothing): neither way, and their edit no longer stands
+            stands.pop(who, None)
+            edits.pop(who, None)
+    last_edit = in_force()
+    accepted = {names[w] for w, (kind, version) in stands.items() if kind == "accept" and version is last_edit}
+    if last_edit is not None:  # its author accepts it, whatever version a later accept of theirs was given on
+        accepted.add(names[reviewer_key(last_edit.reviewer)])
+    rejected = sorted(names[w] for w, (kind, _) in stands.items() if kind == "reject")
     if len(rejected) > rule.max_rejects:
         status = "rejected"
     elif len(accepted) >= rule.min_accepts:
@@ -80,7 +112,7 @@ def outcome(item_id: str, decisions: list[ReviewDecision], rule: ReleaseRule) ->
     return Outcome(
         item_id=item_id,
         status=status,
-        accepted_by=accepted,
+        accepted_by=sorted(accepted),
         rejected_by=rejected,
         edited_fields=json.loads(last_edit.edited_json) if last_edit else None,
         edited_by=last_edit.reviewer if last_edit else None,

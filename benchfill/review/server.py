@@ -35,7 +35,7 @@ from benchfill.errors import BenchfillError
 from benchfill.redact import scrub
 from benchfill.review.board import Changed, ReviewBoard
 from benchfill.review.queue import QueueEntry, text_diff
-from benchfill.review.rule import Outcome, ReleaseRule, latest_per_reviewer
+from benchfill.review.rule import Outcome, ReleaseRule, latest_per_reviewer, reviewer_key
 from benchfill.store import ReadOnlyStore
 
 HOST = "127.0.0.1"
@@ -184,7 +184,7 @@ def _next_pending(board: ReviewBoard, after: str, reviewer: str) -> str | None:
         o = outcomes[item_id]
         if item_id == after or o.status != "pending":
             continue
-        mine = latest_per_reviewer(o.decisions).get(reviewer) if reviewer else None
+        mine = latest_per_reviewer(o.decisions).get(reviewer_key(reviewer)) if reviewer else None
         if mine is None or mine.decision == "withdraw":
             return item_id
     return None
