@@ -570,9 +570,34 @@ WIDE = 1.25  # fitted difficulty sd past which diagnose says the prior draws the
 CONFIRM_SE = 0.02  # a run's default confirmation (RunOptions.confirm_se; tests/test_coverage.py pins they agree)
 
 
+def resolution(fit: Any, n: int) -> dict[str, Any] | None:
+    """How finely a fit tells its items apart, where more than a fifth of them tie: a complete matrix of M
+    models x T trials scores an item in at most M x T + 1 ways, so items share a difficulty, and ties (with
+    the error of each z) read as unevenness: on matrices whose true difficulties were evenly spread, the DDM
+    and the max gap came out up to several times the truth, and P(observed > uniform), which takes each z as
+    exact, passed 0.95 in most draws where the true z's did in 0 to 10% (``bench/bench_gap_bias.py --shape
+    uniform``). The prior's pull at the ends (``wide_spread``) works the other way, on the end gaps. (The
+    fit's standard errors are not used: each holds the location all difficulties and abilities share,
+    which min-max normalization takes out, so they overstate how far an item's z can move.)"""
+    if n < 3:
+        return None
+    z = np.asarray(fit.z, dtype=float)
+    levels = int(np.unique(np.round(z[np.isfinite(z)], 9)).size)
+    if levels >= 0.8 * n:
+        return None
+    return {"levels": levels,
+            "said": (f"the fit places these {n} items on only {levels} distinct difficulties (M models x T trials "
+                     "score an item in at most M x T + 1 ways). Ties and each z's error read as unevenness: of "
+                     "evenly spread items they can make the DDM and the largest gaps twice the truth or more (a "
+                     "narrow true gap can hide among them), and P(observed > uniform), which takes each z as "
+                     "exact, 1.000; more models or more trials per model narrow it (bench/bench_gap_bias.py "
+                     "--shape uniform)")}
+
+
 def fit_notes(fit: Any, report: CoverageReport) -> dict[str, Any]:
     """What a fit's figures cannot see, as the report's notes (the CLI prints them; a library caller reads them):
 
+    - ``resolution`` where more than a fifth of the items tie (``resolution``);
     - ``difficulty_sd``, and ``wide_spread`` where it passes ``WIDE`` under the N(0, 1) prior, which then draws
       the least-measured items at the ends in, so the gap figures are likely small (a hierarchical fit's
       estimated prior, ``difficulty_prior``, in its place);
@@ -590,6 +615,9 @@ def fit_notes(fit: Any, report: CoverageReport) -> dict[str, Any]:
                                 "the least-measured items at the ends in toward the middle: these gap figures are "
                                 "likely small; a fit under the hierarchical prior (prior='hierarchical') estimates "
                                 "the spread instead")
+    res = resolution(fit, report.n_items)
+    if res is not None:
+        notes["resolution"] = res
     # Gaps of width 0 are not counted: nothing fits in them (the end gaps 0 -> easiest and hardest -> 1
     # that min-max normalization always makes, and items tied in difficulty).
     notes["narrower_than_confirmation"] = {

@@ -14,6 +14,7 @@ from benchfill.coverage import (
     max_gap,
     parse_target,
     prob_max_gap_exceeds_uniform,
+    resolution,
     spacings,
     top_k_gap_sum,
     uniform_max_gap_cdf,
@@ -325,3 +326,30 @@ def test_diagnose_given_logit_difficulties_for_z_says_so(caplog):
     with caplog.at_level(logging.WARNING, "benchfill.coverage"):
         diag(np.linspace(0.0, 1.0, 40), k=3)
     assert not caplog.records
+
+
+def test_diagnose_says_where_items_tie_on_few_difficulties():
+    from benchfill.irt import fit
+    from benchfill.irt.simulate import simulate_responses
+
+    # 12 models x 100 items, one trial: at most 13 scores per item, so the 100 items tie on 13 levels at most
+    coarse = fit(simulate_responses(12, 100, 1, difficulty_sd=1.15, difficulty_shape="uniform", seed=3).matrix)
+    res = diagnose(coarse).notes["resolution"]
+    assert res["levels"] == len(set(np.round(coarse.z, 9))) <= 13
+    assert f"these 100 items on only {res['levels']} distinct difficulties" in res["said"]
+    # 40 models x 50 trials: 2,001 scores, the 30 items told apart (or a pair tied by chance)
+    fine = fit(simulate_responses(40, 30, 50, difficulty_sd=1.15, difficulty_shape="uniform", seed=3).matrix)
+    assert len(set(np.round(fine.z, 9))) >= 28 and "resolution" not in diagnose(fine).notes
+    # 24 of 30 distinct is 80%: said from 23 down
+
+    class Tied:
+        def __init__(self, z):
+            self.z = z
+
+    def tied(distinct: int) -> Tied:
+        even = np.linspace(0, 1, distinct)
+        return Tied(np.r_[even, np.full(30 - distinct, even[5])])
+
+    assert resolution(tied(24), 30) is None and resolution(tied(23), 30)["levels"] == 23
+    with pytest.raises(ValueError, match="difficulty_shape"):
+        simulate_responses(2, 2, 1, difficulty_shape="flat")

@@ -285,7 +285,7 @@ def test_a_log_with_invalidated_samples_is_refused_as_inspect_counts_it_unfinish
     from inspect_ai.log import ProvenanceData, invalidate_samples, read_eval_log, write_eval_log
 
     log = read_eval_log(str(_first(logs / "json", ".json")))
-    when = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    when = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     bad = invalidate_samples(log, [s.uuid for s in log.samples if s.id == "q1"],
                              ProvenanceData(timestamp=when, author="qa", reason="reward hack"))  # fmt: skip
     folder = tmp_path / "logs"

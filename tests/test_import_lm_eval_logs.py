@@ -433,7 +433,7 @@ def test_checkpoints_told_apart_by_subfolder_or_quantization_are_not_summed(tmp_
         first = _copy("a", tmp_path / arg / "one")
         for root, value in ((first, one), (again, two)):
             if value is not None:
-                _edit(next(root.rglob("results_*.json")), lambda r, v=value: r["config"]["model_args"].update({arg: v}) or r)
+                _edit(next(root.rglob("results_*.json")), lambda r, k=arg, v=value: r["config"]["model_args"].update({k: v}) or r)
         err = _fails(["import", "lm-eval", str(first), str(again), "--task", "tiny_mc", "--sum", "--out",
                       str(tmp_path / "out")], capsys)
         assert "two models under one name" in err and f"{arg}={two}" in err, arg

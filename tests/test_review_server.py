@@ -394,3 +394,33 @@ def test_a_tampered_record_is_shown_escaped_and_a_foreign_token_header_is_refuse
     r = httpx.post(_base(server) + "/api/decision", headers={"X-Benchfill-Token": server.token},
                    content=("[" * 100_000 + "]" * 100_000).encode())  # (past the 10,000 pymc sets)
     assert r.status_code == 400 and r.json()["error"] == "body is not JSON"
+
+
+def test_a_bidi_override_is_shown_as_its_code_point_and_each_edit_says_what_it_set(server):
+    # "\u202e21" rendered as "12" on the page while 21 shipped; the edit box keeps the characters as they are
+    entry = next(e for e in server.board.entries if e.item_id == CHILD_IDS[0])
+    entry.child.update({entry.text_field: "What is 5 + 7? \u202eRTL\u202c", entry.answer_field: "\u202e21"})
+    page = httpx.get(_base(server) + f"/item/{CHILD_IDS[0]}?token={server.token}").text
+    assert '<code class="answer" id="child-answer">[U+202E]21</code>' in page
+    assert "[U+202E]RTL[U+202C]" in page and "\u202eRTL" not in page.split("<textarea")[0]
+    assert "\u202e21</textarea>" in page  # the edit box: what an edit sends back is what the item holds
+    h = {"X-Benchfill-Token": server.token}
+    r = httpx.post(_base(server) + "/api/decision", headers=h,
+                   json={"item_id": CHILD_IDS[1], "reviewer": "ann", "decision": "edit", "answer": "78"})
+    assert r.status_code == 200, r.text
+    httpx.post(_base(server) + "/api/decision", headers=h,
+               json={"item_id": CHILD_IDS[1], "reviewer": "ann", "decision": "withdraw"})
+    page = httpx.get(_base(server) + f"/item/{CHILD_IDS[1]}?token={server.token}").text
+    # withdrawn, the edit is in force nowhere, but the page still says what it set
+    assert "To be released" not in page and "<summary>what this edit set</summary>" in page and "<pre>78</pre>" in page
+
+
+def test_an_option_that_begins_like_a_label_keeps_its_word(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    _multiple_choice(run)
+    with ReviewBoard(run, writable=True) as b:
+        b.decide(CHILD_IDS[0], "ann", "edit", options="Salmonella\nE. coli\nListeria", answer="B")
+        assert b.standing(CHILD_IDS[0])["options"] == ["Salmonella", "E. coli", "Listeria"]
+        # labelled in letter order, with a gap where a line was deleted: the labels go, "E." of the option stays
+        b.decide(CHILD_IDS[0], "bob", "edit", options="A. Salmonella\nC. E. coli\nD. Listeria\nE. Vibrio", answer="B")
+        assert b.standing(CHILD_IDS[0])["options"] == ["Salmonella", "E. coli", "Listeria", "Vibrio"]

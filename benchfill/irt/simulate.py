@@ -27,12 +27,20 @@ def simulate_responses(
     ability_sd: float = 1.0,
     difficulty_sd: float = 1.0,
     seed: int = 0,
+    difficulty_shape: str = "normal",
 ) -> Simulated:
-    """Draw theta ~ N(0, ability_sd^2), b ~ N(0, difficulty_sd^2) and binomial counts under
-    P = g + (1 - g) sigmoid(a (theta - b)); the seed fixes everything."""
+    """Draw theta ~ N(0, ability_sd^2), b ~ N(0, difficulty_sd^2) (``difficulty_shape="uniform"``: evenly
+    spread, uniform of that sd) and binomial counts under P = g + (1 - g) sigmoid(a (theta - b)); the seed
+    fixes everything."""
+    if difficulty_shape not in ("normal", "uniform"):
+        raise ValueError(f"difficulty_shape: 'normal' or 'uniform', got {difficulty_shape!r}")
     rng = np.random.default_rng(seed)
     theta = rng.normal(0.0, ability_sd, n_models)
-    b = rng.normal(0.0, difficulty_sd, n_items)
+    if difficulty_shape == "uniform":
+        half = difficulty_sd * np.sqrt(3.0)
+        b = rng.uniform(-half, half, n_items)
+    else:
+        b = rng.normal(0.0, difficulty_sd, n_items)
     a = np.ones(n_items) if discrimination is None else np.asarray(discrimination, dtype=float)
     g = np.broadcast_to(np.asarray(chance, dtype=float), (n_items,)).copy()
     p = g + (1.0 - g) / (1.0 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))

@@ -7,6 +7,7 @@ decision reaches the store at once.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -491,7 +492,13 @@ def _options_like(entry: QueueEntry, base: dict[str, Any], lines: str) -> Any:
     # split at line breaks only: str.splitlines also breaks at \x0b, \x0c, \x1c-\x1e, \x85, U+2028 and U+2029,
     # which options carry (MMLU-Pro's "\vert" was published as \x0b + "ert"), and the key would name another option
     rows = re.split(r"\r\n|\r|\n", lines)
-    opts = [o for o in (re.sub(r"^\s*[A-Z][.)](?:\s+|$)", "", x).strip() for x in rows) if not _blank(o)]
+    # a label is dropped only where every line carries one, in letter order, as the page shows them (a line
+    # deleted leaves a gap): an option that begins so itself ("E. coli", among unlabelled ones) lost its word
+    label = re.compile(r"^\s*([A-Z])[.)](?:\s+|$)")
+    filled = [x for x in rows if not _blank(x)]
+    marks = [label.match(x) for x in filled]
+    lettered = all(marks) and all(a[1] < b[1] for a, b in itertools.pairwise(marks))
+    opts = [o for o in ((label.sub("", x) if lettered else x).strip() for x in filled) if not _blank(o)]
     if len(opts) < 2:
         raise BenchfillError(f"decision on '{entry.item_id}': edited options must be two or more, one a line")
     if len(opts) > len(GRADED):

@@ -10,6 +10,8 @@ textContent client-side: nothing from an item is ever parsed as HTML.
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import secrets
 import socket
 import threading
@@ -304,11 +306,11 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
     a code benchmark's (tests field, entry point field), whose tests are shown beside each side."""
     r = e.record
     pieces = text_diff(str(e.ancestor.get(e.text_field, "")), str(e.child.get(e.text_field, "")))
-    old = "".join(escape(t) if op == "=" else f"<del>{escape(t)}</del>" for op, t in pieces if op != "+")
-    new = "".join(escape(t) if op == "=" else f"<ins>{escape(t)}</ins>" for op, t in pieces if op != "-")
+    old = "".join(_shown(t) if op == "=" else f"<del>{_shown(t)}</del>" for op, t in pieces if op != "+")
+    new = "".join(_shown(t) if op == "=" else f"<ins>{_shown(t)}</ins>" for op, t in pieces if op != "-")
     probes = "".join(
-        f"<tr><td>{escape(str(p.get('probe')))}</td><td>{_num(p.get('ability'), '{:.2f}')}</td>"
-        f"<td>{escape(str(p.get('correct')))}/{escape(str(p.get('trials')))}</td></tr>"
+        f"<tr><td>{_shown(str(p.get('probe')))}</td><td>{_num(p.get('ability'), '{:.2f}')}</td>"
+        f"<td>{_shown(str(p.get('correct')))}/{_shown(str(p.get('trials')))}</td></tr>"
         for p in r.get("probe_results") or []
     )
     judge = r.get("judge") or {}
@@ -319,25 +321,25 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
               "edges' own fit error not counted): "
               f"<span id=\"inside-probability\">{_num(p_in, '{:.2f}')}</span></li>")
     decisions = "".join(
-        f"<li>{escape(d.reviewer)}: {escape(d.decision)}{(' &ndash; ' + escape(d.reason)) if d.reason else ''}"
-        f" <small>{escape(d.created_at.isoformat(timespec='seconds'))}"
-        f"{'' if d.run_id == run else ' in run ' + escape(d.run_id)}</small></li>"  # a reused item's, made elsewhere
+        f"<li>{_shown(d.reviewer)}: {_shown(d.decision)}{(' &ndash; ' + _shown(d.reason)) if d.reason else ''}"
+        f" <small>{_shown(d.created_at.isoformat(timespec='seconds'))}"
+        f"{'' if d.run_id == run else ' in run ' + _shown(d.run_id)}</small>{_edit_said(d, e)}</li>"  # a reused item's, made elsewhere
         for d in o.decisions
     )
     current = o.edited_fields or e.child
-    iid = escape(e.item_id)
+    iid = _shown(e.item_id)
     # A code item's lines keep their place: wrapped, a long line's end started at column 0 and read as a
     # dedented line of its own. Such a block scrolls sideways instead.
     code_cls, wrap = (" code", ' wrap="off"') if code is not None else ("", "")
     edited = ""
     if o.edited_fields is not None:  # what a release would ship: the latest edit, shown against the proposal
         cut = text_diff(str(e.child.get(e.text_field, "")), str(current.get(e.text_field, "")))
-        shown = "".join(escape(t) if op == "=" else (f"<del>{escape(t)}</del>" if op == "-" else f"<ins>{escape(t)}</ins>")
+        shown = "".join(_shown(t) if op == "=" else (f"<del>{_shown(t)}</del>" if op == "-" else f"<ins>{_shown(t)}</ins>")
                         for op, t in cut)
-        edited = (f'<div class="edited{code_cls}"><h2>To be released: the edit by {escape(str(o.edited_by))}</h2>'
+        edited = (f'<div class="edited{code_cls}"><h2>To be released: the edit by {_shown(str(o.edited_by))}</h2>'
                   f'<pre id="edited-text">{shown}</pre>{_options_list("edited-options", current, e)}'
                   f'<div>Reference answer: {_answer("edited-answer", current, e)} '
-                  f'(proposed: {_answer("", e.child, e)})</div><p>Only the edit and accepts made after it count '
+                  f'(proposed: {_answer("", e.child, e)})</div><p>Only the edit and accepts given on it count '
                   "toward releasing it; the difficulty below was measured on the proposed item.</p></div>")
     return f"""
 {_item_nav(e.item_id, prev, next_)}
@@ -345,7 +347,7 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
 <p>Status: {_status(o)} &middot; gap {_num(r.get("gap_index"), "{}")} {_gap(r)}{" &middot; flags: " + _flags(e) if e.flags else ""}</p>
 {_flags_explained(e)}
 <div class="side{code_cls}">
- <div><h2>Ancestor {escape(str(r.get("ancestor_id")))}</h2><pre id="ancestor-text">{old}</pre>
+ <div><h2>Ancestor {_shown(str(r.get("ancestor_id")))}</h2><pre id="ancestor-text">{old}</pre>
   {_options_list("ancestor-options", e.ancestor, e)}
   <div>Reference answer: {_answer("ancestor-answer", e.ancestor, e)}</div>{_tests("ancestor-tests", e.ancestor, code)}</div>
  <div><h2>Proposed item</h2><pre id="child-text">{new}</pre>
@@ -357,7 +359,7 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
 <ul><li>target: z = {_num(r.get("target_z"))}</li><li>annotated: {_estimate(r.get("annotated"))}</li>
 <li>confirmed: {_estimate(r.get("confirmed"))}</li>{inside}<li>ECDF position in the benchmark: {_num(r.get("ecdf_position"))}</li>{truth}</ul>
 <h2>Probe results</h2><table><tr><th>probe</th><th>ability</th><th>correct</th></tr>{probes}</table>
-<h2>Judge</h2><p>{"valid" if judge.get("valid") else "invalid"} ({escape(str(judge.get("model", r.get("judge_model", ""))))}): {escape(str(judge.get("reason", "")))}</p>
+<h2>Judge</h2><p>{"valid" if judge.get("valid") else "invalid"} ({_shown(str(judge.get("model", r.get("judge_model", ""))))}): {_shown(str(judge.get("reason", "")))}</p>
 <h2>Decisions</h2><ul id="decisions">{decisions}</ul>
 <div class="actions">
 <button id="accept" data-item="{iid}" data-seen="{seen}" data-decision="accept" aria-keyshortcuts="a">Accept</button>
@@ -384,7 +386,7 @@ def _options_list(id_: str, item: dict, e: QueueEntry) -> str:
     lines = e.options(item)
     if lines is None:
         return ""
-    return f'<ol class="options" id="{id_}">' + "".join(f"<li>{escape(x)}</li>" for x in lines) + "</ol>"
+    return f'<ol class="options" id="{id_}">' + "".join(f"<li>{_shown(x)}</li>" for x in lines) + "</ol>"
 
 
 def _tests(id_: str, item: dict, code: tuple[str, str] | None) -> str:
@@ -392,9 +394,37 @@ def _tests(id_: str, item: dict, code: tuple[str, str] | None) -> str:
     rewriter's broken tests make an item look harder, and a reviewer who cannot see them cannot tell."""
     if code is None or item.get(code[0]) is None:
         return ""
-    entry = escape(str(item.get(code[1], "")))
+    entry = _shown(str(item.get(code[1], "")))
     return (f'<details open><summary>Tests (entry point <code>{entry}</code>)</summary>'
-            f'<pre class="answer" id="{id_}">{escape(str(item.get(code[0])))}</pre></details>')
+            f'<pre class="answer" id="{id_}">{_shown(str(item.get(code[0])))}</pre></details>')
+
+
+# What the browser would act on unseen: a bidi override turns "\u202e21" into "12" on the page while "21"
+# ships; these (and other controls, but line breaks and tabs) are shown as their code points instead. The
+# edit boxes keep them as they are, so that an edit sends back exactly what the item holds.
+UNSEEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(s: str) -> str:
+    """``s`` escaped for HTML, with what ``UNSEEN`` matches written as ``[U+202E]``."""
+    return UNSEEN.sub(lambda m: f"[U+{ord(m[0]):04X}]", escape(s))
+
+
+def _edit_said(d: Any, e: QueueEntry) -> str:
+    """What an edit decision set, field by field where it differs from the proposal (the page's list of
+    decisions; the sheet's ``edited_to`` shows only the edit in force)."""
+    if d.decision != "edit" or not d.edited_json:
+        return ""
+    try:
+        fields = json.loads(d.edited_json)
+    except ValueError:
+        return ""
+    changed = {k: v for k, v in fields.items() if e.child.get(k) != v} if isinstance(fields, dict) else {}
+    if not changed:
+        return ""
+    rows = "".join(f"<dt>{_shown(str(k))}</dt><dd><pre>{_shown(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))}</pre></dd>"
+                   for k, v in changed.items())
+    return f"<details><summary>what this edit set</summary><dl>{rows}</dl></details>"
 
 
 def _options_edit(current: dict, e: QueueEntry) -> str:
@@ -410,7 +440,7 @@ def _answer(id_: str, item: dict, e: QueueEntry) -> str:
     text = str(item.get(e.answer_field))
     tag = "pre" if "\n" in text else "code"
     named = f' id="{id_}"' if id_ else ""
-    return f'<{tag} class="answer"{named}>{escape(text)}</{tag}>'
+    return f'<{tag} class="answer"{named}>{_shown(text)}</{tag}>'
 
 
 def _rows(answer: Any, most: int = 20) -> int:
