@@ -273,3 +273,19 @@ def test_the_library_refuses_the_settings_the_command_line_refuses():
                      ({"seed": "x"}, r"^seed must be a non-negative whole number, got 'x'$")):
         with pytest.raises(ConfigError, match=said):
             profile(m, cache_dir=False, **kw)
+
+
+def test_a_panel_that_cannot_reach_alpha_is_said_to_have_no_power():
+    from benchfill.measure.order_test import order_consistency
+
+    # five models, one trial each: the most reversed answers, [1 1 1 0 0] or any other split, reach o 0.135 at best
+    k = np.array([[1, 1, 1, 0, 0], [0, 0, 1, 1, 1], [1, 0, 0, 0, 0]]).T
+    one = ResponseMatrix(MODELS, ("r", "s", "t"), k, np.ones_like(k))
+    bp = profile(one, order=MODELS, cache_dir=False, draws=199)
+    best = min(order_consistency([1] * s + [0] * (5 - s), [1] * 5, draws=199, cache_dir=False).p_value
+               for s in range(1, 5))  # fmt: skip
+    assert bp.powerless == 3 and bp.least_o == pytest.approx(best) and best > 0.05
+    assert bp.summary()["powerless"] == 3 and not bp.flagged()
+    # four trials each: the test can flag (item E of the hand matrix is)
+    hand = profile(hand_matrix(), order=MODELS, cache_dir=False, draws=199)
+    assert hand.powerless == 0 and math.isnan(hand.least_o) and hand["E"].flagged

@@ -138,9 +138,14 @@ def _print_table(bp: Any, result: dict, top: int) -> None:
         if d.get("n"):
             print(f"  {key:<9} n={d['n']:<6} mean {d['mean']:.3f}  median {d['median']:.3f}  "
                   f"IQR {d['q25']:.3f}-{d['q75']:.3f}")
+    if s.get("powerless"):
+        print(f"  {s['powerless']} of {s['n_items']} items cannot be flagged however their answers run: with their "
+              f"models and trials the least o a fully reversed item scores is {s['least_o']:.3f}, above "
+              f"{bp.alpha} (more models or more trials per model give the test its power)")
     flagged = bp.flagged()
     if not flagged:
-        print("no item flagged")
+        print("no item flagged" + ("" if not s.get("powerless") else ": none could be" if s["powerless"] == s["n_items"]
+                                   else " (of those that could be)"))
     else:
         print(f"\nflagged items, most anomalous first (showing {min(top, len(flagged))} of {len(flagged)}; "
               "correctness along the axis: one digit per model, weakest first, its share correct in tenths "

@@ -83,6 +83,10 @@ class BenchmarkProfile:
     seed: int
     source: str = ""
     unprofiled: tuple[str, ...] = ()  # items fewer than two models tried
+    # items whose panel and trials cannot reach o <= alpha however reversed their answers (five models with
+    # one trial each: a full reversal scores o 0.135), and the least o the most common such panel reaches
+    powerless: int = 0
+    least_o: float = float("nan")
     _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __getitem__(self, item_id: str) -> ItemProfile:
@@ -117,6 +121,8 @@ class BenchmarkProfile:
             "order_anomaly_rate": self.order_anomaly_rate,
             "n_flagged": sum(p.flagged for p in self.items),
             "alpha": self.alpha,
+            "powerless": self.powerless,
+            "least_o": self.least_o,
             "position": _describe(x, edges),
             "width": _describe(w, edges),
             "validity": _describe(v, edges),
@@ -213,6 +219,7 @@ def profile(
     inverse = inverse.ravel()
     # the calibrations the loop will run: one per trials vector of an item two or more models tried
     n_vectors, done = len(np.unique(t_all[(t_all > 0).sum(axis=1) >= 2], axis=0)), 0
+    powerless, powerless_biggest, least_o = 0, 0, float("nan")
     for g, present in enumerate(patterns):
         members = np.flatnonzero(inverse == g)
         if present.sum() < 2:
@@ -234,6 +241,11 @@ def profile(
                          f"{sel.size} items")
             cal = calibration(tvec, draws=draws, seed=seed, cache_dir=cache_dir)
             pval[members[sel]] = cal.p_value(d[sel])
+            least = _least_o(tvec, cal)
+            if least > alpha:
+                powerless += sel.size
+                if sel.size > powerless_biggest:
+                    powerless_biggest, least_o = sel.size, least
 
     ok = np.isfinite(stat)
     if n_items and not ok.any():  # nothing to profile: refused rather than a profile of NaN rates
@@ -275,7 +287,16 @@ def profile(
             entropy=None if entropy is None else tuple(float(x) for x in entropy[i]),
         ))
     unprofiled = tuple(matrix.item_ids[i] for i in np.flatnonzero(~ok))
-    return BenchmarkProfile(axis, tuple(items), alpha, draws, seed, matrix.source, unprofiled)
+    return BenchmarkProfile(axis, tuple(items), alpha, draws, seed, matrix.source, unprofiled, powerless, least_o)
+
+
+def _least_o(tvec: np.ndarray, cal: Any) -> float:
+    """The least o an item with these trials can score: its answers reversed, every trial of the weaker
+    models right and of the stronger ones wrong, at the split that scores the largest D. Above alpha, the
+    test cannot flag such an item at all: "no item flagged" is then no finding."""
+    t = np.asarray(tvec, dtype=np.int64)
+    steps = np.array([np.where(np.arange(t.size) < s, t, 0) for s in range(1, t.size)])
+    return float(np.min(cal.p_value(lr_statistic(steps, np.broadcast_to(t, steps.shape)))))
 
 
 def endpoint_evidence(k1: np.ndarray, t1: np.ndarray, kn: np.ndarray, tn: np.ndarray) -> np.ndarray:
