@@ -296,3 +296,41 @@ def test_a_moved_project_still_checks_the_previous_release_against_the_run_that_
     manifest.write_text(manifest.read_text() + " ")  # rewritten: its files still match what it lists
     with pytest.raises(Exception, match=r"not the manifest this run recorded for 1\.0\.0 \(rewritten\)"):
         release(run, "1.1.0")
+
+
+def test_an_item_removed_from_a_release_is_shown_removed_until_accepted_again(tmp_path, shared_data):
+    import csv
+
+    import httpx
+
+    from benchfill.review import export_queue
+    from benchfill.review.server import ReviewServer
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "frank", "edit", answer="78")
+        b.decide(CHILD_IDS[1], "frank", "accept")
+    release(run, "1.0.0")
+    release(run, "1.2.0", remove={CHILD_IDS[0]: "dave: a duplicate"})
+    with ReviewBoard(run) as b:
+        gone = b.removed()
+        assert list(gone) == [CHILD_IDS[0]] and "removed from release 1.2.0 (dave: a duplicate)" in gone[CHILD_IDS[0]]
+        assert b.outcome_of(CHILD_IDS[0]).status == "accepted"  # the rule alone still passes it
+    with ReviewServer(run) as srv:
+        page = httpx.get(f"http://127.0.0.1:{srv.port}/item/{CHILD_IDS[0]}?token={srv.token}").text
+        assert "<span class='status-removed'>removed</span> removed from release 1.2.0" in page
+        assert "Kept out of releases (removed), as edited by frank" in page and "To be released" not in page
+        queue = httpx.get(srv.url).text
+        assert "1 accepted" in queue and "1 removed" in queue
+    export_queue(run, tmp_path / "sheet")
+    with (tmp_path / "sheet" / "review_queue.csv").open(encoding="utf-8-sig") as fh:
+        status = {r["item_id"]: r["status"] for r in csv.DictReader(fh)}
+    assert status[CHILD_IDS[0]].startswith("removed: removed from release 1.2.0") and status[CHILD_IDS[1]] == "accepted"
+    # the editor accepts it again: back, with the edit (an accept after one's own edit keeps it)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "frank", "accept")
+        assert b.removed() == {} and b.outcome_of(CHILD_IDS[0]).edited_fields is not None
+    v13 = release(run, "1.3.0")
+    rows = [json.loads(x) for x in (v13.path / "data" / "test.jsonl").read_text().splitlines()]
+    back = next(r for r in rows if r["id"] == CHILD_IDS[0])
+    assert back["edited"] is True and str(back["answer"]) == "78"

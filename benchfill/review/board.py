@@ -423,6 +423,40 @@ class ReviewBoard:
         # 3,000-item queue with a decision on each took 5 s, an item page 10 s)
         return {e.item_id: outcome(e.item_id, on.get(e.item_id, []), rule) for e in self.entries}
 
+    def removed(self, outcomes: dict[str, Outcome] | None = None) -> dict[str, str]:
+        """This run's items that its latest release keeps out (``release --remove``, its manifest's
+        ``removed``) with no accept or edit since, each with a line saying so: the rule alone still calls
+        such an item accepted, which the page and the sheet had shown as "to be released". ``outcomes``:
+        the queue's, where the caller has them."""
+        from benchfill.release_carry import _made_as, parse_time
+        from benchfill.schema import Release
+        from benchfill.store import run_name
+
+        with self.store.session() as s:
+            rows = sorted(s.exec(self.store.select(Release)), key=lambda r: as_utc(r.created_at))
+        if not rows:
+            return {}
+        try:  # the release as published (a folder moved or deleted since: nothing to say)
+            manifest = json.loads((Path(rows[-1].path) / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        record = manifest.get("removed") if isinstance(manifest, dict) else None
+        out: dict[str, str] = {}
+        name = run_name(self.store, self.run_dir)  # the run's name in its releases' rows
+        for item_id, e in (record.items() if isinstance(record, dict) else ()):
+            if not isinstance(e, dict):
+                continue
+            base, run = _made_as(str(item_id), e.get("run_id"))
+            if run != name or base not in self._by_id:
+                continue
+            since = parse_time(e.get("removed_at"))
+            o = outcomes[base] if outcomes is not None and base in outcomes else self.outcome_of(base)
+            if not any(d.decision in ("accept", "edit") and since is not None and as_utc(d.created_at) > since
+                       for d in o.decisions):  # fmt: skip
+                out[base] = (f"removed from release {e.get('removed_in')} ({e.get('why')}); it stays out of later "
+                             "releases until someone accepts or edits it again")
+        return out
+
     def outcome_of(self, item_id: str, rule: ReleaseRule | None = None) -> Outcome:
         """One queued item's standing under ``rule``, reading only the decisions on it."""
         entry = self.entry(item_id)

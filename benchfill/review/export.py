@@ -101,7 +101,7 @@ def _csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         "judge_valid": judge.get("valid"), "judge_reason": judge.get("reason", ""),
         "rewriter_model": rec.get("rewriter_model", ""), "judge_model": rec.get("judge_model", ""),
         "flags": ";".join(rec.get("flags") or []), "simulated": rec.get("simulated", False),
-        **_truth(rec), "status": review.get("status", ""),
+        **_truth(rec), "status": f"removed: {review['removed']}" if review.get("removed") else review.get("status", ""),
         "accepted_by": ";".join(review.get("accepted_by", [])),
         "rejected_by": ";".join(review.get("rejected_by", [])),
         # the standing edit, which the item would be released as (child_text stays the queue's, by which
@@ -183,8 +183,13 @@ def export_queue(run_dir: str | Path, out_dir: str | Path | None = None) -> tupl
             standing = board.outcomes()
         finally:
             locks.release(held)
+        removed = board.removed(standing)
         code = board.code_fields()
         records = [review_record(e, standing[e.item_id], code) for e in board.entries]
+        for rec in records:  # an item the latest release keeps out is said so, not "accepted"
+            line = removed.get(rec["item_id"])
+            if line is not None and rec["review"]["status"] == "accepted":
+                rec["review"]["removed"] = line
         stamp = moment.isoformat(timespec="microseconds")
     out.mkdir(parents=True, exist_ok=True)
     _atomic_write(jsonl, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records))

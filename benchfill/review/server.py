@@ -64,11 +64,15 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
 
     async def queue(request: Request) -> Response:
         outcomes = board.outcomes()
-        rows = "".join(_queue_row(e, outcomes[e.item_id]) for e in board.entries)
+        removed = board.removed(outcomes)
+        rows = "".join(_queue_row(e, outcomes[e.item_id], removed.get(e.item_id)) for e in board.entries)
+        counts = {k: sum(o.status == k for o in outcomes.values()) for k in ("pending", "accepted", "rejected")}
+        counts["accepted"] -= sum(outcomes[i].status == "accepted" for i in removed)
+        tally = ", ".join(f"{n} {k}" for k, n in counts.items()) + (f", {len(removed)} removed" if removed else "")
         none_left = ("<p id='none-left'><strong>No pending item is left for you to review.</strong></p>"
                      if request.query_params.get("pending") == "none" else "")
         body = (
-            f"<h1>Review queue ({len(board.entries)} proposed items)</h1>{none_left}"
+            f"<h1>Review queue ({len(board.entries)} proposed items)</h1><p id='tally'>{tally}</p>{none_left}"
             "<p class='keys'><a class='pending' href='/next' aria-keyshortcuts='n'>Review your next pending "
             "item</a> (key <kbd>n</kbd>; an item page shows its keys at the top)</p>"
             "<div id='queue-wrap'><table id='queue'><tr><th>item</th>"
@@ -88,7 +92,8 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         near = (ids[at - 1] if at else None, ids[at + 1] if at + 1 < len(ids) else None)
         now = board.outcome_of(item_id)  # this item's decisions alone, read once for the page and its version
         return page(f"review {item_id}", _item_body(entry, now, *near, run=board.store.run_id,
-                                                    seen=board.version(item_id, now), code=board.code_fields()))
+                                                    seen=board.version(item_id, now), code=board.code_fields(),
+                                                    removed=board.removed({item_id: now}).get(item_id)))
 
     async def next_pending(request: Request) -> Response:
         # Where the page goes after an accept or a reject, and the queue page's "n".
@@ -212,7 +217,9 @@ def _item_nav(item_id: str, prev: str | None, next_: str | None) -> str:
             "reject moves on to your next pending item.</p>")  # fmt: skip
 
 
-def _status(o: Outcome) -> str:
+def _status(o: Outcome, removed: str | None = None) -> str:
+    if removed is not None and o.status == "accepted":  # the rule passes it; the latest release keeps it out
+        return f"<span class='status-removed'>removed</span> {escape(removed)}"
     who = ""
     if o.accepted_by:
         who += " accepted by " + ", ".join(o.accepted_by)
@@ -264,7 +271,7 @@ def _flags_explained(e: QueueEntry) -> str:
     return f"<h2>Flags</h2><ul id='flags'>{said}</ul>"
 
 
-def _queue_row(e: QueueEntry, o: Outcome) -> str:
+def _queue_row(e: QueueEntry, o: Outcome, removed: str | None = None) -> str:
     r = e.record
     gap = r.get("gap") or {}
     conf = r.get("confirmed") or {}
@@ -273,7 +280,7 @@ def _queue_row(e: QueueEntry, o: Outcome) -> str:
         f"<tr><td><a href='/item/{escape(quote(e.item_id, safe=''))}'>{escape(e.item_id)}</a></td>"
         f"<td>{_num(gap.get('left'))} &ndash; {_num(gap.get('right'))}</td><td>{_num(r.get('target_z'))}</td>"
         f"<td>{_num(conf.get('z'))}</td><td>{'valid' if judge.get('valid') else 'invalid'}</td>"
-        f"<td>{_flags(e)}</td><td class='status'>{_status(o)}</td></tr>"
+        f"<td>{_flags(e)}</td><td class='status'>{_status(o, removed)}</td></tr>"
     )
 
 
@@ -301,8 +308,8 @@ def _truth(r: dict) -> str:
 
 
 def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | None = None, run: str = "",
-               seen: str = "", code: tuple[str, str] | None = None) -> str:
-    """``seen``: the item's version (``ReviewBoard.version``) as drawn; each decision sends it back. ``code``:
+               seen: str = "", code: tuple[str, str] | None = None, removed: str | None = None) -> str:
+    """``removed``: the line ``ReviewBoard.removed`` gives an item its latest release keeps out. ``seen``: the item's version (``ReviewBoard.version``) as drawn; each decision sends it back. ``code``:
     a code benchmark's (tests field, entry point field), whose tests are shown beside each side."""
     r = e.record
     pieces = text_diff(str(e.ancestor.get(e.text_field, "")), str(e.child.get(e.text_field, "")))
@@ -336,7 +343,9 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
         cut = text_diff(str(e.child.get(e.text_field, "")), str(current.get(e.text_field, "")))
         shown = "".join(_shown(t) if op == "=" else (f"<del>{_shown(t)}</del>" if op == "-" else f"<ins>{_shown(t)}</ins>")
                         for op, t in cut)
-        edited = (f'<div class="edited{code_cls}"><h2>To be released: the edit by {_shown(str(o.edited_by))}</h2>'
+        head = "Kept out of releases (removed), as edited by" if removed and o.status == "accepted" else \
+            "To be released: the edit by"
+        edited = (f'<div class="edited{code_cls}"><h2>{head} {_shown(str(o.edited_by))}</h2>'
                   f'<pre id="edited-text">{shown}</pre>{_options_list("edited-options", current, e)}'
                   f'<div>Reference answer: {_answer("edited-answer", current, e)} '
                   f'(proposed: {_answer("", e.child, e)})</div><p>Only the edit and accepts given on it count '
@@ -344,7 +353,7 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
     return f"""
 {_item_nav(e.item_id, prev, next_)}
 <h1 tabindex="-1">{iid}</h1>
-<p>Status: {_status(o)} &middot; gap {_num(r.get("gap_index"), "{}")} {_gap(r)}{" &middot; flags: " + _flags(e) if e.flags else ""}</p>
+<p>Status: {_status(o, removed)} &middot; gap {_num(r.get("gap_index"), "{}")} {_gap(r)}{" &middot; flags: " + _flags(e) if e.flags else ""}</p>
 {_flags_explained(e)}
 <div class="side{code_cls}">
  <div><h2>Ancestor {_shown(str(r.get("ancestor_id")))}</h2><pre id="ancestor-text">{old}</pre>
