@@ -303,3 +303,17 @@ def test_fit_json_keeps_its_progress_on_stderr_and_no_command_is_a_usage_error_t
     assert main([]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("usage: benchfill")
+
+
+def test_diagnose_says_when_items_tie_on_few_difficulties(tmp_path, capsys):
+    from benchfill.irt.simulate import simulate_responses
+
+    sim = simulate_responses(12, 100, 1, difficulty_sd=1.15, difficulty_shape="uniform", seed=3)
+    m = sim.matrix
+    rows = [f"{mo},{it},{m.correct[j, i]},{m.trials[j, i]}" for j, mo in enumerate(m.models) for i, it in enumerate(m.item_ids)]
+    (tmp_path / "r.csv").write_text("model,item_id,correct,trials\n" + "\n".join(rows) + "\n")
+    assert main(["diagnose", "--responses", str(tmp_path / "r.csv")]) == 0
+    out = capsys.readouterr().out
+    levels = len(set(np.round(__import__("benchfill").fit(m).z, 9)))
+    assert f"the fit places these 100 items on only {levels} distinct difficulties" in out
+    assert f"largest gaps (of 101; the items lie on {levels} distinct difficulties" in out
