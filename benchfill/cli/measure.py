@@ -372,7 +372,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
         undefined = (f"; {lo['undefined']} of {lo['refits']} refits left out, without a correlation "
                      "(difficulties all equal)" if lo["undefined"] else "")
         print(f"leave-one-model-out: pearson mean {_corr(lo['pearson_mean'])} (min {_corr(lo['pearson_min'])}), "
-              f"spearman mean {_corr(lo['spearman_mean'])} (min {_corr(lo['spearman_min'])}){undefined}")
+              f"spearman mean {_corr(lo['spearman_mean'])} (min {_corr(lo['spearman_min'])}){undefined}; each refit "
+              "against the full fit: how stable the difficulties are to one model less, not how near the truth "
+              "(on 5 simulated models x 30 items it read 0.94 where the fit's own correlation with the true "
+              "difficulties was 0.71)")
     print(f"fit written to {args.out}")
     return 0
 
