@@ -439,15 +439,30 @@ def test_checkpoints_told_apart_by_subfolder_or_quantization_are_not_summed(tmp_
         assert "two models under one name" in err and f"{arg}={two}" in err, arg
 
 
-def test_a_group_asked_for_is_named_as_one_with_its_subtasks(tmp_path, capsys):
-    run = _copy("a", tmp_path / "mmlu")
-    _edit(next(run.rglob("results_*.json")),
-          lambda r: r.update(group_subtasks={"mmlu": ["tiny_mc", "tiny_qa"], "tiny_mc": [], "tiny_qa": []},
-                             results={**r["results"], "mmlu": {"alias": "mmlu"}}) or r)
-    err = _fails(["import", "lm-eval", str(run), "--task", "mmlu", "--out", str(tmp_path / "o")], capsys)
-    assert "mmlu is an lm-eval group of 2 subtask(s) (tiny_mc, tiny_qa)" in err and "--task tiny_mc" in err
-    # and the group itself, which logs no samples, is no task whose samples are missing
-    assert import_logs("lm-eval", [run], task="tiny_mc").models == ["dummy-a"]
+def test_a_group_is_imported_as_one_benchmark_of_its_subtasks(tmp_path, capsys):
+    # lm-eval's mmlu logs one samples file per subtask and none of its own: --task mmlu had found no log
+    logs = tmp_path / "logs"
+    for run in ("a", "b"):
+        root = _copy(run, logs / run)
+        _edit(next(root.rglob("results_*.json")),
+              lambda r: r.update(group_subtasks={"mmlu": ["mmlu_stem"], "mmlu_stem": ["tiny_mc", "tiny_qa"],
+                                                 "tiny_mc": [], "tiny_qa": []},
+                                 results={**r["results"], "mmlu": {"alias": "mmlu"}, "mmlu_stem": {}}) or r)  # fmt: skip
+    out = tmp_path / "o"
+    assert main(["import", "lm-eval", str(logs), "--task", "mmlu", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert "task mmlu (2 subtasks as one), 2 model(s) x 12 item(s) from 4 log(s); metric acc, exact_match" in capsys.readouterr().out
+    one = {t: import_logs("lm-eval", [logs], task=t) for t in ("tiny_mc", "tiny_qa")}
+    rows = _rows(out)
+    assert rows == {k: (one[t].correct[k], one[t].trials[k]) for t in one for k in one[t].trials}
+    summary = json.loads((out / "import.json").read_text())
+    assert summary["task"] == "mmlu" and summary["subtasks"] == ["tiny_mc", "tiny_qa"]
+    assert {json.loads(x)["task"] for x in (out / "items.jsonl").read_text().splitlines()} == {"tiny_mc", "tiny_qa"}
+    # a model whose samples of one subtask are missing is refused, as for one task
+    next((logs / "b").rglob("samples_tiny_qa_*")).unlink()
+    err = _fails(["import", "lm-eval", str(logs), "--task", "mmlu", "--out", str(tmp_path / "o2")], capsys)
+    assert "beside it for tiny_qa" in err and "dummy-b" in err
+    err = _fails(["import", "lm-eval", str(logs), "--task", "nope", "--out", str(tmp_path / "o3")], capsys)
+    assert "no log holds task 'nope' (found: tiny_mc, tiny_qa)" in err
 
 
 def test_the_same_task_run_with_another_num_fewshot_names_it(tmp_path, capsys):

@@ -62,12 +62,17 @@ def import_logs(
         raise DataError(f"no {tool} logs found in {', '.join(map(str, paths))}")
     # Tasks first (cheap: a file name, a log header), so --task filters before anything is scored.
     tasks = {f: reader.task_of(f) for f in files}
+    # an lm-eval group (mmlu) logs no samples of its own: its subtasks' logs are imported together, as one
+    # benchmark (item ids <subtask>/<doc_id> keep them apart), where no log holds the task by its own name
+    group = None
+    if task is not None and not any(t == task for t in tasks.values()) and hasattr(reader, "group_subtasks"):
+        group = reader.group_subtasks(paths, task)
     if task is not None:
-        files = [f for f in files if tasks[f] in (task, None)]
-        if not files:
-            group = reader.group_note(paths, task) if hasattr(reader, "group_note") else None
-            raise ImportProblems([group or f"no log holds task {task!r} (found: "
-                                  f"{', '.join(sorted(set(filter(None, tasks.values()))))})"])  # fmt: skip
+        wanted = set(group) if group else {task}
+        files = [f for f in files if tasks[f] in wanted or tasks[f] is None]
+        if not files or not any(tasks[f] in wanted for f in files):
+            raise ImportProblems([f"no log holds task {task!r}" + (f" nor any of its {len(group)} subtasks" if group
+                                  else "") + f" (found: {', '.join(sorted(set(filter(None, tasks.values()))))})"])  # fmt: skip
     else:
         first: dict[str, Path] = {}
         for f in files:
@@ -79,7 +84,7 @@ def import_logs(
                                   f"(task=NAME; on the command line --task NAME)"])  # fmt: skip
     # the task chosen, or the one the logs agree on: a results file of another task loses nothing
     chosen = task if task is not None else next((t for t in tasks.values() if t is not None), None)
-    lost = reader.unsampled(paths, files, chosen) if hasattr(reader, "unsampled") else []
+    lost = reader.unsampled(paths, files, group or chosen) if hasattr(reader, "unsampled") else []
     if lost:
         raise ImportProblems(lost)
     logs, problems, used = [], [], set()
@@ -97,7 +102,10 @@ def import_logs(
             used.add(m)
     if problems:
         raise ImportProblems(problems)
-    if len(used) > 1:
+    # (a group's subtasks may score by their own metrics, each its task's default: import.json's sources say
+    # which log scored how; one task's logs by two defaults would be two metrics for one item)
+    if len(used) > 1 and not group:
         raise ImportProblems([f"the logs score with different default metrics ({', '.join(sorted(used))}); "
                               f"choose one with --metric"])  # fmt: skip
-    return merge(tool, logs, metric=used.pop(), threshold=threshold, task=task, sum_repeats=sum_repeats)
+    return merge(tool, logs, metric=", ".join(sorted(used)), threshold=threshold, task=task,
+                 sum_repeats=sum_repeats, subtasks=group)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def find_logs(paths: list[str | Path]) -> list[Path]:
     return [q for q in samples if not (q.name.endswith(".gz") and q.resolve().with_suffix("") in plain)]
 
 
-def unsampled(paths: list[str | Path], samples: list[Path], task: str | None = None) -> list[str]:
+def unsampled(paths: list[str | Path], samples: list[Path], task: str | Collection[str] | None = None) -> list[str]:
     """A line for each results file under the folders named with a task (``task``, where one is chosen)
     whose samples file is not beside it and that no other log holds for its model: that model was run
     without ``--log_samples``, its samples were moved, or lm-eval stopped (or failed to write, which it only
@@ -86,7 +87,8 @@ def unsampled(paths: list[str | Path], samples: list[Path], task: str | None = N
         # so a run stopped (or a write that failed) midway has some tasks' files and not the others'
         beside = {m["task"] for x in q.parent.glob(f"samples_*_{time}.jsonl*") if (m := SAMPLES.match(x.name))}
         tasks = _tasks(data) - beside
-        lost = sorted(t for t in tasks if (task is None or t == task) and (*model, t) not in covered)
+        wanted = None if task is None else {task} if isinstance(task, str) else set(task)
+        lost = sorted(t for t in tasks if (wanted is None or t in wanted) and (*model, t) not in covered)
         if lost:
             who = f"{model[0]} ({model[1]})" if model[1] else model[0]
             out.append(f"{q}: no samples_<task>_{time}.jsonl beside it for {', '.join(lost)}, and no other log "
@@ -113,18 +115,30 @@ def groups(results: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
-def group_note(paths: list[str | Path], task: str) -> str | None:
-    """Where ``task`` is a group in a results file under the folders named: a sentence naming its subtasks,
-    which are the tasks the logs hold (one samples file each)."""
-    folders = [p for p in paths if Path(p).is_dir()]
-    for q in find_files(folders, lambda q: RESULTS.match(q.name) is not None) if folders else []:
-        data = _model_of(q)[0]
-        subtasks = groups(data).get(task)
-        if subtasks:
-            shown = ", ".join(subtasks[:5]) + (f" and {len(subtasks) - 5} more" if len(subtasks) > 5 else "")
-            return (f"{task} is an lm-eval group of {len(subtasks)} subtask(s) ({shown}), each logged as its own "
-                    f"task; import one subtask at a time (--task {subtasks[0]})")
-    return None
+def group_subtasks(paths: list[str | Path], task: str) -> list[str] | None:
+    """Where ``task`` is a group (mmlu) in a results file under the paths named (folders, or samples files
+    beside their results files): its leaf tasks, a group within it expanded (mmlu -> mmlu_stem ->
+    mmlu_anatomy), as lm-eval's ``group_subtasks`` lists them; else None."""
+    found: dict[str, list[str]] = {}
+    folders = {Path(p) if Path(p).is_dir() else Path(p).parent for p in paths}
+    for q in find_files(sorted(folders), lambda q: RESULTS.match(q.name) is not None):
+        for g, subs in groups(_model_of(q)[0]).items():
+            found.setdefault(g, [])
+            found[g] += [t for t in subs if t not in found[g]]
+    if not found.get(task):
+        return None
+    leaves: list[str] = []
+    todo, seen = list(found[task]), {task}
+    while todo:
+        t = todo.pop(0)
+        if t in seen:
+            continue
+        seen.add(t)
+        if found.get(t):
+            todo = found[t] + todo
+        elif t not in leaves:
+            leaves.append(t)
+    return leaves or None
 
 
 def task_of(path: Path) -> str | None:

@@ -90,10 +90,12 @@ class ImportResult:
     summed: list[str] = field(default_factory=list)
     errored: dict[str, list[str]] = field(default_factory=dict)  # model -> item ids with a sample that errored
     errored_samples: int = 0
+    subtasks: list[str] = field(default_factory=list)  # a group's tasks imported as one (lm-eval's mmlu)
 
     def summary(self) -> dict[str, Any]:
         return {
-            "tool": self.tool, "task": self.task, "metric": self.metric, "threshold": self.threshold,
+            "tool": self.tool, "task": self.task, **({"subtasks": self.subtasks} if self.subtasks else {}),
+            "metric": self.metric, "threshold": self.threshold,
             "models": len(self.models), "items": len(self.item_ids),
             "item_texts": len(self.items), "partial_models": self.partial, "summed": self.summed,
             "errored": self.errored, "sources": self.sources,
@@ -103,7 +105,8 @@ class ImportResult:
         thr = f", correct when score >= {self.threshold}" if self.threshold is not None else ""
         # model names and paths come from the logs: printed with their control characters escaped
         t = untrusted.terminal
-        out = [f"{self.tool}: task {t(self.task)}, {len(self.models)} model(s) x {len(self.item_ids)} item(s) "
+        group = f" ({len(self.subtasks)} subtasks as one)" if self.subtasks else ""
+        out = [f"{self.tool}: task {t(self.task)}{group}, {len(self.models)} model(s) x {len(self.item_ids)} item(s) "
                f"from {len(self.sources)} log(s); metric {t(self.metric)}{thr}"]
         out += [f"partial: {t(m)} has {n} of {len(self.item_ids)} items" for m, n in self.partial.items()]
         out += [f"summed: {t(s)}" for s in self.summed]
@@ -142,8 +145,9 @@ def score(value: Any, metric: str, threshold: float | None, where: str, log: Log
 
 
 def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | None,
-          task: str | None = None, sum_repeats: bool = False) -> ImportResult:  # fmt: skip
-    """One matrix from many logs, or ImportProblems with one line per log at fault."""
+          task: str | None = None, sum_repeats: bool = False, subtasks: list[str] | None = None) -> ImportResult:  # fmt: skip
+    """One matrix from many logs, or ImportProblems with one line per log at fault. ``subtasks``: where
+    ``task`` is a group of them (lm-eval's mmlu), whose logs make one matrix under the group's name."""
     # the same file read twice (named twice, or through a symlink) is one run, not two to --sum
     once: dict[tuple[str, str, str], LogContent] = {}
     for log in logs:
@@ -154,8 +158,8 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
     for log in logs:
         tasks.setdefault(log.task, log.source)
     if task is not None:
-        logs = [log for log in logs if log.task == task]
-    if len({log.task for log in logs}) > 1:
+        logs = [log for log in logs if log.task in (subtasks or (task,))]
+    if len({log.task for log in logs}) > 1 and not subtasks:
         (t1, f1), (t2, f2) = list(tasks.items())[:2]
         raise ImportProblems([f"the logs mix tasks: {t1} ({f1}) and {t2} ({f2}); import one at a time "
                               f"(task=NAME; on the command line --task NAME)"])  # fmt: skip
@@ -221,7 +225,7 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
     per_model = {m: sum(1 for i in item_ids if (m, i) in trials) for m in models}
     partial = {m: n for m, n in per_model.items() if n < len(item_ids)}
     return ImportResult(
-        tool=tool, metric=metric, threshold=threshold, task=logs[0].task, models=list(models),
+        tool=tool, metric=metric, threshold=threshold, task=task if subtasks else logs[0].task, models=list(models),
         item_ids=sorted(item_ids, key=_natural), correct=correct, trials=trials,
         items={i: {"id": i, "task": t[0].get("task"), **{k: v for k, v in t[0].items() if k not in ("task", "identity")}}
                for i, t in sorted(texts.items(), key=lambda kv: _natural(kv[0]))},
@@ -229,6 +233,7 @@ def merge(tool: str, logs: list[LogContent], *, metric: str, threshold: float | 
         partial=partial, summed=summed,
         errored={m: sorted(ids, key=_natural) for m, ids in errored.items()},
         errored_samples=sum(n for ids in errored.values() for n in ids.values()),
+        subtasks=sorted({log.task for log in logs}) if subtasks else [],
     )  # fmt: skip
 
 
