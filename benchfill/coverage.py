@@ -585,7 +585,7 @@ def resolution(fit: Any, n: int) -> dict[str, Any] | None:
     levels = int(np.unique(np.round(z[np.isfinite(z)], 9)).size)
     if levels >= 0.8 * n:
         return None
-    return {"levels": levels,
+    return {"levels": levels, "ties": n - levels,
             "said": (f"the fit places these {n} items on only {levels} distinct difficulties (M models x T trials "
                      "score an item in at most M x T + 1 ways). Ties and each z's error read as unevenness: of "
                      "evenly spread items they can make the DDM and the largest gaps twice the truth or more (a "

@@ -316,4 +316,4 @@ def test_diagnose_says_when_items_tie_on_few_difficulties(tmp_path, capsys):
     out = capsys.readouterr().out
     levels = len(set(np.round(__import__("benchfill").fit(m).z, 9)))
     assert f"the fit places these 100 items on only {levels} distinct difficulties" in out
-    assert f"largest gaps (of 101; the items lie on {levels} distinct difficulties" in out
+    assert f"largest gaps (of 101; {100 - levels} of them are ties of width 0" in out

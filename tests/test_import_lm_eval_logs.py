@@ -457,8 +457,15 @@ def test_a_group_is_imported_as_one_benchmark_of_its_subtasks(tmp_path, capsys):
     summary = json.loads((out / "import.json").read_text())
     assert summary["task"] == "mmlu" and summary["subtasks"] == ["tiny_mc", "tiny_qa"]
     assert {json.loads(x)["task"] for x in (out / "items.jsonl").read_text().splitlines()} == {"tiny_mc", "tiny_qa"}
+    # one subtask scored by two defaults (one model's log of it carries acc too): refused, as for one task
+    qa = next((logs / "b").rglob("samples_tiny_qa_*"))
+    kept = qa.read_bytes()
+    _edit(qa, lambda r: r.update({"acc": r["exact_match"], "metrics": ["acc", *r["metrics"]]}))
+    err = _fails(["import", "lm-eval", str(logs), "--task", "mmlu", "--out", str(tmp_path / "o1")], capsys)
+    assert "the logs on tiny_qa score with different default metrics (acc, exact_match)" in err
+    qa.write_bytes(kept)
     # a model whose samples of one subtask are missing is refused, as for one task
-    next((logs / "b").rglob("samples_tiny_qa_*")).unlink()
+    qa.unlink()
     err = _fails(["import", "lm-eval", str(logs), "--task", "mmlu", "--out", str(tmp_path / "o2")], capsys)
     assert "beside it for tiny_qa" in err and "dummy-b" in err
     err = _fails(["import", "lm-eval", str(logs), "--task", "nope", "--out", str(tmp_path / "o3")], capsys)

@@ -334,3 +334,20 @@ def test_an_item_removed_from_a_release_is_shown_removed_until_accepted_again(tm
     rows = [json.loads(x) for x in (v13.path / "data" / "test.jsonl").read_text().splitlines()]
     back = next(r for r in rows if r["id"] == CHILD_IDS[0])
     assert back["edited"] is True and str(back["answer"]) == "78"
+
+
+def test_a_removal_by_another_runs_release_shows_and_an_accept_given_again_brings_it_back(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "frank", "accept")
+        b.decide(CHILD_IDS[1], "frank", "accept")
+    release(run, "1.0.0")
+    later = make_run(tmp_path, shared_data, run_id="run-later")  # another run of the benchmark, same releases
+    release(later, "1.1.0", remove={CHILD_IDS[1]: "dave: a duplicate"})
+    with ReviewBoard(run) as b:
+        assert list(b.removed()) == [CHILD_IDS[1]] and "removed from release 1.1.0" in b.removed()[CHILD_IDS[1]]
+        # frank accepts it again: recorded (it had been taken for a repeat of his accept and swallowed)
+        again = b.decide(CHILD_IDS[1], "frank", "accept")
+        assert len(b.decisions(CHILD_IDS[1])) == 2 and again.id == b.decisions(CHILD_IDS[1])[1].id
+        assert b.removed() == {}
+        assert b.decide(CHILD_IDS[1], "frank", "accept").id == again.id  # and once only

@@ -776,3 +776,38 @@ def test_an_edit_made_then_accepted_by_its_author_ships_edited(tmp_path, shared_
             board.decide(item, "dee", "edit", answer=str(proposed))
         # withdrawing needs a decision of one's own, whatever the name's case
         board.decide(item, "CAROL", "withdraw")
+
+
+def test_a_sheet_row_under_another_case_of_a_name_cannot_undo_a_later_page_decision(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    export_queue(run, tmp_path / "rev")
+    sheet = tmp_path / "rev" / "review_queue.csv"
+    with sheet.open(encoding="utf-8-sig") as fh:
+        rows = list(csv.DictReader(fh))
+    rows[0].update(reviewer="Alice", decision="accept")
+    with sheet.open("w", encoding="utf-8-sig", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    with ReviewBoard(run, writable=True) as b:  # after the export, alice rejects on the page
+        b.decide(rows[0]["item_id"], "alice", "reject", reason="the key is wrong")
+    with pytest.raises(DataError, match="would undo that"):
+        import_decisions(run, sheet)
+    with ReviewBoard(run) as b:
+        assert b.outcome_of(rows[0]["item_id"]).status == "rejected"
+
+
+def test_an_accept_given_again_where_the_item_changed_is_recorded(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    item = CHILD_IDS[0]
+    with ReviewBoard(run, writable=True, rule=ReleaseRule(2, 1)) as b:
+        b.decide(item, "bob", "edit", answer="78")
+        b.decide(item, "alice", "accept", seen=b.version(item))
+        b.decide(item, "bob", "reject", reason="my edit was wrong")  # his edit out of force: alice's accept with it
+        assert b.outcome_of(item).accepted_by == []
+        b.decide(item, "bob", "accept", seen=b.version(item))
+        again = b.decide(item, "alice", "accept", seen=b.version(item))  # had returned her old row, recording nothing
+        assert again.id != b.decisions(item)[1].id
+        assert b.outcome_of(item).accepted_by == ["alice", "bob"]
+        # the same accept once more, nothing changed: recorded once
+        assert b.decide(item, "alice", "accept", seen=b.version(item)).id == again.id

@@ -421,6 +421,18 @@ def test_an_option_that_begins_like_a_label_keeps_its_word(tmp_path, shared_data
     with ReviewBoard(run, writable=True) as b:
         b.decide(CHILD_IDS[0], "ann", "edit", options="Salmonella\nE. coli\nListeria", answer="B")
         assert b.standing(CHILD_IDS[0])["options"] == ["Salmonella", "E. coli", "Listeria"]
-        # labelled in letter order, with a gap where a line was deleted: the labels go, "E." of the option stays
-        b.decide(CHILD_IDS[0], "bob", "edit", options="A. Salmonella\nC. E. coli\nD. Listeria\nE. Vibrio", answer="B")
-        assert b.standing(CHILD_IDS[0])["options"] == ["Salmonella", "E. coli", "Listeria", "Vibrio"]
+        # labelled as the page's box shows them, lines moved and one retyped without its label: each label goes,
+        # the option's own "E." stays
+        b.decide(CHILD_IDS[0], "bob", "edit", options="C. Listeria\nA. Salmonella\nB. E. coli\nVibrio", answer="C")
+        assert b.standing(CHILD_IDS[0])["options"] == ["Listeria", "Salmonella", "E. coli", "Vibrio"]
+
+
+def test_each_edit_says_what_it_changed_of_the_item_as_it_stood(server):
+    with ReviewBoard(server.board.run_dir, writable=True) as b:
+        b.decide(CHILD_IDS[2], "bob", "edit", text="Bob's wording.", answer="11")
+        b.decide(CHILD_IDS[2], "alice", "edit", answer="12", seen=b.version(CHILD_IDS[2]))
+    page = httpx.get(_base(server) + f"/item/{CHILD_IDS[2]}?token={server.token}").text
+    said = page.split('id="decisions">')[1].split("</ul>")[0]
+    bob, alice = said.split("<li>")[1:3]
+    assert "Bob&#x27;s wording." in bob and "<pre>11</pre>" in bob
+    assert "wording" not in alice and "<pre>12</pre>" in alice  # alice set the answer only

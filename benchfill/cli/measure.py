@@ -510,9 +510,9 @@ def _print_report(r: Any) -> None:
         p = n["difficulty_prior"]
         print(f"  difficulties under the hierarchical prior N({p['mean']:+.2f}, {p['sd']:.2f}^2), its spread estimated "
               "from the items")
-    tied = (n.get("resolution") or {}).get("levels")
-    print(f"largest gaps (of {r.n_items + 1}" + (f"; the items lie on {tied} distinct difficulties, so most of the rest "
-          "are ties of width 0, and an item named at an edge is one of those tied there" if tied else "") + "):")
+    ties = (n.get("resolution") or {}).get("ties")
+    print(f"largest gaps (of {r.n_items + 1}" + (f"; {ties} of them are ties of width 0, and an item named at an edge "
+          "may be one of several tied there" if ties else "") + "):")
     print(f"  {'#':>2}  {'left':>6}  {'right':>6}  {'width':>6}  left item -> right item")
     for i, g in enumerate(r.gaps, start=1):
         print(f"  {i:>2}  {g.left:6.3f}  {g.right:6.3f}  {g.width:6.3f}  "

@@ -88,6 +88,7 @@ def import_logs(
     if lost:
         raise ImportProblems(lost)
     logs, problems, used = [], [], set()
+    used_on: dict[str, set[str]] = {}  # task -> the metrics its logs scored by
     firsts: dict[tuple[str, str], bytes] = {}
     for f in files:
         try:
@@ -100,12 +101,15 @@ def import_logs(
             drop_repeated_texts(content, firsts)
             logs.append(content)
             used.add(m)
+            used_on.setdefault(content.task, set()).add(m)
     if problems:
         raise ImportProblems(problems)
     # (a group's subtasks may score by their own metrics, each its task's default: import.json's sources say
     # which log scored how; one task's logs by two defaults would be two metrics for one item)
-    if len(used) > 1 and not group:
-        raise ImportProblems([f"the logs score with different default metrics ({', '.join(sorted(used))}); "
+    mixed = [(t, ms) for t, ms in used_on.items() if len(ms) > 1] if group else ([("", used)] if len(used) > 1 else [])
+    if mixed:
+        where = f" on {mixed[0][0]}" if group else ""
+        raise ImportProblems([f"the logs{where} score with different default metrics ({', '.join(sorted(mixed[0][1]))}); "
                               f"choose one with --metric"])  # fmt: skip
     return merge(tool, logs, metric=", ".join(sorted(used)), threshold=threshold, task=task,
                  sum_repeats=sum_repeats, subtasks=group)

@@ -7,7 +7,6 @@ decision reaches the store at once.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -276,7 +275,27 @@ class ReviewBoard:
         last = on[mine[-1]]
         if not same_decision(last, row) or any(d.decision in ("edit", "withdraw") for d in on[mine[-1] + 1:]):
             return None
-        return last
+        return last if self.unchanged_since(item_id, last, on) else None
+
+    def unchanged_since(self, item_id: str, last: ReviewDecision, on: list[ReviewDecision] | None = None,
+                        exported: datetime | None = None) -> bool:
+        """Did the item stand, when the new decision was made on it, as it did when ``last`` was made, so that
+        the same decision again records nothing? Not where the edit in force changed between the two (an
+        accept given on an edit its author has since rejected no longer counts, and must be given again), nor
+        where a release removed it between them (an accept brings it back). The new decision was made now on
+        the page, or at ``exported`` on a sheet (a sheet exported before the change never showed it: its row
+        is the decision made before). ``on``: the item's decisions, where the caller has them."""
+        if on is None:
+            on = sorted(self.decisions(item_id) + self._elsewhere([self.entry(item_id)]),
+                        key=lambda d: (as_utc(d.created_at), d.id or 0))
+        then = (as_utc(last.created_at), last.id or 0)
+        upto = [d for d in on if (as_utc(d.created_at), d.id or 0) <= then]
+        seen = on if exported is None else [d for d in on if as_utc(d.created_at) <= exported or
+                                            (as_utc(d.created_at), d.id or 0) <= then]  # fmt: skip
+        if outcome(item_id, upto, self.rule).edited_fields != outcome(item_id, seen, self.rule).edited_fields:
+            return False
+        gone = self._removals().get(item_id)
+        return gone is None or gone[1] <= then[0] or (exported is not None and exported < gone[1])
 
     def prepare(
         self,
@@ -424,10 +443,16 @@ class ReviewBoard:
         return {e.item_id: outcome(e.item_id, on.get(e.item_id, []), rule) for e in self.entries}
 
     def removed(self, outcomes: dict[str, Outcome] | None = None) -> dict[str, str]:
-        """This run's items that its latest release keeps out (``release --remove``, its manifest's
+        """This run's items that the benchmark's latest release keeps out (``release --remove``, its manifest's
         ``removed``) with no accept or edit since, each with a line saying so: the rule alone still calls
         such an item accepted, which the page and the sheet had shown as "to be released". ``outcomes``:
         the queue's, where the caller has them."""
+        return {i: line for i, (line, _) in self._removals(outcomes).items()}
+
+    def _removals(self, outcomes: dict[str, Outcome] | None = None) -> dict[str, tuple[str, datetime]]:
+        """``removed``, each with the moment of its removal. The latest release is the newest in the folder
+        of this run's latest one (another run's release into the same folder may have removed this run's
+        item); a folder moved since says nothing."""
         from benchfill.release_carry import _made_as, parse_time
         from benchfill.schema import Release
         from benchfill.store import run_name
@@ -436,25 +461,35 @@ class ReviewBoard:
             rows = sorted(s.exec(self.store.select(Release)), key=lambda r: as_utc(r.created_at))
         if not rows:
             return {}
-        try:  # the release as published (a folder moved or deleted since: nothing to say)
-            manifest = json.loads((Path(rows[-1].path) / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        newest: tuple[datetime, dict[str, Any]] | None = None
+        try:
+            siblings = list(Path(rows[-1].path).parent.iterdir())
+        except OSError:
             return {}
-        record = manifest.get("removed") if isinstance(manifest, dict) else None
-        out: dict[str, str] = {}
+        for folder in siblings:
+            try:
+                manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(manifest, dict) or manifest.get("benchmark") != self.benchmark:
+                continue
+            at = parse_time(manifest.get("released_at_us") or manifest.get("released_at"))
+            if at is not None and (newest is None or at > newest[0]):
+                newest = (at, manifest)
+        record = newest[1].get("removed") if newest else None
+        out: dict[str, tuple[str, datetime]] = {}
         name = run_name(self.store, self.run_dir)  # the run's name in its releases' rows
         for item_id, e in (record.items() if isinstance(record, dict) else ()):
             if not isinstance(e, dict):
                 continue
             base, run = _made_as(str(item_id), e.get("run_id"))
-            if run != name or base not in self._by_id:
-                continue
             since = parse_time(e.get("removed_at"))
+            if run != name or base not in self._by_id or since is None:
+                continue
             o = outcomes[base] if outcomes is not None and base in outcomes else self.outcome_of(base)
-            if not any(d.decision in ("accept", "edit") and since is not None and as_utc(d.created_at) > since
-                       for d in o.decisions):  # fmt: skip
+            if not any(d.decision in ("accept", "edit") and as_utc(d.created_at) > since for d in o.decisions):
                 out[base] = (f"removed from release {e.get('removed_in')} ({e.get('why')}); it stays out of later "
-                             "releases until someone accepts or edits it again")
+                             "releases until someone accepts or edits it again", since)
         return out
 
     def outcome_of(self, item_id: str, rule: ReleaseRule | None = None) -> Outcome:
@@ -526,13 +561,13 @@ def _options_like(entry: QueueEntry, base: dict[str, Any], lines: str) -> Any:
     # split at line breaks only: str.splitlines also breaks at \x0b, \x0c, \x1c-\x1e, \x85, U+2028 and U+2029,
     # which options carry (MMLU-Pro's "\vert" was published as \x0b + "ert"), and the key would name another option
     rows = re.split(r"\r\n|\r|\n", lines)
-    # a label is dropped only where every line carries one, in letter order, as the page shows them (a line
-    # deleted leaves a gap): an option that begins so itself ("E. coli", among unlabelled ones) lost its word
-    label = re.compile(r"^\s*([A-Z])[.)](?:\s+|$)")
+    # each line's label is dropped where most lines carry one, as the page's box shows them (a line retyped
+    # without one, or lines moved, among them): where most carry none, the options are typed plain, and one
+    # that begins like a label ("E. coli", among unlabelled ones) keeps its first word
+    label = re.compile(r"^\s*[A-Z][.)](?:\s+|$)")
     filled = [x for x in rows if not _blank(x)]
-    marks = [label.match(x) for x in filled]
-    lettered = all(marks) and all(a[1] < b[1] for a, b in itertools.pairwise(marks))
-    opts = [o for o in ((label.sub("", x) if lettered else x).strip() for x in filled) if not _blank(o)]
+    lettered = 2 * sum(label.match(x) is not None for x in filled) > len(filled)
+    opts = [o for o in ((label.sub("", x, count=1) if lettered else x).strip() for x in filled) if not _blank(o)]
     if len(opts) < 2:
         raise BenchfillError(f"decision on '{entry.item_id}': edited options must be two or more, one a line")
     if len(opts) > len(GRADED):

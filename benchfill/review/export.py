@@ -21,7 +21,7 @@ from benchfill.data import check_header, long_csv_fields
 from benchfill.errors import BenchfillError, DataError
 from benchfill.review.board import ReviewBoard, hold_moment, moment_after, recorded_moments, same_decision
 from benchfill.review.queue import QueueEntry, marked_diff
-from benchfill.review.rule import Outcome, outcome
+from benchfill.review.rule import Outcome, outcome, reviewer_key
 from benchfill.schema import as_utc, now
 
 DECISION_COLUMNS = ("reviewer", "decision", "reason", "edited_text", "edited_answer", "edited_options")
@@ -253,14 +253,18 @@ def _record_sheet(board: ReviewBoard, path: Path, reviewer: str | None, rows: li
     if exported is not None:
         _check_export_time(board, path, exported)
     sheet = f"sheet:{exported.isoformat()}" if exported else "sheet"
-    latest = {(d.item_id, d.reviewer): d for d in board.decisions()}
+    # a reviewer is their name without regard to case or spacing, as the release rule counts them: "Alice" on a
+    # sheet is the alice of the page, whose later decision the row must not undo
+    latest = {(d.item_id, reviewer_key(d.reviewer)): d for d in board.decisions()}
     moved = _changed_since(board, exported, sheet, {(r.item_id, r.reviewer) for r in rows}) if exported else {}
     fresh = []
     for r, line in zip(rows, lines, strict=True):
         r.source = sheet
-        prev = latest.get((r.item_id, r.reviewer))
-        if prev is not None and same_decision(prev, r):
+        prev = latest.get((r.item_id, reviewer_key(r.reviewer)))
+        if prev is not None and same_decision(prev, r) and board.unchanged_since(r.item_id, prev, exported=exported):
             continue
+        if r.decision == "edit" and _own_edit_in_force(board, r):
+            continue  # the reviewer's own edit, still in force (their accept on the page since keeps it)
         if prev is not None and exported is None:
             # No export time (a sheet made by hand, or one whose column was cut): nothing shows it was
             # filled in after that decision, so it may add decisions but replace none.
@@ -291,6 +295,13 @@ def _record_sheet(board: ReviewBoard, path: Path, reviewer: str | None, rows: li
     return len(fresh)
 
 
+def _own_edit_in_force(board: ReviewBoard, row: Any) -> bool:
+    """Is ``row``'s edit the one in force, by its own reviewer? Then it records nothing new."""
+    now = board.outcome_of(row.item_id)
+    return (now.edited_by is not None and reviewer_key(now.edited_by) == reviewer_key(row.reviewer)
+            and now.edited_fields == json.loads(row.edited_json or "null"))
+
+
 def _changed_since(board: ReviewBoard, exported: datetime, sheet: str,
                    pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """The (item, reviewer) pairs of ``pairs`` whose item's edit in force is not the one the sheet showed
@@ -307,7 +318,8 @@ def _changed_since(board: ReviewBoard, exported: datetime, sheet: str,
             continue  # not in the queue: _read_sheet names it
         mine = on.get(item_id, [])
         now = outcome(item_id, mine, board.rule)  # as ReviewBoard.outcomes has it
-        then = [d for d in mine if as_utc(d.created_at) <= exported or (d.source == sheet and d.reviewer == reviewer)]
+        then = [d for d in mine if as_utc(d.created_at) <= exported
+                or (d.source == sheet and reviewer_key(d.reviewer) == reviewer_key(reviewer))]
         before = outcome(item_id, then, board.rule)
         if before.edited_fields != now.edited_fields:
             by = now.edited_by
@@ -376,9 +388,9 @@ def _read_sheet(board: ReviewBoard, path: Path, reviewer: str | None) -> tuple[l
                     ))  # fmt: skip
                 except BenchfillError as exc:
                     raise DataError(f"{where}: {exc}") from None
-                key = (item_id, rows[-1].reviewer)
+                key = (item_id, reviewer_key(rows[-1].reviewer))
                 if key in first_line:
-                    raise DataError(f"{where}: a second decision by {key[1]} on '{item_id}' (the first is on line "
+                    raise DataError(f"{where}: a second decision by {rows[-1].reviewer} on '{item_id}' (the first is on line "
                                     f"{first_line[key]}); keep one")
                 first_line[key] = line
                 lines.append(line)
@@ -560,7 +572,7 @@ def _unimported(board: ReviewBoard, path: Path) -> int:
     for row, decision, item_id, who in filled:
         prev = None
         for d in by_item.get(item_id, ()):  # oldest first: the reviewer's last one stands
-            if d.reviewer == who:
+            if reviewer_key(d.reviewer) == reviewer_key(who):
                 prev = d
         if (item_id, who) in moved:
             continue
@@ -589,7 +601,7 @@ def _settled(board: ReviewBoard, row: dict[str, Any], reviewer: str, prev, decis
                             options=(row.get("edited_options") or None) if edit else None)
     except BenchfillError:
         return decision == "withdraw"  # withdrawn already: nothing left to withdraw, nothing to record
-    return same_decision(prev, new)
+    return same_decision(prev, new) and board.unchanged_since(prev.item_id, prev, exported=exported)
 
 
 def _atomic_write(path: Path, write, encoding: str = "utf-8") -> None:

@@ -37,7 +37,7 @@ from benchfill.errors import BenchfillError
 from benchfill.redact import scrub
 from benchfill.review.board import Changed, ReviewBoard
 from benchfill.review.queue import QueueEntry, text_diff
-from benchfill.review.rule import Outcome, ReleaseRule, latest_per_reviewer, reviewer_key
+from benchfill.review.rule import Outcome, ReleaseRule, latest_per_reviewer, outcome, reviewer_key
 from benchfill.store import ReadOnlyStore
 
 HOST = "127.0.0.1"
@@ -66,8 +66,9 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         outcomes = board.outcomes()
         removed = board.removed(outcomes)
         rows = "".join(_queue_row(e, outcomes[e.item_id], removed.get(e.item_id)) for e in board.entries)
+        removed = {i: line for i, line in removed.items() if outcomes[i].status == "accepted"}  # else its own status
         counts = {k: sum(o.status == k for o in outcomes.values()) for k in ("pending", "accepted", "rejected")}
-        counts["accepted"] -= sum(outcomes[i].status == "accepted" for i in removed)
+        counts["accepted"] -= len(removed)
         tally = ", ".join(f"{n} {k}" for k, n in counts.items()) + (f", {len(removed)} removed" if removed else "")
         none_left = ("<p id='none-left'><strong>No pending item is left for you to review.</strong></p>"
                      if request.query_params.get("pending") == "none" else "")
@@ -294,7 +295,13 @@ def _estimate(d: dict | None) -> str:
 def _gap(r: dict) -> str:
     """The gap's edges on z, so that a confirmed z can be checked against them."""
     g = r.get("gap") or {}
-    return f"[{_num(g.get('left'))}, {_num(g.get('right'))}]" if g.get("left") is not None else ""
+    if g.get("left") is None:
+        return ""
+    try:  # its width, which says how near the edges an item has to land (a tampered record: no width)
+        width = f" (width {_num(float(g['right']) - float(g['left']))})"
+    except (TypeError, ValueError, KeyError):
+        width = ""
+    return f"[{_num(g.get('left'))}, {_num(g.get('right'))}]{width}"
 
 
 def _truth(r: dict) -> str:
@@ -330,8 +337,8 @@ def _item_body(e: QueueEntry, o: Outcome, prev: str | None = None, next_: str | 
     decisions = "".join(
         f"<li>{_shown(d.reviewer)}: {_shown(d.decision)}{(' &ndash; ' + _shown(d.reason)) if d.reason else ''}"
         f" <small>{_shown(d.created_at.isoformat(timespec='seconds'))}"
-        f"{'' if d.run_id == run else ' in run ' + _shown(d.run_id)}</small>{_edit_said(d, e)}</li>"  # a reused item's, made elsewhere
-        for d in o.decisions
+        f"{'' if d.run_id == run else ' in run ' + _shown(d.run_id)}</small>{_edit_said(d, e, o.decisions[:k])}</li>"  # a reused item's, made elsewhere
+        for k, d in enumerate(o.decisions)
     )
     current = o.edited_fields or e.child
     iid = _shown(e.item_id)
@@ -419,16 +426,18 @@ def _shown(s: str) -> str:
     return UNSEEN.sub(lambda m: f"[U+{ord(m[0]):04X}]", escape(s))
 
 
-def _edit_said(d: Any, e: QueueEntry) -> str:
-    """What an edit decision set, field by field where it differs from the proposal (the page's list of
-    decisions; the sheet's ``edited_to`` shows only the edit in force)."""
+def _edit_said(d: Any, e: QueueEntry, before: list[Any]) -> str:
+    """What an edit decision set, field by field where it differs from the item as it stood when it was made
+    (the edit in force by the decisions ``before`` it, else the proposal): the page's list of decisions, where
+    a withdrawn or overridden edit is otherwise lost (the sheet's ``edited_to`` shows only the edit in force)."""
     if d.decision != "edit" or not d.edited_json:
         return ""
     try:
         fields = json.loads(d.edited_json)
     except ValueError:
         return ""
-    changed = {k: v for k, v in fields.items() if e.child.get(k) != v} if isinstance(fields, dict) else {}
+    base = outcome(e.item_id, before, ReleaseRule()).edited_fields or e.child
+    changed = {k: v for k, v in fields.items() if base.get(k) != v} if isinstance(fields, dict) else {}
     if not changed:
         return ""
     rows = "".join(f"<dt>{_shown(str(k))}</dt><dd><pre>{_shown(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))}</pre></dd>"
