@@ -51,7 +51,7 @@ from benchfill.review.card import (
     dataset_card,
     ecdf_plot,
 )
-from benchfill.review.rule import ReleaseRule
+from benchfill.review.rule import RULE_VERSION, ReleaseRule
 from benchfill.run import INPUTS_META
 from benchfill.schema import Item, Release, ReviewDecision, as_utc
 from benchfill.store import run_name, simulated_run
@@ -368,7 +368,8 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     meta["coverage"] = {"before": before, "after": after}
     entry = changelog_entry(version, f"{now[:10]} UTC", meta["run_id"], added, meta["release_rule"], before, after,
                             outside=[i for i in added if i in meta["outside_gap"]])
-    entry = _mark_simulated(entry, meta) + carry.changelog() + kept.changelog()
+    entry = _mark_simulated(entry, meta) + carry.changelog() + kept.changelog() + _rule_changed(
+        board, outcomes, prev_dir, previous[-1] if previous else "")
     old_log = _read_text(bench_dir / previous[-1] / "CHANGELOG.md") if previous else ""
     changelog = entry + ("\n" + old_log.split("\n", 2)[2] if old_log.startswith("# Changelog") else "")
     changelog = f"# Changelog of {bench}\n\n{changelog}"
@@ -394,7 +395,9 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
                     "provenance_columns": list(PROVENANCE), "files": _hashes(tmp),
                     "scale_of_record_sha256": record.sha256(bench_dir),
                     # removals still in force: a later release from the run that made them keeps them out
-                    "removed": kept.removed}  # fmt: skip
+                    "removed": kept.removed,
+                    # how the review decisions were read (review/rule.py): the next release names what another reading moves
+                    "review_rule_version": RULE_VERSION}  # fmt: skip
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         digest = _sha256(tmp / MANIFEST)
         _publishable(tmp)
@@ -1500,6 +1503,33 @@ def _load_rows(path: Path) -> dict[str, dict]:
             first[item_id] = n
             rows[item_id] = row
     return rows
+
+
+def _rule_changed(board: ReviewBoard, outcomes: dict, prev_dir: Path | None, prev_version: str) -> str:
+    """A changelog line naming the items the decisions the previous release was made from now pass otherwise,
+    where that release was made under an earlier reading of them (``RULE_VERSION``): an upgrade that moves an
+    item in or out, or ships another version of it, with no decision made since, is said, not left to look
+    like a reviewer's doing."""
+    from benchfill.review.rule import outcome, outcome_before_2
+
+    if prev_dir is None or _manifest(prev_dir).get("review_rule_version", 1) >= RULE_VERSION:
+        return ""
+    since = parse_time(_released_at(prev_dir))
+    otherwise = []
+    for item_id, o in outcomes.items():
+        then = [d for d in o.decisions if since is None or as_utc(d.created_at) <= since]
+        new = outcome(item_id, then, board.rule)
+        status, edit = outcome_before_2(item_id, then, board.rule)
+        if (new.status, new.edited_fields) != (status, json.loads(edit) if edit else None):
+            otherwise.append(f"{untrusted.md_code(item_id)} ({status} -> {new.status}"
+                             + (", another edit in force" if new.edited_fields != (json.loads(edit) if edit else None)
+                                else "") + ")")
+    if not otherwise:
+        return ""
+    return (f"- read as this benchfill reads review decisions, {len(otherwise)} item(s) stand otherwise on the "
+            f"decisions {prev_version} was made from: {', '.join(otherwise)} (an accept now counts for the version "
+            "it was given on, an editor's own accept keeps the edit, and reviewer names are compared without "
+            "regard to case; README, review)\n")
 
 
 def _manifest(path: Path) -> dict[str, Any]:

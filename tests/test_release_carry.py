@@ -351,3 +351,34 @@ def test_a_removal_by_another_runs_release_shows_and_an_accept_given_again_bring
         assert len(b.decisions(CHILD_IDS[1])) == 2 and again.id == b.decisions(CHILD_IDS[1])[1].id
         assert b.removed() == {}
         assert b.decide(CHILD_IDS[1], "frank", "accept").id == again.id  # and once only
+
+
+def test_a_release_after_an_upgrade_names_the_items_the_new_reading_of_decisions_moves(tmp_path, shared_data):
+    # decisions an earlier benchfill read otherwise: alice edits, bob accepts, alice accepts (her edit had
+    # dropped out of force), and 1.0.0 made then; the next release names what this benchfill reads otherwise
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "alice", "edit", answer="78")
+        b.decide(CHILD_IDS[0], "bob", "accept")
+        b.decide(CHILD_IDS[0], "alice", "accept")
+        b.decide(CHILD_IDS[1], "ann", "accept")
+    v1 = release(run, "1.0.0")
+    manifest = json.loads((v1.path / "manifest.json").read_text())
+    assert manifest["review_rule_version"] == 2
+    del manifest["review_rule_version"]  # as a release made before the reading changed
+    (v1.path / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    import hashlib
+
+    from benchfill.schema import Release
+
+    with ReviewBoard(run) as b, b.store.session() as s:  # and its sha256 in the store, as that release recorded it
+        row = s.exec(b.store.select(Release)).one()
+        row.manifest_sha256 = hashlib.sha256((v1.path / "manifest.json").read_bytes()).hexdigest()
+        s.add(row)
+        s.commit()
+    v2 = release(run, "1.1.0")
+    entry = (v2.path / "CHANGELOG.md").read_text().split("### 1.1.0", 1)[1].split("### 1.0.0", 1)[0]
+    assert (f"1 item(s) stand otherwise on the decisions 1.0.0 was made from: `{CHILD_IDS[0]}` "
+            "(accepted -> accepted, another edit in force)") in entry
+    v3 = release(run, "1.2.0")  # made under this reading: nothing to say
+    assert "stand otherwise" not in (v3.path / "CHANGELOG.md").read_text().split("### 1.1.0", 1)[0]

@@ -57,6 +57,30 @@ class Outcome:
         return self.status == "accepted"
 
 
+# 2: an accept counts for the version it was given on, an editor's own accept keeps their edit, names are
+# compared without regard to case or spacing. A release records it, so that the next one made under another
+# rule can name the items that now stand otherwise (``outcome_before_2``).
+RULE_VERSION = 2
+
+
+def outcome_before_2(item_id: str, decisions: list[ReviewDecision], rule: ReleaseRule) -> tuple[str, str | None]:
+    """(status, the edit in force as JSON) as benchfill read them before ``RULE_VERSION`` 2: each reviewer's
+    latest decision by exact name; an edit in force only while it was its author's latest decision; once an
+    item was edited, only the edit and accepts made after it counted. Kept to say what an upgrade changed."""
+    latest: dict[str, ReviewDecision] = {}
+    for d in sorted((d for d in decisions if d.item_id == item_id), key=_order):
+        latest[d.reviewer] = d
+    rejected = [r for r, d in latest.items() if d.decision == "reject"]
+    edits = [d for d in latest.values() if d.decision == "edit" and d.edited_json]
+    last_edit = max(edits, key=_order) if edits else None
+    since = _order(last_edit) if last_edit else None
+    accepted = [r for r, d in latest.items()
+                if d is last_edit or (d.decision == "accept" and (since is None or _order(d) > since))]
+    status = ("rejected" if len(rejected) > rule.max_rejects else "accepted" if len(accepted) >= rule.min_accepts
+              else "pending")
+    return status, last_edit.edited_json if last_edit else None
+
+
 def reviewer_key(name: str) -> str:
     """Who a name stands for: one reviewer typing "Alice", "alice " and "ALICE" is one vote, not three."""
     return " ".join(name.split()).casefold()
