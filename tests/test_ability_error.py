@@ -447,6 +447,10 @@ def test_a_chosen_item_beyond_the_panels_reach_is_flagged_wherever_it_appears():
     near = result(0.02)
     near.mark_outside()
     assert near.chosen.flags == []
+    # the half-width is the bound, not the width: a fixed se of 0.041 (0.04 and 0.01) is past 0.03, within 0.06
+    between = result(0.04)
+    between.mark_outside()
+    assert between.chosen.flags == ["beyond_reach"]
 
 
 def test_a_flat_items_placement_moves_further_with_the_answers_noise_worked_by_hand():

@@ -105,6 +105,9 @@ def test_diagnose_reports_posterior_uncertainty_from_draws(tmp_path, capsys):
     f.save(tmp_path / "fit.json")
     d = _json(capsys, ["diagnose", "--fit", str(tmp_path / "fit.json"), "--json"])
     zd = f.z_draws
+    # each draw normalized by its own min and max (Appendix C.6), worked out here, not read off the fit
+    by_hand = (draws - draws.min(axis=1, keepdims=True)) / np.ptp(draws, axis=1, keepdims=True)
+    assert np.allclose(zd, by_hand) and np.allclose(zd.min(axis=1), 0) and np.allclose(zd.max(axis=1), 1)
     assert d["posterior"]["max_gap"]["mean"] == pytest.approx(np.mean([max_gap(r) for r in zd]))
     assert d["posterior"]["ddm"]["mean"] == pytest.approx(np.mean([ddm(r) for r in zd]))
     assert d["top_k_sum"] == pytest.approx(top_k_gap_sum(f.z, 5))

@@ -216,3 +216,13 @@ def test_a_p_value_is_never_zero():
     # no permutation reaches an observed result this extreme: p is 1 / (1 + permutations), not 0
     gain, p = stratified_permutation_test([0], [1000], [1000], [1000], permutations=99, seed=0)
     assert gain == 1.0 and p == pytest.approx(1 / 100)
+
+
+def test_default_bands_place_an_item_by_its_pooled_accuracy_not_its_before_accuracy():
+    # docs/detect.md: "pooled rather than 'before' accuracy". q0: 0 of 10 before, 10 of 10 after: by its
+    # before accuracy alone it is the hardest (z 1, last band); pooled (10 of 20) it sits at z 0.5
+    before = _matrix("M", ["q0", "q1"], [0, 5], [10, 10])
+    after = _matrix("M", ["q0", "q1"], [10, 5], [10, 10])
+    res = detect(before, after, permutations=0)
+    [band] = [b for b in res.bands if b.n_items and b.lo <= 0.5 < b.hi]
+    assert band.n_items == 2 and (band.lo, band.hi) == (0.4, 0.6)

@@ -30,6 +30,7 @@ def mmlu_items(shared_data):
         ("Answer: (h)", "H"),
         ("Thinking\n\nE", "E"),
         ("(A) looks plausible but the answer is (F)", "F"),
+        ("The answer is (A). Wait, that misreads the units: the answer is (C).", "C"),  # the last one stands
         (r"so \boxed{G}", "G"),
         ("**Answer**: B", "B"),
         (r"\boxed{\text{B}}", "B"),

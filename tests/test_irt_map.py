@@ -218,3 +218,18 @@ def test_map_is_the_mode_with_the_dense_inverse_information_on_either_side(n_mod
     se = np.sqrt(np.diag(np.linalg.inv(info)))
     np.testing.assert_allclose(f.ability_se, se[:n_models], rtol=1e-6)
     np.testing.assert_allclose(f.difficulty_se, se[n_models:], rtol=1e-6)
+
+
+def test_the_2pl_standard_errors_are_the_conditional_ones_by_numeric_curvature():
+    # documented as each parameter's own information plus its prior, the others held at the mode: without a
+    # guessing floor the logistic's observed and Fisher information agree, so 1 / sqrt(-d2 logpost / dx2)
+    sim = simulate_responses(6, 9, 8, seed=5, discrimination=np.exp(np.linspace(-0.6, 0.6, 9)))
+    f = fit(sim.matrix, engine="map", model="2pl", guessing=False)
+    post = Posterior(sim.matrix, model="2pl", guessing=False)
+    x = np.concatenate([f.ability, f.difficulty, np.log(f.discrimination)])
+    h = 1e-5
+    curv = np.array([(post.logp_grad(x + h * e)[1] - post.logp_grad(x - h * e)[1])[k] / (2 * h)
+                     for k, e in enumerate(np.eye(post.dim))])  # fmt: skip
+    n_m, n_i = sim.matrix.n_models, sim.matrix.n_items
+    np.testing.assert_allclose(f.ability_se, 1 / np.sqrt(-curv[:n_m]), rtol=1e-4)
+    np.testing.assert_allclose(f.difficulty_se, 1 / np.sqrt(-curv[n_m:n_m + n_i]), rtol=1e-4)

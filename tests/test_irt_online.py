@@ -107,3 +107,24 @@ def test_an_item_hundreds_of_logits_away_gives_zero_information_without_nan_or_w
         warnings.simplefilter("error")  # exp overflow once made p NaN (inf * 0) with a RuntimeWarning
         np.testing.assert_array_equal(item_information(1000.0, THETA), np.zeros(THETA.size))
         np.testing.assert_array_equal(item_information(-1000.0, THETA, 0.25), np.zeros(THETA.size))
+
+
+def test_an_all_correct_item_sits_at_the_penalised_maximum_with_its_se():
+    # no finite MLE: the estimate is the maximum of log-likelihood + the N(mean, sd^2) prior's log density
+    theta, c, k, mean, sd = np.array([-1.0, 0.0, 1.0]), np.full(3, 8), np.full(3, 8), 0.3, 3.0
+    est = online_calibrate(c, k, theta, prior_mean=mean, prior_sd=sd)
+
+    def neg(b):
+        p = 1 / (1 + np.exp(b - theta))
+        return -np.sum(c * np.log(p) + (k - c) * np.log1p(-p)) + 0.5 * ((b - mean) / sd) ** 2
+
+    ref = minimize_scalar(neg, bounds=(-20, 10), method="bounded", options={"xatol": 1e-10})
+    assert est.difficulty == pytest.approx(ref.x, abs=1e-6)
+    h = 1e-4
+    info = (neg(ref.x + h) - 2 * neg(ref.x) + neg(ref.x - h)) / h**2
+    assert est.se == pytest.approx(1 / np.sqrt(info), rel=1e-3)
+
+
+def test_exactly_at_chance_is_below_chance_not_diverged():
+    est = online_calibrate([2, 2, 2], [8, 8, 8], [0.0, 1.0, 2.0], chance=0.25)
+    assert est.flags == ("no_finite_mle", "at_or_below_chance")

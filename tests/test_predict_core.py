@@ -108,6 +108,19 @@ def test_pairwise_accuracy_by_hand_counts_ties_as_misses_and_stays_within_groups
     assert pairwise_accuracy(np.zeros(5), target, ["a"] * 5) == 0.0
     big = np.random.default_rng(0).permutation(2000).astype(float)
     assert pairwise_accuracy(big, big) == 1.0 and pairwise_accuracy(-big, big) == 0.0
+    # across groups no pair counts: each group ordered right, group b's predictions all below a's while its
+    # targets lie above (pooled, the 4 cross pairs would be misses: 2/6)
+    pred, target = np.array([5.0, 6.0, 1.0, 2.0]), np.array([1.0, 2.0, 8.0, 9.0])
+    assert pairwise_accuracy(pred, target, ["a", "a", "b", "b"]) == 1.0
+    assert pairwise_accuracy(pred, target) == pytest.approx(2 / 6)
+
+
+def test_spearman_is_a_rank_correlation():
+    from benchfill.predict.evaluate import spearman
+
+    x = np.linspace(0.1, 3.0, 12)
+    assert spearman(x, x**5) == pytest.approx(1.0)  # monotone, far from linear (Pearson 0.87)
+    assert spearman(x, -np.exp(x)) == pytest.approx(-1.0)
 
 
 def test_response_auc_by_hand_and_the_constant_prediction_case():

@@ -289,3 +289,32 @@ def test_a_panel_that_cannot_reach_alpha_is_said_to_have_no_power():
     # four trials each: the test can flag (item E of the hand matrix is)
     hand = profile(hand_matrix(), order=MODELS, cache_dir=False, draws=199)
     assert hand.powerless == 0 and math.isnan(hand.least_o) and hand["E"].flagged
+
+
+def test_concentration_reads_the_strongest_quarter_not_the_weakest():
+    # docs/profiles.md: concentration from the strongest ceil(n/4) models; the weak end of this item spreads
+    # its answers over three states, the strong end over two, so the two ends differ
+    m = hand_matrix()
+    answers = {}
+    for j, model in enumerate(MODELS):
+        k = HAND["A"][j]
+        answers[(model, "A")] = {"right": k, "w1": T - k} if j != 1 else {"right": 1, "w1": 1, "w2": 2}
+    bp = profile(m, order=MODELS, answers=answers, n_states={"A": 4}, cache_dir=False, draws=99)
+    e = bp["A"].entropy
+    assert e[1] != pytest.approx(e[3])
+    assert bp["A"].concentration == pytest.approx(1 - (e[3] + e[4]) / 2)
+
+
+def test_an_item_at_exactly_alpha_is_flagged_and_the_weighted_means_weigh_by_validity(hand_profile):
+    p = hand_profile["E"]
+    assert p.flagged and p.order_consistency <= hand_profile.alpha
+    # o <= alpha, the boundary included: at 19 draws the least o is 1/20 = alpha
+    at = profile(hand_matrix(), order=MODELS, cache_dir=False, draws=19, alpha=0.05)
+    assert any(x.order_consistency == pytest.approx(0.05) for x in at.items)
+    assert all(x.flagged == (x.order_consistency <= 0.05) for x in at.items)
+    s = hand_profile.summary()
+    rising = [x for x in hand_profile.items if not x.flat]
+    x = np.array([q.position for q in rising])
+    v = np.array([q.validity for q in rising])
+    assert s["position_weighted_mean"] == pytest.approx(float(np.sum(x * v) / np.sum(v)))
+    assert s["position_weighted_mean"] != pytest.approx(float(np.mean(x)))

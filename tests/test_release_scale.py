@@ -88,6 +88,11 @@ def test_a_release_from_another_run_puts_every_column_of_a_new_row_on_the_scale_
     order = [ids[i] for i in np.argsort(fit_b.z)]
     new = {r["id"].split("@")[0]: r for r in _rows(b) if r["origin"] == "generated" and r["released_in"] == "1.1.0"}
     assert sorted(new) == sorted(CHILD_IDS)
+    # the originals' standard errors too, through the same map (the run's b se stretched by its slope)
+    kept = [r for r in _rows(b) if r["origin"] == "original" and r["id"] in ids]
+    assert len(kept) == len(ids)
+    for r in kept:
+        assert r["difficulty_se"] == pytest.approx(slope * float(fit_b.difficulty_se[ids.index(r["id"])]), rel=1e-6)
     for rec in recs:
         row, conf, ann = new[rec["item_id"]], rec["confirmed"], rec["annotated"]
         assert row["difficulty_source"] == "confirmed"

@@ -38,6 +38,10 @@ def test_a_chosen_item_outside_its_gap_is_flagged_everywhere(tmp_path):
         assert not g["left"] < g["confirmed_z"] < g["right"]
         assert g["inside_probability"] < 0.5  # placed outside, so more likely outside than in
     assert rep["gaps_filled"] == 0 and rep["gaps_outside"] == len(chosen)
+    # each count is its own status's, and together with the failed ones they are every gap
+    statuses = [g["status"] for g in rep["gaps"]]
+    assert rep["gaps_outside"] == statuses.count("outside_gap") and rep["gaps_filled"] == statuses.count("filled")
+    assert statuses.count("failed") + rep["gaps_outside"] + rep["gaps_filled"] == len(statuses)
     assert f"{len(chosen)} chosen item(s) lie outside their gap" in md and "outside_gap" in md
     queue = [json.loads(x) for x in (d / "review_queue.jsonl").read_text().splitlines()]
     assert queue and all("outside_gap" in q["flags"] for q in queue)

@@ -699,3 +699,14 @@ def test_a_run_an_earlier_benchfill_made_with_an_idle_option_is_resumed_in_its_f
     assert run_id_for(opts) == old
     # the command without the option names the run of its own id (it cannot know the old one)
     assert run_id_for(RunOptions(benchmark="demo", runs_dir=str(tmp_path), strategy="oracle")) == new
+
+
+def test_how_a_run_is_shown_is_no_part_of_its_id_and_a_world_knob_none_of_a_real_runs(tmp_path):
+    base = dict(benchmark="demo", runs_dir=str(tmp_path))
+    # --quiet (progress off) resumes the run it was begun as
+    assert RunOptions(**base, progress=False).identity() == RunOptions(**base, progress=True).identity()
+    # a simulated world's knob decides a simulated run, and no real one (real runs keep the ids they had)
+    sim = [RunOptions(**base, backend="sim", sim_discrimination=s).identity() for s in (0.0, 0.5)]
+    assert sim[0] != sim[1]
+    real = RunOptions(**base, backend="openai", config=str(tmp_path / "p.toml")).identity()
+    assert "sim_discrimination" not in real

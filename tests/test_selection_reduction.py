@@ -103,3 +103,11 @@ def test_a_run_takes_the_reduction_rule_and_names_the_rules_it_knows():
         RunOptions(selection="nearest").check()
     with pytest.raises(ConfigError, match="posterior, reduction, closest"):
         chooser("nearest", Steering(), _annotator())
+
+
+def test_the_posterior_rule_makes_an_imprecise_child_pay_for_its_variance():
+    # both annotated on the target (posterior mean = the target): only their variances differ. With the
+    # variance term left out of the loss they tie, and the id ("a", the imprecise one) would decide.
+    ann = _annotator()
+    loose, tight = _child("a", 0.7, 0.2), _child("b", 0.7, 0.01)
+    assert chooser("posterior", Steering(), ann)([loose, tight], 0.7) is tight

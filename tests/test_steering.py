@@ -57,6 +57,8 @@ def test_each_parent_gets_its_own_offset_shrunk_toward_the_gaps():
     # by hand: the residuals are ~0.06 each (clipped at 2 sigma if larger); 4 of them over 4 + 2
     assert own - base == pytest.approx(0.04, abs=0.01)
     assert st.ask(0.5, 0.5, "odd") < st.ask(0.5, 0.5, "p0")
+    # where a child of that parent is predicted to land (the posterior selection's prior) moves by as much
+    assert st.predict(0.5, 0.45, "odd") - st.predict(0.5, 0.45, "") == pytest.approx(own - base, abs=1e-12)
 
 
 def test_asks_stay_on_the_prompt_scale_and_near_the_target():
