@@ -27,8 +27,9 @@ def _report(d):
 
 def test_a_chosen_item_outside_its_gap_is_flagged_everywhere(tmp_path):
     # Every child comes out 4 logits harder than the rewriter meant: none can land in these gaps.
+    # (three gaps: one chosen outside, two failed, so that the counts of each status differ)
     opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), sim_rewriter="kind",
-                      sim_rewriter_knobs={"drift": 4.0}, **FAST)
+                      sim_rewriter_knobs={"drift": 4.0}, **{**FAST, "gaps": 3})
     d = run(opts)
     rep, md = _report(d)
     chosen = [g for g in rep["gaps"] if g["chosen_id"]]
@@ -40,6 +41,7 @@ def test_a_chosen_item_outside_its_gap_is_flagged_everywhere(tmp_path):
     assert rep["gaps_filled"] == 0 and rep["gaps_outside"] == len(chosen)
     # each count is its own status's, and together with the failed ones they are every gap
     statuses = [g["status"] for g in rep["gaps"]]
+    assert statuses.count("outside_gap") != statuses.count("failed")
     assert rep["gaps_outside"] == statuses.count("outside_gap") and rep["gaps_filled"] == statuses.count("filled")
     assert statuses.count("failed") + rep["gaps_outside"] + rep["gaps_filled"] == len(statuses)
     assert f"{len(chosen)} chosen item(s) lie outside their gap" in md and "outside_gap" in md
