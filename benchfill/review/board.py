@@ -106,6 +106,7 @@ class ReviewBoard:
         if not isinstance(run_dir, (str, os.PathLike)):  # a library caller's slip: said, not a TypeError
             raise ConfigError(f"run_dir: expected a run folder's path, got {type(run_dir).__name__} {run_dir!r}")
         self.run_dir = Path(run_dir)
+        self._manifests: tuple[tuple, Any] | None = None  # (what the release folder held, its latest removals)
         if not self.run_dir.is_dir():
             raise ConfigError(f"{self.run_dir}: no such run directory")
         self._store = open_run_store(self.run_dir, create=False, writable=writable)
@@ -461,22 +462,28 @@ class ReviewBoard:
             rows = sorted(s.exec(self.store.select(Release)), key=lambda r: as_utc(r.created_at))
         if not rows:
             return {}
-        newest: tuple[datetime, dict[str, Any]] | None = None
         try:
-            siblings = list(Path(rows[-1].path).parent.iterdir())
+            siblings = sorted(Path(rows[-1].path).parent.iterdir())
+            # the manifests as they stand (each checked by its time of change): read again only when one
+            # changed, not once per decision of a sheet's import
+            key = tuple((f.name, (f / "manifest.json").stat().st_mtime_ns) for f in siblings
+                        if (f / "manifest.json").is_file())
         except OSError:
             return {}
-        for folder in siblings:
-            try:
-                manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if not isinstance(manifest, dict) or manifest.get("benchmark") != self.benchmark:
-                continue
-            at = parse_time(manifest.get("released_at_us") or manifest.get("released_at"))
-            if at is not None and (newest is None or at > newest[0]):
-                newest = (at, manifest)
-        record = newest[1].get("removed") if newest else None
+        if self._manifests is None or self._manifests[0] != key:
+            newest: tuple[datetime, dict[str, Any]] | None = None
+            for folder in siblings:
+                try:
+                    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    continue
+                if not isinstance(manifest, dict) or manifest.get("benchmark") != self.benchmark:
+                    continue
+                at = parse_time(manifest.get("released_at_us") or manifest.get("released_at"))
+                if at is not None and (newest is None or at > newest[0]):
+                    newest = (at, manifest)
+            self._manifests = (key, newest[1].get("removed") if newest else None)
+        record = self._manifests[1]
         out: dict[str, tuple[str, datetime]] = {}
         name = run_name(self.store, self.run_dir)  # the run's name in its releases' rows
         for item_id, e in (record.items() if isinstance(record, dict) else ()):
