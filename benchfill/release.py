@@ -369,7 +369,7 @@ def _release(board: ReviewBoard, run_dir: Path, version: str, bench_dir: Path,
     entry = changelog_entry(version, f"{now[:10]} UTC", meta["run_id"], added, meta["release_rule"], before, after,
                             outside=[i for i in added if i in meta["outside_gap"]])
     entry = _mark_simulated(entry, meta) + carry.changelog() + kept.changelog() + _rule_changed(
-        board, outcomes, prev_dir, previous[-1] if previous else "")
+        board, outcomes, prev_dir, previous[-1] if previous else "", prev_rows, name)
     old_log = _read_text(bench_dir / previous[-1] / "CHANGELOG.md") if previous else ""
     changelog = entry + ("\n" + old_log.split("\n", 2)[2] if old_log.startswith("# Changelog") else "")
     changelog = f"# Changelog of {bench}\n\n{changelog}"
@@ -1505,19 +1505,25 @@ def _load_rows(path: Path) -> dict[str, dict]:
     return rows
 
 
-def _rule_changed(board: ReviewBoard, outcomes: dict, prev_dir: Path | None, prev_version: str) -> str:
+def _rule_changed(board: ReviewBoard, outcomes: dict, prev_dir: Path | None, prev_version: str,
+                  prev_rows: dict[str, dict], name: str) -> str:
     """A changelog line naming the items the decisions the previous release was made from now pass otherwise,
     where that release was made under an earlier reading of them (``RULE_VERSION``): an upgrade that moves an
     item in or out, or ships another version of it, with no decision made since, is said, not left to look
-    like a reviewer's doing."""
+    like a reviewer's doing. Only this run's items that release was made from count (another run's release
+    read none of this run's decisions), and only those with no decision since it."""
     from benchfill.review.rule import outcome, outcome_before_2
 
     if prev_dir is None or _manifest(prev_dir).get("review_rule_version", 1) >= RULE_VERSION:
         return ""
+    if not any(r.get("run_id") == name and r.get("released_in") == prev_version for r in prev_rows.values()):
+        return ""  # (made by another run: it read none of these decisions)
     since = parse_time(_released_at(prev_dir))
     otherwise = []
     for item_id, o in outcomes.items():
-        then = [d for d in o.decisions if since is None or as_utc(d.created_at) <= since]
+        if since is None or any(as_utc(d.created_at) > since for d in o.decisions):
+            continue  # decided again since: the changelog's other lines say what that did
+        then = o.decisions
         new = outcome(item_id, then, board.rule)
         status, edit = outcome_before_2(item_id, then, board.rule)
         if (new.status, new.edited_fields) != (status, json.loads(edit) if edit else None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -382,3 +383,112 @@ def test_a_release_after_an_upgrade_names_the_items_the_new_reading_of_decisions
             "(accepted -> accepted, another edit in force)") in entry
     v3 = release(run, "1.2.0")  # made under this reading: nothing to say
     assert "stand otherwise" not in (v3.path / "CHANGELOG.md").read_text().split("### 1.1.0", 1)[0]
+
+
+def test_a_sheet_exported_before_a_removal_cannot_bring_the_item_back_unseen(tmp_path, shared_data):
+    import csv
+
+    from benchfill.errors import DataError
+    from benchfill.review import export_queue, import_decisions
+
+    run = make_run(tmp_path, shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "frank", "accept")
+        b.decide(CHILD_IDS[1], "frank", "accept")
+    release(run, "1.0.0")
+    _, sheet = export_queue(run, tmp_path / "sheet")  # exported before the removal
+
+    def filled(name: str, who: str) -> Path:
+        rows = list(csv.DictReader(sheet.open(encoding="utf-8-sig")))
+        row = next(r for r in rows if r["item_id"] == CHILD_IDS[1])
+        row.update(reviewer=who, decision="accept")
+        out = tmp_path / name
+        with out.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        return out
+
+    frank, carol = filled("frank.csv", "frank"), filled("carol.csv", "carol")
+    release(run, "1.1.0", remove={CHILD_IDS[1]: "dave: a duplicate"})
+    # frank's row repeats the accept he made before the removal, which his sheet never showed: nothing recorded
+    assert import_decisions(run, frank) == 0
+    # carol's is new, made on the item as it stood before: refused, as a row on an item edited since is
+    with pytest.raises(DataError, match="was removed from a release .* after this sheet was exported"):
+        import_decisions(run, carol)
+    with ReviewBoard(run) as b:
+        assert list(b.removed()) == [CHILD_IDS[1]]
+    # a fresh sheet shows the removal, and an accept on it brings the item back
+    _, fresh = export_queue(run, tmp_path / "fresh")
+    rows = list(csv.DictReader(fresh.open(encoding="utf-8-sig")))
+    row = next(r for r in rows if r["item_id"] == CHILD_IDS[1])
+    assert row["status"].startswith("removed: ")
+    row.update(reviewer="carol", decision="accept")
+    with fresh.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert import_decisions(run, fresh) == 1
+    with ReviewBoard(run) as b:
+        assert b.removed() == {}
+
+
+def test_a_removal_is_found_after_the_project_moved_and_a_releases_staging_folder_is_none(tmp_path, shared_data):
+    run = make_run(tmp_path / "proj", shared_data)
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "frank", "accept")
+        b.decide(CHILD_IDS[1], "frank", "accept")
+    release(run, "1.0.0")
+    release(run, "1.1.0", remove={CHILD_IDS[1]: "dave: a duplicate"})
+    bench = tmp_path / "proj" / "releases" / "aime24"
+    # a release killed while building leaves its staging folder, manifest and all: no release of 1.2.0
+    staged = bench / ".1.2.0.kl8_42gm.tmp"
+    shutil.copytree(bench / "1.1.0", staged)
+    manifest = json.loads((staged / "manifest.json").read_text())
+    manifest.update(version="1.2.0", released_at_us="2999-01-01T00:00:00.000000+00:00", removed={})
+    (staged / "manifest.json").write_text(json.dumps(manifest))
+    with ReviewBoard(run) as b:
+        assert list(b.removed()) == [CHILD_IDS[1]]
+    (tmp_path / "proj").rename(tmp_path / "moved")  # the store records the old path; the release looks beside
+    with ReviewBoard(tmp_path / "moved" / run.name) as b:
+        assert list(b.removed()) == [CHILD_IDS[1]]
+        again = b.decide(CHILD_IDS[1], "frank", "accept")  # recorded: it brings the item back
+        assert len(b.decisions(CHILD_IDS[1])) == 2 and again.id == b.decisions(CHILD_IDS[1])[1].id
+
+
+def test_the_upgrade_note_names_only_the_items_the_previous_release_read_and_none_decided_since(tmp_path, shared_data):
+    import hashlib
+
+    from benchfill.schema import Release
+
+    def as_old(run, res):  # a release made before the reading changed: no review_rule_version
+        manifest = json.loads((res.path / "manifest.json").read_text())
+        del manifest["review_rule_version"]
+        (res.path / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        with ReviewBoard(run) as b, b.store.session() as s:
+            row = next(r for r in s.exec(b.store.select(Release)) if Path(r.path) == res.path.resolve())
+            row.manifest_sha256 = hashlib.sha256((res.path / "manifest.json").read_bytes()).hexdigest()
+            s.add(row)
+            s.commit()
+
+    def read_otherwise(run):
+        with ReviewBoard(run) as b:
+            for item in CHILD_IDS[:2]:
+                b.decide(item, "alice", "edit", answer="78")
+                b.decide(item, "bob", "accept")
+                b.decide(item, "alice", "accept")
+
+    a = make_run(tmp_path, shared_data, "run-a")
+    read_otherwise(a)
+    as_old(a, release(a, "1.0.0", out=tmp_path / "one"))
+    as_old(a, release(a, "1.0.1", out=tmp_path / "two"))
+    # another run's release after it: 1.0.0 read none of its decisions
+    b_run = make_run(tmp_path, shared_data, "run-b")
+    read_otherwise(b_run)
+    log = (release(b_run, "1.1.0", out=tmp_path / "one").path / "CHANGELOG.md").read_text().split("### 1.0.0", 1)[0]
+    assert "stand otherwise" not in log
+    # the run that made it, one of its two items decided again since: only the other is named
+    with ReviewBoard(a) as b:
+        b.decide(CHILD_IDS[1], "cy", "reject", reason="wrong")
+    log = (release(a, "1.1.0", out=tmp_path / "two").path / "CHANGELOG.md").read_text().split("### 1.0.1", 1)[0]
+    assert f"1 item(s) stand otherwise on the decisions 1.0.1 was made from: `{CHILD_IDS[0]}`" in log

@@ -811,3 +811,31 @@ def test_an_accept_given_again_where_the_item_changed_is_recorded(tmp_path, shar
         assert b.outcome_of(item).accepted_by == ["alice", "bob"]
         # the same accept once more, nothing changed: recorded once
         assert b.decide(item, "alice", "accept", seen=b.version(item)).id == again.id
+
+
+def test_a_sheet_that_restates_ones_own_edit_imports_again_after_a_page_accept_under_another_case(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    sheet, _ = _sheet(run, tmp_path, r0={"reviewer": "alice", "decision": "edit", "edited_answer": "78"})
+    assert import_decisions(run, sheet) == 1
+    with ReviewBoard(run, writable=True) as b:
+        item = b.entries[0].item_id
+        b.decide(item, "ALICE", "accept", seen=b.version(item))  # her accept keeps her edit
+    assert import_decisions(run, sheet) == 0  # the same sheet again: her own edit, still in force
+    with ReviewBoard(run) as b:
+        o = b.outcome_of(item)
+        assert o.released and o.edited_by == "alice" and str(o.edited_fields["answer"]) == "78"
+    # nothing in it is left to import: a fresh export may replace it where it lies
+    sheet.replace(sheet.parent / "export-filled.csv" / "review_queue.csv")
+    export_queue(run, sheet.parent / "export-filled.csv")
+
+
+def test_two_rows_of_one_reviewer_under_two_cases_of_the_name_are_refused(tmp_path, shared_data):
+    run = make_run(tmp_path, shared_data)
+    sheet, rows = _sheet(run, tmp_path, r0={"reviewer": "alice", "decision": "accept"})
+    rows.append({**rows[0], "reviewer": "Alice", "decision": "reject", "reason": "no"})
+    with sheet.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    with pytest.raises(DataError, match="a second decision by Alice on"):
+        import_decisions(run, sheet)

@@ -425,6 +425,9 @@ def test_an_option_that_begins_like_a_label_keeps_its_word(tmp_path, shared_data
         # the option's own "E." stays
         b.decide(CHILD_IDS[0], "bob", "edit", options="C. Listeria\nA. Salmonella\nB. E. coli\nVibrio", answer="C")
         assert b.standing(CHILD_IDS[0])["options"] == ["Listeria", "Salmonella", "E. coli", "Vibrio"]
+        # options that all begin like labels, but not the page's (T is no letter of these options): kept whole
+        b.decide(CHILD_IDS[0], "cy", "edit", options="T. rex\nE. coli\nH. pylori", answer="B")
+        assert b.standing(CHILD_IDS[0])["options"] == ["T. rex", "E. coli", "H. pylori"]
 
 
 def test_each_edit_says_what_it_changed_of_the_item_as_it_stood(server):

@@ -295,8 +295,10 @@ class ReviewBoard:
                                             (as_utc(d.created_at), d.id or 0) <= then]  # fmt: skip
         if outcome(item_id, upto, self.rule).edited_fields != outcome(item_id, seen, self.rule).edited_fields:
             return False
-        gone = self._removals().get(item_id)
-        return gone is None or gone[1] <= then[0] or (exported is not None and exported < gone[1])
+        if last.decision not in ("accept", "edit"):  # (a reject or a withdraw again puts nothing back)
+            return True
+        gone = self.removed_at(item_id, on)
+        return gone is None or gone <= then[0] or (exported is not None and exported < gone)
 
     def prepare(
         self,
@@ -443,17 +445,40 @@ class ReviewBoard:
         # 3,000-item queue with a decision on each took 5 s, an item page 10 s)
         return {e.item_id: outcome(e.item_id, on.get(e.item_id, []), rule) for e in self.entries}
 
-    def removed(self, outcomes: dict[str, Outcome] | None = None) -> dict[str, str]:
+    def removed(self, outcomes: dict[str, Outcome] | None = None, only: str | None = None) -> dict[str, str]:
         """This run's items that the benchmark's latest release keeps out (``release --remove``, its manifest's
         ``removed``) with no accept or edit since, each with a line saying so: the rule alone still calls
         such an item accepted, which the page and the sheet had shown as "to be released". ``outcomes``:
-        the queue's, where the caller has them."""
-        return {i: line for i, (line, _) in self._removals(outcomes).items()}
+        the queue's, where the caller has them; ``only``: one item's."""
+        out = {}
+        for item_id, (line, since) in self._removal_record().items():
+            if only is not None and item_id != only:
+                continue
+            o = outcomes[item_id] if outcomes is not None and item_id in outcomes else self.outcome_of(item_id)
+            if self._removal_in_force(since, o.decisions):
+                out[item_id] = line
+        return out
 
-    def _removals(self, outcomes: dict[str, Outcome] | None = None) -> dict[str, tuple[str, datetime]]:
-        """``removed``, each with the moment of its removal. The latest release is the newest in the folder
-        of this run's latest one (another run's release into the same folder may have removed this run's
-        item); a folder moved since says nothing."""
+    @staticmethod
+    def _removal_in_force(since: datetime, decisions: list[ReviewDecision]) -> bool:
+        """No accept or edit after the removal (either puts the item back, as the next release reads it)."""
+        return not any(d.decision in ("accept", "edit") and as_utc(d.created_at) > since for d in decisions)
+
+    def removed_at(self, item_id: str, decisions: list[ReviewDecision] | None = None) -> datetime | None:
+        """When the benchmark's latest release removed this run's item, where that removal is in force."""
+        gone = self._removal_record().get(item_id)
+        if gone is None:
+            return None
+        on = decisions if decisions is not None else self.decisions(item_id) + self._elsewhere([self.entry(item_id)])
+        return gone[1] if self._removal_in_force(gone[1], on) else None
+
+    def _removal_record(self) -> dict[str, tuple[str, datetime]]:
+        """This run's items the benchmark's latest published release records as removed, each with a line
+        and the moment (the decisions since not consulted). That release is the newest published one (a
+        folder named as the version its manifest gives: a release's staging folder is not one) in the folder
+        of this run's latest release, or, where that folder is gone (the project moved), in ``releases/``
+        beside the run, where the next release looks; another run's release into the folder may have removed
+        this run's item. Read again only when a manifest there changed."""
         from benchfill.release_carry import _made_as, parse_time
         from benchfill.schema import Release
         from benchfill.store import run_name
@@ -462,42 +487,44 @@ class ReviewBoard:
             rows = sorted(s.exec(self.store.select(Release)), key=lambda r: as_utc(r.created_at))
         if not rows:
             return {}
-        try:
-            siblings = sorted(Path(rows[-1].path).parent.iterdir())
-            # the manifests as they stand (each checked by its time of change): read again only when one
-            # changed, not once per decision of a sheet's import
-            key = tuple((f.name, (f / "manifest.json").stat().st_mtime_ns) for f in siblings
-                        if (f / "manifest.json").is_file())
-        except OSError:
+        beside = self.run_dir.resolve().parent / "releases" / self.benchmark
+        key: tuple = ()
+        for bench_dir in dict.fromkeys((Path(rows[-1].path).parent, beside)):
+            try:
+                key = tuple((f.name, (f / "manifest.json").stat().st_mtime_ns) for f in sorted(bench_dir.iterdir())
+                            if not f.name.startswith(".") and (f / "manifest.json").is_file())
+            except OSError:
+                continue
+            if key:
+                break
+        if not key:
             return {}
-        if self._manifests is None or self._manifests[0] != key:
+        if self._manifests is None or self._manifests[0] != (bench_dir, key):
             newest: tuple[datetime, dict[str, Any]] | None = None
-            for folder in siblings:
+            for folder, _ in key:
                 try:
-                    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+                    manifest = json.loads((bench_dir / folder / "manifest.json").read_text(encoding="utf-8"))
                 except (OSError, ValueError):
                     continue
-                if not isinstance(manifest, dict) or manifest.get("benchmark") != self.benchmark:
+                if not isinstance(manifest, dict) or manifest.get("benchmark") != self.benchmark \
+                        or manifest.get("version") != folder:
                     continue
                 at = parse_time(manifest.get("released_at_us") or manifest.get("released_at"))
                 if at is not None and (newest is None or at > newest[0]):
                     newest = (at, manifest)
-            self._manifests = (key, newest[1].get("removed") if newest else None)
-        record = self._manifests[1]
-        out: dict[str, tuple[str, datetime]] = {}
-        name = run_name(self.store, self.run_dir)  # the run's name in its releases' rows
-        for item_id, e in (record.items() if isinstance(record, dict) else ()):
-            if not isinstance(e, dict):
-                continue
-            base, run = _made_as(str(item_id), e.get("run_id"))
-            since = parse_time(e.get("removed_at"))
-            if run != name or base not in self._by_id or since is None:
-                continue
-            o = outcomes[base] if outcomes is not None and base in outcomes else self.outcome_of(base)
-            if not any(d.decision in ("accept", "edit") and as_utc(d.created_at) > since for d in o.decisions):
-                out[base] = (f"removed from release {e.get('removed_in')} ({e.get('why')}); it stays out of later "
-                             "releases until someone accepts or edits it again", since)
-        return out
+            record = newest[1].get("removed") if newest else None
+            out: dict[str, tuple[str, datetime]] = {}
+            name = run_name(self.store, self.run_dir)  # the run's name in its releases' rows
+            for item_id, e in (record.items() if isinstance(record, dict) else ()):
+                if not isinstance(e, dict):
+                    continue
+                base, run = _made_as(str(item_id), e.get("run_id"))
+                since = parse_time(e.get("removed_at"))
+                if run == name and base in self._by_id and since is not None:
+                    out[base] = (f"removed from release {e.get('removed_in')} ({e.get('why')}); it stays out of "
+                                 "later releases until someone accepts or edits it again", since)
+            self._manifests = ((bench_dir, key), out)
+        return self._manifests[1]
 
     def outcome_of(self, item_id: str, rule: ReleaseRule | None = None) -> Outcome:
         """One queued item's standing under ``rule``, reading only the decisions on it."""
@@ -568,12 +595,15 @@ def _options_like(entry: QueueEntry, base: dict[str, Any], lines: str) -> Any:
     # split at line breaks only: str.splitlines also breaks at \x0b, \x0c, \x1c-\x1e, \x85, U+2028 and U+2029,
     # which options carry (MMLU-Pro's "\vert" was published as \x0b + "ert"), and the key would name another option
     rows = re.split(r"\r\n|\r|\n", lines)
-    # each line's label is dropped where most lines carry one, as the page's box shows them (a line retyped
-    # without one, or lines moved, among them): where most carry none, the options are typed plain, and one
-    # that begins like a label ("E. coli", among unlabelled ones) keeps its first word
-    label = re.compile(r"^\s*[A-Z][.)](?:\s+|$)")
+    # each line's label is dropped where the lines carry the page's labels: most of them labelled, each label
+    # once, and every one among the letters the item's options had (A to the last; lines moved, deleted or
+    # retyped without one among them). Otherwise the options are typed plain, and one that begins like a
+    # label keeps its first word ("E. coli" among unlabelled ones; "T. rex", "E. coli", "H. pylori").
+    label = re.compile(r"^\s*([A-Z])[.)](?:\s+|$)")
     filled = [x for x in rows if not _blank(x)]
-    lettered = 2 * sum(label.match(x) is not None for x in filled) > len(filled)
+    marks = [m[1] for x in filled if (m := label.match(x))]
+    shown = LETTERS[: len(options_of(old) or [])]
+    lettered = (2 * len(marks) > len(filled) and len(set(marks)) == len(marks) and all(c in shown for c in marks))
     opts = [o for o in ((label.sub("", x, count=1) if lettered else x).strip() for x in filled) if not _blank(o)]
     if len(opts) < 2:
         raise BenchfillError(f"decision on '{entry.item_id}': edited options must be two or more, one a line")

@@ -280,6 +280,13 @@ def _record_sheet(board: ReviewBoard, path: Path, reviewer: str | None, rows: li
                 f"{as_utc(prev.created_at).isoformat(timespec='seconds')} ({_where(prev.source)}), after this "
                 f"sheet was exported at {exported.isoformat(timespec='seconds')}; its {r.decision!r} would undo "
                 "that. Export a fresh sheet, or clear this row")
+        gone = board.removed_at(r.item_id) if exported is not None and r.decision in ("accept", "edit") else None
+        if gone is not None and gone > exported:
+            raise DataError(
+                f"{path} line {line}: '{r.item_id}' was removed from a release at {gone.isoformat(timespec='seconds')}, "
+                f"after this sheet was exported at {exported.isoformat(timespec='seconds')}, so its {r.decision!r} "
+                "was made on the item as it stood before and would bring it back unseen. Export a fresh sheet "
+                "(it shows the removal), or clear this row")
         if (r.item_id, r.reviewer) in moved and r.decision != "withdraw":
             raise DataError(
                 f"{path} line {line}: '{r.item_id}' changed after this sheet was exported at "
@@ -568,6 +575,10 @@ def _unimported(board: ReviewBoard, path: Path) -> int:
     # undo a later decision, so they are settled too (else export sends the user to import, and import back)
     moved = _changed_since(board, exported, sheet, {(i, w) for _, d, i, w in filled if w and d != "withdraw"}) \
         if exported is not None and sheet is not None else {}  # fmt: skip
+    queued = {e.item_id for e in board.entries}
+    # the items a release removed after the export, which import refuses rows on (a removal the sheet never showed)
+    removed_since = {i for i in {x[2] for x in filled} if i in queued and exported is not None
+                     and (t := board.removed_at(i, by_item.get(i, []))) is not None and t > exported}
     n = 0
     for row, decision, item_id, who in filled:
         prev = None
@@ -576,6 +587,8 @@ def _unimported(board: ReviewBoard, path: Path) -> int:
                 prev = d
         if (item_id, who) in moved:
             continue
+        if decision in ("accept", "edit") and item_id in removed_since:
+            continue  # import refuses it: settled
         if not who or not _settled(board, row, who, prev, decision, sheet, exported):
             n += 1
     return n

@@ -94,7 +94,7 @@ def create_app(board: ReviewBoard, token: str, port: int | None = None) -> Starl
         now = board.outcome_of(item_id)  # this item's decisions alone, read once for the page and its version
         return page(f"review {item_id}", _item_body(entry, now, *near, run=board.store.run_id,
                                                     seen=board.version(item_id, now), code=board.code_fields(),
-                                                    removed=board.removed({item_id: now}).get(item_id)))
+                                                    removed=board.removed({item_id: now}, only=item_id).get(item_id)))
 
     async def next_pending(request: Request) -> Response:
         # Where the page goes after an accept or a reject, and the queue page's "n".
