@@ -339,10 +339,7 @@ def test_an_item_removed_from_a_release_is_shown_removed_until_accepted_again(tm
 
 def test_a_removal_by_another_runs_release_shows_and_an_accept_given_again_brings_it_back(tmp_path, shared_data):
     run = make_run(tmp_path, shared_data)
-    with ReviewBoard(run) as b:
-        b.decide(CHILD_IDS[0], "frank", "accept")
-        b.decide(CHILD_IDS[1], "frank", "accept")
-    release(run, "1.0.0")
+    _two_accepted_and_released(run)
     later = make_run(tmp_path, shared_data, run_id="run-later")  # another run of the benchmark, same releases
     release(later, "1.1.0", remove={CHILD_IDS[1]: "dave: a duplicate"})
     with ReviewBoard(run) as b:
@@ -392,10 +389,7 @@ def test_a_sheet_exported_before_a_removal_cannot_bring_the_item_back_unseen(tmp
     from benchfill.review import export_queue, import_decisions
 
     run = make_run(tmp_path, shared_data)
-    with ReviewBoard(run) as b:
-        b.decide(CHILD_IDS[0], "frank", "accept")
-        b.decide(CHILD_IDS[1], "frank", "accept")
-    release(run, "1.0.0")
+    _two_accepted_and_released(run)
     _, sheet = export_queue(run, tmp_path / "sheet")  # exported before the removal
 
     def filled(name: str, who: str) -> Path:
@@ -403,10 +397,7 @@ def test_a_sheet_exported_before_a_removal_cannot_bring_the_item_back_unseen(tmp
         row = next(r for r in rows if r["item_id"] == CHILD_IDS[1])
         row.update(reviewer=who, decision="accept")
         out = tmp_path / name
-        with out.open("w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        _write_sheet(out, rows)
         return out
 
     frank, carol = filled("frank.csv", "frank"), filled("carol.csv", "carol")
@@ -424,10 +415,7 @@ def test_a_sheet_exported_before_a_removal_cannot_bring_the_item_back_unseen(tmp
     row = next(r for r in rows if r["item_id"] == CHILD_IDS[1])
     assert row["status"].startswith("removed: ")
     row.update(reviewer="carol", decision="accept")
-    with fresh.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    _write_sheet(fresh, rows)
     assert import_decisions(run, fresh) == 1
     with ReviewBoard(run) as b:
         assert b.removed() == {}
@@ -435,10 +423,7 @@ def test_a_sheet_exported_before_a_removal_cannot_bring_the_item_back_unseen(tmp
 
 def test_a_removal_is_found_after_the_project_moved_and_a_releases_staging_folder_is_none(tmp_path, shared_data):
     run = make_run(tmp_path / "proj", shared_data)
-    with ReviewBoard(run) as b:
-        b.decide(CHILD_IDS[0], "frank", "accept")
-        b.decide(CHILD_IDS[1], "frank", "accept")
-    release(run, "1.0.0")
+    _two_accepted_and_released(run)
     release(run, "1.1.0", remove={CHILD_IDS[1]: "dave: a duplicate"})
     bench = tmp_path / "proj" / "releases" / "aime24"
     # a release killed while building leaves its staging folder, manifest and all: no release of 1.2.0
@@ -492,3 +477,20 @@ def test_the_upgrade_note_names_only_the_items_the_previous_release_read_and_non
         b.decide(CHILD_IDS[1], "cy", "reject", reason="wrong")
     log = (release(a, "1.1.0", out=tmp_path / "two").path / "CHANGELOG.md").read_text().split("### 1.0.1", 1)[0]
     assert f"1 item(s) stand otherwise on the decisions 1.0.1 was made from: `{CHILD_IDS[0]}`" in log
+
+
+def _two_accepted_and_released(run: Path) -> None:
+    """frank accepts the first two items, and release 1.0.0 ships them."""
+    with ReviewBoard(run) as b:
+        b.decide(CHILD_IDS[0], "frank", "accept")
+        b.decide(CHILD_IDS[1], "frank", "accept")
+    release(run, "1.0.0")
+
+
+def _write_sheet(path: Path, rows: list[dict]) -> None:
+    import csv
+
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
