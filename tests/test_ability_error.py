@@ -492,3 +492,22 @@ def test_the_placements_own_sampling_se_covers_flat_and_steep_items_alike(slope,
                 r.append((a.difficulty - 1.2) / (a.placement_z_se * ann.span))
         rms = float(np.sqrt(np.mean(np.square(r))))
         assert len(r) > 450 and lo < rms < hi, (own, rms)
+
+
+def test_an_item_placed_on_a_gaps_edge_does_not_fill_it_and_one_on_the_axis_end_is_in_range():
+    from benchfill.search.annotate import Annotation
+    from benchfill.search.loop import Child, GapResult, Spend
+    from benchfill.search.selection import in_range
+
+    def child(z: float) -> Child:
+        a = Annotation(2.0, 0.1, z, 0.02, 384)
+        return Child("c", "p", "p", 1, {"id": "c"}, annotation=a, confirmation=a)
+
+    def result(z: float) -> GapResult:
+        c = child(z)
+        return GapResult(0, 0.47, 0.53, 0.5, "benchfill", [c], c, 1, Spend())
+
+    assert not result(0.47).filled and not result(0.53).filled and result(0.4701).filled
+    # [0, 1] closed: an item on the end splits no gap wider, and stays a candidate
+    ends = [child(0.0), child(1.0), child(1.0001), child(-0.0001)]
+    assert in_range(ends) == ends[:2]

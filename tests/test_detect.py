@@ -226,3 +226,12 @@ def test_default_bands_place_an_item_by_its_pooled_accuracy_not_its_before_accur
     res = detect(before, after, permutations=0)
     [band] = [b for b in res.bands if b.n_items and b.lo <= 0.5 < b.hi]
     assert band.n_items == 2 and (band.lo, band.hi) == (0.4, 0.6)
+
+
+def test_a_p_value_at_alpha_is_no_detection():
+    from benchfill.measure.detect import DetectResult
+
+    def at(p: float) -> DetectResult:
+        return DetectResult("a", "b", 10, 0.5, 0.6, p, 0, 0.05, "pooled")
+
+    assert not at(0.05).detected and at(0.0499).detected  # detection is p < alpha (README, docs/detect.md)

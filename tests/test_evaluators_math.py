@@ -159,3 +159,13 @@ def test_a_hundred_symbolic_checks_in_the_shared_worker():
         assert not MATH.grade(
             rf"\boxed{{\frac{{{k + 1}}}{{{2 * k + 1}}}}}", {"answer": r"\frac{1}{2}"}
         ).correct
+
+
+def test_an_answer_of_exactly_the_limit_is_graded_and_one_character_more_is_not():
+    from benchfill.evaluators.math_answers import MAX_ANSWER_CHARS
+
+    at = "1" * MAX_ANSWER_CHARS
+    assert MATH.grade(f"\\boxed{{{at}}}", {"answer": at}).correct
+    over = at + "1"
+    g = MATH.grade(f"\\boxed{{{over}}}", {"answer": over})
+    assert not g.correct and f"longer than {MAX_ANSWER_CHARS}" in g.reason
