@@ -92,6 +92,7 @@ def main() -> None:
             zt = (sim.difficulty - sim.difficulty.min()) / np.ptp(sim.difficulty)
             for prior, got in rows.items():
                 f = fit(sim.matrix, prior=prior, engine=args.engine)
+                zf = np.asarray(f.z, dtype=float)
                 if nuts:  # the posterior means over the draws, as diagnose gives them
                     zd = f.z_draws
                     gap_d = np.array([max_gap(r) for r in zd])
@@ -102,10 +103,9 @@ def main() -> None:
                     holds = (_within(gap_d, max_gap(zt)), _within(ddm_d, ddm(zt)),
                              float(np.mean((zt >= lo) & (zt <= hi))))
                 else:
-                    zf = np.asarray(f.z, dtype=float)
                     figures, holds = (max_gap(zf), top_k_gap_sum(zf, 3), ddm(zf)), ()
-                # diagnose's P(observed > uniform) on the MAP z (n - 2 free points between the fixed ends)
-                p_fit = prob_max_gap_exceeds_uniform(max_gap(np.asarray(f.z, dtype=float)), args.items - 2)
+                # diagnose's P(observed > uniform) on the fit's point z (n - 2 free points between the fixed ends)
+                p_fit = prob_max_gap_exceeds_uniform(max_gap(zf), args.items - 2)
                 p_true = prob_max_gap_exceeds_uniform(max_gap(zt), args.items - 2)
                 got.append((float(np.std(f.difficulty)), figures[0], max_gap(zt), figures[1], top_k_gap_sum(zt, 3),
                             figures[2], ddm(zt), np.corrcoef(f.difficulty, sim.difficulty)[0, 1], *holds,

@@ -597,7 +597,7 @@ def resolution(fit: Any, n: int) -> dict[str, Any] | None:
 def fit_notes(fit: Any, report: CoverageReport) -> dict[str, Any]:
     """What a fit's figures cannot see, as the report's notes (the CLI prints them; a library caller reads them):
 
-    - ``resolution`` where more than a fifth of the items tie (``resolution``);
+    - ``resolution`` where more than a fifth of the items tie, which reads as unevenness;
     - ``difficulty_sd``, and ``wide_spread`` where it passes ``WIDE`` under the N(0, 1) prior, which then draws
       the least-measured items at the ends in, so the gap figures are likely small (a hierarchical fit's
       estimated prior, ``difficulty_prior``, in its place);

@@ -1523,13 +1523,12 @@ def _rule_changed(board: ReviewBoard, outcomes: dict, prev_dir: Path | None, pre
     for item_id, o in outcomes.items():
         if since is None or any(as_utc(d.created_at) > since for d in o.decisions):
             continue  # decided again since: the changelog's other lines say what that did
-        then = o.decisions
-        new = outcome(item_id, then, board.rule)
-        status, edit = outcome_before_2(item_id, then, board.rule)
-        if (new.status, new.edited_fields) != (status, json.loads(edit) if edit else None):
+        new = outcome(item_id, o.decisions, board.rule)
+        status, edit = outcome_before_2(item_id, o.decisions, board.rule)
+        old_edit = json.loads(edit) if edit else None
+        if (new.status, new.edited_fields) != (status, old_edit):
             otherwise.append(f"{untrusted.md_code(item_id)} ({status} -> {new.status}"
-                             + (", another edit in force" if new.edited_fields != (json.loads(edit) if edit else None)
-                                else "") + ")")
+                             + (", another edit in force" if new.edited_fields != old_edit else "") + ")")
     if not otherwise:
         return ""
     return (f"- read as this benchfill reads review decisions, {len(otherwise)} item(s) stand otherwise on the "

@@ -10,6 +10,7 @@ literal piece of text where it is put.
 from __future__ import annotations
 
 import re
+from html import escape
 
 __all__ = ["controls_in", "md_code", "md_text", "terminal"]
 
@@ -53,6 +54,13 @@ def terminal(s: object) -> str:
     can retitle or recolour the terminal, a newline splits a row) or a bidi override written as its escape,
     ``\\x1b``, ``\\n``, ``\\u202e``, so what is printed is what is there."""
     return _UNSHOWN.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(s))
+
+
+def html(s: object) -> str:
+    """Text from the user's data as a web page shows it: escaped, with what ``terminal`` escapes written as its
+    code point, ``[U+202E]`` (a bidi override had the page show "\u202e21" as "12"), but the line breaks and
+    tabs a text keeps."""
+    return _UNSHOWN.sub(lambda m: m[0] if m[0] in "\t\n\r" else f"[U+{ord(m[0]):04X}]", escape(str(s)))
 
 
 def controls_in(s: str) -> bool:

@@ -70,7 +70,7 @@ def import_logs(
     if task is not None:
         wanted = set(group) if group else {task}
         files = [f for f in files if tasks[f] in wanted or tasks[f] is None]
-        if not files or not any(tasks[f] in wanted for f in files):
+        if not any(tasks[f] in wanted for f in files):
             raise ImportProblems([f"no log holds task {task!r}" + (f" nor any of its {len(group)} subtasks" if group
                                   else "") + f" (found: {', '.join(sorted(set(filter(None, tasks.values()))))})"])  # fmt: skip
     else:

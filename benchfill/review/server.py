@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import secrets
 import socket
 import threading
@@ -32,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from benchfill import untrusted
 from benchfill.asgi import quiet_config
 from benchfill.errors import BenchfillError
 from benchfill.redact import scrub
@@ -415,15 +415,9 @@ def _tests(id_: str, item: dict, code: tuple[str, str] | None) -> str:
             f'<pre class="answer" id="{id_}">{_shown(str(item.get(code[0])))}</pre></details>')
 
 
-# What the browser would act on unseen: a bidi override turns "\u202e21" into "12" on the page while "21"
-# ships; these (and other controls, but line breaks and tabs) are shown as their code points instead. The
-# edit boxes keep them as they are, so that an edit sends back exactly what the item holds.
-UNSEEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def _shown(s: str) -> str:
-    """``s`` escaped for HTML, with what ``UNSEEN`` matches written as ``[U+202E]``."""
-    return UNSEEN.sub(lambda m: f"[U+{ord(m[0]):04X}]", escape(s))
+# What the browser would act on unseen (a bidi override reorders the text) is shown as its code point; the edit
+# boxes keep the characters as they are, so that an edit sends back exactly what the item holds.
+_shown = untrusted.html
 
 
 def _edit_said(d: Any, e: QueueEntry, before: list[Any]) -> str:
