@@ -152,3 +152,46 @@ def test_a_childs_truth_does_not_hang_on_which_request_reached_the_world_first(m
     forward, backward = children([(1, 0.2), (2, 0.9)]), children([(2, 0.9), (1, 0.2)])
     assert forward == backward
     assert forward[1][0] != forward[2][0] and forward[1][1] != forward[2][1]
+
+
+def _invalid_child(w, parent, k):
+    """A child of ``parent`` the world made invalid (a mild ask), found by trying request numbers."""
+    while True:
+        child = make_child(w, dict(parent.fields), parent, w.to_z(parent.difficulty), rng_for("bad", k))
+        if not child.valid:
+            return child, k
+        k += 1
+
+
+def test_a_child_of_a_wrong_keyed_parent_keeps_the_error_unless_it_re_solves_it():
+    """The prompt shows a parent's stated answer, never its true one: a rewrite of a parent whose key is
+    wrong (a child the judge missed) carries the error at the preset's rate; ``kind`` keeps the first
+    world's rule (every child starts from the parent's true answer, which no real rewriter can read)."""
+    share = {}
+    for preset in ("kind", "realistic"):
+        w = _world(preset)
+        p = min(w.items.values(), key=lambda it: abs(w.to_z(it.difficulty) - 0.5))
+        bad, _ = _invalid_child(w, p, 0)
+        def invalid_share(w, parent):
+            return np.mean([not make_child(w, dict(parent.fields), parent, w.to_z(parent.difficulty),
+                                           rng_for("kid", k)).valid for k in range(400)])
+        share[preset] = invalid_share(w, bad) - invalid_share(w, p)
+    # realistic: 1 - (1 - q)(1 - 0.5) - q = 0.5 (1 - q) at a fresh invalid rate q of about 0.15
+    assert share["realistic"] > 0.3 and abs(share["kind"]) < 0.08
+
+
+def test_a_multiple_choice_child_keeps_the_parents_wrong_option(shared_data):
+    from benchfill.benchmarks import get_benchmark as bench
+
+    b = bench("mmlu-pro", shared_data)
+    w = World.from_items(b.items[:40], evaluator="multiple_choice", text_field="question", answer_field="answer",
+                         options_field="options", seed=0, rewriter="realistic", rewriter_knobs={"inherit_invalid": 1.0})
+    p = next(it for it in w.items.values() if len(it.fields.get("options") or ()) >= 4)
+    bad, _ = _invalid_child(w, p, 0)
+    letters = "ABCDEFGHIJKLMNOP"
+    for k in range(20):
+        kid = make_child(w, dict(bad.fields), bad, w.to_z(bad.difficulty), rng_for("mc", k))
+        assert not kid.valid
+        said = kid.fields["options"][letters.index(kid.stated)]
+        assert said == bad.fields["options"][letters.index(bad.stated)]  # the same wrong option, reshuffled
+        assert kid.fields["options"][letters.index(kid.answer)] == bad.fields["options"][letters.index(bad.answer)]

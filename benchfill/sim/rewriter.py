@@ -55,6 +55,11 @@ class RewriterModel:
     # Code: the share of invalid children whose tests were written to their own wrong solution, so that
     # the solution passes them (the others' tests fail it, which running it against them shows at once).
     tests_agree: float = 0.0
+    # A parent whose stated answer is wrong (a child the judge missed, taken as a parent): the rewriter sees
+    # only that stated answer, so its child keeps the error with this probability, unless it re-solves the
+    # item (a judgement call: no published figure). 0 = the first world's rule: every child starts afresh
+    # from the parent's true answer, which no rewriter can read.
+    inherit_invalid: float = 0.0
     # the judge that goes with this preset
     judge_recall: float = 0.9
     judge_fpr: float = 0.05
@@ -66,7 +71,8 @@ class RewriterModel:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ConfigError(f"sim rewriter: {f.name} must be a finite number, got {v!r}")
-        for name in ("invalid_base", "invalid_max", "judge_recall", "judge_fpr", "slip", "tests_agree"):
+        for name in ("invalid_base", "invalid_max", "judge_recall", "judge_fpr", "slip", "tests_agree",
+                     "inherit_invalid"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"sim rewriter: {name} must lie in [0, 1], got {getattr(self, name)}")
         for name in ("perception_noise", "anchor", "share_sd", "noise", "invalid_slope"):
@@ -116,11 +122,13 @@ PRESETS: dict[str, RewriterModel] = {
         bias=0.03, warp=2.5, perception_noise=0.18, anchor=0.5, anchor_reach=0.1,
         share=0.4, share_sd=0.3, easier_share=0.8, noise=0.8, easier_noise=1.3, drift=0.5,
         invalid_base=0.05, invalid_slope=0.6, judge_recall=0.75, judge_fpr=0.03, tests_agree=0.5,
+        inherit_invalid=0.5,
     ),
     "hostile": RewriterModel(
         bias=0.15, warp=2.5, perception_noise=0.2, anchor=0.25, anchor_reach=0.05,
         share=0.35, share_sd=0.3, easier_share=0.6, noise=0.9, easier_noise=1.5, drift=-1.0,
         invalid_base=0.1, invalid_slope=1.0, judge_recall=0.63, judge_fpr=0.1, tests_agree=0.8,
+        inherit_invalid=0.8,
     ),
 }
 DEFAULT_PRESET = "realistic"

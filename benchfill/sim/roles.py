@@ -202,6 +202,11 @@ def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, ask
     b = world.from_z(z_meant) + m.drift + spread * rng.gauss(0.0, 1.0)
     p_invalid = min(m.invalid_max, m.invalid_base + m.invalid_slope * abs(move))
     valid = rng.random() >= p_invalid
+    # The prompt shows the parent's stated answer, not its true one: a wrong key is carried into the
+    # child unless the rewriter re-solves the item (the draw only there, so other children's streams stay).
+    inherited = (parent is not None and not parent.valid and m.inherit_invalid > 0
+                 and rng.random() < m.inherit_invalid)
+    valid = valid and not inherited
     child = dict(fields)
     for stale in ("solution", "url", "answer_index"):  # they describe the parent, not the child
         child.pop(stale, None)
@@ -221,7 +226,11 @@ def make_child(world: World, fields: dict[str, Any], parent: SimItem | None, ask
         child[world.options_field] = [opts[k] for k in order]
         old = texts.letters(len(opts)).find(true_letter)
         true = texts.letters(len(opts))[order.index(old)] if old >= 0 else true_letter
-        stated = true if valid else texts.wrong_letter(true, true, len(opts), u)
+        wrong = texts.letters(len(opts)).find(parent.stated) if inherited and parent is not None else -1
+        if wrong >= 0:  # the parent's wrong option, wherever the shuffle put it
+            stated = texts.letters(len(opts))[order.index(wrong)]
+        else:
+            stated = true if valid else texts.wrong_letter(true, true, len(opts), u)
     else:
         child[tf] = texts.rewrite_docstring(parent_text, rng)
         # from the parent's true solution and its tests before any invalid child's checks (the shown parent
