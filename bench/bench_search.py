@@ -256,6 +256,7 @@ PRIOR = "normal"
 # ``--world-prior``: the prior of the fit the world's latent difficulties come from (real sets): a run's N(0, 1), or
 # the hierarchical one, a world whose ends are as spread as that prior finds them (benchfill.sim.latent)
 WORLD_PRIOR = "normal"
+PAIR_SD = 0.0  # the world's (probe, item) offsets, logits (--pair-sd; benchfill.sim.World.pair_sd)
 
 
 def world_spread(bench) -> float | None:
@@ -351,6 +352,7 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
                              rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal, n_probes=PANEL[0],
                              **({} if REPLY_HABITS is None else {"reply_habits": REPLY_HABITS}),
                              **({} if WORLD_PRIOR == "normal" else {"latent_prior": WORLD_PRIOR}),
+                             **({"pair_sd": PAIR_SD} if PAIR_SD else {}),
                              **({} if world_spread(bench) is None else {"discrimination_sd": world_spread(bench)}))
     if REACH_PROBES:  # what-if: the panel plus a probe at the easiest and one at the hardest item's difficulty
         latent = [it.difficulty for it in world.items.values() if it.origin == "original"]
@@ -600,13 +602,13 @@ def _cpus() -> int:
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -995,12 +997,19 @@ def main() -> None:
     ap.add_argument("--world-prior", choices=("normal", "hierarchical"), default="normal",
                     help="what-if: the world's latent difficulties from a fit of the published matrix under the "
                          "hierarchical prior (default: under N(0, 1), as a run fits), a world with more spread ends")
+    ap.add_argument("--pair-sd", type=float, default=0.0, metavar="SD",
+                    help="what-if: each (probe, item) pair's own offset from the IRT curve, sd in logits (the world's "
+                         "pair_sd, default 0: a probe's answers to an item are independent draws around the curve; "
+                         "the published matrices' agreement within a pair is matched near 3, bench/bench_pair_effect.py)")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD
 
     PANEL = args.panel
+    if not 0.0 <= args.pair_sd <= 5.0:
+        ap.error(f"--pair-sd: expected an sd in [0, 5] logits, got {args.pair_sd}")
+    PAIR_SD = args.pair_sd
     DISCRIMINATION = args.discrimination
     MISFIT = args.misfit
     if args.jobs < 1:
@@ -1062,6 +1071,7 @@ def main() -> None:
           f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}{f', or {args.confirm_floor:g} of the part no rollout removes' if args.confirm_floor else ''}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
+          f"{f'; (probe, item) offsets sd {PAIR_SD:g} logits' if PAIR_SD else ''}"
           f"; annotator's misfit allowance sd {MISFIT}{' (slopes by the prior alone)' if PRIOR_SLOPES else ''}"
           f"{'; the placement states its own sampling se' if OWN_SAMPLING else ''}"
           f"{f'; children linked to the record through the originals ({LINK})' if LINK else ''}"

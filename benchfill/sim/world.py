@@ -50,6 +50,7 @@ class SimItem:
     parent: str | None = None  # parent item id, for generated children
     origin: str = "original"
     discrimination: float | None = None  # a, drawn from the item's key on first use (World.p_correct)
+    pair: dict[str, float] | None = None  # each probe's own offset on this item, in logits (World.pair_offset)
 
 
 @dataclass
@@ -87,6 +88,9 @@ class World:
     # the original items' latent mean and sd that standardize it.
     text_signal: float = 0.0
     discrimination_sd: float = DISCRIMINATION_SD  # sd of log a over items (0: the 1PL the annotator fits)
+    # sd of each (probe, item) pair's own offset from the IRT curve, in logits (0: every probe's answers to an
+    # item are independent draws around the curve; real ones agree with themselves far more; pair_offset)
+    pair_sd: float = 0.0
     signal_mean: float = 0.0
     signal_sd: float = 1.0
     aliases: dict[str, str] = field(default_factory=dict)  # unmarked text key -> marked key (originals)
@@ -144,6 +148,9 @@ class World:
         v = knobs.get("discrimination_sd")
         if v is not None and not (math.isfinite(v) and 0.0 <= v <= 2.0):
             raise ConfigError(f"sim: discrimination_sd must lie in [0, 2], got {v}")
+        v = knobs.get("pair_sd")
+        if v is not None and not (math.isfinite(v) and 0.0 <= v <= 5.0):
+            raise ConfigError(f"sim: pair_sd must lie in [0, 5], got {v}")
         rewriter_knobs = dict(rewriter_knobs or {})
         for name, knob in (("judge_recall", "judge_recall"), ("judge_fpr", "judge_fpr"), ("invalid_rate", "invalid_base")):
             if knobs.get(name) is not None:  # the first world's keywords, kept as shorthands
@@ -265,9 +272,25 @@ class World:
         return item.valid
 
     def p_correct(self, probe: str, item: SimItem) -> float:
-        """P(correct) = g + (1 - g) * sigmoid(a (theta - b)), a the item's discrimination."""
-        x = self.discrimination(item) * (self.abilities[probe] - item.difficulty)
+        """P(correct) = g + (1 - g) * sigmoid(a (theta - b) + e), a the item's discrimination, e the
+        pair's own offset (``pair_offset``; 0 unless ``pair_sd``)."""
+        x = self.discrimination(item) * (self.abilities[probe] - item.difficulty) + self.pair_offset(probe, item)
         return item.chance + (1.0 - item.chance) / (1.0 + math.exp(-x))
+
+    def pair_offset(self, probe: str, item: SimItem) -> float:
+        """e ~ N(0, pair_sd^2), drawn once per (probe, item) from their keys: what one model knows or
+        misses of one item beyond its ability and the item's difficulty. A real model's repeated samples
+        of one item agree with each other far beyond the curve (bench/bench_pair_effect.py measures the
+        published matrices), so more rollouts of one probe cannot average it away; only more probes can.
+        A child draws its own, independent of its parent's (a judgement call)."""
+        if not self.pair_sd:
+            return 0.0
+        if item.pair is None:
+            item.pair = {}
+        e = item.pair.get(probe)
+        if e is None:
+            e = item.pair[probe] = self.pair_sd * self.rng("pair", probe, item.key).gauss(0.0, 1.0)
+        return e
 
     def discrimination(self, item: SimItem) -> float:
         """The item's a = exp(sd * N(0, 1)), drawn from its text's key: the same item, the same a, in
