@@ -12,6 +12,7 @@ so that they all run. The same reply to the same item grades the same, so each i
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import multiprocessing as mp
 import os
@@ -66,6 +67,10 @@ def _grade_batch(evaluator: Any, pairs: list[tuple[str, dict]], spec: Any) -> li
     return [_correct(g) for g in evaluator.grade_pairs(pairs, spec)]
 
 
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 class Grading:
     """``await grading.count_correct(item, texts)``; ``close()`` when done (stops the workers)."""
 
@@ -73,7 +78,9 @@ class Grading:
         self.evaluator = evaluator
         self.spec = spec
         self.workers = workers
-        self._known: dict[tuple[str, str], bool] = {}
+        # (item id, digest of a reply) -> graded: the reply's text itself is in the store; held here, every
+        # distinct reply of a long run stayed in memory until it ended (8 KB a reasoning reply)
+        self._known: dict[tuple[str, bytes], bool] = {}
         self._pool: ProcessPoolExecutor | None = None
         self._pending: list[tuple[dict, list[str], asyncio.Future]] = []
         self._batches: set[asyncio.Task] = set()  # held here: the loop keeps only weak references
@@ -88,14 +95,15 @@ class Grading:
     async def count_correct(self, item: dict, texts: list[str]) -> int:
         """How many of ``texts`` (replies to ``item``) the grader passes."""
         ev = self.grader()
-        todo = [t for t in dict.fromkeys(texts) if (item["id"], t) not in self._known]
+        keys = {t: (item["id"], _digest(t)) for t in texts}
+        todo = [t for t in keys if keys[t] not in self._known]
         if todo and getattr(ev, "offload", False):
             for t, ok in zip(todo, await self._offload(item, todo), strict=True):
-                self._known[(item["id"], t)] = ok
+                self._known[keys[t]] = ok
         else:
             for t in todo:
-                self._known[(item["id"], t)] = _correct(ev.grade(t, item, self.spec))
-        return sum(self._known[(item["id"], t)] for t in texts)
+                self._known[keys[t]] = _correct(ev.grade(t, item, self.spec))
+        return sum(self._known[keys[t]] for t in texts)
 
     def close(self) -> None:
         if self._pool is not None:

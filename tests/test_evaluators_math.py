@@ -146,9 +146,12 @@ def test_worker_timeout_grades_wrong_and_worker_recovers():
         grade = ev.grade(r"\boxed{\sqrt{9}}", {"answer": "3"})
         assert not grade.correct and "took over" in grade.reason
         assert verifier._proc is None and stalled.poll() is not None  # killed, not left behind
+        assert stalled.stdin.closed and stalled.stdout.closed  # its pipes closed, not left to the collector
         assert ev.grade(r"\boxed{\sqrt{16}}", {"answer": "4"}).correct  # a fresh worker
+        fresh = verifier._proc
     finally:
         verifier.close()
+    assert fresh.stdin.closed and fresh.stdout.closed
 
 
 def test_a_hundred_symbolic_checks_in_the_shared_worker():

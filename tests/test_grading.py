@@ -156,3 +156,25 @@ def test_a_pool_that_cannot_start_or_loses_a_worker_fails_the_callers_in_one_lin
             asyncio.run(go(grading))
     finally:
         grading.close()
+
+
+def test_graded_replies_are_remembered_by_digest_not_by_their_text():
+    """A long run grades thousands of distinct replies: what is kept of each is a digest, not its text (the
+    text is in the store); a reply graded again is still answered from memory."""
+    class Counting(Evaluator):
+        name = "counting"
+
+        def __init__(self):
+            self.calls = 0
+
+        def grade(self, reply, item, spec=None):
+            self.calls += 1
+            return Grade("yes" in reply, None, "")
+
+    ev = Counting()
+    g = Grading(ev, BenchmarkSpec(name="t", text_field="q", answer_field="a", evaluator="counting"))
+    long_replies = [("yes " if k % 2 else "no ") + "x" * 8000 + str(k) for k in range(20)]
+    assert asyncio.run(g.count_correct({"id": "q1"}, long_replies + long_replies[:5])) == 10 + 2
+    assert ev.calls == 20
+    assert asyncio.run(g.count_correct({"id": "q1"}, long_replies[:4])) == 2 and ev.calls == 20
+    assert all(len(reply_key) <= 32 for _, reply_key in g._known)

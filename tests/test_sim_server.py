@@ -302,3 +302,26 @@ def test_a_multiple_choice_item_in_its_own_cot_template_with_options_is_found(sh
     mine = ("My own quiz on numbers, written for a class of twelve-year-olds who have just met primes. "
             "Which of the following statements about primes is true? A. 9 is prime B. 11 is prime C. 1 is prime")
     assert roles.prompt_item(small, mine, [{"role": "user", "content": mine}]) is None
+
+
+def test_only_probe_prompts_are_kept_and_their_text_is_bounded(aime_items, monkeypatch):
+    """A long-lived `sim serve` kept every prompt it saw: the rewriter's and the judge's, seldom asked twice,
+    are not kept, and the probes' are held to a bound on their characters."""
+    import benchfill.sim.server as server_mod
+    from benchfill.benchmarks import BenchmarkSpec
+    from benchfill.prompts import format_judge_prompt
+
+    world = World.from_items(aime_items, evaluator="math", text_field="problem", answer_field="answer", seed=7)
+    with SimServer(world) as srv:
+        c = client(srv)
+        spec = BenchmarkSpec(name="aime", text_field="problem", answer_field="answer", evaluator="math")
+        for k in range(3):
+            judge = format_judge_prompt({"problem": aime_items[k]["problem"], "answer": "1"}, spec)
+            c.chat.completions.create(model="sim-judge", messages=[{"role": "user", "content": judge}])
+        assert srv.app._prompts == {}
+        first = aime_items[0]["problem"]
+        c.chat.completions.create(model="sim-probe-01", messages=solver_prompt(first), n=2, seed=1)
+        assert len(srv.app._prompts) == 1 and srv.app._prompt_chars > len(first)
+        monkeypatch.setattr(server_mod, "_PROMPT_CACHE_CHARS", 10)  # past the bound: cleared, then kept anew
+        c.chat.completions.create(model="sim-probe-01", messages=solver_prompt(aime_items[1]["problem"]), n=2, seed=1)
+        assert len(srv.app._prompts) == 1 and srv.app._prompt_chars < 2 * len(first) + 2000

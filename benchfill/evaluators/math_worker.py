@@ -80,6 +80,9 @@ class MathVerifier:
         if self._proc is not None:
             self._proc.kill()
             self._proc.wait()
+            for pipe in (self._proc.stdin, self._proc.stdout):  # closed, not left to the garbage collector
+                if pipe is not None:
+                    pipe.close()
             self._proc = None
 
     def close(self) -> None:

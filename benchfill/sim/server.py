@@ -47,7 +47,10 @@ _MAX_BODY = 32 << 20  # a request body larger than this is refused (413): no mod
 # answer for every item, a reader of logprobs a None it crashed on)
 _UNSUPPORTED = {"stream": "streaming", "logprobs": "logprobs", "top_logprobs": "logprobs", "tools": "tool calls",
                 "tool_choice": "tool calls", "functions": "function calls", "function_call": "function calls"}
-_PROMPT_CACHE_MAX = 200_000
+# The probe prompts' lookups kept (each item's prompt is asked again and again), held to this many characters
+# of prompt text: a count alone let a long-lived `sim serve` keep gigabytes of long prompts. The rewriter's and
+# the judge's prompts are seldom asked twice and are not kept.
+_PROMPT_CACHE_CHARS = 64 << 20
 
 
 def _error(status: int, message: str, kind: str, code: str | None = None) -> tuple[int, bytes]:
@@ -68,6 +71,7 @@ class SimApp:
         self._served = 0
         # prompt text -> (prompt hash, item): the per-prompt work is done once.
         self._prompts: dict[str, tuple[str, Any]] = {}
+        self._prompt_chars = 0  # characters of prompt text held in _prompts
         self._auth = f"Bearer {world.api_key}".encode() if world.api_key else None
         # Set when the server begins to stop (Ctrl-C, SimServer.stop): a request still waiting out its
         # latency is answered 503 at once, so none is left for uvicorn to cancel (its traceback, a bare 500).
@@ -222,15 +226,17 @@ class SimApp:
 
         cached = self._prompts.get(prompt)
         if cached is None:
-            if len(self._prompts) > _PROMPT_CACHE_MAX:
+            if self._prompt_chars > _PROMPT_CACHE_CHARS:
                 self._prompts.clear()
+                self._prompt_chars = 0
             item = roles.prompt_item(w, prompt, messages) if role == "probe" else None
             if role == "probe" and item is None:  # a child another server of this world wrote: read its state
                 w.refresh()
                 item = roles.prompt_item(w, prompt, messages)
             cached = (hashlib.blake2b(prompt.encode(), digest_size=12).hexdigest(), item)
-            if role != "probe" or item is not None:  # an unknown problem may become known: not cached
+            if role == "probe" and item is not None:  # an unknown problem may become known: not cached
                 self._prompts[prompt] = cached
+                self._prompt_chars += len(prompt)
         prompt_hash, item = cached
         # temperature 0: greedy, as a real decode: one draw whatever the seed (a sample asked for alone with its
         # own seed, as a probe that refuses n is asked, drew anew each time), repeated for every choice
