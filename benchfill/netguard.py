@@ -3,8 +3,10 @@ or look up, anything beyond this machine.
 
 The test suite sets it so that the processes it starts (the CLI, probe workers) are held to the same
 rule as the tests themselves; a user can set it to prove that a run on the simulated world stays
-offline. It works at the level of Python's ``socket`` module, so a process that honours it runs its
-event loop on asyncio, not uvloop (whose C sockets would go around it): ``run`` picks the loop.
+offline. It works at the level of Python's ``socket`` module (connect, connect_ex, sendto, sendmsg and the
+name look-ups getaddrinfo, gethostbyname, gethostbyname_ex, gethostbyaddr), so a process that honours it
+runs its event loop on asyncio, not uvloop (whose C sockets would go around it): ``run`` picks the loop.
+Code that calls the C module ``_socket`` itself, or a C library's own sockets, is not held by it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def install() -> None:
     if getattr(socket.socket.connect, "_benchfill_guard", False):
         return
     real_connect, real_connect_ex, real_getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+    real_sendto, real_sendmsg = socket.socket.sendto, socket.socket.sendmsg
+    real_by_name, real_by_name_ex, real_by_addr = socket.gethostbyname, socket.gethostbyname_ex, socket.gethostbyaddr
 
     def connect(self, address):
         _check(address)
@@ -56,8 +60,28 @@ def install() -> None:
             raise NetworkBlocked(f"{ENV}: refused to look up {host!r} (loopback only)")
         return real_getaddrinfo(host, *args, **kwargs)
 
+    # A datagram (or a TCP Fast Open connect) names its address on the send, not on a connect
+    def sendto(self, data, *args):
+        _check(args[-1])  # sendto(data, address) or sendto(data, flags, address)
+        return real_sendto(self, data, *args)
+
+    def sendmsg(self, buffers, *args):
+        if len(args) >= 3 and args[2] is not None:  # sendmsg(buffers, ancdata, flags, address)
+            _check(args[2])
+        return real_sendmsg(self, buffers, *args)
+
+    def lookup(real):
+        def guarded(host, *args, **kwargs):
+            if host not in ("localhost", "") and not is_loopback(host):
+                raise NetworkBlocked(f"{ENV}: refused to look up {host!r} (loopback only)")
+            return real(host, *args, **kwargs)
+        return guarded
+
     connect._benchfill_guard = True
     socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = connect, connect_ex, getaddrinfo
+    socket.socket.sendto, socket.socket.sendmsg = sendto, sendmsg
+    socket.gethostbyname, socket.gethostbyname_ex = lookup(real_by_name), lookup(real_by_name_ex)
+    socket.gethostbyaddr = lookup(real_by_addr)
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

@@ -220,7 +220,10 @@ class Store:
             event.listen(self.engine, "connect", _sqlite_pragmas)
             _create_as_the_umask_says(self.engine.url.database)
         else:
-            self.engine = create_engine(_driver_url(url), pool_pre_ping=True)
+            # UTF-8 on the wire whatever the database's encoding: on a SQL_ASCII one (initdb under LC_ALL=C)
+            # psycopg handed back bytes, and SQLAlchemy failed on its first query with a TypeError
+            wire = {"client_encoding": "utf8"} if url.startswith("postgres") else {}
+            self.engine = create_engine(_driver_url(url), pool_pre_ping=True, connect_args=wire)
         with self.engine.begin() as conn:
             before = _upgrade(conn, redact_url(self.url), run_id)
             self.read_only = _cannot_write(conn)

@@ -1,7 +1,9 @@
 """Test-wide guards: no test reaches the internet or a paid API.
 
-Sockets may connect to loopback only; anything else fails loudly. Tests that
-need a live endpoint carry the ``live`` marker and are deselected in CI.
+Sockets may connect, send datagrams and look names up on loopback only; anything else that goes through
+Python's ``socket`` module fails loudly (``_socket`` called directly, or a C library's own sockets, would go
+around it). Tests that need a live endpoint carry the ``live`` marker and are deselected
+(``-m "not live"`` in pyproject's addopts; ``pytest -m live`` runs them).
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ for _key in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "USE_LITELLM_
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 _real_getaddrinfo = socket.getaddrinfo
+_real_sendto = socket.socket.sendto
+_real_sendmsg = socket.socket.sendmsg
+_real_lookups = {name: getattr(socket, name) for name in ("gethostbyname", "gethostbyname_ex", "gethostbyaddr")}
 
 
 def _is_local(address) -> bool:
@@ -85,6 +90,28 @@ def _guarded_getaddrinfo(host, *args, **kwargs):
     return _real_getaddrinfo(host, *args, **kwargs)
 
 
+def _guarded_sendto(self, data, *args):
+    if not _is_local(args[-1]):  # sendto(data, address) or sendto(data, flags, address)
+        raise NetworkBlocked(f"test tried to send to the network: {args[-1]!r}")
+    return _real_sendto(self, data, *args)
+
+
+def _guarded_sendmsg(self, buffers, *args):
+    if len(args) >= 3 and args[2] is not None and not _is_local(args[2]):  # (buffers, ancdata, flags, address)
+        raise NetworkBlocked(f"test tried to send to the network: {args[2]!r}")
+    return _real_sendmsg(self, buffers, *args)
+
+
+def _guarded_lookup(name):
+    real = _real_lookups[name]
+
+    def guarded(host, *args, **kwargs):
+        if host not in ("localhost", "") and not is_loopback(host):
+            raise NetworkBlocked(f"test tried to resolve a remote host: {host!r}")
+        return real(host, *args, **kwargs)
+    return guarded
+
+
 # Held for the whole test process, from here on: a module- or session-scoped fixture runs outside any
 # test's own fixtures, and a function-scoped guard had left such fixtures (probe traffic among them) free.
 # Marked as benchfill.netguard marks its own, so a CLI called in process (which installs that guard when
@@ -92,6 +119,9 @@ def _guarded_getaddrinfo(host, *args, **kwargs):
 _guarded_connect._benchfill_guard = True
 socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = (
     _guarded_connect, _guarded_connect_ex, _guarded_getaddrinfo)
+socket.socket.sendto, socket.socket.sendmsg = _guarded_sendto, _guarded_sendmsg
+for _name in _real_lookups:
+    setattr(socket, _name, _guarded_lookup(_name))
 
 
 @pytest.fixture(autouse=True)
@@ -100,6 +130,10 @@ def _no_network(request, monkeypatch):
         monkeypatch.setattr(socket.socket, "connect", _real_connect)
         monkeypatch.setattr(socket.socket, "connect_ex", _real_connect_ex)
         monkeypatch.setattr(socket, "getaddrinfo", _real_getaddrinfo)
+        monkeypatch.setattr(socket.socket, "sendto", _real_sendto)
+        monkeypatch.setattr(socket.socket, "sendmsg", _real_sendmsg)
+        for name, real in _real_lookups.items():
+            monkeypatch.setattr(socket, name, real)
     yield
 
 

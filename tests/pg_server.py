@@ -53,7 +53,10 @@ def postgres_server(port: int = 54329):
         shutil.chown(base, "postgres")
         shutil.chown(pg.sock, "postgres")
     try:
-        pg._run(_bin("initdb"), "-D", str(pg.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        # UTF-8 whatever the caller's locale: under LC_ALL=C initdb made a SQL_ASCII cluster (the store copes
+        # with one, test_store_postgres; its fixtures should not depend on the shell that ran them)
+        pg._run(_bin("initdb"), "-D", str(pg.data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8",
+                "--locale=C.UTF-8")
         pg.start()
         pg._run(_bin("createdb"), "-h", str(pg.sock), "-p", str(port), "-U", "postgres", "benchfill")
         yield pg

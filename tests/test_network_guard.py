@@ -18,6 +18,42 @@ def test_remote_resolution_is_blocked():
         socket.getaddrinfo("api.openai.com", 443)
 
 
+def test_datagrams_and_fast_open_beyond_loopback_are_blocked():
+    """A datagram names its address on the send, not on a connect: UDP to this machine's own non-loopback
+    address had got through, and so had a TCP Fast Open connect (sendto with MSG_FASTOPEN)."""
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        with pytest.raises(NetworkBlocked):
+            u.sendto(b"hello", ("192.0.2.2", 9))
+        with pytest.raises(NetworkBlocked):
+            u.sendto(b"hello", 0, ("192.0.2.2", 9))
+        with pytest.raises(NetworkBlocked):
+            u.sendmsg([b"hello"], [], 0, ("192.0.2.2", 9))
+        # loopback stays open
+        r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        r.bind(("127.0.0.1", 0))
+        u.sendto(b"hi", r.getsockname())
+        u.sendmsg([b"there"], [], 0, r.getsockname())
+        assert r.recv(16) == b"hi" and r.recv(16) == b"there"
+        r.close()
+    finally:
+        u.close()
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        with pytest.raises(NetworkBlocked):
+            t.sendto(b"GET /", getattr(socket, "MSG_FASTOPEN", 0x20000000), ("192.0.2.2", 80))
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("lookup", ["gethostbyname", "gethostbyname_ex", "gethostbyaddr"])
+def test_the_older_name_lookups_are_blocked_too(lookup):
+    with pytest.raises(NetworkBlocked):
+        getattr(socket, lookup)("api.openai.com" if lookup != "gethostbyaddr" else "8.8.8.8")
+    if lookup != "gethostbyaddr":  # (127.0.0.1's reverse entry depends on the machine's /etc/hosts)
+        assert getattr(socket, lookup)("localhost")
+
+
 def test_loopback_is_allowed():
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
@@ -42,6 +78,11 @@ def test_processes_the_tests_start_are_held_to_loopback_too():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "NetworkBlocked" in out.stderr and "192.0.2.1" in out.stderr
     assert "(loopback only)" in out.stderr
+    for call in ("socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('192.0.2.1', 9))",
+                 "socket.gethostbyname('api.openai.com')"):
+        out = subprocess.run([sys.executable, "-c", code.rsplit("\n", 1)[0] + "\n" + call], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode != 0 and "NetworkBlocked" in out.stderr and "(loopback only)" in out.stderr, call
 
 
 def test_a_ray_workers_unit_holds_itself_to_loopback_too():

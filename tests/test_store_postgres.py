@@ -128,3 +128,20 @@ def test_two_handles_on_one_store_take_turns_at_a_runs_review(pg, tmp_path, wher
     t.join(10)
     a.close()
     b.close()
+
+
+def test_a_store_on_a_sql_ascii_database_opens_and_keeps_text_whole(tmp_path):
+    """A cluster made under LC_ALL=C is SQL_ASCII: psycopg handed back bytes there and the store failed to open
+    with a TypeError. It opens, and a name outside ASCII comes back as it went in."""
+    from pg_server import _bin, postgres_server
+
+    with postgres_server(port=54331) as server:
+        server._run(_bin("createdb"), "-h", str(server.sock), "-p", str(server.port), "-U", "postgres",
+                    "-E", "SQL_ASCII", "-T", "template0", "--locale=C", "ascii")
+        url = server.url.replace("/benchfill?", "/ascii?")
+        store = Store(url)
+        with store.engine.connect() as con:
+            assert con.execute(text("show server_encoding")).scalar_one() == "SQL_ASCII"
+        store.set_meta("who", {"name": "Zoë 名前"})
+        store.close()
+        assert Store(url).get_meta("who") == {"name": "Zoë 名前"}
