@@ -210,6 +210,7 @@ class SimSetup:
     z_of: dict  # benchmark item id -> fitted z
     misfit: float  # the annotator's misfit allowance (a run's --misfit, resolved as the run resolves "auto")
     link: tuple = (0.0, 1.0)  # the annotator's anchor link (--link), else the identity
+    pair: float = 0.0  # the annotator's allowance for the (probe, item) offsets (--pair-allowance)
 
     def annotator(self):
         from benchfill.search.annotate import Annotator
@@ -221,6 +222,7 @@ class SimSetup:
         extra["slope_weights"] = not PRIOR_SLOPES
         extra["own_sampling"] = OWN_SAMPLING
         extra["link"] = tuple(self.link)
+        extra["pair"] = self.pair
         return Annotator(self.services, self.probes, self.chance, self.fit.b_min, self.fit.b_max, "adaptive", **extra)
 
 
@@ -256,6 +258,8 @@ PRIOR = "normal"
 # ``--world-prior``: the prior of the fit the world's latent difficulties come from (real sets): a run's N(0, 1), or
 # the hierarchical one, a world whose ends are as spread as that prior finds them (benchfill.sim.latent)
 WORLD_PRIOR = "normal"
+_PAIR_MEMO: dict = {}
+PAIR_ALLOWANCE = 0.0  # the annotator's allowance for them (--pair-allowance: an sd, or "auto" as irt/pair.py estimates it)
 PAIR_SD = 0.0  # the world's (probe, item) offsets, logits (--pair-sd; benchfill.sim.World.pair_sd)
 
 
@@ -378,6 +382,14 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
         misfit = misfit_allowance(matrix, seed=seed)[0]
     else:
         misfit = float(MISFIT)
+    pair = float(PAIR_ALLOWANCE) if PAIR_ALLOWANCE != "auto" else 0.0
+    if PAIR_ALLOWANCE == "auto":  # as a run resolves it: from the panel's own repeated answers (irt/pair.py)
+        from benchfill.irt.pair import pair_sd
+
+        key = (spec.name, seed, PAIR_SD, PRIOR, WORLD_PRIOR, WORLD_MATRIX, PANEL)  # the probes answer alike whatever the rewriter
+        if key not in _PAIR_MEMO:
+            _PAIR_MEMO[key] = pair_sd(matrix, list(world.probes), seed=seed)[0]
+        pair = _PAIR_MEMO[key]
     link = (0.0, 1.0)
     if LINK:  # what-if: as a run would link its children, through the panel's answers to the originals
         from benchfill.search.annotate import Annotator, anchor_link
@@ -385,7 +397,7 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
         plain = Annotator(services, probes, chance, fit.b_min, fit.b_max, "adaptive", misfit=misfit,
                           slope_weights=not PRIOR_SLOPES, own_sampling=OWN_SAMPLING)
         link, _ = anchor_link(plain, matrix, fit, spread=LINK != "offset")
-    return SimSetup(world, services, fit, probes, chance, ids, z, items, z_of, misfit, link)
+    return SimSetup(world, services, fit, probes, chance, ids, z, items, z_of, misfit, link, pair)
 
 
 def world_matrix(world, matrix, seed: int, trials: np.ndarray | None = None):
@@ -602,13 +614,13 @@ def _cpus() -> int:
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_ALLOWANCE
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_ALLOWANCE
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_ALLOWANCE = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -1001,15 +1013,27 @@ def main() -> None:
                     help="what-if: each (probe, item) pair's own offset from the IRT curve, sd in logits (the world's "
                          "pair_sd, default 0: a probe's answers to an item are independent draws around the curve; "
                          "the published matrices' agreement within a pair is matched near 3, bench/bench_pair_effect.py)")
+    ap.add_argument("--pair-allowance", default="0", metavar="SD|auto",
+                    help="what-if: the annotator's allowance for the (probe, item) offsets, an sd in logits or auto "
+                         "(estimated from the panel's repeated answers on the anchors, benchfill.irt.pair); default 0")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_ALLOWANCE
 
     PANEL = args.panel
     if not 0.0 <= args.pair_sd <= 5.0:
         ap.error(f"--pair-sd: expected an sd in [0, 5] logits, got {args.pair_sd}")
     PAIR_SD = args.pair_sd
+    if args.pair_allowance == "auto":
+        PAIR_ALLOWANCE = "auto"
+    else:
+        try:
+            PAIR_ALLOWANCE = float(args.pair_allowance)
+        except ValueError:
+            ap.error(f"--pair-allowance: expected an sd in logits or auto, got {args.pair_allowance!r}")
+        if not 0.0 <= PAIR_ALLOWANCE <= 6.0:
+            ap.error(f"--pair-allowance: expected an sd in [0, 6] logits, got {PAIR_ALLOWANCE}")
     DISCRIMINATION = args.discrimination
     MISFIT = args.misfit
     if args.jobs < 1:
@@ -1072,6 +1096,7 @@ def main() -> None:
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
           f"{f'; (probe, item) offsets sd {PAIR_SD:g} logits' if PAIR_SD else ''}"
+          f"{f'; the annotator allows for them: {PAIR_ALLOWANCE}' if PAIR_ALLOWANCE else ''}"
           f"; annotator's misfit allowance sd {MISFIT}{' (slopes by the prior alone)' if PRIOR_SLOPES else ''}"
           f"{'; the placement states its own sampling se' if OWN_SAMPLING else ''}"
           f"{f'; children linked to the record through the originals ({LINK})' if LINK else ''}"

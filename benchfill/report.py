@@ -448,11 +448,26 @@ def _misfit_words(rep: dict[str, Any]) -> str:
             "answers fall across the probes weighs the slopes it allows for)")
 
 
+def _pair_words(rep: dict[str, Any]) -> str:
+    """What the stated se allows for the probes' own offsets on an item (``--pair-allowance``), or ''."""
+    p = (rep.get("backend") or {}).get("pair_allowance")
+    if not p:
+        return ""
+    if p.get("given"):
+        return (f", and an allowance for each probe's own offset on an item (sd {p['sd']:.2f} logits, as given by "
+                "`--pair-allowance`), which only more probes lower")
+    if not p.get("sd"):
+        why = p.get("note") or "the panel's repeated answers show none"
+        return f", and no allowance for each probe's own offset on an item ({why})"
+    return (f", and an allowance for each probe's own offset on an item (sd {p['sd']:.2f} logits, estimated from "
+            f"the panel's repeated answers, {p['cells']} cells of {p['models']} probes), which only more probes lower")
+
+
 def _placement(rep: dict[str, Any]) -> str:
     """Which difficulty the after-figures place each chosen item at, and what that means for them."""
     placed_by = rep.get("placed_by") or []
     se = ("the interval carries that estimate's standard error: its sampling, the probe panel's own ability "
-          f"error, which the item inherits, and {_misfit_words(rep)}. It holds the original items at their fitted "
+          f"error, which the item inherits, and {_misfit_words(rep)}{_pair_words(rep)}. It holds the original items at their fitted "
           "places: their own fit error, which moves the gaps' edges, is not in it.")
     if not placed_by:
         return "No item was placed: the after-figures are the before-figures."

@@ -56,7 +56,7 @@ class RunOptions:
     item, 0-100, is flagged), ``prescreen`` ("on": skip children their text predicts far outside the gap).
     The annotation: ``annotation`` ("adaptive" or "fixed"), ``confirm`` (fresh rollouts on the chosen item),
     ``confirm_se`` and ``confirm_cap`` (where the confirmation stops), ``misfit`` (the discrimination spread
-    allowed for). The simulated world: ``sim_probes``, ``sim_latency_ms``, ``sim_discrimination``,
+    allowed for), ``pair_allowance`` (the sd of the (probe, item) offsets allowed for). The simulated world: ``sim_probes``, ``sim_latency_ms``, ``sim_discrimination``, ``sim_pair_sd``,
     ``sim_reply_habits`` (the share of replies in a real model's habits, form only), ``sim_rewriter`` (a preset: "kind", "realistic", "hostile") and ``sim_rewriter_knobs`` (docs/sim-rewriter.md).
     Where it goes: ``runs_dir``, ``store`` (a SQLAlchemy URL), ``run_id``. ``progress``: lines on stderr as
     it goes. ``allow_unconfined``: run generated code where no sandbox is available. ``extra``: settings
@@ -82,6 +82,10 @@ class RunOptions:
     # "auto": the benchmark's own, estimated from its matrix (irt/spread.py), at least 0.5; 0: every item
     # taken to fit the 1PL exactly.
     misfit: float | str = "auto"
+    # The sd, in logits, of each (probe, item) pair's own offset from the curve the annotator allows for
+    # (search/annotate.py, Annotator.pair; irt/pair.py). "auto": estimated from the probe panel's own repeated
+    # answers on the benchmark's items; 0: a probe's answers to an item are independent draws about the curve.
+    pair_allowance: float | str = "auto"
     backend: str | None = None  # default: openai when --config gives a probe panel, else sim
     config: str | None = None
     seed: int = 0
@@ -100,6 +104,10 @@ class RunOptions:
     # sim backend: sd of log item discrimination (benchfill.sim.world.DISCRIMINATION_SD; 0: the 1PL the
     # annotator fits, kinder than real data)
     sim_discrimination: float = 0.5
+    # sim backend: sd, in logits, of each (probe, item) pair's own offset from the curve (World.pair_sd; 0: a
+    # probe's answers to an item are independent draws about the curve, kinder than real data; about 3.5
+    # matches the published matrices, bench/bench_pair_effect.py)
+    sim_pair_sd: float = 0.0
     # sim backend: the share of replies written in a real model's habits (benchfill/sim/habits.py); form
     # only, so it is not part of a run's identity
     sim_reply_habits: float = 0.3
@@ -153,10 +161,13 @@ class RunOptions:
                                    ("near_duplicate", self.near_duplicate, 0.0, 100.0),
                                    ("sim_latency_ms", self.sim_latency_ms, 0.0, float("inf")),
                                    ("sim_discrimination", self.sim_discrimination, 0.0, 2.0),
+                                   ("sim_pair_sd", self.sim_pair_sd, 0.0, 5.0),
                                    ("sim_reply_habits", self.sim_reply_habits, 0.0, 1.0),
-                                   ("misfit", 0.0 if self.misfit == "auto" else self.misfit, 0.0, 2.0)):
+                                   ("misfit", 0.0 if self.misfit == "auto" else self.misfit, 0.0, 2.0),
+                                   ("pair_allowance", 0.0 if self.pair_allowance == "auto" else self.pair_allowance,
+                                    0.0, 6.0)):
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not lo <= value <= hi:
-                auto = " or auto" if key == "misfit" else ""
+                auto = " or auto" if key in ("misfit", "pair_allowance") else ""
                 raise ConfigError(f"{name(key)}: a number in [{lo:g}, {hi:g}]{auto}, got {value!r}")
             if not isinstance(value, (int, float)):  # a numpy float32 as a plain float: the run id is JSON
                 setattr(self, key, float(value))  # (an int stays an int: 50 and 50.0 are other run ids)
@@ -202,7 +213,7 @@ class RunOptions:
         # The simulated world's other knobs, likewise: with real endpoints they did nothing, without a word (and
         # sim_probes and sim_latency_ms changed the run's id, so the command without them did not resume it)
         if self.resolved_backend(name) != "sim":
-            for key in ("sim_probes", "sim_latency_ms", "sim_discrimination", "sim_reply_habits"):
+            for key in ("sim_probes", "sim_latency_ms", "sim_discrimination", "sim_pair_sd", "sim_reply_habits"):
                 if getattr(self, key) != RunOptions.__dataclass_fields__[key].default:
                     raise ConfigError(f"{name(key)}: sets the simulated world, which does nothing with "
                                       f"{name('backend')} openai")
@@ -243,6 +254,8 @@ class RunOptions:
         d["backend"] = self.resolved_backend()
         if d["backend"] != "sim":  # a world knob: real runs keep the ids they had
             d.pop("sim_discrimination")
+        if d["backend"] != "sim" or not d["sim_pair_sd"]:  # added later: runs without it keep their ids
+            d.pop("sim_pair_sd")
         if idle_at_defaults:
             d = idle_at_default(d)
         from benchfill.prompts import overrides_digest
@@ -252,7 +265,7 @@ class RunOptions:
             d["prompts_sha256"] = prompts
         if d["prescreen"] == "off":  # added later: runs without it keep the ids they had
             d.pop("prescreen")
-        for k in ("confirm_se", "confirm_cap"):  # the same, for these
+        for k in ("confirm_se", "confirm_cap", "pair_allowance"):  # the same, for these
             if d[k] == RunOptions.__dataclass_fields__[k].default:
                 d.pop(k)
         for k in PATH_OPTIONS:  # one file, however it is spelt or wherever the command runs from: one run
@@ -942,9 +955,10 @@ def narrow_gaps(gaps, confirm_se: float, annotator=None) -> list[str]:
                     remedy = ("most of it the probes' own ability error, which no added probe model removes: the gap "
                               "is narrower than this panel can place an item (a panel placed on more of the "
                               "benchmark's items, or with more trials each, narrows it)")
+                own = " and the probes' own offsets on it" if getattr(annotator, "pair", 0.0) else ""
                 out.append(f"gap {g}: beyond the probe panel's reach: at its target (z {target:.3f}) a confirmation "
                            f"places an item to a z se of {o.placement_z_se:.3f} at best, and {fixed:.3f} of that no "
-                           f"rollout removes (the item's unknown slope {o.misfit_z_se:.3f}, the probes' abilities "
+                           f"rollout removes (the item's unknown slope{own} {o.misfit_z_se:.3f}, the probes' abilities "
                            f"{o.ability_z_se:.3f}), against a half-width of {half:.4f} z: whether its item lies inside "
                            f"will be near chance{tail}; {remedy}")  # fmt: skip
                 continue

@@ -638,7 +638,7 @@ def test_options_the_strategy_never_reads_do_not_change_the_runs_id(tmp_path):
 
 
 @pytest.mark.parametrize("knob, value", [("sim_probes", 6), ("sim_latency_ms", 5.0), ("sim_discrimination", 0.0),
-                                         ("sim_reply_habits", 1.0)])
+                                         ("sim_reply_habits", 1.0), ("sim_pair_sd", 3.5)])
 def test_the_worlds_knobs_with_real_endpoints_are_refused(tmp_path, knob, value):
     opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), backend="openai", config=str(tmp_path / "p.toml"),
                       **{knob: value})
@@ -710,3 +710,9 @@ def test_how_a_run_is_shown_is_no_part_of_its_id_and_a_world_knob_none_of_a_real
     assert sim[0] != sim[1]
     real = RunOptions(**base, backend="openai", config=str(tmp_path / "p.toml")).identity()
     assert "sim_discrimination" not in real
+    # the probes' offsets, added later: at 0 a run keeps the id it had; set, another world and another run
+    assert "sim_pair_sd" not in RunOptions(**base, backend="sim").identity()
+    assert RunOptions(**base, backend="sim", sim_pair_sd=3.5).identity()["sim_pair_sd"] == 3.5
+    # so is the annotator's allowance for them at its default
+    assert "pair_allowance" not in RunOptions(**base).identity()
+    assert RunOptions(**base, pair_allowance=0.0).identity()["pair_allowance"] == 0.0

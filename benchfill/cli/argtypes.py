@@ -55,6 +55,16 @@ mcmc_draws = _bounded(_int, lambda v: v >= 4, "at least 4 (split R-hat needs two
                       "mcmc_draws")
 
 
+def pair_sd(text: str) -> float | str:
+    """``--pair-allowance``: ``auto`` or an sd in logits in [0, 6]."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    v = finite_float(text)
+    if not 0.0 <= v <= 6.0:
+        raise argparse.ArgumentTypeError(f"must be auto or an sd in logits in [0, 6], got {text.strip()}")
+    return v
+
+
 def misfit_sd(text: str) -> float | str:
     """``--misfit``: ``auto`` or an sd of log discrimination in [0, 2]."""
     if text.strip().lower() == "auto":

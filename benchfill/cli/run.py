@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchfill.cli.argtypes import misfit_sd, nonneg_int, unit_float
+from benchfill.cli.argtypes import misfit_sd, nonneg_int, pair_sd, unit_float
 
 
 def register(subparsers) -> None:
@@ -32,6 +32,11 @@ def register(subparsers) -> None:
                    help="the sd of log item discrimination the annotator allows for: probes balanced about each "
                         "item, and its se carries what the 1PL misses (default auto: the benchmark's own, "
                         "estimated from its matrix, at least 0.5; 0: items fit the 1PL exactly)")
+    p.add_argument("--pair-allowance", type=pair_sd, default="auto", metavar="SD",
+                   help="the sd, in logits, of each probe's own offset on an item that the annotator allows for: "
+                        "rollouts of one probe cannot average it away, so items are placed through more probes "
+                        "and their se carries it (default auto: estimated from the panel's repeated answers on "
+                        "the benchmark's items; 0: none)")
     p.add_argument("--confirm-cap", type=float, default=4.0, metavar="BUDGETS",
                    help="... or until this many fixed-protocol budgets of rollouts (default 4); looser is "
                         "cheaper and places less exactly")
@@ -62,6 +67,10 @@ def register(subparsers) -> None:
     p.add_argument("--sim-discrimination", type=float, default=0.5, metavar="SD",
                    help="sim backend: sd of log item discrimination (default 0.5, the median of real matrices; "
                         "0: every item fits the 1PL the annotator assumes, kinder than real data)")
+    p.add_argument("--sim-pair-sd", type=float, default=0.0, metavar="SD",
+                   help="sim backend: sd, in logits, of each probe's own offset on an item (default 0: its answers "
+                        "are independent draws about the curve, kinder than real data; 3.5 matches the published "
+                        "matrices)")
     p.add_argument("--sim-reply-habits", type=unit_float, default=0.3, metavar="RATE",
                    help="sim backend: share of replies written in a real model's habits (reasoning blocks, bold "
                         "labels, LaTeX left single in JSON, replies cut short; form only; default 0.3, 0: all plain)")

@@ -41,6 +41,10 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--reply-habits", type=unit_float, default=0.3, metavar="RATE",
                        help="share of replies written in a real model's habits: reasoning blocks, bold labels, "
                             "extra fences, LaTeX left single in JSON, replies cut short (form only; default 0.3)")
+    serve.add_argument("--pair-sd", type=float, default=0.0, metavar="SD",
+                       help="sd, in logits, of each probe's own offset on an item (default 0: its answers are "
+                            "independent draws about the curve, kinder than real data; 3.5 matches the published "
+                            "matrices)")
     serve.add_argument("--state", help="JSONL registry of generated children (kept across restarts)")
     serve.add_argument("--api-key-env", help="require 'Authorization: Bearer $VAR' (the key is read from this env var)")
     serve.set_defaults(func=serve_cmd)
@@ -136,7 +140,7 @@ def serve_cmd(args: argparse.Namespace) -> int:
         items, **fields, matrix=matrix, n_probes=args.probes, seed=args.seed, state_path=args.state,
         rewriter=args.rewriter, rewriter_knobs=rewriter_knobs(args), rewriter_malformed_rate=args.rewriter_malformed_rate,
         latency_ms=args.latency_ms, latency_jitter_ms=args.latency_jitter_ms, fault_rate=args.fault_rate,
-        retry_after_s=args.retry_after_s, api_key=api_key, reply_habits=args.reply_habits,
+        retry_after_s=args.retry_after_s, api_key=api_key, reply_habits=args.reply_habits, pair_sd=args.pair_sd,
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -48,6 +48,8 @@ SENT = {"model_calls": 0, "rollouts": 0}
 TRAFFIC_META = "traffic/"
 # The run meta key of the misfit allowance ``--misfit auto`` resolved to, and what it rests on (Backend._misfit).
 MISFIT_META = "misfit"
+# ... and of the (probe, item) offsets' allowance ``--pair-allowance auto`` resolved to (Backend._pair).
+PAIR_META = "pair_allowance"
 
 
 def _repairs_of(res) -> int:
@@ -183,6 +185,7 @@ class Backend:
         self.fit = None
         self.annotator: Annotator | None = None
         self.misfit: dict | None = None  # the misfit allowance and what it rests on (_misfit)
+        self.pair: dict | None = None  # the (probe, item) offsets' allowance and what it rests on (_pair)
         self.services: TrafficServices | None = None
         self.prescreen = None  # benchfill/search/prescreen.py, trained by train_prescreen when asked for
         self.world_truth = None  # simulated runs: the gap figures by the world's own difficulties (attach_truth)
@@ -255,8 +258,9 @@ class Backend:
         chance_of = spec.chance_of if getattr(spec, "chance", None) == "options" else None
         confirmation = ConfirmSettings(z_se=self.opts.confirm_se, max_budgets=self.opts.confirm_cap)
         misfit = await self._misfit(matrix, digest)
+        pair = await self._pair(matrix, digest)
         self.annotator = Annotator(self.services, probes, chance, self.fit.b_min, self.fit.b_max, self.opts.annotation,
-                                   confirmation=confirmation, misfit=misfit, chance_of=chance_of)
+                                   confirmation=confirmation, misfit=misfit, chance_of=chance_of, pair=pair)
         self.record_traffic()  # the panel's rollouts, kept as the fit is
         return self.fit, source
 
@@ -300,6 +304,33 @@ class Backend:
         sd, record = got
         self.store.set_meta(MISFIT_META, {**record, "matrix": digest})
         self.misfit = record
+        return sd
+
+    async def _pair(self, matrix, digest: str) -> float:
+        """The annotator's allowance for the (probe, item) offsets: ``--pair-allowance SD``, or with ``auto``
+        their sd estimated from the panel's own repeated answers in the matrix of record (irt/pair.py), once,
+        kept with it, so a resumed run and every unit of a sweep allow the same. A panel with no repeated
+        answers there (its rows given with one trial each) says nothing of it: 0, and the report says why."""
+        given = self.opts.pair_allowance
+        if given != "auto":
+            self.pair = {"sd": float(given), "given": True}
+            return float(given)
+        saved = self.store.get_meta(PAIR_META)
+        if saved and saved.get("matrix") == digest:
+            self.pair = {k: v for k, v in saved.items() if k != "matrix"}
+            return float(saved["sd"])
+        from benchfill.irt.pair import pair_sd
+
+        names = [p.name for p in self.config.probes]
+        key = ("pair", digest, tuple(names), self.opts.seed)
+        got = _memo_get(key)
+        if got is None:
+            self._say("estimating how far the probes' answers stray from the curve (the pair allowance) ...")
+            got = await off_loop(pair_sd, matrix, names, seed=self.opts.seed)
+            _memo_put(key, got)
+        sd, record = got
+        self.store.set_meta(PAIR_META, {**record, "matrix": digest})
+        self.pair = record
         return sd
 
     def _anchors(self, matrix) -> list[dict]:
@@ -550,6 +581,7 @@ class Backend:
             out["probe_abilities"] = {p.name: {"ability": round(p.ability, 4), "se": round(p.ability_se, 4)}
                                       for p in self.annotator.probes}
             out["misfit"] = self.misfit  # the allowance for the items' own discrimination, and its source
+            out["pair_allowance"] = self.pair  # the allowance for the (probe, item) offsets, and its source
         if self.prescreen is not None:
             out["prescreen"] = self.prescreen.summary()
         if self.world_truth is not None:
@@ -720,6 +752,7 @@ def start_sim(opts, bench, run_dir: Path, url: str | None = None, store=None):
                              seed=opts.seed, state_path=run_dir / "sim_world_state.jsonl",
                              latency_ms=opts.sim_latency_ms, rewriter=opts.sim_rewriter,
                              discrimination_sd=opts.sim_discrimination, reply_habits=opts.sim_reply_habits,
+                             pair_sd=opts.sim_pair_sd,
                              rewriter_knobs=opts.sim_rewriter_knobs)
     if opts.store:  # one world for the runs that share a store: it knows their children (shared memory)
         if store is not None:  # where this run's children are, for the runs in other folders on the store

@@ -437,11 +437,14 @@ def _world_of(options: Any) -> tuple:
     opts = options if isinstance(options, dict) else {}
     if opts.get("backend", "sim") != "sim":
         return ("served",)
-    return ("sim", float(opts.get("sim_discrimination", 0.0) or 0.0))
+    pair = float(opts.get("sim_pair_sd", 0.0) or 0.0)  # (absent before the world drew offsets: 0)
+    return ("sim", float(opts.get("sim_discrimination", 0.0) or 0.0)) + ((pair,) if pair else ())
 
 
 def _world_name(world: tuple) -> str:
-    return "sim serve's" if world[0] == "served" else f"item discrimination sd {world[1]:g}"
+    if world[0] == "served":
+        return "sim serve's"
+    return f"item discrimination sd {world[1]:g}" + (f", probe offsets sd {world[2]:g}" if len(world) > 2 else "")
 
 
 # What keeps an earlier child from being reused as a gap's pick, beyond what keeps it from being a parent:

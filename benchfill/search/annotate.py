@@ -169,6 +169,11 @@ class Annotator:
     # removes. Allowing for it adds E[(1 - a)^2] (that mean)^2 to the placement's variance, so the probes
     # are chosen to balance about the item and the stated se carries what is left. 0: a = 1, as before.
     misfit: float = 0.0
+    # The sd, in logits, of each (probe, item) pair's own offset from the curve (irt/pair.py): a probe's
+    # rollouts on an item cannot average its offset away, so a placement through probes of information shares
+    # w_j carries s^2 sum w_j^2 that only more probes lower. Part of the item's own fixed error, beside the
+    # misfit allowance, so the probes are spread to lower it and the stated se carries it. 0: none, as before.
+    pair: float = 0.0
     # Weigh the slopes by the answers when placing an item (``_unlean``), not by the prior alone.
     slope_weights: bool = True
     # What-if, off: state the placement's own sampling se (``_sampling_factor``) instead of the 1PL's. It makes
@@ -439,6 +444,8 @@ class Annotator:
         ability = sum((info[p.name] / total) ** 2 * p.ability_se**2 for p in self.probes)
         if misfit is None:
             misfit = self._misfit(b, trials, info, total) if math.isfinite(b) else 0.0
+        if self.pair:  # each probe's offset moves the item as its ability error would, but per item
+            misfit += self.pair**2 * sum((info[p.name] / total) ** 2 for p in self.probes)
         return 1.0 / total, ability, misfit
 
     def _misfit_after(self, b: float, trials: dict[str, int], candidates: list[Probe], batch: int,
@@ -662,7 +669,7 @@ class Annotator:
             # "Flat items").
             b, misfit, factor = self._unlean(b, trials, correct if self.slope_weights else None)
             se *= math.sqrt(factor)  # 1 unless own_sampling
-            _, ability, _ = self._parts(b, trials, misfit=misfit)
+            _, ability, misfit = self._parts(b, trials, misfit=misfit)  # (the pair allowance added to it)
         else:
             _, ability, misfit = self._parts(b, trials)
         ability_z_se, misfit_z_se = self.z_of_logits(math.sqrt(ability)), self.z_of_logits(math.sqrt(misfit))
