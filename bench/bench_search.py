@@ -259,7 +259,7 @@ PRIOR = "normal"
 # the hierarchical one, a world whose ends are as spread as that prior finds them (benchfill.sim.latent)
 WORLD_PRIOR = "normal"
 _PAIR_MEMO: dict = {}
-PAIR_ALLOWANCE = 0.0  # the annotator's allowance for them (--pair-allowance: an sd, or "auto" as irt/pair.py estimates it)
+PAIR_ALLOWANCE = "auto"  # the annotator's allowance for them (--pair-allowance: an sd, or "auto" as irt/pair.py estimates it)
 PAIR_SD = 0.0  # the world's (probe, item) offsets, logits (--pair-sd; benchfill.sim.World.pair_sd)
 
 
@@ -1013,9 +1013,10 @@ def main() -> None:
                     help="what-if: each (probe, item) pair's own offset from the IRT curve, sd in logits (the world's "
                          "pair_sd, default 0: a probe's answers to an item are independent draws around the curve; "
                          "the published matrices' agreement within a pair is matched near 3, bench/bench_pair_effect.py)")
-    ap.add_argument("--pair-allowance", default="0", metavar="SD|auto",
-                    help="what-if: the annotator's allowance for the (probe, item) offsets, an sd in logits or auto "
-                         "(estimated from the panel's repeated answers on the anchors, benchfill.irt.pair); default 0")
+    ap.add_argument("--pair-allowance", default="auto", metavar="SD|auto",
+                    help="the annotator's allowance for the (probe, item) offsets, an sd in logits or auto (a run's "
+                         "default: estimated from the panel's repeated answers on the anchors, benchfill.irt.pair); "
+                         "0: none, the annotator before it")
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
