@@ -716,3 +716,24 @@ def test_how_a_run_is_shown_is_no_part_of_its_id_and_a_world_knob_none_of_a_real
     # so is the annotator's allowance for them at its default
     assert "pair_allowance" not in RunOptions(**base).identity()
     assert RunOptions(**base, pair_allowance=0.0).identity()["pair_allowance"] == 0.0
+
+
+@pytest.mark.parametrize("value, ok", [("auto", True), (0.0, True), (3.5, True), (6.0, True), (6.5, False),
+                                       (-0.1, False), ("3", False), (True, False)])
+def test_the_pair_allowance_is_auto_or_an_sd_up_to_six_logits(tmp_path, value, ok):
+    opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), pair_allowance=value)
+    if ok:
+        opts.check()
+    else:
+        with flag_names(), pytest.raises(ConfigError, match=r"^--pair-allowance: a number in \[0, 6\] or auto, got "):
+            opts.check()
+
+
+def test_the_pair_allowance_flag_says_what_it_takes(capsys):
+    from benchfill.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--benchmark", "demo", "--pair-allowance", "7"])
+    assert exc.value.code == 2
+    assert "--pair-allowance: must be auto or an sd of the (probe, item) offsets in logits in [0, 6], got 7" in \
+        capsys.readouterr().err

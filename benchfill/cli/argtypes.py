@@ -55,21 +55,18 @@ mcmc_draws = _bounded(_int, lambda v: v >= 4, "at least 4 (split R-hat needs two
                       "mcmc_draws")
 
 
-def pair_sd(text: str) -> float | str:
-    """``--pair-allowance``: ``auto`` or an sd in logits in [0, 6]."""
-    if text.strip().lower() == "auto":
-        return "auto"
-    v = finite_float(text)
-    if not 0.0 <= v <= 6.0:
-        raise argparse.ArgumentTypeError(f"must be auto or an sd in logits in [0, 6], got {text.strip()}")
-    return v
+def _auto_or_sd(hi: float, what: str, name: str) -> Callable[[str], float | str]:
+    """An option that takes ``auto`` or an sd in [0, ``hi``] (``what``: the sd of what)."""
+    def parse(text: str) -> float | str:
+        if text.strip().lower() == "auto":
+            return "auto"
+        v = finite_float(text)
+        if not 0.0 <= v <= hi:
+            raise argparse.ArgumentTypeError(f"must be auto or an sd of {what} in [0, {hi:g}], got {text.strip()}")
+        return v
+    parse.__name__ = name  # argparse names the type in its own messages
+    return parse
 
 
-def misfit_sd(text: str) -> float | str:
-    """``--misfit``: ``auto`` or an sd of log discrimination in [0, 2]."""
-    if text.strip().lower() == "auto":
-        return "auto"
-    v = finite_float(text)
-    if not 0.0 <= v <= 2.0:
-        raise argparse.ArgumentTypeError(f"must be auto or an sd of log discrimination in [0, 2], got {text.strip()}")
-    return v
+misfit_sd = _auto_or_sd(2.0, "log discrimination", "misfit_sd")  # --misfit
+pair_sd = _auto_or_sd(6.0, "the (probe, item) offsets in logits", "pair_sd")  # --pair-allowance
