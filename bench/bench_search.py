@@ -1097,7 +1097,7 @@ def main() -> None:
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
           f"{f'; (probe, item) offsets sd {PAIR_SD:g} logits' if PAIR_SD else ''}"
-          f"{f'; the annotator allows for them: {PAIR_ALLOWANCE}' if PAIR_ALLOWANCE else ''}"
+          f"{f'; the allowance for (probe, item) offsets: {PAIR_ALLOWANCE}' if PAIR_ALLOWANCE else ''}"
           f"; annotator's misfit allowance sd {MISFIT}{' (slopes by the prior alone)' if PRIOR_SLOPES else ''}"
           f"{'; the placement states its own sampling se' if OWN_SAMPLING else ''}"
           f"{f'; children linked to the record through the originals ({LINK})' if LINK else ''}"
