@@ -4,7 +4,7 @@ or look up, anything beyond this machine.
 The test suite sets it so that the processes it starts (the CLI, probe workers) are held to the same
 rule as the tests themselves; a user can set it to prove that a run on the simulated world stays
 offline. It works at the level of Python's ``socket`` module (connect, connect_ex, sendto, sendmsg and the
-name look-ups getaddrinfo, gethostbyname, gethostbyname_ex, gethostbyaddr), so a process that honours it
+name look-ups getaddrinfo, gethostbyname, gethostbyname_ex, gethostbyaddr, getnameinfo), so a process that honours it
 runs its event loop on asyncio, not uvloop (whose C sockets would go around it): ``run`` picks the loop.
 Code that calls the C module ``_socket`` itself, or a C library's own sockets, is not held by it.
 """
@@ -46,6 +46,7 @@ def install() -> None:
     real_connect, real_connect_ex, real_getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
     real_sendto, real_sendmsg = socket.socket.sendto, socket.socket.sendmsg
     real_by_name, real_by_name_ex, real_by_addr = socket.gethostbyname, socket.gethostbyname_ex, socket.gethostbyaddr
+    real_name_info = socket.getnameinfo
 
     def connect(self, address):
         _check(address)
@@ -82,6 +83,13 @@ def install() -> None:
     socket.socket.sendto, socket.socket.sendmsg = sendto, sendmsg
     socket.gethostbyname, socket.gethostbyname_ex = lookup(real_by_name), lookup(real_by_name_ex)
     socket.gethostbyaddr = lookup(real_by_addr)
+
+    def getnameinfo(sockaddr, flags):  # a reverse look-up of the address's host
+        if sockaddr[0] not in ("localhost", "") and not is_loopback(sockaddr[0]):
+            raise NetworkBlocked(f"{ENV}: refused to look up {sockaddr[0]!r} (loopback only)")
+        return real_name_info(sockaddr, flags)
+
+    socket.getnameinfo = getnameinfo
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

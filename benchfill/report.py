@@ -453,6 +453,8 @@ def _pair_words(rep: dict[str, Any]) -> str:
     p = (rep.get("backend") or {}).get("pair_allowance")
     if not p:
         return ""
+    if p.get("given") and not p.get("sd"):
+        return ", and no allowance for each probe's own offset on an item (`--pair-allowance 0`)"
     if p.get("given"):
         return (f", and an allowance for each probe's own offset on an item (sd {p['sd']:.2f} logits, as given by "
                 "`--pair-allowance`), which only more probes lower")

@@ -254,7 +254,7 @@ class RunOptions:
         d["backend"] = self.resolved_backend()
         if d["backend"] != "sim":  # a world knob: real runs keep the ids they had
             d.pop("sim_discrimination")
-        if d["backend"] != "sim" or not d["sim_pair_sd"]:  # added later: runs without it keep their ids
+        if d["backend"] != "sim":
             d.pop("sim_pair_sd")
         if idle_at_defaults:
             d = idle_at_default(d)
@@ -263,15 +263,20 @@ class RunOptions:
         prompts = overrides_digest()  # templates of the user's own (BENCHFILL_PROMPTS_DIR) decide the result too
         if prompts:  # (runs on the built-in prompts keep the ids they had)
             d["prompts_sha256"] = prompts
-        if d["prescreen"] == "off":  # added later: runs without it keep the ids they had
-            d.pop("prescreen")
-        for k in ("confirm_se", "confirm_cap", "pair_allowance"):  # the same, for these
-            if d[k] == RunOptions.__dataclass_fields__[k].default:
+        for k, absent in ABSENT_MEANS.items():  # added later: runs made without them keep the ids they had
+            if k in d and d[k] == absent:
                 d.pop(k)
         for k in PATH_OPTIONS:  # one file, however it is spelt or wherever the command runs from: one run
             if isinstance(d.get(k), str) and d[k] and not d[k].startswith("hf:"):
                 d[k] = str(Path(d[k]).expanduser().resolve())
         return d
+
+
+# Options added after runs were made, and the value a run's id (and its stored options) without one stands for:
+# what every run before them did. At that value an option is left out of the id, so those runs keep theirs;
+# where the default is another (the pair allowance: none before, auto now), a run at the default is a new run.
+ABSENT_MEANS: dict[str, Any] = {"prescreen": "off", "confirm_se": 0.02, "confirm_cap": 4.0, "pair_allowance": 0.0,
+                                "sim_pair_sd": 0.0}
 
 
 # What the oracle never reads: it places an ideal item at each gap's midpoint, after the fit, with no search.
@@ -798,6 +803,10 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
     if stored:
         stored = idle_at_default(stored)  # as the id is made: a run made with an idle option before resumes too
         now = json.loads(json.dumps(opts.identity(), default=str))
+        for k, absent in ABSENT_MEANS.items():  # one side without it: the value its absence stands for
+            if (k in stored) != (k in now):
+                stored.setdefault(k, absent)
+                now.setdefault(k, absent)
         # A file is compared by its content below, not by how its path is spelt: a run made before paths
         # were resolved, or from another folder, resumes with the same files; a file given to one and not
         # to the other (a --responses dropped) is a difference here

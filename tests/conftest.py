@@ -9,6 +9,7 @@ around it). Tests that need a live endpoint carry the ``live`` marker and are de
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import os
 import shutil
@@ -59,6 +60,7 @@ _real_getaddrinfo = socket.getaddrinfo
 _real_sendto = socket.socket.sendto
 _real_sendmsg = socket.socket.sendmsg
 _real_lookups = {name: getattr(socket, name) for name in ("gethostbyname", "gethostbyname_ex", "gethostbyaddr")}
+_real_getnameinfo = socket.getnameinfo
 
 
 def _is_local(address) -> bool:
@@ -68,8 +70,12 @@ def _is_local(address) -> bool:
     return host in ("localhost", "", None) or is_loopback(host)
 
 
-class NetworkBlocked(RuntimeError):
-    pass
+class NetworkBlocked(ConnectionRefusedError):
+    """An OSError, as benchfill.netguard's is: the standard library catches OSError where a look-up may fail
+    (socket.getfqdn, http.server's bind), and a RuntimeError had escaped it."""
+
+    def __init__(self, message: str):
+        super().__init__(errno.ECONNREFUSED, message)
 
 
 def _guarded_connect(self, address):
@@ -112,6 +118,12 @@ def _guarded_lookup(name):
     return guarded
 
 
+def _guarded_getnameinfo(sockaddr, flags):
+    if not _is_local(sockaddr):
+        raise NetworkBlocked(f"test tried to resolve a remote address: {sockaddr[0]!r}")
+    return _real_getnameinfo(sockaddr, flags)
+
+
 # Held for the whole test process, from here on: a module- or session-scoped fixture runs outside any
 # test's own fixtures, and a function-scoped guard had left such fixtures (probe traffic among them) free.
 # Marked as benchfill.netguard marks its own, so a CLI called in process (which installs that guard when
@@ -120,6 +132,7 @@ _guarded_connect._benchfill_guard = True
 socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = (
     _guarded_connect, _guarded_connect_ex, _guarded_getaddrinfo)
 socket.socket.sendto, socket.socket.sendmsg = _guarded_sendto, _guarded_sendmsg
+socket.getnameinfo = _guarded_getnameinfo
 for _name in _real_lookups:
     setattr(socket, _name, _guarded_lookup(_name))
 
@@ -134,6 +147,7 @@ def _no_network(request, monkeypatch):
         monkeypatch.setattr(socket.socket, "sendmsg", _real_sendmsg)
         for name, real in _real_lookups.items():
             monkeypatch.setattr(socket, name, real)
+        monkeypatch.setattr(socket, "getnameinfo", _real_getnameinfo)
     yield
 
 

@@ -54,6 +54,17 @@ def test_the_older_name_lookups_are_blocked_too(lookup):
         assert getattr(socket, lookup)("localhost")
 
 
+def test_a_reverse_look_up_by_getnameinfo_is_blocked_and_the_stdlib_copes_with_a_blocked_one():
+    with pytest.raises(NetworkBlocked):
+        socket.getnameinfo(("8.8.8.8", 53), 0)
+    assert socket.getnameinfo(("127.0.0.1", 80), socket.NI_NUMERICHOST | socket.NI_NUMERICSERV) == ("127.0.0.1", "80")
+    # an OSError, as the standard library expects of a failed look-up (getfqdn, http.server's bind)
+    assert isinstance(socket.getfqdn(), str)
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    HTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler).server_close()
+
+
 def test_loopback_is_allowed():
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
@@ -79,7 +90,7 @@ def test_processes_the_tests_start_are_held_to_loopback_too():
     assert out.returncode != 0 and "NetworkBlocked" in out.stderr and "192.0.2.1" in out.stderr
     assert "(loopback only)" in out.stderr
     for call in ("socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('192.0.2.1', 9))",
-                 "socket.gethostbyname('api.openai.com')"):
+                 "socket.gethostbyname('api.openai.com')", "socket.getnameinfo(('8.8.8.8', 53), 0)"):
         out = subprocess.run([sys.executable, "-c", code.rsplit("\n", 1)[0] + "\n" + call], capture_output=True,
                              text=True, timeout=60)
         assert out.returncode != 0 and "NetworkBlocked" in out.stderr and "(loopback only)" in out.stderr, call

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -91,6 +93,18 @@ def test_real_endpoints_without_a_config_say_so_not_none(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("benchfill: error: backend 'openai' needs a config naming the probe panel") and "None" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_reused_run_id_with_an_option_left_out_of_the_id_at_its_old_value_is_refused_too(tmp_path):
+    """The world's offsets and the annotator's allowance are left out of a run's id at the value every earlier run
+    had (0): a run resumed with either set had gone on in another world, or under another annotator."""
+    first = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **FAST)
+    run(first)
+    for change, said in (({"sim_pair_sd": 3.5}, "sim_pair_sd = 0.0; this command asks 3.5"),
+                         ({"pair_allowance": 0.0}, "pair_allowance = 'auto'; this command asks 0.0")):
+        other = RunOptions(benchmark="demo", runs_dir=str(tmp_path), run_id=run_id_for(first), **{**FAST, **change})
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            run(other)
 
 
 def test_dry_run_refuses_more_gaps_than_the_benchmark_has(tmp_path):
@@ -713,9 +727,10 @@ def test_how_a_run_is_shown_is_no_part_of_its_id_and_a_world_knob_none_of_a_real
     # the probes' offsets, added later: at 0 a run keeps the id it had; set, another world and another run
     assert "sim_pair_sd" not in RunOptions(**base, backend="sim").identity()
     assert RunOptions(**base, backend="sim", sim_pair_sd=3.5).identity()["sim_pair_sd"] == 3.5
-    # so is the annotator's allowance for them at its default
-    assert "pair_allowance" not in RunOptions(**base).identity()
-    assert RunOptions(**base, pair_allowance=0.0).identity()["pair_allowance"] == 0.0
+    # the annotator's allowance for them: runs before it had none, so at 0 a run keeps the id it had, and at
+    # the default (auto) it is another run, whose annotator is another
+    assert "pair_allowance" not in RunOptions(**base, pair_allowance=0.0).identity()
+    assert RunOptions(**base).identity()["pair_allowance"] == "auto"
 
 
 @pytest.mark.parametrize("value, ok", [("auto", True), (0.0, True), (3.5, True), (6.0, True), (6.5, False),

@@ -14,6 +14,7 @@ reply ``{"equal": bool, "error": str | null}``.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -80,10 +81,11 @@ class MathVerifier:
         if self._proc is not None:
             self._proc.kill()
             self._proc.wait()
-            for pipe in (self._proc.stdin, self._proc.stdout):  # closed, not left to the garbage collector
+            proc, self._proc = self._proc, None
+            for pipe in (proc.stdin, proc.stdout):  # closed, not left to the garbage collector
                 if pipe is not None:
-                    pipe.close()
-            self._proc = None
+                    with contextlib.suppress(OSError):  # a request left unsent to a dead worker: nothing to flush to
+                        pipe.close()
 
     def close(self) -> None:
         with self._lock:
