@@ -63,7 +63,8 @@ def install() -> None:
 
     # A datagram (or a TCP Fast Open connect) names its address on the send, not on a connect
     def sendto(self, data, *args):
-        _check(args[-1])  # sendto(data, address) or sendto(data, flags, address)
+        if args:  # sendto(data, address) or sendto(data, flags, address); none: the real one says what is missing
+            _check(args[-1])
         return real_sendto(self, data, *args)
 
     def sendmsg(self, buffers, *args):

@@ -97,7 +97,7 @@ def _guarded_getaddrinfo(host, *args, **kwargs):
 
 
 def _guarded_sendto(self, data, *args):
-    if not _is_local(args[-1]):  # sendto(data, address) or sendto(data, flags, address)
+    if args and not _is_local(args[-1]):  # sendto(data, address) or sendto(data, flags, address)
         raise NetworkBlocked(f"test tried to send to the network: {args[-1]!r}")
     return _real_sendto(self, data, *args)
 

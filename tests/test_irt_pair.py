@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from benchfill.irt.pair import MAX_SD, pair_sd, placement_variance, raw_pair_sd
+from benchfill.irt.pair import MAX_SD, pair_sd, raw_pair_sd
 from benchfill.matrix import ResponseMatrix
 from benchfill.search.annotate import Annotator
 from benchfill.search.services import Probe
@@ -59,8 +59,6 @@ def test_by_hand_at_the_extremes():
 
 def test_the_placement_carries_the_offsets_as_only_more_probes_lower_them():
     # by hand: s = 2, two probes sharing the information equally: 4 (0.25 + 0.25) = 2 logits^2; one probe: 4
-    assert placement_variance(2.0, np.array([0.5, 0.5])) == pytest.approx(2.0)
-    assert placement_variance(2.0, np.array([1.0])) == pytest.approx(4.0)
     probes = [Probe("lo", -0.5, 8), Probe("hi", 0.5, 8)]
     plain = Annotator(None, probes, 0.0, -3.0, 3.0, "fixed")
     with_pair = Annotator(None, probes, 0.0, -3.0, 3.0, "fixed", pair=2.0)

@@ -115,10 +115,4 @@ def _draw(m: ResponseMatrix, f, sd: float, rng: np.random.Generator) -> Response
                           np.asarray(m.chance, dtype=float).copy(), m.source)
 
 
-def placement_variance(sd: float, shares: np.ndarray) -> float:
-    """The variance the offsets leave in a placement whose probes carry information shares ``shares``
-    (summing to 1): each probe's offset moves the item as its ability error would, sum w_j^2 s^2."""
-    return float(sd**2 * np.sum(np.asarray(shares, dtype=float) ** 2)) if sd > 0 else 0.0
-
-
-__all__ = ["pair_sd", "raw_pair_sd", "placement_variance", "MAX_SD"]
+__all__ = ["pair_sd", "raw_pair_sd", "MAX_SD"]
