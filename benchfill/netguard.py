@@ -39,57 +39,53 @@ def enabled() -> bool:
     return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes")
 
 
+# The functions ``install`` replaced, by (owner, name): the test suite's ``live`` marker puts them back.
+REAL: dict[tuple[Any, str], Any] = {}
+
+
 def install() -> None:
-    """Refuse every connection and name lookup that is not loopback, for the rest of this process."""
+    """Refuse every connection, datagram and name lookup that is not loopback, for the rest of this process."""
     if getattr(socket.socket.connect, "_benchfill_guard", False):
         return
-    real_connect, real_connect_ex, real_getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
-    real_sendto, real_sendmsg = socket.socket.sendto, socket.socket.sendmsg
-    real_by_name, real_by_name_ex, real_by_addr = socket.gethostbyname, socket.gethostbyname_ex, socket.gethostbyaddr
-    real_name_info = socket.getnameinfo
+    for owner, names in ((socket.socket, ("connect", "connect_ex", "sendto", "sendmsg")),
+                         (socket, ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo"))):
+        REAL.update({(owner, name): getattr(owner, name) for name in names})
+    real = {name: fn for (_, name), fn in REAL.items()}
 
     def connect(self, address):
         _check(address)
-        return real_connect(self, address)
+        return real["connect"](self, address)
 
     def connect_ex(self, address):
         _check(address)
-        return real_connect_ex(self, address)
-
-    def getaddrinfo(host, *args, **kwargs):
-        if host not in (None, "localhost") and not is_loopback(host):
-            raise NetworkBlocked(f"{ENV}: refused to look up {host!r} (loopback only)")
-        return real_getaddrinfo(host, *args, **kwargs)
+        return real["connect_ex"](self, address)
 
     # A datagram (or a TCP Fast Open connect) names its address on the send, not on a connect
     def sendto(self, data, *args):
         if args:  # sendto(data, address) or sendto(data, flags, address); none: the real one says what is missing
             _check(args[-1])
-        return real_sendto(self, data, *args)
+        return real["sendto"](self, data, *args)
 
     def sendmsg(self, buffers, *args):
         if len(args) >= 3 and args[2] is not None:  # sendmsg(buffers, ancdata, flags, address)
             _check(args[2])
-        return real_sendmsg(self, buffers, *args)
+        return real["sendmsg"](self, buffers, *args)
 
-    def lookup(real):
+    def lookup(name):
         def guarded(host, *args, **kwargs):
-            if host not in ("localhost", "") and not is_loopback(host):
-                raise NetworkBlocked(f"{ENV}: refused to look up {host!r} (loopback only)")
-            return real(host, *args, **kwargs)
+            _check_host(host)
+            return real[name](host, *args, **kwargs)
         return guarded
 
-    connect._benchfill_guard = True
-    socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = connect, connect_ex, getaddrinfo
-    socket.socket.sendto, socket.socket.sendmsg = sendto, sendmsg
-    socket.gethostbyname, socket.gethostbyname_ex = lookup(real_by_name), lookup(real_by_name_ex)
-    socket.gethostbyaddr = lookup(real_by_addr)
-
     def getnameinfo(sockaddr, flags):  # a reverse look-up of the address's host
-        if sockaddr[0] not in ("localhost", "") and not is_loopback(sockaddr[0]):
-            raise NetworkBlocked(f"{ENV}: refused to look up {sockaddr[0]!r} (loopback only)")
-        return real_name_info(sockaddr, flags)
+        _check_host(sockaddr[0])
+        return real["getnameinfo"](sockaddr, flags)
 
+    connect._benchfill_guard = True
+    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
+    socket.socket.sendto, socket.socket.sendmsg = sendto, sendmsg
+    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr"):
+        setattr(socket, name, lookup(name))
     socket.getnameinfo = getnameinfo
 
 
@@ -243,6 +239,12 @@ def _check(address) -> None:
         return
     if address[0] not in ("localhost", "") and not is_loopback(address[0]):
         raise NetworkBlocked(f"{ENV}: refused to connect to {address[0]}:{address[1]} (loopback only)")
+
+
+def _check_host(host) -> None:
+    """A name or address to look up: loopback only (None, "" and "localhost" are this machine)."""
+    if host not in (None, "", "localhost") and not is_loopback(host):
+        raise NetworkBlocked(f"{ENV}: refused to look up {host!r} (loopback only)")
 
 
 def is_loopback(host) -> bool:

@@ -9,7 +9,6 @@ around it). Tests that need a live endpoint carry the ``live`` marker and are de
 from __future__ import annotations
 
 import atexit
-import errno
 import logging
 import os
 import shutil
@@ -18,7 +17,8 @@ import tempfile
 
 import pytest
 
-from benchfill.netguard import is_loopback
+from benchfill import netguard
+from benchfill.netguard import NetworkBlocked  # noqa: F401  (the tests take it from here)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # No test writes to the user's caches: Hugging Face (datasets, hub), matplotlib, inspect_ai get a temp
@@ -54,100 +54,19 @@ for _key in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "USE_LITELLM_
     os.environ.pop(_key, None)
     os.environ.pop(_key.lower(), None)
 
-_real_connect = socket.socket.connect
-_real_connect_ex = socket.socket.connect_ex
-_real_getaddrinfo = socket.getaddrinfo
-_real_sendto = socket.socket.sendto
-_real_sendmsg = socket.socket.sendmsg
-_real_lookups = {name: getattr(socket, name) for name in ("gethostbyname", "gethostbyname_ex", "gethostbyaddr")}
-_real_getnameinfo = socket.getnameinfo
-
-
-def _is_local(address) -> bool:
-    if isinstance(address, (str, bytes)):  # AF_UNIX path
-        return True
-    host = address[0]
-    return host in ("localhost", "", None) or is_loopback(host)
-
-
-class NetworkBlocked(ConnectionRefusedError):
-    """An OSError, as benchfill.netguard's is: the standard library catches OSError where a look-up may fail
-    (socket.getfqdn, http.server's bind), and a RuntimeError had escaped it."""
-
-    def __init__(self, message: str):
-        super().__init__(errno.ECONNREFUSED, message)
-
-
-def _guarded_connect(self, address):
-    if not _is_local(address):
-        raise NetworkBlocked(f"test tried to reach the network: {address!r}")
-    return _real_connect(self, address)
-
-
-def _guarded_connect_ex(self, address):
-    if not _is_local(address):
-        raise NetworkBlocked(f"test tried to reach the network: {address!r}")
-    return _real_connect_ex(self, address)
-
-
-def _guarded_getaddrinfo(host, *args, **kwargs):
-    if host not in (None, "localhost") and not is_loopback(host):
-        raise NetworkBlocked(f"test tried to resolve a remote host: {host!r}")
-    return _real_getaddrinfo(host, *args, **kwargs)
-
-
-def _guarded_sendto(self, data, *args):
-    if args and not _is_local(args[-1]):  # sendto(data, address) or sendto(data, flags, address)
-        raise NetworkBlocked(f"test tried to send to the network: {args[-1]!r}")
-    return _real_sendto(self, data, *args)
-
-
-def _guarded_sendmsg(self, buffers, *args):
-    if len(args) >= 3 and args[2] is not None and not _is_local(args[2]):  # (buffers, ancdata, flags, address)
-        raise NetworkBlocked(f"test tried to send to the network: {args[2]!r}")
-    return _real_sendmsg(self, buffers, *args)
-
-
-def _guarded_lookup(name):
-    real = _real_lookups[name]
-
-    def guarded(host, *args, **kwargs):
-        if host not in ("localhost", "") and not is_loopback(host):
-            raise NetworkBlocked(f"test tried to resolve a remote host: {host!r}")
-        return real(host, *args, **kwargs)
-    return guarded
-
-
-def _guarded_getnameinfo(sockaddr, flags):
-    if not _is_local(sockaddr):
-        raise NetworkBlocked(f"test tried to resolve a remote address: {sockaddr[0]!r}")
-    return _real_getnameinfo(sockaddr, flags)
-
-
 # Held for the whole test process, from here on: a module- or session-scoped fixture runs outside any
 # test's own fixtures, and a function-scoped guard had left such fixtures (probe traffic among them) free.
-# Marked as benchfill.netguard marks its own, so a CLI called in process (which installs that guard when
-# BENCHFILL_LOOPBACK_ONLY is set) finds a guard in place and leaves this one alone.
-_guarded_connect._benchfill_guard = True
-socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = (
-    _guarded_connect, _guarded_connect_ex, _guarded_getaddrinfo)
-socket.socket.sendto, socket.socket.sendmsg = _guarded_sendto, _guarded_sendmsg
-socket.getnameinfo = _guarded_getnameinfo
-for _name in _real_lookups:
-    setattr(socket, _name, _guarded_lookup(_name))
+# It is benchfill.netguard's own guard, so a CLI called in process (which installs it when
+# BENCHFILL_LOOPBACK_ONLY is set) finds it in place and leaves it alone.
+netguard.install()
+_real_connect = netguard.REAL[(socket.socket, "connect")]  # (a test that must reach past the guard on purpose)
 
 
 @pytest.fixture(autouse=True)
 def _no_network(request, monkeypatch):
     if request.node.get_closest_marker("live"):  # (none in CI) the real functions, for this test alone
-        monkeypatch.setattr(socket.socket, "connect", _real_connect)
-        monkeypatch.setattr(socket.socket, "connect_ex", _real_connect_ex)
-        monkeypatch.setattr(socket, "getaddrinfo", _real_getaddrinfo)
-        monkeypatch.setattr(socket.socket, "sendto", _real_sendto)
-        monkeypatch.setattr(socket.socket, "sendmsg", _real_sendmsg)
-        for name, real in _real_lookups.items():
-            monkeypatch.setattr(socket, name, real)
-        monkeypatch.setattr(socket, "getnameinfo", _real_getnameinfo)
+        for (owner, name), real in netguard.REAL.items():
+            monkeypatch.setattr(owner, name, real)
     yield
 
 
