@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _common import shared_data  # noqa: E402  (../shared/data, or $BENCHFILL_SHARED_DATA)
 
 from benchfill.cli.argtypes import misfit_sd  # noqa: E402
+from benchfill.cli.argtypes import pair_sd as pair_sd_arg  # noqa: E402
 from benchfill.run import RunOptions  # noqa: E402
 from benchfill.sim.world import DISCRIMINATION_SD  # noqa: E402
 
@@ -382,14 +383,16 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
         misfit = misfit_allowance(matrix, seed=seed)[0]
     else:
         misfit = float(MISFIT)
-    pair = float(PAIR_ALLOWANCE) if PAIR_ALLOWANCE != "auto" else 0.0
     if PAIR_ALLOWANCE == "auto":  # as a run resolves it: from the panel's own repeated answers (irt/pair.py)
         from benchfill.irt.pair import pair_sd
 
-        key = (spec.name, seed, PAIR_SD, PRIOR, WORLD_PRIOR, WORLD_MATRIX, PANEL)  # the probes answer alike whatever the rewriter
+        # the probes answer alike whatever the rewriter: one estimate per set, seed and world
+        key = (spec.name, seed, PAIR_SD, PRIOR, WORLD_PRIOR, WORLD_MATRIX, PANEL)
         if key not in _PAIR_MEMO:
             _PAIR_MEMO[key] = pair_sd(matrix, list(world.probes), seed=seed)[0]
         pair = _PAIR_MEMO[key]
+    else:
+        pair = float(PAIR_ALLOWANCE)
     link = (0.0, 1.0)
     if LINK:  # what-if: as a run would link its children, through the panel's answers to the originals
         from benchfill.search.annotate import Annotator, anchor_link
@@ -1012,8 +1015,8 @@ def main() -> None:
     ap.add_argument("--pair-sd", type=float, default=0.0, metavar="SD",
                     help="what-if: each (probe, item) pair's own offset from the IRT curve, sd in logits (the world's "
                          "pair_sd, default 0: a probe's answers to an item are independent draws around the curve; "
-                         "the published matrices' agreement within a pair is matched near 3, bench/bench_pair_effect.py)")
-    ap.add_argument("--pair-allowance", default="auto", metavar="SD|auto",
+                         "the published matrices' agreement within a pair is matched near 3.5, bench/bench_pair_effect.py)")
+    ap.add_argument("--pair-allowance", type=pair_sd_arg, default="auto", metavar="SD|auto",
                     help="the annotator's allowance for the (probe, item) offsets, an sd in logits or auto (a run's "
                          "default: estimated from the panel's repeated answers on the anchors, benchfill.irt.pair); "
                          "0: none, the annotator before it")
@@ -1026,15 +1029,7 @@ def main() -> None:
     if not 0.0 <= args.pair_sd <= 5.0:
         ap.error(f"--pair-sd: expected an sd in [0, 5] logits, got {args.pair_sd}")
     PAIR_SD = args.pair_sd
-    if args.pair_allowance == "auto":
-        PAIR_ALLOWANCE = "auto"
-    else:
-        try:
-            PAIR_ALLOWANCE = float(args.pair_allowance)
-        except ValueError:
-            ap.error(f"--pair-allowance: expected an sd in logits or auto, got {args.pair_allowance!r}")
-        if not 0.0 <= PAIR_ALLOWANCE <= 6.0:
-            ap.error(f"--pair-allowance: expected an sd in [0, 6] logits, got {PAIR_ALLOWANCE}")
+    PAIR_ALLOWANCE = args.pair_allowance
     DISCRIMINATION = args.discrimination
     MISFIT = args.misfit
     if args.jobs < 1:

@@ -56,7 +56,8 @@ class RunOptions:
     item, 0-100, is flagged), ``prescreen`` ("on": skip children their text predicts far outside the gap).
     The annotation: ``annotation`` ("adaptive" or "fixed"), ``confirm`` (fresh rollouts on the chosen item),
     ``confirm_se`` and ``confirm_cap`` (where the confirmation stops), ``misfit`` (the discrimination spread
-    allowed for), ``pair_allowance`` (the sd of the (probe, item) offsets allowed for). The simulated world: ``sim_probes``, ``sim_latency_ms``, ``sim_discrimination``, ``sim_pair_sd``,
+    allowed for), ``pair_allowance`` (the sd of the (probe, item) offsets allowed for). The simulated world:
+    ``sim_probes``, ``sim_latency_ms``, ``sim_discrimination``, ``sim_pair_sd``,
     ``sim_reply_habits`` (the share of replies in a real model's habits, form only), ``sim_rewriter`` (a preset: "kind", "realistic", "hostile") and ``sim_rewriter_knobs`` (docs/sim-rewriter.md).
     Where it goes: ``runs_dir``, ``store`` (a SQLAlchemy URL), ``run_id``. ``progress``: lines on stderr as
     it goes. ``allow_unconfined``: run generated code where no sandbox is available. ``extra``: settings
@@ -252,9 +253,8 @@ class RunOptions:
                   "sim_reply_habits"):
             d.pop(k)
         d["backend"] = self.resolved_backend()
-        if d["backend"] != "sim":  # a world knob: real runs keep the ids they had
+        if d["backend"] != "sim":  # world knobs: real runs keep the ids they had
             d.pop("sim_discrimination")
-        if d["backend"] != "sim":
             d.pop("sim_pair_sd")
         if idle_at_defaults:
             d = idle_at_default(d)
@@ -275,8 +275,8 @@ class RunOptions:
 # Options added after runs were made, and the value a run's id (and its stored options) without one stands for:
 # what every run before them did. At that value an option is left out of the id, so those runs keep theirs;
 # where the default is another (the pair allowance: none before, auto now), a run at the default is a new run.
-ABSENT_MEANS: dict[str, Any] = {"prescreen": "off", "confirm_se": 0.02, "confirm_cap": 4.0, "pair_allowance": 0.0,
-                                "sim_pair_sd": 0.0}
+ABSENT_MEANS: dict[str, Any] = {"prescreen": "off", "confirm_se": RunOptions.confirm_se,
+                                "confirm_cap": RunOptions.confirm_cap, "pair_allowance": 0.0, "sim_pair_sd": 0.0}
 
 
 # What the oracle never reads: it places an ideal item at each gap's midpoint, after the fit, with no search.
