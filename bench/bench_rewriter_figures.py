@@ -16,7 +16,6 @@ Usage: .venv/bin/python bench/bench_rewriter_figures.py [--draws 1500] [--seeds 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import random
 
 import numpy as np
@@ -28,19 +27,15 @@ from benchfill.sim import World, roles
 from benchfill.sim.rewriter import PRESETS
 
 
-def _hash(prompt: str) -> str:
-    return hashlib.blake2b(prompt.encode(), digest_size=12).hexdigest()
-
-
 def _child(w: World, spec, fields: dict, target: float, k: int):
     prompt = prompts.format_rewriter_prompt(prompts.content_of(fields, spec), target, [], spec)
-    child = prompts.parse_child(roles.rewrite(w, prompt, _hash(prompt), k, 1, [False])[0])
+    child = prompts.parse_child(roles.rewrite(w, prompt, roles.prompt_hash(prompt), k, 1, [False])[0])
     return child, w.lookup(child[spec.text_field])
 
 
 def _verdict(w: World, spec, child: dict) -> bool:
     prompt = prompts.format_judge_prompt(prompts.content_of(child, spec), spec)
-    return prompts.parse_verdict(roles.judge(w, prompt, _hash(prompt), None, 1)[0])[0]
+    return prompts.parse_verdict(roles.judge(w, prompt, roles.prompt_hash(prompt), None, 1)[0])[0]
 
 
 def measure(preset: str, seed: int, draws: int) -> str:

@@ -14,7 +14,6 @@ The run pipeline and the tests keep using the real server.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -39,7 +38,7 @@ class WorldServices:
         shown = prompts.content_of(parent, self.spec)
         refs = [(prompts.content_of(r.item, self.spec), r.z) for r in references]
         prompt = prompts.format_rewriter_prompt(shown, target_z, refs, self.spec)
-        reply = roles.rewrite(self.world, prompt, _hash(prompt), derive_seed(self.seed, "rewrite", key), 1, [False])[0]
+        reply = roles.rewrite(self.world, prompt, roles.prompt_hash(prompt), derive_seed(self.seed, "rewrite", key), 1, [False])[0]
         try:
             child = prompts.parse_child(reply, required=[self.spec.text_field, self.spec.answer_field,
                                                          *spec_item_fields(self.spec)])
@@ -51,7 +50,7 @@ class WorldServices:
         from benchfill import prompts
 
         prompt = prompts.format_judge_prompt(prompts.content_of(child, self.spec), self.spec)
-        reply = roles.judge(self.world, prompt, _hash(prompt), derive_seed(self.seed, "judge", key), 1)[0]
+        reply = roles.judge(self.world, prompt, roles.prompt_hash(prompt), derive_seed(self.seed, "judge", key), 1)[0]
         valid, reason = prompts.parse_verdict(reply)
         return Verdict(bool(valid), str(reason), self.world.judge_model)
 
@@ -77,10 +76,6 @@ class WorldServices:
         chance = np.array([self.world.lookup(str(it[self.spec.text_field])).chance for it in items])
         return ResponseMatrix(tuple(probes), tuple(str(it["id"]) for it in items), correct,
                               np.full_like(correct, trials), chance, "probe rollouts (in-process sim)")
-
-
-def _hash(prompt: str) -> str:
-    return hashlib.blake2b(prompt.encode(), digest_size=12).hexdigest()
 
 
 __all__ = ["WorldServices"]

@@ -6,6 +6,7 @@ the model, the prompt, the request seed and the choice index, never on the attem
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from typing import Any
@@ -56,6 +57,12 @@ def prompt_item(world: World, prompt: str, messages: list | None = None) -> SimI
         return item
     distinctive = len(text) >= 40 and not any(text != other and text in other for other, _ in texts_)
     return item if distinctive else None
+
+
+def prompt_hash(prompt: str) -> str:
+    """The key the world draws a request's randomness from: the same prompt, the same draws, wherever it is
+    asked (the server, ``sim.direct``, a bench driving the roles)."""
+    return hashlib.blake2b(prompt.encode(), digest_size=12).hexdigest()
 
 
 def _texts(world: World) -> list[tuple[str, SimItem]]:

@@ -11,7 +11,6 @@ attempt, content per request, so a retried request gets exactly the fault-free r
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 import socket
 import threading
@@ -233,7 +232,7 @@ class SimApp:
             if role == "probe" and item is None:  # a child another server of this world wrote: read its state
                 w.refresh()
                 item = roles.prompt_item(w, prompt, messages)
-            cached = (hashlib.blake2b(prompt.encode(), digest_size=12).hexdigest(), item)
+            cached = (roles.prompt_hash(prompt), item)
             if role == "probe" and item is not None:  # an unknown problem may become known: not cached
                 self._prompts[prompt] = cached
                 self._prompt_chars += len(prompt)
