@@ -670,8 +670,15 @@ def _inside_lines(rep: dict[str, Any]) -> list[str]:
             + ". Whether its item lies inside is near chance, and no number of rollouts brings the se below the part "
               "beyond them, which is already wider than the half-width. That part is the item's unknown slope, which "
               "leans far when every probe sits on one side of the gap (a probe model near the gap resolves it "
-              "there), and the probes' own fitted abilities, which no added probe removes.")
+              "there), and the probes' own fitted abilities, which no added probe removes"
+            + (", and each probe's own offset on the item, which only many more probe models lower (the run's "
+               "warnings before the search say how many)" if _pair_sd(rep) else "") + ".")
     return lines
+
+
+def _pair_sd(rep: dict[str, Any]) -> float:
+    """The sd the run allowed for each probe's own offset on an item (0: none, or a report from before it)."""
+    return float(((rep.get("backend") or {}).get("pair_allowance") or {}).get("sd") or 0.0)
 
 
 def _fixed_se(r: dict[str, Any]) -> float:

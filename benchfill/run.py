@@ -953,7 +953,20 @@ def narrow_gaps(gaps, confirm_se: float, annotator=None) -> list[str]:
                 # The remedy follows the part that dominates: the slope's leans far past the panel's ends (a
                 # probe there resolves it); the probes' own ability error no added probe removes (a gap in the
                 # middle of mmlu-pro's panel, a probe right at it, was told to get a probe near it).
-                if o.misfit_z_se >= o.ability_z_se and not min(span) <= target <= max(span):
+                pair = annotator.pair_z_se(o) if getattr(annotator, "pair", 0.0) else 0.0
+                slope = math.sqrt(max(o.misfit_z_se**2 - pair**2, 0.0))
+                if pair >= max(slope, o.ability_z_se):
+                    # Only more probes lower it, as one over the root of their number: a probe near the gap
+                    # replaces one offset by another (the demo's gaps, under a real panel's agreement, wanted
+                    # hundreds of probe models).
+                    shares = 1.0 / (pair / annotator.z_of_logits(annotator.pair)) ** 2  # the effective probes
+                    need = math.ceil(shares * (pair / half) ** 2)
+                    remedy = (f"most of it the probes' own offsets on the item (sd {annotator.pair:.2f} logits: each "
+                              "probe's answers agree with themselves beyond the curve, as real models' do), which only "
+                              f"more probe models lower: this panel's {shares:.1f} effective probes leave {pair:.3f}, "
+                              f"and it would take about {need} as informative there to bring that part to the "
+                              "half-width")
+                elif o.misfit_z_se >= o.ability_z_se and not min(span) <= target <= max(span):
                     remedy = (f"the panel's nearest probe, {near.name}, sits at z {annotator.to_z(near.ability):.2f}, "
                               f"and a probe model of ability near z {target:.2f} would resolve it")
                 elif o.misfit_z_se >= o.ability_z_se:
@@ -964,10 +977,10 @@ def narrow_gaps(gaps, confirm_se: float, annotator=None) -> list[str]:
                     remedy = ("most of it the probes' own ability error, which no added probe model removes: the gap "
                               "is narrower than this panel can place an item (a panel placed on more of the "
                               "benchmark's items, or with more trials each, narrows it)")
-                own = " and the probes' own offsets on it" if getattr(annotator, "pair", 0.0) else ""
+                own = f", the probes' own offsets on it {pair:.3f}" if pair else ""
                 out.append(f"gap {g}: beyond the probe panel's reach: at its target (z {target:.3f}) a confirmation "
                            f"places an item to a z se of {o.placement_z_se:.3f} at best, and {fixed:.3f} of that no "
-                           f"rollout removes (the item's unknown slope{own} {o.misfit_z_se:.3f}, the probes' abilities "
+                           f"rollout removes (the item's unknown slope {slope:.3f}{own}, the probes' abilities "
                            f"{o.ability_z_se:.3f}), against a half-width of {half:.4f} z: whether its item lies inside "
                            f"will be near chance{tail}; {remedy}")  # fmt: skip
                 continue

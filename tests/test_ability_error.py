@@ -511,3 +511,49 @@ def test_an_item_placed_on_a_gaps_edge_does_not_fill_it_and_one_on_the_axis_end_
     # [0, 1] closed: an item on the end splits no gap wider, and stays a candidate
     ends = [child(0.0), child(1.0), child(1.0001), child(-0.0001)]
     assert in_range(ends) == ends[:2]
+
+
+def test_a_gap_narrower_than_the_probes_own_offsets_allow_asks_for_more_probes_not_one_near_it():
+    """With an allowance of 3 logits for each probe's own offset on an item, a probe right at the item still
+    leaves 3 logits, 0.5 z on a scale of 6: worked by hand, one probe's share is 1, four equally informative
+    ones' 1/4 each (sqrt(sum w^2) = 1/2). Against a half-width of 0.05 z that part dominates, so the warning
+    names it and says how many probes as informative would bring it to the half-width, (0.5 / 0.05)^2 = 100
+    for one; it does not send the user for one probe near the gap, which would only swap one offset for another."""
+    from dataclasses import replace
+
+    from benchfill.run import narrow_gaps
+
+    def gap(left, right):
+        return type("G", (), {"left": left, "right": right, "width": right - left})()
+
+    one = replace(_annotator(None, {"p": 0.0}, 0.0), pair=3.0)
+    o = one.outlook(0.5)
+    assert math.isclose(one.pair_z_se(o), 0.5) and math.isclose(o.misfit_z_se, 0.5)
+    four = replace(_annotator(None, {f"p{j}": 0.0 for j in range(4)}, 0.0), pair=3.0)
+    o4 = four.outlook(0.5)
+    assert len({r["trials"] for r in o4.results}) == 1 and len(o4.results) == 4  # equal shares
+    assert math.isclose(four.pair_z_se(o4), 0.25)
+    assert replace(four, pair=0.0).pair_z_se(o4) == 0.0
+    (line,) = narrow_gaps([gap(0.45, 0.55)], 0.02, one)
+    assert line.startswith("gap 0: beyond the probe panel's reach")
+    assert "the probes' own offsets on it 0.500" in line and "the item's unknown slope 0.000" in line
+    assert "this panel's 1.0 effective probes leave 0.500, and it would take about 100 as informative" in line
+    assert "would resolve it" not in line and "--confirm-se" not in line
+    (line,) = narrow_gaps([gap(0.45, 0.55)], 0.02, four)
+    assert "this panel's 4.0 effective probes leave 0.250, and it would take about 100 as informative" in line
+    # without the allowance, the same panel reaches the gap: no warning of reach
+    assert not any("reach" in w for w in narrow_gaps([gap(0.45, 0.55)], 0.02, replace(one, pair=0.0)))
+
+
+def test_a_design_with_no_information_at_the_estimate_chooses_probes_without_a_numpy_warning():
+    """Every probe hundreds of logits from b: no answer carries information there (it underflows to 0), the
+    design has no shares, and the probe choice went on through a 0 / 0 that numpy warned of on the user's
+    terminal (a run on a tiny benchmark of sums). Now the variance is infinite, the choice falls to the names."""
+    import warnings
+    from dataclasses import replace
+
+    ann = replace(_annotator(None, {"a": 0.0, "b": 1.0}, 0.2), misfit=0.5)
+    assert ann._infos(900.0) == {"a": 0.0, "b": 0.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [p.name for p in ann._next_probes(900.0, 2, 4, {"a": 4, "b": 0})] == ["a", "b"]

@@ -154,6 +154,11 @@ def test_a_gap_beyond_the_panels_reach_is_not_told_to_spend_more_rollouts():
     assert "gap 0 (half-width 0.0200 against se 0.0300, 0.0296 of it beyond any rollout)" in reach
     assert "a probe model near the gap resolves it there" in reach and "which no added probe removes" in reach
     assert "Narrower than the estimate resolves" not in md and "--confirm-se" not in reach
+    assert "own offset" not in reach
+    # with an allowance for each probe's own offset on an item, that part is named, and its remedy
+    md = _markdown({**conf, "backend": {**(conf.get("backend") or {}), "pair_allowance": {"sd": 3.3, "given": True}}})
+    reach = md.split("**Beyond the probe panel's reach**")[1].split("\n")[0]
+    assert "each probe's own offset on the item, which only many more probe models lower" in reach
     # most of it sampling: the rollout advice, as before
     conf["gaps"][0].update(placed_fixed_z_se=(0.03**2 - 0.028**2) ** 0.5)
     md = _markdown(conf)

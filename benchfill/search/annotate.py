@@ -385,6 +385,19 @@ class Annotator:
                           ["expected"], stop="expected", ability_z_se=self.z_of_logits(math.sqrt(ability)),
                           misfit_z_se=self.z_of_logits(math.sqrt(misfit)))
 
+    def pair_z_se(self, ann: Annotation) -> float:
+        """The part of ``ann``'s ``misfit_z_se`` that the probes' own offsets on the item make (``pair``, 0 without
+        it): pair sqrt(sum w_j^2) over the probes' information shares in its design, which only more probes lower
+        (k equally informative ones: pair / sqrt(k))."""
+        if not self.pair or not math.isfinite(ann.difficulty):
+            return 0.0
+        infos = self._infos(ann.difficulty)
+        info = [int(r["trials"]) * infos[r["probe"]] for r in ann.results]
+        total = sum(info)
+        if total <= 0:
+            return 0.0
+        return self.z_of_logits(self.pair * math.sqrt(sum((i / total) ** 2 for i in info)))
+
     def resolution(self, ann: Annotation) -> float:
         """The z standard error an annotation can vouch for: its own, but never looser than
         the fixed protocol's at its estimate (a screened child is not precise)."""
@@ -459,7 +472,11 @@ class Annotator:
         for row, p in enumerate(candidates):
             n[row, index[p.name]] += batch
         info = n * np.array([infos[p.name] for p in self.probes])
-        nodes = self._slopes_of(b, n, info / info.sum(axis=1, keepdims=True))
+        # A design with no information at b (every probe asked so far beyond the float's reach of it) has no
+        # shares: ``_parts`` then states an infinite variance and reads no misfit, so zeros stand in for them
+        # (dividing by 0 warned on a user's terminal and gave NaN nodes nothing read).
+        total = info.sum(axis=1, keepdims=True)
+        nodes = self._slopes_of(b, n, np.divide(info, total, out=np.zeros_like(info), where=total > 0))
         return {p.name: float(_GH_W @ (b - nodes[row]) ** 2) for row, p in enumerate(candidates)}
 
     def _misfit(self, b: float, trials: dict[str, int], info: dict[str, float], total: float) -> float:
