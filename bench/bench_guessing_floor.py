@@ -44,6 +44,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--trials", type=int, default=64, help="answers per probe when placing an item again")
+    # 0 by default, unlike the world's: the offsets add noise to each placement and none of the floor's bias,
+    # which is what this measures
+    ap.add_argument("--pair-sd", type=float, default=0.0, metavar="SD",
+                    help="the world's (probe, item) offsets, sd in logits (default 0: the figures' world; the "
+                         "world's own default is 3.5)")
     args = ap.parse_args()
 
     from benchfill.benchmarks import BenchmarkSpec
@@ -62,7 +67,7 @@ def main() -> None:
     gaps = {"median": [], "own": []}
     for seed in range(args.seeds):
         world = World.from_items(items, evaluator="multiple_choice", text_field="question", answer_field="answer",
-                                 seed=seed, n_probes=12)
+                                 seed=seed, n_probes=12, pair_sd=args.pair_sd)
         services = WorldServices(world, spec, seed)
         fit = irt_fit(services.panel_matrix(items, trials=8), engine="map", seed=seed)
         fitted = dict(zip(fit.item_ids, fit.difficulty, strict=True))

@@ -261,7 +261,7 @@ PRIOR = "normal"
 WORLD_PRIOR = "normal"
 _PAIR_MEMO: dict = {}
 PAIR_ALLOWANCE = "auto"  # the annotator's allowance for them (--pair-allowance: an sd, or "auto" as irt/pair.py estimates it)
-PAIR_SD = 0.0  # the world's (probe, item) offsets, logits (--pair-sd; benchfill.sim.World.pair_sd)
+PAIR_SD = 3.5  # the world's (probe, item) offsets, logits (--pair-sd; benchfill.sim.world.PAIR_SD, its default)
 
 
 def world_spread(bench) -> float | None:
@@ -357,7 +357,7 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
                              rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal, n_probes=PANEL[0],
                              **({} if REPLY_HABITS is None else {"reply_habits": REPLY_HABITS}),
                              **({} if WORLD_PRIOR == "normal" else {"latent_prior": WORLD_PRIOR}),
-                             **({"pair_sd": PAIR_SD} if PAIR_SD else {}),
+                             pair_sd=PAIR_SD,
                              **({} if world_spread(bench) is None else {"discrimination_sd": world_spread(bench)}))
     if REACH_PROBES:  # what-if: the panel plus a probe at the easiest and one at the hardest item's difficulty
         latent = [it.difficulty for it in world.items.values() if it.origin == "original"]
@@ -1012,10 +1012,11 @@ def main() -> None:
     ap.add_argument("--world-prior", choices=("normal", "hierarchical"), default="normal",
                     help="what-if: the world's latent difficulties from a fit of the published matrix under the "
                          "hierarchical prior (default: under N(0, 1), as a run fits), a world with more spread ends")
-    ap.add_argument("--pair-sd", type=float, default=0.0, metavar="SD",
-                    help="what-if: each (probe, item) pair's own offset from the IRT curve, sd in logits (the world's "
-                         "pair_sd, default 0: a probe's answers to an item are independent draws around the curve; "
-                         "the published matrices' agreement within a pair is matched near 3.5, bench/bench_pair_effect.py)")
+    ap.add_argument("--pair-sd", type=float, default=3.5, metavar="SD",
+                    help="each (probe, item) pair's own offset from the IRT curve, sd in logits (the world's pair_sd, "
+                         "default 3.5, where the published matrices' agreement within a pair is matched, "
+                         "bench/bench_pair_effect.py; 0: a probe's answers to an item are independent draws around "
+                         "the curve, the kinder world the figures before s46 were measured in)")
     ap.add_argument("--pair-allowance", type=pair_sd_arg, default="auto", metavar="SD|auto",
                     help="the annotator's allowance for the (probe, item) offsets, an sd in logits or auto (a run's "
                          "default: estimated from the panel's repeated answers on the anchors, benchfill.irt.pair); "

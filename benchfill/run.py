@@ -105,10 +105,10 @@ class RunOptions:
     # sim backend: sd of log item discrimination (benchfill.sim.world.DISCRIMINATION_SD; 0: the 1PL the
     # annotator fits, kinder than real data)
     sim_discrimination: float = 0.5
-    # sim backend: sd, in logits, of each (probe, item) pair's own offset from the curve (World.pair_sd; 0: a
-    # probe's answers to an item are independent draws about the curve, kinder than real data; about 3.5
-    # matches the published matrices, bench/bench_pair_effect.py)
-    sim_pair_sd: float = 0.0
+    # sim backend: sd, in logits, of each (probe, item) pair's own offset from the curve (benchfill.sim.world.PAIR_SD,
+    # 3.5, matches the published matrices, bench/bench_pair_effect.py; 0: a probe's answers to an item are
+    # independent draws about the curve, kinder than real data)
+    sim_pair_sd: float = 3.5
     # sim backend: the share of replies written in a real model's habits (benchfill/sim/habits.py); form
     # only, so it is not part of a run's identity
     sim_reply_habits: float = 0.3
@@ -274,7 +274,8 @@ class RunOptions:
 
 # Options added after runs were made, and the value a run's id (and its stored options) without one stands for:
 # what every run before them did. At that value an option is left out of the id, so those runs keep theirs;
-# where the default is another (the pair allowance: none before, auto now), a run at the default is a new run.
+# where the default is another (the pair allowance: none before, auto now; the simulated probes' pair offsets: 0
+# before, 3.5 now), a run at the default is a new run.
 ABSENT_MEANS: dict[str, Any] = {"prescreen": "off", "confirm_se": RunOptions.confirm_se,
                                 "confirm_cap": RunOptions.confirm_cap, "pair_allowance": 0.0, "sim_pair_sd": 0.0}
 

@@ -130,7 +130,8 @@ def test_two_runs_at_once_from_two_threads_say_nothing_of_litellms_worker(tmp_pa
     code = (
         "import sys, threading\n"
         "import benchfill\n"
-        "fast = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6, sim_rewriter='kind')\n"
+        "fast = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6, sim_rewriter='kind',\n"
+        "            sim_pair_sd=0.0)\n"
         "done = {}\n"
         "def go(seed):\n"
         "    done[seed] = benchfill.run(benchfill.RunOptions(**fast, seed=seed, runs_dir=f'runs{seed}'))\n"

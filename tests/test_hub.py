@@ -124,7 +124,7 @@ def test_run_reads_its_items_from_a_local_dataset_folder_under_the_data_dir(tmp_
     spec.write_text('[benchmark]\nname = "quiz"\ntext_field = "question"\nanswer_field = "gold"\n')
     args = ["run", "--items", "hf:acme/quiz", "--spec", str(spec), "--data-dir", str(data), "--backend", "sim",
             "--runs-dir", str(runs), "--gaps", "1", "--rounds", "1", "--parents", "2", "--children", "2",
-            "--sim-probes", "6", "--quiet"]  # fmt: skip
+            "--sim-probes", "6", "--sim-pair-sd", "0", "--quiet"]  # fmt: skip (plumbing: a child is chosen)
     assert main(args) == 0
     (run_dir,) = [p for p in runs.iterdir() if p.name != "releases"]
     assert (run_dir / "report.json").is_file() and run_dir.name.startswith("acme_quiz-benchfill-")  # no ':' or '/'

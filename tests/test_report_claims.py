@@ -18,7 +18,11 @@ from benchfill.review.export import export_queue
 from benchfill.review.server import ReviewServer
 from benchfill.run import RunOptions, run
 
-FAST = dict(gaps=2, rounds=2, parents=2, children=2, references=8, sim_probes=6, progress=False)
+# How the claims are computed and shown, on a tiny budget: probes that answer independently about the curve
+# (pair_sd 0), so that six of them in two rounds choose items to show. The default world, whose probes agree with
+# themselves as real ones do, is run by test_every_confirmation_is_kept_in_the_store_and_listed_in_the_report
+# and test_readme_demo.py.
+FAST = dict(gaps=2, rounds=2, parents=2, children=2, references=8, sim_probes=6, progress=False, sim_pair_sd=0.0)
 
 
 def _report(d):
@@ -331,7 +335,7 @@ def test_the_run_command_ends_with_the_confirmed_headline_and_names_an_outside_g
 
     args = ["run", "--benchmark", "demo", "--backend", "sim", "--runs-dir", str(tmp_path), "--rewriter", "kind",
             "--rewriter-knobs", "drift=4", "--gaps", "2", "--rounds", "2", "--parents", "2", "--children", "2",
-            "--references", "8", "--sim-probes", "6"]
+            "--references", "8", "--sim-probes", "6", "--sim-pair-sd", "0"]
     assert main(args) == 0
     out, err = capsys.readouterr()
     d = Path(out.strip())  # stdout is the run folder alone

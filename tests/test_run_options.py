@@ -10,7 +10,10 @@ import pytest
 from benchfill.errors import ConfigError, DataError
 from benchfill.run import RunOptions, dry_run, flag_names, run, run_id_for
 
-FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6, progress=False, sim_rewriter="kind")
+# Plumbing: probes that answer independently about the curve (sim_pair_sd 0), so that one round through six of
+# them queues a child; the default world's offsets are run by test_report_claims.py and test_readme_demo.py.
+FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6, progress=False, sim_rewriter="kind",
+            sim_pair_sd=0.0)
 
 
 @pytest.mark.parametrize(
@@ -98,11 +101,13 @@ def test_real_endpoints_without_a_config_say_so_not_none(tmp_path, capsys):
 def test_a_reused_run_id_with_an_option_left_out_of_the_id_at_its_old_value_is_refused_too(tmp_path):
     """The world's offsets and the annotator's allowance are left out of a run's id at the value every earlier run
     had (0): a run resumed with either set had gone on in another world, or under another annotator."""
-    first = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **FAST)
+    old_world = FAST  # sim_pair_sd 0: the world of every run before the offsets' default was 3.5
+    first = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **old_world)
+    assert "sim_pair_sd" not in first.identity() and RunOptions(benchmark="demo").identity()["sim_pair_sd"] == 3.5
     run(first)
     for change, said in (({"sim_pair_sd": 3.5}, "sim_pair_sd = 0.0; this command asks 3.5"),
                          ({"pair_allowance": 0.0}, "pair_allowance = 'auto'; this command asks 0.0")):
-        other = RunOptions(benchmark="demo", runs_dir=str(tmp_path), run_id=run_id_for(first), **{**FAST, **change})
+        other = RunOptions(benchmark="demo", runs_dir=str(tmp_path), run_id=run_id_for(first), **{**old_world, **change})
         with pytest.raises(ConfigError, match=re.escape(said)):
             run(other)
 
@@ -153,7 +158,7 @@ def test_a_key_variable_that_is_not_set_is_named_before_any_call(tmp_path, monke
     cfg.write_text(f'[[probes]]\nname = "p1"\nbase_url = "{url}"\nmodel = "m"\napi_key_env = "BENCHFILL_NO_SUCH_KEY"\n'
                    f'[rewriter]\nmodel = "openai/r"\napi_base = "{url}"\n[judge]\nmodel = "openai/j"\napi_base = "{url}"\n')
     opts = RunOptions(benchmark="demo", config=str(cfg), backend="openai", runs_dir=str(tmp_path / "runs"), **{
-        k: v for k, v in FAST.items() if k not in ("sim_rewriter", "sim_probes")})  # (the world's: refused here)
+        k: v for k, v in FAST.items() if k not in ("sim_rewriter", "sim_probes", "sim_pair_sd")})  # (the world's: refused here)
     for call in (dry_run, run):
         with pytest.raises(ConfigError, match=r"probes\.p1\.api_key_env: environment variable BENCHFILL_NO_SUCH_KEY "
                                               r"is not set"):
@@ -652,7 +657,7 @@ def test_options_the_strategy_never_reads_do_not_change_the_runs_id(tmp_path):
 
 
 @pytest.mark.parametrize("knob, value", [("sim_probes", 6), ("sim_latency_ms", 5.0), ("sim_discrimination", 0.0),
-                                         ("sim_reply_habits", 1.0), ("sim_pair_sd", 3.5)])
+                                         ("sim_reply_habits", 1.0), ("sim_pair_sd", 0.0)])
 def test_the_worlds_knobs_with_real_endpoints_are_refused(tmp_path, knob, value):
     opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), backend="openai", config=str(tmp_path / "p.toml"),
                       **{knob: value})
@@ -724,9 +729,11 @@ def test_how_a_run_is_shown_is_no_part_of_its_id_and_a_world_knob_none_of_a_real
     assert sim[0] != sim[1]
     real = RunOptions(**base, backend="openai", config=str(tmp_path / "p.toml")).identity()
     assert "sim_discrimination" not in real
-    # the probes' offsets, added later: at 0 a run keeps the id it had; set, another world and another run
-    assert "sim_pair_sd" not in RunOptions(**base, backend="sim").identity()
-    assert RunOptions(**base, backend="sim", sim_pair_sd=3.5).identity()["sim_pair_sd"] == 3.5
+    # the probes' offsets, added later: at 0 a run keeps the id it had; set (3.5 by default), another world and
+    # another run
+    assert "sim_pair_sd" not in RunOptions(**base, backend="sim", sim_pair_sd=0.0).identity()
+    assert RunOptions(**base, backend="sim").identity()["sim_pair_sd"] == 3.5
+    assert "sim_pair_sd" not in real
     # the annotator's allowance for them: runs before it had none, so at 0 a run keeps the id it had, and at
     # the default (auto) it is another run, whose annotator is another
     assert "pair_allowance" not in RunOptions(**base, pair_allowance=0.0).identity()

@@ -80,14 +80,15 @@ def test_a_flagged_child_is_not_chosen_while_an_unflagged_one_exists():
     assert select_closest([near], 0.5) is near and ORDER_FLAG in near.flags
 
 
-def _sim(evaluator="math", **knobs):
+def _sim(evaluator="math", pair_sd=3.5, **knobs):
     from benchfill.benchmarks import get_benchmark
     from benchfill.sim import World
 
     bench = get_benchmark("demo")
     s = bench.spec
     world = World.from_items(bench.items, evaluator=s.evaluator, text_field=s.text_field,
-                             answer_field=s.answer_field, seed=3, rewriter="realistic", rewriter_knobs=knobs)
+                             answer_field=s.answer_field, seed=3, rewriter="realistic", rewriter_knobs=knobs,
+                             pair_sd=pair_sd)
     return bench, world
 
 
@@ -137,13 +138,18 @@ def test_the_sims_slip_makes_an_invalid_childs_correctness_fall_with_ability_on_
     assert WorldServices(flat, bench.spec, 0).graded(flat_child.fields, weak, 200, 7) == 0
 
 
-def test_in_the_sim_the_search_flags_wrong_key_children_the_judge_let_through(tmp_path, monkeypatch):
+@pytest.mark.parametrize("pair_sd, good_flagged", [(0.0, 0.1), (3.5, 0.25)])
+def test_in_the_sim_the_search_flags_wrong_key_children_the_judge_let_through(tmp_path, monkeypatch, pair_sd,
+                                                                             good_flagged):
+    """Where the probes agree with themselves as real ones do (pair_sd 3.5, the world's default), a valid item's
+    answers rise along the probe axis less regularly, and the screen flags more of them: 5 of 29 in this draw,
+    against at most a tenth with independent answers (pair_sd 0). It still flags most wrong keys."""
     from benchfill.sim.direct import WorldServices
 
     monkeypatch.setenv("BENCHFILL_CACHE_DIR", str(tmp_path))  # the calibrations' on-disk cache
 
     # Every child the judge sees with a wrong key gets through it.
-    bench, world = _sim(judge_recall=0.0)
+    bench, world = _sim(judge_recall=0.0, pair_sd=pair_sd)
     services = WorldServices(world, bench.spec, 0)
     probes = [Probe(p, a, 8) for p, a in world.abilities.items()]
     z = {i: world.true_z(i) for i in (it["id"] for it in bench.items)}
@@ -158,7 +164,7 @@ def test_in_the_sim_the_search_flags_wrong_key_children_the_judge_let_through(tm
     good = [c for c in judged if c not in bad]
     assert len(bad) >= 5 and len(good) >= 8  # (11 good in this draw of the world; 20 before the prompts' rewording)
     assert sum(ORDER_FLAG in c.flags for c in bad) / len(bad) >= 0.5
-    assert sum(ORDER_FLAG in c.flags for c in good) / len(good) <= 0.1
+    assert sum(ORDER_FLAG in c.flags for c in good) / len(good) <= good_flagged
     assert all(c.annotation.order is not None for c in judged)
     assert res.chosen is not None and ORDER_FLAG not in res.chosen.flags
     spot = sum(sum(x["trials"] for x in c.annotation.spot) for c in judged)
@@ -179,7 +185,7 @@ def test_a_chosen_order_anomaly_is_flagged_in_the_report_the_queue_and_the_revie
     monkeypatch.setattr("benchfill.search.loop.in_range", lambda children: children)
     monkeypatch.setattr("benchfill.search.loop.GapSearch.widens", lambda self, c: False)
     opts = RunOptions(benchmark="demo", runs_dir=str(tmp_path), sim_rewriter="kind", gaps=1, rounds=2,
-                      parents=2, children=2, references=8, sim_probes=8, progress=False,
+                      parents=2, children=2, references=8, sim_probes=8, progress=False, sim_pair_sd=0.0,
                       sim_rewriter_knobs={"invalid_base": 1.0, "invalid_max": 1.0, "judge_recall": 0.0,
                                           "slip": 1.0})
     d = run(opts)

@@ -18,11 +18,11 @@ def test_a_full_disk_under_the_worlds_state_file_is_said_in_one_line(tmp_path, m
     monkeypatch.setattr(World, "_append", full)
     started = time.monotonic()
     code = main(["run", "--benchmark", "demo", "--backend", "sim", "--gaps", "1", "--rounds", "1", "--quiet",
-                 "--runs-dir", str(tmp_path / "runs"), "--store", f"sqlite:///{tmp_path / 's.db'}"])
+                 "--runs-dir", str(tmp_path / "runs"), "--store", f"sqlite:///{tmp_path / 's.db'}", "--sim-pair-sd", "0"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and time.monotonic() - started < 20  # not retried as if the server were busy
     assert len(err) == 1 and err[0].endswith("sim_world_state.jsonl: no space left on device: free some; what was "
                                              "written before is kept; rerun the same command to resume")
     monkeypatch.undo()  # room again: the same command goes on
     assert main(["run", "--benchmark", "demo", "--backend", "sim", "--gaps", "1", "--rounds", "1", "--quiet",
-                 "--runs-dir", str(tmp_path / "runs"), "--store", f"sqlite:///{tmp_path / 's.db'}"]) == 0
+                 "--runs-dir", str(tmp_path / "runs"), "--store", f"sqlite:///{tmp_path / 's.db'}", "--sim-pair-sd", "0"]) == 0

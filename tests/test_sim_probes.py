@@ -56,7 +56,11 @@ def test_math_success_rate_matches_formula_under_the_real_grader(shared_data):
             p = world.p_correct(probe, world.lookup(item["id"]))
             a = world.discrimination(world.lookup(item["id"]))  # the item's own, drawn from its text
             assert a != 1.0 and a == world.discrimination(world.lookup(item["id"]))
-            assert p == pytest.approx(1 / (1 + math.exp(-a * (world.abilities[probe] - world.true_difficulty(item["id"])))))
+            # the pair's own offset, N(0, 3.5^2) by default (World.pair_sd), drawn once from its keys
+            e = world.pair_offset(probe, world.lookup(item["id"]))
+            assert e != 0.0 and e == world.pair_offset(probe, world.lookup(item["id"])) and world.pair_sd == 3.5
+            x = a * (world.abilities[probe] - world.true_difficulty(item["id"])) + e
+            assert p == pytest.approx(1 / (1 + math.exp(-x)))
             sd = math.sqrt(p * (1 - p) / len(replies))
             assert abs(graded / len(replies) - p) <= 4 * sd + 1e-9
 

@@ -82,7 +82,9 @@ def test_a_large_matrix_is_estimated_on_a_seeded_subset_of_its_items():
     assert discrimination_spread(matrix, max_items=200, replicates=0) == s  # the same subset again
 
 
-FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6, progress=False)
+# plumbing: probes that answer independently about the curve, so that a short run through a few of them
+# chooses a child (the default world's offsets are run by test_report_claims.py and test_readme_demo.py)
+FAST = dict(gaps=1, rounds=1, parents=2, children=2, references=8, sim_probes=6, progress=False, sim_pair_sd=0.0)
 
 
 def test_a_run_resolves_auto_once_records_it_and_says_what_it_allowed(tmp_path, monkeypatch):

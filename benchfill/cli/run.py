@@ -67,10 +67,10 @@ def register(subparsers) -> None:
     p.add_argument("--sim-discrimination", type=float, default=0.5, metavar="SD",
                    help="sim backend: sd of log item discrimination (default 0.5, the median of real matrices; "
                         "0: every item fits the 1PL the annotator assumes, kinder than real data)")
-    p.add_argument("--sim-pair-sd", type=float, default=0.0, metavar="SD",
-                   help="sim backend: sd, in logits, of each probe's own offset on an item (default 0: its answers "
-                        "are independent draws about the curve, kinder than real data; 3.5 matches the published "
-                        "matrices)")
+    p.add_argument("--sim-pair-sd", type=float, default=3.5, metavar="SD",
+                   help="sim backend: sd, in logits, of each probe's own offset on an item (default 3.5, which "
+                        "matches the published matrices; 0: its answers are independent draws about the curve, "
+                        "kinder than real data)")
     p.add_argument("--sim-reply-habits", type=unit_float, default=0.3, metavar="RATE",
                    help="sim backend: share of replies written in a real model's habits (reasoning blocks, bold "
                         "labels, LaTeX left single in JSON, replies cut short; form only; default 0.3, 0: all plain)")

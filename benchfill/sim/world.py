@@ -35,6 +35,13 @@ DEFAULT_FAULT_MIX = {"429": 0.4, "500": 0.3, "timeout": 0.15, "malformed": 0.15}
 # (0.35 until the spread was estimated without the shrinkage of a MAP fit's prior.) docs/sim-rewriter.md
 # ("Item discrimination", "Flat items") measures what it does to the search.
 DISCRIMINATION_SD = 0.5
+# Real models' repeated answers to one item agree with each other far beyond the IRT curve: the Pearson
+# dispersion of the counts about a 2PL fit is 4.58 (livecodebench-codegen) and 5.35 (cruxeval-output), where
+# independent draws give 1. Each (probe, item) pair's own logit offset, N(0, sd^2), gives the world that:
+# 4.85 and 5.12 at 3.5, 0.76 and 0.79 at 0 (bench/bench_pair_effect.py). 0 is kinder than real data: more
+# rollouts of one probe would average away what, for a real probe, they cannot. docs/sim-rewriter.md ("Probes
+# that agree with themselves") measures what it does to the search.
+PAIR_SD = 3.5
 
 
 @dataclass
@@ -90,7 +97,7 @@ class World:
     discrimination_sd: float = DISCRIMINATION_SD  # sd of log a over items (0: the 1PL the annotator fits)
     # sd of each (probe, item) pair's own offset from the IRT curve, in logits (0: every probe's answers to an
     # item are independent draws around the curve; real ones agree with themselves far more; pair_offset)
-    pair_sd: float = 0.0
+    pair_sd: float = PAIR_SD
     signal_mean: float = 0.0
     signal_sd: float = 1.0
     aliases: dict[str, str] = field(default_factory=dict)  # unmarked text key -> marked key (originals)
