@@ -132,6 +132,12 @@ def test_figures_at_the_annotated_difficulty_are_called_optimistic_and_the_advic
     conf["gaps"][0].update(placed_by="confirmed", confirmed_z=0.321)
     md = _markdown(conf)
     assert "at its **confirmed** difficulty (measured on fresh rollouts" in md and "optimistic" not in md
+    assert "the selection's winner's curse does not inflate it" in md
+    # with the probes' own offsets allowed for, the confirmation does not claim to undo the curse: fresh rollouts
+    # of the same probes carry the same offsets (bench/bench_confirm_offsets.py)
+    offsets = _markdown({**conf, "backend": {**(conf.get("backend") or {}), "pair_allowance": {"sd": 3.3, "given": True}}})
+    assert "does not inflate" not in offsets
+    assert "the probes' own offsets on the item are the same in both, so the part they make remains" in offsets
     assert "a tighter `--confirm-se` resolves it, at more rollouts" in md
     assert summary_lines(conf)[0].endswith("after-figures by confirmed z")
     # nothing placed: it said "after-figures by none z"
