@@ -180,3 +180,31 @@ def test_the_null_in_batches_is_the_null_in_one(monkeypatch):
         # the same up to rounding: without numba, small and large batches take two isotonic fits (numpy's
         # and scipy's) that may differ in the last bit
         np.testing.assert_allclose(order_test._simulate(t, 199, 3).null, whole, rtol=1e-12, atol=0)
+
+
+def test_models_own_offsets_on_an_item_are_allowed_for_in_the_null(tmp_path):
+    """Monotone items whose models each carry their own offset on the logit, N(0, 2^2), as real models agree
+    with themselves beyond any curve: the binomial null flags far more than alpha of them, the null that
+    allows for sd 2 holds the level (within 3 Monte Carlo standard errors of 3000 items), and still flags the
+    plainest wrong key, the strongest half of the axis failing what the weakest half all solve."""
+    from scipy.special import expit, logit
+
+    rng = np.random.default_rng(13)
+    theta = np.clip(_monotone_items(rng, 3000), 0.02, 0.98)
+    k = rng.binomial(T, expit(logit(theta) + 2.0 * rng.standard_normal(theta.shape)))
+    d = lr_statistic(k, np.full(N, T))
+    level = 0.05 + 3 * np.sqrt(0.05 * 0.95 / 3000)
+    binomial = float(np.mean(calibration([T] * N, cache_dir=tmp_path).p_value(d) <= 0.05))
+    allowed = calibration([T] * N, cache_dir=tmp_path, pair=2.0)
+    assert binomial > 3 * level, binomial
+    assert float(np.mean(allowed.p_value(d) <= 0.05)) <= level
+    wrong = np.array([[T] * (N // 2) + [0] * (N // 2)])
+    assert allowed.p_value(lr_statistic(wrong, np.full(N, T)))[0] <= 0.05
+    # its own key and draws, cached apart from the binomial null's; at 0 the key and draws are those it always had
+    assert allowed.pair == 2.0 and calibration([T] * N, cache_dir=tmp_path).pair == 0.0
+    order_test.clear_memory_cache()
+    again = calibration([T] * N, cache_dir=tmp_path, pair=2.0)  # from disk
+    assert again.pair == 2.0 and np.array_equal(again.null, allowed.null)
+    assert order_consistency([T] * (N // 2) + [0] * (N // 2), [T] * N, cache_dir=tmp_path, pair=2.0).flagged
+    with pytest.raises(ValueError, match="pair must be a finite sd"):
+        calibration([T] * N, cache_dir=tmp_path, pair=float("nan"))

@@ -138,17 +138,11 @@ def test_the_sims_slip_makes_an_invalid_childs_correctness_fall_with_ability_on_
     assert WorldServices(flat, bench.spec, 0).graded(flat_child.fields, weak, 200, 7) == 0
 
 
-@pytest.mark.parametrize("pair_sd, good_flagged", [(0.0, 0.1), (3.5, 0.25)])
-def test_in_the_sim_the_search_flags_wrong_key_children_the_judge_let_through(tmp_path, monkeypatch, pair_sd,
-                                                                             good_flagged):
-    """Where the probes agree with themselves as real ones do (pair_sd 3.5, the world's default), a valid item's
-    answers rise along the probe axis less regularly, and the screen flags more of them: 5 of 29 in this draw,
-    against at most a tenth with independent answers (pair_sd 0). It still flags most wrong keys."""
+def _screened_search(pair_sd: float, pair: float):
+    """The search on the demo's widest gap, in a world with (probe, item) offsets ``pair_sd``, its annotator
+    allowing ``pair`` for them; every child the judge sees with a wrong key gets through it."""
     from benchfill.sim.direct import WorldServices
 
-    monkeypatch.setenv("BENCHFILL_CACHE_DIR", str(tmp_path))  # the calibrations' on-disk cache
-
-    # Every child the judge sees with a wrong key gets through it.
     bench, world = _sim(judge_recall=0.0, pair_sd=pair_sd)
     services = WorldServices(world, bench.spec, 0)
     probes = [Probe(p, a, 8) for p, a in world.abilities.items()]
@@ -157,14 +151,41 @@ def test_in_the_sim_the_search_flags_wrong_key_children_the_judge_let_through(tm
     ordered = sorted(z.values())
     i = int(np.argmax(np.diff(ordered)))
     gap = GapSearch(0, ordered[i], ordered[i + 1], items, z)
-    ann = Annotator(services, probes, 0.0, world.b_min, world.b_max, "adaptive")
+    ann = Annotator(services, probes, 0.0, world.b_min, world.b_max, "adaptive", pair=pair)
     res = asyncio.run(benchfill_search(gap, services, ann, SearchSettings(rounds=4), seed=1))
     judged = [c for c in res.children if c.valid]
     bad = [c for c in judged if not world.is_valid(str(c.item[bench.spec.text_field]))]
-    good = [c for c in judged if c not in bad]
+    return res, judged, bad, [c for c in judged if c not in bad]
+
+
+def test_where_probes_agree_with_themselves_the_screen_allows_for_it(tmp_path, monkeypatch):
+    """In the world's default, each probe's own offset on an item (pair_sd 3.5), a valid item's answers rise
+    along the probe axis less regularly than binomial draws: the binomial null flags many valid children, and
+    the null that allows for the run's pair allowance holds them near alpha. (It also flags no wrong key in this
+    world: bench/bench_screen.py, docs/profiles.md.)"""
+    from benchfill.search.screen import ScreenSettings, order_record, order_score, pooled_results
+
+    monkeypatch.setenv("BENCHFILL_CACHE_DIR", str(tmp_path))
+    res, judged, bad, good = _screened_search(3.5, 3.5)
+    assert len(good) >= 20 and all(order_record(c)["o"] is not None for c in judged)
+    allowed = sum(ORDER_FLAG in c.flags for c in good)
+    binomial = 0
+    for c in good:
+        conf = c.confirmation
+        rec = order_score(pooled_results(c.annotation.results, c.annotation.spot,
+                                         conf.results if conf is not None else None), ScreenSettings())
+        binomial += rec is not None and rec["flagged"]
+    assert allowed / len(good) <= 0.1 and binomial >= allowed + 3, (allowed, binomial, len(good))
+    assert res.chosen is not None and ORDER_FLAG not in res.chosen.flags
+
+
+def test_in_the_sim_the_search_flags_wrong_key_children_the_judge_let_through(tmp_path, monkeypatch):
+    """Probes that answer independently about the curve (pair_sd 0): the screen flags most wrong keys."""
+    monkeypatch.setenv("BENCHFILL_CACHE_DIR", str(tmp_path))  # the calibrations' on-disk cache
+    res, judged, bad, good = _screened_search(0.0, 0.0)
     assert len(bad) >= 5 and len(good) >= 8  # (11 good in this draw of the world; 20 before the prompts' rewording)
     assert sum(ORDER_FLAG in c.flags for c in bad) / len(bad) >= 0.5
-    assert sum(ORDER_FLAG in c.flags for c in good) / len(good) <= good_flagged
+    assert sum(ORDER_FLAG in c.flags for c in good) / len(good) <= 0.1
     assert all(c.annotation.order is not None for c in judged)
     assert res.chosen is not None and ORDER_FLAG not in res.chosen.flags
     spot = sum(sum(x["trials"] for x in c.annotation.spot) for c in judged)

@@ -30,7 +30,7 @@ from benchfill.evaluators.base import Evaluator
 from benchfill.netguard import off_loop
 from benchfill.search.annotate import Annotation, Annotator, ConfirmSettings
 from benchfill.search.loop import Child, GapResult, GapSearch, SearchSettings, benchfill_search
-from benchfill.search.screen import screen_child
+from benchfill.search.screen import for_annotator, screen_child
 from benchfill.search.services import SELF_CHECK, Probe, Reference, Verdict, derive_seed
 from benchfill.search.strategies import baseline_search
 from benchfill.store import SIM_ENDPOINTS_META
@@ -548,7 +548,7 @@ class Backend:
                 set_aside_refused(c, exc, self.annotator, result.spend)
                 result.chosen = None  # the gap stays open rather than take an item no probe could measure
                 return
-            screen_child(c)  # the order screen again, the fresh rollouts pooled in
+            screen_child(c, for_annotator(self.annotator))  # the order screen again, the fresh rollouts pooled in
             result.spend.rollouts += c.confirmation.rollouts
 
     def attach_truth(self, results: list[GapResult], gaps: list | None = None) -> None:

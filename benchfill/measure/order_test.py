@@ -15,6 +15,12 @@ per trials vector serves every item that shares it: it is computed once, kept in
 written under the user cache directory (``BENCHFILL_CACHE_DIR``, else ``$BENCHFILL_HOME/cache``,
 else ``$XDG_CACHE_HOME/benchfill``). Probes with different trial counts simply give a different
 trials vector, calibrated the same way (the statistic weights each model by its own T_i).
+
+``pair`` (logits, 0 by default): each model's own offset on the item, N(0, pair^2) on the logit of the reference
+profile in every null draw. Real models' answers to one item agree with themselves beyond any monotone curve
+(bench/bench_pair_effect.py), so an item whose true trajectory is monotone in ability still shows reversals that
+the binomial null calls anomalies; the search's screen of new items, which asks whether a reversal is a wrong
+key, calibrates against the offsets its run allows for (search/screen.py).
 """
 
 from __future__ import annotations
@@ -84,6 +90,7 @@ class Calibration:
     seed: int
     references: np.ndarray  # (R, n)
     null: np.ndarray  # (R, draws), each row sorted ascending
+    pair: float = 0.0  # the models' own offsets on the item the null allows for (logits)
 
     def p_value(self, statistic: np.ndarray | float) -> np.ndarray:
         """o = max over references of (1 + #{D* >= D}) / (B + 1); ties count (inclusive)."""
@@ -104,23 +111,28 @@ def calibration(
     draws: int = DEFAULT_DRAWS,
     seed: int = 0,
     cache_dir: str | Path | None | bool = None,
+    pair: float = 0.0,
 ) -> Calibration:
     """The calibration for a trials vector (weakest model first), from memory, disk or fresh.
 
     ``cache_dir``: None for the default user cache directory, a path for another, False to keep
-    it in memory only.
+    it in memory only. ``pair``: the models' own offsets on the item allowed for in the null (module
+    docstring), rounded to 0.01 logits; 0 keeps the binomial null (and the keys and draws it always had).
     """
     t = tuple(int(x) for x in trials)
     if len(t) < 2 or min(t) < 1:
         raise ValueError(f"order calibration needs at least two models with trials >= 1, got {t}")
-    key = (t, draws, seed)
+    pair = round(float(pair), 2)
+    if not (pair >= 0.0 and np.isfinite(pair)):
+        raise ValueError(f"order calibration: pair must be a finite sd >= 0, got {pair}")
+    key = (t, draws, seed) if not pair else (t, draws, seed, pair)
     hit = _MEMORY.get(key)
     if hit is not None:
         return hit
     path = None if cache_dir is False else _cache_path(key, cache_dir)
     cal = _load(path, key) if path is not None else None
     if cal is None:
-        cal = _simulate(t, draws, seed)
+        cal = _simulate(t, draws, seed, pair)
         if path is not None:
             _save(path, cal)
     _MEMORY[key] = cal
@@ -131,11 +143,13 @@ def clear_memory_cache() -> None:
     _MEMORY.clear()
 
 
-def _simulate(trials: tuple[int, ...], draws: int, seed: int) -> Calibration:
+def _simulate(trials: tuple[int, ...], draws: int, seed: int, pair: float = 0.0) -> Calibration:
+    from scipy.special import expit, logit
+
     n = len(trials)
     refs = reference_profiles(n)
     # The seed is mixed with the trials vector so that two budgets never share their draws.
-    digest = hashlib.sha256(repr((trials, seed)).encode()).digest()
+    digest = hashlib.sha256(repr((trials, seed) if not pair else (trials, seed, pair)).encode()).digest()
     rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
     t = np.asarray(trials, dtype=np.int64)
     # references in batches: each (r * B, n) batch goes through the fit at once (no per-reference overhead),
@@ -144,10 +158,13 @@ def _simulate(trials: tuple[int, ...], draws: int, seed: int) -> Calibration:
     parts = []
     for i in range(0, len(refs), per):
         group = refs[i : i + per]
-        k = rng.binomial(t, group[:, None, :], size=(len(group), draws, n)).reshape(-1, n)
+        prob = np.broadcast_to(group[:, None, :], (len(group), draws, n))
+        if pair:  # each model's own offset on the item, drawn afresh in every null draw
+            prob = expit(logit(prob) + pair * rng.standard_normal((len(group), draws, n)))
+        k = rng.binomial(t, prob, size=(len(group), draws, n)).reshape(-1, n)
         parts.append(lr_statistic(k, t).reshape(len(group), draws))
     null = np.sort(np.concatenate(parts), axis=1)
-    return Calibration(trials, draws, seed, refs, null)
+    return Calibration(trials, draws, seed, refs, null, pair)
 
 
 def default_cache_dir() -> Path | None:
@@ -184,12 +201,14 @@ def _load(path: Path, key: tuple) -> Calibration | None:
     try:
         with np.load(path) as z:
             t, draws, seed = tuple(int(x) for x in z["trials"]), int(z["draws"]), int(z["seed"])
-            if (t, draws, seed) != key or int(z["version"]) != CALIBRATION_VERSION:
+            pair = float(z["pair"]) if "pair" in z.files else 0.0
+            if ((t, draws, seed) if not pair else (t, draws, seed, pair)) != key or \
+                    int(z["version"]) != CALIBRATION_VERSION:
                 return None  # another key under the same name: _save overwrites it
             refs, null = np.asarray(z["references"], dtype=float), np.asarray(z["null"], dtype=float)
         if refs.shape != (len(refs), len(t)) or null.shape != (len(refs), draws):
             raise ValueError("calibration arrays do not fit their trials vector and draws")
-        return Calibration(t, draws, seed, refs, null)
+        return Calibration(t, draws, seed, refs, null, pair)
     except Exception:
         # any failure here (empty file: EOFError, truncated: BadZipFile, a missing array, a wrong
         # shape) means a damaged file; a cache is never an error, so it goes and is recomputed
@@ -207,7 +226,8 @@ def _save(path: Path, cal: Calibration) -> None:
         tmp = temp_path(path.parent, path.name, suffix=".npz")  # a killed save's is removed by the next
         with open(tmp, "wb") as fh:
             np.savez(fh, trials=np.array(cal.trials), draws=cal.draws, seed=cal.seed,
-                     version=CALIBRATION_VERSION, references=cal.references, null=cal.null)
+                     version=CALIBRATION_VERSION, references=cal.references, null=cal.null,
+                     **({"pair": cal.pair} if cal.pair else {}))
         os.replace(tmp, path)
         tmp = None
     except OSError:
@@ -255,13 +275,15 @@ def order_consistency(
     draws: int = DEFAULT_DRAWS,
     seed: int = 0,
     cache_dir: str | Path | None | bool = None,
+    pair: float = 0.0,
 ) -> OrderScore:
     """Score a single item from per-probe (correct, trials), probes ordered weakest first.
 
     Probes with ``trials == 0`` are dropped (they say nothing); the rest keep their own trial
     counts, and the calibration for exactly that trials vector is used (computed once, cached).
     This is the cheap call for screening one new item: after the first call for a given probe
-    panel and budget it costs one isotonic fit and one table look-up.
+    panel and budget it costs one isotonic fit and one table look-up. ``pair``: the probes' own offsets
+    on the item the null allows for (``calibration``).
     """
     k, t = _counts(correct, "correct"), _counts(trials, "trials")
     if k.shape != t.shape:
@@ -280,5 +302,5 @@ def order_consistency(
     k, t = k[keep], t[keep]
     fitted = isotonic_fit(k, t)
     d = float(lr_statistic(k, t, fitted)[0])
-    o = float(calibration(t, draws=draws, seed=seed, cache_dir=cache_dir).p_value(d)[0])
+    o = float(calibration(t, draws=draws, seed=seed, cache_dir=cache_dir, pair=pair).p_value(d)[0])
     return OrderScore(d, o, o <= alpha, tuple(float(x) for x in fitted[0]))

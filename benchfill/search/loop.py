@@ -30,7 +30,7 @@ from benchfill.errors import PromptRefused
 from benchfill.search.annotate import Annotation, Annotator
 from benchfill.search.memory import Memory, MemoryEntry, may_parent
 from benchfill.search.prescreen import PreScreen
-from benchfill.search.screen import screen_child, screen_new_child
+from benchfill.search.screen import for_annotator, screen_child, screen_new_child
 from benchfill.search.selection import chooser, in_range, select_closest, select_posterior
 from benchfill.search.services import SELF_CHECK, Reference, SearchServices, Spend, Verdict
 from benchfill.search.steering import Steering
@@ -512,7 +512,7 @@ async def _take_confirmation(c: Child, confirm: Confirm, spend: Spend, memory: M
     except PromptRefused as exc:
         set_aside_refused(c, exc, getattr(confirm, "annotator", None), spend, memory)
         return
-    screen_child(c)
+    screen_child(c, for_annotator(getattr(confirm, "annotator", None)))
     spend.rollouts += c.confirmation.rollouts - before
     memory.update(c.item_id, c.confirmation.z, may_parent(c.flags))
 
