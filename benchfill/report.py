@@ -582,7 +582,8 @@ def _markdown(rep: dict[str, Any]) -> str:
     lines += ["", "## Per gap", "", "Rounds show why the search stopped: at the tolerance, once the best child "
               "could not be told apart from the target at the annotation's precision (indistinct), or after "
               "the last round. Each ± is the placement se, as on the review page: sampling, the probes' fitted "
-              "abilities and the item's unknown slope.", "",
+              "abilities and the item's unknown slope"
+              + (", and each probe's own offset on it." if _pair_sd(rep) else "."), "",
               "| gap | target | chosen (ancestor) | annotated z ± se | confirmed z ± se | "
               "true z (sim) | rounds | rollouts | model calls | flags |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -165,6 +165,8 @@ def test_a_gap_beyond_the_panels_reach_is_not_told_to_spend_more_rollouts():
     md = _markdown({**conf, "backend": {**(conf.get("backend") or {}), "pair_allowance": {"sd": 3.3, "given": True}}})
     reach = md.split("**Beyond the probe panel's reach**")[1].split("\n")[0]
     assert "each probe's own offset on the item, which only many more probe models lower" in reach
+    assert "the probes' fitted abilities and the item's unknown slope, and each probe's own offset on it." in md
+    assert "the probes' fitted abilities and the item's unknown slope." in _markdown(conf)
     # most of it sampling: the rollout advice, as before
     conf["gaps"][0].update(placed_fixed_z_se=(0.03**2 - 0.028**2) ** 0.5)
     md = _markdown(conf)

@@ -259,8 +259,9 @@ target and gap edges are its run's, all mapped onto the record by one line, so i
 what the run measured; an original item keeps the record's own position, which can sit a little off that
 line. `true_difficulty` is a simulated item's true difficulty, on that scale too.
 The flag `beyond_reach` says that the part of a row's placement error that no rollout removes (the probes'
-abilities, the item's unknown slope) was wider than its gap's half-width: whether it lies in its gap is
-near chance, whatever its z, until probes nearer its difficulty place it.
+abilities, the item's unknown slope, each probe's own offset on the item where its run allowed for one) was
+wider than its gap's half-width: whether it lies in its gap is near chance, whatever its z, until probes
+nearer its difficulty, or many more of them, place it.
 A field of the benchmark's own named like one of these (a `difficulty` label, say) is the column `item_<name>`.
 
 `manifest.json` holds the sha256 of every file; check it with `benchfill release verify DIR` (a copy
