@@ -128,9 +128,15 @@ def test_steering_holds_the_hostile_rewriter_within_twice_the_kind_deviation():
     dev_kind, dev_hostile = (float(np.mean([o.dev_true for o in out])) for out in (kind, hostile))
     assert dev_hostile <= 2 * dev_kind, (dev_kind, dev_hostile)
     # Steering is what reacts to this rewriter: its children come out a logit easier than it meant, so the
-    # search learns to ask for harder ones than the target (a shift up the z axis) on every seed. (Without
-    # steering these seeds also stay within the bound; docs/sim-rewriter.md, "Where issue 10's bars stand".)
-    assert all(o.steer_shift > 0 for o in hostile), [o.steer_shift for o in hostile]
+    # search learns to ask for harder ones than the target (a shift up the z axis), by more than for the kind
+    # rewriter. Where the probes agree with themselves as real ones do (the world's default), each child's
+    # placement is coarse and the learned response with it: the shift is positive on average over the six
+    # seeds by more than two standard errors, not on every seed (one is -0.002; at pair_sd 0 all six were
+    # positive). Without steering these seeds also stay within the bound (docs/sim-rewriter.md, "Where issue
+    # 10's bars stand").
+    shifts = np.array([o.steer_shift for o in hostile])
+    assert shifts.mean() > 2 * shifts.std(ddof=1) / np.sqrt(len(shifts)), shifts
+    assert shifts.mean() > np.mean([o.steer_shift for o in kind]), (shifts, [o.steer_shift for o in kind])
 
 
 def test_a_childs_truth_does_not_hang_on_which_request_reached_the_world_first(monkeypatch):
