@@ -54,11 +54,10 @@ def placements(pair_sd: float, seed: int):
     return np.array(rows)
 
 
-def curse(rows: np.ndarray, rng: np.random.Generator, pick: int = 8, draws: int = 4000) -> tuple[float, float, float]:
-    """Mean |annotated - target|, |confirmed - target| and |true - target| (all on the placement's scale) of the
-    item annotated nearest a random target among ``pick`` random items."""
-    line = np.polyfit(rows[:, 0], rows[:, 1:].mean(axis=1), 1)
-    true = np.polyval(line, rows[:, 0])
+def curse(rows: np.ndarray, true: np.ndarray, rng: np.random.Generator, pick: int = 8,
+          draws: int = 4000) -> tuple[float, float, float]:
+    """Mean |annotated - target|, |confirmed - target| and |true - target| (``true``: the truth on the placement's
+    scale) of the item annotated nearest a random target among ``pick`` random items."""
     out = np.zeros(3)
     for _ in range(draws):
         idx = rng.choice(len(rows), size=pick, replace=False)
@@ -81,10 +80,10 @@ def main() -> None:
         corrs, curses = [], []
         for seed in range(args.seeds):
             rows = placements(sd, seed)
-            line = np.polyfit(rows[:, 0], rows[:, 1:].mean(axis=1), 1)
-            err = rows[:, 1:] - np.polyval(line, rows[:, 0])[:, None]
+            true = np.polyval(np.polyfit(rows[:, 0], rows[:, 1:].mean(axis=1), 1), rows[:, 0])
+            err = rows[:, 1:] - true[:, None]
             r = float(np.corrcoef(err[:, 0], err[:, 1])[0, 1])
-            c = curse(rows, np.random.default_rng([seed, 7]))
+            c = curse(rows, true, np.random.default_rng([seed, 7]))
             corrs.append(r)
             curses.append(c)
             print(f"{sd:>7g} {seed:>4} {len(rows):>5} {err[:, 0].std():>10.3f} {err[:, 1].std():>11.3f} {r:>6.2f} "

@@ -954,7 +954,7 @@ def narrow_gaps(gaps, confirm_se: float, annotator=None) -> list[str]:
                 # The remedy follows the part that dominates: the slope's leans far past the panel's ends (a
                 # probe there resolves it); the probes' own ability error no added probe removes (a gap in the
                 # middle of mmlu-pro's panel, a probe right at it, was told to get a probe near it).
-                pair = annotator.pair_z_se(o) if getattr(annotator, "pair", 0.0) else 0.0
+                pair = annotator.pair_z_se(o)
                 slope = math.sqrt(max(o.misfit_z_se**2 - pair**2, 0.0))
                 if pair >= max(slope, o.ability_z_se):
                     # Only more probes lower it, as one over the root of their number: a probe near the gap

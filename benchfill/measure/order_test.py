@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.special import xlogy
+from scipy.special import expit, logit, xlogy
 
 from benchfill.irt.online import ProbeCountError
 from benchfill.measure.trajectory import isotonic_fit
@@ -125,7 +125,7 @@ def calibration(
     pair = round(float(pair), 2)
     if not (pair >= 0.0 and np.isfinite(pair)):
         raise ValueError(f"order calibration: pair must be a finite sd >= 0, got {pair}")
-    key = (t, draws, seed) if not pair else (t, draws, seed, pair)
+    key = _key(t, draws, seed, pair)
     hit = _MEMORY.get(key)
     if hit is not None:
         return hit
@@ -143,9 +143,12 @@ def clear_memory_cache() -> None:
     _MEMORY.clear()
 
 
-def _simulate(trials: tuple[int, ...], draws: int, seed: int, pair: float = 0.0) -> Calibration:
-    from scipy.special import expit, logit
+def _key(trials: tuple[int, ...], draws: int, seed: int, pair: float) -> tuple:
+    """A calibration's key: with no offsets allowed for, the key (and the seed of the draws) it always had."""
+    return (trials, draws, seed) if not pair else (trials, draws, seed, pair)
 
+
+def _simulate(trials: tuple[int, ...], draws: int, seed: int, pair: float = 0.0) -> Calibration:
     n = len(trials)
     refs = reference_profiles(n)
     # The seed is mixed with the trials vector so that two budgets never share their draws.
@@ -202,8 +205,7 @@ def _load(path: Path, key: tuple) -> Calibration | None:
         with np.load(path) as z:
             t, draws, seed = tuple(int(x) for x in z["trials"]), int(z["draws"]), int(z["seed"])
             pair = float(z["pair"]) if "pair" in z.files else 0.0
-            if ((t, draws, seed) if not pair else (t, draws, seed, pair)) != key or \
-                    int(z["version"]) != CALIBRATION_VERSION:
+            if _key(t, draws, seed, pair) != key or int(z["version"]) != CALIBRATION_VERSION:
                 return None  # another key under the same name: _save overwrites it
             refs, null = np.asarray(z["references"], dtype=float), np.asarray(z["null"], dtype=float)
         if refs.shape != (len(refs), len(t)) or null.shape != (len(refs), draws):

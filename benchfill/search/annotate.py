@@ -392,11 +392,13 @@ class Annotator:
         if not self.pair or not math.isfinite(ann.difficulty):
             return 0.0
         infos = self._infos(ann.difficulty)
-        info = [int(r["trials"]) * infos[r["probe"]] for r in ann.results]
-        total = sum(info)
-        if total <= 0:
-            return 0.0
-        return self.z_of_logits(self.pair * math.sqrt(sum((i / total) ** 2 for i in info)))
+        info = {r["probe"]: int(r["trials"]) * infos[r["probe"]] for r in ann.results}
+        total = sum(info.values())
+        return self.z_of_logits(math.sqrt(self._pair_variance(info, total))) if total > 0 else 0.0
+
+    def _pair_variance(self, info: dict[str, float], total: float) -> float:
+        """pair^2 sum w_j^2, w_j the probes' shares of the design's information ``info`` (``total``, > 0)."""
+        return self.pair**2 * sum((v / total) ** 2 for v in info.values())
 
     def resolution(self, ann: Annotation) -> float:
         """The z standard error an annotation can vouch for: its own, but never looser than
@@ -458,7 +460,7 @@ class Annotator:
         if misfit is None:
             misfit = self._misfit(b, trials, info, total) if math.isfinite(b) else 0.0
         if self.pair:  # each probe's offset moves the item as its ability error would, but per item
-            misfit += self.pair**2 * sum((info[p.name] / total) ** 2 for p in self.probes)
+            misfit += self._pair_variance(info, total)
         return 1.0 / total, ability, misfit
 
     def _misfit_after(self, b: float, trials: dict[str, int], candidates: list[Probe], batch: int,

@@ -24,7 +24,7 @@ and the on-disk cache, so a trials vector is simulated once per machine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +61,6 @@ DEFAULT_SCREEN = ScreenSettings()  # what the search's hook uses (bench/bench_sc
 
 def for_annotator(annotator: Any, settings: ScreenSettings | None = None) -> ScreenSettings:
     """``settings`` (the default's) with the pair allowance of the annotator that placed the children."""
-    from dataclasses import replace
-
     settings = settings or DEFAULT_SCREEN
     pair = float(getattr(annotator, "pair", 0.0) or 0.0)
     return settings if pair == settings.pair else replace(settings, pair=pair)
