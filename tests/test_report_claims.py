@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from benchfill.coverage import ddm, top_k_gap_sum
+from benchfill.errors import DataError
 from benchfill.review.export import export_queue
 from benchfill.review.server import ReviewServer
 from benchfill.run import RunOptions, run
@@ -203,6 +204,34 @@ def test_the_review_queue_is_read_from_the_store(kind_run, tmp_path):
         assert [e.record for e in board.entries] == exported
         board.decide(exported[0]["item_id"], "ann", "accept")
         assert board.outcomes()[exported[0]["item_id"]].decisions
+
+
+def test_a_finished_run_that_chose_nothing_has_an_empty_queue_in_the_store(kind_run, tmp_path):
+    """Store-only, a run whose every gap is done with no item chosen has nothing to review (not "has the run
+    finished?"); one with a gap still running is still told to finish it."""
+    import shutil
+
+    from benchfill.review import load_queue
+    from benchfill.schema import Candidate, GapState
+    from benchfill.store import Store
+
+    d = Path(shutil.copytree(kind_run[1], tmp_path / kind_run[1].name))
+    (d / "review_queue.jsonl").unlink()
+    store = Store(d / "store.db")
+    try:
+        with store.session() as s:
+            for row in store.all(Candidate, Candidate.status == "selected"):
+                row.status = "proposed"
+                s.add(row)
+        assert load_queue(d, store) == []
+        with store.session() as s:
+            state = store.all(GapState)[0]
+            state.status = "running"
+            s.add(state)
+        with pytest.raises(DataError, match="has `benchfill run` finished"):
+            load_queue(d, store)
+    finally:
+        store.close()
 
 
 def test_the_confirmations_precision_is_the_users_to_set(tmp_path, capsys):

@@ -81,6 +81,8 @@ def load_queue(run_dir: str | Path, store=None) -> list[QueueEntry]:
             return entries
     path = Path(run_dir) / QUEUE_FILE
     if not path.is_file():
+        if store is not None and _finished(store):  # every gap done, none chose an item: nothing to review
+            return []
         raise DataError(f"{path}: no review queue (has `benchfill run` finished for this run?)")
     entries: list[QueueEntry] = []
     seen: set[str] = set()
@@ -216,6 +218,16 @@ def marked_diff(old: str, new: str) -> str:
     for op, piece in text_diff(old, new):
         parts.append(piece if op == "=" else (f"[-{piece}-]" if op == "-" else f"{{+{piece}+}}"))
     return "".join(parts)
+
+
+def _finished(store) -> bool:
+    """Did the run in ``store`` finish its search: a gap state for each gap it was asked to fill, every one done?"""
+    from benchfill.schema import GapState
+
+    states = store.all(GapState)
+    asked = (store.get_meta("options") or {}).get("gaps")
+    return bool(states) and all(st.status == "done" for st in states) and (
+        not isinstance(asked, int) or len(states) >= asked)
 
 
 def _from_store(store) -> list[QueueEntry]:
