@@ -483,7 +483,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
               for g, gap in enumerate(gaps)]
         async def confirm(c, band=None, resume=None):
             return await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}", c.annotation.difficulty,
-                                     band=band, resume=resume)
+                                     band=band, resume=resume, annotated=c.annotation.probe_names)
 
         if label == "baseline":
             res = await asyncio.gather(*(baseline_search(s, services, ann, settings, seed=seed,
@@ -499,7 +499,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
             if r.chosen is not None and r.chosen.confirmation is None:
                 c = r.chosen
                 c.confirmation = await ann.confirm(c.item_id, c.item, f"confirm:s{seed}:{c.item_id}",
-                                                   c.annotation.difficulty)
+                                                   c.annotation.difficulty, annotated=c.annotation.probe_names)
                 r.spend.rollouts += c.confirmation.rollouts
         return res
 
@@ -931,6 +931,9 @@ def main() -> None:
     ap.add_argument("--confirm-floor", type=float, default=ConfirmSettings.floor_share, metavar="F",
                     help="what-if: ... or once its sampling se is at most F times the part no rollout removes, "
                          "after one fixed budget (default 0: never, as a run does)")
+    ap.add_argument("--confirm-probes", choices=("fresh", "same"), default="same",
+                    help="what-if: fresh: where offsets are allowed for, confirm only through probes that did not "
+                         "annotate the child (ConfirmSettings.fresh_probes); same (default, as a run does): any probe")
     ap.add_argument("--outside-lr", type=float, default=2.0, metavar="LR",
                     help="a confirmation stops early once its answers rule out the band where the item would matter "
                          "(its gap; for a runner-up, nearer the target than the child confirmed nearest) by this "
@@ -1082,14 +1085,14 @@ def main() -> None:
     if not 0 <= args.confirm_floor < 1:
         ap.error(f"--confirm-floor: expected a share in [0, 1), got {args.confirm_floor}")
     CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap, outside_lr=args.outside_lr,
-                                   floor_share=args.confirm_floor)
+                                   floor_share=args.confirm_floor, fresh_probes=args.confirm_probes == "fresh")
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
     seeds = list(range(args.seeds))
     grid = QUICK_GRID if args.quick else GRID
     first = f" R1={SHAPE['first_parents']}" if "first_parents" in SHAPE else ""
     print(f"bench_search: top-{K} gaps, T={args.rounds} R={SHAPE.get('parents', 4)} C={SHAPE.get('children', 4)}{first} L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "
-          f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}{f', or {args.confirm_floor:g} of the part no rollout removes' if args.confirm_floor else ''}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
+          f"+ confirmation to z se {args.confirm_se:g} (cap {args.confirm_cap:g} budgets{'' if args.outside_lr else ', never cut short'}{f', or {args.confirm_floor:g} of the part no rollout removes' if args.confirm_floor else ''}{'; confirmed through probes that did not annotate' if args.confirm_probes == 'fresh' else ''}); seeds {seeds}; sets {', '.join(sets)} (max {max_items} items); "
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
           f"{f'; (probe, item) offsets sd {PAIR_SD:g} logits' if PAIR_SD else ''}"

@@ -534,7 +534,8 @@ class Backend:
         the services, so the shared ``services.phase`` never changes under concurrent work."""
         confirmer = replace(self.annotator, services=self.services.with_phase("confirm"))
         return await confirmer.confirm(c.item_id, c.item, f"confirm:s{self.opts.seed}:{c.item_id}",
-                                       c.annotation.difficulty, band=band, resume=resume)
+                                       c.annotation.difficulty, band=band, resume=resume,
+                                       annotated=c.annotation.probe_names)
 
     async def confirm(self, result: GapResult) -> None:
         """Confirm the chosen child, unless the search already did."""
