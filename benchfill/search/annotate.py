@@ -148,11 +148,10 @@ class ConfirmSettings:
     # through probes that did not annotate the child, so that the offsets the annotation's choice favoured are not
     # the ones it is scored by (while at least ``fresh_min`` such probes are left). Its errors then no longer
     # share the annotation's (0.3 to 0 in tests/test_search_annotate.py), but through the less informative rest
-    # of a 12-probe panel each confirmation is noisier, and the search chooses among about nine confirmed
-    # children per gap by their confirmed z: the chosen items' stated se came out further from honest (rms
-    # error/se 1.56-1.69 against 1.19-1.36), fewer gaps were filled (16/17/8 of 126 against 19/16/13), and the
-    # lower true deviation (-0.011 to -0.022 z) came mostly from more gaps left open (docs/sim-rewriter.md,
-    # "Confirming through other probes").
+    # of a 12-probe panel the chosen items' stated se came out further from honest (rms error/se 1.56-1.69
+    # against 1.19-1.36), fewer gaps were filled (16/17/8 of 126 against 19/16/13), and about half of the lower
+    # true deviation (-0.011 to -0.022 z) came from more gaps left open (docs/sim-rewriter.md, "Confirming
+    # through other probes").
     fresh_probes: bool = False
     fresh_min: int = 3
 
