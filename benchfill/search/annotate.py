@@ -149,9 +149,9 @@ class ConfirmSettings:
     # the ones it is scored by (while at least ``fresh_min`` such probes are left). Its errors then no longer
     # share the annotation's (0.3 to 0 in tests/test_search_annotate.py), but through the less informative rest
     # of a 12-probe panel the chosen items' stated se came out further from honest (rms error/se 1.56-1.69
-    # against 1.19-1.36), fewer gaps were filled (16/17/8 of 126 against 19/16/13), and about half of the lower
-    # true deviation (-0.011 to -0.022 z) came from more gaps left open (docs/sim-rewriter.md, "Confirming
-    # through other probes").
+    # against 1.19-1.36), fewer gaps were filled (16/17/8 of 126 against 19/16/13), and of the lower true
+    # deviation (-0.011/-0.015/-0.022 z over gaps) the chosen items alone kept -0.010/-0.006/-0.001, the rest
+    # being more gaps left open (docs/sim-rewriter.md, "Confirming through other probes").
     fresh_probes: bool = False
     fresh_min: int = 3
 
