@@ -30,8 +30,11 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # a zombie is dead: only its parent's wait remains, and under a killed owner that is PID 1's
-    with open(f"/proc/{pid}/stat") as fh:
-        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):  # reaped between the signal and the read: gone
+        return False
 
 
 @pytest.mark.parametrize("method", ["forkserver", "fork"])
