@@ -833,14 +833,13 @@ def print_shortfall(cells: list[Cell]) -> None:
 
 
 def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
+    strategies = ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline")
     print("\nMean true deviation from the target (mean over sets and seeds), by rewriter:")
     print(f"{'rewriter':<34}{'benchfill':>12}{'nosteer':>12}{'paper':>12}{'baseline':>12}")
     for label in dict.fromkeys(c.label for c in cells):
         cs = [c for c in cells if c.label == label]
-        devs = [np.mean([o.dev_true for c in cs for o in c.out[s]])
-                for s in ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline")]
+        devs = [np.mean([o.dev_true for c in cs for o in c.out[s]]) for s in strategies]
         print(f"{label:<34}{''.join(f'{d:>12.4f}' for d in devs)}")
-    strategies = ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline")
     print("\nThe same of the chosen items alone (a gap left open, counted above at its half-width, is left out), "
           "with how many gaps of all were left open:")
     print(f"{'rewriter':<34}{'benchfill':>16}{'nosteer':>16}{'paper':>16}{'baseline':>16}")
