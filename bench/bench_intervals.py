@@ -5,7 +5,7 @@ error and the item's unknown slope together), and its "how sure" figures read th
 the simulated world the truth is known, so this script checks it: r = (confirmed z - true z) / stated se
 should have an rms of 1, and |r| should exceed 1 and 1.96 about 32% and 5% of the time.
 
-It checks two kinds of item, side by side, on the same worlds (realistic rewriter by default):
+It checks three kinds of item, side by side, on the same worlds (realistic rewriter by default):
 
   unselected    children of random parents asked for targets drawn uniformly over [0.05, 0.95] (no
                 references), annotated and then confirmed as the search does it, with no selection: the
@@ -13,6 +13,12 @@ It checks two kinds of item, side by side, on the same worlds (realistic rewrite
   chosen        the items benchfill's search chose (bench_search.py's run, defaults), confirmed: the
                 measurement after the search's selection (it confirms up to six candidates per gap and
                 keeps one confirmed inside), the figures the report shows.
+  confirmed     the other children the same search confirmed and did not choose: chosen for confirmation
+                by their annotation, whose probes' offsets the confirmation shares, but not chosen among
+                the confirmed. Between "unselected" and "chosen", it says which of the two choices moves r.
+
+"mean r" is r's signed mean: a confirmation that leans one way (a scale's offset, or a selection that
+favoured one sign of the error) shows there, and the rms carries it.
 
 The valid unselected children are also split into thirds by their true slope (the world's
 discrimination): the stated se averages over the slopes a benchmark's spread allows, so the flattest
@@ -74,8 +80,9 @@ async def unselected(bench, preset: str, seed: int, n: int) -> list[tuple[float,
 def row(label: str, r: list[float]) -> str:
     if not r:
         return f"  {label:34s} {0:5d}"
-    a = np.abs(np.asarray(r, dtype=float))
-    return (f"  {label:34s} {len(a):5d}  {np.sqrt(np.mean(a ** 2)):5.2f}  {np.median(a):6.2f}  "
+    signed = np.asarray(r, dtype=float)
+    a = np.abs(signed)
+    return (f"  {label:34s} {len(a):5d}  {np.sqrt(np.mean(a ** 2)):5.2f}  {np.mean(signed):+6.2f}  {np.median(a):6.2f}  "
             f"{np.mean(a > 1):6.3f}  {np.mean(a > 1.96):6.3f}  {np.mean(a > 2.58):6.3f}")
 
 
@@ -117,8 +124,8 @@ def main() -> None:
         bs._BENCHES[name] = bs.load_set(name, args.max_items, 0)  # as bench_search.py loads them
     jobs = [(f"preset {p}", p, {}, s) for p in args.presets for s in args.sets]
     cells = [] if args.no_search else bs.run_jobs(jobs, seeds, args.rounds, 0.0, args.jobs, strategies=("benchfill",))
-    head = (f"  {'':34s} {'n':>5s}  {'rms':>5s}  {'med|r|':>6s}  {'|r|>1':>6s}  {'>1.96':>6s}  {'>2.58':>6s}\n"
-            f"  {'(a normal r)':34s} {'':5s}  {1:5.2f}  {0.674:6.2f}  {0.317:6.3f}  {0.050:6.3f}  {0.010:6.3f}")
+    head = (f"  {'':34s} {'n':>5s}  {'rms':>5s}  {'mean r':>6s}  {'med|r|':>6s}  {'|r|>1':>6s}  {'>1.96':>6s}  {'>2.58':>6s}\n"
+            f"  {'(a normal r)':34s} {'':5s}  {1:5.2f}  {0:+6.2f}  {0.674:6.2f}  {0.317:6.3f}  {0.050:6.3f}  {0.010:6.3f}")
     for preset in args.presets:
         print(f"\n## {preset}: r = (confirmed z - true z) / stated placement se")
         print(head)
@@ -127,8 +134,9 @@ def main() -> None:
             bench = bs._BENCHES[name][0]
             un = [x for s in seeds for x in asyncio.run(unselected(bench, preset, s, args.children))]
             cell = next((c for c in cells if c.label == f"preset {preset}" and c.set == name), None)
-            chosen = [] if cell is None else [(np.sqrt(z2), v) for o in cell.out["benchfill"]
-                                              for z2, v in zip(o.conf_z2, o.conf_valid, strict=True)]
+            outs = [] if cell is None else cell.out["benchfill"]
+            chosen = [(r, v) for o in outs for r, v in zip(o.conf_r, o.conf_valid, strict=True)]
+            others = [(r, v) for o in outs for r, v in zip(o.others_r, o.others_valid, strict=True)]
             slopes = np.quantile([a for _, v, a in un if v], [1 / 3, 2 / 3]) if any(v for _, v, _ in un) else (0, 0)
             parts = {
                 "unselected, valid": [r for r, v, _ in un if v],
@@ -136,6 +144,7 @@ def main() -> None:
                 "  middle third": [r for r, v, a in un if v and slopes[0] <= a < slopes[1]],
                 "  steepest third": [r for r, v, a in un if v and a >= slopes[1]],
                 "unselected, invalid": [r for r, v, _ in un if not v],
+                "confirmed, not chosen, valid": [r for r, v in others if v],
                 "chosen by the search, valid": [r for r, v in chosen if v],
                 "chosen by the search, invalid": [r for r, v in chosen if not v],
             }

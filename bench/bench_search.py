@@ -126,7 +126,7 @@ class Outcome:
     screen_on: bool = False  # benchfill/prescreen's: did the pre-screen find a usable signal (else its run is the defaults')
     filled_confirmed: int = 0  # gaps whose chosen item's confirmed z lies inside (the report's "filled")
     conf_err: float = 0.0  # mean |confirmed z - true z| of the chosen items: the measurement's own error
-    conf_z2: list = field(default_factory=list)  # ((confirmed z - true z) / its placement se)^2 per chosen item
+    conf_r: list = field(default_factory=list)  # (confirmed z - true z) / its placement se, per chosen item
     conf_valid: list = field(default_factory=list)  # ... and whether that item's stated answer is right
     # What any pre-screen could save at most: annotation rollouts on children after the first round (the
     # screen's warm-up) whose true z lies outside their gap, and of those, more than FAR z outside it.
@@ -190,6 +190,11 @@ class Outcome:
     # leaves more gaps open looks nearer the target; this does not. ``gaps``: all gaps, open ones too.
     dev_chosen: list[float] = field(default_factory=list)
     gaps: int = 0
+    # The same r of every child the search confirmed and did not choose, and whether its answer is right: the
+    # measurement after the search's choice of whom to confirm (on the annotation, whose probes' offsets the
+    # confirmation shares) but before its choice among them (bench_intervals.py sets them side by side).
+    others_r: list = field(default_factory=list)
+    others_valid: list = field(default_factory=list)
 
 
 @dataclass
@@ -556,6 +561,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         targets = [r.target_z for r in res]
         confirmed = [(r, c) for r in res for c in r.children if c.confirmation is not None]
         outside = [(r, c) for r, c in confirmed if not r.left < c.confirmation.z < r.right]
+        others = [c for r, c in confirmed if c is not r.chosen and c.confirmation.placement_z_se > 0
+                  and math.isfinite(c.confirmation.z)]
         red_meas = measurement_limited(red, targets, [c - t for c, t in zip(conf_z, true_z, strict=True)])
         out[label] = Outcome(red(true_z), red(conf_z), red(ann_z), float(np.mean(devs)),
                              sum(r.spend.rollouts for r in res), sum(r.spend.model_calls for r in res),
@@ -564,7 +571,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              label == "benchfill/prescreen" and screen.active,
                              sum(r.left < c.confirmation.z < r.right for r, c in chosen),
                              float(np.mean([abs(c - t) for c, t in zip(conf_z, true_z, strict=True)])) if chosen else 0.0,
-                             [((c.confirmation.z - t) / c.confirmation.placement_z_se) ** 2
+                             [(c.confirmation.z - t) / c.confirmation.placement_z_se
                               for (_, c), t in zip(chosen, true_z, strict=True) if c.confirmation.placement_z_se > 0],
                              [world.is_valid(str(c.item[spec.text_field]))
                               for _, c in chosen if c.confirmation.placement_z_se > 0],
@@ -590,6 +597,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              red_world=red_world([world.true_difficulty(str(c.item[spec.text_field]))
                                                   for _, c in chosen]),
                              dev_chosen=dev_chosen, gaps=len(res),
+                             others_r=[(c.confirmation.z - truth(c)) / c.confirmation.placement_z_se for c in others],
+                             others_valid=[world.is_valid(str(c.item[spec.text_field])) for c in others],
                              **dict(zip(("n_between", "p_between", "world_between"), between(res), strict=True)))
     if "oracle" in strategies:
         placed = oracle_fill(z, K)
@@ -861,7 +870,7 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
           "world's own difficulties:")
     for label in dict.fromkeys(c.label for c in cells):
         outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
-        z2 = [v for o in outs for v in o.conf_z2]
+        z2 = [v * v for o in outs for v in o.conf_r]
         print(f"{label:<34}{np.mean([o.conf_err for o in outs]):>12.4f}{np.sqrt(np.mean(z2)) if z2 else float('nan'):>8.2f}"
               f"{sum(o.filled_confirmed for o in outs):>8d}{sum(o.p_inside for o in outs):>8.1f}"
               f"{sum(o.filled for o in outs):>8d} of {K * len(outs)}; between the edge items "
