@@ -272,6 +272,7 @@ WORLD_PRIOR = "normal"
 _PAIR_MEMO: dict = {}
 PAIR_ALLOWANCE = "auto"  # the annotator's allowance for them (--pair-allowance: an sd, or "auto" as irt/pair.py estimates it)
 PAIR_SD = 3.5  # the world's (probe, item) offsets, logits (--pair-sd; benchfill.sim.world.PAIR_SD, its default)
+PAIR_CURVE = "average"  # how they meet the curve (--pair-curve; benchfill.sim.world.PAIR_CURVE, its default)
 
 
 def world_spread(bench) -> float | None:
@@ -367,7 +368,7 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
                              rewriter=preset, rewriter_knobs=knobs, text_signal=text_signal, n_probes=PANEL[0],
                              **({} if REPLY_HABITS is None else {"reply_habits": REPLY_HABITS}),
                              **({} if WORLD_PRIOR == "normal" else {"latent_prior": WORLD_PRIOR}),
-                             pair_sd=PAIR_SD,
+                             pair_sd=PAIR_SD, pair_curve=PAIR_CURVE,
                              **({} if world_spread(bench) is None else {"discrimination_sd": world_spread(bench)}))
     if REACH_PROBES:  # what-if: the panel plus a probe at the easiest and one at the hardest item's difficulty
         latent = [it.difficulty for it in world.items.values() if it.origin == "original"]
@@ -397,7 +398,7 @@ def sim_setup(bench, preset: str, knobs: dict, seed: int, text_signal: float = 0
         from benchfill.irt.pair import pair_sd
 
         # the probes answer alike whatever the rewriter: one estimate per set, seed and world
-        key = (spec.name, seed, PAIR_SD, PRIOR, WORLD_PRIOR, WORLD_MATRIX, PANEL)
+        key = (spec.name, seed, PAIR_SD, PAIR_CURVE, PRIOR, WORLD_PRIOR, WORLD_MATRIX, PANEL)
         if key not in _PAIR_MEMO:
             _PAIR_MEMO[key] = pair_sd(matrix, list(world.probes), seed=seed)[0]
         pair = _PAIR_MEMO[key]
@@ -633,13 +634,13 @@ def _cpus() -> int:
 
 def _options() -> tuple:
     """The what-if globals set in main(), as the worker processes of --jobs receive them."""
-    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_ALLOWANCE
+    return CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_CURVE, PAIR_ALLOWANCE
 
 
 def _init_worker(benches: dict, options: tuple) -> None:
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_ALLOWANCE
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_CURVE, PAIR_ALLOWANCE
     _BENCHES.update(benches)
-    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_ALLOWANCE = options
+    CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_CURVE, PAIR_ALLOWANCE = options
 
 
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
@@ -1043,6 +1044,10 @@ def main() -> None:
     ap.add_argument("--world-prior", choices=("normal", "hierarchical"), default="normal",
                     help="what-if: the world's latent difficulties from a fit of the published matrix under the "
                          "hierarchical prior (default: under N(0, 1), as a run fits), a world with more spread ends")
+    ap.add_argument("--pair-curve", choices=("average", "added"), default="average",
+                    help="how those offsets meet the curve: 'average' (the world's default) keeps the latent curve "
+                         "as their average; 'added' puts them on it, flattening it (the world before s48, in which "
+                         "every figure of docs/sim-rewriter.md before \"The probes' curve\" was measured)")
     ap.add_argument("--pair-sd", type=float, default=3.5, metavar="SD",
                     help="each (probe, item) pair's own offset from the IRT curve, sd in logits (the world's pair_sd, "
                          "default 3.5, where the published matrices' agreement within a pair is matched, "
@@ -1055,12 +1060,13 @@ def main() -> None:
     ap.add_argument("--rollouts-ref", type=float,
                     help="annotation+confirmation rollouts per gap of the kind preset before this change")
     args = ap.parse_args()
-    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_ALLOWANCE
+    global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_CURVE, PAIR_ALLOWANCE
 
     PANEL = args.panel
     if not 0.0 <= args.pair_sd <= 5.0:
         ap.error(f"--pair-sd: expected an sd in [0, 5] logits, got {args.pair_sd}")
     PAIR_SD = args.pair_sd
+    PAIR_CURVE = args.pair_curve
     PAIR_ALLOWANCE = args.pair_allowance
     DISCRIMINATION = args.discrimination
     MISFIT = args.misfit
@@ -1124,6 +1130,7 @@ def main() -> None:
           f"text signal {args.text_signal:g}{'; ability-blind annotator' if args.ability_blind else ''}"
           f"; item discrimination sd {DISCRIMINATION if DISCRIMINATION is not None else DISCRIMINATION_SD}"
           f"{f'; (probe, item) offsets sd {PAIR_SD:g} logits' if PAIR_SD else ''}"
+          f"{' added to the curve (the world before s48)' if PAIR_SD and PAIR_CURVE == 'added' else ''}"
           f"{f'; the allowance for (probe, item) offsets: {PAIR_ALLOWANCE}' if PAIR_ALLOWANCE else ''}"
           f"; annotator's misfit allowance sd {MISFIT}{' (slopes by the prior alone)' if PRIOR_SLOPES else ''}"
           f"{'; the placement states its own sampling se' if OWN_SAMPLING else ''}"

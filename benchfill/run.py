@@ -57,7 +57,7 @@ class RunOptions:
     The annotation: ``annotation`` ("adaptive" or "fixed"), ``confirm`` (fresh rollouts on the chosen item),
     ``confirm_se`` and ``confirm_cap`` (where the confirmation stops), ``misfit`` (the discrimination spread
     allowed for), ``pair_allowance`` (the sd of the (probe, item) offsets allowed for). The simulated world:
-    ``sim_probes``, ``sim_latency_ms``, ``sim_discrimination``, ``sim_pair_sd``,
+    ``sim_probes``, ``sim_latency_ms``, ``sim_discrimination``, ``sim_pair_sd``, ``sim_pair_curve``,
     ``sim_reply_habits`` (the share of replies in a real model's habits, form only), ``sim_rewriter`` (a preset: "kind", "realistic", "hostile") and ``sim_rewriter_knobs`` (docs/sim-rewriter.md).
     Where it goes: ``runs_dir``, ``store`` (a SQLAlchemy URL), ``run_id``. ``progress``: lines on stderr as
     it goes. ``allow_unconfined``: run generated code where no sandbox is available. ``extra``: settings
@@ -109,6 +109,9 @@ class RunOptions:
     # 3.5, matches the published matrices, bench/bench_pair_effect.py; 0: a probe's answers to an item are
     # independent draws about the curve, kinder than real data)
     sim_pair_sd: float = 3.5
+    # sim backend: how those offsets meet the curve (benchfill.sim.world.PAIR_CURVE): "average" keeps the latent
+    # curve as their average, as real answers fitted it; "added" flattens it (the world before s48)
+    sim_pair_curve: str = "average"
     # sim backend: the share of replies written in a real model's habits (benchfill/sim/habits.py); form
     # only, so it is not part of a run's identity
     sim_reply_habits: float = 0.3
@@ -203,6 +206,11 @@ class RunOptions:
         if self.selection not in ("posterior", "reduction", "closest"):
             raise ConfigError(f"{name('selection')}: unknown rule {self.selection!r} "
                               "(choose from posterior, reduction, closest)")
+        from benchfill.sim.world import PAIR_CURVES
+
+        if self.sim_pair_curve not in PAIR_CURVES:
+            raise ConfigError(f"{name('sim_pair_curve')}: {self.sim_pair_curve!r} unknown (choose from "
+                              f"{', '.join(PAIR_CURVES)})")
         if self.prescreen not in ("on", "off"):
             raise ConfigError(f"{name('prescreen')}: {self.prescreen!r} is neither on nor off")
         if _not_number(self.confirm_se) or not 0 < self.confirm_se < 1:
@@ -214,7 +222,8 @@ class RunOptions:
         # The simulated world's other knobs, likewise: with real endpoints they did nothing, without a word (and
         # sim_probes and sim_latency_ms changed the run's id, so the command without them did not resume it)
         if self.resolved_backend(name) != "sim":
-            for key in ("sim_probes", "sim_latency_ms", "sim_discrimination", "sim_pair_sd", "sim_reply_habits"):
+            for key in ("sim_probes", "sim_latency_ms", "sim_discrimination", "sim_pair_sd", "sim_pair_curve",
+                        "sim_reply_habits"):
                 if getattr(self, key) != RunOptions.__dataclass_fields__[key].default:
                     raise ConfigError(f"{name(key)}: sets the simulated world, which does nothing with "
                                       f"{name('backend')} openai")
@@ -256,6 +265,9 @@ class RunOptions:
         if d["backend"] != "sim":  # world knobs: real runs keep the ids they had
             d.pop("sim_discrimination")
             d.pop("sim_pair_sd")
+            d.pop("sim_pair_curve")
+        elif not self.sim_pair_sd:  # no offsets: nothing for them to meet the curve by
+            d.pop("sim_pair_curve")
         if idle_at_defaults:
             d = idle_at_default(d)
         from benchfill.prompts import overrides_digest
@@ -275,9 +287,10 @@ class RunOptions:
 # Options added after runs were made, and the value a run's id (and its stored options) without one stands for:
 # what every run before them did. At that value an option is left out of the id, so those runs keep theirs;
 # where the default is another (the pair allowance: none before, auto now; the simulated probes' pair offsets: 0
-# before, 3.5 now), a run at the default is a new run.
+# before, 3.5 now, and added to the curve before, about it now), a run at the default is a new run.
 ABSENT_MEANS: dict[str, Any] = {"prescreen": "off", "confirm_se": RunOptions.confirm_se,
-                                "confirm_cap": RunOptions.confirm_cap, "pair_allowance": 0.0, "sim_pair_sd": 0.0}
+                                "confirm_cap": RunOptions.confirm_cap, "pair_allowance": 0.0, "sim_pair_sd": 0.0,
+                                "sim_pair_curve": "added"}
 
 
 # What the oracle never reads: it places an ideal item at each gap's midpoint, after the fit, with no search.
@@ -816,8 +829,9 @@ def _same_run(store, opts: RunOptions, run_id: str, inputs: dict[str, str], benc
         _same_prompts(store, run_id, now.get("prompts_sha256"))
         if differ:
             # the strategy first: the options idle for one of the two strategies are at their defaults on that
-            # side only, and the first of those, alphabetically, was named with a default the user never asked
-            k = "strategy" if "strategy" in differ else differ[0]
+            # side only, and the first of those, alphabetically, was named with a default the user never asked;
+            # likewise the world's offsets before how they meet the curve, which is idle without them
+            k = next((k for k in ("strategy", "sim_pair_sd") if k in differ), differ[0])
             raise ConfigError(f"run {run_id} was made with {k} = {stored[k]!r}; this command asks {now[k]!r}. "
                               f"Resume with the run's own settings, or give another {opt('run_id')}")
     recorded = store.get_meta(INPUTS_META) or {}  # none for a run from before they were recorded

@@ -734,6 +734,14 @@ def test_how_a_run_is_shown_is_no_part_of_its_id_and_a_world_knob_none_of_a_real
     assert "sim_pair_sd" not in RunOptions(**base, backend="sim", sim_pair_sd=0.0).identity()
     assert RunOptions(**base, backend="sim").identity()["sim_pair_sd"] == 3.5
     assert "sim_pair_sd" not in real
+    # how they meet the curve, added later still: about it now, added to it before (those runs keep their ids);
+    # without offsets, or in a real run, it decides nothing
+    assert RunOptions(**base, backend="sim").identity()["sim_pair_curve"] == "average"
+    assert "sim_pair_curve" not in RunOptions(**base, backend="sim", sim_pair_curve="added").identity()
+    assert "sim_pair_curve" not in RunOptions(**base, backend="sim", sim_pair_sd=0.0).identity()
+    assert "sim_pair_curve" not in real
+    with pytest.raises(ConfigError, match="sim_pair_curve: 'flat' unknown"):
+        RunOptions(**base, sim_pair_curve="flat").check()
     # the annotator's allowance for them: runs before it had none, so at 0 a run keeps the id it had, and at
     # the default (auto) it is another run, whose annotator is another
     assert "pair_allowance" not in RunOptions(**base, pair_allowance=0.0).identity()

@@ -59,10 +59,43 @@ def test_math_success_rate_matches_formula_under_the_real_grader(shared_data):
             # the pair's own offset, N(0, 3.5^2) by default (World.pair_sd), drawn once from its keys
             e = world.pair_offset(probe, world.lookup(item["id"]))
             assert e != 0.0 and e == world.pair_offset(probe, world.lookup(item["id"])) and world.pair_sd == 3.5
-            x = a * (world.abilities[probe] - world.true_difficulty(item["id"])) + e
+            # each pair's curve is steeper, so that the offsets average to the latent one (World.pair_steepness)
+            k = world.pair_steepness()
+            assert k == pytest.approx(2.4105, abs=1e-4)  # by hand: sqrt(1 + pi 12.25 / 8) = sqrt(5.8106)
+            x = k * a * (world.abilities[probe] - world.true_difficulty(item["id"])) + e
             assert p == pytest.approx(1 / (1 + math.exp(-x)))
             sd = math.sqrt(p * (1 - p) / len(replies))
             assert abs(graded / len(replies) - p) <= 4 * sd + 1e-9
+
+
+def test_the_offsets_average_to_the_latent_curve_unless_added_to_it():
+    """The latent curve was fitted to real answers, which already average over what each model knows of each
+    item: with the offsets about it ("average", the default) the world's answers average to it again; added to it
+    ("added", the world before s48) they flatten it, pulling a sure answer toward a coin's toss. 600 items x 12
+    probes, each pair's probability set against the latent curve's, binned by the latter."""
+    items = [{"id": f"q{i}", "problem": f"What is {i} + {i % 7}?", "answer": str(i + i % 7)} for i in range(600)]
+    gaps = {}
+    for curve in ("average", "added"):
+        world = World.from_items(items, evaluator="math", text_field="problem", answer_field="answer", seed=2,
+                                 pair_curve=curve)
+        rows = []
+        for it in items:
+            sim = world.lookup(it["id"])
+            for probe in world.probes:
+                x = world.discrimination(sim) * (world.abilities[probe] - sim.difficulty)
+                rows.append((1 / (1 + math.exp(-x)), world.p_correct(probe, sim)))
+        # pairs the latent curve puts at 0.9 or above, and at 0.1 or below: the mean probability there
+        sure = [p for q, p in rows if q >= 0.9]
+        never = [p for q, p in rows if q <= 0.1]
+        assert len(sure) > 300 and len(never) > 300
+        gaps[curve] = (sum(q for q, _ in rows if q >= 0.9) / len(sure) - sum(sure) / len(sure),
+                       sum(never) / len(never) - sum(q for q, _ in rows if q <= 0.1) / len(never))
+    # about the curve: within what 300+ pairs of sd ~0.35 allow (se ~0.02; seed 2 gives -0.014 at both ends);
+    # added: pulled 0.13 toward the middle at both ends
+    assert all(abs(g) < 0.05 for g in gaps["average"]), gaps
+    assert all(g > 0.1 for g in gaps["added"]), gaps
+    with pytest.raises(ConfigError, match="pair_curve 'flat' unknown"):
+        World.from_items(items, evaluator="math", text_field="problem", answer_field="answer", pair_curve="flat")
 
 
 def test_multiple_choice_floor_and_grading(shared_data):

@@ -71,6 +71,10 @@ def register(subparsers) -> None:
                    help="sim backend: sd, in logits, of each probe's own offset on an item (default 3.5, which "
                         "matches the published matrices; 0: its answers are independent draws about the curve, "
                         "kinder than real data)")
+    p.add_argument("--sim-pair-curve", choices=("average", "added"), default="average",
+                   help="sim backend: how those offsets meet the IRT curve: 'average' (default) keeps the world's "
+                        "curve as their average, as real answers fitted it; 'added' puts them on it, which flattens "
+                        "it (the world before s48; docs/sim-rewriter.md)")
     p.add_argument("--sim-reply-habits", type=unit_float, default=0.3, metavar="RATE",
                    help="sim backend: share of replies written in a real model's habits (reasoning blocks, bold "
                         "labels, LaTeX left single in JSON, replies cut short; form only; default 0.3, 0: all plain)")

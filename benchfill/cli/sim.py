@@ -45,6 +45,9 @@ def register(subparsers: Any) -> None:
                        help="sd, in logits, of each probe's own offset on an item (default 3.5, which matches the "
                             "published matrices; 0: its answers are independent draws about the curve, kinder "
                             "than real data)")
+    serve.add_argument("--pair-curve", choices=("average", "added"), default="average",
+                       help="how those offsets meet the IRT curve: 'average' (default) keeps the world's curve as "
+                            "their average; 'added' puts them on it, which flattens it (the world before s48)")
     serve.add_argument("--state", help="JSONL registry of generated children (kept across restarts)")
     serve.add_argument("--api-key-env", help="require 'Authorization: Bearer $VAR' (the key is read from this env var)")
     serve.set_defaults(func=serve_cmd)
@@ -141,6 +144,7 @@ def serve_cmd(args: argparse.Namespace) -> int:
         rewriter=args.rewriter, rewriter_knobs=rewriter_knobs(args), rewriter_malformed_rate=args.rewriter_malformed_rate,
         latency_ms=args.latency_ms, latency_jitter_ms=args.latency_jitter_ms, fault_rate=args.fault_rate,
         retry_after_s=args.retry_after_s, api_key=api_key, reply_habits=args.reply_habits, pair_sd=args.pair_sd,
+        pair_curve=args.pair_curve,
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

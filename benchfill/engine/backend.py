@@ -753,7 +753,7 @@ def start_sim(opts, bench, run_dir: Path, url: str | None = None, store=None):
                              seed=opts.seed, state_path=run_dir / "sim_world_state.jsonl",
                              latency_ms=opts.sim_latency_ms, rewriter=opts.sim_rewriter,
                              discrimination_sd=opts.sim_discrimination, reply_habits=opts.sim_reply_habits,
-                             pair_sd=opts.sim_pair_sd,
+                             pair_sd=opts.sim_pair_sd, pair_curve=opts.sim_pair_curve,
                              rewriter_knobs=opts.sim_rewriter_knobs)
     if opts.store:  # one world for the runs that share a store: it knows their children (shared memory)
         if store is not None:  # where this run's children are, for the runs in other folders on the store

@@ -438,13 +438,17 @@ def _world_of(options: Any) -> tuple:
     if opts.get("backend", "sim") != "sim":
         return ("served",)
     pair = float(opts.get("sim_pair_sd", 0.0) or 0.0)  # (absent before the world drew offsets: 0)
-    return ("sim", float(opts.get("sim_discrimination", 0.0) or 0.0)) + ((pair,) if pair else ())
+    # (absent before the offsets met the curve about its average: added to it)
+    about = pair and opts.get("sim_pair_curve", "added") == "average"
+    return ("sim", float(opts.get("sim_discrimination", 0.0) or 0.0)) + ((pair,) if pair else ()) + \
+        (("average",) if about else ())
 
 
 def _world_name(world: tuple) -> str:
     if world[0] == "served":
         return "sim serve's"
-    return f"item discrimination sd {world[1]:g}" + (f", probe offsets sd {world[2]:g}" if len(world) > 2 else "")
+    return (f"item discrimination sd {world[1]:g}" + (f", probe offsets sd {world[2]:g}" if len(world) > 2 else "")
+            + (" about the curve" if len(world) > 3 else ""))
 
 
 # What keeps an earlier child from being reused as a gap's pick, beyond what keeps it from being a parent:

@@ -42,6 +42,16 @@ DISCRIMINATION_SD = 0.5
 # rollouts of one probe would average away what, for a real probe, they cannot. docs/sim-rewriter.md ("Probes
 # that agree with themselves") measures what it does to the search.
 PAIR_SD = 3.5
+# How the offsets meet the curve. The latent abilities and difficulties were fitted to real answers (or drawn
+# as such a fit would give them), so their curve is what a model answers on average over pairs like this one:
+# the offsets are each pair's departure from it, and each pair's own curve is steeper, by
+# k = sqrt(1 + pi sd^2 / 8), so that averaged over N(0, sd^2) offsets it is the latent one again (the probit
+# approximation of the logistic-normal mean). "average" does that; "added" puts the offsets on the latent curve
+# itself, which flattens it on average by about k, the world before s48: on livecodebench-codegen its 12 probes'
+# rows fitted abilities 2.2 times closer together than the real rows they stand for (sd 0.73 against 1.64),
+# and "average" 1.42 (bench/bench_pair_effect.py).
+PAIR_CURVES = ("average", "added")
+PAIR_CURVE = "average"
 
 
 @dataclass
@@ -98,6 +108,7 @@ class World:
     # sd of each (probe, item) pair's own offset from the IRT curve, in logits (0: every probe's answers to an
     # item are independent draws around the curve; real ones agree with themselves far more; pair_offset)
     pair_sd: float = PAIR_SD
+    pair_curve: str = PAIR_CURVE  # how the offsets meet the latent curve (PAIR_CURVES; p_correct)
     signal_mean: float = 0.0
     signal_sd: float = 1.0
     aliases: dict[str, str] = field(default_factory=dict)  # unmarked text key -> marked key (originals)
@@ -158,6 +169,9 @@ class World:
         v = knobs.get("pair_sd")
         if v is not None and not (math.isfinite(v) and 0.0 <= v <= 5.0):
             raise ConfigError(f"sim: pair_sd must lie in [0, 5], got {v}")
+        v = knobs.get("pair_curve")
+        if v is not None and v not in PAIR_CURVES:
+            raise ConfigError(f"sim: pair_curve {v!r} unknown (choose from {', '.join(PAIR_CURVES)})")
         rewriter_knobs = dict(rewriter_knobs or {})
         for name, knob in (("judge_recall", "judge_recall"), ("judge_fpr", "judge_fpr"), ("invalid_rate", "invalid_base")):
             if knobs.get(name) is not None:  # the first world's keywords, kept as shorthands
@@ -279,10 +293,19 @@ class World:
         return item.valid
 
     def p_correct(self, probe: str, item: SimItem) -> float:
-        """P(correct) = g + (1 - g) * sigmoid(a (theta - b) + e), a the item's discrimination, e the
-        pair's own offset (``pair_offset``; 0 unless ``pair_sd``)."""
-        x = self.discrimination(item) * (self.abilities[probe] - item.difficulty) + self.pair_offset(probe, item)
+        """P(correct) = g + (1 - g) * sigmoid(k a (theta - b) + e), a the item's discrimination, e the
+        pair's own offset (``pair_offset``; 0 unless ``pair_sd``), k the steepening that keeps the latent
+        curve as the offsets' average (``pair_steepness``)."""
+        x = (self.pair_steepness() * self.discrimination(item) * (self.abilities[probe] - item.difficulty)
+             + self.pair_offset(probe, item))
         return item.chance + (1.0 - item.chance) / (1.0 + math.exp(-x))
+
+    def pair_steepness(self) -> float:
+        """k = sqrt(1 + pi pair_sd^2 / 8) where the latent curve is the offsets' average (``pair_curve``
+        "average", PAIR_CURVE's comment), else 1: then E_e[sigmoid(k x + e)] is sigmoid(x) to within 0.016 for pair_sd up to 5."""
+        if self.pair_curve != "average" or not self.pair_sd:
+            return 1.0
+        return math.sqrt(1.0 + math.pi * self.pair_sd**2 / 8.0)
 
     def pair_offset(self, probe: str, item: SimItem) -> float:
         """e ~ N(0, pair_sd^2), drawn once per (probe, item) from their keys: what one model knows or
