@@ -271,7 +271,7 @@ PRIOR = "normal"
 WORLD_PRIOR = "normal"
 _PAIR_MEMO: dict = {}
 PAIR_ALLOWANCE = "auto"  # the annotator's allowance for them (--pair-allowance: an sd, or "auto" as irt/pair.py estimates it)
-PAIR_SD = 3.5  # the world's (probe, item) offsets, logits (--pair-sd; benchfill.sim.world.PAIR_SD, its default)
+PAIR_SD = 5.0  # the world's (probe, item) offsets, logits (--pair-sd; benchfill.sim.world.PAIR_SD, its default)
 PAIR_CURVE = "average"  # how they meet the curve (--pair-curve; benchfill.sim.world.PAIR_CURVE, its default)
 
 
@@ -1048,9 +1048,9 @@ def main() -> None:
                     help="how those offsets meet the curve: 'average' (the world's default) keeps the latent curve "
                          "as their average; 'added' puts them on it, flattening it (the world before s48, in which "
                          "every figure of docs/sim-rewriter.md before \"The probes' curve\" was measured)")
-    ap.add_argument("--pair-sd", type=float, default=3.5, metavar="SD",
+    ap.add_argument("--pair-sd", type=float, default=5.0, metavar="SD",
                     help="each (probe, item) pair's own offset from the IRT curve, sd in logits (the world's pair_sd, "
-                         "default 3.5, where the published matrices' agreement within a pair is matched, "
+                         "default 5, where the published matrices' agreement within a pair is matched (3.5 before s48), "
                          "bench/bench_pair_effect.py; 0: a probe's answers to an item are independent draws around "
                          "the curve, the kinder world the figures before s46 were measured in)")
     ap.add_argument("--pair-allowance", type=pair_sd_arg, default="auto", metavar="SD|auto",

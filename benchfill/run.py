@@ -106,9 +106,9 @@ class RunOptions:
     # annotator fits, kinder than real data)
     sim_discrimination: float = 0.5
     # sim backend: sd, in logits, of each (probe, item) pair's own offset from the curve (benchfill.sim.world.PAIR_SD,
-    # 3.5, matches the published matrices, bench/bench_pair_effect.py; 0: a probe's answers to an item are
+    # 5, matches the published matrices, bench/bench_pair_effect.py; 0: a probe's answers to an item are
     # independent draws about the curve, kinder than real data)
-    sim_pair_sd: float = 3.5
+    sim_pair_sd: float = 5.0
     # sim backend: how those offsets meet the curve (benchfill.sim.world.PAIR_CURVE): "average" keeps the latent
     # curve as their average, as real answers fitted it; "added" flattens it (the world before s48)
     sim_pair_curve: str = "average"
@@ -165,7 +165,7 @@ class RunOptions:
                                    ("near_duplicate", self.near_duplicate, 0.0, 100.0),
                                    ("sim_latency_ms", self.sim_latency_ms, 0.0, float("inf")),
                                    ("sim_discrimination", self.sim_discrimination, 0.0, 2.0),
-                                   ("sim_pair_sd", self.sim_pair_sd, 0.0, 5.0),
+                                   ("sim_pair_sd", self.sim_pair_sd, 0.0, 8.0),
                                    ("sim_reply_habits", self.sim_reply_habits, 0.0, 1.0),
                                    ("misfit", 0.0 if self.misfit == "auto" else self.misfit, 0.0, 2.0),
                                    ("pair_allowance", 0.0 if self.pair_allowance == "auto" else self.pair_allowance,

@@ -101,9 +101,9 @@ def test_real_endpoints_without_a_config_say_so_not_none(tmp_path, capsys):
 def test_a_reused_run_id_with_an_option_left_out_of_the_id_at_its_old_value_is_refused_too(tmp_path):
     """The world's offsets and the annotator's allowance are left out of a run's id at the value every earlier run
     had (0): a run resumed with either set had gone on in another world, or under another annotator."""
-    old_world = FAST  # sim_pair_sd 0: the world of every run before the offsets' default was 3.5
+    old_world = FAST  # sim_pair_sd 0: the world of every run before the offsets' default was 3.5 (5 since s48)
     first = RunOptions(benchmark="demo", runs_dir=str(tmp_path), **old_world)
-    assert "sim_pair_sd" not in first.identity() and RunOptions(benchmark="demo").identity()["sim_pair_sd"] == 3.5
+    assert "sim_pair_sd" not in first.identity() and RunOptions(benchmark="demo").identity()["sim_pair_sd"] == 5.0
     run(first)
     for change, said in (({"sim_pair_sd": 3.5}, "sim_pair_sd = 0.0; this command asks 3.5"),
                          ({"pair_allowance": 0.0}, "pair_allowance = 'auto'; this command asks 0.0")):
@@ -729,10 +729,10 @@ def test_how_a_run_is_shown_is_no_part_of_its_id_and_a_world_knob_none_of_a_real
     assert sim[0] != sim[1]
     real = RunOptions(**base, backend="openai", config=str(tmp_path / "p.toml")).identity()
     assert "sim_discrimination" not in real
-    # the probes' offsets, added later: at 0 a run keeps the id it had; set (3.5 by default), another world and
+    # the probes' offsets, added later: at 0 a run keeps the id it had; set (5 by default), another world and
     # another run
     assert "sim_pair_sd" not in RunOptions(**base, backend="sim", sim_pair_sd=0.0).identity()
-    assert RunOptions(**base, backend="sim").identity()["sim_pair_sd"] == 3.5
+    assert RunOptions(**base, backend="sim").identity()["sim_pair_sd"] == 5.0
     assert "sim_pair_sd" not in real
     # how they meet the curve, added later still: about it now, added to it before (those runs keep their ids);
     # without offsets, or in a real run, it decides nothing

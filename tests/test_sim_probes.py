@@ -56,12 +56,12 @@ def test_math_success_rate_matches_formula_under_the_real_grader(shared_data):
             p = world.p_correct(probe, world.lookup(item["id"]))
             a = world.discrimination(world.lookup(item["id"]))  # the item's own, drawn from its text
             assert a != 1.0 and a == world.discrimination(world.lookup(item["id"]))
-            # the pair's own offset, N(0, 3.5^2) by default (World.pair_sd), drawn once from its keys
+            # the pair's own offset, N(0, 5^2) by default (World.pair_sd), drawn once from its keys
             e = world.pair_offset(probe, world.lookup(item["id"]))
-            assert e != 0.0 and e == world.pair_offset(probe, world.lookup(item["id"])) and world.pair_sd == 3.5
+            assert e != 0.0 and e == world.pair_offset(probe, world.lookup(item["id"])) and world.pair_sd == 5.0
             # each pair's curve is steeper, so that the offsets average to the latent one (World.pair_steepness)
             k = world.pair_steepness()
-            assert k == pytest.approx(2.4105, abs=1e-4)  # by hand: sqrt(1 + pi 12.25 / 8) = sqrt(5.8106)
+            assert k == pytest.approx(3.2890, abs=1e-4)  # by hand: sqrt(1 + pi 25 / 8) = sqrt(10.8175)
             x = k * a * (world.abilities[probe] - world.true_difficulty(item["id"])) + e
             assert p == pytest.approx(1 / (1 + math.exp(-x)))
             sd = math.sqrt(p * (1 - p) / len(replies))

@@ -67,8 +67,8 @@ def register(subparsers) -> None:
     p.add_argument("--sim-discrimination", type=float, default=0.5, metavar="SD",
                    help="sim backend: sd of log item discrimination (default 0.5, the median of real matrices; "
                         "0: every item fits the 1PL the annotator assumes, kinder than real data)")
-    p.add_argument("--sim-pair-sd", type=float, default=3.5, metavar="SD",
-                   help="sim backend: sd, in logits, of each probe's own offset on an item (default 3.5, which "
+    p.add_argument("--sim-pair-sd", type=float, default=5.0, metavar="SD",
+                   help="sim backend: sd, in logits, of each probe's own offset on an item (default 5, which "
                         "matches the published matrices; 0: its answers are independent draws about the curve, "
                         "kinder than real data)")
     p.add_argument("--sim-pair-curve", choices=("average", "added"), default="average",

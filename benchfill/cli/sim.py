@@ -41,8 +41,8 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--reply-habits", type=unit_float, default=0.3, metavar="RATE",
                        help="share of replies written in a real model's habits: reasoning blocks, bold labels, "
                             "extra fences, LaTeX left single in JSON, replies cut short (form only; default 0.3)")
-    serve.add_argument("--pair-sd", type=float, default=3.5, metavar="SD",
-                       help="sd, in logits, of each probe's own offset on an item (default 3.5, which matches the "
+    serve.add_argument("--pair-sd", type=float, default=5.0, metavar="SD",
+                       help="sd, in logits, of each probe's own offset on an item (default 5, which matches the "
                             "published matrices; 0: its answers are independent draws about the curve, kinder "
                             "than real data)")
     serve.add_argument("--pair-curve", choices=("average", "added"), default="average",

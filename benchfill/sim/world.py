@@ -38,18 +38,20 @@ DISCRIMINATION_SD = 0.5
 # Real models' repeated answers to one item agree with each other far beyond the IRT curve: the Pearson
 # dispersion of the counts about a 2PL fit is 4.58 (livecodebench-codegen) and 5.35 (cruxeval-output), where
 # independent draws give 1. Each (probe, item) pair's own logit offset, N(0, sd^2), gives the world that:
-# 4.85 and 5.12 at 3.5, 0.76 and 0.79 at 0 (bench/bench_pair_effect.py). 0 is kinder than real data: more
-# rollouts of one probe would average away what, for a real probe, they cannot. docs/sim-rewriter.md ("Probes
-# that agree with themselves") measures what it does to the search.
-PAIR_SD = 3.5
+# 4.71 and 5.03 at 5 with the offsets about the curve (PAIR_CURVE), 0.76 and 0.79 at 0 (bench/bench_pair_effect.py;
+# 3.5 matched them, 4.85 and 5.12, while the offsets were added to the curve, before s48). 0 is kinder than real
+# data: more rollouts of one probe would average away what, for a real probe, they cannot. docs/sim-rewriter.md
+# ("Probes that agree with themselves", "The probes' curve") measures what it does to the search.
+PAIR_SD = 5.0
+PAIR_SD_MAX = 8.0
 # How the offsets meet the curve. The latent abilities and difficulties were fitted to real answers (or drawn
 # as such a fit would give them), so their curve is what a model answers on average over pairs like this one:
 # the offsets are each pair's departure from it, and each pair's own curve is steeper, by
 # k = sqrt(1 + pi sd^2 / 8), so that averaged over N(0, sd^2) offsets it is the latent one again (the probit
 # approximation of the logistic-normal mean). "average" does that; "added" puts the offsets on the latent curve
-# itself, which flattens it on average by about k, the world before s48: on livecodebench-codegen its 12 probes'
-# rows fitted abilities 2.2 times closer together than the real rows they stand for (sd 0.73 against 1.64),
-# and "average" 1.42 (bench/bench_pair_effect.py).
+# itself, which flattens it on average by about k, the world before s48: on livecodebench-codegen at 3.5 its 12
+# probes' rows fitted abilities 2.4 times closer together than the real rows they stand for (1PL sd 0.69 against
+# 1.64), and "average" 1.40 (bench/bench_pair_effect.py).
 PAIR_CURVES = ("average", "added")
 PAIR_CURVE = "average"
 
@@ -167,8 +169,8 @@ class World:
         if v is not None and not (math.isfinite(v) and 0.0 <= v <= 2.0):
             raise ConfigError(f"sim: discrimination_sd must lie in [0, 2], got {v}")
         v = knobs.get("pair_sd")
-        if v is not None and not (math.isfinite(v) and 0.0 <= v <= 5.0):
-            raise ConfigError(f"sim: pair_sd must lie in [0, 5], got {v}")
+        if v is not None and not (math.isfinite(v) and 0.0 <= v <= PAIR_SD_MAX):
+            raise ConfigError(f"sim: pair_sd must lie in [0, {PAIR_SD_MAX:g}], got {v}")
         v = knobs.get("pair_curve")
         if v is not None and v not in PAIR_CURVES:
             raise ConfigError(f"sim: pair_curve {v!r} unknown (choose from {', '.join(PAIR_CURVES)})")
