@@ -12,7 +12,7 @@ placements' errors against the world's truth (each error a residual about one li
 fitted over both), and the winner's curse that survives: among random sets of items, the one annotated nearest a
 random target, how far its confirmation and its true b lie from that target.
 
-    python bench/bench_confirm_offsets.py [--seeds 3] [--pair-sd 0 3.5]
+    python bench/bench_confirm_offsets.py [--seeds 3] [--pair-sd 0 5]
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def curse(rows: np.ndarray, true: np.ndarray, rng: np.random.Generator, pick: in
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--pair-sd", type=float, nargs="+", default=[0.0, 3.5], metavar="SD")
+    ap.add_argument("--pair-sd", type=float, nargs="+", default=[0.0, 5.0], metavar="SD")
     args = ap.parse_args()
     print("demo, 48 items, 12 probes x 8 answers each placing; errors are residuals about the line of placement "
           "on true b (logits)")

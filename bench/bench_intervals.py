@@ -100,10 +100,15 @@ def main() -> None:
     ap.add_argument("--confirm-cap", type=float, default=None, metavar="BUDGETS",
                     help="... or this many fixed-protocol budgets (default: a run's, 4)")
     ap.add_argument("--no-search", action="store_true", help="the unselected children only (no search runs)")
+    ap.add_argument("--pair-sd", type=float, default=bs.PAIR_SD, metavar="SD",
+                    help=f"the world's (probe, item) offsets, sd in logits (default {bs.PAIR_SD:g}, bench_search.py's)")
+    ap.add_argument("--pair-curve", choices=("average", "added"), default=bs.PAIR_CURVE,
+                    help="how they meet the curve (default average; added: the world before s48)")
     ap.add_argument("--own-sampling", action="store_true",
                     help="what-if: the annotator states the placement's own sampling se (bench_search.py's)")
     args = ap.parse_args()
     bs.OWN_SAMPLING = args.own_sampling
+    bs.PAIR_SD, bs.PAIR_CURVE = args.pair_sd, args.pair_curve
     unknown = set(args.sets) - set(bs.SETS)
     if unknown:
         sys.exit(f"bench_intervals: unknown sets {sorted(unknown)}; known: {', '.join(bs.SETS)}")
@@ -117,7 +122,8 @@ def main() -> None:
     print(f"# confirmation intervals against the truth: presets {', '.join(args.presets)}; sets {', '.join(args.sets)} "
           f"(max {args.max_items} items); seeds {seeds}; {args.children} unselected children per set and seed"
           f"{'' if bs.CONFIRMATION is None else f'; confirmation to z se {bs.CONFIRMATION.z_se:g}, cap {bs.CONFIRMATION.max_budgets:g} budgets'}"
-          f"{'; the placement states its own sampling se' if bs.OWN_SAMPLING else ''}",
+          f"{'; the placement states its own sampling se' if bs.OWN_SAMPLING else ''}"
+          f"; (probe, item) offsets sd {bs.PAIR_SD:g}{' added to the curve' if bs.PAIR_CURVE == 'added' else ''}",
           flush=True)
     t0 = time.perf_counter()
     for name in args.sets:

@@ -479,9 +479,9 @@ def _placement(rep: dict[str, Any]) -> str:
                 "they measure no item.")
     if "annotated" not in placed_by:
         if _pair_sd(rep):
-            # Fresh rollouts of the same probes carry the same offsets: on the demo at 3.5 logits the two
-            # placements' errors correlate 0.91 (0.35 without offsets), and a chosen item's confirmation put it
-            # 0.33 logits from the target where it truly lay 0.54 away (bench/bench_confirm_offsets.py).
+            # Fresh rollouts of the same probes carry the same offsets: on the demo at 5 logits the two
+            # placements' errors correlate 0.93 (0.35 without offsets), and a chosen item's confirmation put it
+            # 0.51 logits from the target where it truly lay 0.74 away (bench/bench_confirm_offsets.py).
             return ("After-figures place each chosen item at its **confirmed** difficulty (measured on fresh rollouts, "
                     "which take out the sampling part of the selection's winner's curse; the probes' own offsets on "
                     "the item are the same in both, so the part they make remains, and the figures flatter the "
