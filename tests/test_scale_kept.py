@@ -39,7 +39,9 @@ def _recorded_fit(run_dir) -> dict:
 
 
 def test_a_run_with_review_decisions_is_not_searched_again_on_another_scale(tmp_path, caplog):
-    opts = RunOptions(**FAST, runs_dir=str(tmp_path / "runs"))
+    # seed 1: its one gap gets an item to decide on (at seed 0, in the world whose probes keep their curve, the
+    # gap is at the easy end and its children likely beyond it are set aside)
+    opts = RunOptions(**FAST, seed=1, runs_dir=str(tmp_path / "runs"))
     run_dir = run(opts)
     # nothing rests on the scale yet: the run goes on, fitted anew, and says so
     _move_the_recorded_scale(run_dir)
