@@ -287,7 +287,8 @@ class RunOptions:
 # Options added after runs were made, and the value a run's id (and its stored options) without one stands for:
 # what every run before them did. At that value an option is left out of the id, so those runs keep theirs;
 # where the default is another (the pair allowance: none before, auto now; the simulated probes' pair offsets: 0
-# before, 3.5 now, and added to the curve before, about it now), a run at the default is a new run.
+# before, 5 now (3.5 from s46 to s48), and added to the curve before, about it now), a run at the default is a
+# new run.
 ABSENT_MEANS: dict[str, Any] = {"prescreen": "off", "confirm_se": RunOptions.confirm_se,
                                 "confirm_cap": RunOptions.confirm_cap, "pair_allowance": 0.0, "sim_pair_sd": 0.0,
                                 "sim_pair_curve": "added"}

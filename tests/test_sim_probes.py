@@ -72,7 +72,7 @@ def test_the_offsets_average_to_the_latent_curve_unless_added_to_it():
     """The latent curve was fitted to real answers, which already average over what each model knows of each
     item: with the offsets about it ("average", the default) the world's answers average to it again; added to it
     ("added", the world before s48) they flatten it, pulling a sure answer toward a coin's toss. 600 items x 12
-    probes, each pair's probability set against the latent curve's, binned by the latter."""
+    probes, each pair's probability set against the latent curve's where that is near 0 or 1."""
     items = [{"id": f"q{i}", "problem": f"What is {i} + {i % 7}?", "answer": str(i + i % 7)} for i in range(600)]
     gaps = {}
     for curve in ("average", "added"):
