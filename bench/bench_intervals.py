@@ -102,7 +102,7 @@ def main() -> None:
     ap.add_argument("--no-search", action="store_true", help="the unselected children only (no search runs)")
     ap.add_argument("--pair-sd", type=float, default=bs.PAIR_SD, metavar="SD",
                     help=f"the world's (probe, item) offsets, sd in logits (default {bs.PAIR_SD:g}, bench_search.py's)")
-    ap.add_argument("--pair-curve", choices=("average", "added"), default=bs.PAIR_CURVE,
+    ap.add_argument("--pair-curve", choices=bs.PAIR_CURVES, default=bs.PAIR_CURVE,
                     help="how they meet the curve (default average; added: the world before s48)")
     ap.add_argument("--own-sampling", action="store_true",
                     help="what-if: the annotator states the placement's own sampling se (bench_search.py's)")

@@ -34,6 +34,7 @@ from bench_search import load_set  # noqa: E402
 from benchfill.irt import fit as irt_fit  # noqa: E402
 from benchfill.matrix import ResponseMatrix  # noqa: E402
 from benchfill.sim import World  # noqa: E402
+from benchfill.sim.world import PAIR_CURVES  # noqa: E402
 
 
 def dispersion(m: ResponseMatrix) -> float:
@@ -63,7 +64,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", nargs="+", default=["livecodebench-codegen", "cruxeval-output"])
     ap.add_argument("--pair-sd", nargs="+", type=float, default=[0.0, 1.0, 2.0, 3.0, 4.0])
-    ap.add_argument("--curves", nargs="+", choices=("average", "added"), default=["average", "added"])
+    ap.add_argument("--curves", nargs="+", choices=PAIR_CURVES, default=list(PAIR_CURVES))
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     for name in args.sets:
@@ -94,6 +95,7 @@ def main() -> None:
                 sim = ResponseMatrix(tuple(w.probes), m.item_ids, drawn, m.trials[rows], m.chance, "world")
                 print(f"  world {sd:>3g}, {curve:<8s}      {figures(sim)}", flush=True)
         print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
+
 
 if __name__ == "__main__":
     main()

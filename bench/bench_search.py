@@ -50,7 +50,9 @@ from _common import shared_data  # noqa: E402  (../shared/data, or $BENCHFILL_SH
 from benchfill.cli.argtypes import misfit_sd  # noqa: E402
 from benchfill.cli.argtypes import pair_sd as pair_sd_arg  # noqa: E402
 from benchfill.run import RunOptions  # noqa: E402
-from benchfill.sim.world import DISCRIMINATION_SD  # noqa: E402
+from benchfill.sim.world import DISCRIMINATION_SD, PAIR_CURVES, PAIR_SD_MAX  # noqa: E402
+from benchfill.sim.world import PAIR_CURVE as WORLD_PAIR_CURVE  # noqa: E402
+from benchfill.sim.world import PAIR_SD as WORLD_PAIR_SD  # noqa: E402
 
 SETS = ("demo", "aime25", "humaneval", "mbpp", "livecodebench-codegen", "cruxeval-output", "chembench")
 QUICK_SETS = ("demo", "aime25", "humaneval")
@@ -271,8 +273,8 @@ PRIOR = "normal"
 WORLD_PRIOR = "normal"
 _PAIR_MEMO: dict = {}
 PAIR_ALLOWANCE = "auto"  # the annotator's allowance for them (--pair-allowance: an sd, or "auto" as irt/pair.py estimates it)
-PAIR_SD = 5.0  # the world's (probe, item) offsets, logits (--pair-sd; benchfill.sim.world.PAIR_SD, its default)
-PAIR_CURVE = "average"  # how they meet the curve (--pair-curve; benchfill.sim.world.PAIR_CURVE, its default)
+PAIR_SD = WORLD_PAIR_SD  # the world's (probe, item) offsets, logits (--pair-sd; its default, 5)
+PAIR_CURVE = WORLD_PAIR_CURVE  # how they meet the curve (--pair-curve; its default, "average")
 
 
 def world_spread(bench) -> float | None:
@@ -1044,11 +1046,11 @@ def main() -> None:
     ap.add_argument("--world-prior", choices=("normal", "hierarchical"), default="normal",
                     help="what-if: the world's latent difficulties from a fit of the published matrix under the "
                          "hierarchical prior (default: under N(0, 1), as a run fits), a world with more spread ends")
-    ap.add_argument("--pair-curve", choices=("average", "added"), default="average",
+    ap.add_argument("--pair-curve", choices=PAIR_CURVES, default=WORLD_PAIR_CURVE,
                     help="how those offsets meet the curve: 'average' (the world's default) keeps the latent curve "
                          "as their average; 'added' puts them on it, flattening it (the world before s48, in which "
                          "every figure of docs/sim-rewriter.md before \"The probes' curve\" was measured)")
-    ap.add_argument("--pair-sd", type=float, default=5.0, metavar="SD",
+    ap.add_argument("--pair-sd", type=float, default=WORLD_PAIR_SD, metavar="SD",
                     help="each (probe, item) pair's own offset from the IRT curve, sd in logits (the world's pair_sd, "
                          "default 5, where the published matrices' agreement within a pair is matched (3.5 before s48), "
                          "bench/bench_pair_effect.py; 0: a probe's answers to an item are independent draws around "
@@ -1063,8 +1065,8 @@ def main() -> None:
     global CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_CURVE, PAIR_ALLOWANCE
 
     PANEL = args.panel
-    if not 0.0 <= args.pair_sd <= 5.0:
-        ap.error(f"--pair-sd: expected an sd in [0, 5] logits, got {args.pair_sd}")
+    if not 0.0 <= args.pair_sd <= PAIR_SD_MAX:  # the world's own range
+        ap.error(f"--pair-sd: expected an sd in [0, {PAIR_SD_MAX:g}] logits, got {args.pair_sd}")
     PAIR_SD = args.pair_sd
     PAIR_CURVE = args.pair_curve
     PAIR_ALLOWANCE = args.pair_allowance
