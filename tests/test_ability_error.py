@@ -557,3 +557,32 @@ def test_a_design_with_no_information_at_the_estimate_chooses_probes_without_a_n
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert [p.name for p in ann._next_probes(900.0, 2, 4, {"a": 4, "b": 0})] == ["a", "b"]
+
+
+def test_a_placement_past_every_probes_reach_keeps_the_slopes_spread_in_its_se():
+    """A flat child whose answers do not rise along the probes (the strongest solved all 8, one a logit below
+    it 1 of 8; a confirmation in bench/bench_intervals.py, aime25): the answers' posterior over its slope
+    puts its weight on the flattest slopes, whose b_a lies tens of logits below every probe, so the placement
+    runs there and no probe carries information at it. Its slopes' spread must still be stated: dropped with
+    the shares it came with, the placement claimed 0.03 z (the 1PL's sampling se alone) 9.7 z off."""
+    from dataclasses import replace
+
+    from benchfill.irt.online import online_calibrate
+
+    ability = {"p01": -3.71, "p02": -2.60, "p03": -1.48, "p04": -1.02, "p07": 0.58, "p09": 0.64, "p10": 1.27,
+               "p11": 0.58, "p12": 3.23}
+    answers = {"p01": (160, 160), "p02": (167, 168), "p03": (8, 8), "p04": (2, 8), "p07": (5, 8), "p09": (5, 8),
+               "p10": (1, 8), "p11": (8, 8), "p12": (8, 8)}
+    ann = replace(Annotator(None, [Probe(n, a, 8, 0.2) for n, a in ability.items()], chance=0.0, b_min=-3.0,
+                            b_max=5.0), misfit=1.0862)
+    correct = {k: c for k, (c, _) in answers.items()}
+    trials = {k: n for k, (_, n) in answers.items()}
+    placed = ann._estimate(correct, trials)
+    assert placed.difficulty < -60 and set(ann._infos(placed.difficulty).values()) == {0.0}
+    _, spread, _ = ann._unlean(online_calibrate(
+        np.array([float(correct[k]) for k in ability]), np.array([float(trials[k]) for k in ability]),
+        np.array(list(ability.values()))).difficulty, trials, correct)
+    assert placed.z_se < 0.05  # the sampling part, the 1PL's at its own estimate
+    assert math.isclose(placed.misfit_z_se, ann.z_of_logits(math.sqrt(spread)), rel_tol=1e-9)
+    # the 1PL's own estimate (-5.8 logits, z -0.35) lies within two of the stated se of the placement
+    assert placed.placement_z_se > 4.0 and abs(placed.z - ann.to_z(-5.85)) < 2 * placed.placement_z_se

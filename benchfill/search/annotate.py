@@ -478,12 +478,16 @@ class Annotator:
                misfit: float | None = None) -> tuple[float, float, float]:
         """``_variance``'s sampling part, and its inherited part split into the probes' ability error and
         the misfit allowance (``_misfit``; none at an infinite b, an item with no finite estimate).
-        ``misfit``: that allowance, where the caller has it (``_misfit_after``)."""
+        ``misfit``: that allowance, where the caller has it (``_misfit_after``, ``_unlean``)."""
         infos = self._infos(b) if infos is None else infos
         info = {p.name: trials.get(p.name, 0) * infos[p.name] for p in self.probes}
         total = sum(info.values())
         if total <= 0:
-            return math.inf, 0.0, 0.0
+            # No probe informs b (each answer's information underflows to 0): no shares, so no ability or
+            # pair part, but the slopes' spread the caller worked out stands. Dropped, a flat child the
+            # answers' posterior placed 70 logits past every probe was stated to 0.03 z (its 1PL's
+            # sampling se alone) and sat 330 of those from its truth (bench/bench_intervals.py, aime25).
+            return math.inf, 0.0, 0.0 if misfit is None else misfit
         ability = sum((info[p.name] / total) ** 2 * p.ability_se**2 for p in self.probes)
         if misfit is None:
             misfit = self._misfit(b, trials, info, total) if math.isfinite(b) else 0.0
