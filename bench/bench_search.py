@@ -197,6 +197,12 @@ class Outcome:
     # confirmation shares) but before its choice among them (bench_intervals.py sets them side by side).
     others_r: list = field(default_factory=list)
     others_valid: list = field(default_factory=list)
+    # Where the children truly land (print_steering): valid children whose true z lies inside their gap, and per
+    # gap the mean and sd of their true z less the target, with the gap's half-width; the learned response's
+    # residual sd per gap (kept whether or not it steers), which counts what the annotation's se leaves out too.
+    truly_inside: int = 0
+    landing: list = field(default_factory=list)  # (mean, sd, half-width) per gap with two valid children or more
+    resid_sd: list = field(default_factory=list)
 
 
 @dataclass
@@ -567,6 +573,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         others = [c for r, c in confirmed if c is not r.chosen and c.confirmation.placement_z_se > 0
                   and math.isfinite(c.confirmation.z)]
         red_meas = measurement_limited(red, targets, [c - t for c, t in zip(conf_z, true_z, strict=True)])
+        landed = {id(r): [truth(c) for c in r.children if c.annotation is not None and c.item is not None
+                          and world.is_valid(str(c.item[spec.text_field]))] for r in res}
         out[label] = Outcome(red(true_z), red(conf_z), red(ann_z), float(np.mean(devs)),
                              sum(r.spend.rollouts for r in res), sum(r.spend.model_calls for r in res),
                              sum(r.left < t < r.right for (r, _), t in zip(chosen, true_z, strict=True)),
@@ -602,6 +610,10 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              dev_chosen=dev_chosen, gaps=len(res),
                              others_r=[(c.confirmation.z - truth(c)) / c.confirmation.placement_z_se for c in others],
                              others_valid=[world.is_valid(str(c.item[spec.text_field])) for c in others],
+                             truly_inside=sum(r.left < t < r.right for r in res for t in landed[id(r)]),
+                             landing=[(float(np.mean(d)), float(np.std(d, ddof=1)), (r.right - r.left) / 2)
+                                      for r in res for d in [np.array(landed[id(r)]) - r.target_z] if d.size > 1],
+                             resid_sd=[r.steering["residual_sd"] for r in res if r.steering],
                              **dict(zip(("n_between", "p_between", "world_between"), between(res), strict=True)))
     if "oracle" in strategies:
         placed = oracle_fill(z, K)
@@ -894,6 +906,7 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
               f"{sum(o.outside_truly_inside for o in outs):>6} of {sum(o.confirmed_outside for o in outs)}"
               f"{sum(o.widening for o in outs):>6} set aside, {sum(o.open_for_widening for o in outs)} gaps left open"
               f"; {sum(o.at_cap for o in outs)} of {sum(o.confirmed for o in outs)} at the cap")
+    print_steering(cells)
     print("\nShare of the oracle's true top-3 reduction, mean over sets (min set), by rewriter:")
     print(f"{'rewriter':<34}{'benchfill':>20}{'nosteer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}"
           f"{'per filled':>12}{'filled':>8}")
@@ -940,6 +953,48 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
                 print(f"kind, {strategy}: with the order screen's spot checks too (the figure above counts "
                       f"annotation and confirmation only): {with_screen:.0f} per filled gap "
                       f"(ratio {with_screen / rollouts_ref:.2f})")
+
+
+def landing_gain(gaps: list[tuple[float, float, float]]) -> float:
+    """How many times more children would land inside their gaps were they centred on each gap's middle than
+    where they land, ``gaps`` giving per gap (mean, sd, half-width) of where they land about the target, each
+    scattered N(mean, sd^2): the chance of landing inside summed over the gaps both ways, a ratio of the two.
+    The most that centring the asks (steering) can gain in children inside, before the measurement picks."""
+    from scipy.stats import norm
+
+    g = np.array([x for x in gaps if x[1] > 0], dtype=float).reshape(-1, 3)
+    if not len(g):
+        return float("nan")
+    m, sd, h = g.T
+    centred = norm.cdf(h / sd) - norm.cdf(-h / sd)
+    off = norm.cdf((h - m) / sd) - norm.cdf((-h - m) / sd)
+    return float(centred.sum() / max(off.sum(), 1e-300))
+
+
+def print_steering(cells: list[Cell]) -> None:
+    """Where the children truly land, with and without steering: what centring the asks can gain is bounded by
+    how widely the children scatter about where they are aimed against how narrow the gaps are."""
+    print("\nWhere the children truly land (valid children annotated, true z less the target, mean over gaps): "
+          "children inside their gap per gap, the mean (signed) and the sd within a gap, benchfill / without "
+          "steering; the gaps' half-width; the most that centring the unsteered children on the target could "
+          "multiply those inside by, their scatter kept (landing_gain, over all gaps); and the learned "
+          "response's residual sd (benchfill), which counts the annotation's error beyond its stated se too:")
+    print(f"{'rewriter':<34}{'inside/gap':>16}{'mean':>16}{'sd':>14}{'half-w':>8}{'most gain':>11}{'resid sd':>10}")
+    for label in dict.fromkeys(c.label for c in cells):
+        cs = [c for c in cells if c.label == label]
+        cols = []
+        for s in ("benchfill", "benchfill/nosteer"):
+            outs = [o for c in cs for o in c.out[s]]
+            land = [g for o in outs for g in o.landing]
+            cols.append((sum(o.truly_inside for o in outs) / max(sum(o.gaps for o in outs), 1),
+                         np.mean([g[0] for g in land]) if land else float("nan"),
+                         np.mean([g[1] for g in land]) if land else float("nan"),
+                         np.mean([g[2] for g in land]) if land else float("nan"),
+                         landing_gain(land)))
+        resid = [v for c in cs for o in c.out["benchfill"] for v in o.resid_sd]
+        (ib, mb, sb, hb, _), (io, mo, so, _, go) = cols
+        print(f"{label:<34}{ib:>7.2f} / {io:<6.2f}{mb:>+7.3f} / {mo:<+6.3f}{sb:>6.3f} / {so:<5.3f}{hb:>8.3f}{go:>11.2f}"
+              f"{np.mean(resid) if resid else float('nan'):>10.3f}")
 
 
 def main() -> None:

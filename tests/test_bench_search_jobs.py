@@ -84,6 +84,20 @@ def test_measurement_limited_reduction_worked_by_hand():
     assert np.isnan(bench_search.measurement_limited(red, [0.75, 0.3], []))
 
 
+def test_landing_gain_worked_by_hand():
+    """What centring the children on each gap's middle could gain (print_steering's "most gain"). Children
+    scattered N(m, sd^2) about a gap's middle land inside a gap of half-width h with chance
+    Phi((h - m) / sd) - Phi((-h - m) / sd). sd = h = 0.05: centred 2 Phi(1) - 1 = 0.682689; m = 0.05:
+    Phi(0) - Phi(-2) = 0.477250; the two gaps together (0.682689 * 2) / (0.682689 + 0.477250) = 1.177112."""
+    import numpy as np
+
+    assert bench_search.landing_gain([(0.0, 0.05, 0.05)]) == pytest.approx(1.0)
+    assert bench_search.landing_gain([(0.05, 0.05, 0.05)]) == pytest.approx(0.682689 / 0.477250, rel=1e-5)
+    assert bench_search.landing_gain([(-0.05, 0.05, 0.05), (0.0, 0.05, 0.05)]) == pytest.approx(1.177112, rel=1e-5)
+    # no gap with a scatter to speak of: no ratio
+    assert np.isnan(bench_search.landing_gain([])) and np.isnan(bench_search.landing_gain([(0.1, 0.0, 0.05)]))
+
+
 def test_world_matrix_answers_by_the_worlds_own_model():
     # --world-matrix: the published matrix redrawn from the world, every model at the ability the world's fit of
     # the real matrix gives it. Same models, items and trials; the answers follow the world's 2PL (its latent b,
