@@ -152,3 +152,22 @@ def test_paired_table_gives_each_mean_its_standard_error(capsys):
     assert "-0.0500±0.0000" in row_b and "-0.2000±0.0577 [-0.300,-0.100]" in row_b and row_b.endswith("NO")
     assert "holds in 1 of 2 cells; of the 1 that do not, 1 fall short by more than two standard errors" in out
     assert "(largest 3.5)" in out
+
+
+def test_landing_table_worked_by_hand(capsys):
+    # one cell, two seeds of one gap each. benchfill: 4 and 2 children inside their gap, landing (mean, sd) of
+    # (0.02, 0.05) and (-0.04, 0.05): per gap 3 inside, mean -0.010, sd 0.050; residual sds 0.1 and 0.2, mean
+    # 0.150. Without steering: 1 and 3 inside, (0.05, 0.05) and (0.05, 0.05), half-width 0.05: most gain
+    # 0.682689 / 0.477250 = 1.43 (test_landing_gain_worked_by_hand).
+    outcome = bench_search.Outcome
+
+    def run(inside, landing, resid):
+        return outcome(0, 0, 0, 0, 0, 0, 0, gaps=1, truly_inside=inside, landing=[landing], resid_sd=[resid])
+
+    c = bench_search.Cell("preset kind", "demo", [0, 1])
+    c.out = {"benchfill": [run(4, (0.02, 0.05, 0.05), 0.1), run(2, (-0.04, 0.05, 0.05), 0.2)],
+             "benchfill/nosteer": [run(1, (0.05, 0.05, 0.05), 0.0), run(3, (0.05, 0.05, 0.05), 0.0)]}
+    bench_search.print_steering([c])
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("preset kind")]
+    assert row.split()[2:] == ["3.00", "/", "2.00", "-0.010", "/", "+0.050", "0.050", "/", "0.050", "0.050",
+                               "1.43", "0.150"]
