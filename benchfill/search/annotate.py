@@ -486,7 +486,7 @@ class Annotator:
             # No probe informs b (each answer's information underflows to 0): no shares, so no ability or
             # pair part, but the slopes' spread the caller worked out stands. Dropped, a flat child the
             # answers' posterior placed 70 logits past every probe was stated to 0.03 z (its 1PL's
-            # sampling se alone) and sat 330 of those from its truth (bench/bench_intervals.py, aime25).
+            # sampling se alone) and sat 330 such se from its truth (bench/bench_intervals.py, aime25).
             return math.inf, 0.0, 0.0 if misfit is None else misfit
         ability = sum((info[p.name] / total) ** 2 * p.ability_se**2 for p in self.probes)
         if misfit is None:
