@@ -98,6 +98,25 @@ def test_the_offsets_average_to_the_latent_curve_unless_added_to_it():
         World.from_items(items, evaluator="math", text_field="problem", answer_field="answer", pair_curve="flat")
 
 
+def test_the_commands_offer_the_worlds_offsets_and_curves():
+    """The CLI keeps the world's pair_sd and pair_curve as literals, so that building its parser imports no
+    numpy (the world's module does); they must stay the world's: `run`, `sim serve` and RunOptions alike."""
+    from benchfill.cli import build_parser
+    from benchfill.run import RunOptions
+    from benchfill.sim.world import PAIR_CURVE, PAIR_CURVES, PAIR_SD
+
+    parser = build_parser()
+    run = parser.parse_args(["run", "--benchmark", "demo"])
+    serve = parser.parse_args(["sim", "serve"])
+    assert run.sim_pair_sd == serve.pair_sd == RunOptions.sim_pair_sd == PAIR_SD
+    assert run.sim_pair_curve == serve.pair_curve == RunOptions.sim_pair_curve == PAIR_CURVE
+    for argv, dest in ((["run", "--benchmark", "demo"], "sim_pair_curve"), (["sim", "serve"], "pair_curve")):
+        for curve in PAIR_CURVES:
+            assert getattr(parser.parse_args([*argv, f"--{dest.replace('_', '-')}", curve]), dest) == curve
+        with pytest.raises(SystemExit):
+            parser.parse_args([*argv, f"--{dest.replace('_', '-')}", "flat"])
+
+
 def test_multiple_choice_floor_and_grading(shared_data):
     items = load(shared_data, "mmlu-pro", 120)
     world = World.from_items(items, evaluator="multiple_choice", text_field="question", answer_field="answer",
