@@ -102,20 +102,22 @@ def test_the_residual_sd_is_what_the_annotation_error_does_not_explain_by_hand()
     assert sigma == pytest.approx(np.sqrt((4 * 0.05**2 + n * (0.05**2 - 0.03**2)) / (4 + n)), rel=1e-9)  # 0.0404
 
 
-def test_one_wild_child_pulls_the_offset_no_harder_than_one_at_two_sds():
-    # Huber weights: a child 0.5 above the line counts as one 2 sd above it. The others' residuals cancel
-    # (and their asks balance, so the share's equation is apart), so by hand, with s2 = sigma^2 + se^2 and
-    # the prior's precision 1 / 0.1^2 = 100 on the offset:
-    #   offset = w r / (100 / s2 + w + 100), w = (2 sqrt(s2) / r) / s2, r = 0.5 - offset (Huber)
+@pytest.mark.parametrize("robust", [None, 1.0, 0.5])
+def test_one_wild_child_pulls_the_offset_no_harder_than_one_at_the_huber_threshold(robust):
+    # Huber weights: a child 0.5 above the line counts as one c sd above it (c = ``robust``, 2 by default).
+    # The others' residuals cancel (and their asks balance, so the share's equation is apart), so by hand, with
+    # s2 = sigma^2 + se^2 and the prior's precision 1 / 0.1^2 = 100 on the offset:
+    #   offset = w r / (100 / s2 + w + 100), w = (c sqrt(s2) / r) / s2, r = 0.5 - offset (Huber)
     #   offset = (0.5 / s2) / (101 / s2 + 100)                                        (plain: 4.6 times as far)
-    st = Steering()
+    st = Steering() if robust is None else Steering(robust=robust)
+    c = 2.0 if robust is None else robust
     _symmetric(st, d=0.01, se=0.02)
     st.observe(0.5, 0.5, 1.0, 0.02)
     offset, share, sigma = st.response()
     s2, r = sigma**2 + 0.02**2, 0.5 - offset
-    w = 2 * np.sqrt(s2) / r / s2
+    w = c * np.sqrt(s2) / r / s2
     assert offset == pytest.approx(w * 0.5 / (100 / s2 + w + 100), rel=1e-6) and share == pytest.approx(1.0)
-    assert offset < (0.5 / s2) / (101 / s2 + 100) / 4
+    assert offset < (0.5 / s2) / (101 / s2 + 100) / 4 * c / 2
 
 
 def test_a_parents_own_offset_takes_the_median_of_its_childrens_residuals():

@@ -39,6 +39,7 @@ class Steering:
     min_share: float = 0.2  # never divide by less: a tiny fitted share would ask for the moon
     max_shift: float = 0.2  # never ask further than this from the target (z)
     parent_prior: float = 2.0  # pseudo-children of zero residual behind each parent's own offset
+    robust: float = 2.0  # Huber's threshold (standard deviations): a point beyond it pulls no harder
     points: list[tuple[float, float, float, float]] = field(default_factory=list)  # z_parent, ask, z_child, se
     parents: list[str] = field(default_factory=list)  # the parent of each point
     asks: list[tuple[float, float]] = field(default_factory=list)  # (target, ask) of every ask made
@@ -65,7 +66,7 @@ class Steering:
         """(offset, share, residual sd): the posterior mean of the response and its noise."""
         # Points are only ever appended (``observe``); the prior's fields may be changed by a caller.
         key = (len(self.points), self.points[-1] if self.points else None, self.offset_sd, self.share_prior,
-               self.share_sd, self.sigma0, self.nu0)
+               self.share_sd, self.sigma0, self.nu0, self.robust)
         if self._memo is None or self._memo[0] != key:
             self._memo = (key, self._fit())
         return self._memo[1]
@@ -91,7 +92,7 @@ class Steering:
             # Huber weights: a child that landed far off (or whose estimate ran away) pulls no harder
             # than one at two standard deviations.
             scaled = np.abs(resid) / np.sqrt(sigma2 + se**2)
-            robust = np.minimum(1.0, 2.0 / np.maximum(scaled, 1e-12))
+            robust = np.minimum(1.0, self.robust / np.maximum(scaled, 1e-12))
         return float(beta[0]), float(beta[1]), math.sqrt(sigma2)
 
     def ask(self, target: float, z_parent: float, parent: str = "", record: bool = True) -> float:
