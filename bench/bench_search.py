@@ -203,6 +203,11 @@ class Outcome:
     truly_inside: int = 0
     landing: list = field(default_factory=list)  # (mean, sd, half-width) per gap with two valid children or more
     resid_sd: list = field(default_factory=list)
+    # What the response learns from (print_response): every child the judge passed, whether its stated answer is
+    # right and its annotated z less its true z; per gap, the learned offset and the offset the right-keyed
+    # children truly have about the learned share (true z - z_parent - share (ask - z_parent), their mean).
+    judged: list = field(default_factory=list)  # (right key, annotated z - true z)
+    lean: list = field(default_factory=list)  # (learned offset, right-keyed children's true offset)
 
 
 @dataclass
@@ -575,6 +580,12 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         red_meas = measurement_limited(red, targets, [c - t for c, t in zip(conf_z, true_z, strict=True)])
         landed = {id(r): [truth(c) for c in r.children if c.annotation is not None and c.item is not None
                           and world.is_valid(str(c.item[spec.text_field]))] for r in res}
+        right_key = {id(c): world.is_valid(str(c.item[spec.text_field])) for r in res for c in r.children if c.valid}
+        lean = [(r.steering["offset"], float(np.mean(
+                    [truth(c) - c.parent_z - r.steering["share"] * (c.ask - c.parent_z) for c in right])))
+                for r in res if r.steering
+                for right in [[c for c in r.children if c.valid and right_key[id(c)] and c.parent_z is not None
+                               and c.ask is not None]] if right]
         out[label] = Outcome(red(true_z), red(conf_z), red(ann_z), float(np.mean(devs)),
                              sum(r.spend.rollouts for r in res), sum(r.spend.model_calls for r in res),
                              sum(r.left < t < r.right for (r, _), t in zip(chosen, true_z, strict=True)),
@@ -614,6 +625,9 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
                              landing=[(float(np.mean(d)), float(np.std(d, ddof=1)), (r.right - r.left) / 2)
                                       for r in res for d in [np.array(landed[id(r)]) - r.target_z] if d.size > 1],
                              resid_sd=[r.steering["residual_sd"] for r in res if r.steering],
+                             judged=[(right_key[id(c)], c.annotation.z - truth(c)) for r in res for c in r.children
+                                     if c.valid],
+                             lean=lean,
                              **dict(zip(("n_between", "p_between", "world_between"), between(res), strict=True)))
     if "oracle" in strategies:
         placed = oracle_fill(z, K)
@@ -907,6 +921,7 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
               f"{sum(o.widening for o in outs):>6} set aside, {sum(o.open_for_widening for o in outs)} gaps left open"
               f"; {sum(o.at_cap for o in outs)} of {sum(o.confirmed for o in outs)} at the cap")
     print_steering(cells)
+    print_response(cells)
     print("\nShare of the oracle's true top-3 reduction, mean over sets (min set), by rewriter:")
     print(f"{'rewriter':<34}{'benchfill':>20}{'nosteer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}"
           f"{'per filled':>12}{'filled':>8}")
@@ -997,6 +1012,32 @@ def print_steering(cells: list[Cell]) -> None:
               f"{np.mean(resid) if resid else float('nan'):>10.3f}")
 
 
+def print_response(cells: list[Cell]) -> None:
+    """What the learned response reads: a child whose stated answer is wrong and that the judge passed is
+    answered wrong by the probes that solve it, so it reads harder than it is, and the response takes that for
+    the rewriter's. The children are benchfill's (with steering), pooled over sets and seeds."""
+    print("\nWhat the response learns from (benchfill): children the judge passed per gap, the share of them whose "
+          "stated answer is wrong, the mean annotated z less true z of those and of the right-keyed ones; the "
+          "learned offset against the offset the right-keyed children truly have about the learned share "
+          "(mean over gaps), and the share of that true offset the response learned (where it is 0.02 z or more):")
+    print(f"{'rewriter':<34}{'judged/gap':>11}{'wrong key':>11}{'err wrong':>11}{'err right':>11}"
+          f"{'learned':>10}{'true':>9}{'learned share':>15}")
+    for label in dict.fromkeys(c.label for c in cells):
+        outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
+        judged = [j for o in outs for j in o.judged]
+        wrong = [e for ok, e in judged if not ok]
+        right = [e for ok, e in judged if ok]
+        lean = np.array([g for o in outs for g in o.lean], dtype=float).reshape(-1, 2)
+        learned, true = lean.mean(axis=0) if len(lean) else (float("nan"), float("nan"))
+
+        def mean(v: list) -> float:
+            return float(np.mean(v)) if v else float("nan")
+
+        print(f"{label:<34}{len(judged) / max(sum(o.gaps for o in outs), 1):>11.1f}{len(wrong) / max(len(judged), 1):>11.3f}"
+              f"{mean(wrong):>+11.3f}{mean(right):>+11.3f}{learned:>+10.3f}{true:>+9.3f}"
+              f"{learned / true if abs(true) >= 0.02 else float('nan'):>15.2f}")
+
+
 def main() -> None:
     from benchfill.search.annotate import AdaptiveSettings, ConfirmSettings
 
@@ -1006,6 +1047,8 @@ def main() -> None:
     ap.add_argument("--presets", nargs="*", default=["kind", "realistic", "hostile"])
     ap.add_argument("--no-grid", action="store_true", help="presets only")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per cell (paired across strategies)")
+    ap.add_argument("--first-seed", type=int, default=0, metavar="N",
+                    help="seeds N, N+1, ... (default 0): fresh worlds to check a change chosen on the first ones")
     ap.add_argument("--max-items", type=int, help="subsample larger sets to this many items (default 150, quick 60)")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--text-signal", type=float, default=0.0, metavar="S",
@@ -1179,7 +1222,7 @@ def main() -> None:
                                    floor_share=args.confirm_floor, fresh_probes=args.confirm_probes == "fresh")
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
-    seeds = list(range(args.seeds))
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     grid = QUICK_GRID if args.quick else GRID
     first = f" R1={SHAPE['first_parents']}" if "first_parents" in SHAPE else ""
     print(f"bench_search: top-{K} gaps, T={args.rounds} R={SHAPE.get('parents', 4)} C={SHAPE.get('children', 4)}{first} L=16, {PANEL[0]} probes x {PANEL[1]} trials, adaptive annotation "

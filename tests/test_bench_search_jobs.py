@@ -171,3 +171,26 @@ def test_landing_table_worked_by_hand(capsys):
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("preset kind")]
     assert row.split()[2:] == ["3.00", "/", "2.00", "-0.010", "/", "+0.050", "0.050", "/", "0.050", "0.050",
                                "1.43", "0.150"]
+
+
+def test_what_the_response_learns_from_worked_by_hand(capsys):
+    # one cell, two seeds of one gap each. Seed 0: four children the judge passed, one with a wrong key read
+    # 0.6 z harder than it is, three right-keyed read -0.03, 0.0, +0.03 off; seed 1: two right-keyed, +0.01
+    # and -0.01 off. Per gap 6 / 2 = 3.0 judged, 1 / 6 = 0.167 wrong, their error +0.600, the right ones' 0.000.
+    # Learned offsets -0.10 and -0.06 (mean -0.08) against true -0.20 and -0.12 (mean -0.16): 0.50 learned.
+    outcome = bench_search.Outcome
+
+    def run(judged, lean):
+        return outcome(0, 0, 0, 0, 0, 0, 0, gaps=1, judged=judged, lean=[lean])
+
+    c = bench_search.Cell("preset hostile", "demo", [0, 1])
+    c.out = {"benchfill": [run([(False, 0.6), (True, -0.03), (True, 0.0), (True, 0.03)], (-0.10, -0.20)),
+                           run([(True, 0.01), (True, -0.01)], (-0.06, -0.12))]}
+    bench_search.print_response([c])
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("preset hostile")]
+    assert row.split()[2:] == ["3.0", "0.167", "+0.600", "+0.000", "-0.080", "-0.160", "0.50"]
+    # no lean to learn: the share is not given (kind's true offsets sit within 0.02 z of zero)
+    c.out = {"benchfill": [run([(True, 0.0)], (0.01, 0.005))]}
+    bench_search.print_response([c])
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("preset hostile")]
+    assert row.split()[-1] == "nan"
