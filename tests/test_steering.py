@@ -139,3 +139,37 @@ def test_a_childs_residual_is_left_out_of_its_parents_offset_when_its_se_is_wide
     st.observe(0.5, 0.5, 0.0, 1.0, "odd")
     base = st.parent_offset("")
     assert st.parent_offset("odd") - base == pytest.approx((0.06 - base) * 2 / (2 + 2), abs=2e-3)
+
+
+def test_the_gate_steers_only_a_response_told_apart_from_no_correction():
+    # A rewriter with no lean: the gap's fit sits on (0, 1) exactly, and one parent's two children landed 0.06
+    # above it. Ungated, that parent's asks follow its two children (the noise that widened kind's landing);
+    # gated at two sds, nothing is told apart from "no correction", so every ask is the target.
+    for gate, moved in ((0.0, True), (2.0, False)):
+        st = Steering(gate=gate)
+        _symmetric(st, d=0.05, se=0.03)
+        for _ in range(2):
+            st.observe(0.5, 0.5, 0.56, 0.03, "odd")
+        assert (st.ask(0.5, 0.5, "odd") != 0.5) is moved
+        assert st.ask(0.5, 0.5) == pytest.approx(0.5, abs=2e-3)
+    # A rewriter whose children all land 0.1 below the line: told apart, so the gated search steers up.
+    st = Steering(gate=2.0)
+    for i in range(40):
+        ask = 0.4 + 0.2 * i / 39
+        st.observe(0.5, ask, ask - 0.1, 0.02)
+    assert st.told_apart() and st.ask(0.5, 0.5) > 0.55
+    assert st.summary()["mean_shift"] > 0.05
+
+
+def test_the_gates_sds_are_the_posteriors_by_hand():
+    # Symmetric children (every residual +-0.05, se 0.03, below Huber's threshold): the offset's and the share's
+    # equations are apart, so sd_offset = (n w + 100)^-1/2 and sd_share = (w sum x^2 + 16)^-1/2 with
+    # w = 1 / (sigma^2 + se^2) and the prior's precisions 1 / 0.1^2 and 1 / 0.25^2.
+    st = Steering(gate=2.0)
+    _symmetric(st, d=0.05, se=0.03)
+    offset, share, sigma, sd_offset, sd_share = st._fitted()
+    w = 1 / (sigma**2 + 0.03**2)
+    x = np.array([0.2 * (i / 49 - 0.5) for i in range(50)] * 2)
+    assert sd_offset == pytest.approx((100 * w + 100) ** -0.5, rel=1e-9)
+    assert sd_share == pytest.approx((w * (x**2).sum() + 16) ** -0.5, rel=1e-9)
+    assert not st.told_apart()

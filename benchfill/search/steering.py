@@ -40,6 +40,10 @@ class Steering:
     max_shift: float = 0.2  # never ask further than this from the target (z)
     parent_prior: float = 2.0  # pseudo-children of zero residual behind each parent's own offset
     robust: float = 2.0  # Huber's threshold (standard deviations): a point beyond it pulls no harder
+    # Steer only once the learned response is told apart from "no correction": its offset from 0 or its share
+    # from 1 by more than this many posterior sds (0: always steer). A rewriter with no lean otherwise gets
+    # asks that follow the placements' noise (docs/sim-rewriter.md, "Where steering's gain goes").
+    gate: float = 0.0
     points: list[tuple[float, float, float, float]] = field(default_factory=list)  # z_parent, ask, z_child, se
     parents: list[str] = field(default_factory=list)  # the parent of each point
     asks: list[tuple[float, float]] = field(default_factory=list)  # (target, ask) of every ask made
@@ -65,15 +69,24 @@ class Steering:
     def response(self) -> tuple[float, float, float]:
         """(offset, share, residual sd): the posterior mean of the response and its noise."""
         # Points are only ever appended (``observe``); the prior's fields may be changed by a caller.
+        return self._fitted()[:3]
+
+    def told_apart(self) -> bool:
+        """Is the response told apart from "no correction" (offset 0, share 1) by more than ``gate`` sds?"""
+        offset, share, _, sd_offset, sd_share = self._fitted()
+        return self.gate <= 0 or abs(offset) > self.gate * sd_offset or abs(share - 1.0) > self.gate * sd_share
+
+    def _fitted(self) -> tuple[float, float, float, float, float]:
         key = (len(self.points), self.points[-1] if self.points else None, self.offset_sd, self.share_prior,
                self.share_sd, self.sigma0, self.nu0, self.robust)
         if self._memo is None or self._memo[0] != key:
             self._memo = (key, self._fit())
         return self._memo[1]
 
-    def _fit(self) -> tuple[float, float, float]:
+    def _fit(self) -> tuple[float, float, float, float, float]:
+        """(offset, share, residual sd, and the offset's and the share's posterior sds)."""
         if not self.points:
-            return 0.0, self.share_prior, self.sigma0
+            return 0.0, self.share_prior, self.sigma0, self.offset_sd, self.share_sd
         p = np.asarray(self.points, dtype=float)
         x, y, se = p[:, 1] - p[:, 0], p[:, 2] - p[:, 0], p[:, 3]
         prior_prec = np.diag([1 / self.offset_sd**2, 1 / self.share_sd**2])
@@ -93,9 +106,14 @@ class Steering:
             # than one at two standard deviations.
             scaled = np.abs(resid) / np.sqrt(sigma2 + se**2)
             robust = np.minimum(1.0, self.robust / np.maximum(scaled, 1e-12))
-        return float(beta[0]), float(beta[1]), math.sqrt(sigma2)
+        cov = np.linalg.inv(A)
+        return float(beta[0]), float(beta[1]), math.sqrt(sigma2), math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
 
     def ask(self, target: float, z_parent: float, parent: str = "", record: bool = True) -> float:
+        if not self.told_apart():
+            if record:
+                self.asks.append((target, target))
+            return target
         _, share, _ = self.response()
         offset = self.parent_offset(parent)
         share = max(share, self.min_share)
