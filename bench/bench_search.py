@@ -1082,6 +1082,12 @@ def main() -> None:
     ap.add_argument("--stop-inner", type=float, metavar="F",
                     help="what-if: also stop (after confirming) once the best child's annotated z is within F of "
                          "the gap's half-width of the target (SearchSettings.stop_inner)")
+    ap.add_argument("--steer-gate", type=float, metavar="G",
+                    help="what-if: steer only once the learned response is told apart from no correction by G "
+                         "posterior sds (SearchSettings.steer_gate; default 0: always)")
+    ap.add_argument("--steer-robust", type=float, metavar="C",
+                    help="what-if: Huber's threshold of the learned response's fit, in sds (SearchSettings.steer_robust; "
+                         "default 2)")
     ap.add_argument("--width", type=float, metavar="Q",
                     help="what-if: adaptive round width (SearchSettings.width): after the first round, ask parents "
                          "for children only until the learned response says one lands inside the gap with chance Q")
@@ -1212,6 +1218,14 @@ def main() -> None:
     if args.end_inside:
         SHAPE["settle_at_end"] = False
     SELECTION = args.selection
+    if args.steer_gate is not None:
+        if args.steer_gate < 0:
+            ap.error(f"--steer-gate: expected a number of sds >= 0, got {args.steer_gate}")
+        SHAPE["steer_gate"] = args.steer_gate
+    if args.steer_robust is not None:
+        if not args.steer_robust > 0:
+            ap.error(f"--steer-robust: expected a number of sds > 0, got {args.steer_robust}")
+        SHAPE["steer_robust"] = args.steer_robust
     if args.stop_inner is not None:
         if not 0 < args.stop_inner <= 1:
             ap.error(f"--stop-inner: expected a share of the half-width in (0, 1], got {args.stop_inner}")
@@ -1245,6 +1259,8 @@ def main() -> None:
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"
+          f"{f'; steering gated at {args.steer_gate:g} sds' if args.steer_gate is not None else ''}"
+          f"{f'; the response fit with Huber at {args.steer_robust:g} sds' if args.steer_robust is not None else ''}"
           f"{f'; adaptive round width {args.width:g}' if args.width is not None else ''}"
           f"{f'; at most {args.confirmations} confirmations per gap' if args.confirmations is not None else ''}"
           f"{f'; first annotation step {args.first_batch} samples x 2 probes' if args.first_batch else ''}"

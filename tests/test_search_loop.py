@@ -110,6 +110,20 @@ def test_default_search_steers_and_lands_inside_the_gap():
     assert later and any(abs(c.ask - gap.target_z) > 0.01 for c in later)
 
 
+def test_a_gated_search_asks_for_the_target_until_the_response_is_told_apart():
+    # The same search with its steering gated out of reach (a response never told apart by 1e9 sds) asks for the
+    # target itself every time, and the search's response carries the gate and Huber's threshold it was given.
+    world, gap, ann = _setup()
+    res = asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=4, steer_gate=1e9, steer_robust=1.0),
+                                       seed=1))
+    assert res.steering["steered"] and res.steering["points"] > 0
+    assert all(c.ask == gap.target_z for c in res.children) and res.steering["mean_shift"] == 0.0
+    seen = []
+    asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=1, steer_gate=2.0, steer_robust=1.0), seed=1,
+                                 on_round=lambda g, state, best: seen.append(state.response)))
+    assert seen and (seen[0].gate, seen[0].robust) == (2.0, 1.0)
+
+
 def test_a_child_a_probe_refuses_as_too_long_is_set_aside_and_the_search_goes_on():
     from benchfill.errors import PromptRefused
 

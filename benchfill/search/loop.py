@@ -78,6 +78,12 @@ class SearchSettings:
     # Target steering (benchfill/search/steering.py): ask the rewriter for what its learned response
     # maps onto the target, with references around that ask. False keeps the paper's protocol.
     steering: bool = True
+    # What-ifs of the learned response (bench_search.py --steer-gate, --steer-robust; docs/sim-rewriter.md, "What
+    # the response learns from"): steer only once it is told apart from no correction by this many sds (0:
+    # always), and Huber's threshold of its fit. Neither was better on the whole at twelve seeds, so both keep
+    # the response as it was.
+    steer_gate: float = 0.0
+    steer_robust: float = 2.0
     # How the chosen child is picked: "posterior" (least expected squared deviation, the annotation
     # shrunk toward where the learned response says a child of that parent and ask lands), "reduction"
     # (the same estimate, scored by the expected top-k gap sum with the child added: ``top_k`` of the
@@ -306,9 +312,10 @@ async def benchfill_search(
     if restore is not None:
         t, children, spend, response = restore.round, list(restore.children), restore.spend, restore.response
         memory = restore.memory
+        response.gate, response.robust = settings.steer_gate, settings.steer_robust  # (a snapshot keeps the points)
     else:
         # The response is kept whether or not it steers: the posterior selection uses it too.
-        t, children, spend, response = 0, [], Spend(), Steering()
+        t, children, spend, response = 0, [], Spend(), Steering(gate=settings.steer_gate, robust=settings.steer_robust)
         memory = (Memory.nearest(gap.memory, target, settings.memory_size) if gap.memory is not None
                   else Memory.near_gap(list(gap.z), list(gap.z.values()), target, settings.memory_size))
     items = dict(gap.items)
