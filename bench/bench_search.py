@@ -578,9 +578,10 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
         others = [c for r, c in confirmed if c is not r.chosen and c.confirmation.placement_z_se > 0
                   and math.isfinite(c.confirmation.z)]
         red_meas = measurement_limited(red, targets, [c - t for c, t in zip(conf_z, true_z, strict=True)])
-        landed = {id(r): [truth(c) for c in r.children if c.annotation is not None and c.item is not None
-                          and world.is_valid(str(c.item[spec.text_field]))] for r in res}
-        right_key = {id(c): world.is_valid(str(c.item[spec.text_field])) for r in res for c in r.children if c.valid}
+        # whether each annotated child's stated answer is right (the judge's verdict aside): once per child
+        right_key = {id(c): world.is_valid(str(c.item[spec.text_field])) for r in res for c in r.children
+                     if c.annotation is not None and c.item is not None}
+        landed = {id(r): [truth(c) for c in r.children if right_key.get(id(c))] for r in res}
         lean = [(r.steering["offset"], float(np.mean(
                     [truth(c) - c.parent_z - r.steering["share"] * (c.ask - c.parent_z) for c in right])))
                 for r in res if r.steering
@@ -724,6 +725,11 @@ def run_jobs(jobs: list[tuple], seeds: list[int], rounds: int, text_signal: floa
             for k, v in got[j][seed].items():
                 cell.out.setdefault(k, []).append(v)
     return cells
+
+
+def _mean(vals) -> float:
+    """The mean, nan of nothing (numpy warns on an empty mean)."""
+    return float(np.mean(vals)) if len(vals) else float("nan")
 
 
 def _ms(vals) -> str:
@@ -1002,14 +1008,11 @@ def print_steering(cells: list[Cell]) -> None:
             outs = [o for c in cs for o in c.out[s]]
             land = [g for o in outs for g in o.landing]
             cols.append((sum(o.truly_inside for o in outs) / max(sum(o.gaps for o in outs), 1),
-                         np.mean([g[0] for g in land]) if land else float("nan"),
-                         np.mean([g[1] for g in land]) if land else float("nan"),
-                         np.mean([g[2] for g in land]) if land else float("nan"),
-                         landing_gain(land)))
+                         *(_mean([g[i] for g in land]) for i in range(3)), landing_gain(land)))
         resid = [v for c in cs for o in c.out["benchfill"] for v in o.resid_sd]
         (ib, mb, sb, hb, _), (io, mo, so, _, go) = cols
         print(f"{label:<34}{ib:>7.2f} / {io:<6.2f}{mb:>+7.3f} / {mo:<+6.3f}{sb:>6.3f} / {so:<5.3f}{hb:>8.3f}{go:>11.2f}"
-              f"{np.mean(resid) if resid else float('nan'):>10.3f}")
+              f"{_mean(resid):>10.3f}")
 
 
 def print_response(cells: list[Cell]) -> None:
@@ -1027,14 +1030,10 @@ def print_response(cells: list[Cell]) -> None:
         judged = [j for o in outs for j in o.judged]
         wrong = [e for ok, e in judged if not ok]
         right = [e for ok, e in judged if ok]
-        lean = np.array([g for o in outs for g in o.lean], dtype=float).reshape(-1, 2)
-        learned, true = lean.mean(axis=0) if len(lean) else (float("nan"), float("nan"))
-
-        def mean(v: list) -> float:
-            return float(np.mean(v)) if v else float("nan")
-
+        lean = [g for o in outs for g in o.lean]
+        learned, true = _mean([g[0] for g in lean]), _mean([g[1] for g in lean])
         print(f"{label:<34}{len(judged) / max(sum(o.gaps for o in outs), 1):>11.1f}{len(wrong) / max(len(judged), 1):>11.3f}"
-              f"{mean(wrong):>+11.3f}{mean(right):>+11.3f}{learned:>+10.3f}{true:>+9.3f}"
+              f"{_mean(wrong):>+11.3f}{_mean(right):>+11.3f}{learned:>+10.3f}{true:>+9.3f}"
               f"{learned / true if abs(true) >= 0.02 else float('nan'):>15.2f}")
 
 

@@ -103,7 +103,7 @@ class Steering:
             excess = np.maximum(resid**2 - se**2, 0.0)  # what the annotation error does not explain
             sigma2 = (self.nu0 * self.sigma0**2 + excess.sum()) / (self.nu0 + len(y))
             # Huber weights: a child that landed far off (or whose estimate ran away) pulls no harder
-            # than one at two standard deviations.
+            # than one at ``robust`` standard deviations.
             scaled = np.abs(resid) / np.sqrt(sigma2 + se**2)
             robust = np.minimum(1.0, self.robust / np.maximum(scaled, 1e-12))
         cov = np.linalg.inv(A)
