@@ -49,7 +49,9 @@ from _common import shared_data  # noqa: E402  (../shared/data, or $BENCHFILL_SH
 
 from benchfill.cli.argtypes import misfit_sd  # noqa: E402
 from benchfill.cli.argtypes import pair_sd as pair_sd_arg  # noqa: E402
+from benchfill.errors import ConfigError  # noqa: E402
 from benchfill.run import RunOptions  # noqa: E402
+from benchfill.sim.rewriter import parse_knobs, rewriter_model  # noqa: E402
 from benchfill.sim.world import DISCRIMINATION_SD, PAIR_CURVES, PAIR_SD_MAX  # noqa: E402
 from benchfill.sim.world import PAIR_CURVE as WORLD_PAIR_CURVE  # noqa: E402
 from benchfill.sim.world import PAIR_SD as WORLD_PAIR_SD  # noqa: E402
@@ -672,6 +674,14 @@ def _init_worker(benches: dict, options: tuple) -> None:
     CONFIRMATION, ABILITY_BLIND, PANEL, ACCEPT_WITHIN, ADAPTIVE, SHAPE, WIDENS, DISCRIMINATION, MISFIT, PRIOR_SLOPES, REACH_PROBES, WORLD_MATRIX, OWN_SAMPLING, SELECTION, SPOT_ON, LINK, REPLY_HABITS, PRIOR, WORLD_PRIOR, PAIR_SD, PAIR_CURVE, PAIR_ALLOWANCE = options
 
 
+def preset_jobs(presets: list[str], sets: list[str], knobs: dict[str, float] | None = None) -> list[tuple]:
+    """The sweep's preset cells (label, preset, knobs, set); knobs overridden (``--rewriter-knobs``) are named in
+    the label, so that such a cell is never read as the preset's own (the kind rollouts line reads "preset kind")."""
+    knobs = dict(knobs or {})
+    named = "".join(f" {k}={v:g}" for k, v in knobs.items())
+    return [(f"preset {p}{named}", p, dict(knobs), s) for p in presets for s in sets]
+
+
 def _seed_task(task: tuple) -> tuple[int, int, dict[str, Outcome]]:
     """One (cell, seed) of the sweep: every seed's world and run depend on the seed alone, so the
     figures do not depend on which process runs it or in what order (--jobs 1 and --jobs N agree)."""
@@ -1044,6 +1054,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="presets on the quick sets, a reduced grid")
     ap.add_argument("--sets", nargs="*", help=f"difficulty sets for the presets (of {', '.join(SETS)})")
     ap.add_argument("--presets", nargs="*", default=["kind", "realistic", "hostile"])
+    ap.add_argument("--rewriter-knobs", metavar="KNOB=VALUE,...",
+                    help="what-if: override knobs of every preset cell (benchfill.sim.rewriter.parse_knobs), e.g. "
+                         "judge_recall=1 (a judge that catches every wrong key: what any key check could give at most); "
+                         "the cells' labels name them, the grid keeps its own")
     ap.add_argument("--no-grid", action="store_true", help="presets only")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per cell (paired across strategies)")
     ap.add_argument("--first-seed", type=int, default=0, metavar="N",
@@ -1233,6 +1247,12 @@ def main() -> None:
         ap.error(f"--confirm-floor: expected a share in [0, 1), got {args.confirm_floor}")
     CONFIRMATION = ConfirmSettings(z_se=args.confirm_se, max_budgets=args.confirm_cap, outside_lr=args.outside_lr,
                                    floor_share=args.confirm_floor, fresh_probes=args.confirm_probes == "fresh")
+    try:
+        preset_knobs = parse_knobs(args.rewriter_knobs)
+        for p in args.presets:
+            rewriter_model(p, **preset_knobs)  # a value out of range names itself before any run
+    except ConfigError as e:
+        ap.error(str(e))
     sets = args.sets or (QUICK_SETS if args.quick else SETS)
     max_items = args.max_items or (60 if args.quick else 150)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
@@ -1258,6 +1278,7 @@ def main() -> None:
           f"{f'; accept within {args.accept_within:g}' if args.accept_within is not None else ''}"
           f"{f'; stop inner {args.stop_inner:g}' if args.stop_inner is not None else ''}"
           f"{f'; give up after round {args.give_up}' if args.give_up is not None else ''}"
+          f"{f'; the presets with {args.rewriter_knobs}' if preset_knobs else ''}"
           f"{f'; steering gated at {args.steer_gate:g} sds' if args.steer_gate is not None else ''}"
           f"{f'; the response fit with Huber at {args.steer_robust:g} sds' if args.steer_robust is not None else ''}"
           f"{f'; adaptive round width {args.width:g}' if args.width is not None else ''}"
@@ -1268,7 +1289,7 @@ def main() -> None:
     for name in dict.fromkeys([*sets, *QUICK_SETS]):
         _BENCHES[name] = load_set(name, max_items, 0)
     print_spreads(sets)
-    jobs = [(f"preset {p}", p, {}, s) for p in args.presets for s in sets]
+    jobs = preset_jobs(args.presets, sets, preset_knobs)
     if not args.no_grid:
         for combo in itertools.product(*grid.values()):
             knobs = dict(zip(grid, combo, strict=True))

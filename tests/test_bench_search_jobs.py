@@ -65,6 +65,28 @@ def test_a_what_if_reaches_the_worker_processes(monkeypatch, what_if):
     assert one != default
 
 
+def test_rewriter_knobs_reach_the_preset_cells_world_and_name_themselves(monkeypatch, capsys):
+    # --rewriter-knobs judge_recall=1: a judge that catches every wrong key, so no child it passes has one; the
+    # cell's label says so (the kind rollouts line, which reads "preset kind", does not take it for kind's own)
+    jobs = bench_search.preset_jobs(["hostile"], ["demo"], {"judge_recall": 1.0})
+    assert jobs == [("preset hostile judge_recall=1", "hostile", {"judge_recall": 1.0}, "demo")]
+    bench_search._BENCHES["demo"] = bench_search.load_set("demo", 60, 0)
+
+    def judged(knobs):
+        (cell,) = bench_search.run_jobs(bench_search.preset_jobs(["hostile"], ["demo"], knobs), [0], 3, 0.0,
+                                        workers=1, strategies=("benchfill",))
+        return [right for right, _ in cell.out["benchfill"][0].judged]
+
+    default, caught = judged({}), judged({"judge_recall": 1.0})
+    assert not all(default) and all(caught) and len(caught) > 20
+    # a knob the model does not have, or a value out of its range: one line naming the flag, exit 2
+    for bad, says in (("colour=3", "not KNOB=VALUE"), ("judge_recall=1.5", "judge_recall must lie in")):
+        monkeypatch.setattr(sys, "argv", ["bench_search.py", "--rewriter-knobs", bad])
+        with pytest.raises(SystemExit) as exc:
+            bench_search.main()
+        assert exc.value.code == 2 and says in capsys.readouterr().err
+
+
 def test_measurement_limited_reduction_worked_by_hand():
     # items at 0, 0.1, 0.5, 1: spacings 0.1, 0.4, 0.5; the top-2 sum is 0.9
     import numpy as np
