@@ -1032,9 +1032,10 @@ def print_response(cells: list[Cell]) -> None:
     print("\nWhat the response learns from (benchfill): children the judge passed per gap, the share of them whose "
           "stated answer is wrong, the mean annotated z less true z of those and of the right-keyed ones; the "
           "learned offset against the offset the right-keyed children truly have about the learned share "
-          "(mean over gaps), and the share of that true offset the response learned (where it is 0.02 z or more):")
+          "(mean over gaps), and the share of that true offset the response learned (where it is 0.02 z or more); "
+          "then the chosen items with a wrong key, of those chosen, benchfill's and the baseline's:")
     print(f"{'rewriter':<34}{'judged/gap':>11}{'wrong key':>11}{'err wrong':>11}{'err right':>11}"
-          f"{'learned':>10}{'true':>9}{'learned share':>15}")
+          f"{'learned':>10}{'true':>9}{'learned share':>15}{'chosen wrong':>14}{'baseline':>10}")
     for label in dict.fromkeys(c.label for c in cells):
         outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
         judged = [j for o in outs for j in o.judged]
@@ -1044,7 +1045,14 @@ def print_response(cells: list[Cell]) -> None:
         learned, true = _mean([g[0] for g in lean]), _mean([g[1] for g in lean])
         print(f"{label:<34}{len(judged) / max(sum(o.gaps for o in outs), 1):>11.1f}{len(wrong) / max(len(judged), 1):>11.3f}"
               f"{_mean(wrong):>+11.3f}{_mean(right):>+11.3f}{learned:>+10.3f}{true:>+9.3f}"
-              f"{learned / true if abs(true) >= 0.02 else float('nan'):>15.2f}")
+              f"{learned / true if abs(true) >= 0.02 else float('nan'):>15.2f}"
+              f"{_wrong_of(outs):>14}{_wrong_of([o for c in cells if c.label == label for o in c.out.get('baseline', [])]):>10}")
+
+
+def _wrong_of(outs: list[Outcome]) -> str:
+    """"a/n": of the n chosen items (confirmed), a whose stated answer is wrong."""
+    chosen = [ok for o in outs for ok in o.conf_valid]
+    return f"{sum(not ok for ok in chosen)}/{len(chosen)}"
 
 
 def main() -> None:

@@ -202,17 +202,19 @@ def test_what_the_response_learns_from_worked_by_hand(capsys):
     # Learned offsets -0.10 and -0.06 (mean -0.08) against true -0.20 and -0.12 (mean -0.16): 0.50 learned.
     outcome = bench_search.Outcome
 
-    def run(judged, lean):
-        return outcome(0, 0, 0, 0, 0, 0, 0, gaps=1, judged=judged, lean=[lean])
+    # Chosen: benchfill one item per seed, right-keyed; the baseline two of three with a wrong key: 0/2 and 2/3.
+    def run(judged, lean, chosen=(True,)):
+        return outcome(0, 0, 0, 0, 0, 0, 0, gaps=1, judged=judged, lean=[lean], conf_valid=list(chosen))
 
     c = bench_search.Cell("preset hostile", "demo", [0, 1])
     c.out = {"benchfill": [run([(False, 0.6), (True, -0.03), (True, 0.0), (True, 0.03)], (-0.10, -0.20)),
-                           run([(True, 0.01), (True, -0.01)], (-0.06, -0.12))]}
+                           run([(True, 0.01), (True, -0.01)], (-0.06, -0.12))],
+             "baseline": [run([], (0, 0), (False, True)), run([], (0, 0), (False,))]}
     bench_search.print_response([c])
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("preset hostile")]
-    assert row.split()[2:] == ["3.0", "0.167", "+0.600", "+0.000", "-0.080", "-0.160", "0.50"]
+    assert row.split()[2:] == ["3.0", "0.167", "+0.600", "+0.000", "-0.080", "-0.160", "0.50", "0/2", "2/3"]
     # no lean to learn: the share is not given (kind's true offsets sit within 0.02 z of zero)
     c.out = {"benchfill": [run([(True, 0.0)], (0.01, 0.005))]}
     bench_search.print_response([c])
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("preset hostile")]
-    assert row.split()[-1] == "nan"
+    assert row.split()[-3:] == ["nan", "0/1", "0/0"]
