@@ -213,7 +213,7 @@ def test_what_the_response_learns_from_worked_by_hand(capsys):
     bench_search.print_response([c])
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("preset hostile")]
     assert row.split()[2:] == ["3.0", "0.167", "+0.600", "+0.000", "-0.080", "-0.160", "0.50", "0/2", "2/3"]
-    # no lean to learn: the share is not given (kind's true offsets sit within 0.02 z of zero)
+    # no lean to learn: the share is not given (a true offset within 0.02 z of zero; kind's of record is -0.022)
     c.out = {"benchfill": [run([(True, 0.0)], (0.01, 0.005))]}
     bench_search.print_response([c])
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("preset hostile")]
