@@ -73,8 +73,10 @@ class Steering:
 
     def told_apart(self) -> bool:
         """Is the response told apart from "no correction" (offset 0, share 1) by more than ``gate`` sds?"""
+        if self.gate <= 0:  # the default: no fit is needed to say so
+            return True
         offset, share, _, sd_offset, sd_share = self._fitted()
-        return self.gate <= 0 or abs(offset) > self.gate * sd_offset or abs(share - 1.0) > self.gate * sd_share
+        return abs(offset) > self.gate * sd_offset or abs(share - 1.0) > self.gate * sd_share
 
     def _fitted(self) -> tuple[float, float, float, float, float]:
         key = (len(self.points), self.points[-1] if self.points else None, self.offset_sd, self.share_prior,
