@@ -737,6 +737,16 @@ def run_jobs(jobs: list[tuple], seeds: list[int], rounds: int, text_signal: floa
     return cells
 
 
+# The width of the rewriter column: the longest label of the run, at least 34 (set by ``set_label_width``);
+# a grid label ("drift+1 share0.25 noise0.4 refs off") or a preset with knobs named runs past 34.
+_LABEL_W = 34
+
+
+def set_label_width(cells: list[Cell]) -> None:
+    global _LABEL_W
+    _LABEL_W = max([34] + [len(c.label) + 2 for c in cells])
+
+
 def _mean(vals) -> float:
     """The mean, nan of nothing (numpy warns on an empty mean)."""
     return float(np.mean(vals)) if len(vals) else float("nan")
@@ -748,7 +758,7 @@ def _ms(vals) -> str:
 
 
 def print_cells(cells: list[Cell]) -> None:
-    head = (f"{'rewriter':<34}{'set':<22}{'strategy':<18}{'top3 red (true)':>16}{'/oracle':>8}{'true dev':>14}"
+    head = (f"{'rewriter':<{_LABEL_W}}{'set':<22}{'strategy':<18}{'top3 red (true)':>16}{'/oracle':>8}{'true dev':>14}"
             f"{'conf red':>9}{'rollouts':>9}{'calls':>7}{'in gap':>7}{'shift':>7}")
     print(head)
     print("-" * len(head))
@@ -757,7 +767,7 @@ def print_cells(cells: list[Cell]) -> None:
         for s in STRATEGIES:
             o = c.out[s]
             share = np.mean([x.red_true for x in o]) / orc if orc > 0 else float("nan")
-            print(f"{c.label:<34}{c.set:<22}{s:<18}{_ms([x.red_true for x in o]):>16}{share:>8.2f}"
+            print(f"{c.label:<{_LABEL_W}}{c.set:<22}{s:<18}{_ms([x.red_true for x in o]):>16}{share:>8.2f}"
                   f"{_ms([x.dev_true for x in o]):>14}{np.mean([x.red_conf for x in o]):>9.3f}"
                   f"{np.mean([x.rollouts for x in o]):>9.0f}{np.mean([x.calls for x in o]):>7.0f}"
                   f"{np.mean([x.filled for x in o]):>7.2f}{np.mean([x.steer_shift for x in o]):>7.3f}")
@@ -781,14 +791,14 @@ def _se(d: np.ndarray) -> float:
 def print_paired(cells: list[Cell]) -> None:
     print("\nbenchfill (defaults) - baseline, paired by seed: mean ± its standard error [min, max] over seeds; "
           "holds = deviation no larger and reduction no smaller on average")
-    head = f"{'rewriter':<34}{'set':<22}{'d true dev':>34}{'d top3 red (true)':>34}{'calls bf/bl':>13}{'holds':>7}"
+    head = f"{'rewriter':<{_LABEL_W}}{'set':<22}{'d true dev':>34}{'d top3 red (true)':>34}{'calls bf/bl':>13}{'holds':>7}"
     print(head)
     print("-" * len(head))
     short = []  # cells that do not hold, with how many standard errors the worse half falls short by
     for c, d_dev, d_red, ok in paired(cells):
         se_dev, se_red = _se(d_dev), _se(d_red)
         calls = f"{np.mean([o.calls for o in c.out['benchfill']]):.0f}/{np.mean([o.calls for o in c.out['baseline']]):.0f}"
-        print(f"{c.label:<34}{c.set:<22}{d_dev.mean():>+9.4f}±{se_dev:.4f} [{d_dev.min():+.3f},{d_dev.max():+.3f}]"
+        print(f"{c.label:<{_LABEL_W}}{c.set:<22}{d_dev.mean():>+9.4f}±{se_dev:.4f} [{d_dev.min():+.3f},{d_dev.max():+.3f}]"
               f"{d_red.mean():>+9.4f}±{se_red:.4f} [{d_red.min():+.3f},{d_red.max():+.3f}]{calls:>13}"
               f"{'yes' if ok else 'NO':>7}")
         if not ok:
@@ -805,7 +815,7 @@ def print_prescreen(cells: list[Cell], text_signal: float) -> None:
     """benchfill/prescreen next to benchfill (the defaults), paired by seed on the same world."""
     print(f"\nbenchfill/prescreen vs benchfill, paired by seed; text signal {text_signal:g} "
           "(corr of the texts' latent score with true difficulty); mean [min, max] over seeds")
-    head = (f"{'rewriter':<34}{'set':<22}{'screen on':>10}{'skipped':>8}{'false':>6}{'rollouts bf/ps':>16}"
+    head = (f"{'rewriter':<{_LABEL_W}}{'set':<22}{'screen on':>10}{'skipped':>8}{'false':>6}{'rollouts bf/ps':>16}"
             f"{'saved':>26}{'d true dev (ps-bf)':>27}{'in gap bf/ps':>13}")
     print(head)
     print("-" * len(head))
@@ -818,7 +828,7 @@ def print_prescreen(cells: list[Cell], text_signal: float) -> None:
         tot_bf += sum(b.rollouts for b in bf)
         tot_ps += sum(p.rollouts for p in ps)
         d_all += list(d_dev)
-        print(f"{c.label:<34}{c.set:<22}{sum(p.screen_on for p in ps):>6}/{len(ps):<3}"
+        print(f"{c.label:<{_LABEL_W}}{c.set:<22}{sum(p.screen_on for p in ps):>6}/{len(ps):<3}"
               f"{np.mean([p.prescreened for p in ps]):>8.1f}{sum(p.false_skips for p in ps):>6}"
               f"{np.mean([b.rollouts for b in bf]):>8.0f}/{np.mean([p.rollouts for p in ps]):<7.0f}"
               f"{saved.mean():>+11.1%} [{saved.min():+.1%},{saved.max():+.1%}]"
@@ -855,7 +865,7 @@ def print_shortfall(cells: list[Cell]) -> None:
           "measurement error; reach se = the placement se a confirmation can state at the targets at best "
           "(Annotator.outlook), beyond = gaps per seed where the part of it no rollout removes is wider than the "
           "half-width")
-    head = (f"{'rewriter':<34}{'set':<22}{'plan':>7}{'measured':>10}{'reached':>9}{'|conf-true|':>13}{'|conf-target|':>15}"
+    head = (f"{'rewriter':<{_LABEL_W}}{'set':<22}{'plan':>7}{'measured':>10}{'reached':>9}{'|conf-true|':>13}{'|conf-target|':>15}"
             f"{'half-width':>12}{'reach se':>10}{'beyond':>8}")
     print(head)
     print("-" * len(head))
@@ -864,13 +874,13 @@ def print_shortfall(cells: list[Cell]) -> None:
             continue
         plan, meas, got = shortfall(c)
         o = c.out["benchfill"]
-        print(f"{c.label:<34}{c.set:<22}{plan:>7.2f}{meas:>10.2f}{got:>9.2f}{np.mean([x.conf_err for x in o]):>13.4f}"
+        print(f"{c.label:<{_LABEL_W}}{c.set:<22}{plan:>7.2f}{meas:>10.2f}{got:>9.2f}{np.mean([x.conf_err for x in o]):>13.4f}"
               f"{np.mean([x.dev_conf for x in o]):>15.4f}{np.mean([x.half_width for x in o]):>12.4f}"
               f"{np.mean([x.reach_se for x in o]):>10.4f}{np.mean([x.beyond_reach for x in o]):>8.2f}")
-    print(f"{'rewriter':<34}{'plan':>16}{'measured':>16}{'reached':>16}   (mean over sets, min set)")
+    print(f"{'rewriter':<{_LABEL_W}}{'plan':>16}{'measured':>16}{'reached':>16}   (mean over sets, min set)")
     for label in dict.fromkeys(c.label for c in cells):
         rows = np.array([shortfall(c) for c in cells if c.label == label])
-        print(f"{label:<34}" + "".join(f"{f'{np.nanmean(v):.2f} ({np.nanmin(v):.2f})':>16}" for v in rows.T))
+        print(f"{label:<{_LABEL_W}}" + "".join(f"{f'{np.nanmean(v):.2f} ({np.nanmin(v):.2f})':>16}" for v in rows.T))
     print("benchfill with the gaps beyond the panel's reach dropped (what-if, same runs): gaps beyond reach, share of "
           "the oracle over all gaps and with those dropped (mean over sets), rollouts per filled gap both ways")
     for label in dict.fromkeys(c.label for c in cells):
@@ -882,21 +892,25 @@ def print_shortfall(cells: list[Cell]) -> None:
                 for c in cs]
         per = sum(o.rollouts for o in outs) / max(sum(o.filled_confirmed for o in outs), 1)
         per_kept = sum(o.rollouts_reach for o in outs) / max(sum(o.filled_reach for o in outs), 1)
-        print(f"{label:<34}{sum(o.beyond_reach for o in outs):>5} of {K * len(outs):<5}{np.mean(share):>8.2f}"
-              f"{np.mean(kept):>8.2f}{per:>9.0f}{per_kept:>9.0f}")
+        beyond = sum(o.beyond_reach for o in outs)
+        # with every gap beyond reach nothing is left to score: a share or cost of 0 would read as measured
+        some = beyond < K * len(outs)
+        kept_s, per_kept_s = (f"{np.mean(kept):.2f}", f"{per_kept:.0f}") if some else ("-", "-")
+        print(f"{label:<{_LABEL_W}}{beyond:>5} of {K * len(outs):<5}{np.mean(share):>8.2f}{kept_s:>8}{per:>9.0f}"
+              f"{per_kept_s:>9}")
 
 
 def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
     strategies = ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline")
     print("\nMean true deviation from the target (mean over sets and seeds), by rewriter:")
-    print(f"{'rewriter':<34}{'benchfill':>12}{'nosteer':>12}{'paper':>12}{'baseline':>12}")
+    print(f"{'rewriter':<{_LABEL_W}}{'benchfill':>12}{'nosteer':>12}{'paper':>12}{'baseline':>12}")
     for label in dict.fromkeys(c.label for c in cells):
         cs = [c for c in cells if c.label == label]
         devs = [np.mean([o.dev_true for c in cs for o in c.out[s]]) for s in strategies]
-        print(f"{label:<34}{''.join(f'{d:>12.4f}' for d in devs)}")
+        print(f"{label:<{_LABEL_W}}{''.join(f'{d:>12.4f}' for d in devs)}")
     print("\nThe same of the chosen items alone (a gap left open, counted above at its half-width, is left out), "
           "with how many gaps of all were left open:")
-    print(f"{'rewriter':<34}{'benchfill':>16}{'nosteer':>16}{'paper':>16}{'baseline':>16}")
+    print(f"{'rewriter':<{_LABEL_W}}{'benchfill':>16}{'nosteer':>16}{'paper':>16}{'baseline':>16}")
     for label in dict.fromkeys(c.label for c in cells):
         cs = [c for c in cells if c.label == label]
         row = ""
@@ -905,7 +919,7 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
             chosen = [d for o in outs for d in o.dev_chosen]
             gaps = sum(o.gaps for o in outs)
             row += f"{np.mean(chosen) if chosen else float('nan'):>9.4f} ({gaps - len(chosen):>3d})"
-        print(f"{label:<34}{row}")
+        print(f"{label:<{_LABEL_W}}{row}")
     print("\nMeasurement error of the chosen items (benchfill, over sets and seeds): mean |confirmed z - true z|, and "
           "the rms of (confirmed z - true z) / its stated placement se, 1 when that se is honest; of all gaps, those "
           "whose chosen item was confirmed inside (the report's 'filled'), the expected number inside (as fitted) by the "
@@ -916,7 +930,7 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
     for label in dict.fromkeys(c.label for c in cells):
         outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
         z2 = [v * v for o in outs for v in o.conf_r]
-        print(f"{label:<34}{np.mean([o.conf_err for o in outs]):>12.4f}{np.sqrt(np.mean(z2)) if z2 else float('nan'):>8.2f}"
+        print(f"{label:<{_LABEL_W}}{np.mean([o.conf_err for o in outs]):>12.4f}{np.sqrt(np.mean(z2)) if z2 else float('nan'):>8.2f}"
               f"{sum(o.filled_confirmed for o in outs):>8d}{sum(o.p_inside for o in outs):>8.1f}"
               f"{sum(o.filled for o in outs):>8d} of {K * len(outs)}; between the edge items "
               f"{sum(o.p_between for o in outs):.1f} expected, {sum(o.world_between for o in outs)} by the world, of "
@@ -929,7 +943,7 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
     for label in dict.fromkeys(c.label for c in cells):
         outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
         gaps = K * len(outs)
-        print(f"{label:<34}{sum(o.confirmed for o in outs) / gaps:>8.2f}{sum(o.confirmed_outside for o in outs) / gaps:>8.2f}"
+        print(f"{label:<{_LABEL_W}}{sum(o.confirmed for o in outs) / gaps:>8.2f}{sum(o.confirmed_outside for o in outs) / gaps:>8.2f}"
               f"{sum(o.cut_short for o in outs) / gaps:>8.2f}"
               f"{sum(o.confirm_rollouts for o in outs) / max(sum(o.rollouts for o in outs), 1):>8.2f}"
               f"{sum(o.rollouts - o.confirm_rollouts for o in outs) / gaps:>8.0f}"
@@ -939,7 +953,7 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
     print_steering(cells)
     print_response(cells)
     print("\nShare of the oracle's true top-3 reduction, mean over sets (min set), by rewriter:")
-    print(f"{'rewriter':<34}{'benchfill':>20}{'nosteer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}"
+    print(f"{'rewriter':<{_LABEL_W}}{'benchfill':>20}{'nosteer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}"
           f"{'per filled':>12}{'filled':>8}")
     for label in dict.fromkeys(c.label for c in cells):
         cs = [c for c in cells if c.label == label]
@@ -952,23 +966,23 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
         per_gap = np.mean([o.rollouts / K for o in outs])
         filled = sum(o.filled_confirmed for o in outs)
         per_filled = sum(o.rollouts for o in outs) / max(filled, 1)
-        print(f"{label:<34}{''.join(f'{p:>20}' for p in parts)}{per_gap:>14.0f}{per_filled:>12.0f}"
+        print(f"{label:<{_LABEL_W}}{''.join(f'{p:>20}' for p in parts)}{per_gap:>14.0f}{per_filled:>12.0f}"
               f"{filled / (K * len(outs)):>8.2f}")
     print("\nBy the world's own difficulties (the original items at their latent b too, so that their fit error, which "
           "moves the gaps' edges, counts): true top-3 reduction, mean over seeds, per set and over sets; beside it the "
           "same on the fitted scale, as above. No share is given: where the fitted gaps are not the world's, the "
           "oracle's own reduction here is near 0 or below, and a share of it says nothing")
-    print(f"{'rewriter':<34}{'benchfill':>11}{'baseline':>10}{'oracle':>8}   fitted scale")
+    print(f"{'rewriter':<{_LABEL_W}}{'benchfill':>11}{'baseline':>10}{'oracle':>8}   fitted scale")
     for label in dict.fromkeys(c.label for c in cells):
         cs = [c for c in cells if c.label == label]
         mean = {s: np.mean([o.red_world for c in cs for o in c.out[s]]) for s in ("benchfill", "baseline", "oracle")}
         fit_mean = {s: np.mean([o.red_true for c in cs for o in c.out[s]]) for s in ("benchfill", "oracle")}
-        print(f"{label:<34}{mean['benchfill']:>11.3f}{mean['baseline']:>10.3f}{mean['oracle']:>8.3f}"
+        print(f"{label:<{_LABEL_W}}{mean['benchfill']:>11.3f}{mean['baseline']:>10.3f}{mean['oracle']:>8.3f}"
               f"   benchfill {fit_mean['benchfill']:.3f}, oracle {fit_mean['oracle']:.3f}")
         for c in cs:  # per set: where the fitted gaps are the world's and where not
             w = {s: np.mean([o.red_world for o in c.out[s]]) for s in ("benchfill", "baseline", "oracle")}
             f = {s: np.mean([o.red_true for o in c.out[s]]) for s in ("benchfill", "oracle")}
-            print(f"  {c.set:<32}{w['benchfill']:>11.3f}{w['baseline']:>10.3f}{w['oracle']:>8.3f}"
+            print(f"  {c.set:<{_LABEL_W - 2}}{w['benchfill']:>11.3f}{w['baseline']:>10.3f}{w['oracle']:>8.3f}"
                   f"   benchfill {f['benchfill']:.3f}, oracle {f['oracle']:.3f}")
     if rollouts_ref:
         for strategy in ("benchfill", "benchfill/paper"):
@@ -1010,7 +1024,7 @@ def print_steering(cells: list[Cell]) -> None:
           "steering; the gaps' half-width; the most that centring the unsteered children on the target could "
           "multiply those inside by, their scatter kept (landing_gain, over all gaps); and the learned "
           "response's residual sd (benchfill), which counts the annotation's error beyond its stated se too:")
-    print(f"{'rewriter':<34}{'inside/gap':>16}{'mean':>16}{'sd':>14}{'half-w':>8}{'most gain':>11}{'resid sd':>10}")
+    print(f"{'rewriter':<{_LABEL_W}}{'inside/gap':>16}{'mean':>16}{'sd':>14}{'half-w':>8}{'most gain':>11}{'resid sd':>10}")
     for label in dict.fromkeys(c.label for c in cells):
         cs = [c for c in cells if c.label == label]
         cols = []
@@ -1021,7 +1035,7 @@ def print_steering(cells: list[Cell]) -> None:
                          *(_mean([g[i] for g in land]) for i in range(3)), landing_gain(land)))
         resid = [v for c in cs for o in c.out["benchfill"] for v in o.resid_sd]
         (ib, mb, sb, hb, _), (io, mo, so, _, go) = cols
-        print(f"{label:<34}{ib:>7.2f} / {io:<6.2f}{mb:>+7.3f} / {mo:<+6.3f}{sb:>6.3f} / {so:<5.3f}{hb:>8.3f}{go:>11.2f}"
+        print(f"{label:<{_LABEL_W}}{ib:>7.2f} / {io:<6.2f}{mb:>+7.3f} / {mo:<+6.3f}{sb:>6.3f} / {so:<5.3f}{hb:>8.3f}{go:>11.2f}"
               f"{_mean(resid):>10.3f}")
 
 
@@ -1034,7 +1048,7 @@ def print_response(cells: list[Cell]) -> None:
           "learned offset against the offset the right-keyed children truly have about the learned share "
           "(mean over gaps), and the share of that true offset the response learned (where it is 0.02 z or more); "
           "then the chosen items with a wrong key, of those chosen, benchfill's and the baseline's:")
-    print(f"{'rewriter':<34}{'judged/gap':>11}{'wrong key':>11}{'err wrong':>11}{'err right':>11}"
+    print(f"{'rewriter':<{_LABEL_W}}{'judged/gap':>11}{'wrong key':>11}{'err wrong':>11}{'err right':>11}"
           f"{'learned':>10}{'true':>9}{'learned share':>15}{'chosen wrong':>14}{'baseline':>10}")
     for label in dict.fromkeys(c.label for c in cells):
         outs = [o for c in cells if c.label == label for o in c.out["benchfill"]]
@@ -1043,7 +1057,7 @@ def print_response(cells: list[Cell]) -> None:
         right = [e for ok, e in judged if ok]
         lean = [g for o in outs for g in o.lean]
         learned, true = _mean([g[0] for g in lean]), _mean([g[1] for g in lean])
-        print(f"{label:<34}{len(judged) / max(sum(o.gaps for o in outs), 1):>11.1f}{len(wrong) / max(len(judged), 1):>11.3f}"
+        print(f"{label:<{_LABEL_W}}{len(judged) / max(sum(o.gaps for o in outs), 1):>11.1f}{len(wrong) / max(len(judged), 1):>11.3f}"
               f"{_mean(wrong):>+11.3f}{_mean(right):>+11.3f}{learned:>+10.3f}{true:>+9.3f}"
               f"{learned / true if abs(true) >= 0.02 else float('nan'):>15.2f}"
               f"{_wrong_of(outs):>14}{_wrong_of([o for c in cells if c.label == label for o in c.out.get('baseline', [])]):>10}")
@@ -1305,6 +1319,7 @@ def main() -> None:
                 **knobs, r="on" if knobs["anchor"] > 0 else "off")
             jobs += [(label, "realistic", knobs, s) for s in QUICK_SETS]
     cells = run_jobs(jobs, seeds, args.rounds, args.text_signal, args.jobs)
+    set_label_width(cells)
     print()
     print_cells(cells)
     print_paired(cells)

@@ -176,6 +176,25 @@ def test_paired_table_gives_each_mean_its_standard_error(capsys):
     assert "(largest 3.5)" in out
 
 
+def test_a_grid_label_longer_than_the_column_keeps_the_set_column_in_line(monkeypatch, capsys):
+    # a grid rewriter's label (35 characters) ran into the set's column ("... refs ondemo") in every table
+    monkeypatch.setattr(bench_search, "_LABEL_W", 34)
+    outcome = bench_search.Outcome
+
+    def cell(label, name):
+        c = bench_search.Cell(label, name, [0, 1])
+        c.out = {"benchfill": [outcome(0.3, 0, 0, 0.05, 0, 10, 0) for _ in range(2)],
+                 "baseline": [outcome(0.2, 0, 0, 0.10, 0, 10, 0) for _ in range(2)]}
+        return c
+
+    long = "drift+1 share0.25 noise0.4 refs off"
+    cells = [cell("preset kind", "demo"), cell(long, "aime25")]
+    bench_search.set_label_width(cells)
+    bench_search.print_paired(cells)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("preset kind", "drift"))]
+    assert [r.index(s) for r, s in zip(rows, ("demo", "aime25"), strict=True)] == [len(long) + 2] * 2
+
+
 def test_landing_table_worked_by_hand(capsys):
     # one cell, two seeds of one gap each. benchfill: 4 and 2 children inside their gap, landing (mean, sd) of
     # (0.02, 0.05) and (-0.04, 0.05): per gap 3 inside, mean -0.010, sd 0.050; residual sds 0.1 and 0.2, mean
