@@ -80,8 +80,8 @@ class SearchSettings:
     steering: bool = True
     # What-ifs of the learned response (bench_search.py --steer-gate, --steer-robust; docs/sim-rewriter.md, "What
     # the response learns from"): steer only once it is told apart from no correction by this many sds (0:
-    # always), and Huber's threshold of its fit. Neither was better on the whole at twelve seeds, so both keep
-    # the response as it was.
+    # always), and Huber's threshold of its fit. Neither was better on the whole at twelve seeds, nor the gate
+    # on the full sweep's grid (s52), so both keep the response as it was.
     steer_gate: float = 0.0
     steer_robust: float = 2.0
     # How the chosen child is picked: "posterior" (least expected squared deviation, the annotation
