@@ -10,7 +10,11 @@
   var status = document.getElementById("status");
   var busy = false;  // one decision at a time: a key pressed twice must not post twice
   who.value = localStorage.getItem("benchfill-reviewer") || "";
-  who.addEventListener("change", function () { localStorage.setItem("benchfill-reviewer", who.value.trim()); });
+  // Kept as it is typed, not only on "change": a reviewer who types the name and then opens an item from the
+  // address bar or a bookmark never blurs the box, and Chromium 156 fires no change as the page goes.
+  function keepName() { localStorage.setItem("benchfill-reviewer", who.value.trim()); }
+  who.addEventListener("input", keepName);
+  who.addEventListener("change", keepName);
   // One-letter keys can be turned off (WCAG 2.1.4): speech input types words as keystrokes, and a dictated
   // "accept" recorded an accept. The choice is kept for the next pages.
   var keysOn = document.getElementById("keys-on");
@@ -126,7 +130,7 @@
     var el = document.activeElement;
     if (el === who && ev.key === "Enter") {  // the name is typed: kept, and the keys act again
       ev.preventDefault();
-      localStorage.setItem("benchfill-reviewer", who.value.trim());
+      keepName();
       who.blur();
       say(who.value.trim() ? "Reviewing as " + who.value.trim() + "." : "Enter your name as reviewer first.");
       return;
