@@ -2,6 +2,14 @@
 
 Any change that moves a draw of the simulated world (a prompt's wording: the world hashes the prompt)
 moves the demo's figures; the README had gone on showing the figures of two changes before.
+
+Some of the headline's numbers move with the machine, and the README says so: how many rollouts a run
+spends is decided from fits computed through numpy's BLAS, whose last bits depend on the kernel OpenBLAS
+picks for the CPU. On seven kernels (``OPENBLAS_CORETYPE=...``) and the machine the README's figures were
+first taken on, the annotation and confirmation rollouts ran 5,568 to 8,168, the spot checks 2,236 to 2,376
+and the ends of the top-3 interval moved by up to 0.01; the after-figures, the gaps filled and the calls did
+not move. So those numbers are checked within a margin of what the README shows, every other character
+exactly.
 """
 
 from __future__ import annotations
@@ -10,6 +18,19 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# the numbers that move with the machine: the interval's ends, and the rollout counts of the spend line
+INTERVAL = re.compile(r"(?<=interval )\d+\.\d+|(?<= to )\d+\.\d+(?=\))")
+ROLLOUTS = re.compile(r"\d+(?= annotation and confirmation rollouts)|\d+(?= spot-check rollouts)")
+INTERVAL_MARGIN = 0.03  # z, either end
+ROLLOUT_MARGIN = 0.4  # of the README's count
+
+
+def _split(line: str) -> tuple[str, list[float], list[int]]:
+    """The line with its moving numbers taken out, and those numbers."""
+    ends = [float(x) for x in INTERVAL.findall(line)]
+    counts = [int(x) for x in ROLLOUTS.findall(line)]
+    return ROLLOUTS.sub("#", INTERVAL.sub("#", line)), ends, counts
 
 
 def test_the_readme_demo_headline_is_what_the_demo_run_prints(tmp_path, capsys):
@@ -23,4 +44,11 @@ def test_the_readme_demo_headline_is_what_the_demo_run_prints(tmp_path, capsys):
     assert main(["run", "--benchmark", "demo", "--gaps", "3", "--runs-dir", str(tmp_path)]) == 0
     err = capsys.readouterr().err
     printed = err[err.index(shown[0].split()[0]):].splitlines()
-    assert [line for line in printed if not line.lstrip().startswith("report")][:len(shown)] == shown
+    printed = [line for line in printed if not line.lstrip().startswith("report")][:len(shown)]
+    assert len(printed) == len(shown), printed
+    for want, got in zip(shown, printed, strict=True):
+        want_text, want_ends, want_counts = _split(want)
+        got_text, got_ends, got_counts = _split(got)
+        assert got_text == want_text, (got, want)
+        assert all(abs(g - w) <= INTERVAL_MARGIN for w, g in zip(want_ends, got_ends, strict=True)), (got, want)
+        assert all(abs(g - w) <= ROLLOUT_MARGIN * w for w, g in zip(want_counts, got_counts, strict=True)), (got, want)
