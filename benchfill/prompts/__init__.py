@@ -379,7 +379,9 @@ def format_rewriter_prompt(
     blocks = [
         f'<reference difficulty="{_scale(z)}">\n{_item_json({k: v for k, v in item.items() if k not in stale}, spec)}'
         "\n</reference>"
-        for item, z in sorted(references, key=lambda pair: pair[1])
+        # by z to 9 decimals, then in the caller's order (a stable sort): two items answered alike differ in z
+        # by float noise alone, which is the machine's BLAS kernel's, and would order the prompt differently
+        for item, z in sorted(references, key=lambda pair: round(pair[1], 9))
     ]
     fields = [k for k in parent if k not in id_fields(spec, parent) and k not in stale]
     return render(

@@ -664,7 +664,10 @@ class Annotator:
             def cost(p: Probe, misfit: dict[str, float] = misfit) -> tuple[float, float, str]:
                 after = dict(n)
                 after[p.name] = after.get(p.name, 0) + batch
-                return (sum(self._parts(b, after, infos, misfit=misfit[p.name])), -infos[p.name], p.name)
+                # to ten significant digits: probes alike at b (an item every probe answers right) tie but for
+                # float noise, which is the machine's BLAS kernel's, and the tie must go to the name everywhere
+                return (float(f"{sum(self._parts(b, after, infos, misfit=misfit[p.name])):.10g}"),
+                        float(f"{-infos[p.name]:.10g}"), p.name)
 
             best = min(left, key=cost)
             chosen.append(best)

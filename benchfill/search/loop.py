@@ -28,7 +28,7 @@ import numpy as np
 from benchfill.coverage import expected_top_k_change, inside_chance, normal_cdf
 from benchfill.errors import PromptRefused
 from benchfill.search.annotate import Annotation, Annotator
-from benchfill.search.memory import Memory, MemoryEntry, may_parent
+from benchfill.search.memory import Memory, MemoryEntry, may_parent, tie_key
 from benchfill.search.prescreen import PreScreen
 from benchfill.search.screen import for_annotator, screen_child, screen_new_child
 from benchfill.search.selection import chooser, in_range, select_closest, select_posterior
@@ -426,7 +426,7 @@ def round_width(gap: GapSearch, parents: list[MemoryEntry], asks: list[float], r
               for p, ask in zip(parents, asks, strict=True) for m in [response.predict(p.z, ask, p.item_id)]]
     miss = 1.0
     widths = [0] * len(parents)
-    for j in sorted(range(len(parents)), key=lambda j: -inside[j]):  # stable: ties keep the memory's order
+    for j in sorted(range(len(parents)), key=lambda j: tie_key(-inside[j])):  # stable: ties keep the memory's order
         while widths[j] < settings.children and miss > 1 - settings.width:
             widths[j] += 1
             miss *= 1 - inside[j]

@@ -24,6 +24,14 @@ NO_PARENT_FLAGS = frozenset({"order_anomaly", "near_duplicate", "judged_invalid"
                              "prescreened", "probe_refused"})
 
 
+def tie_key(x: float) -> float:
+    """``x`` rounded for a sort key whose ties go on to the next key (an id). Two children answered alike
+    get the same z but for float noise, and that noise is the machine's: the BLAS kernel numpy picks for the
+    CPU moves a fit's last bits. Broken by it, the tie made a run's parents, and so its whole search,
+    differ between two machines at one seed."""
+    return round(x, 9)
+
+
 @dataclass(frozen=True)
 class MemoryEntry:
     item_id: str
@@ -63,7 +71,7 @@ class Memory:
     @classmethod
     def nearest(cls, pool: list[MemoryEntry], target_z: float, size: int) -> Memory:
         """The ``size`` entries of ``pool`` nearest the target, ties by id."""
-        pool = sorted(pool, key=lambda e: (abs(e.z - target_z), e.item_id))
+        pool = sorted(pool, key=lambda e: (tie_key(abs(e.z - target_z)), e.item_id))
         return cls(target_z, pool[: max(1, size)])
 
     def add(self, entry: MemoryEntry) -> None:
@@ -79,7 +87,7 @@ class Memory:
     def parents(self, r: int) -> list[MemoryEntry]:
         """At most ``r`` entries closest to the target (line 7), among those that may be parents."""
         able = (e for e in self.entries if e.parent_ok)
-        return sorted(able, key=lambda e: (abs(e.z - self.target_z), e.item_id))[:r]
+        return sorted(able, key=lambda e: (tie_key(abs(e.z - self.target_z)), e.item_id))[:r]
 
     def references(self, budget: int, around: float | None = None) -> list[MemoryEntry]:
         """Up to ``budget`` entries: half the nearest below the target, the rest the nearest above (line 8).
@@ -89,13 +97,14 @@ class Memory:
         rewriter still sees as much local context as the memory holds.
         """
         c = self.target_z if around is None else around
-        below = sorted((e for e in self.entries if e.z < c), key=lambda e: (c - e.z, e.item_id))
-        above = sorted((e for e in self.entries if e.z >= c), key=lambda e: (e.z - c, e.item_id))
+        # an entry at the centre but for float noise (an ask at a parent's own z) is above it on every machine
+        below = sorted((e for e in self.entries if tie_key(e.z) < tie_key(c)), key=lambda e: (tie_key(c - e.z), e.item_id))
+        above = sorted((e for e in self.entries if tie_key(e.z) >= tie_key(c)), key=lambda e: (tie_key(e.z - c), e.item_id))
         half = budget // 2
         take_below = min(len(below), max(half, budget - len(above)))
         take_above = min(len(above), budget - take_below)
         chosen = below[:take_below] + above[:take_above]
-        return sorted(chosen, key=lambda e: (e.z, e.item_id))
+        return sorted(chosen, key=lambda e: (tie_key(e.z), e.item_id))
 
     def to_json(self) -> list[list[Any]]:
         return [e.to_list() for e in self.entries]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchfill.search.annotate import Annotator
+from benchfill.search.memory import tie_key
 from benchfill.search.screen import prefer_unflagged
 from benchfill.search.steering import Steering
 
@@ -87,7 +88,7 @@ def select_posterior(children: list, target_z: float, response: Steering, annota
 
     def loss(c: Any) -> tuple[float, str]:
         m, v = _posterior(c, target_z, response, annotator, tau2)
-        return (m - target_z) ** 2 + v, c.item_id
+        return tie_key((m - target_z) ** 2 + v), c.item_id  # two siblings answered alike tie
 
     return min(valid, key=loss)
 
@@ -113,7 +114,7 @@ def select_reduction(children: list, target_z: float, response: Steering, annota
     def loss(c: Any) -> tuple[float, float, str]:
         m, v = _posterior(c, target_z, response, annotator, tau2)
         # rounded: the flat middle's sums differ only by float noise
-        return round(_expected_in_gap(axis, k, gap, m, v**0.5), 9), (m - target_z) ** 2 + v, c.item_id
+        return tie_key(_expected_in_gap(axis, k, gap, m, v**0.5)), tie_key((m - target_z) ** 2 + v), c.item_id
 
     return min(valid, key=loss)
 
@@ -144,4 +145,4 @@ def select_closest(children: list, target_z: float) -> Any:
     valid = prefer_unflagged([c for c in children if c.valid])  # an order anomaly only if nothing else
     if not valid:
         return None
-    return min(valid, key=lambda c: (c.deviation(target_z), c.item_id))
+    return min(valid, key=lambda c: (tie_key(c.deviation(target_z)), c.item_id))
