@@ -3,13 +3,13 @@
 Any change that moves a draw of the simulated world (a prompt's wording: the world hashes the prompt)
 moves the demo's figures; the README had gone on showing the figures of two changes before.
 
-Some of the headline's numbers move with the machine, and the README says so: how many rollouts a run
-spends is decided from fits computed through numpy's BLAS, whose last bits depend on the kernel OpenBLAS
-picks for the CPU. On seven kernels (``OPENBLAS_CORETYPE=...``) and the machine the README's figures were
-first taken on, the annotation and confirmation rollouts ran 5,568 to 8,168, the spot checks 2,236 to 2,376
-and the ends of the top-3 interval moved by up to 0.01; the after-figures, the gaps filled and the calls did
-not move. So those numbers are checked within a margin of what the README shows, every other character
-exactly.
+A seed gives the same run on the eight OpenBLAS kernels tried, to the last digit
+(``tests/test_same_run_on_any_machine.py`` pins two of them). Before ties between children answered alike
+went to the id, the same run spent 5,568 to 8,168 annotation and confirmation rollouts on them, and a CI
+machine printed other counts than the README's. A machine not tried may still round its fits otherwise
+(numpy's own loops and the C library's differ by CPU), and what that moves first is how many rollouts the
+annotation spends: the rollout counts and the intervals' ends are checked within a margin of the README's,
+every other character exactly.
 """
 
 from __future__ import annotations
