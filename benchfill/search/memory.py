@@ -98,8 +98,9 @@ class Memory:
         """
         c = self.target_z if around is None else around
         # an entry at the centre but for float noise (an ask at a parent's own z) is above it on every machine
-        below = sorted((e for e in self.entries if tie_key(e.z) < tie_key(c)), key=lambda e: (tie_key(c - e.z), e.item_id))
-        above = sorted((e for e in self.entries if tie_key(e.z) >= tie_key(c)), key=lambda e: (tie_key(e.z - c), e.item_id))
+        centre = tie_key(c)
+        below = sorted((e for e in self.entries if tie_key(e.z) < centre), key=lambda e: (tie_key(c - e.z), e.item_id))
+        above = sorted((e for e in self.entries if tie_key(e.z) >= centre), key=lambda e: (tie_key(e.z - c), e.item_id))
         half = budget // 2
         take_below = min(len(below), max(half, budget - len(above)))
         take_above = min(len(above), budget - take_below)
