@@ -773,12 +773,14 @@ def print_cells(cells: list[Cell]) -> None:
                   f"{np.mean([x.filled for x in o]):>7.2f}{np.mean([x.steer_shift for x in o]):>7.3f}")
 
 
-def paired(cells: list[Cell]) -> list[tuple[Cell, np.ndarray, np.ndarray, bool]]:
-    """Per cell: benchfill - baseline, paired by seed, for true deviation and true top-3 reduction."""
+def paired(cells: list[Cell], strategy: str = "benchfill",
+           against: str = "baseline") -> list[tuple[Cell, np.ndarray, np.ndarray, bool]]:
+    """Per cell: ``strategy`` - ``against``, paired by seed, for true deviation and true top-3 reduction."""
     rows = []
     for c in cells:
-        d_dev = np.array([a.dev_true - b.dev_true for a, b in zip(c.out["benchfill"], c.out["baseline"], strict=True)])
-        d_red = np.array([a.red_true - b.red_true for a, b in zip(c.out["benchfill"], c.out["baseline"], strict=True)])
+        pairs = list(zip(c.out[strategy], c.out[against], strict=True))
+        d_dev = np.array([a.dev_true - b.dev_true for a, b in pairs])
+        d_red = np.array([a.red_true - b.red_true for a, b in pairs])
         rows.append((c, d_dev, d_red, d_dev.mean() <= 0 and d_red.mean() >= 0))
     return rows
 
@@ -809,6 +811,36 @@ def print_paired(cells: list[Cell]) -> None:
     print(f"holds in {n_ok} of {len(cells)} cells"
           + (f"; of the {len(short)} that do not, {beyond} fall short by more than two standard errors of the "
              f"paired mean (largest {max(short):.1f})" if short else ""))
+
+
+def print_steering_against_none(cells: list[Cell]) -> None:
+    """The per-cell rule for the other searches too, and steering against none, paired by seed per cell and
+    then averaged over cells: what a choice of steering's default rests on (docs/sim-rewriter.md, s52, s54)."""
+    if not cells or any(s not in cells[0].out for s in ("benchfill/nosteer", "benchfill/paper")):
+        return
+    print("\nSteering against none: cells holding the rule above against the baseline (matched on benchfill's calls) "
+          "for benchfill, without steering and the paper's protocol; then without steering less benchfill, per cell "
+          "paired by seed, mean over cells ± its standard error (cells where it is lower / higher)")
+    head = (f"{'rewriter':<{_LABEL_W}}{'cells':>6}{'holds bf/nosteer/paper':>24}"
+            f"{'nosteer-bf true dev':>30}{'nosteer-bf top3 red':>30}")
+    print(head)
+    print("-" * len(head))
+    groups = {label: [c for c in cells if c.label == label] for label in dict.fromkeys(c.label for c in cells)
+              if label.startswith("preset")}
+    grid = [c for c in cells if not c.label.startswith("preset")]
+    if grid:
+        groups["grid (every rewriter of it)"] = grid
+    if len(groups) > 1:
+        groups["all"] = cells
+    for name, cs in groups.items():
+        holds = "/".join(str(sum(ok for *_, ok in paired(cs, s))) for s in ("benchfill", "benchfill/nosteer",
+                                                                            "benchfill/paper"))
+        rows = paired(cs, "benchfill/nosteer", "benchfill")
+        d_dev = np.array([d.mean() for _, d, _, _ in rows])
+        d_red = np.array([r.mean() for _, _, r, _ in rows])
+        print(f"{name:<{_LABEL_W}}{len(cs):>6}{holds:>24}"
+              f"{d_dev.mean():>+12.4f}±{_se(d_dev):.4f} ({int((d_dev < 0).sum())} lower)"
+              f"{d_red.mean():>+11.4f}±{_se(d_red):.4f} ({int((d_red > 0).sum())} higher)")
 
 
 def print_prescreen(cells: list[Cell], text_signal: float) -> None:
@@ -1323,6 +1355,7 @@ def main() -> None:
     print()
     print_cells(cells)
     print_paired(cells)
+    print_steering_against_none(cells)
     print_prescreen(cells, args.text_signal)
     print_summary(cells, args.rollouts_ref)
     print_shortfall(cells)

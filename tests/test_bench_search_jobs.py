@@ -176,6 +176,31 @@ def test_paired_table_gives_each_mean_its_standard_error(capsys):
     assert "(largest 3.5)" in out
 
 
+def test_steering_against_none_worked_by_hand(capsys):
+    # two cells of two seeds, the baseline at deviation 0.10 and reduction 0.20 on every seed. Cell a: benchfill
+    # (0.05, 0.07) / (0.26, 0.16), means 0.06 / 0.21: holds;
+    # without steering 0.04 / 0.30: holds; the paper's 0.12: does not. Cell b: benchfill 0.08 / 0.10: does
+    # not; without steering 0.09 / 0.25: holds; the paper's 0.05 / 0.20: holds (a reduction equal to the
+    # baseline's holds). So 1 / 2 / 1 cells hold.
+    # Without steering less benchfill: deviation -0.02 and +0.01 (mean -0.005, sd 0.0212, se 0.0150; 1
+    # lower), reduction +0.09 and +0.15 (mean +0.120, sd 0.0424, se 0.0300; 2 higher).
+    o = bench_search.Outcome
+
+    def cell(name, bf, nosteer, paper):
+        c = bench_search.Cell("preset kind", name, [0, 1])
+        c.out = {"benchfill": [o(r, 0, 0, d, 0, 10, 0) for d, r in bf],
+                 "benchfill/nosteer": [o(r, 0, 0, d, 0, 10, 0) for d, r in nosteer],
+                 "benchfill/paper": [o(r, 0, 0, d, 0, 10, 0) for d, r in paper],
+                 "baseline": [o(0.20, 0, 0, 0.10, 0, 10, 0)] * 2}
+        return c
+
+    a = cell("a", [(0.05, 0.26), (0.07, 0.16)], [(0.04, 0.30)] * 2, [(0.12, 0.30)] * 2)
+    b = cell("b", [(0.08, 0.10)] * 2, [(0.09, 0.25)] * 2, [(0.05, 0.20)] * 2)
+    bench_search.print_steering_against_none([a, b])
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("preset kind")]
+    assert row.split()[2:] == ["2", "1/2/1", "-0.0050±0.0150", "(1", "lower)", "+0.1200±0.0300", "(2", "higher)"]
+
+
 def test_a_grid_label_longer_than_the_column_keeps_the_set_column_in_line(monkeypatch, capsys):
     # a grid rewriter's label (35 characters) ran into the set's column ("... refs ondemo") in every table
     monkeypatch.setattr(bench_search, "_LABEL_W", 34)
