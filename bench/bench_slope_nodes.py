@@ -1,10 +1,10 @@
 """How far the annotation's per-slope Newton (``Annotator._slopes_of``) lands from the root it solves for.
 
 For each node of log a the annotator finds b_a, the difficulty an item of that slope must have to expect the
-answers the 1PL expects at b. It runs at most 30 Newton steps, each clipped at 2 logits. On steep nodes the
-curve is a near-step and Newton overshoots, so some end unconverged, where the machine's last bits decide where
-they stop: that is how a run's placements still differ by BLAS kernel and thread count after s53's tie fix
-(docs/sim-rewriter.md, the end of "The figures of record at the tie fix"). This runs benchfill's search on the
+answers the 1PL expects at b. To s54 it ran at most 30 Newton steps, each clipped at 2 logits; on steep nodes the
+curve is a near-step and Newton overshot, so some ended unconverged (186 of 1,646 calls on the demo, a node off by
+1.1 logits at the median). Since s55 Newton runs inside a bracket and bisects where a step would leave it, and
+this prints no call off its root (docs/sim-rewriter.md, "The slope nodes bracketed"). This runs benchfill's search on the
 demo in-process (bench_search.run_seed) and, at every call, solves the same equations by bisection (monotone
 in b_a, so the bracket [-200, 200] holds the root), and prints how far the nodes, and what the annotation takes
 from them (the prior-weighted centre and sd over the Gauss-Hermite nodes), lie from the converged values.

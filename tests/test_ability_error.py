@@ -586,3 +586,32 @@ def test_a_placement_past_every_probes_reach_keeps_the_slopes_spread_in_its_se()
     assert math.isclose(placed.misfit_z_se, ann.z_of_logits(math.sqrt(spread)), rel_tol=1e-9)
     # the 1PL's own estimate (-5.8 logits, z -0.35) lies within two of the stated se of the placement
     assert placed.placement_z_se > 4.0 and abs(placed.z - ann.to_z(-5.85)) < 2 * placed.placement_z_se
+
+
+def test_each_slope_nodes_b_is_the_root_of_its_count_even_on_a_near_step_curve():
+    """b_a at every node is where an item of slope a expects the answers the 1PL expects at b, to 1e-9 logits
+    (brentq), steep nodes included: there the expected count is a near-step in b_a and plain Newton overshoots
+    from one side of it to the other (30 steps clipped at 2 logits, to s54, left a node here 1.5 logits off). A
+    design with no answers keeps its start."""
+    from dataclasses import replace
+
+    from scipy.optimize import brentq
+    from scipy.special import expit
+
+    from benchfill.search import annotate
+
+    theta = {"lo": -1.0, "at": 0.0, "hi": 1.0, "far": 3.0}
+    ann = replace(_annotator(None, theta, 0.0), misfit=0.6)
+    names = [p.name for p in ann.probes]
+    designs = np.array([[8.0, 0.0, 8.0, 16.0], [0.0, 16.0, 0.0, 8.0], [4.0, 4.0, 4.0, 4.0], [0.0, 0.0, 0.0, 0.0]])
+    th = np.array([theta[k] for k in names])
+    for b in (-2.5, 0.3, 0.9, 2.2):
+        for x in (annotate._GH_X, annotate._POST_X):
+            got = ann._slopes_of(b, designs, np.full((len(designs), len(names)), 0.25), x)
+            for row, n in enumerate(designs[:3]):
+                want = n @ expit(th - b)
+                for node, a in enumerate(np.exp(0.6 * x)):
+                    root = brentq(lambda bb, a=a, n=n, want=want: n @ expit(a * (th - bb)) - want, -60, 60,
+                                  xtol=1e-12)
+                    assert abs(got[row, node] - root) < 1e-9, (b, row, a, got[row, node], root)
+            assert np.allclose(got[3], th.mean() + (b - th.mean()) / np.exp(0.6 * x))  # no answers: the start

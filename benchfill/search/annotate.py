@@ -628,7 +628,14 @@ class Annotator:
     def _slopes_of(self, b: float, n: np.ndarray, weights: np.ndarray, x: np.ndarray = _GH_X) -> np.ndarray:
         """b_a per design and node: ``n`` holds each design's trials per probe (designs x probes, in
         ``self.probes``' order), ``weights`` their information shares (where Newton starts, the linear
-        answer). All designs at once: the probe choice weighs one design per candidate probe."""
+        answer). All designs at once: the probe choice weighs one design per candidate probe.
+
+        Newton inside a bracket, bisecting where a step would leave it. Each probe's expected answer equals
+        the 1PL's at b_i = theta_i - (theta_i - b) / a, so the root lies between the smallest and the largest
+        b_i of the probes asked. Newton alone (30 steps clipped at 2 logits, to s54) overshot on steep nodes,
+        where the count is a near-step in b_a, and left 186 of 1,646 calls on the demo with a node off its
+        root by a logit; ``bench/bench_slope_nodes.py`` checks every call against bisection (none off now),
+        and the bracketed form costs no more time than Newton alone did."""
         # Imported here: scipy stays off the start-up of commands that annotate nothing.
         from scipy.special import expit
 
@@ -637,14 +644,27 @@ class Annotator:
         target = n @ (g + (1 - g) * expit(theta - b))  # the answers the 1PL expects at b
         a = np.exp(self.misfit * x)
         mean = np.atleast_2d(weights) @ theta
-        bp = mean[:, None] + (b - mean[:, None]) / a[None, :]
-        for _ in range(30):
+        start = mean[:, None] + (b - mean[:, None]) / a[None, :]
+        each = theta[None, :] - (theta[None, :] - b) / a[:, None]  # nodes x probes
+        asked = (n > 0)[:, None, :]
+        lo = np.where(asked, each[None, :, :], np.inf).min(axis=2)
+        hi = np.where(asked, each[None, :, :], -np.inf).max(axis=2)
+        none = ~asked.any(axis=2)  # a design with no answers: every b_a fits, the start stands
+        lo, hi = np.where(none, start, lo), np.where(none, start, hi)
+        bp = np.clip(start, lo, hi)
+        for _ in range(200):
             s = expit(a[None, :, None] * (theta[None, None, :] - bp[:, :, None]))
-            f = (n[:, None, :] * (g + (1 - g) * s)).sum(axis=2) - target[:, None]
+            f = (n[:, None, :] * (g + (1 - g) * s)).sum(axis=2) - target[:, None]  # falls as b_a rises
             slope = (n[:, None, :] * ((1 - g) * a[None, :, None] * s * (1 - s))).sum(axis=2)  # -d count / d b_a
-            step = np.clip(f / np.maximum(slope, 1e-300), -2.0, 2.0)
-            bp += step
-            if float(np.max(np.abs(step))) < 1e-7:
+            lo, hi = np.where(f > 0, bp, lo), np.where(f < 0, bp, hi)
+            step = f / np.maximum(slope, 1e-300)
+            # A step that leaves the bracket bisects it, unless it is below the tolerance: Newton converging
+            # from one side sits on the bracket's end, and a step off it would bisect a bracket just found.
+            bisect = (slope <= 0) | (((bp + step <= lo) | (bp + step >= hi)) & (np.abs(step) > 1e-10))
+            nxt = np.where(f == 0, bp, np.where(bisect, (lo + hi) / 2, bp + step))
+            moved = np.abs(nxt - bp)
+            bp = nxt
+            if not float(np.max(np.minimum(moved, hi - lo))) > 1e-10:
                 break
         return bp
 
