@@ -6,8 +6,8 @@ grid over the rewriter's bias (drift, logits), mean response share, noise, and r
 the quick sets. Every cell runs several seeds; each seed builds its world, fits the benchmark from the
 probe panel's rollouts, picks the top-3 gaps, and runs, paired on that world:
 
-  benchfill          the defaults (adaptive annotation, target steering, confirmation)
-  benchfill/nosteer  no steering (posterior selection kept)
+  benchfill          the defaults (adaptive annotation, confirmation; target steering off since s55)
+  benchfill/steer    the defaults with target steering on (--steering on)
   benchfill/paper    the paper's protocol: no steering, the child with the least annotated deviation
   benchfill/prescreen  the defaults + the text pre-screen (benchfill/search/prescreen.py): a predictor
                      trained on the benchmark's items and fitted z skips children whose text puts them
@@ -51,6 +51,7 @@ from benchfill.cli.argtypes import misfit_sd  # noqa: E402
 from benchfill.cli.argtypes import pair_sd as pair_sd_arg  # noqa: E402
 from benchfill.errors import ConfigError  # noqa: E402
 from benchfill.run import RunOptions  # noqa: E402
+from benchfill.search import SearchSettings  # noqa: E402
 from benchfill.sim.rewriter import parse_knobs, rewriter_model  # noqa: E402
 from benchfill.sim.world import DISCRIMINATION_SD, PAIR_CURVES, PAIR_SD_MAX  # noqa: E402
 from benchfill.sim.world import PAIR_CURVE as WORLD_PAIR_CURVE  # noqa: E402
@@ -58,7 +59,9 @@ from benchfill.sim.world import PAIR_SD as WORLD_PAIR_SD  # noqa: E402
 
 SETS = ("demo", "aime25", "humaneval", "mbpp", "livecodebench-codegen", "cruxeval-output", "chembench")
 QUICK_SETS = ("demo", "aime25", "humaneval")
-STRATEGIES = ("benchfill", "benchfill/nosteer", "benchfill/paper", "benchfill/prescreen", "baseline", "oracle")
+STRATEGIES = ("benchfill", "benchfill/steer", "benchfill/paper", "benchfill/prescreen", "baseline", "oracle")
+# The defaults' own steering (SearchSettings), so that "benchfill" stays what a user runs if the default moves.
+DEFAULT_STEERING = SearchSettings().steering
 K = 3
 FAR = 0.1  # z: "far outside the gap", about the sd of a text prediction honest against children
 # The grid around the realistic preset: drift (the bias references cannot cancel), share, noise, references.
@@ -466,7 +469,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     if "baseline" in strategies and "benchfill" not in strategies:
         raise ValueError("the baseline is matched to benchfill's spend: name benchfill too")
     from benchfill import coverage
-    from benchfill.search import SearchSettings, baseline_search, benchfill_search, oracle_fill
+    from benchfill.search import baseline_search, benchfill_search, oracle_fill
     from benchfill.search.loop import GapSearch
     from benchfill.search.prescreen import train_prescreen
     from benchfill.sim.truth import true_scale
@@ -501,7 +504,8 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
 
     async def strategy(label: str, rounds_matched=None, children_matched=None):
         ann = sim.annotator()
-        settings = SearchSettings(rounds=rounds, steering=label in ("benchfill", "benchfill/prescreen"),
+        steered = label == "benchfill/steer" or (label in ("benchfill", "benchfill/prescreen") and DEFAULT_STEERING)
+        settings = SearchSettings(rounds=rounds, steering=steered,
                                   selection="closest" if label in ("benchfill/paper", "baseline") else SELECTION,
                                   **SHAPE, **({} if ACCEPT_WITHIN is None else {"accept_within": ACCEPT_WITHIN}))
         gs = [GapSearch(g, gap.left, gap.right, items, z_of, screen if label == "benchfill/prescreen" else None,
@@ -549,7 +553,7 @@ async def run_seed(bench, preset: str, knobs: dict, seed: int, rounds: int,
     out: dict[str, Outcome] = {}
     reach = [sim.annotator().outlook((g.left + g.right) / 2) for g in gaps]
     beyond = [o.fixed_z_se >= g.width / 2 for o, g in zip(reach, gaps, strict=True)]  # as a run's warning has it
-    results = {s: await strategy(s) for s in ("benchfill", "benchfill/nosteer", "benchfill/paper") if s in strategies}
+    results = {s: await strategy(s) for s in ("benchfill", "benchfill/steer", "benchfill/paper") if s in strategies}
     if "benchfill/prescreen" in strategies:
         if screen.active:
             results["benchfill/prescreen"] = await strategy("benchfill/prescreen")
@@ -815,14 +819,17 @@ def print_paired(cells: list[Cell]) -> None:
 
 def print_steering_against_none(cells: list[Cell]) -> None:
     """The per-cell rule for the other searches too, and steering against none, paired by seed per cell and
-    then averaged over cells: what a choice of steering's default rests on (docs/sim-rewriter.md, s52, s54)."""
-    if not cells or any(s not in cells[0].out for s in ("benchfill/nosteer", "benchfill/paper")):
+    then averaged over cells: what a choice of steering's default rests on (docs/sim-rewriter.md, s52, s54,
+    s55). Printed as without steering less with it, as s54 chose the default by: since s55 that is benchfill
+    (the defaults) less benchfill/steer."""
+    if not cells or any(s not in cells[0].out for s in ("benchfill/steer", "benchfill/paper")):
         return
     print("\nSteering against none: cells holding the rule above against the baseline (matched on benchfill's calls) "
-          "for benchfill, without steering and the paper's protocol; then without steering less benchfill, per cell "
-          "paired by seed, mean over cells ± its standard error (cells where it is lower / higher)")
-    head = (f"{'rewriter':<{_LABEL_W}}{'cells':>6}{'holds bf/nosteer/paper':>24}"
-            f"{'nosteer-bf true dev':>30}{'nosteer-bf top3 red':>30}")
+          "for benchfill (the defaults, no steering), with steering and the paper's protocol; then benchfill less "
+          "benchfill/steer, per cell paired by seed, mean over cells ± its standard error (cells where it is lower / "
+          "higher)")
+    head = (f"{'rewriter':<{_LABEL_W}}{'cells':>6}{'holds bf/steer/paper':>24}"
+            f"{'bf-steer true dev':>30}{'bf-steer top3 red':>30}")
     print(head)
     print("-" * len(head))
     groups = {label: [c for c in cells if c.label == label] for label in dict.fromkeys(c.label for c in cells)
@@ -833,9 +840,9 @@ def print_steering_against_none(cells: list[Cell]) -> None:
     if len(groups) > 1:
         groups["all"] = cells
     for name, cs in groups.items():
-        holds = "/".join(str(sum(ok for *_, ok in paired(cs, s))) for s in ("benchfill", "benchfill/nosteer",
+        holds = "/".join(str(sum(ok for *_, ok in paired(cs, s))) for s in ("benchfill", "benchfill/steer",
                                                                             "benchfill/paper"))
-        rows = paired(cs, "benchfill/nosteer", "benchfill")
+        rows = paired(cs, "benchfill", "benchfill/steer")
         d_dev = np.array([d.mean() for _, d, _, _ in rows])
         d_red = np.array([r.mean() for _, _, r, _ in rows])
         print(f"{name:<{_LABEL_W}}{len(cs):>6}{holds:>24}"
@@ -933,16 +940,16 @@ def print_shortfall(cells: list[Cell]) -> None:
 
 
 def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
-    strategies = ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline")
+    strategies = ("benchfill", "benchfill/steer", "benchfill/paper", "baseline")
     print("\nMean true deviation from the target (mean over sets and seeds), by rewriter:")
-    print(f"{'rewriter':<{_LABEL_W}}{'benchfill':>12}{'nosteer':>12}{'paper':>12}{'baseline':>12}")
+    print(f"{'rewriter':<{_LABEL_W}}{'benchfill':>12}{'steer':>12}{'paper':>12}{'baseline':>12}")
     for label in dict.fromkeys(c.label for c in cells):
         cs = [c for c in cells if c.label == label]
         devs = [np.mean([o.dev_true for c in cs for o in c.out[s]]) for s in strategies]
         print(f"{label:<{_LABEL_W}}{''.join(f'{d:>12.4f}' for d in devs)}")
     print("\nThe same of the chosen items alone (a gap left open, counted above at its half-width, is left out), "
           "with how many gaps of all were left open:")
-    print(f"{'rewriter':<{_LABEL_W}}{'benchfill':>16}{'nosteer':>16}{'paper':>16}{'baseline':>16}")
+    print(f"{'rewriter':<{_LABEL_W}}{'benchfill':>16}{'steer':>16}{'paper':>16}{'baseline':>16}")
     for label in dict.fromkeys(c.label for c in cells):
         cs = [c for c in cells if c.label == label]
         row = ""
@@ -985,12 +992,12 @@ def print_summary(cells: list[Cell], rollouts_ref: float | None) -> None:
     print_steering(cells)
     print_response(cells)
     print("\nShare of the oracle's true top-3 reduction, mean over sets (min set), by rewriter:")
-    print(f"{'rewriter':<{_LABEL_W}}{'benchfill':>20}{'nosteer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}"
+    print(f"{'rewriter':<{_LABEL_W}}{'benchfill':>20}{'steer':>20}{'paper':>20}{'baseline':>20}{'rollouts/gap':>14}"
           f"{'per filled':>12}{'filled':>8}")
     for label in dict.fromkeys(c.label for c in cells):
         cs = [c for c in cells if c.label == label]
         parts = []
-        for s in ("benchfill", "benchfill/nosteer", "benchfill/paper", "baseline"):
+        for s in ("benchfill", "benchfill/steer", "benchfill/paper", "baseline"):
             shares = [np.mean([o.red_true for o in c.out[s]]) / np.mean([o.red_true for o in c.out["oracle"]])
                       for c in cs]
             parts.append(f"{np.mean(shares):.2f} ({min(shares):.2f})")
@@ -1052,20 +1059,20 @@ def print_steering(cells: list[Cell]) -> None:
     """Where the children truly land, with and without steering: what centring the asks can gain is bounded by
     how widely the children scatter about where they are aimed against how narrow the gaps are."""
     print("\nWhere the children truly land (valid children annotated, true z less the target, mean over gaps): "
-          "children inside their gap per gap, the mean (signed) and the sd within a gap, benchfill / without "
-          "steering; the gaps' half-width; the most that centring the unsteered children on the target could "
-          "multiply those inside by, their scatter kept (landing_gain, over all gaps); and the learned "
-          "response's residual sd (benchfill), which counts the annotation's error beyond its stated se too:")
+          "children inside their gap per gap, the mean (signed) and the sd within a gap, benchfill/steer / "
+          "benchfill (without steering); the gaps' half-width; the most that centring the unsteered children on the "
+          "target could multiply those inside by, their scatter kept (landing_gain, over all gaps); and the learned "
+          "response's residual sd (benchfill/steer), which counts the annotation's error beyond its stated se too:")
     print(f"{'rewriter':<{_LABEL_W}}{'inside/gap':>16}{'mean':>16}{'sd':>14}{'half-w':>8}{'most gain':>11}{'resid sd':>10}")
     for label in dict.fromkeys(c.label for c in cells):
         cs = [c for c in cells if c.label == label]
         cols = []
-        for s in ("benchfill", "benchfill/nosteer"):
+        for s in ("benchfill/steer", "benchfill"):  # with steering, then without (the defaults since s55)
             outs = [o for c in cs for o in c.out[s]]
             land = [g for o in outs for g in o.landing]
             cols.append((sum(o.truly_inside for o in outs) / max(sum(o.gaps for o in outs), 1),
                          *(_mean([g[i] for g in land]) for i in range(3)), landing_gain(land)))
-        resid = [v for c in cs for o in c.out["benchfill"] for v in o.resid_sd]
+        resid = [v for c in cs for o in c.out["benchfill/steer"] for v in o.resid_sd]
         (ib, mb, sb, hb, _), (io, mo, so, _, go) = cols
         print(f"{label:<{_LABEL_W}}{ib:>7.2f} / {io:<6.2f}{mb:>+7.3f} / {mo:<+6.3f}{sb:>6.3f} / {so:<5.3f}{hb:>8.3f}{go:>11.2f}"
               f"{_mean(resid):>10.3f}")
@@ -1074,7 +1081,8 @@ def print_steering(cells: list[Cell]) -> None:
 def print_response(cells: list[Cell]) -> None:
     """What the learned response reads: a child whose stated answer is wrong and that the judge passed is
     answered wrong by the probes that solve it, so it reads harder than it is, and the response takes that for
-    the rewriter's. The children are benchfill's (with steering), pooled over sets and seeds."""
+    the rewriter's. The children are benchfill's (the defaults: without steering since s55, so the response
+    is learned but not acted on), pooled over sets and seeds."""
     print("\nWhat the response learns from (benchfill): children the judge passed per gap, the share of them whose "
           "stated answer is wrong, the mean annotated z less true z of those and of the right-keyed ones; the "
           "learned offset against the offset the right-keyed children truly have about the learned share "

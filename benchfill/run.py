@@ -50,8 +50,9 @@ class RunOptions:
 
     The search (the BenchFill paper's defaults): ``gaps`` to fill, ``strategy`` ("benchfill", "baseline" or
     "oracle"), ``rounds``, ``parents`` and ``children`` per round, ``references`` shown to the rewriter,
-    ``tolerance`` (stop once the best child lies this close to the gap's target, in z), ``steering`` ("on":
-    ask for what the rewriter's learned response lands on the target; "off": the paper's protocol),
+    ``tolerance`` (stop once the best child lies this close to the gap's target, in z), ``steering`` ("off",
+    the default: ask for the target, the paper's protocol; "on": ask for what the rewriter's learned response
+    lands on the target),
     ``selection`` ("posterior", "reduction" or "closest"), ``near_duplicate`` (a child this similar to an
     item, 0-100, is flagged), ``prescreen`` ("on": skip children their text predicts far outside the gap).
     The annotation: ``annotation`` ("adaptive" or "fixed"), ``confirm`` (fresh rollouts on the chosen item),
@@ -95,7 +96,7 @@ class RunOptions:
     children: int = 4
     references: int = 16
     tolerance: float = 0.01
-    steering: str = "on"  # "on" | "off" (the paper's protocol)
+    steering: str = "off"  # "off" (the paper's protocol) | "on" (target steering)
     selection: str = "posterior"  # "posterior" | "reduction" | "closest" (the paper's rule)
     rounds_matched: int | None = None  # baseline: T_g to match (default: rounds)
     near_duplicate: float = 90.0

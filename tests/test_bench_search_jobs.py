@@ -177,19 +177,19 @@ def test_paired_table_gives_each_mean_its_standard_error(capsys):
 
 
 def test_steering_against_none_worked_by_hand(capsys):
-    # two cells of two seeds, the baseline at deviation 0.10 and reduction 0.20 on every seed. Cell a: benchfill
-    # (0.05, 0.07) / (0.26, 0.16), means 0.06 / 0.21: holds;
-    # without steering 0.04 / 0.30: holds; the paper's 0.12: does not. Cell b: benchfill 0.08 / 0.10: does
-    # not; without steering 0.09 / 0.25: holds; the paper's 0.05 / 0.20: holds (a reduction equal to the
-    # baseline's holds). So 1 / 2 / 1 cells hold.
-    # Without steering less benchfill: deviation -0.02 and +0.01 (mean -0.005, sd 0.0212, se 0.0150; 1
+    # two cells of two seeds, the baseline at deviation 0.10 and reduction 0.20 on every seed. Cell a: with
+    # steering (0.05, 0.07) / (0.26, 0.16), means 0.06 / 0.21: holds;
+    # benchfill (the defaults, without steering) 0.04 / 0.30: holds; the paper's 0.12: does not. Cell b: with
+    # steering 0.08 / 0.10: does not; benchfill 0.09 / 0.25: holds; the paper's 0.05 / 0.20: holds (a reduction
+    # equal to the baseline's holds). So benchfill / steer / paper hold in 2 / 1 / 1 cells.
+    # benchfill less with steering: deviation -0.02 and +0.01 (mean -0.005, sd 0.0212, se 0.0150; 1
     # lower), reduction +0.09 and +0.15 (mean +0.120, sd 0.0424, se 0.0300; 2 higher).
     o = bench_search.Outcome
 
-    def cell(name, bf, nosteer, paper):
+    def cell(name, steered, bf, paper):
         c = bench_search.Cell("preset kind", name, [0, 1])
-        c.out = {"benchfill": [o(r, 0, 0, d, 0, 10, 0) for d, r in bf],
-                 "benchfill/nosteer": [o(r, 0, 0, d, 0, 10, 0) for d, r in nosteer],
+        c.out = {"benchfill/steer": [o(r, 0, 0, d, 0, 10, 0) for d, r in steered],
+                 "benchfill": [o(r, 0, 0, d, 0, 10, 0) for d, r in bf],
                  "benchfill/paper": [o(r, 0, 0, d, 0, 10, 0) for d, r in paper],
                  "baseline": [o(0.20, 0, 0, 0.10, 0, 10, 0)] * 2}
         return c
@@ -198,7 +198,7 @@ def test_steering_against_none_worked_by_hand(capsys):
     b = cell("b", [(0.08, 0.10)] * 2, [(0.09, 0.25)] * 2, [(0.05, 0.20)] * 2)
     bench_search.print_steering_against_none([a, b])
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("preset kind")]
-    assert row.split()[2:] == ["2", "1/2/1", "-0.0050±0.0150", "(1", "lower)", "+0.1200±0.0300", "(2", "higher)"]
+    assert row.split()[2:] == ["2", "2/1/1", "-0.0050±0.0150", "(1", "lower)", "+0.1200±0.0300", "(2", "higher)"]
 
 
 def test_a_grid_label_longer_than_the_column_keeps_the_set_column_in_line(monkeypatch, capsys):
@@ -221,9 +221,9 @@ def test_a_grid_label_longer_than_the_column_keeps_the_set_column_in_line(monkey
 
 
 def test_landing_table_worked_by_hand(capsys):
-    # one cell, two seeds of one gap each. benchfill: 4 and 2 children inside their gap, landing (mean, sd) of
-    # (0.02, 0.05) and (-0.04, 0.05): per gap 3 inside, mean -0.010, sd 0.050; residual sds 0.1 and 0.2, mean
-    # 0.150. Without steering: 1 and 3 inside, (0.05, 0.05) and (0.05, 0.05), half-width 0.05: most gain
+    # one cell, two seeds of one gap each. With steering: 4 and 2 children inside their gap, landing (mean, sd)
+    # of (0.02, 0.05) and (-0.04, 0.05): per gap 3 inside, mean -0.010, sd 0.050; residual sds 0.1 and 0.2, mean
+    # 0.150. benchfill (the defaults, without steering): 1 and 3 inside, (0.05, 0.05) and (0.05, 0.05), half-width 0.05: most gain
     # 0.682689 / 0.477250 = 1.43 (test_landing_gain_worked_by_hand).
     outcome = bench_search.Outcome
 
@@ -231,8 +231,8 @@ def test_landing_table_worked_by_hand(capsys):
         return outcome(0, 0, 0, 0, 0, 0, 0, gaps=1, truly_inside=inside, landing=[landing], resid_sd=[resid])
 
     c = bench_search.Cell("preset kind", "demo", [0, 1])
-    c.out = {"benchfill": [run(4, (0.02, 0.05, 0.05), 0.1), run(2, (-0.04, 0.05, 0.05), 0.2)],
-             "benchfill/nosteer": [run(1, (0.05, 0.05, 0.05), 0.0), run(3, (0.05, 0.05, 0.05), 0.0)]}
+    c.out = {"benchfill/steer": [run(4, (0.02, 0.05, 0.05), 0.1), run(2, (-0.04, 0.05, 0.05), 0.2)],
+             "benchfill": [run(1, (0.05, 0.05, 0.05), 0.0), run(3, (0.05, 0.05, 0.05), 0.0)]}
     bench_search.print_steering([c])
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("preset kind")]
     assert row.split()[2:] == ["3.00", "/", "2.00", "-0.010", "/", "+0.050", "0.050", "/", "0.050", "0.050",

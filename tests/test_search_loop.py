@@ -97,9 +97,18 @@ def test_search_moves_toward_the_target_and_selects_the_closest_valid_child():
     assert all(c.annotation is None for c in res.children if c.verdict and not c.verdict.valid)
 
 
-def test_default_search_steers_and_lands_inside_the_gap():
+def test_the_default_search_asks_for_the_target_and_learns_the_response_all_the_same():
+    # Steering is off by default (s55): every ask is the target, and the response is learned for the report.
     world, gap, ann = _setup()
     res = asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=4), seed=1))
+    assert res.chosen is not None and res.chosen.valid
+    assert not res.steering["steered"] and res.steering["points"] > 0 and res.steering["mean_shift"] == 0.0
+    assert all(c.ask == gap.target_z for c in res.children)
+
+
+def test_a_steered_search_asks_past_the_target_and_lands_inside_the_gap():
+    world, gap, ann = _setup()
+    res = asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=4, steering=True), seed=1))
     assert res.chosen is not None and res.chosen.valid
     assert abs(res.chosen.annotation.z - gap.target_z) < 0.05
     assert abs(_true_z(world, res.chosen.item_id) - gap.target_z) < 0.08
@@ -114,12 +123,13 @@ def test_a_gated_search_asks_for_the_target_until_the_response_is_told_apart():
     # The same search with its steering gated out of reach (a response never told apart by 1e9 sds) asks for the
     # target itself every time, and the search's response carries the gate and Huber's threshold it was given.
     world, gap, ann = _setup()
-    res = asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=4, steer_gate=1e9, steer_robust=1.0),
-                                       seed=1))
+    res = asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=4, steering=True, steer_gate=1e9,
+                                                                      steer_robust=1.0), seed=1))
     assert res.steering["steered"] and res.steering["points"] > 0
     assert all(c.ask == gap.target_z for c in res.children) and res.steering["mean_shift"] == 0.0
     seen = []
-    asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=1, steer_gate=2.0, steer_robust=1.0), seed=1,
+    asyncio.run(benchfill_search(gap, world, ann, SearchSettings(rounds=1, steering=True, steer_gate=2.0,
+                                                                 steer_robust=1.0), seed=1,
                                  on_round=lambda g, state, best: seen.append(state.response)))
     assert seen and (seen[0].gate, seen[0].robust) == (2.0, 1.0)
 

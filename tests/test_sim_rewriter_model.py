@@ -103,8 +103,8 @@ def test_knobs_are_checked_and_parsed():
     assert rewriter_model("kind", share=1.5).share == 1.5
 
 
-def _benchfill(presets, seeds) -> list[list]:
-    """benchfill's outcome on each seed's world (bench_search.run_seed, demo), per preset: the (preset, seed)
+def _benchfill(presets, seeds, strategy: str = "benchfill") -> list[list]:
+    """benchfill's outcome (``strategy``'s) on each seed's world (bench_search.run_seed, demo), per preset: the (preset, seed)
     pairs on the CPUs this process may use, two at most (bench_search.run_jobs; the figures do not depend on the
     number of processes, tests/test_bench_search_jobs.py), which halves this test's time on two cores."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -112,32 +112,39 @@ def _benchfill(presets, seeds) -> list[list]:
 
     bench_search._BENCHES["demo"] = bench_search.load_set("demo", 60, 0)
     jobs = [(p, p, {}, "demo") for p in presets]
-    # benchfill alone: the other strategies come after it on each world and cannot change its figures
+    # the strategy alone: each runs on its own annotator, and the others' requests, the same or not, draw the
+    # same children (the world draws each request's child from the request), so its figures are its own
     cells = bench_search.run_jobs(jobs, list(seeds), 8, 0.0, workers=min(bench_search._cpus(), 2),
-                                  strategies=("benchfill",))
-    return [cell.out["benchfill"] for cell in cells]
+                                  strategies=(strategy,))
+    return [cell.out[strategy] for cell in cells]
 
 
 @pytest.mark.slow
 def test_steering_learns_the_hostile_rewriters_lean_and_the_deviation_stays_near_twice_the_kind():
-    """The search with its defaults (steering, posterior selection, confirmation before stopping) against the
-    hostile rewriter, paired with the kind one (six seeds, demo, the bench's in-process world).
+    """The search with steering on (``--steering on``; off by default since s55) and its other defaults
+    (posterior selection, confirmation before stopping) against the hostile rewriter, paired with the kind one
+    (sixteen seeds, demo, the bench's in-process world).
 
     Issue 10 asks that the hostile rewriter's true deviation stay within twice the kind one's. In the world of
     record since s48 (the probes' offsets about the latent curve, sd 5) it does not: 0.1034 against 0.0451, 2.29
     times (without steering 0.0985 against 0.0388). In the world before (offsets added to the curve, sd 3.5) it
     held by 1.6%, 0.1051 against 0.0534. What is asserted here is what holds: steering reads this rewriter's lean
     and asks harder than the target, and the deviation stays below two and a half times the kind one's, a guard
-    on the figure the note reports, not the issue's bar (docs/sim-rewriter.md, "The probes' curve")."""
-    seeds = range(6)
-    kind, hostile = _benchfill(("kind", "hostile"), seeds)
+    on the figure the note reports, not the issue's bar (docs/sim-rewriter.md, "The probes' curve").
+
+    Six seeds were too few for that guard: the ratio's se there is about 0.45, and s55's bracketed slope nodes,
+    which moved no figure of the README's demo, moved two hostile seeds and took six seeds' ratio from 2.11 to
+    2.59. On sixteen seeds it is 2.19 (0.1142 against 0.0521; 2.03 before that change), so the guard runs on
+    sixteen (docs/sim-rewriter.md, "Steering off by default")."""
+    seeds = range(16)
+    kind, hostile = _benchfill(("kind", "hostile"), seeds, "benchfill/steer")
     dev_kind, dev_hostile = (float(np.mean([o.dev_true for o in out])) for out in (kind, hostile))
     assert dev_hostile <= 2.5 * dev_kind, (dev_kind, dev_hostile)
     # Steering is what reacts to this rewriter: its children come out a logit easier than it meant, so the
     # search learns to ask for harder ones than the target (a shift up the z axis), by more than for the kind
     # rewriter. Each child's placement is coarse where the probes agree with themselves as real ones do, and
-    # the learned response with it, so the shift is asked to be positive on average over the six seeds by
-    # more than two standard errors (it is on all six here: 0.043 to 0.124; kind's mean 0.018).
+    # the learned response with it, so the shift is asked to be positive on average over the seeds by more
+    # than two standard errors (positive on all sixteen here: 0.029 to 0.120; kind's mean 0.014).
     shifts = np.array([o.steer_shift for o in hostile])
     assert shifts.mean() > 2 * shifts.std(ddof=1) / np.sqrt(len(shifts)), shifts
     assert shifts.mean() > np.mean([o.steer_shift for o in kind]), (shifts, [o.steer_shift for o in kind])
