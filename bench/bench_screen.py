@@ -1,6 +1,6 @@
 """The order screen on the search's children, in the simulated world (issue 12, part 6).
 
-Runs the BenchFill search (defaults: adaptive annotation, steering, confirmation) on the quick sets
+Runs the BenchFill search (defaults: adaptive annotation, confirmation; steering off since s55) on the quick sets
 with the realistic rewriter, several seeds, and counts, among the children the judge let through:
 
   invalid (wrong key)  the share the order screen flags (it should be most of them)
