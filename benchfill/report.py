@@ -87,8 +87,8 @@ def write_report(run_dir: Path, *, opts, run_id: str, bench, fit, gaps, results,
         # had said "fixed" or "adaptive" by the last command that resumed it)
         "annotation": opts.annotation if opts.strategy != "oracle" else None,
         # steering is benchfill's own (the baseline and the oracle ask for no target): None for them
-        "steering": getattr(opts, "steering", "on") if opts.strategy == "benchfill" else None,
-        "confirm": bool(getattr(opts, "confirm", True)) if opts.strategy != "oracle" else None,
+        "steering": opts.steering if opts.strategy == "benchfill" else None,
+        "confirm": bool(opts.confirm) if opts.strategy != "oracle" else None,
         "isolation": _isolation(bench),  # how generated programs were confined (None: the grader runs none)
         "seed": opts.seed,
         "responses": matrix_source,
