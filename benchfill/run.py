@@ -24,7 +24,7 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
@@ -984,8 +984,20 @@ def narrow_gaps(gaps, confirm_se: float, annotator=None) -> list[str]:
                               f"and it would take about {need} as informative there to bring that part to the "
                               "half-width")
                 elif o.misfit_z_se >= o.ability_z_se and not min(span) <= target <= max(span):
+                    # Say what such a probe would do, worked out, not assumed: the same outlook with one more
+                    # probe at the target, fitted as well as the nearest. Where the probes' own offsets or
+                    # abilities are part of what is left, one probe may not bring it under the half-width (the
+                    # bench's two probes added at the axis's ends did not in the world of record: docs/
+                    # sim-rewriter.md, "Two probes at the ends, in the world of record").
+                    from benchfill.search.services import Probe
+
+                    extra = Probe("a probe at the gap", annotator.from_z(target), near.trials, near.ability_se)
+                    left = replace(annotator, probes=[*annotator.probes, extra]).outlook(target).fixed_z_se
                     remedy = (f"the panel's nearest probe, {near.name}, sits at z {annotator.to_z(near.ability):.2f}, "
-                              f"and a probe model of ability near z {target:.2f} would resolve it")
+                              f"and a probe model of ability near z {target:.2f} " + (
+                                  f"would resolve it (what no rollout removes would fall to {left:.3f})" if left < half
+                                  else f"would bring what no rollout removes from {fixed:.3f} to {left:.3f}, still "
+                                       "wider than the half-width (more probe models near it would be needed)"))
                 elif o.misfit_z_se >= o.ability_z_se:
                     remedy = (f"most of it the item's unknown slope, though probes sit on both sides (the nearest, "
                               f"{near.name}, at z {annotator.to_z(near.ability):.2f}): the gap is narrower than this "

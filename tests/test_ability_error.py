@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 
 import numpy as np
 import pytest
@@ -387,6 +388,14 @@ def test_a_gap_beyond_the_panels_strongest_probe_is_named_before_the_search():
     assert line.startswith("gap 1: beyond the probe panel's reach") and "no rollout removes (the item's unknown slope" in line
     strongest = max(abilities, key=abilities.get)
     assert f"nearest probe, {strongest}, sits at z {ann.to_z(1.0):.2f}" in line and "--confirm-se" not in line
+    # What a probe at the gap would do is worked out, not assumed: the same outlook with one more probe there. Its
+    # design still leans on the panel's probes below, so one probe cuts the slope's part to about a third, not under
+    # this 0.03 half-width; under a 0.06 one it does, though the panel as it is leaves 0.166 there too.
+    left = float(re.search(r"would bring what no rollout removes from [\d.]+ to ([\d.]+), still wider", line)[1])
+    assert 0.03 < left < past.fixed_z_se / 2 and "would resolve it" not in line
+    (line,) = narrow_gaps([gap(0.84, 0.96)], 0.02, ann)
+    assert line.startswith("gap 0: beyond the probe panel's reach")
+    assert f"would resolve it (what no rollout removes would fall to {left:.3f})" in line
     # without the annotator (or where the panel reaches), the rollout advice as before
     (line,) = narrow_gaps([gap(0.5, 0.52)], 0.02, ann)
     assert "--confirm-se 0.005" in line
