@@ -221,7 +221,7 @@ def _gap_record(r, fit) -> dict[str, Any]:
     z_placed, se_placed, by = r.placed
     rec.update({"placed_z": z_placed, "placed_z_se": se_placed, "placed_by": by,
                 # the part of that se no rollout removes (the item's unknown slope, the probes' abilities):
-                # only a probe near the gap does
+                # only probes near the gap do (the run's warnings work out how far one would)
                 "placed_fixed_z_se": (c.confirmation or c.annotation).fixed_z_se,
                 "placed_deviation": abs(z_placed - r.target_z), "ask": c.ask,
                 # the chance it lies inside the fitted gap, by that estimate and its se: near 0.5 where the gap
@@ -678,8 +678,9 @@ def _inside_lines(rep: dict[str, Any]) -> list[str]:
             f"{_fixed_se(r):.4f} of it beyond any rollout)" for r in reach)
             + ". Whether its item lies inside is near chance, and no number of rollouts brings the se below the part "
               "beyond them, which is already wider than the half-width. That part is the item's unknown slope, which "
-              "leans far when every probe sits on one side of the gap (a probe model near the gap resolves it "
-              "there), and the probes' own fitted abilities, which no added probe removes"
+              "leans far when every probe sits on one side of the gap (a probe model near the gap lowers it; the "
+              "run's warnings before the search work out how far), and the probes' own fitted abilities, which no "
+              "added probe removes"
             + (", and each probe's own offset on the item, which only many more probe models lower (the run's "
                "warnings before the search say how many)" if _pair_sd(rep) else "") + ".")
     return lines

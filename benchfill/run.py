@@ -949,7 +949,8 @@ def narrow_gaps(gaps, confirm_se: float, annotator=None) -> list[str]:
     With the run's ``annotator``, a gap is first checked against what a confirmation can reach there at
     all (``Annotator.outlook``): where the part of the placement error that no rollout removes (the item's
     unknown slope, the probes' ability error) is itself wider than the half-width, the gap lies beyond the
-    panel's reach, and the remedy is a probe model near it, not a tighter ``--confirm-se`` (four of the
+    panel's reach, and the remedy lies in the panel (a probe model near it, whose effect the warning works out
+    the same way, or many more probe models), not a tighter ``--confirm-se`` (four of the
     seven sets the bench uses have their largest gaps beyond the strongest or the weakest of their
     panel's models: docs/sim-rewriter.md, "The panel's reach")."""
     out = []

@@ -158,7 +158,7 @@ def test_a_gap_beyond_the_panels_reach_is_not_told_to_spend_more_rollouts():
     md = _markdown(conf)
     reach = md.split("**Beyond the probe panel's reach**")[1].split("\n")[0]
     assert "gap 0 (half-width 0.0200 against se 0.0300, 0.0296 of it beyond any rollout)" in reach
-    assert "a probe model near the gap resolves it there" in reach and "which no added probe removes" in reach
+    assert "a probe model near the gap lowers it; the run's warnings before the search work out how far" in reach and "which no added probe removes" in reach
     assert "Narrower than the estimate resolves" not in md and "--confirm-se" not in reach
     assert "own offset" not in reach
     # with an allowance for each probe's own offset on an item, that part is named, and its remedy
