@@ -393,7 +393,7 @@ class Annotator:
         the prior, since no answers say yet how the item falls across the probes, and it grows with how
         far the probes sit from the item: beyond the panel's strongest probe, every probe leans the same
         way, and no number of rollouts tells a flat item from a steep one. There a probe nearer the gap
-        is the remedy, not a tighter ``--confirm-se``."""
+        lowers it (``run.narrow_gaps`` works out how far, with this outlook), a tighter ``--confirm-se`` not."""
         s = self.confirmation
         b = self.from_z(z)
         cap = s.cap(self.fixed_budget)
